@@ -1,0 +1,109 @@
+//! The Client: one interface for Bots, Chats and executions, in two modes.
+//!
+//! `connect("memory://", ..)` runs everything in this process; a server URL (a later release)
+//! talks to an OpenBot server. Both implement [`Client`], so code does not change between them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use openbot_schema::{
+    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, Event, Execution, ExecutionId,
+    SendInput, SendReceipt, ToolResult,
+};
+
+use crate::error::Error;
+use crate::memory::MemoryClient;
+use crate::model::Model;
+use crate::tool::SharedTool;
+
+/// Events of an execution after a cursor, ending after its last event. An item is an error
+/// only when the events can no longer be read (the client closed, access was lost).
+pub type ObserveStream = BoxStream<'static, Result<Event, Error>>;
+
+/// Everything both modes share: Bots, Chats, input, history and executions.
+#[async_trait]
+pub trait Client: Send + Sync {
+    /// Creates a Bot.
+    async fn create_bot(&self, spec: BotSpec) -> Result<Bot, Error>;
+    /// Reads a Bot.
+    async fn get_bot(&self, id: BotId) -> Result<Bot, Error>;
+    /// Lists the Bots, oldest first.
+    async fn list_bots(&self) -> Result<Vec<Bot>, Error>;
+    /// Changes a Bot; with `revision` set, fails with a conflict if the Bot changed since.
+    async fn update_bot(&self, id: BotId, update: BotUpdate) -> Result<Bot, Error>;
+    /// Deletes a Bot that has no Chats left.
+    async fn delete_bot(&self, id: BotId) -> Result<(), Error>;
+
+    /// Creates a Chat with a Bot.
+    async fn create_chat(&self, bot: BotId) -> Result<Chat, Error>;
+    /// Reads a Chat.
+    async fn get_chat(&self, id: ChatId) -> Result<Chat, Error>;
+    /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs.
+    /// A retry with the same command key and input returns the same receipt.
+    async fn send(&self, chat: ChatId, input: SendInput) -> Result<SendReceipt, Error>;
+    /// Sends input that joins the running Turn; with no Turn running it starts one.
+    async fn steer(&self, chat: ChatId, input: SendInput) -> Result<SendReceipt, Error>;
+    /// Stops the running Turn. Queued input stays queued and runs next.
+    async fn stop(&self, chat: ChatId) -> Result<(), Error>;
+    /// Deletes a Chat: closes it to input, cancels its Turns and returns once they ended.
+    async fn delete_chat(&self, chat: ChatId) -> Result<(), Error>;
+    /// The Chat's messages, oldest first.
+    async fn history(&self, chat: ChatId) -> Result<Vec<ChatEntry>, Error>;
+
+    /// Reads an execution.
+    async fn get_execution(&self, id: ExecutionId) -> Result<Execution, Error>;
+    /// The execution's events after sequence `after`, ending after its last event. Closing
+    /// the stream stops observing only; it cancels nothing.
+    async fn observe(&self, id: ExecutionId, after: u64) -> Result<ObserveStream, Error>;
+    /// Asks an execution to stop and returns its state (`cancelling`, or an end state).
+    async fn cancel_execution(&self, id: ExecutionId) -> Result<Execution, Error>;
+    /// Delivers the result of a host-tool call the execution waits for.
+    async fn deliver_tool_result(&self, id: ExecutionId, result: ToolResult) -> Result<(), Error>;
+
+    /// Closes the client. Later calls fail with the code `closed`; running Turns are cancelled
+    /// in the in-memory mode.
+    async fn close(&self);
+}
+
+/// Options of [`connect`].
+#[derive(Default, Clone)]
+pub struct ConnectOptions {
+    /// An API token, for a server.
+    pub token: Option<String>,
+    /// Tool handlers in this process, by name. A Bot tool with a handler here runs it; one
+    /// without waits for [`Client::deliver_tool_result`].
+    pub tools: Vec<SharedTool>,
+    /// Models by spec, used before the `provider:model` specs are resolved; lets a program
+    /// give its own model (a scripted one, a custom provider) under a name.
+    pub models: HashMap<String, Arc<dyn Model>>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("tools", &self.tools.iter().map(|t| t.definition().name.clone()).collect::<Vec<_>>())
+            .field("models", &self.models.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Connects to OpenBot. `memory://` runs everything in this process (nothing survives the
+/// process); `http://` and `https://` name a server.
+pub async fn connect(uri: &str, options: ConnectOptions) -> Result<Arc<dyn Client>, Error> {
+    let (scheme, _) = uri
+        .split_once("://")
+        .ok_or_else(|| Error::invalid_input(format!("`{uri}` is not a URI: use memory:// or http://host:port")))?;
+    match scheme {
+        "memory" => Ok(Arc::new(MemoryClient::new(options)?)),
+        "http" | "https" => Err(Error::new(
+            openbot_schema::ErrorCode::Unavailable,
+            "this build has no remote client yet: use memory://",
+        )),
+        other => Err(Error::invalid_input(format!(
+            "unknown scheme `{other}`: use memory:// or http://host:port"
+        ))),
+    }
+}

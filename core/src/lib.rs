@@ -1,0 +1,21 @@
+//! The standalone OpenBot runtime.
+//!
+//! - [`Agent`] runs the model-and-tool loop in this process, with no server.
+//! - [`connect`] returns the [`Client`]: `memory://` runs Bots and Chats in this process,
+//!   and code written against it works unchanged against a server.
+//! - [`model`] has the providers (OpenAI, Anthropic, any OpenAI-compatible endpoint, a
+//!   scripted model), [`tool`] the tool trait, [`turn`] the one Turn loop and its [`turn::Host`].
+
+mod agent;
+pub mod client;
+mod error;
+pub mod events;
+pub mod memory;
+pub mod model;
+pub mod tool;
+pub mod turn;
+
+pub use agent::{Agent, AgentBuilder, TurnHandle};
+pub use client::{Client, ConnectOptions, ObserveStream, connect};
+pub use error::Error;
+pub use openbot_schema as schema;

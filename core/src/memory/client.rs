@@ -1,0 +1,458 @@
+//! The in-memory Client: Bots, Chats and Turns in this process.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use futures::StreamExt;
+use openbot_schema::{
+    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, ContentPart, ErrorCategory,
+    Execution, ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
+};
+
+use super::host::MemoryHost;
+use super::sealed::SealedErrors;
+use crate::client::{Client, ConnectOptions, ObserveStream};
+use crate::error::Error;
+use crate::model::{Model, ModelSpec, model_from_spec};
+use crate::tool::{CheckedSchema, SharedTool};
+use crate::turn::{ToolSet, TurnEnd, TurnFailure, TurnSpec, run_turn};
+
+/// The Client of the in-memory mode. Turns run on the Tokio runtime of the caller; nothing
+/// survives the process.
+#[derive(Clone)]
+pub struct MemoryClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    handlers: HashMap<String, SharedTool>,
+    errors: SealedErrors,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    closed: bool,
+    bots: BTreeMap<BotId, Bot>,
+    chats: HashMap<ChatId, ChatState>,
+    executions: HashMap<ExecutionId, Arc<MemoryHost>>,
+    /// Models by spec; one instance per spec, so a scripted model's script runs on across Turns.
+    models: HashMap<String, Arc<dyn Model>>,
+    /// Tool sets by Bot and revision.
+    tool_sets: HashMap<(BotId, u64), Arc<ToolSet>>,
+    /// Command key -> (the request it named, its receipt).
+    command_keys: HashMap<String, (String, SendReceipt)>,
+}
+
+struct ChatState {
+    chat: Chat,
+    history: Vec<ChatEntry>,
+    running: Option<Arc<MemoryHost>>,
+    queue: VecDeque<(Arc<MemoryHost>, Vec<ContentPart>)>,
+    deleted: bool,
+}
+
+impl MemoryClient {
+    /// A new, empty in-memory runtime.
+    pub fn new(options: ConnectOptions) -> Result<Self, Error> {
+        let mut handlers = HashMap::new();
+        for tool in options.tools {
+            let name = tool.definition().name.clone();
+            if handlers.insert(name.clone(), tool).is_some() {
+                return Err(Error::invalid_input(format!("two tool handlers are named `{name}`")));
+            }
+        }
+        let state = State { models: options.models, ..State::default() };
+        Ok(Self {
+            inner: Arc::new(Inner { handlers, errors: SealedErrors::default(), state: Mutex::new(state) }),
+        })
+    }
+
+    /// Where the full causes of failed Turns are kept.
+    pub fn sealed_errors(&self) -> &SealedErrors {
+        &self.inner.errors
+    }
+
+    fn state(&self) -> Result<MutexGuard<'_, State>, Error> {
+        let guard = self.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.closed { Err(Error::closed()) } else { Ok(guard) }
+    }
+}
+
+fn check_bot_spec(spec: &BotSpec, models: &HashMap<String, Arc<dyn Model>>) -> Result<(), Error> {
+    if spec.name.trim().is_empty() || spec.name.len() > 200 {
+        return Err(Error::invalid_input("a Bot's name must have 1-200 characters"));
+    }
+    if !models.contains_key(&spec.model) {
+        ModelSpec::parse(&spec.model).map_err(|e| Error::invalid_input(e.to_string()))?;
+    }
+    let mut names = std::collections::HashSet::new();
+    for tool in &spec.tools {
+        CheckedSchema::new(tool.clone()).map_err(|e| Error::invalid_input(e.to_string()))?;
+        if !names.insert(&tool.name) {
+            return Err(Error::invalid_input(format!("two tools are named `{}`", tool.name)));
+        }
+    }
+    if spec.limits.max_steps == Some(0) {
+        return Err(Error::invalid_input("max_steps must be at least 1"));
+    }
+    Ok(())
+}
+
+fn check_input(input: &SendInput) -> Result<(), Error> {
+    if input.content.is_empty() {
+        return Err(Error::invalid_input("input needs at least one content part"));
+    }
+    if input.command_key.as_ref().is_some_and(|k| k.is_empty() || k.len() > 200) {
+        return Err(Error::invalid_input("a command key must have 1-200 characters"));
+    }
+    Ok(())
+}
+
+impl State {
+    fn chat(&mut self, id: ChatId) -> Result<&mut ChatState, Error> {
+        match self.chats.get_mut(&id) {
+            Some(chat) if !chat.deleted => Ok(chat),
+            _ => Err(Error::not_found("chat", id)),
+        }
+    }
+
+    fn host(&self, id: ExecutionId) -> Result<Arc<MemoryHost>, Error> {
+        self.executions.get(&id).cloned().ok_or_else(|| Error::not_found("execution", id))
+    }
+
+    fn model(&mut self, spec: &str) -> Result<Arc<dyn Model>, Error> {
+        if let Some(model) = self.models.get(spec) {
+            return Ok(Arc::clone(model));
+        }
+        let model = model_from_spec(spec, &|name| std::env::var(name).ok())
+            .map_err(|e| Error::invalid_input(e.to_string()))?;
+        self.models.insert(spec.to_string(), Arc::clone(&model));
+        Ok(model)
+    }
+
+    fn tool_set(&mut self, bot: &Bot, handlers: &HashMap<String, SharedTool>) -> Result<Arc<ToolSet>, Error> {
+        let key = (bot.id, bot.revision);
+        if let Some(set) = self.tool_sets.get(&key) {
+            return Ok(Arc::clone(set));
+        }
+        let mut set = ToolSet::new();
+        for definition in &bot.spec.tools {
+            set.insert(definition.clone(), handlers.get(&definition.name).cloned())
+                .map_err(|e| Error::invalid_input(e.to_string()))?;
+        }
+        let set = Arc::new(set);
+        self.tool_sets.insert(key, Arc::clone(&set));
+        Ok(set)
+    }
+
+    /// Everything a Turn of `chat` needs, from the Chat's Bot as it is now.
+    fn turn_spec(
+        &mut self,
+        chat: ChatId,
+        input: Vec<ContentPart>,
+        handlers: &HashMap<String, SharedTool>,
+    ) -> Result<TurnSpec, Error> {
+        let chat_state = self.chat(chat)?;
+        let bot_id = chat_state.chat.bot_id;
+        let history = chat_state.history.iter().map(|e| e.message.clone()).collect();
+        let bot = self.bots.get(&bot_id).cloned().ok_or_else(|| Error::not_found("bot", bot_id))?;
+        Ok(TurnSpec {
+            instructions: bot.spec.instructions.clone(),
+            model: self.model(&bot.spec.model)?,
+            tools: self.tool_set(&bot, handlers)?,
+            limits: bot.spec.limits,
+            history,
+            input,
+            max_output_tokens: None,
+        })
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts `host`'s Turn of `chat` in the background. The caller holds the state lock and
+    /// has made `host` the Chat's running Turn.
+    fn launch(self: &Arc<Self>, state: &mut State, chat: ChatId, host: Arc<MemoryHost>, input: Vec<ContentPart>) {
+        let spec = state.turn_spec(chat, input.clone(), &self.handlers);
+        let inner = Arc::clone(self);
+        let execution = host.log().execution_id();
+        host.set_finisher(Box::new(move |end| inner.turn_ended(chat, execution, end)));
+        host.start(input);
+        match spec {
+            Ok(spec) => {
+                tokio::spawn(async move {
+                    if let Err(err) = run_turn(spec, host.as_ref()).await {
+                        tracing::warn!(%execution, error = %err, "turn stopped without an end");
+                    }
+                });
+            }
+            // The Bot changed since the input was queued (a model that no longer resolves).
+            Err(err) => {
+                let end = TurnEnd {
+                    outcome: Err(TurnFailure { category: ErrorCategory::Configuration, cause: err.message }),
+                    messages: Vec::new(),
+                    usage: Default::default(),
+                };
+                let host = Arc::clone(&host);
+                tokio::spawn(async move {
+                    use crate::turn::Host;
+                    let _ = host.finish(end).await;
+                });
+            }
+        }
+    }
+
+    /// Saves a Turn's messages in its Chat and admits the next queued input, in one step, just
+    /// before the Turn's last event is published.
+    fn turn_ended(self: &Arc<Self>, chat: ChatId, execution: ExecutionId, end: &TurnEnd) {
+        let mut state = self.lock();
+        let Some(chat_state) = state.chats.get_mut(&chat) else { return };
+        let at = Utc::now();
+        chat_state.history.extend(end.messages.iter().map(|message| ChatEntry {
+            message: message.clone(),
+            execution_id: execution,
+            at,
+        }));
+        if chat_state.running.as_ref().is_some_and(|h| h.log().execution_id() == execution) {
+            chat_state.running = None;
+        }
+        if chat_state.deleted || chat_state.running.is_some() {
+            return;
+        }
+        if let Some((next, input)) = chat_state.queue.pop_front() {
+            chat_state.running = Some(Arc::clone(&next));
+            self.launch(&mut state, chat, next, input);
+        }
+    }
+}
+
+#[async_trait]
+impl Client for MemoryClient {
+    async fn create_bot(&self, spec: BotSpec) -> Result<Bot, Error> {
+        let mut state = self.state()?;
+        check_bot_spec(&spec, &state.models)?;
+        let bot = Bot { id: BotId::new(), spec, revision: 1, created_at: Utc::now() };
+        state.bots.insert(bot.id, bot.clone());
+        Ok(bot)
+    }
+
+    async fn get_bot(&self, id: BotId) -> Result<Bot, Error> {
+        self.state()?.bots.get(&id).cloned().ok_or_else(|| Error::not_found("bot", id))
+    }
+
+    async fn list_bots(&self) -> Result<Vec<Bot>, Error> {
+        Ok(self.state()?.bots.values().cloned().collect())
+    }
+
+    async fn update_bot(&self, id: BotId, update: BotUpdate) -> Result<Bot, Error> {
+        let mut state = self.state()?;
+        let current = state.bots.get(&id).cloned().ok_or_else(|| Error::not_found("bot", id))?;
+        if update.revision.is_some_and(|r| r != current.revision) {
+            return Err(Error::conflict(format!(
+                "bot {id} is at revision {}, not {}",
+                current.revision,
+                update.revision.unwrap_or_default()
+            )));
+        }
+        let mut spec = current.spec.clone();
+        if let Some(name) = update.name {
+            spec.name = name;
+        }
+        if let Some(instructions) = update.instructions {
+            spec.instructions = instructions;
+        }
+        if let Some(model) = update.model {
+            spec.model = model;
+        }
+        if let Some(tools) = update.tools {
+            spec.tools = tools;
+        }
+        if let Some(limits) = update.limits {
+            spec.limits = limits;
+        }
+        check_bot_spec(&spec, &state.models)?;
+        let bot = Bot { spec, revision: current.revision + 1, ..current };
+        state.bots.insert(id, bot.clone());
+        Ok(bot)
+    }
+
+    async fn delete_bot(&self, id: BotId) -> Result<(), Error> {
+        let mut state = self.state()?;
+        if !state.bots.contains_key(&id) {
+            return Err(Error::not_found("bot", id));
+        }
+        if state.chats.values().any(|c| c.chat.bot_id == id && !c.deleted) {
+            return Err(Error::conflict(format!("bot {id} still has chats: delete them first")));
+        }
+        state.bots.remove(&id);
+        state.tool_sets.retain(|(bot, _), _| *bot != id);
+        Ok(())
+    }
+
+    async fn create_chat(&self, bot: BotId) -> Result<Chat, Error> {
+        let mut state = self.state()?;
+        if !state.bots.contains_key(&bot) {
+            return Err(Error::not_found("bot", bot));
+        }
+        let chat = Chat { id: ChatId::new(), bot_id: bot, created_at: Utc::now() };
+        state.chats.insert(
+            chat.id,
+            ChatState { chat: chat.clone(), history: Vec::new(), running: None, queue: VecDeque::new(), deleted: false },
+        );
+        Ok(chat)
+    }
+
+    async fn get_chat(&self, id: ChatId) -> Result<Chat, Error> {
+        Ok(self.state()?.chat(id)?.chat.clone())
+    }
+
+    async fn send(&self, chat: ChatId, input: SendInput) -> Result<SendReceipt, Error> {
+        self.admit(chat, input, false)
+    }
+
+    async fn steer(&self, chat: ChatId, input: SendInput) -> Result<SendReceipt, Error> {
+        self.admit(chat, input, true)
+    }
+
+    async fn stop(&self, chat: ChatId) -> Result<(), Error> {
+        let mut state = self.state()?;
+        if let Some(running) = &state.chat(chat)?.running {
+            running.cancel();
+        }
+        Ok(())
+    }
+
+    async fn delete_chat(&self, chat: ChatId) -> Result<(), Error> {
+        let running = {
+            let mut state = self.state()?;
+            let chat_state = state.chat(chat)?;
+            chat_state.deleted = true;
+            for (queued, _) in chat_state.queue.drain(..) {
+                queued.cancel_unstarted();
+            }
+            chat_state.running.clone()
+        };
+        if let Some(running) = running {
+            running.cancel();
+            // Returns once the Turn released everything and published its end.
+            running.log().observe(running.log().last_sequence()).count().await;
+        }
+        self.inner.lock().chats.remove(&chat);
+        Ok(())
+    }
+
+    async fn history(&self, chat: ChatId) -> Result<Vec<ChatEntry>, Error> {
+        Ok(self.state()?.chat(chat)?.history.clone())
+    }
+
+    async fn get_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
+        Ok(self.state()?.host(id)?.execution())
+    }
+
+    async fn observe(&self, id: ExecutionId, after: u64) -> Result<ObserveStream, Error> {
+        let host = self.state()?.host(id)?;
+        Ok(host.log().observe(after).map(Ok).boxed())
+    }
+
+    async fn cancel_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
+        let mut state = self.state()?;
+        let host = state.host(id)?;
+        let chat = host.execution().chat_id;
+        let queued = chat.and_then(|chat| state.chats.get_mut(&chat)).and_then(|chat_state| {
+            let position = chat_state.queue.iter().position(|(h, _)| Arc::ptr_eq(h, &host))?;
+            chat_state.queue.remove(position)
+        });
+        match queued {
+            Some((queued, _)) => queued.cancel_unstarted(),
+            None => host.cancel(),
+        }
+        Ok(host.execution())
+    }
+
+    async fn deliver_tool_result(&self, id: ExecutionId, result: ToolResult) -> Result<(), Error> {
+        let host = self.state()?.host(id)?;
+        if host.execution().state.is_terminal() {
+            return Err(Error::conflict(format!("execution {id} has ended")));
+        }
+        host.deliver(result)
+    }
+
+    async fn close(&self) {
+        let mut state = self.inner.lock();
+        state.closed = true;
+        for host in state.executions.values() {
+            if !host.execution().state.is_terminal() {
+                host.cancel();
+            }
+        }
+    }
+}
+
+impl MemoryClient {
+    fn admit(&self, chat: ChatId, input: SendInput, steer: bool) -> Result<SendReceipt, Error> {
+        check_input(&input)?;
+        let mut state = self.state()?;
+        state.chat(chat)?;
+        let request = match &input.command_key {
+            Some(key) => {
+                let request = serde_json::json!({"chat": chat, "steer": steer, "content": input.content}).to_string();
+                if let Some((saved, receipt)) = state.command_keys.get(key) {
+                    return if *saved == request {
+                        Ok(receipt.clone())
+                    } else {
+                        Err(Error::conflict(format!("command key `{key}` was used for other input")))
+                    };
+                }
+                Some((key.clone(), request))
+            }
+            None => None,
+        };
+        let chat_state = state.chat(chat)?;
+        let mut content = input.content;
+        let receipt = match chat_state.running.clone() {
+            Some(running) if steer => match running.steer(content) {
+                Ok(()) => SendReceipt {
+                    chat_id: chat,
+                    execution_id: running.log().execution_id(),
+                    disposition: SendDisposition::Steered,
+                },
+                Err(back) => {
+                    content = back;
+                    self.enqueue(&mut state, chat, content)
+                }
+            },
+            Some(_) => self.enqueue(&mut state, chat, content),
+            None => {
+                let host = Arc::new(MemoryHost::new(MemoryHost::new_execution(Some(chat)), self.inner.errors.clone()));
+                // A model that cannot be built is the caller's error, reported now.
+                state.turn_spec(chat, content.clone(), &self.inner.handlers)?;
+                state.executions.insert(host.log().execution_id(), Arc::clone(&host));
+                state.chat(chat)?.running = Some(Arc::clone(&host));
+                let execution_id = host.log().execution_id();
+                self.inner.launch(&mut state, chat, host, content);
+                SendReceipt { chat_id: chat, execution_id, disposition: SendDisposition::Started }
+            }
+        };
+        if let Some((key, request)) = request {
+            state.command_keys.insert(key, (request, receipt.clone()));
+        }
+        Ok(receipt)
+    }
+
+    fn enqueue(&self, state: &mut State, chat: ChatId, content: Vec<ContentPart>) -> SendReceipt {
+        let host = Arc::new(MemoryHost::new(MemoryHost::new_execution(Some(chat)), self.inner.errors.clone()));
+        let execution_id = host.log().execution_id();
+        state.executions.insert(execution_id, Arc::clone(&host));
+        if let Some(chat_state) = state.chats.get_mut(&chat) {
+            chat_state.queue.push_back((host, content));
+        }
+        SendReceipt { chat_id: chat, execution_id, disposition: SendDisposition::Queued }
+    }
+}
+

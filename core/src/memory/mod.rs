@@ -1,0 +1,12 @@
+//! The in-memory mode: Turns run in this process and everything lives in memory.
+//!
+//! Nothing here survives the process: a Turn that is running when the process stops is gone,
+//! with its events and history. Use the server for work that must survive a crash.
+
+mod client;
+mod host;
+mod sealed;
+
+pub use client::MemoryClient;
+pub use host::MemoryHost;
+pub use sealed::SealedErrors;

@@ -1,0 +1,73 @@
+//! Errors of model providers.
+
+use std::time::Duration;
+
+/// Why a model request failed. Messages never contain an API key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The configuration is unusable: no API key, a bad base URL, an unknown model.
+    #[error("model configuration: {0}")]
+    Configuration(String),
+    /// The provider rejected the credentials (401/403).
+    #[error("the provider rejected the credentials (HTTP {status}): {message}")]
+    Unauthorized {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider asks to slow down (429).
+    #[error("the provider is rate limiting requests: {message}")]
+    RateLimited {
+        /// How long the provider asked to wait, if it said.
+        retry_after: Option<Duration>,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider rejected the request (other 4xx). Repeating it would fail again.
+    #[error("the provider rejected the request (HTTP {status}): {message}")]
+    InvalidRequest {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider failed (5xx).
+    #[error("the provider failed (HTTP {status}): {message}")]
+    Server {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider could not be reached or the connection broke.
+    #[error("could not reach the provider: {0}")]
+    Transport(String),
+    /// No answer within the configured time.
+    #[error("the provider did not answer in time")]
+    Timeout,
+    /// The provider's answer could not be understood.
+    #[error("the provider sent data that could not be read: {0}")]
+    Malformed(String),
+    /// The answer's stream ended before it was complete.
+    #[error("the provider's stream ended before the answer was complete")]
+    Interrupted,
+    /// A scripted model ran out of steps.
+    #[error("the scripted model has no output left for step {0}")]
+    ScriptExhausted(usize),
+}
+
+impl ModelError {
+    /// Whether sending the same request again may succeed. Model requests write nothing
+    /// outside, so every transient failure is safe to retry.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ModelError::RateLimited { .. }
+                | ModelError::Server { .. }
+                | ModelError::Transport(_)
+                | ModelError::Timeout
+                | ModelError::Interrupted
+        )
+    }
+}

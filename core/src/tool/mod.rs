@@ -1,0 +1,80 @@
+//! Tools: what a model can call. A tool has a definition (name, description, JSON Schema of its
+//! input) and a handler. Arguments that do not match the schema never reach the handler: the
+//! model gets an error result that says what is wrong, and the Turn goes on.
+
+mod function;
+mod validate;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use openbot_schema::{ContentPart, ExecutionId, ToolDefinition};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use function::FnTool;
+pub use validate::{ArgumentError, CheckedSchema, SchemaError};
+
+/// What a tool's handler knows about the call it serves.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The execution the call belongs to.
+    pub execution_id: ExecutionId,
+    /// The model step that asked for the call.
+    pub step: u32,
+    /// The provider's ID of the call.
+    pub call_id: String,
+    /// A key that stays the same if this exact call is retried; pass it to outside services
+    /// that deduplicate writes.
+    pub idempotency_key: String,
+    /// Cancelled when the Turn is cancelled; long tools should stop then.
+    pub cancel: CancellationToken,
+}
+
+/// A tool's answer: what the model sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Text and files for the model.
+    pub content: Vec<ContentPart>,
+}
+
+impl ToolOutput {
+    /// An answer of one text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { content: vec![ContentPart::text(text)] }
+    }
+
+    /// An answer holding `value` as JSON text.
+    pub fn json(value: &Value) -> Self {
+        Self::text(value.to_string())
+    }
+}
+
+/// A tool failure. Its message is given to the model as an error result, so the model can
+/// react; it must not contain secrets.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// What went wrong, for the model.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A failure with this message for the model.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}
+
+/// A tool handler.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The definition offered to the model.
+    fn definition(&self) -> &ToolDefinition;
+
+    /// Runs one call with arguments already checked against the definition's schema.
+    async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// A shared tool handler.
+pub type SharedTool = Arc<dyn Tool>;

@@ -1,0 +1,153 @@
+//! Context sizing: keeping each model request under the model's context window.
+//!
+//! The policy, in order:
+//! 1. Tokens are estimated, not counted: one token per 4 bytes of text (rounded up), plus 4
+//!    per message and the size of each tool definition. The estimate errs on the large side
+//!    for English text and code.
+//! 2. The budget is the window minus the tokens kept free for the answer
+//!    (`max_output_tokens`, or 4096 when unset).
+//! 3. The instructions, the tool definitions and the current Turn's messages are always sent.
+//!    Older messages are dropped oldest first, a whole exchange at a time: an assistant message
+//!    that called tools is never sent without its tool results, nor a result without its call.
+//! 4. If the always-sent part alone does not fit, the request is not sent and the Turn fails
+//!    with a configuration error that says so.
+
+use openbot_schema::{ContentPart, Message, ToolDefinition};
+
+/// Tokens kept free for the answer when a request sets no limit.
+pub const DEFAULT_OUTPUT_RESERVE: u32 = 4096;
+
+/// The always-sent part of a request does not fit in the window.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the request needs about {needed} tokens but the model's window leaves {budget}")]
+pub struct ContextOverflow {
+    /// The estimated tokens of the part that must be sent.
+    pub needed: u64,
+    /// The tokens available.
+    pub budget: u64,
+}
+
+/// The estimated tokens of a text.
+pub fn estimate_text(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// The estimated tokens of one message.
+pub fn estimate_message(message: &Message) -> u64 {
+    let parts = |content: &[ContentPart]| -> u64 {
+        content
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => estimate_text(text),
+                // Providers bill images by size; a reference costs a fixed, generous amount.
+                ContentPart::File { .. } => 1000,
+            })
+            .sum()
+    };
+    4 + match message {
+        Message::User { content } => parts(content),
+        Message::Assistant { content, tool_calls } => {
+            parts(content)
+                + tool_calls
+                    .iter()
+                    .map(|c| estimate_text(&c.name) + estimate_text(&c.arguments.to_string()) + 8)
+                    .sum::<u64>()
+        }
+        Message::Tool { result } => parts(&result.output) + estimate_text(&result.call_id),
+    }
+}
+
+/// The estimated tokens of a tool definition.
+pub fn estimate_tool(tool: &ToolDefinition) -> u64 {
+    estimate_text(&tool.name) + estimate_text(&tool.description) + estimate_text(&tool.input_schema.to_string())
+}
+
+/// Chooses how many of the oldest `history` messages to leave out so that the request fits.
+/// `current` are the current Turn's messages, always sent. Returns the index into `history`
+/// of the first message to send.
+pub fn first_history_message(
+    window: u32,
+    max_output_tokens: Option<u32>,
+    instructions: &str,
+    tools: &[ToolDefinition],
+    history: &[Message],
+    current: &[Message],
+) -> Result<usize, ContextOverflow> {
+    let budget = u64::from(window).saturating_sub(u64::from(max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE)));
+    let fixed = estimate_text(instructions)
+        + tools.iter().map(estimate_tool).sum::<u64>()
+        + current.iter().map(estimate_message).sum::<u64>();
+    if fixed > budget {
+        return Err(ContextOverflow { needed: fixed, budget });
+    }
+    let mut left = budget - fixed;
+    // Walk back from the newest history message; stop at the first exchange that does not fit.
+    let mut first = history.len();
+    let mut index = history.len();
+    let mut pending = 0u64;
+    while index > 0 {
+        index -= 1;
+        pending += estimate_message(&history[index]);
+        if is_exchange_start(&history[index]) {
+            if pending > left {
+                break;
+            }
+            left -= pending;
+            pending = 0;
+            first = index;
+        }
+    }
+    Ok(first)
+}
+
+/// Whether a message can be the first one sent: anything but a tool result, whose call would
+/// then be missing.
+fn is_exchange_start(message: &Message) -> bool {
+    !matches!(message, Message::Tool { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openbot_schema::{ToolCall, ToolResult};
+    use serde_json::json;
+
+    fn long(n: usize) -> Message {
+        Message::user("x".repeat(n))
+    }
+
+    #[test]
+    fn everything_is_sent_when_it_fits() {
+        let history = vec![long(40), Message::assistant("ok")];
+        let first = first_history_message(10_000, Some(100), "", &[], &history, &[long(4)]).unwrap();
+        assert_eq!(first, 0);
+    }
+
+    #[test]
+    fn the_oldest_messages_are_dropped_first() {
+        // Each 400-byte message is about 104 tokens; the budget holds the current one and two more.
+        let history = vec![long(400), long(400), long(400)];
+        let first = first_history_message(400, Some(50), "", &[], &history, &[long(400)]).unwrap();
+        assert_eq!(first, 1);
+    }
+
+    #[test]
+    fn a_tool_result_is_never_sent_without_its_call() {
+        let call = ToolCall { id: "c1".into(), name: "t".into(), arguments: json!({}) };
+        let history = vec![
+            long(400),
+            Message::Assistant { content: vec![], tool_calls: vec![call.clone()] },
+            Message::Tool { result: ToolResult::text(&call, "y".repeat(400)) },
+        ];
+        // Room for the tool result alone, not for it and its call together.
+        let first = first_history_message(230, Some(10), "", &[], &history, &[long(40)]).unwrap();
+        assert_eq!(first, 3);
+    }
+
+    #[test]
+    fn a_turn_too_large_for_the_window_is_refused() {
+        let err = first_history_message(100, Some(50), "", &[], &[], &[long(400)]).unwrap_err();
+        assert_eq!(err.budget, 50);
+        assert!(err.needed > 50);
+    }
+}

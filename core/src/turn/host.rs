@@ -1,0 +1,109 @@
+//! The Host: where a Turn keeps its call log and events. The Turn loop is written once; the
+//! in-memory host keeps everything in memory, the server's durable host keeps it in SQL.
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use openbot_schema::{ContentPart, ErrorCategory, EventKind, ExecutionId, Message, ToolCall, ToolResult, TurnOutcome, Usage};
+use tokio_util::sync::CancellationToken;
+
+use super::call::{CallKey, CallRecord, CallResult, CallSlot};
+
+/// A host failure that stops the loop at once, without ending the Turn: storage is gone or
+/// another owner took over. The host's runner decides what happens next.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HostError {
+    /// A newer owner holds the execution; this one must stop writing.
+    #[error("the execution has a newer owner")]
+    Fenced,
+    /// The host was closed.
+    #[error("the host is closed")]
+    Closed,
+    /// Storage failed after its retries.
+    #[error("storage failed: {0}")]
+    Storage(String),
+    /// A host tool's result will not come (the execution is being deleted).
+    #[error("the tool result was abandoned")]
+    Abandoned,
+    /// A call was maybe sent, its result is lost, and it may not be repeated: the execution
+    /// waits in `outcome_unknown` for a saved result or a decision.
+    #[error("the result of call {key} is unknown")]
+    OutcomeUnknown {
+        /// The call.
+        key: CallKey,
+    },
+}
+
+/// How a Turn ended, as the loop hands it to its host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    /// The outcome, or a failure with its safe category and full private cause.
+    pub outcome: Result<TurnOutcome, TurnFailure>,
+    /// The messages the Turn added to the conversation, in order: the input, steering input,
+    /// assistant answers and tool results.
+    pub messages: Vec<Message>,
+    /// What the Turn used.
+    pub usage: Usage,
+}
+
+/// Why a Turn failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnFailure {
+    /// The safe, public category.
+    pub category: ErrorCategory,
+    /// The full cause. Private: the host seals it and publishes only an error ID.
+    pub cause: String,
+}
+
+/// Storage and signals of one execution's Turn.
+///
+/// A host must keep these promises for the loop to be exact:
+/// - `saved_call` returns what `record_*` stored, also after a takeover (durable hosts).
+/// - `record_result` saves the result and publishes its events together, or neither.
+/// - `take_steering(step, ..)` returns the same input for the same step on replay.
+#[async_trait]
+pub trait Host: Send + Sync {
+    /// The execution this host serves.
+    fn execution_id(&self) -> ExecutionId;
+
+    /// Cancelled when the execution is asked to stop.
+    fn cancellation(&self) -> CancellationToken;
+
+    /// When the Turn first started. Time limits count from here, so a takeover never resets them.
+    fn started_at(&self) -> SystemTime;
+
+    /// The latest record of a call slot, if any.
+    async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError>;
+
+    /// Records that a call is about to be sent.
+    async fn record_intent(&self, key: CallKey) -> Result<(), HostError>;
+
+    /// Records that a call is being sent; from here on its result may be lost.
+    async fn record_sending(&self, key: CallKey) -> Result<(), HostError>;
+
+    /// Saves a call's result and publishes `events` with it.
+    async fn record_result(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+    ) -> Result<(), HostError>;
+
+    /// Publishes an event that belongs to no saved result (a step start, a text delta).
+    async fn publish(&self, event: EventKind) -> Result<(), HostError>;
+
+    /// Input that joined the running Turn, for the model request of `step`. With `last`,
+    /// the Turn is about to end: if nothing is waiting the host closes steering, so that later
+    /// input starts its own Turn instead of being lost.
+    async fn take_steering(
+        &self,
+        step: u32,
+        last: bool,
+    ) -> Result<Vec<Vec<ContentPart>>, HostError>;
+
+    /// Waits for the caller to deliver the result of a host tool (a tool with no handler here).
+    async fn wait_for_delivery(&self, key: CallKey, call: &ToolCall) -> Result<ToolResult, HostError>;
+
+    /// Ends the Turn: saves its end and publishes the last event.
+    async fn finish(&self, end: TurnEnd) -> Result<(), HostError>;
+}

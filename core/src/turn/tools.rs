@@ -1,0 +1,155 @@
+//! The tools a Turn offers, and running one tool call.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use openbot_schema::{ToolCall, ToolDefinition, ToolResult};
+use tokio_util::sync::CancellationToken;
+
+use super::call::{CallKey, CallResult, CallSlot, CallStatus};
+use super::host::{Host, HostError};
+use crate::tool::{CheckedSchema, SchemaError, SharedTool, ToolContext};
+
+struct Entry {
+    schema: CheckedSchema,
+    handler: Option<SharedTool>,
+}
+
+/// The tools of a Turn: each with a checked schema, and a handler unless the caller delivers
+/// its results (a host tool).
+#[derive(Default)]
+pub struct ToolSet {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    definitions: Vec<ToolDefinition>,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.definitions.iter().map(|d| &d.name)).finish()
+    }
+}
+
+impl ToolSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool with a handler in this process.
+    pub fn add(&mut self, tool: SharedTool) -> Result<(), SchemaError> {
+        self.insert(tool.definition().clone(), Some(tool))
+    }
+
+    /// Adds a host tool: the model may call it, and the caller delivers each result.
+    pub fn declare(&mut self, definition: ToolDefinition) -> Result<(), SchemaError> {
+        self.insert(definition, None)
+    }
+
+    /// Adds a tool offered with `definition` whose calls run `handler` when one is given,
+    /// and otherwise wait for the caller to deliver the result.
+    pub fn insert(&mut self, definition: ToolDefinition, handler: Option<SharedTool>) -> Result<(), SchemaError> {
+        if self.by_name.contains_key(&definition.name) {
+            return Err(SchemaError::DuplicateName(definition.name));
+        }
+        let schema = CheckedSchema::new(definition)?;
+        self.by_name.insert(schema.definition().name.clone(), self.entries.len());
+        self.definitions.push(schema.definition().clone());
+        self.entries.push(Entry { schema, handler });
+        Ok(())
+    }
+
+    /// The definitions, in the order added.
+    pub fn definitions(&self) -> &[ToolDefinition] {
+        &self.definitions
+    }
+
+    /// Whether the set has no tools.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Runs call `index` of `step`, or returns its saved result. Every failure the model can
+    /// act on (unknown tool, invalid arguments, a tool error, a panic) becomes an error result.
+    pub(crate) async fn run_call(
+        self: &Arc<Self>,
+        host: &dyn Host,
+        step: u32,
+        index: u32,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, HostError> {
+        let slot = CallSlot::Tool(index);
+        let attempt = match host.saved_call(step, slot).await? {
+            Some(record) => match record.status {
+                CallStatus::Done { result: CallResult::Tool { result } } => return Ok(result),
+                // Never sent: the same attempt can go now.
+                CallStatus::Intent => record.key.attempt,
+                // Maybe sent, result lost: never repeated here. A host that knows the tool is
+                // safe to repeat reports such a call as `Intent` instead.
+                CallStatus::Sending | CallStatus::Unknown => {
+                    return Err(HostError::OutcomeUnknown { key: record.key });
+                }
+                CallStatus::Done { .. } => return Err(HostError::Storage(format!("call {} holds a model result", record.key))),
+            },
+            None => 1,
+        };
+        let key = CallKey { step, slot, attempt };
+        let result = self.resolve(host, key, call, cancel).await?;
+        host.record_result(
+            key,
+            CallResult::Tool { result: result.clone() },
+            vec![openbot_schema::EventKind::ToolResult { step, result: result.clone() }],
+        )
+        .await?;
+        Ok(result)
+    }
+
+    async fn resolve(
+        &self,
+        host: &dyn Host,
+        key: CallKey,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, HostError> {
+        let Some(entry) = self.by_name.get(&call.name).map(|&i| &self.entries[i]) else {
+            let known: Vec<&str> = self.definitions.iter().map(|d| d.name.as_str()).collect();
+            return Ok(ToolResult::error(
+                call,
+                format!("unknown tool `{}`; the tools are: {}", call.name, known.join(", ")),
+            ));
+        };
+        if let Err(err) = entry.schema.check(&call.arguments) {
+            return Ok(ToolResult::error(call, err.to_string()));
+        }
+        host.record_intent(key).await?;
+        host.record_sending(key).await?;
+        let Some(handler) = &entry.handler else {
+            return host.wait_for_delivery(key, call).await;
+        };
+        let context = ToolContext {
+            execution_id: host.execution_id(),
+            step: key.step,
+            call_id: call.id.clone(),
+            idempotency_key: key.idempotency_key(host.execution_id()),
+            cancel: cancel.child_token(),
+        };
+        let outcome =
+            AssertUnwindSafe(handler.call(call.arguments.clone(), context)).catch_unwind().await;
+        Ok(match outcome {
+            Ok(Ok(output)) => ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: output.content,
+                is_error: false,
+            },
+            Ok(Err(err)) => ToolResult::error(call, err.message),
+            Err(_) => {
+                tracing::warn!(tool = %call.name, "a tool handler panicked");
+                ToolResult::error(call, format!("the tool `{}` failed unexpectedly", call.name))
+            }
+        })
+    }
+}

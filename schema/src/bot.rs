@@ -1,0 +1,112 @@
+//! Bots: an agent definition with instructions, a model, tools and limits.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::ids::BotId;
+use crate::tool::ToolDefinition;
+
+/// Limits on one Turn. A limit that is reached ends the Turn with a matching outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// The most model steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+    /// The most wall time in milliseconds, counted from the Turn's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_time_ms: Option<u64>,
+    /// The most cost in millionths of a US dollar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_micros: Option<u64>,
+}
+
+impl Limits {
+    /// The tighter of two limit sets, field by field: a caller may add limits, never remove one.
+    pub fn tightened_by(self, other: Limits) -> Limits {
+        fn min<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Limits {
+            max_steps: min(self.max_steps, other.max_steps),
+            max_wall_time_ms: min(self.max_wall_time_ms, other.max_wall_time_ms),
+            max_cost_micros: min(self.max_cost_micros, other.max_cost_micros),
+        }
+    }
+}
+
+/// What a Bot is made of, to create one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BotSpec {
+    /// A display name.
+    pub name: String,
+    /// The system instructions.
+    #[serde(default)]
+    pub instructions: String,
+    /// The model, as `provider:model`, e.g. `openai:gpt-4o-mini` or `scripted:answers.json`.
+    pub model: String,
+    /// The tools the Bot may call.
+    #[serde(default)]
+    pub tools: Vec<ToolDefinition>,
+    /// Limits on each Turn.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// A change to a Bot; absent fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BotUpdate {
+    /// The revision the caller read; a different current revision is a conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// A new name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// New instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// A new model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// New tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolDefinition>>,
+    /// New limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// A Bot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Bot {
+    /// Its ID.
+    pub id: BotId,
+    /// Its definition.
+    #[serde(flatten)]
+    pub spec: BotSpec,
+    /// Grows by one with each update.
+    pub revision: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tightening_limits_never_removes_one() {
+        let source = Limits { max_steps: Some(5), max_wall_time_ms: None, max_cost_micros: Some(9) };
+        let caller = Limits { max_steps: Some(8), max_wall_time_ms: Some(100), max_cost_micros: None };
+        let both = source.tightened_by(caller);
+        assert_eq!(both.max_steps, Some(5));
+        assert_eq!(both.max_wall_time_ms, Some(100));
+        assert_eq!(both.max_cost_micros, Some(9));
+    }
+}

@@ -1,0 +1,132 @@
+//! Executions: stored work with a stable ID, a state and an event log.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::ids::{ChatId, ExecutionId};
+use crate::usage::Usage;
+
+/// The state of an execution. The last four are end states: nothing changes after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionState {
+    /// Accepted, not started.
+    Queued,
+    /// An owner is working on it.
+    Running,
+    /// Waiting for something outside: a timer, a tool result, a decision.
+    Waiting,
+    /// A cancel was asked for; it has not yet proved that its work stopped.
+    Cancelling,
+    /// An outside write's result was lost and it cannot be repeated safely: waits for a saved
+    /// result or a person's decision.
+    OutcomeUnknown,
+    /// Ended normally.
+    Completed,
+    /// Ended with a failure.
+    Failed,
+    /// Ended by cancellation.
+    Cancelled,
+    /// Ended because it could not be continued (for example by a process that kept no log).
+    Interrupted,
+}
+
+impl ExecutionState {
+    /// Whether this is an end state.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled | Self::Interrupted)
+    }
+
+    /// The state's name as it appears on the wire, e.g. `outcome_unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Waiting => "waiting",
+            Self::Cancelling => "cancelling",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Why a Turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnOutcome {
+    /// The model gave its answer.
+    Completed,
+    /// The step limit was reached.
+    MaxSteps,
+    /// The wall-time limit was reached.
+    MaxTime,
+    /// The cost limit was reached.
+    MaxCost,
+    /// The Turn was cancelled.
+    Cancelled,
+}
+
+/// What kind of work an execution is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ExecutionKind {
+    /// A Turn of a Chat.
+    Turn,
+}
+
+/// The public view of an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Execution {
+    /// Its ID.
+    pub id: ExecutionId,
+    /// What kind of work it is.
+    pub kind: ExecutionKind,
+    /// Its current state.
+    pub state: ExecutionState,
+    /// The Chat it belongs to, for a Turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<ChatId>,
+    /// How a Turn ended, once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<TurnOutcome>,
+    /// What it used so far.
+    pub usage: Usage,
+    /// The sequence of its last event; 0 before the first.
+    pub last_sequence: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When its state last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exactly_four_states_are_terminal() {
+        use ExecutionState::*;
+        let all = [
+            Queued,
+            Running,
+            Waiting,
+            Cancelling,
+            OutcomeUnknown,
+            Completed,
+            Failed,
+            Cancelled,
+            Interrupted,
+        ];
+        let ends: Vec<_> = all.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(ends, vec![Completed, Failed, Cancelled, Interrupted]);
+        for state in all {
+            let wire = serde_json::to_value(state).unwrap();
+            assert_eq!(wire, state.as_str());
+        }
+    }
+}

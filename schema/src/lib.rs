@@ -1,0 +1,26 @@
+//! The shared schema of OpenBot.
+//!
+//! Every public type lives here exactly once: the IDs, messages and content parts, tool
+//! definitions and results, usage, the event log, execution states, Bot and Chat resources and
+//! the public error body. The standalone runtime, the server and every language binding use
+//! these types, so the wire format of the in-memory and the remote Client cannot drift.
+
+mod bot;
+mod chat;
+mod error;
+mod event;
+mod execution;
+mod ids;
+mod message;
+mod tool;
+mod usage;
+
+pub use bot::{Bot, BotSpec, BotUpdate, Limits};
+pub use chat::{Chat, ChatEntry, SendDisposition, SendInput, SendReceipt};
+pub use error::{ErrorBody, ErrorCategory, ErrorCode};
+pub use event::{Event, EventKind};
+pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
+pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError};
+pub use message::{ContentPart, FileRef, Message};
+pub use tool::{ToolCall, ToolDefinition, ToolResult};
+pub use usage::Usage;
