@@ -137,7 +137,10 @@ impl Agent {
 
     /// Starts a Turn with this input after `history`. Must be called within a Tokio runtime.
     pub fn start_with(&self, input: Vec<ContentPart>, history: Vec<Message>) -> TurnHandle {
-        let host = Arc::new(MemoryHost::new(MemoryHost::new_execution(None), self.errors.clone()));
+        let host = Arc::new(MemoryHost::new(
+            MemoryHost::new_execution(None),
+            self.errors.clone(),
+        ));
         host.start(input.clone());
         let spec = TurnSpec {
             instructions: self.instructions.clone(),
@@ -190,11 +193,17 @@ impl TurnHandle {
     pub async fn wait(self) -> Result<TurnEnd, Error> {
         match self.task.await {
             Ok(Ok(end)) => Ok(end),
-            Ok(Err(err)) => Err(Error::new(openbot_schema::ErrorCode::Closed, err.to_string())),
+            Ok(Err(err)) => Err(Error::new(
+                openbot_schema::ErrorCode::Closed,
+                err.to_string(),
+            )),
             Err(join) => {
                 let id = self.host.log().execution_id();
                 tracing::error!(execution = %id, panicked = join.is_panic(), "the turn task ended abnormally");
-                Err(Error::new(openbot_schema::ErrorCode::Closed, "the turn task ended abnormally"))
+                Err(Error::new(
+                    openbot_schema::ErrorCode::Closed,
+                    "the turn task ended abnormally",
+                ))
             }
         }
     }

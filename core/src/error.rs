@@ -31,7 +31,12 @@ impl fmt::Display for Error {
 impl Error {
     /// An error with a code and a message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), category: None, error_id: None }
+        Self {
+            code,
+            message: message.into(),
+            category: None,
+            error_id: None,
+        }
     }
 
     /// Bad input; the message says what is wrong.
@@ -77,6 +82,11 @@ impl Error {
 
 impl From<ErrorBody> for Error {
     fn from(body: ErrorBody) -> Self {
-        Self { code: body.code, message: body.message, category: body.category, error_id: body.error_id }
+        Self {
+            code: body.code,
+            message: body.message,
+            category: body.category,
+            error_id: body.error_id,
+        }
     }
 }

@@ -19,3 +19,16 @@ pub use agent::{Agent, AgentBuilder, TurnHandle};
 pub use client::{Client, ConnectOptions, ObserveStream, connect};
 pub use error::Error;
 pub use openbot_schema as schema;
+
+/// The manual's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+mod manual {
+    #[doc = include_str!("../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../docs/agents.md")]
+    struct Agents;
+    #[doc = include_str!("../../docs/client.md")]
+    struct Client;
+    #[doc = include_str!("../../docs/models.md")]
+    struct Models;
+}

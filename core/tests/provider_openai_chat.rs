@@ -1,17 +1,22 @@
 //! The OpenAI Chat Completions adapter against a local server that speaks its wire format.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 #[path = "support/mock_provider.rs"]
 mod mock_provider;
 
 use std::time::Duration;
 
 use mock_provider::{
-    API_KEY, MockProvider, Reply, ask, assert_no_key, collect, collect_events, events_then_error, sse,
+    API_KEY, MockProvider, Reply, ask, assert_no_key, collect, collect_events, events_then_error,
+    sse,
 };
 use openbot_core::model::{
     HttpSettings, Model, ModelError, ModelEvent, ModelRequest, OpenAiChat, Pricing, StopReason,
 };
-use openbot_core::schema::{ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult};
+use openbot_core::schema::{
+    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult,
+};
 use serde_json::{Value, json};
 
 const DONE: &str = "data: [DONE]\n\n";
@@ -35,7 +40,10 @@ fn text(text: &str) -> String {
 }
 
 fn first() -> String {
-    chunk(json!({"role": "assistant", "content": "", "refusal": null}), None)
+    chunk(
+        json!({"role": "assistant", "content": "", "refusal": null}),
+        None,
+    )
 }
 
 /// The last chunk before `[DONE]`: no choices, the usage.
@@ -61,16 +69,29 @@ fn usage(prompt: u64, completion: u64, cached: u64) -> String {
 
 fn call_start(index: u32, id: &str, name: &str) -> String {
     let call = json!({"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}});
-    chunk(json!({"role": "assistant", "content": null, "tool_calls": [call], "refusal": null}), None)
+    chunk(
+        json!({"role": "assistant", "content": null, "tool_calls": [call], "refusal": null}),
+        None,
+    )
 }
 
 fn call_arguments(index: u32, piece: &str) -> String {
-    chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}), None)
+    chunk(
+        json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+        None,
+    )
 }
 
 fn hello_stream() -> String {
-    [first(), text("Hel"), text("lo, "), text("world!"), chunk(json!({}), Some("stop")), usage(19, 10, 0)]
-        .concat()
+    [
+        first(),
+        text("Hel"),
+        text("lo, "),
+        text("world!"),
+        chunk(json!({}), Some("stop")),
+        usage(19, 10, 0),
+    ]
+    .concat()
         + DONE
 }
 
@@ -82,7 +103,10 @@ fn model(mock: &MockProvider, retries: u32) -> OpenAiChat {
 async fn a_streamed_answer_is_assembled_from_its_deltas() {
     let mock = MockProvider::start("/v1", [Reply::Events(hello_stream())]).await;
     let events = collect_events(&model(&mock, 0), ask("Hi")).await.unwrap();
-    let texts: Vec<&ModelEvent> = events.iter().filter(|e| matches!(e, ModelEvent::TextDelta(_))).collect();
+    let texts: Vec<&ModelEvent> = events
+        .iter()
+        .filter(|e| matches!(e, ModelEvent::TextDelta(_)))
+        .collect();
     assert_eq!(
         texts,
         [
@@ -96,10 +120,32 @@ async fn a_streamed_answer_is_assembled_from_its_deltas() {
 
 #[tokio::test]
 async fn usage_counts_cached_tokens_and_is_priced_when_a_price_is_set() {
-    let stream = [first(), text("ok"), chunk(json!({}), Some("stop")), usage(2_000, 500, 1_500)].concat() + DONE;
-    let mock = MockProvider::start("/v1", [Reply::Events(stream.clone()), Reply::Events(stream)]).await;
-    let unpriced = collect(&model(&mock, 0), ask("Hi")).await.unwrap().usage.unwrap();
-    assert_eq!((unpriced.input_tokens, unpriced.output_tokens, unpriced.cached_input_tokens), (2_000, 500, 1_500));
+    let stream = [
+        first(),
+        text("ok"),
+        chunk(json!({}), Some("stop")),
+        usage(2_000, 500, 1_500),
+    ]
+    .concat()
+        + DONE;
+    let mock = MockProvider::start(
+        "/v1",
+        [Reply::Events(stream.clone()), Reply::Events(stream)],
+    )
+    .await;
+    let unpriced = collect(&model(&mock, 0), ask("Hi"))
+        .await
+        .unwrap()
+        .usage
+        .unwrap();
+    assert_eq!(
+        (
+            unpriced.input_tokens,
+            unpriced.output_tokens,
+            unpriced.cached_input_tokens
+        ),
+        (2_000, 500, 1_500)
+    );
     assert_eq!(unpriced.cost_micros, None);
 
     let mut settings = mock.settings(0);
@@ -130,7 +176,9 @@ async fn a_tool_call_is_assembled_from_its_fragments() {
     .concat()
         + DONE;
     let mock = MockProvider::start("/v1", [Reply::Events(stream)]).await;
-    let response = collect(&model(&mock, 0), ask("Weather in Paris?")).await.unwrap();
+    let response = collect(&model(&mock, 0), ask("Weather in Paris?"))
+        .await
+        .unwrap();
     assert_eq!(
         response.tool_calls,
         [ToolCall {
@@ -157,7 +205,9 @@ async fn two_parallel_tool_calls_come_out_complete_in_index_order() {
     .concat()
         + DONE;
     let mock = MockProvider::start("/v1", [Reply::Events(stream)]).await;
-    let events = collect_events(&model(&mock, 0), ask("Paris and Oslo?")).await.unwrap();
+    let events = collect_events(&model(&mock, 0), ask("Paris and Oslo?"))
+        .await
+        .unwrap();
     let calls: Vec<(String, Value)> = events
         .iter()
         .filter_map(|e| match e {
@@ -176,13 +226,19 @@ async fn two_parallel_tool_calls_come_out_complete_in_index_order() {
 
 #[tokio::test]
 async fn invalid_tool_arguments_are_kept_raw_for_the_turn_to_report() {
-    let stream = [call_start(0, "call_1", "get_weather"), call_arguments(0, "{\"location\": "),
-        chunk(json!({}), Some("tool_calls"))]
+    let stream = [
+        call_start(0, "call_1", "get_weather"),
+        call_arguments(0, "{\"location\": "),
+        chunk(json!({}), Some("tool_calls")),
+    ]
     .concat()
         + DONE;
     let mock = MockProvider::start("/v1", [Reply::Events(stream)]).await;
     let response = collect(&model(&mock, 0), ask("?")).await.unwrap();
-    assert_eq!(response.tool_calls[0].arguments, json!({"_raw": "{\"location\": "}));
+    assert_eq!(
+        response.tool_calls[0].arguments,
+        json!({"_raw": "{\"location\": "})
+    );
 }
 
 #[tokio::test]
@@ -194,8 +250,17 @@ async fn the_request_carries_model_messages_tools_auth_and_stream_flags() {
         name: Some("chart.png".into()),
         url: Some("https://example.com/chart.png".into()),
     };
-    let pdf = FileRef { id: FileId::new(), media_type: "application/pdf".into(), name: Some("report.pdf".into()), url: None };
-    let call = ToolCall { id: "call_1".into(), name: "get_weather".into(), arguments: json!({"location": "Oslo"}) };
+    let pdf = FileRef {
+        id: FileId::new(),
+        media_type: "application/pdf".into(),
+        name: Some("report.pdf".into()),
+        url: None,
+    };
+    let call = ToolCall {
+        id: "call_1".into(),
+        name: "get_weather".into(),
+        arguments: json!({"location": "Oslo"}),
+    };
     let request = ModelRequest {
         instructions: "Be brief.".into(),
         messages: vec![
@@ -206,8 +271,13 @@ async fn the_request_carries_model_messages_tools_auth_and_stream_flags() {
                     ContentPart::File { file: pdf },
                 ],
             },
-            Message::Assistant { content: vec![], tool_calls: vec![call.clone()] },
-            Message::Tool { result: ToolResult::error(&call, "service down") },
+            Message::Assistant {
+                content: vec![],
+                tool_calls: vec![call.clone()],
+            },
+            Message::Tool {
+                result: ToolResult::error(&call, "service down"),
+            },
             Message::assistant("Sorry."),
             Message::user("Try again"),
         ],
@@ -260,11 +330,20 @@ async fn the_request_carries_model_messages_tools_auth_and_stream_flags() {
 #[tokio::test]
 async fn a_compatible_endpoint_needs_no_key_and_gets_max_tokens() {
     let mock = MockProvider::start("/v1", [Reply::Events(hello_stream())]).await;
-    let settings = HttpSettings { api_key: None, ..mock.settings(0) };
+    let settings = HttpSettings {
+        api_key: None,
+        ..mock.settings(0)
+    };
     let model = OpenAiChat::new("compatible", "llama3", settings).unwrap();
     assert_eq!(model.name(), "compatible:llama3");
-    let request = ModelRequest { max_output_tokens: Some(64), ..ask("Hi") };
-    assert_eq!(collect(&model, request).await.unwrap().text, "Hello, world!");
+    let request = ModelRequest {
+        max_output_tokens: Some(64),
+        ..ask("Hi")
+    };
+    assert_eq!(
+        collect(&model, request).await.unwrap().text,
+        "Hello, world!"
+    );
     let sent = mock.only_request();
     assert!(!sent.headers.contains_key("authorization"));
     assert_eq!(sent.body["max_tokens"], 64);
@@ -286,7 +365,10 @@ async fn a_400_is_an_invalid_request_with_the_provider_message_and_is_not_retrie
     let error = collect(&model(&mock, 3), ask("Hi")).await.unwrap_err();
     assert_eq!(
         error,
-        ModelError::InvalidRequest { status: 400, message: "Invalid value for 'model': 'gpt-nope'.".into() }
+        ModelError::InvalidRequest {
+            status: 400,
+            message: "Invalid value for 'model': 'gpt-nope'.".into()
+        }
     );
     assert!(!error.is_retryable());
     assert_eq!(mock.requests().len(), 1);
@@ -298,7 +380,13 @@ async fn a_401_is_unauthorized_and_is_not_retried() {
         "param": null, "code": "invalid_api_key"}});
     let mock = MockProvider::start("/v1", [Reply::status(401, body.to_string())]).await;
     let error = collect(&model(&mock, 3), ask("Hi")).await.unwrap_err();
-    assert_eq!(error, ModelError::Unauthorized { status: 401, message: "Incorrect API key provided.".into() });
+    assert_eq!(
+        error,
+        ModelError::Unauthorized {
+            status: 401,
+            message: "Incorrect API key provided.".into()
+        }
+    );
     assert_eq!(mock.requests().len(), 1);
 }
 
@@ -318,7 +406,16 @@ async fn a_429_is_retried_and_then_succeeds() {
 
 #[tokio::test]
 async fn a_429_that_persists_is_rate_limited_once_the_retries_are_spent() {
-    let mock = MockProvider::start("/v1", [rate_limited(), rate_limited(), rate_limited(), Reply::Events(hello_stream())]).await;
+    let mock = MockProvider::start(
+        "/v1",
+        [
+            rate_limited(),
+            rate_limited(),
+            rate_limited(),
+            Reply::Events(hello_stream()),
+        ],
+    )
+    .await;
     let error = collect(&model(&mock, 2), ask("Hi")).await.unwrap_err();
     assert_eq!(
         error,
@@ -335,19 +432,35 @@ async fn a_429_that_persists_is_rate_limited_once_the_retries_are_spent() {
 async fn a_500_is_retried_after_a_backoff() {
     let body = json!({"error": {"message": "The server had an error while processing your request.",
         "type": "server_error", "param": null, "code": null}});
-    let mock = MockProvider::start("/v1", [Reply::status(500, body.to_string()), Reply::Events(hello_stream())]).await;
+    let mock = MockProvider::start(
+        "/v1",
+        [
+            Reply::status(500, body.to_string()),
+            Reply::Events(hello_stream()),
+        ],
+    )
+    .await;
     let started = std::time::Instant::now();
     let response = collect(&model(&mock, 1), ask("Hi")).await.unwrap();
     assert_eq!(response.text, "Hello, world!");
     assert_eq!(mock.requests().len(), 2);
-    assert!(started.elapsed() >= Duration::from_millis(200), "the first backoff is 200 ms");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "the first backoff is 200 ms"
+    );
 }
 
 #[tokio::test]
 async fn a_500_without_retries_left_is_a_server_error() {
     let mock = MockProvider::start("/v1", [Reply::status(503, "upstream unavailable")]).await;
     let error = collect(&model(&mock, 0), ask("Hi")).await.unwrap_err();
-    assert_eq!(error, ModelError::Server { status: 503, message: "upstream unavailable".into() });
+    assert_eq!(
+        error,
+        ModelError::Server {
+            status: 503,
+            message: "upstream unavailable".into()
+        }
+    );
 }
 
 #[tokio::test]
@@ -361,13 +474,38 @@ async fn malformed_event_data_is_a_malformed_error() {
 }
 
 #[tokio::test]
+async fn a_json_answer_where_a_stream_was_asked_for_is_malformed() {
+    let body = json!({"error": {"message": "streaming is not supported", "type": "invalid_request_error"}});
+    let mock = MockProvider::start("/v1", [Reply::status(200, body.to_string())]).await;
+    let error = collect(&model(&mock, 2), ask("Hi")).await.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Malformed(m) if m.ends_with("streaming is not supported")),
+        "{error:?}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
 async fn a_connection_dropped_mid_stream_is_a_retryable_error_after_the_deltas() {
     let mock = MockProvider::start("/v1", [Reply::Cut(first() + &text("Hel") + &text("lo"))]).await;
     let (events, error) = events_then_error(&model(&mock, 2), ask("Hi")).await;
-    assert_eq!(events, [ModelEvent::TextDelta("Hel".into()), ModelEvent::TextDelta("lo".into())]);
-    assert!(matches!(error, ModelError::Transport(_) | ModelError::Interrupted), "{error:?}");
+    assert_eq!(
+        events,
+        [
+            ModelEvent::TextDelta("Hel".into()),
+            ModelEvent::TextDelta("lo".into())
+        ]
+    );
+    assert!(
+        matches!(error, ModelError::Transport(_) | ModelError::Interrupted),
+        "{error:?}"
+    );
     assert!(error.is_retryable());
-    assert_eq!(mock.requests().len(), 1, "a stream that began is never sent again by the adapter");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "a stream that began is never sent again by the adapter"
+    );
 }
 
 #[tokio::test]
@@ -381,7 +519,10 @@ async fn a_stream_that_ends_without_done_is_interrupted() {
 #[tokio::test]
 async fn a_stream_that_goes_quiet_times_out() {
     let mock = MockProvider::start("/v1", [Reply::Stall(first() + &text("Hel"))]).await;
-    let settings = HttpSettings { idle_timeout: Duration::from_millis(300), ..mock.settings(0) };
+    let settings = HttpSettings {
+        idle_timeout: Duration::from_millis(300),
+        ..mock.settings(0)
+    };
     let model = OpenAiChat::new("openai", "gpt-4o", settings).unwrap();
     let (events, error) = events_then_error(&model, ask("Hi")).await;
     assert_eq!(events, [ModelEvent::TextDelta("Hel".into())]);
@@ -390,13 +531,23 @@ async fn a_stream_that_goes_quiet_times_out() {
 
 #[tokio::test]
 async fn no_response_headers_in_time_is_a_timeout() {
-    let slow = Reply::Delayed(Duration::from_secs(3), Box::new(Reply::Events(hello_stream())));
+    let slow = Reply::Delayed(
+        Duration::from_secs(3),
+        Box::new(Reply::Events(hello_stream())),
+    );
     let mock = MockProvider::start("/v1", [slow]).await;
-    let settings = HttpSettings { response_timeout: Duration::from_millis(300), ..mock.settings(2) };
+    let settings = HttpSettings {
+        response_timeout: Duration::from_millis(300),
+        ..mock.settings(2)
+    };
     let model = OpenAiChat::new("openai", "gpt-4o", settings).unwrap();
     let error = collect(&model, ask("Hi")).await.unwrap_err();
     assert_eq!(error, ModelError::Timeout);
-    assert_eq!(mock.requests().len(), 1, "a request the provider may be working on is not sent again");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "a request the provider may be working on is not sent again"
+    );
 }
 
 #[tokio::test]
@@ -405,12 +556,23 @@ async fn a_refused_connection_is_retried_then_a_transport_error() {
     let address = listener.local_addr().unwrap();
     drop(listener);
     let settings = HttpSettings::new(format!("http://{address}/v1"), Some(API_KEY.into()));
-    let settings = HttpSettings { max_retries: 1, ..settings };
+    let settings = HttpSettings {
+        max_retries: 1,
+        ..settings
+    };
     let started = std::time::Instant::now();
-    let error = collect(&OpenAiChat::new("openai", "gpt-4o", settings).unwrap(), ask("Hi")).await.unwrap_err();
+    let error = collect(
+        &OpenAiChat::new("openai", "gpt-4o", settings).unwrap(),
+        ask("Hi"),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(error, ModelError::Transport(_)), "{error:?}");
     assert!(error.is_retryable());
-    assert!(started.elapsed() >= Duration::from_millis(200), "one retry after 200 ms");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "one retry after 200 ms"
+    );
 }
 
 #[tokio::test]
@@ -433,7 +595,9 @@ async fn the_api_key_appears_in_no_error_message() {
     for _ in 0..4 {
         errors.push(events_then_error(&model, ask("Hi")).await.1);
     }
-    assert!(matches!(&errors[0], ModelError::Unauthorized { message, .. } if message.contains("[redacted]")));
+    assert!(
+        matches!(&errors[0], ModelError::Unauthorized { message, .. } if message.contains("[redacted]"))
+    );
     assert!(matches!(&errors[1], ModelError::InvalidRequest { .. }));
     assert!(matches!(&errors[2], ModelError::Malformed(_)));
     assert!(errors[3].is_retryable());

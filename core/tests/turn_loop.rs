@@ -1,5 +1,7 @@
 //! The Turn loop, run by an in-memory Agent with a scripted model.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 #[path = "support/scripts.rs"]
 mod support;
 
@@ -32,7 +34,10 @@ async fn a_multi_step_turn_feeds_tool_results_to_the_next_step() {
         {"tool_calls": [{"name": "echo", "arguments": {"text": "ping"}}]},
         {"text": "The tool said ping."}
     ])));
-    let agent = Agent::builder(model.clone()).tool(echo_tool()).build().unwrap();
+    let agent = Agent::builder(model.clone())
+        .tool(echo_tool())
+        .build()
+        .unwrap();
     let turn = agent.start("call echo");
     let events = collect_checked(turn.observe(0), 0).await;
     let end = turn.wait().await.unwrap();
@@ -54,7 +59,9 @@ async fn a_multi_step_turn_feeds_tool_results_to_the_next_step() {
     let requests = model.requests();
     assert_eq!(requests.len(), 2);
     let second = &requests[1].messages;
-    assert!(matches!(&second[2], Message::Tool { result } if result.output[0].as_text() == Some("ping")));
+    assert!(
+        matches!(&second[2], Message::Tool { result } if result.output[0].as_text() == Some("ping"))
+    );
     assert_eq!(requests[0].tools[0].name, "echo");
 }
 
@@ -79,9 +86,16 @@ async fn parallel_tool_calls_run_at_the_same_time() {
     let end = agent.start("go").wait().await.unwrap();
     let results = tool_results(&end.messages);
     assert_eq!(results.len(), 2);
-    assert!(results.iter().all(|r| !r.is_error && r.output[0].as_text() == Some("met")));
+    assert!(
+        results
+            .iter()
+            .all(|r| !r.is_error && r.output[0].as_text() == Some("met"))
+    );
     assert_eq!(results[0].call_id, "call_1_1");
-    assert_eq!(results[1].call_id, "call_1_2", "results keep the order of the calls");
+    assert_eq!(
+        results[1].call_id, "call_1_2",
+        "results keep the order of the calls"
+    );
 }
 
 #[tokio::test]
@@ -99,7 +113,11 @@ async fn a_tool_error_goes_back_to_the_model() {
     let results = tool_results(&end.messages);
     assert!(results[0].is_error);
     assert_eq!(results[0].output[0].as_text(), Some("the disk is full"));
-    assert_eq!(model.requests().len(), 2, "the model was asked again with the error");
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the model was asked again with the error"
+    );
 }
 
 #[tokio::test]
@@ -124,7 +142,10 @@ async fn invalid_tool_arguments_never_reach_the_handler() {
     let results = tool_results(&end.messages);
     assert!(results[0].is_error);
     let text = results[0].output[0].as_text().unwrap();
-    assert!(text.contains("invalid arguments for tool `weather`") && text.contains("/city"), "{text}");
+    assert!(
+        text.contains("invalid arguments for tool `weather`") && text.contains("/city"),
+        "{text}"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert_eq!(end.outcome, Ok(TurnOutcome::Completed));
 }
@@ -144,17 +165,34 @@ async fn an_unknown_tool_and_a_panicking_tool_become_error_results() {
     let agent = Agent::builder(model).tool(panicking).build().unwrap();
     let end = agent.start("go").wait().await.unwrap();
     let results = tool_results(&end.messages);
-    assert!(results[0].is_error && results[0].output[0].as_text().unwrap().contains("unknown tool `nope`"));
-    assert!(results[1].is_error && results[1].output[0].as_text().unwrap().contains("failed unexpectedly"));
+    assert!(
+        results[0].is_error
+            && results[0].output[0]
+                .as_text()
+                .unwrap()
+                .contains("unknown tool `nope`")
+    );
+    assert!(
+        results[1].is_error
+            && results[1].output[0]
+                .as_text()
+                .unwrap()
+                .contains("failed unexpectedly")
+    );
     assert_eq!(end.outcome, Ok(TurnOutcome::Completed));
 }
 
 #[tokio::test]
 async fn the_step_limit_ends_the_turn() {
-    let model = scripted(json!({"steps": [{"tool_calls": [{"name": "echo", "arguments": {"text": "again"}}]}], "repeat": true}));
+    let model = scripted(
+        json!({"steps": [{"tool_calls": [{"name": "echo", "arguments": {"text": "again"}}]}], "repeat": true}),
+    );
     let agent = Agent::builder(model.clone())
         .tool(echo_tool())
-        .limits(Limits { max_steps: Some(3), ..Limits::default() })
+        .limits(Limits {
+            max_steps: Some(3),
+            ..Limits::default()
+        })
         .build()
         .unwrap();
     let turn = agent.start("loop");
@@ -162,7 +200,13 @@ async fn the_step_limit_ends_the_turn() {
     let end = turn.wait().await.unwrap();
     assert_eq!(end.outcome, Ok(TurnOutcome::MaxSteps));
     assert_eq!(model.requests(), 3, "no fourth request was sent");
-    assert!(matches!(events.last().unwrap().kind, EventKind::TurnEnded { outcome: TurnOutcome::MaxSteps, .. }));
+    assert!(matches!(
+        events.last().unwrap().kind,
+        EventKind::TurnEnded {
+            outcome: TurnOutcome::MaxSteps,
+            ..
+        }
+    ));
 }
 
 #[tokio::test]
@@ -173,16 +217,23 @@ async fn the_time_limit_ends_the_turn_during_a_slow_tool() {
             _ = ctx.cancel.cancelled() => Err(ToolError::new("stopped")),
         }
     });
-    let model = scripted(json!([{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "never"}]));
+    let model =
+        scripted(json!([{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "never"}]));
     let agent = Agent::builder(model)
         .tool(slow)
-        .limits(Limits { max_wall_time_ms: Some(200), ..Limits::default() })
+        .limits(Limits {
+            max_wall_time_ms: Some(200),
+            ..Limits::default()
+        })
         .build()
         .unwrap();
     let started = std::time::Instant::now();
     let end = agent.start("go").wait().await.unwrap();
     assert_eq!(end.outcome, Ok(TurnOutcome::MaxTime));
-    assert!(started.elapsed() < Duration::from_secs(10), "the limit cut the slow tool short");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the limit cut the slow tool short"
+    );
 }
 
 #[tokio::test]
@@ -193,12 +244,19 @@ async fn the_cost_limit_stops_before_the_next_send() {
     ], "repeat": true}));
     let agent = Agent::builder(model.clone())
         .tool(echo_tool())
-        .limits(Limits { max_cost_micros: Some(1000), ..Limits::default() })
+        .limits(Limits {
+            max_cost_micros: Some(1000),
+            ..Limits::default()
+        })
         .build()
         .unwrap();
     let end = agent.start("go").wait().await.unwrap();
     assert_eq!(end.outcome, Ok(TurnOutcome::MaxCost));
-    assert_eq!(model.requests(), 2, "600 + 600 reached 1000; the third send never happened");
+    assert_eq!(
+        model.requests(),
+        2,
+        "600 + 600 reached 1000; the third send never happened"
+    );
     assert_eq!(end.usage.cost_micros, Some(1200));
 }
 
@@ -239,12 +297,18 @@ async fn a_broken_stream_is_retried_as_a_new_attempt_with_fresh_text() {
     let second_attempt: String = events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::TextDelta { attempt: 2, text, .. } => Some(text.as_str()),
+            EventKind::TextDelta {
+                attempt: 2, text, ..
+            } => Some(text.as_str()),
             _ => None,
         })
         .collect();
     assert_eq!(second_attempt, "Hello again");
-    assert_eq!(end.text(), "Hello again", "the broken attempt's text is not joined");
+    assert_eq!(
+        end.text(),
+        "Hello again",
+        "the broken attempt's text is not joined"
+    );
 }
 
 #[tokio::test]
@@ -262,12 +326,17 @@ async fn a_provider_failure_fails_the_turn_with_a_sealed_cause() {
     let cause = agent.sealed_errors().open(error_id).unwrap();
     assert!(cause.contains("rejected the credentials"), "{cause}");
     let public = serde_json::to_string(&events).unwrap();
-    assert!(!public.contains("rejected the credentials"), "the cause stays out of events");
+    assert!(
+        !public.contains("rejected the credentials"),
+        "the cause stays out of events"
+    );
 }
 
 #[tokio::test]
 async fn observing_from_a_cursor_after_the_end_reads_the_rest_and_stops() {
-    let agent = Agent::builder(scripted(json!([{"text": "hi"}]))).build().unwrap();
+    let agent = Agent::builder(scripted(json!([{"text": "hi"}])))
+        .build()
+        .unwrap();
     let turn = agent.start("go");
     let all = collect_checked(turn.observe(0), 0).await;
     let last = all.last().unwrap().sequence;
@@ -275,13 +344,19 @@ async fn observing_from_a_cursor_after_the_end_reads_the_rest_and_stops() {
     let tail = collect_checked(turn.observe(last - 2), last - 2).await;
     assert_eq!(tail.len(), 2);
     assert_eq!(tail, all[all.len() - 2..]);
-    assert!(collect_checked(turn.observe(last + 10), last + 10).await.is_empty());
+    assert!(
+        collect_checked(turn.observe(last + 10), last + 10)
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn a_slow_observer_never_holds_up_the_turn_and_misses_nothing() {
     let deltas: Vec<String> = (0..300).map(|i| format!("{i} ")).collect();
-    let agent = Agent::builder(scripted(json!([{"deltas": deltas}]))).build().unwrap();
+    let agent = Agent::builder(scripted(json!([{"deltas": deltas}])))
+        .build()
+        .unwrap();
     let turn = agent.start("go");
     let mut slow = turn.observe(0);
     let first = slow.next().await.unwrap();
@@ -297,7 +372,11 @@ async fn a_slow_observer_never_holds_up_the_turn_and_misses_nothing() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    assert_eq!(expected - 1, 1 + 1 + 300 + 1, "started, step, 300 deltas, ended");
+    assert_eq!(
+        expected - 1,
+        1 + 1 + 300 + 1,
+        "started, step, 300 deltas, ended"
+    );
 }
 
 #[tokio::test]
@@ -324,7 +403,10 @@ async fn a_host_tool_waits_for_the_callers_result() {
     assert!(again.is_err(), "a result is delivered once");
     let end = turn.wait().await.unwrap();
     assert_eq!(end.text(), "It is sunny.");
-    assert_eq!(tool_results(&end.messages)[0].output[0].as_text(), Some("sunny"));
+    assert_eq!(
+        tool_results(&end.messages)[0].output[0].as_text(),
+        Some("sunny")
+    );
 }
 
 #[tokio::test]
@@ -336,12 +418,26 @@ async fn turn_usage_adds_up_every_step() {
     ]));
     let agent = Agent::builder(model).tool(echo_tool()).build().unwrap();
     let end = agent.start("go").wait().await.unwrap();
-    assert_eq!(end.usage, Usage { input_tokens: 14, output_tokens: 6, ..Usage::default() });
+    assert_eq!(
+        end.usage,
+        Usage {
+            input_tokens: 14,
+            output_tokens: 6,
+            ..Usage::default()
+        }
+    );
 }
 
 #[tokio::test]
 async fn an_invalid_tool_definition_is_refused_when_the_agent_is_built() {
-    let bad = ToolDefinition { name: "bad name".into(), description: String::new(), input_schema: json!({}) };
-    let err = Agent::builder(scripted(json!([]))).host_tool(bad).build().unwrap_err();
+    let bad = ToolDefinition {
+        name: "bad name".into(),
+        description: String::new(),
+        input_schema: json!({}),
+    };
+    let err = Agent::builder(scripted(json!([])))
+        .host_tool(bad)
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("bad name"));
 }

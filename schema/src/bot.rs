@@ -102,8 +102,16 @@ mod tests {
 
     #[test]
     fn tightening_limits_never_removes_one() {
-        let source = Limits { max_steps: Some(5), max_wall_time_ms: None, max_cost_micros: Some(9) };
-        let caller = Limits { max_steps: Some(8), max_wall_time_ms: Some(100), max_cost_micros: None };
+        let source = Limits {
+            max_steps: Some(5),
+            max_wall_time_ms: None,
+            max_cost_micros: Some(9),
+        };
+        let caller = Limits {
+            max_steps: Some(8),
+            max_wall_time_ms: Some(100),
+            max_cost_micros: None,
+        };
         let both = source.tightened_by(caller);
         assert_eq!(both.max_steps, Some(5));
         assert_eq!(both.max_wall_time_ms, Some(100));

@@ -33,7 +33,10 @@ pub struct SendInput {
 impl SendInput {
     /// Input of one text part with no command key.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { content: vec![ContentPart::text(text)], command_key: None }
+        Self {
+            content: vec![ContentPart::text(text)],
+            command_key: None,
+        }
     }
 
     /// The same input, named by a command key.

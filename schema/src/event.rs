@@ -106,7 +106,11 @@ mod tests {
             execution_id: ExecutionId::new(),
             sequence: 3,
             at: Utc::now(),
-            kind: EventKind::TextDelta { step: 1, attempt: 2, text: "hi".into() },
+            kind: EventKind::TextDelta {
+                step: 1,
+                attempt: 2,
+                text: "hi".into(),
+            },
         };
         let json = serde_json::to_value(&event).unwrap();
         assert_eq!(json["type"], "text_delta");

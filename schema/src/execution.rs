@@ -35,7 +35,10 @@ pub enum ExecutionState {
 impl ExecutionState {
     /// Whether this is an end state.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Cancelled | Self::Interrupted)
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Cancelled | Self::Interrupted
+        )
     }
 
     /// The state's name as it appears on the wire, e.g. `outcome_unknown`.

@@ -81,12 +81,17 @@ pub enum Message {
 impl Message {
     /// A user message holding one text part.
     pub fn user(text: impl Into<String>) -> Self {
-        Message::User { content: vec![ContentPart::text(text)] }
+        Message::User {
+            content: vec![ContentPart::text(text)],
+        }
     }
 
     /// An assistant message holding one text part and no tool calls.
     pub fn assistant(text: impl Into<String>) -> Self {
-        Message::Assistant { content: vec![ContentPart::text(text)], tool_calls: Vec::new() }
+        Message::Assistant {
+            content: vec![ContentPart::text(text)],
+            tool_calls: Vec::new(),
+        }
     }
 
     /// All text parts of this message, joined.

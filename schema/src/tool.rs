@@ -24,7 +24,9 @@ impl ToolDefinition {
     /// Whether `name` is a tool name every provider accepts.
     pub fn is_valid_name(name: &str) -> bool {
         (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     }
 }
 
@@ -67,6 +69,9 @@ impl ToolResult {
 
     /// A failed result that tells the model why.
     pub fn error(call: &ToolCall, message: impl Into<String>) -> Self {
-        Self { is_error: true, ..Self::text(call, message) }
+        Self {
+            is_error: true,
+            ..Self::text(call, message)
+        }
     }
 }

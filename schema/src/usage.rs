@@ -41,9 +41,17 @@ mod tests {
     #[test]
     fn usage_adds_up_and_keeps_unknown_cost_unknown() {
         let mut total = Usage::default();
-        total += Usage { input_tokens: 3, output_tokens: 2, ..Usage::default() };
+        total += Usage {
+            input_tokens: 3,
+            output_tokens: 2,
+            ..Usage::default()
+        };
         assert_eq!(total.cost_micros, None);
-        total += Usage { input_tokens: 1, cost_micros: Some(5), ..Usage::default() };
+        total += Usage {
+            input_tokens: 1,
+            cost_micros: Some(5),
+            ..Usage::default()
+        };
         assert_eq!(total.input_tokens, 4);
         assert_eq!(total.output_tokens, 2);
         assert_eq!(total.cost_micros, Some(5));

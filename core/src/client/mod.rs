@@ -84,7 +84,14 @@ impl std::fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectOptions")
             .field("token", &self.token.as_ref().map(|_| "<set>"))
-            .field("tools", &self.tools.iter().map(|t| t.definition().name.clone()).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self
+                    .tools
+                    .iter()
+                    .map(|t| t.definition().name.clone())
+                    .collect::<Vec<_>>(),
+            )
             .field("models", &self.models.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -93,9 +100,11 @@ impl std::fmt::Debug for ConnectOptions {
 /// Connects to OpenBot. `memory://` runs everything in this process (nothing survives the
 /// process); `http://` and `https://` name a server.
 pub async fn connect(uri: &str, options: ConnectOptions) -> Result<Arc<dyn Client>, Error> {
-    let (scheme, _) = uri
-        .split_once("://")
-        .ok_or_else(|| Error::invalid_input(format!("`{uri}` is not a URI: use memory:// or http://host:port")))?;
+    let (scheme, _) = uri.split_once("://").ok_or_else(|| {
+        Error::invalid_input(format!(
+            "`{uri}` is not a URI: use memory:// or http://host:port"
+        ))
+    })?;
     match scheme {
         "memory" => Ok(Arc::new(MemoryClient::new(options)?)),
         "http" | "https" => Err(Error::new(

@@ -41,8 +41,17 @@ struct Last {
 impl EventLog {
     /// An empty log for `execution_id`.
     pub fn new(execution_id: ExecutionId) -> Self {
-        let (last, _) = watch::channel(Last { sequence: 0, ended: false });
-        Self { inner: Arc::new(Inner { execution_id, events: Mutex::new(Vec::new()), last }) }
+        let (last, _) = watch::channel(Last {
+            sequence: 0,
+            ended: false,
+        });
+        Self {
+            inner: Arc::new(Inner {
+                execution_id,
+                events: Mutex::new(Vec::new()),
+                last,
+            }),
+        }
     }
 
     /// The execution this log belongs to.
@@ -53,13 +62,22 @@ impl EventLog {
     /// Appends an event and returns its sequence. After a terminal event nothing is appended
     /// and `None` is returned.
     pub fn append(&self, kind: EventKind) -> Option<u64> {
-        let mut events = self.inner.events.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut events = self
+            .inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if events.last().is_some_and(|e| e.kind.is_terminal()) {
             return None;
         }
         let sequence = events.len() as u64 + 1;
         let ended = kind.is_terminal();
-        events.push(Event { execution_id: self.inner.execution_id, sequence, at: Utc::now(), kind });
+        events.push(Event {
+            execution_id: self.inner.execution_id,
+            sequence,
+            at: Utc::now(),
+            kind,
+        });
         drop(events);
         self.inner.last.send_replace(Last { sequence, ended });
         Some(sequence)
@@ -77,8 +95,14 @@ impl EventLog {
 
     /// Up to `limit` events after sequence `after`.
     pub fn read(&self, after: u64, limit: usize) -> Vec<Event> {
-        let events = self.inner.events.lock().unwrap_or_else(PoisonError::into_inner);
-        let start = usize::try_from(after).unwrap_or(usize::MAX).min(events.len());
+        let events = self
+            .inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let start = usize::try_from(after)
+            .unwrap_or(usize::MAX)
+            .min(events.len());
         let end = start.saturating_add(limit).min(events.len());
         events[start..end].to_vec()
     }
@@ -89,29 +113,32 @@ impl EventLog {
         let log = self.clone();
         let changes = self.inner.last.subscribe();
         let state = (log, changes, after, Vec::<Event>::new().into_iter(), false);
-        futures::stream::unfold(state, |(log, mut changes, mut cursor, mut page, mut done)| async move {
-            loop {
-                if let Some(event) = page.next() {
-                    cursor = event.sequence;
-                    done = event.kind.is_terminal();
-                    return Some((event, (log, changes, cursor, page, done)));
+        futures::stream::unfold(
+            state,
+            |(log, mut changes, mut cursor, mut page, mut done)| async move {
+                loop {
+                    if let Some(event) = page.next() {
+                        cursor = event.sequence;
+                        done = event.kind.is_terminal();
+                        return Some((event, (log, changes, cursor, page, done)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    let last = *changes.borrow_and_update();
+                    if last.sequence > cursor {
+                        page = log.read(cursor, OBSERVE_PAGE).into_iter();
+                        continue;
+                    }
+                    if last.ended {
+                        return None;
+                    }
+                    if changes.changed().await.is_err() {
+                        return None;
+                    }
                 }
-                if done {
-                    return None;
-                }
-                let last = *changes.borrow_and_update();
-                if last.sequence > cursor {
-                    page = log.read(cursor, OBSERVE_PAGE).into_iter();
-                    continue;
-                }
-                if last.ended {
-                    return None;
-                }
-                if changes.changed().await.is_err() {
-                    return None;
-                }
-            }
-        })
+            },
+        )
         .boxed()
     }
 }
@@ -122,11 +149,18 @@ mod tests {
     use openbot_schema::{TurnOutcome, Usage};
 
     fn delta(text: &str) -> EventKind {
-        EventKind::TextDelta { step: 1, attempt: 1, text: text.into() }
+        EventKind::TextDelta {
+            step: 1,
+            attempt: 1,
+            text: text.into(),
+        }
     }
 
     fn end() -> EventKind {
-        EventKind::TurnEnded { outcome: TurnOutcome::Completed, usage: Usage::default() }
+        EventKind::TurnEnded {
+            outcome: TurnOutcome::Completed,
+            usage: Usage::default(),
+        }
     }
 
     #[tokio::test]
@@ -146,7 +180,11 @@ mod tests {
         log.append(end());
         assert_eq!(log.observe(1).count().await, 0);
         assert_eq!(log.observe(0).count().await, 1);
-        assert_eq!(log.append(delta("late")), None, "nothing follows the last event");
+        assert_eq!(
+            log.append(delta("late")),
+            None,
+            "nothing follows the last event"
+        );
     }
 
     #[tokio::test]

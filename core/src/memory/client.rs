@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use futures::StreamExt;
 use openbot_schema::{
-    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, ContentPart, ErrorCategory,
-    Execution, ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
+    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, ContentPart, ErrorCategory, Execution,
+    ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
 };
 
 use super::host::MemoryHost;
@@ -61,12 +61,21 @@ impl MemoryClient {
         for tool in options.tools {
             let name = tool.definition().name.clone();
             if handlers.insert(name.clone(), tool).is_some() {
-                return Err(Error::invalid_input(format!("two tool handlers are named `{name}`")));
+                return Err(Error::invalid_input(format!(
+                    "two tool handlers are named `{name}`"
+                )));
             }
         }
-        let state = State { models: options.models, ..State::default() };
+        let state = State {
+            models: options.models,
+            ..State::default()
+        };
         Ok(Self {
-            inner: Arc::new(Inner { handlers, errors: SealedErrors::default(), state: Mutex::new(state) }),
+            inner: Arc::new(Inner {
+                handlers,
+                errors: SealedErrors::default(),
+                state: Mutex::new(state),
+            }),
         })
     }
 
@@ -76,14 +85,24 @@ impl MemoryClient {
     }
 
     fn state(&self) -> Result<MutexGuard<'_, State>, Error> {
-        let guard = self.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if guard.closed { Err(Error::closed()) } else { Ok(guard) }
+        let guard = self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if guard.closed {
+            Err(Error::closed())
+        } else {
+            Ok(guard)
+        }
     }
 }
 
 fn check_bot_spec(spec: &BotSpec, models: &HashMap<String, Arc<dyn Model>>) -> Result<(), Error> {
     if spec.name.trim().is_empty() || spec.name.len() > 200 {
-        return Err(Error::invalid_input("a Bot's name must have 1-200 characters"));
+        return Err(Error::invalid_input(
+            "a Bot's name must have 1-200 characters",
+        ));
     }
     if !models.contains_key(&spec.model) {
         ModelSpec::parse(&spec.model).map_err(|e| Error::invalid_input(e.to_string()))?;
@@ -92,7 +111,10 @@ fn check_bot_spec(spec: &BotSpec, models: &HashMap<String, Arc<dyn Model>>) -> R
     for tool in &spec.tools {
         CheckedSchema::new(tool.clone()).map_err(|e| Error::invalid_input(e.to_string()))?;
         if !names.insert(&tool.name) {
-            return Err(Error::invalid_input(format!("two tools are named `{}`", tool.name)));
+            return Err(Error::invalid_input(format!(
+                "two tools are named `{}`",
+                tool.name
+            )));
         }
     }
     if spec.limits.max_steps == Some(0) {
@@ -103,10 +125,18 @@ fn check_bot_spec(spec: &BotSpec, models: &HashMap<String, Arc<dyn Model>>) -> R
 
 fn check_input(input: &SendInput) -> Result<(), Error> {
     if input.content.is_empty() {
-        return Err(Error::invalid_input("input needs at least one content part"));
+        return Err(Error::invalid_input(
+            "input needs at least one content part",
+        ));
     }
-    if input.command_key.as_ref().is_some_and(|k| k.is_empty() || k.len() > 200) {
-        return Err(Error::invalid_input("a command key must have 1-200 characters"));
+    if input
+        .command_key
+        .as_ref()
+        .is_some_and(|k| k.is_empty() || k.len() > 200)
+    {
+        return Err(Error::invalid_input(
+            "a command key must have 1-200 characters",
+        ));
     }
     Ok(())
 }
@@ -120,7 +150,10 @@ impl State {
     }
 
     fn host(&self, id: ExecutionId) -> Result<Arc<MemoryHost>, Error> {
-        self.executions.get(&id).cloned().ok_or_else(|| Error::not_found("execution", id))
+        self.executions
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::not_found("execution", id))
     }
 
     fn model(&mut self, spec: &str) -> Result<Arc<dyn Model>, Error> {
@@ -133,7 +166,11 @@ impl State {
         Ok(model)
     }
 
-    fn tool_set(&mut self, bot: &Bot, handlers: &HashMap<String, SharedTool>) -> Result<Arc<ToolSet>, Error> {
+    fn tool_set(
+        &mut self,
+        bot: &Bot,
+        handlers: &HashMap<String, SharedTool>,
+    ) -> Result<Arc<ToolSet>, Error> {
         let key = (bot.id, bot.revision);
         if let Some(set) = self.tool_sets.get(&key) {
             return Ok(Arc::clone(set));
@@ -157,8 +194,16 @@ impl State {
     ) -> Result<TurnSpec, Error> {
         let chat_state = self.chat(chat)?;
         let bot_id = chat_state.chat.bot_id;
-        let history = chat_state.history.iter().map(|e| e.message.clone()).collect();
-        let bot = self.bots.get(&bot_id).cloned().ok_or_else(|| Error::not_found("bot", bot_id))?;
+        let history = chat_state
+            .history
+            .iter()
+            .map(|e| e.message.clone())
+            .collect();
+        let bot = self
+            .bots
+            .get(&bot_id)
+            .cloned()
+            .ok_or_else(|| Error::not_found("bot", bot_id))?;
         Ok(TurnSpec {
             instructions: bot.spec.instructions.clone(),
             model: self.model(&bot.spec.model)?,
@@ -178,7 +223,13 @@ impl Inner {
 
     /// Starts `host`'s Turn of `chat` in the background. The caller holds the state lock and
     /// has made `host` the Chat's running Turn.
-    fn launch(self: &Arc<Self>, state: &mut State, chat: ChatId, host: Arc<MemoryHost>, input: Vec<ContentPart>) {
+    fn launch(
+        self: &Arc<Self>,
+        state: &mut State,
+        chat: ChatId,
+        host: Arc<MemoryHost>,
+        input: Vec<ContentPart>,
+    ) {
         let spec = state.turn_spec(chat, input.clone(), &self.handlers);
         let inner = Arc::clone(self);
         let execution = host.log().execution_id();
@@ -195,7 +246,10 @@ impl Inner {
             // The Bot changed since the input was queued (a model that no longer resolves).
             Err(err) => {
                 let end = TurnEnd {
-                    outcome: Err(TurnFailure { category: ErrorCategory::Configuration, cause: err.message }),
+                    outcome: Err(TurnFailure {
+                        category: ErrorCategory::Configuration,
+                        cause: err.message,
+                    }),
                     messages: Vec::new(),
                     usage: Default::default(),
                 };
@@ -212,14 +266,22 @@ impl Inner {
     /// before the Turn's last event is published.
     fn turn_ended(self: &Arc<Self>, chat: ChatId, execution: ExecutionId, end: &TurnEnd) {
         let mut state = self.lock();
-        let Some(chat_state) = state.chats.get_mut(&chat) else { return };
+        let Some(chat_state) = state.chats.get_mut(&chat) else {
+            return;
+        };
         let at = Utc::now();
-        chat_state.history.extend(end.messages.iter().map(|message| ChatEntry {
-            message: message.clone(),
-            execution_id: execution,
-            at,
-        }));
-        if chat_state.running.as_ref().is_some_and(|h| h.log().execution_id() == execution) {
+        chat_state
+            .history
+            .extend(end.messages.iter().map(|message| ChatEntry {
+                message: message.clone(),
+                execution_id: execution,
+                at,
+            }));
+        if chat_state
+            .running
+            .as_ref()
+            .is_some_and(|h| h.log().execution_id() == execution)
+        {
             chat_state.running = None;
         }
         if chat_state.deleted || chat_state.running.is_some() {
@@ -237,13 +299,22 @@ impl Client for MemoryClient {
     async fn create_bot(&self, spec: BotSpec) -> Result<Bot, Error> {
         let mut state = self.state()?;
         check_bot_spec(&spec, &state.models)?;
-        let bot = Bot { id: BotId::new(), spec, revision: 1, created_at: Utc::now() };
+        let bot = Bot {
+            id: BotId::new(),
+            spec,
+            revision: 1,
+            created_at: Utc::now(),
+        };
         state.bots.insert(bot.id, bot.clone());
         Ok(bot)
     }
 
     async fn get_bot(&self, id: BotId) -> Result<Bot, Error> {
-        self.state()?.bots.get(&id).cloned().ok_or_else(|| Error::not_found("bot", id))
+        self.state()?
+            .bots
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::not_found("bot", id))
     }
 
     async fn list_bots(&self) -> Result<Vec<Bot>, Error> {
@@ -252,7 +323,11 @@ impl Client for MemoryClient {
 
     async fn update_bot(&self, id: BotId, update: BotUpdate) -> Result<Bot, Error> {
         let mut state = self.state()?;
-        let current = state.bots.get(&id).cloned().ok_or_else(|| Error::not_found("bot", id))?;
+        let current = state
+            .bots
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::not_found("bot", id))?;
         if update.revision.is_some_and(|r| r != current.revision) {
             return Err(Error::conflict(format!(
                 "bot {id} is at revision {}, not {}",
@@ -277,7 +352,11 @@ impl Client for MemoryClient {
             spec.limits = limits;
         }
         check_bot_spec(&spec, &state.models)?;
-        let bot = Bot { spec, revision: current.revision + 1, ..current };
+        let bot = Bot {
+            spec,
+            revision: current.revision + 1,
+            ..current
+        };
         state.bots.insert(id, bot.clone());
         Ok(bot)
     }
@@ -287,8 +366,14 @@ impl Client for MemoryClient {
         if !state.bots.contains_key(&id) {
             return Err(Error::not_found("bot", id));
         }
-        if state.chats.values().any(|c| c.chat.bot_id == id && !c.deleted) {
-            return Err(Error::conflict(format!("bot {id} still has chats: delete them first")));
+        if state
+            .chats
+            .values()
+            .any(|c| c.chat.bot_id == id && !c.deleted)
+        {
+            return Err(Error::conflict(format!(
+                "bot {id} still has chats: delete them first"
+            )));
         }
         state.bots.remove(&id);
         state.tool_sets.retain(|(bot, _), _| *bot != id);
@@ -300,10 +385,20 @@ impl Client for MemoryClient {
         if !state.bots.contains_key(&bot) {
             return Err(Error::not_found("bot", bot));
         }
-        let chat = Chat { id: ChatId::new(), bot_id: bot, created_at: Utc::now() };
+        let chat = Chat {
+            id: ChatId::new(),
+            bot_id: bot,
+            created_at: Utc::now(),
+        };
         state.chats.insert(
             chat.id,
-            ChatState { chat: chat.clone(), history: Vec::new(), running: None, queue: VecDeque::new(), deleted: false },
+            ChatState {
+                chat: chat.clone(),
+                history: Vec::new(),
+                running: None,
+                queue: VecDeque::new(),
+                deleted: false,
+            },
         );
         Ok(chat)
     }
@@ -341,7 +436,11 @@ impl Client for MemoryClient {
         if let Some(running) = running {
             running.cancel();
             // Returns once the Turn released everything and published its end.
-            running.log().observe(running.log().last_sequence()).count().await;
+            running
+                .log()
+                .observe(running.log().last_sequence())
+                .count()
+                .await;
         }
         self.inner.lock().chats.remove(&chat);
         Ok(())
@@ -364,10 +463,15 @@ impl Client for MemoryClient {
         let mut state = self.state()?;
         let host = state.host(id)?;
         let chat = host.execution().chat_id;
-        let queued = chat.and_then(|chat| state.chats.get_mut(&chat)).and_then(|chat_state| {
-            let position = chat_state.queue.iter().position(|(h, _)| Arc::ptr_eq(h, &host))?;
-            chat_state.queue.remove(position)
-        });
+        let queued = chat
+            .and_then(|chat| state.chats.get_mut(&chat))
+            .and_then(|chat_state| {
+                let position = chat_state
+                    .queue
+                    .iter()
+                    .position(|(h, _)| Arc::ptr_eq(h, &host))?;
+                chat_state.queue.remove(position)
+            });
         match queued {
             Some((queued, _)) => queued.cancel_unstarted(),
             None => host.cancel(),
@@ -401,12 +505,16 @@ impl MemoryClient {
         state.chat(chat)?;
         let request = match &input.command_key {
             Some(key) => {
-                let request = serde_json::json!({"chat": chat, "steer": steer, "content": input.content}).to_string();
+                let request =
+                    serde_json::json!({"chat": chat, "steer": steer, "content": input.content})
+                        .to_string();
                 if let Some((saved, receipt)) = state.command_keys.get(key) {
                     return if *saved == request {
                         Ok(receipt.clone())
                     } else {
-                        Err(Error::conflict(format!("command key `{key}` was used for other input")))
+                        Err(Error::conflict(format!(
+                            "command key `{key}` was used for other input"
+                        )))
                     };
                 }
                 Some((key.clone(), request))
@@ -429,14 +537,23 @@ impl MemoryClient {
             },
             Some(_) => self.enqueue(&mut state, chat, content),
             None => {
-                let host = Arc::new(MemoryHost::new(MemoryHost::new_execution(Some(chat)), self.inner.errors.clone()));
+                let host = Arc::new(MemoryHost::new(
+                    MemoryHost::new_execution(Some(chat)),
+                    self.inner.errors.clone(),
+                ));
                 // A model that cannot be built is the caller's error, reported now.
                 state.turn_spec(chat, content.clone(), &self.inner.handlers)?;
-                state.executions.insert(host.log().execution_id(), Arc::clone(&host));
+                state
+                    .executions
+                    .insert(host.log().execution_id(), Arc::clone(&host));
                 state.chat(chat)?.running = Some(Arc::clone(&host));
                 let execution_id = host.log().execution_id();
                 self.inner.launch(&mut state, chat, host, content);
-                SendReceipt { chat_id: chat, execution_id, disposition: SendDisposition::Started }
+                SendReceipt {
+                    chat_id: chat,
+                    execution_id,
+                    disposition: SendDisposition::Started,
+                }
             }
         };
         if let Some((key, request)) = request {
@@ -446,13 +563,19 @@ impl MemoryClient {
     }
 
     fn enqueue(&self, state: &mut State, chat: ChatId, content: Vec<ContentPart>) -> SendReceipt {
-        let host = Arc::new(MemoryHost::new(MemoryHost::new_execution(Some(chat)), self.inner.errors.clone()));
+        let host = Arc::new(MemoryHost::new(
+            MemoryHost::new_execution(Some(chat)),
+            self.inner.errors.clone(),
+        ));
         let execution_id = host.log().execution_id();
         state.executions.insert(execution_id, Arc::clone(&host));
         if let Some(chat_state) = state.chats.get_mut(&chat) {
             chat_state.queue.push_back((host, content));
         }
-        SendReceipt { chat_id: chat, execution_id, disposition: SendDisposition::Queued }
+        SendReceipt {
+            chat_id: chat,
+            execution_id,
+            disposition: SendDisposition::Queued,
+        }
     }
 }
-

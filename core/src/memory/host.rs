@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::sealed::SealedErrors;
 use crate::error::Error;
 use crate::events::EventLog;
-use crate::turn::{CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd};
+use crate::turn::{
+    CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd,
+};
 
 /// Runs just before the last event is published, so that what it saves (history, the next
 /// Turn) is visible to anyone who sees the end.
@@ -195,11 +197,17 @@ impl MemoryHost {
             finisher(&end);
         }
         let last = match end.outcome {
-            Ok(outcome) => EventKind::TurnEnded { outcome, usage: end.usage },
+            Ok(outcome) => EventKind::TurnEnded {
+                outcome,
+                usage: end.usage,
+            },
             Err(failure) => {
                 let error_id = self.errors.seal(failure.cause);
                 tracing::warn!(execution = %self.log.execution_id(), category = ?failure.category, %error_id, "turn failed");
-                EventKind::Failed { category: failure.category, error_id }
+                EventKind::Failed {
+                    category: failure.category,
+                    error_id,
+                }
             }
         };
         self.log.append(last);
@@ -225,12 +233,24 @@ impl Host for MemoryHost {
     }
 
     async fn record_intent(&self, key: CallKey) -> Result<(), HostError> {
-        self.state().calls.insert((key.step, key.slot), CallRecord { key, status: CallStatus::Intent });
+        self.state().calls.insert(
+            (key.step, key.slot),
+            CallRecord {
+                key,
+                status: CallStatus::Intent,
+            },
+        );
         Ok(())
     }
 
     async fn record_sending(&self, key: CallKey) -> Result<(), HostError> {
-        self.state().calls.insert((key.step, key.slot), CallRecord { key, status: CallStatus::Sending });
+        self.state().calls.insert(
+            (key.step, key.slot),
+            CallRecord {
+                key,
+                status: CallStatus::Sending,
+            },
+        );
         Ok(())
     }
 
@@ -243,8 +263,13 @@ impl Host for MemoryHost {
         {
             let mut guard = self.state();
             match &result {
-                CallResult::Model { message: openbot_schema::Message::Assistant { tool_calls, .. }, usage } => {
-                    guard.open_calls.extend(tool_calls.iter().map(|c| c.id.clone()));
+                CallResult::Model {
+                    message: openbot_schema::Message::Assistant { tool_calls, .. },
+                    usage,
+                } => {
+                    guard
+                        .open_calls
+                        .extend(tool_calls.iter().map(|c| c.id.clone()));
                     if let Some(usage) = usage {
                         guard.execution.usage += *usage;
                     }
@@ -254,7 +279,13 @@ impl Host for MemoryHost {
                 }
                 CallResult::Model { .. } => {}
             }
-            guard.calls.insert((key.step, key.slot), CallRecord { key, status: CallStatus::Done { result } });
+            guard.calls.insert(
+                (key.step, key.slot),
+                CallRecord {
+                    key,
+                    status: CallStatus::Done { result },
+                },
+            );
         }
         for event in events {
             self.log.append(event);
@@ -267,7 +298,11 @@ impl Host for MemoryHost {
         Ok(())
     }
 
-    async fn take_steering(&self, _step: u32, last: bool) -> Result<Vec<Vec<ContentPart>>, HostError> {
+    async fn take_steering(
+        &self,
+        _step: u32,
+        last: bool,
+    ) -> Result<Vec<Vec<ContentPart>>, HostError> {
         let taken = {
             let mut guard = self.state();
             let taken = std::mem::take(&mut guard.steering);
@@ -277,12 +312,18 @@ impl Host for MemoryHost {
             taken
         };
         for input in &taken {
-            self.log.append(EventKind::InputSteered { input: input.clone() });
+            self.log.append(EventKind::InputSteered {
+                input: input.clone(),
+            });
         }
         Ok(taken)
     }
 
-    async fn wait_for_delivery(&self, _key: CallKey, call: &ToolCall) -> Result<ToolResult, HostError> {
+    async fn wait_for_delivery(
+        &self,
+        _key: CallKey,
+        call: &ToolCall,
+    ) -> Result<ToolResult, HostError> {
         let receiver = {
             let mut guard = self.state();
             if let Some(result) = guard.delivered.remove(&call.id) {

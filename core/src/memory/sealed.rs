@@ -16,12 +16,19 @@ impl SealedErrors {
     /// Keeps a cause and returns its new ID.
     pub fn seal(&self, cause: String) -> ErrorId {
         let id = ErrorId::new();
-        self.causes.lock().unwrap_or_else(PoisonError::into_inner).insert(id, cause);
+        self.causes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, cause);
         id
     }
 
     /// The cause kept under `id`.
     pub fn open(&self, id: ErrorId) -> Option<String> {
-        self.causes.lock().unwrap_or_else(PoisonError::into_inner).get(&id).cloned()
+        self.causes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
     }
 }

@@ -59,7 +59,11 @@ impl AnthropicMessages {
         ]);
         let name = format!("anthropic:{model}");
         let transport = Transport::new(name.clone(), settings, "/v1/messages", pairs)?;
-        Ok(Self { name, model, transport })
+        Ok(Self {
+            name,
+            model,
+            transport,
+        })
     }
 }
 

@@ -81,7 +81,10 @@ impl Pricing {
 
     /// `usage` with its cost filled in.
     pub fn priced(&self, usage: Usage) -> Usage {
-        Usage { cost_micros: Some(self.cost_micros(&usage)), ..usage }
+        Usage {
+            cost_micros: Some(self.cost_micros(&usage)),
+            ..usage
+        }
     }
 }
 
@@ -91,9 +94,17 @@ mod tests {
 
     #[test]
     fn cost_counts_cached_tokens_at_their_own_price() {
-        let price =
-            Pricing { input_per_million: 1_000_000, cached_input_per_million: 0, output_per_million: 2_000_000 };
-        let usage = Usage { input_tokens: 10, cached_input_tokens: 4, output_tokens: 3, cost_micros: None };
+        let price = Pricing {
+            input_per_million: 1_000_000,
+            cached_input_per_million: 0,
+            output_per_million: 2_000_000,
+        };
+        let usage = Usage {
+            input_tokens: 10,
+            cached_input_tokens: 4,
+            output_tokens: 3,
+            cost_micros: None,
+        };
         // 6 uncached * $1/M + 3 output * $2/M = 12 micro-dollars.
         assert_eq!(price.cost_micros(&usage), 12);
     }

@@ -56,11 +56,19 @@ impl OpenAiChat {
         }
         let mut pairs = headers([("accept", HeaderValue::from_static("text/event-stream"))]);
         if let Some(key) = key {
-            pairs.insert("authorization", secret_header("authorization", &format!("Bearer {key}"))?);
+            pairs.insert(
+                "authorization",
+                secret_header("authorization", &format!("Bearer {key}"))?,
+            );
         }
         let name = format!("{provider_label}:{model}");
         let transport = Transport::new(name.clone(), settings, "/chat/completions", pairs)?;
-        Ok(Self { name, model, is_openai, transport })
+        Ok(Self {
+            name,
+            model,
+            is_openai,
+            transport,
+        })
     }
 }
 

@@ -41,16 +41,25 @@ impl OpenAiResponses {
         if model.is_empty() {
             return Err(ModelError::Configuration("the model name is empty".into()));
         }
-        let key = settings.api_key.as_deref().filter(|k| !k.is_empty()).ok_or_else(|| {
-            ModelError::Configuration("openai-responses needs an API key".into())
-        })?;
+        let key = settings
+            .api_key
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| ModelError::Configuration("openai-responses needs an API key".into()))?;
         let pairs = headers([
             ("accept", HeaderValue::from_static("text/event-stream")),
-            ("authorization", secret_header("authorization", &format!("Bearer {key}"))?),
+            (
+                "authorization",
+                secret_header("authorization", &format!("Bearer {key}"))?,
+            ),
         ]);
         let name = format!("openai-responses:{model}");
         let transport = Transport::new(name.clone(), settings, "/responses", pairs)?;
-        Ok(Self { name, model, transport })
+        Ok(Self {
+            name,
+            model,
+            transport,
+        })
     }
 }
 

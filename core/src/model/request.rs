@@ -67,8 +67,14 @@ impl ModelResponse {
 
     /// The answer as the assistant message of the conversation.
     pub fn to_message(&self) -> Message {
-        let content =
-            if self.text.is_empty() { Vec::new() } else { vec![ContentPart::text(&self.text)] };
-        Message::Assistant { content, tool_calls: self.tool_calls.clone() }
+        let content = if self.text.is_empty() {
+            Vec::new()
+        } else {
+            vec![ContentPart::text(&self.text)]
+        };
+        Message::Assistant {
+            content,
+            tool_calls: self.tool_calls.clone(),
+        }
     }
 }

@@ -55,14 +55,11 @@ pub struct ScriptedToolCall {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum ScriptFile {
-    Steps(Vec<ScriptedStep>),
-    Object {
-        steps: Vec<ScriptedStep>,
-        #[serde(default)]
-        repeat: bool,
-    },
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    steps: Vec<ScriptedStep>,
+    #[serde(default)]
+    repeat: bool,
 }
 
 /// A model that answers each request with the next step of its script.
@@ -78,7 +75,12 @@ impl ScriptedModel {
     /// A model that gives `steps` in order, one per request, then fails with
     /// [`ModelError::ScriptExhausted`].
     pub fn new(steps: Vec<ScriptedStep>) -> Self {
-        Self { name: "scripted".into(), steps, repeat: false, next: AtomicUsize::new(0) }
+        Self {
+            name: "scripted".into(),
+            steps,
+            repeat: false,
+            next: AtomicUsize::new(0),
+        }
     }
 
     /// The same model, but starting again from the first step after the last.
@@ -89,11 +91,20 @@ impl ScriptedModel {
 
     /// Reads a script from JSON: either a list of steps or `{"steps": [...], "repeat": bool}`.
     pub fn from_json(json: &str) -> Result<Self, ModelError> {
-        let file: ScriptFile = serde_json::from_str(json)
-            .map_err(|e| ModelError::Configuration(format!("invalid script: {e}")))?;
-        Ok(match file {
-            ScriptFile::Steps(steps) => Self::new(steps),
-            ScriptFile::Object { steps, repeat } => Self { repeat, ..Self::new(steps) },
+        let invalid =
+            |e: serde_json::Error| ModelError::Configuration(format!("invalid script: {e}"));
+        // A list of steps, or an object; each form read on its own so errors name the field.
+        let file = if json.trim_start().starts_with('[') {
+            ScriptFile {
+                steps: serde_json::from_str(json).map_err(invalid)?,
+                repeat: false,
+            }
+        } else {
+            serde_json::from_str(json).map_err(invalid)?
+        };
+        Ok(Self {
+            repeat: file.repeat,
+            ..Self::new(file.steps)
         })
     }
 
@@ -114,13 +125,23 @@ impl ScriptedModel {
 
 fn scripted_error(kind: &str) -> ModelError {
     match kind {
-        "rate_limited" => {
-            ModelError::RateLimited { retry_after: None, message: "scripted rate limit".into() }
-        }
-        "unauthorized" => ModelError::Unauthorized { status: 401, message: "scripted".into() },
-        "invalid_request" => ModelError::InvalidRequest { status: 400, message: "scripted".into() },
+        "rate_limited" => ModelError::RateLimited {
+            retry_after: None,
+            message: "scripted rate limit".into(),
+        },
+        "unauthorized" => ModelError::Unauthorized {
+            status: 401,
+            message: "scripted".into(),
+        },
+        "invalid_request" => ModelError::InvalidRequest {
+            status: 400,
+            message: "scripted".into(),
+        },
         "interrupted" => ModelError::Interrupted,
-        _ => ModelError::Server { status: 500, message: "scripted server error".into() },
+        _ => ModelError::Server {
+            status: 500,
+            message: "scripted server error".into(),
+        },
     }
 }
 
@@ -136,13 +157,24 @@ impl Model for ScriptedModel {
 
     async fn stream(&self, _request: ModelRequest) -> Result<ModelStream, ModelError> {
         let index = self.next.fetch_add(1, Ordering::Relaxed);
-        let position = if self.repeat && !self.steps.is_empty() { index % self.steps.len() } else { index };
-        let step = self.steps.get(position).ok_or(ModelError::ScriptExhausted(index + 1))?;
+        let position = if self.repeat && !self.steps.is_empty() {
+            index % self.steps.len()
+        } else {
+            index
+        };
+        let step = self
+            .steps
+            .get(position)
+            .ok_or(ModelError::ScriptExhausted(index + 1))?;
         if let Some(kind) = step.error.as_deref().filter(|k| *k != "interrupted") {
             return Err(scripted_error(kind));
         }
         let mut events = Vec::with_capacity(step.deltas.len() + step.tool_calls.len() + 3);
-        let deltas = if step.deltas.is_empty() { step.text.iter().cloned().collect() } else { step.deltas.clone() };
+        let deltas = if step.deltas.is_empty() {
+            step.text.iter().cloned().collect()
+        } else {
+            step.deltas.clone()
+        };
         events.extend(deltas.into_iter().map(|d| Ok(ModelEvent::TextDelta(d))));
         if step.error.is_some() {
             events.push(Err(ModelError::Interrupted));
@@ -150,14 +182,25 @@ impl Model for ScriptedModel {
         }
         for (i, call) in step.tool_calls.iter().enumerate() {
             events.push(Ok(ModelEvent::ToolCall(ToolCall {
-                id: call.id.clone().unwrap_or_else(|| format!("call_{}_{}", index + 1, i + 1)),
+                id: call
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_{}_{}", index + 1, i + 1)),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
             })));
         }
-        let usage = step.usage.unwrap_or(Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() });
+        let usage = step.usage.unwrap_or(Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        });
         events.push(Ok(ModelEvent::Usage(usage)));
-        let stop = if step.tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse };
+        let stop = if step.tool_calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        };
         events.push(Ok(ModelEvent::Done(stop)));
         Ok(paced(events, step.delay_ms))
     }
@@ -187,11 +230,25 @@ mod tests {
             r#"[{"text":"one","tool_calls":[{"name":"t","arguments":{"a":1}}]},{"deltas":["t","wo"]}]"#,
         )
         .unwrap();
-        let first: Vec<_> = model.stream(ModelRequest::default()).await.unwrap().try_collect().await.unwrap();
+        let first: Vec<_> = model
+            .stream(ModelRequest::default())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
         assert_eq!(first[0], ModelEvent::TextDelta("one".into()));
-        assert!(matches!(&first[1], ModelEvent::ToolCall(c) if c.id == "call_1_1" && c.arguments["a"] == 1));
+        assert!(
+            matches!(&first[1], ModelEvent::ToolCall(c) if c.id == "call_1_1" && c.arguments["a"] == 1)
+        );
         assert_eq!(first.last(), Some(&ModelEvent::Done(StopReason::ToolUse)));
-        let second: Vec<_> = model.stream(ModelRequest::default()).await.unwrap().try_collect().await.unwrap();
+        let second: Vec<_> = model
+            .stream(ModelRequest::default())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
         assert_eq!(second[1], ModelEvent::TextDelta("wo".into()));
         let third = model.stream(ModelRequest::default()).await.err();
         assert_eq!(third, Some(ModelError::ScriptExhausted(3)));

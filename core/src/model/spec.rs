@@ -77,13 +77,20 @@ impl ModelSpec {
             "anthropic" => Ok(Self::Anthropic { model }),
             "compatible" => {
                 let (base_url, model) = rest.rsplit_once(':').ok_or_else(malformed)?;
-                if model.is_empty() || !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                if model.is_empty()
+                    || !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+                {
                     return Err(malformed());
                 }
-                Ok(Self::Compatible { base_url: base_url.to_string(), model: model.to_string() })
+                Ok(Self::Compatible {
+                    base_url: base_url.to_string(),
+                    model: model.to_string(),
+                })
             }
             "scripted" => Ok(Self::Scripted { path: model }),
-            other => Err(ModelSpecError::UnknownProvider(other.chars().take(64).collect())),
+            other => Err(ModelSpecError::UnknownProvider(
+                other.chars().take(64).collect(),
+            )),
         }
     }
 }
@@ -96,9 +103,12 @@ pub fn model_from_spec(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn Model>, ModelSpecError> {
     let key = |provider, variable| {
-        env(variable).filter(|k| !k.is_empty()).ok_or(ModelSpecError::MissingKey { provider, variable })
+        env(variable)
+            .filter(|k| !k.is_empty())
+            .ok_or(ModelSpecError::MissingKey { provider, variable })
     };
-    let openai_base = || env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
+    let openai_base =
+        || env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
     Ok(match ModelSpec::parse(spec)? {
         ModelSpec::OpenAi { model } => {
             let settings = HttpSettings::new(openai_base(), Some(key("openai", "OPENAI_API_KEY")?));
@@ -109,7 +119,8 @@ pub fn model_from_spec(
             Arc::new(OpenAiResponses::new(model, settings)?)
         }
         ModelSpec::Anthropic { model } => {
-            let base = env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into());
+            let base =
+                env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into());
             let settings = HttpSettings::new(base, Some(key("anthropic", "ANTHROPIC_API_KEY")?));
             Arc::new(AnthropicMessages::new(model, settings)?)
         }
@@ -129,20 +140,38 @@ mod tests {
     fn specs_parse_by_provider() {
         assert_eq!(
             ModelSpec::parse("openai:gpt-4o-mini").unwrap(),
-            ModelSpec::OpenAi { model: "gpt-4o-mini".into() }
+            ModelSpec::OpenAi {
+                model: "gpt-4o-mini".into()
+            }
         );
         assert_eq!(
             ModelSpec::parse("compatible:http://localhost:8000/v1:llama3").unwrap(),
-            ModelSpec::Compatible { base_url: "http://localhost:8000/v1".into(), model: "llama3".into() }
+            ModelSpec::Compatible {
+                base_url: "http://localhost:8000/v1".into(),
+                model: "llama3".into()
+            }
         );
-        assert!(matches!(ModelSpec::parse("nope:x"), Err(ModelSpecError::UnknownProvider(p)) if p == "nope"));
-        assert!(matches!(ModelSpec::parse("gpt-4o"), Err(ModelSpecError::Malformed(_))));
-        assert!(matches!(ModelSpec::parse("compatible:llama3"), Err(ModelSpecError::Malformed(_))));
+        assert!(
+            matches!(ModelSpec::parse("nope:x"), Err(ModelSpecError::UnknownProvider(p)) if p == "nope")
+        );
+        assert!(matches!(
+            ModelSpec::parse("gpt-4o"),
+            Err(ModelSpecError::Malformed(_))
+        ));
+        assert!(matches!(
+            ModelSpec::parse("compatible:llama3"),
+            Err(ModelSpecError::Malformed(_))
+        ));
     }
 
     #[test]
     fn a_missing_key_names_its_variable() {
-        let err = model_from_spec("anthropic:claude-sonnet-4-5", &|_| None).err().unwrap();
-        assert_eq!(err.to_string(), "anthropic needs an API key: set ANTHROPIC_API_KEY");
+        let err = model_from_spec("anthropic:claude-sonnet-4-5", &|_| None)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "anthropic needs an API key: set ANTHROPIC_API_KEY"
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! line ends the event; an event without data is dropped; a leading byte-order mark is skipped.
 //! Bytes may arrive split anywhere, even inside a UTF-8 character or between CR and LF.
 //! It is strict where the rules are loose: text that is not UTF-8 and lines or events larger
-//! than [`MAX_EVENT_BYTES`] are errors, never silently repaired. The `[DONE]` marker some providers
-//! send is ordinary data here; callers decide what it means.
+//! than [`MAX_EVENT_BYTES`] are errors, never silently repaired. The `[DONE]` marker some
+//! providers send is ordinary data here; callers decide what it means.
 
 /// The largest line or event accepted, in bytes. Anything larger is an error, so a broken peer
 /// cannot grow memory without bound.
@@ -151,11 +151,17 @@ mod tests {
 
     fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut parser = SseParser::new();
-        chunks.iter().flat_map(|chunk| parser.push(chunk).unwrap()).collect()
+        chunks
+            .iter()
+            .flat_map(|chunk| parser.push(chunk).unwrap())
+            .collect()
     }
 
     fn event(name: Option<&str>, data: &str) -> SseEvent {
-        SseEvent { event: name.map(str::to_string), data: data.to_string() }
+        SseEvent {
+            event: name.map(str::to_string),
+            data: data.to_string(),
+        }
     }
 
     #[test]
@@ -181,7 +187,10 @@ mod tests {
     #[test]
     fn crlf_and_lone_cr_end_lines() {
         let events = parse_all(&[b"data: a\r\n\r\ndata: b\r\rdata: c\n\n"]);
-        assert_eq!(events, vec![event(None, "a"), event(None, "b"), event(None, "c")]);
+        assert_eq!(
+            events,
+            vec![event(None, "a"), event(None, "b"), event(None, "c")]
+        );
     }
 
     #[test]
@@ -192,13 +201,17 @@ mod tests {
 
     #[test]
     fn chunks_split_at_every_byte_give_the_same_events() {
-        let stream = "event: delta\r\ndata: {\"t\":\"h\u{e9}llo \u{1f600}\"}\r\n\r\n: c\ndata: [DONE]\n\n";
+        let stream =
+            "event: delta\r\ndata: {\"t\":\"h\u{e9}llo \u{1f600}\"}\r\n\r\n: c\ndata: [DONE]\n\n";
         let whole = parse_all(&[stream.as_bytes()]);
         let bytes: Vec<&[u8]> = stream.as_bytes().chunks(1).collect();
         assert_eq!(parse_all(&bytes), whole);
         assert_eq!(
             whole,
-            vec![event(Some("delta"), "{\"t\":\"h\u{e9}llo \u{1f600}\"}"), event(None, "[DONE]")]
+            vec![
+                event(Some("delta"), "{\"t\":\"h\u{e9}llo \u{1f600}\"}"),
+                event(None, "[DONE]")
+            ]
         );
     }
 
@@ -229,7 +242,10 @@ mod tests {
     #[test]
     fn text_that_is_not_utf8_is_an_error() {
         let mut parser = SseParser::new();
-        assert_eq!(parser.push(b"data: \xff\xfe\n\n"), Err(SseError::InvalidUtf8));
+        assert_eq!(
+            parser.push(b"data: \xff\xfe\n\n"),
+            Err(SseError::InvalidUtf8)
+        );
     }
 
     #[test]

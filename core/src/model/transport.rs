@@ -13,19 +13,24 @@
 //!   [`ModelError::Interrupted`]; data that cannot be read is [`ModelError::Malformed`].
 //! - The API key is never logged and is removed from every error message.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use futures::stream::BoxStream;
-use openbot_schema::{ContentPart, FileRef, ToolResult, Usage};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use super::sse::{SseEvent, SseParser};
-use super::{HttpSettings, ModelError, ModelEvent, ModelStream, Pricing};
+use super::{HttpSettings, ModelError, ModelStream};
+
+mod stream;
+mod wire;
+
+pub(crate) use stream::Decoder;
+pub(crate) use wire::{
+    error_from_code, file_placeholder, image_url, malformed, parse_arguments, parts_text, priced,
+    tool_result_text,
+};
 
 /// The first wait before a retry; each further retry waits twice as long.
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
@@ -35,13 +40,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(20);
 const MAX_MESSAGE_CHARS: usize = 500;
 /// The most bytes of an error answer read to find the provider's message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// Turns a provider's stream events into model events.
-pub(crate) trait Decoder: Send + 'static {
-    /// Reads one event and appends what it means to `out`. Returns `true` once the event was the
-    /// provider's end marker: nothing after it is read. An error ends the stream.
-    fn decode(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError>;
-}
 
 /// One provider endpoint: its URL, fixed headers and an HTTP client built from [`HttpSettings`].
 pub(crate) struct Transport {
@@ -79,7 +77,13 @@ impl Transport {
             .user_agent(concat!("openbot/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ModelError::Configuration(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { client, url, headers, settings, label })
+        Ok(Self {
+            client,
+            url,
+            headers,
+            settings,
+            label,
+        })
     }
 
     /// The settings this transport was built from.
@@ -88,12 +92,17 @@ impl Transport {
     }
 
     /// Sends `body` (retrying as the module says) and streams the answer through `decoder`.
-    pub async fn open<D: Decoder>(&self, body: &Value, decoder: D) -> Result<ModelStream, ModelError> {
-        let body = Bytes::from(
-            serde_json::to_vec(body)
-                .map_err(|e| ModelError::Configuration(format!("cannot encode the request: {e}")))?,
-        );
-        let response = self.send_with_retries(body).await.map_err(|e| self.redact(e))?;
+    pub async fn open<D: Decoder>(
+        &self,
+        body: &Value,
+        decoder: D,
+    ) -> Result<ModelStream, ModelError> {
+        let encoded = serde_json::to_vec(body)
+            .map_err(|e| ModelError::Configuration(format!("cannot encode the request: {e}")))?;
+        let response = self
+            .send_with_retries(Bytes::from(encoded))
+            .await
+            .map_err(|e| self.redact(e))?;
         let content_type = response
             .headers()
             .get(CONTENT_TYPE)
@@ -101,20 +110,20 @@ impl Transport {
             .unwrap_or_default()
             .to_ascii_lowercase();
         if content_type.starts_with("application/json") {
-            return Err(ModelError::Malformed(
-                "the provider answered with JSON instead of an event stream".into(),
-            ));
+            let status = response.status();
+            let message = self.error_message(response, status).await;
+            return Err(self.redact(ModelError::Malformed(format!(
+                "the provider answered with JSON instead of an event stream: {message}"
+            ))));
         }
-        let pump = Pump {
-            body: response.bytes_stream().boxed(),
-            parser: SseParser::new(),
+        let body = response.bytes_stream().boxed();
+        let api_key = self.settings.api_key.clone();
+        Ok(stream::model_stream(
+            body,
             decoder,
-            ready: VecDeque::new(),
-            idle_timeout: self.settings.idle_timeout,
-            ended: false,
-            api_key: self.settings.api_key.clone(),
-        };
-        Ok(futures::stream::unfold(pump, Pump::next).boxed())
+            self.settings.idle_timeout,
+            api_key,
+        ))
     }
 
     async fn send_with_retries(&self, body: Bytes) -> Result<Response, ModelError> {
@@ -153,9 +162,16 @@ impl Transport {
         let response = match tokio::time::timeout(self.settings.response_timeout, request).await {
             Err(_) => return Err(Failure::fatal(ModelError::Timeout)),
             Ok(Err(e)) => {
-                let error =
-                    if e.is_timeout() { ModelError::Timeout } else { ModelError::Transport(describe(&e)) };
-                return Err(Failure { retryable: !e.is_builder(), retry_after: None, error });
+                let error = if e.is_timeout() {
+                    ModelError::Timeout
+                } else {
+                    ModelError::Transport(describe(&e))
+                };
+                return Err(Failure {
+                    retryable: !e.is_builder(),
+                    retry_after: None,
+                    error,
+                });
             }
             Ok(Ok(response)) => response,
         };
@@ -167,14 +183,30 @@ impl Transport {
         let message = self.error_message(response, status).await;
         let code = status.as_u16();
         let error = match code {
-            401 | 403 => ModelError::Unauthorized { status: code, message },
-            429 => ModelError::RateLimited { retry_after, message },
-            500..=599 => ModelError::Server { status: code, message },
-            _ => ModelError::InvalidRequest { status: code, message },
+            401 | 403 => ModelError::Unauthorized {
+                status: code,
+                message,
+            },
+            429 => ModelError::RateLimited {
+                retry_after,
+                message,
+            },
+            500..=599 => ModelError::Server {
+                status: code,
+                message,
+            },
+            _ => ModelError::InvalidRequest {
+                status: code,
+                message,
+            },
         };
         let retryable = code == 429 || status.is_server_error();
-        tracing::debug!(model = %self.label, status = code, "model request answered with an error status");
-        Err(Failure { retryable, retry_after, error })
+        tracing::debug!(model = %self.label, status = code, "model request got an error status");
+        Err(Failure {
+            retryable,
+            retry_after,
+            error,
+        })
     }
 
     /// The provider's message from an error answer, or the status's reason when it has none.
@@ -189,11 +221,16 @@ impl Transport {
             }
             body
         };
-        let body = tokio::time::timeout(self.settings.response_timeout, read).await.unwrap_or_default();
+        let body = tokio::time::timeout(self.settings.response_timeout, read)
+            .await
+            .unwrap_or_default();
         let message = provider_message(&body).unwrap_or_else(|| {
             let text = String::from_utf8_lossy(&body).trim().to_string();
             if text.is_empty() {
-                status.canonical_reason().unwrap_or("no message").to_string()
+                status
+                    .canonical_reason()
+                    .unwrap_or("no message")
+                    .to_string()
             } else {
                 text
             }
@@ -215,68 +252,11 @@ struct Failure {
 
 impl Failure {
     fn fatal(error: ModelError) -> Self {
-        Self { retryable: false, retry_after: None, error }
-    }
-}
-
-/// Reads the body stream, parses events and decodes them; the state of a [`ModelStream`].
-struct Pump<D> {
-    body: BoxStream<'static, reqwest::Result<Bytes>>,
-    parser: SseParser,
-    decoder: D,
-    ready: VecDeque<Result<ModelEvent, ModelError>>,
-    idle_timeout: Duration,
-    ended: bool,
-    api_key: Option<String>,
-}
-
-impl<D: Decoder> Pump<D> {
-    async fn next(mut self) -> Option<(Result<ModelEvent, ModelError>, Self)> {
-        loop {
-            if let Some(item) = self.ready.pop_front() {
-                return Some((item, self));
-            }
-            if self.ended {
-                return None;
-            }
-            match tokio::time::timeout(self.idle_timeout, self.body.next()).await {
-                Err(_) => self.fail(ModelError::Timeout),
-                Ok(Some(Ok(chunk))) => self.feed(&chunk),
-                Ok(Some(Err(e))) => {
-                    self.fail(ModelError::Transport(format!("the stream broke: {}", describe(&e))));
-                }
-                Ok(None) => self.fail(ModelError::Interrupted),
-            }
+        Self {
+            retryable: false,
+            retry_after: None,
+            error,
         }
-    }
-
-    fn feed(&mut self, chunk: &[u8]) {
-        let events = match self.parser.push(chunk) {
-            Ok(events) => events,
-            Err(e) => return self.fail(ModelError::Malformed(e.to_string())),
-        };
-        for event in events {
-            let mut out = Vec::new();
-            let result = self.decoder.decode(event, &mut out);
-            self.ready.extend(out.into_iter().map(Ok));
-            match result {
-                Ok(false) => {}
-                Ok(true) => return self.finish(),
-                Err(error) => return self.fail(error),
-            }
-        }
-    }
-
-    fn fail(&mut self, error: ModelError) {
-        tracing::debug!(error = %error, "model stream failed");
-        let error = redact(error, self.api_key.as_deref());
-        self.ready.push_back(Err(error));
-        self.finish();
-    }
-
-    fn finish(&mut self) {
-        self.ended = true;
-        self.body = futures::stream::empty().boxed();
     }
 }
 
@@ -284,102 +264,21 @@ impl<D: Decoder> Pump<D> {
 /// `header` but never the value.
 pub(crate) fn secret_header(header: &str, value: &str) -> Result<HeaderValue, ModelError> {
     let mut value = HeaderValue::from_str(value).map_err(|_| {
-        ModelError::Configuration(format!("the API key for {header} contains characters not allowed in a header"))
+        ModelError::Configuration(format!(
+            "the API key for {header} contains characters not allowed in a header"
+        ))
     })?;
     value.set_sensitive(true);
     Ok(value)
 }
 
 /// A header map from static names and values.
-pub(crate) fn headers<const N: usize>(
-    pairs: [(&'static str, HeaderValue); N],
-) -> HeaderMap {
+pub(crate) fn headers<const N: usize>(pairs: [(&'static str, HeaderValue); N]) -> HeaderMap {
     let mut map = HeaderMap::new();
     for (name, value) in pairs {
         map.insert(HeaderName::from_static(name), value);
     }
     map
-}
-
-/// The error for a provider's in-stream error report with the given `code` (e.g.
-/// `rate_limit_exceeded`, `overloaded_error`, `invalid_request_error`). Unknown codes are
-/// server errors, so the request may be tried again.
-pub(crate) fn error_from_code(code: Option<&str>, message: &str) -> ModelError {
-    let message = cut(message, MAX_MESSAGE_CHARS);
-    let code = code.unwrap_or_default();
-    let invalid = |status| ModelError::InvalidRequest { status, message: message.clone() };
-    match code {
-        c if c.contains("rate_limit") => ModelError::RateLimited { retry_after: None, message },
-        c if c.contains("overloaded") => ModelError::Server { status: 529, message },
-        c if c.contains("authentication") || c.contains("api_key") => {
-            ModelError::Unauthorized { status: 401, message }
-        }
-        c if c.contains("permission") => ModelError::Unauthorized { status: 403, message },
-        c if c.contains("not_found") => invalid(404),
-        c if c.contains("too_large") => invalid(413),
-        c if c.starts_with("invalid")
-            || c.contains("image")
-            || c.contains("unsupported")
-            || c.contains("context_length")
-            || c.contains("content_policy")
-            || c.starts_with("empty") =>
-        {
-            invalid(400)
-        }
-        _ => ModelError::Server { status: 500, message },
-    }
-}
-
-/// `usage` with its cost when a price is known.
-pub(crate) fn priced(pricing: Option<Pricing>, usage: Usage) -> Usage {
-    match pricing {
-        Some(pricing) => pricing.priced(usage),
-        None => usage,
-    }
-}
-
-/// A `Malformed` error for event data that could not be decoded.
-pub(crate) fn malformed(event: &SseEvent, error: &serde_json::Error) -> ModelError {
-    ModelError::Malformed(format!("cannot read the `{}` event: {error}", cut(event.name(), 64)))
-}
-
-/// A tool call's arguments from the text the model streamed: `{}` when empty, the parsed JSON
-/// when valid, otherwise `{"_raw": text}` so the Turn can tell the model its input was invalid.
-pub(crate) fn parse_arguments(text: &str) -> Value {
-    if text.trim().is_empty() {
-        return Value::Object(serde_json::Map::new());
-    }
-    serde_json::from_str(text).unwrap_or_else(|_| serde_json::json!({ "_raw": text }))
-}
-
-/// The text that stands for a file a provider cannot be sent: `[file: name (media/type)]`.
-pub(crate) fn file_placeholder(file: &FileRef) -> String {
-    let name = file.name.clone().unwrap_or_else(|| file.id.to_string());
-    format!("[file: {name} ({})]", file.media_type)
-}
-
-/// Whether a file can be sent to a provider as an image: an `image/*` type with a URL.
-pub(crate) fn image_url(file: &FileRef) -> Option<&str> {
-    file.url.as_deref().filter(|_| file.media_type.starts_with("image/"))
-}
-
-/// A tool result as one text: its parts joined by newlines, files as placeholders, and when it
-/// failed prefixed with `Error: ` so a provider without an error flag still tells the model.
-pub(crate) fn tool_result_text(result: &ToolResult, mark_errors: bool) -> String {
-    let text = parts_text(&result.output);
-    if mark_errors && result.is_error { format!("Error: {text}") } else { text }
-}
-
-/// Content parts as one text: texts joined by newlines, files as placeholders.
-pub(crate) fn parts_text(parts: &[ContentPart]) -> String {
-    let texts: Vec<String> = parts
-        .iter()
-        .map(|part| match part {
-            ContentPart::Text { text } => text.clone(),
-            ContentPart::File { file } => file_placeholder(file),
-        })
-        .collect();
-    texts.join("\n")
 }
 
 /// The provider's message in an error body: `error.message` (OpenAI, Anthropic), `error` as a
@@ -403,12 +302,23 @@ fn provider_message(body: &[u8]) -> Option<String> {
 /// The wait a provider asked for: `retry-after-ms`, or `Retry-After` in (possibly decimal)
 /// seconds. A date is ignored; the backoff applies then.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    let seconds = |text: &str| text.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let seconds = |text: &str| {
+        text.parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+    };
     if let Some(ms) = header("retry-after-ms").and_then(seconds) {
         return Some(Duration::from_secs_f64(ms.min(86_400_000.0) / 1000.0));
     }
-    header(RETRY_AFTER.as_str()).and_then(seconds).map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+    header(RETRY_AFTER.as_str())
+        .and_then(seconds)
+        .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
 }
 
 /// A reqwest error with its causes, e.g. `error sending request: connection refused`.
@@ -436,16 +346,25 @@ fn redact(error: ModelError, key: Option<&str>) -> ModelError {
     let clean = |text: String| text.replace(key, "[redacted]");
     match error {
         ModelError::Configuration(m) => ModelError::Configuration(clean(m)),
-        ModelError::Unauthorized { status, message } => {
-            ModelError::Unauthorized { status, message: clean(message) }
-        }
-        ModelError::RateLimited { retry_after, message } => {
-            ModelError::RateLimited { retry_after, message: clean(message) }
-        }
-        ModelError::InvalidRequest { status, message } => {
-            ModelError::InvalidRequest { status, message: clean(message) }
-        }
-        ModelError::Server { status, message } => ModelError::Server { status, message: clean(message) },
+        ModelError::Unauthorized { status, message } => ModelError::Unauthorized {
+            status,
+            message: clean(message),
+        },
+        ModelError::RateLimited {
+            retry_after,
+            message,
+        } => ModelError::RateLimited {
+            retry_after,
+            message: clean(message),
+        },
+        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+            status,
+            message: clean(message),
+        },
+        ModelError::Server { status, message } => ModelError::Server {
+            status,
+            message: clean(message),
+        },
         ModelError::Transport(m) => ModelError::Transport(clean(m)),
         ModelError::Malformed(m) => ModelError::Malformed(clean(m)),
         other => other,
@@ -459,11 +378,18 @@ mod tests {
     #[test]
     fn provider_messages_are_found_in_each_shape() {
         let openai = br#"{"error":{"message":"Bad model","type":"invalid_request_error"}}"#;
-        let anthropic = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(provider_message(openai).as_deref(), Some("Bad model"));
         assert_eq!(provider_message(anthropic).as_deref(), Some("Overloaded"));
-        assert_eq!(provider_message(br#"{"error":"model not found"}"#).as_deref(), Some("model not found"));
-        assert_eq!(provider_message(br#"[{"error":{"message":"listed"}}]"#).as_deref(), Some("listed"));
+        assert_eq!(
+            provider_message(br#"{"error":"model not found"}"#).as_deref(),
+            Some("model not found")
+        );
+        assert_eq!(
+            provider_message(br#"[{"error":{"message":"listed"}}]"#).as_deref(),
+            Some("listed")
+        );
         assert_eq!(provider_message(b"<html>"), None);
     }
 
@@ -475,29 +401,23 @@ mod tests {
         headers.insert("retry-after-ms", HeaderValue::from_static("150"));
         assert_eq!(retry_after(&headers), Some(Duration::from_millis(150)));
         headers.clear();
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
         assert_eq!(retry_after(&headers), None);
     }
 
     #[test]
-    fn invalid_arguments_are_kept_raw() {
-        assert_eq!(parse_arguments(""), serde_json::json!({}));
-        assert_eq!(parse_arguments(r#"{"a":1}"#), serde_json::json!({"a": 1}));
-        assert_eq!(parse_arguments(r#"{"a":"#), serde_json::json!({"_raw": "{\"a\":"}));
-    }
-
-    #[test]
-    fn in_stream_error_codes_map_to_error_kinds() {
-        assert!(matches!(error_from_code(Some("rate_limit_exceeded"), "m"), ModelError::RateLimited { .. }));
-        assert!(matches!(error_from_code(Some("invalid_prompt"), "m"), ModelError::InvalidRequest { status: 400, .. }));
-        assert!(matches!(error_from_code(Some("overloaded_error"), "m"), ModelError::Server { status: 529, .. }));
-        assert!(matches!(error_from_code(None, "m"), ModelError::Server { status: 500, .. }));
-    }
-
-    #[test]
     fn the_key_is_removed_from_error_messages() {
-        let error = ModelError::Unauthorized { status: 401, message: "bad key sk-secret-1".into() };
+        let error = ModelError::Unauthorized {
+            status: 401,
+            message: "bad key sk-secret-1".into(),
+        };
         let clean = redact(error, Some("sk-secret-1"));
-        assert_eq!(clean.to_string(), "the provider rejected the credentials (HTTP 401): bad key [redacted]");
+        assert_eq!(
+            clean.to_string(),
+            "the provider rejected the credentials (HTTP 401): bad key [redacted]"
+        );
     }
 }

@@ -46,15 +46,23 @@ impl FnTool {
         F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
-        let definition =
-            ToolDefinition { name: name.into(), description: description.into(), input_schema };
-        Self { definition, handler: Box::new(move |args, ctx| Box::pin(handler(args, ctx))) }
+        let definition = ToolDefinition {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+        };
+        Self {
+            definition,
+            handler: Box::new(move |args, ctx| Box::pin(handler(args, ctx))),
+        }
     }
 }
 
 impl std::fmt::Debug for FnTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FnTool").field("definition", &self.definition).finish_non_exhaustive()
+        f.debug_struct("FnTool")
+            .field("definition", &self.definition)
+            .finish_non_exhaustive()
     }
 }
 

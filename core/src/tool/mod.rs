@@ -41,7 +41,9 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// An answer of one text part.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { content: vec![ContentPart::text(text)] }
+        Self {
+            content: vec![ContentPart::text(text)],
+        }
     }
 
     /// An answer holding `value` as JSON text.
@@ -62,7 +64,9 @@ pub struct ToolError {
 impl ToolError {
     /// A failure with this message for the model.
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 }
 

@@ -40,7 +40,9 @@ pub struct CheckedSchema {
 
 impl std::fmt::Debug for CheckedSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckedSchema").field("definition", &self.definition).finish_non_exhaustive()
+        f.debug_struct("CheckedSchema")
+            .field("definition", &self.definition)
+            .finish_non_exhaustive()
     }
 }
 
@@ -48,12 +50,20 @@ impl CheckedSchema {
     /// Checks the definition and compiles its schema.
     pub fn new(definition: ToolDefinition) -> Result<Self, SchemaError> {
         if !ToolDefinition::is_valid_name(&definition.name) {
-            return Err(SchemaError::InvalidName(definition.name.chars().take(80).collect()));
+            return Err(SchemaError::InvalidName(
+                definition.name.chars().take(80).collect(),
+            ));
         }
         let validator = jsonschema::validator_for(&definition.input_schema).map_err(|e| {
-            SchemaError::InvalidSchema { name: definition.name.clone(), reason: e.to_string() }
+            SchemaError::InvalidSchema {
+                name: definition.name.clone(),
+                reason: e.to_string(),
+            }
         })?;
-        Ok(Self { definition, validator })
+        Ok(Self {
+            definition,
+            validator,
+        })
     }
 
     /// The definition.
@@ -69,13 +79,20 @@ impl CheckedSchema {
             .take(5)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
             })
             .collect();
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(ArgumentError { tool: self.definition.name.clone(), problems: problems.join("; ") })
+            Err(ArgumentError {
+                tool: self.definition.name.clone(),
+                problems: problems.join("; "),
+            })
         }
     }
 }
@@ -86,7 +103,11 @@ mod tests {
     use serde_json::json;
 
     fn definition(schema: Value) -> ToolDefinition {
-        ToolDefinition { name: "weather".into(), description: String::new(), input_schema: schema }
+        ToolDefinition {
+            name: "weather".into(),
+            description: String::new(),
+            input_schema: schema,
+        }
     }
 
     #[test]
@@ -108,7 +129,13 @@ mod tests {
     fn an_invalid_schema_or_name_is_rejected() {
         let err = CheckedSchema::new(definition(json!({"type": "nonsense"}))).unwrap_err();
         assert!(matches!(err, SchemaError::InvalidSchema { .. }));
-        let bad_name = ToolDefinition { name: "has space".into(), ..definition(json!({})) };
-        assert!(matches!(CheckedSchema::new(bad_name), Err(SchemaError::InvalidName(_))));
+        let bad_name = ToolDefinition {
+            name: "has space".into(),
+            ..definition(json!({}))
+        };
+        assert!(matches!(
+            CheckedSchema::new(bad_name),
+            Err(SchemaError::InvalidName(_))
+        ));
     }
 }

@@ -46,7 +46,10 @@ pub fn estimate_message(message: &Message) -> u64 {
     };
     4 + match message {
         Message::User { content } => parts(content),
-        Message::Assistant { content, tool_calls } => {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
             parts(content)
                 + tool_calls
                     .iter()
@@ -59,7 +62,9 @@ pub fn estimate_message(message: &Message) -> u64 {
 
 /// The estimated tokens of a tool definition.
 pub fn estimate_tool(tool: &ToolDefinition) -> u64 {
-    estimate_text(&tool.name) + estimate_text(&tool.description) + estimate_text(&tool.input_schema.to_string())
+    estimate_text(&tool.name)
+        + estimate_text(&tool.description)
+        + estimate_text(&tool.input_schema.to_string())
 }
 
 /// Chooses how many of the oldest `history` messages to leave out so that the request fits.
@@ -73,12 +78,17 @@ pub fn first_history_message(
     history: &[Message],
     current: &[Message],
 ) -> Result<usize, ContextOverflow> {
-    let budget = u64::from(window).saturating_sub(u64::from(max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE)));
+    let budget = u64::from(window).saturating_sub(u64::from(
+        max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE),
+    ));
     let fixed = estimate_text(instructions)
         + tools.iter().map(estimate_tool).sum::<u64>()
         + current.iter().map(estimate_message).sum::<u64>();
     if fixed > budget {
-        return Err(ContextOverflow { needed: fixed, budget });
+        return Err(ContextOverflow {
+            needed: fixed,
+            budget,
+        });
     }
     let mut left = budget - fixed;
     // Walk back from the newest history message; stop at the first exchange that does not fit.
@@ -119,7 +129,8 @@ mod tests {
     #[test]
     fn everything_is_sent_when_it_fits() {
         let history = vec![long(40), Message::assistant("ok")];
-        let first = first_history_message(10_000, Some(100), "", &[], &history, &[long(4)]).unwrap();
+        let first =
+            first_history_message(10_000, Some(100), "", &[], &history, &[long(4)]).unwrap();
         assert_eq!(first, 0);
     }
 
@@ -133,14 +144,23 @@ mod tests {
 
     #[test]
     fn a_tool_result_is_never_sent_without_its_call() {
-        let call = ToolCall { id: "c1".into(), name: "t".into(), arguments: json!({}) };
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "t".into(),
+            arguments: json!({}),
+        };
         let history = vec![
             long(400),
-            Message::Assistant { content: vec![], tool_calls: vec![call.clone()] },
-            Message::Tool { result: ToolResult::text(&call, "y".repeat(400)) },
+            Message::Assistant {
+                content: vec![],
+                tool_calls: vec![call.clone()],
+            },
+            Message::Tool {
+                result: ToolResult::text(&call, "y".repeat(400)),
+            },
         ];
         // Room for the tool result alone, not for it and its call together.
-        let first = first_history_message(230, Some(10), "", &[], &history, &[long(40)]).unwrap();
+        let first = first_history_message(134, Some(10), "", &[], &history, &[long(40)]).unwrap();
         assert_eq!(first, 3);
     }
 

@@ -4,7 +4,10 @@
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use openbot_schema::{ContentPart, ErrorCategory, EventKind, ExecutionId, Message, ToolCall, ToolResult, TurnOutcome, Usage};
+use openbot_schema::{
+    ContentPart, ErrorCategory, EventKind, ExecutionId, Message, ToolCall, ToolResult, TurnOutcome,
+    Usage,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallKey, CallRecord, CallResult, CallSlot};
@@ -102,7 +105,11 @@ pub trait Host: Send + Sync {
     ) -> Result<Vec<Vec<ContentPart>>, HostError>;
 
     /// Waits for the caller to deliver the result of a host tool (a tool with no handler here).
-    async fn wait_for_delivery(&self, key: CallKey, call: &ToolCall) -> Result<ToolResult, HostError>;
+    async fn wait_for_delivery(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<ToolResult, HostError>;
 
     /// Ends the Turn: saves its end and publishes the last event.
     async fn finish(&self, end: TurnEnd) -> Result<(), HostError>;

@@ -65,7 +65,11 @@ enum StepEnd {
 pub async fn run_turn(spec: TurnSpec, host: &dyn Host) -> Result<TurnEnd, HostError> {
     let mut turn = TurnRun::new(spec, host);
     let outcome = turn.run().await?;
-    let end = TurnEnd { outcome, messages: turn.current, usage: turn.usage };
+    let end = TurnEnd {
+        outcome,
+        messages: turn.current,
+        usage: turn.usage,
+    };
     host.finish(end.clone()).await?;
     Ok(end)
 }
@@ -83,8 +87,17 @@ struct TurnRun<'h> {
 impl<'h> TurnRun<'h> {
     fn new(spec: TurnSpec, host: &'h dyn Host) -> Self {
         let deadline = limits::deadline(&spec.limits, host.started_at());
-        let current = vec![Message::User { content: spec.input.clone() }];
-        Self { spec, host, current, usage: Usage::default(), cancel: host.cancellation(), deadline }
+        let current = vec![Message::User {
+            content: spec.input.clone(),
+        }];
+        Self {
+            spec,
+            host,
+            current,
+            usage: Usage::default(),
+            cancel: host.cancellation(),
+            deadline,
+        }
     }
 
     async fn run(&mut self) -> Result<Result<TurnOutcome, TurnFailure>, HostError> {
@@ -96,7 +109,9 @@ impl<'h> TurnRun<'h> {
             if self.cancel.is_cancelled() {
                 return Ok(Ok(TurnOutcome::Cancelled));
             }
-            if let Some(outcome) = limits::reached(&self.spec.limits, step, &self.usage, self.deadline) {
+            if let Some(outcome) =
+                limits::reached(&self.spec.limits, step, &self.usage, self.deadline)
+            {
                 return Ok(Ok(outcome));
             }
             match self.step(step).await? {
@@ -125,7 +140,11 @@ impl<'h> TurnRun<'h> {
             if steering.is_empty() {
                 return Ok(StepEnd::End(Ok(TurnOutcome::Completed)));
             }
-            self.current.extend(steering.into_iter().map(|content| Message::User { content }));
+            self.current.extend(
+                steering
+                    .into_iter()
+                    .map(|content| Message::User { content }),
+            );
             return Ok(StepEnd::Continue);
         }
         let results = {
@@ -163,7 +182,9 @@ impl<'h> TurnRun<'h> {
     ) -> Result<Result<(Message, Option<Usage>), Result<TurnOutcome, TurnFailure>>, HostError> {
         let mut attempt = match self.host.saved_call(step, CallSlot::Model).await? {
             Some(record) => match record.status {
-                CallStatus::Done { result: CallResult::Model { message, usage } } => {
+                CallStatus::Done {
+                    result: CallResult::Model { message, usage },
+                } => {
                     return Ok(Ok((message, usage)));
                 }
                 CallStatus::Intent => record.key.attempt,
@@ -183,7 +204,11 @@ impl<'h> TurnRun<'h> {
         };
         let first_attempt = attempt;
         loop {
-            let key = CallKey { step, slot: CallSlot::Model, attempt };
+            let key = CallKey {
+                step,
+                slot: CallSlot::Model,
+                attempt,
+            };
             let outcome = tokio::select! {
                 outcome = self.attempt(key, request.clone()) => outcome?,
                 _ = self.cancel.cancelled() => return Ok(Err(Ok(TurnOutcome::Cancelled))),
@@ -195,9 +220,15 @@ impl<'h> TurnRun<'h> {
                     let events = response
                         .tool_calls
                         .iter()
-                        .map(|call| EventKind::ToolCall { step, call: call.clone() })
+                        .map(|call| EventKind::ToolCall {
+                            step,
+                            call: call.clone(),
+                        })
                         .collect();
-                    let result = CallResult::Model { message: message.clone(), usage: response.usage };
+                    let result = CallResult::Model {
+                        message: message.clone(),
+                        usage: response.usage,
+                    };
                     self.host.record_result(key, result, events).await?;
                     return Ok(Ok((message, response.usage)));
                 }
@@ -217,7 +248,10 @@ impl<'h> TurnRun<'h> {
                         ModelError::Transport(_) => ErrorCategory::Network,
                         _ => ErrorCategory::ModelProvider,
                     };
-                    return Ok(Err(Err(TurnFailure { category, cause: err.to_string() })));
+                    return Ok(Err(Err(TurnFailure {
+                        category,
+                        cause: err.to_string(),
+                    })));
                 }
             }
         }
@@ -230,7 +264,12 @@ impl<'h> TurnRun<'h> {
         request: ModelRequest,
     ) -> Result<Result<ModelResponse, ModelError>, HostError> {
         self.host.record_intent(key).await?;
-        self.host.publish(EventKind::ModelStepStarted { step: key.step, attempt: key.attempt }).await?;
+        self.host
+            .publish(EventKind::ModelStepStarted {
+                step: key.step,
+                attempt: key.attempt,
+            })
+            .await?;
         self.host.record_sending(key).await?;
         let mut stream = match self.spec.model.stream(request).await {
             Ok(stream) => stream,
@@ -244,7 +283,11 @@ impl<'h> TurnRun<'h> {
             };
             if let ModelEvent::TextDelta(text) = &event {
                 self.host
-                    .publish(EventKind::TextDelta { step: key.step, attempt: key.attempt, text: text.clone() })
+                    .publish(EventKind::TextDelta {
+                        step: key.step,
+                        attempt: key.attempt,
+                        text: text.clone(),
+                    })
                     .await?;
             }
             response.apply(&event);
@@ -279,7 +322,11 @@ impl<'h> TurnRun<'h> {
 /// How long to wait before another attempt: what the provider asked for, else 100 ms doubled
 /// per attempt, at most 5 s.
 fn retry_wait(err: &ModelError, retries: u32) -> Duration {
-    if let ModelError::RateLimited { retry_after: Some(wait), .. } = err {
+    if let ModelError::RateLimited {
+        retry_after: Some(wait),
+        ..
+    } = err
+    {
         return (*wait).min(Duration::from_secs(5));
     }
     Duration::from_millis(100u64 << retries.min(6)).min(Duration::from_secs(5))

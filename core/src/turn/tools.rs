@@ -28,7 +28,9 @@ pub struct ToolSet {
 
 impl std::fmt::Debug for ToolSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.definitions.iter().map(|d| &d.name)).finish()
+        f.debug_list()
+            .entries(self.definitions.iter().map(|d| &d.name))
+            .finish()
     }
 }
 
@@ -50,12 +52,17 @@ impl ToolSet {
 
     /// Adds a tool offered with `definition` whose calls run `handler` when one is given,
     /// and otherwise wait for the caller to deliver the result.
-    pub fn insert(&mut self, definition: ToolDefinition, handler: Option<SharedTool>) -> Result<(), SchemaError> {
+    pub fn insert(
+        &mut self,
+        definition: ToolDefinition,
+        handler: Option<SharedTool>,
+    ) -> Result<(), SchemaError> {
         if self.by_name.contains_key(&definition.name) {
             return Err(SchemaError::DuplicateName(definition.name));
         }
         let schema = CheckedSchema::new(definition)?;
-        self.by_name.insert(schema.definition().name.clone(), self.entries.len());
+        self.by_name
+            .insert(schema.definition().name.clone(), self.entries.len());
         self.definitions.push(schema.definition().clone());
         self.entries.push(Entry { schema, handler });
         Ok(())
@@ -84,7 +91,9 @@ impl ToolSet {
         let slot = CallSlot::Tool(index);
         let attempt = match host.saved_call(step, slot).await? {
             Some(record) => match record.status {
-                CallStatus::Done { result: CallResult::Tool { result } } => return Ok(result),
+                CallStatus::Done {
+                    result: CallResult::Tool { result },
+                } => return Ok(result),
                 // Never sent: the same attempt can go now.
                 CallStatus::Intent => record.key.attempt,
                 // Maybe sent, result lost: never repeated here. A host that knows the tool is
@@ -92,16 +101,30 @@ impl ToolSet {
                 CallStatus::Sending | CallStatus::Unknown => {
                     return Err(HostError::OutcomeUnknown { key: record.key });
                 }
-                CallStatus::Done { .. } => return Err(HostError::Storage(format!("call {} holds a model result", record.key))),
+                CallStatus::Done { .. } => {
+                    return Err(HostError::Storage(format!(
+                        "call {} holds a model result",
+                        record.key
+                    )));
+                }
             },
             None => 1,
         };
-        let key = CallKey { step, slot, attempt };
+        let key = CallKey {
+            step,
+            slot,
+            attempt,
+        };
         let result = self.resolve(host, key, call, cancel).await?;
         host.record_result(
             key,
-            CallResult::Tool { result: result.clone() },
-            vec![openbot_schema::EventKind::ToolResult { step, result: result.clone() }],
+            CallResult::Tool {
+                result: result.clone(),
+            },
+            vec![openbot_schema::EventKind::ToolResult {
+                step,
+                result: result.clone(),
+            }],
         )
         .await?;
         Ok(result)
@@ -118,7 +141,11 @@ impl ToolSet {
             let known: Vec<&str> = self.definitions.iter().map(|d| d.name.as_str()).collect();
             return Ok(ToolResult::error(
                 call,
-                format!("unknown tool `{}`; the tools are: {}", call.name, known.join(", ")),
+                format!(
+                    "unknown tool `{}`; the tools are: {}",
+                    call.name,
+                    known.join(", ")
+                ),
             ));
         };
         if let Err(err) = entry.schema.check(&call.arguments) {
@@ -136,8 +163,9 @@ impl ToolSet {
             idempotency_key: key.idempotency_key(host.execution_id()),
             cancel: cancel.child_token(),
         };
-        let outcome =
-            AssertUnwindSafe(handler.call(call.arguments.clone(), context)).catch_unwind().await;
+        let outcome = AssertUnwindSafe(handler.call(call.arguments.clone(), context))
+            .catch_unwind()
+            .await;
         Ok(match outcome {
             Ok(Ok(output)) => ToolResult {
                 call_id: call.id.clone(),
@@ -148,7 +176,10 @@ impl ToolSet {
             Ok(Err(err)) => ToolResult::error(call, err.message),
             Err(_) => {
                 tracing::warn!(tool = %call.name, "a tool handler panicked");
-                ToolResult::error(call, format!("the tool `{}` failed unexpectedly", call.name))
+                ToolResult::error(
+                    call,
+                    format!("the tool `{}` failed unexpectedly", call.name),
+                )
             }
         })
     }

@@ -1,8 +1,8 @@
 //! A scripted model provider on a real local HTTP server, for the provider adapter tests.
 //!
 //! Each request gets the next [`Reply`] of the script, in order, and is recorded (path,
-//! headers, JSON body) for the test to check. Event streams are sent in small pieces with short
-//! pauses, so the adapters must reassemble events split anywhere, as on a real network.
+//! headers, JSON body) for the test to check. Event streams are sent in small pieces (each its own
+//! HTTP chunk), so the adapters must reassemble events split anywhere, as on a real network.
 #![allow(dead_code)]
 
 use std::collections::{HashMap, VecDeque};
@@ -15,8 +15,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use futures::StreamExt;
+use openbot_core::model::{
+    HttpSettings, Model, ModelError, ModelEvent, ModelRequest, ModelResponse,
+};
 use openbot_core::schema::Message;
-use openbot_core::model::{HttpSettings, Model, ModelError, ModelEvent, ModelRequest, ModelResponse};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -52,15 +54,27 @@ pub enum Reply {
 impl Reply {
     /// An error status with a body.
     pub fn status(status: u16, body: impl Into<String>) -> Self {
-        Reply::Status { status, body: body.into(), headers: Vec::new() }
+        Reply::Status {
+            status,
+            body: body.into(),
+            headers: Vec::new(),
+        }
     }
 
     /// This reply with one more header (only for [`Reply::Status`]).
     pub fn with_header(self, name: &'static str, value: impl Into<String>) -> Self {
         match self {
-            Reply::Status { status, body, mut headers } => {
+            Reply::Status {
+                status,
+                body,
+                mut headers,
+            } => {
                 headers.push((name, value.into()));
-                Reply::Status { status, body, headers }
+                Reply::Status {
+                    status,
+                    body,
+                    headers,
+                }
             }
             other => other,
         }
@@ -105,13 +119,19 @@ impl MockProvider {
             replies: Mutex::new(replies.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
         });
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the mock");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the mock");
         let address = listener.local_addr().expect("mock address");
         let router = Router::new().fallback(handle).with_state(shared.clone());
         let task = tokio::spawn(async move {
             axum::serve(listener, router).await.expect("serve the mock");
         });
-        Self { base_url: format!("http://{address}{prefix}"), shared, task }
+        Self {
+            base_url: format!("http://{address}{prefix}"),
+            shared,
+            task,
+        }
     }
 
     /// The requests received so far.
@@ -122,7 +142,12 @@ impl MockProvider {
     /// The only request received; panics unless there was exactly one.
     pub fn only_request(&self) -> Recorded {
         let requests = self.requests();
-        assert_eq!(requests.len(), 1, "expected one request, got {}", requests.len());
+        assert_eq!(
+            requests.len(),
+            1,
+            "expected one request, got {}",
+            requests.len()
+        );
         requests.into_iter().next().expect("one request")
     }
 
@@ -137,12 +162,22 @@ impl MockProvider {
     }
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let recorded = Recorded {
         path: uri.path().to_string(),
         headers: headers
             .iter()
-            .map(|(name, value)| (name.as_str().to_string(), value.to_str().unwrap_or("").to_string()))
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_string(),
+                    value.to_str().unwrap_or("").to_string(),
+                )
+            })
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
@@ -157,24 +192,39 @@ async fn respond(mut reply: Reply) -> Response {
         reply = *inner;
     }
     let (text, ending) = match reply {
-        Reply::Status { status, body, headers } => {
-            let mut response = Response::builder().status(StatusCode::from_u16(status).expect("status"));
+        Reply::Status {
+            status,
+            body,
+            headers,
+        } => {
+            let mut response =
+                Response::builder().status(StatusCode::from_u16(status).expect("status"));
             for (name, value) in headers {
                 response = response.header(name, value);
             }
-            let content_type = if body.starts_with('{') { "application/json" } else { "text/plain" };
-            return response.header("content-type", content_type).body(Body::from(body)).expect("response");
+            let content_type = if body.starts_with('{') {
+                "application/json"
+            } else {
+                "text/plain"
+            };
+            return response
+                .header("content-type", content_type)
+                .body(Body::from(body))
+                .expect("response");
         }
         Reply::Events(text) => (text, Ending::Clean),
         Reply::Cut(text) => (text, Ending::Drop),
         Reply::Stall(text) => (text, Ending::Stall),
         Reply::Delayed(..) => unreachable!("delays are unwrapped above"),
     };
-    let pieces: Vec<Bytes> =
-        text.into_bytes().chunks(PIECE).map(Bytes::copy_from_slice).collect();
+    let pieces: Vec<Bytes> = text
+        .into_bytes()
+        .chunks(PIECE)
+        .map(Bytes::copy_from_slice)
+        .collect();
     let body = futures::stream::iter(pieces)
         .then(|piece| async move {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::task::yield_now().await;
             Ok::<_, std::io::Error>(piece)
         })
         .chain(futures::stream::once(async move {
@@ -215,7 +265,10 @@ pub fn sse(event: Option<&str>, data: &str) -> String {
 }
 
 /// Sends `request` to `model` and collects the whole answer, or the first error.
-pub async fn collect(model: &dyn Model, request: ModelRequest) -> Result<ModelResponse, ModelError> {
+pub async fn collect(
+    model: &dyn Model,
+    request: ModelRequest,
+) -> Result<ModelResponse, ModelError> {
     let events = collect_events(model, request).await?;
     let mut response = ModelResponse::default();
     for event in &events {
@@ -225,7 +278,10 @@ pub async fn collect(model: &dyn Model, request: ModelRequest) -> Result<ModelRe
 }
 
 /// Sends `request` to `model` and collects its events, or the first error.
-pub async fn collect_events(model: &dyn Model, request: ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
+pub async fn collect_events(
+    model: &dyn Model,
+    request: ModelRequest,
+) -> Result<Vec<ModelEvent>, ModelError> {
     let mut stream = model.stream(request).await?;
     let mut events = Vec::new();
     while let Some(event) = stream.next().await {
@@ -236,7 +292,10 @@ pub async fn collect_events(model: &dyn Model, request: ModelRequest) -> Result<
 
 /// Sends `request` and returns the events that arrived before the stream failed, and the error;
 /// panics if the stream did not fail.
-pub async fn events_then_error(model: &dyn Model, request: ModelRequest) -> (Vec<ModelEvent>, ModelError) {
+pub async fn events_then_error(
+    model: &dyn Model,
+    request: ModelRequest,
+) -> (Vec<ModelEvent>, ModelError) {
     let mut stream = match model.stream(request).await {
         Ok(stream) => stream,
         Err(error) => return (Vec::new(), error),
@@ -246,7 +305,10 @@ pub async fn events_then_error(model: &dyn Model, request: ModelRequest) -> (Vec
         match event {
             Ok(event) => events.push(event),
             Err(error) => {
-                assert!(stream.next().await.is_none(), "the stream goes on after an error");
+                assert!(
+                    stream.next().await.is_none(),
+                    "the stream goes on after an error"
+                );
                 return (events, error);
             }
         }
@@ -256,11 +318,20 @@ pub async fn events_then_error(model: &dyn Model, request: ModelRequest) -> (Vec
 
 /// A request with one user message.
 pub fn ask(text: &str) -> ModelRequest {
-    ModelRequest { messages: vec![Message::user(text)], ..ModelRequest::default() }
+    ModelRequest {
+        messages: vec![Message::user(text)],
+        ..ModelRequest::default()
+    }
 }
 
 /// Asserts that neither the message nor the debug form of `error` holds the API key.
 pub fn assert_no_key(error: &ModelError) {
-    assert!(!error.to_string().contains(API_KEY), "the key leaked: {error}");
-    assert!(!format!("{error:?}").contains(API_KEY), "the key leaked: {error:?}");
+    assert!(
+        !error.to_string().contains(API_KEY),
+        "the key leaked: {error}"
+    );
+    assert!(
+        !format!("{error:?}").contains(API_KEY),
+        "the key leaked: {error:?}"
+    );
 }

@@ -23,7 +23,10 @@ pub struct Recording {
 
 impl Recording {
     pub fn new(inner: Arc<dyn Model>) -> Arc<Self> {
-        Arc::new(Self { inner, requests: Mutex::new(Vec::new()) })
+        Arc::new(Self {
+            inner,
+            requests: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn requests(&self) -> Vec<ModelRequest> {
@@ -77,7 +80,11 @@ pub fn kinds(events: &[Event]) -> Vec<&'static str> {
 pub async fn collect_checked(stream: openbot_core::events::EventStream, after: u64) -> Vec<Event> {
     let events: Vec<Event> = stream.collect().await;
     for (i, event) in events.iter().enumerate() {
-        assert_eq!(event.sequence, after + 1 + i as u64, "sequences have no gaps");
+        assert_eq!(
+            event.sequence,
+            after + 1 + i as u64,
+            "sequences have no gaps"
+        );
     }
     events
 }

@@ -40,7 +40,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         max_wall_time_ms: args.max_time.map(|s| s.saturating_mul(1000)),
         max_cost_micros: None,
     };
-    let agent = Agent::builder(model).instructions(args.instructions).limits(limits).build()?;
+    let agent = Agent::builder(model)
+        .instructions(args.instructions)
+        .limits(limits)
+        .build()?;
     let turn = agent.start(&args.input);
     let mut events = turn.observe(0);
     let mut stdout = std::io::stdout().lock();
@@ -76,7 +79,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             EventKind::Failed { error_id, .. } => {
                 // This process owns the sealed record, so the person running it may read it.
-                let cause = agent.sealed_errors().open(error_id).unwrap_or_else(|| "unknown cause".into());
+                let cause = agent
+                    .sealed_errors()
+                    .open(error_id)
+                    .unwrap_or_else(|| "unknown cause".into());
                 if !args.json {
                     writeln!(stdout)?;
                 }

@@ -17,7 +17,10 @@ pub(super) fn body(model: &str, request: &ModelRequest) -> Value {
         match message {
             Message::Tool { result } => {
                 let block = tool_result(result);
-                match messages.last_mut().and_then(|m| m["content"].as_array_mut()) {
+                match messages
+                    .last_mut()
+                    .and_then(|m| m["content"].as_array_mut())
+                {
                     Some(blocks) if in_results => blocks.push(block),
                     _ => messages.push(json!({"role": "user", "content": [block]})),
                 }
@@ -25,7 +28,10 @@ pub(super) fn body(model: &str, request: &ModelRequest) -> Value {
                 continue;
             }
             Message::User { content } => push(&mut messages, "user", content_blocks(content)),
-            Message::Assistant { content, tool_calls } => {
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
                 let mut blocks = content_blocks(content);
                 blocks.extend(tool_calls.iter().map(tool_use));
                 push(&mut messages, "assistant", blocks);
@@ -72,7 +78,10 @@ fn file_block(file: &FileRef) -> Value {
     let Some(url) = image_url(file) else {
         return json!({"type": "text", "text": file_placeholder(file)});
     };
-    match url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")) {
+    match url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
         Some((media_type, data)) => json!({
             "type": "image",
             "source": {"type": "base64", "media_type": media_type, "data": data},

@@ -47,9 +47,12 @@ impl MessageUsage {
     fn update(&mut self, newer: MessageUsage) {
         self.input_tokens = newer.input_tokens.or(self.input_tokens);
         self.output_tokens = newer.output_tokens.or(self.output_tokens);
-        self.cache_read_input_tokens = newer.cache_read_input_tokens.or(self.cache_read_input_tokens);
-        self.cache_creation_input_tokens =
-            newer.cache_creation_input_tokens.or(self.cache_creation_input_tokens);
+        self.cache_read_input_tokens = newer
+            .cache_read_input_tokens
+            .or(self.cache_read_input_tokens);
+        self.cache_creation_input_tokens = newer
+            .cache_creation_input_tokens
+            .or(self.cache_creation_input_tokens);
     }
 }
 
@@ -128,17 +131,31 @@ impl MessagesDecoder {
         }
     }
 
-    fn start_block(&mut self, event: &SseEvent, start: BlockStart, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+    fn start_block(
+        &mut self,
+        event: &SseEvent,
+        start: BlockStart,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
         match start.content_block.get("type").and_then(Value::as_str) {
             Some("text") => {
-                let text = start.content_block.get("text").and_then(Value::as_str).unwrap_or_default();
+                let text = start
+                    .content_block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 if !text.is_empty() {
                     out.push(ModelEvent::TextDelta(text.to_string()));
                 }
             }
             Some("tool_use") => {
                 let block: ToolUseBlock = parse(event, start.content_block)?;
-                let tool_use = ToolUse { id: block.id, name: block.name, input: block.input, json: String::new() };
+                let tool_use = ToolUse {
+                    id: block.id,
+                    name: block.name,
+                    input: block.input,
+                    json: String::new(),
+                };
                 self.tool_uses.insert(start.index, tool_use);
             }
             _ => {}
@@ -147,7 +164,13 @@ impl MessagesDecoder {
     }
 
     fn delta(&mut self, delta: BlockDelta, out: &mut Vec<ModelEvent>) {
-        let text = |field| delta.delta.get(field).and_then(Value::as_str).unwrap_or_default();
+        let text = |field| {
+            delta
+                .delta
+                .get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
         match delta.delta.get("type").and_then(Value::as_str) {
             Some("text_delta") if !text("text").is_empty() => {
                 out.push(ModelEvent::TextDelta(text("text").to_string()));
@@ -169,7 +192,11 @@ impl MessagesDecoder {
                 parse_arguments(&tool_use.json)
             };
             self.had_calls = true;
-            out.push(ModelEvent::ToolCall(ToolCall { id: tool_use.id, name: tool_use.name, arguments }));
+            out.push(ModelEvent::ToolCall(ToolCall {
+                id: tool_use.id,
+                name: tool_use.name,
+                arguments,
+            }));
         }
     }
 
@@ -179,7 +206,9 @@ impl MessagesDecoder {
         }
         let usage = &self.usage;
         let cached = usage.cache_read_input_tokens.unwrap_or(0);
-        let input = usage.input_tokens.unwrap_or(0) + cached + usage.cache_creation_input_tokens.unwrap_or(0);
+        let input = usage.input_tokens.unwrap_or(0)
+            + cached
+            + usage.cache_creation_input_tokens.unwrap_or(0);
         let usage = Usage {
             input_tokens: input,
             output_tokens: usage.output_tokens.unwrap_or(0),
@@ -206,7 +235,11 @@ fn parse<T: DeserializeOwned>(event: &SseEvent, value: Value) -> Result<T, Model
 impl Decoder for MessagesDecoder {
     fn decode(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
         let value: Value = serde_json::from_str(&event.data).map_err(|e| malformed(&event, &e))?;
-        let kind = value.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         match kind.as_str() {
             "message_start" => {
                 let start: MessageStart = parse(&event, value)?;
@@ -241,7 +274,12 @@ impl Decoder for MessagesDecoder {
                 let message = message.unwrap_or_else(|| "the provider reported an error".into());
                 return Err(error_from_code(kind.as_deref(), &message));
             }
-            "" => return Err(ModelError::Malformed(format!("a `{}` event has no type", event.name()))),
+            "" => {
+                return Err(ModelError::Malformed(format!(
+                    "a `{}` event has no type",
+                    event.name()
+                )));
+            }
             _ => {}
         }
         Ok(false)

@@ -24,7 +24,11 @@ pub(super) fn body(model: &str, is_openai: bool, request: &ModelRequest) -> Valu
         body["tools"] = request.tools.iter().map(tool).collect();
     }
     if let Some(max) = request.max_output_tokens {
-        let field = if is_openai { "max_completion_tokens" } else { "max_tokens" };
+        let field = if is_openai {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
         body[field] = json!(max);
     }
     body
@@ -33,7 +37,10 @@ pub(super) fn body(model: &str, is_openai: bool, request: &ModelRequest) -> Valu
 fn message(message: &Message) -> Value {
     match message {
         Message::User { content } => json!({"role": "user", "content": user_content(content)}),
-        Message::Assistant { content, tool_calls } => {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
             let text = parts_text(content);
             let mut value = json!({"role": "assistant", "content": text});
             if !tool_calls.is_empty() {
@@ -43,10 +50,11 @@ fn message(message: &Message) -> Value {
                 value["tool_calls"] = tool_calls
                     .iter()
                     .map(|call| {
+                        let arguments = call.arguments.to_string();
                         json!({
                             "id": call.id,
                             "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments.to_string()},
+                            "function": {"name": call.name, "arguments": arguments},
                         })
                     })
                     .collect();

@@ -101,11 +101,18 @@ struct StreamError {
 
 impl ChatDecoder {
     pub(super) fn new(pricing: Option<Pricing>) -> Self {
-        Self { pricing, calls: BTreeMap::new(), had_calls: false, finish_reason: None }
+        Self {
+            pricing,
+            calls: BTreeMap::new(),
+            had_calls: false,
+            finish_reason: None,
+        }
     }
 
     fn add_fragment(&mut self, position: usize, fragment: ToolCallDelta) {
-        let index = fragment.index.unwrap_or(u32::try_from(position).unwrap_or(u32::MAX));
+        let index = fragment
+            .index
+            .unwrap_or(u32::try_from(position).unwrap_or(u32::MAX));
         let call = self.calls.entry(index).or_default();
         self.had_calls = true;
         if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
@@ -125,11 +132,21 @@ impl ChatDecoder {
     fn flush_calls(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
         for (index, call) in std::mem::take(&mut self.calls) {
             if call.name.is_empty() {
-                return Err(ModelError::Malformed(format!("tool call {index} has no name")));
+                return Err(ModelError::Malformed(format!(
+                    "tool call {index} has no name"
+                )));
             }
-            let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
+            let id = if call.id.is_empty() {
+                format!("call_{index}")
+            } else {
+                call.id
+            };
             let arguments = parse_arguments(&call.arguments);
-            out.push(ModelEvent::ToolCall(ToolCall { id, name: call.name, arguments }));
+            out.push(ModelEvent::ToolCall(ToolCall {
+                id,
+                name: call.name,
+                arguments,
+            }));
         }
         Ok(())
     }
@@ -154,16 +171,29 @@ impl Decoder for ChatDecoder {
         }
         let chunk: Chunk = serde_json::from_str(&event.data).map_err(|e| malformed(&event, &e))?;
         if let Some(error) = chunk.error {
-            let code = error.code.as_ref().and_then(|c| c.as_str()).or(error.kind.as_deref());
-            let message = error.message.unwrap_or_else(|| "the provider reported an error".into());
+            let code = error
+                .code
+                .as_ref()
+                .and_then(|c| c.as_str())
+                .or(error.kind.as_deref());
+            let message = error
+                .message
+                .unwrap_or_else(|| "the provider reported an error".into());
             return Err(error_from_code(code, &message));
         }
-        for choice in chunk.choices.unwrap_or_default().into_iter().filter(|c| c.index == 0) {
+        for choice in chunk
+            .choices
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.index == 0)
+        {
             if let Some(delta) = choice.delta {
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                     out.push(ModelEvent::TextDelta(text));
                 }
-                for (position, fragment) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                for (position, fragment) in
+                    delta.tool_calls.unwrap_or_default().into_iter().enumerate()
+                {
                     self.add_fragment(position, fragment);
                 }
             }
@@ -173,7 +203,10 @@ impl Decoder for ChatDecoder {
             }
         }
         if let Some(usage) = chunk.usage {
-            let cached = usage.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0);
+            let cached = usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0);
             let usage = Usage {
                 input_tokens: usage.prompt_tokens,
                 output_tokens: usage.completion_tokens,

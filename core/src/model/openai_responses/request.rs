@@ -34,9 +34,13 @@ pub(super) fn body(model: &str, request: &ModelRequest) -> Value {
 fn push_items(message: &Message, input: &mut Vec<Value>) {
     match message {
         Message::User { content } => {
-            input.push(json!({"type": "message", "role": "user", "content": user_content(content)}));
+            input
+                .push(json!({"type": "message", "role": "user", "content": user_content(content)}));
         }
-        Message::Assistant { content, tool_calls } => {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
             let text = parts_text(content);
             if !text.is_empty() || tool_calls.is_empty() {
                 input.push(json!({"type": "message", "role": "assistant", "content": text}));

@@ -102,31 +102,54 @@ struct IncompleteDetails {
 
 impl ResponsesDecoder {
     pub(super) fn new(pricing: Option<Pricing>) -> Self {
-        Self { pricing, calls: BTreeMap::new(), had_calls: false }
+        Self {
+            pricing,
+            calls: BTreeMap::new(),
+            had_calls: false,
+        }
     }
 
     /// Emits a finished function call, completing what the item lacks from what was streamed.
-    fn emit_call(&mut self, streamed: FunctionCall, item: FunctionCall, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+    fn emit_call(
+        &mut self,
+        streamed: FunctionCall,
+        item: FunctionCall,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
         let pick = |a: String, b: String| if a.is_empty() { b } else { a };
         let id = pick(item.call_id, streamed.call_id);
         let name = pick(item.name, streamed.name);
         if id.is_empty() || name.is_empty() {
-            return Err(ModelError::Malformed("a function call has no call_id or name".into()));
+            return Err(ModelError::Malformed(
+                "a function call has no call_id or name".into(),
+            ));
         }
         let arguments = parse_arguments(&pick(item.arguments, streamed.arguments));
         self.had_calls = true;
-        out.push(ModelEvent::ToolCall(ToolCall { id, name, arguments }));
+        out.push(ModelEvent::ToolCall(ToolCall {
+            id,
+            name,
+            arguments,
+        }));
         Ok(())
     }
 
     /// Handles `response.completed` and `response.incomplete`: calls not yet emitted, usage,
     /// and the stop reason.
-    fn finish(&mut self, completed: bool, body: ResponseBody, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+    fn finish(
+        &mut self,
+        completed: bool,
+        body: ResponseBody,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
         for (_, streamed) in std::mem::take(&mut self.calls) {
             self.emit_call(streamed, FunctionCall::default(), out)?;
         }
         if let Some(usage) = body.usage {
-            let cached = usage.input_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0);
+            let cached = usage
+                .input_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0);
             let usage = Usage {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
@@ -154,14 +177,21 @@ fn parse<T: DeserializeOwned>(event: &SseEvent, value: Value) -> Result<T, Model
 fn error(body: ErrorBody, fallback: &str) -> ModelError {
     let nested = body.error.map(|e| *e).unwrap_or_default();
     let code = body.code.or(nested.code);
-    let message = body.message.or(nested.message).unwrap_or_else(|| fallback.to_string());
+    let message = body
+        .message
+        .or(nested.message)
+        .unwrap_or_else(|| fallback.to_string());
     error_from_code(code.as_deref(), &message)
 }
 
 impl Decoder for ResponsesDecoder {
     fn decode(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
         let value: Value = serde_json::from_str(&event.data).map_err(|e| malformed(&event, &e))?;
-        let kind = value.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         match kind.as_str() {
             "response.output_text.delta" | "response.refusal.delta" => {
                 let delta: Delta = parse(&event, value)?;
@@ -182,7 +212,9 @@ impl Decoder for ResponsesDecoder {
                     }
                     (true, None) => {}
                     (false, index) => {
-                        let streamed = index.and_then(|i| self.calls.remove(&i)).unwrap_or_default();
+                        let streamed = index
+                            .and_then(|i| self.calls.remove(&i))
+                            .unwrap_or_default();
                         self.emit_call(streamed, call, out)?;
                     }
                 }
@@ -209,8 +241,18 @@ impl Decoder for ResponsesDecoder {
                 let body = response.error.unwrap_or_default();
                 return Err(error(body, "the response failed"));
             }
-            "error" => return Err(error(parse(&event, value)?, "the provider reported an error")),
-            "" => return Err(ModelError::Malformed(format!("a `{}` event has no type", event.name()))),
+            "error" => {
+                return Err(error(
+                    parse(&event, value)?,
+                    "the provider reported an error",
+                ));
+            }
+            "" => {
+                return Err(ModelError::Malformed(format!(
+                    "a `{}` event has no type",
+                    event.name()
+                )));
+            }
             _ => {}
         }
         Ok(false)

@@ -1,0 +1,5 @@
+//! The OpenBot server: the durable execution engine on SQL and the `openbot` command's
+//! building blocks.
+
+pub mod sealed;
+pub mod store;

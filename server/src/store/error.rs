@@ -1,0 +1,54 @@
+//! Storage errors.
+
+use openbot_schema::ExecutionId;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or failed; the operation may succeed later.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// A newer owner holds the execution: this write was refused and nothing changed.
+    #[error("execution {0} has a newer owner")]
+    Fenced(ExecutionId),
+    /// The command key was used before with other input.
+    #[error("command key `{0}` was used for other input")]
+    CommandKeyConflict(String),
+    /// The execution does not exist.
+    #[error("execution {0} was not found")]
+    NotFound(ExecutionId),
+    /// The execution has ended and takes no more changes.
+    #[error("execution {0} has ended")]
+    Ended(ExecutionId),
+    /// Stored data could not be read: a bug or damage, not a passing outage.
+    #[error("invalid stored data: {0}")]
+    Invalid(String),
+    /// The database's schema is not the one this build expects.
+    #[error(
+        "the database schema is at version {found} but this openbot needs {expected}: run `openbot migrate`"
+    )]
+    SchemaVersion {
+        /// The version found.
+        found: i64,
+        /// The version needed.
+        expected: i64,
+    },
+}
+
+impl StoreError {
+    /// Whether trying again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::Decode(_)
+            | sqlx::Error::TypeNotFound { .. } => StoreError::Invalid(err.to_string()),
+            other => StoreError::Unavailable(other),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Schema migrations: SQL files under `migrations/`, applied by `openbot migrate` only. A
+//! running server never changes the schema; it refuses a database at another version.
+
+/// Which database a store uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite, the embedded default.
+    Sqlite,
+    /// PostgreSQL, for several nodes.
+    Postgres,
+}
+
+/// One migration: its version and SQL.
+pub(crate) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// The schema version this build needs.
+pub const SCHEMA_VERSION: i64 = 1;
+
+pub(crate) const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "engine",
+    sql: include_str!("../../../migrations/sqlite/0001_engine.sql"),
+}];
+
+pub(crate) const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "engine",
+    sql: include_str!("../../../migrations/postgres/0001_engine.sql"),
+}];
+
+/// The statements of a migration file, split at `;` line ends. Migration files hold no
+/// procedural code, so this is exact for them.
+pub(crate) fn statements(sql: &str) -> impl Iterator<Item = String> + '_ {
+    sql.split(";\n")
+        .map(|statement| {
+            statement
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|statement| !statement.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_backends_have_every_version_in_order() {
+        for list in [SQLITE, POSTGRES] {
+            let versions: Vec<i64> = list.iter().map(|m| m.version).collect();
+            assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+            assert!(
+                list.iter()
+                    .all(|m| statements(m.sql).count() > 0 && !m.name.is_empty())
+            );
+        }
+    }
+}

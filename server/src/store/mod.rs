@@ -1,0 +1,151 @@
+//! Storage: one [`Store`] interface with two implementations on sqlx. SQLite is the embedded
+//! default (one node); PostgreSQL is the multi-node engine. One conformance suite checks both.
+//!
+//! Every write that changes an execution's state checks its generation in the same
+//! transaction, so an old owner can never advance the state of work a newer owner holds.
+
+mod error;
+mod migrate;
+mod postgres;
+pub mod records;
+mod rows;
+mod sqlite;
+
+use async_trait::async_trait;
+use openbot_core::turn::{CallKey, CallSlot};
+use openbot_schema::{Event, ExecutionId};
+use uuid::Uuid;
+
+pub use error::StoreError;
+pub use migrate::{Backend, SCHEMA_VERSION};
+pub use postgres::PostgresStore;
+pub use records::*;
+pub use sqlite::SqliteStore;
+
+/// The operations the engine needs from a database.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Which database this is.
+    fn backend(&self) -> Backend;
+
+    /// Stores a new execution with its sealed input and first events, or, when the command
+    /// key was seen with the same input digest, returns the earlier execution. The same key
+    /// with another digest fails with [`StoreError::CommandKeyConflict`].
+    async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError>;
+
+    /// Claims up to `limit` executions that need an owner: queued, or owned by a lease that
+    /// lapsed, or waiting with a wake time that passed. Each claim adds one to the generation.
+    async fn claim(&self, node: &str, lease_ms: i64, limit: i64) -> Result<Vec<Claim>, StoreError>;
+
+    /// Extends the leases of `owned`; returns those this node still owns.
+    async fn renew(
+        &self,
+        node: &str,
+        lease_ms: i64,
+        owned: &[(ExecutionId, i64)],
+    ) -> Result<Vec<ExecutionId>, StoreError>;
+
+    /// Gives up an execution without changing its state, so another node may take it at once.
+    async fn release(&self, id: ExecutionId, generation: i64) -> Result<(), StoreError>;
+
+    /// Commits one step: call log writes, events, a state change, usage, handled signals and
+    /// outbox messages, in one transaction, if `generation` still owns the execution.
+    /// Returns the sequence of the last event (or the current last sequence).
+    async fn commit(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<i64, StoreError>;
+
+    /// Saves a result that an owner got after it lost the execution. The result is kept in
+    /// the call log (marked late) but publishes nothing and changes no state, except that an
+    /// execution waiting in `outcome_unknown` for exactly this call is queued again to use it.
+    async fn save_late_result(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        call: CallWrite,
+    ) -> Result<(), StoreError>;
+
+    /// Reads an execution.
+    async fn execution(&self, id: ExecutionId) -> Result<ExecutionRow, StoreError>;
+
+    /// The latest attempt of a call slot; a saved result of any attempt wins over a later
+    /// attempt without one.
+    async fn latest_call(
+        &self,
+        id: ExecutionId,
+        step: u32,
+        slot: CallSlot,
+    ) -> Result<Option<CallRow>, StoreError>;
+
+    /// The whole call log of an execution, for audit, in key order.
+    async fn calls(&self, id: ExecutionId) -> Result<Vec<CallRow>, StoreError>;
+
+    /// Up to `limit` events after sequence `after`, in order.
+    async fn events(
+        &self,
+        id: ExecutionId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError>;
+
+    /// Adds input to a running Turn; `None` when it has ended or no longer takes input.
+    async fn add_input(&self, id: ExecutionId, content: String) -> Result<Option<i64>, StoreError>;
+
+    /// Takes the input that joined the Turn for `step`: input not yet taken is assigned to
+    /// `step`; input already assigned to `step` is returned again (replay). With `last` and
+    /// nothing to take, the Turn stops taking input, so later input gets a Turn of its own.
+    /// Publishes `input_steered` for newly taken input in the same transaction.
+    /// Generation-checked.
+    async fn take_inputs(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        step: u32,
+        last: bool,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Stores a numbered signal and wakes a waiting execution. A `cancel` also moves a
+    /// running execution to `cancelling`.
+    async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError>;
+
+    /// The signals not yet handled, in order.
+    async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError>;
+
+    /// Resolves a call in `outcome_unknown` with a result (or a decision recorded as one) and
+    /// queues the execution again. Fails with [`StoreError::Ended`] unless the execution waits
+    /// for exactly this call.
+    async fn resolve_unknown(
+        &self,
+        id: ExecutionId,
+        key: CallKey,
+        result: SealedBlob,
+    ) -> Result<(), StoreError>;
+
+    /// When this node next has something to do: the earliest lapsing lease of another node's
+    /// work or wake time of waiting work, or `None` when nothing is scheduled.
+    async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError>;
+
+    /// Stores a sealed record.
+    async fn put_sealed(
+        &self,
+        execution: Option<ExecutionId>,
+        blob: SealedBlob,
+    ) -> Result<(), StoreError>;
+
+    /// Reads a sealed record.
+    async fn sealed(&self, id: Uuid) -> Result<Option<SealedBlob>, StoreError>;
+
+    /// Reads a sealed error record and its category.
+    async fn error_record(&self, id: Uuid) -> Result<Option<(String, SealedBlob)>, StoreError>;
+
+    /// Stores a sealed error record that belongs to no step (e.g. a request fault).
+    async fn put_error_record(
+        &self,
+        execution: Option<ExecutionId>,
+        category: &str,
+        blob: SealedBlob,
+    ) -> Result<(), StoreError>;
+}

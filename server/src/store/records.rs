@@ -1,0 +1,342 @@
+//! The rows the store reads and writes. Storage rows, not HTTP types.
+
+use openbot_core::turn::{CallKey, CallSlot};
+use openbot_schema::{ErrorCategory, EventKind, ExecutionId, ExecutionState, TurnOutcome, Usage};
+use uuid::Uuid;
+
+/// Milliseconds since the Unix epoch, the store's clock.
+pub type Millis = i64;
+
+/// The current time in milliseconds since the Unix epoch.
+pub fn now_ms() -> Millis {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Who a command and its execution belong to. Command keys are unique within a scope; a
+/// member's work and a service's work never share one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// A member of an organization.
+    Member(String),
+    /// A service of the platform or of an organization; it has no member.
+    Service(String),
+}
+
+impl Scope {
+    /// The stored form: `member:<id>` or `service:<name>`.
+    pub fn to_stored(&self) -> String {
+        match self {
+            Scope::Member(id) => format!("member:{id}"),
+            Scope::Service(name) => format!("service:{name}"),
+        }
+    }
+
+    /// Reads the stored form.
+    pub fn from_stored(text: &str) -> Option<Self> {
+        match text.split_once(':')? {
+            ("member", id) => Some(Scope::Member(id.to_string())),
+            ("service", name) => Some(Scope::Service(name.to_string())),
+            _ => None,
+        }
+    }
+}
+
+/// Ciphertext of a sealed record, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedBlob {
+    /// The record's ID.
+    pub id: Uuid,
+    /// The ID of the key that sealed it.
+    pub key_id: String,
+    /// The 24-byte nonce.
+    pub nonce: Vec<u8>,
+    /// The ciphertext with its tag.
+    pub ciphertext: Vec<u8>,
+}
+
+/// A new execution, submitted under an optional command key.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    /// Its ID, chosen by the caller.
+    pub id: ExecutionId,
+    /// The workflow that runs it, e.g. `turn`.
+    pub kind: String,
+    /// Whose it is.
+    pub scope: Scope,
+    /// The caller's name for this request.
+    pub command_key: Option<String>,
+    /// A digest of the request's input; the same key with another digest is a conflict.
+    pub input_digest: Vec<u8>,
+    /// The sealed input.
+    pub input: SealedBlob,
+    /// The execution that started this one.
+    pub parent_id: Option<ExecutionId>,
+    /// The Chat of a Turn.
+    pub chat_id: Option<Uuid>,
+    /// Events published with the submission (e.g. `turn_started`).
+    pub events: Vec<EventKind>,
+}
+
+/// What a submission did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// A new execution was stored.
+    Created(ExecutionId),
+    /// The command key named an earlier submission with the same input: its execution.
+    Existing(ExecutionId),
+}
+
+impl Submitted {
+    /// The execution, new or earlier.
+    pub fn execution_id(self) -> ExecutionId {
+        match self {
+            Submitted::Created(id) | Submitted::Existing(id) => id,
+        }
+    }
+}
+
+/// An execution as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRow {
+    /// Its ID.
+    pub id: ExecutionId,
+    /// Its workflow.
+    pub kind: String,
+    /// Its state.
+    pub state: ExecutionState,
+    /// Its current owner's number.
+    pub generation: i64,
+    /// The node that owns it, if any.
+    pub owner_node: Option<String>,
+    /// When the owner's lease ends.
+    pub lease_expires_at: Option<Millis>,
+    /// Whose it is.
+    pub scope: Scope,
+    /// The execution that started it.
+    pub parent_id: Option<ExecutionId>,
+    /// The Chat of a Turn.
+    pub chat_id: Option<Uuid>,
+    /// The sealed input.
+    pub input_record: Uuid,
+    /// How a Turn ended.
+    pub outcome: Option<TurnOutcome>,
+    /// The public category of a failure.
+    pub failure_category: Option<ErrorCategory>,
+    /// The sealed error record of a failure.
+    pub error_id: Option<Uuid>,
+    /// What it used.
+    pub usage: Usage,
+    /// The sequence of its last event.
+    pub last_sequence: i64,
+    /// When a waiting execution becomes claimable again.
+    pub wake_at: Option<Millis>,
+    /// The call whose result is unknown, in state `outcome_unknown`.
+    pub unknown_call: Option<CallKey>,
+    /// When it was created.
+    pub created_at: Millis,
+    /// When it last changed.
+    pub updated_at: Millis,
+}
+
+/// An execution a node claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The execution.
+    pub id: ExecutionId,
+    /// Its workflow.
+    pub kind: String,
+    /// The claimer's generation: one more than before.
+    pub generation: i64,
+}
+
+/// Where a call is, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPhase {
+    /// About to be sent.
+    Intent,
+    /// Maybe sent.
+    Sending,
+    /// Result saved.
+    Done,
+    /// Result lost; not repeatable.
+    Unknown,
+}
+
+impl CallPhase {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallPhase::Intent => "intent",
+            CallPhase::Sending => "sending",
+            CallPhase::Done => "done",
+            CallPhase::Unknown => "unknown",
+        }
+    }
+
+    /// Reads the stored name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "intent" => CallPhase::Intent,
+            "sending" => CallPhase::Sending,
+            "done" => CallPhase::Done,
+            "unknown" => CallPhase::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+/// A write to the call log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallWrite {
+    /// The call.
+    pub key: CallKey,
+    /// Where it is now.
+    pub phase: CallPhase,
+    /// The key outside services deduplicate by.
+    pub idempotency_key: String,
+    /// The sealed result, with `Done`.
+    pub result: Option<SealedBlob>,
+    /// Confirmed usage, with a model result.
+    pub usage: Option<Usage>,
+}
+
+/// One row of the call log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRow {
+    /// The call.
+    pub key: CallKey,
+    /// Where it is.
+    pub phase: CallPhase,
+    /// The provider idempotency key.
+    pub idempotency_key: String,
+    /// The sealed result record.
+    pub result_record: Option<Uuid>,
+    /// Confirmed usage.
+    pub usage: Option<Usage>,
+    /// The generation that wrote it.
+    pub generation: i64,
+    /// Whether an old owner saved it after it lost the execution.
+    pub late: bool,
+}
+
+/// A state change committed with a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateChange {
+    /// The new state.
+    pub state: ExecutionState,
+    /// How a Turn ended.
+    pub outcome: Option<TurnOutcome>,
+    /// A failure's public category and sealed cause.
+    pub failure: Option<(ErrorCategory, SealedBlob)>,
+    /// When a waiting execution wakes (and gives up its owner until then).
+    pub wake_at: Option<Millis>,
+    /// The call whose result is unknown.
+    pub unknown_call: Option<CallKey>,
+    /// Whether the owner gives the execution up (its lease ends now).
+    pub release: bool,
+}
+
+/// Everything one step of an execution commits, together or not at all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Commit {
+    /// Call log writes.
+    pub calls: Vec<CallWrite>,
+    /// Events to publish, in order.
+    pub events: Vec<EventKind>,
+    /// A state change.
+    pub state: Option<StateChange>,
+    /// Usage to add to the execution's total.
+    pub usage: Option<Usage>,
+    /// Signals this step handled.
+    pub handled_signals: Vec<i64>,
+    /// Outgoing commands, delivered after commit.
+    pub outbox: Vec<(String, String)>,
+}
+
+/// A stored signal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalRow {
+    /// Its number within the execution.
+    pub number: i64,
+    /// What it asks, e.g. `cancel`.
+    pub kind: String,
+    /// Its JSON payload.
+    pub payload: String,
+}
+
+/// A call key's stored form: `<step>/<slot>/<attempt>`.
+pub fn call_key_name(key: &openbot_core::turn::CallKey) -> String {
+    format!("{}/{}/{}", key.step, slot_name(key.slot), key.attempt)
+}
+
+/// Reads a call key's stored form.
+pub fn parse_call_key(text: &str) -> Option<openbot_core::turn::CallKey> {
+    let mut parts = text.split('/');
+    let step = parts.next()?.parse().ok()?;
+    let slot = parse_slot(parts.next()?)?;
+    let attempt = parts.next()?.parse().ok()?;
+    Some(openbot_core::turn::CallKey {
+        step,
+        slot,
+        attempt,
+    })
+}
+
+/// A slot's stored name: `model` or `tool:<index>`.
+pub fn slot_name(slot: CallSlot) -> String {
+    match slot {
+        CallSlot::Model => "model".into(),
+        CallSlot::Tool(index) => format!("tool:{index}"),
+    }
+}
+
+/// Reads a slot's stored name.
+pub fn parse_slot(text: &str) -> Option<CallSlot> {
+    match text {
+        "model" => Some(CallSlot::Model),
+        other => other
+            .strip_prefix("tool:")?
+            .parse()
+            .ok()
+            .map(CallSlot::Tool),
+    }
+}
+
+/// An execution state's stored name back to the state.
+pub fn parse_state(text: &str) -> Option<ExecutionState> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+}
+
+/// A Turn outcome's stored name.
+pub fn outcome_name(outcome: TurnOutcome) -> String {
+    serde_json::to_value(outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A stored Turn outcome back to the outcome.
+pub fn parse_outcome(text: &str) -> Option<TurnOutcome> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+}
+
+/// An error category's stored name.
+pub fn category_name(category: ErrorCategory) -> String {
+    serde_json::to_value(category)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A stored error category back to the category.
+pub fn parse_category(text: &str) -> Option<ErrorCategory> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+}
+
+/// The `type` of an event, as stored in its own column.
+pub fn event_type(kind: &EventKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}

@@ -1,0 +1,818 @@
+//! The SQLite store, the embedded default: one node, one file in WAL mode. One writer
+//! connection orders every write; readers use their own connections and never block it.
+
+use async_trait::async_trait;
+use openbot_core::turn::{CallKey, CallSlot};
+use openbot_schema::{Event, EventKind, ExecutionId};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+use std::time::Duration;
+use uuid::Uuid;
+
+use super::migrate::{self, Backend, SCHEMA_VERSION};
+use super::postgres::steered_events;
+use super::records::*;
+use super::rows::{
+    call_columns, call_from_row, event_from_row, execution_columns, execution_from_row,
+};
+use super::{Store, StoreError};
+
+/// A store on SQLite.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// The one writer connection.
+    pool: SqlitePool,
+    /// Connections for reads.
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens the database file at this build's schema version; fails with
+    /// [`StoreError::SchemaVersion`] otherwise.
+    pub async fn open(path: &std::path::Path) -> Result<Self, StoreError> {
+        let (pool, reader) = Self::pools(path, false).await?;
+        let store = Self { pool, reader };
+        let found = store.schema_version().await?;
+        if found != SCHEMA_VERSION {
+            return Err(StoreError::SchemaVersion {
+                found,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        Ok(store)
+    }
+
+    async fn pools(
+        path: &std::path::Path,
+        create: bool,
+    ) -> Result<(SqlitePool, SqlitePool), StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(create)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok((pool, reader))
+    }
+
+    /// Creates the database file if needed, applies the migrations it lacks, and returns its
+    /// version.
+    pub async fn migrate(path: &std::path::Path) -> Result<i64, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let mut tx = pool.begin().await?;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS openbot_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+        )
+        .execute(&mut *tx)
+        .await?;
+        let current: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+                .fetch_one(&mut *tx)
+                .await?;
+        for migration in migrate::SQLITE.iter().filter(|m| m.version > current) {
+            for statement in migrate::statements(migration.sql) {
+                sqlx::query(sqlx::AssertSqlSafe(statement))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(
+                "INSERT INTO openbot_schema (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            )
+            .bind(migration.version)
+            .bind(migration.name)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        pool.close().await;
+        Ok(current.max(SCHEMA_VERSION))
+    }
+
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        let exists: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'openbot_schema'",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        if exists == 0 {
+            return Ok(0);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+                .fetch_one(&self.reader)
+                .await?,
+        )
+    }
+
+    /// The writer connection pool, for benchmarks.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    async fn insert_sealed(
+        tx: &mut Transaction<'_, Sqlite>,
+        execution: Option<ExecutionId>,
+        blob: &SealedBlob,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .bind(blob.id)
+        .bind(execution.map(|e| e.as_uuid()))
+        .bind(&blob.key_id)
+        .bind(&blob.nonce)
+        .bind(&blob.ciphertext)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_events(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: ExecutionId,
+        first: i64,
+        events: &[EventKind],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut sequences = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut payloads = Vec::with_capacity(events.len());
+        for (i, event) in events.iter().enumerate() {
+            sequences.push(first + i as i64);
+            kinds.push(event_type(event));
+            payloads.push(
+                serde_json::to_string(event).map_err(|e| StoreError::Invalid(e.to_string()))?,
+            );
+        }
+        let at = now_ms();
+        for ((sequence, kind), payload) in sequences.iter().zip(&kinds).zip(&payloads) {
+            sqlx::query("INSERT INTO events (execution_id, sequence, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .bind(id.as_uuid())
+                .bind(sequence)
+                .bind(kind)
+                .bind(payload)
+                .bind(at)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_call(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: ExecutionId,
+        generation: i64,
+        call: &CallWrite,
+        late: bool,
+    ) -> Result<(), StoreError> {
+        if let Some(blob) = &call.result {
+            Self::insert_sealed(tx, Some(id), blob).await?;
+        }
+        let usage = call.usage.unwrap_or_default();
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
+                 has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15) \
+             ON CONFLICT (execution_id, step, slot, attempt) DO UPDATE SET \
+                 status = EXCLUDED.status, result_record = EXCLUDED.result_record, has_usage = EXCLUDED.has_usage, \
+                 input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, \
+                 cached_tokens = EXCLUDED.cached_tokens, cost_micros = EXCLUDED.cost_micros, \
+                 generation = EXCLUDED.generation, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at \
+             WHERE calls.status <> 'done'",
+        )
+        .bind(id.as_uuid())
+        .bind(call.key.step as i32)
+        .bind(slot_name(call.key.slot))
+        .bind(call.key.attempt as i32)
+        .bind(call.phase.as_str())
+        .bind(&call.idempotency_key)
+        .bind(call.result.as_ref().map(|b| b.id))
+        .bind(call.usage.is_some())
+        .bind(usage.input_tokens as i64)
+        .bind(usage.output_tokens as i64)
+        .bind(usage.cached_input_tokens as i64)
+        .bind(usage.cost_micros.map(|c| c as i64))
+        .bind(generation)
+        .bind(late)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Why a guarded update touched no row: the execution is missing, ended, or owned by a
+    /// newer generation.
+    async fn refusal(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: ExecutionId,
+        generation: i64,
+    ) -> StoreError {
+        let row = sqlx::query("SELECT generation, state FROM executions WHERE id = ?1")
+            .bind(id.as_uuid())
+            .fetch_optional(&mut **tx)
+            .await;
+        match row {
+            Ok(None) => StoreError::NotFound(id),
+            Ok(Some(row)) => {
+                let current: i64 = row.try_get("generation").unwrap_or(generation);
+                if current != generation {
+                    StoreError::Fenced(id)
+                } else {
+                    StoreError::Ended(id)
+                }
+            }
+            Err(err) => err.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let last = new.events.len() as i64;
+        Self::insert_sealed(&mut tx, Some(new.id), &new.input).await?;
+        sqlx::query(
+            "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
+             VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+        )
+        .bind(new.id.as_uuid())
+        .bind(&new.kind)
+        .bind(new.scope.to_stored())
+        .bind(new.parent_id.map(|p| p.as_uuid()))
+        .bind(new.chat_id)
+        .bind(new.input.id)
+        .bind(last)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(key) = &new.command_key {
+            let inserted = sqlx::query(
+                "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (scope, key) DO NOTHING",
+            )
+            .bind(new.scope.to_stored())
+            .bind(key)
+            .bind(&new.input_digest)
+            .bind(new.id.as_uuid())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                tx.rollback().await?;
+                let row = sqlx::query("SELECT input_digest, execution_id FROM command_keys WHERE scope = ?1 AND key = ?2")
+                    .bind(new.scope.to_stored())
+                    .bind(key)
+                    .fetch_one(&self.pool)
+                    .await?;
+                let digest: Vec<u8> = row.try_get("input_digest")?;
+                let existing: Uuid = row.try_get("execution_id")?;
+                return if digest == new.input_digest {
+                    Ok(Submitted::Existing(existing.into()))
+                } else {
+                    Err(StoreError::CommandKeyConflict(key.clone()))
+                };
+            }
+        }
+        Self::insert_events(&mut tx, new.id, 1, &new.events).await?;
+        tx.commit().await?;
+        Ok(Submitted::Created(new.id))
+    }
+
+    async fn claim(&self, node: &str, lease_ms: i64, limit: i64) -> Result<Vec<Claim>, StoreError> {
+        let now = now_ms();
+        let rows = sqlx::query(
+            "UPDATE executions SET owner_node = ?3, generation = generation + 1, lease_expires_at = ?1 + ?4, \
+                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
+                 wake_at = NULL, updated_at = ?1 \
+             WHERE id IN ( \
+                 SELECT id FROM executions \
+                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
+                   AND (owner_node IS NULL OR lease_expires_at < ?1) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= ?1) OR owner_node IS NOT NULL) \
+                 ORDER BY created_at LIMIT ?2) \
+             RETURNING id, kind, generation",
+        )
+        .bind(now)
+        .bind(limit)
+        .bind(node)
+        .bind(lease_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Claim {
+                    id: row.try_get::<Uuid, _>("id")?.into(),
+                    kind: row.try_get("kind")?,
+                    generation: row.try_get("generation")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn renew(
+        &self,
+        node: &str,
+        lease_ms: i64,
+        owned: &[(ExecutionId, i64)],
+    ) -> Result<Vec<ExecutionId>, StoreError> {
+        if owned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expires = now_ms() + lease_ms;
+        let mut tx = self.pool.begin().await?;
+        let mut kept = Vec::with_capacity(owned.len());
+        for (id, generation) in owned {
+            let updated = sqlx::query(
+                "UPDATE executions SET lease_expires_at = ?1 WHERE id = ?2 AND generation = ?3 AND owner_node = ?4",
+            )
+            .bind(expires)
+            .bind(id.as_uuid())
+            .bind(generation)
+            .bind(node)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 1 {
+                kept.push(*id);
+            }
+        }
+        tx.commit().await?;
+        Ok(kept)
+    }
+
+    async fn release(&self, id: ExecutionId, generation: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE executions SET owner_node = NULL, lease_expires_at = NULL WHERE id = ?1 AND generation = ?2")
+            .bind(id.as_uuid())
+            .bind(generation)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn commit(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let usage = commit.usage.unwrap_or_default();
+        let state = commit.state.as_ref();
+        let failure = state.and_then(|s| s.failure.as_ref());
+        let row = sqlx::query(
+            "UPDATE executions SET last_sequence = last_sequence + ?3, \
+                 input_tokens = input_tokens + ?4, output_tokens = output_tokens + ?5, cached_tokens = cached_tokens + ?6, \
+                 cost_micros = CASE WHEN ?7 IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + ?7 END, \
+                 state = COALESCE(?8, state), outcome = COALESCE(?9, outcome), \
+                 failure_category = COALESCE(?10, failure_category), error_id = COALESCE(?11, error_id), \
+                 wake_at = CASE WHEN ?8 IS NULL THEN wake_at ELSE ?12 END, \
+                 unknown_call = CASE WHEN ?8 IS NULL THEN unknown_call ELSE ?13 END, \
+                 owner_node = CASE WHEN ?14 THEN NULL ELSE owner_node END, \
+                 lease_expires_at = CASE WHEN ?14 THEN NULL ELSE lease_expires_at END, \
+                 updated_at = ?15 \
+             WHERE id = ?1 AND generation = ?2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
+             RETURNING last_sequence",
+        )
+        .bind(id.as_uuid())
+        .bind(generation)
+        .bind(commit.events.len() as i64)
+        .bind(usage.input_tokens as i64)
+        .bind(usage.output_tokens as i64)
+        .bind(usage.cached_input_tokens as i64)
+        .bind(commit.usage.and_then(|u| u.cost_micros).map(|c| c as i64))
+        .bind(state.map(|s| s.state.as_str()))
+        .bind(state.and_then(|s| s.outcome).map(outcome_name))
+        .bind(failure.map(|(category, _)| category_name(*category)))
+        .bind(failure.map(|(_, blob)| blob.id))
+        .bind(state.and_then(|s| s.wake_at))
+        .bind(state.and_then(|s| s.unknown_call.as_ref()).map(call_key_name))
+        .bind(state.is_some_and(|s| s.release))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let refusal = Self::refusal(&mut tx, id, generation).await;
+            tx.rollback().await?;
+            return Err(refusal);
+        };
+        let last: i64 = row.try_get("last_sequence")?;
+        for call in &commit.calls {
+            Self::write_call(&mut tx, id, generation, call, false).await?;
+        }
+        Self::insert_events(
+            &mut tx,
+            id,
+            last - commit.events.len() as i64 + 1,
+            &commit.events,
+        )
+        .await?;
+        if let Some((category, blob)) = failure {
+            sqlx::query(
+                "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .bind(blob.id)
+            .bind(id.as_uuid())
+            .bind(category_name(*category))
+            .bind(&blob.key_id)
+            .bind(&blob.nonce)
+            .bind(&blob.ciphertext)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !commit.handled_signals.is_empty() {
+            for number in &commit.handled_signals {
+                sqlx::query(
+                    "UPDATE signals SET handled_at = ?3 WHERE execution_id = ?1 AND number = ?2",
+                )
+                .bind(id.as_uuid())
+                .bind(number)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        for (kind, payload) in &commit.outbox {
+            sqlx::query("INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)")
+                .bind(id.as_uuid())
+                .bind(kind)
+                .bind(payload)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(last)
+    }
+
+    async fn save_late_result(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        call: CallWrite,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::write_call(&mut tx, id, generation, &call, true).await?;
+        sqlx::query(
+            "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = ?3 \
+             WHERE id = ?1 AND state = 'outcome_unknown' AND unknown_call = ?2",
+        )
+        .bind(id.as_uuid())
+        .bind(call_key_name(&call.key))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn execution(&self, id: ExecutionId) -> Result<ExecutionRow, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM executions WHERE id = ?1"
+        ))
+        .bind(id.as_uuid())
+        .fetch_optional(&self.reader)
+        .await?
+        .ok_or(StoreError::NotFound(id))?;
+        execution_from_row!(&row)
+    }
+
+    async fn latest_call(
+        &self,
+        id: ExecutionId,
+        step: u32,
+        slot: CallSlot,
+    ) -> Result<Option<CallRow>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            call_columns!(),
+            " FROM calls WHERE execution_id = ?1 AND step = ?2 AND slot = ?3 \
+             ORDER BY (status = 'done') DESC, attempt DESC LIMIT 1"
+        ))
+        .bind(id.as_uuid())
+        .bind(step as i32)
+        .bind(slot_name(slot))
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|row| call_from_row!(&row)).transpose()
+    }
+
+    async fn calls(&self, id: ExecutionId) -> Result<Vec<CallRow>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            call_columns!(),
+            " FROM calls WHERE execution_id = ?1 ORDER BY step, slot, attempt"
+        ))
+        .bind(id.as_uuid())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(|row| call_from_row!(row)).collect()
+    }
+
+    async fn events(
+        &self,
+        id: ExecutionId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT sequence, payload, at FROM events WHERE execution_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
+        )
+        .bind(id.as_uuid())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(|row| event_from_row!(row, id)).collect()
+    }
+
+    async fn add_input(&self, id: ExecutionId, content: String) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let open: Option<bool> = sqlx::query_scalar(concat!(
+            "SELECT input_closed = 0 AND state IN ",
+            "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
+            " FROM executions WHERE id = ?1"
+        ))
+        .bind(id.as_uuid())
+        .fetch_optional(&mut *tx)
+        .await?;
+        match open {
+            None => return Err(StoreError::NotFound(id)),
+            Some(false) => return Ok(None),
+            Some(true) => {}
+        }
+        let position: i64 = sqlx::query_scalar(
+            "INSERT INTO turn_inputs (execution_id, position, content, created_at) \
+             SELECT ?1, COALESCE(MAX(position), 0) + 1, ?2, ?3 FROM turn_inputs WHERE execution_id = ?1 RETURNING position",
+        )
+        .bind(id.as_uuid())
+        .bind(&content)
+        .bind(now_ms())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(position))
+    }
+
+    async fn take_inputs(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        step: u32,
+        last: bool,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let owned = sqlx::query("SELECT 1 FROM executions WHERE id = ?1 AND generation = ?2")
+            .bind(id.as_uuid())
+            .bind(generation)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if owned.is_none() {
+            let refusal = Self::refusal(&mut tx, id, generation).await;
+            tx.rollback().await?;
+            return Err(refusal);
+        }
+        let fresh: Vec<String> = sqlx::query_scalar(
+            "UPDATE turn_inputs SET taken_step = ?2 WHERE execution_id = ?1 AND taken_step IS NULL RETURNING content",
+        )
+        .bind(id.as_uuid())
+        .bind(step as i32)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !fresh.is_empty() {
+            let events = steered_events(&fresh)?;
+            let last: i64 = sqlx::query_scalar(
+                "UPDATE executions SET last_sequence = last_sequence + ?2 WHERE id = ?1 RETURNING last_sequence",
+            )
+            .bind(id.as_uuid())
+            .bind(events.len() as i64)
+            .fetch_one(&mut *tx)
+            .await?;
+            Self::insert_events(&mut tx, id, last - events.len() as i64 + 1, &events).await?;
+        }
+        let taken: Vec<String> = sqlx::query_scalar(
+            "SELECT content FROM turn_inputs WHERE execution_id = ?1 AND taken_step = ?2 ORDER BY position",
+        )
+        .bind(id.as_uuid())
+        .bind(step as i32)
+        .fetch_all(&mut *tx)
+        .await?;
+        if last && taken.is_empty() {
+            sqlx::query("UPDATE executions SET input_closed = 1 WHERE id = ?1")
+                .bind(id.as_uuid())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(taken)
+    }
+
+    async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let state: Option<String> =
+            sqlx::query_scalar("SELECT state FROM executions WHERE id = ?1")
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
+        let state = state.ok_or(StoreError::NotFound(id))?;
+        if parse_state(&state).is_none_or(|s| s.is_terminal()) {
+            return Err(StoreError::Ended(id));
+        }
+        let now = now_ms();
+        let number: i64 = sqlx::query_scalar(
+            "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
+             SELECT ?1, COALESCE(MAX(number), 0) + 1, ?2, ?3, ?4 FROM signals WHERE execution_id = ?1 RETURNING number",
+        )
+        .bind(id.as_uuid())
+        .bind(kind)
+        .bind(payload)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE executions SET \
+                 wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN ?3 ELSE wake_at END, \
+                 state = CASE WHEN ?2 = 'cancel' THEN 'cancelling' ELSE state END, updated_at = ?3 \
+             WHERE id = ?1",
+        )
+        .bind(id.as_uuid())
+        .bind(kind)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(number)
+    }
+
+    async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, kind, payload FROM signals WHERE execution_id = ?1 AND handled_at IS NULL ORDER BY number",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(SignalRow {
+                    number: row.try_get("number")?,
+                    kind: row.try_get("kind")?,
+                    payload: row.try_get("payload")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn resolve_unknown(
+        &self,
+        id: ExecutionId,
+        key: CallKey,
+        result: SealedBlob,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let waiting = sqlx::query(
+            "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = ?3 \
+             WHERE id = ?1 AND state = 'outcome_unknown' AND unknown_call = ?2",
+        )
+        .bind(id.as_uuid())
+        .bind(call_key_name(&key))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if waiting == 0 {
+            tx.rollback().await?;
+            return Err(StoreError::Ended(id));
+        }
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Done,
+            idempotency_key: String::new(),
+            result: Some(result),
+            usage: None,
+        };
+        let generation: i64 = sqlx::query_scalar("SELECT generation FROM executions WHERE id = ?1")
+            .bind(id.as_uuid())
+            .fetch_one(&mut *tx)
+            .await?;
+        Self::write_call(&mut tx, id, generation, &call, false).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT MIN(t) FROM ( \
+                 SELECT MIN(lease_expires_at) AS t FROM executions \
+                     WHERE state IN ('queued', 'running', 'waiting', 'cancelling') AND owner_node IS NOT NULL AND owner_node <> ?1 \
+                 UNION ALL SELECT MIN(wake_at) FROM executions WHERE state = 'waiting' AND owner_node IS NULL \
+                 UNION ALL SELECT MIN(updated_at) FROM executions \
+                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL) AS due",
+        )
+        .bind(node)
+        .fetch_one(&self.reader)
+        .await?)
+    }
+
+    async fn put_sealed(
+        &self,
+        execution: Option<ExecutionId>,
+        blob: SealedBlob,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::insert_sealed(&mut tx, execution, &blob).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn sealed(&self, id: Uuid) -> Result<Option<SealedBlob>, StoreError> {
+        let row =
+            sqlx::query("SELECT id, key_id, nonce, ciphertext FROM sealed_records WHERE id = ?1")
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?;
+        row.map(|row| {
+            Ok(SealedBlob {
+                id: row.try_get("id")?,
+                key_id: row.try_get("key_id")?,
+                nonce: row.try_get("nonce")?,
+                ciphertext: row.try_get("ciphertext")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn error_record(&self, id: Uuid) -> Result<Option<(String, SealedBlob)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, category, key_id, nonce, ciphertext FROM error_records WHERE id = ?1",
+        )
+        .bind(id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|row| {
+            Ok((
+                row.try_get("category")?,
+                SealedBlob {
+                    id: row.try_get("id")?,
+                    key_id: row.try_get("key_id")?,
+                    nonce: row.try_get("nonce")?,
+                    ciphertext: row.try_get("ciphertext")?,
+                },
+            ))
+        })
+        .transpose()
+    }
+
+    async fn put_error_record(
+        &self,
+        execution: Option<ExecutionId>,
+        category: &str,
+        blob: SealedBlob,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .bind(blob.id)
+        .bind(execution.map(|e| e.as_uuid()))
+        .bind(category)
+        .bind(&blob.key_id)
+        .bind(&blob.nonce)
+        .bind(&blob.ciphertext)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
