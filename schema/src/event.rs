@@ -72,6 +72,14 @@ pub enum EventKind {
         /// The result.
         result: ToolResult,
     },
+    /// A call was maybe sent and its result was lost; it is not repeated. The execution waits
+    /// in `outcome_unknown` for a saved result or a decision.
+    CallOutcomeUnknown {
+        /// The step.
+        step: u32,
+        /// The call, as `<step>/<slot>/<attempt>`.
+        call: String,
+    },
     /// The Turn ended. This is the last event of its execution.
     TurnEnded {
         /// Why it ended.

@@ -1,5 +1,7 @@
 //! The OpenBot server: the durable execution engine on SQL and the `openbot` command's
 //! building blocks.
 
+pub mod engine;
 pub mod sealed;
 pub mod store;
+pub mod turns;

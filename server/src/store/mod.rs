@@ -28,6 +28,11 @@ pub trait Store: Send + Sync + 'static {
     /// Which database this is.
     fn backend(&self) -> Backend;
 
+    /// A pool for wake-ups between nodes (LISTEN/NOTIFY), when the database has them.
+    fn notification_pool(&self) -> Option<sqlx::PgPool> {
+        None
+    }
+
     /// Stores a new execution with its sealed input and first events, or, when the command
     /// key was seen with the same input digest, returns the earlier execution. The same key
     /// with another digest fails with [`StoreError::CommandKeyConflict`].

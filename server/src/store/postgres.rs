@@ -230,6 +230,10 @@ impl Store for PostgresStore {
         Backend::Postgres
     }
 
+    fn notification_pool(&self) -> Option<PgPool> {
+        Some(self.pool.clone())
+    }
+
     async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError> {
         let mut tx = self.pool.begin().await?;
         let now = now_ms();

@@ -1,0 +1,216 @@
+//! The durable execution engine.
+//!
+//! - [`Engine`]: submit work, observe its events, signal it; one per process.
+//! - `runner`: claims work and keeps leases; takeover adds one to the generation.
+//! - `program`: the one loop for recovery, owner checks, cancellation and phase failures.
+//! - `scope`: [`RunScope`], a phase's resources and its gate.
+//! - `workflow`: the [`Workflow`] trait features implement, and the [`Registry`].
+//! - `signals` / `pg_wake`: wake-ups inside a node and between nodes.
+//! - `observe`: reading an execution's events from a cursor.
+
+mod observe;
+mod pg_wake;
+mod program;
+mod retry;
+mod runner;
+mod scope;
+mod signals;
+mod workflow;
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use openbot_schema::{Event, EventKind, ExecutionId};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub use observe::{FALLBACK_POLL, OBSERVE_PAGE};
+pub use program::STORAGE_RETRY_BUDGET;
+pub use retry::Backoff;
+pub use runner::{Runner, RunnerConfig};
+pub use scope::RunScope;
+pub use signals::{Hub, Wake};
+pub use workflow::{EngineEnd, Next, PhaseContext, PhaseError, Registry, Workflow};
+
+use crate::sealed::{KeyRing, SealError};
+use crate::store::{ExecutionRow, NewExecution, Scope, Store, StoreError, Submitted};
+
+/// An engine failure.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Sealing or opening a record failed.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// The input could not be encoded.
+    #[error("invalid input: {0}")]
+    Input(String),
+}
+
+/// The parts of a node every workflow and the engine share.
+pub struct EngineContext {
+    /// The database.
+    pub store: Arc<dyn Store>,
+    /// The key ring for sealed records.
+    pub keys: KeyRing,
+    /// Wake-ups.
+    pub hub: Arc<Hub>,
+    /// This node's name; unique among running nodes.
+    pub node: String,
+}
+
+impl std::fmt::Debug for EngineContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineContext").field("node", &self.node).finish_non_exhaustive()
+    }
+}
+
+impl EngineContext {
+    /// Seals a value as JSON under a new record ID.
+    pub fn seal_json<T: Serialize>(&self, value: &T) -> Result<crate::store::SealedBlob, EngineError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| EngineError::Input(e.to_string()))?;
+        Ok(self.keys.seal(Uuid::now_v7(), &bytes)?)
+    }
+
+    /// Opens a sealed record and reads it as JSON.
+    pub async fn open_json<T: serde::de::DeserializeOwned>(&self, id: Uuid) -> Result<T, EngineError> {
+        let blob = self
+            .store
+            .sealed(id)
+            .await?
+            .ok_or_else(|| StoreError::Invalid(format!("sealed record {id} is missing")))?;
+        let bytes = self.keys.open(&blob)?;
+        serde_json::from_slice(&bytes).map_err(|e| EngineError::Store(StoreError::Invalid(format!("sealed record {id}: {e}"))))
+    }
+}
+
+/// A request to start work.
+#[derive(Debug, Clone)]
+pub struct Submission<'a, T: Serialize> {
+    /// The workflow kind.
+    pub kind: &'a str,
+    /// Whose work it is.
+    pub scope: Scope,
+    /// The caller's name for the request.
+    pub command_key: Option<String>,
+    /// The input, sealed at rest.
+    pub input: &'a T,
+    /// Events published with the submission.
+    pub events: Vec<EventKind>,
+    /// The execution that started this one.
+    pub parent_id: Option<ExecutionId>,
+    /// The Chat of a Turn.
+    pub chat_id: Option<Uuid>,
+}
+
+/// One node's engine: submit, observe and signal work, and (with a runner) run it.
+pub struct Engine {
+    cx: Arc<EngineContext>,
+    stop: CancellationToken,
+    runner: Mutex<Option<Arc<Runner>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("node", &self.cx.node).finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Opens the engine on a store. On PostgreSQL it starts one shared listener and one
+    /// notifier for wake-ups between nodes.
+    pub fn open(store: Arc<dyn Store>, keys: KeyRing, node: String) -> Self {
+        let stop = CancellationToken::new();
+        let mut tasks = Vec::new();
+        let hub = match store.notification_pool() {
+            Some(pool) => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                let hub = Hub::shared(sender);
+                tasks.push(pg_wake::spawn_notifier(pool.clone(), receiver, stop.clone()));
+                tasks.push(pg_wake::spawn_listener(pool, Arc::clone(&hub), stop.clone()));
+                hub
+            }
+            None => Hub::local(),
+        };
+        let cx = Arc::new(EngineContext { store, keys, hub, node });
+        Self { cx, stop, runner: Mutex::new(None), tasks: Mutex::new(tasks) }
+    }
+
+    /// The shared parts, for workflows.
+    pub fn context(&self) -> &Arc<EngineContext> {
+        &self.cx
+    }
+
+    /// Starts running work of the registered kinds on this node.
+    pub async fn start_runner(&self, registry: Registry, config: RunnerConfig) {
+        let (runner, tasks) = Runner::start(Arc::clone(&self.cx), registry, config, self.stop.child_token());
+        *self.runner.lock().await = Some(runner);
+        self.tasks.lock().await.extend(tasks);
+        self.cx.hub.announce(Wake::Work);
+    }
+
+    /// Stores new work, or returns the earlier execution of the same command key and input.
+    pub async fn submit<T: Serialize>(&self, submission: Submission<'_, T>) -> Result<Submitted, EngineError> {
+        let json = serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
+        let mut digest = Sha256::new();
+        digest.update(submission.kind.as_bytes());
+        digest.update([0]);
+        digest.update(&json);
+        let input = self.cx.keys.seal(Uuid::now_v7(), &json)?;
+        let new = NewExecution {
+            id: ExecutionId::new(),
+            kind: submission.kind.to_string(),
+            scope: submission.scope,
+            command_key: submission.command_key,
+            input_digest: digest.finalize().to_vec(),
+            input,
+            parent_id: submission.parent_id,
+            chat_id: submission.chat_id,
+            events: submission.events,
+        };
+        let submitted = self.cx.store.submit(new).await?;
+        if let Submitted::Created(id) = submitted {
+            self.cx.hub.announce(Wake::Events(id));
+            self.cx.hub.announce(Wake::Work);
+        }
+        Ok(submitted)
+    }
+
+    /// The events of an execution after sequence `after`, ending after its last event.
+    pub fn observe(&self, id: ExecutionId, after: u64) -> BoxStream<'static, Result<Event, StoreError>> {
+        observe::observe(Arc::clone(&self.cx.store), Arc::clone(&self.cx.hub), id, after)
+    }
+
+    /// Reads an execution.
+    pub async fn execution(&self, id: ExecutionId) -> Result<ExecutionRow, StoreError> {
+        self.cx.store.execution(id).await
+    }
+
+    /// Asks an execution to stop. Returns the signal's number; the execution moves to
+    /// `cancelling` and ends `cancelled` once its owner stopped its work.
+    pub async fn cancel(&self, id: ExecutionId) -> Result<i64, StoreError> {
+        let number = self.cx.store.signal(id, "cancel", "{}").await?;
+        self.cx.hub.announce(Wake::Signal(id));
+        self.cx.hub.announce(Wake::Work);
+        Ok(number)
+    }
+
+    /// Stops claiming work, stops every phase and gives each execution up so that another
+    /// node takes it over at once, then stops the wake-up tasks.
+    pub async fn shutdown(&self) {
+        if let Some(runner) = self.runner.lock().await.take() {
+            runner.release_all().await;
+        }
+        self.stop.cancel();
+        for task in self.tasks.lock().await.drain(..) {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Program: the one loop for recovery, owner checks, cancellation and phase failures. Every
+//! workflow runs through it; features give `next` and `end`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openbot_schema::{ErrorCategory, EventKind, ExecutionState};
+use tokio_util::sync::CancellationToken;
+
+use super::retry::Backoff;
+use super::scope::RunScope;
+use super::signals::Wake;
+use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
+use crate::store::{Commit, StateChange, StoreError, call_key_name};
+
+/// How often in a row a phase may fail on storage before its owner gives the execution up
+/// (another node, or this one later, takes it again from the saved log).
+pub const STORAGE_RETRY_BUDGET: u32 = 30;
+
+/// Runs one claimed execution until it ends, waits, or is lost. `lost` fires when the lease
+/// is gone or the node stops: then the phase is dropped and nothing more is written.
+pub async fn run_program(workflow: Arc<dyn Workflow>, mut cx: PhaseContext, lost: CancellationToken) {
+    let id = cx.execution.id;
+    let store = Arc::clone(&cx.engine.store);
+    let mut backoff = Backoff::new();
+    let mut failures = 0u32;
+    loop {
+        if lost.is_cancelled() {
+            return;
+        }
+        let row = match store.execution(id).await {
+            Ok(row) => row,
+            Err(err) if err.is_transient() && failures < STORAGE_RETRY_BUDGET => {
+                failures += 1;
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+            Err(err) => {
+                tracing::warn!(execution = %id, error_kind = err_kind(&err), "giving the execution up after storage failures");
+                return;
+            }
+        };
+        if row.generation != cx.generation || row.state.is_terminal() {
+            return;
+        }
+        cx.execution = row;
+        let signals = match store.pending_signals(id).await {
+            Ok(signals) => signals,
+            Err(_) => {
+                failures += 1;
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+        };
+        let cancels: Vec<i64> = signals.iter().filter(|s| s.kind == "cancel").map(|s| s.number).collect();
+        if !cancels.is_empty() || cx.execution.state == ExecutionState::Cancelling {
+            finish(workflow.as_ref(), &cx, EngineEnd::Cancelled { signals: cancels }).await;
+            return;
+        }
+        let next = match workflow.next(&cx).await {
+            Ok(next) => next,
+            Err(err) => match handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await {
+                Flow::Continue => continue,
+                Flow::Stop => return,
+            },
+        };
+        let phase = match next {
+            Next::Done => return,
+            Next::Wait { until } => {
+                let change = StateChange {
+                    state: ExecutionState::Waiting,
+                    outcome: None,
+                    failure: None,
+                    wake_at: until,
+                    unknown_call: None,
+                    release: true,
+                };
+                let commit = Commit { state: Some(change), ..Commit::default() };
+                if store.commit(id, cx.generation, commit).await.is_ok() {
+                    return;
+                }
+                failures += 1;
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+            Next::Run(phase) => phase,
+        };
+        let scope = RunScope::new();
+        let watcher = watch_signals(&cx, &scope, &lost);
+        let result = tokio::select! {
+            result = workflow.run(&cx, &phase, &scope) => result,
+            _ = lost.cancelled() => Err(PhaseError::Fenced),
+        };
+        scope.close().await;
+        watcher.abort();
+        match result {
+            Ok(()) => {
+                failures = 0;
+                backoff = Backoff::new();
+                if let Err(err) = workflow.after(&cx, &phase).await
+                    && let Flow::Stop = handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await
+                {
+                    return;
+                }
+            }
+            Err(err) => {
+                if let Flow::Stop = handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+async fn handle(
+    workflow: &dyn Workflow,
+    cx: &PhaseContext,
+    err: PhaseError,
+    failures: &mut u32,
+    backoff: &mut Backoff,
+) -> Flow {
+    match err {
+        PhaseError::Fenced => Flow::Stop,
+        PhaseError::Cancelled => Flow::Continue,
+        PhaseError::Storage(StoreError::Fenced(_)) => Flow::Stop,
+        PhaseError::Storage(err) if err.is_transient() => {
+            *failures += 1;
+            if *failures > STORAGE_RETRY_BUDGET {
+                tracing::warn!(execution = %cx.execution.id, "storage keeps failing; giving the execution up");
+                return Flow::Stop;
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
+            Flow::Continue
+        }
+        PhaseError::Storage(err) => {
+            // Invalid stored data is a failure, not an outage.
+            let cause = format!("invalid stored data: {err}");
+            finish(workflow, cx, EngineEnd::Failed { category: ErrorCategory::Storage, cause }).await;
+            Flow::Stop
+        }
+        PhaseError::OutcomeUnknown(key) => {
+            let event = EventKind::CallOutcomeUnknown { step: key.step, call: call_key_name(&key) };
+            let change = StateChange {
+                state: ExecutionState::OutcomeUnknown,
+                outcome: None,
+                failure: None,
+                wake_at: None,
+                unknown_call: Some(key),
+                release: true,
+            };
+            let commit = Commit { events: vec![event], state: Some(change), ..Commit::default() };
+            match cx.engine.store.commit(cx.execution.id, cx.generation, commit).await {
+                Ok(_) => cx.engine.hub.announce(Wake::Events(cx.execution.id)),
+                Err(err) => tracing::warn!(execution = %cx.execution.id, error_kind = err_kind(&err), "could not save an unknown outcome"),
+            }
+            Flow::Stop
+        }
+        PhaseError::Failed { category, cause } => {
+            finish(workflow, cx, EngineEnd::Failed { category, cause }).await;
+            Flow::Stop
+        }
+    }
+}
+
+/// Saves an end the engine decided, retrying storage within the budget.
+async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
+    let mut backoff = Backoff::new();
+    for _ in 0..STORAGE_RETRY_BUDGET {
+        match workflow.end(cx, end.clone()).await {
+            Ok(()) => return,
+            Err(PhaseError::Storage(err)) if err.is_transient() => tokio::time::sleep(backoff.next_delay()).await,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Cancels the phase's scope when a cancel signal arrives or the lease is lost.
+fn watch_signals(cx: &PhaseContext, scope: &RunScope, lost: &CancellationToken) -> tokio::task::JoinHandle<()> {
+    let store = Arc::clone(&cx.engine.store);
+    let notify = Arc::clone(&cx.signals);
+    let scope = scope.clone();
+    let lost = lost.clone();
+    let id = cx.execution.id;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = lost.cancelled() => { scope.cancel(); return; }
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+            if let Ok(signals) = store.pending_signals(id).await
+                && signals.iter().any(|s| s.kind == "cancel")
+            {
+                scope.cancel();
+                return;
+            }
+        }
+    })
+}
+
+/// A short name of a storage error's kind, safe for logs.
+pub(crate) fn err_kind(err: &StoreError) -> &'static str {
+    match err {
+        StoreError::Unavailable(_) => "unavailable",
+        StoreError::Fenced(_) => "fenced",
+        StoreError::CommandKeyConflict(_) => "command_key_conflict",
+        StoreError::NotFound(_) => "not_found",
+        StoreError::Ended(_) => "ended",
+        StoreError::Invalid(_) => "invalid",
+        StoreError::SchemaVersion { .. } => "schema_version",
+    }
+}

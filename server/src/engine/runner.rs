@@ -1,0 +1,189 @@
+//! Runner: claims work, keeps leases, and hands each claimed execution to the Program loop.
+//! Takeover is a claim of work whose lease lapsed: it adds one to the generation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use openbot_schema::ExecutionId;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::EngineContext;
+use super::program::{err_kind, run_program};
+use super::signals::Wake;
+use super::workflow::{PhaseContext, Registry};
+use crate::store::{Claim, now_ms};
+
+/// How a node runs work.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// How long a lease lasts without renewal; a dead owner's work is taken over after it.
+    pub lease: Duration,
+    /// How many executions this node runs at once.
+    pub capacity: usize,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self { lease: Duration::from_millis(2000), capacity: 256 }
+    }
+}
+
+struct Owned {
+    generation: i64,
+    lost: CancellationToken,
+}
+
+/// The running part of a node.
+pub struct Runner {
+    cx: Arc<EngineContext>,
+    registry: Registry,
+    config: RunnerConfig,
+    owned: Mutex<HashMap<ExecutionId, Owned>>,
+    stop: CancellationToken,
+}
+
+impl Runner {
+    /// Starts claiming and running work; returns the tasks to wait for at shutdown.
+    pub fn start(cx: Arc<EngineContext>, registry: Registry, config: RunnerConfig, stop: CancellationToken) -> (Arc<Self>, Vec<JoinHandle<()>>) {
+        let runner = Arc::new(Self { cx, registry, config, owned: Mutex::new(HashMap::new()), stop });
+        let claims = tokio::spawn(Arc::clone(&runner).claim_loop());
+        let renewals = tokio::spawn(Arc::clone(&runner).renew_loop());
+        (runner, vec![claims, renewals])
+    }
+
+    fn owned(&self) -> std::sync::MutexGuard<'_, HashMap<ExecutionId, Owned>> {
+        self.owned.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many executions this node runs now.
+    pub fn running(&self) -> usize {
+        self.owned().len()
+    }
+
+    async fn claim_loop(self: Arc<Self>) {
+        let lease_ms = self.config.lease.as_millis() as i64;
+        loop {
+            if self.stop.is_cancelled() {
+                return;
+            }
+            let free = self.config.capacity.saturating_sub(self.running()) as i64;
+            let mut claimed_all = false;
+            if free > 0 {
+                match self.cx.store.claim(&self.cx.node, lease_ms, free.min(100)).await {
+                    Ok(claims) => {
+                        claimed_all = claims.len() as i64 == free.min(100);
+                        for claim in claims {
+                            self.spawn_program(claim);
+                        }
+                    }
+                    Err(err) => tracing::warn!(error_kind = err_kind(&err), "claiming work failed"),
+                }
+            }
+            if claimed_all {
+                // A full page: there may be more right away.
+                continue;
+            }
+            let wake_at = self.cx.store.next_wake(&self.cx.node).await.unwrap_or_else(|err| {
+                tracing::warn!(error_kind = err_kind(&err), "reading the next wake time failed");
+                Some(now_ms() + 1000)
+            });
+            let sleep = match wake_at {
+                Some(at) => Duration::from_millis((at - now_ms()).clamp(0, 60_000) as u64 + 1),
+                None => Duration::from_secs(3600),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = self.cx.hub.work() => {}
+                _ = self.stop.cancelled() => return,
+            }
+        }
+    }
+
+    fn spawn_program(self: &Arc<Self>, claim: Claim) {
+        let Some(workflow) = self.registry.get(&claim.kind) else {
+            tracing::error!(execution = %claim.id, kind = %claim.kind, "no workflow for this kind; releasing it");
+            let store = Arc::clone(&self.cx.store);
+            tokio::spawn(async move {
+                let _ = store.release(claim.id, claim.generation).await;
+            });
+            return;
+        };
+        let lost = self.stop.child_token();
+        self.owned().insert(claim.id, Owned { generation: claim.generation, lost: lost.clone() });
+        let runner = Arc::clone(self);
+        tokio::spawn(async move {
+            let id = claim.id;
+            let signals = runner.cx.hub.signal_notify(id);
+            let started = match runner.cx.store.execution(id).await {
+                Ok(execution) => {
+                    let cx = PhaseContext { engine: Arc::clone(&runner.cx), execution, generation: claim.generation, signals };
+                    run_program(workflow, cx, lost.clone()).await;
+                    true
+                }
+                Err(err) => {
+                    tracing::warn!(execution = %id, error_kind = err_kind(&err), "could not read a claimed execution");
+                    false
+                }
+            };
+            runner.owned().remove(&id);
+            runner.cx.hub.forget_signals(id);
+            if lost.is_cancelled() || !started {
+                // Stopping or unreadable: let another owner take it at once.
+                let _ = runner.cx.store.release(id, claim.generation).await;
+            }
+            runner.cx.hub.announce(Wake::Work);
+        });
+    }
+
+    async fn renew_loop(self: Arc<Self>) {
+        let lease_ms = self.config.lease.as_millis() as i64;
+        let every = self.config.lease / 4;
+        let mut last_renewed = now_ms();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = self.stop.cancelled() => return,
+            }
+            let owned: Vec<(ExecutionId, i64)> = self.owned().iter().map(|(id, o)| (*id, o.generation)).collect();
+            if owned.is_empty() {
+                last_renewed = now_ms();
+                continue;
+            }
+            match self.cx.store.renew(&self.cx.node, lease_ms, &owned).await {
+                Ok(kept) => {
+                    last_renewed = now_ms();
+                    let mut table = self.owned();
+                    for (id, _) in &owned {
+                        if !kept.contains(id)
+                            && let Some(entry) = table.remove(id)
+                        {
+                            tracing::info!(execution = %id, "lease lost to a newer owner");
+                            entry.lost.cancel();
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error_kind = err_kind(&err), "renewing leases failed");
+                    // An owner that cannot check its lease stops before it may have lapsed.
+                    if now_ms() - last_renewed > lease_ms * 3 / 4 {
+                        for (_, entry) in self.owned().drain() {
+                            entry.lost.cancel();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every phase and gives its execution up, so other nodes take over at once.
+    pub async fn release_all(&self) {
+        let owned: Vec<(ExecutionId, i64, CancellationToken)> =
+            self.owned().iter().map(|(id, o)| (*id, o.generation, o.lost.clone())).collect();
+        for (id, generation, lost) in owned {
+            lost.cancel();
+            let _ = self.cx.store.release(id, generation).await;
+        }
+    }
+}

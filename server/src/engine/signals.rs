@@ -1,0 +1,185 @@
+//! Wake-ups between the parts of a node and between nodes.
+//!
+//! Inside a node a wake-up is a direct call. Between nodes on PostgreSQL it is a
+//! notification on one channel, sent by one notifier task outside every step transaction and
+//! coalesced, so a burst of commits costs one `NOTIFY`. A lost notification loses nothing:
+//! the database is the truth, and readers re-read it after every reconnect.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use openbot_schema::ExecutionId;
+use tokio::sync::{Notify, mpsc, watch};
+
+/// The PostgreSQL channel every node listens on.
+pub const CHANNEL: &str = "openbot";
+
+/// The most bytes of one notification payload (PostgreSQL allows just under 8000).
+const PAYLOAD_LIMIT: usize = 7_800;
+
+/// Something another part of the system should look at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Wake {
+    /// New events of an execution were committed.
+    Events(ExecutionId),
+    /// An execution got a signal (cancel, a delivered result).
+    Signal(ExecutionId),
+    /// Work may be claimable (a submission, a release).
+    Work,
+}
+
+impl Wake {
+    fn encode(&self) -> String {
+        match self {
+            Wake::Events(id) => format!("e{id}"),
+            Wake::Signal(id) => format!("s{id}"),
+            Wake::Work => "w".into(),
+        }
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let (tag, rest) = text.split_at_checked(1)?;
+        match tag {
+            "e" => rest.parse().ok().map(Wake::Events),
+            "s" => rest.parse().ok().map(Wake::Signal),
+            "w" => Some(Wake::Work),
+            _ => None,
+        }
+    }
+}
+
+/// Joins wake-ups into notification payloads of at most [`PAYLOAD_LIMIT`] bytes.
+pub fn encode_batch(wakes: &HashSet<Wake>) -> Vec<String> {
+    let mut payloads = Vec::new();
+    let mut current = String::new();
+    for wake in wakes {
+        let part = wake.encode();
+        if !current.is_empty() && current.len() + 1 + part.len() > PAYLOAD_LIMIT {
+            payloads.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(',');
+        }
+        current.push_str(&part);
+    }
+    if !current.is_empty() {
+        payloads.push(current);
+    }
+    payloads
+}
+
+/// Reads a notification payload; unknown parts are skipped.
+pub fn decode_batch(payload: &str) -> Vec<Wake> {
+    payload.split(',').filter_map(Wake::decode).collect()
+}
+
+/// The wake-up hub of one node: watchers of executions, the runner's wake, and the way out to
+/// other nodes.
+#[derive(Debug)]
+pub struct Hub {
+    watchers: Mutex<HashMap<ExecutionId, watch::Sender<u64>>>,
+    signals: Mutex<HashMap<ExecutionId, Arc<Notify>>>,
+    work: Notify,
+    outgoing: Option<mpsc::UnboundedSender<Wake>>,
+}
+
+impl Hub {
+    /// A hub whose wake-ups stay in this process (SQLite, one node).
+    pub fn local() -> Arc<Self> {
+        Arc::new(Self::with_outgoing(None))
+    }
+
+    /// A hub that also sends every wake-up to other nodes through `outgoing`.
+    pub fn shared(outgoing: mpsc::UnboundedSender<Wake>) -> Arc<Self> {
+        Arc::new(Self::with_outgoing(Some(outgoing)))
+    }
+
+    fn with_outgoing(outgoing: Option<mpsc::UnboundedSender<Wake>>) -> Self {
+        Self {
+            watchers: Mutex::new(HashMap::new()),
+            signals: Mutex::new(HashMap::new()),
+            work: Notify::new(),
+            outgoing,
+        }
+    }
+
+    /// Tells this node and the others. Call only after the transaction that caused it
+    /// committed: a rolled-back transaction wakes nobody.
+    pub fn announce(&self, wake: Wake) {
+        self.deliver(&wake);
+        if let Some(outgoing) = &self.outgoing {
+            // The notifier ends only when the node stops; then nobody needs the wake-up.
+            let _ = outgoing.send(wake);
+        }
+    }
+
+    /// Delivers a wake-up inside this node only (one that came from another node).
+    pub fn deliver(&self, wake: &Wake) {
+        match wake {
+            Wake::Events(id) => {
+                if let Some(sender) = self.watchers.lock().unwrap_or_else(PoisonError::into_inner).get(id) {
+                    sender.send_modify(|n| *n = n.wrapping_add(1));
+                }
+            }
+            Wake::Signal(id) => {
+                if let Some(notify) = self.signals.lock().unwrap_or_else(PoisonError::into_inner).get(id) {
+                    notify.notify_waiters();
+                    notify.notify_one();
+                }
+            }
+            Wake::Work => self.work.notify_one(),
+        }
+    }
+
+    /// Wakes every watcher and the runner: after a lost connection, anything may have been
+    /// missed.
+    pub fn deliver_all(&self) {
+        for sender in self.watchers.lock().unwrap_or_else(PoisonError::into_inner).values() {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        for notify in self.signals.lock().unwrap_or_else(PoisonError::into_inner).values() {
+            notify.notify_waiters();
+            notify.notify_one();
+        }
+        self.work.notify_one();
+    }
+
+    /// A receiver that changes whenever an execution has new events.
+    pub fn watch(&self, id: ExecutionId) -> watch::Receiver<u64> {
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        watchers.retain(|_, sender| sender.receiver_count() > 0);
+        watchers.entry(id).or_insert_with(|| watch::channel(0).0).subscribe()
+    }
+
+    /// The notification an owner waits on for signals to one execution.
+    pub fn signal_notify(&self, id: ExecutionId) -> Arc<Notify> {
+        let mut signals = self.signals.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(signals.entry(id).or_default())
+    }
+
+    /// Forgets an execution's signal notification once its owner stopped.
+    pub fn forget_signals(&self, id: ExecutionId) {
+        self.signals.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+    }
+
+    /// Waits until work may be claimable.
+    pub async fn work(&self) {
+        self.work.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_ups_round_trip_through_payloads_and_respect_the_limit() {
+        let wakes: HashSet<Wake> =
+            (0..400).map(|_| Wake::Events(ExecutionId::new())).chain([Wake::Work]).collect();
+        let payloads = encode_batch(&wakes);
+        assert!(payloads.len() > 1);
+        assert!(payloads.iter().all(|p| p.len() <= PAYLOAD_LIMIT));
+        let back: HashSet<Wake> = payloads.iter().flat_map(|p| decode_batch(p)).collect();
+        assert_eq!(back, wakes);
+    }
+}

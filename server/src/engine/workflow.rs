@@ -1,0 +1,128 @@
+//! Workflows: what a feature gives the engine. The engine runs every workflow through the one
+//! Program loop and has no feature branches of its own.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use openbot_core::turn::CallKey;
+use openbot_schema::ErrorCategory;
+use tokio::sync::Notify;
+
+use super::EngineContext;
+use super::scope::RunScope;
+use crate::store::{ExecutionRow, Millis, StoreError};
+
+/// What one owner of an execution knows while it runs a phase.
+#[derive(Clone)]
+pub struct PhaseContext {
+    /// The node's engine parts.
+    pub engine: Arc<EngineContext>,
+    /// The execution as read before the phase.
+    pub execution: ExecutionRow,
+    /// This owner's generation.
+    pub generation: i64,
+    /// Notified when the execution gets a signal.
+    pub signals: Arc<Notify>,
+}
+
+/// What comes after the saved state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Run this phase.
+    Run(String),
+    /// Wait, without an owner, until a time or a signal.
+    Wait {
+        /// When to wake, if at a time.
+        until: Option<Millis>,
+    },
+    /// Nothing: the execution has ended.
+    Done,
+}
+
+/// How the engine ends an execution that its phase did not end itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineEnd {
+    /// Cancel signals (by number) were received.
+    Cancelled {
+        /// The signals this end handles.
+        signals: Vec<i64>,
+    },
+    /// A failure the phase could not save.
+    Failed {
+        /// Its public category.
+        category: ErrorCategory,
+        /// The full cause; sealed, never logged.
+        cause: String,
+    },
+}
+
+/// Why a phase stopped without finishing.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    /// A newer owner took the execution: stop, write nothing.
+    #[error("a newer owner holds the execution")]
+    Fenced,
+    /// Storage failed; the phase runs again from its last saved point.
+    #[error("storage: {0}")]
+    Storage(#[from] StoreError),
+    /// A call's result was lost and it may not be repeated.
+    #[error("the result of call {0} is unknown")]
+    OutcomeUnknown(CallKey),
+    /// The phase's gate closed (a cancel): the engine ends the execution.
+    #[error("the phase was cancelled")]
+    Cancelled,
+    /// The phase failed for good.
+    #[error("the phase failed")]
+    Failed {
+        /// Its public category.
+        category: ErrorCategory,
+        /// The full cause; sealed, never logged.
+        cause: String,
+    },
+}
+
+/// A feature's workflow.
+#[async_trait]
+pub trait Workflow: Send + Sync + 'static {
+    /// The execution kind it runs, e.g. `turn`.
+    fn kind(&self) -> &'static str;
+
+    /// Chooses the next phase from the saved state.
+    async fn next(&self, cx: &PhaseContext) -> Result<Next, PhaseError>;
+
+    /// Runs one phase. It must save its progress through generation-checked commits, open
+    /// outside calls only while `scope`'s gate is open, and register what it holds with `scope`.
+    async fn run(&self, cx: &PhaseContext, phase: &str, scope: &RunScope) -> Result<(), PhaseError>;
+
+    /// Saves the end state of an execution the engine ends.
+    async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError>;
+
+    /// Work that may run only once the phase's resources closed.
+    async fn after(&self, _cx: &PhaseContext, _phase: &str) -> Result<(), PhaseError> {
+        Ok(())
+    }
+}
+
+/// The workflows of a node, by kind.
+#[derive(Default, Clone)]
+pub struct Registry {
+    workflows: HashMap<&'static str, Arc<dyn Workflow>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a workflow under its kind.
+    pub fn register(&mut self, workflow: Arc<dyn Workflow>) {
+        self.workflows.insert(workflow.kind(), workflow);
+    }
+
+    /// The workflow of a kind.
+    pub fn get(&self, kind: &str) -> Option<Arc<dyn Workflow>> {
+        self.workflows.get(kind).cloned()
+    }
+}

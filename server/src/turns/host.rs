@@ -1,0 +1,339 @@
+//! The durable host: the Turn loop's call log, input and events in the database, every write
+//! checked against this owner's generation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use openbot_core::turn::{CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd};
+use openbot_schema::{ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall, ToolResult, TurnOutcome};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::faults::{FaultPoint, fault};
+use crate::engine::{EngineContext, RunScope, Wake};
+use crate::store::{CallPhase, CallRow, CallWrite, Commit, StateChange, StoreError};
+
+/// How long a waiting host tool re-reads its call without a wake-up.
+const DELIVERY_POLL: Duration = Duration::from_secs(2);
+
+/// The host of one Turn execution for one owner (generation).
+pub struct DurableHost {
+    cx: Arc<EngineContext>,
+    id: ExecutionId,
+    generation: i64,
+    started_at: SystemTime,
+    scope: RunScope,
+    signals: Arc<tokio::sync::Notify>,
+    /// Tool names whose endpoints deduplicate by idempotency key.
+    retry_safe: HashMap<String, bool>,
+    text: mpsc::UnboundedSender<TextMessage>,
+    /// The last storage error, kept typed for the engine's retry rule.
+    failure: Arc<Mutex<Option<StoreError>>>,
+}
+
+enum TextMessage {
+    Delta { step: u32, attempt: u32, text: String },
+    Barrier(oneshot::Sender<Result<(), HostError>>),
+}
+
+impl DurableHost {
+    /// A host for `generation`'s run of execution `id`.
+    pub fn new(
+        cx: Arc<EngineContext>,
+        id: ExecutionId,
+        generation: i64,
+        started_at: SystemTime,
+        scope: RunScope,
+        signals: Arc<tokio::sync::Notify>,
+        retry_safe: HashMap<String, bool>,
+    ) -> Self {
+        let failure = Arc::new(Mutex::new(None));
+        let (text, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(flush_text(Arc::clone(&cx), id, generation, receiver, Arc::clone(&failure)));
+        Self { cx, id, generation, started_at, scope, signals, retry_safe, text, failure }
+    }
+
+    /// The storage error behind the last [`HostError::Storage`], if any.
+    pub fn take_failure(&self) -> Option<StoreError> {
+        self.failure.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    fn fail(&self, err: StoreError) -> HostError {
+        let host_error = match &err {
+            StoreError::Fenced(_) => HostError::Fenced,
+            StoreError::Ended(_) => HostError::Closed,
+            other => HostError::Storage(other.to_string()),
+        };
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+        host_error
+    }
+
+    /// Waits until every text delta sent so far is committed.
+    async fn barrier(&self) -> Result<(), HostError> {
+        let (ack, done) = oneshot::channel();
+        self.text.send(TextMessage::Barrier(ack)).map_err(|_| HostError::Closed)?;
+        done.await.map_err(|_| HostError::Closed)?
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<(), HostError> {
+        let has_events = !commit.events.is_empty();
+        self.cx.store.commit(self.id, self.generation, commit).await.map_err(|e| self.fail(e))?;
+        if has_events {
+            self.cx.hub.announce(Wake::Events(self.id));
+        }
+        Ok(())
+    }
+
+    fn idempotency_key(&self, key: CallKey) -> String {
+        key.idempotency_key(self.id)
+    }
+
+    async fn open_result(&self, row: &CallRow) -> Result<CallResult, HostError> {
+        let record = row
+            .result_record
+            .ok_or_else(|| self.fail(StoreError::Invalid(format!("call {} is done without a result", row.key))))?;
+        self.cx.open_json(record).await.map_err(|e| match e {
+            crate::engine::EngineError::Store(err) => self.fail(err),
+            other => self.fail(StoreError::Invalid(other.to_string())),
+        })
+    }
+
+    /// Whether the tool called in `slot` of `step` may be sent again with the same key.
+    async fn tool_is_retry_safe(&self, step: u32, index: u32) -> Result<bool, HostError> {
+        let Some(model) = self.cx.store.latest_call(self.id, step, CallSlot::Model).await.map_err(|e| self.fail(e))? else {
+            return Ok(false);
+        };
+        let CallResult::Model { message: Message::Assistant { tool_calls, .. }, .. } = self.open_result(&model).await? else {
+            return Ok(false);
+        };
+        Ok(tool_calls
+            .get(index as usize)
+            .and_then(|call| self.retry_safe.get(&call.name))
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// The cancel signals not yet handled; the end of a cancelled Turn handles them.
+    async fn pending_cancels(&self) -> Vec<i64> {
+        match self.cx.store.pending_signals(self.id).await {
+            Ok(signals) => signals.into_iter().filter(|s| s.kind == "cancel").map(|s| s.number).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl Host for DurableHost {
+    fn execution_id(&self) -> ExecutionId {
+        self.id
+    }
+
+    fn cancellation(&self) -> CancellationToken {
+        self.scope.cancellation()
+    }
+
+    fn started_at(&self) -> SystemTime {
+        self.started_at
+    }
+
+    async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
+        let Some(row) = self.cx.store.latest_call(self.id, step, slot).await.map_err(|e| self.fail(e))? else {
+            return Ok(None);
+        };
+        let status = match row.phase {
+            CallPhase::Done => CallStatus::Done { result: self.open_result(&row).await? },
+            CallPhase::Intent => CallStatus::Intent,
+            CallPhase::Unknown => CallStatus::Unknown,
+            CallPhase::Sending => match slot {
+                // A tool whose endpoint deduplicates may be sent again under the same key.
+                CallSlot::Tool(index) if self.tool_is_retry_safe(step, index).await? => CallStatus::Intent,
+                _ => CallStatus::Sending,
+            },
+        };
+        Ok(Some(CallRecord { key: row.key, status }))
+    }
+
+    async fn record_intent(&self, key: CallKey) -> Result<(), HostError> {
+        self.barrier().await?;
+        let call = CallWrite { key, phase: CallPhase::Intent, idempotency_key: self.idempotency_key(key), result: None, usage: None };
+        self.commit(Commit { calls: vec![call], ..Commit::default() }).await?;
+        if matches!(key.slot, CallSlot::Tool(_)) {
+            fault(FaultPoint::AfterToolIntent);
+        }
+        Ok(())
+    }
+
+    async fn record_sending(&self, key: CallKey) -> Result<(), HostError> {
+        if !self.scope.gate_open() {
+            return Err(HostError::Closed);
+        }
+        self.barrier().await?;
+        let call = CallWrite { key, phase: CallPhase::Sending, idempotency_key: self.idempotency_key(key), result: None, usage: None };
+        self.commit(Commit { calls: vec![call], ..Commit::default() }).await?;
+        if matches!(key.slot, CallSlot::Tool(_)) {
+            fault(FaultPoint::AfterToolSending);
+        }
+        Ok(())
+    }
+
+    async fn record_result(&self, key: CallKey, result: CallResult, events: Vec<EventKind>) -> Result<(), HostError> {
+        self.barrier().await?;
+        let usage = match &result {
+            CallResult::Model { usage, .. } => *usage,
+            CallResult::Tool { .. } => None,
+        };
+        let sealed = self.cx.seal_json(&result).map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Done,
+            idempotency_key: self.idempotency_key(key),
+            result: Some(sealed),
+            usage,
+        };
+        let commit = Commit { calls: vec![call.clone()], events, usage, ..Commit::default() };
+        match self.cx.store.commit(self.id, self.generation, commit).await {
+            Ok(_) => {
+                self.cx.hub.announce(Wake::Events(self.id));
+                if matches!(key.slot, CallSlot::Tool(_)) {
+                    fault(FaultPoint::AfterToolResult);
+                }
+                Ok(())
+            }
+            Err(StoreError::Fenced(_)) => {
+                // A late result: kept in the call log, never published by this old owner.
+                if let Err(err) = self.cx.store.save_late_result(self.id, self.generation, call).await {
+                    tracing::warn!(execution = %self.id, error = %err, "could not save a late result");
+                } else {
+                    self.cx.hub.announce(Wake::Work);
+                }
+                Err(self.fail(StoreError::Fenced(self.id)))
+            }
+            Err(err) => Err(self.fail(err)),
+        }
+    }
+
+    async fn publish(&self, event: EventKind) -> Result<(), HostError> {
+        if let EventKind::TextDelta { step, attempt, text } = event {
+            return self.text.send(TextMessage::Delta { step, attempt, text }).map_err(|_| HostError::Closed);
+        }
+        self.barrier().await?;
+        self.commit(Commit { events: vec![event], ..Commit::default() }).await
+    }
+
+    async fn take_steering(&self, step: u32, last: bool) -> Result<Vec<Vec<ContentPart>>, HostError> {
+        self.barrier().await?;
+        let inputs = self.cx.store.take_inputs(self.id, self.generation, step, last).await.map_err(|e| self.fail(e))?;
+        if !inputs.is_empty() {
+            self.cx.hub.announce(Wake::Events(self.id));
+        }
+        inputs
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(|e| self.fail(StoreError::Invalid(format!("turn input: {e}")))))
+            .collect()
+    }
+
+    async fn wait_for_delivery(&self, key: CallKey, call: &ToolCall) -> Result<ToolResult, HostError> {
+        let waiting = StateChange {
+            state: ExecutionState::Waiting,
+            outcome: None,
+            failure: None,
+            wake_at: None,
+            unknown_call: None,
+            release: false,
+        };
+        self.commit(Commit { state: Some(waiting), ..Commit::default() }).await?;
+        let cancelled = self.scope.cancellation();
+        loop {
+            let notified = self.signals.notified();
+            if let Some(row) = self.cx.store.latest_call(self.id, key.step, key.slot).await.map_err(|e| self.fail(e))?
+                && row.phase == CallPhase::Done
+                && let CallResult::Tool { result } = self.open_result(&row).await?
+            {
+                let running = StateChange { state: ExecutionState::Running, ..waiting_free() };
+                self.commit(Commit { state: Some(running), ..Commit::default() }).await?;
+                return Ok(result);
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(DELIVERY_POLL) => {}
+                _ = cancelled.cancelled() => return Err(HostError::Abandoned),
+            }
+            tracing::trace!(execution = %self.id, call = %call.id, "still waiting for a delivered result");
+        }
+    }
+
+    async fn finish(&self, end: TurnEnd) -> Result<(), HostError> {
+        self.barrier().await?;
+        let (state, outcome, failure, event) = match &end.outcome {
+            Ok(outcome) => {
+                let state = if *outcome == TurnOutcome::Cancelled { ExecutionState::Cancelled } else { ExecutionState::Completed };
+                (state, Some(*outcome), None, EventKind::TurnEnded { outcome: *outcome, usage: end.usage })
+            }
+            Err(failure) => {
+                let blob = self.cx.keys.seal(uuid::Uuid::now_v7(), failure.cause.as_bytes()).map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
+                let error_id = ErrorId::from(blob.id);
+                tracing::warn!(execution = %self.id, category = ?failure.category, %error_id, "turn failed");
+                (ExecutionState::Failed, None, Some((failure.category, blob)), EventKind::Failed { category: failure.category, error_id })
+            }
+        };
+        let handled_signals = if state == ExecutionState::Cancelled { self.pending_cancels().await } else { Vec::new() };
+        let change = StateChange { state, outcome, failure, wake_at: None, unknown_call: None, release: true };
+        self.commit(Commit { events: vec![event], state: Some(change), handled_signals, ..Commit::default() }).await
+    }
+}
+
+fn waiting_free() -> StateChange {
+    StateChange { state: ExecutionState::Running, outcome: None, failure: None, wake_at: None, unknown_call: None, release: false }
+}
+
+/// Commits text deltas in small batches: whatever arrived while the last batch was being
+/// committed goes out as one event per step and attempt. A barrier waits for all before it.
+async fn flush_text(
+    cx: Arc<EngineContext>,
+    id: ExecutionId,
+    generation: i64,
+    mut receiver: mpsc::UnboundedReceiver<TextMessage>,
+    failure: Arc<Mutex<Option<StoreError>>>,
+) {
+    let mut broken: Option<HostError> = None;
+    while let Some(first) = receiver.recv().await {
+        let mut batch = vec![first];
+        while let Ok(next) = receiver.try_recv() {
+            batch.push(next);
+        }
+        let mut events: Vec<EventKind> = Vec::new();
+        let mut acks = Vec::new();
+        for message in batch {
+            match message {
+                TextMessage::Delta { step, attempt, text } => match events.last_mut() {
+                    Some(EventKind::TextDelta { step: s, attempt: a, text: joined }) if *s == step && *a == attempt => {
+                        joined.push_str(&text);
+                    }
+                    _ => events.push(EventKind::TextDelta { step, attempt, text }),
+                },
+                TextMessage::Barrier(ack) => acks.push(ack),
+            }
+        }
+        if !events.is_empty() && broken.is_none() {
+            match cx.store.commit(id, generation, Commit { events, ..Commit::default() }).await {
+                Ok(_) => cx.hub.announce(Wake::Events(id)),
+                Err(err) => {
+                    broken = Some(match &err {
+                        StoreError::Fenced(_) => HostError::Fenced,
+                        StoreError::Ended(_) => HostError::Closed,
+                        other => HostError::Storage(other.to_string()),
+                    });
+                    *failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+                }
+            }
+        }
+        for ack in acks {
+            let _ = ack.send(match &broken {
+                Some(err) => Err(err.clone()),
+                None => Ok(()),
+            });
+        }
+    }
+}

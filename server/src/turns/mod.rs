@@ -1,0 +1,13 @@
+//! Turns on the durable engine: the saved input, the durable host, HTTP tools and the workflow.
+
+mod faults;
+mod host;
+mod http_tool;
+mod input;
+mod workflow;
+
+pub use faults::FaultPoint;
+pub use host::DurableHost;
+pub use http_tool::HttpTool;
+pub use input::{SavedTool, ToolRoute, TurnInput};
+pub use workflow::{TURN, TurnWorkflow};

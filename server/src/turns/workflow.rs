@@ -1,0 +1,158 @@
+//! The Turn workflow: runs the core Turn loop on the durable host.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use openbot_core::model::{Model, model_from_spec};
+use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
+use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState, TurnOutcome};
+
+use super::host::DurableHost;
+use super::http_tool::HttpTool;
+use super::input::{ToolRoute, TurnInput};
+use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow};
+use crate::store::{Commit, StateChange, StoreError};
+
+/// The execution kind of Turns.
+pub const TURN: &str = "turn";
+
+/// Runs Turns. Models are built from their specs once per node and shared.
+pub struct TurnWorkflow {
+    env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    models: Mutex<HashMap<String, Arc<dyn Model>>>,
+    http: reqwest::Client,
+}
+
+impl Default for TurnWorkflow {
+    fn default() -> Self {
+        Self::new(Arc::new(|name| std::env::var(name).ok()))
+    }
+}
+
+impl TurnWorkflow {
+    /// A workflow that reads provider keys through `env`.
+    pub fn new(env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>) -> Self {
+        Self { env, models: Mutex::new(HashMap::new()), http: HttpTool::client() }
+    }
+
+    fn model(&self, spec: &str) -> Result<Arc<dyn Model>, PhaseError> {
+        if let Some(model) = self.models.lock().unwrap_or_else(PoisonError::into_inner).get(spec) {
+            return Ok(Arc::clone(model));
+        }
+        let model = model_from_spec(spec, self.env.as_ref())
+            .map_err(|e| PhaseError::Failed { category: ErrorCategory::Configuration, cause: e.to_string() })?;
+        self.models.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.to_string(), Arc::clone(&model));
+        Ok(model)
+    }
+
+    fn tools(&self, input: &TurnInput) -> Result<(Arc<ToolSet>, HashMap<String, bool>), PhaseError> {
+        let mut set = ToolSet::new();
+        let mut retry_safe = HashMap::new();
+        for saved in &input.tools {
+            let handler: Option<openbot_core::tool::SharedTool> = match &saved.route {
+                ToolRoute::Host => None,
+                ToolRoute::Http { url, retry_safe: safe } => {
+                    retry_safe.insert(saved.definition.name.clone(), *safe);
+                    Some(Arc::new(HttpTool::new(saved.definition.clone(), url.clone(), self.http.clone())))
+                }
+            };
+            set.insert(saved.definition.clone(), handler)
+                .map_err(|e| PhaseError::Failed { category: ErrorCategory::Configuration, cause: e.to_string() })?;
+        }
+        Ok((Arc::new(set), retry_safe))
+    }
+}
+
+fn storage(err: crate::engine::EngineError) -> PhaseError {
+    match err {
+        crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
+        other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
+    }
+}
+
+#[async_trait]
+impl Workflow for TurnWorkflow {
+    fn kind(&self) -> &'static str {
+        TURN
+    }
+
+    async fn next(&self, cx: &PhaseContext) -> Result<Next, PhaseError> {
+        Ok(if cx.execution.state.is_terminal() { Next::Done } else { Next::Run("loop".into()) })
+    }
+
+    async fn run(&self, cx: &PhaseContext, _phase: &str, scope: &RunScope) -> Result<(), PhaseError> {
+        let input: TurnInput = cx.engine.open_json(cx.execution.input_record).await.map_err(storage)?;
+        let model = self.model(&input.model)?;
+        let (tools, retry_safe) = self.tools(&input)?;
+        let started_at = SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
+        let host = DurableHost::new(
+            Arc::clone(&cx.engine),
+            cx.execution.id,
+            cx.generation,
+            started_at,
+            scope.clone(),
+            Arc::clone(&cx.signals),
+            retry_safe,
+        );
+        let spec = TurnSpec {
+            instructions: input.instructions,
+            model,
+            tools,
+            limits: input.limits,
+            history: input.history,
+            input: input.input,
+            max_output_tokens: input.max_output_tokens,
+        };
+        match run_turn(spec, &host).await {
+            Ok(_) => Ok(()),
+            Err(HostError::Fenced) => Err(PhaseError::Fenced),
+            Err(HostError::OutcomeUnknown { key }) => Err(PhaseError::OutcomeUnknown(key)),
+            Err(HostError::Closed | HostError::Abandoned) => Err(PhaseError::Cancelled),
+            Err(HostError::Storage(cause)) => Err(PhaseError::Storage(
+                host.take_failure().unwrap_or(StoreError::Invalid(cause)),
+            )),
+        }
+    }
+
+    async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
+        let usage = cx.execution.usage;
+        let (events, change, handled) = match end {
+            EngineEnd::Cancelled { signals } => (
+                vec![EventKind::TurnEnded { outcome: TurnOutcome::Cancelled, usage }],
+                StateChange {
+                    state: ExecutionState::Cancelled,
+                    outcome: Some(TurnOutcome::Cancelled),
+                    failure: None,
+                    wake_at: None,
+                    unknown_call: None,
+                    release: true,
+                },
+                signals,
+            ),
+            EngineEnd::Failed { category, cause } => {
+                let blob = cx.engine.keys.seal(uuid::Uuid::now_v7(), cause.as_bytes())
+                    .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
+                let error_id = ErrorId::from(blob.id);
+                tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "turn failed");
+                (
+                    vec![EventKind::Failed { category, error_id }],
+                    StateChange {
+                        state: ExecutionState::Failed,
+                        outcome: None,
+                        failure: Some((category, blob)),
+                        wake_at: None,
+                        unknown_call: None,
+                        release: true,
+                    },
+                    Vec::new(),
+                )
+            }
+        };
+        let commit = Commit { events, state: Some(change), handled_signals: handled, ..Commit::default() };
+        cx.engine.store.commit(cx.execution.id, cx.generation, commit).await?;
+        cx.engine.hub.announce(Wake::Events(cx.execution.id));
+        Ok(())
+    }
+}
