@@ -20,6 +20,7 @@ CREATE TABLE executions (
     cached_tokens    BIGINT NOT NULL DEFAULT 0,
     cost_micros      BIGINT,
     input_closed     BOOLEAN NOT NULL DEFAULT FALSE,
+    input_step       INTEGER NOT NULL DEFAULT 0,
     last_sequence    BIGINT NOT NULL DEFAULT 0,
     wake_at          BIGINT,
     unknown_call     TEXT,

@@ -20,6 +20,7 @@ CREATE TABLE executions (
     cached_tokens    INTEGER NOT NULL DEFAULT 0,
     cost_micros      INTEGER,
     input_closed     INTEGER NOT NULL DEFAULT 0,
+    input_step       INTEGER NOT NULL DEFAULT 0,
     last_sequence    INTEGER NOT NULL DEFAULT 0,
     wake_at          INTEGER,
     unknown_call     TEXT,

@@ -2,6 +2,7 @@
 //! building blocks.
 
 pub mod engine;
+pub mod node;
 pub mod sealed;
 pub mod store;
 pub mod turns;

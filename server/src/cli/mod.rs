@@ -1,6 +1,9 @@
 //! The command line: one subcommand per file.
 
+mod migrate;
+mod node_args;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -18,11 +21,17 @@ pub struct Cli {
 enum Command {
     /// Runs one Turn of an agent in this process and streams its answer.
     Run(run::RunArgs),
+    /// Runs a node: the durable engine on SQLite (default) or PostgreSQL.
+    Serve(serve::ServeArgs),
+    /// Brings the database to this build's schema version.
+    Migrate(migrate::MigrateArgs),
 }
 
 /// Runs the chosen subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
+        Command::Migrate(args) => migrate::run(args).await,
     }
 }

@@ -581,13 +581,20 @@ impl Store for PostgresStore {
             tx.rollback().await?;
             return Err(refusal);
         }
+        // A step takes input once; taking it again (a replay) returns what it took then.
         let fresh: Vec<String> = sqlx::query_scalar(
-            "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL RETURNING content",
+            "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
+             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content",
         )
         .bind(id.as_uuid())
         .bind(step as i32)
         .fetch_all(&mut *tx)
         .await?;
+        sqlx::query("UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2")
+            .bind(id.as_uuid())
+            .bind(step as i32)
+            .execute(&mut *tx)
+            .await?;
         if !fresh.is_empty() {
             let events = steered_events(&fresh)?;
             let last: i64 = sqlx::query_scalar(

@@ -1,0 +1,46 @@
+//! The options every command that opens the database shares.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use openbot_server::node::{NodeConfig, default_node_name};
+
+/// Where the data is.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// The data folder (SQLite database, local files, key file).
+    #[arg(long, env = "OPENBOT_DATA_DIR", default_value_os_t = default_data_dir())]
+    pub data_dir: PathBuf,
+    /// A PostgreSQL URL; run as one node of a multi-node deployment instead of SQLite.
+    #[arg(long, env = "OPENBOT_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// This node's name, unique among running nodes (default: host, process and a random part).
+    #[arg(long, env = "OPENBOT_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// How long a node's lease on its work lasts, in milliseconds; another node takes the work
+    /// over this long after the owner stopped renewing it.
+    #[arg(long, env = "OPENBOT_LEASE_MS", default_value_t = 2000)]
+    pub lease_ms: u64,
+}
+
+fn default_data_dir() -> PathBuf {
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/share/openbot"),
+        None => PathBuf::from(".openbot"),
+    }
+}
+
+impl NodeArgs {
+    /// The node configuration; sealing keys come from `OPENBOT_SEAL_KEYS` when set.
+    pub fn config(&self) -> NodeConfig {
+        NodeConfig {
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            seal_keys: std::env::var("OPENBOT_SEAL_KEYS").ok().filter(|k| !k.is_empty()),
+            node_name: self.node_name.clone().unwrap_or_else(default_node_name),
+            lease: Duration::from_millis(self.lease_ms.max(200)),
+            max_connections: 16,
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! A node: one `openbot serve` process. It opens the database, the key ring and the engine,
+//! and runs the registered workflows until it is stopped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::{Engine, Registry, RunnerConfig};
+use crate::sealed::{KeyRing, KeyRingError};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
+use crate::turns::TurnWorkflow;
+
+/// Where a node keeps its data and how it runs.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The data folder: the SQLite database and, without `seal_keys`, the key file.
+    pub data_dir: PathBuf,
+    /// A PostgreSQL URL: run as one node of a multi-node deployment instead of SQLite.
+    pub database_url: Option<String>,
+    /// The sealing key ring as text (`id:base64key,...`); every node of a deployment needs
+    /// the same keys. Without it the key file in the data folder is used (created if missing).
+    pub seal_keys: Option<String>,
+    /// This node's name, unique among running nodes.
+    pub node_name: String,
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// The most PostgreSQL connections.
+    pub max_connections: u32,
+}
+
+/// A node that cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The database could not be opened or is at another schema version.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The key ring could not be read.
+    #[error(transparent)]
+    Keys(#[from] KeyRingError),
+    /// The data folder could not be created.
+    #[error("data folder {path}: {source}")]
+    DataDir {
+        /// The folder.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// PostgreSQL needs shared keys.
+    #[error("a PostgreSQL node needs the sealing keys every node shares: set OPENBOT_SEAL_KEYS")]
+    MissingSharedKeys,
+}
+
+/// The SQLite database file in a data folder.
+pub fn sqlite_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("openbot.db")
+}
+
+/// Opens the configured database. A new embedded data folder is created and set up; an
+/// existing database must be at this build's schema version (`openbot migrate` moves it).
+pub async fn open_store(config: &NodeConfig) -> Result<Arc<dyn Store>, NodeError> {
+    match &config.database_url {
+        Some(url) => Ok(Arc::new(PostgresStore::connect(url, config.max_connections).await?)),
+        None => {
+            std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+                path: config.data_dir.display().to_string(),
+                source,
+            })?;
+            let path = sqlite_path(&config.data_dir);
+            if !path.exists() {
+                SqliteStore::migrate(&path).await?;
+            }
+            Ok(Arc::new(SqliteStore::open(&path).await?))
+        }
+    }
+}
+
+/// Applies the schema migrations to the configured database and returns its version.
+pub async fn migrate(config: &NodeConfig) -> Result<i64, NodeError> {
+    match &config.database_url {
+        Some(url) => Ok(PostgresStore::migrate(url).await?),
+        None => {
+            std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+                path: config.data_dir.display().to_string(),
+                source,
+            })?;
+            Ok(SqliteStore::migrate(&sqlite_path(&config.data_dir)).await?)
+        }
+    }
+}
+
+/// Reads the key ring from the configuration or the data folder.
+pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
+    match (&config.seal_keys, &config.database_url) {
+        (Some(text), _) => Ok(KeyRing::parse(text)?),
+        (None, Some(_)) => Err(NodeError::MissingSharedKeys),
+        (None, None) => Ok(KeyRing::load_or_create(&config.data_dir.join("seal-keys"))?),
+    }
+}
+
+/// The workflows every node runs.
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    registry.register(Arc::new(TurnWorkflow::default()));
+    registry
+}
+
+/// Opens the engine of a node and starts running work.
+pub async fn start(config: &NodeConfig) -> Result<Engine, NodeError> {
+    let store = open_store(config).await?;
+    let keys = key_ring(config)?;
+    let engine = Engine::open(store, keys, config.node_name.clone());
+    let runner = RunnerConfig { lease: config.lease, ..RunnerConfig::default() };
+    engine.start_runner(registry(), runner).await;
+    Ok(engine)
+}
+
+/// A node name: the host name, the process ID and a random part.
+pub fn default_node_name() -> String {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "node".into());
+    format!("{host}-{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..])
+}

@@ -1,0 +1,129 @@
+//! A model provider for engine tests: a real HTTP server speaking OpenAI's streamed Chat
+//! Completions format. It answers by the conversation's position (how many answers the
+//! request already holds), so a node that takes over and repeats a request gets the same
+//! answer, and it counts every request per position.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// Call a tool with these arguments.
+    Tool(&'static str, Value),
+    /// Final text, sent in these pieces.
+    Text(Vec<&'static str>),
+}
+
+#[derive(Default)]
+struct Shared {
+    script: Vec<Answer>,
+    requests: HashMap<usize, u32>,
+    /// Positions whose answers wait this long before the first byte.
+    delays: HashMap<usize, Duration>,
+    /// Delay between text pieces.
+    piece_delay: Duration,
+}
+
+/// The running fake provider.
+#[derive(Clone)]
+pub struct FakeOpenAi {
+    pub base_url: String,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl FakeOpenAi {
+    /// Starts the server on 127.0.0.1 with a script.
+    pub async fn start(script: Vec<Answer>) -> Self {
+        let shared = Arc::new(Mutex::new(Shared { script, ..Shared::default() }));
+        let app = Router::new().route("/v1/chat/completions", post(answer)).with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { base_url: format!("http://{address}/v1"), shared }
+    }
+
+    /// The model spec that reaches this server.
+    pub fn spec(&self) -> String {
+        format!("compatible:{}:fake-model", self.base_url)
+    }
+
+    /// How many requests asked for the answer at `position` (from 0).
+    pub fn requests_at(&self, position: usize) -> u32 {
+        self.shared.lock().unwrap().requests.get(&position).copied().unwrap_or(0)
+    }
+
+    /// All requests.
+    pub fn total_requests(&self) -> u32 {
+        self.shared.lock().unwrap().requests.values().sum()
+    }
+
+    /// Makes the answer at `position` wait before its first byte.
+    pub fn delay(&self, position: usize, delay: Duration) {
+        self.shared.lock().unwrap().delays.insert(position, delay);
+    }
+
+    /// Waits this long between text pieces.
+    pub fn piece_delay(&self, delay: Duration) {
+        self.shared.lock().unwrap().piece_delay = delay;
+    }
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let body = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {body}\n\n")
+}
+
+async fn answer(State(shared): State<Arc<Mutex<Shared>>>, body: String) -> Response {
+    let request: Value = serde_json::from_str(&body).unwrap_or_default();
+    let position = request["messages"].as_array().map(|m| m.iter().filter(|m| m["role"] == "assistant").count()).unwrap_or(0);
+    let (answer, delay, piece_delay) = {
+        let mut shared = shared.lock().unwrap();
+        *shared.requests.entry(position).or_default() += 1;
+        (shared.script.get(position).cloned(), shared.delays.get(&position).copied(), shared.piece_delay)
+    };
+    let answer = answer.unwrap_or(Answer::Text(vec!["(script ended)"]));
+    let mut pieces = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    let finish = match &answer {
+        Answer::Tool(name, args) => {
+            pieces.push(chunk(json!({"tool_calls": [{"index": 0, "id": format!("call_{position}"), "type": "function",
+                "function": {"name": name, "arguments": args.to_string()}}]}), None));
+            "tool_calls"
+        }
+        Answer::Text(parts) => {
+            for part in parts {
+                pieces.push(chunk(json!({"content": part}), None));
+            }
+            "stop"
+        }
+    };
+    pieces.push(chunk(json!({}), Some(finish)));
+    pieces.push(format!("data: {}\n\n", json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})));
+    pieces.push("data: [DONE]\n\n".to_string());
+    let stream = futures::stream::unfold((pieces.into_iter(), delay, true), move |(mut rest, delay, first)| async move {
+        if first && let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        } else if !first && !piece_delay.is_zero() {
+            tokio::time::sleep(piece_delay).await;
+        }
+        let piece = rest.next()?;
+        Some((Ok::<_, std::io::Error>(piece), (rest, delay, false)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}

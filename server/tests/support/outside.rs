@@ -1,0 +1,99 @@
+//! An outside service for engine tests: a real HTTP endpoint standing for a write to the
+//! world. It counts every write and every idempotency key, and can hold writes until told.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use tokio::sync::{Notify, Semaphore};
+
+#[derive(Default)]
+struct Shared {
+    /// Writes received, by idempotency key (including repeats).
+    received: HashMap<String, u32>,
+    /// Writes applied: one per key when deduplicating, else one per request.
+    applied: u32,
+    deduplicate: bool,
+}
+
+/// The running endpoint.
+#[derive(Clone)]
+pub struct Outside {
+    pub url: String,
+    shared: Arc<Mutex<Shared>>,
+    /// Writes wait for a permit; `hold()` takes them all away.
+    gate: Arc<Semaphore>,
+    arrived: Arc<Notify>,
+}
+
+impl Outside {
+    /// Starts the endpoint; with `deduplicate` it applies each idempotency key once.
+    pub async fn start(deduplicate: bool) -> Self {
+        let shared = Arc::new(Mutex::new(Shared { deduplicate, ..Shared::default() }));
+        let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+        let arrived = Arc::new(Notify::new());
+        let state = (Arc::clone(&shared), Arc::clone(&gate), Arc::clone(&arrived));
+        let app = Router::new().route("/write", post(write)).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url: format!("http://{address}/write"), shared, gate, arrived }
+    }
+
+    /// Writes received so far (repeats included).
+    pub fn received(&self) -> u32 {
+        self.shared.lock().unwrap().received.values().sum()
+    }
+
+    /// Writes applied so far.
+    pub fn applied(&self) -> u32 {
+        self.shared.lock().unwrap().applied
+    }
+
+    /// Makes later writes wait (received, not answered) until [`Outside::release`].
+    pub async fn hold(&self) {
+        let permits = self.gate.available_permits() as u32;
+        self.gate.acquire_many(permits).await.unwrap().forget();
+    }
+
+    /// Lets held writes through.
+    pub fn release(&self) {
+        self.gate.add_permits(Semaphore::MAX_PERMITS - self.gate.available_permits());
+    }
+
+    /// Waits until a write arrives.
+    pub async fn wait_for_write(&self) {
+        loop {
+            let notified = self.arrived.notified();
+            if self.received() > 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+async fn write(
+    State((shared, gate, arrived)): State<(Arc<Mutex<Shared>>, Arc<Semaphore>, Arc<Notify>)>,
+    headers: HeaderMap,
+    body: String,
+) -> String {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    {
+        let mut shared = shared.lock().unwrap();
+        let seen = shared.received.get(&key).copied().unwrap_or(0);
+        *shared.received.entry(key.clone()).or_default() += 1;
+        if !shared.deduplicate || seen == 0 {
+            shared.applied += 1;
+        }
+    }
+    arrived.notify_waiters();
+    let _permit = gate.acquire().await;
+    format!("wrote {body}")
+}
