@@ -59,7 +59,9 @@ pub fn sqlite_path(data_dir: &Path) -> PathBuf {
 /// existing database must be at this build's schema version (`openbot migrate` moves it).
 pub async fn open_store(config: &NodeConfig) -> Result<Arc<dyn Store>, NodeError> {
     match &config.database_url {
-        Some(url) => Ok(Arc::new(PostgresStore::connect(url, config.max_connections).await?)),
+        Some(url) => Ok(Arc::new(
+            PostgresStore::connect(url, config.max_connections).await?,
+        )),
         None => {
             std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
                 path: config.data_dir.display().to_string(),
@@ -109,13 +111,23 @@ pub async fn start(config: &NodeConfig) -> Result<Engine, NodeError> {
     let store = open_store(config).await?;
     let keys = key_ring(config)?;
     let engine = Engine::open(store, keys, config.node_name.clone());
-    let runner = RunnerConfig { lease: config.lease, ..RunnerConfig::default() };
+    let runner = RunnerConfig {
+        lease: config.lease,
+        ..RunnerConfig::default()
+    };
     engine.start_runner(registry(), runner).await;
     Ok(engine)
 }
 
 /// A node name: the host name, the process ID and a random part.
 pub fn default_node_name() -> String {
-    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "node".into());
-    format!("{host}-{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..])
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::now_v7().simple().to_string()[24..]
+    )
 }

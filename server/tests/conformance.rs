@@ -16,12 +16,15 @@ use std::time::Duration;
 use fake_openai::{Answer, FakeOpenAi};
 use futures::StreamExt;
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{ContentPart, ErrorCategory, Event, EventKind, ExecutionId, ExecutionState, Limits, ToolDefinition, TurnOutcome};
+use openbot_schema::{
+    ContentPart, ErrorCategory, Event, EventKind, ExecutionId, ExecutionState, Limits,
+    ToolDefinition, TurnOutcome,
+};
 use openbot_server::engine::{Engine, RunnerConfig, Submission};
 use openbot_server::node::registry;
 use openbot_server::sealed::KeyRing;
 use openbot_server::store::*;
-use openbot_server::turns::{SavedTool, ToolRoute, TURN, TurnInput};
+use openbot_server::turns::{SavedTool, TURN, ToolRoute, TurnInput};
 use outside::Outside;
 use serde_json::json;
 use uuid::Uuid;
@@ -36,12 +39,18 @@ async fn sqlite() -> Backend {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("openbot.db");
     SqliteStore::migrate(&path).await.unwrap();
-    Backend { store: Arc::new(SqliteStore::open(&path).await.unwrap()), _dir: Some(dir) }
+    Backend {
+        store: Arc::new(SqliteStore::open(&path).await.unwrap()),
+        _dir: Some(dir),
+    }
 }
 
 async fn postgres() -> Backend {
     let url = pg::fresh_database().await;
-    Backend { store: Arc::new(PostgresStore::connect(&url, 8).await.unwrap()), _dir: None }
+    Backend {
+        store: Arc::new(PostgresStore::connect(&url, 8).await.unwrap()),
+        _dir: None,
+    }
 }
 
 macro_rules! conformance {
@@ -93,7 +102,9 @@ fn new_execution(keys: &KeyRing, scope: Scope, key: Option<&str>, digest: &[u8])
         input: keys.seal(Uuid::now_v7(), b"{}").unwrap(),
         parent_id: None,
         chat_id: None,
-        events: vec![EventKind::TurnStarted { input: vec![ContentPart::text("hi")] }],
+        events: vec![EventKind::TurnStarted {
+            input: vec![ContentPart::text("hi")],
+        }],
     }
 }
 
@@ -103,32 +114,62 @@ fn member() -> Scope {
 
 /// Submits one execution and claims it as `node`.
 async fn claimed(store: &Arc<dyn Store>, node: &str) -> Claim {
-    let submitted = store.submit(new_execution(&keys(), member(), None, b"x")).await.unwrap();
+    let submitted = store
+        .submit(new_execution(&keys(), member(), None, b"x"))
+        .await
+        .unwrap();
     let claims = store.claim(node, 60_000, 10).await.unwrap();
-    claims.into_iter().find(|c| c.id == submitted.execution_id()).unwrap()
+    claims
+        .into_iter()
+        .find(|c| c.id == submitted.execution_id())
+        .unwrap()
 }
 
 fn model_key(step: u32, attempt: u32) -> CallKey {
-    CallKey { step, slot: CallSlot::Model, attempt }
+    CallKey {
+        step,
+        slot: CallSlot::Model,
+        attempt,
+    }
 }
 
 fn tool_key(step: u32) -> CallKey {
-    CallKey { step, slot: CallSlot::Tool(0), attempt: 1 }
+    CallKey {
+        step,
+        slot: CallSlot::Tool(0),
+        attempt: 1,
+    }
 }
 
 fn call(key: CallKey, phase: CallPhase, result: Option<SealedBlob>) -> CallWrite {
-    CallWrite { key, phase, idempotency_key: format!("k-{key}"), result, usage: None }
+    CallWrite {
+        key,
+        phase,
+        idempotency_key: format!("k-{key}"),
+        result,
+        usage: None,
+    }
 }
 
 fn delta(text: &str) -> EventKind {
-    EventKind::TextDelta { step: 1, attempt: 1, text: text.into() }
+    EventKind::TextDelta {
+        step: 1,
+        attempt: 1,
+        text: text.into(),
+    }
 }
 
 async fn a_command_key_retry_returns_the_same_execution(backend: Backend) {
     let store = backend.store;
     let keys = keys();
-    let first = store.submit(new_execution(&keys, member(), Some("req-1"), b"same")).await.unwrap();
-    let again = store.submit(new_execution(&keys, member(), Some("req-1"), b"same")).await.unwrap();
+    let first = store
+        .submit(new_execution(&keys, member(), Some("req-1"), b"same"))
+        .await
+        .unwrap();
+    let again = store
+        .submit(new_execution(&keys, member(), Some("req-1"), b"same"))
+        .await
+        .unwrap();
     assert!(matches!(first, Submitted::Created(_)));
     assert_eq!(again, Submitted::Existing(first.execution_id()));
 }
@@ -147,24 +188,47 @@ async fn concurrent_submissions_with_one_key_create_one_execution(backend: Backe
     for task in tasks {
         ids.push(task.await.unwrap());
     }
-    let created = ids.iter().filter(|s| matches!(s, Submitted::Created(_))).count();
+    let created = ids
+        .iter()
+        .filter(|s| matches!(s, Submitted::Created(_)))
+        .count();
     assert_eq!(created, 1, "{ids:?}");
-    assert!(ids.iter().all(|s| s.execution_id() == ids[0].execution_id()));
+    assert!(
+        ids.iter()
+            .all(|s| s.execution_id() == ids[0].execution_id())
+    );
 }
 
 async fn a_command_key_with_other_input_is_a_conflict(backend: Backend) {
     let store = backend.store;
     let keys = keys();
-    store.submit(new_execution(&keys, member(), Some("req-1"), b"one")).await.unwrap();
-    let err = store.submit(new_execution(&keys, member(), Some("req-1"), b"two")).await.unwrap_err();
+    store
+        .submit(new_execution(&keys, member(), Some("req-1"), b"one"))
+        .await
+        .unwrap();
+    let err = store
+        .submit(new_execution(&keys, member(), Some("req-1"), b"two"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::CommandKeyConflict(key) if key == "req-1"));
 }
 
 async fn a_member_and_a_service_never_share_a_command_key(backend: Backend) {
     let store = backend.store;
     let keys = keys();
-    let by_member = store.submit(new_execution(&keys, member(), Some("k"), b"x")).await.unwrap();
-    let by_service = store.submit(new_execution(&keys, Scope::Service("cleanup".into()), Some("k"), b"x")).await.unwrap();
+    let by_member = store
+        .submit(new_execution(&keys, member(), Some("k"), b"x"))
+        .await
+        .unwrap();
+    let by_service = store
+        .submit(new_execution(
+            &keys,
+            Scope::Service("cleanup".into()),
+            Some("k"),
+            b"x",
+        ))
+        .await
+        .unwrap();
     assert!(matches!(by_service, Submitted::Created(_)));
     assert_ne!(by_member.execution_id(), by_service.execution_id());
 }
@@ -176,46 +240,120 @@ async fn a_claim_adds_one_to_the_generation_and_a_live_lease_is_kept(backend: Ba
     let row = store.execution(claim.id).await.unwrap();
     assert_eq!(row.state, ExecutionState::Running);
     assert_eq!(row.owner_node.as_deref(), Some("node-a"));
-    assert!(store.claim("node-b", 60_000, 10).await.unwrap().is_empty(), "a live lease is not taken");
-    assert_eq!(store.renew("node-a", 60_000, &[(claim.id, 1)]).await.unwrap(), vec![claim.id]);
-    assert!(store.renew("node-b", 60_000, &[(claim.id, 1)]).await.unwrap().is_empty());
+    assert!(
+        store.claim("node-b", 60_000, 10).await.unwrap().is_empty(),
+        "a live lease is not taken"
+    );
+    assert_eq!(
+        store
+            .renew("node-a", 60_000, &[(claim.id, 1)])
+            .await
+            .unwrap(),
+        vec![claim.id]
+    );
+    assert!(
+        store
+            .renew("node-b", 60_000, &[(claim.id, 1)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn an_old_generation_cannot_commit_after_a_takeover(backend: Backend) {
     let store = backend.store;
-    let submitted = store.submit(new_execution(&keys(), member(), None, b"x")).await.unwrap();
+    let submitted = store
+        .submit(new_execution(&keys(), member(), None, b"x"))
+        .await
+        .unwrap();
     let old = store.claim("node-a", 1, 10).await.unwrap().remove(0);
     tokio::time::sleep(Duration::from_millis(20)).await;
     let new = store.claim("node-b", 60_000, 10).await.unwrap().remove(0);
     assert_eq!(new.id, submitted.execution_id());
     assert_eq!(new.generation, old.generation + 1, "takeover adds one");
     let before = store.execution(new.id).await.unwrap();
-    let stale = Commit { events: vec![delta("stale")], ..Commit::default() };
-    let err = store.commit(new.id, old.generation, stale).await.unwrap_err();
+    let stale = Commit {
+        events: vec![delta("stale")],
+        ..Commit::default()
+    };
+    let err = store
+        .commit(new.id, old.generation, stale)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Fenced(id) if id == new.id));
     let after = store.execution(new.id).await.unwrap();
-    assert_eq!(after.last_sequence, before.last_sequence, "nothing was written");
+    assert_eq!(
+        after.last_sequence, before.last_sequence,
+        "nothing was written"
+    );
     assert_eq!(store.events(new.id, 0, 100).await.unwrap().len(), 1);
-    assert!(store.renew("node-a", 60_000, &[(new.id, old.generation)]).await.unwrap().is_empty());
-    store.commit(new.id, new.generation, Commit { events: vec![delta("fresh")], ..Commit::default() }).await.unwrap();
+    assert!(
+        store
+            .renew("node-a", 60_000, &[(new.id, old.generation)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .commit(
+            new.id,
+            new.generation,
+            Commit {
+                events: vec![delta("fresh")],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
 }
 
 async fn a_late_result_is_saved_but_not_published(backend: Backend) {
     let store = backend.store;
     let keys = keys();
-    let submitted = store.submit(new_execution(&keys, member(), None, b"x")).await.unwrap();
+    let submitted = store
+        .submit(new_execution(&keys, member(), None, b"x"))
+        .await
+        .unwrap();
     let old = store.claim("node-a", 1, 10).await.unwrap().remove(0);
-    store.commit(old.id, old.generation, Commit { calls: vec![call(tool_key(1), CallPhase::Sending, None)], ..Commit::default() }).await.unwrap();
+    store
+        .commit(
+            old.id,
+            old.generation,
+            Commit {
+                calls: vec![call(tool_key(1), CallPhase::Sending, None)],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let new = store.claim("node-b", 60_000, 10).await.unwrap().remove(0);
     let result = keys.seal(Uuid::now_v7(), b"late").unwrap();
-    store.save_late_result(submitted.execution_id(), old.generation, call(tool_key(1), CallPhase::Done, Some(result))).await.unwrap();
-    let row = store.latest_call(new.id, 1, CallSlot::Tool(0)).await.unwrap().unwrap();
+    store
+        .save_late_result(
+            submitted.execution_id(),
+            old.generation,
+            call(tool_key(1), CallPhase::Done, Some(result)),
+        )
+        .await
+        .unwrap();
+    let row = store
+        .latest_call(new.id, 1, CallSlot::Tool(0))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(row.phase, CallPhase::Done);
     assert!(row.late);
     assert_eq!(row.generation, old.generation);
-    assert_eq!(store.events(new.id, 0, 100).await.unwrap().len(), 1, "the late result published nothing");
-    assert_eq!(store.execution(new.id).await.unwrap().generation, new.generation);
+    assert_eq!(
+        store.events(new.id, 0, 100).await.unwrap().len(),
+        1,
+        "the late result published nothing"
+    );
+    assert_eq!(
+        store.execution(new.id).await.unwrap().generation,
+        new.generation
+    );
 }
 
 async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backend) {
@@ -230,11 +368,34 @@ async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backen
         unknown_call: Some(tool_key(1)),
         release: true,
     };
-    store.commit(old.id, old.generation, Commit { state: Some(unknown), ..Commit::default() }).await.unwrap();
-    assert!(store.claim("node-b", 60_000, 10).await.unwrap().is_empty(), "unknown work waits");
+    store
+        .commit(
+            old.id,
+            old.generation,
+            Commit {
+                state: Some(unknown),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        store.claim("node-b", 60_000, 10).await.unwrap().is_empty(),
+        "unknown work waits"
+    );
     let result = keys.seal(Uuid::now_v7(), b"late").unwrap();
-    store.save_late_result(old.id, old.generation, call(tool_key(1), CallPhase::Done, Some(result))).await.unwrap();
-    assert_eq!(store.execution(old.id).await.unwrap().state, ExecutionState::Queued);
+    store
+        .save_late_result(
+            old.id,
+            old.generation,
+            call(tool_key(1), CallPhase::Done, Some(result)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.execution(old.id).await.unwrap().state,
+        ExecutionState::Queued
+    );
     let again = store.claim("node-b", 60_000, 10).await.unwrap();
     assert_eq!(again[0].id, old.id, "queued again to use the saved result");
 }
@@ -243,7 +404,17 @@ async fn events_get_gapless_sequences_in_commit_order(backend: Backend) {
     let store = backend.store;
     let claim = claimed(&store, "node-a").await;
     for batch in [vec![delta("a"), delta("b")], vec![], vec![delta("c")]] {
-        store.commit(claim.id, claim.generation, Commit { events: batch, ..Commit::default() }).await.unwrap();
+        store
+            .commit(
+                claim.id,
+                claim.generation,
+                Commit {
+                    events: batch,
+                    ..Commit::default()
+                },
+            )
+            .await
+            .unwrap();
     }
     let events = store.events(claim.id, 0, 100).await.unwrap();
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
@@ -259,10 +430,23 @@ async fn a_cancel_signal_moves_running_work_to_cancelling(backend: Backend) {
     let first = store.signal(claim.id, "cancel", "{}").await.unwrap();
     let second = store.signal(claim.id, "cancel", "{}").await.unwrap();
     assert_eq!((first, second), (1, 2), "each signal has its own number");
-    assert_eq!(store.execution(claim.id).await.unwrap().state, ExecutionState::Cancelling);
+    assert_eq!(
+        store.execution(claim.id).await.unwrap().state,
+        ExecutionState::Cancelling
+    );
     let pending = store.pending_signals(claim.id).await.unwrap();
     assert_eq!(pending.len(), 2);
-    store.commit(claim.id, claim.generation, Commit { handled_signals: vec![1], ..Commit::default() }).await.unwrap();
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                handled_signals: vec![1],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(store.pending_signals(claim.id).await.unwrap()[0].number, 2);
 }
 
@@ -270,16 +454,52 @@ async fn input_taken_for_a_step_is_the_same_on_replay(backend: Backend) {
     let store = backend.store;
     let claim = claimed(&store, "node-a").await;
     let input = |text: &str| serde_json::to_string(&vec![ContentPart::text(text)]).unwrap();
-    store.add_input(claim.id, input("one")).await.unwrap().unwrap();
-    let taken = store.take_inputs(claim.id, claim.generation, 2, false).await.unwrap();
-    store.add_input(claim.id, input("two")).await.unwrap().unwrap();
-    let replayed = store.take_inputs(claim.id, claim.generation, 2, false).await.unwrap();
+    store
+        .add_input(claim.id, input("one"))
+        .await
+        .unwrap()
+        .unwrap();
+    let taken = store
+        .take_inputs(claim.id, claim.generation, 2, false)
+        .await
+        .unwrap();
+    store
+        .add_input(claim.id, input("two"))
+        .await
+        .unwrap()
+        .unwrap();
+    let replayed = store
+        .take_inputs(claim.id, claim.generation, 2, false)
+        .await
+        .unwrap();
     assert_eq!(taken, replayed, "step 2 gets the same input again");
-    assert_eq!(store.take_inputs(claim.id, claim.generation, 3, false).await.unwrap(), vec![input("two")]);
+    assert_eq!(
+        store
+            .take_inputs(claim.id, claim.generation, 3, false)
+            .await
+            .unwrap(),
+        vec![input("two")]
+    );
     let events = store.events(claim.id, 0, 100).await.unwrap();
-    assert_eq!(events.iter().filter(|e| matches!(e.kind, EventKind::InputSteered { .. })).count(), 2);
-    assert!(store.take_inputs(claim.id, claim.generation, 4, true).await.unwrap().is_empty());
-    assert_eq!(store.add_input(claim.id, input("late")).await.unwrap(), None, "a Turn that is ending takes no input");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::InputSteered { .. }))
+            .count(),
+        2
+    );
+    assert!(
+        store
+            .take_inputs(claim.id, claim.generation, 4, true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.add_input(claim.id, input("late")).await.unwrap(),
+        None,
+        "a Turn that is ending takes no input"
+    );
 }
 
 async fn a_saved_result_wins_over_a_later_attempt_without_one(backend: Backend) {
@@ -293,16 +513,56 @@ async fn a_saved_result_wins_over_a_later_attempt_without_one(backend: Backend) 
         call(model_key(2, 1), CallPhase::Intent, None),
         call(model_key(2, 2), CallPhase::Sending, None),
     ];
-    store.commit(claim.id, claim.generation, Commit { calls, ..Commit::default() }).await.unwrap();
-    let first = store.latest_call(claim.id, 1, CallSlot::Model).await.unwrap().unwrap();
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                calls,
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    let first = store
+        .latest_call(claim.id, 1, CallSlot::Model)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((first.key.attempt, first.phase), (1, CallPhase::Done));
-    let second = store.latest_call(claim.id, 2, CallSlot::Model).await.unwrap().unwrap();
+    let second = store
+        .latest_call(claim.id, 2, CallSlot::Model)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((second.key.attempt, second.phase), (2, CallPhase::Sending));
-    assert_eq!(store.calls(claim.id).await.unwrap().len(), 4, "the full history stays for audit");
+    assert_eq!(
+        store.calls(claim.id).await.unwrap().len(),
+        4,
+        "the full history stays for audit"
+    );
     let overwrite = call(model_key(1, 1), CallPhase::Sending, None);
-    store.commit(claim.id, claim.generation, Commit { calls: vec![overwrite], ..Commit::default() }).await.unwrap();
-    let kept = store.latest_call(claim.id, 1, CallSlot::Model).await.unwrap().unwrap();
-    assert_eq!(kept.phase, CallPhase::Done, "a saved result is never overwritten");
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                calls: vec![overwrite],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    let kept = store
+        .latest_call(claim.id, 1, CallSlot::Model)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        kept.phase,
+        CallPhase::Done,
+        "a saved result is never overwritten"
+    );
 }
 
 async fn an_ended_execution_takes_no_more_commits(backend: Backend) {
@@ -316,17 +576,42 @@ async fn an_ended_execution_takes_no_more_commits(backend: Backend) {
         unknown_call: None,
         release: true,
     };
-    store.commit(claim.id, claim.generation, Commit { state: Some(end), ..Commit::default() }).await.unwrap();
-    let err = store.commit(claim.id, claim.generation, Commit { events: vec![delta("x")], ..Commit::default() }).await.unwrap_err();
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                state: Some(end),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    let err = store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                events: vec![delta("x")],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Ended(_)));
-    assert!(matches!(store.signal(claim.id, "cancel", "{}").await.unwrap_err(), StoreError::Ended(_)));
+    assert!(matches!(
+        store.signal(claim.id, "cancel", "{}").await.unwrap_err(),
+        StoreError::Ended(_)
+    ));
     assert!(store.claim("node-b", 60_000, 10).await.unwrap().is_empty());
 }
 
 async fn sealed_records_hold_no_plaintext(backend: Backend) {
     let store = backend.store;
     let keys = keys();
-    let blob = keys.seal(Uuid::now_v7(), b"the private cause of a failure").unwrap();
+    let blob = keys
+        .seal(Uuid::now_v7(), b"the private cause of a failure")
+        .unwrap();
     store.put_sealed(None, blob.clone()).await.unwrap();
     let read = store.sealed(blob.id).await.unwrap().unwrap();
     assert_eq!(read, blob);
@@ -342,7 +627,15 @@ fn engine_on(store: &Arc<dyn Store>, keys: &KeyRing, node: &str) -> Engine {
 
 async fn running_engine(store: &Arc<dyn Store>, keys: &KeyRing) -> Engine {
     let engine = engine_on(store, keys, "node-a");
-    engine.start_runner(registry(), RunnerConfig { lease: Duration::from_secs(5), capacity: 32 }).await;
+    engine
+        .start_runner(
+            registry(),
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 32,
+            },
+        )
+        .await;
     engine
 }
 
@@ -376,7 +669,9 @@ async fn submit_turn(engine: &Engine, input: &TurnInput) -> ExecutionId {
         scope: member(),
         command_key: None,
         input,
-        events: vec![EventKind::TurnStarted { input: input.input.clone() }],
+        events: vec![EventKind::TurnStarted {
+            input: input.input.clone(),
+        }],
         parent_id: None,
         chat_id: None,
     };
@@ -384,9 +679,15 @@ async fn submit_turn(engine: &Engine, input: &TurnInput) -> ExecutionId {
 }
 
 async fn all_events(engine: &Engine, id: ExecutionId, after: u64) -> Vec<Event> {
-    let events = tokio::time::timeout(Duration::from_secs(30), engine.observe(id, after).map(|e| e.unwrap()).collect::<Vec<_>>())
-        .await
-        .expect("the execution ends in time");
+    let events = tokio::time::timeout(
+        Duration::from_secs(30),
+        engine
+            .observe(id, after)
+            .map(|e| e.unwrap())
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the execution ends in time");
     for (i, event) in events.iter().enumerate() {
         assert_eq!(event.sequence, after + 1 + i as u64, "no gap, no duplicate");
     }
@@ -398,7 +699,11 @@ fn types(events: &[Event]) -> Vec<String> {
 }
 
 async fn a_turn_runs_to_completion_on_the_engine(backend: Backend) {
-    let model = FakeOpenAi::start(vec![Answer::Tool("write", json!({"text": "hello"})), Answer::Text(vec!["Wrote ", "it."])]).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "hello"})),
+        Answer::Text(vec!["Wrote ", "it."]),
+    ])
+    .await;
     let outside = Outside::start(false).await;
     let keys = keys();
     let engine = running_engine(&backend.store, &keys).await;
@@ -408,7 +713,15 @@ async fn a_turn_runs_to_completion_on_the_engine(backend: Backend) {
     kinds.dedup(); // text may come in one batch or several
     assert_eq!(
         kinds,
-        ["turn_started", "model_step_started", "tool_call", "tool_result", "model_step_started", "text_delta", "turn_ended"]
+        [
+            "turn_started",
+            "model_step_started",
+            "tool_call",
+            "tool_result",
+            "model_step_started",
+            "text_delta",
+            "turn_ended"
+        ]
     );
     let text: String = events
         .iter()
@@ -418,7 +731,9 @@ async fn a_turn_runs_to_completion_on_the_engine(backend: Backend) {
         })
         .collect();
     assert_eq!(text, "Wrote it.");
-    assert!(matches!(events.last().unwrap().kind, EventKind::TurnEnded { outcome: TurnOutcome::Completed, usage } if usage.input_tokens == 20));
+    assert!(
+        matches!(events.last().unwrap().kind, EventKind::TurnEnded { outcome: TurnOutcome::Completed, usage } if usage.input_tokens == 20)
+    );
     assert_eq!(outside.applied(), 1);
     assert_eq!(model.total_requests(), 2);
     let row = engine.execution(id).await.unwrap();
@@ -440,8 +755,15 @@ async fn observe_resumes_from_any_cursor_and_reads_the_end_again(backend: Backen
     let all = all_events(&engine, id, 0).await;
     assert_eq!(all[1..], rest[..]);
     let last = all.last().unwrap().sequence;
-    assert!(all_events(&engine, id, last).await.is_empty(), "after the end: nothing, and the stream ends");
-    assert_eq!(all_events(&engine, id, last - 1).await.len(), 1, "the end can be read again");
+    assert!(
+        all_events(&engine, id, last).await.is_empty(),
+        "after the end: nothing, and the stream ends"
+    );
+    assert_eq!(
+        all_events(&engine, id, last - 1).await.len(),
+        1,
+        "the end can be read again"
+    );
     engine.shutdown().await;
 }
 
@@ -458,57 +780,130 @@ async fn cancelling_a_running_turn_ends_it_cancelled(backend: Backend) {
         }
     }
     engine.cancel(id).await.unwrap();
-    let rest: Vec<Event> = tokio::time::timeout(Duration::from_secs(20), events.map(|e| e.unwrap()).collect()).await.unwrap();
-    assert!(matches!(rest.last().unwrap().kind, EventKind::TurnEnded { outcome: TurnOutcome::Cancelled, .. }));
+    let rest: Vec<Event> = tokio::time::timeout(
+        Duration::from_secs(20),
+        events.map(|e| e.unwrap()).collect(),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        rest.last().unwrap().kind,
+        EventKind::TurnEnded {
+            outcome: TurnOutcome::Cancelled,
+            ..
+        }
+    ));
     let row = engine.execution(id).await.unwrap();
     assert_eq!(row.state, ExecutionState::Cancelled);
-    assert!(backend.store.pending_signals(id).await.unwrap().is_empty(), "the cancel signal was handled");
+    assert!(
+        backend.store.pending_signals(id).await.unwrap().is_empty(),
+        "the cancel signal was handled"
+    );
     engine.shutdown().await;
 }
 
 async fn a_failed_turn_publishes_only_a_category_and_an_error_id(backend: Backend) {
     let keys = keys();
     let engine = running_engine(&backend.store, &keys).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let id = submit_turn(&engine, &turn_input(&format!("compatible:http://127.0.0.1:{port}/v1:m"), None)).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let id = submit_turn(
+        &engine,
+        &turn_input(&format!("compatible:http://127.0.0.1:{port}/v1:m"), None),
+    )
+    .await;
     let events = all_events(&engine, id, 0).await;
-    let EventKind::Failed { category, error_id } = events.last().unwrap().kind.clone() else { panic!("{events:?}") };
+    let EventKind::Failed { category, error_id } = events.last().unwrap().kind.clone() else {
+        panic!("{events:?}")
+    };
     assert_eq!(category, ErrorCategory::Network);
-    let (stored_category, blob) = backend.store.error_record(error_id.as_uuid()).await.unwrap().unwrap();
+    let (stored_category, blob) = backend
+        .store
+        .error_record(error_id.as_uuid())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored_category, "network");
     let cause = String::from_utf8(keys.open(&blob).unwrap()).unwrap();
     assert!(cause.contains("could not reach the provider"), "{cause}");
     let public = serde_json::to_string(&events).unwrap();
-    assert!(!public.contains("could not reach"), "the cause is in no event");
+    assert!(
+        !public.contains("could not reach"),
+        "the cause is in no event"
+    );
     let row = engine.execution(id).await.unwrap();
-    assert_eq!((row.state, row.failure_category), (ExecutionState::Failed, Some(ErrorCategory::Network)));
+    assert_eq!(
+        (row.state, row.failure_category),
+        (ExecutionState::Failed, Some(ErrorCategory::Network))
+    );
     engine.shutdown().await;
 }
 
 async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Backend) {
     // The first owner marked the tool call `sending` and vanished: its result is lost, and the
     // endpoint has no idempotency rule, so the call is never repeated.
-    let model = FakeOpenAi::start(vec![Answer::Tool("write", json!({"text": "x"})), Answer::Text(vec!["done"])]).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "x"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
     let outside = Outside::start(false).await;
     let keys = keys();
     let store = backend.store;
     let engine = engine_on(&store, &keys, "submitter");
     let id = submit_turn(&engine, &turn_input(&model.spec(), Some(&outside))).await;
     let ghost = store.claim("ghost", 1, 10).await.unwrap().remove(0);
-    let tool_call = openbot_schema::ToolCall { id: "call_0".into(), name: "write".into(), arguments: json!({"text": "x"}) };
+    let tool_call = openbot_schema::ToolCall {
+        id: "call_0".into(),
+        name: "write".into(),
+        arguments: json!({"text": "x"}),
+    };
     let answer = openbot_core::turn::CallResult::Model {
-        message: openbot_schema::Message::Assistant { content: vec![], tool_calls: vec![tool_call.clone()] },
+        message: openbot_schema::Message::Assistant {
+            content: vec![],
+            tool_calls: vec![tool_call.clone()],
+        },
         usage: None,
     };
-    let sealed = keys.seal(Uuid::now_v7(), &serde_json::to_vec(&answer).unwrap()).unwrap();
-    let calls = vec![call(model_key(1, 1), CallPhase::Done, Some(sealed)), call(tool_key(1), CallPhase::Sending, None)];
-    store.commit(id, ghost.generation, Commit { calls, ..Commit::default() }).await.unwrap();
+    let sealed = keys
+        .seal(Uuid::now_v7(), &serde_json::to_vec(&answer).unwrap())
+        .unwrap();
+    let calls = vec![
+        call(model_key(1, 1), CallPhase::Done, Some(sealed)),
+        call(tool_key(1), CallPhase::Sending, None),
+    ];
+    store
+        .commit(
+            id,
+            ghost.generation,
+            Commit {
+                calls,
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    engine.start_runner(registry(), RunnerConfig { lease: Duration::from_secs(5), capacity: 8 }).await;
+    engine
+        .start_runner(
+            registry(),
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 8,
+            },
+        )
+        .await;
 
     let mut events = engine.observe(id, 0);
     loop {
-        let event = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if let EventKind::CallOutcomeUnknown { step, call } = &event.kind {
             assert_eq!((*step, call.as_str()), (1, "1/tool:0/1"));
             break;
@@ -519,12 +914,30 @@ async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Bac
     assert_eq!(outside.received(), 0, "the unsure write was not repeated");
 
     // A person decides: the write happened, with this result.
-    let result = openbot_core::turn::CallResult::Tool { result: openbot_schema::ToolResult::text(&tool_call, "written") };
-    let blob = keys.seal(Uuid::now_v7(), &serde_json::to_vec(&result).unwrap()).unwrap();
+    let result = openbot_core::turn::CallResult::Tool {
+        result: openbot_schema::ToolResult::text(&tool_call, "written"),
+    };
+    let blob = keys
+        .seal(Uuid::now_v7(), &serde_json::to_vec(&result).unwrap())
+        .unwrap();
     store.resolve_unknown(id, tool_key(1), blob).await.unwrap();
-    engine.context().hub.announce(openbot_server::engine::Wake::Work);
-    let rest: Vec<Event> = tokio::time::timeout(Duration::from_secs(20), events.map(|e| e.unwrap()).collect()).await.unwrap();
-    assert!(matches!(rest.last().unwrap().kind, EventKind::TurnEnded { outcome: TurnOutcome::Completed, .. }));
+    engine
+        .context()
+        .hub
+        .announce(openbot_server::engine::Wake::Work);
+    let rest: Vec<Event> = tokio::time::timeout(
+        Duration::from_secs(20),
+        events.map(|e| e.unwrap()).collect(),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        rest.last().unwrap().kind,
+        EventKind::TurnEnded {
+            outcome: TurnOutcome::Completed,
+            ..
+        }
+    ));
     assert_eq!(outside.received(), 0);
     assert_eq!(model.requests_at(0), 0, "the saved model answer was reused");
     engine.shutdown().await;

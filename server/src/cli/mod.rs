@@ -1,5 +1,6 @@
 //! The command line: one subcommand per file.
 
+mod admin;
 mod migrate;
 mod node_args;
 mod run;
@@ -25,6 +26,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Brings the database to this build's schema version.
     Migrate(migrate::MigrateArgs),
+    /// Maintenance commands on the database.
+    Admin(admin::AdminArgs),
 }
 
 /// Runs the chosen subcommand.
@@ -33,5 +36,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Admin(args) => admin::run(args).await,
     }
 }

@@ -37,7 +37,9 @@ impl NodeArgs {
         NodeConfig {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),
-            seal_keys: std::env::var("OPENBOT_SEAL_KEYS").ok().filter(|k| !k.is_empty()),
+            seal_keys: std::env::var("OPENBOT_SEAL_KEYS")
+                .ok()
+                .filter(|k| !k.is_empty()),
             node_name: self.node_name.clone().unwrap_or_else(default_node_name),
             lease: Duration::from_millis(self.lease_ms.max(200)),
             max_connections: 16,

@@ -18,7 +18,11 @@ pub struct ServeArgs {
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args.node.config();
     let engine = openbot_server::node::start(&config).await?;
-    let backend = if config.database_url.is_some() { "postgres" } else { "sqlite" };
+    let backend = if config.database_url.is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
     eprintln!("openbot: node {} running on {backend}", config.node_name);
     shutdown_signal().await;
     eprintln!("openbot: stopping; releasing work");

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use observe::{FALLBACK_POLL, OBSERVE_PAGE};
-pub use program::STORAGE_RETRY_BUDGET;
+pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET};
 pub use retry::Backoff;
 pub use runner::{Runner, RunnerConfig};
 pub use scope::RunScope;
@@ -67,26 +67,36 @@ pub struct EngineContext {
 
 impl std::fmt::Debug for EngineContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineContext").field("node", &self.node).finish_non_exhaustive()
+        f.debug_struct("EngineContext")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
     }
 }
 
 impl EngineContext {
     /// Seals a value as JSON under a new record ID.
-    pub fn seal_json<T: Serialize>(&self, value: &T) -> Result<crate::store::SealedBlob, EngineError> {
+    pub fn seal_json<T: Serialize>(
+        &self,
+        value: &T,
+    ) -> Result<crate::store::SealedBlob, EngineError> {
         let bytes = serde_json::to_vec(value).map_err(|e| EngineError::Input(e.to_string()))?;
         Ok(self.keys.seal(Uuid::now_v7(), &bytes)?)
     }
 
     /// Opens a sealed record and reads it as JSON.
-    pub async fn open_json<T: serde::de::DeserializeOwned>(&self, id: Uuid) -> Result<T, EngineError> {
+    pub async fn open_json<T: serde::de::DeserializeOwned>(
+        &self,
+        id: Uuid,
+    ) -> Result<T, EngineError> {
         let blob = self
             .store
             .sealed(id)
             .await?
             .ok_or_else(|| StoreError::Invalid(format!("sealed record {id} is missing")))?;
         let bytes = self.keys.open(&blob)?;
-        serde_json::from_slice(&bytes).map_err(|e| EngineError::Store(StoreError::Invalid(format!("sealed record {id}: {e}"))))
+        serde_json::from_slice(&bytes).map_err(|e| {
+            EngineError::Store(StoreError::Invalid(format!("sealed record {id}: {e}")))
+        })
     }
 }
 
@@ -119,7 +129,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("node", &self.cx.node).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("node", &self.cx.node)
+            .finish_non_exhaustive()
     }
 }
 
@@ -133,14 +145,32 @@ impl Engine {
             Some(pool) => {
                 let (sender, receiver) = mpsc::unbounded_channel();
                 let hub = Hub::shared(sender);
-                tasks.push(pg_wake::spawn_notifier(pool.clone(), receiver, stop.clone()));
-                tasks.push(pg_wake::spawn_listener(pool, Arc::clone(&hub), stop.clone()));
+                tasks.push(pg_wake::spawn_notifier(
+                    pool.clone(),
+                    receiver,
+                    stop.clone(),
+                ));
+                tasks.push(pg_wake::spawn_listener(
+                    pool,
+                    Arc::clone(&hub),
+                    stop.clone(),
+                ));
                 hub
             }
             None => Hub::local(),
         };
-        let cx = Arc::new(EngineContext { store, keys, hub, node });
-        Self { cx, stop, runner: Mutex::new(None), tasks: Mutex::new(tasks) }
+        let cx = Arc::new(EngineContext {
+            store,
+            keys,
+            hub,
+            node,
+        });
+        Self {
+            cx,
+            stop,
+            runner: Mutex::new(None),
+            tasks: Mutex::new(tasks),
+        }
     }
 
     /// The shared parts, for workflows.
@@ -150,15 +180,24 @@ impl Engine {
 
     /// Starts running work of the registered kinds on this node.
     pub async fn start_runner(&self, registry: Registry, config: RunnerConfig) {
-        let (runner, tasks) = Runner::start(Arc::clone(&self.cx), registry, config, self.stop.child_token());
+        let (runner, tasks) = Runner::start(
+            Arc::clone(&self.cx),
+            registry,
+            config,
+            self.stop.child_token(),
+        );
         *self.runner.lock().await = Some(runner);
         self.tasks.lock().await.extend(tasks);
         self.cx.hub.announce(Wake::Work);
     }
 
     /// Stores new work, or returns the earlier execution of the same command key and input.
-    pub async fn submit<T: Serialize>(&self, submission: Submission<'_, T>) -> Result<Submitted, EngineError> {
-        let json = serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
+    pub async fn submit<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+    ) -> Result<Submitted, EngineError> {
+        let json =
+            serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
         let mut digest = Sha256::new();
         digest.update(submission.kind.as_bytes());
         digest.update([0]);
@@ -184,8 +223,17 @@ impl Engine {
     }
 
     /// The events of an execution after sequence `after`, ending after its last event.
-    pub fn observe(&self, id: ExecutionId, after: u64) -> BoxStream<'static, Result<Event, StoreError>> {
-        observe::observe(Arc::clone(&self.cx.store), Arc::clone(&self.cx.hub), id, after)
+    pub fn observe(
+        &self,
+        id: ExecutionId,
+        after: u64,
+    ) -> BoxStream<'static, Result<Event, StoreError>> {
+        observe::observe(
+            Arc::clone(&self.cx.store),
+            Arc::clone(&self.cx.hub),
+            id,
+            after,
+        )
     }
 
     /// Reads an execution.

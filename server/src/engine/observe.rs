@@ -26,7 +26,14 @@ pub fn observe(
     after: u64,
 ) -> BoxStream<'static, Result<Event, StoreError>> {
     let watcher = hub.watch(id);
-    let state = Reader { store, watcher, id, cursor: after as i64, page: Vec::new().into_iter(), done: false };
+    let state = Reader {
+        store,
+        watcher,
+        id,
+        cursor: after as i64,
+        page: Vec::new().into_iter(),
+        done: false,
+    };
     futures::stream::unfold(state, |mut reader| async move {
         let item = reader.next().await?;
         Some((item, reader))
@@ -68,7 +75,9 @@ impl Reader {
                 }
             }
             match self.store.execution(self.id).await {
-                Ok(row) if row.state.is_terminal() && self.cursor >= row.last_sequence => return None,
+                Ok(row) if row.state.is_terminal() && self.cursor >= row.last_sequence => {
+                    return None;
+                }
                 Ok(_) => {}
                 Err(err) => {
                     self.done = true;

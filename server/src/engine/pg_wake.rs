@@ -29,7 +29,11 @@ pub fn spawn_notifier(
                 batch.insert(wake);
             }
             for payload in encode_batch(&batch) {
-                let sent = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(&payload).execute(&pool).await;
+                let sent = sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(CHANNEL)
+                    .bind(&payload)
+                    .execute(&pool)
+                    .await;
                 if let Err(err) = sent {
                     // Readers fall back to reading the log; nothing is lost, only later.
                     tracing::warn!(error = %err, "could not send a wake-up notification");

@@ -13,13 +13,20 @@ use super::signals::Wake;
 use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
 use crate::store::{Commit, StateChange, StoreError, call_key_name};
 
+/// How long a phase whose lease is lost may still run to save results of calls in flight.
+pub const LATE_RESULT_GRACE: Duration = Duration::from_secs(10);
+
 /// How often in a row a phase may fail on storage before its owner gives the execution up
 /// (another node, or this one later, takes it again from the saved log).
 pub const STORAGE_RETRY_BUDGET: u32 = 30;
 
 /// Runs one claimed execution until it ends, waits, or is lost. `lost` fires when the lease
 /// is gone or the node stops: then the phase is dropped and nothing more is written.
-pub async fn run_program(workflow: Arc<dyn Workflow>, mut cx: PhaseContext, lost: CancellationToken) {
+pub async fn run_program(
+    workflow: Arc<dyn Workflow>,
+    mut cx: PhaseContext,
+    lost: CancellationToken,
+) {
     let id = cx.execution.id;
     let store = Arc::clone(&cx.engine.store);
     let mut backoff = Backoff::new();
@@ -52,17 +59,28 @@ pub async fn run_program(workflow: Arc<dyn Workflow>, mut cx: PhaseContext, lost
                 continue;
             }
         };
-        let cancels: Vec<i64> = signals.iter().filter(|s| s.kind == "cancel").map(|s| s.number).collect();
+        let cancels: Vec<i64> = signals
+            .iter()
+            .filter(|s| s.kind == "cancel")
+            .map(|s| s.number)
+            .collect();
         if !cancels.is_empty() || cx.execution.state == ExecutionState::Cancelling {
-            finish(workflow.as_ref(), &cx, EngineEnd::Cancelled { signals: cancels }).await;
+            finish(
+                workflow.as_ref(),
+                &cx,
+                EngineEnd::Cancelled { signals: cancels },
+            )
+            .await;
             return;
         }
         let next = match workflow.next(&cx).await {
             Ok(next) => next,
-            Err(err) => match handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await {
-                Flow::Continue => continue,
-                Flow::Stop => return,
-            },
+            Err(err) => {
+                match handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await {
+                    Flow::Continue => continue,
+                    Flow::Stop => return,
+                }
+            }
         };
         let phase = match next {
             Next::Done => return,
@@ -75,7 +93,10 @@ pub async fn run_program(workflow: Arc<dyn Workflow>, mut cx: PhaseContext, lost
                     unknown_call: None,
                     release: true,
                 };
-                let commit = Commit { state: Some(change), ..Commit::default() };
+                let commit = Commit {
+                    state: Some(change),
+                    ..Commit::default()
+                };
                 if store.commit(id, cx.generation, commit).await.is_ok() {
                     return;
                 }
@@ -87,9 +108,16 @@ pub async fn run_program(workflow: Arc<dyn Workflow>, mut cx: PhaseContext, lost
         };
         let scope = RunScope::new();
         let watcher = watch_signals(&cx, &scope, &lost);
+        let run = workflow.run(&cx, &phase, &scope);
+        tokio::pin!(run);
         let result = tokio::select! {
-            result = workflow.run(&cx, &phase, &scope) => result,
-            _ = lost.cancelled() => Err(PhaseError::Fenced),
+            result = &mut run => result,
+            _ = lost.cancelled() => {
+                // No new call may start; calls in flight get a while to save their results
+                // (as late results, if a newer owner took over), then the phase is dropped.
+                scope.close_gate();
+                tokio::time::timeout(LATE_RESULT_GRACE, &mut run).await.unwrap_or(Err(PhaseError::Fenced))
+            }
         };
         scope.close().await;
         watcher.abort();
@@ -98,13 +126,16 @@ pub async fn run_program(workflow: Arc<dyn Workflow>, mut cx: PhaseContext, lost
                 failures = 0;
                 backoff = Backoff::new();
                 if let Err(err) = workflow.after(&cx, &phase).await
-                    && let Flow::Stop = handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await
+                    && let Flow::Stop =
+                        handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await
                 {
                     return;
                 }
             }
             Err(err) => {
-                if let Flow::Stop = handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await {
+                if let Flow::Stop =
+                    handle(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await
+                {
                     return;
                 }
             }
@@ -140,11 +171,22 @@ async fn handle(
         PhaseError::Storage(err) => {
             // Invalid stored data is a failure, not an outage.
             let cause = format!("invalid stored data: {err}");
-            finish(workflow, cx, EngineEnd::Failed { category: ErrorCategory::Storage, cause }).await;
+            finish(
+                workflow,
+                cx,
+                EngineEnd::Failed {
+                    category: ErrorCategory::Storage,
+                    cause,
+                },
+            )
+            .await;
             Flow::Stop
         }
         PhaseError::OutcomeUnknown(key) => {
-            let event = EventKind::CallOutcomeUnknown { step: key.step, call: call_key_name(&key) };
+            let event = EventKind::CallOutcomeUnknown {
+                step: key.step,
+                call: call_key_name(&key),
+            };
             let change = StateChange {
                 state: ExecutionState::OutcomeUnknown,
                 outcome: None,
@@ -153,10 +195,21 @@ async fn handle(
                 unknown_call: Some(key),
                 release: true,
             };
-            let commit = Commit { events: vec![event], state: Some(change), ..Commit::default() };
-            match cx.engine.store.commit(cx.execution.id, cx.generation, commit).await {
+            let commit = Commit {
+                events: vec![event],
+                state: Some(change),
+                ..Commit::default()
+            };
+            match cx
+                .engine
+                .store
+                .commit(cx.execution.id, cx.generation, commit)
+                .await
+            {
                 Ok(_) => cx.engine.hub.announce(Wake::Events(cx.execution.id)),
-                Err(err) => tracing::warn!(execution = %cx.execution.id, error_kind = err_kind(&err), "could not save an unknown outcome"),
+                Err(err) => {
+                    tracing::warn!(execution = %cx.execution.id, error_kind = err_kind(&err), "could not save an unknown outcome")
+                }
             }
             Flow::Stop
         }
@@ -173,14 +226,20 @@ async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
     for _ in 0..STORAGE_RETRY_BUDGET {
         match workflow.end(cx, end.clone()).await {
             Ok(()) => return,
-            Err(PhaseError::Storage(err)) if err.is_transient() => tokio::time::sleep(backoff.next_delay()).await,
+            Err(PhaseError::Storage(err)) if err.is_transient() => {
+                tokio::time::sleep(backoff.next_delay()).await
+            }
             Err(_) => return,
         }
     }
 }
 
 /// Cancels the phase's scope when a cancel signal arrives or the lease is lost.
-fn watch_signals(cx: &PhaseContext, scope: &RunScope, lost: &CancellationToken) -> tokio::task::JoinHandle<()> {
+fn watch_signals(
+    cx: &PhaseContext,
+    scope: &RunScope,
+    lost: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     let store = Arc::clone(&cx.engine.store);
     let notify = Arc::clone(&cx.signals);
     let scope = scope.clone();
@@ -190,7 +249,7 @@ fn watch_signals(cx: &PhaseContext, scope: &RunScope, lost: &CancellationToken) 
         loop {
             tokio::select! {
                 _ = notify.notified() => {}
-                _ = lost.cancelled() => { scope.cancel(); return; }
+                _ = lost.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {}
             }
             if let Ok(signals) = store.pending_signals(id).await

@@ -17,7 +17,9 @@ impl Default for Backoff {
 impl Backoff {
     /// Starts at 100 ms.
     pub fn new() -> Self {
-        Self { next: Duration::from_millis(100) }
+        Self {
+            next: Duration::from_millis(100),
+        }
     }
 
     /// The next delay.
@@ -35,7 +37,9 @@ mod tests {
     #[test]
     fn delays_grow_from_100_ms_to_5_s() {
         let mut backoff = Backoff::new();
-        let delays: Vec<u64> = (0..8).map(|_| backoff.next_delay().as_millis() as u64).collect();
+        let delays: Vec<u64> = (0..8)
+            .map(|_| backoff.next_delay().as_millis() as u64)
+            .collect();
         assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
     }
 }

@@ -26,7 +26,10 @@ pub struct RunnerConfig {
 
 impl Default for RunnerConfig {
     fn default() -> Self {
-        Self { lease: Duration::from_millis(2000), capacity: 256 }
+        Self {
+            lease: Duration::from_millis(2000),
+            capacity: 256,
+        }
     }
 }
 
@@ -46,8 +49,19 @@ pub struct Runner {
 
 impl Runner {
     /// Starts claiming and running work; returns the tasks to wait for at shutdown.
-    pub fn start(cx: Arc<EngineContext>, registry: Registry, config: RunnerConfig, stop: CancellationToken) -> (Arc<Self>, Vec<JoinHandle<()>>) {
-        let runner = Arc::new(Self { cx, registry, config, owned: Mutex::new(HashMap::new()), stop });
+    pub fn start(
+        cx: Arc<EngineContext>,
+        registry: Registry,
+        config: RunnerConfig,
+        stop: CancellationToken,
+    ) -> (Arc<Self>, Vec<JoinHandle<()>>) {
+        let runner = Arc::new(Self {
+            cx,
+            registry,
+            config,
+            owned: Mutex::new(HashMap::new()),
+            stop,
+        });
         let claims = tokio::spawn(Arc::clone(&runner).claim_loop());
         let renewals = tokio::spawn(Arc::clone(&runner).renew_loop());
         (runner, vec![claims, renewals])
@@ -71,7 +85,12 @@ impl Runner {
             let free = self.config.capacity.saturating_sub(self.running()) as i64;
             let mut claimed_all = false;
             if free > 0 {
-                match self.cx.store.claim(&self.cx.node, lease_ms, free.min(100)).await {
+                match self
+                    .cx
+                    .store
+                    .claim(&self.cx.node, lease_ms, free.min(100))
+                    .await
+                {
                     Ok(claims) => {
                         claimed_all = claims.len() as i64 == free.min(100);
                         for claim in claims {
@@ -85,10 +104,18 @@ impl Runner {
                 // A full page: there may be more right away.
                 continue;
             }
-            let wake_at = self.cx.store.next_wake(&self.cx.node).await.unwrap_or_else(|err| {
-                tracing::warn!(error_kind = err_kind(&err), "reading the next wake time failed");
-                Some(now_ms() + 1000)
-            });
+            let wake_at = self
+                .cx
+                .store
+                .next_wake(&self.cx.node)
+                .await
+                .unwrap_or_else(|err| {
+                    tracing::warn!(
+                        error_kind = err_kind(&err),
+                        "reading the next wake time failed"
+                    );
+                    Some(now_ms() + 1000)
+                });
             let sleep = match wake_at {
                 Some(at) => Duration::from_millis((at - now_ms()).clamp(0, 60_000) as u64 + 1),
                 None => Duration::from_secs(3600),
@@ -111,14 +138,25 @@ impl Runner {
             return;
         };
         let lost = self.stop.child_token();
-        self.owned().insert(claim.id, Owned { generation: claim.generation, lost: lost.clone() });
+        self.owned().insert(
+            claim.id,
+            Owned {
+                generation: claim.generation,
+                lost: lost.clone(),
+            },
+        );
         let runner = Arc::clone(self);
         tokio::spawn(async move {
             let id = claim.id;
             let signals = runner.cx.hub.signal_notify(id);
             let started = match runner.cx.store.execution(id).await {
                 Ok(execution) => {
-                    let cx = PhaseContext { engine: Arc::clone(&runner.cx), execution, generation: claim.generation, signals };
+                    let cx = PhaseContext {
+                        engine: Arc::clone(&runner.cx),
+                        execution,
+                        generation: claim.generation,
+                        signals,
+                    };
                     run_program(workflow, cx, lost.clone()).await;
                     true
                 }
@@ -146,7 +184,11 @@ impl Runner {
                 _ = tokio::time::sleep(every) => {}
                 _ = self.stop.cancelled() => return,
             }
-            let owned: Vec<(ExecutionId, i64)> = self.owned().iter().map(|(id, o)| (*id, o.generation)).collect();
+            let owned: Vec<(ExecutionId, i64)> = self
+                .owned()
+                .iter()
+                .map(|(id, o)| (*id, o.generation))
+                .collect();
             if owned.is_empty() {
                 last_renewed = now_ms();
                 continue;
@@ -179,8 +221,11 @@ impl Runner {
 
     /// Stops every phase and gives its execution up, so other nodes take over at once.
     pub async fn release_all(&self) {
-        let owned: Vec<(ExecutionId, i64, CancellationToken)> =
-            self.owned().iter().map(|(id, o)| (*id, o.generation, o.lost.clone())).collect();
+        let owned: Vec<(ExecutionId, i64, CancellationToken)> = self
+            .owned()
+            .iter()
+            .map(|(id, o)| (*id, o.generation, o.lost.clone()))
+            .collect();
         for (id, generation, lost) in owned {
             lost.cancel();
             let _ = self.cx.store.release(id, generation).await;

@@ -41,6 +41,12 @@ impl RunScope {
         !self.inner.closed_gate.load(Ordering::SeqCst)
     }
 
+    /// Closes the gate without cancelling the task: calls already sent may finish and save
+    /// their results, but no new call starts.
+    pub fn close_gate(&self) {
+        self.inner.closed_gate.store(true, Ordering::SeqCst);
+    }
+
     /// Closes the gate, then cancels the phase's task. A send that checks the gate after this
     /// never starts.
     pub fn cancel(&self) {
@@ -82,7 +88,10 @@ mod tests {
             seen.gate_open()
         });
         scope.cancel();
-        assert!(!task.await.unwrap(), "the gate was closed when the task woke");
+        assert!(
+            !task.await.unwrap(),
+            "the gate was closed when the task woke"
+        );
     }
 
     #[tokio::test]
@@ -91,7 +100,9 @@ mod tests {
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         for n in 1..=3 {
             let order = Arc::clone(&order);
-            scope.on_close(Box::pin(async move { order.lock().unwrap().push(n) })).await;
+            scope
+                .on_close(Box::pin(async move { order.lock().unwrap().push(n) }))
+                .await;
         }
         scope.close().await;
         assert_eq!(*order.lock().unwrap(), vec![3, 2, 1]);

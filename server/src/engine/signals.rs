@@ -117,12 +117,22 @@ impl Hub {
     pub fn deliver(&self, wake: &Wake) {
         match wake {
             Wake::Events(id) => {
-                if let Some(sender) = self.watchers.lock().unwrap_or_else(PoisonError::into_inner).get(id) {
+                if let Some(sender) = self
+                    .watchers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(id)
+                {
                     sender.send_modify(|n| *n = n.wrapping_add(1));
                 }
             }
             Wake::Signal(id) => {
-                if let Some(notify) = self.signals.lock().unwrap_or_else(PoisonError::into_inner).get(id) {
+                if let Some(notify) = self
+                    .signals
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(id)
+                {
                     notify.notify_waiters();
                     notify.notify_one();
                 }
@@ -134,10 +144,20 @@ impl Hub {
     /// Wakes every watcher and the runner: after a lost connection, anything may have been
     /// missed.
     pub fn deliver_all(&self) {
-        for sender in self.watchers.lock().unwrap_or_else(PoisonError::into_inner).values() {
+        for sender in self
+            .watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
             sender.send_modify(|n| *n = n.wrapping_add(1));
         }
-        for notify in self.signals.lock().unwrap_or_else(PoisonError::into_inner).values() {
+        for notify in self
+            .signals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
             notify.notify_waiters();
             notify.notify_one();
         }
@@ -148,7 +168,10 @@ impl Hub {
     pub fn watch(&self, id: ExecutionId) -> watch::Receiver<u64> {
         let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
         watchers.retain(|_, sender| sender.receiver_count() > 0);
-        watchers.entry(id).or_insert_with(|| watch::channel(0).0).subscribe()
+        watchers
+            .entry(id)
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
     }
 
     /// The notification an owner waits on for signals to one execution.
@@ -159,7 +182,10 @@ impl Hub {
 
     /// Forgets an execution's signal notification once its owner stopped.
     pub fn forget_signals(&self, id: ExecutionId) {
-        self.signals.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        self.signals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
     }
 
     /// Waits until work may be claimable.
@@ -174,8 +200,10 @@ mod tests {
 
     #[test]
     fn wake_ups_round_trip_through_payloads_and_respect_the_limit() {
-        let wakes: HashSet<Wake> =
-            (0..400).map(|_| Wake::Events(ExecutionId::new())).chain([Wake::Work]).collect();
+        let wakes: HashSet<Wake> = (0..400)
+            .map(|_| Wake::Events(ExecutionId::new()))
+            .chain([Wake::Work])
+            .collect();
         let payloads = encode_batch(&wakes);
         assert!(payloads.len() > 1);
         assert!(payloads.iter().all(|p| p.len() <= PAYLOAD_LIMIT));

@@ -93,7 +93,8 @@ pub trait Workflow: Send + Sync + 'static {
 
     /// Runs one phase. It must save its progress through generation-checked commits, open
     /// outside calls only while `scope`'s gate is open, and register what it holds with `scope`.
-    async fn run(&self, cx: &PhaseContext, phase: &str, scope: &RunScope) -> Result<(), PhaseError>;
+    async fn run(&self, cx: &PhaseContext, phase: &str, scope: &RunScope)
+    -> Result<(), PhaseError>;
 
     /// Saves the end state of an execution the engine ends.
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError>;

@@ -27,7 +27,14 @@ impl PostgresStore {
     /// Connects to a database at this build's schema version; fails with
     /// [`StoreError::SchemaVersion`] otherwise.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url)?;
+        // A frozen or dead client must not hold row locks for long: its transaction is ended
+        // by the server, so takeover is never blocked by a lock of a lost owner.
+        let options = PgConnectOptions::from_str(url)?
+            .application_name("openbot")
+            .options([
+                ("idle_in_transaction_session_timeout", "5000"),
+                ("statement_timeout", "60000"),
+            ]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))

@@ -6,8 +6,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use openbot_core::turn::{CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd};
-use openbot_schema::{ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall, ToolResult, TurnOutcome};
+use openbot_core::turn::{
+    CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd,
+};
+use openbot_schema::{
+    ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall, ToolResult,
+    TurnOutcome,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -34,7 +39,11 @@ pub struct DurableHost {
 }
 
 enum TextMessage {
-    Delta { step: u32, attempt: u32, text: String },
+    Delta {
+        step: u32,
+        attempt: u32,
+        text: String,
+    },
     Barrier(oneshot::Sender<Result<(), HostError>>),
 }
 
@@ -51,13 +60,32 @@ impl DurableHost {
     ) -> Self {
         let failure = Arc::new(Mutex::new(None));
         let (text, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(flush_text(Arc::clone(&cx), id, generation, receiver, Arc::clone(&failure)));
-        Self { cx, id, generation, started_at, scope, signals, retry_safe, text, failure }
+        tokio::spawn(flush_text(
+            Arc::clone(&cx),
+            id,
+            generation,
+            receiver,
+            Arc::clone(&failure),
+        ));
+        Self {
+            cx,
+            id,
+            generation,
+            started_at,
+            scope,
+            signals,
+            retry_safe,
+            text,
+            failure,
+        }
     }
 
     /// The storage error behind the last [`HostError::Storage`], if any.
     pub fn take_failure(&self) -> Option<StoreError> {
-        self.failure.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     fn fail(&self, err: StoreError) -> HostError {
@@ -73,13 +101,19 @@ impl DurableHost {
     /// Waits until every text delta sent so far is committed.
     async fn barrier(&self) -> Result<(), HostError> {
         let (ack, done) = oneshot::channel();
-        self.text.send(TextMessage::Barrier(ack)).map_err(|_| HostError::Closed)?;
+        self.text
+            .send(TextMessage::Barrier(ack))
+            .map_err(|_| HostError::Closed)?;
         done.await.map_err(|_| HostError::Closed)?
     }
 
     async fn commit(&self, commit: Commit) -> Result<(), HostError> {
         let has_events = !commit.events.is_empty();
-        self.cx.store.commit(self.id, self.generation, commit).await.map_err(|e| self.fail(e))?;
+        self.cx
+            .store
+            .commit(self.id, self.generation, commit)
+            .await
+            .map_err(|e| self.fail(e))?;
         if has_events {
             self.cx.hub.announce(Wake::Events(self.id));
         }
@@ -91,9 +125,12 @@ impl DurableHost {
     }
 
     async fn open_result(&self, row: &CallRow) -> Result<CallResult, HostError> {
-        let record = row
-            .result_record
-            .ok_or_else(|| self.fail(StoreError::Invalid(format!("call {} is done without a result", row.key))))?;
+        let record = row.result_record.ok_or_else(|| {
+            self.fail(StoreError::Invalid(format!(
+                "call {} is done without a result",
+                row.key
+            )))
+        })?;
         self.cx.open_json(record).await.map_err(|e| match e {
             crate::engine::EngineError::Store(err) => self.fail(err),
             other => self.fail(StoreError::Invalid(other.to_string())),
@@ -102,10 +139,20 @@ impl DurableHost {
 
     /// Whether the tool called in `slot` of `step` may be sent again with the same key.
     async fn tool_is_retry_safe(&self, step: u32, index: u32) -> Result<bool, HostError> {
-        let Some(model) = self.cx.store.latest_call(self.id, step, CallSlot::Model).await.map_err(|e| self.fail(e))? else {
+        let Some(model) = self
+            .cx
+            .store
+            .latest_call(self.id, step, CallSlot::Model)
+            .await
+            .map_err(|e| self.fail(e))?
+        else {
             return Ok(false);
         };
-        let CallResult::Model { message: Message::Assistant { tool_calls, .. }, .. } = self.open_result(&model).await? else {
+        let CallResult::Model {
+            message: Message::Assistant { tool_calls, .. },
+            ..
+        } = self.open_result(&model).await?
+        else {
             return Ok(false);
         };
         Ok(tool_calls
@@ -118,7 +165,11 @@ impl DurableHost {
     /// The cancel signals not yet handled; the end of a cancelled Turn handles them.
     async fn pending_cancels(&self) -> Vec<i64> {
         match self.cx.store.pending_signals(self.id).await {
-            Ok(signals) => signals.into_iter().filter(|s| s.kind == "cancel").map(|s| s.number).collect(),
+            Ok(signals) => signals
+                .into_iter()
+                .filter(|s| s.kind == "cancel")
+                .map(|s| s.number)
+                .collect(),
             Err(_) => Vec::new(),
         }
     }
@@ -139,26 +190,49 @@ impl Host for DurableHost {
     }
 
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
-        let Some(row) = self.cx.store.latest_call(self.id, step, slot).await.map_err(|e| self.fail(e))? else {
+        let Some(row) = self
+            .cx
+            .store
+            .latest_call(self.id, step, slot)
+            .await
+            .map_err(|e| self.fail(e))?
+        else {
             return Ok(None);
         };
         let status = match row.phase {
-            CallPhase::Done => CallStatus::Done { result: self.open_result(&row).await? },
+            CallPhase::Done => CallStatus::Done {
+                result: self.open_result(&row).await?,
+            },
             CallPhase::Intent => CallStatus::Intent,
             CallPhase::Unknown => CallStatus::Unknown,
             CallPhase::Sending => match slot {
                 // A tool whose endpoint deduplicates may be sent again under the same key.
-                CallSlot::Tool(index) if self.tool_is_retry_safe(step, index).await? => CallStatus::Intent,
+                CallSlot::Tool(index) if self.tool_is_retry_safe(step, index).await? => {
+                    CallStatus::Intent
+                }
                 _ => CallStatus::Sending,
             },
         };
-        Ok(Some(CallRecord { key: row.key, status }))
+        Ok(Some(CallRecord {
+            key: row.key,
+            status,
+        }))
     }
 
     async fn record_intent(&self, key: CallKey) -> Result<(), HostError> {
         self.barrier().await?;
-        let call = CallWrite { key, phase: CallPhase::Intent, idempotency_key: self.idempotency_key(key), result: None, usage: None };
-        self.commit(Commit { calls: vec![call], ..Commit::default() }).await?;
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Intent,
+            idempotency_key: self.idempotency_key(key),
+            result: None,
+            usage: None,
+        };
+        self.commit(Commit {
+            calls: vec![call],
+            ..Commit::default()
+        })
+        .await?;
         if matches!(key.slot, CallSlot::Tool(_)) {
             fault(FaultPoint::AfterToolIntent);
         }
@@ -170,21 +244,39 @@ impl Host for DurableHost {
             return Err(HostError::Closed);
         }
         self.barrier().await?;
-        let call = CallWrite { key, phase: CallPhase::Sending, idempotency_key: self.idempotency_key(key), result: None, usage: None };
-        self.commit(Commit { calls: vec![call], ..Commit::default() }).await?;
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Sending,
+            idempotency_key: self.idempotency_key(key),
+            result: None,
+            usage: None,
+        };
+        self.commit(Commit {
+            calls: vec![call],
+            ..Commit::default()
+        })
+        .await?;
         if matches!(key.slot, CallSlot::Tool(_)) {
             fault(FaultPoint::AfterToolSending);
         }
         Ok(())
     }
 
-    async fn record_result(&self, key: CallKey, result: CallResult, events: Vec<EventKind>) -> Result<(), HostError> {
+    async fn record_result(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+    ) -> Result<(), HostError> {
         self.barrier().await?;
         let usage = match &result {
             CallResult::Model { usage, .. } => *usage,
             CallResult::Tool { .. } => None,
         };
-        let sealed = self.cx.seal_json(&result).map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
+        let sealed = self
+            .cx
+            .seal_json(&result)
+            .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
         let call = CallWrite {
             key,
             phase: CallPhase::Done,
@@ -192,7 +284,12 @@ impl Host for DurableHost {
             result: Some(sealed),
             usage,
         };
-        let commit = Commit { calls: vec![call.clone()], events, usage, ..Commit::default() };
+        let commit = Commit {
+            calls: vec![call.clone()],
+            events,
+            usage,
+            ..Commit::default()
+        };
         match self.cx.store.commit(self.id, self.generation, commit).await {
             Ok(_) => {
                 self.cx.hub.announce(Wake::Events(self.id));
@@ -203,7 +300,12 @@ impl Host for DurableHost {
             }
             Err(StoreError::Fenced(_)) => {
                 // A late result: kept in the call log, never published by this old owner.
-                if let Err(err) = self.cx.store.save_late_result(self.id, self.generation, call).await {
+                if let Err(err) = self
+                    .cx
+                    .store
+                    .save_late_result(self.id, self.generation, call)
+                    .await
+                {
                     tracing::warn!(execution = %self.id, error = %err, "could not save a late result");
                 } else {
                     self.cx.hub.announce(Wake::Work);
@@ -215,26 +317,58 @@ impl Host for DurableHost {
     }
 
     async fn publish(&self, event: EventKind) -> Result<(), HostError> {
-        if let EventKind::TextDelta { step, attempt, text } = event {
-            return self.text.send(TextMessage::Delta { step, attempt, text }).map_err(|_| HostError::Closed);
+        if let EventKind::TextDelta {
+            step,
+            attempt,
+            text,
+        } = event
+        {
+            return self
+                .text
+                .send(TextMessage::Delta {
+                    step,
+                    attempt,
+                    text,
+                })
+                .map_err(|_| HostError::Closed);
         }
         self.barrier().await?;
-        self.commit(Commit { events: vec![event], ..Commit::default() }).await
+        self.commit(Commit {
+            events: vec![event],
+            ..Commit::default()
+        })
+        .await
     }
 
-    async fn take_steering(&self, step: u32, last: bool) -> Result<Vec<Vec<ContentPart>>, HostError> {
+    async fn take_steering(
+        &self,
+        step: u32,
+        last: bool,
+    ) -> Result<Vec<Vec<ContentPart>>, HostError> {
         self.barrier().await?;
-        let inputs = self.cx.store.take_inputs(self.id, self.generation, step, last).await.map_err(|e| self.fail(e))?;
+        let inputs = self
+            .cx
+            .store
+            .take_inputs(self.id, self.generation, step, last)
+            .await
+            .map_err(|e| self.fail(e))?;
         if !inputs.is_empty() {
             self.cx.hub.announce(Wake::Events(self.id));
         }
         inputs
             .iter()
-            .map(|text| serde_json::from_str(text).map_err(|e| self.fail(StoreError::Invalid(format!("turn input: {e}")))))
+            .map(|text| {
+                serde_json::from_str(text)
+                    .map_err(|e| self.fail(StoreError::Invalid(format!("turn input: {e}"))))
+            })
             .collect()
     }
 
-    async fn wait_for_delivery(&self, key: CallKey, call: &ToolCall) -> Result<ToolResult, HostError> {
+    async fn wait_for_delivery(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<ToolResult, HostError> {
         let waiting = StateChange {
             state: ExecutionState::Waiting,
             outcome: None,
@@ -243,16 +377,32 @@ impl Host for DurableHost {
             unknown_call: None,
             release: false,
         };
-        self.commit(Commit { state: Some(waiting), ..Commit::default() }).await?;
+        self.commit(Commit {
+            state: Some(waiting),
+            ..Commit::default()
+        })
+        .await?;
         let cancelled = self.scope.cancellation();
         loop {
             let notified = self.signals.notified();
-            if let Some(row) = self.cx.store.latest_call(self.id, key.step, key.slot).await.map_err(|e| self.fail(e))?
+            if let Some(row) = self
+                .cx
+                .store
+                .latest_call(self.id, key.step, key.slot)
+                .await
+                .map_err(|e| self.fail(e))?
                 && row.phase == CallPhase::Done
                 && let CallResult::Tool { result } = self.open_result(&row).await?
             {
-                let running = StateChange { state: ExecutionState::Running, ..waiting_free() };
-                self.commit(Commit { state: Some(running), ..Commit::default() }).await?;
+                let running = StateChange {
+                    state: ExecutionState::Running,
+                    ..waiting_free()
+                };
+                self.commit(Commit {
+                    state: Some(running),
+                    ..Commit::default()
+                })
+                .await?;
                 return Ok(result);
             }
             tokio::select! {
@@ -268,24 +418,72 @@ impl Host for DurableHost {
         self.barrier().await?;
         let (state, outcome, failure, event) = match &end.outcome {
             Ok(outcome) => {
-                let state = if *outcome == TurnOutcome::Cancelled { ExecutionState::Cancelled } else { ExecutionState::Completed };
-                (state, Some(*outcome), None, EventKind::TurnEnded { outcome: *outcome, usage: end.usage })
+                let state = if *outcome == TurnOutcome::Cancelled {
+                    ExecutionState::Cancelled
+                } else {
+                    ExecutionState::Completed
+                };
+                (
+                    state,
+                    Some(*outcome),
+                    None,
+                    EventKind::TurnEnded {
+                        outcome: *outcome,
+                        usage: end.usage,
+                    },
+                )
             }
             Err(failure) => {
-                let blob = self.cx.keys.seal(uuid::Uuid::now_v7(), failure.cause.as_bytes()).map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
+                let blob = self
+                    .cx
+                    .keys
+                    .seal(uuid::Uuid::now_v7(), failure.cause.as_bytes())
+                    .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
                 let error_id = ErrorId::from(blob.id);
                 tracing::warn!(execution = %self.id, category = ?failure.category, %error_id, "turn failed");
-                (ExecutionState::Failed, None, Some((failure.category, blob)), EventKind::Failed { category: failure.category, error_id })
+                (
+                    ExecutionState::Failed,
+                    None,
+                    Some((failure.category, blob)),
+                    EventKind::Failed {
+                        category: failure.category,
+                        error_id,
+                    },
+                )
             }
         };
-        let handled_signals = if state == ExecutionState::Cancelled { self.pending_cancels().await } else { Vec::new() };
-        let change = StateChange { state, outcome, failure, wake_at: None, unknown_call: None, release: true };
-        self.commit(Commit { events: vec![event], state: Some(change), handled_signals, ..Commit::default() }).await
+        let handled_signals = if state == ExecutionState::Cancelled {
+            self.pending_cancels().await
+        } else {
+            Vec::new()
+        };
+        let change = StateChange {
+            state,
+            outcome,
+            failure,
+            wake_at: None,
+            unknown_call: None,
+            release: true,
+        };
+        self.commit(Commit {
+            events: vec![event],
+            state: Some(change),
+            handled_signals,
+            ..Commit::default()
+        })
+        .await
     }
 }
 
 fn waiting_free() -> StateChange {
-    StateChange { state: ExecutionState::Running, outcome: None, failure: None, wake_at: None, unknown_call: None, release: false }
+    StateChange {
+        state: ExecutionState::Running,
+        outcome: None,
+        failure: None,
+        wake_at: None,
+        unknown_call: None,
+        release: false,
+    }
 }
 
 /// Commits text deltas in small batches: whatever arrived while the last batch was being
@@ -307,17 +505,40 @@ async fn flush_text(
         let mut acks = Vec::new();
         for message in batch {
             match message {
-                TextMessage::Delta { step, attempt, text } => match events.last_mut() {
-                    Some(EventKind::TextDelta { step: s, attempt: a, text: joined }) if *s == step && *a == attempt => {
+                TextMessage::Delta {
+                    step,
+                    attempt,
+                    text,
+                } => match events.last_mut() {
+                    Some(EventKind::TextDelta {
+                        step: s,
+                        attempt: a,
+                        text: joined,
+                    }) if *s == step && *a == attempt => {
                         joined.push_str(&text);
                     }
-                    _ => events.push(EventKind::TextDelta { step, attempt, text }),
+                    _ => events.push(EventKind::TextDelta {
+                        step,
+                        attempt,
+                        text,
+                    }),
                 },
                 TextMessage::Barrier(ack) => acks.push(ack),
             }
         }
         if !events.is_empty() && broken.is_none() {
-            match cx.store.commit(id, generation, Commit { events, ..Commit::default() }).await {
+            match cx
+                .store
+                .commit(
+                    id,
+                    generation,
+                    Commit {
+                        events,
+                        ..Commit::default()
+                    },
+                )
+                .await
+            {
                 Ok(_) => cx.hub.announce(Wake::Events(id)),
                 Err(err) => {
                     broken = Some(match &err {

@@ -18,7 +18,11 @@ pub struct HttpTool {
 impl HttpTool {
     /// A tool that posts to `url`.
     pub fn new(definition: ToolDefinition, url: String, client: reqwest::Client) -> Self {
-        Self { definition, url, client }
+        Self {
+            definition,
+            url,
+            client,
+        }
     }
 
     /// The HTTP client tools share: 10 s to connect, 5 min per call.
@@ -46,16 +50,27 @@ impl Tool for HttpTool {
             .json(&arguments)
             .send()
             .await
-            .map_err(|e| ToolError::new(format!("the tool endpoint could not be reached: {}", e.without_url())))?;
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "the tool endpoint could not be reached: {}",
+                    e.without_url()
+                ))
+            })?;
         let status = response.status();
-        let body = response
-            .text()
-            .await
-            .map_err(|e| ToolError::new(format!("the tool endpoint's answer broke off: {}", e.without_url())))?;
+        let body = response.text().await.map_err(|e| {
+            ToolError::new(format!(
+                "the tool endpoint's answer broke off: {}",
+                e.without_url()
+            ))
+        })?;
         if status.is_success() {
             Ok(ToolOutput::text(body))
         } else {
-            Err(ToolError::new(format!("the tool endpoint answered HTTP {}: {}", status.as_u16(), body.chars().take(500).collect::<String>())))
+            Err(ToolError::new(format!(
+                "the tool endpoint answered HTTP {}: {}",
+                status.as_u16(),
+                body.chars().take(500).collect::<String>()
+            )))
         }
     }
 }

@@ -34,32 +34,59 @@ impl Default for TurnWorkflow {
 impl TurnWorkflow {
     /// A workflow that reads provider keys through `env`.
     pub fn new(env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>) -> Self {
-        Self { env, models: Mutex::new(HashMap::new()), http: HttpTool::client() }
+        Self {
+            env,
+            models: Mutex::new(HashMap::new()),
+            http: HttpTool::client(),
+        }
     }
 
     fn model(&self, spec: &str) -> Result<Arc<dyn Model>, PhaseError> {
-        if let Some(model) = self.models.lock().unwrap_or_else(PoisonError::into_inner).get(spec) {
+        if let Some(model) = self
+            .models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(spec)
+        {
             return Ok(Arc::clone(model));
         }
-        let model = model_from_spec(spec, self.env.as_ref())
-            .map_err(|e| PhaseError::Failed { category: ErrorCategory::Configuration, cause: e.to_string() })?;
-        self.models.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.to_string(), Arc::clone(&model));
+        let model = model_from_spec(spec, self.env.as_ref()).map_err(|e| PhaseError::Failed {
+            category: ErrorCategory::Configuration,
+            cause: e.to_string(),
+        })?;
+        self.models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(spec.to_string(), Arc::clone(&model));
         Ok(model)
     }
 
-    fn tools(&self, input: &TurnInput) -> Result<(Arc<ToolSet>, HashMap<String, bool>), PhaseError> {
+    fn tools(
+        &self,
+        input: &TurnInput,
+    ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), PhaseError> {
         let mut set = ToolSet::new();
         let mut retry_safe = HashMap::new();
         for saved in &input.tools {
             let handler: Option<openbot_core::tool::SharedTool> = match &saved.route {
                 ToolRoute::Host => None,
-                ToolRoute::Http { url, retry_safe: safe } => {
+                ToolRoute::Http {
+                    url,
+                    retry_safe: safe,
+                } => {
                     retry_safe.insert(saved.definition.name.clone(), *safe);
-                    Some(Arc::new(HttpTool::new(saved.definition.clone(), url.clone(), self.http.clone())))
+                    Some(Arc::new(HttpTool::new(
+                        saved.definition.clone(),
+                        url.clone(),
+                        self.http.clone(),
+                    )))
                 }
             };
             set.insert(saved.definition.clone(), handler)
-                .map_err(|e| PhaseError::Failed { category: ErrorCategory::Configuration, cause: e.to_string() })?;
+                .map_err(|e| PhaseError::Failed {
+                    category: ErrorCategory::Configuration,
+                    cause: e.to_string(),
+                })?;
         }
         Ok((Arc::new(set), retry_safe))
     }
@@ -79,14 +106,28 @@ impl Workflow for TurnWorkflow {
     }
 
     async fn next(&self, cx: &PhaseContext) -> Result<Next, PhaseError> {
-        Ok(if cx.execution.state.is_terminal() { Next::Done } else { Next::Run("loop".into()) })
+        Ok(if cx.execution.state.is_terminal() {
+            Next::Done
+        } else {
+            Next::Run("loop".into())
+        })
     }
 
-    async fn run(&self, cx: &PhaseContext, _phase: &str, scope: &RunScope) -> Result<(), PhaseError> {
-        let input: TurnInput = cx.engine.open_json(cx.execution.input_record).await.map_err(storage)?;
+    async fn run(
+        &self,
+        cx: &PhaseContext,
+        _phase: &str,
+        scope: &RunScope,
+    ) -> Result<(), PhaseError> {
+        let input: TurnInput = cx
+            .engine
+            .open_json(cx.execution.input_record)
+            .await
+            .map_err(storage)?;
         let model = self.model(&input.model)?;
         let (tools, retry_safe) = self.tools(&input)?;
-        let started_at = SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
+        let started_at =
+            SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
         let host = DurableHost::new(
             Arc::clone(&cx.engine),
             cx.execution.id,
@@ -120,7 +161,10 @@ impl Workflow for TurnWorkflow {
         let usage = cx.execution.usage;
         let (events, change, handled) = match end {
             EngineEnd::Cancelled { signals } => (
-                vec![EventKind::TurnEnded { outcome: TurnOutcome::Cancelled, usage }],
+                vec![EventKind::TurnEnded {
+                    outcome: TurnOutcome::Cancelled,
+                    usage,
+                }],
                 StateChange {
                     state: ExecutionState::Cancelled,
                     outcome: Some(TurnOutcome::Cancelled),
@@ -132,7 +176,10 @@ impl Workflow for TurnWorkflow {
                 signals,
             ),
             EngineEnd::Failed { category, cause } => {
-                let blob = cx.engine.keys.seal(uuid::Uuid::now_v7(), cause.as_bytes())
+                let blob = cx
+                    .engine
+                    .keys
+                    .seal(uuid::Uuid::now_v7(), cause.as_bytes())
                     .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
                 let error_id = ErrorId::from(blob.id);
                 tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "turn failed");
@@ -150,8 +197,16 @@ impl Workflow for TurnWorkflow {
                 )
             }
         };
-        let commit = Commit { events, state: Some(change), handled_signals: handled, ..Commit::default() };
-        cx.engine.store.commit(cx.execution.id, cx.generation, commit).await?;
+        let commit = Commit {
+            events,
+            state: Some(change),
+            handled_signals: handled,
+            ..Commit::default()
+        };
+        cx.engine
+            .store
+            .commit(cx.execution.id, cx.generation, commit)
+            .await?;
         cx.engine.hub.announce(Wake::Events(cx.execution.id));
         Ok(())
     }

@@ -44,14 +44,22 @@ pub struct FakeOpenAi {
 impl FakeOpenAi {
     /// Starts the server on 127.0.0.1 with a script.
     pub async fn start(script: Vec<Answer>) -> Self {
-        let shared = Arc::new(Mutex::new(Shared { script, ..Shared::default() }));
-        let app = Router::new().route("/v1/chat/completions", post(answer)).with_state(Arc::clone(&shared));
+        let shared = Arc::new(Mutex::new(Shared {
+            script,
+            ..Shared::default()
+        }));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(answer))
+            .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { base_url: format!("http://{address}/v1"), shared }
+        Self {
+            base_url: format!("http://{address}/v1"),
+            shared,
+        }
     }
 
     /// The model spec that reaches this server.
@@ -61,7 +69,13 @@ impl FakeOpenAi {
 
     /// How many requests asked for the answer at `position` (from 0).
     pub fn requests_at(&self, position: usize) -> u32 {
-        self.shared.lock().unwrap().requests.get(&position).copied().unwrap_or(0)
+        self.shared
+            .lock()
+            .unwrap()
+            .requests
+            .get(&position)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// All requests.
@@ -88,11 +102,18 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
 
 async fn answer(State(shared): State<Arc<Mutex<Shared>>>, body: String) -> Response {
     let request: Value = serde_json::from_str(&body).unwrap_or_default();
-    let position = request["messages"].as_array().map(|m| m.iter().filter(|m| m["role"] == "assistant").count()).unwrap_or(0);
+    let position = request["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+        .unwrap_or(0);
     let (answer, delay, piece_delay) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
-        (shared.script.get(position).cloned(), shared.delays.get(&position).copied(), shared.piece_delay)
+        (
+            shared.script.get(position).cloned(),
+            shared.delays.get(&position).copied(),
+            shared.piece_delay,
+        )
     };
     let answer = answer.unwrap_or(Answer::Text(vec!["(script ended)"]));
     let mut pieces = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
@@ -110,18 +131,24 @@ async fn answer(State(shared): State<Arc<Mutex<Shared>>>, body: String) -> Respo
         }
     };
     pieces.push(chunk(json!({}), Some(finish)));
-    pieces.push(format!("data: {}\n\n", json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})));
+    pieces.push(format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    ));
     pieces.push("data: [DONE]\n\n".to_string());
-    let stream = futures::stream::unfold((pieces.into_iter(), delay, true), move |(mut rest, delay, first)| async move {
-        if first && let Some(delay) = delay {
-            tokio::time::sleep(delay).await;
-        } else if !first && !piece_delay.is_zero() {
-            tokio::time::sleep(piece_delay).await;
-        }
-        let piece = rest.next()?;
-        Some((Ok::<_, std::io::Error>(piece), (rest, delay, false)))
-    });
+    let stream = futures::stream::unfold(
+        (pieces.into_iter(), delay, true),
+        move |(mut rest, delay, first)| async move {
+            if first && let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            } else if !first && !piece_delay.is_zero() {
+                tokio::time::sleep(piece_delay).await;
+            }
+            let piece = rest.next()?;
+            Some((Ok::<_, std::io::Error>(piece), (rest, delay, false)))
+        },
+    );
     Response::builder()
         .header("content-type", "text/event-stream")
         .body(Body::from_stream(stream))

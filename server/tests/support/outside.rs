@@ -9,7 +9,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, watch};
 
 #[derive(Default)]
 struct Shared {
@@ -25,25 +25,33 @@ struct Shared {
 pub struct Outside {
     pub url: String,
     shared: Arc<Mutex<Shared>>,
-    /// Writes wait for a permit; `hold()` takes them all away.
-    gate: Arc<Semaphore>,
+    /// Writes wait while this is `true`.
+    held: watch::Sender<bool>,
     arrived: Arc<Notify>,
 }
 
 impl Outside {
     /// Starts the endpoint; with `deduplicate` it applies each idempotency key once.
     pub async fn start(deduplicate: bool) -> Self {
-        let shared = Arc::new(Mutex::new(Shared { deduplicate, ..Shared::default() }));
-        let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+        let shared = Arc::new(Mutex::new(Shared {
+            deduplicate,
+            ..Shared::default()
+        }));
+        let held = watch::channel(false).0;
         let arrived = Arc::new(Notify::new());
-        let state = (Arc::clone(&shared), Arc::clone(&gate), Arc::clone(&arrived));
+        let state = (Arc::clone(&shared), held.clone(), Arc::clone(&arrived));
         let app = Router::new().route("/write", post(write)).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { url: format!("http://{address}/write"), shared, gate, arrived }
+        Self {
+            url: format!("http://{address}/write"),
+            shared,
+            held,
+            arrived,
+        }
     }
 
     /// Writes received so far (repeats included).
@@ -58,13 +66,12 @@ impl Outside {
 
     /// Makes later writes wait (received, not answered) until [`Outside::release`].
     pub async fn hold(&self) {
-        let permits = self.gate.available_permits() as u32;
-        self.gate.acquire_many(permits).await.unwrap().forget();
+        self.held.send_replace(true);
     }
 
     /// Lets held writes through.
     pub fn release(&self) {
-        self.gate.add_permits(Semaphore::MAX_PERMITS - self.gate.available_permits());
+        self.held.send_replace(false);
     }
 
     /// Waits until a write arrives.
@@ -80,11 +87,15 @@ impl Outside {
 }
 
 async fn write(
-    State((shared, gate, arrived)): State<(Arc<Mutex<Shared>>, Arc<Semaphore>, Arc<Notify>)>,
+    State((shared, held, arrived)): State<(Arc<Mutex<Shared>>, watch::Sender<bool>, Arc<Notify>)>,
     headers: HeaderMap,
     body: String,
 ) -> String {
-    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     {
         let mut shared = shared.lock().unwrap();
         let seen = shared.received.get(&key).copied().unwrap_or(0);
@@ -94,6 +105,7 @@ async fn write(
         }
     }
     arrived.notify_waiters();
-    let _permit = gate.acquire().await;
+    let mut held = held.subscribe();
+    let _ = held.wait_for(|held| !*held).await;
     format!("wrote {body}")
 }

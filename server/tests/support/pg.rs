@@ -15,9 +15,18 @@ pub fn server_url() -> String {
             return url;
         }
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pg-start");
-        let output = std::process::Command::new(script).output().expect("scripts/pg-start runs");
-        assert!(output.status.success(), "pg-start failed: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8(output.stdout).expect("a URL").trim().to_string()
+        let output = std::process::Command::new(script)
+            .output()
+            .expect("scripts/pg-start runs");
+        assert!(
+            output.status.success(),
+            "pg-start failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout)
+            .expect("a URL")
+            .trim()
+            .to_string()
     })
     .clone()
 }
@@ -26,11 +35,18 @@ pub fn server_url() -> String {
 pub async fn fresh_database() -> String {
     let server = server_url();
     let name = format!("openbot_t_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&server).await.expect("the test server accepts connections");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await.expect("create database");
+    let mut admin = sqlx::PgConnection::connect(&server)
+        .await
+        .expect("the test server accepts connections");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
     admin.close().await.ok();
     let (base, _) = server.rsplit_once('/').expect("a URL with a database");
     let url = format!("{base}/{name}");
-    openbot_server::store::PostgresStore::migrate(&url).await.expect("migrations apply");
+    openbot_server::store::PostgresStore::migrate(&url)
+        .await
+        .expect("migrations apply");
     url
 }

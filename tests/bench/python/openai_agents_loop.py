@@ -17,7 +17,6 @@ import asyncio
 import json
 import platform
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -144,8 +143,8 @@ async def run_turns(agent: Agent[Any], turns: int, steps: int) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10, help="model steps per Turn (>= 1)")
-    parser.add_argument("--turns", type=int, default=200, help="Turns per round")
-    parser.add_argument("--rounds", type=int, default=5, help="measured rounds")
+    parser.add_argument("--turns", type=int, default=20, help="Turns per round")
+    parser.add_argument("--rounds", type=int, default=15, help="measured rounds")
     parser.add_argument("--warmup", type=int, default=50, help="Turns before measuring")
     args = parser.parse_args()
     if args.steps < 1 or args.turns < 1 or args.rounds < 1:
@@ -185,4 +184,3 @@ async def main() -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
-    sys.exit(0)

@@ -61,10 +61,10 @@ struct Args {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     steps: u32,
     /// Turns per measured round.
-    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
     turns: u32,
     /// Measured rounds; the median is reported.
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
     /// Turns before measuring.
     #[arg(long, default_value_t = 500)]
@@ -84,11 +84,11 @@ struct Args {
     /// The baseline script.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/python/openai_agents_loop.py"))]
     python_script: PathBuf,
-    /// Turns per measured round of the baseline (it is slower, so fewer).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Turns per measured round of the baseline (it is much slower, so fewer).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     python_turns: u32,
     /// Turns before measuring the baseline.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 50)]
     python_warmup: u32,
 }
 
@@ -133,13 +133,18 @@ struct Measured {
     workers: usize,
 }
 
-fn measure_ours(args: &Args) -> anyhow::Result<Measured> {
-    let workers = match args.runtime {
+/// The runtime's worker threads; the current-thread runtime runs on the calling thread.
+fn workers(args: &Args) -> usize {
+    match args.runtime {
         Flavor::CurrentThread => 1,
         Flavor::MultiThread => args
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-    };
+    }
+}
+
+fn measure_ours(args: &Args) -> anyhow::Result<Measured> {
+    let workers = workers(args);
     let runtime = match args.runtime {
         Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -216,7 +221,7 @@ fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 0 {
+    if sorted.len().is_multiple_of(2) {
         (sorted[mid - 1] + sorted[mid]) / 2.0
     } else {
         sorted[mid]
@@ -229,12 +234,14 @@ fn verdict(met: bool) -> &'static str {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "loop overhead: {} steps per Turn ({} echo tool calls + 1 answer), scripted model, \
-         {} runtime",
+         {} runtime ({} worker threads), {cores} cores",
         args.steps,
         args.steps - 1,
-        args.runtime.name()
+        args.runtime.name(),
+        workers(&args),
     );
     println!(
         "openbot: {} warm-up Turns, then {} rounds of {} Turns ({} model steps each)",
@@ -293,6 +300,7 @@ fn main() -> anyhow::Result<()> {
         "tool_calls_per_turn": args.steps - 1,
         "runtime": args.runtime.name(),
         "worker_threads": ours.workers,
+        "cores": cores,
         "turns": args.turns,
         "rounds": args.rounds,
         "warmup": args.warmup,

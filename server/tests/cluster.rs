@@ -1,0 +1,517 @@
+//! Multi-process fault tests (F01, F03, F04): real `openbot serve` processes share a real
+//! PostgreSQL; owners are killed with SIGKILL or frozen with SIGSTOP; a real HTTP endpoint
+//! stands for an outside write and counts what it receives.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/nodes.rs"]
+mod nodes;
+#[path = "support/outside.rs"]
+mod outside;
+#[path = "support/pg.rs"]
+mod pg;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fake_openai::{Answer, FakeOpenAi};
+use futures::StreamExt;
+use nodes::NodeProcess;
+use openbot_core::turn::{CallKey, CallResult, CallSlot};
+use openbot_schema::{
+    ContentPart, Event, EventKind, ExecutionId, ExecutionState, Limits, ToolDefinition, ToolResult,
+    TurnOutcome,
+};
+use openbot_server::engine::{Engine, Submission, Wake};
+use openbot_server::sealed::KeyRing;
+use openbot_server::store::{CallPhase, PostgresStore, Scope, Store};
+use openbot_server::turns::{SavedTool, TURN, ToolRoute, TurnInput};
+use outside::Outside;
+use serde_json::json;
+
+/// A database, its shared keys, and a client-side engine (no runner) to submit and observe.
+struct Cluster {
+    url: String,
+    keys_text: String,
+    keys: KeyRing,
+    store: Arc<dyn Store>,
+    engine: Engine,
+}
+
+impl Cluster {
+    async fn new() -> Self {
+        let url = pg::fresh_database().await;
+        let (keys, keys_text) = KeyRing::generate("k1");
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 8).await.unwrap());
+        let engine = Engine::open(Arc::clone(&store), keys.clone(), "test-client".into());
+        Self {
+            url,
+            keys_text,
+            keys,
+            store,
+            engine,
+        }
+    }
+
+    fn node(&self, name: &str, fault_point: Option<&str>) -> NodeProcess {
+        NodeProcess::start(&self.url, &self.keys_text, name, 1000, fault_point)
+    }
+
+    async fn submit(&self, model: &FakeOpenAi, outside: &Outside, retry_safe: bool) -> ExecutionId {
+        let input = TurnInput {
+            instructions: String::new(),
+            model: model.spec(),
+            tools: vec![SavedTool {
+                definition: ToolDefinition {
+                    name: "write".into(),
+                    description: "Writes to the outside world.".into(),
+                    input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+                },
+                route: ToolRoute::Http {
+                    url: outside.url.clone(),
+                    retry_safe,
+                },
+            }],
+            limits: Limits::default(),
+            history: Vec::new(),
+            input: vec![ContentPart::text("go")],
+            max_output_tokens: None,
+        };
+        let submission = Submission {
+            kind: TURN,
+            scope: Scope::Member("m1".into()),
+            command_key: None,
+            input: &input,
+            events: vec![EventKind::TurnStarted {
+                input: input.input.clone(),
+            }],
+            parent_id: None,
+            chat_id: None,
+        };
+        self.engine.submit(submission).await.unwrap().execution_id()
+    }
+
+    /// Every event to the end, checking there is no gap and no duplicate.
+    async fn events(&self, id: ExecutionId, within: Duration) -> Vec<Event> {
+        let events: Vec<Event> = tokio::time::timeout(
+            within,
+            self.engine.observe(id, 0).map(|e| e.unwrap()).collect(),
+        )
+        .await
+        .expect("the execution ends in time");
+        for (i, event) in events.iter().enumerate() {
+            assert_eq!(event.sequence, i as u64 + 1, "no gap, no duplicate");
+        }
+        events
+    }
+
+    async fn wait_for(&self, id: ExecutionId, what: impl Fn(&Event) -> bool) -> Event {
+        let mut stream = self.engine.observe(id, 0);
+        let mut seen = Vec::new();
+        loop {
+            let Ok(next) = tokio::time::timeout(Duration::from_secs(30), stream.next()).await
+            else {
+                let row = self.store.execution(id).await;
+                let calls = self.store.calls(id).await;
+                let mut admin = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                let activity: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                    "SELECT application_name, state, left(query, 80) FROM pg_stat_activity WHERE datname = current_database()",
+                )
+                .fetch_all(&mut admin)
+                .await
+                .unwrap();
+                panic!(
+                    "timed out; seen {seen:#?}\nexecution {row:#?}\ncalls {calls:#?}\nactivity {activity:#?}"
+                );
+            };
+            let Some(event) = next else {
+                panic!("the execution ended first: {seen:#?}")
+            };
+            let event = event.unwrap();
+            if what(&event) {
+                return event;
+            }
+            seen.push(event);
+        }
+    }
+}
+
+fn ended(events: &[Event]) -> Option<TurnOutcome> {
+    match events.last()?.kind {
+        EventKind::TurnEnded { outcome, .. } => Some(outcome),
+        _ => None,
+    }
+}
+
+fn two_writes() -> Vec<Answer> {
+    vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Tool("write", json!({"text": "b"})),
+        Answer::Text(vec!["done"]),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f01_another_node_takes_over_a_turn_from_its_saved_step_after_the_owner_is_killed() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(two_writes()).await;
+    let outside = Outside::start(false).await;
+    // The second model request hangs, so the owner dies in the middle of the Turn.
+    model.delay(1, Duration::from_secs(600));
+    let mut owner = cluster.node("f01-owner", None);
+    let id = cluster.submit(&model, &outside, false).await;
+    cluster
+        .wait_for(id, |e| {
+            matches!(e.kind, EventKind::ModelStepStarted { step: 2, .. })
+        })
+        .await;
+    assert_eq!(
+        outside.received(),
+        1,
+        "the first write happened before the kill"
+    );
+
+    let _other = cluster.node("f01-other", None);
+    model.delay(1, Duration::ZERO);
+    let killed = Instant::now();
+    owner.kill();
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    println!("takeover and finish after SIGKILL: {:?}", killed.elapsed());
+
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    assert_eq!(
+        outside.received(),
+        2,
+        "each write reached the endpoint exactly once"
+    );
+    assert_eq!(
+        model.requests_at(0),
+        1,
+        "the saved first answer was not asked for again"
+    );
+    assert_eq!(model.requests_at(2), 1);
+    let row = cluster.store.execution(id).await.unwrap();
+    assert_eq!(row.generation, 2, "one takeover");
+    assert_eq!(row.state, ExecutionState::Completed);
+    let attempts: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ModelStepStarted { step: 2, attempt } => Some(attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        [1, 2],
+        "the repeated request is a new attempt with its own start event"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f03_a_crash_before_the_send_reruns_the_call_safely() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(false).await;
+    let mut owner = cluster.node("f03a-owner", Some("after_tool_intent"));
+    let id = cluster.submit(&model, &outside, false).await;
+    assert!(
+        owner.wait_exit(Duration::from_secs(30)),
+        "the owner crashed at its fault point"
+    );
+    assert_eq!(outside.received(), 0);
+    let call = cluster
+        .store
+        .latest_call(id, 1, CallSlot::Tool(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(call.phase, CallPhase::Intent, "intent saved, nothing sent");
+
+    let _other = cluster.node("f03a-other", None);
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1, "sent once, by the new owner");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f03_a_lost_result_of_an_unsafe_write_waits_in_outcome_unknown_until_a_decision() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(false).await;
+    let mut owner = cluster.node("f03b-owner", Some("after_tool_sending"));
+    let id = cluster.submit(&model, &outside, false).await;
+    assert!(owner.wait_exit(Duration::from_secs(30)));
+
+    let _other = cluster.node("f03b-other", None);
+    let unknown = cluster
+        .wait_for(id, |e| {
+            matches!(e.kind, EventKind::CallOutcomeUnknown { .. })
+        })
+        .await;
+    assert!(matches!(
+        unknown.kind,
+        EventKind::CallOutcomeUnknown { step: 1, .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let row = cluster.store.execution(id).await.unwrap();
+    assert_eq!(row.state, ExecutionState::OutcomeUnknown, "it stays there");
+    assert_eq!(
+        outside.received(),
+        0,
+        "the maybe-sent write was not repeated"
+    );
+
+    // The decision: the write is known to have happened, with this result.
+    let call = openbot_schema::ToolCall {
+        id: "call_0".into(),
+        name: "write".into(),
+        arguments: json!({}),
+    };
+    let result = CallResult::Tool {
+        result: ToolResult::text(&call, "written by hand"),
+    };
+    let blob = cluster
+        .keys
+        .seal(uuid::Uuid::now_v7(), &serde_json::to_vec(&result).unwrap())
+        .unwrap();
+    let key = CallKey {
+        step: 1,
+        slot: CallSlot::Tool(0),
+        attempt: 1,
+    };
+    cluster.store.resolve_unknown(id, key, blob).await.unwrap();
+    cluster.engine.context().hub.announce(Wake::Work);
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f03_a_lost_result_of_a_safe_write_is_sent_again_under_the_same_key() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(true).await;
+    // The owner dies after the endpoint received the write and before it saved the answer.
+    outside.hold().await;
+    let mut owner = cluster.node("f03c-owner", None);
+    let id = cluster.submit(&model, &outside, true).await;
+    outside.wait_for_write().await;
+    owner.kill();
+    outside.release();
+    let _other = cluster.node("f03c-other", None);
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 2, "sent again");
+    assert_eq!(
+        outside.applied(),
+        1,
+        "under the same idempotency key, so applied once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f03_a_crash_after_the_result_was_saved_never_sends_again() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(false).await;
+    let mut owner = cluster.node("f03d-owner", Some("after_tool_result"));
+    let id = cluster.submit(&model, &outside, false).await;
+    assert!(owner.wait_exit(Duration::from_secs(30)));
+    let _other = cluster.node("f03d-other", None);
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1, "the saved result was reused");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::ToolResult { .. }))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f03_a_frozen_owners_late_result_is_saved_not_published() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(false).await;
+    outside.hold().await;
+    let owner = cluster.node("f03e-owner", None);
+    let id = cluster.submit(&model, &outside, false).await;
+    outside.wait_for_write().await;
+    owner.pause();
+
+    let _other = cluster.node("f03e-other", None);
+    cluster
+        .wait_for(id, |e| {
+            matches!(e.kind, EventKind::CallOutcomeUnknown { .. })
+        })
+        .await;
+    assert_eq!(cluster.store.execution(id).await.unwrap().generation, 2);
+
+    // The old owner wakes up and gets its answer: too late to publish, kept in the call log,
+    // and the execution that waited for exactly this result goes on with it.
+    outside.release();
+    owner.resume();
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    let call = cluster
+        .store
+        .latest_call(id, 1, CallSlot::Tool(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(call.phase, CallPhase::Done);
+    assert!(call.late, "saved as a late result");
+    assert_eq!(call.generation, 1, "by the old owner");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::ToolResult { .. }))
+            .count(),
+        0,
+        "never published"
+    );
+    assert_eq!(outside.received(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f04_a_slow_reader_passes_128_events_without_loss() {
+    let cluster = Cluster::new().await;
+    let mut script: Vec<Answer> = (0..45)
+        .map(|_| Answer::Tool("write", json!({"text": "x"})))
+        .collect();
+    script.push(Answer::Text(vec!["done"]));
+    let model = FakeOpenAi::start(script).await;
+    let outside = Outside::start(false).await;
+    let _node = cluster.node("f04a-node", None);
+    let id = cluster.submit(&model, &outside, false).await;
+    let mut stream = cluster.engine.observe(id, 0);
+    let mut expected = 1;
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(60), stream.next())
+        .await
+        .unwrap()
+    {
+        let event = event.unwrap();
+        assert_eq!(event.sequence, expected);
+        expected += 1;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    assert!(expected - 1 >= 128, "read {} events", expected - 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f04_readers_get_every_event_after_the_listen_connections_are_killed() {
+    let cluster = Cluster::new().await;
+    let mut script: Vec<Answer> = (0..10)
+        .map(|_| Answer::Tool("write", json!({"text": "x"})))
+        .collect();
+    script.push(Answer::Text(vec!["done"]));
+    let model = FakeOpenAi::start(script).await;
+    model.piece_delay(Duration::from_millis(40));
+    let outside = Outside::start(false).await;
+    let _node = cluster.node("f04b-node", None);
+    let id = cluster.submit(&model, &outside, false).await;
+    let reader = {
+        let stream = cluster.engine.observe(id, 0);
+        tokio::spawn(async move { stream.map(|e| e.unwrap()).collect::<Vec<Event>>().await })
+    };
+    cluster
+        .wait_for(id, |e| {
+            matches!(e.kind, EventKind::ToolResult { step: 3, .. })
+        })
+        .await;
+    let mut admin = sqlx::PgConnection::connect(&cluster.url).await.unwrap();
+    let killed: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND pg_terminate_backend(pid)",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!killed.is_empty(), "a LISTEN connection was killed");
+    let events = tokio::time::timeout(Duration::from_secs(60), reader)
+        .await
+        .unwrap()
+        .unwrap();
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event.sequence, i as u64 + 1);
+    }
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    let stored = cluster.store.execution(id).await.unwrap().last_sequence;
+    assert_eq!(
+        events.len() as i64,
+        stored,
+        "every event reached the reader"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f04_two_readers_in_two_processes_read_from_their_cursors() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(two_writes()).await;
+    model.piece_delay(Duration::from_millis(20));
+    let outside = Outside::start(false).await;
+    let _node = cluster.node("f04c-node", None);
+    let id = cluster.submit(&model, &outside, false).await;
+    let read = |after: u64| {
+        let url = cluster.url.clone();
+        tokio::task::spawn_blocking(move || {
+            let output = std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
+                .args([
+                    "admin",
+                    "--database-url",
+                    &url,
+                    "events",
+                    &id.to_string(),
+                    "--after",
+                    &after.to_string(),
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8(output.stdout)
+                .unwrap()
+                .lines()
+                .map(|line| serde_json::from_str::<Event>(line).unwrap())
+                .collect::<Vec<Event>>()
+        })
+    };
+    let (from_start, from_three) = tokio::join!(read(0), read(3));
+    let (from_start, from_three) = (from_start.unwrap(), from_three.unwrap());
+    assert_eq!(ended(&from_start), Some(TurnOutcome::Completed));
+    assert_eq!(from_start[0].sequence, 1);
+    assert_eq!(from_three[0].sequence, 4);
+    assert_eq!(
+        from_start[3..],
+        from_three[..],
+        "both saw the same log from their cursors"
+    );
+}
+
+use sqlx::Connection as _;

@@ -1,0 +1,108 @@
+//! Real `openbot serve` processes for the multi-process tests.
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One node process; killed when dropped.
+pub struct NodeProcess {
+    pub name: String,
+    child: Child,
+    _data: tempfile::TempDir,
+}
+
+impl NodeProcess {
+    /// Starts `openbot serve` on the database at `url`.
+    pub fn start(
+        url: &str,
+        keys: &str,
+        name: &str,
+        lease_ms: u64,
+        fault_point: Option<&str>,
+    ) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let log =
+            std::fs::File::create(std::env::temp_dir().join(format!("openbot-test-{name}.log")))
+                .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_openbot"));
+        command
+            .args([
+                "serve",
+                "--database-url",
+                url,
+                "--node-name",
+                name,
+                "--lease-ms",
+                &lease_ms.to_string(),
+            ])
+            .env("OPENBOT_SEAL_KEYS", keys)
+            .env("OPENBOT_DATA_DIR", data.path())
+            .env("OPENBOT_LOG", "info")
+            .env_remove("OPENBOT_FAULT_POINT")
+            .stdout(Stdio::null())
+            .stderr(log);
+        if let Some(point) = fault_point {
+            command.env("OPENBOT_FAULT_POINT", point);
+        }
+        let child = command.spawn().unwrap();
+        Self {
+            name: name.to_string(),
+            child,
+            _data: data,
+        }
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: the process dies at once, with no chance to release anything.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGSTOP: the process freezes where it is.
+    pub fn pause(&self) {
+        signal(self.pid(), "-STOP");
+    }
+
+    /// SIGCONT: the frozen process goes on.
+    pub fn resume(&self) {
+        signal(self.pid(), "-CONT");
+    }
+
+    /// SIGTERM, then waits for the process to end.
+    pub fn stop(&mut self) {
+        signal(self.pid(), "-TERM");
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit on its own (after a fault point) and returns whether it
+    /// ended within the time.
+    pub fn wait_exit(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        signal(self.pid(), "-CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn signal(pid: u32, which: &str) {
+    let _ = Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status();
+}
