@@ -220,12 +220,16 @@ async fn the_request_carries_system_blocks_grouped_results_tools_and_headers() {
                 result: ToolResult::error(&oslo, "timeout"),
             },
             Message::user("And now?"),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
             description: "The weather in a city.".into(),
             input_schema: json!({"type": "object", "properties": {"location": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_output_tokens: None,
     };
     collect(&model(&mock, 0), request).await.unwrap();

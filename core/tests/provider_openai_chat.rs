@@ -280,12 +280,16 @@ async fn the_request_carries_model_messages_tools_auth_and_stream_flags() {
             },
             Message::assistant("Sorry."),
             Message::user("Try again"),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
             description: "The weather in a city.".into(),
             input_schema: json!({"type": "object", "properties": {"location": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_output_tokens: Some(256),
     };
     collect(&model(&mock, 0), request).await.unwrap();

@@ -270,12 +270,16 @@ async fn the_request_carries_instructions_input_items_tools_and_store_false() {
             Message::Tool {
                 result: ToolResult::text(&call, "12 °C"),
             },
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
             description: "The weather in a city.".into(),
             input_schema: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         max_output_tokens: Some(100),
     };
     collect(&model(&mock, 0), request).await.unwrap();

@@ -60,7 +60,7 @@ async fn a_multi_step_turn_feeds_tool_results_to_the_next_step() {
     assert_eq!(requests.len(), 2);
     let second = &requests[1].messages;
     assert!(
-        matches!(&second[2], Message::Tool { result } if result.output[0].as_text() == Some("ping"))
+        matches!(second[2].as_ref(), Message::Tool { result } if result.output[0].as_text() == Some("ping"))
     );
     assert_eq!(requests[0].tools[0].name, "echo");
 }

@@ -419,7 +419,8 @@ async fn f04_a_slow_reader_passes_128_events_without_loss() {
         expected += 1;
         tokio::time::sleep(Duration::from_millis(15)).await;
     }
-    assert!(expected - 1 >= 128, "read {} events", expected - 1);
+    let read = expected - 1;
+    assert!(read >= 128, "read {read} events");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -243,7 +243,7 @@ impl Host for MemoryHost {
         Ok(())
     }
 
-    async fn record_sending(&self, key: CallKey) -> Result<(), HostError> {
+    async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError> {
         self.state().calls.insert(
             (key.step, key.slot),
             CallRecord {
@@ -251,6 +251,9 @@ impl Host for MemoryHost {
                 status: CallStatus::Sending,
             },
         );
+        for event in events {
+            self.log.append(event);
+        }
         Ok(())
     }
 

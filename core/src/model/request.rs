@@ -1,5 +1,7 @@
 //! What is sent to a model and what comes back.
 
+use std::sync::Arc;
+
 use openbot_schema::{ContentPart, Message, ToolCall, ToolDefinition, Usage};
 
 /// One request to a model.
@@ -7,10 +9,11 @@ use openbot_schema::{ContentPart, Message, ToolCall, ToolDefinition, Usage};
 pub struct ModelRequest {
     /// The system instructions.
     pub instructions: String,
-    /// The conversation so far, oldest first.
-    pub messages: Vec<Message>,
-    /// The tools the model may call.
-    pub tools: Vec<ToolDefinition>,
+    /// The conversation so far, oldest first. Shared with the Turn, so a step does not copy
+    /// the conversation.
+    pub messages: Vec<Arc<Message>>,
+    /// The tools the model may call; shared by the requests of a Turn.
+    pub tools: Arc<[ToolDefinition]>,
     /// The most tokens the answer may have.
     pub max_output_tokens: Option<u32>,
 }

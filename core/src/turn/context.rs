@@ -32,6 +32,24 @@ pub fn estimate_text(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
+/// The estimated tokens of a JSON value, counted without building its text.
+fn estimate_json(value: &serde_json::Value) -> u64 {
+    struct Counter(u64);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail; a value that cannot be written counts as empty.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0.div_ceil(4)
+}
+
 /// The estimated tokens of one message.
 pub fn estimate_message(message: &Message) -> u64 {
     let parts = |content: &[ContentPart]| -> u64 {
@@ -53,7 +71,7 @@ pub fn estimate_message(message: &Message) -> u64 {
             parts(content)
                 + tool_calls
                     .iter()
-                    .map(|c| estimate_text(&c.name) + estimate_text(&c.arguments.to_string()) + 8)
+                    .map(|c| estimate_text(&c.name) + estimate_json(&c.arguments) + 8)
                     .sum::<u64>()
         }
         Message::Tool { result } => parts(&result.output) + estimate_text(&result.call_id),
@@ -62,15 +80,83 @@ pub fn estimate_message(message: &Message) -> u64 {
 
 /// The estimated tokens of a tool definition.
 pub fn estimate_tool(tool: &ToolDefinition) -> u64 {
-    estimate_text(&tool.name)
-        + estimate_text(&tool.description)
-        + estimate_text(&tool.input_schema.to_string())
+    estimate_text(&tool.name) + estimate_text(&tool.description) + estimate_json(&tool.input_schema)
+}
+
+/// The sizes of the parts of a Turn's requests that do not change between its steps,
+/// estimated once.
+#[derive(Debug, Clone)]
+pub struct ContextSizer {
+    budget: u64,
+    fixed: u64,
+    history: Vec<u64>,
+    history_total: u64,
+}
+
+impl ContextSizer {
+    /// Estimates the instructions, tools and earlier conversation of a Turn.
+    pub fn new(
+        window: u32,
+        max_output_tokens: Option<u32>,
+        instructions: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Self {
+        let budget = u64::from(window).saturating_sub(u64::from(
+            max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE),
+        ));
+        let fixed = estimate_text(instructions) + tools.iter().map(estimate_tool).sum::<u64>();
+        let history: Vec<u64> = history.iter().map(estimate_message).collect();
+        let history_total = history.iter().sum();
+        Self {
+            budget,
+            fixed,
+            history,
+            history_total,
+        }
+    }
+
+    /// The index into `history` of the first message to send, given the estimated tokens of
+    /// the current Turn's messages, which are always sent.
+    pub fn first_history_message(
+        &self,
+        history: &[Message],
+        current_tokens: u64,
+    ) -> Result<usize, ContextOverflow> {
+        let fixed = self.fixed + current_tokens;
+        if fixed > self.budget {
+            return Err(ContextOverflow {
+                needed: fixed,
+                budget: self.budget,
+            });
+        }
+        let mut left = self.budget - fixed;
+        if self.history_total <= left {
+            return Ok(0);
+        }
+        // Walk back from the newest history message; stop at the first exchange that does not fit.
+        let mut first = history.len();
+        let mut pending = 0u64;
+        for index in (0..history.len().min(self.history.len())).rev() {
+            pending += self.history[index];
+            if is_exchange_start(&history[index]) {
+                if pending > left {
+                    break;
+                }
+                left -= pending;
+                pending = 0;
+                first = index;
+            }
+        }
+        Ok(first)
+    }
 }
 
 /// Chooses how many of the oldest `history` messages to leave out so that the request fits.
 /// `current` are the current Turn's messages, always sent. Returns the index into `history`
 /// of the first message to send.
-pub fn first_history_message(
+#[cfg(test)]
+fn first_history_message(
     window: u32,
     max_output_tokens: Option<u32>,
     instructions: &str,
@@ -78,36 +164,8 @@ pub fn first_history_message(
     history: &[Message],
     current: &[Message],
 ) -> Result<usize, ContextOverflow> {
-    let budget = u64::from(window).saturating_sub(u64::from(
-        max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE),
-    ));
-    let fixed = estimate_text(instructions)
-        + tools.iter().map(estimate_tool).sum::<u64>()
-        + current.iter().map(estimate_message).sum::<u64>();
-    if fixed > budget {
-        return Err(ContextOverflow {
-            needed: fixed,
-            budget,
-        });
-    }
-    let mut left = budget - fixed;
-    // Walk back from the newest history message; stop at the first exchange that does not fit.
-    let mut first = history.len();
-    let mut index = history.len();
-    let mut pending = 0u64;
-    while index > 0 {
-        index -= 1;
-        pending += estimate_message(&history[index]);
-        if is_exchange_start(&history[index]) {
-            if pending > left {
-                break;
-            }
-            left -= pending;
-            pending = 0;
-            first = index;
-        }
-    }
-    Ok(first)
+    let sizer = ContextSizer::new(window, max_output_tokens, instructions, tools, history);
+    sizer.first_history_message(history, current.iter().map(estimate_message).sum())
 }
 
 /// Whether a message can be the first one sent: anything but a tool result, whose call would

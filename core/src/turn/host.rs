@@ -81,8 +81,9 @@ pub trait Host: Send + Sync {
     /// Records that a call is about to be sent.
     async fn record_intent(&self, key: CallKey) -> Result<(), HostError>;
 
-    /// Records that a call is being sent; from here on its result may be lost.
-    async fn record_sending(&self, key: CallKey) -> Result<(), HostError>;
+    /// Records that a call is being sent (from here on its result may be lost) and publishes
+    /// `events` with it, so that an attempt's start event exists exactly when it was sent.
+    async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError>;
 
     /// Saves a call's result and publishes `events` with it.
     async fn record_result(

@@ -14,7 +14,9 @@ mod run;
 mod tools;
 
 pub use call::{CallKey, CallRecord, CallResult, CallSlot, CallStatus};
-pub use context::{ContextOverflow, DEFAULT_OUTPUT_RESERVE, estimate_message, estimate_text};
+pub use context::{
+    ContextOverflow, ContextSizer, DEFAULT_OUTPUT_RESERVE, estimate_message, estimate_text,
+};
 pub use host::{Host, HostError, TurnEnd, TurnFailure};
 pub use run::{MODEL_ATTEMPTS, TurnSpec, run_turn};
 pub use tools::ToolSet;

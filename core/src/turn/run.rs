@@ -67,7 +67,7 @@ pub async fn run_turn(spec: TurnSpec, host: &dyn Host) -> Result<TurnEnd, HostEr
     let outcome = turn.run().await?;
     let end = TurnEnd {
         outcome,
-        messages: turn.current,
+        messages: turn.current.iter().map(|m| Message::clone(m)).collect(),
         usage: turn.usage,
     };
     host.finish(end.clone()).await?;
@@ -77,8 +77,13 @@ pub async fn run_turn(spec: TurnSpec, host: &dyn Host) -> Result<TurnEnd, HostEr
 struct TurnRun<'h> {
     spec: TurnSpec,
     host: &'h dyn Host,
+    /// The conversation before the Turn, shared with each request.
+    history: Vec<Arc<Message>>,
     /// The messages this Turn added so far.
-    current: Vec<Message>,
+    current: Vec<Arc<Message>>,
+    /// Their estimated tokens.
+    current_tokens: u64,
+    sizer: context::ContextSizer,
     usage: Usage,
     cancel: CancellationToken,
     deadline: Option<std::time::SystemTime>,
@@ -87,23 +92,42 @@ struct TurnRun<'h> {
 impl<'h> TurnRun<'h> {
     fn new(spec: TurnSpec, host: &'h dyn Host) -> Self {
         let deadline = limits::deadline(&spec.limits, host.started_at());
-        let current = vec![Message::User {
-            content: spec.input.clone(),
-        }];
-        Self {
+        let sizer = context::ContextSizer::new(
+            spec.model.context_window(),
+            spec.max_output_tokens,
+            &spec.instructions,
+            spec.tools.definitions(),
+            &spec.history,
+        );
+        let history = spec.history.iter().cloned().map(Arc::new).collect();
+        let mut turn = Self {
             spec,
             host,
-            current,
+            history,
+            current: Vec::new(),
+            current_tokens: 0,
+            sizer,
             usage: Usage::default(),
             cancel: host.cancellation(),
             deadline,
-        }
+        };
+        let input = Message::User {
+            content: turn.spec.input.clone(),
+        };
+        turn.push(input);
+        turn
+    }
+
+    /// Adds a message to the Turn and keeps its token estimate.
+    fn push(&mut self, message: Message) {
+        self.current_tokens += context::estimate_message(&message);
+        self.current.push(Arc::new(message));
     }
 
     async fn run(&mut self) -> Result<Result<TurnOutcome, TurnFailure>, HostError> {
         let mut step = 1;
         for input in self.host.take_steering(step, false).await? {
-            self.current.push(Message::User { content: input });
+            self.push(Message::User { content: input });
         }
         loop {
             if self.cancel.is_cancelled() {
@@ -133,18 +157,16 @@ impl<'h> TurnRun<'h> {
             Message::Assistant { tool_calls, .. } => tool_calls.clone(),
             _ => Vec::new(),
         };
-        self.current.push(message);
+        self.push(message);
         if calls.is_empty() {
             // The answer is final unless input arrived meanwhile; then the model sees it.
             let steering = self.host.take_steering(step + 1, true).await?;
             if steering.is_empty() {
                 return Ok(StepEnd::End(Ok(TurnOutcome::Completed)));
             }
-            self.current.extend(
-                steering
-                    .into_iter()
-                    .map(|content| Message::User { content }),
-            );
+            for content in steering {
+                self.push(Message::User { content });
+            }
             return Ok(StepEnd::Continue);
         }
         let results = {
@@ -167,10 +189,10 @@ impl<'h> TurnRun<'h> {
         };
         for result in results {
             let result: ToolResult = result?;
-            self.current.push(Message::Tool { result });
+            self.push(Message::Tool { result });
         }
         for input in self.host.take_steering(step + 1, false).await? {
-            self.current.push(Message::User { content: input });
+            self.push(Message::User { content: input });
         }
         Ok(StepEnd::Continue)
     }
@@ -193,8 +215,8 @@ impl<'h> TurnRun<'h> {
             },
             None => 1,
         };
-        let request = match self.request() {
-            Ok(request) => request,
+        let mut request = match self.request() {
+            Ok(request) => Some(request),
             Err(overflow) => {
                 return Ok(Err(Err(TurnFailure {
                     category: ErrorCategory::Configuration,
@@ -209,8 +231,21 @@ impl<'h> TurnRun<'h> {
                 slot: CallSlot::Model,
                 attempt,
             };
+            // The first attempt takes the request; a retry builds it again.
+            let this_request = match request.take() {
+                Some(request) => request,
+                None => match self.request() {
+                    Ok(request) => request,
+                    Err(overflow) => {
+                        return Ok(Err(Err(TurnFailure {
+                            category: ErrorCategory::Configuration,
+                            cause: overflow.to_string(),
+                        })));
+                    }
+                },
+            };
             let outcome = tokio::select! {
-                outcome = self.attempt(key, request.clone()) => outcome?,
+                outcome = self.attempt(key, this_request) => outcome?,
                 _ = self.cancel.cancelled() => return Ok(Err(Ok(TurnOutcome::Cancelled))),
                 _ = limits::sleep_until(self.deadline) => return Ok(Err(Ok(TurnOutcome::MaxTime))),
             };
@@ -264,13 +299,11 @@ impl<'h> TurnRun<'h> {
         request: ModelRequest,
     ) -> Result<Result<ModelResponse, ModelError>, HostError> {
         self.host.record_intent(key).await?;
-        self.host
-            .publish(EventKind::ModelStepStarted {
-                step: key.step,
-                attempt: key.attempt,
-            })
-            .await?;
-        self.host.record_sending(key).await?;
+        let started = EventKind::ModelStepStarted {
+            step: key.step,
+            attempt: key.attempt,
+        };
+        self.host.record_sending(key, vec![started]).await?;
         let mut stream = match self.spec.model.stream(request).await {
             Ok(stream) => stream,
             Err(err) => return Ok(Err(err)),
@@ -299,21 +332,16 @@ impl<'h> TurnRun<'h> {
     }
 
     fn request(&self) -> Result<ModelRequest, context::ContextOverflow> {
-        let first = context::first_history_message(
-            self.spec.model.context_window(),
-            self.spec.max_output_tokens,
-            &self.spec.instructions,
-            self.spec.tools.definitions(),
-            &self.spec.history,
-            &self.current,
-        )?;
-        let mut messages = Vec::with_capacity(self.spec.history.len() - first + self.current.len());
-        messages.extend_from_slice(&self.spec.history[first..]);
+        let first = self
+            .sizer
+            .first_history_message(&self.spec.history, self.current_tokens)?;
+        let mut messages = Vec::with_capacity(self.history.len() - first + self.current.len());
+        messages.extend_from_slice(&self.history[first..]);
         messages.extend_from_slice(&self.current);
         Ok(ModelRequest {
             instructions: self.spec.instructions.clone(),
             messages,
-            tools: self.spec.tools.definitions().to_vec(),
+            tools: self.spec.tools.shared_definitions(),
             max_output_tokens: self.spec.max_output_tokens,
         })
     }

@@ -23,7 +23,7 @@ struct Entry {
 pub struct ToolSet {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
-    definitions: Vec<ToolDefinition>,
+    definitions: Arc<[ToolDefinition]>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -63,7 +63,9 @@ impl ToolSet {
         let schema = CheckedSchema::new(definition)?;
         self.by_name
             .insert(schema.definition().name.clone(), self.entries.len());
-        self.definitions.push(schema.definition().clone());
+        let mut definitions = self.definitions.to_vec();
+        definitions.push(schema.definition().clone());
+        self.definitions = definitions.into();
         self.entries.push(Entry { schema, handler });
         Ok(())
     }
@@ -71,6 +73,11 @@ impl ToolSet {
     /// The definitions, in the order added.
     pub fn definitions(&self) -> &[ToolDefinition] {
         &self.definitions
+    }
+
+    /// The definitions, shared: every model request of a Turn refers to the same list.
+    pub fn shared_definitions(&self) -> Arc<[ToolDefinition]> {
+        Arc::clone(&self.definitions)
     }
 
     /// Whether the set has no tools.
@@ -152,7 +159,7 @@ impl ToolSet {
             return Ok(ToolResult::error(call, err.to_string()));
         }
         host.record_intent(key).await?;
-        host.record_sending(key).await?;
+        host.record_sending(key, Vec::new()).await?;
         let Some(handler) = &entry.handler else {
             return host.wait_for_delivery(key, call).await;
         };

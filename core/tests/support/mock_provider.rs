@@ -319,7 +319,7 @@ pub async fn events_then_error(
 /// A request with one user message.
 pub fn ask(text: &str) -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::user(text)],
+        messages: vec![std::sync::Arc::new(Message::user(text))],
         ..ModelRequest::default()
     }
 }

@@ -239,7 +239,7 @@ impl Host for DurableHost {
         Ok(())
     }
 
-    async fn record_sending(&self, key: CallKey) -> Result<(), HostError> {
+    async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError> {
         if !self.scope.gate_open() {
             return Err(HostError::Closed);
         }
@@ -253,6 +253,7 @@ impl Host for DurableHost {
         };
         self.commit(Commit {
             calls: vec![call],
+            events,
             ..Commit::default()
         })
         .await?;

@@ -10,4 +10,4 @@ pub use faults::FaultPoint;
 pub use host::DurableHost;
 pub use http_tool::HttpTool;
 pub use input::{SavedTool, ToolRoute, TurnInput};
-pub use workflow::{TURN, TurnWorkflow};
+pub use workflow::{EnvReader, TURN, TurnWorkflow};

@@ -15,12 +15,15 @@ use super::input::{ToolRoute, TurnInput};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow};
 use crate::store::{Commit, StateChange, StoreError};
 
+/// Reads a configuration variable (a provider key, a base URL) by name.
+pub type EnvReader = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// The execution kind of Turns.
 pub const TURN: &str = "turn";
 
 /// Runs Turns. Models are built from their specs once per node and shared.
 pub struct TurnWorkflow {
-    env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    env: EnvReader,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -33,7 +36,7 @@ impl Default for TurnWorkflow {
 
 impl TurnWorkflow {
     /// A workflow that reads provider keys through `env`.
-    pub fn new(env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>) -> Self {
+    pub fn new(env: EnvReader) -> Self {
         Self {
             env,
             models: Mutex::new(HashMap::new()),

@@ -11,6 +11,9 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use tokio::sync::{Notify, watch};
 
+/// What the handler shares with the test.
+type HandlerState = (Arc<Mutex<Shared>>, watch::Sender<bool>, Arc<Notify>);
+
 #[derive(Default)]
 struct Shared {
     /// Writes received, by idempotency key (including repeats).
@@ -87,7 +90,7 @@ impl Outside {
 }
 
 async fn write(
-    State((shared, held, arrived)): State<(Arc<Mutex<Shared>>, watch::Sender<bool>, Arc<Notify>)>,
+    State((shared, held, arrived)): State<HandlerState>,
     headers: HeaderMap,
     body: String,
 ) -> String {

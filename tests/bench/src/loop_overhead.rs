@@ -166,12 +166,14 @@ fn measure_ours(args: &Args) -> anyhow::Result<Measured> {
             let start = Instant::now();
             run_turns(&agent, args.turns, args.steps).await?;
             let elapsed = start.elapsed();
-            rounds_us.push(elapsed.as_secs_f64() * 1e6 / f64::from(args.turns * args.steps));
+            rounds_us.push(
+                elapsed.as_secs_f64() * 1e6 / (f64::from(args.turns) * f64::from(args.steps)),
+            );
         }
         anyhow::Ok(rounds_us)
     })?;
     let expected =
-        (args.warmup as usize + (args.rounds * args.turns) as usize) * args.steps as usize;
+        (args.warmup as usize + args.rounds as usize * args.turns as usize) * args.steps as usize;
     ensure!(
         model.requests() == expected,
         "expected {expected} model steps, got {}",

@@ -14,7 +14,7 @@ pub(super) fn body(model: &str, request: &ModelRequest) -> Value {
     let mut messages: Vec<Value> = Vec::with_capacity(request.messages.len());
     let mut in_results = false;
     for message in &request.messages {
-        match message {
+        match message.as_ref() {
             Message::Tool { result } => {
                 let block = tool_result(result);
                 match messages

@@ -13,7 +13,7 @@ pub(super) fn body(model: &str, is_openai: bool, request: &ModelRequest) -> Valu
     if !request.instructions.is_empty() {
         messages.push(json!({"role": "system", "content": request.instructions}));
     }
-    messages.extend(request.messages.iter().map(message));
+    messages.extend(request.messages.iter().map(|m| message(m)));
     let mut body = json!({
         "model": model,
         "messages": messages,

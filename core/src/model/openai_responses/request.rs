@@ -11,7 +11,7 @@ use crate::model::transport::{file_placeholder, image_url, parts_text, tool_resu
 pub(super) fn body(model: &str, request: &ModelRequest) -> Value {
     let mut input = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
-        push_items(message, &mut input);
+        push_items(message.as_ref(), &mut input);
     }
     let mut body = json!({
         "model": model,
