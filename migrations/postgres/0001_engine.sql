@@ -22,7 +22,7 @@ CREATE TABLE executions (
     input_closed     BOOLEAN NOT NULL DEFAULT FALSE,
     input_step       INTEGER NOT NULL DEFAULT 0,
     last_sequence    BIGINT NOT NULL DEFAULT 0,
-    wake_at          BIGINT,
+    wake_at          BIGINT, -- the durable timer: a waiting execution is claimable from then on
     unknown_call     TEXT,
     created_at       BIGINT NOT NULL,
     updated_at       BIGINT NOT NULL
@@ -80,14 +80,6 @@ CREATE TABLE signals (
     handled_at   BIGINT,
     PRIMARY KEY (execution_id, number)
 );
-
-CREATE TABLE timers (
-    execution_id UUID NOT NULL REFERENCES executions (id),
-    name         TEXT NOT NULL,
-    due_at       BIGINT NOT NULL,
-    PRIMARY KEY (execution_id, name)
-);
-CREATE INDEX timers_due ON timers (due_at);
 
 CREATE TABLE outbox (
     id           BIGSERIAL PRIMARY KEY,

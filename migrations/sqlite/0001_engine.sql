@@ -22,7 +22,7 @@ CREATE TABLE executions (
     input_closed     INTEGER NOT NULL DEFAULT 0,
     input_step       INTEGER NOT NULL DEFAULT 0,
     last_sequence    INTEGER NOT NULL DEFAULT 0,
-    wake_at          INTEGER,
+    wake_at          INTEGER, -- the durable timer: a waiting execution is claimable from then on
     unknown_call     TEXT,
     created_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL
@@ -80,14 +80,6 @@ CREATE TABLE signals (
     handled_at   INTEGER,
     PRIMARY KEY (execution_id, number)
 );
-
-CREATE TABLE timers (
-    execution_id BLOB NOT NULL REFERENCES executions (id),
-    name         TEXT NOT NULL,
-    due_at       INTEGER NOT NULL,
-    PRIMARY KEY (execution_id, name)
-);
-CREATE INDEX timers_due ON timers (due_at);
 
 CREATE TABLE outbox (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -45,6 +45,9 @@ pub enum NodeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The data folder has no database yet.
+    #[error("there is no database at {0}: run `openbot migrate` first (with the same --data-dir)")]
+    NoDatabase(String),
     /// PostgreSQL needs shared keys.
     #[error("a PostgreSQL node needs the sealing keys every node shares: set OPENBOT_SEAL_KEYS")]
     MissingSharedKeys,
@@ -55,21 +58,17 @@ pub fn sqlite_path(data_dir: &Path) -> PathBuf {
     data_dir.join("openbot.db")
 }
 
-/// Opens the configured database. A new embedded data folder is created and set up; an
-/// existing database must be at this build's schema version (`openbot migrate` moves it).
+/// Opens the configured database, which must be at this build's schema version: a server
+/// never changes the schema (`openbot migrate` does).
 pub async fn open_store(config: &NodeConfig) -> Result<Arc<dyn Store>, NodeError> {
     match &config.database_url {
         Some(url) => Ok(Arc::new(
             PostgresStore::connect(url, config.max_connections).await?,
         )),
         None => {
-            std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
-                path: config.data_dir.display().to_string(),
-                source,
-            })?;
             let path = sqlite_path(&config.data_dir);
             if !path.exists() {
-                SqliteStore::migrate(&path).await?;
+                return Err(NodeError::NoDatabase(path.display().to_string()));
             }
             Ok(Arc::new(SqliteStore::open(&path).await?))
         }

@@ -86,6 +86,8 @@ conformance!(
     cancelling_a_running_turn_ends_it_cancelled,
     a_failed_turn_publishes_only_a_category_and_an_error_id,
     a_lost_tool_result_waits_in_outcome_unknown_until_resolved,
+    a_waiting_execution_sleeps_without_an_owner_and_wakes_at_its_time,
+    a_cancel_wakes_a_sleeping_execution_and_ends_it,
 );
 
 fn keys() -> KeyRing {
@@ -940,5 +942,194 @@ async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Bac
     ));
     assert_eq!(outside.received(), 0);
     assert_eq!(model.requests_at(0), 0, "the saved model answer was reused");
+    engine.shutdown().await;
+}
+
+// ---- durable timers, through a workflow registered by the test, like any feature's ----
+
+/// Sleeps until the time in its input, then ends.
+struct Sleepy;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SleepyInput {
+    wake_at: i64,
+}
+
+#[async_trait::async_trait]
+impl openbot_server::engine::Workflow for Sleepy {
+    fn kind(&self) -> &'static str {
+        "sleepy"
+    }
+
+    async fn next(
+        &self,
+        cx: &openbot_server::engine::PhaseContext,
+    ) -> Result<openbot_server::engine::Next, openbot_server::engine::PhaseError> {
+        use openbot_server::engine::Next;
+        let input: SleepyInput = cx
+            .engine
+            .open_json(cx.execution.input_record)
+            .await
+            .unwrap();
+        Ok(if cx.execution.state.is_terminal() {
+            Next::Done
+        } else if now_ms() < input.wake_at {
+            Next::Wait {
+                until: Some(input.wake_at),
+            }
+        } else {
+            Next::Run("wake".into())
+        })
+    }
+
+    async fn run(
+        &self,
+        cx: &openbot_server::engine::PhaseContext,
+        _phase: &str,
+        _scope: &openbot_server::engine::RunScope,
+    ) -> Result<(), openbot_server::engine::PhaseError> {
+        let end = StateChange {
+            state: ExecutionState::Completed,
+            outcome: Some(TurnOutcome::Completed),
+            failure: None,
+            wake_at: None,
+            unknown_call: None,
+            release: true,
+        };
+        let event = EventKind::TurnEnded {
+            outcome: TurnOutcome::Completed,
+            usage: Default::default(),
+        };
+        cx.engine
+            .store
+            .commit(
+                cx.execution.id,
+                cx.generation,
+                Commit {
+                    events: vec![event],
+                    state: Some(end),
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        cx.engine
+            .hub
+            .announce(openbot_server::engine::Wake::Events(cx.execution.id));
+        Ok(())
+    }
+
+    async fn end(
+        &self,
+        cx: &openbot_server::engine::PhaseContext,
+        end: openbot_server::engine::EngineEnd,
+    ) -> Result<(), openbot_server::engine::PhaseError> {
+        let outcome = match end {
+            openbot_server::engine::EngineEnd::Cancelled { .. } => TurnOutcome::Cancelled,
+            openbot_server::engine::EngineEnd::Failed { .. } => TurnOutcome::Completed,
+        };
+        let change = StateChange {
+            state: ExecutionState::Cancelled,
+            outcome: Some(outcome),
+            failure: None,
+            wake_at: None,
+            unknown_call: None,
+            release: true,
+        };
+        let event = EventKind::TurnEnded {
+            outcome,
+            usage: Default::default(),
+        };
+        cx.engine
+            .store
+            .commit(
+                cx.execution.id,
+                cx.generation,
+                Commit {
+                    events: vec![event],
+                    state: Some(change),
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        cx.engine
+            .hub
+            .announce(openbot_server::engine::Wake::Events(cx.execution.id));
+        Ok(())
+    }
+}
+
+async fn sleepy_engine(store: &Arc<dyn Store>) -> Engine {
+    let engine = engine_on(store, &keys(), "node-a");
+    let mut registry = openbot_server::engine::Registry::new();
+    registry.register(Arc::new(Sleepy));
+    engine
+        .start_runner(
+            registry,
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 8,
+            },
+        )
+        .await;
+    engine
+}
+
+async fn submit_sleepy(engine: &Engine, wake_at: i64) -> ExecutionId {
+    let input = SleepyInput { wake_at };
+    let submission = Submission {
+        kind: "sleepy",
+        scope: member(),
+        command_key: None,
+        input: &input,
+        events: Vec::new(),
+        parent_id: None,
+        chat_id: None,
+    };
+    engine.submit(submission).await.unwrap().execution_id()
+}
+
+async fn wait_for_state(
+    store: &Arc<dyn Store>,
+    id: ExecutionId,
+    state: ExecutionState,
+) -> ExecutionRow {
+    for _ in 0..400 {
+        let row = store.execution(id).await.unwrap();
+        if row.state == state {
+            return row;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("execution never reached {state:?}");
+}
+
+async fn a_waiting_execution_sleeps_without_an_owner_and_wakes_at_its_time(backend: Backend) {
+    let store = backend.store;
+    let engine = sleepy_engine(&store).await;
+    let wake_at = now_ms() + 700;
+    let id = submit_sleepy(&engine, wake_at).await;
+    let waiting = wait_for_state(&store, id, ExecutionState::Waiting).await;
+    assert_eq!(
+        waiting.owner_node, None,
+        "a sleeping execution holds no lease"
+    );
+    assert_eq!(waiting.wake_at, Some(wake_at), "its timer is a saved row");
+    let done = wait_for_state(&store, id, ExecutionState::Completed).await;
+    assert!(
+        done.updated_at >= wake_at,
+        "it woke no earlier than its time"
+    );
+    assert_eq!(done.generation, 2, "claimed again at its time");
+    engine.shutdown().await;
+}
+
+async fn a_cancel_wakes_a_sleeping_execution_and_ends_it(backend: Backend) {
+    let store = backend.store;
+    let engine = sleepy_engine(&store).await;
+    let id = submit_sleepy(&engine, now_ms() + 3_600_000).await;
+    wait_for_state(&store, id, ExecutionState::Waiting).await;
+    engine.cancel(id).await.unwrap();
+    let row = wait_for_state(&store, id, ExecutionState::Cancelled).await;
+    assert_eq!(row.outcome, Some(TurnOutcome::Cancelled));
     engine.shutdown().await;
 }

@@ -33,6 +33,15 @@ pub fn server_url() -> String {
 
 /// A new, empty database at this build's schema version; returns its URL.
 pub async fn fresh_database() -> String {
+    let url = empty_database().await;
+    openbot_server::store::PostgresStore::migrate(&url)
+        .await
+        .expect("migrations apply");
+    url
+}
+
+/// A new database with no schema at all; returns its URL.
+pub async fn empty_database() -> String {
     let server = server_url();
     let name = format!("openbot_t_{}", uuid::Uuid::now_v7().simple());
     let mut admin = sqlx::PgConnection::connect(&server)

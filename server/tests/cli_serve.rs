@@ -1,0 +1,101 @@
+//! `openbot migrate` and `openbot serve`: the server never changes the schema and refuses a
+//! database at another version, with one clear line; a stopped node exits cleanly.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/pg.rs"]
+mod pg;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn openbot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(args)
+        .env_remove("OPENBOT_DATABASE_URL")
+        .env_remove("OPENBOT_SEAL_KEYS")
+        .output()
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).trim().to_string()
+}
+
+#[test]
+fn serve_refuses_a_data_folder_without_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = openbot(&["serve", "--data-dir", dir.path().to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("run `openbot migrate` first"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !dir.path().join("openbot.db").exists(),
+        "serve created no database"
+    );
+}
+
+#[test]
+fn migrate_is_safe_to_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    for _ in 0..2 {
+        let output = openbot(&["migrate", "--data-dir", path]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "the database is at schema version 1"
+        );
+    }
+}
+
+#[tokio::test]
+async fn serve_refuses_a_postgres_database_at_another_schema_version() {
+    let url = pg::empty_database().await;
+    let output = openbot(&["serve", "--database-url", &url]);
+    assert!(!output.status.success());
+    assert_eq!(
+        stderr(&output),
+        "openbot: the database schema is at version 0 but this openbot needs 1: run `openbot migrate`"
+    );
+}
+
+#[test]
+fn a_postgres_node_needs_the_shared_sealing_keys() {
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(pg::fresh_database());
+    let output = openbot(&["serve", "--database-url", &url]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("set OPENBOT_SEAL_KEYS"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_node_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    assert!(openbot(&["migrate", "--data-dir", path]).status.success());
+    let child = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["serve", "--data-dir", path])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).ends_with("openbot: stopping; releasing work"));
+}

@@ -1,0 +1,1478 @@
+//! Durable engine steps per second, against a raw-SQL baseline doing the same writes and (on
+//! PostgreSQL) against DBOS Transact for Python, all measured in the same run.
+//!
+//! A step is one Turn model step with its one tool call: the scripted model (no network)
+//! answers every request with one call to the `echo` tool, an HTTP endpoint served by this
+//! process on 127.0.0.1 (the Turn's tool route `ToolRoute::Http`). Each Turn is limited to
+//! `--steps` model steps and ends with outcome `max_steps`, so every step of every Turn does
+//! the same work. A round submits `--executions` Turns at once to an engine with an in-process
+//! runner and waits until all have ended; its figure is (executions x steps) / round time.
+//!
+//! The baseline does, per Turn, the same SQL writes the engine does (same tables, statement
+//! texts, parameters and transaction boundaries: submit, claim, and per step the model call's
+//! intent / sending / result commits, the tool call's intent / sending / result commits and
+//! the steering transaction, then the final commit) and the same HTTP tool call, from one task
+//! per Turn, without the engine: no runner, no leases, no reads of the call log, no wake-ups,
+//! no sealing (ciphertexts of the same size are written). Rounds alternate between the engine
+//! and the baseline; the result is the median of the rounds.
+//!
+//! On PostgreSQL, the same workload then runs in DBOS Transact (`python/dbos_steps.py`, a child
+//! process) on the same server: `--executions` concurrent workflows of `--steps` iterations,
+//! each iteration a `@DBOS.step` for the model answer and a `@DBOS.step` for the tool call.
+//!
+//! The last line of the output is one JSON object with all figures.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail, ensure};
+use clap::{Parser, ValueEnum};
+use openbot_core::tool::{Tool, ToolContext};
+use openbot_core::turn::{CallKey, CallResult, CallSlot};
+use openbot_schema::{
+    ContentPart, EventKind, ExecutionId, Limits, Message, ToolCall, ToolDefinition, ToolResult,
+    TurnOutcome, Usage,
+};
+use openbot_server::engine::{Engine, RunnerConfig, Submission};
+use openbot_server::sealed::KeyRing;
+use openbot_server::store::{PostgresStore, Scope, SqliteStore, Store, event_type, now_ms};
+use openbot_server::turns::{HttpTool, SavedTool, TURN, ToolRoute, TurnInput};
+use serde_json::{Value, json};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{Connection, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Least engine steps/s as a share of the raw-SQL baseline's.
+const TARGET_BASELINE_SHARE: f64 = 0.8;
+/// Least times DBOS's steps/s.
+const TARGET_DBOS_RATIO: f64 = 3.0;
+/// How often a round checks whether all its executions ended.
+const POLL: Duration = Duration::from_millis(5);
+/// The usage the scripted model reports for every answer (its default).
+const USAGE: Usage = Usage {
+    input_tokens: 10,
+    output_tokens: 5,
+    cached_input_tokens: 0,
+    cost_micros: None,
+};
+/// The node name of the baseline's claims.
+const BASELINE_NODE: &str = "baseline";
+/// The lease the runner and the baseline's claim use.
+const LEASE_MS: i64 = 2000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// Engine steps/s (Turn model steps, one HTTP tool call each) on PostgreSQL or SQLite, against
+/// a raw-SQL baseline doing the same writes, and DBOS Transact, in the same run.
+#[derive(Debug, Parser)]
+#[command(name = "engine-steps")]
+struct Args {
+    /// The database.
+    #[arg(long, value_enum, default_value_t = Backend::Postgres)]
+    backend: Backend,
+    /// Turns running at once in a round.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    executions: u32,
+    /// Model steps per Turn, each with one tool call.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    steps: u32,
+    /// Measured rounds of each side; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// Unmeasured rounds of each side before measuring.
+    #[arg(long, default_value_t = 1)]
+    warmup: u32,
+    /// A PostgreSQL server URL (its maintenance database); each side gets a new database on it.
+    #[arg(long, env = "OPENBOT_BENCH_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Connections of the engine's pool and of the baseline's (the node default is 16).
+    #[arg(long, default_value_t = 16)]
+    max_connections: u32,
+    /// The folder for the SQLite files (default: a new temporary folder).
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
+    /// The Python interpreter with `dbos` installed.
+    #[arg(long, default_value = "python3")]
+    dbos_python: PathBuf,
+    /// The DBOS workload.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/python/dbos_steps.py"))]
+    dbos_script: PathBuf,
+    /// Connections of DBOS's system database pool (default: DBOS's own default, 20).
+    #[arg(long)]
+    dbos_pool_size: Option<u32>,
+    /// Skip DBOS.
+    #[arg(long)]
+    no_dbos: bool,
+    /// Keep the benchmark databases (PostgreSQL) instead of dropping them at the end.
+    #[arg(long)]
+    keep_databases: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tool endpoint.
+
+/// Serves `POST /echo`: answers with the `text` argument. Returns the URL.
+async fn start_tool_server() -> anyhow::Result<String> {
+    async fn echo(axum::Json(args): axum::Json<Value>) -> String {
+        args["text"].as_str().unwrap_or_default().to_string()
+    }
+    let app = axum::Router::new().route("/echo", axum::routing::post(echo));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{address}/echo"))
+}
+
+fn echo_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "echo".into(),
+        description: "Repeats the text.".into(),
+        input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Databases.
+
+async fn create_pg_database(server: &str, name: &str) -> anyhow::Result<String> {
+    let mut admin = sqlx::PgConnection::connect(server)
+        .await
+        .context("connecting to the PostgreSQL server")?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    let (base, _) = server.rsplit_once('/').context("a URL with a database")?;
+    Ok(format!("{base}/{name}"))
+}
+
+async fn drop_pg_database(server: &str, name: &str) -> anyhow::Result<()> {
+    let mut admin = sqlx::PgConnection::connect(server).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    admin.close().await?;
+    Ok(())
+}
+
+/// A read connection that watches how many executions ended; its statements are counted so
+/// they can be left out of the database's transaction count.
+enum Poller {
+    Pg(PgPool, AtomicU64),
+    Lite(SqlitePool, AtomicU64),
+}
+
+const ENDED_COUNTS: &str = "SELECT COALESCE(SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END), 0), \
+     COALESCE(SUM(CASE WHEN state IN ('failed', 'cancelled', 'interrupted', 'outcome_unknown') THEN 1 ELSE 0 END), 0) \
+     FROM executions";
+
+impl Poller {
+    async fn pg(url: &str) -> anyhow::Result<Self> {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(url)
+            .await?;
+        Ok(Self::Pg(pool, AtomicU64::new(0)))
+    }
+
+    async fn lite(path: &Path) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::new().filename(path).read_only(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        Ok(Self::Lite(pool, AtomicU64::new(0)))
+    }
+
+    /// Executions completed, and executions that ended any other way.
+    async fn counts(&self) -> anyhow::Result<(i64, i64)> {
+        Ok(match self {
+            Poller::Pg(pool, polls) => {
+                polls.fetch_add(1, Ordering::Relaxed);
+                sqlx::query_as(ENDED_COUNTS).fetch_one(pool).await?
+            }
+            Poller::Lite(pool, polls) => {
+                polls.fetch_add(1, Ordering::Relaxed);
+                sqlx::query_as(ENDED_COUNTS).fetch_one(pool).await?
+            }
+        })
+    }
+
+    fn polls(&self) -> u64 {
+        match self {
+            Poller::Pg(_, polls) | Poller::Lite(_, polls) => polls.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Waits until `expected` executions completed in all.
+    async fn wait_completed(&self, expected: i64) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(900);
+        loop {
+            let (done, bad) = self.counts().await?;
+            ensure!(bad == 0, "{bad} executions did not complete");
+            if done >= expected {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "timed out: {done} of {expected} completed"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine side.
+
+struct EngineSide {
+    engine: Arc<Engine>,
+    input: Arc<TurnInput>,
+}
+
+impl EngineSide {
+    async fn open(
+        store: Arc<dyn Store>,
+        keys: KeyRing,
+        input: TurnInput,
+    ) -> anyhow::Result<EngineSide> {
+        let engine = Arc::new(Engine::open(store, keys, "bench-node".into()));
+        engine
+            .start_runner(
+                openbot_server::node::registry(),
+                RunnerConfig {
+                    lease: Duration::from_millis(LEASE_MS as u64),
+                    capacity: 256,
+                },
+            )
+            .await;
+        Ok(EngineSide {
+            engine,
+            input: Arc::new(input),
+        })
+    }
+
+    /// Submits `executions` Turns at once and waits until `expected` executions completed.
+    async fn round(
+        &self,
+        executions: u32,
+        poller: &Poller,
+        expected: i64,
+    ) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let mut submits = Vec::new();
+        for _ in 0..executions {
+            let engine = Arc::clone(&self.engine);
+            let input = Arc::clone(&self.input);
+            submits.push(tokio::spawn(async move {
+                let submission = Submission {
+                    kind: TURN,
+                    scope: Scope::Member("bench".into()),
+                    command_key: None,
+                    input: &*input,
+                    events: vec![EventKind::TurnStarted {
+                        input: input.input.clone(),
+                    }],
+                    parent_id: None,
+                    chat_id: None,
+                };
+                engine.submit(submission).await
+            }));
+        }
+        for submit in submits {
+            submit.await??;
+        }
+        poller.wait_completed(expected).await?;
+        Ok(start.elapsed())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw-SQL baseline.
+
+/// What the baseline writes that the engine would have sealed: same sizes, fresh IDs per row.
+struct Fixture {
+    key_id: String,
+    input_nonce: Vec<u8>,
+    input_ciphertext: Vec<u8>,
+    model_nonce: Vec<u8>,
+    model_ciphertext: Vec<u8>,
+    tool_nonce: Vec<u8>,
+    tool_ciphertext: Vec<u8>,
+    turn_input: Vec<ContentPart>,
+    steps: u32,
+    tool: HttpTool,
+    /// Numbers the model's tool calls like the scripted model: `call_<request>_1`.
+    requests: AtomicU64,
+}
+
+impl Fixture {
+    fn new(keys: &KeyRing, input: &TurnInput, tool: HttpTool) -> anyhow::Result<Self> {
+        let seal = |value: &Value| -> anyhow::Result<(Vec<u8>, Vec<u8>, String)> {
+            let blob = keys.seal(Uuid::now_v7(), &serde_json::to_vec(value)?)?;
+            Ok((blob.nonce, blob.ciphertext, blob.key_id))
+        };
+        let call = ToolCall {
+            id: "call_100000_1".into(),
+            name: "echo".into(),
+            arguments: json!({"text": "x"}),
+        };
+        let model_result = CallResult::Model {
+            message: Message::Assistant {
+                content: Vec::new(),
+                tool_calls: vec![call.clone()],
+            },
+            usage: Some(USAGE),
+        };
+        let tool_result = CallResult::Tool {
+            result: ToolResult::text(&call, "x"),
+        };
+        let (input_nonce, input_ciphertext, key_id) = seal(&serde_json::to_value(input)?)?;
+        let (model_nonce, model_ciphertext, _) = seal(&serde_json::to_value(&model_result)?)?;
+        let (tool_nonce, tool_ciphertext, _) = seal(&serde_json::to_value(&tool_result)?)?;
+        Ok(Self {
+            key_id,
+            input_nonce,
+            input_ciphertext,
+            model_nonce,
+            model_ciphertext,
+            tool_nonce,
+            tool_ciphertext,
+            turn_input: input.input.clone(),
+            steps: input.limits.max_steps.unwrap_or(1),
+            tool,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    fn next_call(&self) -> ToolCall {
+        let request = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        ToolCall {
+            id: format!("call_{request}_1"),
+            name: "echo".into(),
+            arguments: json!({"text": "x"}),
+        }
+    }
+
+    /// The step's tool call, through the same HTTP tool the engine uses.
+    async fn call_tool(
+        &self,
+        id: ExecutionId,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> anyhow::Result<ToolResult> {
+        let context = ToolContext {
+            execution_id: id,
+            step: key.step,
+            call_id: call.id.clone(),
+            idempotency_key: key.idempotency_key(id),
+            cancel: CancellationToken::new(),
+        };
+        let output = self
+            .tool
+            .call(call.arguments.clone(), context)
+            .await
+            .map_err(|e| anyhow!("tool call failed: {e}"))?;
+        Ok(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            output: output.content,
+            is_error: false,
+        })
+    }
+}
+
+/// A call-log write of the baseline.
+struct CallW<'a> {
+    key: CallKey,
+    phase: &'static str,
+    idempotency_key: &'a str,
+    /// The sealed result: its ID, nonce and ciphertext.
+    result: Option<(Uuid, &'a [u8], &'a [u8])>,
+    usage: Option<Usage>,
+}
+
+fn call_write<'a>(
+    key: CallKey,
+    phase: &'static str,
+    idempotency_key: &'a str,
+    result: Option<(Uuid, &'a [u8], &'a [u8])>,
+) -> CallW<'a> {
+    CallW {
+        key,
+        phase,
+        idempotency_key,
+        result,
+        usage: None,
+    }
+}
+
+/// The end of a Turn: state, outcome, and the owner gives it up.
+struct End {
+    state: &'static str,
+    outcome: String,
+}
+
+fn slot_name(slot: CallSlot) -> String {
+    openbot_server::store::slot_name(slot)
+}
+
+fn event_rows(
+    first: i64,
+    events: &[EventKind],
+) -> anyhow::Result<(Vec<i64>, Vec<String>, Vec<String>)> {
+    let mut sequences = Vec::with_capacity(events.len());
+    let mut kinds = Vec::with_capacity(events.len());
+    let mut payloads = Vec::with_capacity(events.len());
+    for (i, event) in events.iter().enumerate() {
+        sequences.push(first + i as i64);
+        kinds.push(event_type(event));
+        payloads.push(serde_json::to_string(event)?);
+    }
+    Ok((sequences, kinds, payloads))
+}
+
+/// The statements, as `server/src/store/postgres.rs` writes them.
+mod pg_sql {
+    pub const INSERT_SEALED: &str = "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
+    pub const INSERT_EXECUTION: &str = "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
+             VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $8)";
+    pub const INSERT_EVENTS: &str = "INSERT INTO events (execution_id, sequence, kind, payload, at) \
+             SELECT $1, s, k, p, $5 FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, k, p)";
+    pub const CLAIM: &str = "UPDATE executions SET owner_node = $2, generation = generation + 1, lease_expires_at = $3 + $4, \
+                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
+                 wake_at = NULL, updated_at = $3 \
+             WHERE id = $1 RETURNING generation";
+    pub const UPDATE_EXECUTION: &str = "UPDATE executions SET last_sequence = last_sequence + $3, \
+                 input_tokens = input_tokens + $4, output_tokens = output_tokens + $5, cached_tokens = cached_tokens + $6, \
+                 cost_micros = CASE WHEN $7::bigint IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $7 END, \
+                 state = COALESCE($8, state), outcome = COALESCE($9, outcome), \
+                 failure_category = COALESCE($10, failure_category), error_id = COALESCE($11, error_id), \
+                 wake_at = CASE WHEN $8 IS NULL THEN wake_at ELSE $12 END, \
+                 unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
+                 owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
+                 lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
+                 updated_at = $15 \
+             WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
+             RETURNING last_sequence";
+    pub const INSERT_CALL: &str = "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
+                 has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15) \
+             ON CONFLICT (execution_id, step, slot, attempt) DO UPDATE SET \
+                 status = EXCLUDED.status, result_record = EXCLUDED.result_record, has_usage = EXCLUDED.has_usage, \
+                 input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, \
+                 cached_tokens = EXCLUDED.cached_tokens, cost_micros = EXCLUDED.cost_micros, \
+                 generation = EXCLUDED.generation, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at \
+             WHERE calls.status <> 'done'";
+    pub const TAKE_OWNED: &str =
+        "SELECT 1 FROM executions WHERE id = $1 AND generation = $2 FOR UPDATE";
+    pub const TAKE_FRESH: &str = "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
+             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content";
+    pub const TAKE_STEP: &str =
+        "UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2";
+    pub const TAKE_TAKEN: &str = "SELECT content FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position";
+}
+
+/// The statements, as `server/src/store/sqlite.rs` writes them.
+mod lite_sql {
+    pub const INSERT_SEALED: &str = "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    pub const INSERT_EXECUTION: &str = "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
+             VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?8)";
+    pub const INSERT_EVENT: &str = "INSERT INTO events (execution_id, sequence, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5)";
+    pub const CLAIM: &str = "UPDATE executions SET owner_node = ?2, generation = generation + 1, lease_expires_at = ?3 + ?4, \
+                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
+                 wake_at = NULL, updated_at = ?3 \
+             WHERE id = ?1 RETURNING generation";
+    pub const UPDATE_EXECUTION: &str = "UPDATE executions SET last_sequence = last_sequence + ?3, \
+                 input_tokens = input_tokens + ?4, output_tokens = output_tokens + ?5, cached_tokens = cached_tokens + ?6, \
+                 cost_micros = CASE WHEN ?7 IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + ?7 END, \
+                 state = COALESCE(?8, state), outcome = COALESCE(?9, outcome), \
+                 failure_category = COALESCE(?10, failure_category), error_id = COALESCE(?11, error_id), \
+                 wake_at = CASE WHEN ?8 IS NULL THEN wake_at ELSE ?12 END, \
+                 unknown_call = CASE WHEN ?8 IS NULL THEN unknown_call ELSE ?13 END, \
+                 owner_node = CASE WHEN ?14 THEN NULL ELSE owner_node END, \
+                 lease_expires_at = CASE WHEN ?14 THEN NULL ELSE lease_expires_at END, \
+                 updated_at = ?15 \
+             WHERE id = ?1 AND generation = ?2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
+             RETURNING last_sequence";
+    pub const INSERT_CALL: &str = "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
+                 has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15) \
+             ON CONFLICT (execution_id, step, slot, attempt) DO UPDATE SET \
+                 status = EXCLUDED.status, result_record = EXCLUDED.result_record, has_usage = EXCLUDED.has_usage, \
+                 input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, \
+                 cached_tokens = EXCLUDED.cached_tokens, cost_micros = EXCLUDED.cost_micros, \
+                 generation = EXCLUDED.generation, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at \
+             WHERE calls.status <> 'done'";
+    pub const TAKE_OWNED: &str = "SELECT 1 FROM executions WHERE id = ?1 AND generation = ?2";
+    pub const TAKE_FRESH: &str = "UPDATE turn_inputs SET taken_step = ?2 WHERE execution_id = ?1 AND taken_step IS NULL \
+             AND (SELECT input_step FROM executions WHERE id = ?1) < ?2 RETURNING content";
+    pub const TAKE_STEP: &str =
+        "UPDATE executions SET input_step = ?2 WHERE id = ?1 AND input_step < ?2";
+    pub const TAKE_TAKEN: &str = "SELECT content FROM turn_inputs WHERE execution_id = ?1 AND taken_step = ?2 ORDER BY position";
+}
+
+/// The baseline's database: the same pool the store would use.
+#[derive(Clone)]
+enum BaselineDb {
+    Pg(PgPool),
+    Lite(SqlitePool),
+}
+
+impl BaselineDb {
+    async fn submit(&self, fx: &Fixture, id: Uuid) -> anyhow::Result<()> {
+        let record = Uuid::now_v7();
+        let events = [EventKind::TurnStarted {
+            input: fx.turn_input.clone(),
+        }];
+        let (sequences, kinds, payloads) = event_rows(1, &events)?;
+        let now = now_ms();
+        match self {
+            BaselineDb::Pg(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(pg_sql::INSERT_SEALED)
+                    .bind(record)
+                    .bind(Some(id))
+                    .bind(&fx.key_id)
+                    .bind(&fx.input_nonce)
+                    .bind(&fx.input_ciphertext)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(pg_sql::INSERT_EXECUTION)
+                    .bind(id)
+                    .bind(TURN)
+                    .bind("member:bench")
+                    .bind(None::<Uuid>)
+                    .bind(None::<Uuid>)
+                    .bind(record)
+                    .bind(events.len() as i64)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(pg_sql::INSERT_EVENTS)
+                    .bind(id)
+                    .bind(&sequences)
+                    .bind(&kinds)
+                    .bind(&payloads)
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
+            BaselineDb::Lite(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(lite_sql::INSERT_SEALED)
+                    .bind(record)
+                    .bind(Some(id))
+                    .bind(&fx.key_id)
+                    .bind(&fx.input_nonce)
+                    .bind(&fx.input_ciphertext)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(lite_sql::INSERT_EXECUTION)
+                    .bind(id)
+                    .bind(TURN)
+                    .bind("member:bench")
+                    .bind(None::<Uuid>)
+                    .bind(None::<Uuid>)
+                    .bind(record)
+                    .bind(events.len() as i64)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                lite_events(&mut tx, id, &sequences, &kinds, &payloads).await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn claim(&self, id: Uuid) -> anyhow::Result<i64> {
+        let now = now_ms();
+        Ok(match self {
+            BaselineDb::Pg(pool) => {
+                sqlx::query_scalar(pg_sql::CLAIM)
+                    .bind(id)
+                    .bind(BASELINE_NODE)
+                    .bind(now)
+                    .bind(LEASE_MS)
+                    .fetch_one(pool)
+                    .await?
+            }
+            BaselineDb::Lite(pool) => {
+                sqlx::query_scalar(lite_sql::CLAIM)
+                    .bind(id)
+                    .bind(BASELINE_NODE)
+                    .bind(now)
+                    .bind(LEASE_MS)
+                    .fetch_one(pool)
+                    .await?
+            }
+        })
+    }
+
+    /// The steering transaction of a step (nothing to take).
+    async fn take_inputs(&self, id: Uuid, generation: i64, step: u32) -> anyhow::Result<()> {
+        match self {
+            BaselineDb::Pg(pool) => {
+                let mut tx = pool.begin().await?;
+                let owned = sqlx::query(pg_sql::TAKE_OWNED)
+                    .bind(id)
+                    .bind(generation)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                ensure!(owned.is_some(), "fenced");
+                let fresh: Vec<String> = sqlx::query_scalar(pg_sql::TAKE_FRESH)
+                    .bind(id)
+                    .bind(step as i32)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                ensure!(fresh.is_empty(), "unexpected input");
+                sqlx::query(pg_sql::TAKE_STEP)
+                    .bind(id)
+                    .bind(step as i32)
+                    .execute(&mut *tx)
+                    .await?;
+                let taken: Vec<String> = sqlx::query_scalar(pg_sql::TAKE_TAKEN)
+                    .bind(id)
+                    .bind(step as i32)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                ensure!(taken.is_empty(), "unexpected input");
+                tx.commit().await?;
+            }
+            BaselineDb::Lite(pool) => {
+                let mut tx = pool.begin().await?;
+                let owned = sqlx::query(lite_sql::TAKE_OWNED)
+                    .bind(id)
+                    .bind(generation)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                ensure!(owned.is_some(), "fenced");
+                let fresh: Vec<String> = sqlx::query_scalar(lite_sql::TAKE_FRESH)
+                    .bind(id)
+                    .bind(step as i32)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                ensure!(fresh.is_empty(), "unexpected input");
+                sqlx::query(lite_sql::TAKE_STEP)
+                    .bind(id)
+                    .bind(step as i32)
+                    .execute(&mut *tx)
+                    .await?;
+                let taken: Vec<String> = sqlx::query_scalar(lite_sql::TAKE_TAKEN)
+                    .bind(id)
+                    .bind(step as i32)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                ensure!(taken.is_empty(), "unexpected input");
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One generation-checked commit: the execution row, sealed results, call-log rows and
+    /// events, in one transaction, like `Store::commit`.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit(
+        &self,
+        fx: &Fixture,
+        id: Uuid,
+        generation: i64,
+        calls: &[CallW<'_>],
+        events: &[EventKind],
+        usage: Option<Usage>,
+        end: Option<&End>,
+    ) -> anyhow::Result<i64> {
+        let now = now_ms();
+        let total = usage.unwrap_or_default();
+        match self {
+            BaselineDb::Pg(pool) => {
+                let mut tx = pool.begin().await?;
+                let last: Option<i64> = sqlx::query_scalar(pg_sql::UPDATE_EXECUTION)
+                    .bind(id)
+                    .bind(generation)
+                    .bind(events.len() as i64)
+                    .bind(total.input_tokens as i64)
+                    .bind(total.output_tokens as i64)
+                    .bind(total.cached_input_tokens as i64)
+                    .bind(usage.and_then(|u| u.cost_micros).map(|c| c as i64))
+                    .bind(end.map(|e| e.state))
+                    .bind(end.map(|e| e.outcome.clone()))
+                    .bind(None::<String>)
+                    .bind(None::<Uuid>)
+                    .bind(None::<i64>)
+                    .bind(None::<String>)
+                    .bind(end.is_some())
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let last = last.context("fenced")?;
+                for call in calls {
+                    pg_call(&mut tx, fx, id, generation, call).await?;
+                }
+                if !events.is_empty() {
+                    let (sequences, kinds, payloads) =
+                        event_rows(last - events.len() as i64 + 1, events)?;
+                    sqlx::query(pg_sql::INSERT_EVENTS)
+                        .bind(id)
+                        .bind(&sequences)
+                        .bind(&kinds)
+                        .bind(&payloads)
+                        .bind(now_ms())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(last)
+            }
+            BaselineDb::Lite(pool) => {
+                let mut tx = pool.begin().await?;
+                let last: Option<i64> = sqlx::query_scalar(lite_sql::UPDATE_EXECUTION)
+                    .bind(id)
+                    .bind(generation)
+                    .bind(events.len() as i64)
+                    .bind(total.input_tokens as i64)
+                    .bind(total.output_tokens as i64)
+                    .bind(total.cached_input_tokens as i64)
+                    .bind(usage.and_then(|u| u.cost_micros).map(|c| c as i64))
+                    .bind(end.map(|e| e.state))
+                    .bind(end.map(|e| e.outcome.clone()))
+                    .bind(None::<String>)
+                    .bind(None::<Uuid>)
+                    .bind(None::<i64>)
+                    .bind(None::<String>)
+                    .bind(end.is_some())
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let last = last.context("fenced")?;
+                for call in calls {
+                    lite_call(&mut tx, fx, id, generation, call).await?;
+                }
+                if !events.is_empty() {
+                    let (sequences, kinds, payloads) =
+                        event_rows(last - events.len() as i64 + 1, events)?;
+                    lite_events(&mut tx, id, &sequences, &kinds, &payloads).await?;
+                }
+                tx.commit().await?;
+                Ok(last)
+            }
+        }
+    }
+
+    /// One Turn of `fx.steps` steps, from submit to its end.
+    async fn turn(&self, fx: &Fixture) -> anyhow::Result<()> {
+        let execution = ExecutionId::new();
+        let id = execution.as_uuid();
+        self.submit(fx, id).await?;
+        let generation = self.claim(id).await?;
+        self.take_inputs(id, generation, 1).await?;
+        let mut used = Usage::default();
+        for step in 1..=fx.steps {
+            // The model call: intent, sending (+ model_step_started), result (+ tool_call).
+            let key = CallKey {
+                step,
+                slot: CallSlot::Model,
+                attempt: 1,
+            };
+            let idempotency_key = key.idempotency_key(execution);
+            let write = |phase| call_write(key, phase, &idempotency_key, None);
+            self.commit(fx, id, generation, &[write("intent")], &[], None, None)
+                .await?;
+            let started = EventKind::ModelStepStarted { step, attempt: 1 };
+            self.commit(
+                fx,
+                id,
+                generation,
+                &[write("sending")],
+                &[started],
+                None,
+                None,
+            )
+            .await?;
+            let call = fx.next_call();
+            let record = Uuid::now_v7();
+            let done = CallW {
+                usage: Some(USAGE),
+                ..call_write(
+                    key,
+                    "done",
+                    &idempotency_key,
+                    Some((record, &fx.model_nonce, &fx.model_ciphertext)),
+                )
+            };
+            let asked = EventKind::ToolCall {
+                step,
+                call: call.clone(),
+            };
+            self.commit(fx, id, generation, &[done], &[asked], Some(USAGE), None)
+                .await?;
+            used += USAGE;
+
+            // The tool call: intent, sending, the HTTP call, result (+ tool_result).
+            let key = CallKey {
+                step,
+                slot: CallSlot::Tool(0),
+                attempt: 1,
+            };
+            let idempotency_key = key.idempotency_key(execution);
+            let write = |phase| call_write(key, phase, &idempotency_key, None);
+            self.commit(fx, id, generation, &[write("intent")], &[], None, None)
+                .await?;
+            self.commit(fx, id, generation, &[write("sending")], &[], None, None)
+                .await?;
+            let result = fx.call_tool(execution, key, &call).await?;
+            let record = Uuid::now_v7();
+            let done = call_write(
+                key,
+                "done",
+                &idempotency_key,
+                Some((record, &fx.tool_nonce, &fx.tool_ciphertext)),
+            );
+            let answered = EventKind::ToolResult { step, result };
+            self.commit(fx, id, generation, &[done], &[answered], None, None)
+                .await?;
+
+            // Input that arrived meanwhile joins the next step.
+            self.take_inputs(id, generation, step + 1).await?;
+        }
+        let end = End {
+            state: "completed",
+            outcome: openbot_server::store::outcome_name(TurnOutcome::MaxSteps),
+        };
+        let ended = EventKind::TurnEnded {
+            outcome: TurnOutcome::MaxSteps,
+            usage: used,
+        };
+        self.commit(fx, id, generation, &[], &[ended], None, Some(&end))
+            .await?;
+        Ok(())
+    }
+
+    /// Runs `executions` Turns at once and waits until `expected` executions completed.
+    async fn round(
+        &self,
+        fx: &Arc<Fixture>,
+        executions: u32,
+        poller: &Poller,
+        expected: i64,
+    ) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let mut turns = Vec::new();
+        for _ in 0..executions {
+            let db = self.clone();
+            let fx = Arc::clone(fx);
+            turns.push(tokio::spawn(async move { db.turn(&fx).await }));
+        }
+        let all = async move {
+            for turn in turns {
+                turn.await??;
+            }
+            Ok::<(), anyhow::Error>(())
+        };
+        tokio::pin!(all);
+        let done = poller.wait_completed(expected);
+        tokio::pin!(done);
+        let mut turns_ok = false;
+        let elapsed = loop {
+            tokio::select! {
+                result = &mut done => {
+                    result?;
+                    break start.elapsed();
+                }
+                result = &mut all, if !turns_ok => {
+                    result?;
+                    turns_ok = true;
+                }
+            }
+        };
+        if !turns_ok {
+            all.await?;
+        }
+        Ok(elapsed)
+    }
+}
+
+async fn pg_call(
+    tx: &mut Transaction<'_, Postgres>,
+    fx: &Fixture,
+    id: Uuid,
+    generation: i64,
+    call: &CallW<'_>,
+) -> anyhow::Result<()> {
+    if let Some((record, nonce, ciphertext)) = call.result {
+        sqlx::query(pg_sql::INSERT_SEALED)
+            .bind(record)
+            .bind(Some(id))
+            .bind(&fx.key_id)
+            .bind(nonce)
+            .bind(ciphertext)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+    }
+    let usage = call.usage.unwrap_or_default();
+    sqlx::query(pg_sql::INSERT_CALL)
+        .bind(id)
+        .bind(call.key.step as i32)
+        .bind(slot_name(call.key.slot))
+        .bind(call.key.attempt as i32)
+        .bind(call.phase)
+        .bind(call.idempotency_key)
+        .bind(call.result.map(|(record, _, _)| record))
+        .bind(call.usage.is_some())
+        .bind(usage.input_tokens as i64)
+        .bind(usage.output_tokens as i64)
+        .bind(usage.cached_input_tokens as i64)
+        .bind(usage.cost_micros.map(|c| c as i64))
+        .bind(generation)
+        .bind(false)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn lite_call(
+    tx: &mut Transaction<'_, Sqlite>,
+    fx: &Fixture,
+    id: Uuid,
+    generation: i64,
+    call: &CallW<'_>,
+) -> anyhow::Result<()> {
+    if let Some((record, nonce, ciphertext)) = call.result {
+        sqlx::query(lite_sql::INSERT_SEALED)
+            .bind(record)
+            .bind(Some(id))
+            .bind(&fx.key_id)
+            .bind(nonce)
+            .bind(ciphertext)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+    }
+    let usage = call.usage.unwrap_or_default();
+    sqlx::query(lite_sql::INSERT_CALL)
+        .bind(id)
+        .bind(call.key.step as i32)
+        .bind(slot_name(call.key.slot))
+        .bind(call.key.attempt as i32)
+        .bind(call.phase)
+        .bind(call.idempotency_key)
+        .bind(call.result.map(|(record, _, _)| record))
+        .bind(call.usage.is_some())
+        .bind(usage.input_tokens as i64)
+        .bind(usage.output_tokens as i64)
+        .bind(usage.cached_input_tokens as i64)
+        .bind(usage.cost_micros.map(|c| c as i64))
+        .bind(generation)
+        .bind(false)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn lite_events(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: Uuid,
+    sequences: &[i64],
+    kinds: &[String],
+    payloads: &[String],
+) -> anyhow::Result<()> {
+    let at = now_ms();
+    for ((sequence, kind), payload) in sequences.iter().zip(kinds).zip(payloads) {
+        sqlx::query(lite_sql::INSERT_EVENT)
+            .bind(id)
+            .bind(sequence)
+            .bind(kind)
+            .bind(payload)
+            .bind(at)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks and statistics.
+
+/// What a side's database holds at the end, to check both sides wrote the same.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Written {
+    executions: i64,
+    wrong_end: i64,
+    calls: i64,
+    events: i64,
+    event_bytes: i64,
+    sealed: i64,
+    sealed_bytes: i64,
+}
+
+const WRITTEN: &str = "SELECT \
+     (SELECT count(*) FROM executions), \
+     (SELECT count(*) FROM executions WHERE state <> 'completed' OR outcome IS NULL OR outcome <> 'max_steps' OR last_sequence <> $1), \
+     (SELECT count(*) FROM calls WHERE status = 'done'), \
+     (SELECT count(*) FROM events), \
+     (SELECT COALESCE(SUM(length(payload)), 0) FROM events), \
+     (SELECT count(*) FROM sealed_records), \
+     (SELECT COALESCE(SUM(length(ciphertext)), 0) FROM sealed_records)";
+
+async fn written_pg(url: &str, last_sequence: i64) -> anyhow::Result<Written> {
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    let row: (i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(
+        WRITTEN
+            .replace("SUM(length(payload))", "SUM(length(payload))::bigint")
+            .replace("SUM(length(ciphertext))", "SUM(length(ciphertext))::bigint"),
+    ))
+    .bind(last_sequence)
+    .fetch_one(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok(written(row))
+}
+
+async fn written_lite(path: &Path, last_sequence: i64) -> anyhow::Result<Written> {
+    let options = SqliteConnectOptions::new().filename(path).read_only(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await?;
+    let row: (i64, i64, i64, i64, i64, i64, i64) =
+        sqlx::query_as(sqlx::AssertSqlSafe(WRITTEN.replace("$1", "?1")))
+            .bind(last_sequence)
+            .fetch_one(&mut conn)
+            .await?;
+    conn.close().await?;
+    Ok(written(row))
+}
+
+fn written(row: (i64, i64, i64, i64, i64, i64, i64)) -> Written {
+    Written {
+        executions: row.0,
+        wrong_end: row.1,
+        calls: row.2,
+        events: row.3,
+        event_bytes: row.4,
+        sealed: row.5,
+        sealed_bytes: row.6,
+    }
+}
+
+/// PostgreSQL's counters of a database: committed transactions (every statement outside a
+/// transaction counts as one), rows inserted, rows updated.
+async fn pg_counters(server: &str, name: &str) -> anyhow::Result<(i64, i64, i64)> {
+    let mut conn = sqlx::PgConnection::connect(server).await?;
+    let row: (i64, i64, i64) = sqlx::query_as(
+        "SELECT xact_commit, tup_inserted, tup_updated FROM pg_stat_database WHERE datname = $1",
+    )
+    .bind(name)
+    .fetch_one(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok(row)
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
+
+fn list(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|v| format!("{v:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs the DBOS workload as a child process and returns its JSON line.
+async fn run_dbos(args: &Args, url: &str, tool_url: &str) -> anyhow::Result<Value> {
+    let mut command = tokio::process::Command::new(&args.dbos_python);
+    command
+        .arg(&args.dbos_script)
+        .args(["--database-url", url, "--tool-url", tool_url])
+        .args(["--workflows", &args.executions.to_string()])
+        .args(["--steps", &args.steps.to_string()])
+        .args(["--rounds", &args.rounds.to_string()])
+        .args(["--warmup", &args.warmup.to_string()])
+        .stderr(std::process::Stdio::inherit());
+    if let Some(size) = args.dbos_pool_size {
+        command.args(["--pool-size", &size.to_string()]);
+    }
+    let output = command
+        .output()
+        .await
+        .with_context(|| format!("running {}", args.dbos_python.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success(),
+        "the DBOS workload failed ({}): {stdout}",
+        output.status
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("the DBOS workload printed no JSON line")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let steps_per_round = u64::from(args.executions) * u64::from(args.steps);
+    println!(
+        "engine steps: {:?}, {} executions at once x {} model steps (one HTTP tool call each), \
+         scripted model; {} warm-up + {} measured rounds per side; {cores} cores",
+        args.backend, args.executions, args.steps, args.warmup, args.rounds
+    );
+    let tool_url = start_tool_server().await?;
+    let (keys, _) = KeyRing::generate("k1");
+    let script_dir = tempfile::tempdir()?;
+    let script = script_dir.path().join("model.json");
+    std::fs::write(
+        &script,
+        json!({"steps": [{"tool_calls": [{"name": "echo", "arguments": {"text": "x"}}]}], "repeat": true})
+            .to_string(),
+    )?;
+    let input = TurnInput {
+        instructions: String::new(),
+        model: format!("scripted:{}", script.display()),
+        tools: vec![SavedTool {
+            definition: echo_definition(),
+            route: ToolRoute::Http {
+                url: tool_url.clone(),
+                retry_safe: false,
+            },
+        }],
+        limits: Limits {
+            max_steps: Some(args.steps),
+            ..Limits::default()
+        },
+        history: Vec::new(),
+        input: vec![ContentPart::text("go")],
+        max_output_tokens: None,
+    };
+    let fixture = Arc::new(Fixture::new(
+        &keys,
+        &input,
+        HttpTool::new(echo_definition(), tool_url.clone(), HttpTool::client()),
+    )?);
+
+    // Databases, one per side.
+    let suffix = Uuid::now_v7().simple().to_string();
+    let names = [
+        format!("bench_engine_{suffix}"),
+        format!("bench_sql_{suffix}"),
+        format!("bench_dbos_{suffix}"),
+    ];
+    let mut sqlite_tmp = None;
+    let (engine_store, baseline, engine_poller, baseline_poller, sqlite_paths, server) =
+        match args.backend {
+            Backend::Postgres => {
+                let server = args
+                    .database_url
+                    .clone()
+                    .context("--database-url is needed with --backend postgres")?;
+                let engine_url = create_pg_database(&server, &names[0]).await?;
+                let sql_url = create_pg_database(&server, &names[1]).await?;
+                PostgresStore::migrate(&engine_url).await?;
+                PostgresStore::migrate(&sql_url).await?;
+                let store: Arc<dyn Store> =
+                    Arc::new(PostgresStore::connect(&engine_url, args.max_connections).await?);
+                let sql_store = PostgresStore::connect(&sql_url, args.max_connections).await?;
+                (
+                    store,
+                    BaselineDb::Pg(sql_store.pool().clone()),
+                    Poller::pg(&engine_url).await?,
+                    Poller::pg(&sql_url).await?,
+                    None,
+                    Some(server),
+                )
+            }
+            Backend::Sqlite => {
+                let dir = match &args.sqlite_dir {
+                    Some(dir) => {
+                        std::fs::create_dir_all(dir)?;
+                        tempfile::tempdir_in(dir)?
+                    }
+                    None => tempfile::tempdir()?,
+                };
+                let engine_path = dir.path().join("engine.db");
+                let sql_path = dir.path().join("baseline.db");
+                SqliteStore::migrate(&engine_path).await?;
+                SqliteStore::migrate(&sql_path).await?;
+                let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&engine_path).await?);
+                let sql_store = SqliteStore::open(&sql_path).await?;
+                let pollers = (
+                    Poller::lite(&engine_path).await?,
+                    Poller::lite(&sql_path).await?,
+                );
+                sqlite_tmp = Some(dir);
+                (
+                    store,
+                    BaselineDb::Lite(sql_store.pool().clone()),
+                    pollers.0,
+                    pollers.1,
+                    Some((engine_path, sql_path)),
+                    None,
+                )
+            }
+        };
+    if let Some(dir) = &sqlite_tmp {
+        println!("sqlite files in {}", dir.path().display());
+    }
+
+    let engine = EngineSide::open(engine_store, keys.clone(), input.clone()).await?;
+    let mut engine_rounds = Vec::new();
+    let mut baseline_rounds = Vec::new();
+    let mut engine_done = 0i64;
+    let mut baseline_done = 0i64;
+    let per_round = i64::from(args.executions);
+    for round in 0..args.warmup + args.rounds {
+        let measured = round >= args.warmup;
+        // Alternate which side goes first, so neither always runs on a warmer database.
+        for side in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
+            if side == 0 {
+                engine_done += per_round;
+                let time = engine
+                    .round(args.executions, &engine_poller, engine_done)
+                    .await?;
+                let rate = steps_per_round as f64 / time.as_secs_f64();
+                println!(
+                    "  round {round:>2} engine:   {rate:>8.0} steps/s ({:.3} s){}",
+                    time.as_secs_f64(),
+                    if measured { "" } else { " warm-up" }
+                );
+                if measured {
+                    engine_rounds.push(rate);
+                }
+            } else {
+                baseline_done += per_round;
+                let time = baseline
+                    .round(&fixture, args.executions, &baseline_poller, baseline_done)
+                    .await?;
+                let rate = steps_per_round as f64 / time.as_secs_f64();
+                println!(
+                    "  round {round:>2} raw SQL:  {rate:>8.0} steps/s ({:.3} s){}",
+                    time.as_secs_f64(),
+                    if measured { "" } else { " warm-up" }
+                );
+                if measured {
+                    baseline_rounds.push(rate);
+                }
+            }
+        }
+    }
+    engine.engine.shutdown().await;
+    let engine_polls = engine_poller.polls();
+    let baseline_polls = baseline_poller.polls();
+    drop(engine);
+    drop(engine_poller);
+    drop(baseline_poller);
+    if let BaselineDb::Pg(pool) = &baseline {
+        pool.close().await;
+    }
+
+    let engine_rate = median(&engine_rounds);
+    let baseline_rate = median(&baseline_rounds);
+    let share = engine_rate / baseline_rate;
+    println!(
+        "engine:  {engine_rate:.0} steps/s (median; rounds: {})",
+        list(&engine_rounds)
+    );
+    println!(
+        "raw SQL: {baseline_rate:.0} steps/s (median; rounds: {})",
+        list(&baseline_rounds)
+    );
+    println!(
+        "ratio: engine = {share:.2} x the raw-SQL baseline; target ≥ {TARGET_BASELINE_SHARE}: {}",
+        verdict(share >= TARGET_BASELINE_SHARE)
+    );
+
+    // Both sides must have written the same: same rows, same bytes.
+    let last_sequence = 3 * i64::from(args.steps) + 2;
+    let (engine_written, baseline_written) = match &sqlite_paths {
+        Some((engine_path, sql_path)) => (
+            written_lite(engine_path, last_sequence).await?,
+            written_lite(sql_path, last_sequence).await?,
+        ),
+        None => {
+            let server = server.as_deref().context("a server")?;
+            let (base, _) = server.rsplit_once('/').context("a URL with a database")?;
+            (
+                written_pg(&format!("{base}/{}", names[0]), last_sequence).await?,
+                written_pg(&format!("{base}/{}", names[1]), last_sequence).await?,
+            )
+        }
+    };
+    let total_steps = engine_written.executions * i64::from(args.steps);
+    println!("written: engine {engine_written:?}\n         raw SQL {baseline_written:?}");
+    ensure!(
+        engine_written.wrong_end == 0 && baseline_written.wrong_end == 0,
+        "some executions did not end as expected"
+    );
+    ensure!(
+        engine_written.executions == baseline_written.executions
+            && engine_written.calls == baseline_written.calls
+            && engine_written.events == baseline_written.events
+            && engine_written.sealed == baseline_written.sealed,
+        "the two sides wrote different rows"
+    );
+
+    // What each side cost the database, per step (PostgreSQL's counters).
+    let mut counters = Value::Null;
+    if let Some(server) = &server {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let engine_c = pg_counters(server, &names[0]).await?;
+        let sql_c = pg_counters(server, &names[1]).await?;
+        let per_step = |c: (i64, i64, i64), polls: u64| {
+            let steps = total_steps as f64;
+            (
+                (c.0 as f64 - polls as f64) / steps,
+                c.1 as f64 / steps,
+                c.2 as f64 / steps,
+            )
+        };
+        let e = per_step(engine_c, engine_polls);
+        let b = per_step(sql_c, baseline_polls);
+        println!(
+            "per step, PostgreSQL counters: engine {:.1} transactions/statements, {:.1} rows inserted, \
+             {:.1} rows updated; raw SQL {:.1}, {:.1}, {:.1}",
+            e.0, e.1, e.2, b.0, b.1, b.2
+        );
+        counters = json!({
+            "engine": {"transactions_per_step": e.0, "inserted_per_step": e.1, "updated_per_step": e.2},
+            "raw_sql": {"transactions_per_step": b.0, "inserted_per_step": b.1, "updated_per_step": b.2},
+        });
+    }
+
+    // DBOS on the same server.
+    let mut dbos = Value::Null;
+    let mut dbos_ratio = None;
+    match (&server, args.no_dbos) {
+        (Some(server), false) => {
+            let url = create_pg_database(server, &names[2]).await?;
+            let url = url.replacen("postgres://", "postgresql://", 1);
+            println!(
+                "DBOS: {} workflows at once x {} iterations (a model step + a tool step each), {}",
+                args.executions,
+                args.steps,
+                args.dbos_python.display()
+            );
+            let result = run_dbos(&args, &url, &tool_url).await?;
+            let rate = result["steps_per_s"].as_f64().unwrap_or(f64::NAN);
+            let ratio = engine_rate / rate;
+            println!(
+                "DBOS {} (Python {}): {rate:.0} steps/s (median; rounds: {}); {:.0} @DBOS.step calls/s",
+                result["version"].as_str().unwrap_or("?"),
+                result["python"].as_str().unwrap_or("?"),
+                result["rounds_steps_per_s"]
+                    .as_array()
+                    .map(|a| a
+                        .iter()
+                        .filter_map(Value::as_f64)
+                        .map(|v| format!("{v:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_default(),
+                result["dbos_steps_per_s"].as_f64().unwrap_or(f64::NAN)
+            );
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let c = pg_counters(server, &names[2]).await?;
+            let steps = result["total_steps"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "per step, PostgreSQL counters: DBOS {:.1} transactions/statements, {:.1} rows inserted, {:.1} rows updated",
+                c.0 as f64 / steps,
+                c.1 as f64 / steps,
+                c.2 as f64 / steps
+            );
+            println!(
+                "ratio: engine = {ratio:.2} x DBOS; target ≥ {TARGET_DBOS_RATIO}: {}",
+                verdict(ratio >= TARGET_DBOS_RATIO)
+            );
+            dbos = result;
+            dbos["counters"] = json!({
+                "transactions_per_step": c.0 as f64 / steps,
+                "inserted_per_step": c.1 as f64 / steps,
+                "updated_per_step": c.2 as f64 / steps,
+            });
+            dbos_ratio = Some(ratio);
+        }
+        (Some(_), true) => println!("DBOS: skipped (--no-dbos)"),
+        (None, _) => println!("DBOS: not run on SQLite"),
+    }
+
+    if let Some(server) = &server
+        && !args.keep_databases
+    {
+        for name in &names {
+            if let Err(err) = drop_pg_database(server, name).await {
+                eprintln!("could not drop {name}: {err}");
+            }
+        }
+    }
+    if args.keep_databases
+        && let Some(dir) = sqlite_tmp
+    {
+        let kept = dir.keep();
+        println!("kept {}", kept.display());
+    }
+
+    let summary = json!({
+        "benchmark": "engine_steps",
+        "backend": match args.backend { Backend::Postgres => "postgres", Backend::Sqlite => "sqlite" },
+        "executions": args.executions,
+        "steps_per_turn": args.steps,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "max_connections": args.max_connections,
+        "cores": cores,
+        "engine_steps_per_s": engine_rate,
+        "engine_rounds": engine_rounds,
+        "raw_sql_steps_per_s": baseline_rate,
+        "raw_sql_rounds": baseline_rounds,
+        "ratio_to_raw_sql": share,
+        "target_ratio_to_raw_sql": TARGET_BASELINE_SHARE,
+        "raw_sql_met": share >= TARGET_BASELINE_SHARE,
+        "dbos": dbos,
+        "ratio_to_dbos": dbos_ratio,
+        "target_ratio_to_dbos": TARGET_DBOS_RATIO,
+        "dbos_met": dbos_ratio.map(|r| r >= TARGET_DBOS_RATIO),
+        "postgres_counters": counters,
+    });
+    println!("{summary}");
+    if dbos_ratio.is_none() && args.backend == Backend::Postgres && !args.no_dbos {
+        bail!("DBOS did not run");
+    }
+    Ok(())
+}
