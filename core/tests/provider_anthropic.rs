@@ -16,7 +16,7 @@ use openbot_core::model::{
     StopReason,
 };
 use openbot_core::schema::{
-    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult,
+    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult, Usage,
 };
 use serde_json::{Value, json};
 
@@ -308,6 +308,117 @@ async fn an_overloaded_error_event_mid_stream_is_a_retryable_server_error() {
         }
     );
     assert!(error.is_retryable());
+}
+
+/// A whole `message` object, as a server sends it that ignores `stream: true`.
+fn plain(content: Value, stop_reason: &str, usage: Value) -> Reply {
+    let message = json!({"id": "msg_01Aq9w938a90dw8q", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929", "content": content, "stop_reason": stop_reason,
+        "stop_sequence": null, "usage": usage});
+    Reply::Json(message.to_string())
+}
+
+#[tokio::test]
+async fn a_plain_json_answer_is_accepted() {
+    let content = json!([
+        {"type": "thinking", "thinking": "A greeting.", "signature": "EqQBCgIYAhIM"},
+        {"type": "text", "text": "Hello, "},
+        {"type": "text", "text": "world!"},
+    ]);
+    let usage = json!({"input_tokens": 100, "cache_creation_input_tokens": 300,
+        "cache_read_input_tokens": 2_000, "output_tokens": 50, "service_tier": "standard"});
+    let mock = MockProvider::start("", [plain(content, "end_turn", usage)]).await;
+    let mut settings = mock.settings(0);
+    settings.pricing = Some(Pricing {
+        input_per_million: 3_000_000,
+        cached_input_per_million: 300_000,
+        output_per_million: 15_000_000,
+    });
+    let model = AnthropicMessages::new("claude-sonnet-4-5", settings).unwrap();
+    let events = collect_events(&model, ask("Hi")).await.unwrap();
+    assert_eq!(
+        events,
+        [
+            ModelEvent::TextDelta("Hello, world!".into()),
+            // 400 * 3 + 2000 * 0.3 + 50 * 15 = 1200 + 600 + 750 micro-dollars.
+            ModelEvent::Usage(Usage {
+                input_tokens: 2_400,
+                output_tokens: 50,
+                cached_input_tokens: 2_000,
+                cost_micros: Some(2_550),
+            }),
+            ModelEvent::Done(StopReason::EndTurn),
+        ]
+    );
+    assert_eq!(mock.only_request().body["stream"], true);
+}
+
+#[tokio::test]
+async fn a_plain_json_answer_with_tool_calls_is_accepted() {
+    let tool_use = |id: &str, city: &str| json!({"type": "tool_use", "id": id, "name": "get_weather", "input": {"location": city}});
+    let content = json!([
+        {"type": "text", "text": "Let me check both."},
+        tool_use("toolu_paris", "Paris"),
+        tool_use("toolu_oslo", "Oslo"),
+    ]);
+    let usage = json!({"input_tokens": 472, "output_tokens": 89});
+    let mock = MockProvider::start("", [plain(content, "tool_use", usage)]).await;
+    let events = collect_events(&model(&mock, 0), ask("Paris and Oslo?"))
+        .await
+        .unwrap();
+    let weather = |id: &str, city: &str| {
+        ModelEvent::ToolCall(ToolCall {
+            id: id.into(),
+            name: "get_weather".into(),
+            arguments: json!({"location": city}),
+        })
+    };
+    assert_eq!(
+        events,
+        [
+            ModelEvent::TextDelta("Let me check both.".into()),
+            weather("toolu_paris", "Paris"),
+            weather("toolu_oslo", "Oslo"),
+            ModelEvent::Usage(Usage {
+                input_tokens: 472,
+                output_tokens: 89,
+                cached_input_tokens: 0,
+                cost_micros: None,
+            }),
+            ModelEvent::Done(StopReason::ToolUse),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_plain_json_error_or_non_message_is_an_error() {
+    let mock = MockProvider::start(
+        "",
+        [
+            Reply::Json(api_error("overloaded_error", "Overloaded")),
+            Reply::Json(json!({"type": "completion", "content": []}).to_string()),
+        ],
+    )
+    .await;
+    let model = model(&mock, 2);
+    let error = collect(&model, ask("Hi")).await.unwrap_err();
+    assert_eq!(
+        error,
+        ModelError::Server {
+            status: 529,
+            message: "Overloaded".into()
+        }
+    );
+    let error = collect(&model, ask("Hi")).await.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Malformed(m) if m.contains("not a message")),
+        "{error:?}"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "answers that came are not asked again"
+    );
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use openbot_core::model::{
     HttpSettings, Model, ModelError, ModelEvent, ModelRequest, OpenAiChat, Pricing, StopReason,
 };
 use openbot_core::schema::{
-    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult,
+    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult, Usage,
 };
 use serde_json::{Value, json};
 
@@ -477,16 +477,136 @@ async fn malformed_event_data_is_a_malformed_error() {
     assert!(!error.is_retryable());
 }
 
+/// A whole `chat.completion` object, as a server sends it that ignores `stream: true`.
+fn completion(message: Value, finish_reason: &str, prompt: u64, completion: u64) -> String {
+    json!({
+        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "object": "chat.completion",
+        "created": 1_741_570_283,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_fc9f1d7035",
+    })
+    .to_string()
+}
+
 #[tokio::test]
-async fn a_json_answer_where_a_stream_was_asked_for_is_malformed() {
+async fn a_plain_json_answer_is_accepted() {
+    let message = json!({"role": "assistant", "content": "Hello! How can I help?",
+        "refusal": null, "annotations": []});
+    let mock = MockProvider::start("/v1", [Reply::Json(completion(message, "stop", 19, 10))]).await;
+    let mut settings = mock.settings(2);
+    // $2.50 per million input, $10 per million output.
+    settings.pricing = Some(Pricing {
+        input_per_million: 2_500_000,
+        cached_input_per_million: 1_250_000,
+        output_per_million: 10_000_000,
+    });
+    let model = OpenAiChat::new("openai", "gpt-4o", settings).unwrap();
+    let events = collect_events(&model, ask("Hi")).await.unwrap();
+    assert_eq!(
+        events,
+        [
+            ModelEvent::TextDelta("Hello! How can I help?".into()),
+            // 19 * 2.5 + 10 * 10 = 147.5, rounded up.
+            ModelEvent::Usage(Usage {
+                input_tokens: 19,
+                output_tokens: 10,
+                cached_input_tokens: 0,
+                cost_micros: Some(148),
+            }),
+            ModelEvent::Done(StopReason::EndTurn),
+        ]
+    );
+    let sent = mock.only_request();
+    assert_eq!(sent.body["stream"], true, "a stream is still asked for");
+}
+
+#[tokio::test]
+async fn a_plain_json_answer_with_tool_calls_is_accepted() {
+    let call = |id: &str, city: &str| {
+        json!({"id": id, "type": "function", "function": {"name": "get_weather",
+            "arguments": json!({"location": city}).to_string()}})
+    };
+    let message = json!({"role": "assistant", "content": null, "refusal": null,
+        "tool_calls": [call("call_paris", "Paris"), call("call_oslo", "Oslo")]});
+    let mock = MockProvider::start(
+        "/v1",
+        [Reply::Json(completion(message, "tool_calls", 80, 40))],
+    )
+    .await;
+    let response = collect(&model(&mock, 0), ask("Paris and Oslo?"))
+        .await
+        .unwrap();
+    let weather = |id: &str, city: &str| ToolCall {
+        id: id.into(),
+        name: "get_weather".into(),
+        arguments: json!({"location": city}),
+    };
+    assert_eq!(
+        response.tool_calls,
+        [weather("call_paris", "Paris"), weather("call_oslo", "Oslo")]
+    );
+    assert_eq!(response.text, "");
+    assert_eq!(response.stop, Some(StopReason::ToolUse));
+    let usage = response.usage.unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (80, 40));
+}
+
+#[tokio::test]
+async fn a_json_error_body_with_status_200_is_an_error() {
     let body = json!({"error": {"message": "streaming is not supported", "type": "invalid_request_error"}});
-    let mock = MockProvider::start("/v1", [Reply::status(200, body.to_string())]).await;
+    let mock = MockProvider::start("/v1", [Reply::Json(body.to_string())]).await;
     let error = collect(&model(&mock, 2), ask("Hi")).await.unwrap_err();
-    assert!(
-        matches!(&error, ModelError::Malformed(m) if m.ends_with("streaming is not supported")),
-        "{error:?}"
+    assert_eq!(
+        error,
+        ModelError::InvalidRequest {
+            status: 400,
+            message: "streaming is not supported".into()
+        }
     );
     assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_json_answer_that_is_no_completion_is_malformed() {
+    let no_choice = json!({"object": "chat.completion", "choices": [], "usage": null}).to_string();
+    let mock = MockProvider::start(
+        "/v1",
+        [
+            Reply::Json(json!({"object": "list", "data": []}).to_string()),
+            Reply::Json(no_choice),
+            Reply::Json("{\"choices\": [".into()),
+        ],
+    )
+    .await;
+    let model = model(&mock, 2);
+    for expected in [
+        "not a chat completion: missing field `choices`",
+        "has no choice",
+        "cannot be read",
+    ] {
+        let error = collect(&model, ask("Hi")).await.unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Malformed(m) if m.contains(expected)),
+            "{error:?}"
+        );
+        assert!(!error.is_retryable());
+    }
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "a malformed answer is not sent again"
+    );
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use openbot_core::model::{
     HttpSettings, Model, ModelError, ModelEvent, ModelRequest, OpenAiResponses, Pricing, StopReason,
 };
 use openbot_core::schema::{
-    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult,
+    ContentPart, FileId, FileRef, Message, ToolCall, ToolDefinition, ToolResult, Usage,
 };
 use serde_json::{Value, json};
 
@@ -394,6 +394,134 @@ async fn an_incomplete_response_stops_at_max_tokens() {
     assert_eq!(response.text, "Once upon");
     assert_eq!(response.stop, Some(StopReason::MaxTokens));
     assert_eq!(response.usage.map(|u| u.output_tokens), Some(100));
+}
+
+/// A whole `response` object with these `output` items, as a server sends it that ignores
+/// `stream: true`.
+fn plain(status: &str, output: Value, usage_value: Value) -> Reply {
+    Reply::Json(response(status, usage_value, json!({"output": output})).to_string())
+}
+
+fn function_call_item(call_id: &str, city: &str) -> Value {
+    json!({"id": format!("fc_{call_id}"), "type": "function_call", "status": "completed",
+        "arguments": json!({"location": city}).to_string(), "call_id": call_id,
+        "name": "get_weather"})
+}
+
+#[tokio::test]
+async fn a_plain_json_answer_is_accepted() {
+    let output = json!([
+        {"id": "rs_67ccd2bf17f0819081ff3bb2cf6508e6", "type": "reasoning", "summary": []},
+        {"id": MESSAGE_ID, "type": "message", "status": "completed", "role": "assistant",
+         "content": [
+            {"type": "output_text", "text": "Hi there", "annotations": []},
+            {"type": "output_text", "text": "!", "annotations": []},
+         ]},
+    ]);
+    let mock = MockProvider::start(
+        "/v1",
+        [plain("completed", output, usage(3_000, 200, 2_048))],
+    )
+    .await;
+    let mut settings = mock.settings(0);
+    settings.pricing = Some(Pricing {
+        input_per_million: 2_000_000,
+        cached_input_per_million: 500_000,
+        output_per_million: 8_000_000,
+    });
+    let model = OpenAiResponses::new("gpt-4.1", settings).unwrap();
+    let events = collect_events(&model, ask("Hi")).await.unwrap();
+    assert_eq!(
+        events,
+        [
+            ModelEvent::TextDelta("Hi there!".into()),
+            // 952 * 2 + 2048 * 0.5 + 200 * 8 = 1904 + 1024 + 1600 micro-dollars.
+            ModelEvent::Usage(Usage {
+                input_tokens: 3_000,
+                output_tokens: 200,
+                cached_input_tokens: 2_048,
+                cost_micros: Some(4_528),
+            }),
+            ModelEvent::Done(StopReason::EndTurn),
+        ]
+    );
+    assert_eq!(mock.only_request().body["stream"], true);
+}
+
+#[tokio::test]
+async fn a_plain_json_answer_with_tool_calls_is_accepted() {
+    let output = json!([
+        function_call_item("call_paris", "Paris"),
+        function_call_item("call_oslo", "Oslo"),
+    ]);
+    let mock = MockProvider::start("/v1", [plain("completed", output, usage(60, 40, 0))]).await;
+    let response = collect(&model(&mock, 0), ask("Paris and Oslo?"))
+        .await
+        .unwrap();
+    let weather = |id: &str, city: &str| ToolCall {
+        id: id.into(),
+        name: "get_weather".into(),
+        arguments: json!({"location": city}),
+    };
+    assert_eq!(
+        response.tool_calls,
+        [weather("call_paris", "Paris"), weather("call_oslo", "Oslo")]
+    );
+    assert_eq!(response.text, "");
+    assert_eq!(response.stop, Some(StopReason::ToolUse));
+    assert_eq!(response.usage.map(|u| u.output_tokens), Some(40));
+}
+
+#[tokio::test]
+async fn a_plain_incomplete_response_stops_at_max_tokens() {
+    let output = json!([{"id": MESSAGE_ID, "type": "message", "status": "incomplete",
+        "role": "assistant", "content": [{"type": "output_text", "text": "Once upon", "annotations": []}]}]);
+    let mut incomplete = response("incomplete", usage(10, 100, 0), json!({"output": output}));
+    incomplete["incomplete_details"] = json!({"reason": "max_output_tokens"});
+    let mock = MockProvider::start("/v1", [Reply::Json(incomplete.to_string())]).await;
+    let response = collect(&model(&mock, 0), ask("A long story"))
+        .await
+        .unwrap();
+    assert_eq!(response.text, "Once upon");
+    assert_eq!(response.stop, Some(StopReason::MaxTokens));
+}
+
+#[tokio::test]
+async fn a_plain_failed_or_unfinished_response_is_an_error() {
+    let failed = response(
+        "failed",
+        Value::Null,
+        json!({"error": {"code": "invalid_prompt", "message": "Invalid prompt: flagged."}}),
+    );
+    let mock = MockProvider::start(
+        "/v1",
+        [
+            Reply::Json(failed.to_string()),
+            plain("in_progress", json!([]), Value::Null),
+            Reply::Json(json!({"id": RESPONSE_ID, "object": "response"}).to_string()),
+        ],
+    )
+    .await;
+    let model = model(&mock, 2);
+    let error = collect(&model, ask("Hi")).await.unwrap_err();
+    assert_eq!(
+        error,
+        ModelError::InvalidRequest {
+            status: 400,
+            message: "Invalid prompt: flagged.".into()
+        }
+    );
+    let error = collect(&model, ask("Hi")).await.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Malformed(m) if m.contains("`in_progress`")),
+        "{error:?}"
+    );
+    let error = collect(&model, ask("Hi")).await.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Malformed(m) if m.contains("missing field `output`")),
+        "{error:?}"
+    );
+    assert_eq!(mock.requests().len(), 3);
 }
 
 #[tokio::test]

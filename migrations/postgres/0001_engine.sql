@@ -87,7 +87,10 @@ CREATE TABLE outbox (
     kind         TEXT NOT NULL,
     payload      TEXT NOT NULL,
     created_at   BIGINT NOT NULL,
-    delivered_at BIGINT
+    delivered_at BIGINT,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    last_error   TEXT,
+    claimed_until BIGINT
 );
 CREATE INDEX outbox_pending ON outbox (id) WHERE delivered_at IS NULL;
 

@@ -88,6 +88,8 @@ conformance!(
     a_lost_tool_result_waits_in_outcome_unknown_until_resolved,
     a_waiting_execution_sleeps_without_an_owner_and_wakes_at_its_time,
     a_cancel_wakes_a_sleeping_execution_and_ends_it,
+    an_outbox_message_is_delivered_after_its_commit_and_only_then,
+    an_undeliverable_outbox_message_keeps_its_reason_and_never_blocks_the_next,
 );
 
 fn keys() -> KeyRing {
@@ -1131,5 +1133,88 @@ async fn a_cancel_wakes_a_sleeping_execution_and_ends_it(backend: Backend) {
     engine.cancel(id).await.unwrap();
     let row = wait_for_state(&store, id, ExecutionState::Cancelled).await;
     assert_eq!(row.outcome, Some(TurnOutcome::Cancelled));
+    engine.shutdown().await;
+}
+
+// ---- the outbox ----
+
+async fn an_outbox_message_is_delivered_after_its_commit_and_only_then(backend: Backend) {
+    let store = backend.store;
+    let engine = sleepy_engine(&store).await;
+    let target = submit_sleepy(&engine, now_ms() + 3_600_000).await;
+    wait_for_state(&store, target, ExecutionState::Waiting).await;
+    let source = claimed(&store, "node-b").await;
+    let message = openbot_server::engine::SignalMessage {
+        execution: target,
+        signal: "cancel".into(),
+    };
+
+    // A step that is refused (an old generation) commits nothing, so it sends nothing.
+    let refused = Commit {
+        outbox: vec![message.to_outbox()],
+        ..Commit::default()
+    };
+    assert!(
+        engine
+            .context()
+            .commit(source.id, source.generation + 1, refused)
+            .await
+            .is_err()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        store.execution(target).await.unwrap().state,
+        ExecutionState::Waiting
+    );
+
+    let step = Commit {
+        events: vec![delta("sent")],
+        outbox: vec![message.to_outbox()],
+        ..Commit::default()
+    };
+    engine
+        .context()
+        .commit(source.id, source.generation, step)
+        .await
+        .unwrap();
+    let row = wait_for_state(&store, target, ExecutionState::Cancelled).await;
+    assert_eq!(row.outcome, Some(TurnOutcome::Cancelled));
+    engine.shutdown().await;
+}
+
+async fn an_undeliverable_outbox_message_keeps_its_reason_and_never_blocks_the_next(
+    backend: Backend,
+) {
+    let store = backend.store;
+    let engine = sleepy_engine(&store).await;
+    let target = submit_sleepy(&engine, now_ms() + 3_600_000).await;
+    wait_for_state(&store, target, ExecutionState::Waiting).await;
+    let source = claimed(&store, "node-b").await;
+    let broken = ("no-such-kind".to_string(), "{}".to_string());
+    let good = openbot_server::engine::SignalMessage {
+        execution: target,
+        signal: "cancel".into(),
+    }
+    .to_outbox();
+    let step = Commit {
+        outbox: vec![broken, good],
+        ..Commit::default()
+    };
+    engine
+        .context()
+        .commit(source.id, source.generation, step)
+        .await
+        .unwrap();
+    wait_for_state(&store, target, ExecutionState::Cancelled).await;
+    // The broken message stays undelivered, with its reason, and is tried again later.
+    let messages = store.outbox_of(source.id).await.unwrap();
+    assert_eq!(messages.len(), 2);
+    assert!(!messages[0].delivered);
+    assert_eq!(messages[0].attempts, 1);
+    assert_eq!(
+        messages[0].last_error.as_deref(),
+        Some("no handler for outbox kind `no-such-kind`")
+    );
+    assert!(messages[1].delivered, "the next message was not held up");
     engine.shutdown().await;
 }

@@ -1,5 +1,6 @@
 //! Anthropic Messages (`POST {base}/v1/messages`).
 
+mod plain;
 mod request;
 mod stream;
 
@@ -20,6 +21,8 @@ const API_VERSION: &str = "2023-06-01";
 /// message. Tool calls are emitted complete when their block stops. The stream must end with
 /// `message_stop`, otherwise it fails with [`ModelError::Interrupted`]; an `error` event
 /// becomes a typed error. Usage counts cache reads and writes as input, cache reads as cached.
+/// A server that ignores `stream: true` and sends one `message` object is read as if it had
+/// streamed it.
 pub struct AnthropicMessages {
     name: String,
     model: String,

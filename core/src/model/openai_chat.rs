@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions (`POST {base}/chat/completions`), also for any OpenAI-compatible
 //! endpoint such as a local model server.
 
+mod plain;
 mod request;
 mod stream;
 
@@ -16,7 +17,8 @@ use super::{HttpSettings, Model, ModelError, ModelRequest, ModelStream};
 /// Tool calls are emitted complete, in the order of their `index`, once the model finished
 /// them; arguments that are not valid JSON arrive as `{"_raw": "<text>"}` so the Turn can tell
 /// the model what went wrong. The stream must end with `data: [DONE]`, otherwise it fails with
-/// [`ModelError::Interrupted`].
+/// [`ModelError::Interrupted`]. A server that ignores `stream: true` and sends one
+/// `chat.completion` object is read as if it had streamed it.
 pub struct OpenAiChat {
     name: String,
     model: String,

@@ -1,5 +1,6 @@
 //! The OpenAI Responses API (`POST {base}/responses`).
 
+mod plain;
 mod request;
 mod stream;
 
@@ -16,7 +17,9 @@ use super::{HttpSettings, Model, ModelError, ModelRequest, ModelStream};
 /// carries the whole conversation. Function tools are sent with `strict: false`, so any JSON
 /// Schema is accepted. Tool calls are emitted complete when their output item is done. The
 /// stream must end with `response.completed` or `response.incomplete`, otherwise it fails with
-/// [`ModelError::Interrupted`]; `response.failed` and `error` events become typed errors.
+/// [`ModelError::Interrupted`]; `response.failed` and `error` events become typed errors. A
+/// server that ignores `stream: true` and sends one `response` object is read as if it had
+/// streamed it.
 pub struct OpenAiResponses {
     name: String,
     model: String,

@@ -11,6 +11,9 @@
 //! - No headers within `response_timeout`, or no bytes within `idle_timeout` while streaming,
 //!   is a [`ModelError::Timeout`]; a stream that ends before the provider's end marker is
 //!   [`ModelError::Interrupted`]; data that cannot be read is [`ModelError::Malformed`].
+//! - A server that ignores `stream: true` and answers `200 application/json` is read whole:
+//!   an `error` in it is the error it reports; anything else goes to the adapter's
+//!   [`Decoder::plain_answer`], which reads the provider's non-streamed format.
 //! - The API key is never logged and is removed from every error message.
 
 use std::time::Duration;
@@ -23,9 +26,11 @@ use serde_json::Value;
 
 use super::{HttpSettings, ModelError, ModelStream};
 
+mod plain;
 mod stream;
 mod wire;
 
+pub(crate) use plain::parse_answer;
 pub(crate) use stream::Decoder;
 pub(crate) use wire::{
     error_from_code, file_placeholder, image_url, malformed, parse_arguments, parts_text, priced,
@@ -91,7 +96,8 @@ impl Transport {
         &self.settings
     }
 
-    /// Sends `body` (retrying as the module says) and streams the answer through `decoder`.
+    /// Sends `body` (retrying as the module says) and streams the answer through `decoder`, or
+    /// has `decoder` read it when it came whole, as one JSON document.
     pub async fn open<D: Decoder>(
         &self,
         body: &Value,
@@ -109,12 +115,12 @@ impl Transport {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
-        if content_type.starts_with("application/json") {
-            let status = response.status();
-            let message = self.error_message(response, status).await;
-            return Err(self.redact(ModelError::Malformed(format!(
-                "the provider answered with JSON instead of an event stream: {message}"
-            ))));
+        if plain::is_json(&content_type) {
+            tracing::debug!(model = %self.label, "the provider answered with one JSON document");
+            let events = plain::events(response, decoder, self.settings.idle_timeout)
+                .await
+                .map_err(|e| self.redact(e))?;
+            return Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed());
         }
         let body = response.bytes_stream().boxed();
         let api_key = self.settings.api_key.clone();
@@ -288,6 +294,11 @@ fn provider_message(body: &[u8]) -> Option<String> {
     if let Value::Array(items) = value {
         value = items.into_iter().next()?;
     }
+    message_in(&value)
+}
+
+/// The provider's message in one error object, as [`provider_message`] looks for it.
+fn message_in(value: &Value) -> Option<String> {
     let error = value.get("error");
     error
         .and_then(|e| e.get("message"))

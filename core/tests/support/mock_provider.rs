@@ -38,6 +38,9 @@ pub enum Reply {
     Cut(String),
     /// `200 text/event-stream`: this body, then nothing more while the connection stays open.
     Stall(String),
+    /// `200 application/json` with this body in one piece: a whole answer, as a server sends
+    /// it that ignores `stream: true`.
+    Json(String),
     /// Any status with a body (JSON or not) and extra headers.
     Status {
         /// The HTTP status.
@@ -209,6 +212,13 @@ async fn respond(mut reply: Reply) -> Response {
             };
             return response
                 .header("content-type", content_type)
+                .body(Body::from(body))
+                .expect("response");
+        }
+        Reply::Json(body) => {
+            return Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/json")
                 .body(Body::from(body))
                 .expect("response");
         }

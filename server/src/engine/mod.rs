@@ -9,6 +9,7 @@
 //! - `observe`: reading an execution's events from a cursor.
 
 mod observe;
+mod outbox;
 mod pg_wake;
 mod program;
 mod retry;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use observe::{FALLBACK_POLL, OBSERVE_PAGE};
+pub use outbox::{OutboxHandler, OutboxHandlers, SIGNAL, SignalMessage};
 pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET};
 pub use retry::Backoff;
 pub use runner::{Runner, RunnerConfig};
@@ -81,6 +83,26 @@ impl EngineContext {
     ) -> Result<crate::store::SealedBlob, EngineError> {
         let bytes = serde_json::to_vec(value).map_err(|e| EngineError::Input(e.to_string()))?;
         Ok(self.keys.seal(Uuid::now_v7(), &bytes)?)
+    }
+
+    /// Commits one step of execution `id` as owner `generation` and, once it is committed,
+    /// wakes whoever waits for its events and outbox messages.
+    pub async fn commit(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: crate::store::Commit,
+    ) -> Result<i64, StoreError> {
+        let events = !commit.events.is_empty();
+        let outbox = !commit.outbox.is_empty();
+        let last = self.store.commit(id, generation, commit).await?;
+        if events {
+            self.hub.announce(Wake::Events(id));
+        }
+        if outbox {
+            self.hub.announce(Wake::Outbox);
+        }
+        Ok(last)
     }
 
     /// Opens a sealed record and reads it as JSON.
@@ -178,17 +200,35 @@ impl Engine {
         &self.cx
     }
 
-    /// Starts running work of the registered kinds on this node.
+    /// Starts running work of the registered kinds on this node, and delivering outbox
+    /// messages with the built-in handlers.
     pub async fn start_runner(&self, registry: Registry, config: RunnerConfig) {
-        let (runner, tasks) = Runner::start(
+        self.start_runner_with(registry, OutboxHandlers::default(), config)
+            .await;
+    }
+
+    /// Starts running work and delivering outbox messages with these handlers.
+    pub async fn start_runner_with(
+        &self,
+        registry: Registry,
+        handlers: OutboxHandlers,
+        config: RunnerConfig,
+    ) {
+        let (runner, mut tasks) = Runner::start(
             Arc::clone(&self.cx),
             registry,
             config,
             self.stop.child_token(),
         );
+        tasks.push(tokio::spawn(outbox::dispatch(
+            Arc::clone(&self.cx),
+            handlers,
+            self.stop.child_token(),
+        )));
         *self.runner.lock().await = Some(runner);
         self.tasks.lock().await.extend(tasks);
         self.cx.hub.announce(Wake::Work);
+        self.cx.hub.announce(Wake::Outbox);
     }
 
     /// Stores new work, or returns the earlier execution of the same command key and input.

@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::retry::Backoff;
 use super::scope::RunScope;
-use super::signals::Wake;
 use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
 use crate::store::{Commit, StateChange, StoreError, call_key_name};
 
@@ -97,7 +96,7 @@ pub async fn run_program(
                     state: Some(change),
                     ..Commit::default()
                 };
-                if store.commit(id, cx.generation, commit).await.is_ok() {
+                if cx.engine.commit(id, cx.generation, commit).await.is_ok() {
                     return;
                 }
                 failures += 1;
@@ -202,11 +201,10 @@ async fn handle(
             };
             match cx
                 .engine
-                .store
                 .commit(cx.execution.id, cx.generation, commit)
                 .await
             {
-                Ok(_) => cx.engine.hub.announce(Wake::Events(cx.execution.id)),
+                Ok(_) => {}
                 Err(err) => {
                     tracing::warn!(execution = %cx.execution.id, error_kind = err_kind(&err), "could not save an unknown outcome")
                 }

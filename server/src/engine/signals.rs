@@ -26,6 +26,8 @@ pub enum Wake {
     Signal(ExecutionId),
     /// Work may be claimable (a submission, a release).
     Work,
+    /// Outbox messages wait for delivery.
+    Outbox,
 }
 
 impl Wake {
@@ -34,6 +36,7 @@ impl Wake {
             Wake::Events(id) => format!("e{id}"),
             Wake::Signal(id) => format!("s{id}"),
             Wake::Work => "w".into(),
+            Wake::Outbox => "o".into(),
         }
     }
 
@@ -43,6 +46,7 @@ impl Wake {
             "e" => rest.parse().ok().map(Wake::Events),
             "s" => rest.parse().ok().map(Wake::Signal),
             "w" => Some(Wake::Work),
+            "o" => Some(Wake::Outbox),
             _ => None,
         }
     }
@@ -80,6 +84,7 @@ pub struct Hub {
     watchers: Mutex<HashMap<ExecutionId, watch::Sender<u64>>>,
     signals: Mutex<HashMap<ExecutionId, Arc<Notify>>>,
     work: Notify,
+    outbox: Notify,
     outgoing: Option<mpsc::UnboundedSender<Wake>>,
 }
 
@@ -99,6 +104,7 @@ impl Hub {
             watchers: Mutex::new(HashMap::new()),
             signals: Mutex::new(HashMap::new()),
             work: Notify::new(),
+            outbox: Notify::new(),
             outgoing,
         }
     }
@@ -138,6 +144,7 @@ impl Hub {
                 }
             }
             Wake::Work => self.work.notify_one(),
+            Wake::Outbox => self.outbox.notify_one(),
         }
     }
 
@@ -162,6 +169,7 @@ impl Hub {
             notify.notify_one();
         }
         self.work.notify_one();
+        self.outbox.notify_one();
     }
 
     /// A receiver that changes whenever an execution has new events.
@@ -191,6 +199,11 @@ impl Hub {
     /// Waits until work may be claimable.
     pub async fn work(&self) {
         self.work.notified().await;
+    }
+
+    /// Waits until outbox messages may wait for delivery.
+    pub async fn outbox(&self) {
+        self.outbox.notified().await;
     }
 }
 

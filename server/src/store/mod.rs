@@ -20,6 +20,9 @@ pub use error::StoreError;
 pub use migrate::{Backend, SCHEMA_VERSION};
 pub use postgres::PostgresStore;
 pub use records::*;
+
+/// How often an outbox message is tried before it waits for a person.
+pub const OUTBOX_ATTEMPTS: i32 = 20;
 pub use sqlite::SqliteStore;
 
 /// The operations the engine needs from a database.
@@ -132,6 +135,22 @@ pub trait Store: Send + Sync + 'static {
     /// When this node next has something to do: the earliest lapsing lease of another node's
     /// work or wake time of waiting work, or `None` when nothing is scheduled.
     async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError>;
+
+    /// Claims up to `limit` undelivered outbox messages for `lease_ms`, oldest first, skipping
+    /// messages another dispatcher holds and messages that used up [`OUTBOX_ATTEMPTS`].
+    async fn claim_outbox(&self, lease_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Records a delivery: delivered, or failed with a reason and tried again from `retry_at`
+    /// (until [`OUTBOX_ATTEMPTS`] are used up; then it stays, visible with its reason).
+    async fn finish_outbox(
+        &self,
+        id: i64,
+        failure: Option<&str>,
+        retry_at: Millis,
+    ) -> Result<(), StoreError>;
+
+    /// The outbox messages an execution produced, in order.
+    async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError>;
 
     /// Stores a sealed record.
     async fn put_sealed(

@@ -340,3 +340,33 @@ pub fn event_type(kind: &EventKind) -> String {
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
         .unwrap_or_default()
 }
+
+/// Where an outbox message is, for people who look after a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxStatus {
+    /// Its number.
+    pub id: i64,
+    /// What it asks.
+    pub kind: String,
+    /// Whether it was delivered.
+    pub delivered: bool,
+    /// Failed deliveries so far.
+    pub attempts: i32,
+    /// Why the last delivery failed.
+    pub last_error: Option<String>,
+}
+
+/// An outgoing command, committed with the step that produced it and delivered after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// Its number; messages are delivered in this order.
+    pub id: i64,
+    /// The execution whose step produced it.
+    pub execution_id: ExecutionId,
+    /// What it asks, e.g. `signal`.
+    pub kind: String,
+    /// Its JSON payload.
+    pub payload: String,
+    /// Failed deliveries so far.
+    pub attempts: i32,
+}

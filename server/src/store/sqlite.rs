@@ -753,6 +753,80 @@ impl Store for SqliteStore {
         .await?)
     }
 
+    async fn claim_outbox(&self, lease_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
+        let now = now_ms();
+        let rows = sqlx::query(
+            "UPDATE outbox SET claimed_until = ?1 + ?2 WHERE id IN ( \
+                 SELECT id FROM outbox WHERE delivered_at IS NULL AND attempts < ?4 \
+                   AND (claimed_until IS NULL OR claimed_until < ?1) \
+                 ORDER BY id LIMIT ?3) \
+             RETURNING id, execution_id, kind, payload, attempts",
+        )
+        .bind(now)
+        .bind(lease_ms)
+        .bind(limit)
+        .bind(super::OUTBOX_ATTEMPTS)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut messages: Vec<OutboxRow> = rows
+            .iter()
+            .map(|row| {
+                Ok(OutboxRow {
+                    id: row.try_get("id")?,
+                    execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
+                    kind: row.try_get("kind")?,
+                    payload: row.try_get("payload")?,
+                    attempts: row.try_get("attempts")?,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        messages.sort_by_key(|m| m.id);
+        Ok(messages)
+    }
+
+    async fn finish_outbox(
+        &self,
+        id: i64,
+        failure: Option<&str>,
+        retry_at: Millis,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox SET claimed_until = CASE WHEN ?2 IS NULL THEN NULL ELSE ?4 END, \
+                 delivered_at = CASE WHEN ?2 IS NULL THEN ?3 ELSE NULL END, \
+                 attempts = attempts + CASE WHEN ?2 IS NULL THEN 0 ELSE 1 END, \
+                 last_error = COALESCE(?2, last_error) \
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(failure)
+        .bind(now_ms())
+        .bind(retry_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, kind, delivered_at IS NOT NULL AS delivered, attempts, last_error FROM outbox \
+             WHERE execution_id = ?1 ORDER BY id",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(OutboxStatus {
+                    id: row.try_get("id")?,
+                    kind: row.try_get("kind")?,
+                    delivered: row.try_get("delivered")?,
+                    attempts: row.try_get("attempts")?,
+                    last_error: row.try_get("last_error")?,
+                })
+            })
+            .collect()
+    }
+
     async fn put_sealed(
         &self,
         execution: Option<ExecutionId>,

@@ -108,15 +108,10 @@ impl DurableHost {
     }
 
     async fn commit(&self, commit: Commit) -> Result<(), HostError> {
-        let has_events = !commit.events.is_empty();
         self.cx
-            .store
             .commit(self.id, self.generation, commit)
             .await
             .map_err(|e| self.fail(e))?;
-        if has_events {
-            self.cx.hub.announce(Wake::Events(self.id));
-        }
         Ok(())
     }
 
@@ -291,9 +286,8 @@ impl Host for DurableHost {
             usage,
             ..Commit::default()
         };
-        match self.cx.store.commit(self.id, self.generation, commit).await {
+        match self.cx.commit(self.id, self.generation, commit).await {
             Ok(_) => {
-                self.cx.hub.announce(Wake::Events(self.id));
                 if matches!(key.slot, CallSlot::Tool(_)) {
                     fault(FaultPoint::AfterToolResult);
                 }
@@ -529,7 +523,6 @@ async fn flush_text(
         }
         if !events.is_empty() && broken.is_none() {
             match cx
-                .store
                 .commit(
                     id,
                     generation,
@@ -540,7 +533,7 @@ async fn flush_text(
                 )
                 .await
             {
-                Ok(_) => cx.hub.announce(Wake::Events(id)),
+                Ok(_) => {}
                 Err(err) => {
                     broken = Some(match &err {
                         StoreError::Fenced(_) => HostError::Fenced,

@@ -12,7 +12,7 @@ use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState, TurnOutc
 use super::host::DurableHost;
 use super::http_tool::HttpTool;
 use super::input::{ToolRoute, TurnInput};
-use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow};
+use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::store::{Commit, StateChange, StoreError};
 
 /// Reads a configuration variable (a provider key, a base URL) by name.
@@ -207,10 +207,8 @@ impl Workflow for TurnWorkflow {
             ..Commit::default()
         };
         cx.engine
-            .store
             .commit(cx.execution.id, cx.generation, commit)
             .await?;
-        cx.engine.hub.announce(Wake::Events(cx.execution.id));
         Ok(())
     }
 }

@@ -30,8 +30,9 @@ struct ToolUse {
     json: String,
 }
 
+/// The usage of a message, as `message_start`, `message_delta` and a whole message carry it.
 #[derive(Default, Deserialize)]
-struct MessageUsage {
+pub(super) struct MessageUsage {
     #[serde(default)]
     input_tokens: Option<u64>,
     #[serde(default)]
@@ -73,8 +74,9 @@ struct BlockStart {
     content_block: Value,
 }
 
+/// A `tool_use` content block.
 #[derive(Deserialize)]
-struct ToolUseBlock {
+pub(super) struct ToolUseBlock {
     id: String,
     name: String,
     #[serde(default)]
@@ -150,17 +152,30 @@ impl MessagesDecoder {
             }
             Some("tool_use") => {
                 let block: ToolUseBlock = parse(event, start.content_block)?;
-                let tool_use = ToolUse {
-                    id: block.id,
-                    name: block.name,
-                    input: block.input,
-                    json: String::new(),
-                };
-                self.tool_uses.insert(start.index, tool_use);
+                self.open_tool_use(start.index, block);
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Starts the tool-use block at `index`; it is emitted when it stops or the message ends.
+    pub(super) fn open_tool_use(&mut self, index: u64, block: ToolUseBlock) {
+        let tool_use = ToolUse {
+            id: block.id,
+            name: block.name,
+            input: block.input,
+            json: String::new(),
+        };
+        self.tool_uses.insert(index, tool_use);
+    }
+
+    /// Keeps the stop reason, if there is one, and the counts `usage` has.
+    pub(super) fn update(&mut self, stop_reason: Option<String>, usage: Option<MessageUsage>) {
+        if stop_reason.is_some() {
+            self.stop_reason = stop_reason;
+        }
+        self.usage.update(usage.unwrap_or_default());
     }
 
     fn delta(&mut self, delta: BlockDelta, out: &mut Vec<ModelEvent>) {
@@ -200,7 +215,8 @@ impl MessagesDecoder {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<ModelEvent>) {
+    /// Emits the open tool calls, the usage and the stop reason.
+    pub(super) fn finish(&mut self, out: &mut Vec<ModelEvent>) {
         for index in self.tool_uses.keys().copied().collect::<Vec<_>>() {
             self.stop_block(index, out);
         }
@@ -256,10 +272,7 @@ impl Decoder for MessagesDecoder {
             }
             "message_delta" => {
                 let delta: MessageDelta = parse(&event, value)?;
-                if let Some(reason) = delta.delta.and_then(|d| d.stop_reason) {
-                    self.stop_reason = Some(reason);
-                }
-                self.usage.update(delta.usage.unwrap_or_default());
+                self.update(delta.delta.and_then(|d| d.stop_reason), delta.usage);
             }
             "message_stop" => {
                 self.finish(out);
@@ -283,5 +296,9 @@ impl Decoder for MessagesDecoder {
             _ => {}
         }
         Ok(false)
+    }
+
+    fn plain_answer(self, answer: Value) -> Result<Vec<ModelEvent>, ModelError> {
+        super::plain::answer(self, answer)
     }
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use openbot_schema::{ToolCall, Usage};
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::model::sse::SseEvent;
 use crate::model::transport::{Decoder, error_from_code, malformed, parse_arguments, priced};
@@ -47,16 +48,18 @@ struct Choice {
     finish_reason: Option<String>,
 }
 
+/// A streamed delta, and also the `message` of a whole completion.
 #[derive(Deserialize)]
-struct Delta {
+pub(super) struct Delta {
     #[serde(default)]
-    content: Option<String>,
+    pub(super) content: Option<String>,
     #[serde(default)]
-    tool_calls: Option<Vec<ToolCallDelta>>,
+    pub(super) tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
+/// A streamed tool-call fragment, and also a whole completion's tool call.
 #[derive(Deserialize)]
-struct ToolCallDelta {
+pub(super) struct ToolCallDelta {
     #[serde(default)]
     index: Option<u32>,
     #[serde(default)]
@@ -73,8 +76,9 @@ struct FunctionDelta {
     arguments: Option<String>,
 }
 
+/// The usage of a chunk or of a whole completion.
 #[derive(Deserialize)]
-struct ChunkUsage {
+pub(super) struct ChunkUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
@@ -109,10 +113,8 @@ impl ChatDecoder {
         }
     }
 
-    fn add_fragment(&mut self, position: usize, fragment: ToolCallDelta) {
-        let index = fragment
-            .index
-            .unwrap_or(u32::try_from(position).unwrap_or(u32::MAX));
+    /// Adds a fragment of the tool call at `index`.
+    pub(super) fn add_fragment(&mut self, index: u32, fragment: ToolCallDelta) {
         let call = self.calls.entry(index).or_default();
         self.had_calls = true;
         if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
@@ -151,7 +153,35 @@ impl ChatDecoder {
         Ok(())
     }
 
-    fn stop_reason(&self) -> StopReason {
+    /// Ends the choice: keeps its finish reason, if it has one, and emits its tool calls.
+    pub(super) fn end_choice(
+        &mut self,
+        finish_reason: Option<String>,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        if finish_reason.is_some() {
+            self.finish_reason = finish_reason;
+        }
+        self.flush_calls(out)
+    }
+
+    /// The usage event, priced when a price is set.
+    pub(super) fn usage(&self, usage: ChunkUsage) -> ModelEvent {
+        let cached = usage
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .unwrap_or(0);
+        let usage = Usage {
+            input_tokens: usage.prompt_tokens,
+            output_tokens: usage.completion_tokens,
+            cached_input_tokens: cached,
+            cost_micros: None,
+        };
+        ModelEvent::Usage(priced(self.pricing, usage))
+    }
+
+    /// Why the model stopped, from the finish reason and whether it called tools.
+    pub(super) fn stop_reason(&self) -> StopReason {
         match self.finish_reason.as_deref() {
             Some("tool_calls" | "function_call") => StopReason::ToolUse,
             Some("length") => StopReason::MaxTokens,
@@ -194,27 +224,26 @@ impl Decoder for ChatDecoder {
                 for (position, fragment) in
                     delta.tool_calls.unwrap_or_default().into_iter().enumerate()
                 {
-                    self.add_fragment(position, fragment);
+                    let index = fragment.index.unwrap_or_else(|| position_index(position));
+                    self.add_fragment(index, fragment);
                 }
             }
-            if let Some(reason) = choice.finish_reason {
-                self.finish_reason = Some(reason);
-                self.flush_calls(out)?;
+            if choice.finish_reason.is_some() {
+                self.end_choice(choice.finish_reason, out)?;
             }
         }
         if let Some(usage) = chunk.usage {
-            let cached = usage
-                .prompt_tokens_details
-                .and_then(|d| d.cached_tokens)
-                .unwrap_or(0);
-            let usage = Usage {
-                input_tokens: usage.prompt_tokens,
-                output_tokens: usage.completion_tokens,
-                cached_input_tokens: cached,
-                cost_micros: None,
-            };
-            out.push(ModelEvent::Usage(priced(self.pricing, usage)));
+            out.push(self.usage(usage));
         }
         Ok(false)
     }
+
+    fn plain_answer(self, answer: Value) -> Result<Vec<ModelEvent>, ModelError> {
+        super::plain::answer(self, answer)
+    }
+}
+
+/// The index of the tool call at `position` in a list.
+pub(super) fn position_index(position: usize) -> u32 {
+    u32::try_from(position).unwrap_or(u32::MAX)
 }

@@ -34,8 +34,9 @@ struct ItemEvent {
     item: Value,
 }
 
+/// A function call item, or what was streamed of one.
 #[derive(Default, Deserialize)]
-struct FunctionCall {
+pub(super) struct FunctionCall {
     #[serde(default)]
     call_id: String,
     #[serde(default)]
@@ -56,12 +57,13 @@ struct Finished {
     response: ResponseBody,
 }
 
+/// The parts of a `response` object that end an answer.
 #[derive(Deserialize)]
-struct ResponseBody {
+pub(super) struct ResponseBody {
     #[serde(default)]
     usage: Option<ResponseUsage>,
     #[serde(default)]
-    error: Option<ErrorBody>,
+    pub(super) error: Option<ErrorBody>,
     #[serde(default)]
     incomplete_details: Option<IncompleteDetails>,
 }
@@ -85,7 +87,7 @@ struct InputDetails {
 /// An `error` event has `code` and `message` at the top level; older shapes nest them in
 /// `error`, as `response.failed` does.
 #[derive(Default, Deserialize)]
-struct ErrorBody {
+pub(super) struct ErrorBody {
     #[serde(default)]
     code: Option<String>,
     #[serde(default)]
@@ -110,7 +112,7 @@ impl ResponsesDecoder {
     }
 
     /// Emits a finished function call, completing what the item lacks from what was streamed.
-    fn emit_call(
+    pub(super) fn emit_call(
         &mut self,
         streamed: FunctionCall,
         item: FunctionCall,
@@ -136,7 +138,7 @@ impl ResponsesDecoder {
 
     /// Handles `response.completed` and `response.incomplete`: calls not yet emitted, usage,
     /// and the stop reason.
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         completed: bool,
         body: ResponseBody,
@@ -174,7 +176,8 @@ fn parse<T: DeserializeOwned>(event: &SseEvent, value: Value) -> Result<T, Model
     serde_json::from_value(value).map_err(|e| malformed(event, &e))
 }
 
-fn error(body: ErrorBody, fallback: &str) -> ModelError {
+/// The error a failed response or an `error` event reports.
+pub(super) fn error(body: ErrorBody, fallback: &str) -> ModelError {
     let nested = body.error.map(|e| *e).unwrap_or_default();
     let code = body.code.or(nested.code);
     let message = body
@@ -256,5 +259,9 @@ impl Decoder for ResponsesDecoder {
             _ => {}
         }
         Ok(false)
+    }
+
+    fn plain_answer(self, answer: Value) -> Result<Vec<ModelEvent>, ModelError> {
+        super::plain::answer(self, answer)
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use serde_json::Value;
 
 use super::{describe, redact};
 use crate::model::sse::{SseEvent, SseParser};
@@ -17,6 +18,12 @@ pub(crate) trait Decoder: Send + 'static {
     /// Reads one event and appends what it means to `out`. Returns `true` once the event was the
     /// provider's end marker: nothing after it is read. An error ends the stream.
     fn decode(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError>;
+
+    /// Reads a whole answer: the provider's non-streamed response object, which a server that
+    /// ignores `stream: true` sends instead of events. Returns the events a stream of the same
+    /// answer gives: the text as one delta, each tool call complete, the usage, then
+    /// [`ModelEvent::Done`]. A body that is no such object is [`ModelError::Malformed`].
+    fn plain_answer(self, answer: Value) -> Result<Vec<ModelEvent>, ModelError>;
 }
 
 /// The model events of an answer's `body`, decoded by `decoder`. The stream ends after the
