@@ -138,7 +138,9 @@ def main() -> None:
     try:
         for _ in range(args.warmup):
             run_round(args.workflows, args.steps)
+        cpu_start = time.process_time()
         seconds = [run_round(args.workflows, args.steps) for _ in range(args.rounds)]
+        cpu = time.process_time() - cpu_start
     finally:
         DBOS.destroy()
 
@@ -160,6 +162,7 @@ def main() -> None:
                 "rounds_steps_per_s": rates,
                 "dbos_steps_per_s": 2 * rate,
                 "total_steps": per_round * (args.rounds + args.warmup),
+                "cpu_ms_per_step": cpu * 1000 / (per_round * args.rounds),
             }
         )
     )

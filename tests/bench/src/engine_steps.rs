@@ -1111,6 +1111,72 @@ fn list(values: &[f64]) -> String {
         .join(", ")
 }
 
+/// CPU time used by this process and by a PostgreSQL server's processes, read from `/proc`.
+struct CpuMeter {
+    tick_ms: f64,
+    postmaster: Option<u32>,
+}
+
+impl CpuMeter {
+    fn new(postmaster: Option<u32>) -> Self {
+        let ticks: f64 = std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0);
+        Self {
+            tick_ms: 1000.0 / ticks,
+            postmaster,
+        }
+    }
+
+    /// CPU milliseconds so far: this process, and the server's processes now running.
+    fn sample(&self) -> (f64, f64) {
+        let own = proc_stat("self").map_or(0, |(_, t)| t) as f64 * self.tick_ms;
+        let Some(postmaster) = self.postmaster else {
+            return (own, 0.0);
+        };
+        let mut server = 0u64;
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                else {
+                    continue;
+                };
+                if let Some((ppid, ticks)) = proc_stat(pid)
+                    && (ppid == postmaster || pid == postmaster.to_string())
+                {
+                    server += ticks;
+                }
+            }
+        }
+        (own, server as f64 * self.tick_ms)
+    }
+}
+
+/// A process's parent and its user + system CPU time in clock ticks, from `/proc/<pid>/stat`.
+fn proc_stat(pid: &str) -> Option<(u32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ppid = fields.get(1)?.parse().ok()?;
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((ppid, utime + stime))
+}
+
+fn mean_cpu(values: &[(f64, f64)]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    (
+        values.iter().map(|v| v.0).sum::<f64>() / n,
+        values.iter().map(|v| v.1).sum::<f64>() / n,
+    )
+}
+
 /// Runs the DBOS workload as a child process and returns its JSON line.
 async fn run_dbos(args: &Args, url: &str, tool_url: &str) -> anyhow::Result<Value> {
     let mut command = tokio::process::Command::new(&args.dbos_python);
@@ -1253,8 +1319,21 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let engine = EngineSide::open(engine_store, keys.clone(), input.clone()).await?;
+    let postmaster = match &engine_poller {
+        Poller::Pg(pool, _) => {
+            let backend: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(pool)
+                .await?;
+            proc_stat(&backend.to_string()).map(|(ppid, _)| ppid)
+        }
+        Poller::Lite(..) => None,
+    };
+    let meter = CpuMeter::new(postmaster);
     let mut engine_rounds = Vec::new();
     let mut baseline_rounds = Vec::new();
+    // CPU milliseconds per step of each measured round: (this process, PostgreSQL).
+    let mut engine_cpu = Vec::new();
+    let mut baseline_cpu = Vec::new();
     let mut engine_done = 0i64;
     let mut baseline_done = 0i64;
     let per_round = i64::from(args.executions);
@@ -1262,33 +1341,41 @@ async fn main() -> anyhow::Result<()> {
         let measured = round >= args.warmup;
         // Alternate which side goes first, so neither always runs on a warmer database.
         for side in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
-            if side == 0 {
+            let before = meter.sample();
+            let (name, time) = if side == 0 {
                 engine_done += per_round;
                 let time = engine
                     .round(args.executions, &engine_poller, engine_done)
                     .await?;
-                let rate = steps_per_round as f64 / time.as_secs_f64();
-                println!(
-                    "  round {round:>2} engine:   {rate:>8.0} steps/s ({:.3} s){}",
-                    time.as_secs_f64(),
-                    if measured { "" } else { " warm-up" }
-                );
-                if measured {
-                    engine_rounds.push(rate);
-                }
+                ("engine: ", time)
             } else {
                 baseline_done += per_round;
                 let time = baseline
                     .round(&fixture, args.executions, &baseline_poller, baseline_done)
                     .await?;
-                let rate = steps_per_round as f64 / time.as_secs_f64();
-                println!(
-                    "  round {round:>2} raw SQL:  {rate:>8.0} steps/s ({:.3} s){}",
-                    time.as_secs_f64(),
-                    if measured { "" } else { " warm-up" }
-                );
-                if measured {
+                ("raw SQL:", time)
+            };
+            let after = meter.sample();
+            let cpu = (
+                (after.0 - before.0) / steps_per_round as f64,
+                (after.1 - before.1) / steps_per_round as f64,
+            );
+            let rate = steps_per_round as f64 / time.as_secs_f64();
+            println!(
+                "  round {round:>2} {name} {rate:>8.0} steps/s ({:.3} s; CPU per step: \
+                 {:.2} ms this process, {:.2} ms PostgreSQL){}",
+                time.as_secs_f64(),
+                cpu.0,
+                cpu.1,
+                if measured { "" } else { " warm-up" }
+            );
+            if measured {
+                if side == 0 {
+                    engine_rounds.push(rate);
+                    engine_cpu.push(cpu);
+                } else {
                     baseline_rounds.push(rate);
+                    baseline_cpu.push(cpu);
                 }
             }
         }
@@ -1317,6 +1404,13 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "ratio: engine = {share:.2} x the raw-SQL baseline; target ≥ {TARGET_BASELINE_SHARE}: {}",
         verdict(share >= TARGET_BASELINE_SHARE)
+    );
+
+    let (engine_own, engine_server) = mean_cpu(&engine_cpu);
+    let (baseline_own, baseline_server) = mean_cpu(&baseline_cpu);
+    println!(
+        "CPU per step (mean of measured rounds): engine {engine_own:.2} ms in this process + \
+         {engine_server:.2} ms in PostgreSQL; raw SQL {baseline_own:.2} ms + {baseline_server:.2} ms"
     );
 
     // Both sides must have written the same: same rows, same bytes.
@@ -1389,7 +1483,9 @@ async fn main() -> anyhow::Result<()> {
                 args.steps,
                 args.dbos_python.display()
             );
+            let before = meter.sample();
             let result = run_dbos(&args, &url, &tool_url).await?;
+            let after = meter.sample();
             let rate = result["steps_per_s"].as_f64().unwrap_or(f64::NAN);
             let ratio = engine_rate / rate;
             println!(
@@ -1407,9 +1503,15 @@ async fn main() -> anyhow::Result<()> {
                     .unwrap_or_default(),
                 result["dbos_steps_per_s"].as_f64().unwrap_or(f64::NAN)
             );
+            let steps = result["total_steps"].as_f64().unwrap_or(f64::NAN);
+            let dbos_server_cpu = (after.1 - before.1) / steps;
+            let dbos_own_cpu = result["cpu_ms_per_step"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "CPU per step: DBOS {dbos_own_cpu:.2} ms in Python (measured rounds) + \
+                 {dbos_server_cpu:.2} ms in PostgreSQL (whole DBOS run, with launch and warm-up)"
+            );
             tokio::time::sleep(Duration::from_millis(1500)).await;
             let c = pg_counters(server, &names[2]).await?;
-            let steps = result["total_steps"].as_f64().unwrap_or(f64::NAN);
             println!(
                 "per step, PostgreSQL counters: DBOS {:.1} transactions/statements, {:.1} rows inserted, {:.1} rows updated",
                 c.0 as f64 / steps,
@@ -1426,6 +1528,7 @@ async fn main() -> anyhow::Result<()> {
                 "inserted_per_step": c.1 as f64 / steps,
                 "updated_per_step": c.2 as f64 / steps,
             });
+            dbos["cpu_ms_per_step_postgres"] = json!(dbos_server_cpu);
             dbos_ratio = Some(ratio);
         }
         (Some(_), true) => println!("DBOS: skipped (--no-dbos)"),
@@ -1469,6 +1572,10 @@ async fn main() -> anyhow::Result<()> {
         "target_ratio_to_dbos": TARGET_DBOS_RATIO,
         "dbos_met": dbos_ratio.map(|r| r >= TARGET_DBOS_RATIO),
         "postgres_counters": counters,
+        "cpu_ms_per_step": {
+            "engine": {"process": engine_own, "postgres": engine_server},
+            "raw_sql": {"process": baseline_own, "postgres": baseline_server},
+        },
     });
     println!("{summary}");
     if dbos_ratio.is_none() && args.backend == Backend::Postgres && !args.no_dbos {
