@@ -97,6 +97,17 @@ pub enum EventKind {
     },
 }
 
+/// A page of events, the answer to a long poll.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventPage {
+    /// The events after the cursor, in order.
+    pub events: Vec<Event>,
+    /// The cursor to ask with next: the last sequence seen.
+    pub next_after: u64,
+    /// Whether the execution has ended and this page holds its last event (or nothing follows).
+    pub ended: bool,
+}
+
 impl EventKind {
     /// Whether this is the last event of its execution.
     pub fn is_terminal(&self) -> bool {

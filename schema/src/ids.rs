@@ -91,6 +91,10 @@ define_id!(
     /// Names one sealed failure record; the only thing about a fault that is made public.
     ErrorId
 );
+define_id!(
+    /// Names one API token.
+    TokenId
+);
 
 #[cfg(test)]
 mod tests {

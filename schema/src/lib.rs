@@ -5,6 +5,7 @@
 //! the public error body. The standalone runtime, the server and every language binding use
 //! these types, so the wire format of the in-memory and the remote Client cannot drift.
 
+mod access;
 mod bot;
 mod chat;
 mod error;
@@ -15,12 +16,13 @@ mod message;
 mod tool;
 mod usage;
 
+pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use chat::{Chat, ChatEntry, SendDisposition, SendInput, SendReceipt};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
-pub use event::{Event, EventKind};
+pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
-pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError};
+pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use message::{ContentPart, FileRef, Message};
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use usage::Usage;

@@ -2,6 +2,8 @@
 //! building blocks.
 
 pub mod engine;
+pub mod http;
+pub mod identity;
 pub mod node;
 pub mod sealed;
 pub mod store;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{Engine, Registry, RunnerConfig};
+use crate::identity::{IdentityStore, NewToken, Right, new_secret, secret_hash};
 use crate::sealed::{KeyRing, KeyRingError};
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 use crate::turns::TurnWorkflow;
@@ -58,21 +59,62 @@ pub fn sqlite_path(data_dir: &Path) -> PathBuf {
     data_dir.join("openbot.db")
 }
 
+/// An open database: the same connections serve the engine and identity.
+#[derive(Clone)]
+pub struct Database {
+    /// The engine's store.
+    pub store: Arc<dyn Store>,
+    /// Organizations, members and tokens.
+    pub identity: Arc<dyn IdentityStore>,
+}
+
 /// Opens the configured database, which must be at this build's schema version: a server
 /// never changes the schema (`openbot migrate` does).
-pub async fn open_store(config: &NodeConfig) -> Result<Arc<dyn Store>, NodeError> {
+pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
     match &config.database_url {
-        Some(url) => Ok(Arc::new(
-            PostgresStore::connect(url, config.max_connections).await?,
-        )),
+        Some(url) => {
+            let store = Arc::new(PostgresStore::connect(url, config.max_connections).await?);
+            Ok(Database {
+                store: store.clone(),
+                identity: store,
+            })
+        }
         None => {
             let path = sqlite_path(&config.data_dir);
             if !path.exists() {
                 return Err(NodeError::NoDatabase(path.display().to_string()));
             }
-            Ok(Arc::new(SqliteStore::open(&path).await?))
+            let store = Arc::new(SqliteStore::open(&path).await?);
+            Ok(Database {
+                store: store.clone(),
+                identity: store,
+            })
         }
     }
+}
+
+/// Opens the configured database's engine store.
+pub async fn open_store(config: &NodeConfig) -> Result<Arc<dyn Store>, NodeError> {
+    Ok(open_database(config).await?.store)
+}
+
+/// On the first start of a deployment, creates the first organization, its owner and an
+/// owner token with every right, and returns the token's secret (to be shown once).
+/// Returns `None` when the deployment was set up before.
+pub async fn bootstrap(identity: &dyn IdentityStore) -> Result<Option<String>, NodeError> {
+    let secret = new_secret();
+    let token = NewToken {
+        id: uuid::Uuid::now_v7(),
+        name: "admin".into(),
+        secret_hash: secret_hash(&secret),
+        rights: Right::all(),
+        bot_ids: None,
+        expires_at: None,
+    };
+    Ok(identity
+        .bootstrap("default", "admin@localhost", token)
+        .await?
+        .then_some(secret))
 }
 
 /// Applies the schema migrations to the configured database and returns its version.
@@ -106,10 +148,9 @@ pub fn registry() -> Registry {
 }
 
 /// Opens the engine of a node and starts running work.
-pub async fn start(config: &NodeConfig) -> Result<Engine, NodeError> {
-    let store = open_store(config).await?;
+pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, NodeError> {
     let keys = key_ring(config)?;
-    let engine = Engine::open(store, keys, config.node_name.clone());
+    let engine = Engine::open(Arc::clone(&database.store), keys, config.node_name.clone());
     let runner = RunnerConfig {
         lease: config.lease,
         ..RunnerConfig::default()

@@ -7,6 +7,8 @@
 mod pg;
 
 use std::process::{Command, Output, Stdio};
+
+use openbot_server::store::SCHEMA_VERSION;
 use std::time::Duration;
 
 fn openbot(args: &[&str]) -> Output {
@@ -47,7 +49,7 @@ fn migrate_is_safe_to_run_again() {
         assert!(output.status.success(), "{}", stderr(&output));
         assert_eq!(
             String::from_utf8_lossy(&output.stdout).trim(),
-            "the database is at schema version 1"
+            format!("the database is at schema version {SCHEMA_VERSION}")
         );
     }
 }
@@ -59,7 +61,9 @@ async fn serve_refuses_a_postgres_database_at_another_schema_version() {
     assert!(!output.status.success());
     assert_eq!(
         stderr(&output),
-        "openbot: the database schema is at version 0 but this openbot needs 1: run `openbot migrate`"
+        format!(
+            "openbot: the database schema is at version 0 but this openbot needs {SCHEMA_VERSION}: run `openbot migrate`"
+        )
     );
 }
 
@@ -83,7 +87,7 @@ fn a_node_stops_cleanly_on_sigterm() {
     let path = dir.path().to_str().unwrap();
     assert!(openbot(&["migrate", "--data-dir", path]).status.success());
     let child = Command::new(env!("CARGO_BIN_EXE_openbot"))
-        .args(["serve", "--data-dir", path])
+        .args(["serve", "--data-dir", path, "--bind", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 use openbot_schema::ExecutionId;
 use openbot_server::engine::Engine;
+use openbot_server::identity::{NewToken, Right, new_secret, secret_hash};
 use openbot_server::sealed::KeyRing;
 
 use super::node_args::NodeArgs;
@@ -30,11 +31,50 @@ enum AdminCommand {
         #[arg(long, default_value_t = 0)]
         after: u64,
     },
+    /// Manages API tokens of the deployment's owner.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Creates an owner token with every right and prints its secret (shown only once).
+    Create {
+        /// A name for the token.
+        #[arg(long, default_value = "admin")]
+        name: String,
+    },
 }
 
 /// Runs the admin command.
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     match args.command {
+        AdminCommand::Token {
+            command: TokenCommand::Create { name },
+        } => {
+            let config = args.node.config();
+            let database = openbot_server::node::open_database(&config).await?;
+            let owner = database.identity.first_owner().await?.ok_or_else(|| {
+                anyhow::anyhow!("this deployment has no owner yet: start `openbot serve` once")
+            })?;
+            let secret = new_secret();
+            let token = NewToken {
+                id: uuid::Uuid::now_v7(),
+                name,
+                secret_hash: secret_hash(&secret),
+                rights: Right::all(),
+                bot_ids: None,
+                expires_at: None,
+            };
+            database
+                .identity
+                .create_token(owner.member_id, token)
+                .await?;
+            println!("{secret}");
+            Ok(ExitCode::SUCCESS)
+        }
         AdminCommand::Events { execution, after } => {
             let id: ExecutionId = execution.parse()?;
             let config = args.node.config();

@@ -28,6 +28,8 @@ enum Command {
     Migrate(migrate::MigrateArgs),
     /// Maintenance commands on the database.
     Admin(admin::AdminArgs),
+    /// Prints the OpenAPI document of the HTTP API (committed at schema/openapi.json).
+    Openapi,
 }
 
 /// Runs the chosen subcommand.
@@ -37,5 +39,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Admin(args) => admin::run(args).await,
+        Command::Openapi => {
+            println!("{}", openbot_server::http::openapi_json());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -1,9 +1,13 @@
-//! `openbot serve`: runs a node until it gets SIGINT or SIGTERM, then gives its work up so
-//! other nodes take it over at once.
+//! `openbot serve`: runs a node and its HTTP API until SIGINT or SIGTERM, then gives its work
+//! up so other nodes take it over at once.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Args;
+use openbot_server::http::{AppState, app};
+use openbot_server::node;
 
 use super::node_args::NodeArgs;
 
@@ -12,19 +16,42 @@ use super::node_args::NodeArgs;
 pub struct ServeArgs {
     #[command(flatten)]
     node: NodeArgs,
+    /// The address to listen on; port 0 picks a free port (the address is printed).
+    #[arg(long, env = "OPENBOT_BIND", default_value = "127.0.0.1:8080")]
+    bind: SocketAddr,
 }
 
 /// Runs the node.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
     let config = args.node.config();
-    let engine = openbot_server::node::start(&config).await?;
+    let database = node::open_database(&config).await?;
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.bind))?;
+    let address = listener.local_addr()?;
+    if let Some(secret) = node::bootstrap(database.identity.as_ref()).await? {
+        println!("{secret}");
+        eprintln!("openbot: first start: the line above is the admin token; it is shown only once");
+    }
+    let engine = Arc::new(node::start(&config, &database).await?);
+    let state = AppState {
+        engine: Arc::clone(&engine),
+        identity: Arc::clone(&database.identity),
+    };
     let backend = if config.database_url.is_some() {
         "postgres"
     } else {
         "sqlite"
     };
-    eprintln!("openbot: node {} running on {backend}", config.node_name);
-    shutdown_signal().await;
+    eprintln!(
+        "openbot: node {} on {backend} listening on http://{address} (ready in {} ms)",
+        config.node_name,
+        started.elapsed().as_millis()
+    );
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
     eprintln!("openbot: stopping; releasing work");
     engine.shutdown().await;
     Ok(ExitCode::SUCCESS)

@@ -18,19 +18,33 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-pub(crate) const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "engine",
-    sql: include_str!("../../../migrations/sqlite/0001_engine.sql"),
-}];
+pub(crate) const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "engine",
+        sql: include_str!("../../../migrations/sqlite/0001_engine.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "identity",
+        sql: include_str!("../../../migrations/sqlite/0002_identity.sql"),
+    },
+];
 
-pub(crate) const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "engine",
-    sql: include_str!("../../../migrations/postgres/0001_engine.sql"),
-}];
+pub(crate) const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "engine",
+        sql: include_str!("../../../migrations/postgres/0001_engine.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "identity",
+        sql: include_str!("../../../migrations/postgres/0002_identity.sql"),
+    },
+];
 
 /// The statements of a migration file, split at `;` line ends. Migration files hold no
 /// procedural code, so this is exact for them.

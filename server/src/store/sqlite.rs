@@ -128,6 +128,11 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// The pool of read-only connections.
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
     async fn insert_sealed(
         tx: &mut Transaction<'_, Sqlite>,
         execution: Option<ExecutionId>,

@@ -28,6 +28,8 @@ impl NodeProcess {
         command
             .args([
                 "serve",
+                "--bind",
+                "127.0.0.1:0",
                 "--database-url",
                 url,
                 "--node-name",

@@ -16,7 +16,8 @@ model result and a tool result per step. Workflows are started with `DBOS.start_
 figure is (workflows x steps) / round time, the median of `--rounds` rounds after `--warmup`
 rounds. `dbos_steps_per_s` counts each `@DBOS.step` call instead (twice as many).
 
-Prints one JSON line:
+Prints one JSON line (with `--handshake`, after a line `READY` printed before the measured
+rounds; after each it waits for a line on stdin):
 {"framework": "dbos", "version": ..., "steps_per_s": ..., "dbos_steps_per_s": ..., ...}
 """
 
@@ -28,6 +29,7 @@ import importlib.metadata
 import json
 import platform
 import statistics
+import sys
 import threading
 import time
 import urllib.parse
@@ -121,6 +123,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--pool-size", type=int, default=None, help="sys_db_pool_size")
+    parser.add_argument(
+        "--handshake",
+        action="store_true",
+        help="print READY before the measured rounds and the JSON line after them, and wait "
+        "for a line on stdin after each (so the caller can read the server's CPU time)",
+    )
     args = parser.parse_args()
 
     url = urllib.parse.urlsplit(args.tool_url)
@@ -138,34 +146,36 @@ def main() -> None:
     try:
         for _ in range(args.warmup):
             run_round(args.workflows, args.steps)
+        if args.handshake:
+            print("READY", flush=True)
+            sys.stdin.readline()
         cpu_start = time.process_time()
         seconds = [run_round(args.workflows, args.steps) for _ in range(args.rounds)]
         cpu = time.process_time() - cpu_start
+
+        per_round = args.workflows * args.steps
+        rates = [per_round / s for s in seconds]
+        rate = statistics.median(rates)
+        summary = {
+            "framework": "dbos",
+            "version": importlib.metadata.version("dbos"),
+            "python": platform.python_version(),
+            "workflows": args.workflows,
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "warmup": args.warmup,
+            "pool_size": args.pool_size,
+            "steps_per_s": rate,
+            "rounds_steps_per_s": rates,
+            "dbos_steps_per_s": 2 * rate,
+            "total_steps": per_round * (args.rounds + args.warmup),
+            "cpu_ms_per_step": cpu * 1000 / (per_round * args.rounds),
+        }
+        print(json.dumps(summary), flush=True)
+        if args.handshake:
+            sys.stdin.readline()
     finally:
         DBOS.destroy()
-
-    per_round = args.workflows * args.steps
-    rates = [per_round / s for s in seconds]
-    rate = statistics.median(rates)
-    print(
-        json.dumps(
-            {
-                "framework": "dbos",
-                "version": importlib.metadata.version("dbos"),
-                "python": platform.python_version(),
-                "workflows": args.workflows,
-                "steps": args.steps,
-                "rounds": args.rounds,
-                "warmup": args.warmup,
-                "pool_size": args.pool_size,
-                "steps_per_s": rate,
-                "rounds_steps_per_s": rates,
-                "dbos_steps_per_s": 2 * rate,
-                "total_steps": per_round * (args.rounds + args.warmup),
-                "cpu_ms_per_step": cpu * 1000 / (per_round * args.rounds),
-            }
-        )
-    )
 
 
 if __name__ == "__main__":

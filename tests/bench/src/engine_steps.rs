@@ -324,7 +324,7 @@ impl Fixture {
             Ok((blob.nonce, blob.ciphertext, blob.key_id))
         };
         let call = ToolCall {
-            id: "call_100000_1".into(),
+            id: "call_1000_1".into(),
             name: "echo".into(),
             arguments: json!({"text": "x"}),
         };
@@ -1177,8 +1177,15 @@ fn mean_cpu(values: &[(f64, f64)]) -> (f64, f64) {
     )
 }
 
-/// Runs the DBOS workload as a child process and returns its JSON line.
-async fn run_dbos(args: &Args, url: &str, tool_url: &str) -> anyhow::Result<Value> {
+/// Runs the DBOS workload as a child process and returns its JSON line, with the server's CPU
+/// milliseconds during its measured rounds.
+async fn run_dbos(
+    args: &Args,
+    url: &str,
+    tool_url: &str,
+    meter: &CpuMeter,
+) -> anyhow::Result<(Value, f64)> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mut command = tokio::process::Command::new(&args.dbos_python);
     command
         .arg(&args.dbos_script)
@@ -1187,26 +1194,38 @@ async fn run_dbos(args: &Args, url: &str, tool_url: &str) -> anyhow::Result<Valu
         .args(["--steps", &args.steps.to_string()])
         .args(["--rounds", &args.rounds.to_string()])
         .args(["--warmup", &args.warmup.to_string()])
-        .stderr(std::process::Stdio::inherit());
+        .arg("--handshake")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
     if let Some(size) = args.dbos_pool_size {
         command.args(["--pool-size", &size.to_string()]);
     }
-    let output = command
-        .output()
-        .await
+    let mut child = command
+        .spawn()
         .with_context(|| format!("running {}", args.dbos_python.display()))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    ensure!(
-        output.status.success(),
-        "the DBOS workload failed ({}): {stdout}",
-        output.status
-    );
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .context("the DBOS workload printed no JSON line")?;
-    Ok(serde_json::from_str(line)?)
+    let mut stdin = child.stdin.take().context("the child's stdin")?;
+    let mut lines =
+        tokio::io::BufReader::new(child.stdout.take().context("the child's stdout")?).lines();
+    let mut before = None;
+    let mut result = None;
+    while let Some(line) = lines.next_line().await? {
+        let line = line.trim();
+        if line == "READY" {
+            before = Some(meter.sample().1);
+            stdin.write_all(b"go\n").await?;
+            stdin.flush().await?;
+        } else if line.starts_with('{') {
+            let server_ms = meter.sample().1 - before.unwrap_or(f64::NAN);
+            result = Some((serde_json::from_str(line)?, server_ms));
+            stdin.write_all(b"done\n").await?;
+            stdin.flush().await?;
+        }
+    }
+    let status = child.wait().await?;
+    ensure!(status.success(), "the DBOS workload failed ({status})");
+    result.context("the DBOS workload printed no JSON line")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1483,9 +1502,7 @@ async fn main() -> anyhow::Result<()> {
                 args.steps,
                 args.dbos_python.display()
             );
-            let before = meter.sample();
-            let result = run_dbos(&args, &url, &tool_url).await?;
-            let after = meter.sample();
+            let (result, server_ms) = run_dbos(&args, &url, &tool_url, &meter).await?;
             let rate = result["steps_per_s"].as_f64().unwrap_or(f64::NAN);
             let ratio = engine_rate / rate;
             println!(
@@ -1504,11 +1521,12 @@ async fn main() -> anyhow::Result<()> {
                 result["dbos_steps_per_s"].as_f64().unwrap_or(f64::NAN)
             );
             let steps = result["total_steps"].as_f64().unwrap_or(f64::NAN);
-            let dbos_server_cpu = (after.1 - before.1) / steps;
+            let measured_steps = f64::from(args.executions * args.steps * args.rounds);
+            let dbos_server_cpu = server_ms / measured_steps;
             let dbos_own_cpu = result["cpu_ms_per_step"].as_f64().unwrap_or(f64::NAN);
             println!(
-                "CPU per step: DBOS {dbos_own_cpu:.2} ms in Python (measured rounds) + \
-                 {dbos_server_cpu:.2} ms in PostgreSQL (whole DBOS run, with launch and warm-up)"
+                "CPU per step: DBOS {dbos_own_cpu:.2} ms in Python + {dbos_server_cpu:.2} ms in PostgreSQL \
+                 (measured rounds)"
             );
             tokio::time::sleep(Duration::from_millis(1500)).await;
             let c = pg_counters(server, &names[2]).await?;

@@ -1,0 +1,106 @@
+//! Access: API tokens and their rights, by resource kind and action.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::ids::{BotId, TokenId};
+
+/// A kind of resource a right covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    /// Bots.
+    Bots,
+    /// Chats and their input.
+    Chats,
+    /// Executions and their events.
+    Executions,
+    /// API tokens.
+    Tokens,
+}
+
+/// What a right allows on its resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Read.
+    Read,
+    /// Create, change, delete, send, cancel.
+    Write,
+}
+
+/// One right: an action on a kind of resource. Write does not imply read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Right {
+    /// The resource kind.
+    pub resource: Resource,
+    /// The action.
+    pub action: Action,
+}
+
+impl Right {
+    /// Every right there is.
+    pub fn all() -> Vec<Right> {
+        let mut all = Vec::new();
+        for resource in [
+            Resource::Bots,
+            Resource::Chats,
+            Resource::Executions,
+            Resource::Tokens,
+        ] {
+            for action in [Action::Read, Action::Write] {
+                all.push(Right { resource, action });
+            }
+        }
+        all
+    }
+}
+
+/// A request to create an API token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    /// A name for people, 1-100 characters.
+    pub name: String,
+    /// What the token may do; no more than the creating token may do.
+    pub rights: Vec<Right>,
+    /// The only Bots the token may use; all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_ids: Option<Vec<BotId>>,
+    /// When the token stops working; never when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// An API token (never its secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApiToken {
+    /// Its ID.
+    pub id: TokenId,
+    /// Its name.
+    pub name: String,
+    /// What it may do.
+    pub rights: Vec<Right>,
+    /// The only Bots it may use, if limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_ids: Option<Vec<BotId>>,
+    /// When it stops working.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A new token and its secret, which is shown only this once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CreatedToken {
+    /// The token.
+    pub token: ApiToken,
+    /// The secret to send as `Authorization: Bearer <secret>`.
+    pub secret: String,
+}

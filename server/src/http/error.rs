@@ -1,0 +1,112 @@
+//! The error boundary: every failure of a request becomes a declared error body. A server
+//! fault answers `request_failed` with a safe category and an error ID (also in the
+//! `openbot-error-id` header); its full cause goes only to a sealed error record.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use openbot_schema::{ErrorBody, ErrorCategory, ErrorCode, ErrorId};
+
+use super::AppState;
+use crate::identity::AccessError;
+use crate::store::StoreError;
+
+/// The header that carries a fault's error ID.
+pub const ERROR_ID_HEADER: &str = "openbot-error-id";
+
+/// A failed request, ready to answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The body.
+    pub body: ErrorBody,
+}
+
+impl ApiError {
+    /// A declared error with its status and code.
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: ErrorBody {
+                code,
+                message: message.into(),
+                category: None,
+                error_id: None,
+            },
+        }
+    }
+
+    /// 400 `invalid_input`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidInput, message)
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("{what} was not found"),
+        )
+    }
+
+    /// 409 `conflict`.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+    }
+
+    /// A server fault: seals `cause` and answers only its category and error ID.
+    pub async fn fault(state: &AppState, category: ErrorCategory, cause: String) -> Self {
+        let error_id = state.seal_error(category, cause).await;
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            body: ErrorBody {
+                code: ErrorCode::RequestFailed,
+                message: "the request failed; quote the error ID when you report it".into(),
+                category: Some(category),
+                error_id: Some(error_id),
+            },
+        }
+    }
+
+    /// Maps a storage failure: declared cases keep their meaning, the rest is a fault.
+    pub async fn from_store(state: &AppState, err: StoreError, what: &str) -> Self {
+        match err {
+            StoreError::NotFound(_) => Self::not_found(what),
+            StoreError::Ended(_) => Self::conflict(format!("{what} has ended")),
+            StoreError::CommandKeyConflict(key) => {
+                Self::conflict(format!("command key `{key}` was used for other input"))
+            }
+            other => Self::fault(state, ErrorCategory::Storage, other.to_string()).await,
+        }
+    }
+}
+
+impl From<AccessError> for ApiError {
+    fn from(err: AccessError) -> Self {
+        Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let error_id = self.body.error_id;
+        let mut response = (self.status, axum::Json(self.body)).into_response();
+        if let Some(id) = error_id
+            && let Ok(value) = HeaderValue::from_str(&id.to_string())
+        {
+            response.headers_mut().insert(ERROR_ID_HEADER, value);
+        }
+        response
+    }
+}
+
+/// The error ID of a sealed fault, for logs: never the cause.
+pub(crate) fn log_fault(category: ErrorCategory, error_id: ErrorId) {
+    tracing::warn!(?category, %error_id, "request failed; cause sealed");
+}

@@ -1,0 +1,242 @@
+//! `/v1/executions`: read an execution, follow its events (SSE or long polling, resumable
+//! from any cursor), cancel it. Closing an event stream cancels nothing.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::http::header::{ACCEPT, HeaderName};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use chrono::DateTime;
+use futures::{FutureExt, StreamExt};
+use openbot_schema::{
+    Action, ErrorBody, ErrorCategory, Event, EventPage, Execution, ExecutionId, ExecutionKind,
+    Resource,
+};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::engine::OBSERVE_PAGE;
+use crate::identity::Caller;
+use crate::store::{ExecutionRow, event_type};
+
+/// The longest a long poll waits, in seconds.
+pub const MAX_WAIT_SECONDS: u64 = 60;
+
+fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
+    id.parse()
+        .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))
+}
+
+/// The execution, if the caller may see it; otherwise not found, so that no one learns of
+/// work that is not theirs.
+async fn visible(
+    state: &AppState,
+    caller: &Caller,
+    id: ExecutionId,
+) -> Result<ExecutionRow, ApiError> {
+    let row = match state.engine.execution(id).await {
+        Ok(row) => row,
+        Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+    };
+    if row.scope != caller.scope() {
+        return Err(ApiError::not_found("execution"));
+    }
+    Ok(row)
+}
+
+async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError> {
+    let kind = match row.kind.as_str() {
+        crate::turns::TURN => ExecutionKind::Turn,
+        other => {
+            let cause = format!(
+                "execution {} has kind `{other}`, which has no public view",
+                row.id
+            );
+            return Err(ApiError::fault(state, ErrorCategory::Internal, cause).await);
+        }
+    };
+    let time = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
+    Ok(Execution {
+        id: row.id,
+        kind,
+        state: row.state,
+        chat_id: row.chat_id.map(Into::into),
+        outcome: row.outcome,
+        usage: row.usage,
+        last_sequence: row.last_sequence.max(0) as u64,
+        created_at: time(row.created_at),
+        updated_at: time(row.updated_at),
+    })
+}
+
+/// Reads an execution.
+#[utoipa::path(get, path = "/v1/executions/{id}", tag = "executions", params(("id" = String, Path, description = "The execution")),
+    responses((status = 200, body = Execution), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn get_execution(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Execution>, ApiError> {
+    caller.require(Resource::Executions, Action::Read)?;
+    let row = visible(&state, &caller, parse_id(&id)?).await?;
+    Ok(Json(view(&state, row).await?))
+}
+
+/// Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its work
+/// stopped; an ended execution answers 409.
+#[utoipa::path(post, path = "/v1/executions/{id}/cancel", tag = "executions", params(("id" = String, Path, description = "The execution")),
+    responses((status = 202, body = Execution), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn cancel_execution(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
+    caller.require(Resource::Executions, Action::Write)?;
+    let id = parse_id(&id)?;
+    visible(&state, &caller, id).await?;
+    if let Err(err) = state.engine.cancel(id).await {
+        return Err(ApiError::from_store(&state, err, "execution").await);
+    }
+    let row = visible(&state, &caller, id).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(view(&state, row).await?),
+    ))
+}
+
+/// Where to start reading events.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Read the events after this sequence (default 0: from the start). `Last-Event-ID` wins.
+    #[serde(default)]
+    after: Option<u64>,
+    /// Long polling: wait up to this many seconds (at most 60) for the first new event.
+    #[serde(default)]
+    wait: Option<u64>,
+}
+
+/// The events of an execution after a cursor. With `Accept: text/event-stream` they stream as
+/// server-sent events (each with its sequence as `id`, so a client resumes with
+/// `Last-Event-ID`) until the execution's last event; otherwise one page is answered as JSON,
+/// waiting up to `wait` seconds for the first event.
+#[utoipa::path(get, path = "/v1/executions/{id}/events", tag = "executions",
+    params(("id" = String, Path, description = "The execution"), EventsQuery),
+    responses(
+        (status = 200, description = "A page of events; with `Accept: text/event-stream`, the events as server-sent events",
+            content((EventPage = "application/json"), (String = "text/event-stream"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    caller.require(Resource::Executions, Action::Read)?;
+    let id = parse_id(&id)?;
+    let row = visible(&state, &caller, id).await?;
+    let last_event_id = HeaderName::from_static("last-event-id");
+    let after = match headers.get(&last_event_id) {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| ApiError::invalid("Last-Event-ID must be an event sequence"))?,
+        None => query.after.unwrap_or(0),
+    };
+    let wants_stream = headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if wants_stream {
+        return Ok(stream(state, id, after).into_response());
+    }
+    let wait = Duration::from_secs(query.wait.unwrap_or(0).min(MAX_WAIT_SECONDS));
+    Ok(Json(page(&state, id, after, wait, row.state.is_terminal()).await?).into_response())
+}
+
+async fn page(
+    state: &AppState,
+    id: ExecutionId,
+    after: u64,
+    wait: Duration,
+    ended: bool,
+) -> Result<EventPage, ApiError> {
+    let mut events: Vec<Event> = Vec::new();
+    let mut observer = state.engine.observe(id, after);
+    let first = if ended || wait.is_zero() {
+        observer.next().now_or_never().flatten()
+    } else {
+        tokio::time::timeout(wait, observer.next())
+            .await
+            .ok()
+            .flatten()
+    };
+    let mut next = first;
+    while let Some(item) = next {
+        match item {
+            Ok(event) => events.push(event),
+            Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+        }
+        if events.len() as i64 >= OBSERVE_PAGE {
+            break;
+        }
+        next = observer.next().now_or_never().flatten();
+    }
+    let last = events.last().map(|e| e.sequence).unwrap_or(after);
+    let ended = match events.last() {
+        Some(event) => event.kind.is_terminal(),
+        None => match state.engine.execution(id).await {
+            Ok(row) => row.state.is_terminal() && after as i64 >= row.last_sequence,
+            Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+        },
+    };
+    Ok(EventPage {
+        events,
+        next_after: last,
+        ended,
+    })
+}
+
+fn stream(state: AppState, id: ExecutionId, after: u64) -> impl IntoResponse {
+    let observer = state.engine.observe(id, after);
+    let events = futures::stream::unfold(
+        (observer, state, false),
+        |(mut observer, state, done)| async move {
+            if done {
+                return None;
+            }
+            match observer.next().await? {
+                Ok(event) => {
+                    let sse = SseEvent::default()
+                        .id(event.sequence.to_string())
+                        .event(event_type(&event.kind))
+                        .json_data(&event)
+                        .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
+                    Some((Ok::<_, Infallible>(sse), (observer, state, false)))
+                }
+                Err(err) => {
+                    // After the stream started, a fault is sent as a failure event with the same
+                    // fields as the error body; the full cause is sealed.
+                    let failure = ApiError::from_store(&state, err, "execution").await;
+                    let sse = SseEvent::default()
+                        .event("request_failed")
+                        .json_data(&failure.body)
+                        .unwrap_or_else(|_| SseEvent::default().comment("request failed"));
+                    Some((Ok(sse), (observer, state, true)))
+                }
+            }
+        },
+    );
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

@@ -1,0 +1,52 @@
+//! JSON bodies: malformed JSON, unknown fields, a wrong content type or an oversize body each
+//! get a declared 4xx error with a stable code.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use openbot_schema::ErrorCode;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// The largest request body accepted, in bytes (1 MiB).
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// A JSON request body.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(request, state).await {
+            Ok(axum::Json(value)) => Ok(Self(value)),
+            Err(rejection) => Err(match rejection {
+                JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    ErrorCode::UnsupportedMediaType,
+                    "send the body as JSON with `content-type: application/json`",
+                ),
+                JsonRejection::JsonSyntaxError(err) => {
+                    ApiError::invalid(format!("malformed JSON: {}", err.body_text()))
+                }
+                JsonRejection::JsonDataError(err) => ApiError::invalid(err.body_text()),
+                JsonRejection::BytesRejection(err)
+                    if err.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+                {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        ErrorCode::PayloadTooLarge,
+                        format!("the body is larger than {BODY_LIMIT} bytes"),
+                    )
+                }
+                other => ApiError::invalid(other.body_text()),
+            }),
+        }
+    }
+}

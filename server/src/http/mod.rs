@@ -1,0 +1,120 @@
+//! The HTTP API: axum routes with their OpenAPI document generated from the same code
+//! (utoipa), so the two cannot drift. Handlers translate HTTP to the use cases and map
+//! their errors at this one boundary.
+
+mod auth;
+mod error;
+mod executions;
+mod health;
+mod json;
+mod tokens;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use openbot_schema::{ErrorCategory, ErrorId};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use error::{ApiError, ERROR_ID_HEADER};
+pub use json::{ApiJson, BODY_LIMIT};
+
+use crate::engine::Engine;
+use crate::identity::IdentityStore;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The engine of this node.
+    pub engine: Arc<Engine>,
+    /// Organizations, members and tokens.
+    pub identity: Arc<dyn IdentityStore>,
+}
+
+impl AppState {
+    /// Seals a fault's full cause and returns its ID; only the ID and category are logged.
+    pub async fn seal_error(&self, category: ErrorCategory, cause: String) -> ErrorId {
+        let cx = self.engine.context();
+        let id = uuid::Uuid::now_v7();
+        let error_id = ErrorId::from(id);
+        match cx.keys.seal(id, cause.as_bytes()) {
+            Ok(blob) => {
+                let category_name = crate::store::category_name(category);
+                if cx
+                    .store
+                    .put_error_record(None, &category_name, blob)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(%error_id, "could not save a sealed error record");
+                }
+            }
+            Err(_) => tracing::warn!(%error_id, "could not seal an error record"),
+        }
+        error::log_fault(category, error_id);
+        error_id
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "OpenBot API", description = "Bots, Chats, Turns and their events."),
+    components(schemas(openbot_schema::ErrorBody)),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The API's routes and its OpenAPI document.
+pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health::health))
+        .routes(routes!(tokens::create_token, tokens::list_tokens))
+        .routes(routes!(tokens::revoke_token))
+        .routes(routes!(executions::get_execution))
+        .routes(routes!(executions::cancel_execution))
+        .routes(routes!(executions::events))
+        .split_for_parts()
+}
+
+/// The OpenAPI document as served at `/v1/openapi.json` and committed at
+/// `schema/openapi.json`.
+pub fn openapi_json() -> String {
+    let (_, doc) = api();
+    doc.to_pretty_json().unwrap_or_default()
+}
+
+/// The whole HTTP application for a node.
+pub fn app(state: AppState) -> axum::Router {
+    let (router, doc) = api();
+    let doc = Arc::new(doc.to_pretty_json().unwrap_or_default());
+    router
+        .route(
+            "/v1/openapi.json",
+            axum::routing::get(move || {
+                let doc = Arc::clone(&doc);
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        (*doc).clone(),
+                    )
+                }
+            }),
+        )
+        .fallback(|| async { ApiError::not_found("this path") })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}

@@ -1,0 +1,61 @@
+//! The Caller: who makes a request and what it may do, the same for every entry point.
+
+use openbot_schema::BotId;
+use uuid::Uuid;
+
+use super::store::{MemberRef, Role};
+use openbot_schema::{Action, Resource, Right};
+
+/// An authenticated caller: a member acting through a token with rights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    /// The member.
+    pub member: MemberRef,
+    /// The token it used.
+    pub token_id: Uuid,
+    /// What the token may do.
+    pub rights: Vec<Right>,
+    /// The only Bots the token may use, if limited.
+    pub bot_ids: Option<Vec<BotId>>,
+}
+
+/// A caller without the right to do something.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this token may not {action} {resource}")]
+pub struct AccessError {
+    /// The action, for the message.
+    pub action: &'static str,
+    /// The resource, for the message.
+    pub resource: &'static str,
+}
+
+impl Caller {
+    /// Fails unless the token has this right.
+    pub fn require(&self, resource: Resource, action: Action) -> Result<(), AccessError> {
+        if self.rights.contains(&Right { resource, action }) {
+            return Ok(());
+        }
+        Err(AccessError {
+            action: match action {
+                Action::Read => "read",
+                Action::Write => "write",
+            },
+            resource: match resource {
+                Resource::Bots => "bots",
+                Resource::Chats => "chats",
+                Resource::Executions => "executions",
+                Resource::Tokens => "tokens",
+            },
+        })
+    }
+
+    /// Whether the caller may manage everything of its organization.
+    pub fn is_admin(&self) -> bool {
+        matches!(self.member.role, Role::Owner | Role::Admin)
+    }
+
+    /// The storage scope of the caller's own work.
+    pub fn scope(&self) -> crate::store::Scope {
+        crate::store::Scope::Member(self.member.member_id.to_string())
+    }
+}

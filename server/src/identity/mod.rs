@@ -1,0 +1,14 @@
+//! Identity and access: organizations, accounts, members with roles, and API tokens with
+//! rights. Every entry point (HTTP with a token, later cookies, tools, restored work) turns
+//! its credentials into a [`Caller`] and passes the same access checks.
+
+mod caller;
+mod postgres;
+mod secret;
+mod sqlite;
+mod store;
+
+pub use caller::{AccessError, Caller};
+pub use openbot_schema::{Action, Resource, Right};
+pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
+pub use store::{IdentityStore, MemberRef, NewToken, Role, TokenRow};

@@ -1,0 +1,211 @@
+//! The identity store on SQLite.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::store::{
+    IdentityStore, MemberRef, NewToken, Role, TokenRow, parse_bot_ids, parse_rights,
+};
+use crate::store::{SqliteStore, StoreError, now_ms};
+
+fn token_json(token: &NewToken) -> Result<(String, Option<String>), StoreError> {
+    let rights =
+        serde_json::to_string(&token.rights).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let bots = token
+        .bot_ids
+        .as_ref()
+        .map(|ids| serde_json::to_string(ids).map_err(|e| StoreError::Invalid(e.to_string())))
+        .transpose()?;
+    Ok((rights, bots))
+}
+
+fn token_row(row: &sqlx::sqlite::SqliteRow) -> Result<TokenRow, StoreError> {
+    Ok(TokenRow {
+        id: row.try_get("id")?,
+        member_id: row.try_get("member_id")?,
+        name: row.try_get("name")?,
+        rights: parse_rights(&row.try_get::<String, _>("rights")?)?,
+        bot_ids: parse_bot_ids(row.try_get("bot_ids")?)?,
+        expires_at: row.try_get("expires_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn member_ref(row: &sqlx::sqlite::SqliteRow) -> Result<MemberRef, StoreError> {
+    let role: String = row.try_get("role")?;
+    Ok(MemberRef {
+        member_id: row.try_get("member_id")?,
+        organization_id: row.try_get("organization_id")?,
+        role: Role::parse(&role)
+            .ok_or_else(|| StoreError::Invalid(format!("member role `{role}`")))?,
+    })
+}
+
+#[async_trait]
+impl IdentityStore for SqliteStore {
+    async fn bootstrap(
+        &self,
+        organization: &str,
+        owner_email: &str,
+        token: NewToken,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let now = now_ms();
+        let first = sqlx::query(
+            "INSERT INTO bootstrap (singleton, created_at) VALUES (1, ?1) ON CONFLICT DO NOTHING",
+        )
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if first == 0 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        let (organization_id, account_id, member_id) =
+            (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES (?1, ?2, ?3)")
+            .bind(organization_id)
+            .bind(organization)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO accounts (id, email, name, created_at) VALUES (?1, ?2, ?2, ?3)")
+            .bind(account_id)
+            .bind(owner_email)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES (?1, ?2, ?3, 'owner', ?4)")
+            .bind(member_id)
+            .bind(organization_id)
+            .bind(account_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let (rights, bots) = token_json(&token)?;
+        sqlx::query(
+            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .bind(token.id)
+        .bind(member_id)
+        .bind(&token.name)
+        .bind(&token.secret_hash)
+        .bind(rights)
+        .bind(bots)
+        .bind(token.expires_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn first_owner(&self) -> Result<Option<MemberRef>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id AS member_id, organization_id, role FROM members WHERE role = 'owner' AND removed_at IS NULL \
+             ORDER BY created_at LIMIT 1",
+        )
+        .fetch_optional(self.reader())
+        .await?;
+        row.as_ref().map(member_ref).transpose()
+    }
+
+    async fn add_member(
+        &self,
+        organization_id: Uuid,
+        email: &str,
+        role: Role,
+    ) -> Result<MemberRef, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let now = now_ms();
+        let account: Uuid = sqlx::query_scalar(
+            "INSERT INTO accounts (id, email, name, created_at) VALUES (?1, ?2, ?2, ?3) \
+             ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id",
+        )
+        .bind(Uuid::now_v7())
+        .bind(email)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let member_id = Uuid::now_v7();
+        sqlx::query("INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .bind(member_id)
+            .bind(organization_id)
+            .bind(account)
+            .bind(role.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(MemberRef {
+            member_id,
+            organization_id,
+            role,
+        })
+    }
+
+    async fn create_token(&self, member_id: Uuid, token: NewToken) -> Result<TokenRow, StoreError> {
+        let (rights, bots) = token_json(&token)?;
+        let row = sqlx::query(
+            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+             RETURNING id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at",
+        )
+        .bind(token.id)
+        .bind(member_id)
+        .bind(&token.name)
+        .bind(&token.secret_hash)
+        .bind(rights)
+        .bind(bots)
+        .bind(token.expires_at)
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await?;
+        token_row(&row)
+    }
+
+    async fn token_by_hash(
+        &self,
+        secret_hash: &[u8],
+    ) -> Result<Option<(TokenRow, MemberRef)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
+                    m.organization_id, m.role \
+             FROM api_tokens t JOIN members m ON m.id = t.member_id \
+             WHERE t.secret_hash = ?1 AND m.removed_at IS NULL",
+        )
+        .bind(secret_hash)
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(|row| Ok((token_row(&row)?, member_ref(&row)?)))
+            .transpose()
+    }
+
+    async fn tokens_of(&self, member_id: Uuid) -> Result<Vec<TokenRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at FROM api_tokens \
+             WHERE member_id = ?1 ORDER BY created_at DESC",
+        )
+        .bind(member_id)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(token_row).collect()
+    }
+
+    async fn revoke_token(&self, member_id: Uuid, token_id: Uuid) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?3) WHERE id = ?1 AND member_id = ?2",
+        )
+        .bind(token_id)
+        .bind(member_id)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(done == 1)
+    }
+}

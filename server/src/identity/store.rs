@@ -1,0 +1,143 @@
+//! The identity store: one interface, implemented on SQLite and PostgreSQL.
+
+use async_trait::async_trait;
+use openbot_schema::BotId;
+use uuid::Uuid;
+
+use crate::store::{Millis, StoreError};
+use openbot_schema::Right;
+
+/// A member's role in its organization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Created the organization; may do everything.
+    Owner,
+    /// May manage the organization's members and shared resources.
+    Admin,
+    /// May use the organization's shared resources and own private ones.
+    Member,
+}
+
+impl Role {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+
+    /// Reads the stored name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "owner" => Role::Owner,
+            "admin" => Role::Admin,
+            "member" => Role::Member,
+            _ => return None,
+        })
+    }
+}
+
+/// A member, as access checks see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRef {
+    /// The member.
+    pub member_id: Uuid,
+    /// Its organization.
+    pub organization_id: Uuid,
+    /// Its role there.
+    pub role: Role,
+}
+
+/// A token to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewToken {
+    /// Its ID.
+    pub id: Uuid,
+    /// A name for people.
+    pub name: String,
+    /// The hash of its secret.
+    pub secret_hash: Vec<u8>,
+    /// What it may do.
+    pub rights: Vec<Right>,
+    /// The only Bots it may use, if limited.
+    pub bot_ids: Option<Vec<BotId>>,
+    /// When it stops working.
+    pub expires_at: Option<Millis>,
+}
+
+/// A stored token (never its secret).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    /// Its ID.
+    pub id: Uuid,
+    /// The member it acts for.
+    pub member_id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// What it may do.
+    pub rights: Vec<Right>,
+    /// The only Bots it may use, if limited.
+    pub bot_ids: Option<Vec<BotId>>,
+    /// When it stops working.
+    pub expires_at: Option<Millis>,
+    /// When it was revoked.
+    pub revoked_at: Option<Millis>,
+    /// When it was created.
+    pub created_at: Millis,
+}
+
+/// Organizations, members and tokens.
+#[async_trait]
+pub trait IdentityStore: Send + Sync + 'static {
+    /// On a database with no organization yet, creates the first organization, its owner
+    /// and the owner's token, once, even when several nodes start at the same time. Returns
+    /// whether this call created them.
+    async fn bootstrap(
+        &self,
+        organization: &str,
+        owner_email: &str,
+        token: NewToken,
+    ) -> Result<bool, StoreError>;
+
+    /// The owner of the first organization, if it exists.
+    async fn first_owner(&self) -> Result<Option<MemberRef>, StoreError>;
+
+    /// Adds a person to an organization with a role (creating the account when it is new).
+    async fn add_member(
+        &self,
+        organization_id: Uuid,
+        email: &str,
+        role: Role,
+    ) -> Result<MemberRef, StoreError>;
+
+    /// Creates a token for a member.
+    async fn create_token(&self, member_id: Uuid, token: NewToken) -> Result<TokenRow, StoreError>;
+
+    /// The token with this secret hash and its member, if both exist and the member was not
+    /// removed. Expiry and revocation are the caller's to check.
+    async fn token_by_hash(
+        &self,
+        secret_hash: &[u8],
+    ) -> Result<Option<(TokenRow, MemberRef)>, StoreError>;
+
+    /// A member's tokens, newest first.
+    async fn tokens_of(&self, member_id: Uuid) -> Result<Vec<TokenRow>, StoreError>;
+
+    /// Revokes one of a member's tokens; returns whether it existed.
+    async fn revoke_token(&self, member_id: Uuid, token_id: Uuid) -> Result<bool, StoreError>;
+}
+
+/// Reads a token's stored rights.
+pub(crate) fn parse_rights(text: &str) -> Result<Vec<Right>, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Invalid(format!("token rights: {e}")))
+}
+
+/// Reads a token's stored Bot limit.
+pub(crate) fn parse_bot_ids(text: Option<String>) -> Result<Option<Vec<BotId>>, StoreError> {
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| StoreError::Invalid(format!("token bots: {e}")))
+    })
+    .transpose()
+}

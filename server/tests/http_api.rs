@@ -1,0 +1,735 @@
+//! The HTTP API end to end, on SQLite and on a real PostgreSQL: tokens and access, bad input,
+//! execution visibility, resumable event streams, cancellation, and the fault boundary.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/pg.rs"]
+mod pg;
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use fake_openai::{Answer, FakeOpenAi};
+use futures::StreamExt;
+use openbot_schema::{ContentPart, Event, EventKind, EventPage, ExecutionId, Limits, TurnOutcome};
+use openbot_server::engine::{Engine, RunnerConfig, Submission};
+use openbot_server::http::{AppState, ERROR_ID_HEADER, app};
+use openbot_server::identity::{NewToken, Right, Role, new_secret, secret_hash};
+use openbot_server::node::{Database, bootstrap, registry};
+use openbot_server::sealed::KeyRing;
+use openbot_server::store::{PostgresStore, Scope, SqliteStore};
+use openbot_server::turns::{TURN, TurnInput};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// Log lines of this test binary, to prove fault causes never reach them.
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buffer);
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("debug")
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .try_init();
+        buffer
+    })
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+enum Raw {
+    Sqlite(SqliteStore, #[allow(dead_code)] tempfile::TempDir),
+    Postgres(PostgresStore),
+}
+
+async fn sqlite() -> Raw {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("openbot.db");
+    SqliteStore::migrate(&path).await.unwrap();
+    Raw::Sqlite(SqliteStore::open(&path).await.unwrap(), dir)
+}
+
+async fn postgres() -> Raw {
+    Raw::Postgres(
+        PostgresStore::connect(&pg::fresh_database().await, 8)
+            .await
+            .unwrap(),
+    )
+}
+
+struct Server {
+    base: String,
+    owner: String,
+    database: Database,
+    engine: Arc<Engine>,
+    raw: Raw,
+    http: reqwest::Client,
+}
+
+async fn server(raw: Raw) -> Server {
+    logs();
+    let database = match &raw {
+        Raw::Sqlite(store, _) => Database {
+            store: Arc::new(store.clone()),
+            identity: Arc::new(store.clone()),
+        },
+        Raw::Postgres(store) => Database {
+            store: Arc::new(store.clone()),
+            identity: Arc::new(store.clone()),
+        },
+    };
+    let owner = bootstrap(database.identity.as_ref())
+        .await
+        .unwrap()
+        .unwrap();
+    let engine = Arc::new(Engine::open(
+        Arc::clone(&database.store),
+        KeyRing::generate("k1").0,
+        "node-a".into(),
+    ));
+    engine
+        .start_runner(
+            registry(),
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 16,
+            },
+        )
+        .await;
+    let state = AppState {
+        engine: Arc::clone(&engine),
+        identity: Arc::clone(&database.identity),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(state)).await;
+    });
+    Server {
+        base,
+        owner,
+        database,
+        engine,
+        raw,
+        http: reqwest::Client::new(),
+    }
+}
+
+macro_rules! http_tests {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::server(super::sqlite().await).await).await })*
+        }
+        mod on_postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::server(super::postgres().await).await).await })*
+        }
+    };
+}
+
+http_tests!(
+    health_needs_no_token,
+    a_missing_unknown_revoked_or_expired_token_is_401,
+    a_token_without_the_right_gets_403,
+    a_new_token_never_has_more_rights_than_its_creator,
+    bad_input_gets_a_declared_error_and_writes_nothing,
+    another_members_execution_is_not_found,
+    events_stream_as_sse_and_resume_from_any_cursor_without_gap_or_duplicate,
+    long_polling_waits_for_events_and_says_when_the_end_was_read,
+    cancel_over_http_ends_the_turn_cancelled,
+    a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
+);
+
+impl Server {
+    fn get(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    fn post(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    async fn owner_member(&self) -> openbot_server::identity::MemberRef {
+        self.database.identity.first_owner().await.unwrap().unwrap()
+    }
+
+    /// A token of a new member of the owner's organization, with every right.
+    async fn other_member_token(&self) -> String {
+        let owner = self.owner_member().await;
+        let member = self
+            .database
+            .identity
+            .add_member(owner.organization_id, "other@example.com", Role::Member)
+            .await
+            .unwrap();
+        let secret = new_secret();
+        let token = NewToken {
+            id: uuid::Uuid::now_v7(),
+            name: "other".into(),
+            secret_hash: secret_hash(&secret),
+            rights: Right::all(),
+            bot_ids: None,
+            expires_at: None,
+        };
+        self.database
+            .identity
+            .create_token(member.member_id, token)
+            .await
+            .unwrap();
+        secret
+    }
+
+    async fn token_with(&self, rights: Value) -> String {
+        let response = self
+            .post("/v1/tokens", &self.owner)
+            .json(&json!({"name": "limited", "rights": rights}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json::<Value>().await.unwrap()["secret"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Submits a Turn for the owner, as a Chat would.
+    async fn owner_turn(&self, model: &FakeOpenAi) -> ExecutionId {
+        let owner = self.owner_member().await;
+        let input = TurnInput {
+            instructions: String::new(),
+            model: model.spec(),
+            tools: Vec::new(),
+            limits: Limits::default(),
+            history: Vec::new(),
+            input: vec![ContentPart::text("hi")],
+            max_output_tokens: None,
+        };
+        let submission = Submission {
+            kind: TURN,
+            scope: Scope::Member(owner.member_id.to_string()),
+            command_key: None,
+            input: &input,
+            events: vec![EventKind::TurnStarted {
+                input: input.input.clone(),
+            }],
+            parent_id: None,
+            chat_id: None,
+        };
+        self.engine.submit(submission).await.unwrap().execution_id()
+    }
+}
+
+async fn error_code(response: reqwest::Response) -> (StatusCode, String) {
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    (
+        status,
+        body["code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+async fn health_needs_no_token(server: Server) {
+    let response = server
+        .http
+        .get(format!("{}/v1/health", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"status": "ok"})
+    );
+}
+
+async fn a_missing_unknown_revoked_or_expired_token_is_401(server: Server) {
+    let missing = server
+        .http
+        .get(format!("{}/v1/tokens", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(missing).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
+    let unknown = server
+        .get("/v1/tokens", "obt_not-a-real-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(unknown).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
+
+    let response = server
+        .post("/v1/tokens", &server.owner)
+        .json(&json!({"name": "temp", "rights": []}))
+        .send()
+        .await
+        .unwrap();
+    let created: Value = response.json().await.unwrap();
+    let (id, secret) = (
+        created["token"]["id"].as_str().unwrap().to_string(),
+        created["secret"].as_str().unwrap().to_string(),
+    );
+    let revoke = server
+        .http
+        .delete(format!("{}/v1/tokens/{id}", server.base))
+        .bearer_auth(&server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), StatusCode::NO_CONTENT);
+    let revoked = server.get("/v1/tokens", &secret).send().await.unwrap();
+    let status = revoked.status();
+    let body: Value = revoked.json().await.unwrap();
+    assert_eq!(
+        (status, body["message"].as_str().unwrap()),
+        (StatusCode::UNAUTHORIZED, "the token was revoked")
+    );
+
+    let owner = server.owner_member().await;
+    let expired_secret = new_secret();
+    let expired = NewToken {
+        id: uuid::Uuid::now_v7(),
+        name: "old".into(),
+        secret_hash: secret_hash(&expired_secret),
+        rights: Right::all(),
+        bot_ids: None,
+        expires_at: Some(openbot_server::store::now_ms() - 1),
+    };
+    server
+        .database
+        .identity
+        .create_token(owner.member_id, expired)
+        .await
+        .unwrap();
+    let response = server
+        .get("/v1/tokens", &expired_secret)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        (status, body["message"].as_str().unwrap()),
+        (StatusCode::UNAUTHORIZED, "the token has expired")
+    );
+}
+
+async fn a_token_without_the_right_gets_403(server: Server) {
+    let reader = server
+        .token_with(json!([{"resource": "tokens", "action": "read"}]))
+        .await;
+    assert_eq!(
+        server
+            .get("/v1/tokens", &reader)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    let write = server
+        .post("/v1/tokens", &reader)
+        .json(&json!({"name": "x", "rights": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(write).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let execution = server
+        .get(&format!("/v1/executions/{}", ExecutionId::new()), &reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(execution).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+}
+
+async fn a_new_token_never_has_more_rights_than_its_creator(server: Server) {
+    let limited = server
+        .token_with(json!([{"resource": "tokens", "action": "write"}]))
+        .await;
+    let wider = server
+        .post("/v1/tokens", &limited)
+        .json(&json!({"name": "wider", "rights": [{"resource": "bots", "action": "write"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(wider).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+}
+
+async fn bad_input_gets_a_declared_error_and_writes_nothing(server: Server) {
+    let post = |body: &'static str, content_type: &'static str| {
+        server
+            .post("/v1/tokens", &server.owner)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    assert_eq!(
+        error_code(post("{\"name\":", "application/json").await.unwrap()).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    assert_eq!(
+        error_code(
+            post(
+                "{\"name\":\"x\",\"rights\":[],\"admin\":true}",
+                "application/json"
+            )
+            .await
+            .unwrap()
+        )
+        .await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into()),
+        "unknown fields are refused"
+    );
+    assert_eq!(
+        error_code(
+            post("{\"name\":\"x\",\"rights\":[]}", "text/plain")
+                .await
+                .unwrap()
+        )
+        .await,
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type".into()
+        )
+    );
+    let huge = format!(
+        "{{\"name\":\"{}\",\"rights\":[]}}",
+        "x".repeat(2 * 1024 * 1024)
+    );
+    let response = server
+        .post("/v1/tokens", &server.owner)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(response).await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into())
+    );
+    let bad_id = server
+        .get("/v1/executions/not-an-id", &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(bad_id).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    let tokens: Vec<Value> = server
+        .get("/v1/tokens", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tokens.len(), 1, "nothing was half-written");
+}
+
+async fn another_members_execution_is_not_found(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let id = server.owner_turn(&model).await;
+    let other = server.other_member_token().await;
+    let theirs = server
+        .get(&format!("/v1/executions/{id}"), &other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(theirs).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let events = server
+        .get(&format!("/v1/executions/{id}/events"), &other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::NOT_FOUND);
+    let cancel = server
+        .post(&format!("/v1/executions/{id}/cancel"), &other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status(), StatusCode::NOT_FOUND);
+    let mine = server
+        .get(&format!("/v1/executions/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mine.status(), StatusCode::OK);
+}
+
+/// Reads server-sent events until `stop_after` events or the stream ends.
+async fn read_sse(
+    server: &Server,
+    id: ExecutionId,
+    last_event_id: Option<u64>,
+    stop_after: usize,
+) -> Vec<Event> {
+    let mut request = server
+        .get(&format!("/v1/executions/{id}/events"), &server.owner)
+        .header("accept", "text/event-stream");
+    if let Some(last) = last_event_id {
+        request = request.header("last-event-id", last.to_string());
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut bytes = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    while events.len() < stop_after {
+        let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), bytes.next())
+            .await
+            .unwrap()
+        else {
+            break;
+        };
+        buffer.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut sse_id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("id:") {
+                    sse_id = Some(value.trim().parse::<u64>().unwrap());
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data = Some(value.trim().to_string());
+                }
+            }
+            if let Some(data) = data {
+                let event: Event = serde_json::from_str(&data).unwrap();
+                assert_eq!(sse_id, Some(event.sequence), "the SSE id is the sequence");
+                events.push(event);
+                if events.len() >= stop_after {
+                    break;
+                }
+            }
+        }
+    }
+    events
+}
+
+async fn events_stream_as_sse_and_resume_from_any_cursor_without_gap_or_duplicate(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec![
+        "a", "b", "c", "d", "e", "f", "g", "h",
+    ])])
+    .await;
+    model.piece_delay(Duration::from_millis(40));
+    let id = server.owner_turn(&model).await;
+    let mut seen: Vec<Event> = Vec::new();
+    // Disconnect after 1, then 2, then 3 ... events and resume from the last one seen.
+    let mut take = 1;
+    loop {
+        let last = seen.last().map(|e| e.sequence);
+        let batch = read_sse(&server, id, last, take).await;
+        let ended = batch.last().is_some_and(|e| e.kind.is_terminal()) || batch.is_empty();
+        seen.extend(batch);
+        if ended {
+            break;
+        }
+        take += 1;
+    }
+    let sequences: Vec<u64> = seen.iter().map(|e| e.sequence).collect();
+    assert_eq!(
+        sequences,
+        (1..=sequences.len() as u64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    assert!(matches!(
+        seen.last().unwrap().kind,
+        EventKind::TurnEnded {
+            outcome: TurnOutcome::Completed,
+            ..
+        }
+    ));
+    let after_end = read_sse(&server, id, seen.last().map(|e| e.sequence), 10).await;
+    assert!(
+        after_end.is_empty(),
+        "after the end the stream ends at once"
+    );
+}
+
+async fn long_polling_waits_for_events_and_says_when_the_end_was_read(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["slow"])]).await;
+    model.delay(0, Duration::from_millis(500));
+    let id = server.owner_turn(&model).await;
+    let mut after = 0;
+    let mut all = Vec::new();
+    for _ in 0..50 {
+        let page: EventPage = server
+            .get(
+                &format!("/v1/executions/{id}/events?after={after}&wait=10"),
+                &server.owner,
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            !page.events.is_empty() || page.ended,
+            "a long poll returns events or the end"
+        );
+        all.extend(page.events);
+        after = page.next_after;
+        if page.ended {
+            break;
+        }
+    }
+    assert!(matches!(
+        all.last().unwrap().kind,
+        EventKind::TurnEnded { .. }
+    ));
+    let again: EventPage = server
+        .get(
+            &format!("/v1/executions/{id}/events?after={after}&wait=10"),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        again.events.is_empty() && again.ended,
+        "the end is answered at once"
+    );
+}
+
+async fn cancel_over_http_ends_the_turn_cancelled(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["never"])]).await;
+    model.delay(0, Duration::from_secs(30));
+    let id = server.owner_turn(&model).await;
+    let response = server
+        .post(&format!("/v1/executions/{id}/cancel"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let mut last = None;
+    for _ in 0..100 {
+        let page: EventPage = server
+            .get(
+                &format!("/v1/executions/{id}/events?after=0"),
+                &server.owner,
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if page.ended {
+            last = page.events.last().cloned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(matches!(
+        last.unwrap().kind,
+        EventKind::TurnEnded {
+            outcome: TurnOutcome::Cancelled,
+            ..
+        }
+    ));
+    let again = server
+        .post(&format!("/v1/executions/{id}/cancel"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(again).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+}
+
+async fn a_server_fault_answers_request_failed_with_the_error_id_and_no_cause(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let id = server.owner_turn(&model).await;
+    // Damage the stored row: reading it is now a fault, not a passing outage.
+    let damage = "UPDATE executions SET state = 'damaged-beyond-repair'";
+    match &server.raw {
+        Raw::Sqlite(store, _) => {
+            sqlx::query(damage).execute(store.pool()).await.unwrap();
+        }
+        Raw::Postgres(store) => {
+            sqlx::query(damage).execute(store.pool()).await.unwrap();
+        }
+    }
+    let response = server
+        .get(&format!("/v1/executions/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let header = response.headers()[ERROR_ID_HEADER]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let text = response.text().await.unwrap();
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["code"], "request_failed");
+    assert_eq!(body["category"], "storage");
+    assert_eq!(body["error_id"], header.as_str());
+    assert!(
+        !text.contains("bad state") && !text.contains("damaged"),
+        "no cause in the answer: {text}"
+    );
+    let (_, blob) = server
+        .database
+        .store
+        .error_record(header.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let cause = String::from_utf8(server.engine.context().keys.open(&blob).unwrap()).unwrap();
+    assert!(
+        cause.contains("bad state"),
+        "the sealed record keeps the cause: {cause}"
+    );
+    let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
+    assert!(logged.contains(&header), "the error ID is logged");
+    assert!(!logged.contains("bad state"), "the cause is in no log line");
+}
