@@ -89,6 +89,7 @@ impl Cluster {
             }],
             parent_id: None,
             chat_id: None,
+            admission_gate: None,
         };
         self.engine.submit(submission).await.unwrap().execution_id()
     }

@@ -106,6 +106,7 @@ fn new_execution(keys: &KeyRing, scope: Scope, key: Option<&str>, digest: &[u8])
         input: keys.seal(Uuid::now_v7(), b"{}").unwrap(),
         parent_id: None,
         chat_id: None,
+        admission_gate: None,
         events: vec![EventKind::TurnStarted {
             input: vec![ContentPart::text("hi")],
         }],
@@ -122,7 +123,7 @@ async fn claimed(store: &Arc<dyn Store>, node: &str) -> Claim {
         .submit(new_execution(&keys(), member(), None, b"x"))
         .await
         .unwrap();
-    let claims = store.claim(node, 60_000, 10).await.unwrap();
+    let claims = store.claim(node, &["test"], 60_000, 10).await.unwrap();
     claims
         .into_iter()
         .find(|c| c.id == submitted.execution_id())
@@ -245,7 +246,11 @@ async fn a_claim_adds_one_to_the_generation_and_a_live_lease_is_kept(backend: Ba
     assert_eq!(row.state, ExecutionState::Running);
     assert_eq!(row.owner_node.as_deref(), Some("node-a"));
     assert!(
-        store.claim("node-b", 60_000, 10).await.unwrap().is_empty(),
+        store
+            .claim("node-b", &["test"], 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "a live lease is not taken"
     );
     assert_eq!(
@@ -270,9 +275,17 @@ async fn an_old_generation_cannot_commit_after_a_takeover(backend: Backend) {
         .submit(new_execution(&keys(), member(), None, b"x"))
         .await
         .unwrap();
-    let old = store.claim("node-a", 1, 10).await.unwrap().remove(0);
+    let old = store
+        .claim("node-a", &["test"], 1, 10)
+        .await
+        .unwrap()
+        .remove(0);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let new = store.claim("node-b", 60_000, 10).await.unwrap().remove(0);
+    let new = store
+        .claim("node-b", &["test"], 60_000, 10)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(new.id, submitted.execution_id());
     assert_eq!(new.generation, old.generation + 1, "takeover adds one");
     let before = store.execution(new.id).await.unwrap();
@@ -318,7 +331,11 @@ async fn a_late_result_is_saved_but_not_published(backend: Backend) {
         .submit(new_execution(&keys, member(), None, b"x"))
         .await
         .unwrap();
-    let old = store.claim("node-a", 1, 10).await.unwrap().remove(0);
+    let old = store
+        .claim("node-a", &["test"], 1, 10)
+        .await
+        .unwrap()
+        .remove(0);
     store
         .commit(
             old.id,
@@ -331,7 +348,11 @@ async fn a_late_result_is_saved_but_not_published(backend: Backend) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let new = store.claim("node-b", 60_000, 10).await.unwrap().remove(0);
+    let new = store
+        .claim("node-b", &["test"], 60_000, 10)
+        .await
+        .unwrap()
+        .remove(0);
     let result = keys.seal(Uuid::now_v7(), b"late").unwrap();
     store
         .save_late_result(
@@ -370,6 +391,7 @@ async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backen
         failure: None,
         wake_at: None,
         unknown_call: Some(tool_key(1)),
+        output: None,
         release: true,
     };
     store
@@ -384,7 +406,11 @@ async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backen
         .await
         .unwrap();
     assert!(
-        store.claim("node-b", 60_000, 10).await.unwrap().is_empty(),
+        store
+            .claim("node-b", &["test"], 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "unknown work waits"
     );
     let result = keys.seal(Uuid::now_v7(), b"late").unwrap();
@@ -400,7 +426,7 @@ async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backen
         store.execution(old.id).await.unwrap().state,
         ExecutionState::Queued
     );
-    let again = store.claim("node-b", 60_000, 10).await.unwrap();
+    let again = store.claim("node-b", &["test"], 60_000, 10).await.unwrap();
     assert_eq!(again[0].id, old.id, "queued again to use the saved result");
 }
 
@@ -578,6 +604,7 @@ async fn an_ended_execution_takes_no_more_commits(backend: Backend) {
         failure: None,
         wake_at: None,
         unknown_call: None,
+        output: None,
         release: true,
     };
     store
@@ -607,7 +634,13 @@ async fn an_ended_execution_takes_no_more_commits(backend: Backend) {
         store.signal(claim.id, "cancel", "{}").await.unwrap_err(),
         StoreError::Ended(_)
     ));
-    assert!(store.claim("node-b", 60_000, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim("node-b", &["test"], 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn sealed_records_hold_no_plaintext(backend: Backend) {
@@ -678,6 +711,7 @@ async fn submit_turn(engine: &Engine, input: &TurnInput) -> ExecutionId {
         }],
         parent_id: None,
         chat_id: None,
+        admission_gate: None,
     };
     engine.submit(submission).await.unwrap().execution_id()
 }
@@ -859,7 +893,11 @@ async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Bac
     let store = backend.store;
     let engine = engine_on(&store, &keys, "submitter");
     let id = submit_turn(&engine, &turn_input(&model.spec(), Some(&outside))).await;
-    let ghost = store.claim("ghost", 1, 10).await.unwrap().remove(0);
+    let ghost = store
+        .claim("ghost", &["turn"], 1, 10)
+        .await
+        .unwrap()
+        .remove(0);
     let tool_call = openbot_schema::ToolCall {
         id: "call_0".into(),
         name: "write".into(),
@@ -996,6 +1034,7 @@ impl openbot_server::engine::Workflow for Sleepy {
             failure: None,
             wake_at: None,
             unknown_call: None,
+            output: None,
             release: true,
         };
         let event = EventKind::TurnEnded {
@@ -1035,6 +1074,7 @@ impl openbot_server::engine::Workflow for Sleepy {
             failure: None,
             wake_at: None,
             unknown_call: None,
+            output: None,
             release: true,
         };
         let event = EventKind::TurnEnded {
@@ -1086,6 +1126,7 @@ async fn submit_sleepy(engine: &Engine, wake_at: i64) -> ExecutionId {
         events: Vec::new(),
         parent_id: None,
         chat_id: None,
+        admission_gate: None,
     };
     engine.submit(submission).await.unwrap().execution_id()
 }

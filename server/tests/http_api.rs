@@ -233,6 +233,7 @@ impl Server {
             }],
             parent_id: None,
             chat_id: None,
+            admission_gate: None,
         };
         self.engine.submit(submission).await.unwrap().execution_id()
     }

@@ -139,6 +139,8 @@ pub struct Submission<'a, T: Serialize> {
     pub parent_id: Option<ExecutionId>,
     /// The Chat of a Turn.
     pub chat_id: Option<Uuid>,
+    /// An admission gate that must be open.
+    pub admission_gate: Option<Uuid>,
 }
 
 /// One node's engine: submit, observe and signal work, and (with a runner) run it.
@@ -252,6 +254,7 @@ impl Engine {
             input,
             parent_id: submission.parent_id,
             chat_id: submission.chat_id,
+            admission_gate: submission.admission_gate,
             events: submission.events,
         };
         let submitted = self.cx.store.submit(new).await?;

@@ -90,6 +90,7 @@ pub async fn run_program(
                     failure: None,
                     wake_at: until,
                     unknown_call: None,
+                    output: None,
                     release: true,
                 };
                 let commit = Commit {
@@ -192,6 +193,7 @@ async fn handle(
                 failure: None,
                 wake_at: None,
                 unknown_call: Some(key),
+                output: None,
                 release: true,
             };
             let commit = Commit {
@@ -268,6 +270,7 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::CommandKeyConflict(_) => "command_key_conflict",
         StoreError::NotFound(_) => "not_found",
         StoreError::Ended(_) => "ended",
+        StoreError::AdmissionClosed => "admission_closed",
         StoreError::Invalid(_) => "invalid",
         StoreError::SchemaVersion { .. } => "schema_version",
     }

@@ -88,7 +88,12 @@ impl Runner {
                 match self
                     .cx
                     .store
-                    .claim(&self.cx.node, lease_ms, free.min(100))
+                    .claim(
+                        &self.cx.node,
+                        &self.registry.kinds(),
+                        lease_ms,
+                        free.min(100),
+                    )
                     .await
                 {
                     Ok(claims) => {

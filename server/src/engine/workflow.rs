@@ -122,6 +122,11 @@ impl Registry {
         self.workflows.insert(workflow.kind(), workflow);
     }
 
+    /// The kinds registered.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.workflows.keys().copied().collect()
+    }
+
     /// The workflow of a kind.
     pub fn get(&self, kind: &str) -> Option<Arc<dyn Workflow>> {
         self.workflows.get(kind).cloned()

@@ -79,6 +79,7 @@ impl ApiError {
         match err {
             StoreError::NotFound(_) => Self::not_found(what),
             StoreError::Ended(_) => Self::conflict(format!("{what} has ended")),
+            StoreError::AdmissionClosed => Self::conflict(format!("{what} takes no more input")),
             StoreError::CommandKeyConflict(key) => {
                 Self::conflict(format!("command key `{key}` was used for other input"))
             }

@@ -11,10 +11,9 @@ use axum::http::header::{ACCEPT, HeaderName};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use openbot_schema::{
-    Action, ErrorBody, ErrorCategory, Event, EventPage, Execution, ExecutionId, ExecutionKind,
-    Resource,
+    Action, ErrorBody, ErrorCategory, EventPage, Execution, ExecutionId, ExecutionKind, Resource,
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -172,26 +171,25 @@ async fn page(
     wait: Duration,
     ended: bool,
 ) -> Result<EventPage, ApiError> {
-    let mut events: Vec<Event> = Vec::new();
-    let mut observer = state.engine.observe(id, after);
-    let first = if ended || wait.is_zero() {
-        observer.next().now_or_never().flatten()
-    } else {
-        tokio::time::timeout(wait, observer.next())
-            .await
-            .ok()
-            .flatten()
+    let store = &state.engine.context().store;
+    let read = |after: u64| async move { store.events(id, after as i64, OBSERVE_PAGE).await };
+    let mut events = match read(after).await {
+        Ok(events) => events,
+        Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
     };
-    let mut next = first;
-    while let Some(item) = next {
-        match item {
-            Ok(event) => events.push(event),
-            Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+    if events.is_empty() && !ended && !wait.is_zero() {
+        // Nothing yet: wait for the next event, then answer everything committed by then.
+        let mut observer = state.engine.observe(id, after);
+        match tokio::time::timeout(wait, observer.next()).await {
+            Ok(Some(Ok(_))) => {
+                events = match read(after).await {
+                    Ok(events) => events,
+                    Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+                }
+            }
+            Ok(Some(Err(err))) => return Err(ApiError::from_store(state, err, "execution").await),
+            Ok(None) | Err(_) => {}
         }
-        if events.len() as i64 >= OBSERVE_PAGE {
-            break;
-        }
-        next = observer.next().now_or_never().flatten();
     }
     let last = events.last().map(|e| e.sequence).unwrap_or(after);
     let ended = match events.last() {

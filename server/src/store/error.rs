@@ -17,6 +17,9 @@ pub enum StoreError {
     /// The execution does not exist.
     #[error("execution {0} was not found")]
     NotFound(ExecutionId),
+    /// The admission gate is closed (or does not exist): nothing new is admitted.
+    #[error("admission is closed")]
+    AdmissionClosed,
     /// The execution has ended and takes no more changes.
     #[error("execution {0} has ended")]
     Ended(ExecutionId),

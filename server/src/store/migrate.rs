@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -30,6 +30,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 2,
         name: "identity",
         sql: include_str!("../../../migrations/sqlite/0002_identity.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "bots_chats",
+        sql: include_str!("../../../migrations/sqlite/0003_bots_chats.sql"),
     },
 ];
 
@@ -43,6 +48,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 2,
         name: "identity",
         sql: include_str!("../../../migrations/postgres/0002_identity.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "bots_chats",
+        sql: include_str!("../../../migrations/postgres/0003_bots_chats.sql"),
     },
 ];
 

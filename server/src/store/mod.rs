@@ -42,8 +42,15 @@ pub trait Store: Send + Sync + 'static {
     async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError>;
 
     /// Claims up to `limit` executions that need an owner: queued, or owned by a lease that
-    /// lapsed, or waiting with a wake time that passed. Each claim adds one to the generation.
-    async fn claim(&self, node: &str, lease_ms: i64, limit: i64) -> Result<Vec<Claim>, StoreError>;
+    /// lapsed, or waiting with a wake time that passed, of the `kinds` this node runs. A Chat's
+    /// Turns are claimed one at a time, in order. Each claim adds one to the generation.
+    async fn claim(
+        &self,
+        node: &str,
+        kinds: &[&str],
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Claim>, StoreError>;
 
     /// Extends the leases of `owned`; returns those this node still owns.
     async fn renew(
@@ -151,6 +158,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// The outbox messages an execution produced, in order.
     async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError>;
+
+    /// Opens an admission gate (see [`NewExecution::admission_gate`]).
+    async fn open_gate(&self, id: Uuid) -> Result<(), StoreError>;
+
+    /// Closes an admission gate: once this returns, no submission through it succeeds.
+    async fn close_gate(&self, id: Uuid) -> Result<(), StoreError>;
+
+    /// A Chat's executions, in the order they were submitted.
+    async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError>;
 
     /// Stores a sealed record.
     async fn put_sealed(

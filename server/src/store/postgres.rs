@@ -245,6 +245,18 @@ impl Store for PostgresStore {
         let mut tx = self.pool.begin().await?;
         let now = now_ms();
         let last = new.events.len() as i64;
+        if let Some(gate) = new.admission_gate {
+            let closed: Option<Option<i64>> = sqlx::query_scalar(
+                "SELECT closed_at FROM admission_gates WHERE id = $1 FOR UPDATE",
+            )
+            .bind(gate)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if !matches!(closed, Some(None)) {
+                tx.rollback().await?;
+                return Err(StoreError::AdmissionClosed);
+            }
+        }
         Self::insert_sealed(&mut tx, Some(new.id), &new.input).await?;
         sqlx::query(
             "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
@@ -294,14 +306,23 @@ impl Store for PostgresStore {
         Ok(Submitted::Created(new.id))
     }
 
-    async fn claim(&self, node: &str, lease_ms: i64, limit: i64) -> Result<Vec<Claim>, StoreError> {
+    async fn claim(
+        &self,
+        node: &str,
+        kinds: &[&str],
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Claim>, StoreError> {
         let now = now_ms();
+        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
         let rows = sqlx::query(
             "WITH candidates AS ( \
                  SELECT id FROM executions \
                  WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
                    AND (owner_node IS NULL OR lease_expires_at < $1) \
                    AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $1) OR owner_node IS NOT NULL) \
+                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
+                   AND kind = ANY($5) \
                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
              UPDATE executions e SET owner_node = $3, generation = e.generation + 1, lease_expires_at = $1 + $4, \
                  state = CASE WHEN e.state IN ('queued', 'waiting') THEN 'running' ELSE e.state END, \
@@ -313,6 +334,7 @@ impl Store for PostgresStore {
         .bind(limit)
         .bind(node)
         .bind(lease_ms)
+        .bind(&kinds)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
@@ -384,7 +406,7 @@ impl Store for PostgresStore {
                  unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
                  owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = $15 \
+                 updated_at = $15, output_record = COALESCE($16, output_record) \
              WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
              RETURNING last_sequence",
         )
@@ -403,6 +425,7 @@ impl Store for PostgresStore {
         .bind(state.and_then(|s| s.unknown_call.as_ref()).map(call_key_name))
         .bind(state.is_some_and(|s| s.release))
         .bind(now)
+        .bind(state.and_then(|s| s.output.as_ref()).map(|blob| blob.id))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -421,6 +444,9 @@ impl Store for PostgresStore {
             &commit.events,
         )
         .await?;
+        if let Some(output) = state.and_then(|s| s.output.as_ref()) {
+            Self::insert_sealed(&mut tx, Some(id), output).await?;
+        }
         if let Some((category, blob)) = failure {
             sqlx::query(
                 "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -729,7 +755,8 @@ impl Store for PostgresStore {
                      WHERE state IN ('queued', 'running', 'waiting', 'cancelling') AND owner_node IS NOT NULL AND owner_node <> $1 \
                  UNION ALL SELECT MIN(wake_at) FROM executions WHERE state = 'waiting' AND owner_node IS NULL \
                  UNION ALL SELECT MIN(updated_at) FROM executions \
-                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL) AS due",
+                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL \
+                     AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due",
         )
         .bind(node)
         .fetch_one(&self.pool)
@@ -808,6 +835,35 @@ impl Store for PostgresStore {
                 })
             })
             .collect()
+    }
+
+    async fn open_gate(&self, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO admission_gates (id) VALUES ($1) ON CONFLICT (id) DO NOTHING")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn close_gate(&self, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("U$DATE admission_gates SET closed_at = COALESCE(closed_at, $2) WHERE id = $1")
+            .bind(id)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM executions WHERE chat_id = $1 ORDER BY id"
+        ))
+        .bind(chat_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|row| execution_from_row!(row)).collect()
     }
 
     async fn put_sealed(

@@ -71,8 +71,10 @@ pub struct NewExecution {
     pub input: SealedBlob,
     /// The execution that started this one.
     pub parent_id: Option<ExecutionId>,
-    /// The Chat of a Turn.
+    /// The Chat of a Turn. A Chat's Turns run one at a time, in the order they were submitted.
     pub chat_id: Option<Uuid>,
+    /// An admission gate that must be open (see [`crate::store::Store::close_gate`]).
+    pub admission_gate: Option<Uuid>,
     /// Events published with the submission (e.g. `turn_started`).
     pub events: Vec<EventKind>,
 }
@@ -118,6 +120,8 @@ pub struct ExecutionRow {
     pub chat_id: Option<Uuid>,
     /// The sealed input.
     pub input_record: Uuid,
+    /// The sealed output, once it ended.
+    pub output_record: Option<Uuid>,
     /// How a Turn ended.
     pub outcome: Option<TurnOutcome>,
     /// The public category of a failure.
@@ -228,6 +232,8 @@ pub struct StateChange {
     pub outcome: Option<TurnOutcome>,
     /// A failure's public category and sealed cause.
     pub failure: Option<(ErrorCategory, SealedBlob)>,
+    /// The sealed output of an ended execution (a Turn's messages).
+    pub output: Option<SealedBlob>,
     /// When a waiting execution wakes (and gives up its owner until then).
     pub wake_at: Option<Millis>,
     /// The call whose result is unknown.

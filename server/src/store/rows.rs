@@ -5,7 +5,7 @@
 macro_rules! execution_columns {
     () => {
         "id, kind, state, generation, owner_node, lease_expires_at, \
-     scope, parent_id, chat_id, input_record, outcome, failure_category, error_id, input_tokens, \
+     scope, parent_id, chat_id, input_record, output_record, outcome, failure_category, error_id, input_tokens, \
      output_tokens, cached_tokens, cost_micros, last_sequence, wake_at, unknown_call, created_at, updated_at"
     };
 }
@@ -44,6 +44,7 @@ macro_rules! execution_from_row {
             parent_id: parent.map(Into::into),
             chat_id: row.try_get("chat_id")?,
             input_record: row.try_get("input_record")?,
+            output_record: row.try_get("output_record")?,
             outcome: match outcome {
                 Some(text) => Some(parse_outcome(&text).ok_or_else(|| invalid("outcome"))?),
                 None => None,

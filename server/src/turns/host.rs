@@ -370,6 +370,7 @@ impl Host for DurableHost {
             failure: None,
             wake_at: None,
             unknown_call: None,
+            output: None,
             release: false,
         };
         self.commit(Commit {
@@ -458,6 +459,7 @@ impl Host for DurableHost {
             failure,
             wake_at: None,
             unknown_call: None,
+            output: None,
             release: true,
         };
         self.commit(Commit {
@@ -477,6 +479,7 @@ fn waiting_free() -> StateChange {
         failure: None,
         wake_at: None,
         unknown_call: None,
+        output: None,
         release: false,
     }
 }

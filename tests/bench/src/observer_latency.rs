@@ -153,12 +153,15 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
             }],
             parent_id: None,
             chat_id: None,
+            admission_gate: None,
         };
         ids.push(writer.submit(submission).await?.execution_id());
     }
     let mut generations: HashMap<ExecutionId, i64> = HashMap::new();
     while generations.len() < executions {
-        let claims = writer_store.claim("writer", 3_600_000, 100).await?;
+        let claims = writer_store
+            .claim("writer", &[TURN], 3_600_000, 100)
+            .await?;
         ensure!(!claims.is_empty(), "could not claim the executions");
         for claim in claims {
             generations.insert(claim.id, claim.generation);
@@ -255,6 +258,7 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
                 failure: None,
                 wake_at: None,
                 unknown_call: None,
+                output: None,
                 release: true,
             }),
             ..Commit::default()

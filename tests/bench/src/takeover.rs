@@ -221,6 +221,7 @@ async fn repetition_on(
         }],
         parent_id: None,
         chat_id: None,
+        admission_gate: None,
     };
     let id = client.submit(submission).await?.execution_id();
     let mut stream = client.observe(id, 0);
