@@ -36,6 +36,7 @@ fn bot(tools: Vec<ToolDefinition>) -> BotSpec {
         model: "test".into(),
         tools,
         limits: Limits::default(),
+        shared: false,
     }
 }
 

@@ -56,6 +56,10 @@ pub struct BotSpec {
     /// Limits on each Turn.
     #[serde(default)]
     pub limits: Limits,
+    /// On a server: whether every member of the organization may chat with it (each in
+    /// Chats of their own). A Bot that is not shared is its owner's alone.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 /// A change to a Bot; absent fields stay as they are.
@@ -80,6 +84,9 @@ pub struct BotUpdate {
     /// New limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Share or unshare it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
 }
 
 /// A Bot.

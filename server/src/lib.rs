@@ -1,6 +1,8 @@
 //! The OpenBot server: the durable execution engine on SQL and the `openbot` command's
 //! building blocks.
 
+pub mod bots;
+pub mod chats;
 pub mod engine;
 pub mod http;
 pub mod identity;

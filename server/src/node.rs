@@ -66,6 +66,25 @@ pub struct Database {
     pub store: Arc<dyn Store>,
     /// Organizations, members and tokens.
     pub identity: Arc<dyn IdentityStore>,
+    /// Bots.
+    pub bots: Arc<dyn crate::bots::BotStore>,
+    /// Chats.
+    pub chats: Arc<dyn crate::chats::ChatStore>,
+}
+
+impl Database {
+    /// One database serving every store.
+    pub fn on<S>(store: Arc<S>) -> Self
+    where
+        S: Store + IdentityStore + crate::bots::BotStore + crate::chats::ChatStore,
+    {
+        Self {
+            store: store.clone(),
+            identity: store.clone(),
+            bots: store.clone(),
+            chats: store,
+        }
+    }
 }
 
 /// Opens the configured database, which must be at this build's schema version: a server
@@ -74,10 +93,7 @@ pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
     match &config.database_url {
         Some(url) => {
             let store = Arc::new(PostgresStore::connect(url, config.max_connections).await?);
-            Ok(Database {
-                store: store.clone(),
-                identity: store,
-            })
+            Ok(Database::on(store))
         }
         None => {
             let path = sqlite_path(&config.data_dir);
@@ -85,10 +101,7 @@ pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
                 return Err(NodeError::NoDatabase(path.display().to_string()));
             }
             let store = Arc::new(SqliteStore::open(&path).await?);
-            Ok(Database {
-                store: store.clone(),
-                identity: store,
-            })
+            Ok(Database::on(store))
         }
     }
 }

@@ -82,14 +82,8 @@ struct Server {
 async fn server(raw: Raw) -> Server {
     logs();
     let database = match &raw {
-        Raw::Sqlite(store, _) => Database {
-            store: Arc::new(store.clone()),
-            identity: Arc::new(store.clone()),
-        },
-        Raw::Postgres(store) => Database {
-            store: Arc::new(store.clone()),
-            identity: Arc::new(store.clone()),
-        },
+        Raw::Sqlite(store, _) => Database::on(Arc::new(store.clone())),
+        Raw::Postgres(store) => Database::on(Arc::new(store.clone())),
     };
     let owner = bootstrap(database.identity.as_ref())
         .await
@@ -109,10 +103,7 @@ async fn server(raw: Raw) -> Server {
             },
         )
         .await;
-    let state = AppState {
-        engine: Arc::clone(&engine),
-        identity: Arc::clone(&database.identity),
-    };
+    let state = AppState::new(Arc::clone(&engine), &database);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -152,6 +143,15 @@ http_tests!(
     long_polling_waits_for_events_and_says_when_the_end_was_read,
     cancel_over_http_ends_the_turn_cancelled,
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
+    a_chat_with_a_bot_answers_and_keeps_its_history,
+    a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
+    input_sent_while_a_turn_runs_waits_its_turn_in_order,
+    steering_input_joins_the_running_turn,
+    stop_cancels_the_running_turn_and_the_queue_goes_on,
+    deleting_a_chat_cancels_its_turns_and_admits_nothing_more,
+    a_member_cannot_read_or_send_to_another_members_chat,
+    a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_own_chats,
+    a_stale_bot_revision_is_a_conflict,
 );
 
 impl Server {
@@ -735,4 +735,430 @@ async fn a_server_fault_answers_request_failed_with_the_error_id_and_no_cause(se
     let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
     assert!(logged.contains(&header), "the error ID is logged");
     assert!(!logged.contains("bad state"), "the cause is in no log line");
+}
+
+// ---- Bots and Chats ----
+
+impl Server {
+    fn delete(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .delete(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    fn patch(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .patch(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    async fn bot(&self, token: &str, model: &FakeOpenAi, shared: bool) -> Value {
+        let spec = json!({"name": "Helper", "instructions": "Be brief.", "model": model.spec(), "shared": shared});
+        let response = self
+            .post("/v1/bots", token)
+            .json(&spec)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json().await.unwrap()
+    }
+
+    async fn chat(&self, token: &str, bot: &Value) -> String {
+        let response = self
+            .post("/v1/chats", token)
+            .json(&json!({"bot_id": bot["id"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    async fn send(
+        &self,
+        token: &str,
+        chat: &str,
+        text: &str,
+        key: Option<&str>,
+    ) -> reqwest::Response {
+        let mut body = json!({"content": [{"type": "text", "text": text}]});
+        if let Some(key) = key {
+            body["command_key"] = json!(key);
+        }
+        self.post(&format!("/v1/chats/{chat}/messages"), token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Every event of an execution, to its end, by long polling.
+    async fn finish(&self, token: &str, execution: &str) -> Vec<Event> {
+        let mut after = 0;
+        let mut all = Vec::new();
+        for _ in 0..100 {
+            let page: EventPage = self
+                .get(
+                    &format!("/v1/executions/{execution}/events?after={after}&wait=20"),
+                    token,
+                )
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            all.extend(page.events);
+            after = page.next_after;
+            if page.ended {
+                return all;
+            }
+        }
+        panic!("execution {execution} did not end");
+    }
+
+    async fn history(&self, token: &str, chat: &str) -> Vec<String> {
+        let entries: Vec<Value> = self
+            .get(&format!("/v1/chats/{chat}/messages"), token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        entries
+            .iter()
+            .map(|e| {
+                e["message"]["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<String>()
+            })
+            .collect()
+    }
+}
+
+fn outcome_of(events: &[Event]) -> Option<TurnOutcome> {
+    match events.last()?.kind {
+        EventKind::TurnEnded { outcome, .. } => Some(outcome),
+        _ => None,
+    }
+}
+
+async fn receipt(response: reqwest::Response) -> Value {
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    response.json().await.unwrap()
+}
+
+async fn a_chat_with_a_bot_answers_and_keeps_its_history(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Hel", "lo!"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Hi", None).await).await;
+    assert_eq!(sent["disposition"], "started");
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(server.history(&server.owner, &chat).await, ["Hi", "Hello!"]);
+}
+
+async fn a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["once"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let first = receipt(server.send(&server.owner, &chat, "Hi", Some("k1")).await).await;
+    let again = receipt(server.send(&server.owner, &chat, "Hi", Some("k1")).await).await;
+    assert_eq!(first["execution_id"], again["execution_id"]);
+    let other = server.send(&server.owner, &chat, "Other", Some("k1")).await;
+    assert_eq!(
+        error_code(other).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await.len(),
+        2,
+        "one Turn"
+    );
+    assert_eq!(model.total_requests(), 1);
+}
+
+async fn input_sent_while_a_turn_runs_waits_its_turn_in_order(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["one"]),
+        Answer::Text(vec!["two"]),
+        Answer::Text(vec!["three"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(400));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let a = receipt(server.send(&server.owner, &chat, "a", None).await).await;
+    let b = receipt(server.send(&server.owner, &chat, "b", None).await).await;
+    let c = receipt(server.send(&server.owner, &chat, "c", None).await).await;
+    assert_eq!(
+        (
+            a["disposition"].as_str(),
+            b["disposition"].as_str(),
+            c["disposition"].as_str()
+        ),
+        (Some("started"), Some("queued"), Some("queued"))
+    );
+    for r in [&c, &b, &a] {
+        let events = server
+            .finish(&server.owner, r["execution_id"].as_str().unwrap())
+            .await;
+        assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    }
+    // Each Turn saw the ones before it: the model answered by the conversation's position.
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["a", "one", "b", "two", "c", "three"]
+    );
+}
+
+async fn steering_input_joins_the_running_turn(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["first"]),
+        Answer::Text(vec!["saw both"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
+    // Wait until the first model request is on its way, so the steer joins the next step.
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    let mut after = 0;
+    'started: for _ in 0..100 {
+        let page: EventPage = server
+            .get(
+                &format!("/v1/executions/{execution}/events?after={after}&wait=10"),
+                &server.owner,
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for event in &page.events {
+            if matches!(event.kind, EventKind::ModelStepStarted { .. }) {
+                break 'started;
+            }
+        }
+        after = page.next_after;
+    }
+    let steer = server
+        .post(&format!("/v1/chats/{chat}/steer"), &server.owner)
+        .json(&json!({"content": [{"type": "text", "text": "also this"}]}))
+        .send()
+        .await
+        .unwrap();
+    let steered = receipt(steer).await;
+    assert_eq!(steered["disposition"], "steered");
+    assert_eq!(steered["execution_id"], sent["execution_id"]);
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::InputSteered { .. }))
+    );
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["start", "first", "also this", "saw both"]
+    );
+}
+
+async fn stop_cancels_the_running_turn_and_the_queue_goes_on(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["never"]),
+        Answer::Text(vec!["next"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_secs(30));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let first = receipt(server.send(&server.owner, &chat, "a", None).await).await;
+    let second = receipt(server.send(&server.owner, &chat, "b", None).await).await;
+    // The cancelled Turn leaves no answer, so the next one asks at the same position: answer it at once.
+    model.delay(0, Duration::ZERO);
+    let stop = server
+        .post(&format!("/v1/chats/{chat}/stop"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), StatusCode::ACCEPTED);
+    let events = server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Cancelled));
+    let events = server
+        .finish(&server.owner, second["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+}
+
+async fn deleting_a_chat_cancels_its_turns_and_admits_nothing_more(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["never"])]).await;
+    model.delay(0, Duration::from_secs(30));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let running = receipt(server.send(&server.owner, &chat, "a", None).await).await;
+    let queued = receipt(server.send(&server.owner, &chat, "b", None).await).await;
+    let deleted = server
+        .delete(&format!("/v1/chats/{chat}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted.status(),
+        StatusCode::NO_CONTENT,
+        "returns once every Turn ended"
+    );
+    for r in [&running, &queued] {
+        let execution: Value = server
+            .get(
+                &format!("/v1/executions/{}", r["execution_id"].as_str().unwrap()),
+                &server.owner,
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(execution["state"], "cancelled");
+    }
+    let after = server.send(&server.owner, &chat, "c", None).await;
+    assert_eq!(
+        error_code(after).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+async fn a_member_cannot_read_or_send_to_another_members_chat(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let bot = server.bot(&server.owner, &model, true).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let other = server.other_member_token().await;
+    assert_eq!(
+        server
+            .get(&format!("/v1/chats/{chat}"), &other)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        error_code(server.send(&other, &chat, "hi", None).await).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    assert_eq!(
+        server
+            .get(&format!("/v1/chats/{chat}/messages"), &other)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let theirs: Vec<Value> = server
+        .get("/v1/chats", &other)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(theirs.is_empty(), "lists show only the caller's Chats");
+}
+
+async fn a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_own_chats(
+    server: Server,
+) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let private = server.bot(&server.owner, &model, false).await;
+    let shared = server.bot(&server.owner, &model, true).await;
+    let other = server.other_member_token().await;
+    let visible: Vec<Value> = server
+        .get("/v1/bots", &other)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(visible.len(), 1);
+    assert_eq!(visible[0]["id"], shared["id"]);
+    let hidden = server
+        .post("/v1/chats", &other)
+        .json(&json!({"bot_id": private["id"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hidden.status(), StatusCode::NOT_FOUND);
+    let theirs = server.chat(&other, &shared).await;
+    let mine = server.chat(&server.owner, &shared).await;
+    assert_ne!(theirs, mine);
+    let change = server
+        .patch(
+            &format!("/v1/bots/{}", shared["id"].as_str().unwrap()),
+            &other,
+        )
+        .json(&json!({"name": "Mine now"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        change.status(),
+        StatusCode::FORBIDDEN,
+        "only the owner changes a shared Bot"
+    );
+}
+
+async fn a_stale_bot_revision_is_a_conflict(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let path = format!("/v1/bots/{}", bot["id"].as_str().unwrap());
+    let first = server
+        .patch(&path, &server.owner)
+        .json(&json!({"revision": 1, "name": "Renamed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(first.json::<Value>().await.unwrap()["revision"], 2);
+    let stale = server
+        .patch(&path, &server.owner)
+        .json(&json!({"revision": 1, "name": "Again"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(stale).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    let bad = server
+        .post("/v1/bots", &server.owner)
+        .json(&json!({"name": "x", "model": "gpt-4o"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(bad).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
 }

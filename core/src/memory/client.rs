@@ -351,6 +351,9 @@ impl Client for MemoryClient {
         if let Some(limits) = update.limits {
             spec.limits = limits;
         }
+        if let Some(shared) = update.shared {
+            spec.shared = shared;
+        }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {
             spec,

@@ -35,10 +35,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("openbot: first start: the line above is the admin token; it is shown only once");
     }
     let engine = Arc::new(node::start(&config, &database).await?);
-    let state = AppState {
-        engine: Arc::clone(&engine),
-        identity: Arc::clone(&database.identity),
-    };
+    let state = AppState::new(Arc::clone(&engine), &database);
     let backend = if config.database_url.is_some() {
         "postgres"
     } else {

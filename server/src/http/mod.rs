@@ -3,6 +3,8 @@
 //! their errors at this one boundary.
 
 mod auth;
+mod bots;
+mod chats;
 mod error;
 mod executions;
 mod health;
@@ -30,6 +32,27 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Organizations, members and tokens.
     pub identity: Arc<dyn IdentityStore>,
+    /// Bots.
+    pub bots: Arc<dyn crate::bots::BotStore>,
+    /// The Chat use cases.
+    pub chats: crate::chats::Chats,
+}
+
+impl AppState {
+    /// The state of a node's HTTP API over its engine and database.
+    pub fn new(engine: Arc<Engine>, database: &crate::node::Database) -> Self {
+        let chats = crate::chats::Chats::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.chats),
+            Arc::clone(&database.bots),
+        );
+        Self {
+            engine,
+            identity: Arc::clone(&database.identity),
+            bots: Arc::clone(&database.bots),
+            chats,
+        }
+    }
 }
 
 impl AppState {
@@ -84,6 +107,13 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::health))
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
+        .routes(routes!(bots::create_bot, bots::list_bots))
+        .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
+        .routes(routes!(chats::create_chat, chats::list_chats))
+        .routes(routes!(chats::get_chat, chats::delete_chat))
+        .routes(routes!(chats::send, chats::history))
+        .routes(routes!(chats::steer))
+        .routes(routes!(chats::stop))
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::cancel_execution))
         .routes(routes!(executions::events))

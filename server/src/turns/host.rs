@@ -453,13 +453,18 @@ impl Host for DurableHost {
         } else {
             Vec::new()
         };
+        // The Turn's messages, kept for its Chat's history.
+        let output = self
+            .cx
+            .seal_json(&end.messages)
+            .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
         let change = StateChange {
             state,
             outcome,
             failure,
             wake_at: None,
             unknown_call: None,
-            output: None,
+            output: Some(output),
             release: true,
         };
         self.commit(Commit {

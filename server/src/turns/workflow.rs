@@ -95,6 +95,26 @@ impl TurnWorkflow {
     }
 }
 
+/// The messages of the Chat's Turns before this one. They have ended, so a replay reads the
+/// same history.
+async fn chat_history(
+    cx: &PhaseContext,
+    chat: uuid::Uuid,
+) -> Result<Vec<openbot_schema::Message>, PhaseError> {
+    let mut history = Vec::new();
+    for execution in cx.engine.store.chat_executions(chat).await? {
+        if execution.id >= cx.execution.id {
+            break;
+        }
+        if let Some(output) = execution.output_record {
+            let messages: Vec<openbot_schema::Message> =
+                cx.engine.open_json(output).await.map_err(storage)?;
+            history.extend(messages);
+        }
+    }
+    Ok(history)
+}
+
 fn storage(err: crate::engine::EngineError) -> PhaseError {
     match err {
         crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
@@ -140,12 +160,16 @@ impl Workflow for TurnWorkflow {
             Arc::clone(&cx.signals),
             retry_safe,
         );
+        let history = match cx.execution.chat_id {
+            Some(chat) => chat_history(cx, chat).await?,
+            None => input.history,
+        };
         let spec = TurnSpec {
             instructions: input.instructions,
             model,
             tools,
             limits: input.limits,
-            history: input.history,
+            history,
             input: input.input,
             max_output_tokens: input.max_output_tokens,
         };

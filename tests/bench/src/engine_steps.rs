@@ -1463,6 +1463,13 @@ async fn main() -> anyhow::Result<()> {
 
     if args.only != Side::Both {
         println!("only one side ran (--only): no ratio, no check of the writes");
+        if let Some(server) = &server
+            && !args.keep_databases
+        {
+            for name in &names[..2] {
+                drop_pg_database(server, name).await?;
+            }
+        }
         return Ok(());
     }
 

@@ -1,0 +1,111 @@
+//! The Bot store on PostgreSQL.
+
+use async_trait::async_trait;
+use openbot_schema::{BotId, BotSpec};
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::store::{BotRow, BotStore, bot_limit, parse_spec, spec_json};
+use crate::identity::Caller;
+use crate::store::{PostgresStore, StoreError, now_ms};
+
+fn bot_row(row: &sqlx::postgres::PgRow) -> Result<BotRow, StoreError> {
+    Ok(BotRow {
+        id: BotId::from(row.try_get::<Uuid, _>("id")?),
+        organization_id: row.try_get("organization_id")?,
+        owner_member_id: row.try_get("owner_member_id")?,
+        spec: parse_spec(&row.try_get::<String, _>("spec")?)?,
+        revision: row.try_get("revision")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// Visible to the caller: its organization, shared or its own, within its token's Bot limit.
+const VISIBLE: &str = "organization_id = $1 AND deleted_at IS NULL AND (shared OR owner_member_id = $2) \
+     AND ($3::text IS NULL OR id::text IN (SELECT jsonb_array_elements_text($3::jsonb)))";
+
+#[async_trait]
+impl BotStore for PostgresStore {
+    async fn create_bot(
+        &self,
+        caller: &Caller,
+        id: BotId,
+        spec: &BotSpec,
+    ) -> Result<BotRow, StoreError> {
+        let now = now_ms();
+        let row = sqlx::query(
+            "INSERT INTO bots (id, organization_id, owner_member_id, shared, spec, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, 1, $6, $6) RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
+        )
+        .bind(id.as_uuid())
+        .bind(caller.member.organization_id)
+        .bind(caller.member.member_id)
+        .bind(spec.shared)
+        .bind(spec_json(spec)?)
+        .bind(now)
+        .fetch_one(self.pool())
+        .await?;
+        bot_row(&row)
+    }
+
+    async fn visible_bot(&self, caller: &Caller, id: BotId) -> Result<Option<BotRow>, StoreError> {
+        let sql = format!(
+            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE {VISIBLE} AND id = $4"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(caller.member.organization_id)
+            .bind(caller.member.member_id)
+            .bind(bot_limit(caller))
+            .bind(id.as_uuid())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(bot_row).transpose()
+    }
+
+    async fn visible_bots(&self, caller: &Caller) -> Result<Vec<BotRow>, StoreError> {
+        let sql = format!(
+            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE {VISIBLE} ORDER BY id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(caller.member.organization_id)
+            .bind(caller.member.member_id)
+            .bind(bot_limit(caller))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(bot_row).collect()
+    }
+
+    async fn update_bot(
+        &self,
+        id: BotId,
+        revision: i64,
+        spec: &BotSpec,
+    ) -> Result<Option<BotRow>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE bots SET spec = $3, shared = $4, revision = revision + 1, updated_at = $5 \
+             WHERE id = $1 AND revision = $2 AND deleted_at IS NULL \
+             RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
+        )
+        .bind(id.as_uuid())
+        .bind(revision)
+        .bind(spec_json(spec)?)
+        .bind(spec.shared)
+        .bind(now_ms())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(bot_row).transpose()
+    }
+
+    async fn delete_bot(&self, id: BotId) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL \
+             AND NOT EXISTS (SELECT 1 FROM chats WHERE bot_id = $1 AND deleted_at IS NULL)",
+        )
+        .bind(id.as_uuid())
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(done == 1)
+    }
+}

@@ -1,0 +1,99 @@
+//! The Bot store.
+
+use async_trait::async_trait;
+use openbot_schema::{BotId, BotSpec};
+use uuid::Uuid;
+
+use crate::identity::Caller;
+use crate::store::{Millis, StoreError};
+
+/// A stored Bot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BotRow {
+    /// Its ID.
+    pub id: BotId,
+    /// Its organization.
+    pub organization_id: Uuid,
+    /// The member who owns it.
+    pub owner_member_id: Uuid,
+    /// Its definition (with `shared`).
+    pub spec: BotSpec,
+    /// Grows by one with each change.
+    pub revision: i64,
+    /// When it was created.
+    pub created_at: Millis,
+}
+
+/// Bots, read through the caller's access: a caller sees the Bots of its organization that
+/// are shared or its own, and only those its token may use.
+#[async_trait]
+pub trait BotStore: Send + Sync + 'static {
+    /// Stores a new Bot owned by the caller's member.
+    async fn create_bot(
+        &self,
+        caller: &Caller,
+        id: BotId,
+        spec: &BotSpec,
+    ) -> Result<BotRow, StoreError>;
+
+    /// A Bot the caller may see.
+    async fn visible_bot(&self, caller: &Caller, id: BotId) -> Result<Option<BotRow>, StoreError>;
+
+    /// The Bots the caller may see, oldest first.
+    async fn visible_bots(&self, caller: &Caller) -> Result<Vec<BotRow>, StoreError>;
+
+    /// Replaces a Bot's definition if it is still at `revision`; returns the new row, or
+    /// `None` when the revision moved on (a conflict).
+    async fn update_bot(
+        &self,
+        id: BotId,
+        revision: i64,
+        spec: &BotSpec,
+    ) -> Result<Option<BotRow>, StoreError>;
+
+    /// Deletes a Bot that has no Chats left; returns whether it was deleted (`false`: it has Chats).
+    async fn delete_bot(&self, id: BotId) -> Result<bool, StoreError>;
+}
+
+/// The public view of a stored Bot.
+pub fn bot_view(row: BotRow) -> openbot_schema::Bot {
+    openbot_schema::Bot {
+        id: row.id,
+        spec: row.spec,
+        revision: row.revision.max(0) as u64,
+        created_at: chrono::DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
+    }
+}
+
+/// Checks a Bot definition for the server: a name, a model spec, valid tool definitions.
+pub fn check_spec(spec: &BotSpec) -> Result<(), String> {
+    if spec.name.trim().is_empty() || spec.name.chars().count() > 200 {
+        return Err("a Bot's name must have 1-200 characters".into());
+    }
+    openbot_core::model::ModelSpec::parse(&spec.model).map_err(|e| e.to_string())?;
+    if !spec.tools.is_empty() {
+        return Err("tools on server Bots are not available yet: deliverable tool routes come with the tools feature".into());
+    }
+    if spec.limits.max_steps == Some(0) {
+        return Err("max_steps must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// The Bot limit of a caller's token as stored JSON, for queries.
+pub(crate) fn bot_limit(caller: &Caller) -> Option<String> {
+    caller
+        .bot_ids
+        .as_ref()
+        .map(|ids| serde_json::to_string(ids).unwrap_or_default())
+}
+
+/// A Bot definition as stored.
+pub(crate) fn spec_json(spec: &BotSpec) -> Result<String, StoreError> {
+    serde_json::to_string(spec).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// Reads a stored Bot definition.
+pub(crate) fn parse_spec(text: &str) -> Result<BotSpec, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Invalid(format!("bot spec: {e}")))
+}

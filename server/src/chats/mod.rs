@@ -1,0 +1,11 @@
+//! Chats on the server: a member's conversation with a Bot. A Chat's input is the queue of its
+//! Turn executions: the engine runs them one at a time, in order, and deleting a Chat closes its
+//! admission gate before it cancels what runs.
+
+mod postgres;
+mod service;
+mod sqlite;
+mod store;
+
+pub use service::{ChatError, Chats};
+pub use store::{ChatRow, ChatStore};

@@ -1,0 +1,106 @@
+//! The Chat store on SQLite.
+
+use async_trait::async_trait;
+use openbot_schema::{BotId, ChatId};
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::store::{ChatRow, ChatStore};
+use crate::store::{SqliteStore, StoreError, now_ms};
+
+fn chat_row(row: &sqlx::sqlite::SqliteRow) -> Result<ChatRow, StoreError> {
+    Ok(ChatRow {
+        id: ChatId::from(row.try_get::<Uuid, _>("id")?),
+        bot_id: BotId::from(row.try_get::<Uuid, _>("bot_id")?),
+        member_id: row.try_get("member_id")?,
+        title: row.try_get("title")?,
+        revision: row.try_get("revision")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+#[async_trait]
+impl ChatStore for SqliteStore {
+    async fn create_chat(
+        &self,
+        member_id: Uuid,
+        bot_id: BotId,
+        id: ChatId,
+    ) -> Result<ChatRow, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let row = sqlx::query(
+            "INSERT INTO chats (id, bot_id, member_id, created_at) VALUES (?1, ?2, ?3, ?4) \
+             RETURNING id, bot_id, member_id, title, revision, created_at",
+        )
+        .bind(id.as_uuid())
+        .bind(bot_id.as_uuid())
+        .bind(member_id)
+        .bind(now_ms())
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO admission_gates (id) VALUES (?1)")
+            .bind(id.as_uuid())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        chat_row(&row)
+    }
+
+    async fn chat_of(&self, member_id: Uuid, id: ChatId) -> Result<Option<ChatRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, bot_id, member_id, title, revision, created_at FROM chats \
+             WHERE id = ?1 AND member_id = ?2 AND deleted_at IS NULL",
+        )
+        .bind(id.as_uuid())
+        .bind(member_id)
+        .fetch_optional(self.reader())
+        .await?;
+        row.as_ref().map(chat_row).transpose()
+    }
+
+    async fn chats_of(&self, member_id: Uuid) -> Result<Vec<ChatRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, bot_id, member_id, title, revision, created_at FROM chats \
+             WHERE member_id = ?1 AND deleted_at IS NULL ORDER BY id",
+        )
+        .bind(member_id)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(chat_row).collect()
+    }
+
+    async fn rename_chat(
+        &self,
+        id: ChatId,
+        revision: i64,
+        title: &str,
+    ) -> Result<Option<ChatRow>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE chats SET title = ?3, revision = revision + 1 WHERE id = ?1 AND revision = ?2 AND deleted_at IS NULL \
+             RETURNING id, bot_id, member_id, title, revision, created_at",
+        )
+        .bind(id.as_uuid())
+        .bind(revision)
+        .bind(title)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(chat_row).transpose()
+    }
+
+    async fn delete_chat(&self, id: ChatId) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let now = now_ms();
+        sqlx::query("UPDATE admission_gates SET closed_at = COALESCE(closed_at, ?2) WHERE id = ?1")
+            .bind(id.as_uuid())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE chats SET deleted_at = COALESCE(deleted_at, ?2) WHERE id = ?1")
+            .bind(id.as_uuid())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

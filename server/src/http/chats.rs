@@ -1,0 +1,195 @@
+//! `/v1/chats`: Chats, their input, their history; stop and delete.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use openbot_schema::{
+    Action, BotId, Chat, ChatEntry, ChatId, ErrorBody, Resource, SendInput, SendReceipt,
+};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::ApiJson;
+use crate::chats::ChatError;
+use crate::identity::Caller;
+
+/// A request to create a Chat.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateChat {
+    /// The Bot to chat with.
+    pub bot_id: BotId,
+}
+
+fn parse_id(id: &str) -> Result<ChatId, ApiError> {
+    id.parse()
+        .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))
+}
+
+async fn mapped(state: &AppState, err: ChatError) -> ApiError {
+    match err {
+        ChatError::NotFound(what) => ApiError::not_found(what),
+        ChatError::Invalid(message) => ApiError::invalid(message),
+        ChatError::Conflict(message) => ApiError::conflict(message),
+        ChatError::Store(err) => ApiError::from_store(state, err, "chat").await,
+    }
+}
+
+fn limited(caller: &Caller, bot: BotId) -> Result<(), ApiError> {
+    match &caller.bot_ids {
+        Some(ids) if !ids.contains(&bot) => Err(ApiError::not_found("bot")),
+        _ => Ok(()),
+    }
+}
+
+/// Creates a Chat of the caller with a Bot it may use.
+#[utoipa::path(post, path = "/v1/chats", tag = "chats", request_body = CreateChat,
+    responses((status = 201, body = Chat), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn create_chat(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<CreateChat>,
+) -> Result<(StatusCode, Json<Chat>), ApiError> {
+    caller.require(Resource::Chats, Action::Write)?;
+    limited(&caller, request.bot_id)?;
+    match state.chats.create(&caller, request.bot_id).await {
+        Ok(chat) => Ok((StatusCode::CREATED, Json(chat))),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// The caller's Chats.
+#[utoipa::path(get, path = "/v1/chats", tag = "chats",
+    responses((status = 200, body = Vec<Chat>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_chats(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Chat>>, ApiError> {
+    caller.require(Resource::Chats, Action::Read)?;
+    match state.chats.list(&caller).await {
+        Ok(chats) => Ok(Json(
+            chats
+                .into_iter()
+                .filter(|c| limited(&caller, c.bot_id).is_ok())
+                .collect(),
+        )),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+async fn chat(state: &AppState, caller: &Caller, id: &str) -> Result<Chat, ApiError> {
+    let chat = match state.chats.get(caller, parse_id(id)?).await {
+        Ok(chat) => chat,
+        Err(err) => return Err(mapped(state, err).await),
+    };
+    limited(caller, chat.bot_id).map_err(|_| ApiError::not_found("chat"))?;
+    Ok(chat)
+}
+
+/// Reads one of the caller's Chats.
+#[utoipa::path(get, path = "/v1/chats/{id}", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+    responses((status = 200, body = Chat), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn get_chat(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Chat>, ApiError> {
+    caller.require(Resource::Chats, Action::Read)?;
+    Ok(Json(chat(&state, &caller, &id).await?))
+}
+
+/// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
+/// with the same `command_key` and input answers the same execution; the same key with other
+/// input is a 409 conflict.
+#[utoipa::path(post, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = String, Path, description = "The Chat")), request_body = SendInput,
+    responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn send(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<SendInput>,
+) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
+    caller.require(Resource::Chats, Action::Write)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state.chats.send(&caller, chat.id, input).await {
+        Ok(receipt) => Ok((StatusCode::ACCEPTED, Json(receipt))),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input.
+#[utoipa::path(post, path = "/v1/chats/{id}/steer", tag = "chats", params(("id" = String, Path, description = "The Chat")), request_body = SendInput,
+    responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn steer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<SendInput>,
+) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
+    caller.require(Resource::Chats, Action::Write)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state.chats.steer(&caller, chat.id, input).await {
+        Ok(receipt) => Ok((StatusCode::ACCEPTED, Json(receipt))),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Stops the running Turn; queued input then runs.
+#[utoipa::path(post, path = "/v1/chats/{id}/stop", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+    responses((status = 202), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn stop(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Resource::Chats, Action::Write)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state.chats.stop(&caller, chat.id).await {
+        Ok(_) => Ok(StatusCode::ACCEPTED),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Deletes a Chat: closes it to input, cancels its Turns, and answers 204 once they ended
+/// (202 when they still end after 30 s).
+#[utoipa::path(delete, path = "/v1/chats/{id}", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+    responses((status = 204), (status = 202), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_chat(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Resource::Chats, Action::Write)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state.chats.delete(&caller, chat.id).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Ok(StatusCode::ACCEPTED),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// The Chat's messages, oldest first.
+#[utoipa::path(get, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+    responses((status = 200, body = Vec<ChatEntry>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn history(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<ChatEntry>>, ApiError> {
+    caller.require(Resource::Chats, Action::Read)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state.chats.history(&caller, chat.id).await {
+        Ok(entries) => Ok(Json(entries)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
