@@ -821,6 +821,33 @@ impl Server {
         panic!("execution {execution} did not end");
     }
 
+    /// Waits until the execution's first model request was sent.
+    async fn wait_started(&self, execution: &str) {
+        let mut after = 0;
+        for _ in 0..100 {
+            let page: EventPage = self
+                .get(
+                    &format!("/v1/executions/{execution}/events?after={after}&wait=10"),
+                    &self.owner,
+                )
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if page
+                .events
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::ModelStepStarted { .. }))
+            {
+                return;
+            }
+            after = page.next_after;
+        }
+        panic!("execution {execution} never sent its model request");
+    }
+
     async fn history(&self, token: &str, chat: &str) -> Vec<String> {
         let entries: Vec<Value> = self
             .get(&format!("/v1/chats/{chat}/messages"), token)
@@ -937,27 +964,9 @@ async fn steering_input_joins_the_running_turn(server: Server) {
     let chat = server.chat(&server.owner, &bot).await;
     let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
     // Wait until the first model request is on its way, so the steer joins the next step.
-    let execution = sent["execution_id"].as_str().unwrap().to_string();
-    let mut after = 0;
-    'started: for _ in 0..100 {
-        let page: EventPage = server
-            .get(
-                &format!("/v1/executions/{execution}/events?after={after}&wait=10"),
-                &server.owner,
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        for event in &page.events {
-            if matches!(event.kind, EventKind::ModelStepStarted { .. }) {
-                break 'started;
-            }
-        }
-        after = page.next_after;
-    }
+    server
+        .wait_started(sent["execution_id"].as_str().unwrap())
+        .await;
     let steer = server
         .post(&format!("/v1/chats/{chat}/steer"), &server.owner)
         .json(&json!({"content": [{"type": "text", "text": "also this"}]}))
@@ -987,13 +996,15 @@ async fn stop_cancels_the_running_turn_and_the_queue_goes_on(server: Server) {
         Answer::Text(vec!["next"]),
     ])
     .await;
-    model.delay(0, Duration::from_secs(30));
+    model.delay_first(0, Duration::from_secs(30));
     let bot = server.bot(&server.owner, &model, false).await;
     let chat = server.chat(&server.owner, &bot).await;
     let first = receipt(server.send(&server.owner, &chat, "a", None).await).await;
     let second = receipt(server.send(&server.owner, &chat, "b", None).await).await;
-    // The cancelled Turn leaves no answer, so the next one asks at the same position: answer it at once.
-    model.delay(0, Duration::ZERO);
+    // Stop only once the first request hangs at the model, so the delay is spent on it.
+    while model.requests_at(0) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let stop = server
         .post(&format!("/v1/chats/{chat}/stop"), &server.owner)
         .send()

@@ -30,6 +30,8 @@ struct Shared {
     requests: HashMap<usize, u32>,
     /// Positions whose answers wait this long before the first byte.
     delays: HashMap<usize, Duration>,
+    /// Positions whose first answer only waits this long.
+    first_delays: HashMap<usize, Duration>,
     /// Delay between text pieces.
     piece_delay: Duration,
 }
@@ -88,6 +90,15 @@ impl FakeOpenAi {
         self.shared.lock().unwrap().delays.insert(position, delay);
     }
 
+    /// Makes only the first request at `position` wait before its first byte.
+    pub fn delay_first(&self, position: usize, delay: Duration) {
+        self.shared
+            .lock()
+            .unwrap()
+            .first_delays
+            .insert(position, delay);
+    }
+
     /// Waits this long between text pieces.
     pub fn piece_delay(&self, delay: Duration) {
         self.shared.lock().unwrap().piece_delay = delay;
@@ -109,9 +120,13 @@ async fn answer(State(shared): State<Arc<Mutex<Shared>>>, body: String) -> Respo
     let (answer, delay, piece_delay) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
+        let delay = shared
+            .first_delays
+            .remove(&position)
+            .or_else(|| shared.delays.get(&position).copied());
         (
             shared.script.get(position).cloned(),
-            shared.delays.get(&position).copied(),
+            delay,
             shared.piece_delay,
         )
     };
