@@ -63,6 +63,7 @@ impl Right {
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     /// A name for people, 1-100 characters.
+    #[schema(min_length = 1, max_length = 100)]
     pub name: String,
     /// What the token may do; no more than the creating token may do.
     pub rights: Vec<Right>,

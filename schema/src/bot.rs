@@ -43,12 +43,16 @@ impl Limits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BotSpec {
-    /// A display name.
+    /// A display name, 1-200 characters.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// The system instructions.
     #[serde(default)]
     pub instructions: String,
     /// The model, as `provider:model`, e.g. `openai:gpt-4o-mini` or `scripted:answers.json`.
+    #[schema(
+        pattern = "^((openai|openai-responses|anthropic|scripted):.+|compatible:https?://.+:.+)$"
+    )]
     pub model: String,
     /// The tools the Bot may call.
     #[serde(default)]
@@ -95,7 +99,6 @@ pub struct Bot {
     /// Its ID.
     pub id: BotId,
     /// Its definition.
-    #[serde(flatten)]
     pub spec: BotSpec,
     /// Grows by one with each update.
     pub revision: u64,

@@ -22,11 +22,13 @@ pub struct Chat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendInput {
-    /// The content.
+    /// The content: at least one part.
+    #[schema(min_items = 1)]
     pub content: Vec<ContentPart>,
-    /// The caller's name for this request. A retry with the same key and the same input gets
+    /// The caller's name for this request, 1-200 characters. A retry with the same key and the same input gets
     /// the same receipt; the same key with other input is a conflict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub command_key: Option<String>,
 }
 

@@ -67,7 +67,7 @@ pub fn bot_view(row: BotRow) -> openbot_schema::Bot {
 
 /// Checks a Bot definition for the server: a name, a model spec, valid tool definitions.
 pub fn check_spec(spec: &BotSpec) -> Result<(), String> {
-    if spec.name.trim().is_empty() || spec.name.chars().count() > 200 {
+    if spec.name.is_empty() || spec.name.chars().count() > 200 {
         return Err("a Bot's name must have 1-200 characters".into());
     }
     openbot_core::model::ModelSpec::parse(&spec.model).map_err(|e| e.to_string())?;

@@ -43,7 +43,7 @@ fn may_change(caller: &Caller, row: &crate::bots::BotRow) -> Result<(), ApiError
 
 /// Creates a Bot owned by the caller; `shared` lets every member of the organization use it.
 #[utoipa::path(post, path = "/v1/bots", tag = "bots", request_body = BotSpec,
-    responses((status = 201, body = Bot), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = Bot), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn create_bot(
     State(state): State<AppState>,
@@ -81,7 +81,7 @@ pub async fn list_bots(
 }
 
 /// Reads a Bot.
-#[utoipa::path(get, path = "/v1/bots/{id}", tag = "bots", params(("id" = String, Path, description = "The Bot")),
+#[utoipa::path(get, path = "/v1/bots/{id}", tag = "bots", params(("id" = uuid::Uuid, Path, description = "The Bot")),
     responses((status = 200, body = Bot), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn get_bot(
@@ -96,8 +96,8 @@ pub async fn get_bot(
 }
 
 /// Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict.
-#[utoipa::path(patch, path = "/v1/bots/{id}", tag = "bots", params(("id" = String, Path, description = "The Bot")), request_body = BotUpdate,
-    responses((status = 200, body = Bot), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+#[utoipa::path(patch, path = "/v1/bots/{id}", tag = "bots", params(("id" = uuid::Uuid, Path, description = "The Bot")), request_body = BotUpdate,
+    responses((status = 200, body = Bot), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn update_bot(
     State(state): State<AppState>,
@@ -147,7 +147,7 @@ pub async fn update_bot(
 }
 
 /// Deletes a Bot that has no Chats left (409 otherwise).
-#[utoipa::path(delete, path = "/v1/bots/{id}", tag = "bots", params(("id" = String, Path, description = "The Bot")),
+#[utoipa::path(delete, path = "/v1/bots/{id}", tag = "bots", params(("id" = uuid::Uuid, Path, description = "The Bot")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn delete_bot(

@@ -46,7 +46,7 @@ fn limited(caller: &Caller, bot: BotId) -> Result<(), ApiError> {
 
 /// Creates a Chat of the caller with a Bot it may use.
 #[utoipa::path(post, path = "/v1/chats", tag = "chats", request_body = CreateChat,
-    responses((status = 201, body = Chat), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 201, body = Chat), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn create_chat(
     State(state): State<AppState>,
@@ -91,7 +91,7 @@ async fn chat(state: &AppState, caller: &Caller, id: &str) -> Result<Chat, ApiEr
 }
 
 /// Reads one of the caller's Chats.
-#[utoipa::path(get, path = "/v1/chats/{id}", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+#[utoipa::path(get, path = "/v1/chats/{id}", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
     responses((status = 200, body = Chat), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn get_chat(
@@ -106,8 +106,8 @@ pub async fn get_chat(
 /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
 /// with the same `command_key` and input answers the same execution; the same key with other
 /// input is a 409 conflict.
-#[utoipa::path(post, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = String, Path, description = "The Chat")), request_body = SendInput,
-    responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+#[utoipa::path(post, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")), request_body = SendInput,
+    responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn send(
     State(state): State<AppState>,
@@ -124,8 +124,8 @@ pub async fn send(
 }
 
 /// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input.
-#[utoipa::path(post, path = "/v1/chats/{id}/steer", tag = "chats", params(("id" = String, Path, description = "The Chat")), request_body = SendInput,
-    responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+#[utoipa::path(post, path = "/v1/chats/{id}/steer", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")), request_body = SendInput,
+    responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn steer(
     State(state): State<AppState>,
@@ -142,7 +142,7 @@ pub async fn steer(
 }
 
 /// Stops the running Turn; queued input then runs.
-#[utoipa::path(post, path = "/v1/chats/{id}/stop", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+#[utoipa::path(post, path = "/v1/chats/{id}/stop", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
     responses((status = 202), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn stop(
@@ -160,7 +160,7 @@ pub async fn stop(
 
 /// Deletes a Chat: closes it to input, cancels its Turns, and answers 204 once they ended
 /// (202 when they still end after 30 s).
-#[utoipa::path(delete, path = "/v1/chats/{id}", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+#[utoipa::path(delete, path = "/v1/chats/{id}", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
     responses((status = 204), (status = 202), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn delete_chat(
@@ -178,7 +178,7 @@ pub async fn delete_chat(
 }
 
 /// The Chat's messages, oldest first.
-#[utoipa::path(get, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = String, Path, description = "The Chat")),
+#[utoipa::path(get, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
     responses((status = 200, body = Vec<ChatEntry>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn history(

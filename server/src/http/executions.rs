@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, HeaderName};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -20,6 +20,7 @@ use utoipa::IntoParams;
 
 use super::AppState;
 use super::error::ApiError;
+use super::json::ApiQuery;
 use crate::engine::OBSERVE_PAGE;
 use crate::identity::Caller;
 use crate::store::{ExecutionRow, event_type};
@@ -75,7 +76,7 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
 }
 
 /// Reads an execution.
-#[utoipa::path(get, path = "/v1/executions/{id}", tag = "executions", params(("id" = String, Path, description = "The execution")),
+#[utoipa::path(get, path = "/v1/executions/{id}", tag = "executions", params(("id" = uuid::Uuid, Path, description = "The execution")),
     responses((status = 200, body = Execution), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn get_execution(
@@ -90,7 +91,7 @@ pub async fn get_execution(
 
 /// Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its work
 /// stopped; an ended execution answers 409.
-#[utoipa::path(post, path = "/v1/executions/{id}/cancel", tag = "executions", params(("id" = String, Path, description = "The execution")),
+#[utoipa::path(post, path = "/v1/executions/{id}/cancel", tag = "executions", params(("id" = uuid::Uuid, Path, description = "The execution")),
     responses((status = 202, body = Execution), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn cancel_execution(
@@ -128,7 +129,7 @@ pub struct EventsQuery {
 /// `Last-Event-ID`) until the execution's last event; otherwise one page is answered as JSON,
 /// waiting up to `wait` seconds for the first event.
 #[utoipa::path(get, path = "/v1/executions/{id}/events", tag = "executions",
-    params(("id" = String, Path, description = "The execution"), EventsQuery),
+    params(("id" = uuid::Uuid, Path, description = "The execution"), EventsQuery),
     responses(
         (status = 200, description = "A page of events; with `Accept: text/event-stream`, the events as server-sent events",
             content((EventPage = "application/json"), (String = "text/event-stream"))),
@@ -138,7 +139,7 @@ pub async fn events(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(query): Query<EventsQuery>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     caller.require(Resource::Executions, Action::Read)?;

@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::{ApiError, ERROR_ID_HEADER};
-pub use json::{ApiJson, BODY_LIMIT};
+pub use json::{ApiJson, ApiQuery, BODY_LIMIT};
 
 use crate::engine::Engine;
 use crate::identity::IdentityStore;

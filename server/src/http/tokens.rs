@@ -31,7 +31,7 @@ fn token_view(row: TokenRow) -> ApiToken {
 /// Creates a token for the caller's member, with no more rights than the caller's token and
 /// no wider Bot limit. The secret is in this answer only.
 #[utoipa::path(post, path = "/v1/tokens", tag = "tokens", request_body = CreateToken,
-    responses((status = 201, body = CreatedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = CreatedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn create_token(
     State(state): State<AppState>,
@@ -39,7 +39,7 @@ pub async fn create_token(
     ApiJson(request): ApiJson<CreateToken>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
     caller.require(Resource::Tokens, Action::Write)?;
-    if request.name.trim().is_empty() || request.name.chars().count() > 100 {
+    if request.name.is_empty() || request.name.chars().count() > 100 {
         return Err(ApiError::invalid(
             "a token's name must have 1-100 characters",
         ));
@@ -112,7 +112,7 @@ pub async fn list_tokens(
 }
 
 /// Revokes one of the caller's member's tokens; it stops working at once.
-#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = String, Path, description = "The token")),
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens", params(("id" = uuid::Uuid, Path, description = "The token")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn revoke_token(
