@@ -152,6 +152,7 @@ http_tests!(
     a_member_cannot_read_or_send_to_another_members_chat,
     a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_own_chats,
     a_stale_bot_revision_is_a_conflict,
+    a_session_cookie_works_from_the_same_origin_only,
 );
 
 impl Server {
@@ -1171,5 +1172,96 @@ async fn a_stale_bot_revision_is_a_conflict(server: Server) {
     assert_eq!(
         error_code(bad).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+}
+
+// ---- browser sessions ----
+
+async fn a_session_cookie_works_from_the_same_origin_only(server: Server) {
+    let started = server
+        .post("/v1/sessions", &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), StatusCode::CREATED);
+    let set_cookie = started.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
+        "{set_cookie}"
+    );
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+    let host = server.base.trim_start_matches("http://").to_string();
+    let bot = json!({"name": "Cookie Bot", "model": "scripted:examples/hello.json"});
+    let with_cookie = |method: reqwest::Method, path: &str| {
+        server
+            .http
+            .request(method, format!("{}{path}", server.base))
+            .header("cookie", &cookie)
+    };
+
+    let read = with_cookie(reqwest::Method::GET, "/v1/bots")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), StatusCode::OK, "a cookie reads like a token");
+    let foreign = with_cookie(reqwest::Method::POST, "/v1/bots")
+        .header("origin", "http://evil.example")
+        .json(&bot)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(foreign).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let no_origin = with_cookie(reqwest::Method::POST, "/v1/bots")
+        .json(&bot)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_origin.status(), StatusCode::FORBIDDEN);
+    let bots: Vec<Value> = server
+        .get("/v1/bots", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(bots.is_empty(), "refused requests wrote nothing");
+    let same = with_cookie(reqwest::Method::POST, "/v1/bots")
+        .header("origin", format!("http://{host}"))
+        .json(&bot)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        same.status(),
+        StatusCode::CREATED,
+        "same origin: the same use case as a token"
+    );
+
+    let ended = with_cookie(reqwest::Method::DELETE, "/v1/sessions")
+        .header("origin", format!("http://{host}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), StatusCode::NO_CONTENT);
+    let after = with_cookie(reqwest::Method::GET, "/v1/bots")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), StatusCode::UNAUTHORIZED);
+    let limited = server
+        .token_with(json!([{"resource": "bots", "action": "read"}]))
+        .await;
+    let refused = server.post("/v1/sessions", &limited).send().await.unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::FORBIDDEN,
+        "a session never widens a token"
     );
 }

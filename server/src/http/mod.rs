@@ -9,6 +9,7 @@ mod error;
 mod executions;
 mod health;
 mod json;
+mod sessions;
 mod tokens;
 
 use std::sync::Arc;
@@ -107,6 +108,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::health))
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
+        .routes(routes!(sessions::create_session, sessions::end_session))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
         .routes(routes!(chats::create_chat, chats::list_chats))

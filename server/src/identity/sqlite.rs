@@ -185,6 +185,49 @@ impl IdentityStore for SqliteStore {
             .transpose()
     }
 
+    async fn create_session(
+        &self,
+        member_id: Uuid,
+        id: Uuid,
+        secret_hash: &[u8],
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO sessions (id, member_id, secret_hash, expires_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .bind(id)
+            .bind(member_id)
+            .bind(secret_hash)
+            .bind(expires_at)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    async fn session_by_hash(
+        &self,
+        secret_hash: &[u8],
+    ) -> Result<Option<(Uuid, MemberRef)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT s.id, s.member_id, m.organization_id, m.role FROM sessions s JOIN members m ON m.id = s.member_id \
+             WHERE s.secret_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2 AND m.removed_at IS NULL",
+        )
+        .bind(secret_hash)
+        .bind(now_ms())
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(|row| Ok((row.try_get("id")?, member_ref(&row)?)))
+            .transpose()
+    }
+
+    async fn revoke_session(&self, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE sessions SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1")
+            .bind(id)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     async fn tokens_of(&self, member_id: Uuid) -> Result<Vec<TokenRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at FROM api_tokens \

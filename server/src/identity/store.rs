@@ -122,6 +122,25 @@ pub trait IdentityStore: Send + Sync + 'static {
         secret_hash: &[u8],
     ) -> Result<Option<(TokenRow, MemberRef)>, StoreError>;
 
+    /// Starts a browser session for a member; only the hash of its secret is stored.
+    async fn create_session(
+        &self,
+        member_id: Uuid,
+        id: Uuid,
+        secret_hash: &[u8],
+        expires_at: Millis,
+    ) -> Result<(), StoreError>;
+
+    /// The live session with this secret hash and its member (not expired, not revoked, member
+    /// not removed).
+    async fn session_by_hash(
+        &self,
+        secret_hash: &[u8],
+    ) -> Result<Option<(Uuid, MemberRef)>, StoreError>;
+
+    /// Ends a session.
+    async fn revoke_session(&self, id: Uuid) -> Result<(), StoreError>;
+
     /// A member's tokens, newest first.
     async fn tokens_of(&self, member_id: Uuid) -> Result<Vec<TokenRow>, StoreError>;
 

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -35,6 +35,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 3,
         name: "bots_chats",
         sql: include_str!("../../../migrations/sqlite/0003_bots_chats.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "sessions",
+        sql: include_str!("../../../migrations/sqlite/0004_sessions.sql"),
     },
 ];
 
@@ -53,6 +58,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 3,
         name: "bots_chats",
         sql: include_str!("../../../migrations/postgres/0003_bots_chats.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "sessions",
+        sql: include_str!("../../../migrations/postgres/0004_sessions.sql"),
     },
 ];
 
