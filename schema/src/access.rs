@@ -18,6 +18,8 @@ pub enum Resource {
     Executions,
     /// API tokens.
     Tokens,
+    /// The organization's model provider settings.
+    Models,
 }
 
 /// What a right allows on its resource.
@@ -49,6 +51,7 @@ impl Right {
             Resource::Chats,
             Resource::Executions,
             Resource::Tokens,
+            Resource::Models,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

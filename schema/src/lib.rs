@@ -13,6 +13,7 @@ mod event;
 mod execution;
 mod ids;
 mod message;
+mod models;
 mod tool;
 mod usage;
 
@@ -24,5 +25,6 @@ pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use message::{ContentPart, FileRef, Message};
+pub use models::{ProviderSettings, PutProvider};
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use usage::Usage;

@@ -6,6 +6,7 @@ pub mod chats;
 pub mod engine;
 pub mod http;
 pub mod identity;
+pub mod models;
 pub mod node;
 pub mod sealed;
 pub mod store;

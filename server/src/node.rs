@@ -70,19 +70,26 @@ pub struct Database {
     pub bots: Arc<dyn crate::bots::BotStore>,
     /// Chats.
     pub chats: Arc<dyn crate::chats::ChatStore>,
+    /// The model registry.
+    pub models: Arc<dyn crate::models::ModelRegistryStore>,
 }
 
 impl Database {
     /// One database serving every store.
     pub fn on<S>(store: Arc<S>) -> Self
     where
-        S: Store + IdentityStore + crate::bots::BotStore + crate::chats::ChatStore,
+        S: Store
+            + IdentityStore
+            + crate::bots::BotStore
+            + crate::chats::ChatStore
+            + crate::models::ModelRegistryStore,
     {
         Self {
             store: store.clone(),
             identity: store.clone(),
             bots: store.clone(),
-            chats: store,
+            chats: store.clone(),
+            models: store,
         }
     }
 }
@@ -153,10 +160,15 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
     }
 }
 
-/// The workflows every node runs.
-pub fn registry() -> Registry {
+/// The workflows every node runs; with a model registry, Turns build their models from their
+/// organization's provider settings.
+pub fn registry(models: Option<Arc<dyn crate::models::ModelRegistryStore>>) -> Registry {
+    let mut turns = TurnWorkflow::default();
+    if let Some(models) = models {
+        turns = turns.with_model_registry(models);
+    }
     let mut registry = Registry::new();
-    registry.register(Arc::new(TurnWorkflow::default()));
+    registry.register(Arc::new(turns));
     registry
 }
 
@@ -168,7 +180,9 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
         lease: config.lease,
         ..RunnerConfig::default()
     };
-    engine.start_runner(registry(), runner).await;
+    engine
+        .start_runner(registry(Some(Arc::clone(&database.models))), runner)
+        .await;
     Ok(engine)
 }
 

@@ -78,6 +78,7 @@ impl Cluster {
             history: Vec::new(),
             input: vec![ContentPart::text("go")],
             max_output_tokens: None,
+            organization_id: None,
         };
         let submission = Submission {
             kind: TURN,

@@ -666,7 +666,7 @@ async fn running_engine(store: &Arc<dyn Store>, keys: &KeyRing) -> Engine {
     let engine = engine_on(store, keys, "node-a");
     engine
         .start_runner(
-            registry(),
+            registry(None),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 32,
@@ -697,6 +697,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
         history: Vec::new(),
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
+        organization_id: None,
     }
 }
 
@@ -931,7 +932,7 @@ async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Bac
     tokio::time::sleep(Duration::from_millis(20)).await;
     engine
         .start_runner(
-            registry(),
+            registry(None),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 8,

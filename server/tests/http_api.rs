@@ -96,7 +96,7 @@ async fn server(raw: Raw) -> Server {
     ));
     engine
         .start_runner(
-            registry(),
+            registry(Some(Arc::clone(&database.models))),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 16,
@@ -153,6 +153,7 @@ http_tests!(
     a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_own_chats,
     a_stale_bot_revision_is_a_conflict,
     a_session_cookie_works_from_the_same_origin_only,
+    an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
 );
 
 impl Server {
@@ -223,6 +224,7 @@ impl Server {
             history: Vec::new(),
             input: vec![ContentPart::text("hi")],
             max_output_tokens: None,
+            organization_id: None,
         };
         let submission = Submission {
             kind: TURN,
@@ -1264,4 +1266,80 @@ async fn a_session_cookie_works_from_the_same_origin_only(server: Server) {
         StatusCode::FORBIDDEN,
         "a session never widens a token"
     );
+}
+
+// ---- the model registry ----
+
+async fn an_organizations_provider_key_is_used_by_its_bots_and_never_returned(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["keyed"])]).await;
+    let key = "sk-org-secret-0123456789";
+    let put = server
+        .http
+        .put(format!("{}/v1/models/providers/openai", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"api_key": key, "base_url": model.base_url}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let text = put.text().await.unwrap();
+    assert!(!text.contains(key), "the key is never returned: {text}");
+    let listed = server
+        .get("/v1/models/providers", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        listed.contains("\"has_key\":true") && !listed.contains(key),
+        "{listed}"
+    );
+
+    // A Bot on `openai:` now talks to the organization's endpoint with the organization's key.
+    let bot = server
+        .post("/v1/bots", &server.owner)
+        .json(&json!({"name": "Keyed", "model": "openai:gpt-test"}))
+        .send()
+        .await
+        .unwrap();
+    let bot: Value = bot.json().await.unwrap();
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "hi", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(model.total_requests(), 1);
+    assert_eq!(
+        model.last_authorization().as_deref(),
+        Some(format!("Bearer {key}").as_str())
+    );
+
+    let member = server.other_member_token().await;
+    let refused = server
+        .http
+        .put(format!("{}/v1/models/providers/openai", server.base))
+        .bearer_auth(&member)
+        .json(&json!({"api_key": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::FORBIDDEN,
+        "only owners and admins set keys"
+    );
+    let unknown = server
+        .http
+        .put(format!("{}/v1/models/providers/nope", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::BAD_REQUEST);
+    let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
+    assert!(!logged.contains(key), "the key is in no log line");
 }

@@ -162,6 +162,7 @@ impl Chats {
             history: Vec::new(),
             input: input.content.clone(),
             max_output_tokens: None,
+            organization_id: Some(caller.member.organization_id),
         };
         let submission = Submission {
             kind: TURN,

@@ -9,6 +9,7 @@ mod error;
 mod executions;
 mod health;
 mod json;
+mod models;
 mod sessions;
 mod tokens;
 
@@ -35,6 +36,8 @@ pub struct AppState {
     pub identity: Arc<dyn IdentityStore>,
     /// Bots.
     pub bots: Arc<dyn crate::bots::BotStore>,
+    /// The model registry.
+    pub models: Arc<dyn crate::models::ModelRegistryStore>,
     /// The Chat use cases.
     pub chats: crate::chats::Chats,
 }
@@ -51,6 +54,7 @@ impl AppState {
             engine,
             identity: Arc::clone(&database.identity),
             bots: Arc::clone(&database.bots),
+            models: Arc::clone(&database.models),
             chats,
         }
     }
@@ -109,6 +113,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(sessions::create_session, sessions::end_session))
+        .routes(routes!(models::list_providers))
+        .routes(routes!(models::put_provider, models::delete_provider))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
         .routes(routes!(chats::create_chat, chats::list_chats))

@@ -45,6 +45,7 @@ impl Caller {
                 Resource::Chats => "chats",
                 Resource::Executions => "executions",
                 Resource::Tokens => "tokens",
+                Resource::Models => "model providers",
             },
         })
     }

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -40,6 +40,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 4,
         name: "sessions",
         sql: include_str!("../../../migrations/sqlite/0004_sessions.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "model_providers",
+        sql: include_str!("../../../migrations/sqlite/0005_model_providers.sql"),
     },
 ];
 
@@ -63,6 +68,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 4,
         name: "sessions",
         sql: include_str!("../../../migrations/postgres/0004_sessions.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "model_providers",
+        sql: include_str!("../../../migrations/postgres/0005_model_providers.sql"),
     },
 ];
 

@@ -47,4 +47,8 @@ pub struct TurnInput {
     /// The most tokens of each answer.
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
+    /// The organization whose model provider settings build the model (keys are looked up
+    /// when the Turn runs, never copied into its input).
+    #[serde(default)]
+    pub organization_id: Option<uuid::Uuid>,
 }

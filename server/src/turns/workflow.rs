@@ -24,6 +24,7 @@ pub const TURN: &str = "turn";
 /// Runs Turns. Models are built from their specs once per node and shared.
 pub struct TurnWorkflow {
     env: EnvReader,
+    registry: Option<Arc<dyn crate::models::ModelRegistryStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -39,28 +40,56 @@ impl TurnWorkflow {
     pub fn new(env: EnvReader) -> Self {
         Self {
             env,
+            registry: None,
             models: Mutex::new(HashMap::new()),
             http: HttpTool::client(),
         }
     }
 
-    fn model(&self, spec: &str) -> Result<Arc<dyn Model>, PhaseError> {
+    /// Reads provider settings from an organization's model registry first.
+    pub fn with_model_registry(
+        mut self,
+        registry: Arc<dyn crate::models::ModelRegistryStore>,
+    ) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The model a spec names, built with the organization's provider settings when it has
+    /// any (falling back to the server's environment), shared while those settings stay the same.
+    async fn model(
+        &self,
+        cx: &PhaseContext,
+        spec: &str,
+        organization: Option<uuid::Uuid>,
+    ) -> Result<Arc<dyn Model>, PhaseError> {
+        let (settings, version) = match (&self.registry, organization) {
+            (Some(registry), Some(organization)) => {
+                crate::models::provider_env(&cx.engine, registry.as_ref(), organization).await?
+            }
+            _ => (HashMap::new(), 0),
+        };
+        let cache_key = format!(
+            "{}/{version}/{spec}",
+            organization.map(|o| o.to_string()).unwrap_or_default()
+        );
         if let Some(model) = self
             .models
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(spec)
+            .get(&cache_key)
         {
             return Ok(Arc::clone(model));
         }
-        let model = model_from_spec(spec, self.env.as_ref()).map_err(|e| PhaseError::Failed {
+        let env = |name: &str| settings.get(name).cloned().or_else(|| (self.env)(name));
+        let model = model_from_spec(spec, &env).map_err(|e| PhaseError::Failed {
             category: ErrorCategory::Configuration,
             cause: e.to_string(),
         })?;
         self.models
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(spec.to_string(), Arc::clone(&model));
+            .insert(cache_key, Arc::clone(&model));
         Ok(model)
     }
 
@@ -147,7 +176,7 @@ impl Workflow for TurnWorkflow {
             .open_json(cx.execution.input_record)
             .await
             .map_err(storage)?;
-        let model = self.model(&input.model)?;
+        let model = self.model(cx, &input.model, input.organization_id).await?;
         let (tools, retry_safe) = self.tools(&input)?;
         let started_at =
             SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);

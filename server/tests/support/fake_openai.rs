@@ -34,6 +34,8 @@ struct Shared {
     first_delays: HashMap<usize, Duration>,
     /// Delay between text pieces.
     piece_delay: Duration,
+    /// The Authorization header of the last request.
+    last_authorization: Option<String>,
 }
 
 /// The running fake provider.
@@ -90,6 +92,11 @@ impl FakeOpenAi {
         self.shared.lock().unwrap().delays.insert(position, delay);
     }
 
+    /// The Authorization header of the last request.
+    pub fn last_authorization(&self) -> Option<String> {
+        self.shared.lock().unwrap().last_authorization.clone()
+    }
+
     /// Makes only the first request at `position` wait before its first byte.
     pub fn delay_first(&self, position: usize, delay: Duration) {
         self.shared
@@ -111,7 +118,11 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
     format!("data: {body}\n\n")
 }
 
-async fn answer(State(shared): State<Arc<Mutex<Shared>>>, body: String) -> Response {
+async fn answer(
+    State(shared): State<Arc<Mutex<Shared>>>,
+    headers: axum::http::HeaderMap,
+    body: String,
+) -> Response {
     let request: Value = serde_json::from_str(&body).unwrap_or_default();
     let position = request["messages"]
         .as_array()
@@ -120,6 +131,10 @@ async fn answer(State(shared): State<Arc<Mutex<Shared>>>, body: String) -> Respo
     let (answer, delay, piece_delay) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
+        shared.last_authorization = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let delay = shared
             .first_delays
             .remove(&position)

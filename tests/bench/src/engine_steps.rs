@@ -260,7 +260,7 @@ impl EngineSide {
         let engine = Arc::new(Engine::open(store, keys, "bench-node".into()));
         engine
             .start_runner(
-                openbot_server::node::registry(),
+                openbot_server::node::registry(None),
                 RunnerConfig {
                     lease: Duration::from_millis(LEASE_MS as u64),
                     capacity: 256,
@@ -321,6 +321,8 @@ struct Fixture {
     model_ciphertext: Vec<u8>,
     tool_nonce: Vec<u8>,
     tool_ciphertext: Vec<u8>,
+    output_nonce: Vec<u8>,
+    output_ciphertext: Vec<u8>,
     turn_input: Vec<ContentPart>,
     steps: u32,
     tool: HttpTool,
@@ -352,6 +354,25 @@ impl Fixture {
         let (input_nonce, input_ciphertext, key_id) = seal(&serde_json::to_value(input)?)?;
         let (model_nonce, model_ciphertext, _) = seal(&serde_json::to_value(&model_result)?)?;
         let (tool_nonce, tool_ciphertext, _) = seal(&serde_json::to_value(&tool_result)?)?;
+        // The Turn's messages, sealed as its output by the final commit.
+        let steps = input.limits.max_steps.unwrap_or(1);
+        let mut messages = vec![Message::User {
+            content: input.input.clone(),
+        }];
+        for step in 1..=steps {
+            let call = ToolCall {
+                id: format!("call_{}_1", 1000 + step),
+                ..call.clone()
+            };
+            messages.push(Message::Assistant {
+                content: Vec::new(),
+                tool_calls: vec![call.clone()],
+            });
+            messages.push(Message::Tool {
+                result: ToolResult::text(&call, "x"),
+            });
+        }
+        let (output_nonce, output_ciphertext, _) = seal(&serde_json::to_value(&messages)?)?;
         Ok(Self {
             key_id,
             input_nonce,
@@ -360,8 +381,10 @@ impl Fixture {
             model_ciphertext,
             tool_nonce,
             tool_ciphertext,
+            output_nonce,
+            output_ciphertext,
             turn_input: input.input.clone(),
-            steps: input.limits.max_steps.unwrap_or(1),
+            steps,
             tool,
             requests: AtomicU64::new(0),
         })
@@ -433,6 +456,8 @@ fn call_write<'a>(
 struct End {
     state: &'static str,
     outcome: String,
+    /// The sealed output record (the Turn's messages).
+    output: Uuid,
 }
 
 fn slot_name(slot: CallSlot) -> String {
@@ -474,7 +499,7 @@ mod pg_sql {
                  unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
                  owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = $15 \
+                 updated_at = $15, output_record = COALESCE($16, output_record) \
              WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
              RETURNING last_sequence";
     pub const INSERT_CALL: &str = "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
@@ -514,7 +539,7 @@ mod lite_sql {
                  unknown_call = CASE WHEN ?8 IS NULL THEN unknown_call ELSE ?13 END, \
                  owner_node = CASE WHEN ?14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN ?14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = ?15 \
+                 updated_at = ?15, output_record = COALESCE(?16, output_record) \
              WHERE id = ?1 AND generation = ?2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
              RETURNING last_sequence";
     pub const INSERT_CALL: &str = "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
@@ -730,6 +755,7 @@ impl BaselineDb {
                     .bind(None::<String>)
                     .bind(end.is_some())
                     .bind(now)
+                    .bind(end.map(|e| e.output))
                     .fetch_optional(&mut *tx)
                     .await?;
                 let last = last.context("fenced")?;
@@ -744,6 +770,17 @@ impl BaselineDb {
                         .bind(&sequences)
                         .bind(&kinds)
                         .bind(&payloads)
+                        .bind(now_ms())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(end) = end {
+                    sqlx::query(pg_sql::INSERT_SEALED)
+                        .bind(end.output)
+                        .bind(Some(id))
+                        .bind(&fx.key_id)
+                        .bind(&fx.output_nonce)
+                        .bind(&fx.output_ciphertext)
                         .bind(now_ms())
                         .execute(&mut *tx)
                         .await?;
@@ -769,6 +806,7 @@ impl BaselineDb {
                     .bind(None::<String>)
                     .bind(end.is_some())
                     .bind(now)
+                    .bind(end.map(|e| e.output))
                     .fetch_optional(&mut *tx)
                     .await?;
                 let last = last.context("fenced")?;
@@ -779,6 +817,17 @@ impl BaselineDb {
                     let (sequences, kinds, payloads) =
                         event_rows(last - events.len() as i64 + 1, events)?;
                     lite_events(&mut tx, id, &sequences, &kinds, &payloads).await?;
+                }
+                if let Some(end) = end {
+                    sqlx::query(lite_sql::INSERT_SEALED)
+                        .bind(end.output)
+                        .bind(Some(id))
+                        .bind(&fx.key_id)
+                        .bind(&fx.output_nonce)
+                        .bind(&fx.output_ciphertext)
+                        .bind(now_ms())
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 tx.commit().await?;
                 Ok(last)
@@ -865,6 +914,7 @@ impl BaselineDb {
         let end = End {
             state: "completed",
             outcome: openbot_server::store::outcome_name(TurnOutcome::MaxSteps),
+            output: Uuid::now_v7(),
         };
         let ended = EventKind::TurnEnded {
             outcome: TurnOutcome::MaxSteps,
@@ -1277,6 +1327,7 @@ async fn main() -> anyhow::Result<()> {
         history: Vec::new(),
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
+        organization_id: None,
     };
     let fixture = Arc::new(Fixture::new(
         &keys,

@@ -210,6 +210,7 @@ async fn repetition_on(
         history: Vec::new(),
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
+        organization_id: None,
     };
     let submission = Submission {
         kind: TURN,

@@ -1,0 +1,10 @@
+-- The model registry: each organization's provider settings, with the API key sealed.
+
+CREATE TABLE model_providers (
+    organization_id BLOB NOT NULL REFERENCES organizations (id),
+    kind            TEXT NOT NULL,
+    base_url        TEXT,
+    key_record      BLOB,
+    updated_at      INTEGER NOT NULL,
+    PRIMARY KEY (organization_id, kind)
+);

@@ -1,0 +1,146 @@
+//! `/v1/models/providers`: the organization's model provider settings. Keys are stored sealed
+//! and never returned; only owners and admins change them.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::DateTime;
+use openbot_schema::{Action, ErrorBody, ErrorCode, ProviderSettings, PutProvider, Resource};
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::ApiJson;
+use crate::identity::Caller;
+use crate::models::{PROVIDER_KINDS, ProviderRow};
+
+fn view(row: ProviderRow) -> ProviderSettings {
+    ProviderSettings {
+        kind: row.kind,
+        base_url: row.base_url,
+        has_key: row.key_record.is_some(),
+        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
+    }
+}
+
+fn admin(caller: &Caller) -> Result<(), ApiError> {
+    if caller.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "only owners and admins change model providers",
+        ))
+    }
+}
+
+fn kind(kind: &str) -> Result<&'static str, ApiError> {
+    PROVIDER_KINDS
+        .iter()
+        .find(|k| **k == kind)
+        .copied()
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "unknown provider `{kind}`: use {}",
+                PROVIDER_KINDS.join(", ")
+            ))
+        })
+}
+
+/// The organization's provider settings (without keys).
+#[utoipa::path(get, path = "/v1/models/providers", tag = "models",
+    responses((status = 200, body = Vec<ProviderSettings>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_providers(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<ProviderSettings>>, ApiError> {
+    caller.require(Resource::Models, Action::Read)?;
+    match state.models.providers(caller.member.organization_id).await {
+        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+        Err(err) => Err(ApiError::from_store(&state, err, "model providers").await),
+    }
+}
+
+/// Sets the organization's settings for a provider: its API key (sealed) and base URL. Turns
+/// of the organization's Bots use them from their next model request.
+#[utoipa::path(put, path = "/v1/models/providers/{kind}", tag = "models",
+    params(("kind" = String, Path, description = "openai, anthropic or compatible", pattern = "^(openai|anthropic|compatible)$")),
+    request_body = PutProvider,
+    responses((status = 200, body = ProviderSettings), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn put_provider(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(kind_name): Path<String>,
+    ApiJson(request): ApiJson<PutProvider>,
+) -> Result<Json<ProviderSettings>, ApiError> {
+    caller.require(Resource::Models, Action::Write)?;
+    admin(&caller)?;
+    let kind = kind(&kind_name)?;
+    if request
+        .base_url
+        .as_ref()
+        .is_some_and(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+    {
+        return Err(ApiError::invalid(
+            "base_url must be an http:// or https:// URL",
+        ));
+    }
+    let key = match request.api_key.as_deref().filter(|k| !k.is_empty()) {
+        Some(key) => match state
+            .engine
+            .context()
+            .keys
+            .seal(uuid::Uuid::now_v7(), key.as_bytes())
+        {
+            Ok(blob) => Some(blob),
+            Err(err) => {
+                return Err(ApiError::fault(
+                    &state,
+                    openbot_schema::ErrorCategory::Internal,
+                    err.to_string(),
+                )
+                .await);
+            }
+        },
+        None => None,
+    };
+    match state
+        .models
+        .put_provider(
+            caller.member.organization_id,
+            kind,
+            request.base_url.as_deref(),
+            key,
+        )
+        .await
+    {
+        Ok(row) => Ok(Json(view(row))),
+        Err(err) => Err(ApiError::from_store(&state, err, "model provider").await),
+    }
+}
+
+/// Removes the organization's settings for a provider; its Bots then use the server's.
+#[utoipa::path(delete, path = "/v1/models/providers/{kind}", tag = "models",
+    params(("kind" = String, Path, description = "openai, anthropic or compatible", pattern = "^(openai|anthropic|compatible)$")),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_provider(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(kind_name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Resource::Models, Action::Write)?;
+    admin(&caller)?;
+    let kind = kind(&kind_name)?;
+    match state
+        .models
+        .delete_provider(caller.member.organization_id, kind)
+        .await
+    {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found("model provider")),
+        Err(err) => Err(ApiError::from_store(&state, err, "model provider").await),
+    }
+}

@@ -1,0 +1,85 @@
+//! The model registry store and how a Turn reads it.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::engine::EngineContext;
+use crate::store::{Millis, SealedBlob, StoreError};
+
+/// The provider kinds an organization can configure: the provider part of a model spec.
+pub const PROVIDER_KINDS: &[&str] = &["openai", "anthropic", "compatible"];
+
+/// One organization's settings for one provider kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderRow {
+    /// The kind: `openai`, `anthropic` or `compatible`.
+    pub kind: String,
+    /// A base URL instead of the provider's default.
+    pub base_url: Option<String>,
+    /// The sealed API key.
+    pub key_record: Option<Uuid>,
+    /// When it last changed.
+    pub updated_at: Millis,
+}
+
+/// Provider settings per organization.
+#[async_trait]
+pub trait ModelRegistryStore: Send + Sync + 'static {
+    /// Sets an organization's settings for a kind, replacing earlier ones; the key is stored
+    /// sealed.
+    async fn put_provider(
+        &self,
+        organization: Uuid,
+        kind: &str,
+        base_url: Option<&str>,
+        key: Option<SealedBlob>,
+    ) -> Result<ProviderRow, StoreError>;
+
+    /// An organization's settings.
+    async fn providers(&self, organization: Uuid) -> Result<Vec<ProviderRow>, StoreError>;
+
+    /// Removes an organization's settings for a kind; returns whether they existed.
+    async fn delete_provider(&self, organization: Uuid, kind: &str) -> Result<bool, StoreError>;
+}
+
+/// The variables `model_from_spec` reads, filled from an organization's settings (keys opened
+/// here, at the boundary where the model is built). Variables the organization did not set are
+/// left to the server's environment.
+pub async fn provider_env(
+    cx: &EngineContext,
+    registry: &dyn ModelRegistryStore,
+    organization: Uuid,
+) -> Result<(HashMap<&'static str, String>, Millis), StoreError> {
+    let mut env = HashMap::new();
+    let mut version = 0;
+    for row in registry.providers(organization).await? {
+        version = version.max(row.updated_at);
+        let (key_var, url_var) = match row.kind.as_str() {
+            "openai" => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+            "anthropic" => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+            "compatible" => ("OPENBOT_COMPATIBLE_API_KEY", ""),
+            _ => continue,
+        };
+        if let Some(url) = row.base_url.filter(|_| !url_var.is_empty()) {
+            env.insert(url_var, url);
+        }
+        if let Some(record) = row.key_record {
+            let blob =
+                cx.store.sealed(record).await?.ok_or_else(|| {
+                    StoreError::Invalid(format!("provider key {record} is missing"))
+                })?;
+            let key = cx
+                .keys
+                .open(&blob)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            env.insert(
+                key_var,
+                String::from_utf8(key)
+                    .map_err(|_| StoreError::Invalid("provider key is not text".into()))?,
+            );
+        }
+    }
+    Ok((env, version))
+}
