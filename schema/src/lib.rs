@@ -14,6 +14,7 @@ mod execution;
 mod ids;
 mod message;
 mod models;
+mod organization;
 mod tool;
 mod usage;
 
@@ -26,5 +27,9 @@ pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use message::{ContentPart, FileRef, Message};
 pub use models::{ProviderSettings, PutProvider};
+pub use organization::{
+    AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, Invitation, Member,
+    MemberRole,
+};
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use usage::Usage;

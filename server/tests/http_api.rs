@@ -154,6 +154,7 @@ http_tests!(
     a_stale_bot_revision_is_a_conflict,
     a_session_cookie_works_from_the_same_origin_only,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
+    an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
 );
 
 impl Server {
@@ -1342,4 +1343,117 @@ async fn an_organizations_provider_key_is_used_by_its_bots_and_never_returned(se
     assert_eq!(unknown.status(), StatusCode::BAD_REQUEST);
     let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
     assert!(!logged.contains(key), "the key is in no log line");
+}
+
+// ---- members and invitations ----
+
+async fn an_invited_person_joins_once_and_a_removed_member_loses_access_at_once(server: Server) {
+    let invite = server
+        .post("/v1/invitations", &server.owner)
+        .json(&json!({"email": "new@example.com", "role": "member"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(invite.status(), StatusCode::CREATED);
+    let invite: Value = invite.json().await.unwrap();
+    let secret = invite["secret"].as_str().unwrap().to_string();
+    let accept = |secret: String| {
+        server
+            .http
+            .post(format!("{}/v1/invitations/accept", server.base))
+            .json(&json!({"secret": secret}))
+            .send()
+    };
+    let joined = accept(secret.clone()).await.unwrap();
+    assert_eq!(joined.status(), StatusCode::CREATED);
+    let joined: Value = joined.json().await.unwrap();
+    let token = joined["token_secret"].as_str().unwrap().to_string();
+    assert_eq!(
+        accept(secret).await.unwrap().status(),
+        StatusCode::NOT_FOUND,
+        "an invitation is accepted once"
+    );
+
+    let members: Vec<Value> = server
+        .get("/v1/members", &token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 2);
+    let as_member = server
+        .post("/v1/invitations", &token)
+        .json(&json!({"email": "x@example.com", "role": "admin"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        as_member.status(),
+        StatusCode::FORBIDDEN,
+        "members do not invite"
+    );
+
+    let revoked: Value = server
+        .post("/v1/invitations", &server.owner)
+        .json(&json!({"email": "late@example.com", "role": "member"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = revoked["invitation"]["id"].as_str().unwrap();
+    let revoke = server
+        .delete(&format!("/v1/invitations/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        accept(revoked["secret"].as_str().unwrap().to_string())
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+
+    assert_eq!(
+        server
+            .get("/v1/bots", &token)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    let member_id = joined["member_id"].as_str().unwrap();
+    let removed = server
+        .delete(&format!("/v1/members/{member_id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        server
+            .get("/v1/bots", &token)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::UNAUTHORIZED,
+        "a removed member's token stops at once"
+    );
+    let owner = server.owner_member().await;
+    let owner_removal = server
+        .delete(&format!("/v1/members/{}", owner.member_id), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        owner_removal.status(),
+        StatusCode::NOT_FOUND,
+        "the owner cannot be removed"
+    );
 }

@@ -9,6 +9,7 @@ mod error;
 mod executions;
 mod health;
 mod json;
+mod members;
 mod models;
 mod sessions;
 mod tokens;
@@ -113,6 +114,14 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(sessions::create_session, sessions::end_session))
+        .routes(routes!(members::list_members))
+        .routes(routes!(members::remove_member))
+        .routes(routes!(
+            members::create_invitation,
+            members::list_invitations
+        ))
+        .routes(routes!(members::revoke_invitation))
+        .routes(routes!(members::accept_invitation))
         .routes(routes!(models::list_providers))
         .routes(routes!(models::put_provider, models::delete_provider))
         .routes(routes!(bots::create_bot, bots::list_bots))

@@ -11,4 +11,4 @@ mod store;
 pub use caller::{AccessError, Caller};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
-pub use store::{IdentityStore, MemberRef, NewToken, Role, TokenRow};
+pub use store::{IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, Role, TokenRow};

@@ -5,7 +5,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::store::{
-    IdentityStore, MemberRef, NewToken, Role, TokenRow, parse_bot_ids, parse_rights,
+    IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, Role, TokenRow, parse_bot_ids,
+    parse_rights,
 };
 use crate::store::{PostgresStore, StoreError, now_ms};
 
@@ -40,6 +41,20 @@ fn member_ref(row: &sqlx::postgres::PgRow) -> Result<MemberRef, StoreError> {
         organization_id: row.try_get("organization_id")?,
         role: Role::parse(&role)
             .ok_or_else(|| StoreError::Invalid(format!("member role `{role}`")))?,
+    })
+}
+
+fn invitation_row(row: &sqlx::postgres::PgRow) -> Result<InvitationRow, StoreError> {
+    let role: String = row.try_get("role")?;
+    Ok(InvitationRow {
+        id: row.try_get("id")?,
+        organization_id: row.try_get("organization_id")?,
+        email: row.try_get("email")?,
+        role: Role::parse(&role)
+            .ok_or_else(|| StoreError::Invalid(format!("invitation role `{role}`")))?,
+        expires_at: row.try_get("expires_at")?,
+        accepted_at: row.try_get("accepted_at")?,
+        revoked_at: row.try_get("revoked_at")?,
     })
 }
 
@@ -146,6 +161,164 @@ impl IdentityStore for PostgresStore {
             organization_id,
             role,
         })
+    }
+
+    async fn create_invitation(
+        &self,
+        inviter: &MemberRef,
+        id: Uuid,
+        email: &str,
+        role: Role,
+        secret_hash: &[u8],
+        expires_at: i64,
+    ) -> Result<InvitationRow, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO invitations (id, organization_id, email, role, secret_hash, invited_by, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             RETURNING id, organization_id, email, role, expires_at, accepted_at, revoked_at",
+        )
+        .bind(id)
+        .bind(inviter.organization_id)
+        .bind(email)
+        .bind(role.as_str())
+        .bind(secret_hash)
+        .bind(inviter.member_id)
+        .bind(expires_at)
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await?;
+        invitation_row(&row)
+    }
+
+    async fn invitations_of(
+        &self,
+        organization_id: Uuid,
+    ) -> Result<Vec<InvitationRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, organization_id, email, role, expires_at, accepted_at, revoked_at FROM invitations \
+             WHERE organization_id = $1 ORDER BY created_at DESC",
+        )
+        .bind(organization_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(invitation_row).collect()
+    }
+
+    async fn revoke_invitation(&self, organization_id: Uuid, id: Uuid) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE invitations SET revoked_at = $3 WHERE id = $1 AND organization_id = $2 \
+             AND accepted_at IS NULL AND revoked_at IS NULL",
+        )
+        .bind(id)
+        .bind(organization_id)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(done == 1)
+    }
+
+    async fn accept_invitation(
+        &self,
+        secret_hash: &[u8],
+        token: NewToken,
+    ) -> Result<Option<MemberRef>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let now = now_ms();
+        let row = sqlx::query(
+            "UPDATE invitations SET accepted_at = $2 WHERE secret_hash = $1 AND accepted_at IS NULL \
+             AND revoked_at IS NULL AND expires_at > $2 RETURNING organization_id, email, role",
+        )
+        .bind(secret_hash)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let organization_id: Uuid = row.try_get("organization_id")?;
+        let email: String = row.try_get("email")?;
+        let role_name: String = row.try_get("role")?;
+        let role = Role::parse(&role_name)
+            .ok_or_else(|| StoreError::Invalid(format!("invitation role `{role_name}`")))?;
+        let account: Uuid = sqlx::query_scalar(
+            "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3) \
+             ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id",
+        )
+        .bind(Uuid::now_v7())
+        .bind(&email)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let member_id: Uuid = sqlx::query_scalar(
+            "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (organization_id, account_id) DO UPDATE SET removed_at = NULL, role = EXCLUDED.role RETURNING id",
+        )
+        .bind(Uuid::now_v7())
+        .bind(organization_id)
+        .bind(account)
+        .bind(role.as_str())
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let (rights, bots) = token_json(&token)?;
+        sqlx::query(
+            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(token.id)
+        .bind(member_id)
+        .bind(&token.name)
+        .bind(&token.secret_hash)
+        .bind(rights)
+        .bind(bots)
+        .bind(token.expires_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(MemberRef {
+            member_id,
+            organization_id,
+            role,
+        }))
+    }
+
+    async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT m.id AS member_id, m.organization_id, m.role, m.created_at, a.email FROM members m \
+             JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL ORDER BY m.created_at",
+        )
+        .bind(organization_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(MemberRow {
+                    member: member_ref(row)?,
+                    email: row.try_get("email")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn remove_member(
+        &self,
+        organization_id: Uuid,
+        member_id: Uuid,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE members SET removed_at = $3 WHERE id = $1 AND organization_id = $2 AND role <> 'owner' AND removed_at IS NULL",
+        )
+        .bind(member_id)
+        .bind(organization_id)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(done == 1)
     }
 
     async fn create_token(&self, member_id: Uuid, token: NewToken) -> Result<TokenRow, StoreError> {

@@ -88,6 +88,36 @@ pub struct TokenRow {
     pub created_at: Millis,
 }
 
+/// An invitation, as stored (never its secret).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvitationRow {
+    /// Its ID.
+    pub id: Uuid,
+    /// The organization it joins.
+    pub organization_id: Uuid,
+    /// The invited person's email.
+    pub email: String,
+    /// The role they get.
+    pub role: Role,
+    /// When it stops working.
+    pub expires_at: Millis,
+    /// When it was accepted.
+    pub accepted_at: Option<Millis>,
+    /// When it was revoked.
+    pub revoked_at: Option<Millis>,
+}
+
+/// A member as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberRow {
+    /// The member.
+    pub member: MemberRef,
+    /// The person's email.
+    pub email: String,
+    /// When they joined.
+    pub created_at: Millis,
+}
+
 /// Organizations, members and tokens.
 #[async_trait]
 pub trait IdentityStore: Send + Sync + 'static {
@@ -111,6 +141,43 @@ pub trait IdentityStore: Send + Sync + 'static {
         email: &str,
         role: Role,
     ) -> Result<MemberRef, StoreError>;
+
+    /// Stores an invitation to the inviter's organization.
+    async fn create_invitation(
+        &self,
+        inviter: &MemberRef,
+        id: Uuid,
+        email: &str,
+        role: Role,
+        secret_hash: &[u8],
+        expires_at: Millis,
+    ) -> Result<InvitationRow, StoreError>;
+
+    /// The organization's invitations, newest first.
+    async fn invitations_of(&self, organization_id: Uuid)
+    -> Result<Vec<InvitationRow>, StoreError>;
+
+    /// Revokes one of the organization's pending invitations; returns whether it was pending.
+    async fn revoke_invitation(&self, organization_id: Uuid, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Accepts a pending, unexpired invitation once: adds the member and its first token in one
+    /// transaction. `None` when the secret names no such invitation.
+    async fn accept_invitation(
+        &self,
+        secret_hash: &[u8],
+        token: NewToken,
+    ) -> Result<Option<MemberRef>, StoreError>;
+
+    /// The organization's current members, oldest first.
+    async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError>;
+
+    /// Removes a member (not an owner) of the organization: its tokens and sessions stop
+    /// working at once. Returns whether it was removed.
+    async fn remove_member(
+        &self,
+        organization_id: Uuid,
+        member_id: Uuid,
+    ) -> Result<bool, StoreError>;
 
     /// Creates a token for a member.
     async fn create_token(&self, member_id: Uuid, token: NewToken) -> Result<TokenRow, StoreError>;

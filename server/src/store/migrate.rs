@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -45,6 +45,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 5,
         name: "model_providers",
         sql: include_str!("../../../migrations/sqlite/0005_model_providers.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "invitations",
+        sql: include_str!("../../../migrations/sqlite/0006_invitations.sql"),
     },
 ];
 
@@ -73,6 +78,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 5,
         name: "model_providers",
         sql: include_str!("../../../migrations/postgres/0005_model_providers.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "invitations",
+        sql: include_str!("../../../migrations/postgres/0006_invitations.sql"),
     },
 ];
 

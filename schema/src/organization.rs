@@ -1,0 +1,90 @@
+//! Organizations: members, their roles, and invitations.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A member's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberRole {
+    /// Created the organization.
+    Owner,
+    /// Manages members, invitations and model providers.
+    Admin,
+    /// Uses the organization's shared Bots and owns private ones.
+    Member,
+}
+
+/// A member of the caller's organization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Member {
+    /// The member's ID.
+    pub id: Uuid,
+    /// The person's email.
+    pub email: String,
+    /// The role.
+    pub role: MemberRole,
+    /// When they joined.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A request to invite a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInvitation {
+    /// The person's email.
+    #[schema(min_length = 3, max_length = 320, pattern = "^[^@\\s]+@[^@\\s]+$")]
+    pub email: String,
+    /// The role they get: `member` or `admin`.
+    pub role: MemberRole,
+}
+
+/// An invitation (never its secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Invitation {
+    /// Its ID.
+    pub id: Uuid,
+    /// The invited person's email.
+    pub email: String,
+    /// The role they get.
+    pub role: MemberRole,
+    /// When it stops working.
+    pub expires_at: DateTime<Utc>,
+    /// When it was accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A new invitation and its secret, shown only this once: give it to the person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CreatedInvitation {
+    /// The invitation.
+    pub invitation: Invitation,
+    /// The secret the person accepts it with.
+    pub secret: String,
+}
+
+/// Accepting an invitation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptInvitation {
+    /// The invitation's secret.
+    #[schema(min_length = 1)]
+    pub secret: String,
+}
+
+/// A new member and its first API token, whose secret is shown only this once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AcceptedInvitation {
+    /// The new member.
+    pub member_id: Uuid,
+    /// The organization.
+    pub organization_id: Uuid,
+    /// The member's first token (every right), to send as `Authorization: Bearer <secret>`.
+    pub token_secret: String,
+}

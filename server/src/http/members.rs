@@ -1,0 +1,235 @@
+//! `/v1/members` and `/v1/invitations`: the caller's organization. Owners and admins invite
+//! and remove; everyone may list the members.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::DateTime;
+use openbot_schema::{
+    AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, ErrorBody,
+    ErrorCode, Invitation, Member, MemberRole, Right,
+};
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::ApiJson;
+use crate::identity::{Caller, InvitationRow, NewToken, Role, new_secret, secret_hash};
+use crate::store::now_ms;
+
+/// How long an invitation stays valid (seven days).
+pub const INVITATION_DAYS: i64 = 7;
+
+fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+fn role_view(role: Role) -> MemberRole {
+    match role {
+        Role::Owner => MemberRole::Owner,
+        Role::Admin => MemberRole::Admin,
+        Role::Member => MemberRole::Member,
+    }
+}
+
+fn invitation_view(row: InvitationRow) -> Invitation {
+    Invitation {
+        id: row.id,
+        email: row.email,
+        role: role_view(row.role),
+        expires_at: time(row.expires_at),
+        accepted_at: row.accepted_at.map(time),
+        revoked_at: row.revoked_at.map(time),
+    }
+}
+
+fn admin(caller: &Caller) -> Result<(), ApiError> {
+    if caller.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "only owners and admins manage members",
+        ))
+    }
+}
+
+fn parse_id(id: &str) -> Result<uuid::Uuid, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::invalid(format!(
+            "`{}` is not a valid ID: expected a UUID",
+            id.chars().take(64).collect::<String>()
+        ))
+    })
+}
+
+/// The organization's members.
+#[utoipa::path(get, path = "/v1/members", tag = "organization",
+    responses((status = 200, body = Vec<Member>), (status = 401, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_members(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Member>>, ApiError> {
+    match state
+        .identity
+        .members_of(caller.member.organization_id)
+        .await
+    {
+        Ok(rows) => Ok(Json(
+            rows.into_iter()
+                .map(|row| Member {
+                    id: row.member.member_id,
+                    email: row.email,
+                    role: role_view(row.member.role),
+                    created_at: time(row.created_at),
+                })
+                .collect(),
+        )),
+        Err(err) => Err(ApiError::from_store(&state, err, "members").await),
+    }
+}
+
+/// Removes a member (never an owner). Their tokens and sessions stop working at once, also for
+/// work that was already admitted when it next checks its rights.
+#[utoipa::path(delete, path = "/v1/members/{id}", tag = "organization", params(("id" = uuid::Uuid, Path, description = "The member")),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn remove_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    admin(&caller)?;
+    match state
+        .identity
+        .remove_member(caller.member.organization_id, parse_id(&id)?)
+        .await
+    {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found("member")),
+        Err(err) => Err(ApiError::from_store(&state, err, "member").await),
+    }
+}
+
+/// Invites a person as `member` or `admin`; the secret is in this answer only.
+#[utoipa::path(post, path = "/v1/invitations", tag = "organization", request_body = CreateInvitation,
+    responses((status = 201, body = CreatedInvitation), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn create_invitation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<CreateInvitation>,
+) -> Result<(StatusCode, Json<CreatedInvitation>), ApiError> {
+    admin(&caller)?;
+    let role = match request.role {
+        MemberRole::Member => Role::Member,
+        MemberRole::Admin => Role::Admin,
+        MemberRole::Owner => {
+            return Err(ApiError::invalid(
+                "an organization has one owner; invite as member or admin",
+            ));
+        }
+    };
+    if !request.email.contains('@') || request.email.len() > 320 {
+        return Err(ApiError::invalid("email must be an email address"));
+    }
+    let secret = new_secret();
+    let expires_at = now_ms() + INVITATION_DAYS * 86_400_000;
+    match state
+        .identity
+        .create_invitation(
+            &caller.member,
+            uuid::Uuid::now_v7(),
+            &request.email,
+            role,
+            &secret_hash(&secret),
+            expires_at,
+        )
+        .await
+    {
+        Ok(row) => Ok((
+            StatusCode::CREATED,
+            Json(CreatedInvitation {
+                invitation: invitation_view(row),
+                secret,
+            }),
+        )),
+        Err(err) => Err(ApiError::from_store(&state, err, "invitation").await),
+    }
+}
+
+/// The organization's invitations.
+#[utoipa::path(get, path = "/v1/invitations", tag = "organization",
+    responses((status = 200, body = Vec<Invitation>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_invitations(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Invitation>>, ApiError> {
+    admin(&caller)?;
+    match state
+        .identity
+        .invitations_of(caller.member.organization_id)
+        .await
+    {
+        Ok(rows) => Ok(Json(rows.into_iter().map(invitation_view).collect())),
+        Err(err) => Err(ApiError::from_store(&state, err, "invitations").await),
+    }
+}
+
+/// Revokes a pending invitation.
+#[utoipa::path(delete, path = "/v1/invitations/{id}", tag = "organization", params(("id" = uuid::Uuid, Path, description = "The invitation")),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn revoke_invitation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    admin(&caller)?;
+    match state
+        .identity
+        .revoke_invitation(caller.member.organization_id, parse_id(&id)?)
+        .await
+    {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found("pending invitation")),
+        Err(err) => Err(ApiError::from_store(&state, err, "invitation").await),
+    }
+}
+
+/// Accepts an invitation with its secret (no token needed): the person becomes a member and
+/// gets a first token with every right. An invitation is accepted once.
+#[utoipa::path(post, path = "/v1/invitations/accept", tag = "organization", request_body = AcceptInvitation,
+    responses((status = 201, body = AcceptedInvitation), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+pub async fn accept_invitation(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<AcceptInvitation>,
+) -> Result<(StatusCode, Json<AcceptedInvitation>), ApiError> {
+    let token_secret = new_secret();
+    let token = NewToken {
+        id: uuid::Uuid::now_v7(),
+        name: "first".into(),
+        secret_hash: secret_hash(&token_secret),
+        rights: Right::all(),
+        bot_ids: None,
+        expires_at: None,
+    };
+    match state
+        .identity
+        .accept_invitation(&secret_hash(&request.secret), token)
+        .await
+    {
+        Ok(Some(member)) => Ok((
+            StatusCode::CREATED,
+            Json(AcceptedInvitation {
+                member_id: member.member_id,
+                organization_id: member.organization_id,
+                token_secret,
+            }),
+        )),
+        Ok(None) => Err(ApiError::not_found("pending invitation")),
+        Err(err) => Err(ApiError::from_store(&state, err, "invitation").await),
+    }
+}
