@@ -113,10 +113,10 @@ async fn main() -> anyhow::Result<()> {
     let url = create_database(&args.database_url, &name).await?;
     PostgresStore::migrate(&url).await?;
     let result = run(&args, &url, rate, cores).await;
-    if !args.keep_database {
-        if let Err(err) = drop_database(&args.database_url, &name).await {
-            eprintln!("could not drop {name}: {err}");
-        }
+    if !args.keep_database
+        && let Err(err) = drop_database(&args.database_url, &name).await
+    {
+        eprintln!("could not drop {name}: {err}");
     }
     result
 }
