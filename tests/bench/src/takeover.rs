@@ -72,7 +72,15 @@ impl Node {
         log: PathBuf,
     ) -> anyhow::Result<Node> {
         let mut child = Command::new(binary)
-            .args(["serve", "--database-url", url, "--node-name", name, "--bind", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--database-url",
+                url,
+                "--node-name",
+                name,
+                "--bind",
+                "127.0.0.1:0",
+            ])
             .args(["--lease-ms", &lease_ms.to_string()])
             .env("OPENBOT_SEAL_KEYS", keys)
             .env("OPENBOT_DATA_DIR", data)
