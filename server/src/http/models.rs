@@ -78,14 +78,14 @@ pub async fn put_provider(
     caller.require(Resource::Models, Action::Write)?;
     admin(&caller)?;
     let kind = kind(&kind_name)?;
-    if request
-        .base_url
-        .as_ref()
-        .is_some_and(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-    {
-        return Err(ApiError::invalid(
-            "base_url must be an http:// or https:// URL",
-        ));
+    if let Some(url) = &request.base_url {
+        let valid = reqwest::Url::parse(url)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+        if !valid {
+            return Err(ApiError::invalid(
+                "base_url must be an http:// or https:// URL",
+            ));
+        }
     }
     let key = match request.api_key.as_deref().filter(|k| !k.is_empty()) {
         Some(key) => match state
