@@ -447,6 +447,17 @@ async fn bad_input_gets_a_declared_error_and_writes_nothing(server: Server) {
         error_code(response).await,
         (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into())
     );
+    let nul = server
+        .post("/v1/tokens", &server.owner)
+        .json(&json!({"name": "a\u{0}b", "rights": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(nul).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into()),
+        "NUL in text is refused, not a fault"
+    );
     let bad_id = server
         .get("/v1/executions/not-an-id", &server.owner)
         .send()

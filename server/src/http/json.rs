@@ -24,8 +24,17 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Self(value)),
+        match axum::Json::<serde_json::Value>::from_request(request, state).await {
+            Ok(axum::Json(value)) => {
+                if holds_nul(&value) {
+                    return Err(ApiError::invalid(
+                        "text may not contain the NUL character (\\u0000)",
+                    ));
+                }
+                serde_json::from_value(value)
+                    .map(Self)
+                    .map_err(|e| ApiError::invalid(e.to_string()))
+            }
             Err(rejection) => Err(match rejection {
                 JsonRejection::MissingJsonContentType(_) => ApiError::new(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -48,6 +57,19 @@ where
                 other => ApiError::invalid(other.body_text()),
             }),
         }
+    }
+}
+
+/// Whether any string (or key) in the value holds a NUL character, which no text column
+/// can store.
+fn holds_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(holds_nul),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .any(|(key, value)| key.contains('\0') || holds_nul(value)),
+        _ => false,
     }
 }
 
