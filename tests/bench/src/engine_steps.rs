@@ -117,6 +117,12 @@ struct Args {
     /// Skip DBOS.
     #[arg(long)]
     no_dbos: bool,
+    /// Make the baseline a leaner protocol than the engine's, to see its floor: no intent
+    /// commits (a first attempt's intent changes nothing a recovery does) and no steering
+    /// transaction (as if the engine took input only when some waits). Not the target's
+    /// baseline: the ratio is then to this leaner protocol.
+    #[arg(long)]
+    raw_sql_lean: bool,
     /// Run only one side (for profiling); then there is no ratio and no check of the writes.
     #[arg(long, value_enum, default_value_t = Side::Both)]
     only: Side,
@@ -328,6 +334,8 @@ struct Fixture {
     tool: HttpTool,
     /// Numbers the model's tool calls like the scripted model: `call_<request>_1`.
     requests: AtomicU64,
+    /// The leaner protocol (`--raw-sql-lean`).
+    lean: bool,
 }
 
 impl Fixture {
@@ -387,6 +395,7 @@ impl Fixture {
             steps,
             tool,
             requests: AtomicU64::new(0),
+            lean: false,
         })
     }
 
@@ -841,7 +850,9 @@ impl BaselineDb {
         let id = execution.as_uuid();
         self.submit(fx, id).await?;
         let generation = self.claim(id).await?;
-        self.take_inputs(id, generation, 1).await?;
+        if !fx.lean {
+            self.take_inputs(id, generation, 1).await?;
+        }
         let mut used = Usage::default();
         for step in 1..=fx.steps {
             // The model call: intent, sending (+ model_step_started), result (+ tool_call).
@@ -852,8 +863,10 @@ impl BaselineDb {
             };
             let idempotency_key = key.idempotency_key(execution);
             let write = |phase| call_write(key, phase, &idempotency_key, None);
-            self.commit(fx, id, generation, &[write("intent")], &[], None, None)
-                .await?;
+            if !fx.lean {
+                self.commit(fx, id, generation, &[write("intent")], &[], None, None)
+                    .await?;
+            }
             let started = EventKind::ModelStepStarted { step, attempt: 1 };
             self.commit(
                 fx,
@@ -892,8 +905,10 @@ impl BaselineDb {
             };
             let idempotency_key = key.idempotency_key(execution);
             let write = |phase| call_write(key, phase, &idempotency_key, None);
-            self.commit(fx, id, generation, &[write("intent")], &[], None, None)
-                .await?;
+            if !fx.lean {
+                self.commit(fx, id, generation, &[write("intent")], &[], None, None)
+                    .await?;
+            }
             self.commit(fx, id, generation, &[write("sending")], &[], None, None)
                 .await?;
             let result = fx.call_tool(execution, key, &call).await?;
@@ -909,7 +924,9 @@ impl BaselineDb {
                 .await?;
 
             // Input that arrived meanwhile joins the next step.
-            self.take_inputs(id, generation, step + 1).await?;
+            if !fx.lean {
+                self.take_inputs(id, generation, step + 1).await?;
+            }
         }
         let end = End {
             state: "completed",
@@ -1192,6 +1209,23 @@ impl CpuMeter {
         }
     }
 
+    /// CPU milliseconds the whole machine spent busy (user, nice, system, irq, softirq) so
+    /// far, from `/proc/stat`.
+    fn machine(&self) -> f64 {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let busy: u64 = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .enumerate()
+            .filter(|(i, _)| matches!(i, 0 | 1 | 2 | 5 | 6))
+            .filter_map(|(_, v)| v.parse::<u64>().ok())
+            .sum();
+        busy as f64 * self.tick_ms
+    }
+
     /// CPU milliseconds so far: this process, and the server's processes now running.
     fn sample(&self) -> (f64, f64) {
         let own = proc_stat("self").map_or(0, |(_, t)| t) as f64 * self.tick_ms;
@@ -1329,11 +1363,20 @@ async fn main() -> anyhow::Result<()> {
         max_output_tokens: None,
         organization_id: None,
     };
-    let fixture = Arc::new(Fixture::new(
-        &keys,
-        &input,
-        HttpTool::new(echo_definition(), tool_url.clone(), HttpTool::client()),
-    )?);
+    let fixture = Arc::new(Fixture {
+        lean: args.raw_sql_lean,
+        ..Fixture::new(
+            &keys,
+            &input,
+            HttpTool::new(echo_definition(), tool_url.clone(), HttpTool::client()),
+        )?
+    });
+    if args.raw_sql_lean {
+        println!(
+            "raw SQL baseline: LEAN protocol (--raw-sql-lean): no intent commits, no steering \
+             transactions; not the target's baseline"
+        );
+    }
 
     // Databases, one per side.
     let suffix = Uuid::now_v7().simple().to_string();
@@ -1415,6 +1458,8 @@ async fn main() -> anyhow::Result<()> {
     // CPU milliseconds per step of each measured round: (this process, PostgreSQL).
     let mut engine_cpu = Vec::new();
     let mut baseline_cpu = Vec::new();
+    // Cores the rest of the machine used during each measured round.
+    let mut others_cores: Vec<f64> = Vec::new();
     let mut engine_done = 0i64;
     let mut baseline_done = 0i64;
     let per_round = i64::from(args.executions);
@@ -1427,6 +1472,7 @@ async fn main() -> anyhow::Result<()> {
                 continue;
             }
             let before = meter.sample();
+            let machine_before = meter.machine();
             let (name, time) = if side == 0 {
                 engine_done += per_round;
                 let time = engine
@@ -1441,6 +1487,11 @@ async fn main() -> anyhow::Result<()> {
                 ("raw SQL:", time)
             };
             let after = meter.sample();
+            // What the rest of the machine (other jobs) used meanwhile, in cores.
+            let others =
+                (meter.machine() - machine_before - (after.0 - before.0) - (after.1 - before.1))
+                    / time.as_secs_f64()
+                    / 1000.0;
             let cpu = (
                 (after.0 - before.0) / steps_per_round as f64,
                 (after.1 - before.1) / steps_per_round as f64,
@@ -1453,12 +1504,13 @@ async fn main() -> anyhow::Result<()> {
             };
             println!(
                 "  round {round:>2} {name} {rate:>8.0} steps/s ({:.3} s; CPU per step: \
-                 {:.2} ms this process{server_cpu}){}",
+                 {:.2} ms this process{server_cpu}; other jobs {others:.2} cores){}",
                 time.as_secs_f64(),
                 cpu.0,
                 if measured { "" } else { " warm-up" }
             );
             if measured {
+                others_cores.push(others);
                 if side == 0 {
                     engine_rounds.push(rate);
                     engine_cpu.push(cpu);
@@ -1523,6 +1575,11 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
+
+    println!(
+        "other jobs on the machine during the measured rounds: median {:.2} cores of {cores}",
+        median(&others_cores)
+    );
 
     // Both sides must have written the same: same rows, same bytes.
     let last_sequence = 3 * i64::from(args.steps) + 2;
@@ -1682,6 +1739,8 @@ async fn main() -> anyhow::Result<()> {
         "target_ratio_to_dbos": TARGET_DBOS_RATIO,
         "dbos_met": dbos_ratio.map(|r| r >= TARGET_DBOS_RATIO),
         "postgres_counters": counters,
+        "raw_sql_lean": args.raw_sql_lean,
+        "other_jobs_cores_median": median(&others_cores),
         "cpu_ms_per_step": {
             "engine": {"process": engine_own, "postgres": engine_server},
             "raw_sql": {"process": baseline_own, "postgres": baseline_server},

@@ -83,6 +83,8 @@ impl Node {
             ])
             .args(["--lease-ms", &lease_ms.to_string()])
             .env("OPENBOT_SEAL_KEYS", keys)
+            // Two nodes on one machine: each listens on a free port.
+            .env("OPENBOT_BIND", "127.0.0.1:0")
             .env("OPENBOT_DATA_DIR", data)
             .env("OPENBOT_LOG", "info")
             .env_remove("OPENBOT_FAULT_POINT")
@@ -100,7 +102,7 @@ impl Node {
                 if let Some(file) = file.as_mut() {
                     let _ = writeln!(file, "{line}");
                 }
-                if line.contains("running on")
+                if (line.contains("running on") || line.contains("listening on"))
                     && let Some(ready) = ready.take()
                 {
                     let _ = ready.send(());
@@ -264,7 +266,10 @@ async fn repetition_on(
     )?;
     // B reads the script when it first needs the model: after it took the Turn over.
     std::fs::write(&script, json!({"steps": [{"text": "done"}]}).to_string())?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Spread the kills over one renewal period (a quarter of the lease), so the repetitions
+    // see different amounts of lease left.
+    let spread = args.lease_ms / 4 * u64::from(round - 1) / u64::from(args.repeats);
+    tokio::time::sleep(Duration::from_millis(300 + spread)).await;
 
     let mut stream = client.observe(id, started);
     let killed = Instant::now();
