@@ -26,8 +26,11 @@ pub fn observe(
     after: u64,
 ) -> BoxStream<'static, Result<Event, StoreError>> {
     let watcher = hub.watch(id);
+    let tail = hub.tail(id);
     let state = Reader {
         store,
+        tail,
+        force: false,
         watcher,
         id,
         cursor: after as i64,
@@ -43,6 +46,9 @@ pub fn observe(
 
 struct Reader {
     store: Arc<dyn Store>,
+    tail: Arc<Tail>,
+    /// Set after a wait without a wake-up: read the log even if the tail looks fresh.
+    force: bool,
     watcher: tokio::sync::watch::Receiver<u64>,
     id: ExecutionId,
     cursor: i64,
@@ -62,8 +68,19 @@ impl Reader {
                 return None;
             }
             // Mark wake-ups seen before reading, so one that lands during the read is kept.
-            self.watcher.borrow_and_update();
-            match self.store.events(self.id, self.cursor, OBSERVE_PAGE).await {
+            let wake = *self.watcher.borrow_and_update();
+            // Readers at the head share one read of the log per wake-up; others read their own.
+            match self
+                .tail
+                .read(
+                    self.store.as_ref(),
+                    self.id,
+                    self.cursor,
+                    wake,
+                    std::mem::take(&mut self.force),
+                )
+                .await
+            {
                 Ok(events) if !events.is_empty() => {
                     self.page = events.into_iter();
                     continue;
@@ -86,8 +103,131 @@ impl Reader {
             }
             tokio::select! {
                 _ = self.watcher.changed() => {}
-                _ = tokio::time::sleep(FALLBACK_POLL) => {}
+                _ = tokio::time::sleep(FALLBACK_POLL) => self.force = true,
             }
         }
+    }
+}
+
+/// The newest events of one execution, shared by the readers of a node that follow its head:
+/// one read of the log per wake-up serves them all.
+#[derive(Debug, Default)]
+pub struct Tail {
+    /// Held while one reader refreshes, so the others wait for its read instead of querying.
+    refresh: tokio::sync::Mutex<()>,
+    state: std::sync::Mutex<TailState>,
+}
+
+#[derive(Debug, Default)]
+struct TailState {
+    /// Contiguous events, oldest first, at most two pages.
+    events: std::collections::VecDeque<Event>,
+    /// The wake-up count seen before the last read of the log started.
+    read_at_wake: Option<u64>,
+}
+
+impl Tail {
+    /// Events after `cursor` held here, or `None` when the cursor is outside the tail.
+    fn held_after(&self, cursor: i64) -> Option<Vec<Event>> {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let first = state.events.front()?.sequence as i64;
+        let last = state.events.back()?.sequence as i64;
+        if cursor + 1 < first || cursor > last {
+            return None;
+        }
+        Some(
+            state
+                .events
+                .iter()
+                .filter(|e| e.sequence as i64 > cursor)
+                .take(OBSERVE_PAGE as usize)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The events after `cursor`: from the tail when it holds them and is fresh for wake-up
+    /// `wake`; otherwise one reader reads the log and refreshes the tail for all.
+    async fn read(
+        &self,
+        store: &dyn Store,
+        id: ExecutionId,
+        cursor: i64,
+        wake: u64,
+        force: bool,
+    ) -> Result<Vec<Event>, StoreError> {
+        let behind = {
+            let state = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            state
+                .events
+                .front()
+                .is_some_and(|first| cursor + 1 < first.sequence as i64)
+        };
+        if behind {
+            // A slow reader reads its own page and leaves the head's tail alone.
+            return store.events(id, cursor, OBSERVE_PAGE).await;
+        }
+        let fresh = |tail: &Tail| {
+            let state = tail
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            !force && state.read_at_wake.is_some_and(|at| at >= wake)
+        };
+        if let Some(events) = self.held_after(cursor)
+            && (!events.is_empty() || fresh(self))
+        {
+            return Ok(events);
+        }
+        let _refreshing = self.refresh.lock().await;
+        if fresh(self)
+            && let Some(events) = self.held_after(cursor)
+        {
+            return Ok(events);
+        }
+        let from = {
+            let state = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match state.events.back() {
+                Some(last)
+                    if cursor + 1 >= state.events.front().map_or(0, |e| e.sequence as i64) =>
+                {
+                    (last.sequence as i64).max(cursor)
+                }
+                _ => cursor,
+            }
+        };
+        let read = store.events(id, from, OBSERVE_PAGE).await?;
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let contiguous = state
+            .events
+            .back()
+            .is_some_and(|last| last.sequence as i64 == from);
+        if !contiguous {
+            state.events.clear();
+        }
+        state.events.extend(read.iter().cloned());
+        while state.events.len() > 2 * OBSERVE_PAGE as usize {
+            state.events.pop_front();
+        }
+        state.read_at_wake = Some(wake);
+        drop(state);
+        // From the tail when the cursor is inside it, else exactly what was read.
+        Ok(self.held_after(cursor).unwrap_or(
+            read.into_iter()
+                .filter(|e| e.sequence as i64 > cursor)
+                .collect(),
+        ))
     }
 }

@@ -82,6 +82,7 @@ pub fn decode_batch(payload: &str) -> Vec<Wake> {
 #[derive(Debug)]
 pub struct Hub {
     watchers: Mutex<HashMap<ExecutionId, watch::Sender<u64>>>,
+    tails: Mutex<HashMap<ExecutionId, std::sync::Weak<super::observe::Tail>>>,
     signals: Mutex<HashMap<ExecutionId, Arc<Notify>>>,
     work: Notify,
     outbox: Notify,
@@ -102,6 +103,7 @@ impl Hub {
     fn with_outgoing(outgoing: Option<mpsc::UnboundedSender<Wake>>) -> Self {
         Self {
             watchers: Mutex::new(HashMap::new()),
+            tails: Mutex::new(HashMap::new()),
             signals: Mutex::new(HashMap::new()),
             work: Notify::new(),
             outbox: Notify::new(),
@@ -180,6 +182,18 @@ impl Hub {
             .entry(id)
             .or_insert_with(|| watch::channel(0).0)
             .subscribe()
+    }
+
+    /// The shared tail of an execution's events, for the readers of this node.
+    pub fn tail(&self, id: ExecutionId) -> Arc<super::observe::Tail> {
+        let mut tails = self.tails.lock().unwrap_or_else(PoisonError::into_inner);
+        tails.retain(|_, tail| tail.strong_count() > 0);
+        if let Some(tail) = tails.get(&id).and_then(std::sync::Weak::upgrade) {
+            return tail;
+        }
+        let tail = Arc::new(super::observe::Tail::default());
+        tails.insert(id, Arc::downgrade(&tail));
+        tail
     }
 
     /// The notification an owner waits on for signals to one execution.

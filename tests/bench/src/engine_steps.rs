@@ -1308,12 +1308,24 @@ async fn run_dbos(
     while let Some(line) = lines.next_line().await? {
         let line = line.trim();
         if line == "READY" {
-            before = Some(meter.sample().1);
+            before = Some((meter.sample(), meter.machine(), Instant::now()));
             stdin.write_all(b"go\n").await?;
             stdin.flush().await?;
         } else if line.starts_with('{') {
-            let server_ms = meter.sample().1 - before.unwrap_or(f64::NAN);
-            result = Some((serde_json::from_str(line)?, server_ms));
+            let (own, server) = meter.sample();
+            let machine = meter.machine();
+            let ((own_0, server_0), machine_0, started) =
+                before.context("no READY line before the result")?;
+            let mut value: Value = serde_json::from_str(line)?;
+            let python_ms = value["cpu_ms_per_step"].as_f64().unwrap_or(0.0)
+                * value["steps"].as_f64().unwrap_or(0.0)
+                * value["workflows"].as_f64().unwrap_or(0.0)
+                * value["rounds"].as_f64().unwrap_or(0.0);
+            let others = (machine - machine_0 - (own - own_0) - (server - server_0) - python_ms)
+                / started.elapsed().as_secs_f64()
+                / 1000.0;
+            value["other_jobs_cores"] = json!(others);
+            result = Some((value, server - server_0));
             stdin.write_all(b"done\n").await?;
             stdin.flush().await?;
         }
@@ -1675,7 +1687,8 @@ async fn main() -> anyhow::Result<()> {
             let dbos_own_cpu = result["cpu_ms_per_step"].as_f64().unwrap_or(f64::NAN);
             println!(
                 "CPU per step: DBOS {dbos_own_cpu:.2} ms in Python + {dbos_server_cpu:.2} ms in PostgreSQL \
-                 (measured rounds)"
+                 (measured rounds); other jobs on the machine meanwhile: {:.2} cores",
+                result["other_jobs_cores"].as_f64().unwrap_or(f64::NAN)
             );
             tokio::time::sleep(Duration::from_millis(1500)).await;
             let c = pg_counters(server, &names[2]).await?;

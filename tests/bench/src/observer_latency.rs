@@ -98,6 +98,44 @@ async fn drop_database(server: &str, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn clock_tick_ms() -> f64 {
+    let ticks: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0);
+    1000.0 / ticks
+}
+
+/// CPU milliseconds the whole machine spent busy (user, nice, system, irq, softirq) so far.
+fn machine_busy_ms() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let busy: u64 = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .enumerate()
+        .filter(|(i, _)| matches!(i, 0 | 1 | 2 | 5 | 6))
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum();
+    busy as f64 * clock_tick_ms()
+}
+
+/// CPU milliseconds this process used so far.
+fn own_cpu_ms() -> f64 {
+    let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = text.rfind(')').map_or("", |i| &text[i + 1..]);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 * clock_tick_ms()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -198,6 +236,8 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
     let commit_times = Arc::new(Mutex::new(Vec::new()));
     let writer = Arc::new(writer);
     let started = Instant::now();
+    let busy_before = machine_busy_ms();
+    let own_before = own_cpu_ms();
     let mut writers = Vec::new();
     for (index, id) in ids.iter().copied().enumerate() {
         let generation = generations[&id];
@@ -244,6 +284,10 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         task.await??;
     }
     let writing = started.elapsed();
+    // Cores the machine and this process were busy while writing (PostgreSQL and other jobs
+    // are the difference).
+    let machine_cores = (machine_busy_ms() - busy_before) / writing.as_secs_f64() / 1000.0;
+    let own_cores = (own_cpu_ms() - own_before) / writing.as_secs_f64() / 1000.0;
 
     // End every execution, so the streams end after their last event.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -333,6 +377,11 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         percentile(&commit_ms, 50.0),
         percentile(&commit_ms, 99.0)
     );
+    println!(
+        "while writing, the machine was busy {machine_cores:.2} cores of {cores}: this process \
+         {own_cores:.2}, PostgreSQL and other jobs {:.2}",
+        machine_cores - own_cores
+    );
     let met = p(99.0) <= TARGET_P99_MS;
     println!(
         "target: p99 ≤ {TARGET_P99_MS} ms: {}",
@@ -357,6 +406,8 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         "commit_p50_ms": percentile(&commit_ms, 50.0),
         "commit_p99_ms": percentile(&commit_ms, 99.0),
         "max_connections": args.max_connections,
+        "machine_busy_cores": machine_cores,
+        "process_cores": own_cores,
         "cores": cores,
         "target_p99_ms": TARGET_P99_MS,
         "met": met,

@@ -54,7 +54,9 @@ async fn turn(http: &reqwest::Client, api: &str, token: &str, chat: &str) -> any
     let mut after = 0;
     loop {
         let page: Value = http
-            .get(format!("{api}/v1/executions/{execution}/events?after={after}&wait=30"))
+            .get(format!(
+                "{api}/v1/executions/{execution}/events?after={after}&wait=30"
+            ))
             .bearer_auth(token)
             .send()
             .await?
@@ -63,8 +65,15 @@ async fn turn(http: &reqwest::Client, api: &str, token: &str, chat: &str) -> any
             .await?;
         after = page["next_after"].as_u64().unwrap_or(after);
         if page["ended"].as_bool() == Some(true) {
-            let last = page["events"].as_array().and_then(|e| e.last()).cloned().unwrap_or_default();
-            ensure!(last["outcome"] == "completed", "a Turn did not complete: {last}");
+            let last = page["events"]
+                .as_array()
+                .and_then(|e| e.last())
+                .cloned()
+                .unwrap_or_default();
+            ensure!(
+                last["outcome"] == "completed",
+                "a Turn did not complete: {last}"
+            );
             return Ok(());
         }
     }
@@ -79,8 +88,15 @@ async fn main() -> anyhow::Result<()> {
         node_args.extend(["--database-url".into(), url.clone()]);
     }
     let keys = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-    let migrated = Command::new(&args.openbot).arg("migrate").args(&node_args).output()?;
-    ensure!(migrated.status.success(), "migrate failed: {}", String::from_utf8_lossy(&migrated.stderr));
+    let migrated = Command::new(&args.openbot)
+        .arg("migrate")
+        .args(&node_args)
+        .output()?;
+    ensure!(
+        migrated.status.success(),
+        "migrate failed: {}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
 
     let started = Instant::now();
     let mut child = Command::new(&args.openbot)
@@ -94,11 +110,21 @@ async fn main() -> anyhow::Result<()> {
     let stderr = child.stderr.take().context("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let (api, ready_reported) = loop {
-        let Some(line) = lines.next() else { bail!("the server stopped before it was ready") };
+        let Some(line) = lines.next() else {
+            bail!("the server stopped before it was ready")
+        };
         let line = line?;
         if let Some(at) = line.find("http://") {
-            let api = line[at..].split_whitespace().next().unwrap_or_default().to_string();
-            let reported = line.split("ready in ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse::<f64>().ok());
+            let api = line[at..]
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            let reported = line
+                .split("ready in ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse::<f64>().ok());
             break (api, reported);
         }
     };
@@ -106,7 +132,10 @@ async fn main() -> anyhow::Result<()> {
     std::thread::spawn(move || for _ in lines {});
     let token = {
         let stdout = child.stdout.take().context("no stdout")?;
-        BufReader::new(stdout).lines().next().context("no token")??
+        BufReader::new(stdout)
+            .lines()
+            .next()
+            .context("no token")??
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_rss = rss_mb(child.id())?;
@@ -144,7 +173,13 @@ async fn main() -> anyhow::Result<()> {
     let tasks: Vec<_> = chats
         .iter()
         .map(|chat| {
-            let (http, api, token, chat, turns) = (http.clone(), api.clone(), token.clone(), chat.clone(), args.turns);
+            let (http, api, token, chat, turns) = (
+                http.clone(),
+                api.clone(),
+                token.clone(),
+                chat.clone(),
+                args.turns,
+            );
             tokio::spawn(async move {
                 for _ in 0..turns {
                     turn(&http, &api, &token, &chat).await?;
@@ -163,9 +198,19 @@ async fn main() -> anyhow::Result<()> {
     let _ = child.kill();
     let _ = child.wait();
 
-    let backend = if args.database_url.is_some() { "postgres" } else { "sqlite" };
-    println!("server ({backend}): ready in {ready_ms:.0} ms (the server reports {:.0} ms); idle RSS {idle_rss:.1} MB", ready_reported.unwrap_or(f64::NAN));
-    println!("server ({backend}): {turns_per_s:.1} Turns/s end to end over HTTP ({total} Turns, {} Chats at once, {elapsed:.2} s); RSS after: {busy_rss:.1} MB", args.chats);
+    let backend = if args.database_url.is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    println!(
+        "server ({backend}): ready in {ready_ms:.0} ms (the server reports {:.0} ms); idle RSS {idle_rss:.1} MB",
+        ready_reported.unwrap_or(f64::NAN)
+    );
+    println!(
+        "server ({backend}): {turns_per_s:.1} Turns/s end to end over HTTP ({total} Turns, {} Chats at once, {elapsed:.2} s); RSS after: {busy_rss:.1} MB",
+        args.chats
+    );
     println!(
         "{}",
         json!({"benchmark": "server_turns", "backend": backend, "ready_ms": ready_ms, "ready_reported_ms": ready_reported,
