@@ -2,6 +2,7 @@
 //! checked against this owner's generation.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -34,8 +35,18 @@ pub struct DurableHost {
     /// Tool names whose endpoints deduplicate by idempotency key.
     retry_safe: HashMap<String, bool>,
     text: mpsc::UnboundedSender<TextMessage>,
+    text_state: Arc<TextState>,
     /// The last storage error, kept typed for the engine's retry rule.
     failure: Arc<Mutex<Option<StoreError>>>,
+}
+
+/// What the host and its flush task share about text not yet committed.
+#[derive(Default)]
+struct TextState {
+    /// Deltas sent to the flush task and not yet committed (or given up).
+    unflushed: AtomicUsize,
+    /// Why flushing stopped, once it did.
+    broken: Mutex<Option<HostError>>,
 }
 
 enum TextMessage {
@@ -60,12 +71,14 @@ impl DurableHost {
     ) -> Self {
         let failure = Arc::new(Mutex::new(None));
         let (text, receiver) = mpsc::unbounded_channel();
+        let text_state = Arc::new(TextState::default());
         tokio::spawn(flush_text(
             Arc::clone(&cx),
             id,
             generation,
             receiver,
             Arc::clone(&failure),
+            Arc::clone(&text_state),
         ));
         Self {
             cx,
@@ -76,6 +89,7 @@ impl DurableHost {
             signals,
             retry_safe,
             text,
+            text_state,
             failure,
         }
     }
@@ -100,6 +114,11 @@ impl DurableHost {
 
     /// Waits until every text delta sent so far is committed.
     async fn barrier(&self) -> Result<(), HostError> {
+        // Nothing sent and not yet committed: no round trip to the flush task.
+        if self.text_state.unflushed.load(Ordering::SeqCst) == 0 {
+            let broken = self.text_state.broken.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            return broken.map_or(Ok(()), Err);
+        }
         let (ack, done) = oneshot::channel();
         self.text
             .send(TextMessage::Barrier(ack))
@@ -318,6 +337,7 @@ impl Host for DurableHost {
             text,
         } = event
         {
+            self.text_state.unflushed.fetch_add(1, Ordering::SeqCst);
             return self
                 .text
                 .send(TextMessage::Delta {
@@ -497,6 +517,7 @@ async fn flush_text(
     generation: i64,
     mut receiver: mpsc::UnboundedReceiver<TextMessage>,
     failure: Arc<Mutex<Option<StoreError>>>,
+    state: Arc<TextState>,
 ) {
     let mut broken: Option<HostError> = None;
     while let Some(first) = receiver.recv().await {
@@ -506,6 +527,7 @@ async fn flush_text(
         }
         let mut events: Vec<EventKind> = Vec::new();
         let mut acks = Vec::new();
+        let deltas = batch.iter().filter(|m| matches!(m, TextMessage::Delta { .. })).count();
         for message in batch {
             match message {
                 TextMessage::Delta {
@@ -552,6 +574,10 @@ async fn flush_text(
                 }
             }
         }
+        if let Some(err) = &broken {
+            *state.broken.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
+        }
+        state.unflushed.fetch_sub(deltas, Ordering::SeqCst);
         for ack in acks {
             let _ = ack.send(match &broken {
                 Some(err) => Err(err.clone()),
