@@ -36,6 +36,9 @@ pub struct DurableHost {
     retry_safe: HashMap<String, bool>,
     text: mpsc::UnboundedSender<TextMessage>,
     text_state: Arc<TextState>,
+    /// This owner's copy of the call log: read once per phase, then kept current by its own
+    /// writes (no one else writes this execution's calls while it owns it).
+    calls: Mutex<Option<HashMap<(u32, CallSlot), CallRow>>>,
     /// The last storage error, kept typed for the engine's retry rule.
     failure: Arc<Mutex<Option<StoreError>>>,
 }
@@ -90,6 +93,7 @@ impl DurableHost {
             retry_safe,
             text,
             text_state,
+            calls: Mutex::new(None),
             failure,
         }
     }
@@ -116,7 +120,12 @@ impl DurableHost {
     async fn barrier(&self) -> Result<(), HostError> {
         // Nothing sent and not yet committed: no round trip to the flush task.
         if self.text_state.unflushed.load(Ordering::SeqCst) == 0 {
-            let broken = self.text_state.broken.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let broken = self
+                .text_state
+                .broken
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
             return broken.map_or(Ok(()), Err);
         }
         let (ack, done) = oneshot::channel();
@@ -126,11 +135,66 @@ impl DurableHost {
         done.await.map_err(|_| HostError::Closed)?
     }
 
+    /// The latest row of a call slot, as `Store::latest_call` answers it, from this owner's
+    /// copy of the call log.
+    async fn saved_row(&self, step: u32, slot: CallSlot) -> Result<Option<CallRow>, HostError> {
+        let loaded = self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if !loaded {
+            let rows = self
+                .cx
+                .store
+                .calls(self.id)
+                .await
+                .map_err(|e| self.fail(e))?;
+            let mut map = HashMap::new();
+            for row in rows {
+                keep_latest(&mut map, row);
+            }
+            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+            if calls.is_none() {
+                *calls = Some(map);
+            }
+        }
+        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(calls
+            .as_ref()
+            .and_then(|map| map.get(&(step, slot)).cloned()))
+    }
+
+    /// Notes a call this owner committed.
+    fn remember(&self, call: &CallWrite) {
+        if let Some(map) = self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            let row = CallRow {
+                key: call.key,
+                phase: call.phase,
+                idempotency_key: call.idempotency_key.clone(),
+                result_record: call.result.as_ref().map(|blob| blob.id),
+                usage: call.usage,
+                generation: self.generation,
+                late: false,
+            };
+            keep_latest(map, row);
+        }
+    }
+
     async fn commit(&self, commit: Commit) -> Result<(), HostError> {
+        let calls = commit.calls.clone();
         self.cx
             .commit(self.id, self.generation, commit)
             .await
             .map_err(|e| self.fail(e))?;
+        for call in &calls {
+            self.remember(call);
+        }
         Ok(())
     }
 
@@ -153,13 +217,7 @@ impl DurableHost {
 
     /// Whether the tool called in `slot` of `step` may be sent again with the same key.
     async fn tool_is_retry_safe(&self, step: u32, index: u32) -> Result<bool, HostError> {
-        let Some(model) = self
-            .cx
-            .store
-            .latest_call(self.id, step, CallSlot::Model)
-            .await
-            .map_err(|e| self.fail(e))?
-        else {
+        let Some(model) = self.saved_row(step, CallSlot::Model).await? else {
             return Ok(false);
         };
         let CallResult::Model {
@@ -204,13 +262,7 @@ impl Host for DurableHost {
     }
 
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
-        let Some(row) = self
-            .cx
-            .store
-            .latest_call(self.id, step, slot)
-            .await
-            .map_err(|e| self.fail(e))?
-        else {
+        let Some(row) = self.saved_row(step, slot).await? else {
             return Ok(None);
         };
         let status = match row.phase {
@@ -307,6 +359,7 @@ impl Host for DurableHost {
         };
         match self.cx.commit(self.id, self.generation, commit).await {
             Ok(_) => {
+                self.remember(&call);
                 if matches!(key.slot, CallSlot::Tool(_)) {
                     fault(FaultPoint::AfterToolResult);
                 }
@@ -527,7 +580,10 @@ async fn flush_text(
         }
         let mut events: Vec<EventKind> = Vec::new();
         let mut acks = Vec::new();
-        let deltas = batch.iter().filter(|m| matches!(m, TextMessage::Delta { .. })).count();
+        let deltas = batch
+            .iter()
+            .filter(|m| matches!(m, TextMessage::Delta { .. }))
+            .count();
         for message in batch {
             match message {
                 TextMessage::Delta {
@@ -584,5 +640,28 @@ async fn flush_text(
                 None => Ok(()),
             });
         }
+    }
+}
+
+/// Keeps, per call slot, the row `Store::latest_call` would answer: a saved result wins, then the
+/// highest attempt.
+fn keep_latest(map: &mut HashMap<(u32, CallSlot), CallRow>, row: CallRow) {
+    let slot = (row.key.step, row.key.slot);
+    let replace = match map.get(&slot) {
+        None => true,
+        Some(current) => {
+            let done = |r: &CallRow| r.phase == CallPhase::Done;
+            match (done(current), done(&row)) {
+                (false, true) => true,
+                (true, false) => false,
+                _ => {
+                    row.key.attempt >= current.key.attempt
+                        && !(done(current) && current.key.attempt == row.key.attempt)
+                }
+            }
+        }
+    };
+    if replace {
+        map.insert(slot, row);
     }
 }
