@@ -221,16 +221,16 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Starts `host`'s Turn of `chat` in the background. The caller holds the state lock and
+    /// Starts `host`'s Turn of `chat` in the background with the spec built for it (or ends it
+    /// with the error that kept the spec from being built). The caller holds the state lock and
     /// has made `host` the Chat's running Turn.
     fn launch(
         self: &Arc<Self>,
-        state: &mut State,
         chat: ChatId,
         host: Arc<MemoryHost>,
         input: Vec<ContentPart>,
+        spec: Result<TurnSpec, Error>,
     ) {
-        let spec = state.turn_spec(chat, input.clone(), &self.handlers);
         let inner = Arc::clone(self);
         let execution = host.log().execution_id();
         host.set_finisher(Box::new(move |end| inner.turn_ended(chat, execution, end)));
@@ -289,7 +289,8 @@ impl Inner {
         }
         if let Some((next, input)) = chat_state.queue.pop_front() {
             chat_state.running = Some(Arc::clone(&next));
-            self.launch(&mut state, chat, next, input);
+            let spec = state.turn_spec(chat, input.clone(), &self.handlers);
+            self.launch(chat, next, input, spec);
         }
     }
 }
@@ -545,13 +546,13 @@ impl MemoryClient {
                     self.inner.errors.clone(),
                 ));
                 // A model that cannot be built is the caller's error, reported now.
-                state.turn_spec(chat, content.clone(), &self.inner.handlers)?;
+                let spec = state.turn_spec(chat, content.clone(), &self.inner.handlers)?;
                 state
                     .executions
                     .insert(host.log().execution_id(), Arc::clone(&host));
                 state.chat(chat)?.running = Some(Arc::clone(&host));
                 let execution_id = host.log().execution_id();
-                self.inner.launch(&mut state, chat, host, content);
+                self.inner.launch(chat, host, content, Ok(spec));
                 SendReceipt {
                     chat_id: chat,
                     execution_id,
