@@ -1,0 +1,240 @@
+//! The native client: the core `Client` trait, method for method, with JSON values in the
+//! schema's wire format. The TypeScript layer checks argument types and builds its classes
+//! (`Client`, `Bot`, `Chat`, `Execution`) on top.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::Result;
+use napi_derive::napi;
+use openbot_core::{Client, Error};
+use openbot_schema::{BotSpec, BotUpdate, ErrorCode, SendInput, ToolResult};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error;
+use crate::stream::EventStream;
+
+/// A connected client, in either mode.
+#[napi]
+pub struct NativeClient {
+    inner: Arc<dyn Client>,
+}
+
+impl NativeClient {
+    /// Wraps a core client.
+    pub fn new(inner: Arc<dyn Client>) -> Self {
+        Self { inner }
+    }
+}
+
+/// Reads an ID from JavaScript.
+fn id<T: FromStr>(kind: &str, value: &str) -> Result<T> {
+    T::from_str(value).map_err(|_| {
+        error::invalid_input(format!(
+            "`{}` is not a {kind} ID",
+            value.chars().take(64).collect::<String>()
+        ))
+    })
+}
+
+/// Reads a schema value from JavaScript; a mismatch is bad input that says what is wrong.
+fn from_js<T: DeserializeOwned>(what: &str, value: Value) -> Result<T> {
+    serde_json::from_value(value).map_err(|e| error::invalid_input(format!("invalid {what}: {e}")))
+}
+
+/// Writes a schema value for JavaScript.
+fn to_js<T: Serialize>(value: &T) -> Result<Value> {
+    serde_json::to_value(value).map_err(|e| {
+        error::to_js(Error::new(
+            ErrorCode::RequestFailed,
+            format!("a value could not be encoded: {e}"),
+        ))
+    })
+}
+
+/// A cursor from JavaScript: a whole number from 0.
+fn cursor(after: Option<f64>) -> Result<u64> {
+    match after {
+        None => Ok(0),
+        Some(a) if a >= 0.0 && a.fract() == 0.0 && a <= 9_007_199_254_740_991.0 => Ok(a as u64),
+        Some(a) => Err(error::invalid_input(format!(
+            "`after` must be a whole number from 0, not {a}"
+        ))),
+    }
+}
+
+#[napi]
+impl NativeClient {
+    /// Creates a Bot from a `BotSpec`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn create_bot(&self, spec: Value) -> Result<Value> {
+        let spec: BotSpec = from_js("Bot spec", spec)?;
+        let bot = self.inner.create_bot(spec).await.map_err(error::to_js)?;
+        to_js(&bot)
+    }
+
+    /// Reads a Bot.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn get_bot(&self, id_: String) -> Result<Value> {
+        let bot = self
+            .inner
+            .get_bot(id("Bot", &id_)?)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&bot)
+    }
+
+    /// Lists the Bots, oldest first.
+    #[napi(ts_return_type = "Promise<Array<any>>")]
+    pub async fn list_bots(&self) -> Result<Value> {
+        let bots = self.inner.list_bots().await.map_err(error::to_js)?;
+        to_js(&bots)
+    }
+
+    /// Changes a Bot with a `BotUpdate`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn update_bot(&self, id_: String, update: Value) -> Result<Value> {
+        let update: BotUpdate = from_js("Bot update", update)?;
+        let bot = self
+            .inner
+            .update_bot(id("Bot", &id_)?, update)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&bot)
+    }
+
+    /// Deletes a Bot that has no Chats left.
+    #[napi]
+    pub async fn delete_bot(&self, id_: String) -> Result<()> {
+        self.inner
+            .delete_bot(id("Bot", &id_)?)
+            .await
+            .map_err(error::to_js)
+    }
+
+    /// Creates a Chat with a Bot.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn create_chat(&self, bot_id: String) -> Result<Value> {
+        let chat = self
+            .inner
+            .create_chat(id("Bot", &bot_id)?)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&chat)
+    }
+
+    /// Reads a Chat.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn get_chat(&self, id_: String) -> Result<Value> {
+        let chat = self
+            .inner
+            .get_chat(id("Chat", &id_)?)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&chat)
+    }
+
+    /// Sends a `SendInput`; answers with its `SendReceipt`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn send(&self, chat_id: String, input: Value) -> Result<Value> {
+        let input: SendInput = from_js("input", input)?;
+        let receipt = self
+            .inner
+            .send(id("Chat", &chat_id)?, input)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&receipt)
+    }
+
+    /// Sends a `SendInput` that joins the running Turn; answers with its `SendReceipt`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn steer(&self, chat_id: String, input: Value) -> Result<Value> {
+        let input: SendInput = from_js("input", input)?;
+        let receipt = self
+            .inner
+            .steer(id("Chat", &chat_id)?, input)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&receipt)
+    }
+
+    /// Stops the Chat's running Turn.
+    #[napi]
+    pub async fn stop(&self, chat_id: String) -> Result<()> {
+        self.inner
+            .stop(id("Chat", &chat_id)?)
+            .await
+            .map_err(error::to_js)
+    }
+
+    /// Deletes a Chat once its Turns ended.
+    #[napi]
+    pub async fn delete_chat(&self, chat_id: String) -> Result<()> {
+        self.inner
+            .delete_chat(id("Chat", &chat_id)?)
+            .await
+            .map_err(error::to_js)
+    }
+
+    /// The Chat's `ChatEntry` list, oldest first.
+    #[napi(ts_return_type = "Promise<Array<any>>")]
+    pub async fn history(&self, chat_id: String) -> Result<Value> {
+        let entries = self
+            .inner
+            .history(id("Chat", &chat_id)?)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&entries)
+    }
+
+    /// Reads an `Execution`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn get_execution(&self, id_: String) -> Result<Value> {
+        let execution = self
+            .inner
+            .get_execution(id("execution", &id_)?)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&execution)
+    }
+
+    /// The execution's events after sequence `after` (0 by default).
+    #[napi]
+    pub async fn observe(&self, id_: String, after: Option<f64>) -> Result<EventStream> {
+        let stream = self
+            .inner
+            .observe(id("execution", &id_)?, cursor(after)?)
+            .await
+            .map_err(error::to_js)?;
+        Ok(EventStream::new(stream))
+    }
+
+    /// Asks an execution to stop; answers with its `Execution`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub async fn cancel_execution(&self, id_: String) -> Result<Value> {
+        let execution = self
+            .inner
+            .cancel_execution(id("execution", &id_)?)
+            .await
+            .map_err(error::to_js)?;
+        to_js(&execution)
+    }
+
+    /// Delivers a `ToolResult` the execution waits for.
+    #[napi]
+    pub async fn deliver_tool_result(&self, id_: String, result: Value) -> Result<()> {
+        let result: ToolResult = from_js("tool result", result)?;
+        self.inner
+            .deliver_tool_result(id("execution", &id_)?, result)
+            .await
+            .map_err(error::to_js)
+    }
+
+    /// Closes the client; later calls fail with the code `closed`.
+    #[napi]
+    pub async fn close(&self) {
+        self.inner.close().await;
+    }
+}

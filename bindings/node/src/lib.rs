@@ -1,0 +1,57 @@
+//! The Node.js binding of OpenBot: the native part of the npm package `@openbot/sdk`.
+//!
+//! It is thin on purpose. [`connect`] wraps `openbot_core::connect` and returns a
+//! [`NativeClient`] over the core `Client` trait, in both modes (`memory://` in this process,
+//! `http://` a server). Values cross as JSON through serde, in the schema's wire format, so
+//! nothing of the schema is copied here. Every failure becomes a JavaScript `Error` whose
+//! message starts with [`error::MARKER`] followed by the public error body as JSON; the
+//! TypeScript layer turns it into an `OpenBotError` subclass with `code`, `category` and
+//! `errorId`. JavaScript functions become core tools through a weak threadsafe function
+//! ([`tool::JsTool`]), so a registered tool never keeps the process alive.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod stream;
+mod tool;
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::Result;
+use napi_derive::napi;
+use openbot_core::ConnectOptions;
+use openbot_core::tool::SharedTool;
+
+pub use client::NativeClient;
+pub use stream::EventStream;
+pub use tool::{JsTool, ToolHandler, ToolInvocation, ToolReply};
+
+/// Does nothing: the cost of one call from JavaScript into this addon, for the benchmark.
+#[napi]
+pub fn noop() {}
+
+/// Connects to OpenBot: `memory://` runs Bots and Chats in this process, `http://host:port`
+/// (or `https://`) talks to a server with `token`. `tools` are the JavaScript functions that
+/// serve the Bots' tools of the same name, in both modes.
+#[napi]
+pub async fn connect(
+    uri: String,
+    token: Option<String>,
+    tools: Vec<ToolHandler>,
+) -> Result<NativeClient> {
+    let tools = tools
+        .into_iter()
+        .map(|handler| Arc::new(JsTool::new(handler)) as SharedTool)
+        .collect();
+    let options = ConnectOptions {
+        token,
+        tools,
+        ..ConnectOptions::default()
+    };
+    let client = openbot_core::connect(&uri, options)
+        .await
+        .map_err(error::to_js)?;
+    Ok(NativeClient::new(client))
+}

@@ -1,0 +1,485 @@
+// @openbot/sdk: OpenBot for Node.js.
+//
+// `connect("memory://")` runs Bots, Chats and Turns in this process; `connect("http://host:port",
+// { token })` talks to an OpenBot server. Both give the same classes, so code written against one
+// runs unchanged against the other. The work is done by the Rust core through the native addon
+// (native.d.ts); this layer checks argument types, maps errors to `OpenBotError` subclasses and
+// turns event streams into async iterators. Data objects keep the wire format of the schema
+// (snake_case fields, as in the HTTP API).
+
+import * as native from '../native';
+import type { components } from './schema';
+import { CancelledError, RequestFailedError, fromNative } from './errors';
+
+export * from './errors';
+
+type Schemas = components['schemas'];
+/** What a Bot is made of, to create one. */
+export type BotSpec = Schemas['BotSpec'];
+/** A change to a Bot; absent fields stay as they are. */
+export type BotUpdate = Schemas['BotUpdate'];
+/** A Bot as stored: its ID, spec, revision and creation time. */
+export type BotInfo = Schemas['Bot'];
+/** A Chat as stored. */
+export type ChatInfo = Schemas['Chat'];
+/** One entry of a Chat's history. */
+export type ChatEntry = Schemas['ChatEntry'];
+/** One message of a conversation. */
+export type Message = Schemas['Message'];
+/** One piece of message content. */
+export type ContentPart = Schemas['ContentPart'];
+/** Input for a Chat. */
+export type SendInput = Schemas['SendInput'];
+/** The answer to a sent input. */
+export type SendReceipt = Schemas['SendReceipt'];
+/** An execution as stored: its state, outcome, usage and last event sequence. */
+export type ExecutionInfo = Schemas['Execution'];
+/** The state of an execution. */
+export type ExecutionState = Schemas['ExecutionState'];
+/** Why a Turn ended. */
+export type TurnOutcome = Schemas['TurnOutcome'];
+/** Limits on one Turn. */
+export type Limits = Schemas['Limits'];
+/** A tool a model may call. */
+export type ToolDefinition = Schemas['ToolDefinition'];
+/** One tool call asked for by the model. */
+export type ToolCall = Schemas['ToolCall'];
+/** The result of one tool call. */
+export type ToolResult = Schemas['ToolResult'];
+/** Tokens used and what they cost. */
+export type Usage = Schemas['Usage'];
+/** One event of an execution, tagged by `type`. */
+export type Event = Schemas['Event'];
+/** An event of one `type`, e.g. `EventOf<'text_delta'>`. */
+export type EventOf<T extends Event['type']> = Extract<Event, { type: T }>;
+/**
+ * A `tool_result` event as `events()` gives it: when a tool of this client threw, `error` is
+ * the value it threw, unchanged.
+ */
+export type ToolResultEvent = EventOf<'tool_result'> & { error?: unknown };
+
+/** What a tool function knows about the call it serves. */
+export interface ToolContext {
+  /** The execution the call belongs to. */
+  executionId: string;
+  /** The model step that asked for the call. */
+  step: number;
+  /** The model's ID of the call. */
+  callId: string;
+  /** Stays the same if this exact call is retried; pass it to services that deduplicate writes. */
+  idempotencyKey: string;
+}
+
+/**
+ * A tool in your code: called with the arguments the model gave (already checked against the
+ * Bot's schema for the tool). A string is given to the model as is; any other value as JSON.
+ * What it throws becomes an error result for the model (with the error's message), and the
+ * thrown value itself is the `error` of the `tool_result` event.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type ToolFunction = (args: any, context: ToolContext) => unknown;
+
+/** Options of `connect`. */
+export interface ConnectOptions {
+  /** An API token, for a server. */
+  token?: string;
+  /** Tool functions by name; a Bot's tool of the same name runs it, in both modes. */
+  tools?: Record<string, ToolFunction>;
+}
+
+/** Input for `send` and `steer`: text, or content parts. */
+export type Input = string | ContentPart[];
+
+/** Options of `send` and `steer`. */
+export interface SendOptions {
+  /** Your name for this request, 1-200 characters: a retry with it gets the same receipt. */
+  commandKey?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks: wrong types throw TypeError with a clear message before anything is sent.
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`.trim();
+}
+
+function checkString(where: string, name: string, value: unknown): string {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${where}: \`${name}\` must be a string, not ${describe(value)}`);
+  }
+  return value;
+}
+
+function checkObject(where: string, name: string, value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`${where}: \`${name}\` must be an object, not ${describe(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function checkCursor(where: string, value: unknown): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new TypeError(`${where}: \`after\` must be a whole number from 0, not ${describe(value)}`);
+  }
+  return value;
+}
+
+function toSendInput(where: string, input: unknown, options: unknown): SendInput {
+  let content: ContentPart[];
+  if (typeof input === 'string') {
+    content = [{ type: 'text', text: input }];
+  } else if (Array.isArray(input)) {
+    content = input as ContentPart[];
+  } else {
+    throw new TypeError(`${where}: \`input\` must be a string or an array of content parts, not ${describe(input)}`);
+  }
+  const sendInput: SendInput = { content };
+  if (options !== undefined) {
+    const { commandKey } = checkObject(where, 'options', options);
+    if (commandKey !== undefined) sendInput.command_key = checkString(where, 'options.commandKey', commandKey);
+  }
+  return sendInput;
+}
+
+/** Runs a native call; its errors become `OpenBotError`s. */
+async function call<T>(promise: () => Promise<T>): Promise<T> {
+  try {
+    return await promise();
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool errors: what a tool threw, kept for the `tool_result` event of its call.
+
+/** How many thrown values a client keeps for events not yet read. */
+const KEPT_TOOL_ERRORS = 1000;
+
+class ToolErrors {
+  private readonly errors = new Map<string, unknown>();
+
+  set(executionId: string, callId: string, error: unknown): void {
+    this.errors.set(`${executionId}/${callId}`, error);
+    if (this.errors.size > KEPT_TOOL_ERRORS) {
+      const oldest = this.errors.keys().next();
+      if (!oldest.done) this.errors.delete(oldest.value);
+    }
+  }
+
+  attach(event: Event): Event {
+    if (event.type === 'tool_result' && event.result.is_error) {
+      const key = `${event.execution_id}/${event.result.call_id}`;
+      if (this.errors.has(key)) (event as ToolResultEvent).error = this.errors.get(key);
+    }
+    return event;
+  }
+}
+
+function messageOf(thrown: unknown): string {
+  if (thrown instanceof Error) return thrown.message || thrown.name;
+  return typeof thrown === 'string' ? thrown : `the tool threw ${describe(thrown)}`;
+}
+
+function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors): native.ToolHandler {
+  return {
+    name,
+    call: async (invocation: native.ToolInvocation): Promise<native.ToolReply> => {
+      const context: ToolContext = {
+        executionId: invocation.executionId,
+        step: invocation.step,
+        callId: invocation.callId,
+        idempotencyKey: invocation.idempotencyKey,
+      };
+      try {
+        const value = await fn(invocation.arguments, context);
+        const text = typeof value === 'string' ? value : value === undefined ? '' : JSON.stringify(value);
+        return { text: text ?? '', isError: false };
+      } catch (thrown) {
+        errors.set(invocation.executionId, invocation.callId, thrown);
+        return { text: messageOf(thrown), isError: true };
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The classes.
+
+/** A connection to OpenBot: in this process (`memory://`) or to a server (`http://host:port`). */
+export class Client {
+  /** @internal */
+  readonly native: native.NativeClient;
+  /** @internal */
+  readonly toolErrors: ToolErrors;
+
+  private constructor(nativeClient: native.NativeClient, toolErrors: ToolErrors) {
+    this.native = nativeClient;
+    this.toolErrors = toolErrors;
+  }
+
+  /**
+   * Connects. `memory://` runs everything in this process (nothing survives it);
+   * `http://host:port` or `https://...` names a server, with `options.token`.
+   */
+  static async connect(uri: string, options: ConnectOptions = {}): Promise<Client> {
+    checkString('connect', 'uri', uri);
+    checkObject('connect', 'options', options);
+    const token = options.token === undefined ? undefined : checkString('connect', 'options.token', options.token);
+    const toolErrors = new ToolErrors();
+    const handlers: native.ToolHandler[] = [];
+    if (options.tools !== undefined) {
+      for (const [name, fn] of Object.entries(checkObject('connect', 'options.tools', options.tools))) {
+        if (typeof fn !== 'function') {
+          throw new TypeError(`connect: \`options.tools.${name}\` must be a function, not ${describe(fn)}`);
+        }
+        handlers.push(wrapTool(name, fn as ToolFunction, toolErrors));
+      }
+    }
+    const nativeClient = await call(() => native.connect(uri, token, handlers));
+    return new Client(nativeClient, toolErrors);
+  }
+
+  /** Creates a Bot. */
+  async createBot(spec: BotSpec): Promise<Bot> {
+    checkObject('createBot', 'spec', spec);
+    return new Bot(this, await call(() => this.native.createBot(spec)));
+  }
+
+  /** Reads a Bot. */
+  async getBot(id: string): Promise<Bot> {
+    checkString('getBot', 'id', id);
+    return new Bot(this, await call(() => this.native.getBot(id)));
+  }
+
+  /** Lists the Bots, oldest first. */
+  async listBots(): Promise<Bot[]> {
+    const bots: BotInfo[] = await call(() => this.native.listBots());
+    return bots.map((info) => new Bot(this, info));
+  }
+
+  /** Reads a Chat. */
+  async getChat(id: string): Promise<Chat> {
+    checkString('getChat', 'id', id);
+    return new Chat(this, await call(() => this.native.getChat(id)));
+  }
+
+  /** Reads an execution's state, outcome, usage and last event sequence. */
+  async getExecution(id: string): Promise<ExecutionInfo> {
+    checkString('getExecution', 'id', id);
+    return call(() => this.native.getExecution(id));
+  }
+
+  /** An execution by ID, to observe, wait for or cancel (reads nothing yet). */
+  execution(id: string): Execution {
+    checkString('execution', 'id', id);
+    return new Execution(this, { execution_id: id });
+  }
+
+  /**
+   * The execution's events after sequence `after` (0: from the start), ending after its last
+   * event. Leaving the loop early stops observing; it cancels nothing.
+   */
+  events(executionId: string, after?: number): AsyncIterableIterator<Event> {
+    checkString('events', 'executionId', executionId);
+    return observe(this, executionId, checkCursor('events', after));
+  }
+
+  /** Asks an execution to stop; gives its state (`cancelling`, or an end state). */
+  async cancelExecution(id: string): Promise<ExecutionInfo> {
+    checkString('cancelExecution', 'id', id);
+    return call(() => this.native.cancelExecution(id));
+  }
+
+  /** Delivers the result of a tool call the execution waits for (a tool no function serves). */
+  async deliverToolResult(executionId: string, result: ToolResult): Promise<void> {
+    checkString('deliverToolResult', 'executionId', executionId);
+    checkObject('deliverToolResult', 'result', result);
+    await call(() => this.native.deliverToolResult(executionId, result));
+  }
+
+  /** Closes the client: later calls fail with `ClosedError`; in memory, running Turns are cancelled. */
+  async close(): Promise<void> {
+    await this.native.close();
+  }
+}
+
+/** Connects to OpenBot; the same as `Client.connect`. */
+export function connect(uri: string, options?: ConnectOptions): Promise<Client> {
+  return Client.connect(uri, options);
+}
+
+/** A Bot: instructions, a model, tools and limits. */
+export class Bot {
+  /** The client it was read with. */
+  readonly client: Client;
+  /** Its data as stored. */
+  readonly info: BotInfo;
+
+  /** @internal */
+  constructor(client: Client, info: BotInfo) {
+    this.client = client;
+    this.info = info;
+  }
+
+  /** Its ID. */
+  get id(): string {
+    return this.info.id;
+  }
+
+  /** Its definition. */
+  get spec(): BotSpec {
+    return this.info.spec;
+  }
+
+  /** Grows by one with each update. */
+  get revision(): number {
+    return this.info.revision;
+  }
+
+  /** Starts a Chat with this Bot. */
+  async createChat(): Promise<Chat> {
+    return new Chat(this.client, await call(() => this.client.native.createChat(this.id)));
+  }
+
+  /** Changes the Bot; gives the Bot as it is now. */
+  async update(update: BotUpdate): Promise<Bot> {
+    checkObject('update', 'update', update);
+    return new Bot(this.client, await call(() => this.client.native.updateBot(this.id, update)));
+  }
+
+  /** Deletes the Bot; it must have no Chats left. */
+  async delete(): Promise<void> {
+    await call(() => this.client.native.deleteBot(this.id));
+  }
+}
+
+/** A conversation with a Bot. It runs one Turn at a time and keeps its input in order. */
+export class Chat {
+  /** The client it was read with. */
+  readonly client: Client;
+  /** Its data as stored. */
+  readonly info: ChatInfo;
+
+  /** @internal */
+  constructor(client: Client, info: ChatInfo) {
+    this.client = client;
+    this.info = info;
+  }
+
+  /** Its ID. */
+  get id(): string {
+    return this.info.id;
+  }
+
+  /** The ID of the Bot that answers in it. */
+  get botId(): string {
+    return this.info.bot_id;
+  }
+
+  /**
+   * Sends input: starts a Turn, or waits in order for a Turn of its own while one runs.
+   * Gives the Turn's execution.
+   */
+  async send(input: Input, options?: SendOptions): Promise<Execution> {
+    const sendInput = toSendInput('send', input, options);
+    return new Execution(this.client, await call(() => this.client.native.send(this.id, sendInput)));
+  }
+
+  /** Sends input that joins the running Turn (the model sees it at its next step). */
+  async steer(input: Input, options?: SendOptions): Promise<Execution> {
+    const sendInput = toSendInput('steer', input, options);
+    return new Execution(this.client, await call(() => this.client.native.steer(this.id, sendInput)));
+  }
+
+  /** Stops the running Turn; queued input then runs. */
+  async stop(): Promise<void> {
+    await call(() => this.client.native.stop(this.id));
+  }
+
+  /** Deletes the Chat: closes it to input, cancels its Turns, and returns once they ended. */
+  async delete(): Promise<void> {
+    await call(() => this.client.native.deleteChat(this.id));
+  }
+
+  /** The Chat's messages, oldest first. */
+  async history(): Promise<ChatEntry[]> {
+    return call(() => this.client.native.history(this.id));
+  }
+}
+
+/** Stored work with a stable ID and an ordered event log: here, one Turn of a Chat. */
+export class Execution {
+  /** The client it belongs to. */
+  readonly client: Client;
+  /** Its ID. */
+  readonly id: string;
+  /** The receipt of the input that made it, when it came from `send` or `steer`. */
+  readonly receipt: SendReceipt | undefined;
+
+  /** @internal */
+  constructor(client: Client, receipt: SendReceipt | { execution_id: string }) {
+    this.client = client;
+    this.id = receipt.execution_id;
+    this.receipt = 'disposition' in receipt ? receipt : undefined;
+  }
+
+  /** Its events after sequence `after` (0: from the start), ending after the last one. */
+  events(after?: number): AsyncIterableIterator<Event> {
+    return observe(this.client, this.id, checkCursor('events', after));
+  }
+
+  /** Reads its state, outcome, usage and last event sequence. */
+  async info(): Promise<ExecutionInfo> {
+    return this.client.getExecution(this.id);
+  }
+
+  /**
+   * Waits for its end and gives its final state. Throws `CancelledError` when it was
+   * cancelled, and `RequestFailedError` (with `category` and `errorId`) when it failed.
+   */
+  async wait(): Promise<ExecutionInfo> {
+    let last: Event | undefined;
+    for await (const event of this.events()) last = event;
+    const info = await this.info();
+    if (last?.type === 'failed' || info.state === 'failed') {
+      const failed = last?.type === 'failed' ? last : undefined;
+      throw new RequestFailedError('request_failed', 'the execution failed', failed?.category, failed?.error_id);
+    }
+    if (info.state === 'cancelled' || info.outcome === 'cancelled') {
+      throw new CancelledError('cancelled', `execution ${this.id} was cancelled`);
+    }
+    return info;
+  }
+
+  /** Asks it to stop; gives its state (`cancelling`, or an end state). */
+  async cancel(): Promise<ExecutionInfo> {
+    return this.client.cancelExecution(this.id);
+  }
+
+  /** Delivers the result of a tool call it waits for (a tool no function serves). */
+  async deliverToolResult(result: ToolResult): Promise<void> {
+    return this.client.deliverToolResult(this.id, result);
+  }
+}
+
+async function* observe(client: Client, executionId: string, after: number): AsyncGenerator<Event> {
+  const stream = await call(() => client.native.observe(executionId, after));
+  try {
+    for (;;) {
+      const batch: Event[] = await call(() => stream.nextBatch());
+      if (batch.length === 0) return;
+      for (const event of batch) yield client.toolErrors.attach(event);
+    }
+  } finally {
+    stream.close();
+  }
+}
+
+/** Does nothing in the native addon: the cost of one call into it (for benchmarks). */
+export function noop(): void {
+  native.noop();
+}

@@ -1,0 +1,133 @@
+// Shared test helpers: the two modes, a real `openbot serve` for the remote mode, scripted models.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+import * as sdk from '../dist/index.js';
+
+export { sdk };
+
+/** The `openbot` binary: $OPENBOT_BIN, or the `ci` build in $CARGO_TARGET_DIR. */
+export function serverBinary() {
+  if (process.env.OPENBOT_BIN) return process.env.OPENBOT_BIN;
+  const target = process.env.CARGO_TARGET_DIR || join(homedir(), '.cache', 'openbot', 'target');
+  return join(target, 'ci', 'openbot');
+}
+
+/** A folder removed when the process exits. */
+export function tempDir(prefix = 'openbot-node-test-') {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Writes a scripted model's script to a fresh file; gives the model spec `scripted:<path>`. */
+let scripts = 0;
+let scriptDir;
+export function scriptedModel(script) {
+  scriptDir ??= tempDir('openbot-node-scripts-');
+  const file = join(scriptDir, `script-${process.pid}-${++scripts}.json`);
+  writeFileSync(file, JSON.stringify(script));
+  return `scripted:${file}`;
+}
+
+/**
+ * Starts `openbot serve` on a fresh SQLite data folder and 127.0.0.1:0; gives its URL, the admin
+ * token and a stop function.
+ */
+export async function startServer() {
+  const bin = serverBinary();
+  if (!existsSync(bin)) {
+    throw new Error(`no server binary at ${bin}: build it with cargo build --profile ci -p openbot-server --bin openbot`);
+  }
+  const data = tempDir('openbot-node-server-');
+  execFileSync(bin, ['migrate', '--data-dir', data], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(bin, ['serve', '--data-dir', data, '--bind', '127.0.0.1:0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stop = () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  };
+  process.on('exit', stop);
+  const token = new Promise((resolve) => {
+    createInterface({ input: child.stdout }).once('line', resolve);
+  });
+  let stderr = '';
+  const url = new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stderr });
+    lines.on('line', (line) => {
+      stderr += `${line}\n`;
+      const found = line.match(/listening on (http:\/\/[0-9.:]+)/);
+      if (found) resolve(found[1]);
+    });
+    child.once('exit', (code) => reject(new Error(`openbot serve exited with ${code}:\n${stderr}`)));
+  });
+  const timeout = new Promise((_, reject) => {
+    const timer = setTimeout(() => reject(new Error(`openbot serve did not start in 30 s:\n${stderr}`)), 30_000);
+    timer.unref();
+  });
+  const [u, t] = await Promise.race([Promise.all([url, token]), timeout]);
+  return {
+    url: u,
+    token: t.trim(),
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/**
+ * The two modes. Each gives `connect(options)` for a fresh client; the remote mode starts one
+ * server per test file the first time it is used, and stops it at `stopAll()`.
+ */
+let server;
+export const modes = [
+  {
+    name: 'memory',
+    connect: (options = {}) => sdk.connect('memory://', options),
+  },
+  {
+    name: 'remote',
+    connect: async (options = {}) => {
+      server ??= startServer();
+      const { url, token } = await server;
+      return sdk.connect(url, { token, ...options });
+    },
+  },
+];
+
+export async function stopServer() {
+  if (server) {
+    const s = await server.catch(() => undefined);
+    await s?.stop();
+    server = undefined;
+  }
+}
+
+/** Collects an execution's events. */
+export async function collect(iterable) {
+  const events = [];
+  for await (const event of iterable) events.push(event);
+  return events;
+}
+
+/** The text of an event list's last model step (its last attempt). */
+export function replyOf(events) {
+  const starts = events.filter((e) => e.type === 'model_step_started');
+  const last = starts[starts.length - 1];
+  if (!last) return '';
+  return events
+    .filter((e) => e.type === 'text_delta' && e.step === last.step && e.attempt === last.attempt)
+    .map((e) => e.text)
+    .join('');
+}
+
+/** The text parts of content, joined. */
+export function textOf(content) {
+  return content.filter((p) => p.type === 'text').map((p) => p.text).join('');
+}
