@@ -18,6 +18,14 @@ pub struct Chat {
     pub created_at: DateTime<Utc>,
 }
 
+/// A request to create a Chat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateChat {
+    /// The Bot to chat with.
+    pub bot_id: BotId,
+}
+
 /// Input for a Chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -20,7 +20,7 @@ mod usage;
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
-pub use chat::{Chat, ChatEntry, SendDisposition, SendInput, SendReceipt};
+pub use chat::{Chat, ChatEntry, CreateChat, SendDisposition, SendInput, SendReceipt};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};

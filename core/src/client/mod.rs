@@ -1,7 +1,11 @@
 //! The Client: one interface for Bots, Chats and executions, in two modes.
 //!
-//! `connect("memory://", ..)` runs everything in this process; a server URL (a later release)
+//! `connect("memory://", ..)` runs everything in this process; `connect("http://host:port", ..)`
 //! talks to an OpenBot server. Both implement [`Client`], so code does not change between them.
+
+mod remote;
+
+pub use remote::RemoteClient;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -70,13 +74,16 @@ pub trait Client: Send + Sync {
 /// Options of [`connect`].
 #[derive(Default, Clone)]
 pub struct ConnectOptions {
-    /// An API token, for a server.
+    /// An API token, for a server. Unused in memory mode.
     pub token: Option<String>,
-    /// Tool handlers in this process, by name. A Bot tool with a handler here runs it; one
-    /// without waits for [`Client::deliver_tool_result`].
+    /// Tool handlers in this process, by name. A Bot tool with a handler here runs it (in
+    /// remote mode: when the server publishes the call of an execution this client started or
+    /// observes, and the result is delivered to the server); a tool without one waits for
+    /// [`Client::deliver_tool_result`].
     pub tools: Vec<SharedTool>,
     /// Models by spec, used before the `provider:model` specs are resolved; lets a program
-    /// give its own model (a scripted one, a custom provider) under a name.
+    /// give its own model (a scripted one, a custom provider) under a name. In memory mode
+    /// only: a server runs its own models.
     pub models: HashMap<String, Arc<dyn Model>>,
 }
 
@@ -107,10 +114,7 @@ pub async fn connect(uri: &str, options: ConnectOptions) -> Result<Arc<dyn Clien
     })?;
     match scheme {
         "memory" => Ok(Arc::new(MemoryClient::new(options)?)),
-        "http" | "https" => Err(Error::new(
-            openbot_schema::ErrorCode::Unavailable,
-            "this build has no remote client yet: use memory://",
-        )),
+        "http" | "https" => Ok(Arc::new(RemoteClient::new(uri, options)?)),
         other => Err(Error::invalid_input(format!(
             "unknown scheme `{other}`: use memory:// or http://host:port"
         ))),

@@ -13,7 +13,7 @@ mod openai_responses;
 mod request;
 mod scripted;
 mod spec;
-mod sse;
+pub(crate) mod sse;
 mod transport;
 
 use async_trait::async_trait;

@@ -71,8 +71,12 @@ pub fn check_spec(spec: &BotSpec) -> Result<(), String> {
         return Err("a Bot's name must have 1-200 characters".into());
     }
     openbot_core::model::ModelSpec::parse(&spec.model).map_err(|e| e.to_string())?;
-    if !spec.tools.is_empty() {
-        return Err("tools on server Bots are not available yet: deliverable tool routes come with the tools feature".into());
+    let mut names = std::collections::HashSet::new();
+    for tool in &spec.tools {
+        if !names.insert(tool.name.as_str()) {
+            return Err(format!("the tool name `{}` is given twice", tool.name));
+        }
+        openbot_core::tool::CheckedSchema::new(tool.clone()).map_err(|e| e.to_string())?;
     }
     if spec.limits.max_steps == Some(0) {
         return Err("max_steps must be at least 1".into());

@@ -15,7 +15,7 @@ use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineError, Submission};
 use crate::identity::Caller;
 use crate::store::{ExecutionRow, StoreError};
-use crate::turns::{TURN, TurnInput};
+use crate::turns::{SavedTool, TURN, ToolRoute, TurnInput};
 
 /// How long deleting a Chat waits for its Turns to release their work.
 pub const DELETE_WAIT: Duration = Duration::from_secs(30);
@@ -157,7 +157,15 @@ impl Chats {
         let turn = TurnInput {
             instructions: bot.spec.instructions.clone(),
             model: bot.spec.model.clone(),
-            tools: Vec::new(),
+            tools: bot
+                .spec
+                .tools
+                .iter()
+                .map(|definition| SavedTool {
+                    definition: definition.clone(),
+                    route: ToolRoute::Host,
+                })
+                .collect(),
             limits: bot.spec.limits,
             history: Vec::new(),
             input: input.content.clone(),

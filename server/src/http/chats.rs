@@ -4,24 +4,14 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    Action, BotId, Chat, ChatEntry, ChatId, ErrorBody, Resource, SendInput, SendReceipt,
+    Action, BotId, Chat, ChatEntry, ChatId, CreateChat, ErrorBody, Resource, SendInput, SendReceipt,
 };
-use serde::Deserialize;
-use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ApiError;
 use super::json::ApiJson;
 use crate::chats::ChatError;
 use crate::identity::Caller;
-
-/// A request to create a Chat.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateChat {
-    /// The Bot to chat with.
-    pub bot_id: BotId,
-}
 
 fn parse_id(id: &str) -> Result<ChatId, ApiError> {
     id.parse()

@@ -14,16 +14,18 @@ use chrono::DateTime;
 use futures::StreamExt;
 use openbot_schema::{
     Action, ErrorBody, ErrorCategory, EventPage, Execution, ExecutionId, ExecutionKind, Resource,
+    ToolResult,
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::AppState;
 use super::error::ApiError;
-use super::json::ApiQuery;
+use super::json::{ApiJson, ApiQuery};
 use crate::engine::OBSERVE_PAGE;
 use crate::identity::Caller;
 use crate::store::{ExecutionRow, event_type};
+use crate::turns::DeliveryError;
 
 /// The longest a long poll waits, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
@@ -110,6 +112,35 @@ pub async fn cancel_execution(
         axum::http::StatusCode::ACCEPTED,
         Json(view(&state, row).await?),
     ))
+}
+
+/// Delivers the result of a host-tool call the execution waits for (a `tool_call` event with
+/// no `tool_result` yet). The Turn saves it like any tool result and goes on. The first
+/// result delivered for a call is used; a call that is not open answers 409.
+#[utoipa::path(post, path = "/v1/executions/{id}/tool-results", tag = "executions", params(("id" = uuid::Uuid, Path, description = "The execution")),
+    request_body = ToolResult,
+    responses((status = 202, description = "The result was delivered"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn deliver_tool_result(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(result): ApiJson<ToolResult>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    caller.require(Resource::Executions, Action::Write)?;
+    let id = parse_id(&id)?;
+    visible(&state, &caller, id).await?;
+    match crate::turns::deliver_tool_result(state.engine.context(), id, &result).await {
+        Ok(()) => Ok(axum::http::StatusCode::ACCEPTED),
+        Err(DeliveryError::NotOpen { .. }) => Err(ApiError::conflict(format!(
+            "execution {id} has no open tool call `{}`",
+            result.call_id
+        ))),
+        Err(DeliveryError::Store(err)) => Err(ApiError::from_store(&state, err, "execution").await),
+        Err(DeliveryError::Engine(err)) => {
+            Err(ApiError::fault(&state, ErrorCategory::Internal, err.to_string()).await)
+        }
+    }
 }
 
 /// Where to start reading events.

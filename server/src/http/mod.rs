@@ -134,6 +134,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::cancel_execution))
         .routes(routes!(executions::events))
+        .routes(routes!(executions::deliver_tool_result))
         .split_for_parts()
 }
 

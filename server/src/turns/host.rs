@@ -17,6 +17,7 @@ use openbot_schema::{
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::delivery::DeliveredResult;
 use super::faults::{FaultPoint, fault};
 use crate::engine::{EngineContext, RunScope, Wake};
 use crate::store::{CallPhase, CallRow, CallWrite, Commit, StateChange, StoreError};
@@ -39,6 +40,8 @@ pub struct DurableHost {
     /// This owner's copy of the call log: read once per phase, then kept current by its own
     /// writes (no one else writes this execution's calls while it owns it).
     calls: Mutex<Option<HashMap<(u32, CallSlot), CallRow>>>,
+    /// The signals that delivered each waiting call's result; handled when the result is saved.
+    delivered: Mutex<HashMap<CallKey, Vec<i64>>>,
     /// The last storage error, kept typed for the engine's retry rule.
     failure: Arc<Mutex<Option<StoreError>>>,
 }
@@ -94,6 +97,7 @@ impl DurableHost {
             text,
             text_state,
             calls: Mutex::new(None),
+            delivered: Mutex::new(HashMap::new()),
             failure,
         }
     }
@@ -234,6 +238,48 @@ impl DurableHost {
             .unwrap_or(false))
     }
 
+    /// The first result delivered for `call`, if any. Every delivery for it is noted, to be
+    /// handled when the result is saved.
+    async fn take_delivery(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<Option<ToolResult>, HostError> {
+        let signals = self
+            .cx
+            .store
+            .pending_signals(self.id)
+            .await
+            .map_err(|e| self.fail(e))?;
+        let mut numbers = Vec::new();
+        let mut record = None;
+        for signal in &signals {
+            if let Some(delivered) = DeliveredResult::from_signal(signal)
+                && delivered.call_id == call.id
+            {
+                numbers.push(signal.number);
+                record.get_or_insert(delivered.record);
+            }
+        }
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let delivered: ToolResult = self.cx.open_json(record).await.map_err(|e| match e {
+            crate::engine::EngineError::Store(err) => self.fail(err),
+            other => self.fail(StoreError::Invalid(other.to_string())),
+        })?;
+        self.delivered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, numbers);
+        // The call's own ID and name, whatever the caller sent.
+        Ok(Some(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            ..delivered
+        }))
+    }
+
     /// The cancel signals not yet handled; the end of a cancelled Turn handles them.
     async fn pending_cancels(&self) -> Vec<i64> {
         match self.cx.store.pending_signals(self.id).await {
@@ -351,10 +397,17 @@ impl Host for DurableHost {
             result: Some(sealed),
             usage,
         };
+        let handled_signals = self
+            .delivered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key)
+            .unwrap_or_default();
         let commit = Commit {
             calls: vec![call.clone()],
             events,
             usage,
+            handled_signals,
             ..Commit::default()
         };
         match self.cx.commit(self.id, self.generation, commit).await {
@@ -454,15 +507,7 @@ impl Host for DurableHost {
         let cancelled = self.scope.cancellation();
         loop {
             let notified = self.signals.notified();
-            if let Some(row) = self
-                .cx
-                .store
-                .latest_call(self.id, key.step, key.slot)
-                .await
-                .map_err(|e| self.fail(e))?
-                && row.phase == CallPhase::Done
-                && let CallResult::Tool { result } = self.open_result(&row).await?
-            {
+            if let Some(result) = self.take_delivery(key, call).await? {
                 let running = StateChange {
                     state: ExecutionState::Running,
                     ..waiting_free()

@@ -1,11 +1,13 @@
 //! Turns on the durable engine: the saved input, the durable host, HTTP tools and the workflow.
 
+mod delivery;
 mod faults;
 mod host;
 mod http_tool;
 mod input;
 mod workflow;
 
+pub use delivery::{DeliveryError, deliver_tool_result};
 pub use faults::FaultPoint;
 pub use host::DurableHost;
 pub use http_tool::HttpTool;

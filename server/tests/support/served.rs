@@ -1,0 +1,117 @@
+//! A real `openbot serve` process on a fresh SQLite data folder, as an SDK user runs it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A served node; killed when dropped.
+pub struct Served {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// The admin token it printed on its first start.
+    pub token: String,
+    data: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Served {
+    /// Migrates a fresh data folder and serves it on a free port.
+    pub fn start() -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let status = Command::new(env!("CARGO_BIN_EXE_openbot"))
+            .args(["migrate", "--data-dir"])
+            .arg(data.path())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "openbot migrate failed");
+        let (child, base, token) = serve(data.path(), "127.0.0.1:0");
+        Self {
+            base,
+            token: token.expect("the first start prints the admin token"),
+            data,
+            child: Some(child),
+        }
+    }
+
+    /// SIGKILL: the node dies at once, releasing nothing.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the node again on the same data folder and port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let bind = self.base.trim_start_matches("http://").to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // The old socket may linger for a moment.
+            if std::net::TcpListener::bind(&bind).is_ok() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (child, base, _) = serve(self.data.path(), &bind);
+        assert_eq!(base, self.base);
+        self.child = Some(child);
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `openbot serve` and waits until it listens; the token line is read when printed.
+fn serve(data: &Path, bind: &str) -> (Child, String, Option<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["serve", "--lease-ms", "1000", "--bind", bind, "--data-dir"])
+        .arg(data)
+        .env("OPENBOT_LOG", "warn")
+        .env_remove("OPENBOT_FAULT_POINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut base = None;
+    let mut line = String::new();
+    while base.is_none() {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "openbot serve ended before listening"
+        );
+        if let Some(at) = line.find("http://") {
+            base = Some(line[at..].split_whitespace().next().unwrap().to_string());
+        }
+    }
+    // Keep draining stderr so the node never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    let stdout = child.stdout.take().unwrap();
+    let token = {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut first = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut first);
+            let _ = sender.send(first);
+        });
+        receiver
+            .recv_timeout(Duration::from_millis(500))
+            .ok()
+            .map(|line| line.trim().to_string())
+            .filter(|line| !line.is_empty())
+    };
+    (child, base.unwrap(), token)
+}
