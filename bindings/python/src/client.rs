@@ -1,0 +1,420 @@
+//! The native client: every [`Client`] call, each in a sync form (waits with the GIL released)
+//! and an async form (an awaitable of the running event loop).
+//!
+//! Values cross as plain Python data (`dict`, `list`, `str`, ...) converted with serde to and
+//! from the schema types, so the Python layer and the schema cannot disagree on a field.
+
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use openbot_core::{Client, ConnectOptions, Error, ObserveStream};
+use openbot_schema::{
+    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, Event, Execution, ExecutionId,
+    SendInput, SendReceipt, ToolResult,
+};
+use pyo3::prelude::*;
+use pyo3_async_runtimes::TaskLocals;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::errors::{invalid, to_py};
+use crate::runtime::{Owner, block_on, future_into_py};
+use crate::tool::PyTool;
+
+/// The most events one read hands to Python at once.
+const BATCH: usize = 256;
+
+/// One call of the [`Client`] trait with its arguments already read from Python.
+enum Request {
+    CreateBot(BotSpec),
+    GetBot(BotId),
+    ListBots,
+    UpdateBot(BotId, BotUpdate),
+    DeleteBot(BotId),
+    CreateChat(BotId),
+    GetChat(ChatId),
+    Send(ChatId, SendInput),
+    Steer(ChatId, SendInput),
+    Stop(ChatId),
+    DeleteChat(ChatId),
+    History(ChatId),
+    GetExecution(ExecutionId),
+    CancelExecution(ExecutionId),
+    DeliverToolResult(ExecutionId, ToolResult),
+}
+
+/// The answer of a [`Request`].
+enum Response {
+    Bot(Bot),
+    Bots(Vec<Bot>),
+    Chat(Chat),
+    Receipt(SendReceipt),
+    History(Vec<ChatEntry>),
+    Execution(Execution),
+    Nothing,
+}
+
+fn python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    Ok(pythonize::pythonize(py, value)?)
+}
+
+impl<'py> IntoPyObject<'py> for Response {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        match self {
+            Response::Bot(v) => python(py, &v),
+            Response::Bots(v) => python(py, &v),
+            Response::Chat(v) => python(py, &v),
+            Response::Receipt(v) => python(py, &v),
+            Response::History(v) => python(py, &v),
+            Response::Execution(v) => python(py, &v),
+            Response::Nothing => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+fn required<'a, 'py>(
+    value: Option<&'a Bound<'py, PyAny>>,
+    what: &str,
+) -> PyResult<&'a Bound<'py, PyAny>> {
+    value.ok_or_else(|| invalid(what, "missing"))
+}
+
+fn id<T>(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    let text: String = required(value, what)?
+        .extract()
+        .map_err(|_| invalid(what, "expected a str"))?;
+    text.parse::<T>().map_err(|e| invalid(what, e))
+}
+
+fn data<T: DeserializeOwned>(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<T> {
+    pythonize::depythonize(required(value, what)?).map_err(|e| invalid(what, e))
+}
+
+impl Request {
+    fn read(
+        op: &str,
+        a: Option<&Bound<'_, PyAny>>,
+        b: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(match op {
+            "create_bot" => Request::CreateBot(data(a, "Bot spec")?),
+            "get_bot" => Request::GetBot(id(a, "Bot ID")?),
+            "list_bots" => Request::ListBots,
+            "update_bot" => Request::UpdateBot(id(a, "Bot ID")?, data(b, "Bot update")?),
+            "delete_bot" => Request::DeleteBot(id(a, "Bot ID")?),
+            "create_chat" => Request::CreateChat(id(a, "Bot ID")?),
+            "get_chat" => Request::GetChat(id(a, "Chat ID")?),
+            "send" => Request::Send(id(a, "Chat ID")?, data(b, "input")?),
+            "steer" => Request::Steer(id(a, "Chat ID")?, data(b, "input")?),
+            "stop" => Request::Stop(id(a, "Chat ID")?),
+            "delete_chat" => Request::DeleteChat(id(a, "Chat ID")?),
+            "history" => Request::History(id(a, "Chat ID")?),
+            "get_execution" => Request::GetExecution(id(a, "execution ID")?),
+            "cancel_execution" => Request::CancelExecution(id(a, "execution ID")?),
+            "deliver_tool_result" => {
+                Request::DeliverToolResult(id(a, "execution ID")?, data(b, "tool result")?)
+            }
+            other => return Err(invalid("operation", format!("`{other}` is not one"))),
+        })
+    }
+
+    async fn run(self, client: Arc<dyn Client>) -> Result<Response, Error> {
+        Ok(match self {
+            Request::CreateBot(spec) => Response::Bot(client.create_bot(spec).await?),
+            Request::GetBot(id) => Response::Bot(client.get_bot(id).await?),
+            Request::ListBots => Response::Bots(client.list_bots().await?),
+            Request::UpdateBot(id, update) => Response::Bot(client.update_bot(id, update).await?),
+            Request::DeleteBot(id) => {
+                client.delete_bot(id).await?;
+                Response::Nothing
+            }
+            Request::CreateChat(bot) => Response::Chat(client.create_chat(bot).await?),
+            Request::GetChat(id) => Response::Chat(client.get_chat(id).await?),
+            Request::Send(chat, input) => Response::Receipt(client.send(chat, input).await?),
+            Request::Steer(chat, input) => Response::Receipt(client.steer(chat, input).await?),
+            Request::Stop(chat) => {
+                client.stop(chat).await?;
+                Response::Nothing
+            }
+            Request::DeleteChat(chat) => {
+                client.delete_chat(chat).await?;
+                Response::Nothing
+            }
+            Request::History(chat) => Response::History(client.history(chat).await?),
+            Request::GetExecution(id) => Response::Execution(client.get_execution(id).await?),
+            Request::CancelExecution(id) => Response::Execution(client.cancel_execution(id).await?),
+            Request::DeliverToolResult(id, result) => {
+                client.deliver_tool_result(id, result).await?;
+                Response::Nothing
+            }
+        })
+    }
+}
+
+/// A connected client (either mode). Made by `connect_sync` or `connect_async`.
+#[pyclass(frozen, module = "openbot._native")]
+pub struct NativeClient {
+    client: Owner<Arc<dyn Client>>,
+}
+
+impl NativeClient {
+    fn client(&self) -> PyResult<Arc<dyn Client>> {
+        self.client.get().map(Arc::clone).map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl NativeClient {
+    /// Runs `op` (a `Client` method name) with up to two arguments and waits for its answer
+    /// with the GIL released.
+    #[pyo3(signature = (op, a=None, b=None))]
+    fn call_sync(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        a: Option<&Bound<'_, PyAny>>,
+        b: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let client = self.client()?;
+        let request = Request::read(op, a, b)?;
+        let response = block_on(py, request.run(client))?.map_err(to_py)?;
+        Ok(response.into_pyobject(py)?.unbind())
+    }
+
+    /// Runs `op` like `call_sync` and returns an awaitable of the running event loop.
+    #[pyo3(signature = (op, a=None, b=None))]
+    fn call_async<'py>(
+        &self,
+        py: Python<'py>,
+        op: &str,
+        a: Option<&Bound<'py, PyAny>>,
+        b: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client()?;
+        let request = Request::read(op, a, b)?;
+        future_into_py(py, async move { request.run(client).await.map_err(to_py) })
+    }
+
+    /// The events of execution `id` after sequence `after`, read with `next_sync`.
+    fn observe_sync(&self, py: Python<'_>, id: &str, after: u64) -> PyResult<NativeEvents> {
+        let client = self.client()?;
+        let id: ExecutionId = id.parse().map_err(|e| invalid("execution ID", e))?;
+        let stream = block_on(py, async move { client.observe(id, after).await })?;
+        Ok(NativeEvents::new(stream.map_err(to_py)?))
+    }
+
+    /// The events of execution `id` after sequence `after`, read with `next_async`.
+    fn observe_async<'py>(
+        &self,
+        py: Python<'py>,
+        id: &str,
+        after: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client()?;
+        let id: ExecutionId = id.parse().map_err(|e| invalid("execution ID", e))?;
+        future_into_py(py, async move {
+            let stream = client.observe(id, after).await.map_err(to_py)?;
+            Ok(NativeEvents::new(stream))
+        })
+    }
+
+    /// Closes the client and waits for it with the GIL released.
+    fn close_sync(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.client()?;
+        block_on(py, async move { client.close().await })
+    }
+
+    /// Closes the client; returns an awaitable.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client()?;
+        future_into_py(py, async move {
+            client.close().await;
+            Ok(())
+        })
+    }
+}
+
+/// What a read of events holds between calls.
+struct EventState {
+    stream: Option<ObserveStream>,
+    /// An error met after some events were read; raised by the next read.
+    pending: Option<Error>,
+}
+
+/// An open stream of events.
+#[pyclass(frozen, module = "openbot._native")]
+pub struct NativeEvents {
+    state: Owner<Arc<tokio::sync::Mutex<EventState>>>,
+}
+
+impl NativeEvents {
+    fn new(stream: ObserveStream) -> Self {
+        Self {
+            state: Owner::new(Arc::new(tokio::sync::Mutex::new(EventState {
+                stream: Some(stream),
+                pending: None,
+            }))),
+        }
+    }
+
+    fn state(&self) -> PyResult<Arc<tokio::sync::Mutex<EventState>>> {
+        self.state.get().map(Arc::clone).map_err(to_py)
+    }
+}
+
+/// The next events: waits for one, then takes those already there. `None` at the end.
+async fn next_batch(
+    state: Arc<tokio::sync::Mutex<EventState>>,
+) -> Result<Option<Vec<Event>>, Error> {
+    let mut state = state.lock().await;
+    if let Some(err) = state.pending.take() {
+        return Err(err);
+    }
+    let Some(stream) = state.stream.as_mut() else {
+        return Ok(None);
+    };
+    let first = match stream.next().await {
+        Some(event) => event?,
+        None => {
+            state.stream = None;
+            return Ok(None);
+        }
+    };
+    let mut batch = vec![first];
+    while batch.len() < BATCH {
+        match stream.next().now_or_never() {
+            Some(Some(Ok(event))) => batch.push(event),
+            Some(Some(Err(err))) => {
+                state.pending = Some(err);
+                break;
+            }
+            Some(None) => {
+                state.stream = None;
+                break;
+            }
+            None => break,
+        }
+    }
+    Ok(Some(batch))
+}
+
+/// Events as Python data, or `None` at the end.
+struct Batch(Option<Vec<Event>>);
+
+impl<'py> IntoPyObject<'py> for Batch {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        match self.0 {
+            Some(events) => python(py, &events),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+#[pymethods]
+impl NativeEvents {
+    /// The next events as a list of dicts (at least one), or `None` after the last; waits
+    /// with the GIL released.
+    fn next_sync(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let state = self.state()?;
+        let batch = block_on(py, next_batch(state))?.map_err(to_py)?;
+        Ok(Batch(batch).into_pyobject(py)?.unbind())
+    }
+
+    /// Like `next_sync`, as an awaitable.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let state = self.state()?;
+        future_into_py(py, async move {
+            next_batch(state).await.map(Batch).map_err(to_py)
+        })
+    }
+
+    /// Stops reading: later reads end at once. Cancels nothing.
+    fn close(&self) -> PyResult<()> {
+        let state = self.state()?;
+        if let Ok(mut state) = state.try_lock() {
+            state.stream = None;
+        }
+        Ok(())
+    }
+}
+
+/// One host tool given to `connect`: its name, the wrapped function (one `dict` in, `str`
+/// out), and whether that function is async.
+type ToolArg = (String, Py<PyAny>, bool);
+
+fn options(
+    token: Option<String>,
+    tools: Vec<ToolArg>,
+    event_loop: Option<&TaskLocals>,
+) -> PyResult<ConnectOptions> {
+    let mut shared: Vec<openbot_core::tool::SharedTool> = Vec::with_capacity(tools.len());
+    for (name, function, is_async) in tools {
+        let event_loop = match (is_async, event_loop) {
+            (false, _) => None,
+            (true, Some(locals)) => Some(locals.clone()),
+            (true, None) => {
+                return Err(invalid(
+                    "tool",
+                    format!("`{name}` is async: the sync client takes sync functions"),
+                ));
+            }
+        };
+        shared.push(Arc::new(PyTool::new(name, function, event_loop)));
+    }
+    Ok(ConnectOptions {
+        token,
+        tools: shared,
+        ..ConnectOptions::default()
+    })
+}
+
+/// Connects and waits with the GIL released. Tools must be sync functions.
+#[pyfunction]
+#[pyo3(signature = (uri, token=None, tools=Vec::new()))]
+pub fn connect_sync(
+    py: Python<'_>,
+    uri: String,
+    token: Option<String>,
+    tools: Vec<ToolArg>,
+) -> PyResult<NativeClient> {
+    let options = options(token, tools, None)?;
+    let client = block_on(
+        py,
+        async move { openbot_core::connect(&uri, options).await },
+    )?
+    .map_err(to_py)?;
+    Ok(NativeClient {
+        client: Owner::new(client),
+    })
+}
+
+/// Connects; returns an awaitable. Async tools run on the running event loop.
+#[pyfunction]
+#[pyo3(signature = (uri, token=None, tools=Vec::new()))]
+pub fn connect_async(
+    py: Python<'_>,
+    uri: String,
+    token: Option<String>,
+    tools: Vec<ToolArg>,
+) -> PyResult<Bound<'_, PyAny>> {
+    let locals = TaskLocals::with_running_loop(py)?.copy_context(py)?;
+    let options = options(token, tools, Some(&locals))?;
+    future_into_py(py, async move {
+        let client = openbot_core::connect(&uri, options).await.map_err(to_py)?;
+        Ok(NativeClient {
+            client: Owner::new(client),
+        })
+    })
+}

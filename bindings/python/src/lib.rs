@@ -1,0 +1,34 @@
+//! `openbot._native`: the Rust core of the OpenBot Python package.
+//!
+//! A thin layer over [`openbot_core::connect`] and the [`openbot_core::Client`] trait; the
+//! Python package (`packages-python/python/openbot`) builds the public classes on it. Values
+//! cross as plain Python data converted with serde; every call has a sync form that waits
+//! with the GIL released and an async form that returns an awaitable of the running event
+//! loop; errors become the package's exception classes; Python functions become core tools.
+//! One Tokio runtime serves the process (a forked child gets its own).
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod client;
+mod errors;
+mod runtime;
+mod tool;
+
+use pyo3::prelude::*;
+
+/// Does nothing: measures the cost of one call into the native module.
+#[pyfunction]
+fn noop() {}
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(noop, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::register_errors, m)?)?;
+    m.add_function(wrap_pyfunction!(client::connect_sync, m)?)?;
+    m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;
+    m.add_class::<client::NativeClient>()?;
+    m.add_class::<client::NativeEvents>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

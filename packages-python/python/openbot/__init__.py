@@ -1,0 +1,98 @@
+"""OpenBot for Python.
+
+``await openbot.connect("memory://")`` runs Bots in this process; ``await
+openbot.connect("http://host:port", token=...)`` talks to an OpenBot server. Both give the same
+:class:`AsyncClient`; :func:`connect_sync` gives the blocking :class:`Client` with the same
+methods.
+"""
+
+from __future__ import annotations
+
+from . import _native
+from .client import (
+    AsyncClient,
+    AsyncEventStream,
+    BotRef,
+    ChatRef,
+    Client,
+    EventStream,
+    ExecutionRef,
+    Input,
+    ToolSpec,
+    connect,
+    connect_sync,
+)
+from .errors import (
+    CancelledError,
+    ClosedError,
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    OpenBotError,
+    PayloadTooLargeError,
+    RateLimitedError,
+    RequestFailedError,
+    UnauthorizedError,
+    UnavailableError,
+    UnsupportedMediaTypeError,
+    ERRORS_BY_CODE,
+)
+from .tools import ToolFunction, tool_definition
+from .types import (
+    Bot,
+    Chat,
+    ChatEntry,
+    Event,
+    Execution,
+    Limits,
+    SendReceipt,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    Usage,
+)
+
+_native.register_errors(OpenBotError, ERRORS_BY_CODE)
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "AsyncClient",
+    "AsyncEventStream",
+    "Bot",
+    "BotRef",
+    "CancelledError",
+    "Chat",
+    "ChatEntry",
+    "ChatRef",
+    "Client",
+    "ClosedError",
+    "ConflictError",
+    "Event",
+    "EventStream",
+    "Execution",
+    "ExecutionRef",
+    "ForbiddenError",
+    "Input",
+    "InvalidInputError",
+    "Limits",
+    "NotFoundError",
+    "OpenBotError",
+    "PayloadTooLargeError",
+    "RateLimitedError",
+    "RequestFailedError",
+    "SendReceipt",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolFunction",
+    "ToolResult",
+    "ToolSpec",
+    "UnauthorizedError",
+    "UnavailableError",
+    "UnsupportedMediaTypeError",
+    "Usage",
+    "connect",
+    "connect_sync",
+    "tool_definition",
+]

@@ -1,0 +1,428 @@
+"""Behaviours of the Python Client, one per test, in both modes where the behaviour is the
+Client's (the `target` fixture) and in memory mode where it is the binding's own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import openbot
+from conftest import Target, connect_async, connect_sync, run
+
+ADD = {
+    "name": "add",
+    "description": "Adds two integers.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+}
+
+ADD_THEN_ANSWER = [
+    {"tool_calls": [{"id": "call_1", "name": "add", "arguments": {"a": 2, "b": 3}}]},
+    {"text": "done"},
+]
+
+
+def tool_results(events: list[openbot.Event]) -> list[openbot.ToolResult]:
+    return [r for r in (e.tool_result for e in events) if r is not None]
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+def test_a_sync_python_tool_answers_the_model(target: Target, script: Any) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def add(a: int, b: int) -> int:
+        seen.append((a, b))
+        return a + b
+
+    with connect_sync(target, tools={"add": add}) as client:
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+        chat = client.create_chat(bot)
+        events = list(client.observe(client.send(chat, "2+3?")))
+    assert seen == [(2, 3)]
+    assert [(r.name, r.text, r.is_error) for r in tool_results(events)] == [("add", "5", False)]
+    assert events[-1].outcome == "completed"
+
+
+def test_an_async_tool_runs_on_the_loop_that_connected(target: Target, script: Any) -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def add(a: int, b: int) -> str:
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0.01)
+        return str(a + b)
+
+    async def body() -> None:
+        async with await connect_async(target, tools={"add": add}) as client:
+            bot = await client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+            chat = await client.create_chat(bot)
+            events = [e async for e in await client.observe(await client.send(chat, "2+3?"))]
+            assert [r.text for r in tool_results(events)] == ["5"]
+            assert loops == [asyncio.get_running_loop()]
+
+    run(body())
+
+
+def test_the_blocking_client_runs_an_async_tool_on_a_loop_of_its_own(memory: Target, script: Any) -> None:
+    async def add(a: int, b: int) -> str:
+        await asyncio.sleep(0)
+        return str(a + b)
+
+    with connect_sync(memory, tools={"add": add}) as client:
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+        events = list(client.observe(client.send(client.create_chat(bot), "2+3?")))
+    assert [r.text for r in tool_results(events)] == ["5"]
+
+
+def test_an_exception_in_a_tool_gives_the_model_its_message(target: Target, script: Any) -> None:
+    def add(a: int, b: int) -> int:
+        raise ValueError(f"cannot add {a} and {b} today")
+
+    with connect_sync(target, tools={"add": add}) as client:
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+        chat = client.create_chat(bot)
+        events = list(client.observe(client.send(chat, "2+3?")))
+    [result] = tool_results(events)
+    assert result.is_error
+    assert result.text == "cannot add 2 and 3 today"
+    assert events[-1].outcome == "completed"
+
+
+def test_an_exception_in_an_async_tool_gives_the_model_its_message(memory: Target, script: Any) -> None:
+    async def add(a: int, b: int) -> int:
+        raise KeyError("no such number")
+
+    async def body() -> None:
+        async with await connect_async(memory, tools={"add": add}) as client:
+            bot = await client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+            chat = await client.create_chat(bot)
+            events = [e async for e in await client.observe(await client.send(chat, "x"))]
+            [result] = tool_results(events)
+            assert result.is_error and "no such number" in result.text
+
+    run(body())
+
+
+def test_a_tool_result_is_json_unless_it_is_text(memory: Target, script: Any) -> None:
+    with connect_sync(memory, tools={"add": lambda a, b: {"sum": a + b}}) as client:
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+        events = list(client.observe(client.send(client.create_chat(bot), "x")))
+    assert [r.text for r in tool_results(events)] == ['{"sum": 5}']
+
+
+def test_a_host_tool_waits_for_the_result_the_caller_delivers(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+        receipt = client.send(client.create_chat(bot), "2+3?")
+        events = client.observe(receipt)
+        call = None
+        for event in events:
+            if event.tool_call is not None:
+                call = event.tool_call
+                break
+        assert call is not None and call.arguments == {"a": 2, "b": 3}
+        client.deliver_tool_result(receipt, openbot.ToolResult.for_call(call, "5"))
+        rest = list(events)
+        assert [r.text for r in tool_results(rest)] == ["5"]
+        assert rest[-1].outcome == "completed"
+
+
+def test_a_tool_definition_is_read_from_the_signature() -> None:
+    def add(a: int, b: float, note: str = "") -> str:
+        """Adds two numbers."""
+        return ""
+
+    definition = openbot.tool_definition(add)
+    assert definition.name == "add"
+    assert definition.description == "Adds two numbers."
+    assert definition.input_schema == {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "number"}, "note": {"type": "string"}},
+        "required": ["a", "b"],
+    }
+
+
+def test_a_function_in_a_bots_tools_is_offered_with_its_definition(memory: Target, script: Any) -> None:
+    def add(a: int, b: int) -> int:
+        """Adds two integers."""
+        return a + b
+
+    with connect_sync(memory, tools={"add": add}) as client:
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[add])
+        assert bot.tools[0].name == "add" and bot.tools[0].input_schema["required"] == ["a", "b"]
+        events = list(client.observe(client.send(client.create_chat(bot), "x")))
+    assert [r.text for r in tool_results(events)] == ["5"]
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def test_an_unknown_id_raises_not_found_with_its_code(target: Target) -> None:
+    with connect_sync(target) as client:
+        with pytest.raises(openbot.NotFoundError) as raised:
+            client.get_bot("019ad1c8-0000-7000-8000-000000000000")
+    assert raised.value.code == "not_found"
+    assert isinstance(raised.value, openbot.OpenBotError)
+    assert raised.value.category is None and raised.value.error_id is None
+
+
+def test_a_malformed_id_raises_invalid_input(target: Target) -> None:
+    with connect_sync(target) as client:
+        with pytest.raises(openbot.InvalidInputError, match="BotId"):
+            client.get_bot("not-an-id")
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda c: c.get_bot(42), "expected a Bot or a Bot ID"),
+        (lambda c: c.create_bot(name=1, model="scripted:x"), "name must be a str"),
+        (lambda c: c.send("019ad1c8-0000-7000-8000-000000000000", 3), "input must be a str"),
+        (lambda c: c.observe("019ad1c8-0000-7000-8000-000000000000", after="0"), "after must be an int"),
+        (lambda c: c.create_bot(name="x", model="scripted:x", tools="add"), "tools must be a list"),
+        (lambda c: c.update_bot("019ad1c8-0000-7000-8000-000000000000", shared="yes"), "shared must be a bool"),
+    ],
+)
+def test_a_wrong_argument_type_raises_type_error(memory: Target, call: Any, message: str) -> None:
+    with connect_sync(memory) as client:
+        with pytest.raises(TypeError, match=message):
+            call(client)
+
+
+def test_connect_with_a_wrong_tools_argument_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="tools must be a dict"):
+        openbot.connect_sync("memory://", tools=[len])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a function"):
+        openbot.connect_sync("memory://", tools={"x": 3})
+
+
+def test_an_unknown_scheme_raises_invalid_input() -> None:
+    with pytest.raises(openbot.InvalidInputError, match="unknown scheme"):
+        openbot.connect_sync("ftp://example")
+
+
+def test_a_reused_command_key_with_other_input_raises_conflict(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Echo", model=script([{"text": "ok"}], repeat=True))
+        chat = client.create_chat(bot)
+        first = client.send(chat, "hi", command_key="k-1")
+        assert client.send(chat, "hi", command_key="k-1") == first
+        with pytest.raises(openbot.ConflictError):
+            client.send(chat, "other", command_key="k-1")
+
+
+def test_an_update_with_an_old_revision_raises_conflict(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Old", model=script([]))
+        renamed = client.update_bot(bot, name="New", revision=bot.revision)
+        assert renamed.name == "New" and renamed.revision == bot.revision + 1
+        with pytest.raises(openbot.ConflictError):
+            client.update_bot(bot, name="Newer", revision=bot.revision)
+
+
+def test_a_closed_client_raises_closed(target: Target) -> None:
+    client = connect_sync(target)
+    client.close()
+    with pytest.raises(openbot.ClosedError) as raised:
+        client.list_bots()
+    assert raised.value.code == "closed"
+
+
+def test_a_closed_async_client_raises_closed(target: Target) -> None:
+    async def body() -> None:
+        client = await connect_async(target)
+        await client.close()
+        with pytest.raises(openbot.ClosedError):
+            await client.list_bots()
+
+    run(body())
+
+
+def test_a_server_that_is_down_raises_unavailable(memory: Target) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    target = Target("remote", f"http://127.0.0.1:{port}", "no-token")
+    with pytest.raises(openbot.UnavailableError):
+        client = connect_sync(target)
+        client.list_bots()
+
+
+# --- waiting and cancelling ------------------------------------------------------------------
+
+
+SLOW = [{"deltas": ["a", "b", "c", "d", "e"], "delay_ms": 100}]
+
+
+def test_a_cancelled_await_raises_cancelled_error_and_the_client_goes_on(target: Target, script: Any) -> None:
+    async def body() -> None:
+        async with await connect_async(target) as client:
+            bot = await client.create_bot(name="Slow", model=script(SLOW, repeat=True))
+            chat = await client.create_chat(bot)
+            receipt = await client.send(chat, "go")
+            stream = await client.observe(receipt)
+
+            async def read_all() -> list[openbot.Event]:
+                return [e async for e in stream]
+
+            task = asyncio.ensure_future(read_all())
+            await asyncio.sleep(0.15)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # Closing an observer cancels nothing: the Turn still completes.
+            ended = await client.wait(receipt)
+            assert ended.state == "completed" and ended.outcome == "completed"
+
+    run(body())
+
+
+def test_cancel_execution_ends_the_turn_as_cancelled(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Slow", model=script(SLOW, repeat=True))
+        receipt = client.send(client.create_chat(bot), "go")
+        client.cancel_execution(receipt)
+        ended = client.wait(receipt)
+        assert ended.state == "cancelled"
+        assert list(client.observe(receipt))[-1].outcome == "cancelled"
+
+
+def test_a_blocking_wait_releases_the_gil(memory: Target, script: Any) -> None:
+    counter = 0
+    stop = threading.Event()
+
+    def spin() -> None:
+        nonlocal counter
+        while not stop.is_set():
+            counter += 1
+
+    with connect_sync(memory) as client:
+        bot = client.create_bot(name="Slow", model=script(SLOW))
+        receipt = client.send(client.create_chat(bot), "go")
+        thread = threading.Thread(target=spin)
+        thread.start()
+        before = counter
+        started = time.monotonic()
+        client.wait(receipt)
+        waited = time.monotonic() - started
+        progressed = counter - before
+        stop.set()
+        thread.join()
+    # The Turn takes about 0.5 s; a waiting thread that held the GIL would stop the spinner.
+    assert waited > 0.3
+    assert progressed > 100_000
+
+
+def test_ctrl_c_interrupts_a_blocking_wait(memory: Target, script: Any) -> None:
+    with connect_sync(memory) as client:
+        bot = client.create_bot(name="Slow", model=script([{"text": "x", "delay_ms": 5000}]))
+        receipt = client.send(client.create_chat(bot), "go")
+        timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            client.wait(receipt)
+        assert time.monotonic() - started < 2
+        timer.join()
+        # The client still works after the interrupted wait.
+        assert client.get_execution(receipt).id == receipt.execution_id
+
+
+def test_the_blocking_client_works_inside_a_running_event_loop(memory: Target, script: Any) -> None:
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    async def body() -> list[str]:
+        # A blocking call in a coroutine blocks this loop while it waits, and nothing more.
+        with connect_sync(memory, tools={"add": add}) as client:
+            bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+            events = list(client.observe(client.send(client.create_chat(bot), "x")))
+            return [r.text for r in tool_results(events)]
+
+    assert run(body()) == ["5"]
+
+
+def test_events_resume_after_a_cursor(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
+        receipt = client.send(client.create_chat(bot), "hi")
+        everything = list(client.observe(receipt))
+        later = list(client.observe(receipt, after=2))
+    assert [e.sequence for e in later] == [e.sequence for e in everything[2:]]
+    assert later[0].sequence == 3
+
+
+def test_history_holds_the_turns_messages_in_order(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
+        chat = client.create_chat(bot)
+        client.wait(client.send(chat, "hi"))
+        history = client.history(chat)
+    assert [(e.role, e.text) for e in history] == [("user", "hi"), ("assistant", "hello")]
+
+
+# --- fork --------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_after_fork_the_parents_client_fails_fast_and_a_new_one_works(memory: Target, script: Any) -> None:
+    model = script([{"text": "from the child"}])
+    with connect_sync(memory) as client:
+        client.list_bots()  # the runtime is running in the parent
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                os.close(read)
+                try:
+                    client.list_bots()
+                    report = "parent client worked"
+                except openbot.ClosedError as error:
+                    report = "closed:" + error.message
+                with openbot.connect_sync("memory://") as fresh:
+                    bot = fresh.create_bot(name="Child", model=model)
+                    chat = fresh.create_chat(bot)
+                    fresh.wait(fresh.send(chat, "hi"))
+                    report += "|" + fresh.history(chat)[-1].text
+                os.write(write, report.encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        report = os.read(read, 4096).decode()
+        os.close(read)
+        assert os.WEXITSTATUS(status) == 0, report
+        closed, answer = report.split("|")
+        assert closed.startswith("closed:") and "forked" in closed
+        assert answer == "from the child"
+        # The parent's client is untouched.
+        client.list_bots()
+
+
+def test_the_native_noop_call_returns_none() -> None:
+    assert openbot._native.noop() is None
+    assert sys.modules["openbot._native"] is openbot._native
