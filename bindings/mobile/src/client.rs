@@ -1,0 +1,262 @@
+//! `connect` and the one `Client` object of both modes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use openbot_core::ConnectOptions;
+use openbot_core::tool::SharedTool;
+use openbot_schema::{BotId, ChatId, ExecutionId};
+
+use crate::error::OpenBotError;
+use crate::events::EventStream;
+use crate::runtime::{run, runtime};
+use crate::tools::{ForeignTool, HostTool};
+use crate::types::{
+    Bot, BotSpec, BotUpdate, Chat, ChatEntry, Execution, SendInput, SendReceipt, ToolResult,
+    parse_id,
+};
+
+type Inner = Arc<dyn openbot_core::Client>;
+
+/// Connects to OpenBot. `memory://` runs Bots and Chats in this process (nothing survives the
+/// process); `http://host:port` (or `https://`) talks to a server with the API `token`.
+/// `tools` run in this process when a Bot calls a tool of the same name, in both modes; a Bot
+/// tool with no entry here waits for `deliverToolResult`.
+#[uniffi::export(default(token = None, tools = []))]
+pub async fn connect(
+    uri: String,
+    token: Option<String>,
+    tools: Vec<Arc<dyn HostTool>>,
+) -> Result<Arc<Client>, OpenBotError> {
+    let tools: Vec<SharedTool> = tools
+        .into_iter()
+        .map(|host| Arc::new(ForeignTool::new(host)) as SharedTool)
+        .collect();
+    let options = ConnectOptions {
+        token,
+        tools,
+        ..ConnectOptions::default()
+    };
+    let inner = run(async move {
+        openbot_core::connect(&uri, options)
+            .await
+            .map_err(OpenBotError::from)
+    })
+    .await?;
+    Ok(Arc::new(Client {
+        inner,
+        closed: AtomicBool::new(false),
+    }))
+}
+
+/// Bots, Chats and executions, in process (`memory://`) or on a server: the same calls in
+/// both. Every method is `suspend` in Kotlin and `async` in Swift. A cancelled coroutine stops
+/// waiting but cancels no work: use `stop`, `cancelExecution` or `close` for that.
+#[derive(uniffi::Object)]
+pub struct Client {
+    inner: Inner,
+    closed: AtomicBool,
+}
+
+impl Client {
+    /// Runs `f` with the inner client on the runtime.
+    async fn with<T, F, Fut>(&self, f: F) -> Result<T, OpenBotError>
+    where
+        F: FnOnce(Inner) -> Fut,
+        Fut: Future<Output = Result<T, openbot_core::Error>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let work = f(Arc::clone(&self.inner));
+        run(async move { work.await.map_err(OpenBotError::from) }).await
+    }
+}
+
+#[uniffi::export]
+impl Client {
+    /// Creates a Bot.
+    pub async fn create_bot(&self, spec: BotSpec) -> Result<Bot, OpenBotError> {
+        let spec = spec.into_schema()?;
+        let bot = self
+            .with(|c| async move { c.create_bot(spec).await })
+            .await?;
+        Ok(bot.into())
+    }
+
+    /// Creates a Bot from its spec as JSON text (the HTTP API's body), given as is.
+    pub async fn create_bot_json(&self, spec_json: String) -> Result<Bot, OpenBotError> {
+        let spec = serde_json::from_str(&spec_json)
+            .map_err(|e| OpenBotError::invalid_input(format!("the Bot spec is not valid: {e}")))?;
+        let bot = self
+            .with(|c| async move { c.create_bot(spec).await })
+            .await?;
+        Ok(bot.into())
+    }
+
+    /// Reads a Bot.
+    pub async fn get_bot(&self, id: String) -> Result<Bot, OpenBotError> {
+        let id: BotId = parse_id(&id)?;
+        let bot = self.with(|c| async move { c.get_bot(id).await }).await?;
+        Ok(bot.into())
+    }
+
+    /// Lists the Bots, oldest first.
+    pub async fn list_bots(&self) -> Result<Vec<Bot>, OpenBotError> {
+        let bots = self.with(|c| async move { c.list_bots().await }).await?;
+        Ok(bots.into_iter().map(Into::into).collect())
+    }
+
+    /// Changes a Bot; with `revision` set, fails with `conflict` if the Bot changed since.
+    pub async fn update_bot(&self, id: String, update: BotUpdate) -> Result<Bot, OpenBotError> {
+        let id: BotId = parse_id(&id)?;
+        let update = update.into_schema()?;
+        let bot = self
+            .with(|c| async move { c.update_bot(id, update).await })
+            .await?;
+        Ok(bot.into())
+    }
+
+    /// Deletes a Bot that has no Chats left.
+    pub async fn delete_bot(&self, id: String) -> Result<(), OpenBotError> {
+        let id: BotId = parse_id(&id)?;
+        self.with(|c| async move { c.delete_bot(id).await }).await
+    }
+
+    /// Creates a Chat with a Bot.
+    pub async fn create_chat(&self, bot_id: String) -> Result<Chat, OpenBotError> {
+        let bot_id: BotId = parse_id(&bot_id)?;
+        let chat = self
+            .with(|c| async move { c.create_chat(bot_id).await })
+            .await?;
+        Ok(chat.into())
+    }
+
+    /// Reads a Chat.
+    pub async fn get_chat(&self, id: String) -> Result<Chat, OpenBotError> {
+        let id: ChatId = parse_id(&id)?;
+        let chat = self.with(|c| async move { c.get_chat(id).await }).await?;
+        Ok(chat.into())
+    }
+
+    /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A
+    /// retry with the same command key and input returns the same receipt.
+    pub async fn send(
+        &self,
+        chat_id: String,
+        input: SendInput,
+    ) -> Result<SendReceipt, OpenBotError> {
+        let chat_id: ChatId = parse_id(&chat_id)?;
+        let input = input.into_schema()?;
+        let receipt = self
+            .with(|c| async move { c.send(chat_id, input).await })
+            .await?;
+        Ok(receipt.into())
+    }
+
+    /// Sends input that joins the running Turn; with no Turn running it starts one.
+    pub async fn steer(
+        &self,
+        chat_id: String,
+        input: SendInput,
+    ) -> Result<SendReceipt, OpenBotError> {
+        let chat_id: ChatId = parse_id(&chat_id)?;
+        let input = input.into_schema()?;
+        let receipt = self
+            .with(|c| async move { c.steer(chat_id, input).await })
+            .await?;
+        Ok(receipt.into())
+    }
+
+    /// Stops the running Turn. Queued input stays queued and runs next.
+    pub async fn stop(&self, chat_id: String) -> Result<(), OpenBotError> {
+        let chat_id: ChatId = parse_id(&chat_id)?;
+        self.with(|c| async move { c.stop(chat_id).await }).await
+    }
+
+    /// Deletes a Chat: closes it to input, cancels its Turns and returns once they ended.
+    pub async fn delete_chat(&self, chat_id: String) -> Result<(), OpenBotError> {
+        let chat_id: ChatId = parse_id(&chat_id)?;
+        self.with(|c| async move { c.delete_chat(chat_id).await })
+            .await
+    }
+
+    /// The Chat's messages, oldest first.
+    pub async fn history(&self, chat_id: String) -> Result<Vec<ChatEntry>, OpenBotError> {
+        let chat_id: ChatId = parse_id(&chat_id)?;
+        let entries = self
+            .with(|c| async move { c.history(chat_id).await })
+            .await?;
+        Ok(entries.into_iter().map(Into::into).collect())
+    }
+
+    /// Reads an execution.
+    pub async fn get_execution(&self, id: String) -> Result<Execution, OpenBotError> {
+        let id: ExecutionId = parse_id(&id)?;
+        let execution = self
+            .with(|c| async move { c.get_execution(id).await })
+            .await?;
+        Ok(execution.into())
+    }
+
+    /// The execution's events after sequence `after` (0: from the first), ending after its last
+    /// event. Closing the stream stops observing only; it cancels nothing.
+    #[uniffi::method(default(after = 0))]
+    pub async fn observe(
+        &self,
+        execution_id: String,
+        after: u64,
+    ) -> Result<Arc<EventStream>, OpenBotError> {
+        let id: ExecutionId = parse_id(&execution_id)?;
+        let stream = self
+            .with(|c| async move { c.observe(id, after).await })
+            .await?;
+        Ok(Arc::new(EventStream::start(stream)?))
+    }
+
+    /// Asks an execution to stop and returns its state (`CANCELLING`, or an end state).
+    pub async fn cancel_execution(&self, execution_id: String) -> Result<Execution, OpenBotError> {
+        let id: ExecutionId = parse_id(&execution_id)?;
+        let execution = self
+            .with(|c| async move { c.cancel_execution(id).await })
+            .await?;
+        Ok(execution.into())
+    }
+
+    /// Delivers the result of a host-tool call the execution waits for; `conflict` if no such
+    /// call is open.
+    pub async fn deliver_tool_result(
+        &self,
+        execution_id: String,
+        result: ToolResult,
+    ) -> Result<(), OpenBotError> {
+        let id: ExecutionId = parse_id(&execution_id)?;
+        let result = result.into_schema()?;
+        self.with(|c| async move { c.deliver_tool_result(id, result).await })
+            .await
+    }
+
+    /// Closes the client. Later calls fail with `closed`; in the in-memory mode running Turns
+    /// are cancelled. (Kotlin: `shutdown()`, since `close()` there frees the handle.)
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let inner = Arc::clone(&self.inner);
+        // Nothing to report: a close that could not be run leaves nothing open to close.
+        let _ = run(async move {
+            inner.close().await;
+            Ok(())
+        })
+        .await;
+    }
+}
+
+/// The last handle gone (Kotlin's `close()`, Swift's deinit) closes a client nobody closed.
+impl Drop for Client {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(runtime) = runtime() {
+            let inner = Arc::clone(&self.inner);
+            runtime.spawn(async move { inner.close().await });
+        }
+    }
+}

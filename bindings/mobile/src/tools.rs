@@ -1,0 +1,98 @@
+//! Tools written in Kotlin or Swift: a [`HostTool`] object given to `connect` runs in this
+//! process whenever a Bot's tool of the same name is called, in both modes.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use openbot_schema as schema;
+
+use crate::error::OpenBotError;
+
+/// What a host tool knows about the call it serves.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ToolCallContext {
+    /// The execution the call belongs to.
+    pub execution_id: String,
+    /// The model step that asked for the call.
+    pub step: u32,
+    /// The provider's ID of the call.
+    pub call_id: String,
+    /// Stays the same if this exact call is retried; pass it to services that deduplicate
+    /// writes.
+    pub idempotency_key: String,
+}
+
+/// A tool implemented in Kotlin or Swift. `name` is the Bot tool it serves; `call` gets the
+/// arguments as JSON text (already checked against the Bot's input schema) and returns the
+/// text the model sees. Whatever it throws becomes an error result for the model, with the
+/// exception's message; the Turn goes on. When the Turn is cancelled the call's coroutine
+/// (Kotlin) or task (Swift) is cancelled.
+#[uniffi::export(with_foreign)]
+#[async_trait]
+pub trait HostTool: Send + Sync {
+    /// The name of the Bot tool this serves.
+    fn name(&self) -> String;
+
+    /// Runs one call.
+    async fn call(
+        &self,
+        arguments_json: String,
+        context: ToolCallContext,
+    ) -> Result<String, OpenBotError>;
+}
+
+/// A [`HostTool`] as the core's [`Tool`]. The Bot's own definition is what the model sees and
+/// what arguments are checked against; this one only carries the name.
+pub(crate) struct ForeignTool {
+    definition: schema::ToolDefinition,
+    host: Arc<dyn HostTool>,
+}
+
+impl ForeignTool {
+    pub(crate) fn new(host: Arc<dyn HostTool>) -> Self {
+        Self {
+            definition: schema::ToolDefinition {
+                name: host.name(),
+                description: String::new(),
+                input_schema: serde_json::json!({"type": "object"}),
+            },
+            host,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for ForeignTool {
+    fn definition(&self) -> &schema::ToolDefinition {
+        &self.definition
+    }
+
+    async fn call(
+        &self,
+        arguments: serde_json::Value,
+        context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let ToolContext {
+            execution_id,
+            step,
+            call_id,
+            idempotency_key,
+            cancel,
+        } = context;
+        let info = ToolCallContext {
+            execution_id: execution_id.to_string(),
+            step,
+            call_id,
+            idempotency_key,
+        };
+        let call = self.host.call(arguments.to_string(), info);
+        // Dropping the foreign future cancels the Kotlin coroutine / Swift task behind it.
+        tokio::select! {
+            result = call => result
+                .map(ToolOutput::text)
+                .map_err(|e| ToolError::new(e.into_reason())),
+            () = cancel.cancelled() => Err(ToolError::new("the Turn was cancelled")),
+        }
+    }
+}
