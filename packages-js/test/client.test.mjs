@@ -1,5 +1,9 @@
 // The Client's behaviours, one a test, in both modes.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 
 import { collect, modes, replyOf, scriptedModel, sdk, stopServer, textOf } from './helpers.mjs';
@@ -20,6 +24,8 @@ function callThenAnswer(tool, args, text) {
 }
 
 after(stopServer);
+
+const fixture = (name) => join(dirname(fileURLToPath(import.meta.url)), 'fixtures', name);
 
 for (const mode of modes) {
   describe(`client (${mode.name})`, () => {
@@ -299,6 +305,25 @@ for (const mode of modes) {
         assert.equal(e.code, 'closed');
         return true;
       });
+    });
+
+    test('a client with tools does not keep the process alive', async () => {
+      // The child connects the same way this mode does; the remote mode passes the server's URL.
+      const probe = await mode.connect({});
+      await probe.close();
+      const { uri, token } = mode.target();
+      const model = scriptedModel(callThenAnswer('add', { a: 1, b: 1 }, 'two'));
+      const child = spawn(process.execPath, [fixture('tool-then-exit.mjs'), uri, token ?? '', model], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let stdout = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const [code, signal] = await once(child, 'exit');
+      clearTimeout(timer);
+      assert.equal(signal, null, 'the process did not exit by itself within 20 s');
+      assert.equal(code, 0);
+      assert.equal(stdout.trim(), 'completed');
     });
 
     test('wrong argument types throw TypeError before anything is sent', () =>

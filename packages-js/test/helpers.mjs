@@ -86,17 +86,25 @@ export async function startServer() {
  * server per test file the first time it is used, and stops it at `stopAll()`.
  */
 let server;
+let started;
 export const modes = [
   {
     name: 'memory',
     connect: (options = {}) => sdk.connect('memory://', options),
+    target: () => ({ uri: 'memory://' }),
   },
   {
     name: 'remote',
     connect: async (options = {}) => {
       server ??= startServer();
       const { url, token } = await server;
+      started = { uri: url, token };
       return sdk.connect(url, { token, ...options });
+    },
+    /** The server's URL and token; only after `connect` started it. */
+    target: () => {
+      if (!started) throw new Error('the server was not started');
+      return started;
     },
   },
 ];
