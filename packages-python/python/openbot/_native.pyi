@@ -4,6 +4,16 @@ package instead; these names may change between releases."""
 from collections.abc import Awaitable, Callable
 from typing import Any, final
 
+__all__ = [
+    "noop",
+    "register_errors",
+    "connect_sync",
+    "connect_async",
+    "NativeClient",
+    "NativeEvents",
+    "__version__",
+]
+
 __version__: str
 
 def noop() -> None:

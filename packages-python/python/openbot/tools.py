@@ -74,7 +74,7 @@ def tool_definition(
     if required:
         schema["required"] = required
     return ToolDefinition(
-        name=name or getattr(function, "__name__", "tool"),
+        name=name or str(getattr(function, "__name__", "tool")),
         description=description
         if description is not None
         else inspect.cleandoc(function.__doc__ or ""),
