@@ -52,7 +52,7 @@ class ClientTest {
         assertEquals("invalid_input", e.code)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a created Bot reads back with its spec`(mode: Mode) = withClient(mode) { client ->
         val spec = BotSpec(
@@ -74,7 +74,7 @@ class ClientTest {
         assertTrue(client.listBots().any { it.id == bot.id })
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a deleted Bot is not found`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[]}""")
@@ -83,7 +83,7 @@ class ClientTest {
         assertTrue(e is OpenBotException.NotFound, e.toString())
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `an update with a stale revision is a conflict`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[]}""")
@@ -94,7 +94,7 @@ class ClientTest {
         assertEquals("conflict", e.code)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a sent message streams its reply and lands in history`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[{"deltas":["Hello",", ","world!"]}]}""")
@@ -120,7 +120,7 @@ class ClientTest {
         assertEquals("Hello, world!", ((history[1].message as Message.Assistant).content.single() as ContentPart.Text).text)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a retry with the same command key gets the same receipt`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[{"text":"once"}],"repeat":true}""")
@@ -132,7 +132,7 @@ class ClientTest {
         assertTrue(e is OpenBotException.Conflict, e.toString())
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a Kotlin tool answers the model's call`(mode: Mode) {
         val add = SumTool("add")
@@ -152,7 +152,7 @@ class ClientTest {
         }
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a Kotlin tool's exception reaches the model with its message`(mode: Mode) =
         withClient(mode, listOf(FailTool("explode"))) { client ->
@@ -167,7 +167,7 @@ class ClientTest {
             assertEquals(TurnOutcome.COMPLETED, (events.last().kind as EventKind.TurnEnded).outcome)
         }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a tool with no handler waits for a delivered result`(mode: Mode) = withClient(mode) { client ->
         val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"lookup","arguments":{}}]},{"text":"done"}]}"""
@@ -187,7 +187,7 @@ class ClientTest {
         assertEquals("conflict", e.code)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `cancelling an execution ends its Turn as cancelled`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot(slowScript())
@@ -201,7 +201,7 @@ class ClientTest {
         assertEquals(ExecutionState.CANCELLED, client.getExecution(receipt.executionId).state)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `stop ends the running Turn and the queued input runs next`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot(slowScript())
@@ -216,7 +216,7 @@ class ClientTest {
         client.cancelExecution(second.executionId)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `observing after a cursor resumes at the next event`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[{"deltas":["a","b","c"]}]}""")
@@ -228,7 +228,7 @@ class ClientTest {
         assertEquals(all.drop(2).map { it.json }, rest.map { it.json })
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a next() cancelled by a timeout loses no event`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[{"deltas":["a","b","c","d","e","f"],"delay_ms":30}]}""")
@@ -254,7 +254,7 @@ class ClientTest {
         assertEquals(client.getExecution(receipt.executionId).lastSequence, seen.last())
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `shutting an event stream down ends it and cancels nothing`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[{"deltas":["a","b","c","d"],"delay_ms":50}]}""")
@@ -269,7 +269,7 @@ class ClientTest {
         assertEquals(TurnOutcome.COMPLETED, (events.last().kind as EventKind.TurnEnded).outcome)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `errors carry the stable code`(mode: Mode) = withClient(mode) { client ->
         val missing = "019ad1c8-0000-7000-8000-000000000000"
@@ -284,7 +284,7 @@ class ClientTest {
         assertEquals("invalid_input", badSpec.code)
     }
 
-    @ParameterizedTest
+    @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `a shut down client fails later calls with closed`(mode: Mode) = runBlocking {
         val client = open(mode)

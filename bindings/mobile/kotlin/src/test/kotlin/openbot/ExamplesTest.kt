@@ -1,0 +1,60 @@
+package openbot
+
+import java.io.File
+import kotlinx.coroutines.runBlocking
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Test
+import uniffi.openbot.BotSpec
+import uniffi.openbot.EventKind
+import uniffi.openbot.OpenBotException
+import uniffi.openbot.TurnOutcome
+import uniffi.openbot.connect
+import uniffi.openbot.textInput
+
+/** The examples of docs/sdk-kotlin.md, as written there. */
+class ExamplesTest {
+    @Test
+    fun `the quick start prints the reply`() = runBlocking {
+        val script = File.createTempFile("hello", ".json")
+        script.deleteOnExit()
+        script.writeText("""{"steps": [{"deltas": ["Hello", ", ", "world!"]}]}""")
+
+        val client = connect("memory://")
+        val bot = client.createBot(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}",
+                                           instructions = "Greet people."))
+        val chat = client.createChat(bot.id)
+        val receipt = client.send(chat.id, textInput("Hi"))
+
+        var reply = ""
+        var outcome: TurnOutcome? = null
+        client.observe(receipt.executionId).use { events ->
+            while (true) {
+                val event = events.next() ?: break
+                when (val kind = event.kind) {
+                    is EventKind.TextDelta -> reply += kind.text
+                    is EventKind.TurnEnded -> outcome = kind.outcome
+                    else -> {}
+                }
+            }
+        }
+        assertEquals("Hello, world!", reply)
+        assertEquals(TurnOutcome.COMPLETED, outcome)
+        assertEquals(2, client.history(chat.id).size)
+        client.shutdown()
+    }
+
+    @Test
+    fun `one handler branches on the code`() = runBlocking {
+        val client = connect("memory://")
+        val logged = try {
+            client.getChat("019ad1c8-0000-7000-8000-000000000000")
+            "found"
+        } catch (e: OpenBotException.Conflict) {
+            "conflict"
+        } catch (e: OpenBotException) {
+            "OpenBot failed: ${e.errorCode()} ${e.errorReason()}"
+        }
+        assertEquals("OpenBot failed: not_found chat 019ad1c8-0000-7000-8000-000000000000 was not found", logged)
+        client.shutdown()
+    }
+}
