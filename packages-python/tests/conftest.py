@@ -1,9 +1,9 @@
 """Fixtures: the two modes (memory:// and a real `openbot serve` on a fresh SQLite folder).
 
 The server binary is `$OPENBOT_BIN`, else `$CARGO_TARGET_DIR/ci/openbot` (target dir default
-`~/.cache/openbot/target`); `scripts/test-python` builds it first. Until core has its remote
-client, connecting to a server fails with `unavailable` ("no remote client"); remote tests
-then end as xfail with that reason, and run for real once it lands.
+`~/.cache/openbot/target`); `scripts/test-python` builds it first. A core built without its
+remote client answers `connect("http://...")` with `unavailable` ("no remote client"); remote
+tests then end as xfail with that reason instead of failing on a missing feature.
 """
 
 from __future__ import annotations

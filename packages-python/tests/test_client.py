@@ -426,3 +426,101 @@ def test_after_fork_the_parents_client_fails_fast_and_a_new_one_works(memory: Ta
 def test_the_native_noop_call_returns_none() -> None:
     assert openbot._native.noop() is None
     assert sys.modules["openbot._native"] is openbot._native
+
+
+# --- Chats and their input -----------------------------------------------------------------------
+
+
+def test_input_sent_while_a_turn_runs_waits_for_a_turn_of_its_own(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Slow", model=script(SLOW, repeat=True))
+        chat = client.create_chat(bot)
+        first = client.send(chat, "one")
+        second = client.send(chat, "two")
+        assert first.disposition == "started"
+        assert second.disposition == "queued" and second.execution_id != first.execution_id
+        assert client.wait(first).outcome == "completed"
+        assert client.wait(second).outcome == "completed"
+        users = [e.text for e in client.history(chat) if e.role == "user"]
+    assert users == ["one", "two"]
+
+
+def test_steered_input_joins_the_running_turn(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Slow", model=script(SLOW, repeat=True))
+        chat = client.create_chat(bot)
+        first = client.send(chat, "one")
+        steered = client.steer(chat, "and also this")
+        assert steered.disposition == "steered"
+        assert steered.execution_id == first.execution_id
+        events = list(client.observe(first))
+    assert "input_steered" in [e.type for e in events]
+
+
+def test_stop_cancels_the_running_turn(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Slow", model=script(SLOW, repeat=True))
+        chat = client.create_chat(bot)
+        receipt = client.send(chat, "go")
+        client.stop(chat)
+        assert client.wait(receipt).outcome == "cancelled"
+
+
+def test_a_deleted_chat_is_not_found(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Gone", model=script(SLOW, repeat=True))
+        chat = client.create_chat(bot)
+        receipt = client.send(chat, "go")
+        client.delete_chat(chat)
+        assert client.get_execution(receipt).is_terminal
+        with pytest.raises(openbot.NotFoundError):
+            client.get_chat(chat)
+
+
+def test_a_bot_with_chats_cannot_be_deleted_until_they_are(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Owner", model=script([]))
+        chat = client.create_chat(bot)
+        with pytest.raises(openbot.ConflictError):
+            client.delete_bot(bot)
+        client.delete_chat(chat)
+        client.delete_bot(bot)
+        with pytest.raises(openbot.NotFoundError):
+            client.get_bot(bot)
+
+
+def test_list_bots_returns_them_oldest_first(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        made = [client.create_bot(name=f"Bot {i}", model=script([])).id for i in range(3)]
+        listed = [b.id for b in client.list_bots() if b.id in made]
+    assert listed == made
+
+
+def test_the_blocking_client_serves_many_threads_at_once(memory: Target, script: Any) -> None:
+    with connect_sync(memory) as client:
+        bot = client.create_bot(name="Greeter", model=script([{"text": "hi"}], repeat=True))
+        outcomes: list[str | None] = []
+
+        def one_turn() -> None:
+            outcomes.append(client.wait(client.send(client.create_chat(bot), "hi")).outcome)
+
+        threads = [threading.Thread(target=one_turn) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert outcomes == ["completed"] * 8
+
+
+def test_breaking_out_of_an_async_stream_cancels_nothing(target: Target, script: Any) -> None:
+    async def body() -> None:
+        async with await connect_async(target) as client:
+            bot = await client.create_bot(name="Slow", model=script(SLOW, repeat=True))
+            receipt = await client.send(await client.create_chat(bot), "go")
+            async with await client.observe(receipt) as stream:
+                async for event in stream:
+                    if event.type == "text_delta":
+                        break
+            assert (await client.wait(receipt)).outcome == "completed"
+
+    run(body())
