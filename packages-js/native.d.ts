@@ -48,6 +48,12 @@ export declare class NativeClient {
   getExecution(id: string): Promise<any>
   /** The execution's events after sequence `after` (0 by default). */
   observe(id: string, after?: number | undefined | null): Promise<EventStream>
+  /**
+   * Waits for an execution's end in Rust, with no event crossing into JavaScript on the
+   * way; answers with `{ execution, last_event }`: the final `Execution` and its last
+   * event (`turn_ended` or `failed`).
+   */
+  waitExecution(id: string): Promise<{ execution: any, last_event: any }>
   /** Asks an execution to stop; answers with its `Execution`. */
   cancelExecution(id: string): Promise<any>
   /** Delivers a `ToolResult` the execution waits for. */

@@ -442,9 +442,11 @@ export class Execution {
    * cancelled, and `RequestFailedError` (with `category` and `errorId`) when it failed.
    */
   async wait(): Promise<ExecutionInfo> {
-    let last: Event | undefined;
-    for await (const event of this.events()) last = event;
-    const info = await this.info();
+    // The events are read in the native part: none crosses into JavaScript on the way.
+    const { execution: info, last_event: last } = (await call(() => this.client.native.waitExecution(this.id))) as {
+      execution: ExecutionInfo;
+      last_event: Event | null;
+    };
     if (last?.type === 'failed' || info.state === 'failed') {
       const failed = last?.type === 'failed' ? last : undefined;
       throw new RequestFailedError('request_failed', 'the execution failed', failed?.category, failed?.error_id);

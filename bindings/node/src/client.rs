@@ -5,13 +5,14 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use napi::bindgen_prelude::Result;
 use napi_derive::napi;
 use openbot_core::{Client, Error};
 use openbot_schema::{BotSpec, BotUpdate, ErrorCode, SendInput, ToolResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error;
 use crate::stream::EventStream;
@@ -209,6 +210,28 @@ impl NativeClient {
             .await
             .map_err(error::to_js)?;
         Ok(EventStream::new(stream))
+    }
+
+    /// Waits for an execution's end in Rust, with no event crossing into JavaScript on the
+    /// way; answers with `{ execution, last_event }`: the final `Execution` and its last
+    /// event (`turn_ended` or `failed`).
+    #[napi(ts_return_type = "Promise<{ execution: any, last_event: any }>")]
+    pub async fn wait_execution(&self, id_: String) -> Result<Value> {
+        let id = id("execution", &id_)?;
+        let now = self.inner.get_execution(id).await.map_err(error::to_js)?;
+        // An ended execution's last event is its last sequence: read only that one.
+        let after = if now.state.is_terminal() {
+            now.last_sequence.saturating_sub(1)
+        } else {
+            now.last_sequence
+        };
+        let mut events = self.inner.observe(id, after).await.map_err(error::to_js)?;
+        let mut last = None;
+        while let Some(event) = events.next().await {
+            last = Some(event.map_err(error::to_js)?);
+        }
+        let execution = self.inner.get_execution(id).await.map_err(error::to_js)?;
+        to_js(&json!({ "execution": execution, "last_event": last }))
     }
 
     /// Asks an execution to stop; answers with its `Execution`.
