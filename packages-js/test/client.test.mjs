@@ -307,6 +307,40 @@ for (const mode of modes) {
       });
     });
 
+    test('closing the client ends a pending wait with ClosedError', async () => {
+      const client = await mode.connect({});
+      const model = scriptedModel({ steps: [{ deltas: ['a', 'b'], delay_ms: 3000 }] });
+      const bot = await client.createBot({ name: 'Slow', model });
+      const execution = await (await bot.createChat()).send('Go');
+      const waiting = assert.rejects(execution.wait(), sdk.ClosedError);
+      await client.close();
+      await waiting;
+    });
+
+    test('steer joins the running Turn and the model sees it', () =>
+      withClient({}, async (client) => {
+        const model = scriptedModel({ steps: [{ deltas: ['thinking'], delay_ms: 300 }, { text: 'done' }] });
+        const bot = await client.createBot({ name: 'Steered', model, tools: [addTool] });
+        const chat = await bot.createChat();
+        const first = await chat.send('Go');
+        for await (const event of first.events()) {
+          if (event.type === 'model_step_started') break;
+        }
+        const steered = await chat.steer('Also this');
+        assert.equal(steered.receipt?.disposition, 'steered');
+        assert.equal(steered.id, first.id);
+        const events = await collect(first.events());
+        const input = events.find((e) => e.type === 'input_steered');
+        assert.equal(textOf(input.input), 'Also this');
+      }));
+
+    test('a Bot with no Chats can be deleted and is then not found', () =>
+      withClient({}, async (client) => {
+        const bot = await client.createBot({ name: 'Gone', model: scriptedModel({ steps: [] }) });
+        await bot.delete();
+        await assert.rejects(client.getBot(bot.id), sdk.NotFoundError);
+      }));
+
     test('a client with tools does not keep the process alive', async () => {
       // The child connects the same way this mode does; the remote mode passes the server's URL.
       const probe = await mode.connect({});
