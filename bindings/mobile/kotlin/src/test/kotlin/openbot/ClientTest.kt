@@ -218,6 +218,35 @@ class ClientTest {
 
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
+    fun `steering joins the running Turn`(mode: Mode) = withClient(mode) { client ->
+        val bot = client.bot("""{"steps":[{"deltas":["a","b","c","d","e"],"delay_ms":100},{"text":"steered"}]}""")
+        val chat = client.createChat(bot.id)
+        val first = client.send(chat.id, textInput("start", null))
+        client.waitForState(first.executionId, ExecutionState.RUNNING)
+        val steer = client.steer(chat.id, textInput("and this", null))
+        assertEquals(SendDisposition.STEERED, steer.disposition)
+        assertEquals(first.executionId, steer.executionId)
+        val events = client.allEvents(first.executionId)
+        val steered = events.firstNotNullOf { it.kind as? EventKind.InputSteered }
+        assertEquals(listOf(ContentPart.Text("and this")), steered.input)
+        assertEquals(TurnOutcome.COMPLETED, (events.last().kind as EventKind.TurnEnded).outcome)
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `deleting a Chat cancels its Turn and removes it`(mode: Mode) = withClient(mode) { client ->
+        val bot = client.bot(slowScript())
+        val chat = client.createChat(bot.id)
+        val receipt = client.send(chat.id, textInput("Talk", null))
+        client.waitForState(receipt.executionId, ExecutionState.RUNNING)
+        client.deleteChat(chat.id)
+        assertTrue(isTerminal(client.getExecution(receipt.executionId).state))
+        val e = expectError { client.getChat(chat.id) }
+        assertEquals("not_found", e.code)
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
     fun `observing after a cursor resumes at the next event`(mode: Mode) = withClient(mode) { client ->
         val bot = client.bot("""{"steps":[{"deltas":["a","b","c"]}]}""")
         val chat = client.createChat(bot.id)
