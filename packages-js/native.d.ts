@@ -72,12 +72,22 @@ export declare function connect(uri: string, token: string | undefined | null, t
 /** Does nothing: the cost of one call from JavaScript into this addon, for the benchmark. */
 export declare function noop(): void
 
+/** Names one call whose Turn was cancelled: the wrapper aborts that call's `AbortSignal`. */
+export interface ToolAbort {
+  /** The execution the call belongs to. */
+  executionId: string
+  /** The model's ID of the call. */
+  callId: string
+}
+
 /** A tool served by JavaScript: its name and its wrapped function. */
 export interface ToolHandler {
   /** The tool's name, as the Bot's tool definition names it. */
   name: string
   /** The wrapped function. */
   call: (call: ToolInvocation) => Promise<ToolReply>
+  /** Aborts the signal of a call whose Turn was cancelled. */
+  abort: (call: ToolAbort) => void
 }
 
 /** One call of a tool, as the JavaScript wrapper receives it. */

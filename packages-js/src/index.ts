@@ -68,6 +68,8 @@ export interface ToolContext {
   callId: string;
   /** Stays the same if this exact call is retried; pass it to services that deduplicate writes. */
   idempotencyKey: string;
+  /** Aborted (with a `CancelledError`) when the Turn is cancelled; long tools should stop then. */
+  signal: AbortSignal;
 }
 
 /**
@@ -154,7 +156,8 @@ async function call<T>(promise: () => Promise<T>): Promise<T> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tool errors: what a tool threw, kept for the `tool_result` event of its call.
+// Tools: what a tool threw, kept for the `tool_result` event of its call; the abort controller of
+// each running call.
 
 /** How many thrown values a client keeps for events not yet read. */
 const KEPT_TOOL_ERRORS = 1000;
@@ -184,15 +187,19 @@ function messageOf(thrown: unknown): string {
   return typeof thrown === 'string' ? thrown : `the tool threw ${describe(thrown)}`;
 }
 
-function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors): native.ToolHandler {
+function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: Map<string, AbortController>): native.ToolHandler {
   return {
     name,
     call: async (invocation: native.ToolInvocation): Promise<native.ToolReply> => {
+      const key = `${invocation.executionId}/${invocation.callId}`;
+      const controller = new AbortController();
+      running.set(key, controller);
       const context: ToolContext = {
         executionId: invocation.executionId,
         step: invocation.step,
         callId: invocation.callId,
         idempotencyKey: invocation.idempotencyKey,
+        signal: controller.signal,
       };
       try {
         const value = await fn(invocation.arguments, context);
@@ -201,7 +208,14 @@ function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors): native.To
       } catch (thrown) {
         errors.set(invocation.executionId, invocation.callId, thrown);
         return { text: messageOf(thrown), isError: true };
+      } finally {
+        running.delete(key);
       }
+    },
+    abort: (target: native.ToolAbort): void => {
+      running
+        .get(`${target.executionId}/${target.callId}`)
+        ?.abort(new CancelledError('cancelled', `execution ${target.executionId} was cancelled`));
     },
   };
 }
@@ -230,13 +244,14 @@ export class Client {
     checkObject('connect', 'options', options);
     const token = options.token === undefined ? undefined : checkString('connect', 'options.token', options.token);
     const toolErrors = new ToolErrors();
+    const running = new Map<string, AbortController>();
     const handlers: native.ToolHandler[] = [];
     if (options.tools !== undefined) {
       for (const [name, fn] of Object.entries(checkObject('connect', 'options.tools', options.tools))) {
         if (typeof fn !== 'function') {
           throw new TypeError(`connect: \`options.tools.${name}\` must be a function, not ${describe(fn)}`);
         }
-        handlers.push(wrapTool(name, fn as ToolFunction, toolErrors));
+        handlers.push(wrapTool(name, fn as ToolFunction, toolErrors, running));
       }
     }
     const nativeClient = await call(() => native.connect(uri, token, handlers));

@@ -174,6 +174,32 @@ for (const mode of modes) {
         assert.match(textOf(result.result.output), /plain string/);
       }));
 
+    test('cancelling the Turn aborts the signal of a running tool', () => {
+      let aborted;
+      const abortSeen = new Promise((resolve) => (aborted = resolve));
+      const tools = {
+        add: (_args, { signal }) =>
+          new Promise((_, reject) => {
+            signal.addEventListener('abort', () => {
+              aborted(signal.reason);
+              reject(signal.reason);
+            });
+          }),
+      };
+      return withClient({ tools }, async (client) => {
+        const model = scriptedModel(callThenAnswer('add', { a: 1, b: 2 }, 'never'));
+        const bot = await client.createBot({ name: 'Long', model, tools: [addTool] });
+        const execution = await (await bot.createChat()).send('1+2?');
+        for await (const event of execution.events()) {
+          if (event.type === 'tool_call') break;
+        }
+        await execution.cancel();
+        const reason = await abortSeen;
+        assert.ok(reason instanceof sdk.CancelledError);
+        await assert.rejects(execution.wait(), sdk.CancelledError);
+      });
+    });
+
     test('a Bot tool with no function waits for deliverToolResult', () =>
       withClient({}, async (client) => {
         const model = scriptedModel(callThenAnswer('add', { a: 2, b: 2 }, 'four'));

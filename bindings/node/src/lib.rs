@@ -26,7 +26,7 @@ use openbot_core::tool::SharedTool;
 
 pub use client::NativeClient;
 pub use stream::EventStream;
-pub use tool::{JsTool, ToolHandler, ToolInvocation, ToolReply};
+pub use tool::{JsTool, ToolAbort, ToolHandler, ToolInvocation, ToolReply};
 
 /// Does nothing: the cost of one call from JavaScript into this addon, for the benchmark.
 #[napi]

@@ -4,16 +4,20 @@
 //! resolves (never rejects) to a [`ToolReply`]: the function's value as text, or the message of
 //! what it threw with `isError` set. It keeps the thrown value itself for its caller. Here the
 //! wrapper is held as a weak threadsafe function: it can be called from any Tokio thread and
-//! never keeps the Node.js process alive.
+//! never keeps the Node.js process alive. When the Turn is cancelled, a second weak threadsafe
+//! function aborts the call's `AbortSignal` in JavaScript.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use napi::Status;
 use napi::bindgen_prelude::Promise;
-use napi::threadsafe_function::ThreadsafeFunction;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
 use openbot_schema::ToolDefinition;
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
 /// One call of a tool, as the JavaScript wrapper receives it.
 #[napi(object)]
@@ -44,6 +48,18 @@ pub struct ToolReply {
 pub type ToolFunction =
     ThreadsafeFunction<ToolInvocation, Promise<ToolReply>, ToolInvocation, Status, false, true>;
 
+/// Names one call whose Turn was cancelled: the wrapper aborts that call's `AbortSignal`.
+#[napi(object)]
+pub struct ToolAbort {
+    /// The execution the call belongs to.
+    pub execution_id: String,
+    /// The model's ID of the call.
+    pub call_id: String,
+}
+
+/// The weak threadsafe function that aborts one call's signal.
+pub type AbortFunction = ThreadsafeFunction<ToolAbort, (), ToolAbort, Status, false, true>;
+
 /// A tool served by JavaScript: its name and its wrapped function.
 #[napi(object, object_to_js = false)]
 pub struct ToolHandler {
@@ -52,13 +68,17 @@ pub struct ToolHandler {
     /// The wrapped function.
     #[napi(ts_type = "(call: ToolInvocation) => Promise<ToolReply>")]
     pub call: ToolFunction,
+    /// Aborts the signal of a call whose Turn was cancelled.
+    #[napi(ts_type = "(call: ToolAbort) => void")]
+    pub abort: AbortFunction,
 }
 
 /// A core [`Tool`] whose handler is a JavaScript function. The Bot's definition of the tool
 /// (description, input schema) is what the model sees; this one only carries the name.
 pub struct JsTool {
     definition: ToolDefinition,
-    function: ToolFunction,
+    function: Arc<ToolFunction>,
+    abort: Arc<AbortFunction>,
 }
 
 impl JsTool {
@@ -70,7 +90,8 @@ impl JsTool {
                 description: String::new(),
                 input_schema: json!({"type": "object"}),
             },
-            function: handler.call,
+            function: Arc::new(handler.call),
+            abort: Arc::new(handler.abort),
         }
     }
 }
@@ -82,6 +103,25 @@ impl Tool for JsTool {
     }
 
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        // When the Turn is cancelled, the JavaScript function's signal is aborted, also when the
+        // caller drops this future on cancellation; a call that ends first stops the watcher.
+        let (done, finished) = oneshot::channel::<()>();
+        let cancel = context.cancel.clone();
+        let abort = Arc::clone(&self.abort);
+        let target = ToolAbort {
+            execution_id: context.execution_id.to_string(),
+            call_id: context.call_id.clone(),
+        };
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    abort.call(target, ThreadsafeFunctionCallMode::NonBlocking);
+                }
+                _ = finished => {}
+            }
+        });
+        let _done = done;
         let invocation = ToolInvocation {
             arguments,
             execution_id: context.execution_id.to_string(),
