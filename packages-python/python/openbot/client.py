@@ -312,6 +312,17 @@ class AsyncClient:
     ) -> None:
         await self.close()
 
+    @classmethod
+    async def connect(
+        cls,
+        uri: str,
+        *,
+        token: str | None = None,
+        tools: Mapping[str, ToolFunction] | None = None,
+    ) -> AsyncClient:
+        """The same as :func:`openbot.connect`."""
+        return await connect(uri, token=token, tools=tools)
+
     async def _call(self, op: str, a: Any = None, b: Any = None) -> Any:
         return await self._native.call_async(op, a, b)
 

@@ -24,10 +24,24 @@ __all__ = [
     "Execution",
     "Event",
     "TERMINAL_STATES",
+    "EVENT_TYPES",
 ]
 
 #: The states after which an execution never changes.
 TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "interrupted"})
+
+#: The ``type`` of every event.
+EVENT_TYPES = (
+    "turn_started",
+    "input_steered",
+    "model_step_started",
+    "text_delta",
+    "tool_call",
+    "tool_result",
+    "call_outcome_unknown",
+    "turn_ended",
+    "failed",
+)
 
 _FRACTION = re.compile(r"\.(\d+)")
 
