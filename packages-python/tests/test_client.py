@@ -524,3 +524,23 @@ def test_breaking_out_of_an_async_stream_cancels_nothing(target: Target, script:
             assert (await client.wait(receipt)).outcome == "completed"
 
     run(body())
+
+
+def test_an_async_tool_whose_loop_has_closed_gives_an_error_result(memory: Target, script: Any) -> None:
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def connect_and_make_bot() -> tuple[openbot.AsyncClient, openbot.Bot]:
+        client = await connect_async(memory, tools={"add": add})
+        return client, await client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+
+    client, bot = run(connect_and_make_bot())  # that loop is closed when run() returns
+
+    async def use_from_another_loop() -> list[openbot.ToolResult]:
+        receipt = await client.send(await client.create_chat(bot), "x")
+        events = [e async for e in await client.observe(receipt)]
+        await client.close()
+        return tool_results(events)
+
+    [result] = run(use_from_another_loop())
+    assert result.is_error and "closed" in result.text

@@ -97,8 +97,13 @@ impl Tool for PyTool {
                                 .bind(py)
                                 .call1((args,))
                                 .map_err(|err| ToolError::new(message(py, &err)))?;
-                            pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)
-                                .map_err(|err| ToolError::new(message(py, &err)))
+                            pyo3_async_runtimes::into_future_with_locals(&locals, coroutine.clone())
+                                .map_err(|err| {
+                                    // Not scheduled (the loop is closed): close the coroutine
+                                    // so it is not reported as never awaited.
+                                    let _ = coroutine.call_method0("close");
+                                    ToolError::new(message(py, &err))
+                                })
                         })
                     })
                     .await
