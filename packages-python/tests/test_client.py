@@ -544,3 +544,27 @@ def test_an_async_tool_whose_loop_has_closed_gives_an_error_result(memory: Targe
 
     [result] = run(use_from_another_loop())
     assert result.is_error and "closed" in result.text
+
+
+def test_a_turn_whose_model_fails_ends_with_a_failed_event_naming_its_record(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Broken", model=script([{"error": "unauthorized"}]))
+        receipt = client.send(client.create_chat(bot), "hi")
+        events = list(client.observe(receipt))
+        execution = client.get_execution(receipt)
+    last = events[-1]
+    assert last.type == "failed" and last.is_terminal
+    assert last.category == "model_provider"
+    assert last.error_id is not None and len(last.error_id) == 36
+    assert execution.state == "failed"
+
+
+def test_turn_ended_carries_the_turns_usage(memory: Target, script: Any) -> None:
+    usage = {"input_tokens": 7, "output_tokens": 3}
+    with connect_sync(memory) as client:
+        bot = client.create_bot(name="Counter", model=script([{"text": "hi", "usage": usage}]))
+        events = list(client.observe(client.send(client.create_chat(bot), "hi")))
+    ended = events[-1]
+    assert ended.usage is not None
+    assert (ended.usage.input_tokens, ended.usage.output_tokens) == (7, 3)
+    assert [e.attempt for e in events if e.type == "model_step_started"] == [1]

@@ -367,6 +367,30 @@ class Event:
         return value if isinstance(value, int) else None
 
     @property
+    def attempt(self) -> int | None:
+        """The attempt within the step of a ``model_step_started`` or ``text_delta``."""
+        value = self.data.get("attempt")
+        return value if isinstance(value, int) else None
+
+    @property
+    def usage(self) -> Usage | None:
+        """What the whole Turn used, on ``turn_ended``."""
+        value = self.data.get("usage")
+        return Usage.from_dict(value) if isinstance(value, dict) else None
+
+    @property
+    def category(self) -> str | None:
+        """The safe category of a ``failed`` event (``model_provider``, ``tool``, ...)."""
+        value = self.data.get("category")
+        return value if isinstance(value, str) else None
+
+    @property
+    def error_id(self) -> str | None:
+        """The ID of the sealed failure record of a ``failed`` event."""
+        value = self.data.get("error_id")
+        return value if isinstance(value, str) else None
+
+    @property
     def tool_call(self) -> ToolCall | None:
         """The call of a ``tool_call`` event."""
         if self.type != "tool_call":
