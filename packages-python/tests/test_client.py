@@ -568,3 +568,67 @@ def test_turn_ended_carries_the_turns_usage(memory: Target, script: Any) -> None
     assert ended.usage is not None
     assert (ended.usage.input_tokens, ended.usage.output_tokens) == (7, 3)
     assert [e.attempt for e in events if e.type == "model_step_started"] == [1]
+
+
+def in_child(work: Any, timeout: float = 20) -> str:
+    """Runs `work()` in a forked child; returns what it returned (a str), failing on a hang."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read)
+            os.write(write, str(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    report = os.read(read, 4096).decode()
+    os.close(read)
+    assert os.WEXITSTATUS(status) == 0, report
+    return report
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_after_fork_the_parents_async_client_fails_fast_and_a_new_one_works(memory: Target, script: Any) -> None:
+    model = script([{"text": "async child"}])
+
+    async def connect_in_parent() -> openbot.AsyncClient:
+        client = await connect_async(memory)
+        await client.list_bots()
+        return client
+
+    parent = run(connect_in_parent())
+
+    def child() -> str:
+        async def body() -> str:
+            try:
+                await parent.list_bots()
+                return "the parent's client worked"
+            except openbot.ClosedError:
+                pass
+            async with await openbot.connect("memory://") as fresh:
+                bot = await fresh.create_bot(name="Child", model=model)
+                chat = await fresh.create_chat(bot)
+                await fresh.wait(await fresh.send(chat, "hi"))
+                return (await fresh.history(chat))[-1].text
+
+        return run(body())
+
+    assert in_child(child) == "async child"
+
+    async def still_works() -> None:
+        await parent.list_bots()
+        await parent.close()
+
+    run(still_works())
