@@ -187,19 +187,33 @@ function messageOf(thrown: unknown): string {
   return typeof thrown === 'string' ? thrown : `the tool threw ${describe(thrown)}`;
 }
 
-function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: Map<string, AbortController>): native.ToolHandler {
+/** A running tool call: its abort controller, made when its signal is first read. */
+interface RunningCall {
+  controller?: AbortController;
+  /** Set when the Turn was cancelled before the signal was read. */
+  reason?: unknown;
+}
+
+function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: Map<string, RunningCall>): native.ToolHandler {
   return {
     name,
     call: async (invocation: native.ToolInvocation): Promise<native.ToolReply> => {
       const key = `${invocation.executionId}/${invocation.callId}`;
-      const controller = new AbortController();
-      running.set(key, controller);
+      const call: RunningCall = {};
+      running.set(key, call);
       const context: ToolContext = {
         executionId: invocation.executionId,
         step: invocation.step,
         callId: invocation.callId,
         idempotencyKey: invocation.idempotencyKey,
-        signal: controller.signal,
+        // Most tools never read it: the controller is made on first use.
+        get signal(): AbortSignal {
+          if (!call.controller) {
+            call.controller = new AbortController();
+            if ('reason' in call) call.controller.abort(call.reason);
+          }
+          return call.controller.signal;
+        },
       };
       try {
         const value = await fn(invocation.arguments, context);
@@ -213,9 +227,11 @@ function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: M
       }
     },
     abort: (target: native.ToolAbort): void => {
-      running
-        .get(`${target.executionId}/${target.callId}`)
-        ?.abort(new CancelledError('cancelled', `execution ${target.executionId} was cancelled`));
+      const call = running.get(`${target.executionId}/${target.callId}`);
+      if (!call) return;
+      const reason = new CancelledError('cancelled', `execution ${target.executionId} was cancelled`);
+      if (call.controller) call.controller.abort(reason);
+      else call.reason = reason;
     },
   };
 }
@@ -244,7 +260,7 @@ export class Client {
     checkObject('connect', 'options', options);
     const token = options.token === undefined ? undefined : checkString('connect', 'options.token', options.token);
     const toolErrors = new ToolErrors();
-    const running = new Map<string, AbortController>();
+    const running = new Map<string, RunningCall>();
     const handlers: native.ToolHandler[] = [];
     if (options.tools !== undefined) {
       for (const [name, fn] of Object.entries(checkObject('connect', 'options.tools', options.tools))) {

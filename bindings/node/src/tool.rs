@@ -17,7 +17,7 @@ use napi_derive::napi;
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
 use openbot_schema::ToolDefinition;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 /// One call of a tool, as the JavaScript wrapper receives it.
 #[napi(object)]
@@ -96,6 +96,31 @@ impl JsTool {
     }
 }
 
+/// Aborts a JavaScript call's signal when its Turn was cancelled: while the call runs, and also
+/// when the caller drops the call because of the cancellation.
+struct AbortOnCancel {
+    cancel: CancellationToken,
+    abort: Arc<AbortFunction>,
+    target: Option<ToolAbort>,
+}
+
+impl AbortOnCancel {
+    fn fire(&mut self) {
+        if let Some(target) = self.target.take() {
+            self.abort
+                .call(target, ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+impl Drop for AbortOnCancel {
+    fn drop(&mut self) {
+        if self.cancel.is_cancelled() {
+            self.fire();
+        }
+    }
+}
+
 #[async_trait]
 impl Tool for JsTool {
     fn definition(&self) -> &ToolDefinition {
@@ -103,25 +128,15 @@ impl Tool for JsTool {
     }
 
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
-        // When the Turn is cancelled, the JavaScript function's signal is aborted, also when the
-        // caller drops this future on cancellation; a call that ends first stops the watcher.
-        let (done, finished) = oneshot::channel::<()>();
         let cancel = context.cancel.clone();
-        let abort = Arc::clone(&self.abort);
-        let target = ToolAbort {
-            execution_id: context.execution_id.to_string(),
-            call_id: context.call_id.clone(),
+        let mut guard = AbortOnCancel {
+            cancel: context.cancel.clone(),
+            abort: Arc::clone(&self.abort),
+            target: Some(ToolAbort {
+                execution_id: context.execution_id.to_string(),
+                call_id: context.call_id.clone(),
+            }),
         };
-        tokio::spawn(async move {
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => {
-                    abort.call(target, ThreadsafeFunctionCallMode::NonBlocking);
-                }
-                _ = finished => {}
-            }
-        });
-        let _done = done;
         let invocation = ToolInvocation {
             arguments,
             execution_id: context.execution_id.to_string(),
@@ -135,12 +150,21 @@ impl Tool for JsTool {
                 self.definition.name, e.reason
             ))
         };
-        let promise = self
-            .function
-            .call_async_catch(invocation)
-            .await
-            .map_err(unreachable)?;
-        let reply = promise.await.map_err(unreachable)?;
+        let work = async {
+            let promise = self
+                .function
+                .call_async_catch(invocation)
+                .await
+                .map_err(unreachable)?;
+            promise.await.map_err(unreachable)
+        };
+        let reply = tokio::select! {
+            reply = work => reply?,
+            () = cancel.cancelled() => {
+                guard.fire();
+                return Err(ToolError::new("the Turn was cancelled"));
+            }
+        };
         if reply.is_error {
             Err(ToolError::new(reply.text))
         } else {

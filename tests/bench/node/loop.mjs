@@ -10,11 +10,14 @@
 //    - OpenAI Agents SDK (`@openai/agents`): an Agent with the same tool and a custom Model whose
 //      getResponse gives the same outputs; tracing disabled; `run(agent, input, { maxTurns })`.
 //    Every Turn of every library is checked: `steps` model steps, `steps - 1` echo calls, "done".
-//    Figure: median over rounds of (round time / model steps in the round).
+//    CPU time per model step (process.cpuUsage, all threads) is reported beside the wall time.
+//    Each library is warmed up (300 Turns), then the rounds alternate between the three so a
+//    change in the machine's load falls on all alike. Figure: median over rounds of
+//    (round time / model steps in the round).
 // 2. The cost of one call from JavaScript into the native addon (`noop()`), in ns.
 //
 // Prints what it measures and, last, one JSON line with every figure.
-// Usage: node loop.mjs [--steps 10] [--turns 300] [--rounds 15] [--warmup 100]
+// Usage: node loop.mjs [--steps 10] [--turns 200] [--rounds 15] [--warmup 300]
 //                      [--peer-turns 100] [--noop-calls 5000000]
 import { writeFileSync, mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -37,9 +40,9 @@ function option(name, fallback) {
   return i === -1 ? fallback : Number(process.argv[i + 1]);
 }
 const STEPS = option('steps', 10);
-const TURNS = option('turns', 300);
+const TURNS = option('turns', 200);
 const ROUNDS = option('rounds', 15);
-const WARMUP = option('warmup', 100);
+const WARMUP = option('warmup', 300);
 const PEER_TURNS = option('peer-turns', 100);
 const NOOP_CALLS = option('noop-calls', 5_000_000);
 
@@ -52,19 +55,27 @@ const check = (ok, what) => {
   if (!ok) throw new Error(`benchmark check failed: ${what}`);
 };
 
-/** Runs `turn` `warmup` times, then `rounds` rounds of `turns` Turns; µs per model step. */
-async function measure(name, turn, turns, warmup) {
-  for (let i = 0; i < warmup; i++) await turn();
-  const rounds = [];
-  for (let r = 0; r < ROUNDS; r++) {
-    const start = performance.now();
-    for (let i = 0; i < turns; i++) await turn();
-    const elapsed = performance.now() - start;
-    rounds.push((elapsed * 1000) / (turns * STEPS));
-  }
-  const us = median(rounds);
-  console.log(`${name}: ${us.toFixed(2)} µs per model step (median of ${ROUNDS} rounds of ${turns} Turns; rounds: ${rounds.map((x) => x.toFixed(1)).join(', ')})`);
-  return { us_per_step: us, rounds, turns };
+/** One library under test: its name, one Turn, and the Turns per round. */
+async function warm(name, turn, turns) {
+  for (let i = 0; i < WARMUP; i++) await turn();
+  return { name, turn, turns, rounds: [], cpu: [] };
+}
+
+/** One round of `turns` Turns; µs per model step. */
+async function round(lib) {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  for (let i = 0; i < lib.turns; i++) await lib.turn();
+  lib.rounds.push(((performance.now() - start) * 1000) / (lib.turns * STEPS));
+  const used = process.cpuUsage(cpu);
+  lib.cpu.push((used.user + used.system) / (lib.turns * STEPS));
+}
+
+function report(lib) {
+  const us = median(lib.rounds);
+  const cpu = median(lib.cpu);
+  console.log(`${lib.name}: ${us.toFixed(2)} µs per model step, CPU ${cpu.toFixed(2)} µs per model step (medians of ${ROUNDS} rounds of ${lib.turns} Turns; wall per round: ${lib.rounds.map((x) => x.toFixed(1)).join(', ')})`);
+  return { us_per_step: us, cpu_us_per_step: cpu, rounds: lib.rounds, cpu_rounds: lib.cpu, turns: lib.turns };
 }
 
 // --- @openbot/sdk ------------------------------------------------------------------------------
@@ -107,11 +118,10 @@ async function openbot() {
     check(events.filter((e) => e.type === 'model_step_started').length === STEPS, 'openbot model steps');
     check(events.filter((e) => e.type === 'tool_result' && !e.result.is_error).length === STEPS - 1, 'openbot tool results');
     check(events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('') === 'done', 'openbot answer');
-    const result = await measure('openbot (@openbot/sdk, memory://, JS tool)', turn, TURNS, WARMUP);
-    await client.close();
-    return result;
-  } finally {
+    return { lib: await warm('openbot (@openbot/sdk, memory://, JS tool)', turn, TURNS), close: () => client.close(), dir };
+  } catch (e) {
     rmSync(dir, { recursive: true, force: true });
+    throw e;
   }
 }
 
@@ -151,7 +161,7 @@ async function vercel() {
     check(result.steps.length === STEPS, `ai steps ${result.steps.length}`);
     check(calls === turns * (STEPS - 1), `ai echo calls ${calls}`);
   };
-  return measure(`vercel ai ${version('ai')} (generateText, MockLanguageModelV2)`, turn, PEER_TURNS, Math.min(WARMUP, 50));
+  return warm(`vercel ai ${version('ai')} (generateText, MockLanguageModelV2)`, turn, PEER_TURNS);
 }
 
 // --- OpenAI Agents SDK -------------------------------------------------------------------------
@@ -194,7 +204,7 @@ async function openaiAgents() {
     check(requests - before === STEPS, `agents model requests ${requests - before}`);
     check(calls === turns * (STEPS - 1), `agents echo calls ${calls}`);
   };
-  return measure(`openai agents ${version('@openai/agents')} (run, scripted Model)`, turn, PEER_TURNS, Math.min(WARMUP, 50));
+  return warm(`openai agents ${version('@openai/agents')} (run, scripted Model)`, turn, PEER_TURNS);
 }
 
 function version(pkg) {
@@ -230,12 +240,20 @@ function noopCall() {
 }
 
 const noop = noopCall();
-const ours = await openbot();
-const ai = await vercel();
-const agents = await openaiAgents();
+// Each library is warmed up first (WARMUP Turns); then the rounds alternate between the three,
+// so that a change in the machine's load falls on all of them alike.
+const ob = await openbot();
+const libs = [ob.lib, await vercel(), await openaiAgents()];
+for (let r = 0; r < ROUNDS; r++) for (const lib of libs) await round(lib);
+await ob.close();
+rmSync(ob.dir, { recursive: true, force: true });
+const [ours, ai, agents] = libs.map(report);
 const ratioAi = ai.us_per_step / ours.us_per_step;
 const ratioAgents = agents.us_per_step / ours.us_per_step;
 console.log(`ratio: openbot is ${ratioAi.toFixed(1)}x faster per model step than the Vercel AI SDK, ${ratioAgents.toFixed(1)}x faster than the OpenAI Agents SDK`);
+const cpuAi = ai.cpu_us_per_step / ours.cpu_us_per_step;
+const cpuAgents = agents.cpu_us_per_step / ours.cpu_us_per_step;
+console.log(`CPU ratio: openbot uses ${cpuAi.toFixed(1)}x less CPU per model step than the Vercel AI SDK, ${cpuAgents.toFixed(1)}x less than the OpenAI Agents SDK`);
 console.log(
   JSON.stringify({
     node: process.version,
@@ -245,6 +263,8 @@ console.log(
     openai_agents: { version: version('@openai/agents'), ...agents },
     ratio_vs_vercel_ai: ratioAi,
     ratio_vs_openai_agents: ratioAgents,
+    cpu_ratio_vs_vercel_ai: cpuAi,
+    cpu_ratio_vs_openai_agents: cpuAgents,
     noop,
   }),
 );
