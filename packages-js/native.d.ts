@@ -85,7 +85,7 @@ export interface ToolHandler {
   /** The tool's name, as the Bot's tool definition names it. */
   name: string
   /** The wrapped function. */
-  call: (call: ToolInvocation) => Promise<ToolReply>
+  call: (call: ToolInvocation) => ToolReply | Promise<ToolReply>
   /** Aborts the signal of a call whose Turn was cancelled. */
   abort: (call: ToolAbort) => void
 }

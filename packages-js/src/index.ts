@@ -194,10 +194,20 @@ interface RunningCall {
   reason?: unknown;
 }
 
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
 function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: Map<string, RunningCall>): native.ToolHandler {
   return {
     name,
-    call: async (invocation: native.ToolInvocation): Promise<native.ToolReply> => {
+    // Never throws nor rejects. A synchronous function's answer goes back at once, with no
+    // Promise in between; an async one's through its Promise.
+    call: (invocation: native.ToolInvocation): native.ToolReply | Promise<native.ToolReply> => {
       const key = `${invocation.executionId}/${invocation.callId}`;
       const call: RunningCall = {};
       running.set(key, call);
@@ -215,16 +225,28 @@ function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: M
           return call.controller.signal;
         },
       };
-      try {
-        const value = await fn(invocation.arguments, context);
-        const text = typeof value === 'string' ? value : value === undefined ? '' : JSON.stringify(value);
-        return { text: text ?? '', isError: false };
-      } catch (thrown) {
+      const failed = (thrown: unknown): native.ToolReply => {
+        running.delete(key);
         errors.set(invocation.executionId, invocation.callId, thrown);
         return { text: messageOf(thrown), isError: true };
-      } finally {
+      };
+      const succeeded = (value: unknown): native.ToolReply => {
         running.delete(key);
+        try {
+          const text = typeof value === 'string' ? value : value === undefined ? '' : JSON.stringify(value);
+          return { text: text ?? '', isError: false };
+        } catch (thrown) {
+          return failed(thrown);
+        }
+      };
+      let value: unknown;
+      try {
+        value = fn(invocation.arguments, context);
+      } catch (thrown) {
+        return failed(thrown);
       }
+      if (isThenable(value)) return Promise.resolve(value).then(succeeded, failed);
+      return succeeded(value);
     },
     abort: (target: native.ToolAbort): void => {
       const call = running.get(`${target.executionId}/${target.callId}`);

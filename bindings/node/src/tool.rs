@@ -1,8 +1,8 @@
 //! JavaScript functions as core tools.
 //!
-//! The TypeScript layer wraps each user function so that it always returns a Promise that
-//! resolves (never rejects) to a [`ToolReply`]: the function's value as text, or the message of
-//! what it threw with `isError` set. It keeps the thrown value itself for its caller. Here the
+//! The TypeScript layer wraps each user function so that it never throws nor rejects: it returns
+//! a [`ToolReply`] (at once for a synchronous function, else through a Promise): the function's
+//! value as text, or the message of what it threw with `isError` set. It keeps the thrown value itself for its caller. Here the
 //! wrapper is held as a weak threadsafe function: it can be called from any Tokio thread and
 //! never keeps the Node.js process alive. When the Turn is cancelled, a second weak threadsafe
 //! function aborts the call's `AbortSignal` in JavaScript.
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use napi::Status;
-use napi::bindgen_prelude::Promise;
+use napi::bindgen_prelude::{Either, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
@@ -43,10 +43,14 @@ pub struct ToolReply {
     pub is_error: bool,
 }
 
+/// What the wrapper returns: a [`ToolReply`] at once when the tool's function was synchronous,
+/// or a Promise of one.
+pub type ToolAnswer = Either<Promise<ToolReply>, ToolReply>;
+
 /// The weak threadsafe function of a tool: called with one [`ToolInvocation`], returns a
-/// Promise of a [`ToolReply`].
+/// [`ToolAnswer`].
 pub type ToolFunction =
-    ThreadsafeFunction<ToolInvocation, Promise<ToolReply>, ToolInvocation, Status, false, true>;
+    ThreadsafeFunction<ToolInvocation, ToolAnswer, ToolInvocation, Status, false, true>;
 
 /// Names one call whose Turn was cancelled: the wrapper aborts that call's `AbortSignal`.
 #[napi(object)]
@@ -66,7 +70,7 @@ pub struct ToolHandler {
     /// The tool's name, as the Bot's tool definition names it.
     pub name: String,
     /// The wrapped function.
-    #[napi(ts_type = "(call: ToolInvocation) => Promise<ToolReply>")]
+    #[napi(ts_type = "(call: ToolInvocation) => ToolReply | Promise<ToolReply>")]
     pub call: ToolFunction,
     /// Aborts the signal of a call whose Turn was cancelled.
     #[napi(ts_type = "(call: ToolAbort) => void")]
@@ -151,12 +155,15 @@ impl Tool for JsTool {
             ))
         };
         let work = async {
-            let promise = self
+            match self
                 .function
                 .call_async_catch(invocation)
                 .await
-                .map_err(unreachable)?;
-            promise.await.map_err(unreachable)
+                .map_err(unreachable)?
+            {
+                Either::A(promise) => promise.await.map_err(unreachable),
+                Either::B(reply) => Ok(reply),
+            }
         };
         let reply = tokio::select! {
             reply = work => reply?,
