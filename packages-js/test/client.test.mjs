@@ -174,6 +174,17 @@ for (const mode of modes) {
         assert.match(textOf(result.result.output), /plain string/);
       }));
 
+    test('a tool result that is not JSON gives the model an error result', () =>
+      withClient({ tools: { add: () => ({ big: 1n }) } }, async (client) => {
+        const model = scriptedModel(callThenAnswer('add', { a: 1, b: 2 }, 'sorry'));
+        const bot = await client.createBot({ name: 'Big', model, tools: [addTool] });
+        const events = await collect((await (await bot.createChat()).send('1+2?')).events());
+        const result = events.find((e) => e.type === 'tool_result');
+        assert.equal(result.result.is_error, true);
+        assert.ok(result.error instanceof TypeError, `not a TypeError: ${result.error}`);
+        assert.match(textOf(result.result.output), /BigInt/);
+      }));
+
     test('cancelling the Turn aborts the signal of a running tool', () => {
       let aborted;
       const abortSeen = new Promise((resolve) => (aborted = resolve));
