@@ -12,13 +12,15 @@ use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, Event, Execution, ExecutionId,
     SendInput, SendReceipt, ToolResult,
 };
+use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::bridge::{Bridge, Deliver, Pending};
 use crate::errors::{invalid, to_py};
-use crate::runtime::{Owner, block_on, future_into_py};
+use crate::runtime::{Owner, block_on};
 use crate::tool::PyTool;
 
 /// The most events one read hands to Python at once.
@@ -52,6 +54,14 @@ enum Response {
     History(Vec<ChatEntry>),
     Execution(Execution),
     Nothing,
+}
+
+/// An answer to hand to the event loop.
+fn deliver<T>(value: T) -> Deliver
+where
+    T: for<'py> IntoPyObject<'py> + Send + 'static,
+{
+    Box::new(move |py| value.into_py_any(py))
 }
 
 fn python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
@@ -189,18 +199,22 @@ impl NativeClient {
         Ok(response.into_pyobject(py)?.unbind())
     }
 
-    /// Runs `op` like `call_sync` and returns an awaitable of the running event loop.
-    #[pyo3(signature = (op, a=None, b=None))]
-    fn call_async<'py>(
+    /// Starts `op` like `call_sync`; its answer comes through `bridge` under `ticket`.
+    #[pyo3(signature = (bridge, ticket, op, a=None, b=None))]
+    fn call_async(
         &self,
-        py: Python<'py>,
+        bridge: &Bridge,
+        ticket: u64,
         op: &str,
-        a: Option<&Bound<'py, PyAny>>,
-        b: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        a: Option<&Bound<'_, PyAny>>,
+        b: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Pending> {
         let client = self.client()?;
         let request = Request::read(op, a, b)?;
-        future_into_py(py, async move { request.run(client).await.map_err(to_py) })
+        bridge.start(
+            ticket,
+            async move { request.run(client).await.map(deliver) },
+        )
     }
 
     /// The events of execution `id` after sequence `after`, read with `next_sync`.
@@ -211,18 +225,20 @@ impl NativeClient {
         Ok(NativeEvents::new(stream.map_err(to_py)?))
     }
 
-    /// The events of execution `id` after sequence `after`, read with `next_async`.
-    fn observe_async<'py>(
+    /// Opens the events of execution `id` after sequence `after` (read with `next_async`);
+    /// the stream comes through `bridge` under `ticket`.
+    fn observe_async(
         &self,
-        py: Python<'py>,
+        bridge: &Bridge,
+        ticket: u64,
         id: &str,
         after: u64,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<Pending> {
         let client = self.client()?;
         let id: ExecutionId = id.parse().map_err(|e| invalid("execution ID", e))?;
-        future_into_py(py, async move {
-            let stream = client.observe(id, after).await.map_err(to_py)?;
-            Ok(NativeEvents::new(stream))
+        bridge.start(ticket, async move {
+            let stream = client.observe(id, after).await?;
+            Ok(deliver(NativeEvents::new(stream)))
         })
     }
 
@@ -232,12 +248,12 @@ impl NativeClient {
         block_on(py, async move { client.close().await })
     }
 
-    /// Closes the client; returns an awaitable.
-    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Closes the client; the answer (`None`) comes through `bridge` under `ticket`.
+    fn close_async(&self, bridge: &Bridge, ticket: u64) -> PyResult<Pending> {
         let client = self.client()?;
-        future_into_py(py, async move {
+        bridge.start(ticket, async move {
             client.close().await;
-            Ok(())
+            Ok(deliver(()))
         })
     }
 }
@@ -332,11 +348,11 @@ impl NativeEvents {
         Ok(Batch(batch).into_pyobject(py)?.unbind())
     }
 
-    /// Like `next_sync`, as an awaitable.
-    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Like `next_sync`; the answer comes through `bridge` under `ticket`.
+    fn next_async(&self, bridge: &Bridge, ticket: u64) -> PyResult<Pending> {
         let state = self.state()?;
-        future_into_py(py, async move {
-            next_batch(state).await.map(Batch).map_err(to_py)
+        bridge.start(ticket, async move {
+            next_batch(state).await.map(|batch| deliver(Batch(batch)))
         })
     }
 
@@ -400,21 +416,24 @@ pub fn connect_sync(
     })
 }
 
-/// Connects; returns an awaitable. Async tools run on the running event loop.
+/// Connects; the client comes through `bridge` under `ticket`. Must be called in a running
+/// event loop: async tools run on it.
 #[pyfunction]
-#[pyo3(signature = (uri, token=None, tools=Vec::new()))]
+#[pyo3(signature = (bridge, ticket, uri, token=None, tools=Vec::new()))]
 pub fn connect_async(
     py: Python<'_>,
+    bridge: &Bridge,
+    ticket: u64,
     uri: String,
     token: Option<String>,
     tools: Vec<ToolArg>,
-) -> PyResult<Bound<'_, PyAny>> {
+) -> PyResult<Pending> {
     let locals = TaskLocals::with_running_loop(py)?.copy_context(py)?;
     let options = options(token, tools, Some(&locals))?;
-    future_into_py(py, async move {
-        let client = openbot_core::connect(&uri, options).await.map_err(to_py)?;
-        Ok(NativeClient {
+    bridge.start(ticket, async move {
+        let client = openbot_core::connect(&uri, options).await?;
+        Ok(deliver(NativeClient {
             client: Owner::new(client),
-        })
+        }))
     })
 }

@@ -9,6 +9,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bridge;
 mod client;
 mod errors;
 mod runtime;
@@ -29,6 +30,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<client::NativeEvents>()?;
+    m.add_class::<bridge::Bridge>()?;
+    m.add_class::<bridge::Pending>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

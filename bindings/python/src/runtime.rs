@@ -2,17 +2,14 @@
 //!
 //! - [`block_on`] (the sync API) runs a future on the runtime and waits with the GIL released,
 //!   waking every 100 ms to let Python deliver signals (Ctrl-C cancels the wait and the call).
-//! - [`future_into_py`] (the asyncio API) turns a future into an awaitable of the caller's
-//!   event loop, through pyo3-async-runtimes with [`ProcessRuntime`] as its runtime.
+//! - [`crate::bridge::Bridge`] (the asyncio API) hands answers to the caller's event loop.
 //!
 //! After `os.fork()` the parent's runtime threads do not exist in the child. The child gets a
 //! runtime of its own on first use; objects made in the parent notice they belong to another
 //! process ([`Owner`]) and fail fast instead of waiting on threads that are gone. Their Rust
 //! state is leaked in the child, never dropped, since dropping it could wait on those threads.
 
-use std::cell::OnceCell;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -20,8 +17,6 @@ use std::time::Duration;
 use openbot_core::Error;
 use openbot_schema::ErrorCode;
 use pyo3::prelude::*;
-use pyo3_async_runtimes::TaskLocals;
-use pyo3_async_runtimes::generic::{ContextExt, JoinError, Runtime as GenericRuntime};
 use tokio::runtime::{Builder, Handle, Runtime};
 
 /// The runtime of this process, with the process ID it was built in. Runtimes are leaked on
@@ -134,88 +129,4 @@ where
             }
         }
     }
-}
-
-/// pyo3-async-runtimes' view of this process's runtime.
-pub struct ProcessRuntime;
-
-/// A task that could not be spawned or ended badly.
-#[derive(Debug)]
-pub struct TaskError(Option<tokio::task::JoinError>);
-
-impl JoinError for TaskError {
-    fn is_panic(&self) -> bool {
-        self.0.as_ref().is_some_and(|e| e.is_panic())
-    }
-
-    fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
-        match self.0 {
-            Some(e) if e.is_panic() => e.into_panic(),
-            _ => Box::new("the task did not panic"),
-        }
-    }
-}
-
-/// The join handle of [`ProcessRuntime`].
-pub type JoinFuture = Pin<Box<dyn Future<Output = Result<(), TaskError>> + Send>>;
-
-fn joined(handle: Result<tokio::task::JoinHandle<()>, Error>) -> JoinFuture {
-    Box::pin(async move {
-        match handle {
-            Ok(handle) => handle.await.map_err(|e| TaskError(Some(e))),
-            Err(_) => Err(TaskError(None)),
-        }
-    })
-}
-
-impl GenericRuntime for ProcessRuntime {
-    type JoinError = TaskError;
-    type JoinHandle = JoinFuture;
-
-    fn spawn<F>(fut: F) -> Self::JoinHandle
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        joined(handle().map(|h| h.spawn(fut)))
-    }
-
-    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        joined(handle().map(|h| h.spawn_blocking(f)))
-    }
-}
-
-tokio::task_local! {
-    static TASK_LOCALS: OnceCell<TaskLocals>;
-}
-
-impl ContextExt for ProcessRuntime {
-    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
-    where
-        F: Future<Output = R> + Send + 'static,
-    {
-        let cell = OnceCell::new();
-        let _ = cell.set(locals);
-        Box::pin(TASK_LOCALS.scope(cell, fut))
-    }
-
-    fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS
-            .try_with(|c| c.get().cloned())
-            .unwrap_or_default()
-    }
-}
-
-/// Turns `future` into an awaitable of the running event loop. Cancelling the awaitable drops
-/// the future.
-pub fn future_into_py<F, T>(py: Python<'_>, future: F) -> PyResult<Bound<'_, PyAny>>
-where
-    F: Future<Output = PyResult<T>> + Send + 'static,
-    T: for<'py> IntoPyObject<'py> + Send + 'static,
-{
-    // Fail fast in a forked child whose runtime cannot start, before touching the loop.
-    handle().map_err(crate::errors::to_py)?;
-    pyo3_async_runtimes::generic::future_into_py::<ProcessRuntime, F, T>(py, future)
 }

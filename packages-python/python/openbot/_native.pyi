@@ -1,7 +1,7 @@
 """The native module (Rust, pyo3): a thin layer over the OpenBot core. Use the ``openbot``
 package instead; these names may change between releases."""
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, final
 
 __all__ = [
@@ -11,6 +11,8 @@ __all__ = [
     "connect_async",
     "NativeClient",
     "NativeEvents",
+    "Bridge",
+    "Pending",
     "__version__",
 ]
 
@@ -30,11 +32,13 @@ def connect_sync(
     """Connects and waits with the GIL released."""
 
 def connect_async(
+    bridge: Bridge,
+    ticket: int,
     uri: str,
     token: str | None = None,
     tools: list[tuple[str, Callable[[Any], Any], bool]] = ...,
-) -> Awaitable[NativeClient]:
-    """Connects; an awaitable of the running event loop."""
+) -> Pending:
+    """Connects; the NativeClient comes through the bridge. Needs a running event loop."""
 
 @final
 class NativeClient:
@@ -43,20 +47,20 @@ class NativeClient:
     def call_sync(self, op: str, a: Any = None, b: Any = None) -> Any:
         """Runs a Client operation and waits with the GIL released."""
 
-    def call_async(self, op: str, a: Any = None, b: Any = None) -> Awaitable[Any]:
-        """Runs a Client operation; an awaitable."""
+    def call_async(self, bridge: Bridge, ticket: int, op: str, a: Any = None, b: Any = None) -> Pending:
+        """Starts a Client operation; the answer comes through the bridge."""
 
     def observe_sync(self, id: str, after: int) -> NativeEvents:
         """Opens an execution's events."""
 
-    def observe_async(self, id: str, after: int) -> Awaitable[NativeEvents]:
-        """Opens an execution's events; an awaitable."""
+    def observe_async(self, bridge: Bridge, ticket: int, id: str, after: int) -> Pending:
+        """Opens an execution's events; the NativeEvents come through the bridge."""
 
     def close_sync(self) -> None:
         """Closes the client."""
 
-    def close_async(self) -> Awaitable[None]:
-        """Closes the client; an awaitable."""
+    def close_async(self, bridge: Bridge, ticket: int) -> Pending:
+        """Closes the client; the answer (None) comes through the bridge."""
 
 @final
 class NativeEvents:
@@ -65,8 +69,26 @@ class NativeEvents:
     def next_sync(self) -> list[dict[str, Any]] | None:
         """The next events, or None after the last."""
 
-    def next_async(self) -> Awaitable[list[dict[str, Any]] | None]:
-        """The next events, or None after the last; an awaitable."""
+    def next_async(self, bridge: Bridge, ticket: int) -> Pending:
+        """The next events (a list of dicts, or None after the last) through the bridge."""
 
     def close(self) -> None:
         """Stops reading."""
+
+@final
+class Bridge:
+    """Hands the answers of async calls to one event loop through a socket it watches."""
+
+    def __init__(self) -> None: ...
+    def fileno(self) -> int:
+        """The file descriptor to watch for readability."""
+
+    def drain(self) -> list[tuple[int, bool, Any]]:
+        """The answers that arrived: (ticket, ok, value or exception)."""
+
+@final
+class Pending:
+    """A started call."""
+
+    def cancel(self) -> None:
+        """Drops the call: its answer never comes."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Callable, Union
 
-from . import _native
+from . import _bridge, _native
 from .tools import ToolFunction, native_tools, tool_definition
 from .types import (
     Bot,
@@ -222,7 +222,8 @@ class AsyncEventStream:
 
     async def __anext__(self) -> Event:
         if self._index >= len(self._buffer):
-            batch = await self._native.next_async()
+            native = self._native
+            batch = await _bridge.call(lambda bridge, ticket: native.next_async(bridge, ticket))
             if batch is None:
                 raise StopAsyncIteration
             self._buffer = [Event.from_dict(e) for e in batch]
@@ -324,7 +325,8 @@ class AsyncClient:
         return await connect(uri, token=token, tools=tools)
 
     async def _call(self, op: str, a: Any = None, b: Any = None) -> Any:
-        return await self._native.call_async(op, a, b)
+        native = self._native
+        return await _bridge.call(lambda bridge, ticket: native.call_async(bridge, ticket, op, a, b))
 
     async def create_bot(
         self,
@@ -407,7 +409,8 @@ class AsyncClient:
 
     async def observe(self, execution: ExecutionRef, after: int = 0) -> AsyncEventStream:
         """The execution's events after sequence ``after``, ending after its last event."""
-        native = await self._native.observe_async(_execution_id(execution), _after(after))
+        id, cursor, client = _execution_id(execution), _after(after), self._native
+        native = await _bridge.call(lambda bridge, ticket: client.observe_async(bridge, ticket, id, cursor))
         return AsyncEventStream(native)
 
     async def wait(self, execution: ExecutionRef) -> Execution:
@@ -431,7 +434,8 @@ class AsyncClient:
     async def close(self) -> None:
         """Closes the client: later calls raise :class:`ClosedError`; in memory mode running
         Turns are cancelled."""
-        await self._native.close_async()
+        native = self._native
+        await _bridge.call(lambda bridge, ticket: native.close_async(bridge, ticket))
 
 
 class Client:
@@ -579,7 +583,10 @@ async def connect(
     (with ``token``) talks to a server. ``tools`` maps tool names to Python functions (sync or
     async); async ones run on the event loop this is awaited in."""
     _uri(uri, token)
-    native = await _native.connect_async(uri, token, native_tools(tools, sync=False))
+    wrapped = native_tools(tools, sync=False)
+    native = await _bridge.call(
+        lambda bridge, ticket: _native.connect_async(bridge, ticket, uri, token, wrapped)
+    )
     return AsyncClient(native, uri)
 
 
