@@ -632,3 +632,31 @@ def test_after_fork_the_parents_async_client_fails_fast_and_a_new_one_works(memo
         await parent.close()
 
     run(still_works())
+
+
+def test_many_concurrent_async_calls_each_get_their_own_answer(target: Target, script: Any) -> None:
+    async def body() -> None:
+        async with await connect_async(target) as client:
+            bots = await asyncio.gather(
+                *(client.create_bot(name=f"Bot {i}", model=script([])) for i in range(20))
+            )
+            read = await asyncio.gather(*(client.get_bot(bot) for bot in bots for _ in range(5)))
+            assert [b.id for b in read] == [bot.id for bot in bots for _ in range(5)]
+            assert [b.name for b in bots] == [f"Bot {i}" for i in range(20)]
+
+    run(body())
+
+
+def test_an_async_client_serves_two_event_loops_one_after_the_other(memory: Target, script: Any) -> None:
+    async def make() -> tuple[openbot.AsyncClient, openbot.Bot]:
+        client = await connect_async(memory)
+        return client, await client.create_bot(name="Greeter", model=script([{"text": "hi"}]))
+
+    client, bot = run(make())
+
+    async def use() -> str | None:
+        execution = await client.wait(await client.send(await client.create_chat(bot), "hi"))
+        await client.close()
+        return execution.outcome
+
+    assert run(use()) == "completed"
