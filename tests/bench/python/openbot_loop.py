@@ -6,7 +6,8 @@ times with one call to `echo`, then with the text "done" (the script repeats, on
 Turns). Each Turn is sent and read to its end (`observe`), so a step includes the Rust loop,
 the Python tool call (on a worker thread, taking the GIL) and the events handed to Python.
 The figure is the median over rounds of (round time / model steps). Also measures one call of
-the no-op native function (`openbot._native.noop`) in nanoseconds.
+the no-op native function (`openbot._native.noop`) in nanoseconds, and the mean time of one
+`get_bot` call (a round trip through the runtime) in microseconds.
 
 Prints one JSON line: {"sdk": "openbot", "api": ..., "us_per_step": ..., "noop_ns": ..., ...}
 """
@@ -58,6 +59,23 @@ async def run_async(client: openbot.AsyncClient, bot: openbot.Bot, turns: int, s
         check([e async for e in await client.observe(receipt)], steps)
 
 
+CALLS = 2000
+
+
+def sync_call_us(client: openbot.Client, bot: openbot.Bot) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(CALLS):
+        client.get_bot(bot)
+    return (time.perf_counter_ns() - start) / 1000 / CALLS
+
+
+async def async_call_us(client: openbot.AsyncClient, bot: openbot.Bot) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(CALLS):
+        await client.get_bot(bot)
+    return (time.perf_counter_ns() - start) / 1000 / CALLS
+
+
 def noop_ns(repeats: int = 7, number: int = 200_000) -> float:
     timings = timeit.repeat(openbot._native.noop, repeat=repeats, number=number)
     return min(timings) / number * 1e9
@@ -76,6 +94,7 @@ def main() -> None:
 
     model = f"scripted:{script_file(args.steps)}"
     rounds_us: list[float] = []
+    call_us = 0.0
     # Each Turn runs in a Chat of its own (created in the measured time), like the baselines'
     # `Runner.run` / `invoke` with fresh input: no history grows across Turns.
     if args.api == "sync":
@@ -86,6 +105,7 @@ def main() -> None:
                 start = time.perf_counter_ns()
                 run_sync(client, bot, args.turns, args.steps)
                 rounds_us.append((time.perf_counter_ns() - start) / 1000 / (args.turns * args.steps))
+            call_us = sync_call_us(client, bot)
     else:
 
         async def measure() -> None:
@@ -99,6 +119,8 @@ def main() -> None:
                     await run_async(client, bot, args.turns, args.steps)
                     elapsed = time.perf_counter_ns() - start
                     rounds_us.append(elapsed / 1000 / (args.turns * args.steps))
+                nonlocal call_us
+                call_us = await async_call_us(client, bot)
 
         asyncio.run(measure())
 
@@ -112,6 +134,7 @@ def main() -> None:
                 "us_per_step": statistics.median(rounds_us),
                 "rounds_us_per_step": rounds_us,
                 "noop_ns": noop_ns(),
+                "get_bot_us": call_us,
                 "steps": args.steps,
                 "turns": args.turns,
                 "rounds": args.rounds,
