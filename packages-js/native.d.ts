@@ -10,7 +10,7 @@ export declare class EventStream {
    * The next events: waits for at least one, then takes the ones already there (at most
    * 256). An empty list means the stream has ended or was closed.
    */
-  nextBatch(): Promise<Array<any>>
+  nextBatch(): Array<any> | Promise<Array<any>>
   /**
    * Stops observing: a waiting `nextBatch` returns an empty list, and so does every later
    * one. Cancels nothing.
@@ -21,43 +21,43 @@ export declare class EventStream {
 /** A connected client, in either mode. */
 export declare class NativeClient {
   /** Creates a Bot from a `BotSpec`. */
-  createBot(spec: any): Promise<any>
+  createBot(spec: any): any | Promise<any>
   /** Reads a Bot. */
-  getBot(id: string): Promise<any>
+  getBot(id: string): any | Promise<any>
   /** Lists the Bots, oldest first. */
-  listBots(): Promise<Array<any>>
+  listBots(): Array<any> | Promise<Array<any>>
   /** Changes a Bot with a `BotUpdate`. */
-  updateBot(id: string, update: any): Promise<any>
+  updateBot(id: string, update: any): any | Promise<any>
   /** Deletes a Bot that has no Chats left. */
-  deleteBot(id: string): Promise<void>
+  deleteBot(id: string): void | Promise<void>
   /** Creates a Chat with a Bot. */
-  createChat(botId: string): Promise<any>
+  createChat(botId: string): any | Promise<any>
   /** Reads a Chat. */
-  getChat(id: string): Promise<any>
+  getChat(id: string): any | Promise<any>
   /** Sends a `SendInput`; answers with its `SendReceipt`. */
-  send(chatId: string, input: any): Promise<any>
+  send(chatId: string, input: any): any | Promise<any>
   /** Sends a `SendInput` that joins the running Turn; answers with its `SendReceipt`. */
-  steer(chatId: string, input: any): Promise<any>
+  steer(chatId: string, input: any): any | Promise<any>
   /** Stops the Chat's running Turn. */
-  stop(chatId: string): Promise<void>
+  stop(chatId: string): void | Promise<void>
   /** Deletes a Chat once its Turns ended. */
-  deleteChat(chatId: string): Promise<void>
+  deleteChat(chatId: string): void | Promise<void>
   /** The Chat's `ChatEntry` list, oldest first. */
-  history(chatId: string): Promise<Array<any>>
+  history(chatId: string): Array<any> | Promise<Array<any>>
   /** Reads an `Execution`. */
-  getExecution(id: string): Promise<any>
+  getExecution(id: string): any | Promise<any>
   /** The execution's events after sequence `after` (0 by default). */
-  observe(id: string, after?: number | undefined | null): Promise<EventStream>
+  observe(id: string, after?: number | undefined | null): EventStream | Promise<EventStream>
   /**
    * Waits for an execution's end in Rust, with no event crossing into JavaScript on the
    * way; answers with `{ execution, last_event }`: the final `Execution` and its last
    * event (`turn_ended` or `failed`).
    */
-  waitExecution(id: string): Promise<{ execution: any, last_event: any }>
+  waitExecution(id: string): { execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>
   /** Asks an execution to stop; answers with its `Execution`. */
-  cancelExecution(id: string): Promise<any>
+  cancelExecution(id: string): any | Promise<any>
   /** Delivers a `ToolResult` the execution waits for. */
-  deliverToolResult(id: string, result: any): Promise<void>
+  deliverToolResult(id: string, result: any): void | Promise<void>
   /** Closes the client; later calls fail with the code `closed`. */
   close(): Promise<void>
 }

@@ -146,10 +146,13 @@ function toSendInput(where: string, input: unknown, options: unknown): SendInput
   return sendInput;
 }
 
-/** Runs a native call; its errors become `OpenBotError`s. */
-async function call<T>(promise: () => Promise<T>): Promise<T> {
+/**
+ * Runs a native call; its errors become `OpenBotError`s. A native call answers at once when its
+ * work is already done (most in-memory calls), else with a Promise.
+ */
+async function call<T>(native: () => T | Promise<T>): Promise<T> {
   try {
-    return await promise();
+    return await native();
   } catch (e) {
     throw fromNative(e);
   }

@@ -205,7 +205,15 @@ for (const mode of modes) {
           if (event.type === 'tool_call') break;
         }
         await execution.cancel();
-        const reason = await abortSeen;
+        // The tool's threadsafe functions never keep the process alive: the timer does, while
+        // this test waits for the abort to arrive.
+        let timer;
+        const reason = await Promise.race([
+          abortSeen,
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('the signal was not aborted within 10 s')), 10_000);
+          }),
+        ]).finally(() => clearTimeout(timer));
         assert.ok(reason instanceof sdk.CancelledError);
         await assert.rejects(execution.wait(), sdk.CancelledError);
       });

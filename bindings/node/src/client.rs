@@ -6,7 +6,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use napi::bindgen_prelude::Result;
+use napi::Env;
+use napi::bindgen_prelude::{Either, PromiseRaw, Result};
 use napi_derive::napi;
 use openbot_core::{Client, Error};
 use openbot_schema::{BotSpec, BotUpdate, ErrorCode, SendInput, ToolResult};
@@ -14,6 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::answer::answer;
 use crate::error;
 use crate::stream::EventStream;
 
@@ -69,190 +71,305 @@ fn cursor(after: Option<f64>) -> Result<u64> {
 #[napi]
 impl NativeClient {
     /// Creates a Bot from a `BotSpec`.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn create_bot(&self, spec: Value) -> Result<Value> {
-        let spec: BotSpec = from_js("Bot spec", spec)?;
-        let bot = self.inner.create_bot(spec).await.map_err(error::to_js)?;
-        to_js(&bot)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn create_bot<'env>(
+        &self,
+        env: &'env Env,
+        spec: Value,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let spec: BotSpec = from_js("Bot spec", spec)?;
+            let bot = inner.create_bot(spec).await.map_err(error::to_js)?;
+            to_js(&bot)
+        })
     }
 
     /// Reads a Bot.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn get_bot(&self, id_: String) -> Result<Value> {
-        let bot = self
-            .inner
-            .get_bot(id("Bot", &id_)?)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&bot)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn get_bot<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let bot = inner
+                .get_bot(id("Bot", &id_)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&bot)
+        })
     }
 
     /// Lists the Bots, oldest first.
-    #[napi(ts_return_type = "Promise<Array<any>>")]
-    pub async fn list_bots(&self) -> Result<Value> {
-        let bots = self.inner.list_bots().await.map_err(error::to_js)?;
-        to_js(&bots)
+    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
+    pub fn list_bots<'env>(
+        &self,
+        env: &'env Env,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let bots = inner.list_bots().await.map_err(error::to_js)?;
+            to_js(&bots)
+        })
     }
 
     /// Changes a Bot with a `BotUpdate`.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn update_bot(&self, id_: String, update: Value) -> Result<Value> {
-        let update: BotUpdate = from_js("Bot update", update)?;
-        let bot = self
-            .inner
-            .update_bot(id("Bot", &id_)?, update)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&bot)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn update_bot<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+        update: Value,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let update: BotUpdate = from_js("Bot update", update)?;
+            let bot = inner
+                .update_bot(id("Bot", &id_)?, update)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&bot)
+        })
     }
 
     /// Deletes a Bot that has no Chats left.
-    #[napi]
-    pub async fn delete_bot(&self, id_: String) -> Result<()> {
-        self.inner
-            .delete_bot(id("Bot", &id_)?)
-            .await
-            .map_err(error::to_js)
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn delete_bot<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            inner
+                .delete_bot(id("Bot", &id_)?)
+                .await
+                .map_err(error::to_js)
+        })
     }
 
     /// Creates a Chat with a Bot.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn create_chat(&self, bot_id: String) -> Result<Value> {
-        let chat = self
-            .inner
-            .create_chat(id("Bot", &bot_id)?)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&chat)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn create_chat<'env>(
+        &self,
+        env: &'env Env,
+        bot_id: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let chat = inner
+                .create_chat(id("Bot", &bot_id)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&chat)
+        })
     }
 
     /// Reads a Chat.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn get_chat(&self, id_: String) -> Result<Value> {
-        let chat = self
-            .inner
-            .get_chat(id("Chat", &id_)?)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&chat)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn get_chat<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let chat = inner
+                .get_chat(id("Chat", &id_)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&chat)
+        })
     }
 
     /// Sends a `SendInput`; answers with its `SendReceipt`.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn send(&self, chat_id: String, input: Value) -> Result<Value> {
-        let input: SendInput = from_js("input", input)?;
-        let receipt = self
-            .inner
-            .send(id("Chat", &chat_id)?, input)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&receipt)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn send<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+        input: Value,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let input: SendInput = from_js("input", input)?;
+            let receipt = inner
+                .send(id("Chat", &chat_id)?, input)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&receipt)
+        })
     }
 
     /// Sends a `SendInput` that joins the running Turn; answers with its `SendReceipt`.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn steer(&self, chat_id: String, input: Value) -> Result<Value> {
-        let input: SendInput = from_js("input", input)?;
-        let receipt = self
-            .inner
-            .steer(id("Chat", &chat_id)?, input)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&receipt)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn steer<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+        input: Value,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let input: SendInput = from_js("input", input)?;
+            let receipt = inner
+                .steer(id("Chat", &chat_id)?, input)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&receipt)
+        })
     }
 
     /// Stops the Chat's running Turn.
-    #[napi]
-    pub async fn stop(&self, chat_id: String) -> Result<()> {
-        self.inner
-            .stop(id("Chat", &chat_id)?)
-            .await
-            .map_err(error::to_js)
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn stop<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            inner
+                .stop(id("Chat", &chat_id)?)
+                .await
+                .map_err(error::to_js)
+        })
     }
 
     /// Deletes a Chat once its Turns ended.
-    #[napi]
-    pub async fn delete_chat(&self, chat_id: String) -> Result<()> {
-        self.inner
-            .delete_chat(id("Chat", &chat_id)?)
-            .await
-            .map_err(error::to_js)
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn delete_chat<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            inner
+                .delete_chat(id("Chat", &chat_id)?)
+                .await
+                .map_err(error::to_js)
+        })
     }
 
     /// The Chat's `ChatEntry` list, oldest first.
-    #[napi(ts_return_type = "Promise<Array<any>>")]
-    pub async fn history(&self, chat_id: String) -> Result<Value> {
-        let entries = self
-            .inner
-            .history(id("Chat", &chat_id)?)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&entries)
+    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
+    pub fn history<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let entries = inner
+                .history(id("Chat", &chat_id)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&entries)
+        })
     }
 
     /// Reads an `Execution`.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn get_execution(&self, id_: String) -> Result<Value> {
-        let execution = self
-            .inner
-            .get_execution(id("execution", &id_)?)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&execution)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn get_execution<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let execution = inner
+                .get_execution(id("execution", &id_)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&execution)
+        })
     }
 
     /// The execution's events after sequence `after` (0 by default).
-    #[napi]
-    pub async fn observe(&self, id_: String, after: Option<f64>) -> Result<EventStream> {
-        let stream = self
-            .inner
-            .observe(id("execution", &id_)?, cursor(after)?)
-            .await
-            .map_err(error::to_js)?;
-        Ok(EventStream::new(stream))
+    #[napi(ts_return_type = "EventStream | Promise<EventStream>")]
+    pub fn observe<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+        after: Option<f64>,
+    ) -> Result<Either<EventStream, PromiseRaw<'env, EventStream>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let stream = inner
+                .observe(id("execution", &id_)?, cursor(after)?)
+                .await
+                .map_err(error::to_js)?;
+            Ok(EventStream::new(stream))
+        })
     }
 
     /// Waits for an execution's end in Rust, with no event crossing into JavaScript on the
     /// way; answers with `{ execution, last_event }`: the final `Execution` and its last
     /// event (`turn_ended` or `failed`).
-    #[napi(ts_return_type = "Promise<{ execution: any, last_event: any }>")]
-    pub async fn wait_execution(&self, id_: String) -> Result<Value> {
-        let id = id("execution", &id_)?;
-        let now = self.inner.get_execution(id).await.map_err(error::to_js)?;
-        // An ended execution's last event is its last sequence: read only that one.
-        let after = if now.state.is_terminal() {
-            now.last_sequence.saturating_sub(1)
-        } else {
-            now.last_sequence
-        };
-        let mut events = self.inner.observe(id, after).await.map_err(error::to_js)?;
-        let mut last = None;
-        while let Some(event) = events.next().await {
-            last = Some(event.map_err(error::to_js)?);
-        }
-        let execution = self.inner.get_execution(id).await.map_err(error::to_js)?;
-        to_js(&json!({ "execution": execution, "last_event": last }))
+    #[napi(
+        ts_return_type = "{ execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>"
+    )]
+    pub fn wait_execution<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let id = id("execution", &id_)?;
+            let now = inner.get_execution(id).await.map_err(error::to_js)?;
+            // An ended execution's last event is its last sequence: read only that one.
+            let after = if now.state.is_terminal() {
+                now.last_sequence.saturating_sub(1)
+            } else {
+                now.last_sequence
+            };
+            let mut events = inner.observe(id, after).await.map_err(error::to_js)?;
+            let mut last = None;
+            while let Some(event) = events.next().await {
+                last = Some(event.map_err(error::to_js)?);
+            }
+            let execution = inner.get_execution(id).await.map_err(error::to_js)?;
+            to_js(&json!({ "execution": execution, "last_event": last }))
+        })
     }
 
     /// Asks an execution to stop; answers with its `Execution`.
-    #[napi(ts_return_type = "Promise<any>")]
-    pub async fn cancel_execution(&self, id_: String) -> Result<Value> {
-        let execution = self
-            .inner
-            .cancel_execution(id("execution", &id_)?)
-            .await
-            .map_err(error::to_js)?;
-        to_js(&execution)
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn cancel_execution<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let execution = inner
+                .cancel_execution(id("execution", &id_)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&execution)
+        })
     }
 
     /// Delivers a `ToolResult` the execution waits for.
-    #[napi]
-    pub async fn deliver_tool_result(&self, id_: String, result: Value) -> Result<()> {
-        let result: ToolResult = from_js("tool result", result)?;
-        self.inner
-            .deliver_tool_result(id("execution", &id_)?, result)
-            .await
-            .map_err(error::to_js)
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn deliver_tool_result<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+        result: Value,
+    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let result: ToolResult = from_js("tool result", result)?;
+            inner
+                .deliver_tool_result(id("execution", &id_)?, result)
+                .await
+                .map_err(error::to_js)
+        })
     }
 
     /// Closes the client; later calls fail with the code `closed`.

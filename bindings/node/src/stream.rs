@@ -4,13 +4,15 @@
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use napi::bindgen_prelude::Result;
+use napi::Env;
+use napi::bindgen_prelude::{Either, PromiseRaw, Result};
 use napi_derive::napi;
 use openbot_core::{Error, ObserveStream};
 use openbot_schema::{ErrorCode, Event};
 use serde_json::Value;
 use tokio::sync::{Mutex, watch};
 
+use crate::answer::answer;
 use crate::error;
 
 /// The most events one [`EventStream::next_batch`] returns.
@@ -48,42 +50,14 @@ impl EventStream {
 impl EventStream {
     /// The next events: waits for at least one, then takes the ones already there (at most
     /// 256). An empty list means the stream has ended or was closed.
-    #[napi(ts_return_type = "Promise<Array<any>>")]
-    pub async fn next_batch(&self) -> Result<Vec<Value>> {
-        let mut closed = self.closed.subscribe();
-        let mut state = Arc::clone(&self.state).lock_owned().await;
-        if let Some(e) = state.error.take() {
-            return Err(error::to_js(e));
-        }
-        let Some(stream) = state.stream.as_mut() else {
-            return Ok(Vec::new());
-        };
-        let first = tokio::select! {
-            biased;
-            _ = closed.wait_for(|closed| *closed) => None,
-            item = stream.next() => item,
-        };
-        let mut batch = Vec::new();
-        let Some(first) = first else {
-            state.stream = None;
-            return Ok(batch);
-        };
-        batch.push(encode(first)?);
-        while batch.len() < BATCH {
-            match stream.next().now_or_never() {
-                Some(Some(Ok(event))) => batch.push(encode(Ok(event))?),
-                Some(Some(Err(e))) => {
-                    state.error = Some(e);
-                    break;
-                }
-                Some(None) => {
-                    state.stream = None;
-                    break;
-                }
-                None => break,
-            }
-        }
-        Ok(batch)
+    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
+    pub fn next_batch<'env>(
+        &self,
+        env: &'env Env,
+    ) -> Result<Either<Vec<Value>, PromiseRaw<'env, Vec<Value>>>> {
+        let state = Arc::clone(&self.state);
+        let closed = self.closed.subscribe();
+        answer(env, next_batch(state, closed))
     }
 
     /// Stops observing: a waiting `nextBatch` returns an empty list, and so does every later
@@ -95,6 +69,46 @@ impl EventStream {
             state.stream = None;
         }
     }
+}
+
+/// The next events: waits for at least one, then takes the ones already there.
+async fn next_batch(
+    state: Arc<Mutex<State>>,
+    mut closed: watch::Receiver<bool>,
+) -> Result<Vec<Value>> {
+    let mut state = state.lock_owned().await;
+    if let Some(e) = state.error.take() {
+        return Err(error::to_js(e));
+    }
+    let Some(stream) = state.stream.as_mut() else {
+        return Ok(Vec::new());
+    };
+    let first = tokio::select! {
+        biased;
+        _ = closed.wait_for(|closed| *closed) => None,
+        item = stream.next() => item,
+    };
+    let mut batch = Vec::new();
+    let Some(first) = first else {
+        state.stream = None;
+        return Ok(batch);
+    };
+    batch.push(encode(first)?);
+    while batch.len() < BATCH {
+        match stream.next().now_or_never() {
+            Some(Some(Ok(event))) => batch.push(encode(Ok(event))?),
+            Some(Some(Err(e))) => {
+                state.error = Some(e);
+                break;
+            }
+            Some(None) => {
+                state.stream = None;
+                break;
+            }
+            None => break,
+        }
+    }
+    Ok(batch)
 }
 
 fn encode(item: std::result::Result<Event, Error>) -> Result<Value> {
