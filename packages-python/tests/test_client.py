@@ -660,3 +660,34 @@ def test_an_async_client_serves_two_event_loops_one_after_the_other(memory: Targ
         return execution.outcome
 
     assert run(use()) == "completed"
+
+
+def test_a_tool_may_call_the_client_it_runs_in(target: Target, script: Any) -> None:
+    holder: dict[str, openbot.Client] = {}
+
+    def add(a: int, b: int) -> str:
+        bots = holder["client"].list_bots()  # a blocking call from the tool's worker thread
+        return f"{a + b} ({len(bots) > 0})"
+
+    with connect_sync(target, tools={"add": add}) as client:
+        holder["client"] = client
+        bot = client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+        events = list(client.observe(client.send(client.create_chat(bot), "x")))
+    assert [r.text for r in tool_results(events)] == ["5 (True)"]
+
+
+def test_an_async_tool_may_await_the_client_it_runs_in(memory: Target, script: Any) -> None:
+    holder: dict[str, openbot.AsyncClient] = {}
+
+    async def add(a: int, b: int) -> str:
+        bots = await holder["client"].list_bots()
+        return f"{a + b} ({len(bots)})"
+
+    async def body() -> list[str]:
+        async with await connect_async(memory, tools={"add": add}) as client:
+            holder["client"] = client
+            bot = await client.create_bot(name="Adder", model=script(ADD_THEN_ANSWER), tools=[ADD])
+            events = [e async for e in await client.observe(await client.send(await client.create_chat(bot), "x"))]
+            return [r.text for r in tool_results(events)]
+
+    assert run(body()) == ["5 (1)"]
