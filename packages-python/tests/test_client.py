@@ -691,3 +691,18 @@ def test_an_async_tool_may_await_the_client_it_runs_in(memory: Target, script: A
             return [r.text for r in tool_results(events)]
 
     assert run(body()) == ["5 (1)"]
+
+
+def test_input_may_be_a_list_of_content_parts(target: Target, script: Any) -> None:
+    with connect_sync(target) as client:
+        bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
+        chat = client.create_chat(bot)
+        client.wait(client.send(chat, [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]))
+        assert client.history(chat)[0].text == "hi there"
+
+
+def test_a_wrong_token_raises_unauthorized(server: Any) -> None:
+    with openbot.connect_sync(server.url, token="not-a-token") as client:
+        with pytest.raises(openbot.UnauthorizedError) as raised:
+            client.list_bots()
+    assert raised.value.code == "unauthorized"
