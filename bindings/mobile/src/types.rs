@@ -674,6 +674,11 @@ impl From<schema::ExecutionState> for ExecutionState {
     }
 }
 
+/// Does nothing: one call through the binding and back, for measuring its cost
+/// (`scripts/bench-kotlin`).
+#[uniffi::export]
+pub fn ping() {}
+
 /// Whether `state` is an end state: nothing changes after it.
 #[uniffi::export]
 pub fn is_terminal(state: ExecutionState) -> bool {
