@@ -13,6 +13,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::FutureExt;
 use openbot_core::Error;
 use pyo3::prelude::*;
 
@@ -49,13 +50,26 @@ impl Pending {
 }
 
 impl Bridge {
-    /// Runs `future` on the runtime; its answer comes back through `drain` under `ticket`.
-    pub fn start<F>(&self, ticket: u64, future: F) -> PyResult<Pending>
+    /// Starts `future`. A future that is ready at its first poll (polled here, detached, in
+    /// the runtime's context) is answered at once: `(None, ok, value or exception)`. Otherwise
+    /// it runs on the runtime and its answer comes back through `drain` under `ticket`:
+    /// `(pending, True, None)`.
+    pub fn start<F>(&self, py: Python<'_>, ticket: u64, future: F) -> PyResult<Started>
     where
         F: Future<Output = Result<Deliver, Error>> + Send + 'static,
     {
         let shared = self.shared.get().map(Arc::clone).map_err(to_py)?;
-        let task = handle().map_err(to_py)?.spawn(async move {
+        let handle = handle().map_err(to_py)?;
+        let mut future = Box::pin(future);
+        let ready = py.detach(|| {
+            let _runtime = handle.enter();
+            future.as_mut().now_or_never()
+        });
+        if let Some(answer) = ready {
+            let (ok, value) = answer_value(py, answer);
+            return Ok((None, ok, value));
+        }
+        let task = handle.spawn(async move {
             let answer = future.await;
             shared
                 .done
@@ -65,9 +79,25 @@ impl Bridge {
             // A full socket already has a wake-up pending; the answer is in `done` either way.
             let _ = (&shared.writer).write(&[1]);
         });
-        Ok(Pending {
+        let pending = Pending {
             task: task.abort_handle(),
-        })
+        };
+        Ok((Some(pending), true, py.None()))
+    }
+}
+
+/// What `start` returns to Python: the pending call, or none and the answer.
+pub type Started = (Option<Pending>, bool, Py<PyAny>);
+
+/// An answer as `(ok, value or exception)`.
+fn answer_value(py: Python<'_>, answer: Result<Deliver, Error>) -> (bool, Py<PyAny>) {
+    let value = match answer {
+        Ok(deliver) => deliver(py),
+        Err(error) => Err(to_py(error)),
+    };
+    match value {
+        Ok(value) => (true, value),
+        Err(err) => (false, err.into_value(py).into_any()),
     }
 }
 
@@ -109,14 +139,8 @@ impl Bridge {
         Ok(done
             .into_iter()
             .map(|(ticket, answer)| {
-                let value = match answer {
-                    Ok(deliver) => deliver(py),
-                    Err(error) => Err(to_py(error)),
-                };
-                match value {
-                    Ok(value) => (ticket, true, value),
-                    Err(err) => (ticket, false, err.into_value(py).into_any()),
-                }
+                let (ok, value) = answer_value(py, answer);
+                (ticket, ok, value)
             })
             .collect())
     }

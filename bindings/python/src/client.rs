@@ -18,7 +18,7 @@ use pyo3_async_runtimes::TaskLocals;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::bridge::{Bridge, Deliver, Pending};
+use crate::bridge::{Bridge, Deliver, Started};
 use crate::errors::{invalid, to_py};
 use crate::runtime::{Owner, block_on};
 use crate::tool::PyTool;
@@ -203,15 +203,17 @@ impl NativeClient {
     #[pyo3(signature = (bridge, ticket, op, a=None, b=None))]
     fn call_async(
         &self,
+        py: Python<'_>,
         bridge: &Bridge,
         ticket: u64,
         op: &str,
         a: Option<&Bound<'_, PyAny>>,
         b: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Pending> {
+    ) -> PyResult<Started> {
         let client = self.client()?;
         let request = Request::read(op, a, b)?;
         bridge.start(
+            py,
             ticket,
             async move { request.run(client).await.map(deliver) },
         )
@@ -229,14 +231,15 @@ impl NativeClient {
     /// the stream comes through `bridge` under `ticket`.
     fn observe_async(
         &self,
+        py: Python<'_>,
         bridge: &Bridge,
         ticket: u64,
         id: &str,
         after: u64,
-    ) -> PyResult<Pending> {
+    ) -> PyResult<Started> {
         let client = self.client()?;
         let id: ExecutionId = id.parse().map_err(|e| invalid("execution ID", e))?;
-        bridge.start(ticket, async move {
+        bridge.start(py, ticket, async move {
             let stream = client.observe(id, after).await?;
             Ok(deliver(NativeEvents::new(stream)))
         })
@@ -249,9 +252,9 @@ impl NativeClient {
     }
 
     /// Closes the client; the answer (`None`) comes through `bridge` under `ticket`.
-    fn close_async(&self, bridge: &Bridge, ticket: u64) -> PyResult<Pending> {
+    fn close_async(&self, py: Python<'_>, bridge: &Bridge, ticket: u64) -> PyResult<Started> {
         let client = self.client()?;
-        bridge.start(ticket, async move {
+        bridge.start(py, ticket, async move {
             client.close().await;
             Ok(deliver(()))
         })
@@ -349,9 +352,9 @@ impl NativeEvents {
     }
 
     /// Like `next_sync`; the answer comes through `bridge` under `ticket`.
-    fn next_async(&self, bridge: &Bridge, ticket: u64) -> PyResult<Pending> {
+    fn next_async(&self, py: Python<'_>, bridge: &Bridge, ticket: u64) -> PyResult<Started> {
         let state = self.state()?;
-        bridge.start(ticket, async move {
+        bridge.start(py, ticket, async move {
             next_batch(state).await.map(|batch| deliver(Batch(batch)))
         })
     }
@@ -427,10 +430,10 @@ pub fn connect_async(
     uri: String,
     token: Option<String>,
     tools: Vec<ToolArg>,
-) -> PyResult<Pending> {
+) -> PyResult<Started> {
     let locals = TaskLocals::with_running_loop(py)?.copy_context(py)?;
     let options = options(token, tools, Some(&locals))?;
-    bridge.start(ticket, async move {
+    bridge.start(py, ticket, async move {
         let client = openbot_core::connect(&uri, options).await?;
         Ok(deliver(NativeClient {
             client: Owner::new(client),

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use openbot_core::Error;
 use openbot_schema::ErrorCode;
 use pyo3::prelude::*;
@@ -92,7 +93,8 @@ impl<T> Drop for Owner<T> {
     }
 }
 
-/// Runs `future` on the runtime and waits for it with the GIL released. Every 100 ms the wait
+/// Runs `future` on the runtime and waits for it with the GIL released (a future that is ready
+/// at its first poll answers at once, on this thread). Every 100 ms the wait
 /// lets Python run its signal handlers; an exception there (KeyboardInterrupt) aborts the
 /// future and is raised.
 pub fn block_on<F, T>(py: Python<'_>, future: F) -> PyResult<T>
@@ -101,6 +103,16 @@ where
     T: Send + 'static,
 {
     let handle = handle().map_err(crate::errors::to_py)?;
+    // Most calls of the in-memory mode are ready at once: answer them on this thread, with no
+    // hop to the runtime and back. Polled detached, inside the runtime's context.
+    let mut future = Box::pin(future);
+    let ready = py.detach(|| {
+        let _runtime = handle.enter();
+        future.as_mut().now_or_never()
+    });
+    if let Some(value) = ready {
+        return Ok(value);
+    }
     let (tx, rx) = mpsc::sync_channel(1);
     let task = handle.spawn(async move {
         let _ = tx.send(future.await);

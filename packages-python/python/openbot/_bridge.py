@@ -40,9 +40,10 @@ _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
 )
 
 
-def call(start: Callable[[_native.Bridge, int], _native.Pending]) -> asyncio.Future[Any]:
+def call(start: Callable[[_native.Bridge, int], _native._Started]) -> asyncio.Future[Any]:
     """Starts a native call on the running loop's bridge and returns the future of its
-    answer. ``start(bridge, ticket)`` starts the call."""
+    answer. ``start(bridge, ticket)`` starts the call; a call that was ready at once comes
+    back answered, and its future is done before it is awaited."""
     loop = asyncio.get_running_loop()
     bridge = _bridges.get(loop)
     if bridge is None:
@@ -50,7 +51,13 @@ def call(start: Callable[[_native.Bridge, int], _native.Pending]) -> asyncio.Fut
     ticket = bridge.next_ticket
     bridge.next_ticket += 1
     future: asyncio.Future[Any] = loop.create_future()
-    pending = start(bridge.native, ticket)
+    pending, ok, value = start(bridge.native, ticket)
+    if pending is None:
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+        return future
     bridge.pending[ticket] = future
 
     def on_done(done: asyncio.Future[Any], ticket: int = ticket) -> None:

@@ -37,8 +37,12 @@ def connect_async(
     uri: str,
     token: str | None = None,
     tools: list[tuple[str, Callable[[Any], Any], bool]] = ...,
-) -> Pending:
+) -> _Started:
     """Connects; the NativeClient comes through the bridge. Needs a running event loop."""
+
+#: A started async call: ``(pending, True, None)``, or ``(None, ok, value or exception)`` for
+#: a call that was answered at once.
+_Started = tuple[Pending | None, bool, Any]
 
 @final
 class NativeClient:
@@ -47,19 +51,19 @@ class NativeClient:
     def call_sync(self, op: str, a: Any = None, b: Any = None) -> Any:
         """Runs a Client operation and waits with the GIL released."""
 
-    def call_async(self, bridge: Bridge, ticket: int, op: str, a: Any = None, b: Any = None) -> Pending:
+    def call_async(self, bridge: Bridge, ticket: int, op: str, a: Any = None, b: Any = None) -> _Started:
         """Starts a Client operation; the answer comes through the bridge."""
 
     def observe_sync(self, id: str, after: int) -> NativeEvents:
         """Opens an execution's events."""
 
-    def observe_async(self, bridge: Bridge, ticket: int, id: str, after: int) -> Pending:
+    def observe_async(self, bridge: Bridge, ticket: int, id: str, after: int) -> _Started:
         """Opens an execution's events; the NativeEvents come through the bridge."""
 
     def close_sync(self) -> None:
         """Closes the client."""
 
-    def close_async(self, bridge: Bridge, ticket: int) -> Pending:
+    def close_async(self, bridge: Bridge, ticket: int) -> _Started:
         """Closes the client; the answer (None) comes through the bridge."""
 
 @final
@@ -69,7 +73,7 @@ class NativeEvents:
     def next_sync(self) -> list[dict[str, Any]] | None:
         """The next events, or None after the last."""
 
-    def next_async(self, bridge: Bridge, ticket: int) -> Pending:
+    def next_async(self, bridge: Bridge, ticket: int) -> _Started:
         """The next events (a list of dicts, or None after the last) through the bridge."""
 
     def close(self) -> None:
