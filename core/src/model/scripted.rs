@@ -117,7 +117,8 @@ impl ScriptedModel {
         Ok(model)
     }
 
-    /// How many requests were answered so far.
+    /// The index of the next step: the requests answered so far, or more when a request came
+    /// from a conversation further along.
     pub fn requests(&self) -> usize {
         self.next.load(Ordering::Relaxed)
     }
@@ -155,8 +156,22 @@ impl Model for ScriptedModel {
         1_000_000
     }
 
-    async fn stream(&self, _request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let index = self.next.fetch_add(1, Ordering::Relaxed);
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        // A conversation further along than this model's count (a fresh process resuming a
+        // saved Turn) continues the script where the conversation is, so a recovered Turn
+        // gets the answer it would have got.
+        let answered = request
+            .messages
+            .iter()
+            .filter(|m| matches!(m.as_ref(), openbot_schema::Message::Assistant { .. }))
+            .count();
+        let index = match self
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                Some(next.max(answered) + 1)
+            }) {
+            Ok(previous) | Err(previous) => previous.max(answered),
+        };
         let position = if self.repeat && !self.steps.is_empty() {
             index % self.steps.len()
         } else {

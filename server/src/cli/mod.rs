@@ -1,8 +1,10 @@
 //! The command line: one subcommand per file.
 
 mod admin;
+mod client;
 mod migrate;
 mod node_args;
+mod printer;
 mod run;
 mod serve;
 
@@ -30,6 +32,14 @@ enum Command {
     Admin(admin::AdminArgs),
     /// Prints the OpenAPI document of the HTTP API (committed at schema/openapi.json).
     Openapi,
+    /// Checks a server and an API token and saves them for the commands below.
+    Login(client::login::LoginArgs),
+    /// Bots on a server.
+    Bots(client::bots::BotsArgs),
+    /// Chats on a server: send input and stream the reply.
+    Chats(client::chats::ChatsArgs),
+    /// Executions on a server: show, follow, cancel.
+    Executions(client::executions::ExecutionsArgs),
 }
 
 /// Runs the chosen subcommand.
@@ -39,6 +49,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Admin(args) => admin::run(args).await,
+        Command::Login(args) => client::login::run(args).await,
+        Command::Bots(args) => client::bots::run(args).await,
+        Command::Chats(args) => client::chats::run(args).await,
+        Command::Executions(args) => client::executions::run(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());
             Ok(ExitCode::SUCCESS)

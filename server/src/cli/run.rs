@@ -1,13 +1,14 @@
 //! `openbot run`: one Turn of an agent in this process, streamed to the terminal.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
 use futures::StreamExt;
 use openbot_core::Agent;
 use openbot_core::model::model_from_spec;
-use openbot_schema::{EventKind, Limits, TurnOutcome};
+use openbot_schema::{EventKind, Limits};
+
+use super::printer::Printer;
 
 /// Arguments of `openbot run`.
 #[derive(Debug, Args)]
@@ -46,61 +47,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     let turn = agent.start(&args.input);
     let mut events = turn.observe(0);
-    let mut stdout = std::io::stdout().lock();
-    let mut code = ExitCode::FAILURE;
-    // Whether the current attempt printed text: a new attempt then starts on a fresh line.
-    let mut printed = false;
+    let mut printer = Printer::new(args.json);
     while let Some(event) = events.next().await {
-        if args.json {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
-        }
-        match event.kind {
-            EventKind::TextDelta { text, .. } if !args.json => {
-                write!(stdout, "{text}")?;
-                stdout.flush()?;
-                printed = true;
-            }
-            EventKind::ModelStepStarted { attempt, .. } if !args.json => {
-                if attempt > 1 && printed {
-                    writeln!(stdout)?;
-                    eprintln!("openbot: the answer broke off; asking again (attempt {attempt})");
-                }
-                printed = false;
-            }
-            EventKind::TurnEnded { outcome, .. } => {
-                if !args.json {
-                    writeln!(stdout)?;
-                }
-                if outcome == TurnOutcome::Completed {
-                    code = ExitCode::SUCCESS;
-                } else {
-                    eprintln!("openbot: the turn ended early: {}", outcome_text(outcome));
-                }
-            }
-            EventKind::Failed { error_id, .. } => {
-                // This process owns the sealed record, so the person running it may read it.
-                let cause = agent
-                    .sealed_errors()
-                    .open(error_id)
-                    .unwrap_or_else(|| "unknown cause".into());
-                if !args.json {
-                    writeln!(stdout)?;
-                }
-                eprintln!("openbot: {cause}");
-            }
-            _ => {}
+        printer.print(&event)?;
+        if let EventKind::Failed { error_id, .. } = event.kind {
+            // This process owns the sealed record, so the person running it may read it.
+            let cause = agent
+                .sealed_errors()
+                .open(error_id)
+                .unwrap_or_else(|| "unknown cause".into());
+            eprintln!("openbot: {cause}");
+            turn.wait().await?;
+            return Ok(ExitCode::FAILURE);
         }
     }
     turn.wait().await?;
-    Ok(code)
-}
-
-fn outcome_text(outcome: TurnOutcome) -> &'static str {
-    match outcome {
-        TurnOutcome::Completed => "completed",
-        TurnOutcome::MaxSteps => "the step limit was reached",
-        TurnOutcome::MaxTime => "the time limit was reached",
-        TurnOutcome::MaxCost => "the cost limit was reached",
-        TurnOutcome::Cancelled => "cancelled",
-    }
+    Ok(printer.exit_code())
 }

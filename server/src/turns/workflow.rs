@@ -101,7 +101,12 @@ impl TurnWorkflow {
         let mut retry_safe = HashMap::new();
         for saved in &input.tools {
             let handler: Option<openbot_core::tool::SharedTool> = match &saved.route {
-                ToolRoute::Host => None,
+                ToolRoute::Host => {
+                    // Waiting again for a delivered result repeats nothing outside: the
+                    // caller answers a call once, by its ID, and the first answer wins.
+                    retry_safe.insert(saved.definition.name.clone(), true);
+                    None
+                }
                 ToolRoute::Http {
                     url,
                     retry_safe: safe,

@@ -73,7 +73,10 @@ fn serve(data: &Path, bind: &str) -> (Child, String, Option<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_openbot"))
         .args(["serve", "--lease-ms", "1000", "--bind", bind, "--data-dir"])
         .arg(data)
-        .env("OPENBOT_LOG", "warn")
+        .env(
+            "OPENBOT_LOG",
+            std::env::var("OPENBOT_TEST_SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .env_remove("OPENBOT_FAULT_POINT")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -92,10 +95,15 @@ fn serve(data: &Path, bind: &str) -> (Child, String, Option<String>) {
             base = Some(line[at..].split_whitespace().next().unwrap().to_string());
         }
     }
-    // Keep draining stderr so the node never blocks on a full pipe.
+    // Keep draining stderr so the node never blocks on a full pipe; with
+    // OPENBOT_TEST_SERVE_LOG set, the node's log goes to this test's standard error.
+    let echo = std::env::var_os("OPENBOT_TEST_SERVE_LOG").is_some();
     std::thread::spawn(move || {
         let mut sink = String::new();
         while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
+            if echo {
+                eprint!("[node] {sink}");
+            }
             sink.clear();
         }
     });

@@ -50,10 +50,7 @@ pub(super) async fn observe(
     // The first connection fails the call itself: an unknown execution is an error here.
     reader.connect().await?;
     Ok(futures::stream::unfold(reader, |mut reader| async move {
-        match reader.next().await {
-            Some(item) => Some((item, reader)),
-            None => None,
-        }
+        reader.next().await.map(|item| (item, reader))
     })
     .boxed())
 }

@@ -1,0 +1,114 @@
+//! `openbot bots`: create, list, show and delete Bots.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use openbot_schema::{Bot, BotId, BotSpec, Limits, ToolDefinition};
+
+use super::ServerArgs;
+
+/// Arguments of `openbot bots`.
+#[derive(Debug, Args)]
+pub struct BotsArgs {
+    #[command(subcommand)]
+    command: BotsCommand,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum BotsCommand {
+    /// Creates a Bot and prints it.
+    Create {
+        /// Its name.
+        #[arg(long)]
+        name: String,
+        /// Its model, e.g. openai:gpt-4o-mini or scripted:<file.json> (read by the server).
+        #[arg(long)]
+        model: String,
+        /// Its system instructions.
+        #[arg(long, default_value = "")]
+        instructions: String,
+        /// A JSON file with a list of tool definitions ({name, description, input_schema}).
+        #[arg(long)]
+        tools: Option<std::path::PathBuf>,
+        /// The most model steps of each Turn.
+        #[arg(long)]
+        max_steps: Option<u32>,
+        /// Every member may chat with it.
+        #[arg(long)]
+        shared: bool,
+    },
+    /// Lists the Bots.
+    List,
+    /// Shows a Bot.
+    Get {
+        /// The Bot's ID.
+        id: BotId,
+    },
+    /// Deletes a Bot that has no Chats.
+    Delete {
+        /// The Bot's ID.
+        id: BotId,
+    },
+}
+
+fn line(bot: &Bot) -> String {
+    format!("{}  {}  {}", bot.id, bot.spec.name, bot.spec.model)
+}
+
+/// Runs the command.
+pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
+    let client = args.server.connect().await?;
+    let output = args.server.output();
+    match args.command {
+        BotsCommand::Create {
+            name,
+            model,
+            instructions,
+            tools,
+            max_steps,
+            shared,
+        } => {
+            let tools: Vec<ToolDefinition> = match tools {
+                Some(path) => serde_json::from_slice(
+                    &std::fs::read(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?,
+                )
+                .with_context(|| format!("{} is not a list of tool definitions", path.display()))?,
+                None => Vec::new(),
+            };
+            let spec = BotSpec {
+                name,
+                instructions,
+                model,
+                tools,
+                limits: Limits {
+                    max_steps,
+                    ..Limits::default()
+                },
+                shared,
+            };
+            let bot = client.create_bot(spec).await?;
+            output.print(&bot, |bot| bot.id.to_string())?;
+        }
+        BotsCommand::List => {
+            let bots = client.list_bots().await?;
+            output.print(&bots, |bots| {
+                bots.iter().map(line).collect::<Vec<_>>().join("\n")
+            })?;
+        }
+        BotsCommand::Get { id } => {
+            let bot = client.get_bot(id).await?;
+            output.print(&bot, line)?;
+        }
+        BotsCommand::Delete { id } => {
+            client.delete_bot(id).await?;
+            output.print(&serde_json::json!({"deleted": id}), |_| {
+                format!("deleted {id}")
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

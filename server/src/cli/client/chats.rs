@@ -1,0 +1,131 @@
+//! `openbot chats`: create Chats, send input and stream the reply, read history, stop and
+//! delete.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use openbot_schema::{BotId, Chat, ChatEntry, ChatId, SendInput};
+
+use super::ServerArgs;
+use super::executions::follow;
+
+/// Arguments of `openbot chats`.
+#[derive(Debug, Args)]
+pub struct ChatsArgs {
+    #[command(subcommand)]
+    command: ChatsCommand,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum ChatsCommand {
+    /// Creates a Chat with a Bot and prints its ID.
+    Create {
+        /// The Bot.
+        #[arg(long)]
+        bot: BotId,
+    },
+    /// Sends input and streams the reply until its Turn ends.
+    Send {
+        /// The Chat.
+        chat: ChatId,
+        /// The text to send.
+        text: String,
+        /// Join the running Turn instead of waiting for one's own.
+        #[arg(long)]
+        steer: bool,
+        /// A name for this request: sending it again returns the same Turn.
+        #[arg(long)]
+        command_key: Option<String>,
+        /// Print the receipt and return at once instead of streaming the reply.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Prints the Chat's messages, oldest first.
+    History {
+        /// The Chat.
+        chat: ChatId,
+    },
+    /// Stops the running Turn.
+    Stop {
+        /// The Chat.
+        chat: ChatId,
+    },
+    /// Deletes the Chat once its Turns ended.
+    Delete {
+        /// The Chat.
+        chat: ChatId,
+    },
+}
+
+fn entry_line(entry: &ChatEntry) -> String {
+    let value = serde_json::to_value(&entry.message).unwrap_or_default();
+    let role = value["role"].as_str().unwrap_or("?").to_string();
+    let text: String = value["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|part| part["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default();
+    format!("{role}: {text}")
+}
+
+/// Runs the command.
+pub async fn run(args: ChatsArgs) -> anyhow::Result<ExitCode> {
+    let client = args.server.connect().await?;
+    let output = args.server.output();
+    match args.command {
+        ChatsCommand::Create { bot } => {
+            let chat = client.create_chat(bot).await?;
+            output.print(&chat, |chat: &Chat| chat.id.to_string())?;
+        }
+        ChatsCommand::Send {
+            chat,
+            text,
+            steer,
+            command_key,
+            no_wait,
+        } => {
+            let mut input = SendInput::text(text);
+            input.command_key = command_key;
+            let receipt = if steer {
+                client.steer(chat, input).await?
+            } else {
+                client.send(chat, input).await?
+            };
+            if no_wait {
+                output.print(&receipt, |r| r.execution_id.to_string())?;
+            } else {
+                return follow(client.as_ref(), receipt.execution_id, 0, output.json).await;
+            }
+        }
+        ChatsCommand::History { chat } => {
+            let entries = client.history(chat).await?;
+            output.print(&entries, |entries| {
+                entries
+                    .iter()
+                    .map(entry_line)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?;
+        }
+        ChatsCommand::Stop { chat } => {
+            client.stop(chat).await?;
+            output.print(&serde_json::json!({"stopped": chat}), |_| {
+                format!("stopped {chat}")
+            })?;
+        }
+        ChatsCommand::Delete { chat } => {
+            client.delete_chat(chat).await?;
+            output.print(&serde_json::json!({"deleted": chat}), |_| {
+                format!("deleted {chat}")
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

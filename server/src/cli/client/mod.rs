@@ -1,0 +1,62 @@
+//! The CLI as a client of a server: `openbot login`, `bots`, `chats`, `executions`. Every
+//! command goes through the same [`openbot_core::Client`] an SDK program uses.
+
+pub mod bots;
+pub mod chats;
+pub mod executions;
+pub mod login;
+mod output;
+mod profile;
+
+use std::sync::Arc;
+
+use clap::Args;
+use openbot_core::{Client, ConnectOptions, connect};
+
+pub use output::Output;
+use profile::Profile;
+
+/// Where the server is and who is calling: flags, then the environment, then `openbot login`.
+#[derive(Debug, Args, Clone)]
+pub struct ServerArgs {
+    /// The server, e.g. http://127.0.0.1:8080 (default: the one saved by `openbot login`).
+    #[arg(long, env = "OPENBOT_SERVER", global = true)]
+    pub server: Option<String>,
+    /// An API token (default: the one saved by `openbot login`).
+    #[arg(long, env = "OPENBOT_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+impl ServerArgs {
+    /// The client of the chosen server.
+    pub async fn connect(&self) -> anyhow::Result<Arc<dyn Client>> {
+        let saved = Profile::load()?;
+        let server = self
+            .server
+            .clone()
+            .or_else(|| saved.as_ref().map(|p| p.server.clone()))
+            .ok_or_else(|| {
+                anyhow::anyhow!("no server: run `openbot login --server <url>` or pass --server")
+            })?;
+        let token = self
+            .token
+            .clone()
+            .or_else(|| saved.filter(|p| p.server == server).map(|p| p.token));
+        Ok(connect(
+            &server,
+            ConnectOptions {
+                token,
+                ..ConnectOptions::default()
+            },
+        )
+        .await?)
+    }
+
+    /// How results are printed.
+    pub fn output(&self) -> Output {
+        Output { json: self.json }
+    }
+}

@@ -1,0 +1,306 @@
+//! The remote Client against a real `openbot serve` process: host tools across clients and
+//! restarts, resumable event streams, safe retries and the typed errors of a failing server.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/served.rs"]
+mod served;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use openbot_core::tool::{FnTool, SharedTool, ToolOutput};
+use openbot_core::{Client, ConnectOptions, connect};
+use openbot_schema::{
+    BotSpec, ChatId, ErrorCode, EventKind, ExecutionId, Limits, SendInput, ToolDefinition,
+    ToolResult, TurnOutcome,
+};
+use serde_json::json;
+use served::Served;
+
+/// A scripted model file that lives as long as the test.
+fn script(steps: serde_json::Value) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, json!({ "steps": steps }).to_string()).unwrap();
+    (dir, format!("scripted:{}", path.display()))
+}
+
+async fn client(served: &Served, tools: Vec<SharedTool>) -> Arc<dyn Client> {
+    connect(
+        &served.base,
+        ConnectOptions {
+            token: Some(served.token.clone()),
+            tools,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn bot(model: &str, tools: Vec<ToolDefinition>) -> BotSpec {
+    BotSpec {
+        name: "Remote".into(),
+        instructions: String::new(),
+        model: model.into(),
+        tools,
+        limits: Limits::default(),
+        shared: false,
+    }
+}
+
+fn lookup_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "lookup".into(),
+        description: "Looks a word up.".into(),
+        input_schema: json!({"type": "object"}),
+    }
+}
+
+/// A `lookup` handler that counts its calls.
+fn counting_lookup(calls: Arc<AtomicUsize>) -> SharedTool {
+    Arc::new(FnTool::new(
+        "lookup",
+        "",
+        json!({"type": "object"}),
+        move |_, _| {
+            let calls = Arc::clone(&calls);
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolOutput::text("found"))
+            }
+        },
+    ))
+}
+
+/// Reads events until the Turn ends; returns its outcome.
+async fn outcome(client: &dyn Client, id: ExecutionId) -> TurnOutcome {
+    let mut events = client.observe(id, 0).await.unwrap();
+    while let Some(event) = events.next().await {
+        if let EventKind::TurnEnded { outcome, .. } = event.unwrap().kind {
+            return outcome;
+        }
+    }
+    panic!("the stream ended without turn_ended");
+}
+
+/// Waits for the first `tool_call` of an execution; returns its call ID.
+async fn first_tool_call(client: &dyn Client, id: ExecutionId) -> String {
+    let mut events = client.observe(id, 0).await.unwrap();
+    while let Some(event) = events.next().await {
+        if let EventKind::ToolCall { call, .. } = event.unwrap().kind {
+            return call.id;
+        }
+    }
+    panic!("no tool call");
+}
+
+fn tool_call_then_text() -> serde_json::Value {
+    json!([
+        {"tool_calls": [{"id": "call_1", "name": "lookup", "arguments": {"word": "turn"}}]},
+        {"text": "done"}
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_tool_call_left_open_is_answered_by_a_client_that_comes_back() {
+    let served = Served::start();
+    let (_dir, model) = script(tool_call_then_text());
+    let first = client(&served, vec![]).await;
+    let bot = first
+        .create_bot(bot(&model, vec![lookup_definition()]))
+        .await
+        .unwrap();
+    let chat = first.create_chat(bot.id).await.unwrap();
+    let receipt = first
+        .send(chat.id, SendInput::text("Look it up"))
+        .await
+        .unwrap();
+    first_tool_call(first.as_ref(), receipt.execution_id).await;
+    first.close().await;
+
+    let calls = Arc::new(AtomicUsize::new(0));
+    let second = client(&served, vec![counting_lookup(Arc::clone(&calls))]).await;
+    assert_eq!(
+        outcome(second.as_ref(), receipt.execution_id).await,
+        TurnOutcome::Completed
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_delivered_while_the_server_was_down_and_restarted_completes_the_turn() {
+    let mut served = Served::start();
+    let (_dir, model) = script(tool_call_then_text());
+    let client = client(&served, vec![]).await;
+    let bot = client
+        .create_bot(bot(&model, vec![lookup_definition()]))
+        .await
+        .unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let receipt = client
+        .send(chat.id, SendInput::text("Look it up"))
+        .await
+        .unwrap();
+    let call_id = first_tool_call(client.as_ref(), receipt.execution_id).await;
+
+    served.restart();
+    let result = ToolResult {
+        call_id,
+        name: "lookup".into(),
+        output: vec![openbot_schema::ContentPart::text("found")],
+        is_error: false,
+    };
+    client
+        .deliver_tool_result(receipt.execution_id, result)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome(client.as_ref(), receipt.execution_id).await,
+        TurnOutcome::Completed
+    );
+    let history = client.history(chat.id).await.unwrap();
+    assert_eq!(history.len(), 4, "user, tool call, tool result, answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_for_a_call_that_is_not_open_is_a_conflict() {
+    let served = Served::start();
+    let (_dir, model) = script(tool_call_then_text());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let client = client(&served, vec![counting_lookup(calls)]).await;
+    let bot = client
+        .create_bot(bot(&model, vec![lookup_definition()]))
+        .await
+        .unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let receipt = client
+        .send(chat.id, SendInput::text("Look it up"))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome(client.as_ref(), receipt.execution_id).await,
+        TurnOutcome::Completed
+    );
+    let late = ToolResult {
+        call_id: "call_1".into(),
+        name: "lookup".into(),
+        output: vec![],
+        is_error: false,
+    };
+    let err = client
+        .deliver_tool_result(receipt.execution_id, late)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_after_a_server_restart_without_a_gap_or_a_repeat() {
+    let mut served = Served::start();
+    let deltas: Vec<String> = (0..30).map(|i| format!("w{i} ")).collect();
+    let (_dir, model) = script(json!([{ "deltas": deltas, "delay_ms": 40 }]));
+    let client = client(&served, vec![]).await;
+    let bot = client.create_bot(bot(&model, vec![])).await.unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let receipt = client.send(chat.id, SendInput::text("Talk")).await.unwrap();
+
+    let mut events = client.observe(receipt.execution_id, 0).await.unwrap();
+    let mut sequences = Vec::new();
+    let mut restarted = false;
+    let mut ended = None;
+    while let Some(event) = events.next().await {
+        let event = event.unwrap();
+        sequences.push(event.sequence);
+        if !restarted && matches!(event.kind, EventKind::TextDelta { .. }) {
+            served.restart();
+            restarted = true;
+        }
+        if let EventKind::TurnEnded { outcome, .. } = event.kind {
+            ended = Some(outcome);
+        }
+    }
+    assert!(restarted);
+    assert!(ended.is_some(), "the stream reached the end");
+    let expected: Vec<u64> = (1..=sequences.len() as u64).collect();
+    assert_eq!(sequences, expected, "every sequence once, in order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_send_with_the_same_command_key_gets_the_same_receipt() {
+    let served = Served::start();
+    let (_dir, model) = script(json!([{ "text": "once" }]));
+    let client = client(&served, vec![]).await;
+    let bot = client.create_bot(bot(&model, vec![])).await.unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let input = SendInput::text("Hi").with_command_key("k-1");
+    let first = client.send(chat.id, input.clone()).await.unwrap();
+    let again = client.send(chat.id, input).await.unwrap();
+    assert_eq!(first.execution_id, again.execution_id);
+    let other = client
+        .send(chat.id, SendInput::text("Other").with_command_key("k-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(other.code, ErrorCode::Conflict);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_chat_is_not_found_with_the_servers_code() {
+    let served = Served::start();
+    let client = client(&served, vec![]).await;
+    let err = client.get_chat(ChatId::new()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_unauthorized() {
+    let served = Served::start();
+    let client = connect(
+        &served.base,
+        ConnectOptions {
+            token: Some("ob_wrong".into()),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let err = client.list_bots().await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unauthorized, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_down_is_unavailable() {
+    let mut served = Served::start();
+    let client = client(&served, vec![]).await;
+    served.kill();
+    let err = client.list_bots().await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_client_is_closed() {
+    let served = Served::start();
+    let client = client(&served, vec![]).await;
+    client.close().await;
+    let err = client.list_bots().await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Closed, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_chat_returns_once_its_turn_ended() {
+    let served = Served::start();
+    let (_dir, model) = script(json!([{ "deltas": ["a", "b", "c"], "delay_ms": 300 }]));
+    let client = client(&served, vec![]).await;
+    let bot = client.create_bot(bot(&model, vec![])).await.unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let receipt = client.send(chat.id, SendInput::text("Slow")).await.unwrap();
+    client.delete_chat(chat.id).await.unwrap();
+    let execution = client.get_execution(receipt.execution_id).await.unwrap();
+    assert!(execution.state.is_terminal(), "{:?}", execution.state);
+    let gone = client.get_chat(chat.id).await.unwrap_err();
+    assert_eq!(gone.code, ErrorCode::NotFound);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
