@@ -1,0 +1,163 @@
+//! The CLI as a client of a real `openbot serve`: login, Bots, Chats with a streamed reply,
+//! executions, JSON output and the errors of a server that is down.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/served.rs"]
+mod served;
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use served::Served;
+
+/// A CLI with its own config folder, talking to `served`.
+struct Cli {
+    config: tempfile::TempDir,
+    script: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        let script = tempfile::tempdir().unwrap();
+        std::fs::write(
+            script.path().join("hello.json"),
+            r#"{"steps": [{"deltas": ["Hello", ", ", "world!"]}], "repeat": true}"#,
+        )
+        .unwrap();
+        Self {
+            config: tempfile::tempdir().unwrap(),
+            script,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_openbot"))
+            .args(args)
+            .env("OPENBOT_CONFIG_DIR", self.config.path())
+            .env_remove("OPENBOT_SERVER")
+            .env_remove("OPENBOT_TOKEN")
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "openbot {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn login(&self, served: &Served) {
+        self.ok(&["login", "--server", &served.base, "--token", &served.token]);
+    }
+
+    fn model(&self) -> String {
+        format!(
+            "scripted:{}",
+            self.script.path().join("hello.json").display()
+        )
+    }
+
+    /// A Bot and a Chat; returns the Chat's ID.
+    fn chat(&self) -> String {
+        let bot = self.ok(&[
+            "bots",
+            "create",
+            "--name",
+            "Greeter",
+            "--model",
+            &self.model(),
+        ]);
+        self.ok(&["chats", "create", "--bot", bot.trim()])
+            .trim()
+            .to_string()
+    }
+}
+
+#[test]
+fn login_checks_the_token_and_later_commands_use_it() {
+    let served = Served::start();
+    let cli = Cli::new();
+    let refused = cli.run(&["login", "--server", &served.base, "--token", "ob_wrong"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("unauthorized"));
+    assert!(!cli.config.path().join("login.json").exists());
+
+    cli.login(&served);
+    let listed: Value = serde_json::from_str(&cli.ok(&["bots", "list", "--json"])).unwrap();
+    assert_eq!(listed, serde_json::json!([]));
+}
+
+#[test]
+fn chats_send_streams_the_reply_and_exits_zero() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat = cli.chat();
+    let reply = cli.ok(&["chats", "send", &chat, "Hi"]);
+    assert_eq!(reply, "Hello, world!\n");
+    let history = cli.ok(&["chats", "history", &chat]);
+    assert_eq!(history, "user: Hi\nassistant: Hello, world!\n");
+}
+
+#[test]
+fn json_output_prints_one_event_per_line_in_order() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat = cli.chat();
+    let lines = cli.ok(&["chats", "send", &chat, "Hi", "--json"]);
+    let events: Vec<Value> = lines
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let sequences: Vec<u64> = events
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sequences, (1..=events.len() as u64).collect::<Vec<_>>());
+    assert_eq!(events.last().unwrap()["type"], "turn_ended");
+}
+
+#[test]
+fn executions_observe_reads_from_a_cursor_and_get_shows_the_end_state() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat = cli.chat();
+    let receipt: Value =
+        serde_json::from_str(&cli.ok(&["chats", "send", &chat, "Hi", "--no-wait", "--json"]))
+            .unwrap();
+    let id = receipt["execution_id"].as_str().unwrap();
+    let all = cli.ok(&["executions", "observe", id, "--json"]);
+    let later = cli.ok(&["executions", "observe", id, "--after", "2", "--json"]);
+    let all: Vec<&str> = all.lines().collect();
+    let later: Vec<&str> = later.lines().collect();
+    assert_eq!(later, all[2..].to_vec());
+    let execution: Value =
+        serde_json::from_str(&cli.ok(&["executions", "get", id, "--json"])).unwrap();
+    assert_eq!(execution["state"], "completed");
+    let cancel = cli.run(&["executions", "cancel", id]);
+    assert!(
+        !cancel.status.success(),
+        "an ended execution cannot be cancelled"
+    );
+    assert!(String::from_utf8_lossy(&cancel.stderr).contains("conflict"));
+}
+
+#[test]
+fn a_server_that_is_down_gives_one_line_and_exit_code_1() {
+    let mut served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    served.kill();
+    let output = cli.run(&["bots", "list"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("unavailable"), "{stderr}");
+}
