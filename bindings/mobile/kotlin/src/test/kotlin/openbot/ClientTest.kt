@@ -1,5 +1,7 @@
 package openbot
 
+import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeoutOrNull
@@ -17,8 +19,10 @@ import uniffi.openbot.Client
 import uniffi.openbot.ContentPart
 import uniffi.openbot.EventKind
 import uniffi.openbot.ExecutionState
+import uniffi.openbot.HostTool
 import uniffi.openbot.Limits
 import uniffi.openbot.Message
+import uniffi.openbot.ToolCallContext
 import uniffi.openbot.OpenBotException
 import uniffi.openbot.SendDisposition
 import uniffi.openbot.ToolDefinition
@@ -166,6 +170,35 @@ class ClientTest {
             assertEquals(listOf(ContentPart.Text("tool failed on purpose")), result.output)
             assertEquals(TurnOutcome.COMPLETED, (events.last().kind as EventKind.TurnEnded).outcome)
         }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `cancelling the Turn cancels a running Kotlin tool's coroutine`(mode: Mode) {
+        val started = CompletableDeferred<Unit>()
+        val cancelled = CompletableDeferred<Unit>()
+        val waiter = object : HostTool {
+            override fun name() = "wait"
+            override suspend fun call(argumentsJson: String, context: ToolCallContext): String {
+                started.complete(Unit)
+                try {
+                    awaitCancellation()
+                } finally {
+                    cancelled.complete(Unit)
+                }
+            }
+        }
+        withClient(mode, listOf(waiter)) { client ->
+            val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"wait","arguments":{}}]},{"text":"never"}]}"""
+            val bot = client.bot(script, listOf(ToolDefinition("wait", "Waits.")))
+            val chat = client.createChat(bot.id)
+            val receipt = client.send(chat.id, textInput("Wait", null))
+            started.await()
+            client.cancelExecution(receipt.executionId)
+            cancelled.await()
+            val events = client.allEvents(receipt.executionId)
+            assertEquals(TurnOutcome.CANCELLED, (events.last().kind as EventKind.TurnEnded).outcome)
+        }
+    }
 
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
