@@ -110,11 +110,13 @@ async def main() -> None:
         raise RuntimeError(f"expected {args.warmup * args.steps} model calls, got {model.next}")
 
     rounds_us = []
+    rounds_cpu_us = []
     for _ in range(args.rounds):
-        start = time.perf_counter_ns()
+        start, cpu = time.perf_counter_ns(), time.process_time_ns()
         await run_turns(agent, args.turns)
         elapsed = time.perf_counter_ns() - start
         rounds_us.append(elapsed / 1000 / (args.turns * args.steps))
+        rounds_cpu_us.append((time.process_time_ns() - cpu) / 1000 / (args.turns * args.steps))
 
     print(
         json.dumps(
@@ -124,6 +126,7 @@ async def main() -> None:
                 "python": platform.python_version(),
                 "us_per_step": statistics.median(rounds_us),
                 "rounds_us_per_step": rounds_us,
+                "cpu_us_per_step": statistics.median(rounds_cpu_us),
                 "steps": args.steps,
                 "turns": args.turns,
                 "rounds": args.rounds,

@@ -94,6 +94,7 @@ def main() -> None:
 
     model = f"scripted:{script_file(args.steps)}"
     rounds_us: list[float] = []
+    rounds_cpu_us: list[float] = []
     call_us = 0.0
     # Each Turn runs in a Chat of its own (created in the measured time), like the baselines'
     # `Runner.run` / `invoke` with fresh input: no history grows across Turns.
@@ -102,9 +103,10 @@ def main() -> None:
             bot = client.create_bot(name="bench", instructions="Be brief.", model=model, tools=[echo])
             run_sync(client, bot, args.warmup, args.steps)
             for _ in range(args.rounds):
-                start = time.perf_counter_ns()
+                start, cpu = time.perf_counter_ns(), time.process_time_ns()
                 run_sync(client, bot, args.turns, args.steps)
                 rounds_us.append((time.perf_counter_ns() - start) / 1000 / (args.turns * args.steps))
+                rounds_cpu_us.append((time.process_time_ns() - cpu) / 1000 / (args.turns * args.steps))
             call_us = sync_call_us(client, bot)
     else:
 
@@ -115,10 +117,11 @@ def main() -> None:
                 )
                 await run_async(client, bot, args.warmup, args.steps)
                 for _ in range(args.rounds):
-                    start = time.perf_counter_ns()
+                    start, cpu = time.perf_counter_ns(), time.process_time_ns()
                     await run_async(client, bot, args.turns, args.steps)
                     elapsed = time.perf_counter_ns() - start
                     rounds_us.append(elapsed / 1000 / (args.turns * args.steps))
+                    rounds_cpu_us.append((time.process_time_ns() - cpu) / 1000 / (args.turns * args.steps))
                 nonlocal call_us
                 call_us = await async_call_us(client, bot)
 
@@ -133,6 +136,7 @@ def main() -> None:
                 "python": platform.python_version(),
                 "us_per_step": statistics.median(rounds_us),
                 "rounds_us_per_step": rounds_us,
+                "cpu_us_per_step": statistics.median(rounds_cpu_us),
                 "noop_ns": noop_ns(),
                 "get_bot_us": call_us,
                 "steps": args.steps,
