@@ -16,7 +16,7 @@ pub mod tool;
 pub mod turn;
 
 pub use agent::{Agent, AgentBuilder, TurnHandle};
-pub use client::{Client, ConnectOptions, ObserveStream, connect};
+pub use client::{Client, ConnectOptions, ObserveStream, RemoteClient, connect};
 pub use error::Error;
 pub use openbot_schema as schema;
 

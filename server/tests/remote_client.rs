@@ -304,3 +304,62 @@ async fn deleting_a_chat_returns_once_its_turn_ended() {
     assert_eq!(gone.code, ErrorCode::NotFound);
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
+    use openbot_core::RemoteClient;
+    use openbot_schema::{CreateToken, PutProvider, Right};
+    let served = Served::start();
+    let admin = RemoteClient::new(
+        &served.base,
+        ConnectOptions {
+            token: Some(served.token.clone()),
+            ..ConnectOptions::default()
+        },
+    )
+    .unwrap();
+    admin.health().await.unwrap();
+    let created = admin
+        .create_token(&CreateToken {
+            name: "ci".into(),
+            rights: Right::all(),
+            bot_ids: None,
+            expires_at: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        admin
+            .list_tokens()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "ci")
+    );
+    assert_eq!(admin.list_members().await.unwrap().len(), 1);
+    let settings = admin
+        .put_provider(
+            "openai",
+            &PutProvider {
+                api_key: Some("sk-test-not-returned".into()),
+                base_url: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(settings.kind, "openai");
+    let listed = serde_json::to_string(&admin.list_providers().await.unwrap()).unwrap();
+    assert!(!listed.contains("sk-test-not-returned"));
+
+    admin.revoke_token(created.token.id).await.unwrap();
+    let revoked = RemoteClient::new(
+        &served.base,
+        ConnectOptions {
+            token: Some(created.secret.clone()),
+            ..ConnectOptions::default()
+        },
+    )
+    .unwrap();
+    let err = revoked.list_chats().await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unauthorized, "{err}");
+}

@@ -7,6 +7,7 @@
 
 mod host_tools;
 mod observe;
+mod organization;
 mod transport;
 
 use async_trait::async_trait;

@@ -1,0 +1,135 @@
+//! What only a server has: API tokens, members and invitations, model provider settings and
+//! Chats listed across Bots. Inherent methods of [`RemoteClient`]; the in-memory mode has no
+//! such things.
+
+use openbot_schema::{
+    AcceptInvitation, AcceptedInvitation, ApiToken, Chat, CreateInvitation, CreateToken,
+    CreatedInvitation, CreatedToken, Invitation, Member, ProviderSettings, PutProvider, TokenId,
+};
+use reqwest::Method;
+use uuid::Uuid;
+
+use super::RemoteClient;
+use super::transport::Retry;
+use crate::error::Error;
+
+impl RemoteClient {
+    /// Whether the server answers (needs no token).
+    pub async fn health(&self) -> Result<(), Error> {
+        self.transport
+            .send(Method::GET, "/v1/health", None::<&()>, Retry::Safe)
+            .await
+            .map(|_| ())
+    }
+
+    /// The caller's Chats, oldest first.
+    pub async fn list_chats(&self) -> Result<Vec<Chat>, Error> {
+        self.get("/v1/chats").await
+    }
+
+    /// Creates an API token with at most the caller's rights; its secret is shown only here.
+    pub async fn create_token(&self, request: &CreateToken) -> Result<CreatedToken, Error> {
+        self.transport
+            .json(
+                Method::POST,
+                "/v1/tokens",
+                Some(request),
+                Retry::BeforeSending,
+            )
+            .await
+    }
+
+    /// The caller's API tokens (never their secrets).
+    pub async fn list_tokens(&self) -> Result<Vec<ApiToken>, Error> {
+        self.get("/v1/tokens").await
+    }
+
+    /// Revokes an API token at once.
+    pub async fn revoke_token(&self, id: TokenId) -> Result<(), Error> {
+        self.delete(&format!("/v1/tokens/{id}")).await
+    }
+
+    /// The organization's members.
+    pub async fn list_members(&self) -> Result<Vec<Member>, Error> {
+        self.get("/v1/members").await
+    }
+
+    /// Removes a member; their tokens and sessions stop working at once.
+    pub async fn remove_member(&self, id: Uuid) -> Result<(), Error> {
+        self.delete(&format!("/v1/members/{id}")).await
+    }
+
+    /// Invites a person; the invitation's secret is shown only here.
+    pub async fn create_invitation(
+        &self,
+        request: &CreateInvitation,
+    ) -> Result<CreatedInvitation, Error> {
+        self.transport
+            .json(
+                Method::POST,
+                "/v1/invitations",
+                Some(request),
+                Retry::BeforeSending,
+            )
+            .await
+    }
+
+    /// The open invitations.
+    pub async fn list_invitations(&self) -> Result<Vec<Invitation>, Error> {
+        self.get("/v1/invitations").await
+    }
+
+    /// Revokes an invitation.
+    pub async fn revoke_invitation(&self, id: Uuid) -> Result<(), Error> {
+        self.delete(&format!("/v1/invitations/{id}")).await
+    }
+
+    /// Accepts an invitation (needs no token): the new member and their first token.
+    pub async fn accept_invitation(
+        &self,
+        request: &AcceptInvitation,
+    ) -> Result<AcceptedInvitation, Error> {
+        self.transport
+            .json(
+                Method::POST,
+                "/v1/invitations/accept",
+                Some(request),
+                Retry::BeforeSending,
+            )
+            .await
+    }
+
+    /// The organization's model provider settings (never the keys).
+    pub async fn list_providers(&self) -> Result<Vec<ProviderSettings>, Error> {
+        self.get("/v1/models/providers").await
+    }
+
+    /// Sets a provider's key (stored sealed) and base URL; `kind` is `openai`, `anthropic`
+    /// or `compatible`. Setting the same values twice has the effect of once.
+    pub async fn put_provider(
+        &self,
+        kind: &str,
+        settings: &PutProvider,
+    ) -> Result<ProviderSettings, Error> {
+        self.transport
+            .json(
+                Method::PUT,
+                &format!("/v1/models/providers/{kind}"),
+                Some(settings),
+                Retry::Safe,
+            )
+            .await
+    }
+
+    /// Removes a provider's settings.
+    pub async fn delete_provider(&self, kind: &str) -> Result<(), Error> {
+        self.delete(&format!("/v1/models/providers/{kind}")).await
+    }
+
+    async fn delete(&self, path: &str) -> Result<(), Error> {
+        self.transport
+            .send(Method::DELETE, path, None::<&()>, Retry::Safe)
+            .await
+            .map(|_| ())
+    }
+}
