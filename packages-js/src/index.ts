@@ -104,7 +104,9 @@ export interface SendOptions {
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`.trim();
+  if (typeof value === 'object') return 'an object';
+  const shown = String(value);
+  return `${typeof value} ${shown.length > 40 ? `${shown.slice(0, 40)}...` : shown}`.trim();
 }
 
 function checkString(where: string, name: string, value: unknown): string {
