@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 
-import { collect, modes, replyOf, scriptedModel, sdk, stopServer, textOf } from './helpers.mjs';
+import { collect, modes, replyOf, scriptedModel, sdk, startServer, stopServer, textOf } from './helpers.mjs';
 
 const addTool = {
   name: 'add',
@@ -417,6 +417,36 @@ for (const mode of modes) {
       }));
   });
 }
+
+describe('a server that goes away', () => {
+  test('a server killed while events are read ends the iterator with UnavailableError', async () => {
+    const server = await startServer();
+    const client = await sdk.connect(server.url, { token: server.token });
+    try {
+      const model = scriptedModel({ steps: [{ deltas: ['a', 'b', 'c'], delay_ms: 1000 }] });
+      const bot = await client.createBot({ name: 'Doomed', model });
+      const execution = await (await bot.createChat()).send('Go');
+      const seen = [];
+      await assert.rejects(
+        (async () => {
+          for await (const event of execution.events()) {
+            seen.push(event.type);
+            if (event.type === 'model_step_started') server.kill();
+          }
+        })(),
+        (e) => {
+          assert.ok(e instanceof sdk.UnavailableError, `not an UnavailableError: ${e}`);
+          assert.equal(e.code, 'unavailable');
+          return true;
+        },
+      );
+      assert.ok(!seen.includes('turn_ended'));
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  });
+});
 
 describe('connect', () => {
   test('wrong argument types throw TypeError', async () => {

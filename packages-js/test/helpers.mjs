@@ -47,8 +47,10 @@ export async function startServer() {
   const child = spawn(bin, ['serve', '--data-dir', data, '--bind', '127.0.0.1:0'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // A process killed by a signal keeps `exitCode` null and sets `signalCode`.
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
   const stop = () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (!exited()) child.kill('SIGKILL');
   };
   process.on('exit', stop);
   const token = new Promise((resolve) => {
@@ -72,11 +74,13 @@ export async function startServer() {
   return {
     url: u,
     token: t.trim(),
+    /** SIGKILL: the server is gone at once. */
+    kill: () => stop(),
     stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
+      if (exited()) return;
+      const done = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
-      await exited;
+      await done;
     },
   };
 }
