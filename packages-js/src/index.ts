@@ -57,6 +57,8 @@ export type EventOf<T extends Event['type']> = Extract<Event, { type: T }>;
  * the value it threw, unchanged.
  */
 export type ToolResultEvent = EventOf<'tool_result'> & { error?: unknown };
+/** An event as `events()` gives it: a `tool_result` carries what your tool threw. */
+export type ObservedEvent = Exclude<Event, { type: 'tool_result' }> | ToolResultEvent;
 
 /** What a tool function knows about the call it serves. */
 export interface ToolContext {
@@ -178,12 +180,12 @@ class ToolErrors {
     }
   }
 
-  attach(event: Event): Event {
+  attach(event: Event): ObservedEvent {
     if (event.type === 'tool_result' && event.result.is_error) {
       const key = `${event.execution_id}/${event.result.call_id}`;
       if (this.errors.has(key)) (event as ToolResultEvent).error = this.errors.get(key);
     }
-    return event;
+    return event as ObservedEvent;
   }
 }
 
@@ -341,7 +343,7 @@ export class Client {
    * The execution's events after sequence `after` (0: from the start), ending after its last
    * event. Leaving the loop early stops observing; it cancels nothing.
    */
-  events(executionId: string, after?: number): AsyncIterableIterator<Event> {
+  events(executionId: string, after?: number): AsyncIterableIterator<ObservedEvent> {
     checkString('events', 'executionId', executionId);
     return observe(this, executionId, checkCursor('events', after));
   }
@@ -486,7 +488,7 @@ export class Execution {
   }
 
   /** Its events after sequence `after` (0: from the start), ending after the last one. */
-  events(after?: number): AsyncIterableIterator<Event> {
+  events(after?: number): AsyncIterableIterator<ObservedEvent> {
     return observe(this.client, this.id, checkCursor('events', after));
   }
 
@@ -526,7 +528,7 @@ export class Execution {
   }
 }
 
-async function* observe(client: Client, executionId: string, after: number): AsyncGenerator<Event> {
+async function* observe(client: Client, executionId: string, after: number): AsyncGenerator<ObservedEvent> {
   const stream = await call(() => client.native.observe(executionId, after));
   try {
     for (;;) {

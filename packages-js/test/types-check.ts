@@ -1,0 +1,39 @@
+// Compiled (not run) by scripts/test-node with tsc --strict: the package's declarations give
+// useful types, and wrong uses are type errors.
+import { connect, NotFoundError, type ExecutionInfo, type ToolContext } from '../dist/index';
+
+export async function typed(): Promise<ExecutionInfo> {
+  const tools = {
+    add: async (args: { a: number; b: number }, context: ToolContext) => `${args.a + args.b} ${context.callId}`,
+  };
+  const client = await connect('memory://', { tools });
+  const bot = await client.createBot({ name: 'Typed', model: 'scripted:x.json', limits: { max_steps: 3 } });
+  const chat = await bot.createChat();
+  const execution = await chat.send('Hi', { commandKey: 'k' });
+  for await (const event of execution.events()) {
+    if (event.type === 'text_delta') {
+      const text: string = event.text;
+      void text;
+    }
+    if (event.type === 'tool_result') {
+      const thrown: unknown = event.error;
+      const failed: boolean | undefined = event.result.is_error;
+      void thrown, failed;
+    }
+  }
+  try {
+    await client.getChat('019ad1c8-0000-7000-8000-000000000000');
+  } catch (e) {
+    if (e instanceof NotFoundError) {
+      const code: 'not_found' | string = e.code;
+      void code;
+    }
+  }
+  // @ts-expect-error: a spec is an object
+  await client.createBot('Greeter');
+  // @ts-expect-error: a BotSpec needs a model
+  await client.createBot({ name: 'No model' });
+  // @ts-expect-error: input is text or content parts
+  await chat.send(42);
+  return execution.wait();
+}
