@@ -4,6 +4,7 @@ import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.withTimeoutOrNull
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
@@ -354,6 +355,58 @@ class ClientTest {
         val e = expectError { client.listBots() }
         assertTrue(e is OpenBotException.Closed, e.toString())
         client.close()
+    }
+
+    @Test
+    fun `a server that is down is unavailable`() = runBlocking {
+        // A port that was free a moment ago: nothing listens there.
+        val port = java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress()).use { it.localPort }
+        val client = connect("http://127.0.0.1:$port", "token", emptyList())
+        try {
+            val e = expectError { client.listBots() }
+            assertTrue(e is OpenBotException.Unavailable, e.toString())
+        } finally {
+            client.close()
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `a call cancelled by its coroutine leaves the client working`(mode: Mode) = withClient(mode) { client ->
+        val bot = client.bot(slowScript())
+        val chat = client.createChat(bot.id)
+        val receipt = client.send(chat.id, textInput("Talk", null))
+        val stream = client.observe(receipt.executionId, 0UL)
+        val timedOut = withTimeoutOrNull(1) { stream.drain() }
+        assertNull(timedOut)
+        stream.close()
+        assertEquals(chat, client.getChat(chat.id))
+        client.cancelExecution(receipt.executionId)
+    }
+
+    @Test
+    fun `a client that comes back can deliver a tool result`() = runBlocking {
+        Server.start()
+        val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"lookup","arguments":{}}]},{"text":"done"}]}"""
+        val first = connect(Server.url, Server.token, emptyList())
+        val bot = first.bot(script, listOf(ToolDefinition("lookup", "Looks up.")))
+        val chat = first.createChat(bot.id)
+        val receipt = first.send(chat.id, textInput("Look", null))
+        withTimeout(WAIT_MS) { first.waitForState(receipt.executionId, ExecutionState.WAITING) }
+        first.shutdown()
+        first.close()
+
+        val again = connect(Server.url, Server.token, emptyList())
+        try {
+            withTimeout(WAIT_MS) {
+                again.deliverToolResult(receipt.executionId, ToolResult("c1", "lookup", listOf(ContentPart.Text("found")), false))
+                val events = again.allEvents(receipt.executionId)
+                assertEquals(TurnOutcome.COMPLETED, (events.last().kind as EventKind.TurnEnded).outcome)
+            }
+        } finally {
+            again.shutdown()
+            again.close()
+        }
     }
 
     @Test

@@ -2,6 +2,7 @@
 // run. Prints figures; asserts nothing. Run by scripts/bench-kotlin.
 package openbot.bench
 
+import com.sun.jna.Memory
 import com.sun.jna.Native
 import kotlinx.coroutines.runBlocking
 import uniffi.openbot.ExecutionState
@@ -40,6 +41,9 @@ fun main() {
     }
     val raw = median(List(rounds) { perCallNs(calls) { sink += LibC.getpid() } })
     val noop = median(List(rounds) { perCallNs(calls) { ping() } })
+    // What every binding call allocates first: the call status, a JNA structure (native memory
+    // that JNA's cleaner thread frees later).
+    val alloc = median(List(rounds) { perCallNs(calls) { sink += Memory(32).size() } })
     val sync = median(List(rounds) { perCallNs(calls) { if (isTerminal(ExecutionState.COMPLETED)) sink++ } })
 
     val asyncCalls = 5_000
@@ -57,6 +61,7 @@ fun main() {
     }
 
     println("raw JNA call (libc getpid), baseline:       %8.0f ns/call".format(raw))
+    println("JNA Memory(32) allocation alone:            %8.0f ns".format(alloc))
     println("no-op call through the binding (ping()):    %8.0f ns/call  (%.1fx the baseline)".format(noop, noop / raw))
     println("sync call with an enum (isTerminal()):      %8.0f ns/call  (%.1fx the baseline)".format(sync, sync / raw))
     println("suspend call, memory:// listBots() (empty): %8.0f ns/call  (%.1fx the baseline)".format(async, async / raw))
