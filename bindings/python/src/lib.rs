@@ -25,6 +25,7 @@ fn noop() {}
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(noop, m)?)?;
+    m.add_function(wrap_pyfunction!(tool::shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(errors::register_errors, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_sync, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;

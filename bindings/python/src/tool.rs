@@ -8,6 +8,8 @@
 //! the exception's message.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
@@ -15,6 +17,44 @@ use openbot_schema::ToolDefinition;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
+
+/// Set at interpreter exit: tools then no longer attach to Python.
+static EXITING: AtomicBool = AtomicBool::new(false);
+/// Tool calls attached to Python (or about to attach) right now.
+static ATTACHED: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `f` attached to Python, unless the interpreter is exiting: a thread that attaches
+/// while Python finalizes crashes the process.
+fn with_python<T>(f: impl FnOnce(Python<'_>) -> Result<T, ToolError>) -> Result<T, ToolError> {
+    struct Attached;
+    impl Drop for Attached {
+        fn drop(&mut self) {
+            ATTACHED.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    ATTACHED.fetch_add(1, Ordering::SeqCst);
+    let _attached = Attached;
+    if EXITING.load(Ordering::SeqCst) {
+        return Err(ToolError::new("the Python interpreter is exiting"));
+    }
+    Python::attach(f)
+}
+
+/// Called at interpreter exit (`atexit`): from now on tool calls fail instead of running
+/// Python, and this waits (GIL released) up to `timeout` seconds for the calls that are in
+/// Python to return. Returns how many are still running.
+#[pyfunction]
+#[pyo3(signature = (timeout=5.0))]
+pub fn shutdown(py: Python<'_>, timeout: f64) -> usize {
+    EXITING.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+    py.detach(|| {
+        while ATTACHED.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        ATTACHED.load(Ordering::SeqCst)
+    })
+}
 
 /// A Python function offered to the model.
 pub struct PyTool {
@@ -77,7 +117,7 @@ impl Tool for PyTool {
         let run = async move {
             match event_loop {
                 None => tokio::task::spawn_blocking(move || {
-                    Python::attach(|py| {
+                    with_python(|py| {
                         let args = pythonize::pythonize(py, &arguments)
                             .map_err(|e| ToolError::new(e.to_string()))?;
                         match function.bind(py).call1((args,)) {
@@ -90,7 +130,7 @@ impl Tool for PyTool {
                 .map_err(|e| ToolError::new(format!("the tool stopped: {e}")))?,
                 Some(locals) => {
                     let awaited = tokio::task::spawn_blocking(move || {
-                        Python::attach(|py| {
+                        with_python(|py| {
                             let args = pythonize::pythonize(py, &arguments)
                                 .map_err(|e| ToolError::new(e.to_string()))?;
                             let coroutine = function
@@ -110,7 +150,7 @@ impl Tool for PyTool {
                     .map_err(|e| ToolError::new(format!("the tool stopped: {e}")))??;
                     let value = awaited.await;
                     tokio::task::spawn_blocking(move || {
-                        Python::attach(|py| match value {
+                        with_python(|py| match value {
                             Ok(value) => output(py, value.bind(py)),
                             Err(err) => Err(ToolError::new(message(py, &err))),
                         })

@@ -8,6 +8,8 @@ methods.
 
 from __future__ import annotations
 
+import atexit
+
 from . import _native
 from .client import (
     AsyncClient,
@@ -54,6 +56,9 @@ from .types import (
 )
 
 _native.register_errors(OpenBotError, ERRORS_BY_CODE)
+# At exit, tool calls stop entering Python and the ones inside it get a moment to return: a
+# runtime thread entering a finalizing interpreter would crash the process.
+atexit.register(_native.shutdown)
 
 __version__: str = _native.__version__
 

@@ -6,6 +6,7 @@ from typing import Any, final
 
 __all__ = [
     "noop",
+    "shutdown",
     "register_errors",
     "connect_sync",
     "connect_async",
@@ -20,6 +21,10 @@ __version__: str
 
 def noop() -> None:
     """Does nothing: measures the cost of one call into the native module."""
+
+def shutdown(timeout: float = 5.0) -> int:
+    """At interpreter exit: tool calls stop entering Python; waits up to ``timeout`` seconds
+    for those inside it. Returns how many are still running."""
 
 def register_errors(base: type[BaseException], by_code: dict[str, Any]) -> None:
     """Registers the exception class of each stable error code."""
