@@ -364,7 +364,7 @@ for (const mode of modes) {
 
     test('steer joins the running Turn and the model sees it', () =>
       withClient({}, async (client) => {
-        const model = scriptedModel({ steps: [{ deltas: ['thinking'], delay_ms: 300 }, { text: 'done' }] });
+        const model = scriptedModel({ steps: [{ deltas: ['thinking'], delay_ms: 1500 }, { text: 'done' }] });
         const bot = await client.createBot({ name: 'Steered', model, tools: [addTool] });
         const chat = await bot.createChat();
         const first = await chat.send('Go');
