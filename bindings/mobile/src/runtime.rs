@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
+use futures::FutureExt;
 use tokio::runtime::{Builder, Runtime};
 
 use crate::error::OpenBotError;
@@ -33,14 +34,31 @@ where
     F: Future<Output = Result<T, OpenBotError>> + Send + 'static,
     T: Send + 'static,
 {
-    match runtime()?.spawn(work).await {
+    let runtime = runtime()?;
+    let mut work = Box::pin(work);
+    // Most in-memory calls are ready at once: answer them on the caller's thread, with no hop to
+    // a runtime thread and no wake-up through the foreign callback.
+    let ready = {
+        let _context = runtime.enter();
+        std::panic::AssertUnwindSafe(&mut work)
+            .catch_unwind()
+            .now_or_never()
+    };
+    match ready {
+        Some(Ok(result)) => return result,
+        Some(Err(_)) => return Err(panicked()),
+        None => {}
+    }
+    match runtime.spawn(work).await {
         Ok(result) => result,
-        Err(join) if join.is_panic() => Err(OpenBotError::internal(
-            "an OpenBot call panicked; the runtime goes on",
-        )),
+        Err(join) if join.is_panic() => Err(panicked()),
         Err(_) => Err(OpenBotError::new(
             openbot_schema::ErrorCode::Cancelled,
             "the call was cancelled",
         )),
     }
+}
+
+fn panicked() -> OpenBotError {
+    OpenBotError::internal("an OpenBot call panicked; the runtime goes on")
 }
