@@ -73,6 +73,9 @@ pub enum ErrorCategory {
     Timeout,
     /// The configuration is wrong (for example a missing API key).
     Configuration,
+    /// The work's owner or credential lost the right to go on (a revoked or expired token,
+    /// a removed member, a narrowed right).
+    Access,
     /// Anything else.
     Internal,
 }

@@ -160,12 +160,14 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
     }
 }
 
-/// The workflows every node runs; with a model registry, Turns build their models from their
-/// organization's provider settings.
-pub fn registry(models: Option<Arc<dyn crate::models::ModelRegistryStore>>) -> Registry {
+/// The workflows every node runs; with a database, Turns build their models from their
+/// organization's provider settings and check their saved identity's current rights.
+pub fn registry(database: Option<&Database>) -> Registry {
     let mut turns = TurnWorkflow::default();
-    if let Some(models) = models {
-        turns = turns.with_model_registry(models);
+    if let Some(database) = database {
+        turns = turns
+            .with_model_registry(Arc::clone(&database.models))
+            .with_identity(Arc::clone(&database.identity));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));
@@ -180,9 +182,7 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
         lease: config.lease,
         ..RunnerConfig::default()
     };
-    engine
-        .start_runner(registry(Some(Arc::clone(&database.models))), runner)
-        .await;
+    engine.start_runner(registry(Some(database)), runner).await;
     Ok(engine)
 }
 

@@ -79,6 +79,7 @@ impl Cluster {
             input: vec![ContentPart::text("go")],
             max_output_tokens: None,
             organization_id: None,
+            identity: None,
         };
         let submission = Submission {
             kind: TURN,

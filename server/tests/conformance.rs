@@ -698,6 +698,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
         organization_id: None,
+        identity: None,
     }
 }
 

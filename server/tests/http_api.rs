@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
 use futures::StreamExt;
-use openbot_schema::{ContentPart, Event, EventKind, EventPage, ExecutionId, Limits, TurnOutcome};
+use openbot_schema::{
+    ContentPart, ErrorCategory, Event, EventKind, EventPage, ExecutionId, Limits, TurnOutcome,
+};
 use openbot_server::engine::{Engine, RunnerConfig, Submission};
 use openbot_server::http::{AppState, ERROR_ID_HEADER, app};
 use openbot_server::identity::{NewToken, Right, Role, new_secret, secret_hash};
@@ -96,7 +98,7 @@ async fn server(raw: Raw) -> Server {
     ));
     engine
         .start_runner(
-            registry(Some(Arc::clone(&database.models))),
+            registry(Some(&database)),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 16,
@@ -155,6 +157,8 @@ http_tests!(
     a_session_cookie_works_from_the_same_origin_only,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
+    a_host_tool_result_delivered_over_http_reaches_the_model,
+    a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
 );
 
 impl Server {
@@ -226,6 +230,7 @@ impl Server {
             input: vec![ContentPart::text("hi")],
             max_output_tokens: None,
             organization_id: None,
+            identity: None,
         };
         let submission = Submission {
             kind: TURN,
@@ -1466,5 +1471,138 @@ async fn an_invited_person_joins_once_and_a_removed_member_loses_access_at_once(
         owner_removal.status(),
         StatusCode::NOT_FOUND,
         "the owner cannot be removed"
+    );
+}
+
+/// A Bot with one host tool `lookup` on `model`; returns the Bot.
+async fn bot_with_lookup(server: &Server, token: &str, model: &FakeOpenAi) -> Value {
+    let spec = json!({"name": "Looker", "model": model.spec(),
+        "tools": [{"name": "lookup", "description": "Looks up.", "input_schema": {"type": "object"}}]});
+    let response = server
+        .post("/v1/bots", token)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    response.json().await.unwrap()
+}
+
+/// Waits until the execution published its first tool call; returns the call's ID.
+async fn open_call(server: &Server, token: &str, execution: &str) -> String {
+    for _ in 0..200 {
+        let page: EventPage = server
+            .get(
+                &format!("/v1/executions/{execution}/events?after=0&wait=5"),
+                token,
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for event in page.events {
+            if let EventKind::ToolCall { call, .. } = event.kind {
+                return call.id;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no tool call");
+}
+
+async fn deliver(
+    server: &Server,
+    token: &str,
+    execution: &str,
+    call_id: &str,
+) -> reqwest::Response {
+    server
+        .post(&format!("/v1/executions/{execution}/tool-results"), token)
+        .json(&json!({"call_id": call_id, "name": "lookup", "output": [{"type": "text", "text": "found"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_host_tool_result_delivered_over_http_reaches_the_model(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("lookup", json!({"word": "turn"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let bot = bot_with_lookup(&server, &server.owner, &model).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Look", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    let call_id = open_call(&server, &server.owner, execution).await;
+    assert_eq!(
+        deliver(&server, &server.owner, execution, &call_id)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server.finish(&server.owner, execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    let again = deliver(&server, &server.owner, execution, &call_id).await;
+    assert_eq!(
+        error_code(again).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    assert_eq!(model.total_requests(), 2);
+}
+
+async fn a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("lookup", json!({})),
+        Answer::Text(vec!["never sent"]),
+    ])
+    .await;
+    let rights = json!([{"resource": "bots", "action": "write"}, {"resource": "bots", "action": "read"},
+        {"resource": "chats", "action": "write"}, {"resource": "chats", "action": "read"},
+        {"resource": "executions", "action": "write"}, {"resource": "executions", "action": "read"}]);
+    let created: Value = server
+        .post("/v1/tokens", &server.owner)
+        .json(&json!({"name": "short-lived", "rights": rights}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = created["secret"].as_str().unwrap().to_string();
+    let bot = bot_with_lookup(&server, &token, &model).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&token, &chat, "Look", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    let call_id = open_call(&server, &token, execution).await;
+
+    let revoked = server
+        .delete(
+            &format!("/v1/tokens/{}", created["token"]["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+    // The owner (same member, another token) answers the call; the Turn's own token is gone.
+    assert_eq!(
+        deliver(&server, &server.owner, execution, &call_id)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server.finish(&server.owner, execution).await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ErrorCategory::Access), "{events:?}");
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "no model request after the revocation"
     );
 }

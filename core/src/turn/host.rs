@@ -25,6 +25,10 @@ pub enum HostError {
     /// Storage failed after its retries.
     #[error("storage failed: {0}")]
     Storage(String),
+    /// The work may not go on: its owner or credential lost the right (checked before each
+    /// outside send). The message says which, for the sealed failure record.
+    #[error("access denied: {0}")]
+    Denied(String),
     /// A host tool's result will not come (the execution is being deleted).
     #[error("the tool result was abandoned")]
     Abandoned,

@@ -13,7 +13,7 @@ use openbot_schema::{
 use super::store::{ChatRow, ChatStore};
 use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineError, Submission};
-use crate::identity::Caller;
+use crate::identity::{Caller, ExecutionIdentity};
 use crate::store::{ExecutionRow, StoreError};
 use crate::turns::{SavedTool, TURN, ToolRoute, TurnInput};
 
@@ -171,6 +171,7 @@ impl Chats {
             input: input.content.clone(),
             max_output_tokens: None,
             organization_id: Some(caller.member.organization_id),
+            identity: Some(ExecutionIdentity::for_turn(caller, chat.member_id, bot.id)),
         };
         let submission = Submission {
             kind: TURN,

@@ -46,13 +46,6 @@ impl Printer {
                 }
                 self.printed = false;
             }
-            EventKind::ToolCall { call, .. } if !self.json => {
-                if self.printed {
-                    writeln!(stdout)?;
-                    self.printed = false;
-                }
-                eprintln!("openbot: calling {} {}", call.name, call.arguments);
-            }
             EventKind::TurnEnded { outcome, .. } => {
                 if !self.json && self.printed {
                     writeln!(stdout)?;

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::identity::{Caller, Right, secret_hash};
+use crate::identity::{Caller, Credential, Right, secret_hash};
 use crate::store::now_ms;
 
 /// The browser session cookie.
@@ -59,6 +59,7 @@ async fn session_caller(parts: &Parts, state: &AppState, secret: &str) -> Result
         Ok(Some((session, member))) => Ok(Caller {
             member,
             token_id: session,
+            credential: Credential::Session { id: session },
             rights: Right::all(),
             bot_ids: None,
         }),
@@ -109,6 +110,7 @@ impl FromRequestParts<AppState> for Caller {
         Ok(Caller {
             member,
             token_id: token.id,
+            credential: Credential::Token { id: token.id },
             rights: token.rights,
             bot_ids: token.bot_ids,
         })

@@ -11,8 +11,10 @@ use openbot_schema::{Action, Resource, Right};
 pub struct Caller {
     /// The member.
     pub member: MemberRef,
-    /// The token it used.
+    /// The token (or session) it used.
     pub token_id: Uuid,
+    /// The credential it used: a token or a session.
+    pub credential: super::Credential,
     /// What the token may do.
     pub rights: Vec<Right>,
     /// The only Bots the token may use, if limited.

@@ -3,12 +3,14 @@
 //! its credentials into a [`Caller`] and passes the same access checks.
 
 mod caller;
+mod execution_identity;
 mod postgres;
 mod secret;
 mod sqlite;
 mod store;
 
 pub use caller::{AccessError, Caller};
+pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
 pub use store::{IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, Role, TokenRow};

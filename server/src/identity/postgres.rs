@@ -376,6 +376,32 @@ impl IdentityStore for PostgresStore {
         Ok(())
     }
 
+    async fn token_by_id(&self, id: Uuid) -> Result<Option<(TokenRow, MemberRef)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
+                    m.organization_id, m.role \
+             FROM api_tokens t JOIN members m ON m.id = t.member_id \
+             WHERE t.id = $1 AND m.removed_at IS NULL",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| Ok((token_row(&row)?, member_ref(&row)?)))
+            .transpose()
+    }
+
+    async fn session_member(&self, id: Uuid) -> Result<Option<MemberRef>, StoreError> {
+        let row = sqlx::query(
+            "SELECT s.member_id, m.organization_id, m.role FROM sessions s JOIN members m ON m.id = s.member_id \
+             WHERE s.id = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL",
+        )
+        .bind(id)
+        .bind(now_ms())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| member_ref(&row)).transpose()
+    }
+
     async fn session_by_hash(
         &self,
         secret_hash: &[u8],

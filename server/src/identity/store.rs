@@ -198,6 +198,14 @@ pub trait IdentityStore: Send + Sync + 'static {
         expires_at: Millis,
     ) -> Result<(), StoreError>;
 
+    /// A token by its ID and its member, if the member was not removed (the caller checks
+    /// revocation and expiry, as for [`IdentityStore::token_by_hash`]).
+    async fn token_by_id(&self, id: Uuid) -> Result<Option<(TokenRow, MemberRef)>, StoreError>;
+
+    /// The member of a session that is still valid (not revoked, not expired, member not
+    /// removed), by the session's ID.
+    async fn session_member(&self, id: Uuid) -> Result<Option<MemberRef>, StoreError>;
+
     /// The live session with this secret hash and its member (not expired, not revoked, member
     /// not removed).
     async fn session_by_hash(

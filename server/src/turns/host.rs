@@ -20,7 +20,14 @@ use tokio_util::sync::CancellationToken;
 use super::delivery::DeliveredResult;
 use super::faults::{FaultPoint, fault};
 use crate::engine::{EngineContext, RunScope, Wake};
+use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
 use crate::store::{CallPhase, CallRow, CallWrite, Commit, StateChange, StoreError};
+
+/// A Turn's saved identity and where its current rights are read.
+pub(crate) struct AccessGuard {
+    pub(crate) identity: ExecutionIdentity,
+    pub(crate) store: Arc<dyn IdentityStore>,
+}
 
 /// How long a waiting host tool re-reads its call without a wake-up.
 const DELIVERY_POLL: Duration = Duration::from_secs(2);
@@ -40,6 +47,8 @@ pub struct DurableHost {
     /// This owner's copy of the call log: read once per phase, then kept current by its own
     /// writes (no one else writes this execution's calls while it owns it).
     calls: Mutex<Option<HashMap<(u32, CallSlot), CallRow>>>,
+    /// The saved identity whose current rights bound every outside send, if the Turn has one.
+    access: Option<AccessGuard>,
     /// The signals that delivered each waiting call's result; handled when the result is saved.
     delivered: Mutex<HashMap<CallKey, Vec<i64>>>,
     /// The last storage error, kept typed for the engine's retry rule.
@@ -98,7 +107,27 @@ impl DurableHost {
             text_state,
             calls: Mutex::new(None),
             delivered: Mutex::new(HashMap::new()),
+            access: None,
             failure,
+        }
+    }
+
+    /// Checks `access` before each outside send.
+    pub(crate) fn with_access(mut self, access: Option<AccessGuard>) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// Fails with [`HostError::Denied`] when the Turn's identity lost the right to go on;
+    /// a failed read of the rights fails too, rather than sending on old rights.
+    async fn check_access(&self) -> Result<(), HostError> {
+        let Some(access) = &self.access else {
+            return Ok(());
+        };
+        match access.identity.check_current(access.store.as_ref()).await {
+            Ok(()) => Ok(()),
+            Err(IdentityCheckError::Denied(why)) => Err(HostError::Denied(why)),
+            Err(IdentityCheckError::Store(err)) => Err(self.fail(err)),
         }
     }
 
@@ -355,6 +384,7 @@ impl Host for DurableHost {
         if !self.scope.gate_open() {
             return Err(HostError::Closed);
         }
+        self.check_access().await?;
         self.barrier().await?;
         let call = CallWrite {
             key,

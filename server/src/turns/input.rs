@@ -51,4 +51,8 @@ pub struct TurnInput {
     /// when the Turn runs, never copied into its input).
     #[serde(default)]
     pub organization_id: Option<uuid::Uuid>,
+    /// Who the Turn is for and by whom; its current rights are checked when the Turn is
+    /// restored and before each outside send. Absent for work with no member (tests, tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::identity::ExecutionIdentity>,
 }

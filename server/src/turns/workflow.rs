@@ -9,10 +9,11 @@ use openbot_core::model::{Model, model_from_spec};
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
 use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState, TurnOutcome};
 
-use super::host::DurableHost;
+use super::host::{AccessGuard, DurableHost};
 use super::http_tool::HttpTool;
 use super::input::{ToolRoute, TurnInput};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
+use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
 
 /// Reads a configuration variable (a provider key, a base URL) by name.
@@ -25,6 +26,7 @@ pub const TURN: &str = "turn";
 pub struct TurnWorkflow {
     env: EnvReader,
     registry: Option<Arc<dyn crate::models::ModelRegistryStore>>,
+    identity: Option<Arc<dyn IdentityStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -41,6 +43,7 @@ impl TurnWorkflow {
         Self {
             env,
             registry: None,
+            identity: None,
             models: Mutex::new(HashMap::new()),
             http: HttpTool::client(),
         }
@@ -52,6 +55,12 @@ impl TurnWorkflow {
         registry: Arc<dyn crate::models::ModelRegistryStore>,
     ) -> Self {
         self.registry = Some(registry);
+        self
+    }
+
+    /// Checks the current rights of each Turn's saved identity against `identity`.
+    pub fn with_identity(mut self, identity: Arc<dyn IdentityStore>) -> Self {
+        self.identity = Some(identity);
         self
     }
 
@@ -181,6 +190,26 @@ impl Workflow for TurnWorkflow {
             .open_json(cx.execution.input_record)
             .await
             .map_err(storage)?;
+        let access = match (&input.identity, &self.identity) {
+            (Some(identity), Some(store)) => {
+                // Restored work is checked before it does anything.
+                identity
+                    .check_current(store.as_ref())
+                    .await
+                    .map_err(|err| match err {
+                        IdentityCheckError::Denied(cause) => PhaseError::Failed {
+                            category: ErrorCategory::Access,
+                            cause,
+                        },
+                        IdentityCheckError::Store(err) => PhaseError::Storage(err),
+                    })?;
+                Some(AccessGuard {
+                    identity: identity.clone(),
+                    store: Arc::clone(store),
+                })
+            }
+            _ => None,
+        };
         let model = self.model(cx, &input.model, input.organization_id).await?;
         let (tools, retry_safe) = self.tools(&input)?;
         let started_at =
@@ -193,7 +222,8 @@ impl Workflow for TurnWorkflow {
             scope.clone(),
             Arc::clone(&cx.signals),
             retry_safe,
-        );
+        )
+        .with_access(access);
         let history = match cx.execution.chat_id {
             Some(chat) => chat_history(cx, chat).await?,
             None => input.history,
@@ -212,6 +242,10 @@ impl Workflow for TurnWorkflow {
             Err(HostError::Fenced) => Err(PhaseError::Fenced),
             Err(HostError::OutcomeUnknown { key }) => Err(PhaseError::OutcomeUnknown(key)),
             Err(HostError::Closed | HostError::Abandoned) => Err(PhaseError::Cancelled),
+            Err(HostError::Denied(cause)) => Err(PhaseError::Failed {
+                category: ErrorCategory::Access,
+                cause,
+            }),
             Err(HostError::Storage(cause)) => Err(PhaseError::Storage(
                 host.take_failure().unwrap_or(StoreError::Invalid(cause)),
             )),

@@ -1374,6 +1374,7 @@ async fn main() -> anyhow::Result<()> {
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
         organization_id: None,
+        identity: None,
     };
     let fixture = Arc::new(Fixture {
         lean: args.raw_sql_lean,

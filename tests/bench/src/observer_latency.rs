@@ -179,6 +179,7 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
         organization_id: None,
+        identity: None,
     };
     let mut ids = Vec::with_capacity(executions);
     for _ in 0..executions {

@@ -221,6 +221,7 @@ async fn repetition_on(
         input: vec![ContentPart::text("go")],
         max_output_tokens: None,
         organization_id: None,
+        identity: None,
     };
     let submission = Submission {
         kind: TURN,

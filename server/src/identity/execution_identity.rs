@@ -1,0 +1,133 @@
+//! ExecutionIdentity: who a piece of work belongs to and who started it, with which
+//! credential and Bot, kept apart and saved with the work, so restored work is checked
+//! against current rights and never gains any.
+
+use openbot_schema::{Action, BotId, ExecutionId, Resource};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::caller::Caller;
+use super::store::IdentityStore;
+use crate::store::{StoreError, now_ms};
+
+/// How the caller proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Credential {
+    /// An API token.
+    Token {
+        /// The token's ID.
+        id: Uuid,
+    },
+    /// A browser session.
+    Session {
+        /// The session's ID.
+        id: Uuid,
+    },
+}
+
+/// The identity of a piece of work, saved with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionIdentity {
+    /// The organization the work runs in.
+    pub organization_id: Uuid,
+    /// The member who owns the resources (the Chat's member).
+    pub owner_member_id: Uuid,
+    /// The member on whose behalf the work acts now.
+    pub actor_member_id: Uuid,
+    /// The credential the work was started with; its current rights bound the work.
+    pub credential: Credential,
+    /// The Bot the work runs.
+    pub bot_id: BotId,
+    /// The execution that started this one, for delegated work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_execution: Option<ExecutionId>,
+}
+
+/// Why work may not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityCheckError {
+    /// The owner, actor or credential lost the right; the message says which.
+    #[error("{0}")]
+    Denied(String),
+    /// The current rights could not be read: the work stops rather than use old ones.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ExecutionIdentity {
+    /// The identity of a Chat's Turn started by `caller` in a Chat of `owner_member_id`.
+    pub fn for_turn(caller: &Caller, owner_member_id: Uuid, bot_id: BotId) -> Self {
+        Self {
+            organization_id: caller.member.organization_id,
+            owner_member_id,
+            actor_member_id: caller.member.member_id,
+            credential: caller.credential,
+            bot_id,
+            source_execution: None,
+        }
+    }
+
+    /// Checks that the work may still send to the outside: the credential is valid (not
+    /// revoked or expired), its member and the owner are still members, and it may still
+    /// write Chats with this Bot. Reads the current state every time.
+    pub async fn check_current(
+        &self,
+        identity: &dyn IdentityStore,
+    ) -> Result<(), IdentityCheckError> {
+        let denied = |why: &str| Err(IdentityCheckError::Denied(why.to_string()));
+        let (member, rights, bot_ids) = match self.credential {
+            Credential::Token { id } => {
+                let Some((token, member)) = identity.token_by_id(id).await? else {
+                    return denied("the token's member was removed");
+                };
+                if token.revoked_at.is_some() {
+                    return denied("the token was revoked");
+                }
+                if token.expires_at.is_some_and(|at| at <= now_ms()) {
+                    return denied("the token has expired");
+                }
+                (member, token.rights, token.bot_ids)
+            }
+            Credential::Session { id } => match identity.session_member(id).await? {
+                Some(member) => (member, openbot_schema::Right::all(), None),
+                None => return denied("the session ended"),
+            },
+        };
+        if member.member_id != self.actor_member_id
+            || member.organization_id != self.organization_id
+        {
+            return denied("the credential belongs to someone else now");
+        }
+        let caller = Caller {
+            member,
+            token_id: match self.credential {
+                Credential::Token { id } | Credential::Session { id } => id,
+            },
+            credential: self.credential,
+            rights,
+            bot_ids,
+        };
+        if caller.require(Resource::Chats, Action::Write).is_err() {
+            return denied("the token may no longer write chats");
+        }
+        if caller
+            .bot_ids
+            .as_ref()
+            .is_some_and(|ids| !ids.contains(&self.bot_id))
+        {
+            return denied("the token may no longer use this Bot");
+        }
+        if self.owner_member_id != self.actor_member_id {
+            let owner_is_member = identity
+                .members_of(self.organization_id)
+                .await?
+                .iter()
+                .any(|m| m.member.member_id == self.owner_member_id);
+            if !owner_is_member {
+                return denied("the owner is no longer a member");
+            }
+        }
+        Ok(())
+    }
+}
