@@ -28,10 +28,10 @@ pub async fn connect(
     token: Option<String>,
     tools: Vec<Arc<dyn HostTool>>,
 ) -> Result<Arc<Client>, OpenBotError> {
-    let tools: Vec<SharedTool> = tools
+    let tools = tools
         .into_iter()
-        .map(|host| Arc::new(ForeignTool::new(host)) as SharedTool)
-        .collect();
+        .map(|host| Ok(Arc::new(ForeignTool::new(host)?) as SharedTool))
+        .collect::<Result<Vec<_>, OpenBotError>>()?;
     let options = ConnectOptions {
         token,
         tools,

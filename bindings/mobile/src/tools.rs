@@ -31,8 +31,8 @@ pub struct ToolCallContext {
 #[uniffi::export(with_foreign)]
 #[async_trait]
 pub trait HostTool: Send + Sync {
-    /// The name of the Bot tool this serves.
-    fn name(&self) -> String;
+    /// The name of the Bot tool this serves. Asked once, by `connect`.
+    fn name(&self) -> Result<String, OpenBotError>;
 
     /// Runs one call.
     async fn call(
@@ -50,15 +50,19 @@ pub(crate) struct ForeignTool {
 }
 
 impl ForeignTool {
-    pub(crate) fn new(host: Arc<dyn HostTool>) -> Self {
-        Self {
+    /// Fails when the tool's `name()` throws.
+    pub(crate) fn new(host: Arc<dyn HostTool>) -> Result<Self, OpenBotError> {
+        let name = host.name().map_err(|e| {
+            OpenBotError::invalid_input(format!("a tool's name() failed: {}", e.into_reason()))
+        })?;
+        Ok(Self {
             definition: schema::ToolDefinition {
-                name: host.name(),
+                name,
                 description: String::new(),
                 input_schema: serde_json::json!({"type": "object"}),
             },
             host,
-        }
+        })
     }
 }
 

@@ -357,6 +357,18 @@ class ClientTest {
         client.close()
     }
 
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `a tool whose name() throws fails connect with invalid input`(mode: Mode) = runBlocking {
+        val broken = object : HostTool {
+            override fun name(): String = throw IllegalStateException("no name today")
+            override suspend fun call(argumentsJson: String, context: ToolCallContext) = ""
+        }
+        val e = expectError { open(mode, listOf(broken)) }
+        assertTrue(e is OpenBotException.InvalidInput, e.toString())
+        assertTrue(e.errorReason().contains("no name today"), e.errorReason())
+    }
+
     @Test
     fun `a server that is down is unavailable`() = runBlocking {
         // A port that was free a moment ago: nothing listens there.
