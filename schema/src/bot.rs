@@ -20,6 +20,11 @@ pub struct Limits {
     /// The most cost in millionths of a US dollar.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_micros: Option<u64>,
+    /// The loop breaker: how often one tool call (the same tool with the same arguments) may
+    /// run in a Turn; asking for it once more ends the Turn with `repeated_tool_call`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub max_repeated_calls: Option<u32>,
 }
 
 impl Limits {
@@ -35,6 +40,7 @@ impl Limits {
             max_steps: min(self.max_steps, other.max_steps),
             max_wall_time_ms: min(self.max_wall_time_ms, other.max_wall_time_ms),
             max_cost_micros: min(self.max_cost_micros, other.max_cost_micros),
+            max_repeated_calls: min(self.max_repeated_calls, other.max_repeated_calls),
         }
     }
 }
@@ -116,15 +122,18 @@ mod tests {
             max_steps: Some(5),
             max_wall_time_ms: None,
             max_cost_micros: Some(9),
+            max_repeated_calls: None,
         };
         let caller = Limits {
             max_steps: Some(8),
             max_wall_time_ms: Some(100),
             max_cost_micros: None,
+            max_repeated_calls: Some(3),
         };
         let both = source.tightened_by(caller);
         assert_eq!(both.max_steps, Some(5));
         assert_eq!(both.max_wall_time_ms, Some(100));
         assert_eq!(both.max_cost_micros, Some(9));
+        assert_eq!(both.max_repeated_calls, Some(3));
     }
 }

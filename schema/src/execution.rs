@@ -69,6 +69,9 @@ pub enum TurnOutcome {
     MaxTime,
     /// The cost limit was reached.
     MaxCost,
+    /// The model asked for the same tool call with the same arguments more often than the
+    /// loop breaker allows (`max_repeated_calls`).
+    RepeatedToolCall,
     /// The Turn was cancelled.
     Cancelled,
 }

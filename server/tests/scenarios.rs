@@ -191,7 +191,15 @@ macro_rules! scenarios {
     };
 }
 
-scenarios!(hello, host_tool, tool_error, two_turns, step_limit, errors);
+scenarios!(
+    hello,
+    host_tool,
+    tool_error,
+    two_turns,
+    step_limit,
+    loop_breaker,
+    errors
+);
 
 #[test]
 fn every_scenario_file_is_run() {

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use openbot_schema::{Limits, TurnOutcome, Usage};
+use openbot_schema::{Limits, ToolCall, TurnOutcome, Usage};
 
 /// The deadline of a Turn, from its first start.
 pub(crate) fn deadline(limits: &Limits, started_at: SystemTime) -> Option<SystemTime> {
@@ -32,6 +32,66 @@ pub(crate) fn reached(
     None
 }
 
+/// Counts each tool call (the tool's name and its arguments, compared as canonical JSON) in
+/// a Turn. The counts come from the model's saved answers, so a replay counts the same.
+#[derive(Debug, Default)]
+pub(crate) struct RepeatCounter {
+    seen: std::collections::HashMap<(String, String), u32>,
+}
+
+impl RepeatCounter {
+    /// Whether [`RepeatCounter::admit`] would refuse `calls`, counting nothing.
+    pub(crate) fn would_refuse(&self, calls: &[ToolCall], max: u32) -> bool {
+        let mut counts: std::collections::HashMap<(String, String), u32> =
+            std::collections::HashMap::new();
+        calls.iter().any(|call| {
+            let key = (call.name.clone(), canonical(&call.arguments));
+            let before = self.seen.get(&key).copied().unwrap_or(0);
+            let count = counts.entry(key).or_insert(before);
+            *count += 1;
+            *count > max
+        })
+    }
+
+    /// Counts `calls`; false when one of them ran `max` times already, so the Turn must stop.
+    pub(crate) fn admit(&mut self, calls: &[ToolCall], max: u32) -> bool {
+        let mut admitted = true;
+        for call in calls {
+            let count = self
+                .seen
+                .entry((call.name.clone(), canonical(&call.arguments)))
+                .or_default();
+            *count += 1;
+            if *count > max {
+                admitted = false;
+            }
+        }
+        admitted
+    }
+}
+
+/// JSON with object keys sorted at every level, so equal arguments give equal text.
+fn canonical(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
 /// Sleeps until the deadline; forever when there is none.
 pub(crate) async fn sleep_until(deadline: Option<SystemTime>) {
     match deadline {
@@ -49,12 +109,35 @@ pub(crate) async fn sleep_until(deadline: Option<SystemTime>) {
 mod tests {
     use super::*;
 
+    fn call(arguments: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: "add".into(),
+            arguments,
+        }
+    }
+
+    #[test]
+    fn the_loop_breaker_counts_equal_arguments_in_any_key_order() {
+        let mut counter = RepeatCounter::default();
+        let first = call(serde_json::json!({"a": 1, "b": {"x": 1, "y": 2}}));
+        let same = call(serde_json::json!({"b": {"y": 2, "x": 1}, "a": 1}));
+        let other = call(serde_json::json!({"a": 2}));
+        assert!(counter.admit(std::slice::from_ref(&first), 2));
+        assert!(!counter.would_refuse(std::slice::from_ref(&same), 2));
+        assert!(counter.admit(&[same.clone()], 2));
+        assert!(counter.admit(&[other], 2), "other arguments count apart");
+        assert!(counter.would_refuse(&[same.clone()], 2));
+        assert!(!counter.admit(&[same], 2));
+    }
+
     #[test]
     fn each_limit_names_its_outcome() {
         let limits = Limits {
             max_steps: Some(2),
             max_wall_time_ms: Some(1000),
             max_cost_micros: Some(10),
+            max_repeated_calls: None,
         };
         let now = SystemTime::now();
         let usage = Usage::default();

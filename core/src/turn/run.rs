@@ -87,6 +87,8 @@ struct TurnRun<'h> {
     usage: Usage,
     cancel: CancellationToken,
     deadline: Option<std::time::SystemTime>,
+    /// How often each tool call (name and arguments) ran in this Turn, for the loop breaker.
+    repeats: limits::RepeatCounter,
 }
 
 impl<'h> TurnRun<'h> {
@@ -110,6 +112,7 @@ impl<'h> TurnRun<'h> {
             usage: Usage::default(),
             cancel: host.cancellation(),
             deadline,
+            repeats: limits::RepeatCounter::default(),
         };
         let input = Message::User {
             content: turn.spec.input.clone(),
@@ -157,6 +160,12 @@ impl<'h> TurnRun<'h> {
             Message::Assistant { tool_calls, .. } => tool_calls.clone(),
             _ => Vec::new(),
         };
+        if let Some(max) = self.spec.limits.max_repeated_calls
+            && !self.repeats.admit(&calls, max)
+        {
+            // The answer is left out of the conversation: its calls will never have results.
+            return Ok(StepEnd::End(Ok(TurnOutcome::RepeatedToolCall)));
+        }
         self.push(message);
         if calls.is_empty() {
             // The answer is final unless input arrived meanwhile; then the model sees it.
@@ -252,14 +261,24 @@ impl<'h> TurnRun<'h> {
             match outcome {
                 Ok(response) => {
                     let message = response.to_message();
-                    let events = response
-                        .tool_calls
-                        .iter()
-                        .map(|call| EventKind::ToolCall {
-                            step,
-                            call: call.clone(),
-                        })
-                        .collect();
+                    // Calls the loop breaker will refuse are never published: no one may act
+                    // on a call that will not run.
+                    let refused =
+                        self.spec.limits.max_repeated_calls.is_some_and(|max| {
+                            self.repeats.would_refuse(&response.tool_calls, max)
+                        });
+                    let events = if refused {
+                        Vec::new()
+                    } else {
+                        response
+                            .tool_calls
+                            .iter()
+                            .map(|call| EventKind::ToolCall {
+                                step,
+                                call: call.clone(),
+                            })
+                            .collect()
+                    };
                     let result = CallResult::Model {
                         message: message.clone(),
                         usage: response.usage,

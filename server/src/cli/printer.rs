@@ -99,5 +99,6 @@ fn outcome_text(outcome: TurnOutcome) -> &'static str {
         TurnOutcome::MaxTime => "the time limit was reached",
         TurnOutcome::MaxCost => "the cost limit was reached",
         TurnOutcome::Cancelled => "cancelled",
+        TurnOutcome::RepeatedToolCall => "the same tool call was repeated too often",
     }
 }

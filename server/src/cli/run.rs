@@ -40,6 +40,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         max_steps: args.max_steps,
         max_wall_time_ms: args.max_time.map(|s| s.saturating_mul(1000)),
         max_cost_micros: None,
+        max_repeated_calls: None,
     };
     let agent = Agent::builder(model)
         .instructions(args.instructions)
