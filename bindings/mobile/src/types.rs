@@ -106,6 +106,10 @@ pub struct Limits {
     /// The most cost in millionths of a US dollar.
     #[uniffi(default)]
     pub max_cost_micros: Option<u64>,
+    /// The loop breaker: how often one tool call (the same tool with the same arguments) may
+    /// run in a Turn; asking for it once more ends the Turn with `REPEATED_TOOL_CALL`.
+    #[uniffi(default)]
+    pub max_repeated_calls: Option<u32>,
 }
 
 impl From<Limits> for schema::Limits {
@@ -114,11 +118,13 @@ impl From<Limits> for schema::Limits {
             max_steps,
             max_wall_time_ms,
             max_cost_micros,
+            max_repeated_calls,
         } = limits;
         Self {
             max_steps,
             max_wall_time_ms,
             max_cost_micros,
+            max_repeated_calls,
         }
     }
 }
@@ -129,11 +135,13 @@ impl From<schema::Limits> for Limits {
             max_steps,
             max_wall_time_ms,
             max_cost_micros,
+            max_repeated_calls,
         } = limits;
         Self {
             max_steps,
             max_wall_time_ms,
             max_cost_micros,
+            max_repeated_calls,
         }
     }
 }
@@ -702,6 +710,8 @@ pub enum TurnOutcome {
     MaxTime,
     /// The cost limit was reached.
     MaxCost,
+    /// The model asked for the same tool call more often than `max_repeated_calls` allows.
+    RepeatedToolCall,
     /// The Turn was cancelled.
     Cancelled,
 }
@@ -714,6 +724,7 @@ impl From<schema::TurnOutcome> for TurnOutcome {
             O::MaxSteps => Self::MaxSteps,
             O::MaxTime => Self::MaxTime,
             O::MaxCost => Self::MaxCost,
+            O::RepeatedToolCall => Self::RepeatedToolCall,
             O::Cancelled => Self::Cancelled,
         }
     }
