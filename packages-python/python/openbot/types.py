@@ -68,6 +68,9 @@ class Limits:
     max_steps: int | None = None
     max_wall_time_ms: int | None = None
     max_cost_micros: int | None = None
+    #: How many times the same tool call (name and arguments) may run in a Turn; asking once
+    #: more ends the Turn with the outcome ``repeated_tool_call``.
+    max_repeated_calls: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Limits:
@@ -75,6 +78,7 @@ class Limits:
             max_steps=data.get("max_steps"),
             max_wall_time_ms=data.get("max_wall_time_ms"),
             max_cost_micros=data.get("max_cost_micros"),
+            max_repeated_calls=data.get("max_repeated_calls"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -356,7 +360,8 @@ class Event:
 
     @property
     def outcome(self) -> str | None:
-        """The outcome of a ``turn_ended``: ``completed``, ``max_steps``, ``cancelled``, ..."""
+        """The outcome of a ``turn_ended``: ``completed``, ``max_steps``,
+        ``repeated_tool_call``, ``cancelled``, ..."""
         value = self.data.get("outcome")
         return value if isinstance(value, str) else None
 
