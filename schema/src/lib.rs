@@ -7,6 +7,7 @@
 
 mod access;
 mod bot;
+mod budget;
 mod chat;
 mod error;
 mod event;
@@ -20,6 +21,7 @@ mod usage;
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
+pub use budget::{Budget, BudgetScope, PutBudget};
 pub use chat::{Chat, ChatEntry, CreateChat, SendDisposition, SendInput, SendReceipt};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
 pub use event::{Event, EventKind, EventPage};

@@ -2,6 +2,7 @@
 //! building blocks.
 
 pub mod bots;
+pub mod budgets;
 pub mod chats;
 pub mod engine;
 pub mod http;

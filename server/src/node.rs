@@ -72,6 +72,8 @@ pub struct Database {
     pub chats: Arc<dyn crate::chats::ChatStore>,
     /// The model registry.
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
+    /// Budgets.
+    pub budgets: Arc<dyn crate::budgets::BudgetStore>,
 }
 
 impl Database {
@@ -82,14 +84,16 @@ impl Database {
             + IdentityStore
             + crate::bots::BotStore
             + crate::chats::ChatStore
-            + crate::models::ModelRegistryStore,
+            + crate::models::ModelRegistryStore
+            + crate::budgets::BudgetStore,
     {
         Self {
             store: store.clone(),
             identity: store.clone(),
             bots: store.clone(),
             chats: store.clone(),
-            models: store,
+            models: store.clone(),
+            budgets: store,
         }
     }
 }
@@ -167,7 +171,8 @@ pub fn registry(database: Option<&Database>) -> Registry {
     if let Some(database) = database {
         turns = turns
             .with_model_registry(Arc::clone(&database.models))
-            .with_identity(Arc::clone(&database.identity));
+            .with_identity(Arc::clone(&database.identity))
+            .with_budgets(Arc::clone(&database.budgets));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));

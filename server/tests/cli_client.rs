@@ -161,3 +161,26 @@ fn a_server_that_is_down_gives_one_line_and_exit_code_1() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("unavailable"), "{stderr}");
 }
+
+#[test]
+fn budgets_are_set_listed_and_removed_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat = cli.chat();
+    let set: Value = serde_json::from_str(
+        &cli.ok(&["budgets", "set", "chat", &chat, "--usd", "0.25", "--json"]),
+    )
+    .unwrap();
+    assert_eq!(set["max_cost_micros"], 250_000);
+    assert_eq!(set["spent_micros"], 0);
+    let listed = cli.ok(&["budgets", "list"]);
+    assert_eq!(
+        listed.trim(),
+        format!("chat  {chat}  spent $0.000000 of $0.250000")
+    );
+    cli.ok(&["budgets", "delete", "chat", &chat]);
+    let unknown = cli.run(&["budgets", "delete", "chat", &chat]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("not_found"));
+}

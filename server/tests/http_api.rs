@@ -159,6 +159,8 @@ http_tests!(
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
     a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
+    a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
+    a_budget_needs_an_admin_and_a_target_of_the_organization,
 );
 
 impl Server {
@@ -1605,4 +1607,109 @@ async fn a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more(server:
         1,
         "no model request after the revocation"
     );
+}
+
+/// A Bot on a scripted model whose every answer costs 600 micro-dollars; returns the Bot and
+/// the folder that keeps the script.
+async fn costly_bot(server: &Server) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("costly.json");
+    std::fs::write(
+        &script,
+        json!({"steps": [{"text": "paid", "usage": {"input_tokens": 10, "output_tokens": 5, "cost_micros": 600}}],
+               "repeat": true})
+        .to_string(),
+    )
+    .unwrap();
+    let spec = json!({"name": "Costly", "model": format!("scripted:{}", script.display())});
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    (response.json().await.unwrap(), dir)
+}
+
+async fn a_used_up_chat_budget_ends_the_next_turn_before_its_model_request(server: Server) {
+    let (bot, _script) = costly_bot(&server).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let set = server
+        .http
+        .put(format!("{}/v1/budgets/chat/{chat}", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"max_cost_micros": 1000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), StatusCode::OK);
+    let mut outcomes = Vec::new();
+    for text in ["one", "two", "three"] {
+        let sent = receipt(server.send(&server.owner, &chat, text, None).await).await;
+        let events = server
+            .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+            .await;
+        outcomes.push(outcome_of(&events));
+    }
+    // 0 and 600 spent are under 1000; 1200 is not, so the third Turn never asks the model.
+    assert_eq!(
+        outcomes,
+        [
+            Some(TurnOutcome::Completed),
+            Some(TurnOutcome::Completed),
+            Some(TurnOutcome::MaxCost)
+        ]
+    );
+    let budgets: Value = server
+        .get("/v1/budgets", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(budgets[0]["scope"], "chat");
+    assert_eq!(budgets[0]["spent_micros"], 1200);
+    // Another Chat with the same Bot has its own spending.
+    let other = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &other, "hi", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+}
+
+async fn a_budget_needs_an_admin_and_a_target_of_the_organization(server: Server) {
+    let (bot, _script) = costly_bot(&server).await;
+    let put = |token: String, path: String| {
+        let request = server
+            .http
+            .put(format!("{}{path}", server.base))
+            .bearer_auth(token)
+            .json(&json!({"max_cost_micros": 5}));
+        async move { request.send().await.unwrap() }
+    };
+    let member = server.other_member_token().await;
+    let path = format!("/v1/budgets/bot/{}", bot["id"].as_str().unwrap());
+    assert_eq!(
+        error_code(put(member, path.clone()).await).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let unknown = format!("/v1/budgets/bot/{}", uuid::Uuid::now_v7());
+    assert_eq!(
+        error_code(put(server.owner.clone(), unknown).await).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let bad = "/v1/budgets/galaxy/00000000-0000-0000-0000-000000000000".to_string();
+    assert_eq!(
+        error_code(put(server.owner.clone(), bad).await).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    assert_eq!(
+        put(server.owner.clone(), path.clone()).await.status(),
+        StatusCode::OK
+    );
+    let removed = server.delete(&path, &server.owner).send().await.unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
 }

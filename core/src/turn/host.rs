@@ -79,6 +79,13 @@ pub trait Host: Send + Sync {
     /// When the Turn first started. Time limits count from here, so a takeover never resets them.
     fn started_at(&self) -> SystemTime;
 
+    /// Whether a spending budget above the Turn (its Chat, Bot or organization) is used up.
+    /// Asked before each model request that is sent (never for a saved answer); the Turn then
+    /// ends with `max_cost`. A host that cannot read the spending fails rather than guess.
+    async fn budget_exhausted(&self) -> Result<bool, HostError> {
+        Ok(false)
+    }
+
     /// The latest record of a call slot, if any.
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError>;
 

@@ -224,6 +224,9 @@ impl<'h> TurnRun<'h> {
             },
             None => 1,
         };
+        if self.host.budget_exhausted().await? {
+            return Ok(Err(Ok(TurnOutcome::MaxCost)));
+        }
         let mut request = match self.request() {
             Ok(request) => Some(request),
             Err(overflow) => {

@@ -36,6 +36,8 @@ enum Command {
     Login(client::login::LoginArgs),
     /// Bots on a server.
     Bots(client::bots::BotsArgs),
+    /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
+    Budgets(client::budgets::BudgetsArgs),
     /// Chats on a server: send input and stream the reply.
     Chats(client::chats::ChatsArgs),
     /// Executions on a server: show, follow, cancel.
@@ -51,6 +53,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admin(args) => admin::run(args).await,
         Command::Login(args) => client::login::run(args).await,
         Command::Bots(args) => client::bots::run(args).await,
+        Command::Budgets(args) => client::budgets::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Openapi => {

@@ -4,6 +4,7 @@
 
 mod auth;
 mod bots;
+mod budgets;
 mod chats;
 mod error;
 mod executions;
@@ -39,6 +40,8 @@ pub struct AppState {
     pub bots: Arc<dyn crate::bots::BotStore>,
     /// The model registry.
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
+    /// Budgets.
+    pub budgets: Arc<dyn crate::budgets::BudgetStore>,
     /// The Chat use cases.
     pub chats: crate::chats::Chats,
 }
@@ -56,6 +59,7 @@ impl AppState {
             identity: Arc::clone(&database.identity),
             bots: Arc::clone(&database.bots),
             models: Arc::clone(&database.models),
+            budgets: Arc::clone(&database.budgets),
             chats,
         }
     }
@@ -124,6 +128,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(members::accept_invitation))
         .routes(routes!(models::list_providers))
         .routes(routes!(models::put_provider, models::delete_provider))
+        .routes(routes!(budgets::list_budgets))
+        .routes(routes!(budgets::put_budget, budgets::delete_budget))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
         .routes(routes!(chats::create_chat, chats::list_chats))

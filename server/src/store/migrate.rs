@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -50,6 +50,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 6,
         name: "invitations",
         sql: include_str!("../../../migrations/sqlite/0006_invitations.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "budgets",
+        sql: include_str!("../../../migrations/sqlite/0007_budgets.sql"),
     },
 ];
 
@@ -83,6 +88,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 6,
         name: "invitations",
         sql: include_str!("../../../migrations/postgres/0006_invitations.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "budgets",
+        sql: include_str!("../../../migrations/postgres/0007_budgets.sql"),
     },
 ];
 

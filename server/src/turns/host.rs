@@ -11,14 +11,15 @@ use openbot_core::turn::{
     CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd,
 };
 use openbot_schema::{
-    ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall, ToolResult,
-    TurnOutcome,
+    ChatId, ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall,
+    ToolResult, TurnOutcome,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::delivery::DeliveredResult;
 use super::faults::{FaultPoint, fault};
+use crate::budgets::BudgetStore;
 use crate::engine::{EngineContext, RunScope, Wake};
 use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
 use crate::store::{CallPhase, CallRow, CallWrite, Commit, StateChange, StoreError};
@@ -27,6 +28,8 @@ use crate::store::{CallPhase, CallRow, CallWrite, Commit, StateChange, StoreErro
 pub(crate) struct AccessGuard {
     pub(crate) identity: ExecutionIdentity,
     pub(crate) store: Arc<dyn IdentityStore>,
+    /// The budgets above the Turn and its Chat, when it has one.
+    pub(crate) budgets: Option<(Arc<dyn BudgetStore>, ChatId)>,
 }
 
 /// How long a waiting host tool re-reads its call without a wake-up.
@@ -358,6 +361,27 @@ impl Host for DurableHost {
             key: row.key,
             status,
         }))
+    }
+
+    async fn budget_exhausted(&self) -> Result<bool, HostError> {
+        let Some((budgets, chat)) = self.access.as_ref().and_then(|a| a.budgets.as_ref()) else {
+            return Ok(false);
+        };
+        let identity = self.access.as_ref().map(|a| &a.identity);
+        let Some(identity) = identity else {
+            return Ok(false);
+        };
+        match budgets
+            .exhausted(identity.organization_id, identity.bot_id, *chat)
+            .await
+        {
+            Ok(None) => Ok(false),
+            Ok(Some(exhausted)) => {
+                tracing::info!(execution = %self.id, scope = exhausted.scope.as_str(), "a budget is used up; the Turn ends");
+                Ok(true)
+            }
+            Err(err) => Err(self.fail(err)),
+        }
     }
 
     async fn record_intent(&self, key: CallKey) -> Result<(), HostError> {

@@ -7,11 +7,12 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use openbot_core::model::{Model, model_from_spec};
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
-use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState, TurnOutcome};
+use openbot_schema::{ChatId, ErrorCategory, ErrorId, EventKind, ExecutionState, TurnOutcome};
 
 use super::host::{AccessGuard, DurableHost};
 use super::http_tool::HttpTool;
 use super::input::{ToolRoute, TurnInput};
+use crate::budgets::BudgetStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
@@ -27,6 +28,7 @@ pub struct TurnWorkflow {
     env: EnvReader,
     registry: Option<Arc<dyn crate::models::ModelRegistryStore>>,
     identity: Option<Arc<dyn IdentityStore>>,
+    budgets: Option<Arc<dyn BudgetStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -44,6 +46,7 @@ impl TurnWorkflow {
             env,
             registry: None,
             identity: None,
+            budgets: None,
             models: Mutex::new(HashMap::new()),
             http: HttpTool::client(),
         }
@@ -61,6 +64,13 @@ impl TurnWorkflow {
     /// Checks the current rights of each Turn's saved identity against `identity`.
     pub fn with_identity(mut self, identity: Arc<dyn IdentityStore>) -> Self {
         self.identity = Some(identity);
+        self
+    }
+
+    /// Enforces the budgets of each Turn's organization, Bot and Chat before its model
+    /// requests (for Turns with a saved identity and a Chat).
+    pub fn with_budgets(mut self, budgets: Arc<dyn BudgetStore>) -> Self {
+        self.budgets = Some(budgets);
         self
     }
 
@@ -206,6 +216,11 @@ impl Workflow for TurnWorkflow {
                 Some(AccessGuard {
                     identity: identity.clone(),
                     store: Arc::clone(store),
+                    budgets: self.budgets.as_ref().and_then(|budgets| {
+                        cx.execution
+                            .chat_id
+                            .map(|chat| (Arc::clone(budgets), ChatId::from(chat)))
+                    }),
                 })
             }
             _ => None,

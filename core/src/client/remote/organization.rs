@@ -1,10 +1,11 @@
-//! What only a server has: API tokens, members and invitations, model provider settings and
-//! Chats listed across Bots. Inherent methods of [`RemoteClient`]; the in-memory mode has no
+//! What only a server has: API tokens, members and invitations, model provider settings,
+//! budgets and Chats listed across Bots. Inherent methods of [`RemoteClient`]; the in-memory mode has no
 //! such things.
 
 use openbot_schema::{
-    AcceptInvitation, AcceptedInvitation, ApiToken, Chat, CreateInvitation, CreateToken,
-    CreatedInvitation, CreatedToken, Invitation, Member, ProviderSettings, PutProvider, TokenId,
+    AcceptInvitation, AcceptedInvitation, ApiToken, Budget, BudgetScope, Chat, CreateInvitation,
+    CreateToken, CreatedInvitation, CreatedToken, Invitation, Member, ProviderSettings, PutBudget,
+    PutProvider, TokenId,
 };
 use reqwest::Method;
 use uuid::Uuid;
@@ -124,6 +125,35 @@ impl RemoteClient {
     /// Removes a provider's settings.
     pub async fn delete_provider(&self, kind: &str) -> Result<(), Error> {
         self.delete(&format!("/v1/models/providers/{kind}")).await
+    }
+
+    /// The organization's budgets with what each scope spent.
+    pub async fn list_budgets(&self) -> Result<Vec<Budget>, Error> {
+        self.get("/v1/budgets").await
+    }
+
+    /// Caps what all Turns of the organization (`target`: its ID), a Bot or a Chat may cost
+    /// together. Setting the same cap twice has the effect of once.
+    pub async fn put_budget(
+        &self,
+        scope: BudgetScope,
+        target: Uuid,
+        max_cost_micros: u64,
+    ) -> Result<Budget, Error> {
+        self.transport
+            .json(
+                Method::PUT,
+                &format!("/v1/budgets/{}/{target}", scope.as_str()),
+                Some(&PutBudget { max_cost_micros }),
+                Retry::Safe,
+            )
+            .await
+    }
+
+    /// Removes a budget.
+    pub async fn delete_budget(&self, scope: BudgetScope, target: Uuid) -> Result<(), Error> {
+        self.delete(&format!("/v1/budgets/{}/{target}", scope.as_str()))
+            .await
     }
 
     async fn delete(&self, path: &str) -> Result<(), Error> {

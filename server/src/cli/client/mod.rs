@@ -2,6 +2,7 @@
 //! command goes through the same [`openbot_core::Client`] an SDK program uses.
 
 pub mod bots;
+pub mod budgets;
 pub mod chats;
 pub mod executions;
 pub mod login;
@@ -31,8 +32,8 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
-    /// The client of the chosen server.
-    pub async fn connect(&self) -> anyhow::Result<Arc<dyn Client>> {
+    /// The server and the token to use.
+    pub fn resolve(&self) -> anyhow::Result<(String, Option<String>)> {
         let saved = Profile::load()?;
         let server = self
             .server
@@ -45,6 +46,12 @@ impl ServerArgs {
             .token
             .clone()
             .or_else(|| saved.filter(|p| p.server == server).map(|p| p.token));
+        Ok((server, token))
+    }
+
+    /// The client of the chosen server.
+    pub async fn connect(&self) -> anyhow::Result<Arc<dyn Client>> {
+        let (server, token) = self.resolve()?;
         Ok(connect(
             &server,
             ConnectOptions {

@@ -1,0 +1,12 @@
+-- Budgets: spending caps on all Turns of an organization, a Bot or a Chat.
+
+CREATE TABLE budgets (
+    organization_id BLOB NOT NULL REFERENCES organizations (id),
+    scope           TEXT NOT NULL,
+    target_id       BLOB NOT NULL,
+    max_cost_micros INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    PRIMARY KEY (organization_id, scope, target_id)
+);
+
+CREATE INDEX chats_bot ON chats (bot_id);

@@ -1,0 +1,130 @@
+//! Budgets on PostgreSQL.
+
+use async_trait::async_trait;
+use openbot_schema::{BotId, BudgetScope, ChatId};
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::store::{BudgetRow, BudgetStore, Exhausted, parse_scope};
+use crate::store::{PostgresStore, StoreError, now_ms};
+
+/// The spending of a budget row `b`: every Turn of its Chat, Bot or organization.
+macro_rules! spent {
+    () => {
+        "CASE b.scope \
+             WHEN 'chat' THEN (SELECT COALESCE(SUM(e.cost_micros), 0)::BIGINT FROM executions e WHERE e.chat_id = b.target_id) \
+             WHEN 'bot' THEN (SELECT COALESCE(SUM(e.cost_micros), 0)::BIGINT FROM executions e JOIN chats c ON c.id = e.chat_id WHERE c.bot_id = b.target_id) \
+             ELSE (SELECT COALESCE(SUM(e.cost_micros), 0)::BIGINT FROM executions e JOIN chats c ON c.id = e.chat_id \
+                   JOIN bots bo ON bo.id = c.bot_id WHERE bo.organization_id = b.organization_id) END"
+    };
+}
+
+fn budget_row(row: &sqlx::postgres::PgRow) -> Result<BudgetRow, StoreError> {
+    let scope: String = row.try_get("scope")?;
+    Ok(BudgetRow {
+        scope: parse_scope(&scope)?,
+        target_id: row.try_get("target_id")?,
+        max_cost_micros: row.try_get("max_cost_micros")?,
+        spent_micros: row.try_get("spent_micros")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+#[async_trait]
+impl BudgetStore for PostgresStore {
+    async fn put_budget(
+        &self,
+        organization: Uuid,
+        scope: BudgetScope,
+        target: Uuid,
+        max_cost_micros: i64,
+    ) -> Result<Option<BudgetRow>, StoreError> {
+        let written = sqlx::query(
+            "INSERT INTO budgets (organization_id, scope, target_id, max_cost_micros, updated_at) \
+             SELECT $1, $2, $3, $4, $5 WHERE \
+                 ($2::text = 'organization' AND $3 = $1) \
+                 OR ($2::text = 'bot' AND EXISTS (SELECT 1 FROM bots WHERE id = $3 AND organization_id = $1 AND deleted_at IS NULL)) \
+                 OR ($2::text = 'chat' AND EXISTS (SELECT 1 FROM chats c JOIN bots bo ON bo.id = c.bot_id \
+                     WHERE c.id = $3 AND bo.organization_id = $1 AND c.deleted_at IS NULL)) \
+             ON CONFLICT (organization_id, scope, target_id) DO UPDATE SET \
+                 max_cost_micros = EXCLUDED.max_cost_micros, updated_at = EXCLUDED.updated_at",
+        )
+        .bind(organization)
+        .bind(scope.as_str())
+        .bind(target)
+        .bind(max_cost_micros)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        if written == 0 {
+            return Ok(None);
+        }
+        Ok(self
+            .budgets(organization)
+            .await?
+            .into_iter()
+            .find(|b| b.scope == scope && b.target_id == target))
+    }
+
+    async fn budgets(&self, organization: Uuid) -> Result<Vec<BudgetRow>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
+            spent!(),
+            " AS spent_micros FROM budgets b WHERE b.organization_id = $1 ORDER BY b.scope, b.target_id"
+        ))
+        .bind(organization)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(budget_row).collect()
+    }
+
+    async fn delete_budget(
+        &self,
+        organization: Uuid,
+        scope: BudgetScope,
+        target: Uuid,
+    ) -> Result<bool, StoreError> {
+        let deleted = sqlx::query(
+            "DELETE FROM budgets WHERE organization_id = $1 AND scope = $2 AND target_id = $3",
+        )
+        .bind(organization)
+        .bind(scope.as_str())
+        .bind(target)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(deleted > 0)
+    }
+
+    async fn exhausted(
+        &self,
+        organization: Uuid,
+        bot: BotId,
+        chat: ChatId,
+    ) -> Result<Option<Exhausted>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
+            spent!(),
+            " AS spent_micros FROM budgets b WHERE b.organization_id = $1 AND ( \
+                 (b.scope = 'organization' AND b.target_id = $1) \
+                 OR (b.scope = 'bot' AND b.target_id = $2) \
+                 OR (b.scope = 'chat' AND b.target_id = $3))"
+        ))
+        .bind(organization)
+        .bind(bot.as_uuid())
+        .bind(chat.as_uuid())
+        .fetch_all(self.pool())
+        .await?;
+        let mut budgets = rows.iter().map(budget_row).collect::<Result<Vec<_>, _>>()?;
+        budgets.sort_by_key(|b| b.scope as u8);
+        Ok(budgets
+            .into_iter()
+            .find(|b| b.spent_micros >= b.max_cost_micros)
+            .map(|b| Exhausted {
+                scope: b.scope,
+                max_cost_micros: b.max_cost_micros,
+                spent_micros: b.spent_micros,
+            }))
+    }
+}

@@ -1,0 +1,121 @@
+//! `/v1/budgets`: spending caps on every Turn of the organization, a Bot or a Chat. Listing
+//! needs the `models` read right; setting and removing need the `models` write right and the
+//! owner or admin role.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::DateTime;
+use openbot_schema::{Action, Budget, BudgetScope, ErrorBody, ErrorCode, PutBudget, Resource};
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::ApiJson;
+use crate::budgets::BudgetRow;
+use crate::identity::Caller;
+
+fn view(row: BudgetRow) -> Budget {
+    Budget {
+        scope: row.scope,
+        target_id: row.target_id,
+        max_cost_micros: row.max_cost_micros.max(0) as u64,
+        spent_micros: row.spent_micros.max(0) as u64,
+        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
+    }
+}
+
+fn admin(caller: &Caller) -> Result<(), ApiError> {
+    caller.require(Resource::Models, Action::Write)?;
+    if caller.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "only owners and admins change budgets",
+        ))
+    }
+}
+
+fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
+    let scope = BudgetScope::parse(scope).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "unknown budget scope `{}`: use organization, bot or chat",
+            scope.chars().take(40).collect::<String>()
+        ))
+    })?;
+    let target = target
+        .parse()
+        .map_err(|_| ApiError::invalid("the target must be a UUID"))?;
+    Ok((scope, target))
+}
+
+/// The organization's budgets with what each scope spent so far.
+#[utoipa::path(get, path = "/v1/budgets", tag = "budgets",
+    responses((status = 200, body = Vec<Budget>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_budgets(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Budget>>, ApiError> {
+    caller.require(Resource::Models, Action::Read)?;
+    match state.budgets.budgets(caller.member.organization_id).await {
+        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+        Err(err) => Err(ApiError::from_store(&state, err, "budgets").await),
+    }
+}
+
+/// Sets a budget: the most all Turns of the organization (target: its ID), a Bot or a Chat
+/// may cost together. Checked before each model request a Turn sends; a Turn above a used-up
+/// budget ends with `max_cost`.
+#[utoipa::path(put, path = "/v1/budgets/{scope}/{target}", tag = "budgets",
+    params(("scope" = String, Path, description = "organization, bot or chat", pattern = "^(organization|bot|chat)$"),
+        ("target" = uuid::Uuid, Path, description = "The organization's, Bot's or Chat's ID")),
+    request_body = PutBudget,
+    responses((status = 200, body = Budget), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn put_budget(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((scope, target_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<PutBudget>,
+) -> Result<Json<Budget>, ApiError> {
+    admin(&caller)?;
+    let (scope, target_id) = target(&scope, &target_id)?;
+    let max = i64::try_from(request.max_cost_micros)
+        .map_err(|_| ApiError::invalid("max_cost_micros is too large"))?;
+    match state
+        .budgets
+        .put_budget(caller.member.organization_id, scope, target_id, max)
+        .await
+    {
+        Ok(Some(row)) => Ok(Json(view(row))),
+        Ok(None) => Err(ApiError::not_found(scope.as_str())),
+        Err(err) => Err(ApiError::from_store(&state, err, "budget").await),
+    }
+}
+
+/// Removes a budget.
+#[utoipa::path(delete, path = "/v1/budgets/{scope}/{target}", tag = "budgets",
+    params(("scope" = String, Path, description = "organization, bot or chat", pattern = "^(organization|bot|chat)$"),
+        ("target" = uuid::Uuid, Path, description = "The organization's, Bot's or Chat's ID")),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_budget(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((scope, target_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    admin(&caller)?;
+    let (scope, target_id) = target(&scope, &target_id)?;
+    match state
+        .budgets
+        .delete_budget(caller.member.organization_id, scope, target_id)
+        .await
+    {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found("budget")),
+        Err(err) => Err(ApiError::from_store(&state, err, "budget").await),
+    }
+}
