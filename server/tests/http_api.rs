@@ -161,6 +161,7 @@ http_tests!(
     a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
     a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
     a_budget_needs_an_admin_and_a_target_of_the_organization,
+    a_fault_after_the_stream_started_ends_it_with_a_request_failed_event,
 );
 
 impl Server {
@@ -1712,4 +1713,81 @@ async fn a_budget_needs_an_admin_and_a_target_of_the_organization(server: Server
     );
     let removed = server.delete(&path, &server.owner).send().await.unwrap();
     assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+}
+
+async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["a", "b", "c", "d", "e", "f"])]).await;
+    model.piece_delay(Duration::from_millis(150));
+    let id = server.owner_turn(&model).await;
+    let response = server
+        .get(&format!("/v1/executions/{id}/events"), &server.owner)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut bytes = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), bytes.next())
+            .await
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk.unwrap().unwrap()).unwrap());
+    }
+    // From now on every stored event is unreadable: the stream's next read is a fault.
+    match &server.raw {
+        Raw::Sqlite(store, _) => {
+            sqlx::query(
+                "CREATE TRIGGER corrupt_events AFTER INSERT ON events BEGIN \
+                 UPDATE events SET payload = 'not json' WHERE execution_id = NEW.execution_id AND sequence = NEW.sequence; END",
+            )
+            .execute(store.pool())
+            .await
+            .unwrap();
+        }
+        Raw::Postgres(store) => {
+            sqlx::query(
+                "CREATE FUNCTION corrupt_event() RETURNS trigger AS $$ BEGIN NEW.payload := 'not json'; RETURN NEW; END $$ LANGUAGE plpgsql",
+            )
+            .execute(store.pool())
+            .await
+            .unwrap();
+            sqlx::query("CREATE TRIGGER corrupt_events BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION corrupt_event()")
+                .execute(store.pool())
+                .await
+                .unwrap();
+        }
+    }
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), bytes.next())
+            .await
+            .unwrap()
+        {
+            Some(chunk) => text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap()),
+            None => break,
+        }
+    }
+    let failure = text
+        .split("\n\n")
+        .find(|block| block.lines().any(|l| l.trim() == "event: request_failed"))
+        .unwrap_or_else(|| panic!("no request_failed event in {text}"));
+    let data = failure
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap()
+        .trim();
+    let body: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(body["code"], "request_failed");
+    assert_eq!(body["category"], "storage");
+    let error_id = body["error_id"].as_str().unwrap();
+    assert!(
+        !text.contains("not json") && !text.contains("expected"),
+        "no cause: {text}"
+    );
+    assert!(
+        text.trim_end().ends_with(data),
+        "the failure is the stream's last event"
+    );
+    let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
+    assert!(logged.contains(error_id), "the error ID is logged");
 }
