@@ -1758,14 +1758,11 @@ async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(se
                 .unwrap();
         }
     }
-    loop {
-        match tokio::time::timeout(Duration::from_secs(30), bytes.next())
-            .await
-            .unwrap()
-        {
-            Some(chunk) => text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap()),
-            None => break,
-        }
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), bytes.next())
+        .await
+        .unwrap()
+    {
+        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
     }
     let failure = text
         .split("\n\n")
