@@ -162,6 +162,7 @@ http_tests!(
     a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
     a_budget_needs_an_admin_and_a_target_of_the_organization,
     a_fault_after_the_stream_started_ends_it_with_a_request_failed_event,
+    organization_endpoints_never_read_or_command_service_work,
 );
 
 impl Server {
@@ -224,6 +225,11 @@ impl Server {
     /// Submits a Turn for the owner, as a Chat would.
     async fn owner_turn(&self, model: &FakeOpenAi) -> ExecutionId {
         let owner = self.owner_member().await;
+        self.turn_in(Scope::Member(owner.member_id.to_string()), model)
+            .await
+    }
+
+    async fn turn_in(&self, scope: Scope, model: &FakeOpenAi) -> ExecutionId {
         let input = TurnInput {
             instructions: String::new(),
             model: model.spec(),
@@ -237,7 +243,7 @@ impl Server {
         };
         let submission = Submission {
             kind: TURN,
-            scope: Scope::Member(owner.member_id.to_string()),
+            scope,
             command_key: None,
             input: &input,
             events: vec![EventKind::TurnStarted {
@@ -1787,4 +1793,48 @@ async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(se
     );
     let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
     assert!(logged.contains(error_id), "the error ID is logged");
+}
+
+async fn organization_endpoints_never_read_or_command_service_work(server: Server) {
+    use openbot_server::identity::{ServiceIdentity, ServiceOwner};
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["platform work"])]).await;
+    let owner = server.owner_member().await;
+    for service in [
+        ServiceIdentity::new(ServiceOwner::Platform, "reminders").unwrap(),
+        ServiceIdentity::new(
+            ServiceOwner::Organization(owner.organization_id),
+            "reminders",
+        )
+        .unwrap(),
+    ] {
+        let id = server.turn_in(service.scope(), &model).await;
+        for path in [
+            format!("/v1/executions/{id}"),
+            format!("/v1/executions/{id}/events"),
+        ] {
+            let read = server.get(&path, &server.owner).send().await.unwrap();
+            assert_eq!(
+                error_code(read).await,
+                (StatusCode::NOT_FOUND, "not_found".into())
+            );
+        }
+        let cancel = server
+            .post(&format!("/v1/executions/{id}/cancel"), &server.owner)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            error_code(cancel).await,
+            (StatusCode::NOT_FOUND, "not_found".into())
+        );
+        // The service's own work went on untouched.
+        let mut events = server.engine.observe(id, 0);
+        let mut ended = None;
+        while let Some(event) = events.next().await {
+            if let EventKind::TurnEnded { outcome, .. } = event.unwrap().kind {
+                ended = Some(outcome);
+            }
+        }
+        assert_eq!(ended, Some(TurnOutcome::Completed));
+    }
 }

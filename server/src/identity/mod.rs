@@ -6,6 +6,7 @@ mod caller;
 mod execution_identity;
 mod postgres;
 mod secret;
+mod service_identity;
 mod sqlite;
 mod store;
 
@@ -13,4 +14,5 @@ pub use caller::{AccessError, Caller};
 pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
+pub use service_identity::{InvalidServiceName, ServiceIdentity, ServiceOwner};
 pub use store::{IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, Role, TokenRow};
