@@ -334,6 +334,20 @@ class ClientTest {
 
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
+    fun `a failed Turn ends with a category and an error ID`(mode: Mode) = withClient(mode) { client ->
+        val bot = client.bot("""{"steps":[{"error":"unauthorized"}]}""")
+        val chat = client.createChat(bot.id)
+        val receipt = client.send(chat.id, textInput("Hi", null))
+        val last = client.allEvents(receipt.executionId).last()
+        val failed = last.kind as? EventKind.Failed ?: throw AssertionError("not a failure: ${last.json}")
+        assertEquals("failed", last.eventType)
+        assertEquals("model_provider", failed.category)
+        assertTrue(failed.errorId.matches(Regex("[0-9a-f-]{36}")), failed.errorId)
+        assertEquals(ExecutionState.FAILED, client.getExecution(receipt.executionId).state)
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
     fun `errors carry the stable code`(mode: Mode) = withClient(mode) { client ->
         val missing = "019ad1c8-0000-7000-8000-000000000000"
         val notFound = expectError { client.getChat(missing) }
