@@ -174,6 +174,30 @@ class ClientTest {
 
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
+    fun `a Kotlin tool can call its own client`(mode: Mode) {
+        val own = object : HostTool {
+            lateinit var client: Client
+            override fun name() = "bot_name"
+            override suspend fun call(argumentsJson: String, context: ToolCallContext): String {
+                val chatId = client.getExecution(context.executionId).chatId!!
+                return client.getBot(client.getChat(chatId).botId).spec.name
+            }
+        }
+        withClient(mode, listOf(own)) { client ->
+            own.client = client
+            val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"bot_name","arguments":{}}]},{"text":"ok"}]}"""
+            val bot = client.bot(script, listOf(ToolDefinition("bot_name", "Names the Bot.")))
+            val chat = client.createChat(bot.id)
+            val receipt = client.send(chat.id, textInput("Who are you?", null))
+            val result = client.allEvents(receipt.executionId)
+                .firstNotNullOf { (it.kind as? EventKind.ToolResultSaved)?.result }
+            assertEquals(listOf(ContentPart.Text("Test")), result.output)
+            assertFalse(result.isError)
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
     fun `cancelling the Turn cancels a running Kotlin tool's coroutine`(mode: Mode) {
         val started = CompletableDeferred<Unit>()
         val cancelled = CompletableDeferred<Unit>()
