@@ -17,6 +17,7 @@ mod message;
 mod models;
 mod organization;
 mod tool;
+mod tool_registry;
 mod usage;
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
@@ -34,4 +35,5 @@ pub use organization::{
     MemberRole,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
+pub use tool_registry::{HttpTool, PutHttpTool};
 pub use usage::Usage;

@@ -11,4 +11,5 @@ pub mod models;
 pub mod node;
 pub mod sealed;
 pub mod store;
+pub mod tools;
 pub mod turns;

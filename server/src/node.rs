@@ -74,6 +74,8 @@ pub struct Database {
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
     /// Budgets.
     pub budgets: Arc<dyn crate::budgets::BudgetStore>,
+    /// The tool registry.
+    pub tools: Arc<dyn crate::tools::ToolStore>,
 }
 
 impl Database {
@@ -85,7 +87,8 @@ impl Database {
             + crate::bots::BotStore
             + crate::chats::ChatStore
             + crate::models::ModelRegistryStore
-            + crate::budgets::BudgetStore,
+            + crate::budgets::BudgetStore
+            + crate::tools::ToolStore,
     {
         Self {
             store: store.clone(),
@@ -93,7 +96,8 @@ impl Database {
             bots: store.clone(),
             chats: store.clone(),
             models: store.clone(),
-            budgets: store,
+            budgets: store.clone(),
+            tools: store,
         }
     }
 }

@@ -184,3 +184,30 @@ fn budgets_are_set_listed_and_removed_through_the_cli() {
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("not_found"));
 }
+
+#[test]
+fn http_tools_are_registered_listed_and_removed_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let put: Value = serde_json::from_str(&cli.ok(&[
+        "tools",
+        "put",
+        "lookup",
+        "--url",
+        "http://127.0.0.1:9/lookup",
+        "--retry-safe",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(put["retry_safe"], true);
+    assert_eq!(put["input_schema"], serde_json::json!({"type": "object"}));
+    assert_eq!(
+        cli.ok(&["tools", "list"]).trim(),
+        "lookup  http://127.0.0.1:9/lookup"
+    );
+    let bad = cli.run(&["tools", "put", "bad name", "--url", "http://127.0.0.1:9/"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_input"));
+    cli.ok(&["tools", "delete", "lookup"]);
+    assert_eq!(cli.ok(&["tools", "list", "--json"]).trim(), "[]");
+}

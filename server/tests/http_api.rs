@@ -5,6 +5,8 @@
 
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
+#[path = "support/outside.rs"]
+mod outside;
 #[path = "support/pg.rs"]
 mod pg;
 
@@ -163,6 +165,7 @@ http_tests!(
     a_budget_needs_an_admin_and_a_target_of_the_organization,
     a_fault_after_the_stream_started_ends_it_with_a_request_failed_event,
     organization_endpoints_never_read_or_command_service_work,
+    a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
 );
 
 impl Server {
@@ -1837,4 +1840,69 @@ async fn organization_endpoints_never_read_or_command_service_work(server: Serve
         }
         assert_eq!(ended, Some(TurnOutcome::Completed));
     }
+}
+
+async fn a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call(
+    server: Server,
+) {
+    let outside = outside::Outside::start(false).await;
+    let register = |url: String| {
+        let request = server
+            .http
+            .put(format!("{}/v1/tools/write", server.base))
+            .bearer_auth(&server.owner)
+            .json(
+                &json!({"description": "Writes.", "input_schema": {"type": "object"}, "url": url}),
+            );
+        async move { request.send().await.unwrap() }
+    };
+    assert_eq!(register(outside.url.clone()).await.status(), StatusCode::OK);
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "hi"})),
+        Answer::Text(vec!["written"]),
+    ])
+    .await;
+    let spec = json!({"name": "Writer", "model": model.spec(),
+        "tools": [{"name": "write", "input_schema": {}}]});
+    let bot: Value = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chat = server.chat(&server.owner, &bot).await;
+    outside.hold().await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    outside.wait_for_write().await;
+    // The Turn saved the endpoint it was submitted with; moving the tool changes later Turns.
+    assert_eq!(
+        register("http://127.0.0.1:9/nowhere".into()).await.status(),
+        StatusCode::OK
+    );
+    outside.release();
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1, "called exactly once");
+    let result = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(!result.is_error, "{result:?}");
+    let listed: Value = server
+        .get("/v1/tools", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed[0]["url"], "http://127.0.0.1:9/nowhere");
 }

@@ -15,6 +15,7 @@ use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
 use crate::store::{ExecutionRow, StoreError};
+use crate::tools::ToolStore;
 use crate::turns::{SavedTool, TURN, ToolRoute, TurnInput};
 
 /// How long deleting a Chat waits for its Turns to release their work.
@@ -56,6 +57,7 @@ pub struct Chats {
     engine: Arc<Engine>,
     chats: Arc<dyn ChatStore>,
     bots: Arc<dyn BotStore>,
+    tools: Arc<dyn ToolStore>,
 }
 
 fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
@@ -94,12 +96,54 @@ fn advancing(executions: &[ExecutionRow]) -> Option<&ExecutionRow> {
 
 impl Chats {
     /// The use cases on these stores.
-    pub fn new(engine: Arc<Engine>, chats: Arc<dyn ChatStore>, bots: Arc<dyn BotStore>) -> Self {
+    pub fn new(
+        engine: Arc<Engine>,
+        chats: Arc<dyn ChatStore>,
+        bots: Arc<dyn BotStore>,
+        tools: Arc<dyn ToolStore>,
+    ) -> Self {
         Self {
             engine,
             chats,
             bots,
+            tools,
         }
+    }
+
+    /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
+    /// calls its endpoint (with the registry's definition); any other is a host tool.
+    async fn saved_tools(
+        &self,
+        caller: &Caller,
+        bot: &BotRow,
+    ) -> Result<Vec<SavedTool>, ChatError> {
+        if bot.spec.tools.is_empty() {
+            return Ok(Vec::new());
+        }
+        let registered = self.tools.tools(caller.member.organization_id).await?;
+        Ok(bot
+            .spec
+            .tools
+            .iter()
+            .map(|definition| {
+                match registered
+                    .iter()
+                    .find(|t| t.definition.name == definition.name)
+                {
+                    Some(http) => SavedTool {
+                        definition: http.definition.clone(),
+                        route: ToolRoute::Http {
+                            url: http.url.clone(),
+                            retry_safe: http.retry_safe,
+                        },
+                    },
+                    None => SavedTool {
+                        definition: definition.clone(),
+                        route: ToolRoute::Host,
+                    },
+                }
+            })
+            .collect())
     }
 
     async fn chat(&self, caller: &Caller, id: ChatId) -> Result<ChatRow, ChatError> {
@@ -157,15 +201,7 @@ impl Chats {
         let turn = TurnInput {
             instructions: bot.spec.instructions.clone(),
             model: bot.spec.model.clone(),
-            tools: bot
-                .spec
-                .tools
-                .iter()
-                .map(|definition| SavedTool {
-                    definition: definition.clone(),
-                    route: ToolRoute::Host,
-                })
-                .collect(),
+            tools: self.saved_tools(caller, &bot).await?,
             limits: bot.spec.limits,
             history: Vec::new(),
             input: input.content.clone(),

@@ -40,6 +40,8 @@ enum Command {
     Budgets(client::budgets::BudgetsArgs),
     /// Chats on a server: send input and stream the reply.
     Chats(client::chats::ChatsArgs),
+    /// The organization's HTTP tools on a server.
+    Tools(client::tools::ToolsArgs),
     /// Executions on a server: show, follow, cancel.
     Executions(client::executions::ExecutionsArgs),
 }
@@ -56,6 +58,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Budgets(args) => client::budgets::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
+        Command::Tools(args) => client::tools::run(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());
             Ok(ExitCode::SUCCESS)

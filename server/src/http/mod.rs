@@ -14,6 +14,7 @@ mod members;
 mod models;
 mod sessions;
 mod tokens;
+mod tools;
 
 use std::sync::Arc;
 
@@ -42,6 +43,8 @@ pub struct AppState {
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
     /// Budgets.
     pub budgets: Arc<dyn crate::budgets::BudgetStore>,
+    /// The tool registry.
+    pub tools: Arc<dyn crate::tools::ToolStore>,
     /// The Chat use cases.
     pub chats: crate::chats::Chats,
 }
@@ -53,6 +56,7 @@ impl AppState {
             Arc::clone(&engine),
             Arc::clone(&database.chats),
             Arc::clone(&database.bots),
+            Arc::clone(&database.tools),
         );
         Self {
             engine,
@@ -60,6 +64,7 @@ impl AppState {
             bots: Arc::clone(&database.bots),
             models: Arc::clone(&database.models),
             budgets: Arc::clone(&database.budgets),
+            tools: Arc::clone(&database.tools),
             chats,
         }
     }
@@ -130,6 +135,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(models::put_provider, models::delete_provider))
         .routes(routes!(budgets::list_budgets))
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
+        .routes(routes!(tools::list_tools))
+        .routes(routes!(tools::put_tool, tools::delete_tool))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
         .routes(routes!(chats::create_chat, chats::list_chats))

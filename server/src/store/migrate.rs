@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -55,6 +55,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 7,
         name: "budgets",
         sql: include_str!("../../../migrations/sqlite/0007_budgets.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "tools",
+        sql: include_str!("../../../migrations/sqlite/0008_tools.sql"),
     },
 ];
 
@@ -93,6 +98,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 7,
         name: "budgets",
         sql: include_str!("../../../migrations/postgres/0007_budgets.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "tools",
+        sql: include_str!("../../../migrations/postgres/0008_tools.sql"),
     },
 ];
 

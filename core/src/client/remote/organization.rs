@@ -1,11 +1,11 @@
 //! What only a server has: API tokens, members and invitations, model provider settings,
-//! budgets and Chats listed across Bots. Inherent methods of [`RemoteClient`]; the in-memory mode has no
-//! such things.
+//! budgets, the tool registry and Chats listed across Bots. Inherent methods of
+//! [`RemoteClient`]; the in-memory mode has no such things.
 
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, Budget, BudgetScope, Chat, CreateInvitation,
-    CreateToken, CreatedInvitation, CreatedToken, Invitation, Member, ProviderSettings, PutBudget,
-    PutProvider, TokenId,
+    CreateToken, CreatedInvitation, CreatedToken, HttpTool, Invitation, Member, ProviderSettings,
+    PutBudget, PutHttpTool, PutProvider, TokenId,
 };
 use reqwest::Method;
 use uuid::Uuid;
@@ -156,10 +156,47 @@ impl RemoteClient {
             .await
     }
 
+    /// The organization's HTTP tools.
+    pub async fn list_tools(&self) -> Result<Vec<HttpTool>, Error> {
+        self.get("/v1/tools").await
+    }
+
+    /// Registers an HTTP tool under `name`: Bot tools of that name call its endpoint in Turns
+    /// submitted from now on. Setting the same tool twice has the effect of once.
+    pub async fn put_tool(&self, name: &str, tool: &PutHttpTool) -> Result<HttpTool, Error> {
+        check_tool_name(name)?;
+        self.transport
+            .json(
+                Method::PUT,
+                &format!("/v1/tools/{name}"),
+                Some(tool),
+                Retry::Safe,
+            )
+            .await
+    }
+
+    /// Removes an HTTP tool.
+    pub async fn delete_tool(&self, name: &str) -> Result<(), Error> {
+        check_tool_name(name)?;
+        self.delete(&format!("/v1/tools/{name}")).await
+    }
+
     async fn delete(&self, path: &str) -> Result<(), Error> {
         self.transport
             .send(Method::DELETE, path, None::<&()>, Retry::Safe)
             .await
             .map(|_| ())
+    }
+}
+
+/// A tool name is a path segment: checked here, so no name can reach another path.
+fn check_tool_name(name: &str) -> Result<(), Error> {
+    if openbot_schema::ToolDefinition::is_valid_name(name) {
+        Ok(())
+    } else {
+        Err(Error::invalid_input(format!(
+            "`{}` is not a tool name: use 1-64 of a-z A-Z 0-9 _ -",
+            name.chars().take(80).collect::<String>()
+        )))
     }
 }

@@ -8,6 +8,7 @@ pub mod executions;
 pub mod login;
 mod output;
 mod profile;
+pub mod tools;
 
 use std::sync::Arc;
 

@@ -1,0 +1,120 @@
+//! `/v1/tools`: the organization's HTTP tools. A Bot tool with a registered name calls its
+//! endpoint. Listing needs the `bots` read right; registering and removing need the `bots`
+//! write right and the owner or admin role.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::DateTime;
+use openbot_schema::{
+    Action, ErrorBody, ErrorCode, HttpTool, PutHttpTool, Resource, ToolDefinition,
+};
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::ApiJson;
+use crate::identity::Caller;
+use crate::tools::HttpToolRow;
+
+fn view(row: HttpToolRow) -> HttpTool {
+    HttpTool {
+        name: row.definition.name,
+        description: row.definition.description,
+        input_schema: row.definition.input_schema,
+        url: row.url,
+        retry_safe: row.retry_safe,
+        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
+    }
+}
+
+fn admin(caller: &Caller) -> Result<(), ApiError> {
+    caller.require(Resource::Bots, Action::Write)?;
+    if caller.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "only owners and admins change the organization's tools",
+        ))
+    }
+}
+
+/// The organization's HTTP tools, by name.
+#[utoipa::path(get, path = "/v1/tools", tag = "tools",
+    responses((status = 200, body = Vec<HttpTool>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_tools(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<HttpTool>>, ApiError> {
+    caller.require(Resource::Bots, Action::Read)?;
+    match state.tools.tools(caller.member.organization_id).await {
+        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+        Err(err) => Err(ApiError::from_store(&state, err, "tools").await),
+    }
+}
+
+/// Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from now on
+/// call its endpoint; Turns already submitted keep the definition they saved.
+#[utoipa::path(put, path = "/v1/tools/{name}", tag = "tools",
+    params(("name" = String, Path, description = "The tool's name: 1-64 of a-z A-Z 0-9 _ -")),
+    request_body = PutHttpTool,
+    responses((status = 200, body = HttpTool), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn put_tool(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<PutHttpTool>,
+) -> Result<Json<HttpTool>, ApiError> {
+    admin(&caller)?;
+    let definition = ToolDefinition {
+        name,
+        description: request.description,
+        input_schema: request.input_schema,
+    };
+    openbot_core::tool::CheckedSchema::new(definition.clone())
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let valid_url = reqwest::Url::parse(&request.url)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    if !valid_url {
+        return Err(ApiError::invalid("url must be an http:// or https:// URL"));
+    }
+    let row = HttpToolRow {
+        definition,
+        url: request.url,
+        retry_safe: request.retry_safe,
+        updated_at: 0,
+    };
+    match state
+        .tools
+        .put_tool(caller.member.organization_id, row)
+        .await
+    {
+        Ok(row) => Ok(Json(view(row))),
+        Err(err) => Err(ApiError::from_store(&state, err, "tool").await),
+    }
+}
+
+/// Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
+#[utoipa::path(delete, path = "/v1/tools/{name}", tag = "tools",
+    params(("name" = String, Path, description = "The tool's name")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_tool(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    admin(&caller)?;
+    match state
+        .tools
+        .delete_tool(caller.member.organization_id, &name)
+        .await
+    {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found("tool")),
+        Err(err) => Err(ApiError::from_store(&state, err, "tool").await),
+    }
+}

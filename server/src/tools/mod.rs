@@ -1,0 +1,10 @@
+//! The tool registry: an organization's HTTP tools. A Bot tool with a registered name calls
+//! that endpoint (with the registry's description and schema); any other Bot tool is a host
+//! tool its caller answers. A Turn saves each tool's definition and route when it is
+//! submitted, so changing the registry later never changes a saved call.
+
+mod postgres;
+mod sqlite;
+mod store;
+
+pub use store::{HttpToolRow, ToolStore};

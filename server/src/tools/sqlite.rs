@@ -1,0 +1,74 @@
+//! The tool registry on SQLite.
+
+use async_trait::async_trait;
+use openbot_schema::ToolDefinition;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::store::{HttpToolRow, ToolStore};
+use crate::store::{SqliteStore, StoreError, now_ms};
+
+fn tool_row(row: &sqlx::sqlite::SqliteRow) -> Result<HttpToolRow, StoreError> {
+    let schema: String = row.try_get("input_schema")?;
+    Ok(HttpToolRow {
+        definition: ToolDefinition {
+            name: row.try_get("name")?,
+            description: row.try_get("description")?,
+            input_schema: serde_json::from_str(&schema)
+                .map_err(|e| StoreError::Invalid(format!("tool schema: {e}")))?,
+        },
+        url: row.try_get("url")?,
+        retry_safe: row.try_get::<i64, _>("retry_safe")? != 0,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+#[async_trait]
+impl ToolStore for SqliteStore {
+    async fn put_tool(
+        &self,
+        organization: Uuid,
+        tool: HttpToolRow,
+    ) -> Result<HttpToolRow, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO http_tools (organization_id, name, description, input_schema, url, retry_safe, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+             ON CONFLICT (organization_id, name) DO UPDATE SET description = EXCLUDED.description, \
+                 input_schema = EXCLUDED.input_schema, url = EXCLUDED.url, retry_safe = EXCLUDED.retry_safe, \
+                 updated_at = EXCLUDED.updated_at \
+             RETURNING name, description, input_schema, url, retry_safe, updated_at",
+        )
+        .bind(organization)
+        .bind(&tool.definition.name)
+        .bind(&tool.definition.description)
+        .bind(tool.definition.input_schema.to_string())
+        .bind(&tool.url)
+        .bind(i64::from(tool.retry_safe))
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await?;
+        tool_row(&row)
+    }
+
+    async fn tools(&self, organization: Uuid) -> Result<Vec<HttpToolRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, description, input_schema, url, retry_safe, updated_at FROM http_tools \
+             WHERE organization_id = ?1 ORDER BY name",
+        )
+        .bind(organization)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(tool_row).collect()
+    }
+
+    async fn delete_tool(&self, organization: Uuid, name: &str) -> Result<bool, StoreError> {
+        let deleted =
+            sqlx::query("DELETE FROM http_tools WHERE organization_id = ?1 AND name = ?2")
+                .bind(organization)
+                .bind(name)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+        Ok(deleted > 0)
+    }
+}
