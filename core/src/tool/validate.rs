@@ -54,6 +54,12 @@ impl CheckedSchema {
                 definition.name.chars().take(80).collect(),
             ));
         }
+        if !definition.input_schema.is_object() {
+            return Err(SchemaError::InvalidSchema {
+                name: definition.name.clone(),
+                reason: "the input schema must be a JSON object".into(),
+            });
+        }
         let validator = jsonschema::validator_for(&definition.input_schema).map_err(|e| {
             SchemaError::InvalidSchema {
                 name: definition.name.clone(),
@@ -123,6 +129,14 @@ mod tests {
         assert!(err.problems.contains("/city"), "{}", err.problems);
         let err = schema.check(&json!({})).unwrap_err();
         assert!(err.problems.contains("city"), "{}", err.problems);
+    }
+
+    #[test]
+    fn a_schema_that_is_not_an_object_is_rejected() {
+        for schema in [json!(true), json!([]), json!("object")] {
+            let err = CheckedSchema::new(definition(schema)).unwrap_err();
+            assert!(matches!(err, SchemaError::InvalidSchema { .. }), "{err}");
+        }
     }
 
     #[test]
