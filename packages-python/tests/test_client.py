@@ -328,7 +328,7 @@ def test_a_blocking_wait_releases_the_gil(memory: Target, script: Any) -> None:
 
 def test_ctrl_c_interrupts_a_blocking_wait(memory: Target, script: Any) -> None:
     with connect_sync(memory) as client:
-        bot = client.create_bot(name="Slow", model=script([{"text": "x", "delay_ms": 5000}]))
+        bot = client.create_bot(name="Slow", model=script([{"text": "x", "delay_ms": 30000}]))
         receipt = client.send(client.create_chat(bot), "go")
         timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.start()
