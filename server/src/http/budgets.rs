@@ -6,11 +6,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{Action, Budget, BudgetScope, ErrorBody, ErrorCode, PutBudget, Resource};
+use openbot_schema::{Action, Budget, BudgetScope, ErrorBody, PutBudget, Resource};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, require_admin};
 use super::json::ApiJson;
 use crate::budgets::BudgetRow;
 use crate::identity::Caller;
@@ -22,19 +22,6 @@ fn view(row: BudgetRow) -> Budget {
         max_cost_micros: row.max_cost_micros.max(0) as u64,
         spent_micros: row.spent_micros.max(0) as u64,
         updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
-}
-
-fn admin(caller: &Caller) -> Result<(), ApiError> {
-    caller.require(Resource::Models, Action::Write)?;
-    if caller.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "only owners and admins change budgets",
-        ))
     }
 }
 
@@ -81,7 +68,8 @@ pub async fn put_budget(
     Path((scope, target_id)): Path<(String, String)>,
     ApiJson(request): ApiJson<PutBudget>,
 ) -> Result<Json<Budget>, ApiError> {
-    admin(&caller)?;
+    caller.require(Resource::Models, Action::Write)?;
+    require_admin(&caller, "change budgets")?;
     let (scope, target_id) = target(&scope, &target_id)?;
     let max = i64::try_from(request.max_cost_micros)
         .map_err(|_| ApiError::invalid("max_cost_micros is too large"))?;
@@ -107,7 +95,8 @@ pub async fn delete_budget(
     caller: Caller,
     Path((scope, target_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    admin(&caller)?;
+    caller.require(Resource::Models, Action::Write)?;
+    require_admin(&caller, "change budgets")?;
     let (scope, target_id) = target(&scope, &target_id)?;
     match state
         .budgets

@@ -111,3 +111,17 @@ impl IntoResponse for ApiError {
 pub(crate) fn log_fault(category: ErrorCategory, error_id: ErrorId) {
     tracing::warn!(?category, %error_id, "request failed; cause sealed");
 }
+
+/// Fails with 403 unless the caller is an owner or admin of its organization; `what` completes
+/// "only owners and admins ...", e.g. `change budgets`.
+pub(crate) fn require_admin(caller: &crate::identity::Caller, what: &str) -> Result<(), ApiError> {
+    if caller.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!("only owners and admins {what}"),
+        ))
+    }
+}

@@ -7,11 +7,11 @@ use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, ErrorBody,
-    ErrorCode, Invitation, Member, MemberRole, Right,
+    Invitation, Member, MemberRole, Right,
 };
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, require_admin};
 use super::json::ApiJson;
 use crate::identity::{Caller, InvitationRow, NewToken, Role, new_secret, secret_hash};
 use crate::store::now_ms;
@@ -39,18 +39,6 @@ fn invitation_view(row: InvitationRow) -> Invitation {
         expires_at: time(row.expires_at),
         accepted_at: row.accepted_at.map(time),
         revoked_at: row.revoked_at.map(time),
-    }
-}
-
-fn admin(caller: &Caller) -> Result<(), ApiError> {
-    if caller.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "only owners and admins manage members",
-        ))
     }
 }
 
@@ -100,7 +88,7 @@ pub async fn remove_member(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    admin(&caller)?;
+    require_admin(&caller, "manage members")?;
     match state
         .identity
         .remove_member(caller.member.organization_id, parse_id(&id)?)
@@ -121,7 +109,7 @@ pub async fn create_invitation(
     caller: Caller,
     ApiJson(request): ApiJson<CreateInvitation>,
 ) -> Result<(StatusCode, Json<CreatedInvitation>), ApiError> {
-    admin(&caller)?;
+    require_admin(&caller, "manage members")?;
     let role = match request.role {
         MemberRole::Member => Role::Member,
         MemberRole::Admin => Role::Admin,
@@ -167,7 +155,7 @@ pub async fn list_invitations(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<Vec<Invitation>>, ApiError> {
-    admin(&caller)?;
+    require_admin(&caller, "manage members")?;
     match state
         .identity
         .invitations_of(caller.member.organization_id)
@@ -187,7 +175,7 @@ pub async fn revoke_invitation(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    admin(&caller)?;
+    require_admin(&caller, "manage members")?;
     match state
         .identity
         .revoke_invitation(caller.member.organization_id, parse_id(&id)?)

@@ -5,10 +5,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{Action, ErrorBody, ErrorCode, ProviderSettings, PutProvider, Resource};
+use openbot_schema::{Action, ErrorBody, ProviderSettings, PutProvider, Resource};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, require_admin};
 use super::json::ApiJson;
 use crate::identity::Caller;
 use crate::models::{PROVIDER_KINDS, ProviderRow};
@@ -19,18 +19,6 @@ fn view(row: ProviderRow) -> ProviderSettings {
         base_url: row.base_url,
         has_key: row.key_record.is_some(),
         updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
-}
-
-fn admin(caller: &Caller) -> Result<(), ApiError> {
-    if caller.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "only owners and admins change model providers",
-        ))
     }
 }
 
@@ -76,7 +64,7 @@ pub async fn put_provider(
     ApiJson(request): ApiJson<PutProvider>,
 ) -> Result<Json<ProviderSettings>, ApiError> {
     caller.require(Resource::Models, Action::Write)?;
-    admin(&caller)?;
+    require_admin(&caller, "change model providers")?;
     let kind = kind(&kind_name)?;
     if let Some(url) = &request.base_url {
         let valid = reqwest::Url::parse(url)
@@ -132,7 +120,7 @@ pub async fn delete_provider(
     Path(kind_name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Models, Action::Write)?;
-    admin(&caller)?;
+    require_admin(&caller, "change model providers")?;
     let kind = kind(&kind_name)?;
     match state
         .models

@@ -6,12 +6,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{
-    Action, ErrorBody, ErrorCode, HttpTool, PutHttpTool, Resource, ToolDefinition,
-};
+use openbot_schema::{Action, ErrorBody, HttpTool, PutHttpTool, Resource, ToolDefinition};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, require_admin};
 use super::json::ApiJson;
 use crate::identity::Caller;
 use crate::tools::HttpToolRow;
@@ -24,19 +22,6 @@ fn view(row: HttpToolRow) -> HttpTool {
         url: row.url,
         retry_safe: row.retry_safe,
         updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
-}
-
-fn admin(caller: &Caller) -> Result<(), ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
-    if caller.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "only owners and admins change the organization's tools",
-        ))
     }
 }
 
@@ -68,7 +53,8 @@ pub async fn put_tool(
     Path(name): Path<String>,
     ApiJson(request): ApiJson<PutHttpTool>,
 ) -> Result<Json<HttpTool>, ApiError> {
-    admin(&caller)?;
+    caller.require(Resource::Bots, Action::Write)?;
+    require_admin(&caller, "change the organization's tools")?;
     let definition = ToolDefinition {
         name,
         description: request.description,
@@ -107,7 +93,8 @@ pub async fn delete_tool(
     caller: Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    admin(&caller)?;
+    caller.require(Resource::Bots, Action::Write)?;
+    require_admin(&caller, "change the organization's tools")?;
     match state
         .tools
         .delete_tool(caller.member.organization_id, &name)

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use openbot_core::{ConnectOptions, RemoteClient};
 use openbot_schema::{Budget, BudgetScope};
 use uuid::Uuid;
 
@@ -71,14 +70,7 @@ fn line(budget: &Budget) -> String {
 
 /// Runs the command.
 pub async fn run(args: BudgetsArgs) -> anyhow::Result<ExitCode> {
-    let (server, token) = args.server.resolve()?;
-    let client = RemoteClient::new(
-        &server,
-        ConnectOptions {
-            token,
-            ..ConnectOptions::default()
-        },
-    )?;
+    let client = args.server.remote()?;
     let output = args.server.output();
     match args.command {
         BudgetsCommand::Set { scope, target, usd } => {

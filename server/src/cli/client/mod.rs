@@ -63,6 +63,18 @@ impl ServerArgs {
         .await?)
     }
 
+    /// The client of the chosen server, with what only a server has (budgets, tools, ...).
+    pub fn remote(&self) -> anyhow::Result<openbot_core::RemoteClient> {
+        let (server, token) = self.resolve()?;
+        Ok(openbot_core::RemoteClient::new(
+            &server,
+            ConnectOptions {
+                token,
+                ..ConnectOptions::default()
+            },
+        )?)
+    }
+
     /// How results are printed.
     pub fn output(&self) -> Output {
         Output { json: self.json }

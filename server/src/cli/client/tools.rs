@@ -4,7 +4,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use openbot_core::{ConnectOptions, RemoteClient};
 use openbot_schema::{HttpTool, PutHttpTool};
 
 use super::ServerArgs;
@@ -52,14 +51,7 @@ fn line(tool: &HttpTool) -> String {
 
 /// Runs the command.
 pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
-    let (server, token) = args.server.resolve()?;
-    let client = RemoteClient::new(
-        &server,
-        ConnectOptions {
-            token,
-            ..ConnectOptions::default()
-        },
-    )?;
+    let client = args.server.remote()?;
     let output = args.server.output();
     match args.command {
         ToolsCommand::Put {
