@@ -13,6 +13,7 @@ use crate::tool::ToolDefinition;
 pub struct Limits {
     /// The most model steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_steps: Option<u32>,
     /// The most wall time in milliseconds, counted from the Turn's start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -28,6 +29,17 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// Checks the limits: each that is set must let a Turn do something (at least 1).
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_steps == Some(0) {
+            return Err("max_steps must be at least 1".into());
+        }
+        if self.max_repeated_calls == Some(0) {
+            return Err("max_repeated_calls must be at least 1".into());
+        }
+        Ok(())
+    }
+
     /// The tighter of two limit sets, field by field: a caller may add limits, never remove one.
     pub fn tightened_by(self, other: Limits) -> Limits {
         fn min<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -115,6 +127,21 @@ pub struct Bot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_of_zero_steps_or_repeats_is_refused() {
+        let steps = Limits {
+            max_steps: Some(0),
+            ..Limits::default()
+        };
+        let repeats = Limits {
+            max_repeated_calls: Some(0),
+            ..Limits::default()
+        };
+        assert!(steps.check().is_err());
+        assert!(repeats.check().is_err());
+        assert!(Limits::default().check().is_ok());
+    }
 
     #[test]
     fn tightening_limits_never_removes_one() {

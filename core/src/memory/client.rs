@@ -117,9 +117,7 @@ fn check_bot_spec(spec: &BotSpec, models: &HashMap<String, Arc<dyn Model>>) -> R
             )));
         }
     }
-    if spec.limits.max_steps == Some(0) {
-        return Err(Error::invalid_input("max_steps must be at least 1"));
-    }
+    spec.limits.check().map_err(Error::invalid_input)?;
     Ok(())
 }
 

@@ -78,9 +78,7 @@ pub fn check_spec(spec: &BotSpec) -> Result<(), String> {
         }
         openbot_core::tool::CheckedSchema::new(tool.clone()).map_err(|e| e.to_string())?;
     }
-    if spec.limits.max_steps == Some(0) {
-        return Err("max_steps must be at least 1".into());
-    }
+    spec.limits.check()?;
     Ok(())
 }
 
