@@ -98,28 +98,14 @@ class Target:
     token: str | None
 
 
-def _no_remote_client(error: openbot.OpenBotError) -> bool:
-    return isinstance(error, openbot.UnavailableError) and "no remote client" in error.message
-
-
 def connect_sync(target: Target, **kwargs: Any) -> openbot.Client:
-    """Connects the blocking client; xfails while core has no remote client."""
-    try:
-        return openbot.connect_sync(target.uri, token=target.token, **kwargs)
-    except openbot.UnavailableError as error:
-        if _no_remote_client(error):
-            pytest.xfail("core has no remote client yet (connect says unavailable)")
-        raise
+    """Connects the blocking client to the target."""
+    return openbot.connect_sync(target.uri, token=target.token, **kwargs)
 
 
 async def connect_async(target: Target, **kwargs: Any) -> openbot.AsyncClient:
-    """Connects the async client; xfails while core has no remote client."""
-    try:
-        return await openbot.connect(target.uri, token=target.token, **kwargs)
-    except openbot.UnavailableError as error:
-        if _no_remote_client(error):
-            pytest.xfail("core has no remote client yet (connect says unavailable)")
-        raise
+    """Connects the async client to the target."""
+    return await openbot.connect(target.uri, token=target.token, **kwargs)
 
 
 @pytest.fixture(params=["memory", "remote"])
