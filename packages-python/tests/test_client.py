@@ -328,9 +328,11 @@ def test_a_blocking_wait_releases_the_gil(memory: Target, script: Any) -> None:
 
 
 def test_ctrl_c_interrupts_a_blocking_wait(script: Any) -> None:
-    # In a process of its own: pytest and earlier tests in this process own the SIGINT handling.
+    # In a process of its own, with Python's own SIGINT handler: a process started in the
+    # background by a shell inherits SIGINT ignored, and pytest owns the handler in its own.
     program = f"""
 import os, signal, threading, time, openbot
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with openbot.connect_sync("memory://") as client:
     bot = client.create_bot(name="Slow", model={script([{"text": "x", "delay_ms": 30000}])!r})
     receipt = client.send(client.create_chat(bot), "go")
