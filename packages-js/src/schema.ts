@@ -41,6 +41,45 @@ export interface paths {
         patch: operations["update_bot"];
         trace?: never;
     };
+    "/v1/budgets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's budgets with what each scope spent so far. */
+        get: operations["list_budgets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/budgets/{scope}/{target}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets a budget: the most all Turns of the organization (target: its ID), a Bot or a Chat
+         *     may cost together. Checked before each model request a Turn sends; a Turn above a used-up
+         *     budget ends with `max_cost`.
+         */
+        put: operations["put_budget"];
+        post?: never;
+        /** Removes a budget. */
+        delete: operations["delete_budget"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/chats": {
         parameters: {
             query?: never;
@@ -423,6 +462,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's HTTP tools, by name. */
+        get: operations["list_tools"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from now on
+         *     call its endpoint; Turns already submitted keep the definition they saved.
+         */
+        put: operations["put_tool"];
+        post?: never;
+        /** Removes an HTTP tool; Bot tools of that name become host tools for later Turns. */
+        delete: operations["delete_tool"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -537,6 +614,36 @@ export interface components {
             /** @description New tools. */
             tools?: components["schemas"]["ToolDefinition"][] | null;
         };
+        /** @description A budget and what its scope spent so far. */
+        Budget: {
+            /**
+             * Format: int64
+             * @description The cap, in millionths of a US dollar.
+             */
+            max_cost_micros: number;
+            /** @description What it caps. */
+            scope: components["schemas"]["BudgetScope"];
+            /**
+             * Format: int64
+             * @description The known cost of all Turns in the scope so far (usage without a price counts as 0).
+             */
+            spent_micros: number;
+            /**
+             * Format: uuid
+             * @description The organization, Bot or Chat it caps.
+             */
+            target_id: string;
+            /**
+             * Format: date-time
+             * @description When it was last set.
+             */
+            updated_at: string;
+        };
+        /**
+         * @description What a budget caps.
+         * @enum {string}
+         */
+        BudgetScope: "organization" | "bot" | "chat";
         /** @description A conversation with a Bot. */
         Chat: {
             /** @description The Bot that answers in it. */
@@ -631,7 +738,7 @@ export interface components {
          * @description A safe, public category of a fault.
          * @enum {string}
          */
-        ErrorCategory: "model_provider" | "tool" | "storage" | "network" | "timeout" | "configuration" | "internal";
+        ErrorCategory: "model_provider" | "tool" | "storage" | "network" | "timeout" | "configuration" | "access" | "internal";
         /**
          * @description A stable error code. Clients branch on this, never on the message.
          * @enum {string}
@@ -820,6 +927,24 @@ export interface components {
             /** @description Always `ok` when the node answers. */
             status: string;
         };
+        /** @description A registered HTTP tool. */
+        HttpTool: {
+            /** @description What the tool does, for the model. */
+            description: string;
+            /** @description The JSON Schema of its arguments. */
+            input_schema: Record<string, never>;
+            /** @description The name Bots use for it. */
+            name: string;
+            /** @description Whether the endpoint deduplicates by `Idempotency-Key`. */
+            retry_safe: boolean;
+            /**
+             * Format: date-time
+             * @description When it was last set.
+             */
+            updated_at: string;
+            /** @description The endpoint. */
+            url: string;
+        };
         /** @description An invitation (never its secret). */
         Invitation: {
             /**
@@ -854,6 +979,12 @@ export interface components {
              * @description The most cost in millionths of a US dollar.
              */
             max_cost_micros?: number | null;
+            /**
+             * Format: int32
+             * @description The loop breaker: how often one tool call (the same tool with the same arguments) may
+             *     run in a Turn; asking for it once more ends the Turn with `repeated_tool_call`.
+             */
+            max_repeated_calls?: number | null;
             /**
              * Format: int32
              * @description The most model steps.
@@ -919,6 +1050,31 @@ export interface components {
              * @description When it last changed.
              */
             updated_at: string;
+        };
+        /** @description A budget to set. */
+        PutBudget: {
+            /**
+             * Format: int64
+             * @description The most all Turns in the scope may cost together, in millionths of a US dollar.
+             */
+            max_cost_micros: number;
+        };
+        /** @description An HTTP tool to register under a name. */
+        PutHttpTool: {
+            /** @description What the tool does, for the model. */
+            description?: string;
+            /** @description The JSON Schema its arguments must match. */
+            input_schema: Record<string, never>;
+            /**
+             * @description Whether the endpoint deduplicates by `Idempotency-Key`, so a call whose answer was lost
+             *     may be sent again. Without it such a call is never repeated.
+             */
+            retry_safe?: boolean;
+            /**
+             * @description The endpoint: each call's arguments are POSTed here as JSON, with an
+             *     `Idempotency-Key` header that stays the same for every try of one call.
+             */
+            url: string;
         };
         /** @description Settings for one provider kind, to set. */
         PutProvider: {
@@ -1009,7 +1165,7 @@ export interface components {
          * @description Why a Turn ended.
          * @enum {string}
          */
-        TurnOutcome: "completed" | "max_steps" | "max_time" | "max_cost" | "cancelled";
+        TurnOutcome: "completed" | "max_steps" | "max_time" | "max_cost" | "repeated_tool_call" | "cancelled";
         /** @description Tokens used and, when the price is known, what they cost. */
         Usage: {
             /**
@@ -1327,6 +1483,171 @@ export interface operations {
                 };
             };
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_budgets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_budget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description organization, bot or chat */
+                scope: string;
+                /** @description The organization's, Bot's or Chat's ID */
+                target: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutBudget"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_budget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description organization, bot or chat */
+                scope: string;
+                /** @description The organization's, Bot's or Chat's ID */
+                target: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2713,6 +3034,151 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_tools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpTool"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_tool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tool's name: 1-64 of a-z A-Z 0-9 _ - */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutHttpTool"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpTool"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_tool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tool's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             401: {
                 headers: {
