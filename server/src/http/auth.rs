@@ -58,7 +58,6 @@ async fn session_caller(parts: &Parts, state: &AppState, secret: &str) -> Result
     match state.identity.session_by_hash(&secret_hash(secret)).await {
         Ok(Some((session, member))) => Ok(Caller {
             member,
-            token_id: session,
             credential: Credential::Session { id: session },
             rights: Right::all(),
             bot_ids: None,
@@ -109,7 +108,6 @@ impl FromRequestParts<AppState> for Caller {
         }
         Ok(Caller {
             member,
-            token_id: token.id,
             credential: Credential::Token { id: token.id },
             rights: token.rights,
             bot_ids: token.bot_ids,

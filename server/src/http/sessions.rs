@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::{SESSION_COOKIE, session_secret};
 use super::error::ApiError;
-use crate::identity::{Caller, new_secret, secret_hash};
+use crate::identity::{Caller, Credential, new_secret, secret_hash};
 use crate::store::now_ms;
 
 /// How long a session lasts, in seconds (one day).
@@ -81,7 +81,10 @@ pub async fn end_session(
     if session_secret(&parts).is_none() {
         return Err(ApiError::unauthorized("no session cookie"));
     }
-    if let Err(err) = state.identity.revoke_session(caller.token_id).await {
+    // A request that also sent a token acts with the token: its session is not the caller's.
+    if let Credential::Session { id } = caller.credential
+        && let Err(err) = state.identity.revoke_session(id).await
+    {
         return Err(ApiError::from_store(&state, err, "session").await);
     }
     let mut headers = HeaderMap::new();

@@ -1,7 +1,6 @@
 //! The Caller: who makes a request and what it may do, the same for every entry point.
 
 use openbot_schema::BotId;
-use uuid::Uuid;
 
 use super::store::{MemberRef, Role};
 use openbot_schema::{Action, Resource, Right};
@@ -11,8 +10,6 @@ use openbot_schema::{Action, Resource, Right};
 pub struct Caller {
     /// The member.
     pub member: MemberRef,
-    /// The token (or session) it used.
-    pub token_id: Uuid,
     /// The credential it used: a token or a session.
     pub credential: super::Credential,
     /// What the token may do.

@@ -101,9 +101,6 @@ impl ExecutionIdentity {
         }
         let caller = Caller {
             member,
-            token_id: match self.credential {
-                Credential::Token { id } | Credential::Session { id } => id,
-            },
             credential: self.credential,
             rights,
             bot_ids,

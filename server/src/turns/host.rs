@@ -245,6 +245,14 @@ impl DurableHost {
                 row.key
             )))
         })?;
+        self.open_sealed(record).await
+    }
+
+    /// Opens a sealed JSON record of this execution; a failure is this host's failure.
+    async fn open_sealed<T: serde::de::DeserializeOwned>(
+        &self,
+        record: uuid::Uuid,
+    ) -> Result<T, HostError> {
         self.cx.open_json(record).await.map_err(|e| match e {
             crate::engine::EngineError::Store(err) => self.fail(err),
             other => self.fail(StoreError::Invalid(other.to_string())),
@@ -296,10 +304,7 @@ impl DurableHost {
         let Some(record) = record else {
             return Ok(None);
         };
-        let delivered: ToolResult = self.cx.open_json(record).await.map_err(|e| match e {
-            crate::engine::EngineError::Store(err) => self.fail(err),
-            other => self.fail(StoreError::Invalid(other.to_string())),
-        })?;
+        let delivered: ToolResult = self.open_sealed(record).await?;
         self.delivered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -364,11 +369,12 @@ impl Host for DurableHost {
     }
 
     async fn budget_exhausted(&self) -> Result<bool, HostError> {
-        let Some((budgets, chat)) = self.access.as_ref().and_then(|a| a.budgets.as_ref()) else {
-            return Ok(false);
-        };
-        let identity = self.access.as_ref().map(|a| &a.identity);
-        let Some(identity) = identity else {
+        let Some(AccessGuard {
+            identity,
+            budgets: Some((budgets, chat)),
+            ..
+        }) = &self.access
+        else {
             return Ok(false);
         };
         match budgets

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use openbot_schema::{ErrorBody, ErrorCode, Event, ExecutionId};
 use reqwest::{Method, StatusCode};
 
-use super::transport::{Transport, error_answer};
+use super::transport::{Transport, error_answer, reason};
 use crate::client::ObserveStream;
 use crate::error::Error;
 use crate::model::sse::SseParser;
@@ -183,15 +183,5 @@ impl Reader {
                 Err(err) => return Err(err),
             }
         }
-    }
-}
-
-fn reason(err: &reqwest::Error) -> &'static str {
-    if err.is_timeout() {
-        "it timed out"
-    } else if err.is_connect() {
-        "the connection failed"
-    } else {
-        "the connection broke"
     }
 }

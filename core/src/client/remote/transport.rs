@@ -156,30 +156,29 @@ impl Transport {
 
 /// The error for a request that got no answer.
 fn unreachable_server(base: &str, err: &reqwest::Error) -> Error {
-    let why = if err.is_timeout() {
-        "it did not answer in time"
-    } else if err.is_connect() {
-        "the connection failed"
-    } else {
-        "the connection broke"
-    };
     Error::new(
         ErrorCode::Unavailable,
-        format!("the server at {base} could not be reached: {why}"),
+        format!("the server at {base} could not be reached: {}", reason(err)),
     )
 }
 
 /// The error for an answer whose body could not be read.
 pub(super) fn lost(err: &reqwest::Error) -> Error {
-    let why = if err.is_timeout() {
-        "it timed out"
-    } else {
-        "the connection broke"
-    };
     Error::new(
         ErrorCode::Unavailable,
-        format!("the server's answer was lost: {why}"),
+        format!("the server's answer was lost: {}", reason(err)),
     )
+}
+
+/// Why a request got no (whole) answer, for people; never the URL or a header.
+pub(super) fn reason(err: &reqwest::Error) -> &'static str {
+    if err.is_timeout() {
+        "it timed out"
+    } else if err.is_connect() {
+        "the connection failed"
+    } else {
+        "the connection broke"
+    }
 }
 
 /// The [`Error`] of an error answer: the server's body when it sent one, else one made from
