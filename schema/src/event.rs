@@ -80,6 +80,32 @@ pub enum EventKind {
         /// The call, as `<step>/<slot>/<attempt>`.
         call: String,
     },
+    /// A tool call started child work: a background tool, an approved call, or a delegated
+    /// Turn. The child has its own events (observe `execution_id`); its result comes back to
+    /// the source Chat as a notice.
+    ChildStarted {
+        /// The call that started it.
+        call_id: String,
+        /// The child execution.
+        execution_id: ExecutionId,
+        /// What it is: `tool_job` or `turn`.
+        kind: String,
+    },
+    /// A tool call waits for a person's decision; the Turn goes on meanwhile.
+    ApprovalRequested {
+        /// The request to decide.
+        #[schema(value_type = String, format = Uuid)]
+        request_id: uuid::Uuid,
+        /// The call.
+        call: ToolCall,
+        /// When the request expires unless decided.
+        expires_at: DateTime<Utc>,
+    },
+    /// A tool job ended. This is the last event of its execution.
+    JobEnded {
+        /// Its end state: `completed` or `cancelled`.
+        state: crate::execution::ExecutionState,
+    },
     /// The Turn ended. This is the last event of its execution.
     TurnEnded {
         /// Why it ended.
@@ -111,7 +137,10 @@ pub struct EventPage {
 impl EventKind {
     /// Whether this is the last event of its execution.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, EventKind::TurnEnded { .. } | EventKind::Failed { .. })
+        matches!(
+            self,
+            EventKind::TurnEnded { .. } | EventKind::JobEnded { .. } | EventKind::Failed { .. }
+        )
     }
 }
 

@@ -81,8 +81,11 @@ pub enum TurnOutcome {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ExecutionKind {
-    /// A Turn of a Chat.
+    /// A Turn of a Chat, or a delegated Turn of another Bot (with its own private history).
     Turn,
+    /// One tool call run in its own execution: a background tool, or a call that waited for
+    /// approval. It reports its result to its source Chat as a notice.
+    ToolJob,
 }
 
 /// The public view of an execution.

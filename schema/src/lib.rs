@@ -6,6 +6,7 @@
 //! these types, so the wire format of the in-memory and the remote Client cannot drift.
 
 mod access;
+mod approval;
 mod bot;
 mod budget;
 mod chat;
@@ -21,6 +22,10 @@ mod tool_registry;
 mod usage;
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
+pub use approval::{
+    ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,
+    RuleAction,
+};
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use budget::{Budget, BudgetScope, PutBudget};
 pub use chat::{Chat, ChatEntry, CreateChat, SendDisposition, SendInput, SendReceipt};
@@ -35,5 +40,5 @@ pub use organization::{
     MemberRole,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
-pub use tool_registry::{HttpTool, PutHttpTool};
+pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
 pub use usage::Usage;

@@ -23,6 +23,10 @@ pub struct PutHttpTool {
     /// may be sent again. Without it such a call is never repeated.
     #[serde(default)]
     pub retry_safe: bool,
+    /// Whether each call runs detached in its own execution: the Turn goes on at once, the
+    /// call may outlive it, and its result reaches the Chat as a notice.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// A registered HTTP tool.
@@ -39,6 +43,40 @@ pub struct HttpTool {
     pub url: String,
     /// Whether the endpoint deduplicates by `Idempotency-Key`.
     pub retry_safe: bool,
+    /// Whether each call runs detached, in its own execution.
+    pub background: bool,
+    /// When it was last set.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A delegate tool to register under a name: calling it starts a Turn of another Bot as a
+/// child execution, with a private history of its own, whose final answer comes back to the
+/// calling Chat as a notice. Its arguments are `{"task": "..."}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutDelegateTool {
+    /// What the delegate does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// The Bot that does the task. The caller of each Turn must be allowed to use it.
+    pub bot_id: crate::ids::BotId,
+    /// Limits added to the child's: a child keeps every limit of its source and of its Bot,
+    /// and these may only narrow them.
+    #[serde(default)]
+    pub limits: crate::bot::Limits,
+}
+
+/// A registered delegate tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DelegateTool {
+    /// The name Bots use for it.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The Bot that does the task.
+    pub bot_id: crate::ids::BotId,
+    /// Limits added to each child.
+    pub limits: crate::bot::Limits,
     /// When it was last set.
     pub updated_at: DateTime<Utc>,
 }

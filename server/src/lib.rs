@@ -1,6 +1,7 @@
 //! The OpenBot server: the durable execution engine on SQL and the `openbot` command's
 //! building blocks.
 
+pub mod approvals;
 pub mod bots;
 pub mod budgets;
 pub mod chats;
@@ -13,3 +14,4 @@ pub mod sealed;
 pub mod store;
 pub mod tools;
 pub mod turns;
+pub mod work;

@@ -1,6 +1,7 @@
 //! A node: one `openbot serve` process. It opens the database, the key ring and the engine,
 //! and runs the registered workflows until it is stopped.
 
+use crate::work::ToolJobWorkflow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +77,8 @@ pub struct Database {
     pub budgets: Arc<dyn crate::budgets::BudgetStore>,
     /// The tool registry.
     pub tools: Arc<dyn crate::tools::ToolStore>,
+    /// Approval rules.
+    pub rules: Arc<dyn crate::approvals::RuleStore>,
 }
 
 impl Database {
@@ -88,7 +91,8 @@ impl Database {
             + crate::chats::ChatStore
             + crate::models::ModelRegistryStore
             + crate::budgets::BudgetStore
-            + crate::tools::ToolStore,
+            + crate::tools::ToolStore
+            + crate::approvals::RuleStore,
     {
         Self {
             store: store.clone(),
@@ -97,7 +101,8 @@ impl Database {
             chats: store.clone(),
             models: store.clone(),
             budgets: store.clone(),
-            tools: store,
+            tools: store.clone(),
+            rules: store,
         }
     }
 }
@@ -172,14 +177,21 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
 /// organization's provider settings and check their saved identity's current rights.
 pub fn registry(database: Option<&Database>) -> Registry {
     let mut turns = TurnWorkflow::default();
+    let mut jobs = ToolJobWorkflow::new(None, None);
     if let Some(database) = database {
         turns = turns
             .with_model_registry(Arc::clone(&database.models))
             .with_identity(Arc::clone(&database.identity))
-            .with_budgets(Arc::clone(&database.budgets));
+            .with_budgets(Arc::clone(&database.budgets))
+            .with_rules(Arc::clone(&database.rules));
+        jobs = ToolJobWorkflow::new(
+            Some(Arc::clone(&database.identity)),
+            Some(Arc::clone(&database.budgets)),
+        );
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));
+    registry.register(Arc::new(jobs));
     registry
 }
 

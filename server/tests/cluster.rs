@@ -72,6 +72,7 @@ impl Cluster {
                 route: ToolRoute::Http {
                     url: outside.url.clone(),
                     retry_safe,
+                    background: false,
                 },
             }],
             limits: Limits::default(),
@@ -80,6 +81,7 @@ impl Cluster {
             max_output_tokens: None,
             organization_id: None,
             identity: None,
+            source: None,
         };
         let submission = Submission {
             kind: TURN,

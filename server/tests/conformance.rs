@@ -685,7 +685,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
                     description: "Writes to the outside world.".into(),
                     input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
                 },
-                route: ToolRoute::Http { url: o.url.clone(), retry_safe: false },
+                route: ToolRoute::Http { url: o.url.clone(), retry_safe: false, background: false },
             }]
         })
         .unwrap_or_default();
@@ -699,6 +699,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
         max_output_tokens: None,
         organization_id: None,
         identity: None,
+        source: None,
     }
 }
 

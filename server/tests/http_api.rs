@@ -243,6 +243,7 @@ impl Server {
             max_output_tokens: None,
             organization_id: None,
             identity: None,
+            source: None,
         };
         let submission = Submission {
             kind: TURN,

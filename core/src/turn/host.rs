@@ -86,6 +86,19 @@ pub trait Host: Send + Sync {
         Ok(false)
     }
 
+    /// Decides how a new tool call goes, before anything is recorded for it: `None` runs it
+    /// here; a result answers it at once (a refusal, or a note that the call waits for approval
+    /// or runs detached). The loop saves that result as the call's result, so a host that
+    /// starts work for the call must commit it with that result (see `record_result`), and a
+    /// replay never asks again. Checked arguments only.
+    async fn admit_tool(
+        &self,
+        _key: CallKey,
+        _call: &ToolCall,
+    ) -> Result<Option<ToolResult>, HostError> {
+        Ok(None)
+    }
+
     /// The latest record of a call slot, if any.
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError>;
 

@@ -87,7 +87,7 @@ impl ToolSet {
 
     /// Runs call `index` of `step`, or returns its saved result. Every failure the model can
     /// act on (unknown tool, invalid arguments, a tool error, a panic) becomes an error result.
-    pub(crate) async fn run_call(
+    pub async fn run_call(
         self: &Arc<Self>,
         host: &dyn Host,
         step: u32,
@@ -157,6 +157,9 @@ impl ToolSet {
         };
         if let Err(err) = entry.schema.check(&call.arguments) {
             return Ok(ToolResult::error(call, err.to_string()));
+        }
+        if let Some(answer) = host.admit_tool(key, call).await? {
+            return Ok(answer);
         }
         host.record_intent(key).await?;
         host.record_sending(key, Vec::new()).await?;

@@ -2,10 +2,12 @@
 //! Turn executions: the engine runs them one at a time, in order, and deleting a Chat closes its
 //! admission gate before it cancels what runs.
 
+mod history;
 mod postgres;
 mod service;
 mod sqlite;
 mod store;
 
+pub use history::{HistoryEntry, chat_history};
 pub use service::{ChatError, Chats};
 pub use store::{ChatRow, ChatStore};

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use chrono::DateTime;
 use openbot_schema::{
-    BotId, Chat, ChatEntry, ChatId, EventKind, ExecutionId, Message, SendDisposition, SendInput,
-    SendReceipt,
+    BotId, Chat, ChatEntry, ChatId, EventKind, ExecutionId, SendDisposition, SendInput, SendReceipt,
 };
 
 use super::store::{ChatRow, ChatStore};
@@ -16,7 +15,34 @@ use crate::engine::{Engine, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
 use crate::store::{ExecutionRow, StoreError};
 use crate::tools::ToolStore;
-use crate::turns::{SavedTool, TURN, ToolRoute, TurnInput};
+use crate::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
+
+/// How many levels of delegate tools a Turn offers: a delegate's delegates, and so on.
+pub const MAX_DELEGATION_DEPTH: usize = 3;
+
+/// What the model sees of a delegate tool: one `task` argument.
+fn delegate_definition(
+    delegate: &crate::tools::DelegateToolRow,
+    target: &BotRow,
+) -> openbot_schema::ToolDefinition {
+    let description = if delegate.description.is_empty() {
+        format!(
+            "Hands a task to the Bot {}, which works on it with its own tools and answers.",
+            target.spec.name
+        )
+    } else {
+        delegate.description.clone()
+    };
+    openbot_schema::ToolDefinition {
+        name: delegate.name.clone(),
+        description,
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
+            "required": ["task"]
+        }),
+    }
+}
 
 /// How long deleting a Chat waits for its Turns to release their work.
 pub const DELETE_WAIT: Duration = Duration::from_secs(30);
@@ -111,7 +137,9 @@ impl Chats {
     }
 
     /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
-    /// calls its endpoint (with the registry's definition); any other is a host tool.
+    /// calls its endpoint (with the registry's definition); a registered delegate tool starts
+    /// a Turn of its Bot, saved here with that Bot's own tools (to [`MAX_DELEGATION_DEPTH`]);
+    /// any other is a host tool.
     async fn saved_tools(
         &self,
         caller: &Caller,
@@ -120,30 +148,73 @@ impl Chats {
         if bot.spec.tools.is_empty() {
             return Ok(Vec::new());
         }
-        let registered = self.tools.tools(caller.member.organization_id).await?;
-        Ok(bot
-            .spec
-            .tools
-            .iter()
-            .map(|definition| {
-                match registered
-                    .iter()
-                    .find(|t| t.definition.name == definition.name)
-                {
-                    Some(http) => SavedTool {
-                        definition: http.definition.clone(),
-                        route: ToolRoute::Http {
-                            url: http.url.clone(),
-                            retry_safe: http.retry_safe,
-                        },
+        let organization = caller.member.organization_id;
+        let http = self.tools.tools(organization).await?;
+        let delegates = self.tools.delegates(organization).await?;
+        let mut saved = Vec::new();
+        self.resolve_tools(caller, bot, &http, &delegates, 0, &mut saved)
+            .await?;
+        Ok(saved)
+    }
+
+    async fn resolve_tools(
+        &self,
+        caller: &Caller,
+        bot: &BotRow,
+        http: &[crate::tools::HttpToolRow],
+        delegates: &[crate::tools::DelegateToolRow],
+        depth: usize,
+        saved: &mut Vec<SavedTool>,
+    ) -> Result<(), ChatError> {
+        for definition in &bot.spec.tools {
+            if let Some(tool) = http.iter().find(|t| t.definition.name == definition.name) {
+                saved.push(SavedTool {
+                    definition: tool.definition.clone(),
+                    route: ToolRoute::Http {
+                        url: tool.url.clone(),
+                        retry_safe: tool.retry_safe,
+                        background: tool.background,
                     },
-                    None => SavedTool {
-                        definition: definition.clone(),
-                        route: ToolRoute::Host,
-                    },
-                }
-            })
-            .collect())
+                });
+                continue;
+            }
+            let Some(delegate) = delegates.iter().find(|d| d.name == definition.name) else {
+                saved.push(SavedTool {
+                    definition: definition.clone(),
+                    route: ToolRoute::Host,
+                });
+                continue;
+            };
+            if depth >= MAX_DELEGATION_DEPTH {
+                // Deeper delegation is not offered: the chain ends here.
+                continue;
+            }
+            let target = self
+                .bots
+                .visible_bot(caller, delegate.bot_id)
+                .await?
+                .ok_or_else(|| {
+                    ChatError::Invalid(format!(
+                        "the delegate tool `{}` names a Bot this caller cannot use",
+                        delegate.name
+                    ))
+                })?;
+            let mut tools = Vec::new();
+            Box::pin(self.resolve_tools(caller, &target, http, delegates, depth + 1, &mut tools))
+                .await?;
+            saved.push(SavedTool {
+                definition: delegate_definition(delegate, &target),
+                route: ToolRoute::Delegate(Box::new(DelegateRoute {
+                    bot_id: target.id,
+                    name: target.spec.name.clone(),
+                    instructions: target.spec.instructions.clone(),
+                    model: target.spec.model.clone(),
+                    tools,
+                    limits: target.spec.limits.tightened_by(delegate.limits),
+                })),
+            });
+        }
+        Ok(())
     }
 
     async fn chat(&self, caller: &Caller, id: ChatId) -> Result<ChatRow, ChatError> {
@@ -208,6 +279,7 @@ impl Chats {
             max_output_tokens: None,
             organization_id: Some(caller.member.organization_id),
             identity: Some(ExecutionIdentity::for_turn(caller, chat.member_id, bot.id)),
+            source: None,
         };
         let submission = Submission {
             kind: TURN,
@@ -298,8 +370,9 @@ impl Chats {
         }
     }
 
-    /// Deletes a Chat: closes it to input, cancels its Turns, and waits up to [`DELETE_WAIT`]
-    /// for them to end. Returns whether they all ended in that time.
+    /// Deletes a Chat: closes it to input (its Turns and their children admit nothing new),
+    /// cancels its Turns and every child they started, and waits up to [`DELETE_WAIT`] for all
+    /// of them to end. Returns whether they all ended in that time.
     pub async fn delete(&self, caller: &Caller, id: ChatId) -> Result<bool, ChatError> {
         self.chat(caller, id).await?;
         self.chats.delete_chat(id).await?;
@@ -311,11 +384,20 @@ impl Chats {
                     Err(err) => return Err(err.into()),
                 }
             }
+            self.engine.cancel_descendants(execution.id).await?;
         }
         let deadline = tokio::time::Instant::now() + DELETE_WAIT;
         loop {
             let executions = store.chat_executions(id.as_uuid()).await?;
-            if executions.iter().all(|e| e.state.is_terminal()) {
+            let mut open = executions.iter().any(|e| !e.state.is_terminal());
+            for execution in &executions {
+                if open {
+                    break;
+                }
+                // Children (tool jobs, delegated Turns) close before the delete finishes.
+                open = !store.open_descendants(execution.id).await?.is_empty();
+            }
+            if !open {
                 return Ok(true);
             }
             if tokio::time::Instant::now() >= deadline {
@@ -325,27 +407,20 @@ impl Chats {
         }
     }
 
-    /// The Chat's messages: the saved messages of each ended Turn, in order.
+    /// The Chat's messages: the saved messages of each ended Turn, in order, with the notices
+    /// that arrived while no Turn took input.
     pub async fn history(&self, caller: &Caller, id: ChatId) -> Result<Vec<ChatEntry>, ChatError> {
         self.chat(caller, id).await?;
-        let mut entries = Vec::new();
-        for execution in self
-            .engine
-            .context()
-            .store
-            .chat_executions(id.as_uuid())
-            .await?
-        {
-            let Some(output) = execution.output_record else {
-                continue;
-            };
-            let messages: Vec<Message> = self.engine.context().open_json(output).await?;
-            entries.extend(messages.into_iter().map(|message| ChatEntry {
-                message,
-                execution_id: execution.id,
-                at: time(execution.updated_at),
-            }));
-        }
-        Ok(entries)
+        Ok(
+            super::chat_history(self.engine.context(), id.as_uuid(), None)
+                .await?
+                .into_iter()
+                .map(|entry| ChatEntry {
+                    message: entry.message,
+                    execution_id: entry.execution_id,
+                    at: time(entry.at),
+                })
+                .collect(),
+        )
     }
 }

@@ -284,13 +284,27 @@ impl Engine {
         self.cx.store.execution(id).await
     }
 
-    /// Asks an execution to stop. Returns the signal's number; the execution moves to
-    /// `cancelling` and ends `cancelled` once its owner stopped its work.
+    /// Asks an execution and every descendant that has not ended to stop. Returns the
+    /// signal's number; each moves to `cancelling` and ends `cancelled` once its owner stopped
+    /// its work.
     pub async fn cancel(&self, id: ExecutionId) -> Result<i64, StoreError> {
         let number = self.cx.store.signal(id, "cancel", "{}").await?;
         self.cx.hub.announce(Wake::Signal(id));
-        self.cx.hub.announce(Wake::Work);
+        self.cancel_descendants(id).await?;
         Ok(number)
+    }
+
+    /// Asks every descendant of `id` that has not ended to stop, also when `id` itself ended
+    /// (a detached child may outlive its parent).
+    pub async fn cancel_descendants(&self, id: ExecutionId) -> Result<(), StoreError> {
+        for child in self.cx.store.open_descendants(id).await? {
+            match self.cx.store.signal(child, "cancel", "{}").await {
+                Ok(_) | Err(StoreError::Ended(_)) => self.cx.hub.announce(Wake::Signal(child)),
+                Err(err) => return Err(err),
+            }
+        }
+        self.cx.hub.announce(Wake::Work);
+        Ok(())
     }
 
     /// Stops claiming work, stops every phase and gives each execution up so that another

@@ -272,6 +272,8 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::Ended(_) => "ended",
         StoreError::AdmissionClosed => "admission_closed",
         StoreError::Invalid(_) => "invalid",
+        StoreError::RequestNotFound(_) => "request_not_found",
+        StoreError::RequestClosed(_) => "request_closed",
         StoreError::SchemaVersion { .. } => "schema_version",
     }
 }

@@ -55,6 +55,7 @@ async fn visible(
 async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError> {
     let kind = match row.kind.as_str() {
         crate::turns::TURN => ExecutionKind::Turn,
+        crate::work::TOOL_JOB => ExecutionKind::ToolJob,
         other => {
             let cause = format!(
                 "execution {} has kind `{other}`, which has no public view",

@@ -2,6 +2,7 @@
 //! (utoipa), so the two cannot drift. Handlers translate HTTP to the use cases and map
 //! their errors at this one boundary.
 
+mod approvals;
 mod auth;
 mod bots;
 mod budgets;
@@ -47,6 +48,8 @@ pub struct AppState {
     pub tools: Arc<dyn crate::tools::ToolStore>,
     /// The Chat use cases.
     pub chats: crate::chats::Chats,
+    /// The approval use cases.
+    pub approvals: crate::approvals::Approvals,
 }
 
 impl AppState {
@@ -58,8 +61,14 @@ impl AppState {
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
         );
+        let approvals = crate::approvals::Approvals::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.rules),
+            Arc::clone(&database.identity),
+        );
         Self {
             engine,
+            approvals,
             identity: Arc::clone(&database.identity),
             bots: Arc::clone(&database.bots),
             models: Arc::clone(&database.models),
@@ -137,6 +146,13 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
         .routes(routes!(tools::list_tools))
         .routes(routes!(tools::put_tool, tools::delete_tool))
+        .routes(routes!(tools::list_delegates))
+        .routes(routes!(tools::put_delegate, tools::delete_delegate))
+        .routes(routes!(approvals::list_approvals))
+        .routes(routes!(approvals::get_approval))
+        .routes(routes!(approvals::decide_approval))
+        .routes(routes!(approvals::list_rules, approvals::create_rule))
+        .routes(routes!(approvals::delete_rule))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
         .routes(routes!(chats::create_chat, chats::list_chats))

@@ -6,13 +6,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{Action, ErrorBody, HttpTool, PutHttpTool, Resource, ToolDefinition};
+use openbot_schema::{
+    Action, DelegateTool, ErrorBody, HttpTool, PutDelegateTool, PutHttpTool, Resource,
+    ToolDefinition,
+};
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
 use super::json::ApiJson;
 use crate::identity::Caller;
-use crate::tools::HttpToolRow;
+use crate::tools::{DelegateToolRow, HttpToolRow};
 
 fn view(row: HttpToolRow) -> HttpTool {
     HttpTool {
@@ -21,6 +24,7 @@ fn view(row: HttpToolRow) -> HttpTool {
         input_schema: row.definition.input_schema,
         url: row.url,
         retry_safe: row.retry_safe,
+        background: row.background,
         updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
     }
 }
@@ -71,6 +75,7 @@ pub async fn put_tool(
         definition,
         url: request.url,
         retry_safe: request.retry_safe,
+        background: request.background,
         updated_at: 0,
     };
     match state
@@ -103,5 +108,99 @@ pub async fn delete_tool(
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("tool")),
         Err(err) => Err(ApiError::from_store(&state, err, "tool").await),
+    }
+}
+
+fn delegate_view(row: DelegateToolRow) -> DelegateTool {
+    DelegateTool {
+        name: row.name,
+        description: row.description,
+        bot_id: row.bot_id,
+        limits: row.limits,
+        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
+    }
+}
+
+/// The organization's delegate tools, by name.
+#[utoipa::path(get, path = "/v1/delegates", tag = "tools",
+    responses((status = 200, body = Vec<DelegateTool>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_delegates(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<DelegateTool>>, ApiError> {
+    caller.require(Resource::Bots, Action::Read)?;
+    match state.tools.delegates(caller.member.organization_id).await {
+        Ok(rows) => Ok(Json(rows.into_iter().map(delegate_view).collect())),
+        Err(err) => Err(ApiError::from_store(&state, err, "delegates").await),
+    }
+}
+
+/// Registers a delegate tool under a name (replacing an earlier one): a Bot tool of this name
+/// hands its `task` to the named Bot as a child Turn. Turns submitted from now on use it.
+#[utoipa::path(put, path = "/v1/delegates/{name}", tag = "tools",
+    params(("name" = String, Path, description = "The tool's name: 1-64 of a-z A-Z 0-9 _ -")),
+    request_body = PutDelegateTool,
+    responses((status = 200, body = DelegateTool), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn put_delegate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<PutDelegateTool>,
+) -> Result<Json<DelegateTool>, ApiError> {
+    caller.require(Resource::Bots, Action::Write)?;
+    require_admin(&caller, "change the organization's tools")?;
+    // The name follows the rules of every tool name.
+    let definition = ToolDefinition {
+        name: name.clone(),
+        description: String::new(),
+        input_schema: serde_json::json!({"type": "object"}),
+    };
+    openbot_core::tool::CheckedSchema::new(definition)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    request.limits.check().map_err(ApiError::invalid)?;
+    match state.bots.visible_bot(&caller, request.bot_id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(ApiError::not_found("bot")),
+        Err(err) => return Err(ApiError::from_store(&state, err, "bot").await),
+    }
+    let row = DelegateToolRow {
+        name,
+        description: request.description,
+        bot_id: request.bot_id,
+        limits: request.limits,
+        updated_at: 0,
+    };
+    match state
+        .tools
+        .put_delegate(caller.member.organization_id, row)
+        .await
+    {
+        Ok(row) => Ok(Json(delegate_view(row))),
+        Err(err) => Err(ApiError::from_store(&state, err, "delegate").await),
+    }
+}
+
+/// Removes a delegate tool; Bot tools of that name become host tools for later Turns.
+#[utoipa::path(delete, path = "/v1/delegates/{name}", tag = "tools",
+    params(("name" = String, Path, description = "The tool's name")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_delegate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Resource::Bots, Action::Write)?;
+    require_admin(&caller, "change the organization's tools")?;
+    match state
+        .tools
+        .delete_delegate(caller.member.organization_id, &name)
+        .await
+    {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found("delegate")),
+        Err(err) => Err(ApiError::from_store(&state, err, "delegate").await),
     }
 }

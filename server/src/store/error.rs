@@ -23,6 +23,12 @@ pub enum StoreError {
     /// The execution has ended and takes no more changes.
     #[error("execution {0} has ended")]
     Ended(ExecutionId),
+    /// The request does not exist.
+    #[error("request {0} was not found")]
+    RequestNotFound(uuid::Uuid),
+    /// The request was already decided, or expired.
+    #[error("request {0} is no longer pending")]
+    RequestClosed(uuid::Uuid),
     /// Stored data could not be read: a bug or damage, not a passing outage.
     #[error("invalid stored data: {0}")]
     Invalid(String),

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -60,6 +60,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 8,
         name: "tools",
         sql: include_str!("../../../migrations/sqlite/0008_tools.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "work",
+        sql: include_str!("../../../migrations/sqlite/0009_work.sql"),
     },
 ];
 
@@ -103,6 +108,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 8,
         name: "tools",
         sql: include_str!("../../../migrations/postgres/0008_tools.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "work",
+        sql: include_str!("../../../migrations/postgres/0009_work.sql"),
     },
 ];
 

@@ -181,6 +181,42 @@ pub trait Store: Send + Sync + 'static {
     /// Reads a sealed error record and its category.
     async fn error_record(&self, id: Uuid) -> Result<Option<(String, SealedBlob)>, StoreError>;
 
+    /// The children of an execution that have not ended; with `attached_only`, only those it
+    /// waits for.
+    async fn open_children(
+        &self,
+        id: ExecutionId,
+        attached_only: bool,
+    ) -> Result<Vec<ExecutionId>, StoreError>;
+
+    /// Every descendant of an execution that has not ended (children, their children, ...).
+    async fn open_descendants(&self, id: ExecutionId) -> Result<Vec<ExecutionId>, StoreError>;
+
+    /// A request.
+    async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError>;
+
+    /// The requests of an organization, newest first: only `member`'s when given, only in
+    /// `state` when given.
+    async fn requests(
+        &self,
+        organization_id: Uuid,
+        member: Option<Uuid>,
+        state: Option<&str>,
+    ) -> Result<Vec<RequestRow>, StoreError>;
+
+    /// Closes a pending request, in one transaction: the decision, its audit entry, its notice,
+    /// and waking the execution that waits for it. Under the request's lock it checks the
+    /// request is still pending and not expired: an expired request is closed `expired` and
+    /// the decision grants nothing. Returns the request as it is now.
+    async fn decide_request(
+        &self,
+        id: Uuid,
+        decision: RequestDecision,
+    ) -> Result<RequestRow, StoreError>;
+
+    /// The notices kept as a Chat's history, in order.
+    async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
+
     /// Stores a sealed error record that belongs to no step (e.g. a request fault).
     async fn put_error_record(
         &self,

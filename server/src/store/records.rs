@@ -55,7 +55,7 @@ pub struct SealedBlob {
 }
 
 /// A new execution, submitted under an optional command key.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewExecution {
     /// Its ID, chosen by the caller.
     pub id: ExecutionId,
@@ -257,6 +257,134 @@ pub struct Commit {
     pub handled_signals: Vec<i64>,
     /// Outgoing commands, delivered after commit.
     pub outbox: Vec<(String, String)>,
+    /// Child executions this step starts, each with its parent set to this execution.
+    pub children: Vec<NewChild>,
+    /// A notice this step sends (an ending child reports to its source).
+    pub notice: Option<NoticeWrite>,
+}
+
+/// How a child execution starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildStart {
+    /// Claimable at once.
+    Queued,
+    /// Waiting, without a wake time, until a decision wakes it.
+    Waiting,
+}
+
+/// A child execution started by a step of its parent, in the same transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewChild {
+    /// The child; `parent_id` is set to the committing execution.
+    pub execution: NewExecution,
+    /// How it starts.
+    pub start: ChildStart,
+    /// Whether the parent waits for it before it ends.
+    pub attached: bool,
+    /// A decision it waits for.
+    pub request: Option<NewRequest>,
+}
+
+/// A decision a child waits for, written with the child.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRequest {
+    /// Its ID.
+    pub id: Uuid,
+    /// What is asked, e.g. `approval`.
+    pub kind: String,
+    /// The organization it belongs to.
+    pub organization_id: Uuid,
+    /// The member whose work asked; they (or an admin) decide.
+    pub owner_member_id: Uuid,
+    /// The Chat the work reports to.
+    pub chat_id: Option<Uuid>,
+    /// The Bot that asked.
+    pub bot_id: Uuid,
+    /// What deciders see (JSON).
+    pub payload: String,
+    /// When it expires unless decided.
+    pub expires_at: Millis,
+}
+
+/// A stored request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRow {
+    /// Its ID.
+    pub id: Uuid,
+    /// What is asked.
+    pub kind: String,
+    /// The execution that waits for it.
+    pub execution_id: ExecutionId,
+    /// The execution whose step asked.
+    pub source_execution_id: ExecutionId,
+    /// Its organization.
+    pub organization_id: Uuid,
+    /// The member whose work asked.
+    pub owner_member_id: Uuid,
+    /// The Chat the work reports to.
+    pub chat_id: Option<Uuid>,
+    /// The Bot that asked.
+    pub bot_id: Uuid,
+    /// What deciders see (JSON).
+    pub payload: String,
+    /// `pending`, or how it was closed.
+    pub state: String,
+    /// When it was asked.
+    pub created_at: Millis,
+    /// When it expires unless decided.
+    pub expires_at: Millis,
+    /// When it was decided.
+    pub decided_at: Option<Millis>,
+    /// Who decided.
+    pub decided_by: Option<Uuid>,
+    /// The reason given.
+    pub reason: Option<String>,
+}
+
+/// A decision to write on a pending request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestDecision {
+    /// The state it closes in, e.g. `approved`.
+    pub state: String,
+    /// Who decided.
+    pub member_id: Uuid,
+    /// Why.
+    pub reason: Option<String>,
+    /// A notice sent with the decision.
+    pub notice: Option<NoticeWrite>,
+}
+
+/// Where a notice goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeTarget {
+    /// A Chat: its Turn that still takes input gets it as input; with none, it adds history
+    /// and starts no Turn.
+    Chat(Uuid),
+    /// An execution (a delegated Turn's parent with no Chat): it gets it as input while it
+    /// takes input; closed work drops it.
+    Execution(ExecutionId),
+}
+
+/// A notice: input for the work that started a child, e.g. a background tool's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoticeWrite {
+    /// Where it goes.
+    pub target: NoticeTarget,
+    /// The content parts, as JSON (the form of Turn input).
+    pub content: String,
+}
+
+/// A notice kept as Chat history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatNoticeRow {
+    /// The Chat execution it comes after, if any.
+    pub after_execution: Option<ExecutionId>,
+    /// The child that sent it.
+    pub source_id: ExecutionId,
+    /// The content parts, as JSON.
+    pub content: String,
+    /// When it arrived.
+    pub created_at: Millis,
 }
 
 /// A stored signal.

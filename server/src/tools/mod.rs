@@ -7,4 +7,4 @@ mod postgres;
 mod sqlite;
 mod store;
 
-pub use store::{HttpToolRow, ToolStore};
+pub use store::{DelegateToolRow, HttpToolRow, ToolStore};

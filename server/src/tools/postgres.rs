@@ -5,7 +5,7 @@ use openbot_schema::ToolDefinition;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::store::{HttpToolRow, ToolStore};
+use super::store::{DelegateToolRow, HttpToolRow, ToolStore};
 use crate::store::{PostgresStore, StoreError, now_ms};
 
 fn tool_row(row: &sqlx::postgres::PgRow) -> Result<HttpToolRow, StoreError> {
@@ -19,6 +19,20 @@ fn tool_row(row: &sqlx::postgres::PgRow) -> Result<HttpToolRow, StoreError> {
         },
         url: row.try_get("url")?,
         retry_safe: row.try_get("retry_safe")?,
+        background: row.try_get("background")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn delegate_row(row: &sqlx::postgres::PgRow) -> Result<DelegateToolRow, StoreError> {
+    let bot: Uuid = row.try_get("bot_id")?;
+    let limits: String = row.try_get("limits")?;
+    Ok(DelegateToolRow {
+        name: row.try_get("name")?,
+        description: row.try_get("description")?,
+        bot_id: bot.into(),
+        limits: serde_json::from_str(&limits)
+            .map_err(|e| StoreError::Invalid(format!("delegate limits: {e}")))?,
         updated_at: row.try_get("updated_at")?,
     })
 }
@@ -31,12 +45,12 @@ impl ToolStore for PostgresStore {
         tool: HttpToolRow,
     ) -> Result<HttpToolRow, StoreError> {
         let row = sqlx::query(
-            "INSERT INTO http_tools (organization_id, name, description, input_schema, url, retry_safe, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+            "INSERT INTO http_tools (organization_id, name, description, input_schema, url, retry_safe, background, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $8, $7) \
              ON CONFLICT (organization_id, name) DO UPDATE SET description = EXCLUDED.description, \
-                 input_schema = EXCLUDED.input_schema, url = EXCLUDED.url, retry_safe = EXCLUDED.retry_safe, \
+                 input_schema = EXCLUDED.input_schema, url = EXCLUDED.url, retry_safe = EXCLUDED.retry_safe, background = EXCLUDED.background, \
                  updated_at = EXCLUDED.updated_at \
-             RETURNING name, description, input_schema, url, retry_safe, updated_at",
+             RETURNING name, description, input_schema, url, retry_safe, background, updated_at",
         )
         .bind(organization)
         .bind(&tool.definition.name)
@@ -45,6 +59,7 @@ impl ToolStore for PostgresStore {
         .bind(&tool.url)
         .bind(tool.retry_safe)
         .bind(now_ms())
+        .bind(tool.background)
         .fetch_one(self.pool())
         .await?;
         tool_row(&row)
@@ -52,7 +67,7 @@ impl ToolStore for PostgresStore {
 
     async fn tools(&self, organization: Uuid) -> Result<Vec<HttpToolRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT name, description, input_schema, url, retry_safe, updated_at FROM http_tools \
+            "SELECT name, description, input_schema, url, retry_safe, background, updated_at FROM http_tools \
              WHERE organization_id = $1 ORDER BY name",
         )
         .bind(organization)
@@ -64,6 +79,53 @@ impl ToolStore for PostgresStore {
     async fn delete_tool(&self, organization: Uuid, name: &str) -> Result<bool, StoreError> {
         let deleted =
             sqlx::query("DELETE FROM http_tools WHERE organization_id = $1 AND name = $2")
+                .bind(organization)
+                .bind(name)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+        Ok(deleted > 0)
+    }
+
+    async fn put_delegate(
+        &self,
+        organization: Uuid,
+        tool: DelegateToolRow,
+    ) -> Result<DelegateToolRow, StoreError> {
+        let limits = serde_json::to_string(&tool.limits)
+            .map_err(|e| StoreError::Invalid(format!("delegate limits: {e}")))?;
+        let row = sqlx::query(
+            "INSERT INTO delegate_tools (organization_id, name, description, bot_id, limits, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (organization_id, name) DO UPDATE SET description = EXCLUDED.description, \
+                 bot_id = EXCLUDED.bot_id, limits = EXCLUDED.limits, updated_at = EXCLUDED.updated_at \
+             RETURNING name, description, bot_id, limits, updated_at",
+        )
+        .bind(organization)
+        .bind(&tool.name)
+        .bind(&tool.description)
+        .bind(tool.bot_id.as_uuid())
+        .bind(limits)
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await?;
+        delegate_row(&row)
+    }
+
+    async fn delegates(&self, organization: Uuid) -> Result<Vec<DelegateToolRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, description, bot_id, limits, updated_at FROM delegate_tools \
+             WHERE organization_id = $1 ORDER BY name",
+        )
+        .bind(organization)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(delegate_row).collect()
+    }
+
+    async fn delete_delegate(&self, organization: Uuid, name: &str) -> Result<bool, StoreError> {
+        let deleted =
+            sqlx::query("DELETE FROM delegate_tools WHERE organization_id = $1 AND name = $2")
                 .bind(organization)
                 .bind(name)
                 .execute(self.pool())

@@ -15,11 +15,28 @@ pub struct HttpToolRow {
     pub url: String,
     /// Whether the endpoint deduplicates by `Idempotency-Key`.
     pub retry_safe: bool,
+    /// Whether each call runs detached, in its own execution.
+    pub background: bool,
     /// When it was last set.
     pub updated_at: Millis,
 }
 
-/// HTTP tools per organization.
+/// A registered delegate tool: its calls start a Turn of another Bot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DelegateToolRow {
+    /// The name Bots use.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The Bot that does the task.
+    pub bot_id: openbot_schema::BotId,
+    /// Limits added to each child.
+    pub limits: openbot_schema::Limits,
+    /// When it was last set.
+    pub updated_at: Millis,
+}
+
+/// HTTP and delegate tools per organization.
 #[async_trait]
 pub trait ToolStore: Send + Sync + 'static {
     /// Registers a tool under its definition's name, replacing an earlier one.
@@ -34,4 +51,17 @@ pub trait ToolStore: Send + Sync + 'static {
 
     /// Removes a tool; returns whether it existed.
     async fn delete_tool(&self, organization: Uuid, name: &str) -> Result<bool, StoreError>;
+
+    /// Registers a delegate tool under its name, replacing an earlier one.
+    async fn put_delegate(
+        &self,
+        organization: Uuid,
+        tool: DelegateToolRow,
+    ) -> Result<DelegateToolRow, StoreError>;
+
+    /// The organization's delegate tools, by name.
+    async fn delegates(&self, organization: Uuid) -> Result<Vec<DelegateToolRow>, StoreError>;
+
+    /// Removes a delegate tool; returns whether it existed.
+    async fn delete_delegate(&self, organization: Uuid, name: &str) -> Result<bool, StoreError>;
 }

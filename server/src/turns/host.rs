@@ -11,7 +11,7 @@ use openbot_core::turn::{
     CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd,
 };
 use openbot_schema::{
-    ChatId, ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall,
+    BotId, ChatId, ContentPart, ErrorId, EventKind, ExecutionId, ExecutionState, Message, ToolCall,
     ToolResult, TurnOutcome,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -19,17 +19,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::delivery::DeliveredResult;
 use super::faults::{FaultPoint, fault};
+use super::input::SourceLink;
 use crate::budgets::BudgetStore;
 use crate::engine::{EngineContext, RunScope, Wake};
 use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
-use crate::store::{CallPhase, CallRow, CallWrite, Commit, StateChange, StoreError};
+use crate::store::{CallPhase, CallRow, CallWrite, Commit, NoticeWrite, StateChange, StoreError};
+use crate::work::{Admission, Admitted, notice_content};
 
 /// A Turn's saved identity and where its current rights are read.
 pub(crate) struct AccessGuard {
     pub(crate) identity: ExecutionIdentity,
     pub(crate) store: Arc<dyn IdentityStore>,
-    /// The budgets above the Turn and its Chat, when it has one.
-    pub(crate) budgets: Option<(Arc<dyn BudgetStore>, ChatId)>,
+    /// The budgets the Turn spends: those of the Chat its tree works for and that Chat's Bot.
+    pub(crate) budgets: Option<(Arc<dyn BudgetStore>, ChatId, BotId)>,
 }
 
 /// How long a waiting host tool re-reads its call without a wake-up.
@@ -56,7 +58,16 @@ pub struct DurableHost {
     delivered: Mutex<HashMap<CallKey, Vec<i64>>>,
     /// The last storage error, kept typed for the engine's retry rule.
     failure: Arc<Mutex<Option<StoreError>>>,
+    /// Decides new tool calls (rules, background and delegate tools), if the Turn has any.
+    admission: Option<Admission>,
+    /// Child work admitted for a call, committed with the call's result.
+    admitted: Mutex<HashMap<CallKey, Admitted>>,
+    /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
+    source: Option<(SourceLink, ExecutionId)>,
 }
+
+/// How often a Turn that waits for its attached children re-reads them without a wake-up.
+const CHILDREN_POLL: Duration = Duration::from_millis(500);
 
 /// What the host and its flush task share about text not yet committed.
 #[derive(Default)]
@@ -112,7 +123,86 @@ impl DurableHost {
             delivered: Mutex::new(HashMap::new()),
             access: None,
             failure,
+            admission: None,
+            admitted: Mutex::new(HashMap::new()),
+            source: None,
         }
+    }
+
+    /// Decides each new tool call with `admission` first.
+    pub(crate) fn with_admission(mut self, admission: Option<Admission>) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    /// Sends the Turn's answer to its source when it ends (a delegated Turn).
+    pub(crate) fn with_source(
+        mut self,
+        source: Option<SourceLink>,
+        parent: Option<ExecutionId>,
+    ) -> Self {
+        self.source = source.zip(parent);
+        self
+    }
+
+    /// Waits while the Turn has attached children (delegated Turns) that have not ended: their
+    /// notices come in as input. Returns at once when it has none.
+    async fn wait_for_children(&self) -> Result<(), HostError> {
+        let open = |this: &Self| {
+            let store = Arc::clone(&this.cx.store);
+            let id = this.id;
+            async move { store.open_children(id, true).await }
+        };
+        if open(self).await.map_err(|e| self.fail(e))?.is_empty() {
+            return Ok(());
+        }
+        self.commit(Commit {
+            state: Some(StateChange {
+                state: ExecutionState::Waiting,
+                ..waiting_free()
+            }),
+            ..Commit::default()
+        })
+        .await?;
+        let cancelled = self.scope.cancellation();
+        loop {
+            let notified = self.signals.notified();
+            if open(self).await.map_err(|e| self.fail(e))?.is_empty() {
+                break;
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(CHILDREN_POLL) => {}
+                _ = cancelled.cancelled() => return Err(HostError::Abandoned),
+            }
+        }
+        self.commit(Commit {
+            state: Some(waiting_free()),
+            ..Commit::default()
+        })
+        .await
+    }
+
+    /// The notice a delegated Turn sends its source when it ends.
+    fn source_notice(&self, end: &TurnEnd) -> Option<NoticeWrite> {
+        let (source, _) = self.source.as_ref()?;
+        let text = match &end.outcome {
+            Ok(outcome) => format!(
+                "[notice] {} ended ({}). Its answer:\n{}",
+                source.label,
+                crate::store::outcome_name(*outcome),
+                crate::work::final_answer(&end.messages)
+            ),
+            Err(failure) => format!(
+                "[notice] {} failed ({}).",
+                source.label,
+                crate::store::category_name(failure.category)
+            ),
+        };
+        Some(NoticeWrite {
+            target: source.notice.into(),
+            content: notice_content(&text),
+        })
     }
 
     /// Checks `access` before each outside send.
@@ -371,14 +461,14 @@ impl Host for DurableHost {
     async fn budget_exhausted(&self) -> Result<bool, HostError> {
         let Some(AccessGuard {
             identity,
-            budgets: Some((budgets, chat)),
+            budgets: Some((budgets, chat, bot)),
             ..
         }) = &self.access
         else {
             return Ok(false);
         };
         match budgets
-            .exhausted(identity.organization_id, identity.bot_id, *chat)
+            .exhausted(identity.organization_id, *bot, *chat)
             .await
         {
             Ok(None) => Ok(false),
@@ -388,6 +478,25 @@ impl Host for DurableHost {
             }
             Err(err) => Err(self.fail(err)),
         }
+    }
+
+    async fn admit_tool(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<Option<ToolResult>, HostError> {
+        let Some(admission) = &self.admission else {
+            return Ok(None);
+        };
+        let Some(admitted) = admission.admit(key, call).await.map_err(|e| self.fail(e))? else {
+            return Ok(None);
+        };
+        let result = admitted.result.clone();
+        self.admitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, admitted);
+        Ok(Some(result))
     }
 
     async fn record_intent(&self, key: CallKey) -> Result<(), HostError> {
@@ -469,11 +578,25 @@ impl Host for DurableHost {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key)
             .unwrap_or_default();
+        let (children, events) = match self
+            .admitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key)
+        {
+            Some(admitted) => {
+                let mut all = events;
+                all.extend(admitted.events);
+                (admitted.children, all)
+            }
+            None => (Vec::new(), events),
+        };
         let commit = Commit {
             calls: vec![call.clone()],
             events,
             usage,
             handled_signals,
+            children,
             ..Commit::default()
         };
         match self.cx.commit(self.id, self.generation, commit).await {
@@ -498,6 +621,8 @@ impl Host for DurableHost {
                 }
                 Err(self.fail(StoreError::Fenced(self.id)))
             }
+            // The Chat was deleted: its tree starts nothing new.
+            Err(StoreError::AdmissionClosed) => Err(HostError::Closed),
             Err(err) => Err(self.fail(err)),
         }
     }
@@ -533,6 +658,9 @@ impl Host for DurableHost {
         last: bool,
     ) -> Result<Vec<Vec<ContentPart>>, HostError> {
         self.barrier().await?;
+        if last {
+            self.wait_for_children().await?;
+        }
         let inputs = self
             .cx
             .store
@@ -609,7 +737,14 @@ impl Host for DurableHost {
                     None,
                     EventKind::TurnEnded {
                         outcome: *outcome,
-                        usage: end.usage,
+                        // The saved total: the Turn's own usage and its children's.
+                        usage: self
+                            .cx
+                            .store
+                            .execution(self.id)
+                            .await
+                            .map_err(|e| self.fail(e))?
+                            .usage,
                     },
                 )
             }
@@ -637,6 +772,7 @@ impl Host for DurableHost {
         } else {
             Vec::new()
         };
+        let notice = self.source_notice(&end);
         // The Turn's messages, kept for its Chat's history.
         let output = self
             .cx
@@ -655,9 +791,14 @@ impl Host for DurableHost {
             events: vec![event],
             state: Some(change),
             handled_signals,
+            notice,
             ..Commit::default()
         })
-        .await
+        .await?;
+        if let Some((_, parent)) = &self.source {
+            self.cx.hub.announce(Wake::Signal(*parent));
+        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 //! The saved input of a Turn: everything a node needs to run it, also after a takeover.
 
-use openbot_schema::{ContentPart, Limits, Message, ToolDefinition};
+use openbot_schema::{BotId, ContentPart, ExecutionId, Limits, Message, ToolDefinition};
 use serde::{Deserialize, Serialize};
 
 /// How a saved tool's calls reach their handler.
@@ -17,7 +17,69 @@ pub enum ToolRoute {
         /// lost may be sent again with the same key. Without it such a call is never repeated.
         #[serde(default)]
         retry_safe: bool,
+        /// Whether each call runs detached in its own execution (a tool job) and reports its
+        /// result to the Chat as a notice.
+        #[serde(default)]
+        background: bool,
     },
+    /// Another Bot: each call starts a Turn of it as a child execution with a private history;
+    /// the parent waits for it before it ends, and its answer comes back as a notice.
+    Delegate(Box<DelegateRoute>),
+}
+
+/// The Bot a delegate tool starts, as saved when the parent Turn was submitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DelegateRoute {
+    /// The Bot.
+    pub bot_id: BotId,
+    /// Its name, for notices.
+    pub name: String,
+    /// Its instructions.
+    pub instructions: String,
+    /// Its model spec.
+    pub model: String,
+    /// Its tools, each with its route.
+    pub tools: Vec<SavedTool>,
+    /// Its limits, narrowed by the delegate tool's own.
+    pub limits: Limits,
+}
+
+/// Where a child Turn comes from: whose budgets it spends and where its answer goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceLink {
+    /// The Chat the whole tree works for.
+    pub chat_id: Option<uuid::Uuid>,
+    /// The Bot of that Chat, whose budgets the whole tree spends.
+    pub bot_id: BotId,
+    /// Where the child's answer goes when it ends.
+    pub notice: SavedNoticeTarget,
+    /// How notices name the child, e.g. `the delegate Researcher`.
+    pub label: String,
+}
+
+/// A notice target as saved in an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SavedNoticeTarget {
+    /// A Chat: its Turn that takes input, else its history.
+    Chat {
+        /// The Chat.
+        id: uuid::Uuid,
+    },
+    /// An execution, while it takes input.
+    Execution {
+        /// The execution.
+        id: ExecutionId,
+    },
+}
+
+impl From<SavedNoticeTarget> for crate::store::NoticeTarget {
+    fn from(target: SavedNoticeTarget) -> Self {
+        match target {
+            SavedNoticeTarget::Chat { id } => Self::Chat(id),
+            SavedNoticeTarget::Execution { id } => Self::Execution(id),
+        }
+    }
 }
 
 /// A tool as saved with the Turn: a later change of the tool list never changes a saved call.
@@ -55,4 +117,7 @@ pub struct TurnInput {
     /// restored and before each outside send. Absent for work with no member (tests, tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<crate::identity::ExecutionIdentity>,
+    /// For a delegated Turn: where it comes from and where its answer goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLink>,
 }

@@ -9,7 +9,8 @@ mod workflow;
 
 pub use delivery::{DeliveryError, deliver_tool_result};
 pub use faults::FaultPoint;
+pub(crate) use host::AccessGuard;
 pub use host::DurableHost;
 pub use http_tool::HttpTool;
-pub use input::{SavedTool, ToolRoute, TurnInput};
-pub use workflow::{EnvReader, TURN, TurnWorkflow};
+pub use input::{DelegateRoute, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput};
+pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};

@@ -11,11 +11,13 @@ use openbot_schema::{ChatId, ErrorCategory, ErrorId, EventKind, ExecutionState, 
 
 use super::host::{AccessGuard, DurableHost};
 use super::http_tool::HttpTool;
-use super::input::{ToolRoute, TurnInput};
+use super::input::{SavedTool, ToolRoute, TurnInput};
+use crate::approvals::RuleStore;
 use crate::budgets::BudgetStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
+use crate::work::Admission;
 
 /// Reads a configuration variable (a provider key, a base URL) by name.
 pub type EnvReader = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -29,6 +31,7 @@ pub struct TurnWorkflow {
     registry: Option<Arc<dyn crate::models::ModelRegistryStore>>,
     identity: Option<Arc<dyn IdentityStore>>,
     budgets: Option<Arc<dyn BudgetStore>>,
+    rules: Option<Arc<dyn RuleStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -47,6 +50,7 @@ impl TurnWorkflow {
             registry: None,
             identity: None,
             budgets: None,
+            rules: None,
             models: Mutex::new(HashMap::new()),
             http: HttpTool::client(),
         }
@@ -71,6 +75,13 @@ impl TurnWorkflow {
     /// requests (for Turns with a saved identity and a Chat).
     pub fn with_budgets(mut self, budgets: Arc<dyn BudgetStore>) -> Self {
         self.budgets = Some(budgets);
+        self
+    }
+
+    /// Applies the organization's approval rules to each new tool call of a Turn with a saved
+    /// identity.
+    pub fn with_rules(mut self, rules: Arc<dyn RuleStore>) -> Self {
+        self.rules = Some(rules);
         self
     }
 
@@ -111,61 +122,43 @@ impl TurnWorkflow {
             .insert(cache_key, Arc::clone(&model));
         Ok(model)
     }
-
-    fn tools(
-        &self,
-        input: &TurnInput,
-    ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), PhaseError> {
-        let mut set = ToolSet::new();
-        let mut retry_safe = HashMap::new();
-        for saved in &input.tools {
-            let handler: Option<openbot_core::tool::SharedTool> = match &saved.route {
-                ToolRoute::Host => {
-                    // Waiting again for a delivered result repeats nothing outside: the
-                    // caller answers a call once, by its ID, and the first answer wins.
-                    retry_safe.insert(saved.definition.name.clone(), true);
-                    None
-                }
-                ToolRoute::Http {
-                    url,
-                    retry_safe: safe,
-                } => {
-                    retry_safe.insert(saved.definition.name.clone(), *safe);
-                    Some(Arc::new(HttpTool::new(
-                        saved.definition.clone(),
-                        url.clone(),
-                        self.http.clone(),
-                    )))
-                }
-            };
-            set.insert(saved.definition.clone(), handler)
-                .map_err(|e| PhaseError::Failed {
-                    category: ErrorCategory::Configuration,
-                    cause: e.to_string(),
-                })?;
-        }
-        Ok((Arc::new(set), retry_safe))
-    }
 }
 
-/// The messages of the Chat's Turns before this one. They have ended, so a replay reads the
-/// same history.
-async fn chat_history(
-    cx: &PhaseContext,
-    chat: uuid::Uuid,
-) -> Result<Vec<openbot_schema::Message>, PhaseError> {
-    let mut history = Vec::new();
-    for execution in cx.engine.store.chat_executions(chat).await? {
-        if execution.id >= cx.execution.id {
-            break;
-        }
-        if let Some(output) = execution.output_record {
-            let messages: Vec<openbot_schema::Message> =
-                cx.engine.open_json(output).await.map_err(storage)?;
-            history.extend(messages);
-        }
+/// The tool set of saved tools: each with its route's handler (HTTP tools call their endpoint;
+/// host tools wait for a delivered result; delegate and background calls are answered at
+/// admission and never reach a handler), and which tools may be sent again after a lost answer.
+pub fn saved_tool_set(
+    saved: &[SavedTool],
+    http: &reqwest::Client,
+) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
+    let mut set = ToolSet::new();
+    let mut retry_safe = HashMap::new();
+    for tool in saved {
+        let handler: Option<openbot_core::tool::SharedTool> = match &tool.route {
+            ToolRoute::Host | ToolRoute::Delegate(_) => {
+                // Waiting again for a delivered result repeats nothing outside: the caller
+                // answers a call once, by its ID, and the first answer wins. A delegate call
+                // starts its child in the same commit as its result.
+                retry_safe.insert(tool.definition.name.clone(), true);
+                None
+            }
+            ToolRoute::Http {
+                url,
+                retry_safe: safe,
+                ..
+            } => {
+                retry_safe.insert(tool.definition.name.clone(), *safe);
+                Some(Arc::new(HttpTool::new(
+                    tool.definition.clone(),
+                    url.clone(),
+                    http.clone(),
+                )))
+            }
+        };
+        set.insert(tool.definition.clone(), handler)
+            .map_err(|e| e.to_string())?;
     }
-    Ok(history)
+    Ok((Arc::new(set), retry_safe))
 }
 
 fn storage(err: crate::engine::EngineError) -> PhaseError {
@@ -213,20 +206,28 @@ impl Workflow for TurnWorkflow {
                         },
                         IdentityCheckError::Store(err) => PhaseError::Storage(err),
                     })?;
+                // A delegated Turn spends the budgets of the Chat its tree works for.
+                let chat = cx
+                    .execution
+                    .chat_id
+                    .or_else(|| input.source.as_ref().and_then(|s| s.chat_id));
+                let bot = input.source.as_ref().map_or(identity.bot_id, |s| s.bot_id);
                 Some(AccessGuard {
                     identity: identity.clone(),
                     store: Arc::clone(store),
                     budgets: self.budgets.as_ref().and_then(|budgets| {
-                        cx.execution
-                            .chat_id
-                            .map(|chat| (Arc::clone(budgets), ChatId::from(chat)))
+                        chat.map(|chat| (Arc::clone(budgets), ChatId::from(chat), bot))
                     }),
                 })
             }
             _ => None,
         };
         let model = self.model(cx, &input.model, input.organization_id).await?;
-        let (tools, retry_safe) = self.tools(&input)?;
+        let (tools, retry_safe) =
+            saved_tool_set(&input.tools, &self.http).map_err(|cause| PhaseError::Failed {
+                category: ErrorCategory::Configuration,
+                cause,
+            })?;
         let started_at =
             SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
         let host = DurableHost::new(
@@ -238,10 +239,22 @@ impl Workflow for TurnWorkflow {
             Arc::clone(&cx.signals),
             retry_safe,
         )
-        .with_access(access);
+        .with_access(access)
+        .with_admission(Some(Admission::new(
+            Arc::clone(&cx.engine),
+            &cx.execution,
+            Arc::new(input.clone()),
+            self.rules.clone(),
+        )))
+        .with_source(input.source.clone(), cx.execution.parent_id);
         let history = match cx.execution.chat_id {
-            Some(chat) => chat_history(cx, chat).await?,
-            None => input.history,
+            Some(chat) => crate::chats::chat_history(&cx.engine, chat, Some(cx.execution.id))
+                .await
+                .map_err(storage)?
+                .into_iter()
+                .map(|entry| entry.message)
+                .collect(),
+            None => input.history.clone(),
         };
         let spec = TurnSpec {
             instructions: input.instructions,

@@ -1364,6 +1364,7 @@ async fn main() -> anyhow::Result<()> {
             route: ToolRoute::Http {
                 url: tool_url.clone(),
                 retry_safe: false,
+                background: false,
             },
         }],
         limits: Limits {
@@ -1375,6 +1376,7 @@ async fn main() -> anyhow::Result<()> {
         max_output_tokens: None,
         organization_id: None,
         identity: None,
+        source: None,
     };
     let fixture = Arc::new(Fixture {
         lean: args.raw_sql_lean,

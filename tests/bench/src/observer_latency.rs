@@ -180,6 +180,7 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         max_output_tokens: None,
         organization_id: None,
         identity: None,
+        source: None,
     };
     let mut ids = Vec::with_capacity(executions);
     for _ in 0..executions {

@@ -222,6 +222,7 @@ async fn repetition_on(
         max_output_tokens: None,
         organization_id: None,
         identity: None,
+        source: None,
     };
     let submission = Submission {
         kind: TURN,

@@ -35,6 +35,10 @@ enum ToolsCommand {
         /// The endpoint deduplicates by `Idempotency-Key`, so a lost answer may be asked again.
         #[arg(long)]
         retry_safe: bool,
+        /// Each call runs detached in its own execution; its result reaches the Chat as a
+        /// notice.
+        #[arg(long)]
+        background: bool,
     },
     /// Lists the HTTP tools.
     List,
@@ -60,6 +64,7 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             description,
             schema,
             retry_safe,
+            background,
         } => {
             let input_schema = match schema {
                 Some(path) => serde_json::from_slice(
@@ -74,6 +79,7 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
                 input_schema,
                 url,
                 retry_safe,
+                background,
             };
             output.print(&client.put_tool(&name, &tool).await?, line)?;
         }

@@ -19,6 +19,8 @@ use super::rows::{
 };
 use super::{Store, StoreError};
 
+mod work;
+
 /// A store on SQLite.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -493,6 +495,16 @@ impl Store for SqliteStore {
                 .await?;
             }
         }
+        if let Some(usage) = &commit.usage {
+            Self::roll_up_usage(&mut tx, id, usage).await?;
+        }
+        if let Err(err) = Self::insert_children(&mut tx, id, &commit.children, now).await {
+            tx.rollback().await?;
+            return Err(err);
+        }
+        if let Some(notice) = &commit.notice {
+            Self::write_notice(&mut tx, id, notice, now).await?;
+        }
         for (kind, payload) in &commit.outbox {
             sqlx::query("INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4)")
                 .bind(id.as_uuid())
@@ -934,6 +946,43 @@ impl Store for SqliteStore {
             ))
         })
         .transpose()
+    }
+
+    async fn open_children(
+        &self,
+        id: ExecutionId,
+        attached_only: bool,
+    ) -> Result<Vec<ExecutionId>, StoreError> {
+        self.open_children_of(id, attached_only).await
+    }
+
+    async fn open_descendants(&self, id: ExecutionId) -> Result<Vec<ExecutionId>, StoreError> {
+        self.open_descendants_of(id).await
+    }
+
+    async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
+        self.request_by_id(id).await
+    }
+
+    async fn requests(
+        &self,
+        organization_id: Uuid,
+        member: Option<Uuid>,
+        state: Option<&str>,
+    ) -> Result<Vec<RequestRow>, StoreError> {
+        self.requests_of(organization_id, member, state).await
+    }
+
+    async fn decide_request(
+        &self,
+        id: Uuid,
+        decision: RequestDecision,
+    ) -> Result<RequestRow, StoreError> {
+        self.decide(id, decision).await
+    }
+
+    async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
+        self.notices_of(chat_id).await
     }
 
     async fn put_error_record(

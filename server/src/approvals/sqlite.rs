@@ -1,0 +1,77 @@
+//! Approval rules on SQLite.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::rules::RuleRow;
+use super::store::{RuleStore, action_name, parse_action};
+use crate::store::{SqliteStore, StoreError};
+
+fn rule_row(row: &sqlx::sqlite::SqliteRow) -> Result<RuleRow, StoreError> {
+    let action: String = row.try_get("action")?;
+    let bot: Option<Uuid> = row.try_get("bot_id")?;
+    Ok(RuleRow {
+        id: row.try_get("id")?,
+        tool: row.try_get("tool")?,
+        arguments: row.try_get("arguments")?,
+        action: parse_action(&action)?,
+        bot_id: bot.map(Into::into),
+        member_id: row.try_get("member_id")?,
+        expires_after_ms: row.try_get::<i64, _>("expires_after_ms")?.max(1) as u64,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+#[async_trait]
+impl RuleStore for SqliteStore {
+    async fn add_rule(&self, organization: Uuid, rule: RuleRow) -> Result<RuleRow, StoreError> {
+        sqlx::query(
+            "INSERT INTO approval_rules (id, organization_id, tool, arguments, action, bot_id, member_id, expires_after_ms, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .bind(rule.id)
+        .bind(organization)
+        .bind(&rule.tool)
+        .bind(&rule.arguments)
+        .bind(action_name(rule.action))
+        .bind(rule.bot_id.map(|b| b.as_uuid()))
+        .bind(rule.member_id)
+        .bind(rule.expires_after_ms.min(i64::MAX as u64) as i64)
+        .bind(rule.created_at)
+        .execute(self.pool())
+        .await?;
+        Ok(rule)
+    }
+
+    async fn rules(&self, organization: Uuid) -> Result<Vec<RuleRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM approval_rules WHERE organization_id = ?1 ORDER BY created_at, id",
+        )
+        .bind(organization)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(rule_row).collect()
+    }
+
+    async fn rule(&self, organization: Uuid, id: Uuid) -> Result<Option<RuleRow>, StoreError> {
+        let row =
+            sqlx::query("SELECT * FROM approval_rules WHERE organization_id = ?1 AND id = ?2")
+                .bind(organization)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
+        row.as_ref().map(rule_row).transpose()
+    }
+
+    async fn delete_rule(&self, organization: Uuid, id: Uuid) -> Result<bool, StoreError> {
+        let deleted =
+            sqlx::query("DELETE FROM approval_rules WHERE organization_id = ?1 AND id = ?2")
+                .bind(organization)
+                .bind(id)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+        Ok(deleted > 0)
+    }
+}

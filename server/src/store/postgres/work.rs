@@ -1,0 +1,322 @@
+//! Child work on PostgreSQL: children started by a step, notices, usage of a tree, and requests.
+
+use openbot_schema::{ExecutionId, Usage};
+use sqlx::{Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use super::PostgresStore;
+use crate::store::StoreError;
+use crate::store::records::*;
+
+fn request_from_row(row: &sqlx::postgres::PgRow) -> Result<RequestRow, StoreError> {
+    let execution: Uuid = row.try_get("execution_id")?;
+    let source: Uuid = row.try_get("source_execution_id")?;
+    Ok(RequestRow {
+        id: row.try_get("id")?,
+        kind: row.try_get("kind")?,
+        execution_id: execution.into(),
+        source_execution_id: source.into(),
+        organization_id: row.try_get("organization_id")?,
+        owner_member_id: row.try_get("owner_member_id")?,
+        chat_id: row.try_get("chat_id")?,
+        bot_id: row.try_get("bot_id")?,
+        payload: row.try_get("payload")?,
+        state: row.try_get("state")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        decided_at: row.try_get("decided_at")?,
+        decided_by: row.try_get("decided_by")?,
+        reason: row.try_get("reason")?,
+    })
+}
+
+impl PostgresStore {
+    /// Starts the children of a step of `parent` inside its transaction. A closed admission
+    /// gate refuses the whole step.
+    pub(super) async fn insert_children(
+        tx: &mut Transaction<'_, Postgres>,
+        parent: ExecutionId,
+        children: &[NewChild],
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        for child in children {
+            let new = &child.execution;
+            if let Some(gate) = new.admission_gate {
+                let closed: Option<Option<i64>> = sqlx::query_scalar(
+                    "SELECT closed_at FROM admission_gates WHERE id = $1 FOR SHARE",
+                )
+                .bind(gate)
+                .fetch_optional(&mut **tx)
+                .await?;
+                if !matches!(closed, Some(None)) {
+                    return Err(StoreError::AdmissionClosed);
+                }
+            }
+            Self::insert_sealed(tx, Some(new.id), &new.input).await?;
+            let state = match child.start {
+                ChildStart::Queued => "queued",
+                ChildStart::Waiting => "waiting",
+            };
+            sqlx::query(
+                "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, attached, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+            )
+            .bind(new.id.as_uuid())
+            .bind(&new.kind)
+            .bind(state)
+            .bind(new.scope.to_stored())
+            .bind(parent.as_uuid())
+            .bind(new.chat_id)
+            .bind(new.input.id)
+            .bind(new.events.len() as i64)
+            .bind(child.attached)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+            Self::insert_events(tx, new.id, 1, &new.events).await?;
+            if let Some(request) = &child.request {
+                sqlx::query(
+                    "INSERT INTO requests (id, kind, execution_id, source_execution_id, organization_id, owner_member_id, \
+                         chat_id, bot_id, payload, state, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)",
+                )
+                .bind(request.id)
+                .bind(&request.kind)
+                .bind(new.id.as_uuid())
+                .bind(parent.as_uuid())
+                .bind(request.organization_id)
+                .bind(request.owner_member_id)
+                .bind(request.chat_id)
+                .bind(request.bot_id)
+                .bind(&request.payload)
+                .bind(now)
+                .bind(request.expires_at)
+                .execute(&mut **tx)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers a notice from `source` inside its transaction: as input of the work that still
+    /// takes input, else (for a Chat) as history.
+    pub(super) async fn write_notice(
+        tx: &mut Transaction<'_, Postgres>,
+        source: ExecutionId,
+        notice: &NoticeWrite,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let taker: Option<Uuid> = match notice.target {
+            NoticeTarget::Chat(chat) => {
+                sqlx::query_scalar(
+                    "SELECT id FROM executions WHERE chat_id = $1 AND NOT input_closed \
+                     AND state IN ('queued', 'running', 'waiting', 'outcome_unknown') ORDER BY id LIMIT 1",
+                )
+                .bind(chat)
+                .fetch_optional(&mut **tx)
+                .await?
+            }
+            NoticeTarget::Execution(id) => {
+                sqlx::query_scalar(
+                    "SELECT id FROM executions WHERE id = $1 AND NOT input_closed \
+                     AND state IN ('queued', 'running', 'waiting', 'outcome_unknown')",
+                )
+                .bind(id.as_uuid())
+                .fetch_optional(&mut **tx)
+                .await?
+            }
+        };
+        if let Some(taker) = taker {
+            sqlx::query(
+                "INSERT INTO turn_inputs (execution_id, position, content, created_at) \
+                 SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3 FROM turn_inputs WHERE execution_id = $1",
+            )
+            .bind(taker)
+            .bind(&notice.content)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+            return Ok(());
+        }
+        if let NoticeTarget::Chat(chat) = notice.target {
+            sqlx::query(
+                "INSERT INTO chat_notices (chat_id, after_execution, source_id, content, created_at) \
+                 SELECT $1, (SELECT MAX(id) FROM executions WHERE chat_id = $1), $2, $3, $4",
+            )
+            .bind(chat)
+            .bind(source.as_uuid())
+            .bind(&notice.content)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Adds `usage` to every ancestor of `id`: a Turn's usage includes its children's.
+    pub(super) async fn roll_up_usage(
+        tx: &mut Transaction<'_, Postgres>,
+        id: ExecutionId,
+        usage: &Usage,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "WITH RECURSIVE ancestors(id) AS ( \
+                 SELECT parent_id FROM executions WHERE id = $1 AND parent_id IS NOT NULL \
+                 UNION ALL SELECT e.parent_id FROM executions e JOIN ancestors a ON e.id = a.id WHERE e.parent_id IS NOT NULL) \
+             UPDATE executions SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, \
+                 cached_tokens = cached_tokens + $4, \
+                 cost_micros = CASE WHEN $5::bigint IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $5 END \
+             WHERE id IN (SELECT id FROM ancestors)",
+        )
+        .bind(id.as_uuid())
+        .bind(usage.input_tokens as i64)
+        .bind(usage.output_tokens as i64)
+        .bind(usage.cached_input_tokens as i64)
+        .bind(usage.cost_micros.map(|c| c as i64))
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn open_children_of(
+        &self,
+        id: ExecutionId,
+        attached_only: bool,
+    ) -> Result<Vec<ExecutionId>, StoreError> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM executions WHERE parent_id = $1 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND (NOT $2 OR attached) ORDER BY id",
+        )
+        .bind(id.as_uuid())
+        .bind(attached_only)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(ExecutionId::from).collect())
+    }
+
+    pub(super) async fn open_descendants_of(
+        &self,
+        id: ExecutionId,
+    ) -> Result<Vec<ExecutionId>, StoreError> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE parent_id = $1 \
+                 UNION ALL SELECT e.id FROM executions e JOIN tree t ON e.parent_id = t.id) \
+             SELECT id FROM executions WHERE id IN (SELECT id FROM tree) AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') ORDER BY id",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(ExecutionId::from).collect())
+    }
+
+    pub(super) async fn request_by_id(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
+        let row = sqlx::query("SELECT * FROM requests WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(request_from_row).transpose()
+    }
+
+    pub(super) async fn requests_of(
+        &self,
+        organization_id: Uuid,
+        member: Option<Uuid>,
+        state: Option<&str>,
+    ) -> Result<Vec<RequestRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM requests WHERE organization_id = $1 AND ($2::uuid IS NULL OR owner_member_id = $2) \
+             AND ($3::text IS NULL OR state = $3) ORDER BY created_at DESC, id DESC LIMIT 500",
+        )
+        .bind(organization_id)
+        .bind(member)
+        .bind(state)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(request_from_row).collect()
+    }
+
+    pub(super) async fn decide(
+        &self,
+        id: Uuid,
+        decision: RequestDecision,
+    ) -> Result<RequestRow, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // The expiry is checked with the time taken once the lock is held: a request that
+        // expires while a decision waits for its lock grants nothing.
+        let row = sqlx::query(
+            "SELECT state, expires_at, execution_id FROM requests WHERE id = $1 FOR UPDATE",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::RequestNotFound(id))?;
+        let now = now_ms();
+        let state: String = row.try_get("state")?;
+        let expires_at: i64 = row.try_get("expires_at")?;
+        let execution: Uuid = row.try_get("execution_id")?;
+        if state != "pending" {
+            tx.rollback().await?;
+            return Err(StoreError::RequestClosed(id));
+        }
+        let expired = now >= expires_at;
+        let closed_as = if expired {
+            "expired"
+        } else {
+            decision.state.as_str()
+        };
+        sqlx::query(
+            "UPDATE requests SET state = $2, decided_at = $3, decided_by = $4, reason = $5 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(closed_as)
+        .bind(now)
+        .bind((!expired).then_some(decision.member_id))
+        .bind(if expired { None } else { decision.reason.clone() })
+        .execute(&mut *tx)
+        .await?;
+        if !expired {
+            sqlx::query(
+                "INSERT INTO request_audit (request_id, member_id, decision, reason, at) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(id)
+            .bind(decision.member_id)
+            .bind(closed_as)
+            .bind(&decision.reason)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if let Some(notice) = &decision.notice {
+                Self::write_notice(&mut tx, execution.into(), notice, now).await?;
+            }
+        }
+        sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting'")
+            .bind(execution)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.request_by_id(id)
+            .await?
+            .ok_or(StoreError::RequestNotFound(id))
+    }
+
+    pub(super) async fn notices_of(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT after_execution, source_id, content, created_at FROM chat_notices WHERE chat_id = $1 ORDER BY id",
+        )
+        .bind(chat_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let after: Option<Uuid> = row.try_get("after_execution")?;
+                let source: Uuid = row.try_get("source_id")?;
+                Ok(ChatNoticeRow {
+                    after_execution: after.map(ExecutionId::from),
+                    source_id: source.into(),
+                    content: row.try_get("content")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,320 @@
+//! Admission: how a Turn's new tool call goes, decided before anything is recorded for it.
+
+use std::sync::Arc;
+
+use chrono::DateTime;
+use openbot_core::turn::CallKey;
+use openbot_schema::{EventKind, ExecutionId, RuleAction, ToolCall, ToolResult};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::delegation::child_turn;
+use super::job::{JobInput, TOOL_JOB};
+use crate::approvals::{RuleStore, verdict};
+use crate::engine::{EngineContext, EngineError};
+use crate::store::{ChildStart, NewChild, NewExecution, NewRequest, Scope, StoreError, now_ms};
+use crate::turns::{SavedNoticeTarget, SavedTool, TURN, ToolRoute, TurnInput};
+
+/// A call answered at admission, with the child work it starts: the Turn saves the result
+/// and starts the children (and their events) in one commit.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    /// The call's result, for the model.
+    pub result: ToolResult,
+    /// The children to start with it.
+    pub children: Vec<NewChild>,
+    /// Events published with it (after the result).
+    pub events: Vec<EventKind>,
+}
+
+/// Decides the new tool calls of one Turn.
+pub struct Admission {
+    cx: Arc<EngineContext>,
+    parent: ExecutionId,
+    scope: Scope,
+    chat_id: Option<Uuid>,
+    input: Arc<TurnInput>,
+    rules: Option<Arc<dyn RuleStore>>,
+}
+
+impl Admission {
+    /// Admission for the Turn `parent` with its saved input; `rules` are read for each call
+    /// of a Turn with an identity.
+    pub fn new(
+        cx: Arc<EngineContext>,
+        parent: &crate::store::ExecutionRow,
+        input: Arc<TurnInput>,
+        rules: Option<Arc<dyn RuleStore>>,
+    ) -> Self {
+        Self {
+            cx,
+            parent: parent.id,
+            scope: parent.scope.clone(),
+            chat_id: parent.chat_id,
+            input,
+            rules,
+        }
+    }
+
+    /// `None` runs the call inline; otherwise the call is answered now: refused by a rule,
+    /// waiting for approval in a tool job, running detached in a tool job, or delegated to a
+    /// child Turn.
+    pub async fn admit(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<Option<Admitted>, StoreError> {
+        let Some(saved) = self
+            .input
+            .tools
+            .iter()
+            .find(|t| t.definition.name == call.name)
+        else {
+            return Ok(None);
+        };
+        let verdict = match (&self.input.identity, &self.rules) {
+            (Some(identity), Some(rules)) => {
+                // A failed read of the rules stops the call rather than allow it.
+                let rules = rules.rules(identity.organization_id).await?;
+                Some(verdict(
+                    &rules,
+                    call,
+                    identity.bot_id,
+                    identity.owner_member_id,
+                ))
+            }
+            _ => None,
+        };
+        match verdict.map(|v| (v.action, v.expires_after_ms)) {
+            Some((RuleAction::Deny, _)) => Ok(Some(Admitted {
+                result: ToolResult::error(
+                    call,
+                    format!(
+                        "The approval rules do not allow the call `{}`; it did not run.",
+                        call.name
+                    ),
+                ),
+                children: Vec::new(),
+                events: Vec::new(),
+            })),
+            Some((RuleAction::Ask, expires_after_ms)) => {
+                if matches!(saved.route, ToolRoute::Delegate(_)) {
+                    return Ok(Some(Admitted {
+                        result: ToolResult::error(
+                            call,
+                            "A delegate tool cannot wait for approval; the rules ask for one, so it did not run.",
+                        ),
+                        children: Vec::new(),
+                        events: Vec::new(),
+                    }));
+                }
+                self.ask(key, call, saved, expires_after_ms).await.map(Some)
+            }
+            _ => match &saved.route {
+                ToolRoute::Http {
+                    background: true, ..
+                } => self.background(key, call, saved).map(Some),
+                ToolRoute::Delegate(route) => self.delegate(call, route).map(Some),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// Where the children of this Turn report.
+    fn notice_target(&self) -> SavedNoticeTarget {
+        match self.chat_id {
+            Some(id) => SavedNoticeTarget::Chat { id },
+            None => SavedNoticeTarget::Execution { id: self.parent },
+        }
+    }
+
+    /// The Chat the whole tree works for (its admission gate keeps a deleted Chat's tree from
+    /// starting anything new).
+    fn tree_chat(&self) -> Option<Uuid> {
+        self.chat_id
+            .or_else(|| self.input.source.as_ref().and_then(|s| s.chat_id))
+    }
+
+    fn job(&self, call: &ToolCall, saved: &SavedTool, request_id: Option<Uuid>) -> JobInput {
+        JobInput {
+            tool: saved.clone(),
+            call: call.clone(),
+            identity: self.input.identity.clone().map(|mut identity| {
+                identity.source_execution = Some(self.parent);
+                identity
+            }),
+            organization_id: self.input.organization_id,
+            notice: self.notice_target(),
+            request_id,
+            budget: self
+                .input
+                .source
+                .as_ref()
+                .map(|s| (s.chat_id, s.bot_id))
+                .or_else(|| {
+                    self.input
+                        .identity
+                        .as_ref()
+                        .map(|identity| (self.chat_id, identity.bot_id))
+                }),
+        }
+    }
+
+    fn child<T: serde::Serialize>(
+        &self,
+        kind: &str,
+        input: &T,
+        events: Vec<EventKind>,
+    ) -> Result<NewExecution, StoreError> {
+        let json = serde_json::to_vec(input).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let sealed = self
+            .cx
+            .keys
+            .seal(Uuid::now_v7(), &json)
+            .map_err(|e| StoreError::Invalid(EngineError::from(e).to_string()))?;
+        Ok(NewExecution {
+            id: ExecutionId::new(),
+            kind: kind.to_string(),
+            scope: self.scope.clone(),
+            command_key: None,
+            input_digest: Sha256::digest(&json).to_vec(),
+            input: sealed,
+            parent_id: Some(self.parent),
+            chat_id: None,
+            admission_gate: self.tree_chat(),
+            events,
+        })
+    }
+
+    async fn ask(
+        &self,
+        _key: CallKey,
+        call: &ToolCall,
+        saved: &SavedTool,
+        expires_after_ms: u64,
+    ) -> Result<Admitted, StoreError> {
+        let Some(identity) = &self.input.identity else {
+            return Err(StoreError::Invalid("an approval needs an identity".into()));
+        };
+        let request_id = Uuid::now_v7();
+        let expires_at = now_ms().saturating_add(expires_after_ms.min(i64::MAX as u64) as i64);
+        let execution = self.child(
+            TOOL_JOB,
+            &self.job(call, saved, Some(request_id)),
+            Vec::new(),
+        )?;
+        let job_id = execution.id;
+        let payload =
+            serde_json::to_string(call).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let child = NewChild {
+            execution,
+            start: ChildStart::Waiting,
+            attached: false,
+            request: Some(NewRequest {
+                id: request_id,
+                kind: "approval".into(),
+                organization_id: identity.organization_id,
+                owner_member_id: identity.owner_member_id,
+                chat_id: self.tree_chat(),
+                bot_id: identity.bot_id.as_uuid(),
+                payload,
+                expires_at,
+            }),
+        };
+        let text = format!(
+            "The call `{}` waits for a person's approval (request {request_id}); it has not run. \
+             Its result comes as a notice once it is decided. Go on with other work meanwhile.",
+            call.name
+        );
+        Ok(Admitted {
+            result: ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: vec![openbot_schema::ContentPart::text(text)],
+                is_error: false,
+            },
+            children: vec![child],
+            events: vec![
+                EventKind::ApprovalRequested {
+                    request_id,
+                    call: call.clone(),
+                    expires_at: DateTime::from_timestamp_millis(expires_at).unwrap_or_default(),
+                },
+                EventKind::ChildStarted {
+                    call_id: call.id.clone(),
+                    execution_id: job_id,
+                    kind: TOOL_JOB.into(),
+                },
+            ],
+        })
+    }
+
+    fn background(
+        &self,
+        _key: CallKey,
+        call: &ToolCall,
+        saved: &SavedTool,
+    ) -> Result<Admitted, StoreError> {
+        let execution = self.child(TOOL_JOB, &self.job(call, saved, None), Vec::new())?;
+        let id = execution.id;
+        let text = format!(
+            "The call `{}` runs in the background (execution {id}); its result comes as a notice.",
+            call.name
+        );
+        Ok(Admitted {
+            result: ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: vec![openbot_schema::ContentPart::text(text)],
+                is_error: false,
+            },
+            children: vec![NewChild {
+                execution,
+                start: ChildStart::Queued,
+                attached: false,
+                request: None,
+            }],
+            events: vec![EventKind::ChildStarted {
+                call_id: call.id.clone(),
+                execution_id: id,
+                kind: TOOL_JOB.into(),
+            }],
+        })
+    }
+
+    fn delegate(
+        &self,
+        call: &ToolCall,
+        route: &crate::turns::DelegateRoute,
+    ) -> Result<Admitted, StoreError> {
+        let input = child_turn(&self.input, self.parent, self.chat_id, route, call);
+        let started = EventKind::TurnStarted {
+            input: input.input.clone(),
+        };
+        let execution = self.child(TURN, &input, vec![started])?;
+        let id = execution.id;
+        let text = format!(
+            "Delegated to {} (execution {id}); its answer comes as a notice before this Turn ends.",
+            route.name
+        );
+        Ok(Admitted {
+            result: ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: vec![openbot_schema::ContentPart::text(text)],
+                is_error: false,
+            },
+            children: vec![NewChild {
+                execution,
+                start: ChildStart::Queued,
+                attached: true,
+                request: None,
+            }],
+            events: vec![EventKind::ChildStarted {
+                call_id: call.id.clone(),
+                execution_id: id,
+                kind: TURN.into(),
+            }],
+        })
+    }
+}

@@ -1,0 +1,402 @@
+//! The `tool_job` workflow: one saved tool call run in its own execution.
+//!
+//! A background tool's call starts a job at once; a call that needs approval starts a job that
+//! waits for its request's decision. The job runs the call exactly once through the same call
+//! log as a Turn (so a takeover replays a saved result and never repeats a write it cannot
+//! prove safe), and ends together with its notice to the work that started it.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use openbot_core::turn::HostError;
+use openbot_schema::{
+    ApprovalState, BotId, ChatId, ErrorCategory, ErrorId, EventKind, ExecutionState, ToolCall,
+    ToolResult,
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::notice::{job_finished, notice_content};
+use crate::budgets::BudgetStore;
+use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow};
+use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
+use crate::store::{
+    Commit, NoticeTarget, NoticeWrite, RequestDecision, StateChange, StoreError, now_ms,
+};
+use crate::turns::{AccessGuard, DurableHost, SavedNoticeTarget, SavedTool, saved_tool_set};
+
+/// The execution kind of tool jobs.
+pub const TOOL_JOB: &str = "tool_job";
+
+/// The saved input of a tool job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInput {
+    /// The tool, as the Turn saved it.
+    pub tool: SavedTool,
+    /// The call, with its arguments.
+    pub call: ToolCall,
+    /// The identity of the Turn that asked; its current rights bound the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<ExecutionIdentity>,
+    /// The organization.
+    #[serde(default)]
+    pub organization_id: Option<Uuid>,
+    /// Where the result goes.
+    pub notice: SavedNoticeTarget,
+    /// The approval request the call waits for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Uuid>,
+    /// The Chat and Bot whose budgets the tree spends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<(Option<Uuid>, BotId)>,
+}
+
+/// Runs tool jobs.
+pub struct ToolJobWorkflow {
+    identity: Option<Arc<dyn IdentityStore>>,
+    budgets: Option<Arc<dyn BudgetStore>>,
+    http: reqwest::Client,
+}
+
+impl ToolJobWorkflow {
+    /// A workflow that checks saved identities against `identity`.
+    pub fn new(
+        identity: Option<Arc<dyn IdentityStore>>,
+        budgets: Option<Arc<dyn BudgetStore>>,
+    ) -> Self {
+        Self {
+            identity,
+            budgets,
+            http: crate::turns::HttpTool::client(),
+        }
+    }
+}
+
+fn storage(err: crate::engine::EngineError) -> PhaseError {
+    match err {
+        crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
+        other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
+    }
+}
+
+async fn input_of(cx: &PhaseContext) -> Result<JobInput, PhaseError> {
+    cx.engine
+        .open_json(cx.execution.input_record)
+        .await
+        .map_err(storage)
+}
+
+/// Closes a request in the name of the platform (no member decided).
+fn platform(state: ApprovalState, reason: &str) -> RequestDecision {
+    RequestDecision {
+        state: state.as_str().into(),
+        member_id: Uuid::nil(),
+        reason: Some(reason.into()),
+        notice: None,
+    }
+}
+
+impl ToolJobWorkflow {
+    /// Commits the job's end with its notice, then wakes the work the notice went to.
+    async fn end_with(
+        &self,
+        cx: &PhaseContext,
+        input: &JobInput,
+        change: StateChange,
+        events: Vec<EventKind>,
+        handled_signals: Vec<i64>,
+        notice: Option<String>,
+    ) -> Result<(), PhaseError> {
+        let target: NoticeTarget = input.notice.into();
+        let commit = Commit {
+            events,
+            state: Some(change),
+            handled_signals,
+            notice: notice.map(|text| NoticeWrite {
+                target,
+                content: notice_content(&text),
+            }),
+            ..Commit::default()
+        };
+        cx.engine
+            .commit(cx.execution.id, cx.generation, commit)
+            .await?;
+        if let Some(parent) = cx.execution.parent_id {
+            cx.engine.hub.announce(Wake::Signal(parent));
+        }
+        Ok(())
+    }
+
+    async fn run_call(
+        &self,
+        cx: &PhaseContext,
+        scope: &RunScope,
+        input: &JobInput,
+    ) -> Result<(), PhaseError> {
+        let access = match (&input.identity, &self.identity) {
+            (Some(identity), Some(store)) => {
+                identity
+                    .check_current(store.as_ref())
+                    .await
+                    .map_err(|err| match err {
+                        IdentityCheckError::Denied(cause) => PhaseError::Failed {
+                            category: ErrorCategory::Access,
+                            cause,
+                        },
+                        IdentityCheckError::Store(err) => PhaseError::Storage(err),
+                    })?;
+                Some(AccessGuard {
+                    identity: identity.clone(),
+                    store: Arc::clone(store),
+                    budgets: match (&self.budgets, input.budget) {
+                        (Some(budgets), Some((Some(chat), bot))) => {
+                            Some((Arc::clone(budgets), ChatId::from(chat), bot))
+                        }
+                        _ => None,
+                    },
+                })
+            }
+            _ => None,
+        };
+        let (tools, retry_safe) = saved_tool_set(std::slice::from_ref(&input.tool), &self.http)
+            .map_err(|e| PhaseError::Failed {
+                category: ErrorCategory::Configuration,
+                cause: e,
+            })?;
+        let started_at =
+            SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
+        let host = DurableHost::new(
+            Arc::clone(&cx.engine),
+            cx.execution.id,
+            cx.generation,
+            started_at,
+            scope.clone(),
+            Arc::clone(&cx.signals),
+            retry_safe,
+        )
+        .with_access(access);
+        let cancel = scope.cancellation();
+        let result: ToolResult = match tools.run_call(&host, 1, 0, &input.call, &cancel).await {
+            Ok(result) => result,
+            Err(HostError::Fenced) => return Err(PhaseError::Fenced),
+            Err(HostError::OutcomeUnknown { key }) => return Err(PhaseError::OutcomeUnknown(key)),
+            Err(HostError::Closed | HostError::Abandoned) => return Err(PhaseError::Cancelled),
+            Err(HostError::Denied(cause)) => {
+                return Err(PhaseError::Failed {
+                    category: ErrorCategory::Access,
+                    cause,
+                });
+            }
+            Err(HostError::Storage(cause)) => {
+                return Err(PhaseError::Storage(
+                    host.take_failure().unwrap_or(StoreError::Invalid(cause)),
+                ));
+            }
+        };
+        let output = cx.engine.seal_json(&result).map_err(storage)?;
+        let change = StateChange {
+            state: ExecutionState::Completed,
+            outcome: None,
+            failure: None,
+            wake_at: None,
+            unknown_call: None,
+            output: Some(output),
+            release: true,
+        };
+        let notice = job_finished(&input.tool.definition.name, &input.call.id, &result);
+        self.end_with(
+            cx,
+            input,
+            change,
+            vec![EventKind::JobEnded {
+                state: ExecutionState::Completed,
+            }],
+            Vec::new(),
+            Some(notice),
+        )
+        .await
+    }
+
+    /// Ends a job whose call will never run (denied, expired, revoked).
+    async fn close(
+        &self,
+        cx: &PhaseContext,
+        input: &JobInput,
+        state: ApprovalState,
+    ) -> Result<(), PhaseError> {
+        let notice = (state == ApprovalState::Expired).then(|| {
+            format!(
+                "[notice] The approval request for the call `{}` ({}) expired; the call did not run.",
+                input.call.name, input.call.id
+            )
+        });
+        self.end_with(
+            cx,
+            input,
+            cancelled_change(),
+            vec![EventKind::JobEnded {
+                state: ExecutionState::Cancelled,
+            }],
+            Vec::new(),
+            notice,
+        )
+        .await
+    }
+}
+
+fn cancelled_change() -> StateChange {
+    StateChange {
+        state: ExecutionState::Cancelled,
+        outcome: None,
+        failure: None,
+        wake_at: None,
+        unknown_call: None,
+        output: None,
+        release: true,
+    }
+}
+
+#[async_trait]
+impl Workflow for ToolJobWorkflow {
+    fn kind(&self) -> &'static str {
+        TOOL_JOB
+    }
+
+    async fn next(&self, cx: &PhaseContext) -> Result<Next, PhaseError> {
+        if cx.execution.state.is_terminal() {
+            return Ok(Next::Done);
+        }
+        let input = input_of(cx).await?;
+        let Some(request_id) = input.request_id else {
+            return Ok(Next::Run("call".into()));
+        };
+        let request = cx
+            .engine
+            .store
+            .request(request_id)
+            .await?
+            .ok_or(StoreError::RequestNotFound(request_id))?;
+        Ok(match ApprovalState::parse(&request.state) {
+            Some(ApprovalState::Pending) if now_ms() < request.expires_at => Next::Wait {
+                until: Some(request.expires_at),
+            },
+            Some(ApprovalState::Pending) => Next::Run("expire".into()),
+            Some(ApprovalState::Approved) => Next::Run("call".into()),
+            Some(other) => Next::Run(format!("close:{}", other.as_str())),
+            None => {
+                return Err(PhaseError::Storage(StoreError::Invalid(format!(
+                    "request {request_id} is in the unknown state `{}`",
+                    request.state
+                ))));
+            }
+        })
+    }
+
+    async fn run(
+        &self,
+        cx: &PhaseContext,
+        phase: &str,
+        scope: &RunScope,
+    ) -> Result<(), PhaseError> {
+        let input = input_of(cx).await?;
+        match phase {
+            "call" => self.run_call(cx, scope, &input).await,
+            "expire" => {
+                let request_id = input
+                    .request_id
+                    .ok_or_else(|| StoreError::Invalid("no request to expire".into()))?;
+                match cx
+                    .engine
+                    .store
+                    .decide_request(
+                        request_id,
+                        platform(ApprovalState::Expired, "no decision in time"),
+                    )
+                    .await
+                {
+                    // Decided meanwhile, or closed now: `next` reads which.
+                    Ok(_) | Err(StoreError::RequestClosed(_)) => Ok(()),
+                    Err(err) => Err(err.into()),
+                }
+            }
+            closed => {
+                let state = closed
+                    .strip_prefix("close:")
+                    .and_then(ApprovalState::parse)
+                    .unwrap_or(ApprovalState::Denied);
+                self.close(cx, &input, state).await
+            }
+        }
+    }
+
+    async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
+        let input = input_of(cx).await?;
+        match end {
+            EngineEnd::Cancelled { signals } => {
+                if let Some(request_id) = input.request_id {
+                    match cx
+                        .engine
+                        .store
+                        .decide_request(
+                            request_id,
+                            platform(ApprovalState::Cancelled, "the work was cancelled"),
+                        )
+                        .await
+                    {
+                        Ok(_) | Err(StoreError::RequestClosed(_)) => {}
+                        Err(err) => return Err(err.into()),
+                    }
+                }
+                let notice = format!(
+                    "[notice] The tool call `{}` ({}) was cancelled.",
+                    input.call.name, input.call.id
+                );
+                self.end_with(
+                    cx,
+                    &input,
+                    cancelled_change(),
+                    vec![EventKind::JobEnded {
+                        state: ExecutionState::Cancelled,
+                    }],
+                    signals,
+                    Some(notice),
+                )
+                .await
+            }
+            EngineEnd::Failed { category, cause } => {
+                let blob = cx
+                    .engine
+                    .keys
+                    .seal(Uuid::now_v7(), cause.as_bytes())
+                    .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
+                let error_id = ErrorId::from(blob.id);
+                tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "tool job failed");
+                let change = StateChange {
+                    state: ExecutionState::Failed,
+                    outcome: None,
+                    failure: Some((category, blob)),
+                    wake_at: None,
+                    unknown_call: None,
+                    output: None,
+                    release: true,
+                };
+                let notice = format!(
+                    "[notice] The tool call `{}` ({}) could not run ({}, error {error_id}).",
+                    input.call.name,
+                    input.call.id,
+                    crate::store::category_name(category)
+                );
+                self.end_with(
+                    cx,
+                    &input,
+                    change,
+                    vec![EventKind::Failed { category, error_id }],
+                    Vec::new(),
+                    Some(notice),
+                )
+                .await
+            }
+        }
+    }
+}
