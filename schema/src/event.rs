@@ -86,8 +86,8 @@ pub enum EventKind {
     ChildStarted {
         /// The call that started it.
         call_id: String,
-        /// The child execution.
-        execution_id: ExecutionId,
+        /// The child execution (`execution_id` names the parent, as in every event).
+        child_id: ExecutionId,
         /// What it is: `tool_job` or `turn`.
         kind: String,
     },

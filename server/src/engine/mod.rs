@@ -86,7 +86,8 @@ impl EngineContext {
     }
 
     /// Commits one step of execution `id` as owner `generation` and, once it is committed,
-    /// wakes whoever waits for its events and outbox messages.
+    /// wakes whoever waits for its events and outbox messages, and the runners for its
+    /// children.
     pub async fn commit(
         &self,
         id: ExecutionId,
@@ -95,7 +96,11 @@ impl EngineContext {
     ) -> Result<i64, StoreError> {
         let events = !commit.events.is_empty();
         let outbox = !commit.outbox.is_empty();
+        let children = !commit.children.is_empty();
         let last = self.store.commit(id, generation, commit).await?;
+        if children {
+            self.hub.announce(Wake::Work);
+        }
         if events {
             self.hub.announce(Wake::Events(id));
         }

@@ -282,6 +282,31 @@ impl Workflow for TurnWorkflow {
 
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
         let usage = cx.execution.usage;
+        // A delegated Turn tells its source how it ended, whoever ends it.
+        let notice = if cx.execution.parent_id.is_some() {
+            let input: TurnInput = cx
+                .engine
+                .open_json(cx.execution.input_record)
+                .await
+                .map_err(storage)?;
+            input.source.map(|source| {
+                let how = match &end {
+                    EngineEnd::Cancelled { .. } => "was cancelled".to_string(),
+                    EngineEnd::Failed { category, .. } => {
+                        format!("failed ({})", crate::store::category_name(*category))
+                    }
+                };
+                crate::store::NoticeWrite {
+                    target: source.notice.into(),
+                    content: crate::work::notice_content(&format!(
+                        "[notice] {} {how}.",
+                        source.label
+                    )),
+                }
+            })
+        } else {
+            None
+        };
         let (events, change, handled) = match end {
             EngineEnd::Cancelled { signals } => (
                 vec![EventKind::TurnEnded {
@@ -326,11 +351,15 @@ impl Workflow for TurnWorkflow {
             events,
             state: Some(change),
             handled_signals: handled,
+            notice,
             ..Commit::default()
         };
         cx.engine
             .commit(cx.execution.id, cx.generation, commit)
             .await?;
+        if let Some(parent) = cx.execution.parent_id {
+            cx.engine.hub.announce(crate::engine::Wake::Signal(parent));
+        }
         Ok(())
     }
 }

@@ -242,7 +242,7 @@ impl Admission {
                 },
                 EventKind::ChildStarted {
                     call_id: call.id.clone(),
-                    execution_id: job_id,
+                    child_id: job_id,
                     kind: TOOL_JOB.into(),
                 },
             ],
@@ -276,7 +276,7 @@ impl Admission {
             }],
             events: vec![EventKind::ChildStarted {
                 call_id: call.id.clone(),
-                execution_id: id,
+                child_id: id,
                 kind: TOOL_JOB.into(),
             }],
         })
@@ -312,7 +312,7 @@ impl Admission {
             }],
             events: vec![EventKind::ChildStarted {
                 call_id: call.id.clone(),
-                execution_id: id,
+                child_id: id,
                 kind: TURN.into(),
             }],
         })

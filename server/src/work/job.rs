@@ -177,7 +177,12 @@ impl ToolJobWorkflow {
         )
         .with_access(access);
         let cancel = scope.cancellation();
-        let result: ToolResult = match tools.run_call(&host, 1, 0, &input.call, &cancel).await {
+        // A cancelled job stops waiting for its call (as a Turn does): it ends `cancelled`.
+        let run = tokio::select! {
+            run = tools.run_call(&host, 1, 0, &input.call, &cancel) => run,
+            _ = cancel.cancelled() => return Err(PhaseError::Cancelled),
+        };
+        let result: ToolResult = match run {
             Ok(result) => result,
             Err(HostError::Fenced) => return Err(PhaseError::Fenced),
             Err(HostError::OutcomeUnknown { key }) => return Err(PhaseError::OutcomeUnknown(key)),

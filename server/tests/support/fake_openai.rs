@@ -36,6 +36,8 @@ struct Shared {
     piece_delay: Duration,
     /// The Authorization header of the last request.
     last_authorization: Option<String>,
+    /// Every request body, in order.
+    bodies: Vec<String>,
 }
 
 /// The running fake provider.
@@ -107,6 +109,11 @@ impl FakeOpenAi {
     }
 
     /// Waits this long between text pieces.
+    /// Every request body received so far, in order.
+    pub fn bodies(&self) -> Vec<String> {
+        self.shared.lock().unwrap().bodies.clone()
+    }
+
     pub fn piece_delay(&self, delay: Duration) {
         self.shared.lock().unwrap().piece_delay = delay;
     }
@@ -131,6 +138,7 @@ async fn answer(
     let (answer, delay, piece_delay) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
+        shared.bodies.push(body.clone());
         shared.last_authorization = headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())

@@ -57,8 +57,8 @@ impl SqliteStore {
                 ChildStart::Waiting => "waiting",
             };
             sqlx::query(
-                "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, attached, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+                "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, attached, created_at, updated_at, wake_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
             )
             .bind(new.id.as_uuid())
             .bind(&new.kind)
@@ -70,6 +70,8 @@ impl SqliteStore {
             .bind(new.events.len() as i64)
             .bind(child.attached)
             .bind(now)
+            // A waiting child wakes by itself when its request expires.
+            .bind(child.request.as_ref().map(|r| r.expires_at))
             .execute(&mut **tx)
             .await?;
             Self::insert_events(tx, new.id, 1, &new.events).await?;
@@ -140,7 +142,7 @@ impl SqliteStore {
         if let NoticeTarget::Chat(chat) = notice.target {
             sqlx::query(
                 "INSERT INTO chat_notices (chat_id, after_execution, source_id, content, created_at) \
-                 SELECT ?1, (SELECT MAX(id) FROM executions WHERE chat_id = ?1), ?2, ?3, ?4",
+                 SELECT ?1, (SELECT id FROM executions WHERE chat_id = ?1 ORDER BY id DESC LIMIT 1), ?2, ?3, ?4",
             )
             .bind(chat)
             .bind(source.as_uuid())

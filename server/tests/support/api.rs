@@ -1,0 +1,373 @@
+//! The HTTP API harness the end-to-end suites share: a node with its engine and HTTP API on
+//! SQLite or on a real PostgreSQL, and helpers that speak the API as a client would.
+#![allow(dead_code, clippy::unwrap_used)] // each suite uses some helpers; a failed unwrap is a failed test
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use openbot_schema::{ContentPart, Event, EventKind, EventPage, ExecutionId, Limits, TurnOutcome};
+use openbot_server::engine::{Engine, RunnerConfig, Submission};
+use openbot_server::http::{AppState, app};
+use openbot_server::identity::{NewToken, Right, Role, new_secret, secret_hash};
+use openbot_server::node::{Database, bootstrap, registry};
+use openbot_server::sealed::KeyRing;
+use openbot_server::store::{PostgresStore, Scope, SqliteStore};
+use openbot_server::turns::{TURN, TurnInput};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::fake_openai::FakeOpenAi;
+use super::pg;
+
+/// Log lines of this test binary, to prove fault causes never reach them.
+pub fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buffer);
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("debug")
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .try_init();
+        buffer
+    })
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+pub enum Raw {
+    Sqlite(SqliteStore, #[allow(dead_code)] tempfile::TempDir),
+    Postgres(PostgresStore),
+}
+
+pub async fn sqlite() -> Raw {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("openbot.db");
+    SqliteStore::migrate(&path).await.unwrap();
+    Raw::Sqlite(SqliteStore::open(&path).await.unwrap(), dir)
+}
+
+pub async fn postgres() -> Raw {
+    Raw::Postgres(
+        PostgresStore::connect(&pg::fresh_database().await, 8)
+            .await
+            .unwrap(),
+    )
+}
+
+pub struct Server {
+    pub base: String,
+    pub owner: String,
+    pub database: Database,
+    pub engine: Arc<Engine>,
+    pub raw: Raw,
+    pub http: reqwest::Client,
+}
+
+pub async fn server(raw: Raw) -> Server {
+    logs();
+    let database = match &raw {
+        Raw::Sqlite(store, _) => Database::on(Arc::new(store.clone())),
+        Raw::Postgres(store) => Database::on(Arc::new(store.clone())),
+    };
+    let owner = bootstrap(database.identity.as_ref())
+        .await
+        .unwrap()
+        .unwrap();
+    let engine = Arc::new(Engine::open(
+        Arc::clone(&database.store),
+        KeyRing::generate("k1").0,
+        "node-a".into(),
+    ));
+    engine
+        .start_runner(
+            registry(Some(&database)),
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 16,
+            },
+        )
+        .await;
+    let state = AppState::new(Arc::clone(&engine), &database);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(state)).await;
+    });
+    Server {
+        base,
+        owner,
+        database,
+        engine,
+        raw,
+        http: reqwest::Client::new(),
+    }
+}
+macro_rules! http_tests {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::server(super::sqlite().await).await).await })*
+        }
+        mod on_postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::server(super::postgres().await).await).await })*
+        }
+    };
+}
+impl Server {
+    pub fn get(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    pub fn post(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    pub async fn owner_member(&self) -> openbot_server::identity::MemberRef {
+        self.database.identity.first_owner().await.unwrap().unwrap()
+    }
+
+    /// A token of a new member of the owner's organization, with every right.
+    pub async fn other_member_token(&self) -> String {
+        let owner = self.owner_member().await;
+        let member = self
+            .database
+            .identity
+            .add_member(owner.organization_id, "other@example.com", Role::Member)
+            .await
+            .unwrap();
+        let secret = new_secret();
+        let token = NewToken {
+            id: uuid::Uuid::now_v7(),
+            name: "other".into(),
+            secret_hash: secret_hash(&secret),
+            rights: Right::all(),
+            bot_ids: None,
+            expires_at: None,
+        };
+        self.database
+            .identity
+            .create_token(member.member_id, token)
+            .await
+            .unwrap();
+        secret
+    }
+
+    pub async fn token_with(&self, rights: Value) -> String {
+        let response = self
+            .post("/v1/tokens", &self.owner)
+            .json(&json!({"name": "limited", "rights": rights}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json::<Value>().await.unwrap()["secret"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Submits a Turn for the owner, as a Chat would.
+    pub async fn owner_turn(&self, model: &FakeOpenAi) -> ExecutionId {
+        let owner = self.owner_member().await;
+        self.turn_in(Scope::Member(owner.member_id.to_string()), model)
+            .await
+    }
+
+    pub async fn turn_in(&self, scope: Scope, model: &FakeOpenAi) -> ExecutionId {
+        let input = TurnInput {
+            instructions: String::new(),
+            model: model.spec(),
+            tools: Vec::new(),
+            limits: Limits::default(),
+            history: Vec::new(),
+            input: vec![ContentPart::text("hi")],
+            max_output_tokens: None,
+            organization_id: None,
+            identity: None,
+            source: None,
+        };
+        let submission = Submission {
+            kind: TURN,
+            scope,
+            command_key: None,
+            input: &input,
+            events: vec![EventKind::TurnStarted {
+                input: input.input.clone(),
+            }],
+            parent_id: None,
+            chat_id: None,
+            admission_gate: None,
+        };
+        self.engine.submit(submission).await.unwrap().execution_id()
+    }
+}
+pub async fn error_code(response: reqwest::Response) -> (StatusCode, String) {
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    (
+        status,
+        body["code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+impl Server {
+    pub fn delete(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .delete(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    pub fn patch(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .patch(format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    pub async fn bot(&self, token: &str, model: &FakeOpenAi, shared: bool) -> Value {
+        let spec = json!({"name": "Helper", "instructions": "Be brief.", "model": model.spec(), "shared": shared});
+        let response = self
+            .post("/v1/bots", token)
+            .json(&spec)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json().await.unwrap()
+    }
+
+    pub async fn chat(&self, token: &str, bot: &Value) -> String {
+        let response = self
+            .post("/v1/chats", token)
+            .json(&json!({"bot_id": bot["id"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    pub async fn send(
+        &self,
+        token: &str,
+        chat: &str,
+        text: &str,
+        key: Option<&str>,
+    ) -> reqwest::Response {
+        let mut body = json!({"content": [{"type": "text", "text": text}]});
+        if let Some(key) = key {
+            body["command_key"] = json!(key);
+        }
+        self.post(&format!("/v1/chats/{chat}/messages"), token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Every event of an execution, to its end, by long polling.
+    pub async fn finish(&self, token: &str, execution: &str) -> Vec<Event> {
+        let mut after = 0;
+        let mut all = Vec::new();
+        for _ in 0..100 {
+            let page: EventPage = self
+                .get(
+                    &format!("/v1/executions/{execution}/events?after={after}&wait=20"),
+                    token,
+                )
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            all.extend(page.events);
+            after = page.next_after;
+            if page.ended {
+                return all;
+            }
+        }
+        panic!("execution {execution} did not end");
+    }
+
+    /// Waits until the execution's first model request was sent.
+    pub async fn wait_started(&self, execution: &str) {
+        let mut after = 0;
+        for _ in 0..100 {
+            let page: EventPage = self
+                .get(
+                    &format!("/v1/executions/{execution}/events?after={after}&wait=10"),
+                    &self.owner,
+                )
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if page
+                .events
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::ModelStepStarted { .. }))
+            {
+                return;
+            }
+            after = page.next_after;
+        }
+        panic!("execution {execution} never sent its model request");
+    }
+
+    pub async fn history(&self, token: &str, chat: &str) -> Vec<String> {
+        let entries: Vec<Value> = self
+            .get(&format!("/v1/chats/{chat}/messages"), token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        entries
+            .iter()
+            .map(|e| {
+                // A tool message keeps its text in its result's output.
+                let parts = e["message"]["content"]
+                    .as_array()
+                    .or_else(|| e["message"]["result"]["output"].as_array())
+                    .unwrap();
+                parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<String>()
+            })
+            .collect()
+    }
+}
+
+pub fn outcome_of(events: &[Event]) -> Option<TurnOutcome> {
+    match events.last()?.kind {
+        EventKind::TurnEnded { outcome, .. } => Some(outcome),
+        _ => None,
+    }
+}
+
+pub async fn receipt(response: reqwest::Response) -> Value {
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    response.json().await.unwrap()
+}
