@@ -13,9 +13,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use openbot_schema::{
-    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, Event, Execution, ExecutionId,
-    SendInput, SendReceipt, ToolResult,
+    ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
+    DecideApproval, Event, Execution, ExecutionId, SendInput, SendReceipt, ToolResult,
 };
+
+use uuid::Uuid;
 
 use crate::error::Error;
 use crate::memory::MemoryClient;
@@ -65,6 +67,20 @@ pub trait Client: Send + Sync {
     async fn cancel_execution(&self, id: ExecutionId) -> Result<Execution, Error>;
     /// Delivers the result of a host-tool call the execution waits for.
     async fn deliver_tool_result(&self, id: ExecutionId, result: ToolResult) -> Result<(), Error>;
+
+    /// The approval requests the caller may decide, newest first, optionally only in one
+    /// state. Only a server has approval rules: in memory nothing asks, so the list is empty.
+    async fn list_approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRequest>, Error>;
+    /// Decides a pending approval request: approve (the call runs once, in its own execution,
+    /// and its result reaches the Chat as a notice) or deny (it never runs; the model is told).
+    async fn decide_approval(
+        &self,
+        id: Uuid,
+        decision: DecideApproval,
+    ) -> Result<ApprovalRequest, Error>;
 
     /// Closes the client. Later calls fail with the code `closed`; running Turns are cancelled
     /// in the in-memory mode.

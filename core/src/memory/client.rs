@@ -6,10 +6,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use chrono::Utc;
 use futures::StreamExt;
+use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval};
 use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, ContentPart, ErrorCategory, Execution,
     ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
 };
+use uuid::Uuid;
 
 use super::host::MemoryHost;
 use super::sealed::SealedErrors;
@@ -487,6 +489,24 @@ impl Client for MemoryClient {
             return Err(Error::conflict(format!("execution {id} has ended")));
         }
         host.deliver(result)
+    }
+
+    async fn list_approvals(
+        &self,
+        _state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRequest>, Error> {
+        // In memory no rule ever asks: there are no requests.
+        drop(self.state()?);
+        Ok(Vec::new())
+    }
+
+    async fn decide_approval(
+        &self,
+        id: Uuid,
+        _decision: DecideApproval,
+    ) -> Result<ApprovalRequest, Error> {
+        drop(self.state()?);
+        Err(Error::not_found("approval request", id))
     }
 
     async fn close(&self) {

@@ -34,13 +34,15 @@ enum Command {
     Openapi,
     /// Checks a server and an API token and saves them for the commands below.
     Login(client::login::LoginArgs),
+    /// Approvals on a server: decide tool calls that wait for a person, and set the rules.
+    Approvals(client::approvals::ApprovalsArgs),
     /// Bots on a server.
     Bots(client::bots::BotsArgs),
     /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
     Budgets(client::budgets::BudgetsArgs),
     /// Chats on a server: send input and stream the reply.
     Chats(client::chats::ChatsArgs),
-    /// The organization's HTTP tools on a server.
+    /// The organization's HTTP and delegate tools on a server.
     Tools(client::tools::ToolsArgs),
     /// Executions on a server: show, follow, cancel.
     Executions(client::executions::ExecutionsArgs),
@@ -54,6 +56,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Migrate(args) => migrate::run(args).await,
         Command::Admin(args) => admin::run(args).await,
         Command::Login(args) => client::login::run(args).await,
+        Command::Approvals(args) => client::approvals::run(args).await,
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,

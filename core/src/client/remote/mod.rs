@@ -5,17 +5,20 @@
 //! event streams resume from their last sequence; error answers become the same [`Error`]
 //! with the server's stable code, category and error ID.
 
+mod approvals;
 mod host_tools;
 mod observe;
 mod organization;
 mod transport;
 
 use async_trait::async_trait;
+use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval};
 use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, CreateChat, Execution, ExecutionId,
     SendInput, SendReceipt, ToolResult,
 };
 use reqwest::{Method, StatusCode};
+use uuid::Uuid;
 
 use self::host_tools::HostTools;
 use self::transport::{Retry, Transport};
@@ -200,6 +203,35 @@ impl Client for RemoteClient {
 
     async fn deliver_tool_result(&self, id: ExecutionId, result: ToolResult) -> Result<(), Error> {
         host_tools::deliver(&self.transport, id, &result).await
+    }
+
+    async fn list_approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRequest>, Error> {
+        match state {
+            Some(state) => {
+                self.get(&format!("/v1/approvals?state={}", state.as_str()))
+                    .await
+            }
+            None => self.get("/v1/approvals").await,
+        }
+    }
+
+    async fn decide_approval(
+        &self,
+        id: Uuid,
+        decision: DecideApproval,
+    ) -> Result<ApprovalRequest, Error> {
+        // A repeated decision answers `conflict`, so a decision is sent once.
+        self.transport
+            .json(
+                Method::POST,
+                &format!("/v1/approvals/{id}/decision"),
+                Some(&decision),
+                Retry::BeforeSending,
+            )
+            .await
     }
 
     async fn close(&self) {

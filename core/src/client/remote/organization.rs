@@ -181,7 +181,7 @@ impl RemoteClient {
         self.delete(&format!("/v1/tools/{name}")).await
     }
 
-    async fn delete(&self, path: &str) -> Result<(), Error> {
+    pub(super) async fn delete(&self, path: &str) -> Result<(), Error> {
         self.transport
             .send(Method::DELETE, path, None::<&()>, Retry::Safe)
             .await
@@ -190,7 +190,7 @@ impl RemoteClient {
 }
 
 /// A tool name is a path segment: checked here, so no name can reach another path.
-fn check_tool_name(name: &str) -> Result<(), Error> {
+pub(super) fn check_tool_name(name: &str) -> Result<(), Error> {
     if openbot_schema::ToolDefinition::is_valid_name(name) {
         Ok(())
     } else {

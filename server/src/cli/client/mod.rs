@@ -1,6 +1,7 @@
 //! The CLI as a client of a server: `openbot login`, `bots`, `chats`, `executions`. Every
 //! command goes through the same [`openbot_core::Client`] an SDK program uses.
 
+pub mod approvals;
 pub mod bots;
 pub mod budgets;
 pub mod chats;

@@ -1,10 +1,10 @@
-//! `openbot tools`: the organization's HTTP tools.
+//! `openbot tools`: the organization's HTTP tools and delegate tools.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use openbot_schema::{HttpTool, PutHttpTool};
+use openbot_schema::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
 
 use super::ServerArgs;
 
@@ -42,6 +42,34 @@ enum ToolsCommand {
     },
     /// Lists the HTTP tools.
     List,
+    /// Registers a delegate tool: Bot tools of this name hand a task to another Bot, which
+    /// works on it as a child Turn with its own history.
+    Delegate {
+        /// The tool's name.
+        name: String,
+        /// The Bot that does the task.
+        #[arg(long)]
+        bot: openbot_schema::BotId,
+        /// What the delegate does, for the model.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// The most model steps of each child Turn.
+        #[arg(long)]
+        max_steps: Option<u32>,
+        /// The most wall time of each child Turn, in seconds.
+        #[arg(long)]
+        max_seconds: Option<u64>,
+        /// The most each child Turn may cost, in US dollars.
+        #[arg(long)]
+        max_usd: Option<f64>,
+    },
+    /// Lists the delegate tools.
+    Delegates,
+    /// Removes a delegate tool.
+    DeleteDelegate {
+        /// The tool's name.
+        name: String,
+    },
     /// Removes an HTTP tool.
     Delete {
         /// The tool's name.
@@ -50,7 +78,16 @@ enum ToolsCommand {
 }
 
 fn line(tool: &HttpTool) -> String {
-    format!("{}  {}", tool.name, tool.url)
+    let background = if tool.background {
+        "  (background)"
+    } else {
+        ""
+    };
+    format!("{}  {}{background}", tool.name, tool.url)
+}
+
+fn delegate_line(tool: &DelegateTool) -> String {
+    format!("{}  -> bot {}", tool.name, tool.bot_id)
 }
 
 /// Runs the command.
@@ -87,6 +124,45 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             let tools = client.list_tools().await?;
             output.print(&tools, |tools| {
                 tools.iter().map(line).collect::<Vec<_>>().join("\n")
+            })?;
+        }
+        ToolsCommand::Delegate {
+            name,
+            bot,
+            description,
+            max_steps,
+            max_seconds,
+            max_usd,
+        } => {
+            if let Some(usd) = max_usd {
+                anyhow::ensure!(usd.is_finite() && usd >= 0.0, "--max-usd must be 0 or more");
+            }
+            let tool = PutDelegateTool {
+                description,
+                bot_id: bot,
+                limits: openbot_schema::Limits {
+                    max_steps,
+                    max_wall_time_ms: max_seconds.map(|s| s.saturating_mul(1000)),
+                    max_cost_micros: max_usd.map(|usd| (usd * 1e6).round() as u64),
+                    max_repeated_calls: None,
+                },
+            };
+            output.print(&client.put_delegate(&name, &tool).await?, delegate_line)?;
+        }
+        ToolsCommand::Delegates => {
+            let tools = client.list_delegates().await?;
+            output.print(&tools, |tools| {
+                tools
+                    .iter()
+                    .map(delegate_line)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?;
+        }
+        ToolsCommand::DeleteDelegate { name } => {
+            client.delete_delegate(&name).await?;
+            output.print(&serde_json::json!({"deleted": name}), |_| {
+                format!("deleted the delegate tool {name}")
             })?;
         }
         ToolsCommand::Delete { name } => {
