@@ -27,7 +27,7 @@ use openbot_schema::{
 use openbot_server::engine::{Engine, Submission, Wake};
 use openbot_server::sealed::KeyRing;
 use openbot_server::store::{CallPhase, PostgresStore, Scope, Store};
-use openbot_server::turns::{SavedTool, TURN, ToolRoute, TurnInput};
+use openbot_server::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
 use outside::Outside;
 use serde_json::json;
 
@@ -83,19 +83,35 @@ impl Cluster {
             identity: None,
             source: None,
         };
+        self.submit_input(&input, None).await
+    }
+
+    /// Submits a Turn with this input, in a Chat when `chat` is given.
+    async fn submit_input(&self, input: &TurnInput, chat: Option<uuid::Uuid>) -> ExecutionId {
         let submission = Submission {
             kind: TURN,
             scope: Scope::Member("m1".into()),
             command_key: None,
-            input: &input,
+            input,
             events: vec![EventKind::TurnStarted {
                 input: input.input.clone(),
             }],
             parent_id: None,
-            chat_id: None,
+            chat_id: chat,
             admission_gate: None,
         };
         self.engine.submit(submission).await.unwrap().execution_id()
+    }
+
+    /// The first child a Turn started.
+    async fn first_child(&self, id: ExecutionId) -> ExecutionId {
+        let event = self
+            .wait_for(id, |e| matches!(e.kind, EventKind::ChildStarted { .. }))
+            .await;
+        match event.kind {
+            EventKind::ChildStarted { child_id, .. } => child_id,
+            _ => unreachable!("matched above"),
+        }
     }
 
     /// Every event to the end, checking there is no gap and no duplicate.
@@ -521,3 +537,158 @@ async fn f04_two_readers_in_two_processes_read_from_their_cursors() {
 }
 
 use sqlx::Connection as _;
+
+fn write_tool(outside: &Outside, background: bool) -> SavedTool {
+    SavedTool {
+        definition: ToolDefinition {
+            name: "write".into(),
+            description: "Writes to the outside world.".into(),
+            input_schema: json!({"type": "object"}),
+        },
+        route: ToolRoute::Http {
+            url: outside.url.clone(),
+            retry_safe: true,
+            background,
+        },
+    }
+}
+
+fn turn_input(model: &FakeOpenAi, tools: Vec<SavedTool>) -> TurnInput {
+    TurnInput {
+        instructions: String::new(),
+        model: model.spec(),
+        tools,
+        limits: Limits::default(),
+        history: Vec::new(),
+        input: vec![ContentPart::text("go")],
+        max_output_tokens: None,
+        organization_id: None,
+        identity: None,
+        source: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_tools_result_is_delivered_once_after_its_owner_is_killed() {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["started"]),
+    ])
+    .await;
+    let outside = Outside::start(true).await;
+    outside.hold().await;
+    let mut owner = cluster.node("bg-owner", None);
+    let chat = uuid::Uuid::now_v7();
+    cluster.store.open_gate(chat).await.unwrap();
+    let turn = cluster
+        .submit_input(
+            &turn_input(&model, vec![write_tool(&outside, true)]),
+            Some(chat),
+        )
+        .await;
+    let job = cluster.first_child(turn).await;
+    assert_eq!(
+        ended(&cluster.events(turn, Duration::from_secs(60)).await),
+        Some(TurnOutcome::Completed)
+    );
+    // The owner dies while the background call is in flight.
+    outside.wait_for_write().await;
+    owner.kill();
+    outside.release();
+    let _other = cluster.node("bg-other", None);
+    let events = cluster.events(job, Duration::from_secs(60)).await;
+    assert!(
+        matches!(
+            events.last().unwrap().kind,
+            EventKind::JobEnded {
+                state: ExecutionState::Completed
+            }
+        ),
+        "{events:?}"
+    );
+    assert_eq!(outside.applied(), 1, "the write was applied once");
+    let notices = cluster.store.chat_notices(chat).await.unwrap();
+    assert_eq!(notices.len(), 1, "the result reached the Chat once");
+    assert_eq!(notices[0].source_id, job);
+    assert_eq!(
+        cluster.store.execution(job).await.unwrap().generation,
+        2,
+        "one takeover"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_step_limit_is_not_reset_by_a_takeover() {
+    let cluster = Cluster::new().await;
+    let parent = FakeOpenAi::start(vec![
+        Answer::Tool("helper", json!({"task": "write"})),
+        Answer::Text(vec!["waiting"]),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let child = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"n": 1})),
+        Answer::Tool("write", json!({"n": 2})),
+        Answer::Tool("write", json!({"n": 3})),
+        Answer::Text(vec!["wrote three"]),
+    ])
+    .await;
+    let outside = Outside::start(true).await;
+    let helper = SavedTool {
+        definition: ToolDefinition {
+            name: "helper".into(),
+            description: "Hands a task to a helper.".into(),
+            input_schema: json!({"type": "object"}),
+        },
+        route: ToolRoute::Delegate(Box::new(DelegateRoute {
+            bot_id: openbot_schema::BotId::new(),
+            name: "Helper".into(),
+            instructions: String::new(),
+            model: child.spec(),
+            tools: vec![write_tool(&outside, false)],
+            limits: Limits::default(),
+        })),
+    };
+    let mut input = turn_input(&parent, vec![helper]);
+    // The parent's limit is the child's too.
+    input.limits.max_steps = Some(2);
+    // The child's second write is held; its owner dies then.
+    child.delay(1, Duration::ZERO);
+    let mut owner = cluster.node("limit-owner", None);
+    let chat = uuid::Uuid::now_v7();
+    cluster.store.open_gate(chat).await.unwrap();
+    let turn = cluster.submit_input(&input, Some(chat)).await;
+    let kid = cluster.first_child(turn).await;
+    cluster
+        .wait_for(kid, |e| {
+            matches!(e.kind, EventKind::ToolResult { step: 1, .. })
+        })
+        .await;
+    outside.hold().await;
+    outside.wait_for_write().await;
+    owner.kill();
+    outside.release();
+    let _other = cluster.node("limit-other", None);
+    let kid_events = cluster.events(kid, Duration::from_secs(60)).await;
+    assert_eq!(
+        ended(&kid_events),
+        Some(TurnOutcome::MaxSteps),
+        "{kid_events:?}"
+    );
+    assert_eq!(
+        outside.applied(),
+        2,
+        "two steps in all, across the takeover"
+    );
+    assert!(
+        cluster.store.execution(kid).await.unwrap().generation >= 2,
+        "taken over"
+    );
+    let parent_events = cluster.events(turn, Duration::from_secs(60)).await;
+    assert_eq!(
+        ended(&parent_events),
+        Some(TurnOutcome::MaxSteps),
+        "the parent's own limit holds too"
+    );
+}

@@ -64,6 +64,9 @@ pub struct DurableHost {
     admitted: Mutex<HashMap<CallKey, Admitted>>,
     /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
     source: Option<(SourceLink, ExecutionId)>,
+    /// A call whose tool is known without a model answer (a tool job's one call): step,
+    /// index and tool name.
+    known_call: Option<(u32, u32, String)>,
 }
 
 /// How often a Turn that waits for its attached children re-reads them without a wake-up.
@@ -126,7 +129,15 @@ impl DurableHost {
             admission: None,
             admitted: Mutex::new(HashMap::new()),
             source: None,
+            known_call: None,
         }
+    }
+
+    /// Names the tool of call `index` of `step` when no model answer holds it (a tool job),
+    /// so a lost answer of a retry-safe tool is sent again after a takeover.
+    pub(crate) fn with_known_call(mut self, step: u32, index: u32, tool: &str) -> Self {
+        self.known_call = Some((step, index, tool.to_string()));
+        self
     }
 
     /// Decides each new tool call with `admission` first.
@@ -351,6 +362,11 @@ impl DurableHost {
 
     /// Whether the tool called in `slot` of `step` may be sent again with the same key.
     async fn tool_is_retry_safe(&self, step: u32, index: u32) -> Result<bool, HostError> {
+        if let Some((known_step, known_index, name)) = &self.known_call
+            && (*known_step, *known_index) == (step, index)
+        {
+            return Ok(self.retry_safe.get(name).copied().unwrap_or(false));
+        }
         let Some(model) = self.saved_row(step, CallSlot::Model).await? else {
             return Ok(false);
         };
@@ -621,8 +637,10 @@ impl Host for DurableHost {
                 }
                 Err(self.fail(StoreError::Fenced(self.id)))
             }
-            // The Chat was deleted: its tree starts nothing new.
-            Err(StoreError::AdmissionClosed) => Err(HostError::Closed),
+            // The Chat was deleted: its tree starts nothing new, and this Turn stops.
+            Err(StoreError::AdmissionClosed) => Err(HostError::Denied(
+                "the Chat was deleted: it admits no new work".into(),
+            )),
             Err(err) => Err(self.fail(err)),
         }
     }

@@ -175,7 +175,8 @@ impl ToolJobWorkflow {
             Arc::clone(&cx.signals),
             retry_safe,
         )
-        .with_access(access);
+        .with_access(access)
+        .with_known_call(1, 0, &input.call.name);
         let cancel = scope.cancellation();
         // A cancelled job stops waiting for its call (as a Turn does): it ends `cancelled`.
         let run = tokio::select! {
