@@ -51,13 +51,26 @@ export declare class NativeClient {
   /**
    * Waits for an execution's end in Rust, with no event crossing into JavaScript on the
    * way; answers with `{ execution, last_event }`: the final `Execution` and its last
-   * event (`turn_ended` or `failed`).
+   * event (`turn_ended`, `job_ended` or `failed`).
    */
   waitExecution(id: string): { execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>
   /** Asks an execution to stop; answers with its `Execution`. */
   cancelExecution(id: string): any | Promise<any>
   /** Delivers a `ToolResult` the execution waits for. */
   deliverToolResult(id: string, result: any): void | Promise<void>
+  /**
+   * The `ApprovalRequest`s the caller may decide, newest first; with `state` (a wire name
+   * such as `pending`) only those in that state. In memory nothing asks for approval, so the
+   * list is empty. An unknown state is `invalid_input` and nothing is sent.
+   */
+  listApprovals(state?: string | undefined | null): Array<any> | Promise<Array<any>>
+  /**
+   * Decides a pending approval request with a `DecideApproval` (`{ decision, reason? }`);
+   * answers with the `ApprovalRequest` as decided. Approved, its call runs once in its own
+   * execution; denied, it never runs. A request that is not pending is `conflict`; an
+   * unknown one (always, in memory) `not_found`.
+   */
+  decideApproval(id: string, decision: any): any | Promise<any>
   /** Closes the client; later calls fail with the code `closed`. */
   close(): Promise<void>
 }

@@ -59,6 +59,31 @@ export type EventOf<T extends Event['type']> = Extract<Event, { type: T }>;
 export type ToolResultEvent = EventOf<'tool_result'> & { error?: unknown };
 /** An event as `events()` gives it: a `tool_result` carries what your tool threw. */
 export type ObservedEvent = Exclude<Event, { type: 'tool_result' }> | ToolResultEvent;
+/** What kind of work an execution is: a Turn, or a `tool_job` (one tool call run on its own). */
+export type ExecutionKind = Schemas['ExecutionKind'];
+/**
+ * A `child_started` event: a tool call of this execution started child work (`child_id`, of
+ * `kind` `tool_job` or `turn`) with events of its own; its result reaches the Chat as a notice.
+ */
+export type ChildStartedEvent = EventOf<'child_started'>;
+/** An `approval_requested` event: the call waits for the decision on request `request_id`. */
+export type ApprovalRequestedEvent = EventOf<'approval_requested'>;
+/** A `job_ended` event: the last event of a tool job, with its end `state`. */
+export type JobEndedEvent = EventOf<'job_ended'>;
+/** A tool call that waits for (or got) a person's decision. */
+export type ApprovalRequest = Schemas['ApprovalRequest'];
+/** Where an approval request is: `pending`, `approved`, `denied`, `expired`, `revoked`, `cancelled`. */
+export type ApprovalState = Schemas['ApprovalState'];
+/** A person's decision: `approve` or `deny`. */
+export type Decision = Schemas['Decision'];
+/** A decision on a pending request, with an optional reason (for the audit log and the model). */
+export type DecideApproval = Schemas['DecideApproval'];
+
+/** Options of `listApprovals`. */
+export interface ListApprovalsOptions {
+  /** Only the requests in this state (e.g. `pending`); all when absent. */
+  state?: ApprovalState;
+}
 
 /** What a tool function knows about the call it serves. */
 export interface ToolContext {
@@ -361,6 +386,30 @@ export class Client {
     await call(() => this.native.deliverToolResult(executionId, result));
   }
 
+  /**
+   * The approval requests you may decide, newest first; with `options.state` only those in that
+   * state. Only a server has approval rules: in memory nothing asks, so the list is empty.
+   */
+  async listApprovals(options: ListApprovalsOptions = {}): Promise<ApprovalRequest[]> {
+    const { state } = checkObject('listApprovals', 'options', options);
+    const wanted = state === undefined ? undefined : checkString('listApprovals', 'options.state', state);
+    return call(() => this.native.listApprovals(wanted));
+  }
+
+  /**
+   * Decides a pending approval request and gives it as decided. `approve` runs the call once,
+   * in a child execution of its own whose result reaches the Chat as a notice; `deny` never
+   * runs it, and the model is told (with `reason`). A request that is no longer pending fails
+   * with `ConflictError`, an unknown one (always, in memory) with `NotFoundError`.
+   */
+  async decideApproval(id: string, decision: DecideApproval): Promise<ApprovalRequest> {
+    checkString('decideApproval', 'id', id);
+    const body = checkObject('decideApproval', 'decision', decision);
+    checkString('decideApproval', 'decision.decision', body.decision);
+    if (body.reason !== undefined && body.reason !== null) checkString('decideApproval', 'decision.reason', body.reason);
+    return call(() => this.native.decideApproval(id, decision));
+  }
+
   /** Closes the client: later calls fail with `ClosedError`; in memory, running Turns are cancelled. */
   async close(): Promise<void> {
     await this.native.close();
@@ -471,7 +520,10 @@ export class Chat {
   }
 }
 
-/** Stored work with a stable ID and an ordered event log: here, one Turn of a Chat. */
+/**
+ * Stored work with a stable ID and an ordered event log: one Turn of a Chat, or child work a
+ * Turn started (a `tool_job`, a delegated Turn; see `child_started` events).
+ */
 export class Execution {
   /** The client it belongs to. */
   readonly client: Client;
@@ -498,8 +550,9 @@ export class Execution {
   }
 
   /**
-   * Waits for its end and gives its final state. Throws `CancelledError` when it was
-   * cancelled, and `RequestFailedError` (with `category` and `errorId`) when it failed.
+   * Waits for its end (`turn_ended`, `job_ended` or `failed`) and gives its final state.
+   * Throws `CancelledError` when it was cancelled, and `RequestFailedError` (with `category`
+   * and `errorId`) when it failed.
    */
   async wait(): Promise<ExecutionInfo> {
     // The events are read in the native part: none crosses into JavaScript on the way.

@@ -4,6 +4,99 @@
  */
 
 export interface paths {
+    "/v1/approval-rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's approval rules, oldest first. */
+        get: operations["list_rules"];
+        put?: never;
+        /**
+         * Adds a rule. Rules for the organization or a Bot need an owner or admin; a member may add
+         *     rules for themselves (`member_id` = their own).
+         */
+        post: operations["create_rule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approval-rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Removes a rule; calls of Turns already running are decided by the rules of the moment. */
+        delete: operations["delete_rule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The approval requests the caller may decide, newest first. */
+        get: operations["list_approvals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One approval request. */
+        get: operations["get_approval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}/decision": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decides a pending request: approve (the call runs once) or deny (it never runs; the model
+         *     is told). A request that was decided, expired or cancelled answers 409 and grants nothing;
+         *     so does an approval whose original rights are gone (the request closes `revoked`).
+         */
+        post: operations["decide_approval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/bots": {
         parameters: {
             query?: never;
@@ -170,6 +263,44 @@ export interface paths {
         /** Stops the running Turn; queued input then runs. */
         post: operations["stop"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/delegates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's delegate tools, by name. */
+        get: operations["list_delegates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/delegates/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Registers a delegate tool under a name (replacing an earlier one): a Bot tool of this name
+         *     hands its `task` to the named Bot as a child Turn. Turns submitted from now on use it.
+         */
+        put: operations["put_delegate"];
+        post?: never;
+        /** Removes a delegate tool; Bot tools of that name become host tools for later Turns. */
+        delete: operations["delete_delegate"];
         options?: never;
         head?: never;
         patch?: never;
@@ -555,6 +686,82 @@ export interface components {
             /** @description What it may do. */
             rights: components["schemas"]["Right"][];
         };
+        /** @description A tool call that waits for (or got) a person's decision. */
+        ApprovalRequest: {
+            /** @description The Bot that asked. */
+            bot_id: components["schemas"]["BotId"];
+            /** @description The call, with its arguments. */
+            call: components["schemas"]["ToolCall"];
+            chat_id?: components["schemas"]["ChatId"] | null;
+            /**
+             * Format: date-time
+             * @description When it was asked for.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was decided.
+             */
+            decided_at?: string | null;
+            /**
+             * Format: uuid
+             * @description The member who decided.
+             */
+            decided_by?: string | null;
+            /** @description The execution that runs the call once it is approved. */
+            execution_id: components["schemas"]["ExecutionId"];
+            /**
+             * Format: date-time
+             * @description When it expires unless decided.
+             */
+            expires_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description The reason given with the decision. */
+            reason?: string | null;
+            /** @description The Turn whose model asked for the call. */
+            source_execution_id: components["schemas"]["ExecutionId"];
+            /** @description Where it is. */
+            state: components["schemas"]["ApprovalState"];
+        };
+        /** @description A rule of an organization. */
+        ApprovalRule: {
+            /** @description What it does. */
+            action: components["schemas"]["RuleAction"];
+            /** @description The arguments pattern, if any. */
+            arguments?: string | null;
+            bot_id?: components["schemas"]["BotId"] | null;
+            /**
+             * Format: date-time
+             * @description When it was added.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description How long its requests wait, in milliseconds.
+             */
+            expires_after_ms: number;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The member it is limited to.
+             */
+            member_id?: string | null;
+            /** @description The tool names it matches. */
+            tool: string;
+        };
+        /**
+         * @description Where an approval request is.
+         * @enum {string}
+         */
+        ApprovalState: "pending" | "approved" | "denied" | "expired" | "revoked" | "cancelled";
         /** @description A Bot. */
         Bot: {
             /**
@@ -685,6 +892,31 @@ export interface components {
             /** @enum {string} */
             type: "file";
         };
+        /** @description A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
+        CreateApprovalRule: {
+            /** @description What happens to a matching call. */
+            action: components["schemas"]["RuleAction"];
+            /**
+             * @description A pattern (with `*`) the call's arguments, as compact JSON, must match; absent matches
+             *     any arguments. E.g. `*"amount":1000*`.
+             */
+            arguments?: string | null;
+            bot_id?: components["schemas"]["BotId"] | null;
+            /**
+             * Format: int64
+             * @description How long an `ask` waits for a decision before it expires and grants nothing, in
+             *     milliseconds (default one day).
+             */
+            expires_after_ms?: number | null;
+            /**
+             * Format: uuid
+             * @description Only calls made for this member. Members may add rules for themselves; other rules
+             *     need an admin.
+             */
+            member_id?: string | null;
+            /** @description The tool names it matches: a name, or a pattern where `*` stands for any text. */
+            tool: string;
+        };
         /** @description A request to create a Chat. */
         CreateChat: {
             /** @description The Bot to chat with. */
@@ -724,6 +956,34 @@ export interface components {
             secret: string;
             /** @description The token. */
             token: components["schemas"]["ApiToken"];
+        };
+        /** @description A decision on a pending request. */
+        DecideApproval: {
+            /** @description Approve or deny. */
+            decision: components["schemas"]["Decision"];
+            /** @description Why, for the audit log and the model. */
+            reason?: string | null;
+        };
+        /**
+         * @description A person's decision.
+         * @enum {string}
+         */
+        Decision: "approve" | "deny";
+        /** @description A registered delegate tool. */
+        DelegateTool: {
+            /** @description The Bot that does the task. */
+            bot_id: components["schemas"]["BotId"];
+            /** @description What it does, for the model. */
+            description: string;
+            /** @description Limits added to each child. */
+            limits: components["schemas"]["Limits"];
+            /** @description The name Bots use for it. */
+            name: string;
+            /**
+             * Format: date-time
+             * @description When it was last set.
+             */
+            updated_at: string;
         };
         /** @description The body of every error answer. */
         ErrorBody: {
@@ -837,6 +1097,35 @@ export interface components {
             /** @enum {string} */
             type: "call_outcome_unknown";
         } | {
+            /** @description The call that started it. */
+            call_id: string;
+            /** @description The child execution (`execution_id` names the parent, as in every event). */
+            child_id: components["schemas"]["ExecutionId"];
+            /** @description What it is: `tool_job` or `turn`. */
+            kind: string;
+            /** @enum {string} */
+            type: "child_started";
+        } | {
+            /** @description The call. */
+            call: components["schemas"]["ToolCall"];
+            /**
+             * Format: date-time
+             * @description When the request expires unless decided.
+             */
+            expires_at: string;
+            /**
+             * Format: uuid
+             * @description The request to decide.
+             */
+            request_id: string;
+            /** @enum {string} */
+            type: "approval_requested";
+        } | {
+            /** @description Its end state: `completed` or `cancelled`. */
+            state: components["schemas"]["ExecutionState"];
+            /** @enum {string} */
+            type: "job_ended";
+        } | {
             /** @description Why it ended. */
             outcome: components["schemas"]["TurnOutcome"];
             /** @enum {string} */
@@ -900,7 +1189,7 @@ export interface components {
          * @description What kind of work an execution is.
          * @enum {string}
          */
-        ExecutionKind: "turn";
+        ExecutionKind: "turn" | "tool_job";
         /**
          * @description The state of an execution. The last four are end states: nothing changes after them.
          * @enum {string}
@@ -929,6 +1218,8 @@ export interface components {
         };
         /** @description A registered HTTP tool. */
         HttpTool: {
+            /** @description Whether each call runs detached, in its own execution. */
+            background: boolean;
             /** @description What the tool does, for the model. */
             description: string;
             /** @description The JSON Schema of its arguments. */
@@ -1059,8 +1350,29 @@ export interface components {
              */
             max_cost_micros: number;
         };
+        /**
+         * @description A delegate tool to register under a name: calling it starts a Turn of another Bot as a
+         *     child execution, with a private history of its own, whose final answer comes back to the
+         *     calling Chat as a notice. Its arguments are `{"task": "..."}`.
+         */
+        PutDelegateTool: {
+            /** @description The Bot that does the task. The caller of each Turn must be allowed to use it. */
+            bot_id: components["schemas"]["BotId"];
+            /** @description What the delegate does, for the model. */
+            description?: string;
+            /**
+             * @description Limits added to the child's: a child keeps every limit of its source and of its Bot,
+             *     and these may only narrow them.
+             */
+            limits?: components["schemas"]["Limits"];
+        };
         /** @description An HTTP tool to register under a name. */
         PutHttpTool: {
+            /**
+             * @description Whether each call runs detached in its own execution: the Turn goes on at once, the
+             *     call may outlive it, and its result reaches the Chat as a notice.
+             */
+            background?: boolean;
             /** @description What the tool does, for the model. */
             description?: string;
             /** @description The JSON Schema its arguments must match. */
@@ -1095,6 +1407,12 @@ export interface components {
             /** @description The resource kind. */
             resource: components["schemas"]["Resource"];
         };
+        /**
+         * @description What a rule does with a matching tool call. When several rules match, the strictest wins:
+         *     `deny` over `ask` over `allow`. A call no rule matches is allowed.
+         * @enum {string}
+         */
+        RuleAction: "allow" | "ask" | "deny";
         /**
          * @description What happened to a sent input.
          * @enum {string}
@@ -1198,6 +1516,338 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    list_rules: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalRule"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_rule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateApprovalRule"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalRule"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_rule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The rule's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_approvals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Only requests in this state, e.g. `pending`. */
+                state: components["schemas"]["ApprovalState"] | null;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalRequest"][];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_approval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The request's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalRequest"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    decide_approval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The request's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DecideApproval"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalRequest"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_bots: {
         parameters: {
             query?: never;
@@ -2118,6 +2768,159 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_delegates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DelegateTool"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_delegate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tool's name: 1-64 of a-z A-Z 0-9 _ - */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutDelegateTool"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DelegateTool"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_delegate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tool's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             401: {
                 headers: {

@@ -1,6 +1,14 @@
 // Compiled (not run) by scripts/test-node with tsc --strict: the package's declarations give
 // useful types, and wrong uses are type errors.
-import { connect, NotFoundError, type ExecutionInfo, type ToolContext } from '../dist/index';
+import {
+  connect,
+  NotFoundError,
+  type ApprovalRequest,
+  type ApprovalState,
+  type ExecutionInfo,
+  type ExecutionKind,
+  type ToolContext,
+} from '../dist/index';
 
 export async function typed(): Promise<ExecutionInfo> {
   const tools = {
@@ -21,6 +29,38 @@ export async function typed(): Promise<ExecutionInfo> {
       void thrown, failed;
     }
   }
+  for await (const event of client.events(execution.id)) {
+    if (event.type === 'child_started') {
+      const child: string = event.child_id;
+      const call: string = event.call_id;
+      void child, call;
+    }
+    if (event.type === 'approval_requested') {
+      const request: string = event.request_id;
+      const tool: string = event.call.name;
+      const expires: string = event.expires_at;
+      void request, tool, expires;
+    }
+    if (event.type === 'job_ended') {
+      const state: ExecutionInfo['state'] = event.state;
+      void state;
+    }
+  }
+  const pending: ApprovalRequest[] = await client.listApprovals({ state: 'pending' });
+  const all: ApprovalRequest[] = await client.listApprovals();
+  for (const request of [...pending, ...all]) {
+    const state: ApprovalState = request.state;
+    const job: string = request.execution_id;
+    const decided: ApprovalRequest = await client.decideApproval(request.id, { decision: 'approve', reason: 'fine' });
+    const kind: ExecutionKind = (await client.getExecution(decided.execution_id)).kind;
+    void state, job, kind;
+  }
+  // @ts-expect-error: a state is one of the schema's
+  await client.listApprovals({ state: 'maybe' });
+  // @ts-expect-error: a decision is approve or deny
+  await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', { decision: 'perhaps' });
+  // @ts-expect-error: the decision is an object
+  await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', 'approve');
   try {
     await client.getChat('019ad1c8-0000-7000-8000-000000000000');
   } catch (e) {

@@ -10,7 +10,9 @@ use napi::Env;
 use napi::bindgen_prelude::{Either, PromiseRaw, Result};
 use napi_derive::napi;
 use openbot_core::{Client, Error};
-use openbot_schema::{BotSpec, BotUpdate, ErrorCode, SendInput, ToolResult};
+use openbot_schema::{
+    ApprovalState, BotSpec, BotUpdate, DecideApproval, ErrorCode, SendInput, ToolResult,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -53,6 +55,26 @@ fn to_js<T: Serialize>(value: &T) -> Result<Value> {
         error::to_js(Error::new(
             ErrorCode::RequestFailed,
             format!("a value could not be encoded: {e}"),
+        ))
+    })
+}
+
+/// An approval request's ID from JavaScript (a UUID; `T` is the type the core takes).
+fn request_id<T: FromStr>(value: &str) -> Result<T> {
+    T::from_str(value).map_err(|_| {
+        error::invalid_input(format!(
+            "`{}` is not an approval request ID",
+            value.chars().take(64).collect::<String>()
+        ))
+    })
+}
+
+/// An approval state from JavaScript: its wire name (`pending`, `approved`, ...).
+fn approval_state(state: &str) -> Result<ApprovalState> {
+    ApprovalState::parse(state).ok_or_else(|| {
+        error::invalid_input(format!(
+            "`{}` is not an approval state: use pending, approved, denied, expired, revoked or cancelled",
+            state.chars().take(64).collect::<String>()
         ))
     })
 }
@@ -308,7 +330,7 @@ impl NativeClient {
 
     /// Waits for an execution's end in Rust, with no event crossing into JavaScript on the
     /// way; answers with `{ execution, last_event }`: the final `Execution` and its last
-    /// event (`turn_ended` or `failed`).
+    /// event (`turn_ended`, `job_ended` or `failed`).
     #[napi(
         ts_return_type = "{ execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>"
     )]
@@ -369,6 +391,45 @@ impl NativeClient {
                 .deliver_tool_result(id("execution", &id_)?, result)
                 .await
                 .map_err(error::to_js)
+        })
+    }
+
+    /// The `ApprovalRequest`s the caller may decide, newest first; with `state` (a wire name
+    /// such as `pending`) only those in that state. In memory nothing asks for approval, so the
+    /// list is empty. An unknown state is `invalid_input` and nothing is sent.
+    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
+    pub fn list_approvals<'env>(
+        &self,
+        env: &'env Env,
+        state: Option<String>,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let state = state.as_deref().map(approval_state).transpose()?;
+            let requests = inner.list_approvals(state).await.map_err(error::to_js)?;
+            to_js(&requests)
+        })
+    }
+
+    /// Decides a pending approval request with a `DecideApproval` (`{ decision, reason? }`);
+    /// answers with the `ApprovalRequest` as decided. Approved, its call runs once in its own
+    /// execution; denied, it never runs. A request that is not pending is `conflict`; an
+    /// unknown one (always, in memory) `not_found`.
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn decide_approval<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+        decision: Value,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let decision: DecideApproval = from_js("decision", decision)?;
+            let request = inner
+                .decide_approval(request_id(&id_)?, decision)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&request)
         })
     }
 
