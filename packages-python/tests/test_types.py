@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ def properties(name: str) -> set[str]:
         (openbot.ToolDefinition, "ToolDefinition"),
         (openbot.Limits, "Limits"),
         (openbot.SendReceipt, "SendReceipt"),
+        (openbot.ApprovalRequest, "ApprovalRequest"),
     ],
 )
 def test_a_data_class_has_exactly_the_schemas_fields(cls: type, schema: str) -> None:
@@ -63,3 +65,15 @@ def test_the_event_types_are_the_schemas() -> None:
 def test_the_terminal_states_are_the_schemas_end_states() -> None:
     states = SCHEMAS["ExecutionState"]["enum"]
     assert types.TERMINAL_STATES == set(states[-4:])
+
+
+def test_the_terminal_event_types_are_the_schemas_last_events() -> None:
+    kinds = [k["properties"]["type"]["enum"][0] for k in SCHEMAS["EventKind"]["oneOf"]]
+    ends = {kind for kind in kinds if kind.endswith("_ended") or kind == "failed"}
+    assert types.TERMINAL_EVENT_TYPES == ends == {"turn_ended", "job_ended", "failed"}
+
+
+@pytest.mark.parametrize("alias, schema", [("ApprovalState", "ApprovalState"), ("Decision", "Decision")])
+def test_an_approval_literal_has_exactly_the_schemas_values(alias: str, schema: str) -> None:
+    values = [value for literal in typing.get_args(getattr(openbot, alias)) for value in typing.get_args(literal)]
+    assert values == SCHEMAS[schema]["enum"]

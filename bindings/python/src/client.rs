@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use openbot_core::{Client, ConnectOptions, Error, ObserveStream};
 use openbot_schema::{
-    Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, Event, Execution, ExecutionId,
-    SendInput, SendReceipt, ToolResult,
+    ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
+    DecideApproval, Event, Execution, ExecutionId, SendInput, SendReceipt, ToolResult,
 };
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
@@ -43,6 +43,9 @@ enum Request {
     GetExecution(ExecutionId),
     CancelExecution(ExecutionId),
     DeliverToolResult(ExecutionId, ToolResult),
+    ListApprovals(Option<ApprovalState>),
+    /// The request's ID as given (read as a UUID when the call runs) and the decision.
+    DecideApproval(String, DecideApproval),
 }
 
 /// The answer of a [`Request`].
@@ -53,6 +56,8 @@ enum Response {
     Receipt(SendReceipt),
     History(Vec<ChatEntry>),
     Execution(Execution),
+    Approvals(Vec<ApprovalRequest>),
+    Approval(ApprovalRequest),
     Nothing,
 }
 
@@ -81,6 +86,8 @@ impl<'py> IntoPyObject<'py> for Response {
             Response::Receipt(v) => python(py, &v),
             Response::History(v) => python(py, &v),
             Response::Execution(v) => python(py, &v),
+            Response::Approvals(v) => python(py, &v),
+            Response::Approval(v) => python(py, &v),
             Response::Nothing => Ok(py.None().into_bound(py)),
         }
     }
@@ -102,6 +109,25 @@ where
         .extract()
         .map_err(|_| invalid(what, "expected a str"))?;
     text.parse::<T>().map_err(|e| invalid(what, e))
+}
+
+/// An optional approval state: `None`, or its wire name (`pending`, `approved`, ...).
+fn approval_state(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<ApprovalState>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let text: String = value
+        .extract()
+        .map_err(|_| invalid("approval state", "expected a str"))?;
+    ApprovalState::parse(&text).map(Some).ok_or_else(|| {
+        invalid(
+            "approval state",
+            format!(
+                "`{}` is not one: use pending, approved, denied, expired, revoked or cancelled",
+                text.chars().take(64).collect::<String>()
+            ),
+        )
+    })
 }
 
 fn data<T: DeserializeOwned>(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<T> {
@@ -132,6 +158,13 @@ impl Request {
             "deliver_tool_result" => {
                 Request::DeliverToolResult(id(a, "execution ID")?, data(b, "tool result")?)
             }
+            "list_approvals" => Request::ListApprovals(approval_state(a)?),
+            "decide_approval" => Request::DecideApproval(
+                required(a, "approval request ID")?
+                    .extract()
+                    .map_err(|_| invalid("approval request ID", "expected a str"))?,
+                data(b, "decision")?,
+            ),
             other => return Err(invalid("operation", format!("`{other}` is not one"))),
         })
     }
@@ -164,6 +197,19 @@ impl Request {
             Request::DeliverToolResult(id, result) => {
                 client.deliver_tool_result(id, result).await?;
                 Response::Nothing
+            }
+            Request::ListApprovals(state) => {
+                Response::Approvals(client.list_approvals(state).await?)
+            }
+            Request::DecideApproval(text, decision) => {
+                // Read as the UUID type `decide_approval` takes, before anything is sent.
+                let id = text.parse().map_err(|_| {
+                    Error::invalid_input(format!(
+                        "invalid approval request ID: `{}` is not a UUID",
+                        text.chars().take(64).collect::<String>()
+                    ))
+                })?;
+                Response::Approval(client.decide_approval(id, decision).await?)
             }
         })
     }

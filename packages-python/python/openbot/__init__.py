@@ -12,6 +12,7 @@ import atexit
 
 from . import _native
 from .client import (
+    ApprovalRef,
     AsyncClient,
     AsyncEventStream,
     BotRef,
@@ -42,9 +43,12 @@ from .errors import (
 )
 from .tools import ToolFunction, tool_definition
 from .types import (
+    ApprovalRequest,
+    ApprovalState,
     Bot,
     Chat,
     ChatEntry,
+    Decision,
     Event,
     Execution,
     Limits,
@@ -63,6 +67,9 @@ atexit.register(_native.shutdown)
 __version__: str = _native.__version__
 
 __all__ = [
+    "ApprovalRef",
+    "ApprovalRequest",
+    "ApprovalState",
     "AsyncClient",
     "AsyncEventStream",
     "Bot",
@@ -74,6 +81,7 @@ __all__ = [
     "Client",
     "ClosedError",
     "ConflictError",
+    "Decision",
     "Event",
     "EventStream",
     "Execution",

@@ -14,9 +14,12 @@ from typing import Any, Callable, Union
 from . import _bridge, _native
 from .tools import ToolFunction, native_tools, tool_definition
 from .types import (
+    ApprovalRequest,
+    ApprovalState,
     Bot,
     Chat,
     ChatEntry,
+    Decision,
     Event,
     Execution,
     Limits,
@@ -35,6 +38,7 @@ __all__ = [
     "BotRef",
     "ChatRef",
     "ExecutionRef",
+    "ApprovalRef",
     "Input",
     "ToolSpec",
 ]
@@ -45,6 +49,8 @@ BotRef = Union[Bot, str]
 ChatRef = Union[Chat, str]
 #: An execution, a receipt naming one, or its ID.
 ExecutionRef = Union[Execution, SendReceipt, str]
+#: An approval request, or its ID.
+ApprovalRef = Union[ApprovalRequest, str]
 #: Input for a Chat: text, or content parts (``{"type": "text", "text": ...}``).
 Input = Union[str, Sequence[Mapping[str, Any]]]
 #: A Bot's tool: a definition, its dict form, or a function (see :func:`tool_definition`).
@@ -80,6 +86,31 @@ def _execution_id(execution: ExecutionRef) -> str:
     raise TypeError(
         f"expected an Execution, a SendReceipt or an execution ID (str), not {_type_name(execution)}"
     )
+
+
+def _request_id(request: ApprovalRef) -> str:
+    if isinstance(request, ApprovalRequest):
+        return request.id
+    if isinstance(request, str):
+        return request
+    raise TypeError(
+        f"expected an ApprovalRequest or an approval request ID (str), not {_type_name(request)}"
+    )
+
+
+def _state(state: ApprovalState | None) -> str | None:
+    if state is not None:
+        _check("state", state, str, "a str")
+    return state
+
+
+def _decision(decision: Decision, reason: str | None) -> dict[str, Any]:
+    _check("decision", decision, str, "a str ('approve' or 'deny')")
+    data: dict[str, Any] = {"decision": decision}
+    if reason is not None:
+        _check("reason", reason, str, "a str")
+        data["reason"] = reason
+    return data
 
 
 def _check(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
@@ -431,6 +462,24 @@ class AsyncClient:
         function given to ``connect``)."""
         await self._call("deliver_tool_result", _execution_id(execution), _tool_result(result))
 
+    async def list_approvals(self, state: ApprovalState | None = None) -> list[ApprovalRequest]:
+        """The approval requests you may decide, newest first; with ``state`` (``"pending"``,
+        ``"approved"``, ...) only those in it. Only a server has approval rules: in memory
+        nothing asks, so the list is empty."""
+        wanted = _state(state)
+        return [ApprovalRequest.from_dict(r) for r in await self._call("list_approvals", wanted)]
+
+    async def decide_approval(
+        self, request: ApprovalRef, decision: Decision, reason: str | None = None
+    ) -> ApprovalRequest:
+        """Decides a pending approval request and returns it as decided. ``"approve"`` runs
+        the call once, in its child execution, whose result reaches the Chat as a notice;
+        ``"deny"`` never runs it, and the model is told (with ``reason``). A request that is
+        no longer pending raises :class:`ConflictError`, an unknown one (always, in memory)
+        :class:`NotFoundError`."""
+        id, data = _request_id(request), _decision(decision, reason)
+        return ApprovalRequest.from_dict(await self._call("decide_approval", id, data))
+
     async def close(self) -> None:
         """Closes the client: later calls raise :class:`ClosedError`; in memory mode running
         Turns are cancelled."""
@@ -567,6 +616,18 @@ class Client:
     def deliver_tool_result(self, execution: ExecutionRef, result: ToolResult | Mapping[str, Any]) -> None:
         """Delivers the result of a tool call the execution waits for."""
         self._call("deliver_tool_result", _execution_id(execution), _tool_result(result))
+
+    def list_approvals(self, state: ApprovalState | None = None) -> list[ApprovalRequest]:
+        """The approval requests you may decide (see :meth:`AsyncClient.list_approvals`)."""
+        wanted = _state(state)
+        return [ApprovalRequest.from_dict(r) for r in self._call("list_approvals", wanted)]
+
+    def decide_approval(
+        self, request: ApprovalRef, decision: Decision, reason: str | None = None
+    ) -> ApprovalRequest:
+        """Decides a pending approval request (see :meth:`AsyncClient.decide_approval`)."""
+        id, data = _request_id(request), _decision(decision, reason)
+        return ApprovalRequest.from_dict(self._call("decide_approval", id, data))
 
     def close(self) -> None:
         """Closes the client: later calls raise :class:`ClosedError`."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, TypeAlias, Union
 
 __all__ = [
     "Limits",
@@ -23,7 +23,11 @@ __all__ = [
     "ChatEntry",
     "Execution",
     "Event",
+    "ApprovalRequest",
+    "ApprovalState",
+    "Decision",
     "TERMINAL_STATES",
+    "TERMINAL_EVENT_TYPES",
     "EVENT_TYPES",
 ]
 
@@ -39,9 +43,33 @@ EVENT_TYPES = (
     "tool_call",
     "tool_result",
     "call_outcome_unknown",
+    "child_started",
+    "approval_requested",
+    "job_ended",
     "turn_ended",
     "failed",
 )
+
+#: The types of the events after which an execution has no more.
+TERMINAL_EVENT_TYPES = frozenset({"turn_ended", "job_ended", "failed"})
+
+# The Literal aliases below are unions of one-value Literals: the type checker reads a Literal
+# of several values as such a union, and stubtest then finds the same union at run time.
+
+#: Where an approval request is: waiting for a decision (``pending``), decided (``approved``,
+#: ``denied``), or over without one (``expired``, ``revoked``: the rights it was asked with
+#: are gone, ``cancelled``: the work that asked was cancelled).
+ApprovalState: TypeAlias = Union[
+    Literal["pending"],
+    Literal["approved"],
+    Literal["denied"],
+    Literal["expired"],
+    Literal["revoked"],
+    Literal["cancelled"],
+]
+
+#: A person's decision on an approval request.
+Decision: TypeAlias = Union[Literal["approve"], Literal["deny"]]
 
 _FRACTION = re.compile(r"\.(\d+)")
 
@@ -273,7 +301,9 @@ class ChatEntry:
 class Execution:
     """Stored work with a stable ID and a state: ``queued``, ``running``, ``waiting``,
     ``cancelling``, ``outcome_unknown``, or an end state (``completed``, ``failed``,
-    ``cancelled``, ``interrupted``)."""
+    ``cancelled``, ``interrupted``). ``kind`` is ``turn`` (a Turn of a Chat, or one delegated
+    to another Bot) or ``tool_job`` (one tool call run on its own: a background tool, or a call
+    that waited for approval)."""
 
     id: str
     kind: str
@@ -305,14 +335,58 @@ class Execution:
         return self.state in TERMINAL_STATES
 
 
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A tool call that waits for (or got) a person's decision. ``source_execution_id`` is the
+    Turn whose model asked for the call, ``execution_id`` the child execution (a ``tool_job``)
+    that runs it once it is approved; ``chat_id`` the Chat its notices go to."""
+
+    id: str
+    source_execution_id: str
+    execution_id: str
+    chat_id: str | None
+    bot_id: str
+    call: ToolCall
+    state: str
+    created_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None
+    decided_by: str | None
+    reason: str | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApprovalRequest:
+        decided_at = data.get("decided_at")
+        return cls(
+            id=data["id"],
+            source_execution_id=data["source_execution_id"],
+            execution_id=data["execution_id"],
+            chat_id=data.get("chat_id"),
+            bot_id=data["bot_id"],
+            call=ToolCall.from_dict(data["call"]),
+            state=data["state"],
+            created_at=_time(data["created_at"]),
+            expires_at=_time(data["expires_at"]),
+            decided_at=_time(decided_at) if isinstance(decided_at, str) else None,
+            decided_by=data.get("decided_by"),
+            reason=data.get("reason"),
+        )
+
+    @property
+    def is_pending(self) -> bool:
+        """Whether it still waits for a decision."""
+        return self.state == "pending"
+
+
 class Event:
     """One event of an execution, in order: ``sequence`` starts at 1 with no gaps, so a reader
     that saw ``n`` resumes with ``observe(execution, after=n)``.
 
     ``type`` is one of ``turn_started``, ``input_steered``, ``model_step_started``,
-    ``text_delta``, ``tool_call``, ``tool_result``, ``call_outcome_unknown``, ``turn_ended``,
-    ``failed``; ``data`` holds the event's other fields, e.g. ``data["text"]`` of a
-    ``text_delta``. The properties read the common ones.
+    ``text_delta``, ``tool_call``, ``tool_result``, ``call_outcome_unknown``,
+    ``child_started``, ``approval_requested``, ``job_ended``, ``turn_ended``, ``failed``;
+    ``data`` holds the event's other fields, e.g. ``data["text"]`` of a ``text_delta``. The
+    properties read the common ones.
     """
 
     __slots__ = ("execution_id", "sequence", "type", "data", "_at")
@@ -349,8 +423,9 @@ class Event:
 
     @property
     def is_terminal(self) -> bool:
-        """Whether this is the last event of its execution (``turn_ended`` or ``failed``)."""
-        return self.type in ("turn_ended", "failed")
+        """Whether this is the last event of its execution (``turn_ended``, ``job_ended`` or
+        ``failed``)."""
+        return self.type in TERMINAL_EVENT_TYPES
 
     @property
     def text(self) -> str | None:
@@ -408,6 +483,32 @@ class Event:
         if self.type != "tool_result":
             return None
         return ToolResult.from_dict(self.data["result"])
+
+    @property
+    def child_id(self) -> str | None:
+        """The child execution a ``child_started`` event names (its ``kind`` is in
+        ``data["kind"]``: ``tool_job`` or ``turn``)."""
+        value = self.data.get("child_id") if self.type == "child_started" else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def request_id(self) -> str | None:
+        """The approval request of an ``approval_requested`` event."""
+        value = self.data.get("request_id") if self.type == "approval_requested" else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def requested_call(self) -> ToolCall | None:
+        """The call an ``approval_requested`` event asks a decision for."""
+        if self.type != "approval_requested":
+            return None
+        return ToolCall.from_dict(self.data["call"])
+
+    @property
+    def state(self) -> str | None:
+        """The end state of a ``job_ended`` event: ``completed`` or ``cancelled``."""
+        value = self.data.get("state") if self.type == "job_ended" else None
+        return value if isinstance(value, str) else None
 
     def __repr__(self) -> str:
         return f"Event(sequence={self.sequence}, type={self.type!r}, data={self.data!r})"
