@@ -3,14 +3,16 @@
 //! the idle resident memory, and Turns per second over HTTP with many Chats at once (each Turn
 //! one scripted model step: send, then long-poll its events to the end).
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use clap::Parser;
 use serde_json::{Value, json};
+
+#[path = "common/served.rs"]
+mod served;
+use served::Served;
 
 #[derive(Debug, Parser)]
 #[command(name = "server-turns")]
@@ -82,63 +84,16 @@ async fn turn(http: &reqwest::Client, api: &str, token: &str, chat: &str) -> any
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let data = tempfile::tempdir()?;
-    let mut node_args: Vec<String> = vec!["--data-dir".into(), data.path().display().to_string()];
-    if let Some(url) = &args.database_url {
-        node_args.extend(["--database-url".into(), url.clone()]);
-    }
-    let keys = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-    let migrated = Command::new(&args.openbot)
-        .arg("migrate")
-        .args(&node_args)
-        .output()?;
-    ensure!(
-        migrated.status.success(),
-        "migrate failed: {}",
-        String::from_utf8_lossy(&migrated.stderr)
+    let served = Served::start(&args.openbot, args.database_url.as_deref())?;
+    let (api, token, ready_ms, ready_reported) = (
+        served.api.clone(),
+        served.token.clone(),
+        served.ready_ms,
+        served.ready_reported_ms,
     );
-
-    let started = Instant::now();
-    let mut child = Command::new(&args.openbot)
-        .arg("serve")
-        .args(&node_args)
-        .args(["--bind", "127.0.0.1:0"])
-        .env("OPENBOT_SEAL_KEYS", keys)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child.stderr.take().context("no stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let (api, ready_reported) = loop {
-        let Some(line) = lines.next() else {
-            bail!("the server stopped before it was ready")
-        };
-        let line = line?;
-        if let Some(at) = line.find("http://") {
-            let api = line[at..]
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            let reported = line
-                .split("ready in ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .and_then(|n| n.parse::<f64>().ok());
-            break (api, reported);
-        }
-    };
-    let ready_ms = started.elapsed().as_secs_f64() * 1000.0;
-    std::thread::spawn(move || for _ in lines {});
-    let token = {
-        let stdout = child.stdout.take().context("no stdout")?;
-        BufReader::new(stdout)
-            .lines()
-            .next()
-            .context("no token")??
-    };
+    let data = &served.data;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let idle_rss = rss_mb(child.id())?;
+    let idle_rss = rss_mb(served.child.id())?;
 
     let script = data.path().join("answer.json");
     std::fs::write(&script, r#"{"steps": [{"text": "ok"}], "repeat": true}"#)?;
@@ -194,9 +149,8 @@ async fn main() -> anyhow::Result<()> {
     let elapsed = measured.elapsed().as_secs_f64();
     let total = args.chats * args.turns;
     let turns_per_s = total as f64 / elapsed;
-    let busy_rss = rss_mb(child.id())?;
-    let _ = child.kill();
-    let _ = child.wait();
+    let busy_rss = rss_mb(served.child.id())?;
+    drop(served);
 
     let backend = if args.database_url.is_some() {
         "postgres"
