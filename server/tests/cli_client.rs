@@ -211,3 +211,134 @@ fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     cli.ok(&["tools", "delete", "lookup"]);
     assert_eq!(cli.ok(&["tools", "list", "--json"]).trim(), "[]");
 }
+
+/// A local endpoint standing for a tool: answers `ok` to each request and counts them.
+fn counting_endpoint() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/pay", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            // Read the head and the body its Content-Length announces.
+            loop {
+                let Ok(n) = stream.read(&mut buffer) else {
+                    break;
+                };
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buffer[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some(head_end) = text.find("\r\n\r\n") {
+                    let length = text[..head_end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().to_string())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() >= head_end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\npaid",
+            );
+        }
+    });
+    (url, count)
+}
+
+#[test]
+fn a_call_waiting_for_approval_is_listed_approved_and_runs_once_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let (url, calls) = counting_endpoint();
+    cli.ok(&["tools", "put", "pay", "--url", &url]);
+    let rule = cli.ok(&["approvals", "add-rule", "pay", "--action", "ask"]);
+    assert!(rule.contains("ask  pay"), "{rule}");
+    std::fs::write(
+        cli.script.path().join("pay.json"),
+        r#"{"steps": [{"tool_calls": [{"name": "pay", "arguments": {"amount": 5}}]}, {"text": "Asked."}], "repeat": true}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        cli.script.path().join("tools.json"),
+        r#"[{"name": "pay", "input_schema": {"type": "object"}}]"#,
+    )
+    .unwrap();
+    let model = format!("scripted:{}", cli.script.path().join("pay.json").display());
+    let tools = cli.script.path().join("tools.json").display().to_string();
+    let bot = cli.ok(&[
+        "bots", "create", "--name", "Payer", "--model", &model, "--tools", &tools,
+    ]);
+    let chat = cli
+        .ok(&["chats", "create", "--bot", bot.trim()])
+        .trim()
+        .to_string();
+    cli.ok(&["chats", "send", &chat, "Pay 5"]);
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing ran yet"
+    );
+
+    let pending: Value = serde_json::from_str(&cli.ok(&["approvals", "list", "--json"])).unwrap();
+    let request = pending[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(pending[0]["call"]["name"], "pay");
+    let approved = cli.ok(&["approvals", "approve", &request, "--reason", "fine"]);
+    assert!(approved.contains("approved"), "{approved}");
+    let job = pending[0]["execution_id"].as_str().unwrap();
+    cli.ok(&["executions", "observe", job]);
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "ran once"
+    );
+    let again = cli.run(&["approvals", "deny", &request]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("conflict"));
+    assert_eq!(cli.ok(&["approvals", "list"]).trim(), "no requests");
+}
+
+#[test]
+fn delegate_tools_are_registered_listed_and_removed_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat_bot = cli.ok(&[
+        "bots",
+        "create",
+        "--name",
+        "Helper",
+        "--model",
+        &cli.model(),
+    ]);
+    let put: Value = serde_json::from_str(&cli.ok(&[
+        "tools",
+        "delegate",
+        "helper",
+        "--bot",
+        chat_bot.trim(),
+        "--max-steps",
+        "3",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(put["limits"]["max_steps"], 3);
+    assert_eq!(
+        cli.ok(&["tools", "delegates"]).trim(),
+        format!("helper  -> bot {}", chat_bot.trim())
+    );
+    cli.ok(&["tools", "delete-delegate", "helper"]);
+    assert_eq!(cli.ok(&["tools", "delegates", "--json"]).trim(), "[]");
+}

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use openbot_schema::{ErrorCategory, ErrorId, Event, EventKind, TurnOutcome};
+use openbot_schema::{ErrorCategory, ErrorId, Event, EventKind, ExecutionState, TurnOutcome};
 
 /// Prints events in order and remembers how the Turn ended.
 #[derive(Debug, Default)]
@@ -16,6 +16,8 @@ pub struct Printer {
     pub outcome: Option<TurnOutcome>,
     /// The failure, once `failed` was printed.
     pub failure: Option<(ErrorCategory, ErrorId)>,
+    /// How a tool job ended, once `job_ended` was printed.
+    pub job: Option<ExecutionState>,
 }
 
 impl Printer {
@@ -52,6 +54,22 @@ impl Printer {
                 }
                 self.outcome = Some(*outcome);
             }
+            EventKind::ApprovalRequested {
+                request_id, call, ..
+            } if !self.json => {
+                eprintln!(
+                    "openbot: the call `{}` waits for approval: openbot approvals approve {request_id}",
+                    call.name
+                );
+            }
+            EventKind::ChildStarted { child_id, kind, .. } if !self.json => {
+                eprintln!(
+                    "openbot: started {kind} {child_id}: openbot executions observe {child_id}"
+                );
+            }
+            EventKind::JobEnded { state } => {
+                self.job = Some(*state);
+            }
             EventKind::Failed {
                 category, error_id, ..
             } => {
@@ -65,9 +83,17 @@ impl Printer {
         Ok(())
     }
 
-    /// 0 when the Turn completed; otherwise 1, after one line on standard error that says
-    /// why (the caller adds a failure's cause when it may read it).
+    /// 0 when the Turn (or tool job) completed; otherwise 1, after one line on standard error
+    /// that says why (the caller adds a failure's cause when it may read it).
     pub fn exit_code(&self) -> ExitCode {
+        match self.job {
+            Some(ExecutionState::Completed) => return ExitCode::SUCCESS,
+            Some(state) => {
+                eprintln!("openbot: the tool job ended {}", state.as_str());
+                return ExitCode::FAILURE;
+            }
+            None => {}
+        }
         match (self.outcome, self.failure) {
             (Some(TurnOutcome::Completed), _) => ExitCode::SUCCESS,
             (Some(outcome), _) => {
