@@ -225,10 +225,7 @@ fn counting_endpoint() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize
             let mut request = Vec::new();
             let mut buffer = [0u8; 4096];
             // Read the head and the body its Content-Length announces.
-            loop {
-                let Ok(n) = stream.read(&mut buffer) else {
-                    break;
-                };
+            while let Ok(n) = stream.read(&mut buffer) {
                 if n == 0 {
                     break;
                 }
