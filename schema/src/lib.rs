@@ -36,8 +36,8 @@ pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId
 pub use message::{ContentPart, FileRef, Message};
 pub use models::{ProviderSettings, PutProvider};
 pub use organization::{
-    AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, Invitation, Member,
-    MemberRole,
+    AcceptInvitation, AcceptedInvitation, CreateInvitation, CreateOrganization, CreatedInvitation,
+    CreatedOrganization, Invitation, Member, MemberRole, Organization,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

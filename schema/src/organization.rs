@@ -88,3 +88,37 @@ pub struct AcceptedInvitation {
     /// The member's first token (every right), to send as `Authorization: Bearer <secret>`.
     pub token_secret: String,
 }
+
+/// A request to create an organization; the caller's account becomes its owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrganization {
+    /// Its name, 1-200 characters.
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: String,
+}
+
+/// An organization the caller's account belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Organization {
+    /// Its ID.
+    pub id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// The account's membership there.
+    pub member_id: Uuid,
+    /// The account's role there.
+    pub role: MemberRole,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A new organization with its owner's first token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CreatedOrganization {
+    /// The organization.
+    pub organization: Organization,
+    /// The owner's first token there (every right), shown only here. A token acts in one
+    /// organization: use this one for the new organization.
+    pub token_secret: String,
+}

@@ -55,6 +55,7 @@ http_tests!(
     a_fault_after_the_stream_started_ends_it_with_a_request_failed_event,
     organization_endpoints_never_read_or_command_service_work,
     a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
+    an_admin_creates_an_organization_whose_token_acts_only_there,
 );
 
 async fn health_needs_no_token(server: Server) {
@@ -1549,4 +1550,78 @@ async fn a_registered_http_tool_is_called_once_and_a_later_change_never_changes_
         .await
         .unwrap();
     assert_eq!(listed[0]["url"], "http://127.0.0.1:9/nowhere");
+}
+
+async fn an_admin_creates_an_organization_whose_token_acts_only_there(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    server.bot(&server.owner, &model, true).await;
+    let created = server
+        .post("/v1/organizations", &server.owner)
+        .json(&json!({"name": "Second"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(created["organization"]["role"], "owner");
+    let token = created["token_secret"].as_str().unwrap().to_string();
+    let bots: Value = server
+        .get("/v1/bots", &token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        bots,
+        json!([]),
+        "the new organization sees none of the first one's Bots"
+    );
+    let members: Value = server
+        .get("/v1/members", &token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(members.as_array().unwrap().len(), 1);
+    let listed: Value = server
+        .get("/v1/organizations", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{listed}");
+    assert!(names.contains(&"Second"));
+    let member = server.other_member_token().await;
+    let refused = server
+        .post("/v1/organizations", &member)
+        .json(&json!({"name": "Mine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(refused).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let blank = server
+        .post("/v1/organizations", &server.owner)
+        .json(&json!({"name": "  "}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(blank).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
 }

@@ -44,6 +44,8 @@ enum Command {
     Chats(client::chats::ChatsArgs),
     /// The organization's HTTP and delegate tools on a server.
     Tools(client::tools::ToolsArgs),
+    /// Organizations of your account on a server: list, create.
+    Organizations(client::organizations::OrganizationsArgs),
     /// Executions on a server: show, follow, cancel.
     Executions(client::executions::ExecutionsArgs),
 }
@@ -62,6 +64,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chats(args) => client::chats::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
+        Command::Organizations(args) => client::organizations::run(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());
             Ok(ExitCode::SUCCESS)

@@ -23,7 +23,7 @@ fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
-fn role_view(role: Role) -> MemberRole {
+pub(super) fn role_view(role: Role) -> MemberRole {
     match role {
         Role::Owner => MemberRole::Owner,
         Role::Admin => MemberRole::Admin,

@@ -13,6 +13,7 @@ mod health;
 mod json;
 mod members;
 mod models;
+mod organizations;
 mod sessions;
 mod tokens;
 mod tools;
@@ -132,6 +133,10 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(sessions::create_session, sessions::end_session))
+        .routes(routes!(
+            organizations::list_organizations,
+            organizations::create_organization
+        ))
         .routes(routes!(members::list_members))
         .routes(routes!(members::remove_member))
         .routes(routes!(

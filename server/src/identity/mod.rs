@@ -15,4 +15,6 @@ pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
 pub use service_identity::{InvalidServiceName, ServiceIdentity, ServiceOwner};
-pub use store::{IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, Role, TokenRow};
+pub use store::{
+    IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, OrganizationRow, Role, TokenRow,
+};

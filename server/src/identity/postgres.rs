@@ -5,8 +5,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::store::{
-    IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, Role, TokenRow, parse_bot_ids,
-    parse_rights,
+    IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, OrganizationRow, Role, TokenRow,
+    parse_bot_ids, parse_rights,
 };
 use crate::store::{PostgresStore, StoreError, now_ms};
 
@@ -283,6 +283,93 @@ impl IdentityStore for PostgresStore {
             organization_id,
             role,
         }))
+    }
+
+    async fn create_organization(
+        &self,
+        member: &MemberRef,
+        name: &str,
+        token: NewToken,
+    ) -> Result<OrganizationRow, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let now = now_ms();
+        let account: Option<Uuid> = sqlx::query_scalar(
+            "SELECT account_id FROM members WHERE id = $1 AND removed_at IS NULL",
+        )
+        .bind(member.member_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let account =
+            account.ok_or_else(|| StoreError::Invalid("the member was removed".into()))?;
+        let organization = Uuid::now_v7();
+        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)")
+            .bind(organization)
+            .bind(name)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let member_id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(member_id)
+        .bind(organization)
+        .bind(account)
+        .bind(Role::Owner.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let (rights, bots) = token_json(&token)?;
+        sqlx::query(
+            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(token.id)
+        .bind(member_id)
+        .bind(&token.name)
+        .bind(&token.secret_hash)
+        .bind(rights)
+        .bind(bots)
+        .bind(token.expires_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(OrganizationRow {
+            id: organization,
+            name: name.to_string(),
+            member_id,
+            role: Role::Owner,
+            created_at: now,
+        })
+    }
+
+    async fn organizations_of(
+        &self,
+        member: &MemberRef,
+    ) -> Result<Vec<OrganizationRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT o.id, o.name, o.created_at, m.id AS member_id, m.role FROM members me \
+             JOIN members m ON m.account_id = me.account_id AND m.removed_at IS NULL \
+             JOIN organizations o ON o.id = m.organization_id \
+             WHERE me.id = $1 ORDER BY o.created_at, o.id",
+        )
+        .bind(member.member_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let role: String = row.try_get("role")?;
+                Ok(OrganizationRow {
+                    id: row.try_get("id")?,
+                    name: row.try_get("name")?,
+                    member_id: row.try_get("member_id")?,
+                    role: Role::parse(&role)
+                        .ok_or_else(|| StoreError::Invalid(format!("member role `{role}`")))?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
     }
 
     async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError> {

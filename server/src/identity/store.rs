@@ -118,6 +118,21 @@ pub struct MemberRow {
     pub created_at: Millis,
 }
 
+/// An organization as an account sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrganizationRow {
+    /// Its ID.
+    pub id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// The account's membership there.
+    pub member_id: Uuid,
+    /// The account's role there.
+    pub role: Role,
+    /// When it was created.
+    pub created_at: Millis,
+}
+
 /// Organizations, members and tokens.
 #[async_trait]
 pub trait IdentityStore: Send + Sync + 'static {
@@ -167,6 +182,21 @@ pub trait IdentityStore: Send + Sync + 'static {
         secret_hash: &[u8],
         token: NewToken,
     ) -> Result<Option<MemberRef>, StoreError>;
+
+    /// Creates an organization whose owner is the account of `member` (a member elsewhere),
+    /// with the owner's first token, in one transaction.
+    async fn create_organization(
+        &self,
+        member: &MemberRef,
+        name: &str,
+        token: NewToken,
+    ) -> Result<OrganizationRow, StoreError>;
+
+    /// The organizations the account of `member` belongs to now, oldest first.
+    async fn organizations_of(
+        &self,
+        member: &MemberRef,
+    ) -> Result<Vec<OrganizationRow>, StoreError>;
 
     /// The organization's current members, oldest first.
     async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError>;

@@ -4,8 +4,9 @@
 
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, Budget, BudgetScope, Chat, CreateInvitation,
-    CreateToken, CreatedInvitation, CreatedToken, HttpTool, Invitation, Member, ProviderSettings,
-    PutBudget, PutHttpTool, PutProvider, TokenId,
+    CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
+    HttpTool, Invitation, Member, Organization, ProviderSettings, PutBudget, PutHttpTool,
+    PutProvider, TokenId,
 };
 use reqwest::Method;
 use uuid::Uuid;
@@ -48,6 +49,27 @@ impl RemoteClient {
     /// Revokes an API token at once.
     pub async fn revoke_token(&self, id: TokenId) -> Result<(), Error> {
         self.delete(&format!("/v1/tokens/{id}")).await
+    }
+
+    /// The organizations the caller's account belongs to.
+    pub async fn list_organizations(&self) -> Result<Vec<Organization>, Error> {
+        self.get("/v1/organizations").await
+    }
+
+    /// Creates an organization owned by the caller's account (owners and admins may); the
+    /// answer holds the owner's first token there, shown only once.
+    pub async fn create_organization(
+        &self,
+        request: &CreateOrganization,
+    ) -> Result<CreatedOrganization, Error> {
+        self.transport
+            .json(
+                Method::POST,
+                "/v1/organizations",
+                Some(request),
+                Retry::BeforeSending,
+            )
+            .await
     }
 
     /// The organization's members.

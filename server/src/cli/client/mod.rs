@@ -7,6 +7,7 @@ pub mod budgets;
 pub mod chats;
 pub mod executions;
 pub mod login;
+pub mod organizations;
 mod output;
 mod profile;
 pub mod tools;

@@ -1,0 +1,78 @@
+//! `/v1/organizations`: the organizations of the caller's account, and new ones. An account
+//! may belong to several organizations; each token acts in one of them.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::DateTime;
+use openbot_schema::{CreateOrganization, CreatedOrganization, ErrorBody, Organization, Right};
+
+use super::AppState;
+use super::error::{ApiError, require_admin};
+use super::json::ApiJson;
+use super::members::role_view;
+use crate::identity::{Caller, NewToken, OrganizationRow, new_secret, secret_hash};
+
+fn view(row: OrganizationRow) -> Organization {
+    Organization {
+        id: row.id,
+        name: row.name,
+        member_id: row.member_id,
+        role: role_view(row.role),
+        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
+    }
+}
+
+/// The organizations the caller's account belongs to.
+#[utoipa::path(get, path = "/v1/organizations", tag = "organization",
+    responses((status = 200, body = Vec<Organization>), (status = 401, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_organizations(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Organization>>, ApiError> {
+    match state.identity.organizations_of(&caller.member).await {
+        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+        Err(err) => Err(ApiError::from_store(&state, err, "organizations").await),
+    }
+}
+
+/// Creates an organization owned by the caller's account, with the owner's first token there
+/// (shown once). Owners and admins of an organization may create more.
+#[utoipa::path(post, path = "/v1/organizations", tag = "organization", request_body = CreateOrganization,
+    responses((status = 201, body = CreatedOrganization), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn create_organization(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<CreateOrganization>,
+) -> Result<(StatusCode, Json<CreatedOrganization>), ApiError> {
+    require_admin(&caller, "create organizations")?;
+    let name = request.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(ApiError::invalid("name must have 1-200 characters"));
+    }
+    let token_secret = new_secret();
+    let token = NewToken {
+        id: uuid::Uuid::now_v7(),
+        name: "first".into(),
+        secret_hash: secret_hash(&token_secret),
+        rights: Right::all(),
+        bot_ids: None,
+        expires_at: None,
+    };
+    match state
+        .identity
+        .create_organization(&caller.member, name, token)
+        .await
+    {
+        Ok(row) => Ok((
+            StatusCode::CREATED,
+            Json(CreatedOrganization {
+                organization: view(row),
+                token_secret,
+            }),
+        )),
+        Err(err) => Err(ApiError::from_store(&state, err, "organization").await),
+    }
+}
