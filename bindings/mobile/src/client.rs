@@ -5,15 +5,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use openbot_core::ConnectOptions;
 use openbot_core::tool::SharedTool;
-use openbot_schema::{BotId, ChatId, ExecutionId};
+use openbot_schema::{self as schema, BotId, ChatId, ExecutionId};
 
 use crate::error::OpenBotError;
 use crate::events::EventStream;
 use crate::runtime::{run, runtime};
 use crate::tools::{ForeignTool, HostTool};
 use crate::types::{
-    Bot, BotSpec, BotUpdate, Chat, ChatEntry, Execution, SendInput, SendReceipt, ToolResult,
-    parse_id,
+    ApprovalRequest, ApprovalState, Bot, BotSpec, BotUpdate, Chat, ChatEntry, Decision, Execution,
+    SendInput, SendReceipt, ToolResult, parse_id, parse_uuid,
 };
 
 type Inner = Arc<dyn openbot_core::Client>;
@@ -232,6 +232,42 @@ impl Client {
         let result = result.into_schema()?;
         self.with(|c| async move { c.deliver_tool_result(id, result).await })
             .await
+    }
+
+    /// The approval requests the caller may decide, newest first; with `state`, only those in
+    /// it. Only a server has approval rules: in memory nothing asks, so the list is empty.
+    #[uniffi::method(default(state = None))]
+    pub async fn list_approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRequest>, OpenBotError> {
+        let state = state.map(Into::into);
+        let requests = self
+            .with(|c| async move { c.list_approvals(state).await })
+            .await?;
+        Ok(requests.into_iter().map(Into::into).collect())
+    }
+
+    /// Decides a pending approval request and returns it as decided. `APPROVE` runs the call
+    /// once, in the request's child execution, whose result reaches the Chat as a notice;
+    /// `DENY` never runs it, and the model is told (with `reason`). A request that is no longer
+    /// pending fails with `conflict`; an unknown one (always, in memory) with `not_found`.
+    #[uniffi::method(default(reason = None))]
+    pub async fn decide_approval(
+        &self,
+        id: String,
+        decision: Decision,
+        reason: Option<String>,
+    ) -> Result<ApprovalRequest, OpenBotError> {
+        let id = parse_uuid("approval request ID", &id)?;
+        let decision = schema::DecideApproval {
+            decision: decision.into(),
+            reason,
+        };
+        let request = self
+            .with(|c| async move { c.decide_approval(id, decision).await })
+            .await?;
+        Ok(request.into())
     }
 
     /// Closes the client. Later calls fail with `closed`; in the in-memory mode running Turns

@@ -21,6 +21,17 @@ pub(crate) fn parse_id<T: FromStr<Err = schema::IdParseError>>(
         .map_err(|e: schema::IdParseError| OpenBotError::invalid_input(e.to_string()))
 }
 
+/// Parses a plain UUID given by the caller (an approval request's ID); `T` is the type the core
+/// takes.
+pub(crate) fn parse_uuid<T: FromStr>(what: &str, text: &str) -> Result<T, OpenBotError> {
+    text.parse().map_err(|_| {
+        OpenBotError::invalid_input(format!(
+            "`{}` is not a valid {what}: expected a UUID",
+            text.chars().take(64).collect::<String>()
+        ))
+    })
+}
+
 fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, OpenBotError> {
     serde_json::from_str(text)
         .map_err(|e| OpenBotError::invalid_input(format!("{what} is not JSON: {e}")))
@@ -831,6 +842,30 @@ pub enum EventKind {
         /// The call, as `<step>/<slot>/<attempt>`.
         call: String,
     },
+    /// `child_started`: a tool call started child work (a tool job or a delegated Turn) with
+    /// events of its own; its result reaches the source Chat as a notice.
+    ChildStarted {
+        /// The ID of the call that started it.
+        call_id: String,
+        /// The child execution (the event's `execution_id` names the parent).
+        child_id: String,
+        /// What it is: `tool_job` or `turn`.
+        kind: String,
+    },
+    /// `approval_requested`: a tool call waits for a person's decision; the Turn goes on.
+    ApprovalRequested {
+        /// The request to decide (`decideApproval`).
+        request_id: String,
+        /// The call, with its arguments.
+        call: ToolCall,
+        /// When the request expires unless decided.
+        expires_at: SystemTime,
+    },
+    /// `job_ended`: a tool job ended; the last event of its execution.
+    JobEnded {
+        /// Its end state: `COMPLETED` or `CANCELLED`.
+        state: ExecutionState,
+    },
     /// `turn_ended`: the Turn ended; the last event of its execution.
     TurnEnded {
         /// Why it ended.
@@ -878,6 +913,27 @@ impl From<schema::EventKind> for EventKind {
                 result: result.into(),
             },
             K::CallOutcomeUnknown { step, call } => Self::CallOutcomeUnknown { step, call },
+            K::ChildStarted {
+                call_id,
+                child_id,
+                kind,
+            } => Self::ChildStarted {
+                call_id,
+                child_id: child_id.to_string(),
+                kind,
+            },
+            K::ApprovalRequested {
+                request_id,
+                call,
+                expires_at,
+            } => Self::ApprovalRequested {
+                request_id: request_id.to_string(),
+                call: call.into(),
+                expires_at: time(expires_at),
+            },
+            K::JobEnded { state } => Self::JobEnded {
+                state: state.into(),
+            },
             K::TurnEnded { outcome, usage } => Self::TurnEnded {
                 outcome: outcome.into(),
                 usage: usage.into(),
@@ -887,6 +943,131 @@ impl From<schema::EventKind> for EventKind {
                 error_id: error_id.to_string(),
             },
             _ => Self::Other,
+        }
+    }
+}
+
+/// Where an approval request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum ApprovalState {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved: the call runs once, in its own execution.
+    Approved,
+    /// Denied: the call never runs; the model is told.
+    Denied,
+    /// No decision came in time: it grants nothing.
+    Expired,
+    /// Approved, but the rights the call was asked with are gone: it grants nothing.
+    Revoked,
+    /// The work that asked was cancelled before a decision.
+    Cancelled,
+}
+
+impl From<schema::ApprovalState> for ApprovalState {
+    fn from(state: schema::ApprovalState) -> Self {
+        use schema::ApprovalState as S;
+        match state {
+            S::Pending => Self::Pending,
+            S::Approved => Self::Approved,
+            S::Denied => Self::Denied,
+            S::Expired => Self::Expired,
+            S::Revoked => Self::Revoked,
+            S::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+impl From<ApprovalState> for schema::ApprovalState {
+    fn from(state: ApprovalState) -> Self {
+        use ApprovalState as S;
+        match state {
+            S::Pending => Self::Pending,
+            S::Approved => Self::Approved,
+            S::Denied => Self::Denied,
+            S::Expired => Self::Expired,
+            S::Revoked => Self::Revoked,
+            S::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+/// A person's decision on an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum Decision {
+    /// Run the call once.
+    Approve,
+    /// Do not run it.
+    Deny,
+}
+
+impl From<Decision> for schema::Decision {
+    fn from(decision: Decision) -> Self {
+        match decision {
+            Decision::Approve => Self::Approve,
+            Decision::Deny => Self::Deny,
+        }
+    }
+}
+
+/// A tool call that waits for (or got) a person's decision.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ApprovalRequest {
+    /// Its ID.
+    pub id: String,
+    /// The Turn whose model asked for the call.
+    pub source_execution_id: String,
+    /// The child execution (a `tool_job`) that runs the call once it is approved.
+    pub execution_id: String,
+    /// The Chat the decision and the call's result are reported to.
+    pub chat_id: Option<String>,
+    /// The Bot that asked.
+    pub bot_id: String,
+    /// The call, with its arguments.
+    pub call: ToolCall,
+    /// Where it is.
+    pub state: ApprovalState,
+    /// When it was asked for.
+    pub created_at: SystemTime,
+    /// When it expires unless decided.
+    pub expires_at: SystemTime,
+    /// When it was decided.
+    pub decided_at: Option<SystemTime>,
+    /// The member who decided.
+    pub decided_by: Option<String>,
+    /// The reason given with the decision.
+    pub reason: Option<String>,
+}
+
+impl From<schema::ApprovalRequest> for ApprovalRequest {
+    fn from(request: schema::ApprovalRequest) -> Self {
+        let schema::ApprovalRequest {
+            id,
+            source_execution_id,
+            execution_id,
+            chat_id,
+            bot_id,
+            call,
+            state,
+            created_at,
+            expires_at,
+            decided_at,
+            decided_by,
+            reason,
+        } = request;
+        Self {
+            id: id.to_string(),
+            source_execution_id: source_execution_id.to_string(),
+            execution_id: execution_id.to_string(),
+            chat_id: chat_id.map(|c| c.to_string()),
+            bot_id: bot_id.to_string(),
+            call: call.into(),
+            state: state.into(),
+            created_at: time(created_at),
+            expires_at: time(expires_at),
+            decided_at: decided_at.map(time),
+            decided_by: decided_by.map(|m| m.to_string()),
+            reason,
         }
     }
 }

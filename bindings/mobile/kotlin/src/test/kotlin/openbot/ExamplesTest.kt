@@ -3,9 +3,13 @@ package openbot
 import java.io.File
 import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
+import uniffi.openbot.ApprovalState
 import uniffi.openbot.BotSpec
+import uniffi.openbot.Decision
 import uniffi.openbot.EventKind
+import uniffi.openbot.ExecutionState
 import uniffi.openbot.OpenBotException
 import uniffi.openbot.TurnOutcome
 import uniffi.openbot.connect
@@ -40,6 +44,57 @@ class ExamplesTest {
         assertEquals("Hello, world!", reply)
         assertEquals(TurnOutcome.COMPLETED, outcome)
         assertEquals(2, client.history(chat.id).size)
+        client.shutdown()
+    }
+
+    @Test
+    fun `deciding what is pending runs in memory too`() = runBlocking {
+        val client = connect("memory://")
+        val printed = mutableListOf<String>()
+        for (request in client.listApprovals(ApprovalState.PENDING)) {      // in memory: none
+            printed += "${request.call.name} ${request.call.argumentsJson} until ${request.expiresAt}"
+            client.decideApproval(request.id, Decision.DENY, "not without a ticket")
+        }
+        assertEquals(emptyList<String>(), printed)
+        client.shutdown()
+    }
+
+    @Test
+    fun `an approved call runs once in its child`() = runBlocking {
+        Server.start()
+        val client = connect(Server.url, Server.token)
+        Endpoint().use { endpoint ->
+            val (botId, tool) = client.payingBot(endpoint)
+            val chat = client.createChat(botId)
+            val printed = mutableListOf<String>()
+
+            val receipt = client.send(chat.id, textInput("Pay 5"))
+            var childId: String? = null
+            client.observe(receipt.executionId).use { events ->
+                while (true) {
+                    val event = events.next() ?: break
+                    when (val kind = event.kind) {
+                        is EventKind.ApprovalRequested -> printed += "asks: ${kind.call.name} ${kind.call.argumentsJson}"
+                        is EventKind.ChildStarted -> childId = kind.childId       // kind.kind == "tool_job"
+                        else -> {}
+                    }
+                }
+            }
+            val request = client.listApprovals(ApprovalState.PENDING).single { it.call.name == tool }
+            client.decideApproval(request.id, Decision.APPROVE, "invoice 42")
+            var ended: ExecutionState? = null
+            client.observe(childId!!).use { events ->
+                while (true) {
+                    val kind = events.next()?.kind ?: break
+                    if (kind is EventKind.JobEnded) ended = kind.state   // COMPLETED: paid once
+                }
+            }
+
+            assertEquals(listOf("asks: $tool {\"amount\":5}"), printed)
+            assertEquals(ExecutionState.COMPLETED, ended)
+            assertEquals(1, endpoint.calls.size)
+            assertTrue(client.listApprovals(ApprovalState.PENDING).none { it.call.name == tool })
+        }
         client.shutdown()
     }
 
