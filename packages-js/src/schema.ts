@@ -533,6 +533,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organizations the caller's account belongs to. */
+        get: operations["list_organizations"];
+        put?: never;
+        /**
+         * Creates an organization owned by the caller's account, with the owner's first token there
+         *     (shown once). Owners and admins of an organization may create more.
+         */
+        post: operations["create_organization"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -929,6 +950,11 @@ export interface components {
             /** @description The role they get: `member` or `admin`. */
             role: components["schemas"]["MemberRole"];
         };
+        /** @description A request to create an organization; the caller's account becomes its owner. */
+        CreateOrganization: {
+            /** @description Its name, 1-200 characters. */
+            name: string;
+        };
         /** @description A request to create an API token. */
         CreateToken: {
             /** @description The only Bots the token may use; all when absent. */
@@ -949,6 +975,16 @@ export interface components {
             invitation: components["schemas"]["Invitation"];
             /** @description The secret the person accepts it with. */
             secret: string;
+        };
+        /** @description A new organization with its owner's first token. */
+        CreatedOrganization: {
+            /** @description The organization. */
+            organization: components["schemas"]["Organization"];
+            /**
+             * @description The owner's first token there (every right), shown only here. A token acts in one
+             *     organization: use this one for the new organization.
+             */
+            token_secret: string;
         };
         /** @description A new token and its secret, which is shown only this once. */
         CreatedToken: {
@@ -1327,6 +1363,28 @@ export interface components {
             result: components["schemas"]["ToolResult"];
             /** @enum {string} */
             role: "tool";
+        };
+        /** @description An organization the caller's account belongs to. */
+        Organization: {
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The account's membership there.
+             */
+            member_id: string;
+            /** @description Its name. */
+            name: string;
+            /** @description The account's role there. */
+            role: components["schemas"]["MemberRole"];
         };
         /** @description An organization's settings for one provider kind (never the key itself). */
         ProviderSettings: {
@@ -3637,6 +3695,96 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_organizations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Organization"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_organization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOrganization"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedOrganization"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
