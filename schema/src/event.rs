@@ -101,7 +101,8 @@ pub enum EventKind {
         /// When the request expires unless decided.
         expires_at: DateTime<Utc>,
     },
-    /// A tool job ended. This is the last event of its execution.
+    /// A job ended: a tool job, or a service's job (e.g. deleting a Chat). This is the last
+    /// event of its execution.
     JobEnded {
         /// Its end state: `completed` or `cancelled`.
         state: crate::execution::ExecutionState,

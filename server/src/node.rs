@@ -192,6 +192,11 @@ pub fn registry(database: Option<&Database>) -> Registry {
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));
     registry.register(Arc::new(jobs));
+    if let Some(database) = database {
+        registry.register(Arc::new(crate::chats::ChatDeletionWorkflow::new(
+            Arc::clone(&database.chats),
+        )));
+    }
     registry
 }
 

@@ -37,6 +37,7 @@ http_tests!(
     cancelling_a_turn_cancels_its_delegated_children,
     a_childs_step_limit_comes_from_its_source,
     a_chat_budget_stops_a_grandchild,
+    a_chat_is_deleted_by_service_work_that_members_never_see,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -819,5 +820,50 @@ async fn a_chat_budget_stops_a_grandchild(server: Server) {
     assert_eq!(
         budgets[0]["spent_micros"], 600,
         "the Chat's spending includes the grandchild's"
+    );
+}
+
+async fn a_chat_is_deleted_by_service_work_that_members_never_see(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let bot = server
+        .bot_with(&server.owner, "Plain", &model.spec(), &[])
+        .await;
+    let (chat, _, _) = server.run_turn(&server.owner, &bot, "Hi").await;
+    let deleted = server
+        .delete(&format!("/v1/chats/{chat}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let rows: Vec<(uuid::Uuid, String, String)> = match &server.raw {
+        Raw::Sqlite(store, _) => {
+            sqlx::query_as("SELECT id, scope, state FROM executions WHERE kind = 'chat_deletion'")
+                .fetch_all(store.pool())
+                .await
+                .unwrap()
+        }
+        Raw::Postgres(store) => {
+            sqlx::query_as("SELECT id, scope, state FROM executions WHERE kind = 'chat_deletion'")
+                .fetch_all(store.pool())
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(rows.len(), 1);
+    let (id, scope, state) = &rows[0];
+    assert!(
+        scope.starts_with("service:org-") && scope.ends_with("/chat-deletion"),
+        "{scope}"
+    );
+    assert_eq!(state, "completed");
+    let seen = server
+        .get(&format!("/v1/executions/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.status(),
+        StatusCode::NOT_FOUND,
+        "members never see service work"
     );
 }

@@ -2,12 +2,14 @@
 //! Turn executions: the engine runs them one at a time, in order, and deleting a Chat closes its
 //! admission gate before it cancels what runs.
 
+mod deletion;
 mod history;
 mod postgres;
 mod service;
 mod sqlite;
 mod store;
 
+pub use deletion::{CHAT_DELETION, ChatDeletionWorkflow, DeletionInput, deletion_service};
 pub use history::{HistoryEntry, chat_history};
 pub use service::{ChatError, Chats};
 pub use store::{ChatRow, ChatStore};

@@ -370,40 +370,31 @@ impl Chats {
         }
     }
 
-    /// Deletes a Chat: closes it to input (its Turns and their children admit nothing new),
-    /// cancels its Turns and every child they started, and waits up to [`DELETE_WAIT`] for all
-    /// of them to end. Returns whether they all ended in that time.
+    /// Deletes a Chat: starts its deletion, durable work of the organization's
+    /// `chat-deletion` service that closes the Chat to input (its Turns and their children
+    /// admit nothing new), cancels its Turns and every child they started, and ends once all
+    /// of them closed. Waits up to [`DELETE_WAIT`] for it; returns whether it ended in that
+    /// time (it goes on either way, also across a restart).
     pub async fn delete(&self, caller: &Caller, id: ChatId) -> Result<bool, ChatError> {
         self.chat(caller, id).await?;
-        self.chats.delete_chat(id).await?;
-        let store = &self.engine.context().store;
-        for execution in store.chat_executions(id.as_uuid()).await? {
-            if !execution.state.is_terminal() {
-                match self.engine.cancel(execution.id).await {
-                    Ok(_) | Err(StoreError::Ended(_)) => {}
-                    Err(err) => return Err(err.into()),
-                }
-            }
-            self.engine.cancel_descendants(execution.id).await?;
-        }
+        let input = super::DeletionInput { chat_id: id };
+        let deletion = self
+            .engine
+            .submit(super::deletion::deletion_submission(
+                caller.member.organization_id,
+                &input,
+            ))
+            .await?
+            .execution_id();
         let deadline = tokio::time::Instant::now() + DELETE_WAIT;
         loop {
-            let executions = store.chat_executions(id.as_uuid()).await?;
-            let mut open = executions.iter().any(|e| !e.state.is_terminal());
-            for execution in &executions {
-                if open {
-                    break;
-                }
-                // Children (tool jobs, delegated Turns) close before the delete finishes.
-                open = !store.open_descendants(execution.id).await?.is_empty();
-            }
-            if !open {
+            if self.engine.execution(deletion).await?.state.is_terminal() {
                 return Ok(true);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(false);
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

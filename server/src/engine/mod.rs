@@ -110,6 +110,27 @@ impl EngineContext {
         Ok(last)
     }
 
+    /// Asks an execution and every descendant that has not ended to stop; returns the cancel
+    /// signal's number.
+    pub async fn cancel(&self, id: ExecutionId) -> Result<i64, StoreError> {
+        let number = self.store.signal(id, "cancel", "{}").await?;
+        self.hub.announce(Wake::Signal(id));
+        self.cancel_descendants(id).await?;
+        Ok(number)
+    }
+
+    /// Asks every descendant of `id` that has not ended to stop, also when `id` itself ended.
+    pub async fn cancel_descendants(&self, id: ExecutionId) -> Result<(), StoreError> {
+        for child in self.store.open_descendants(id).await? {
+            match self.store.signal(child, "cancel", "{}").await {
+                Ok(_) | Err(StoreError::Ended(_)) => self.hub.announce(Wake::Signal(child)),
+                Err(err) => return Err(err),
+            }
+        }
+        self.hub.announce(Wake::Work);
+        Ok(())
+    }
+
     /// Opens a sealed record and reads it as JSON.
     pub async fn open_json<T: serde::de::DeserializeOwned>(
         &self,
@@ -293,23 +314,13 @@ impl Engine {
     /// signal's number; each moves to `cancelling` and ends `cancelled` once its owner stopped
     /// its work.
     pub async fn cancel(&self, id: ExecutionId) -> Result<i64, StoreError> {
-        let number = self.cx.store.signal(id, "cancel", "{}").await?;
-        self.cx.hub.announce(Wake::Signal(id));
-        self.cancel_descendants(id).await?;
-        Ok(number)
+        self.cx.cancel(id).await
     }
 
     /// Asks every descendant of `id` that has not ended to stop, also when `id` itself ended
     /// (a detached child may outlive its parent).
     pub async fn cancel_descendants(&self, id: ExecutionId) -> Result<(), StoreError> {
-        for child in self.cx.store.open_descendants(id).await? {
-            match self.cx.store.signal(child, "cancel", "{}").await {
-                Ok(_) | Err(StoreError::Ended(_)) => self.cx.hub.announce(Wake::Signal(child)),
-                Err(err) => return Err(err),
-            }
-        }
-        self.cx.hub.announce(Wake::Work);
-        Ok(())
+        self.cx.cancel_descendants(id).await
     }
 
     /// Stops claiming work, stops every phase and gives each execution up so that another

@@ -1,0 +1,202 @@
+//! Deleting a Chat, as durable work of the organization's `chat-deletion` service.
+//!
+//! The deletion closes the Chat's admission gate (nothing new starts in its tree), cancels its
+//! Turns and every child they started, and ends only once all of them closed. It runs on the
+//! engine under a [`ServiceIdentity`], so a crash or a takeover in the middle finishes it
+//! instead of leaving work running in a deleted Chat; a member's request only starts it (once
+//! per Chat, by its command key) and waits for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use openbot_schema::{ChatId, EventKind, ExecutionState};
+use serde::{Deserialize, Serialize};
+
+use super::store::ChatStore;
+use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
+use crate::identity::{ServiceIdentity, ServiceOwner};
+use crate::store::{Commit, StateChange, StoreError, now_ms};
+
+/// The execution kind of Chat deletions.
+pub const CHAT_DELETION: &str = "chat_deletion";
+
+/// How often a deletion looks again at work that has not closed yet.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// The saved input of a deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletionInput {
+    /// The Chat.
+    pub chat_id: ChatId,
+}
+
+/// The service that deletes an organization's Chats.
+pub fn deletion_service(organization: uuid::Uuid) -> ServiceIdentity {
+    // The name is a constant that follows the naming rule.
+    ServiceIdentity {
+        owner: ServiceOwner::Organization(organization),
+        name: "chat-deletion".into(),
+    }
+}
+
+/// The submission of a Chat's deletion: one per Chat, however often it is asked for.
+pub fn deletion_submission(
+    organization: uuid::Uuid,
+    input: &DeletionInput,
+) -> Submission<'_, DeletionInput> {
+    Submission {
+        kind: CHAT_DELETION,
+        scope: deletion_service(organization).scope(),
+        command_key: Some(format!("chat-deletion:{}", input.chat_id)),
+        input,
+        events: Vec::new(),
+        parent_id: None,
+        chat_id: None,
+        admission_gate: None,
+    }
+}
+
+/// Runs Chat deletions.
+pub struct ChatDeletionWorkflow {
+    chats: Arc<dyn ChatStore>,
+}
+
+impl ChatDeletionWorkflow {
+    /// A workflow that closes Chats in `chats`.
+    pub fn new(chats: Arc<dyn ChatStore>) -> Self {
+        Self { chats }
+    }
+}
+
+fn storage(err: crate::engine::EngineError) -> PhaseError {
+    match err {
+        crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
+        other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
+    }
+}
+
+fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
+    Commit {
+        events: vec![EventKind::JobEnded { state }],
+        state: Some(StateChange {
+            state,
+            outcome: None,
+            failure: None,
+            wake_at: None,
+            unknown_call: None,
+            output: None,
+            release: true,
+        }),
+        handled_signals: signals,
+        ..Commit::default()
+    }
+}
+
+#[async_trait]
+impl Workflow for ChatDeletionWorkflow {
+    fn kind(&self) -> &'static str {
+        CHAT_DELETION
+    }
+
+    async fn next(&self, cx: &PhaseContext) -> Result<Next, PhaseError> {
+        Ok(if cx.execution.state.is_terminal() {
+            Next::Done
+        } else {
+            Next::Run("close".into())
+        })
+    }
+
+    async fn run(
+        &self,
+        cx: &PhaseContext,
+        _phase: &str,
+        scope: &RunScope,
+    ) -> Result<(), PhaseError> {
+        let input: DeletionInput = cx
+            .engine
+            .open_json(cx.execution.input_record)
+            .await
+            .map_err(storage)?;
+        // Closing the gate first: from here on nothing new starts in the Chat's tree.
+        self.chats.delete_chat(input.chat_id).await?;
+        let cancelled = scope.cancellation();
+        loop {
+            let executions = cx
+                .engine
+                .store
+                .chat_executions(input.chat_id.as_uuid())
+                .await?;
+            let mut open = false;
+            for execution in &executions {
+                if !execution.state.is_terminal() {
+                    open = true;
+                    if execution.state != ExecutionState::Cancelling {
+                        match cx.engine.cancel(execution.id).await {
+                            Ok(_) | Err(StoreError::Ended(_)) => {}
+                            Err(err) => return Err(err.into()),
+                        }
+                    }
+                }
+                if !cx
+                    .engine
+                    .store
+                    .open_descendants(execution.id)
+                    .await?
+                    .is_empty()
+                {
+                    open = true;
+                    cx.engine.cancel_descendants(execution.id).await?;
+                }
+            }
+            if !open {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(RECHECK) => {}
+                _ = cancelled.cancelled() => return Err(PhaseError::Cancelled),
+            }
+        }
+        tracing::info!(chat = %input.chat_id, at = now_ms(), "chat deleted; its work closed");
+        cx.engine
+            .commit(
+                cx.execution.id,
+                cx.generation,
+                ended(ExecutionState::Completed, Vec::new()),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
+        let commit = match end {
+            EngineEnd::Cancelled { signals } => ended(ExecutionState::Cancelled, signals),
+            EngineEnd::Failed { category, cause } => {
+                let blob = cx
+                    .engine
+                    .keys
+                    .seal(uuid::Uuid::now_v7(), cause.as_bytes())
+                    .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
+                let error_id = openbot_schema::ErrorId::from(blob.id);
+                tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "chat deletion failed");
+                Commit {
+                    events: vec![EventKind::Failed { category, error_id }],
+                    state: Some(StateChange {
+                        state: ExecutionState::Failed,
+                        outcome: None,
+                        failure: Some((category, blob)),
+                        wake_at: None,
+                        unknown_call: None,
+                        output: None,
+                        release: true,
+                    }),
+                    ..Commit::default()
+                }
+            }
+        };
+        cx.engine
+            .commit(cx.execution.id, cx.generation, commit)
+            .await?;
+        Ok(())
+    }
+}
