@@ -13,6 +13,7 @@ mod chat;
 mod error;
 mod event;
 mod execution;
+mod file;
 mod ids;
 mod message;
 mod models;
@@ -32,6 +33,7 @@ pub use chat::{Chat, ChatEntry, CreateChat, SendDisposition, SendInput, SendRece
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
+pub use file::StoredFile;
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use message::{ContentPart, FileRef, Message};
 pub use models::{ProviderSettings, PutProvider};

@@ -6,6 +6,7 @@ pub mod bots;
 pub mod budgets;
 pub mod chats;
 pub mod engine;
+pub mod files;
 pub mod http;
 pub mod identity;
 pub mod models;

@@ -28,6 +28,9 @@ pub struct NodeConfig {
     pub lease: Duration,
     /// The most PostgreSQL connections.
     pub max_connections: u32,
+    /// The folder of the object store (files' bytes); `<data_dir>/objects` by default. Nodes
+    /// of one deployment must share it.
+    pub objects_dir: Option<PathBuf>,
 }
 
 /// A node that cannot start.
@@ -55,7 +58,15 @@ pub enum NodeError {
     MissingSharedKeys,
 }
 
-/// The SQLite database file in a data folder.
+/// The folder of a node's object store (the bytes of files).
+pub fn objects_dir(config: &NodeConfig) -> PathBuf {
+    config
+        .objects_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("objects"))
+}
+
+/// Where the SQLite database of a data folder is.
 pub fn sqlite_path(data_dir: &Path) -> PathBuf {
     data_dir.join("openbot.db")
 }
@@ -79,6 +90,8 @@ pub struct Database {
     pub tools: Arc<dyn crate::tools::ToolStore>,
     /// Approval rules.
     pub rules: Arc<dyn crate::approvals::RuleStore>,
+    /// File descriptions (their bytes are in the object store).
+    pub files: Arc<dyn crate::files::FileStore>,
 }
 
 impl Database {
@@ -92,7 +105,8 @@ impl Database {
             + crate::models::ModelRegistryStore
             + crate::budgets::BudgetStore
             + crate::tools::ToolStore
-            + crate::approvals::RuleStore,
+            + crate::approvals::RuleStore
+            + crate::files::FileStore,
     {
         Self {
             store: store.clone(),
@@ -102,7 +116,8 @@ impl Database {
             models: store.clone(),
             budgets: store.clone(),
             tools: store.clone(),
-            rules: store,
+            rules: store.clone(),
+            files: store,
         }
     }
 }

@@ -56,6 +56,7 @@ http_tests!(
     organization_endpoints_never_read_or_command_service_work,
     a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
     an_admin_creates_an_organization_whose_token_acts_only_there,
+    a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store,
 );
 
 async fn health_needs_no_token(server: Server) {
@@ -1624,4 +1625,99 @@ async fn an_admin_creates_an_organization_whose_token_acts_only_there(server: Se
         error_code(blank).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
     );
+}
+
+async fn a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store(server: Server) {
+    let upload = |token: String, body: Vec<u8>, content_type: Option<&'static str>| {
+        let mut request = server.post("/v1/files?name=notes.txt", &token).body(body);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        async move { request.send().await.unwrap() }
+    };
+    let stored = upload(
+        server.owner.clone(),
+        b"hello files".to_vec(),
+        Some("text/plain"),
+    )
+    .await;
+    assert_eq!(stored.status(), StatusCode::CREATED);
+    let stored: Value = stored.json().await.unwrap();
+    assert_eq!(stored["size"], 11);
+    assert_eq!(stored["media_type"], "text/plain");
+    let id = stored["id"].as_str().unwrap().to_string();
+    let content = server
+        .get(&format!("/v1/files/{id}/content"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content.headers()["content-type"], "text/plain");
+    assert_eq!(content.bytes().await.unwrap().as_ref(), b"hello files");
+    let organization = server.owner_member().await.organization_id;
+    let object = server
+        .objects
+        .path()
+        .join(format!("org-{organization}"))
+        .join(&id);
+    assert_eq!(
+        std::fs::read(&object).unwrap(),
+        b"hello files",
+        "the bytes are in the object store"
+    );
+
+    let other = server.other_member_token().await;
+    let hidden = server
+        .get(&format!("/v1/files/{id}"), &other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(hidden).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let untyped = upload(server.owner.clone(), b"x".to_vec(), None).await;
+    assert_eq!(
+        error_code(untyped).await,
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type".into()
+        )
+    );
+    let huge = upload(
+        server.owner.clone(),
+        vec![0u8; 20 * 1024 * 1024 + 1],
+        Some("application/octet-stream"),
+    )
+    .await;
+    assert_eq!(
+        error_code(huge).await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into())
+    );
+    let listed: Value = server
+        .get("/v1/files", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        1,
+        "nothing half-written: {listed}"
+    );
+
+    let deleted = server
+        .delete(&format!("/v1/files/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    assert!(!object.exists(), "its bytes are gone");
+    let gone = server
+        .get(&format!("/v1/files/{id}/content"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), StatusCode::NOT_FOUND);
 }

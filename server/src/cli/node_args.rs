@@ -22,6 +22,10 @@ pub struct NodeArgs {
     /// over this long after the owner stopped renewing it.
     #[arg(long, env = "OPENBOT_LEASE_MS", default_value_t = 2000)]
     pub lease_ms: u64,
+    /// The folder of the object store that keeps files' bytes (default: `objects` in the
+    /// data folder). The nodes of one deployment must share it.
+    #[arg(long, env = "OPENBOT_OBJECTS_DIR")]
+    pub objects_dir: Option<PathBuf>,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -43,6 +47,7 @@ impl NodeArgs {
             node_name: self.node_name.clone().unwrap_or_else(default_node_name),
             lease: Duration::from_millis(self.lease_ms.max(200)),
             max_connections: 16,
+            objects_dir: self.objects_dir.clone(),
         }
     }
 }

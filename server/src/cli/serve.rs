@@ -35,7 +35,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("openbot: first start: the line above is the admin token; it is shown only once");
     }
     let engine = Arc::new(node::start(&config, &database).await?);
-    let state = AppState::new(Arc::clone(&engine), &database);
+    let objects = openbot_server::files::local_objects(&node::objects_dir(&config))?;
+    let state = AppState::new(Arc::clone(&engine), &database, objects);
     let backend = if config.database_url.is_some() {
         "postgres"
     } else {

@@ -9,6 +9,7 @@ mod budgets;
 mod chats;
 mod error;
 mod executions;
+mod files;
 mod health;
 mod json;
 mod members;
@@ -51,11 +52,17 @@ pub struct AppState {
     pub chats: crate::chats::Chats,
     /// The approval use cases.
     pub approvals: crate::approvals::Approvals,
+    /// The file use cases.
+    pub files: crate::files::Files,
 }
 
 impl AppState {
-    /// The state of a node's HTTP API over its engine and database.
-    pub fn new(engine: Arc<Engine>, database: &crate::node::Database) -> Self {
+    /// The state of a node's HTTP API over its engine, its database and its object store.
+    pub fn new(
+        engine: Arc<Engine>,
+        database: &crate::node::Database,
+        objects: Arc<dyn object_store::ObjectStore>,
+    ) -> Self {
         let chats = crate::chats::Chats::new(
             Arc::clone(&engine),
             Arc::clone(&database.chats),
@@ -67,8 +74,10 @@ impl AppState {
             Arc::clone(&database.rules),
             Arc::clone(&database.identity),
         );
+        let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         Self {
             engine,
+            files,
             approvals,
             identity: Arc::clone(&database.identity),
             bots: Arc::clone(&database.bots),
@@ -165,6 +174,9 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chats::send, chats::history))
         .routes(routes!(chats::steer))
         .routes(routes!(chats::stop))
+        .routes(routes!(files::upload_file, files::list_files))
+        .routes(routes!(files::get_file, files::delete_file))
+        .routes(routes!(files::file_content))
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::cancel_execution))
         .routes(routes!(executions::events))

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -65,6 +65,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 9,
         name: "work",
         sql: include_str!("../../../migrations/sqlite/0009_work.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "files",
+        sql: include_str!("../../../migrations/sqlite/0010_files.sql"),
     },
 ];
 
@@ -113,6 +118,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 9,
         name: "work",
         sql: include_str!("../../../migrations/postgres/0009_work.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "files",
+        sql: include_str!("../../../migrations/postgres/0010_files.sql"),
     },
 ];
 

@@ -72,6 +72,8 @@ pub struct Server {
     pub engine: Arc<Engine>,
     pub raw: Raw,
     pub http: reqwest::Client,
+    /// The object store's folder.
+    pub objects: tempfile::TempDir,
 }
 
 pub async fn server(raw: Raw) -> Server {
@@ -98,7 +100,9 @@ pub async fn server(raw: Raw) -> Server {
             },
         )
         .await;
-    let state = AppState::new(Arc::clone(&engine), &database);
+    let objects = tempfile::tempdir().unwrap();
+    let store = openbot_server::files::local_objects(objects.path()).unwrap();
+    let state = AppState::new(Arc::clone(&engine), &database, store);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -111,6 +115,7 @@ pub async fn server(raw: Raw) -> Server {
         engine,
         raw,
         http: reqwest::Client::new(),
+        objects,
     }
 }
 macro_rules! http_tests {

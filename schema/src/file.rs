@@ -1,0 +1,37 @@
+//! Files: bytes a member stores on the server, referenced from messages by their ID.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::ids::FileId;
+use crate::message::FileRef;
+
+/// A stored file's description (its bytes are read separately).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StoredFile {
+    /// Its ID.
+    pub id: FileId,
+    /// Its display name.
+    pub name: String,
+    /// Its media type, e.g. `image/png`.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The SHA-256 of its bytes, hex.
+    pub sha256: String,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+}
+
+impl StoredFile {
+    /// A reference to this file for a message's content.
+    pub fn reference(&self) -> FileRef {
+        FileRef {
+            id: self.id,
+            media_type: self.media_type.clone(),
+            name: Some(self.name.clone()),
+            url: None,
+        }
+    }
+}

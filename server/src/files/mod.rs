@@ -1,0 +1,11 @@
+//! Files: bytes a member stores on the server. The bytes live in an object store (by default a
+//! folder of the data folder, `objects/`); the database keeps each file's description, its
+//! owner and where its bytes are. Lists and reads are the owner's alone.
+
+mod postgres;
+mod service;
+mod sqlite;
+mod store;
+
+pub use service::{FileError, Files, MAX_FILE_BYTES, local_objects};
+pub use store::{FileRow, FileStore};

@@ -1,0 +1,79 @@
+//! File descriptions on SQLite.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::store::{FileRow, FileStore};
+use crate::store::{SqliteStore, StoreError, now_ms};
+
+fn file_row(row: &sqlx::sqlite::SqliteRow) -> Result<FileRow, StoreError> {
+    Ok(FileRow {
+        id: row.try_get("id")?,
+        organization_id: row.try_get("organization_id")?,
+        owner_member_id: row.try_get("owner_member_id")?,
+        name: row.try_get("name")?,
+        media_type: row.try_get("media_type")?,
+        size: row.try_get("size")?,
+        sha256: row.try_get("sha256")?,
+        object_key: row.try_get("object_key")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+#[async_trait]
+impl FileStore for SqliteStore {
+    async fn add_file(&self, file: &FileRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .bind(file.id)
+        .bind(file.organization_id)
+        .bind(file.owner_member_id)
+        .bind(&file.name)
+        .bind(&file.media_type)
+        .bind(file.size)
+        .bind(&file.sha256)
+        .bind(&file.object_key)
+        .bind(file.created_at)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    async fn file_of(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT * FROM files WHERE id = ?1 AND owner_member_id = ?2 AND deleted_at IS NULL",
+        )
+        .bind(id)
+        .bind(owner)
+        .fetch_optional(self.reader())
+        .await?;
+        row.as_ref().map(file_row).transpose()
+    }
+
+    async fn files_of(&self, owner: Uuid) -> Result<Vec<FileRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM files WHERE owner_member_id = ?1 AND deleted_at IS NULL \
+             ORDER BY created_at DESC, id DESC LIMIT 1000",
+        )
+        .bind(owner)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(file_row).collect()
+    }
+
+    async fn delete_file(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE files SET deleted_at = ?3 WHERE id = ?1 AND owner_member_id = ?2 AND deleted_at IS NULL \
+             RETURNING *",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(now_ms())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(file_row).transpose()
+    }
+}

@@ -1,0 +1,45 @@
+//! The file descriptions store.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::store::{Millis, StoreError};
+
+/// A stored file's description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileRow {
+    /// Its ID.
+    pub id: Uuid,
+    /// Its organization.
+    pub organization_id: Uuid,
+    /// The member who stored it.
+    pub owner_member_id: Uuid,
+    /// Its display name.
+    pub name: String,
+    /// Its media type.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: i64,
+    /// The SHA-256 of its bytes, hex.
+    pub sha256: String,
+    /// Where its bytes are in the object store.
+    pub object_key: String,
+    /// When it was stored.
+    pub created_at: Millis,
+}
+
+/// File descriptions.
+#[async_trait]
+pub trait FileStore: Send + Sync + 'static {
+    /// Stores a file's description (its bytes are already in the object store).
+    async fn add_file(&self, file: &FileRow) -> Result<(), StoreError>;
+
+    /// A file of `owner` that is not deleted.
+    async fn file_of(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError>;
+
+    /// The files of `owner`, newest first.
+    async fn files_of(&self, owner: Uuid) -> Result<Vec<FileRow>, StoreError>;
+
+    /// Marks a file of `owner` deleted; returns it when it was there.
+    async fn delete_file(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError>;
+}

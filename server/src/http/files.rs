@@ -1,0 +1,154 @@
+//! `/v1/files`: a member's stored files. Storing and deleting need the `chats` write right,
+//! reading the `chats` read right; each file is its owner's alone.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use openbot_schema::{ErrorBody, ErrorCategory, ErrorCode, FileId, StoredFile};
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::ApiQuery;
+use crate::files::{FileError, MAX_FILE_BYTES};
+use crate::identity::Caller;
+
+async fn mapped(state: &AppState, err: FileError) -> ApiError {
+    match err {
+        FileError::NotFound => ApiError::not_found("file"),
+        FileError::Invalid(message) => ApiError::invalid(message),
+        FileError::Forbidden(err) => err.into(),
+        FileError::Store(err) => ApiError::from_store(state, err, "file").await,
+        FileError::Objects(cause) => ApiError::fault(state, ErrorCategory::Storage, cause).await,
+    }
+}
+
+fn parse_id(id: &str) -> Result<FileId, ApiError> {
+    id.parse()
+        .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))
+}
+
+/// The name of a file to store.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    /// Its display name: 1-255 characters, no slash.
+    name: String,
+}
+
+/// Stores a file: the request body is its bytes (at most 20 MiB) and its `Content-Type` its
+/// media type. Its description is answered; its bytes are read at `/v1/files/{id}/content`.
+#[utoipa::path(post, path = "/v1/files", tag = "files", params(UploadQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The file's bytes; any media type"),
+    responses((status = 201, body = StoredFile), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn upload_file(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<UploadQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<StoredFile>), ApiError> {
+    let Some(media_type) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::UnsupportedMediaType,
+            "send the file's media type as Content-Type",
+        ));
+    };
+    let media_type = media_type.to_string();
+    let bytes = axum::body::to_bytes(body, MAX_FILE_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::PayloadTooLarge,
+                format!("a file has at most {MAX_FILE_BYTES} bytes"),
+            )
+        })?;
+    match state
+        .files
+        .upload(&caller, &query.name, &media_type, bytes)
+        .await
+    {
+        Ok(file) => Ok((StatusCode::CREATED, Json(file))),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// The caller's files, newest first.
+#[utoipa::path(get, path = "/v1/files", tag = "files",
+    responses((status = 200, body = Vec<StoredFile>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_files(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<StoredFile>>, ApiError> {
+    match state.files.list(&caller).await {
+        Ok(files) => Ok(Json(files)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// One of the caller's files.
+#[utoipa::path(get, path = "/v1/files/{id}", tag = "files",
+    params(("id" = String, Path, description = "The file's ID")),
+    responses((status = 200, body = StoredFile), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn get_file(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<StoredFile>, ApiError> {
+    let id = parse_id(&id)?;
+    match state.files.get(&caller, id).await {
+        Ok(file) => Ok(Json(file)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Deletes one of the caller's files.
+#[utoipa::path(delete, path = "/v1/files/{id}", tag = "files",
+    params(("id" = String, Path, description = "The file's ID")),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_file(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&id)?;
+    match state.files.delete(&caller, id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// A file's bytes, with its media type.
+#[utoipa::path(get, path = "/v1/files/{id}/content", tag = "files",
+    params(("id" = String, Path, description = "The file's ID")),
+    responses((status = 200, content_type = "application/octet-stream", description = "The file's bytes, with its media type as Content-Type"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn file_content(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    match state.files.content(&caller, id).await {
+        Ok((file, bytes)) => Ok((
+            [
+                (header::CONTENT_TYPE, file.media_type),
+                (header::CONTENT_LENGTH, bytes.len().to_string()),
+            ],
+            bytes,
+        )
+            .into_response()),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
