@@ -103,3 +103,43 @@ fn a_node_stops_cleanly_on_sigterm() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).ends_with("openbot: stopping; releasing work"));
 }
+
+#[test]
+fn serve_with_no_flags_keeps_its_database_keys_and_objects_in_the_data_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    assert!(openbot(&["migrate", "--data-dir", path]).status.success());
+    let child = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["serve", "--data-dir", path, "--bind", "127.0.0.1:0"])
+        .env_remove("OPENBOT_SEAL_KEYS")
+        .env_remove("OPENBOT_OBJECTS_DIR")
+        .env_remove("OPENBOT_DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    // The folder is set up before the node listens; wait for that, then look.
+    let objects = dir.path().join("objects");
+    for _ in 0..200 {
+        if objects.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for entry in ["openbot.db", "seal-keys", "objects"] {
+        assert!(
+            dir.path().join(entry).exists(),
+            "{entry} is in the data folder"
+        );
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let finished = child.wait_with_output().unwrap();
+    assert!(finished.status.success(), "{}", stderr(&finished));
+}
