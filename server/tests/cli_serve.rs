@@ -133,6 +133,8 @@ fn serve_with_no_flags_keeps_its_database_keys_and_objects_in_the_data_folder() 
             "{entry} is in the data folder"
         );
     }
+    // Its signal handler is in place once it serves, shortly after the folder is set up.
+    std::thread::sleep(Duration::from_millis(500));
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
