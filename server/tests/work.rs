@@ -38,6 +38,9 @@ http_tests!(
     a_childs_step_limit_comes_from_its_source,
     a_chat_budget_stops_a_grandchild,
     a_chat_is_deleted_by_service_work_that_members_never_see,
+    a_paused_turn_sends_nothing_until_it_is_resumed,
+    paused_time_does_not_count_against_the_time_limit,
+    a_child_cannot_resume_while_its_parent_is_paused,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -866,4 +869,166 @@ async fn a_chat_is_deleted_by_service_work_that_members_never_see(server: Server
         StatusCode::NOT_FOUND,
         "members never see service work"
     );
+}
+
+impl Server {
+    async fn command(&self, execution: &str, what: &str) -> reqwest::Response {
+        self.post(&format!("/v1/executions/{execution}/{what}"), &self.owner)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until an execution is paused (waiting, with no owner).
+    async fn paused(&self, execution: &str) {
+        eventually("the pause", || async {
+            (self.execution(execution).await["state"] == "waiting").then_some(())
+        })
+        .await;
+    }
+}
+
+/// A model that calls `write` once (its answer after `delay`) and then answers.
+async fn writing_model(delay: Duration) -> FakeOpenAi {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["written"]),
+    ])
+    .await;
+    model.delay(0, delay);
+    model
+}
+
+async fn a_paused_turn_sends_nothing_until_it_is_resumed(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("write", &outside.url, false).await;
+    let model = writing_model(Duration::from_millis(500)).await;
+    let bot = server
+        .bot_with(&server.owner, "Writer", &model.spec(), &["write"])
+        .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    eventually("the model request", || async {
+        (model.total_requests() > 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        server.command(&execution, "pause").await.status(),
+        StatusCode::ACCEPTED
+    );
+    server.paused(&execution).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "the request in flight finished; nothing new was sent"
+    );
+    assert_eq!(outside.received(), 0, "the tool call waits for the resume");
+    assert_eq!(
+        server.command(&execution, "resume").await.status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1);
+    assert_eq!(
+        model.requests_at(0),
+        1,
+        "the saved answer was not asked for again"
+    );
+}
+
+async fn paused_time_does_not_count_against_the_time_limit(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("write", &outside.url, false).await;
+    let model = writing_model(Duration::from_millis(300)).await;
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&json!({"name": "Timed", "model": model.spec(),
+            "tools": [{"name": "write", "input_schema": {"type": "object"}}],
+            "limits": {"max_wall_time_ms": 1500}}))
+        .send()
+        .await
+        .unwrap();
+    let bot = json_of(response).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        server.command(&execution, "pause").await.status(),
+        StatusCode::ACCEPTED
+    );
+    server.paused(&execution).await;
+    // Longer than the whole limit, while paused.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(
+        server.command(&execution, "resume").await.status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "{events:?}"
+    );
+    assert_eq!(outside.received(), 1);
+}
+
+async fn a_child_cannot_resume_while_its_parent_is_paused(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("write", &outside.url, false).await;
+    let parent = FakeOpenAi::start(vec![
+        Answer::Tool("calculator", json!({"task": "Write"})),
+        Answer::Text(vec!["Waiting."]),
+        Answer::Text(vec!["Done."]),
+    ])
+    .await;
+    let child = writing_model(Duration::from_millis(500)).await;
+    let writer = server
+        .bot_with(&server.owner, "Writer", &child.spec(), &["write"])
+        .await;
+    server
+        .register_delegate("calculator", &writer, json!({}))
+        .await;
+    let boss = server
+        .bot_with(&server.owner, "Boss", &parent.spec(), &["calculator"])
+        .await;
+    let chat = server.chat(&server.owner, &boss).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Go", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    eventually("the child's model request", || async {
+        (child.total_requests() > 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        server.command(&execution, "pause").await.status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server
+        .get(
+            &format!("/v1/executions/{execution}/events?after=0"),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    let page: openbot_schema::EventPage = events.json().await.unwrap();
+    let kid = children(&page.events)[0].clone();
+    server.paused(&execution).await;
+    server.paused(&kid).await;
+    let refused = server.command(&kid, "resume").await;
+    assert_eq!(
+        error_code(refused).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(outside.received(), 0, "the paused child sent nothing");
+    assert_eq!(
+        server.command(&execution, "resume").await.status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1);
 }

@@ -323,6 +323,40 @@ impl Engine {
         self.cx.cancel_descendants(id).await
     }
 
+    /// Pauses an execution and every descendant that has not ended: each stops sending, lets
+    /// its calls in flight save their results, gives up its resources and waits until it is
+    /// resumed. Time spent paused does not count against a time limit.
+    pub async fn pause(&self, id: ExecutionId) -> Result<(), StoreError> {
+        self.cx.store.signal(id, program::PAUSE, "{}").await?;
+        self.cx.hub.announce(Wake::Signal(id));
+        for child in self.cx.store.open_descendants(id).await? {
+            match self.cx.store.signal(child, program::PAUSE, "{}").await {
+                Ok(_) | Err(StoreError::Ended(_)) => self.cx.hub.announce(Wake::Signal(child)),
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Resumes a paused execution and its paused descendants. Fails with
+    /// [`StoreError::ParentPaused`] while an ancestor is paused: a child's own resume never
+    /// bypasses its parent's pause.
+    pub async fn resume(&self, id: ExecutionId) -> Result<(), StoreError> {
+        let row = self.cx.store.execution(id).await?;
+        if row.state.is_terminal() {
+            return Err(StoreError::Ended(id));
+        }
+        if self.cx.store.ancestor_paused(id).await? {
+            return Err(StoreError::ParentPaused(id));
+        }
+        self.cx.store.resume(id).await?;
+        for child in self.cx.store.open_descendants(id).await? {
+            self.cx.store.resume(child).await?;
+        }
+        self.cx.hub.announce(Wake::Work);
+        Ok(())
+    }
+
     /// Stops claiming work, stops every phase and gives each execution up so that another
     /// node takes it over at once, then stops the wake-up tasks.
     pub async fn shutdown(&self) {

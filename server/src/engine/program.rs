@@ -12,6 +12,9 @@ use super::scope::RunScope;
 use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
 use crate::store::{Commit, StateChange, StoreError, call_key_name};
 
+/// The signal that pauses an execution (see `Engine::pause`).
+pub const PAUSE: &str = "pause";
+
 /// How long a phase whose lease is lost may still run to save results of calls in flight.
 pub const LATE_RESULT_GRACE: Duration = Duration::from_secs(10);
 
@@ -70,6 +73,20 @@ pub async fn run_program(
                 EngineEnd::Cancelled { signals: cancels },
             )
             .await;
+            return;
+        }
+        let pauses: Vec<i64> = signals
+            .iter()
+            .filter(|s| s.kind == PAUSE)
+            .map(|s| s.number)
+            .collect();
+        if !pauses.is_empty() {
+            // The phase is over (or never started): wait, with no owner, for a resume.
+            if store.pause(id, cx.generation, pauses).await.is_err() {
+                failures += 1;
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
             return;
         }
         let next = match workflow.next(&cx).await {
@@ -234,7 +251,8 @@ async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
     }
 }
 
-/// Cancels the phase's scope when a cancel signal arrives or the lease is lost.
+/// Cancels the phase's scope when a cancel signal arrives, closes its gate when a pause
+/// arrives, and stops when the lease is lost.
 fn watch_signals(
     cx: &PhaseContext,
     scope: &RunScope,
@@ -252,11 +270,17 @@ fn watch_signals(
                 _ = lost.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {}
             }
-            if let Ok(signals) = store.pending_signals(id).await
-                && signals.iter().any(|s| s.kind == "cancel")
-            {
-                scope.cancel();
-                return;
+            if let Ok(signals) = store.pending_signals(id).await {
+                if signals.iter().any(|s| s.kind == "cancel") {
+                    scope.cancel();
+                    return;
+                }
+                if signals.iter().any(|s| s.kind == PAUSE) {
+                    // No new send; calls in flight finish and save their results.
+                    scope.close_gate();
+                    notify.notify_waiters();
+                    return;
+                }
             }
         }
     })
@@ -274,6 +298,7 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::Invalid(_) => "invalid",
         StoreError::RequestNotFound(_) => "request_not_found",
         StoreError::RequestClosed(_) => "request_closed",
+        StoreError::ParentPaused(_) => "parent_paused",
         StoreError::SchemaVersion { .. } => "schema_version",
     }
 }

@@ -80,6 +80,9 @@ impl ApiError {
             StoreError::NotFound(_) => Self::not_found(what),
             StoreError::Ended(_) => Self::conflict(format!("{what} has ended")),
             StoreError::AdmissionClosed => Self::conflict(format!("{what} takes no more input")),
+            StoreError::ParentPaused(_) => Self::conflict(format!(
+                "a parent of the {what} is paused: resume the parent"
+            )),
             StoreError::CommandKeyConflict(key) => {
                 Self::conflict(format!("command key `{key}` was used for other input"))
             }

@@ -115,6 +115,53 @@ pub async fn cancel_execution(
     ))
 }
 
+/// Pauses an execution and its descendants: each stops sending, lets calls in flight save
+/// their results, gives up its resources and waits (state `waiting`) until resumed. Paused
+/// time does not count against a time limit. An ended execution answers 409.
+#[utoipa::path(post, path = "/v1/executions/{id}/pause", tag = "executions", params(("id" = uuid::Uuid, Path, description = "The execution")),
+    responses((status = 202, body = Execution), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn pause_execution(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
+    caller.require(Resource::Executions, Action::Write)?;
+    let id = parse_id(&id)?;
+    visible(&state, &caller, id).await?;
+    if let Err(err) = state.engine.pause(id).await {
+        return Err(ApiError::from_store(&state, err, "execution").await);
+    }
+    let row = visible(&state, &caller, id).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(view(&state, row).await?),
+    ))
+}
+
+/// Resumes a paused execution and its paused descendants. While a parent of it is paused it
+/// answers 409: a child cannot bypass its parent's pause.
+#[utoipa::path(post, path = "/v1/executions/{id}/resume", tag = "executions", params(("id" = uuid::Uuid, Path, description = "The execution")),
+    responses((status = 202, body = Execution), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn resume_execution(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
+    caller.require(Resource::Executions, Action::Write)?;
+    let id = parse_id(&id)?;
+    visible(&state, &caller, id).await?;
+    if let Err(err) = state.engine.resume(id).await {
+        return Err(ApiError::from_store(&state, err, "execution").await);
+    }
+    let row = visible(&state, &caller, id).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(view(&state, row).await?),
+    ))
+}
+
 /// Delivers the result of a host-tool call the execution waits for (a `tool_call` event with
 /// no `tool_result` yet). The Turn saves it like any tool result and goes on. The first
 /// result delivered for a call is used; a call that is not open answers 409.

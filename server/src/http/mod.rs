@@ -179,6 +179,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(files::file_content))
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::cancel_execution))
+        .routes(routes!(executions::pause_execution))
+        .routes(routes!(executions::resume_execution))
         .routes(routes!(executions::events))
         .routes(routes!(executions::deliver_tool_result))
         .split_for_parts()

@@ -29,6 +29,9 @@ pub enum StoreError {
     /// The request was already decided, or expired.
     #[error("request {0} is no longer pending")]
     RequestClosed(uuid::Uuid),
+    /// An ancestor of the execution is paused: it cannot be resumed on its own.
+    #[error("a parent of execution {0} is paused")]
+    ParentPaused(ExecutionId),
     /// Stored data could not be read: a bug or damage, not a passing outage.
     #[error("invalid stored data: {0}")]
     Invalid(String),

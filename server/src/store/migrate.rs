@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -70,6 +70,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 10,
         name: "files",
         sql: include_str!("../../../migrations/sqlite/0010_files.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "pause",
+        sql: include_str!("../../../migrations/sqlite/0011_pause.sql"),
     },
 ];
 
@@ -123,6 +128,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 10,
         name: "files",
         sql: include_str!("../../../migrations/postgres/0010_files.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "pause",
+        sql: include_str!("../../../migrations/postgres/0011_pause.sql"),
     },
 ];
 

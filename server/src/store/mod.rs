@@ -214,6 +214,22 @@ pub trait Store: Send + Sync + 'static {
         decision: RequestDecision,
     ) -> Result<RequestRow, StoreError>;
 
+    /// Pauses an execution its owner `generation` holds: it waits with no owner and no wake
+    /// time until it is resumed, and `handled` pause signals are marked handled.
+    async fn pause(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        handled: Vec<i64>,
+    ) -> Result<(), StoreError>;
+
+    /// Resumes an execution: a paused one is claimable again at once and its paused time is
+    /// added up; a pause not yet handled is dropped. Returns whether anything changed.
+    async fn resume(&self, id: ExecutionId) -> Result<bool, StoreError>;
+
+    /// Whether an ancestor of the execution is paused (or asked to pause).
+    async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError>;
+
     /// The notices kept as a Chat's history, in order.
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
 

@@ -140,6 +140,19 @@ pub struct ExecutionRow {
     pub created_at: Millis,
     /// When it last changed.
     pub updated_at: Millis,
+    /// Since when it is paused, if it is.
+    pub paused_at: Option<Millis>,
+    /// How long it was paused before, in all: its time limit does not count that time.
+    pub paused_ms: i64,
+}
+
+impl ExecutionRow {
+    /// When its time limit starts counting: its creation, moved on by the time it spent
+    /// paused, so neither a takeover nor a pause gives it more or less time to run.
+    pub fn limit_start(&self) -> std::time::SystemTime {
+        let at = self.created_at.saturating_add(self.paused_ms).max(0) as u64;
+        std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(at)
+    }
 }
 
 /// An execution a node claimed.

@@ -178,6 +178,9 @@ impl DurableHost {
         let cancelled = self.scope.cancellation();
         loop {
             let notified = self.signals.notified();
+            if !self.scope.gate_open() {
+                return Err(HostError::Closed);
+            }
             if open(self).await.map_err(|e| self.fail(e))?.is_empty() {
                 break;
             }
@@ -719,6 +722,10 @@ impl Host for DurableHost {
         let cancelled = self.scope.cancellation();
         loop {
             let notified = self.signals.notified();
+            if !self.scope.gate_open() {
+                // Paused: stop waiting here; a resumed owner waits again.
+                return Err(HostError::Closed);
+            }
             if let Some(result) = self.take_delivery(key, call).await? {
                 let running = StateChange {
                     state: ExecutionState::Running,

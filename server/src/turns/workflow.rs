@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use openbot_core::model::{Model, model_from_spec};
@@ -228,8 +227,7 @@ impl Workflow for TurnWorkflow {
                 category: ErrorCategory::Configuration,
                 cause,
             })?;
-        let started_at =
-            SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
+        let started_at = cx.execution.limit_start();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),
             cx.execution.id,

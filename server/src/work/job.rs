@@ -6,7 +6,6 @@
 //! prove safe), and ends together with its notice to the work that started it.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use openbot_core::turn::HostError;
@@ -164,8 +163,7 @@ impl ToolJobWorkflow {
                 category: ErrorCategory::Configuration,
                 cause: e,
             })?;
-        let started_at =
-            SystemTime::UNIX_EPOCH + Duration::from_millis(cx.execution.created_at.max(0) as u64);
+        let started_at = cx.execution.limit_start();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),
             cx.execution.id,

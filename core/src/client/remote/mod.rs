@@ -10,6 +10,7 @@ mod host_tools;
 mod observe;
 mod organization;
 mod transport;
+mod work;
 
 use async_trait::async_trait;
 use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval};

@@ -1,4 +1,4 @@
-//! `openbot executions`: show, follow and cancel executions.
+//! `openbot executions`: show, follow, cancel, pause and resume executions.
 
 use std::process::ExitCode;
 
@@ -40,6 +40,16 @@ enum ExecutionsCommand {
         /// The execution's ID.
         id: ExecutionId,
     },
+    /// Pauses an execution and its children: no new sends until it is resumed.
+    Pause {
+        /// The execution's ID.
+        id: ExecutionId,
+    },
+    /// Resumes a paused execution and its children.
+    Resume {
+        /// The execution's ID.
+        id: ExecutionId,
+    },
 }
 
 fn line(execution: &Execution) -> String {
@@ -67,6 +77,16 @@ pub async fn run(args: ExecutionsArgs) -> anyhow::Result<ExitCode> {
         }
         ExecutionsCommand::Cancel { id } => {
             output.print(&client.cancel_execution(id).await?, line)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecutionsCommand::Pause { id } => {
+            let remote = args.server.remote()?;
+            output.print(&remote.pause_execution(id).await?, line)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecutionsCommand::Resume { id } => {
+            let remote = args.server.remote()?;
+            output.print(&remote.resume_execution(id).await?, line)?;
             Ok(ExitCode::SUCCESS)
         }
     }

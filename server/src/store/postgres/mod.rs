@@ -960,6 +960,23 @@ impl Store for PostgresStore {
         self.decide(id, decision).await
     }
 
+    async fn pause(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        handled: Vec<i64>,
+    ) -> Result<(), StoreError> {
+        self.pause_owned(id, generation, handled).await
+    }
+
+    async fn resume(&self, id: ExecutionId) -> Result<bool, StoreError> {
+        self.resume_paused(id).await
+    }
+
+    async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
+        self.has_paused_ancestor(id).await
+    }
+
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
         self.notices_of(chat_id).await
     }

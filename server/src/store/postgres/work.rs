@@ -321,4 +321,82 @@ impl PostgresStore {
             })
             .collect()
     }
+
+    pub(super) async fn pause_owned(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        handled: Vec<i64>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let paused = sqlx::query(
+            "UPDATE executions SET state = 'waiting', wake_at = NULL, owner_node = NULL, lease_expires_at = NULL, \
+                 paused_at = COALESCE(paused_at, $3), updated_at = $3 \
+             WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted')",
+        )
+        .bind(id.as_uuid())
+        .bind(generation)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if paused == 0 {
+            let refusal = Self::refusal(&mut tx, id, generation).await;
+            tx.rollback().await?;
+            return Err(refusal);
+        }
+        for number in handled {
+            sqlx::query(
+                "UPDATE signals SET handled_at = $3 WHERE execution_id = $1 AND number = $2",
+            )
+            .bind(id.as_uuid())
+            .bind(number)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn resume_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let dropped = sqlx::query(
+            "UPDATE signals SET handled_at = $2 WHERE execution_id = $1 AND kind = 'pause' AND handled_at IS NULL",
+        )
+        .bind(id.as_uuid())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let resumed = sqlx::query(
+            "UPDATE executions SET paused_ms = paused_ms + ($2 - paused_at), paused_at = NULL, \
+                 wake_at = CASE WHEN state = 'waiting' AND owner_node IS NULL THEN $2 ELSE wake_at END, updated_at = $2 \
+             WHERE id = $1 AND paused_at IS NOT NULL",
+        )
+        .bind(id.as_uuid())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(dropped + resumed > 0)
+    }
+
+    pub(super) async fn has_paused_ancestor(&self, id: ExecutionId) -> Result<bool, StoreError> {
+        let paused: Option<i64> = sqlx::query_scalar(
+            "WITH RECURSIVE ancestors(id) AS ( \
+                 SELECT parent_id FROM executions WHERE id = $1 AND parent_id IS NOT NULL \
+                 UNION ALL SELECT e.parent_id FROM executions e JOIN ancestors a ON e.id = a.id WHERE e.parent_id IS NOT NULL) \
+             SELECT 1::bigint FROM executions e WHERE e.id IN (SELECT id FROM ancestors) AND (e.paused_at IS NOT NULL \
+                 OR EXISTS (SELECT 1 FROM signals s WHERE s.execution_id = e.id AND s.kind = 'pause' AND s.handled_at IS NULL)) \
+             LIMIT 1",
+        )
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(paused.is_some())
+    }
 }
