@@ -89,3 +89,12 @@ pub struct ChatEntry {
     /// When it was saved.
     pub at: DateTime<Utc>,
 }
+
+/// Whether a Chat is in plan mode: its Bot may only propose a plan (`propose_plan`) until a
+/// person approves one, which switches plan mode off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanMode {
+    /// Whether plan mode is on.
+    pub enabled: bool,
+}

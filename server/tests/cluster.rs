@@ -82,6 +82,7 @@ impl Cluster {
             organization_id: None,
             identity: None,
             source: None,
+            plan_mode: false,
         };
         self.submit_input(&input, None).await
     }
@@ -565,6 +566,7 @@ fn turn_input(model: &FakeOpenAi, tools: Vec<SavedTool>) -> TurnInput {
         organization_id: None,
         identity: None,
         source: None,
+        plan_mode: false,
     }
 }
 

@@ -700,6 +700,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
         organization_id: None,
         identity: None,
         source: None,
+        plan_mode: false,
     }
 }
 

@@ -41,6 +41,7 @@ http_tests!(
     a_paused_turn_sends_nothing_until_it_is_resumed,
     paused_time_does_not_count_against_the_time_limit,
     a_child_cannot_resume_while_its_parent_is_paused,
+    in_plan_mode_only_a_plan_is_proposed_and_its_approval_ends_plan_mode,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -1031,4 +1032,96 @@ async fn a_child_cannot_resume_while_its_parent_is_paused(server: Server) {
     let events = server.finish(&server.owner, &execution).await;
     assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
     assert_eq!(outside.received(), 1);
+}
+
+async fn in_plan_mode_only_a_plan_is_proposed_and_its_approval_ends_plan_mode(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("write", &outside.url, false).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "too early"})),
+        Answer::Tool("propose_plan", json!({"plan": "1. write the report"})),
+        Answer::Text(vec!["I proposed a plan."]),
+    ])
+    .await;
+    let bot = server
+        .bot_with(&server.owner, "Planner", &model.spec(), &["write"])
+        .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let on = server
+        .put(&format!("/v1/chats/{chat}/plan-mode"), &server.owner)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(on).await["enabled"], true);
+    let sent = receipt(
+        server
+            .send(&server.owner, &chat, "Write the report", None)
+            .await,
+    )
+    .await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results: Vec<openbot_schema::ToolResult> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        results[0].is_error,
+        "nothing but a plan runs in plan mode: {results:?}"
+    );
+    assert_eq!(outside.received(), 0);
+    let request = requested(&events).expect("the plan waits for approval");
+    let pending = server.approvals(&server.owner, "pending").await;
+    assert_eq!(pending[0]["call"]["name"], "propose_plan");
+
+    let decided = server
+        .decide(&server.owner, &request, "approve", Some("go"))
+        .await;
+    assert_eq!(json_of(decided).await["state"], "approved");
+    let mode = json_of(
+        server
+            .get(&format!("/v1/chats/{chat}/plan-mode"), &server.owner)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        mode["enabled"], false,
+        "the approved plan switched plan mode off"
+    );
+    let history = server.history(&server.owner, &chat).await;
+    assert!(
+        history
+            .iter()
+            .any(|m| m.contains("Your plan was approved: go")),
+        "{history:?}"
+    );
+    let job = &children(&events)[0];
+    assert_eq!(
+        server.ended(job).await["state"],
+        "completed",
+        "an approved plan has nothing more to run"
+    );
+
+    // Out of plan mode the next Turn runs its tools and is offered no plan tool.
+    let again = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "the report"})),
+        Answer::Text(vec!["Written."]),
+    ])
+    .await;
+    let worker = server
+        .bot_with(&server.owner, "Worker", &again.spec(), &["write"])
+        .await;
+    let (_, _, events) = server
+        .run_turn(&server.owner, &worker, "Now write it")
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1);
+    assert!(!again.bodies()[0].contains("propose_plan"));
 }

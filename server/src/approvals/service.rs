@@ -241,8 +241,9 @@ impl Approvals {
 
     /// Decides a pending request. Approving checks, now, that the rights the call was asked
     /// with still hold: if they are gone the request closes `revoked` and grants nothing. The
-    /// decision, its audit entry and its notice commit together, and a request that expired
-    /// before the decision held its lock grants nothing.
+    /// decision, its audit entry and its notice commit together (for a plan, so does switching
+    /// the Chat out of plan mode), and a request that expired before the decision held its
+    /// lock grants nothing.
     pub async fn decide(
         &self,
         caller: &Caller,
@@ -285,7 +286,14 @@ impl Approvals {
             .clone()
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
+        let plan = row.kind == "plan";
         let text = match state {
+            ApprovalState::Approved if plan => {
+                format!("[notice] Your plan was approved{reason}. Plan mode is off: carry it out.")
+            }
+            ApprovalState::Denied if plan => format!(
+                "[notice] Your plan was denied{reason}. Plan mode stays on: propose another plan."
+            ),
             ApprovalState::Approved => format!(
                 "[notice] The call `{}` ({}) was approved{reason}. It runs now; its result comes as another notice.",
                 call.name, call.id

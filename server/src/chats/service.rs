@@ -241,6 +241,30 @@ impl Chats {
         Ok(chat_view(&row))
     }
 
+    /// Turns plan mode on or off for one of the caller's Chats. In plan mode the Bot may only
+    /// propose a plan (`propose_plan`); an approved plan switches plan mode off, and so does
+    /// the Chat's member here. Turns already running keep the mode they started in until the
+    /// Chat leaves plan mode.
+    pub async fn set_plan_mode(
+        &self,
+        caller: &Caller,
+        id: ChatId,
+        on: bool,
+    ) -> Result<bool, ChatError> {
+        self.chat(caller, id).await?;
+        let row = self
+            .chats
+            .set_plan_mode(id, on)
+            .await?
+            .ok_or(ChatError::NotFound("chat"))?;
+        Ok(row.plan_mode)
+    }
+
+    /// Whether one of the caller's Chats is in plan mode.
+    pub async fn plan_mode(&self, caller: &Caller, id: ChatId) -> Result<bool, ChatError> {
+        Ok(self.chat(caller, id).await?.plan_mode)
+    }
+
     /// One of the caller's Chats.
     pub async fn get(&self, caller: &Caller, id: ChatId) -> Result<Chat, ChatError> {
         Ok(chat_view(&self.chat(caller, id).await?))
@@ -269,10 +293,14 @@ impl Chats {
         let chat = self.chat(caller, id).await?;
         // Rights are checked now, not when the Chat was created.
         let bot = self.bot(caller, chat.bot_id).await?;
+        let mut tools = self.saved_tools(caller, &bot).await?;
+        if chat.plan_mode {
+            tools.push(crate::turns::propose_plan_tool());
+        }
         let turn = TurnInput {
             instructions: bot.spec.instructions.clone(),
             model: bot.spec.model.clone(),
-            tools: self.saved_tools(caller, &bot).await?,
+            tools,
             limits: bot.spec.limits,
             history: Vec::new(),
             input: input.content.clone(),
@@ -280,6 +308,7 @@ impl Chats {
             organization_id: Some(caller.member.organization_id),
             identity: Some(ExecutionIdentity::for_turn(caller, chat.member_id, bot.id)),
             source: None,
+            plan_mode: chat.plan_mode,
         };
         let submission = Submission {
             kind: TURN,

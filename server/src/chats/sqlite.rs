@@ -16,6 +16,7 @@ fn chat_row(row: &sqlx::sqlite::SqliteRow) -> Result<ChatRow, StoreError> {
         title: row.try_get("title")?,
         revision: row.try_get("revision")?,
         created_at: row.try_get("created_at")?,
+        plan_mode: row.try_get::<i64, _>("plan_mode")? != 0,
     })
 }
 
@@ -30,7 +31,7 @@ impl ChatStore for SqliteStore {
         let mut tx = self.pool().begin().await?;
         let row = sqlx::query(
             "INSERT INTO chats (id, bot_id, member_id, created_at) VALUES (?1, ?2, ?3, ?4) \
-             RETURNING id, bot_id, member_id, title, revision, created_at",
+             RETURNING id, bot_id, member_id, title, revision, created_at, plan_mode",
         )
         .bind(id.as_uuid())
         .bind(bot_id.as_uuid())
@@ -48,7 +49,7 @@ impl ChatStore for SqliteStore {
 
     async fn chat_of(&self, member_id: Uuid, id: ChatId) -> Result<Option<ChatRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, bot_id, member_id, title, revision, created_at FROM chats \
+            "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
              WHERE id = ?1 AND member_id = ?2 AND deleted_at IS NULL",
         )
         .bind(id.as_uuid())
@@ -60,7 +61,7 @@ impl ChatStore for SqliteStore {
 
     async fn chats_of(&self, member_id: Uuid) -> Result<Vec<ChatRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, bot_id, member_id, title, revision, created_at FROM chats \
+            "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
              WHERE member_id = ?1 AND deleted_at IS NULL ORDER BY id",
         )
         .bind(member_id)
@@ -77,7 +78,7 @@ impl ChatStore for SqliteStore {
     ) -> Result<Option<ChatRow>, StoreError> {
         let row = sqlx::query(
             "UPDATE chats SET title = ?3, revision = revision + 1 WHERE id = ?1 AND revision = ?2 AND deleted_at IS NULL \
-             RETURNING id, bot_id, member_id, title, revision, created_at",
+             RETURNING id, bot_id, member_id, title, revision, created_at, plan_mode",
         )
         .bind(id.as_uuid())
         .bind(revision)
@@ -102,5 +103,17 @@ impl ChatStore for SqliteStore {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn set_plan_mode(&self, id: ChatId, on: bool) -> Result<Option<ChatRow>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE chats SET plan_mode = ?2 WHERE id = ?1 AND deleted_at IS NULL \
+             RETURNING id, bot_id, member_id, title, revision, created_at, plan_mode",
+        )
+        .bind(id.as_uuid())
+        .bind(on)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(chat_row).transpose()
     }
 }

@@ -21,6 +21,8 @@ pub struct ChatRow {
     pub revision: i64,
     /// When it was created.
     pub created_at: Millis,
+    /// Whether its Bot may only propose a plan (until a person approves one).
+    pub plan_mode: bool,
 }
 
 /// Chats, each visible to its member only.
@@ -50,4 +52,7 @@ pub trait ChatStore: Send + Sync + 'static {
 
     /// Closes the Chat's admission gate and marks it deleted, together.
     async fn delete_chat(&self, id: ChatId) -> Result<(), StoreError>;
+
+    /// Turns plan mode on or off for a Chat that is not deleted; `None` when there is none.
+    async fn set_plan_mode(&self, id: ChatId, on: bool) -> Result<Option<ChatRow>, StoreError>;
 }

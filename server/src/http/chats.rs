@@ -4,7 +4,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    Action, BotId, Chat, ChatEntry, ChatId, CreateChat, ErrorBody, Resource, SendInput, SendReceipt,
+    Action, BotId, Chat, ChatEntry, ChatId, CreateChat, ErrorBody, PlanMode, Resource, SendInput,
+    SendReceipt,
 };
 
 use super::AppState;
@@ -144,6 +145,47 @@ pub async fn stop(
     let chat = chat(&state, &caller, &id).await?;
     match state.chats.stop(&caller, chat.id).await {
         Ok(_) => Ok(StatusCode::ACCEPTED),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Whether the Chat is in plan mode.
+#[utoipa::path(get, path = "/v1/chats/{id}/plan-mode", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
+    responses((status = 200, body = PlanMode), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn get_plan_mode(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<PlanMode>, ApiError> {
+    caller.require(Resource::Chats, Action::Read)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state.chats.plan_mode(&caller, chat.id).await {
+        Ok(enabled) => Ok(Json(PlanMode { enabled })),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Turns plan mode on or off. In plan mode the Bot may only propose a plan; a person approves
+/// it through `/v1/approvals` (which switches plan mode off) or switches it off here.
+#[utoipa::path(put, path = "/v1/chats/{id}/plan-mode", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
+    request_body = PlanMode,
+    responses((status = 200, body = PlanMode), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn put_plan_mode(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<PlanMode>,
+) -> Result<Json<PlanMode>, ApiError> {
+    caller.require(Resource::Chats, Action::Write)?;
+    let chat = chat(&state, &caller, &id).await?;
+    match state
+        .chats
+        .set_plan_mode(&caller, chat.id, request.enabled)
+        .await
+    {
+        Ok(enabled) => Ok(Json(PlanMode { enabled })),
         Err(err) => Err(mapped(&state, err).await),
     }
 }

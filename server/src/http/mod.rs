@@ -174,6 +174,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chats::send, chats::history))
         .routes(routes!(chats::steer))
         .routes(routes!(chats::stop))
+        .routes(routes!(chats::get_plan_mode, chats::put_plan_mode))
         .routes(routes!(files::upload_file, files::list_files))
         .routes(routes!(files::get_file, files::delete_file))
         .routes(routes!(files::file_content))

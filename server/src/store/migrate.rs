@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -75,6 +75,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 11,
         name: "pause",
         sql: include_str!("../../../migrations/sqlite/0011_pause.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "plan_mode",
+        sql: include_str!("../../../migrations/sqlite/0012_plan_mode.sql"),
     },
 ];
 
@@ -133,6 +138,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 11,
         name: "pause",
         sql: include_str!("../../../migrations/postgres/0011_pause.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "plan_mode",
+        sql: include_str!("../../../migrations/postgres/0012_plan_mode.sql"),
     },
 ];
 

@@ -230,6 +230,9 @@ pub trait Store: Send + Sync + 'static {
     /// Whether an ancestor of the execution is paused (or asked to pause).
     async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError>;
 
+    /// Whether a Chat is in plan mode now (false for a Chat that is not there).
+    async fn plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError>;
+
     /// The notices kept as a Chat's history, in order.
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
 

@@ -22,6 +22,9 @@ pub enum ToolRoute {
         #[serde(default)]
         background: bool,
     },
+    /// The built-in `propose_plan` of a Turn in plan mode: a call asks a person to approve the
+    /// plan; an approved plan switches the Chat out of plan mode.
+    Plan,
     /// Another Bot: each call starts a Turn of it as a child execution with a private history;
     /// the parent waits for it before it ends, and its answer comes back as a notice.
     Delegate(Box<DelegateRoute>),
@@ -120,4 +123,29 @@ pub struct TurnInput {
     /// For a delegated Turn: where it comes from and where its answer goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLink>,
+    /// Whether the Turn started in plan mode: while its Chat stays in plan mode it may only
+    /// propose a plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan_mode: bool,
+}
+
+/// The name of the built-in tool of plan mode.
+pub const PROPOSE_PLAN: &str = "propose_plan";
+
+/// The built-in tool a Turn in plan mode offers.
+pub fn propose_plan_tool() -> SavedTool {
+    SavedTool {
+        definition: ToolDefinition {
+            name: PROPOSE_PLAN.into(),
+            description: "Plan mode: propose your plan to a person. Nothing else may run until a \
+                person approves a plan; then plan mode ends and you carry it out."
+                .into(),
+            input_schema: serde_json::json!({
+                "type": "object",
+                "properties": {"plan": {"type": "string", "description": "The plan, step by step."}},
+                "required": ["plan"]
+            }),
+        },
+        route: ToolRoute::Plan,
+    }
 }

@@ -12,5 +12,8 @@ pub use faults::FaultPoint;
 pub(crate) use host::AccessGuard;
 pub use host::DurableHost;
 pub use http_tool::HttpTool;
-pub use input::{DelegateRoute, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput};
+pub use input::{
+    DelegateRoute, PROPOSE_PLAN, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput,
+    propose_plan_tool,
+};
 pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};

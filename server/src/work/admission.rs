@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::delegation::child_turn;
 use super::job::{JobInput, TOOL_JOB};
-use crate::approvals::{RuleStore, verdict};
+use crate::approvals::{DEFAULT_EXPIRY_MS, RuleStore, verdict};
 use crate::engine::{EngineContext, EngineError};
 use crate::store::{ChildStart, NewChild, NewExecution, NewRequest, Scope, StoreError, now_ms};
 use crate::turns::{SavedNoticeTarget, SavedTool, TURN, ToolRoute, TurnInput};
@@ -72,6 +72,9 @@ impl Admission {
         else {
             return Ok(None);
         };
+        if let Some(answer) = self.plan_mode(call, saved).await? {
+            return Ok(Some(answer));
+        }
         let verdict = match (&self.input.identity, &self.rules) {
             (Some(identity), Some(rules)) => {
                 // A failed read of the rules stops the call rather than allow it.
@@ -108,7 +111,9 @@ impl Admission {
                         events: Vec::new(),
                     }));
                 }
-                self.ask(key, call, saved, expires_after_ms).await.map(Some)
+                self.ask("approval", call, saved, expires_after_ms)
+                    .await
+                    .map(Some)
             }
             _ => match &saved.route {
                 ToolRoute::Http {
@@ -118,6 +123,37 @@ impl Admission {
                 _ => Ok(None),
             },
         }
+    }
+
+    /// In plan mode: `propose_plan` asks for approval, every other call is refused. Out of
+    /// plan mode (also once a plan was approved during this Turn) calls go on as usual.
+    async fn plan_mode(
+        &self,
+        call: &ToolCall,
+        saved: &SavedTool,
+    ) -> Result<Option<Admitted>, StoreError> {
+        if !self.input.plan_mode {
+            return Ok(None);
+        }
+        let on = match self.tree_chat() {
+            Some(chat) => self.cx.store.plan_mode(chat).await?,
+            None => false,
+        };
+        let refuse = |text: &str| {
+            Some(Admitted {
+                result: ToolResult::error(call, text),
+                children: Vec::new(),
+                events: Vec::new(),
+            })
+        };
+        Ok(match (on, matches!(saved.route, ToolRoute::Plan)) {
+            (true, true) => Some(self.ask("plan", call, saved, DEFAULT_EXPIRY_MS).await?),
+            (true, false) => refuse(
+                "Plan mode: nothing runs until a person approves a plan. Propose it with propose_plan.",
+            ),
+            (false, true) => refuse("Plan mode is off: carry out the approved plan."),
+            (false, false) => None,
+        })
     }
 
     /// Where the children of this Turn report.
@@ -186,9 +222,10 @@ impl Admission {
         })
     }
 
+    /// A waiting tool job for `call` with a request of `kind` (`approval` or `plan`).
     async fn ask(
         &self,
-        _key: CallKey,
+        kind: &str,
         call: &ToolCall,
         saved: &SavedTool,
         expires_after_ms: u64,
@@ -212,7 +249,7 @@ impl Admission {
             attached: false,
             request: Some(NewRequest {
                 id: request_id,
-                kind: "approval".into(),
+                kind: kind.into(),
                 organization_id: identity.organization_id,
                 owner_member_id: identity.owner_member_id,
                 chat_id: self.tree_chat(),

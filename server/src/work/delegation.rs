@@ -58,6 +58,8 @@ pub(crate) fn child_turn(
             notice,
             label: format!("the delegate {} ({})", route.name, call.id),
         }),
+        // A child works on its task; plan mode is its parent's Chat's.
+        plan_mode: false,
     }
 }
 
@@ -79,6 +81,7 @@ mod tests {
             organization_id: None,
             identity: None,
             source: None,
+            plan_mode: false,
         }
     }
 

@@ -222,7 +222,8 @@ impl ToolJobWorkflow {
         .await
     }
 
-    /// Ends a job whose call will never run (denied, expired, revoked).
+    /// Ends a job whose call will never run (denied, expired, revoked; or an approved plan,
+    /// which has nothing to run).
     async fn close(
         &self,
         cx: &PhaseContext,
@@ -235,13 +236,21 @@ impl ToolJobWorkflow {
                 input.call.name, input.call.id
             )
         });
+        // An approved plan did what it asked (plan mode is off); any other closed request's
+        // call never ran.
+        let end = if state == ApprovalState::Approved {
+            ExecutionState::Completed
+        } else {
+            ExecutionState::Cancelled
+        };
         self.end_with(
             cx,
             input,
-            cancelled_change(),
-            vec![EventKind::JobEnded {
-                state: ExecutionState::Cancelled,
-            }],
+            StateChange {
+                state: end,
+                ..cancelled_change()
+            },
+            vec![EventKind::JobEnded { state: end }],
             Vec::new(),
             notice,
         )
@@ -286,6 +295,10 @@ impl Workflow for ToolJobWorkflow {
                 until: Some(request.expires_at),
             },
             Some(ApprovalState::Pending) => Next::Run("expire".into()),
+            // An approved plan has nothing to run: the decision switched plan mode off.
+            Some(ApprovalState::Approved) if input.tool.route == crate::turns::ToolRoute::Plan => {
+                Next::Run("close:approved".into())
+            }
             Some(ApprovalState::Approved) => Next::Run("call".into()),
             Some(other) => Next::Run(format!("close:{}", other.as_str())),
             None => {

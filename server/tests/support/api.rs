@@ -206,6 +206,7 @@ impl Server {
             organization_id: None,
             identity: None,
             source: None,
+            plan_mode: false,
         };
         let submission = Submission {
             kind: TURN,

@@ -1377,6 +1377,7 @@ async fn main() -> anyhow::Result<()> {
         organization_id: None,
         identity: None,
         source: None,
+        plan_mode: false,
     };
     let fixture = Arc::new(Fixture {
         lean: args.raw_sql_lean,

@@ -181,6 +181,7 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         organization_id: None,
         identity: None,
         source: None,
+        plan_mode: false,
     };
     let mut ids = Vec::with_capacity(executions);
     for _ in 0..executions {

@@ -223,6 +223,7 @@ async fn repetition_on(
         organization_id: None,
         identity: None,
         source: None,
+        plan_mode: false,
     };
     let submission = Submission {
         kind: TURN,

@@ -1,7 +1,7 @@
-//! Pausing and resuming work on a server. Inherent methods of [`RemoteClient`]: the in-memory
-//! mode has no pause.
+//! Pausing and resuming work, and plan mode, on a server. Inherent methods of
+//! [`RemoteClient`]: the in-memory mode has neither.
 
-use openbot_schema::{Execution, ExecutionId};
+use openbot_schema::{ChatId, Execution, ExecutionId, PlanMode};
 use reqwest::Method;
 
 use super::RemoteClient;
@@ -31,6 +31,24 @@ impl RemoteClient {
                 Method::POST,
                 &format!("/v1/executions/{id}/resume"),
                 None::<&()>,
+                Retry::Safe,
+            )
+            .await
+    }
+
+    /// Whether a Chat is in plan mode.
+    pub async fn plan_mode(&self, chat: ChatId) -> Result<PlanMode, Error> {
+        self.get(&format!("/v1/chats/{chat}/plan-mode")).await
+    }
+
+    /// Turns a Chat's plan mode on or off: in plan mode its Bot may only propose a plan, and an
+    /// approved plan switches plan mode off.
+    pub async fn set_plan_mode(&self, chat: ChatId, enabled: bool) -> Result<PlanMode, Error> {
+        self.transport
+            .json(
+                Method::PUT,
+                &format!("/v1/chats/{chat}/plan-mode"),
+                Some(&PlanMode { enabled }),
                 Retry::Safe,
             )
             .await

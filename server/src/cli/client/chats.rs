@@ -52,6 +52,15 @@ enum ChatsCommand {
         /// The Chat.
         chat: ChatId,
     },
+    /// Shows plan mode, or turns it on or off: in plan mode the Bot may only propose a plan
+    /// (`openbot approvals approve` on the plan switches it off).
+    PlanMode {
+        /// The Chat.
+        chat: ChatId,
+        /// `on` or `off`; absent: show it.
+        #[arg(value_parser = ["on", "off"])]
+        set: Option<String>,
+    },
     /// Deletes the Chat once its Turns ended.
     Delete {
         /// The Chat.
@@ -112,6 +121,16 @@ pub async fn run(args: ChatsArgs) -> anyhow::Result<ExitCode> {
                     .map(entry_line)
                     .collect::<Vec<_>>()
                     .join("\n")
+            })?;
+        }
+        ChatsCommand::PlanMode { chat, set } => {
+            let remote = args.server.remote()?;
+            let mode = match set.as_deref() {
+                Some(value) => remote.set_plan_mode(chat, value == "on").await?,
+                None => remote.plan_mode(chat).await?,
+            };
+            output.print(&mode, |mode| {
+                format!("plan mode {}", if mode.enabled { "on" } else { "off" })
             })?;
         }
         ChatsCommand::Stop { chat } => {

@@ -977,6 +977,10 @@ impl Store for PostgresStore {
         self.has_paused_ancestor(id).await
     }
 
+    async fn plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError> {
+        self.chat_plan_mode(chat_id).await
+    }
+
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
         self.notices_of(chat_id).await
     }
