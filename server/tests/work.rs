@@ -42,6 +42,7 @@ http_tests!(
     paused_time_does_not_count_against_the_time_limit,
     a_child_cannot_resume_while_its_parent_is_paused,
     in_plan_mode_only_a_plan_is_proposed_and_its_approval_ends_plan_mode,
+    a_decision_does_not_bypass_a_pause,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -1124,4 +1125,58 @@ async fn in_plan_mode_only_a_plan_is_proposed_and_its_approval_ends_plan_mode(se
     assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
     assert_eq!(outside.received(), 1);
     assert!(!again.bodies()[0].contains("propose_plan"));
+}
+
+async fn a_decision_does_not_bypass_a_pause(server: Server) {
+    let outside = Outside::start(false).await;
+    let model = FakeOpenAi::start(pay_script()).await;
+    let bot = paying_bot(
+        &server,
+        &outside,
+        &model,
+        json!({"tool": "pay", "action": "ask"}),
+    )
+    .await;
+    let (_, _, events) = server.run_turn(&server.owner, &bot, "Pay 5").await;
+    let request = requested(&events).unwrap();
+    let job = children(&events)[0].clone();
+    assert_eq!(
+        server.command(&job, "pause").await.status(),
+        StatusCode::ACCEPTED
+    );
+    eventually("the job's pause", || async {
+        let rows: Vec<(Option<i64>,)> = match &server.raw {
+            Raw::Sqlite(store, _) => {
+                sqlx::query_as("SELECT paused_at FROM executions WHERE kind = 'tool_job'")
+                    .fetch_all(store.pool())
+                    .await
+                    .unwrap()
+            }
+            Raw::Postgres(store) => {
+                sqlx::query_as("SELECT paused_at FROM executions WHERE kind = 'tool_job'")
+                    .fetch_all(store.pool())
+                    .await
+                    .unwrap()
+            }
+        };
+        rows[0].0.map(|_| ())
+    })
+    .await;
+    let decided = server
+        .decide(&server.owner, &request, "approve", None)
+        .await;
+    assert_eq!(json_of(decided).await["state"], "approved");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        outside.received(),
+        0,
+        "the approved call waits for the resume"
+    );
+    assert_eq!(server.execution(&job).await["state"], "waiting");
+    assert_eq!(
+        server.command(&job, "resume").await.status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(server.ended(&job).await["state"], "completed");
+    assert_eq!(outside.received(), 1);
 }

@@ -335,6 +335,8 @@ impl Engine {
                 Err(err) => return Err(err),
             }
         }
+        // Waiting work is claimed to take its pause.
+        self.cx.hub.announce(Wake::Work);
         Ok(())
     }
 

@@ -298,7 +298,8 @@ impl PostgresStore {
                     .await?;
             }
         }
-        sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting'")
+        // A paused job stays paused: a decision answers the request, not a pause.
+        sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting' AND paused_at IS NULL")
             .bind(execution)
             .bind(now)
             .execute(&mut *tx)
