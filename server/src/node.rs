@@ -1,16 +1,16 @@
 //! A node: one `openbot serve` process. It opens the database, the key ring and the engine,
 //! and runs the registered workflows until it is stopped.
 
-use crate::work::ToolJobWorkflow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{Engine, Registry, RunnerConfig};
-use crate::identity::{IdentityStore, NewToken, Right, new_secret, secret_hash};
+use crate::identity::{IdentityStore, NewToken};
 use crate::sealed::{KeyRing, KeyRingError};
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 use crate::turns::TurnWorkflow;
+use crate::work::ToolJobWorkflow;
 
 /// Where a node keeps its data and how it runs.
 #[derive(Debug, Clone)]
@@ -150,15 +150,7 @@ pub async fn open_store(config: &NodeConfig) -> Result<Arc<dyn Store>, NodeError
 /// owner token with every right, and returns the token's secret (to be shown once).
 /// Returns `None` when the deployment was set up before.
 pub async fn bootstrap(identity: &dyn IdentityStore) -> Result<Option<String>, NodeError> {
-    let secret = new_secret();
-    let token = NewToken {
-        id: uuid::Uuid::now_v7(),
-        name: "admin".into(),
-        secret_hash: secret_hash(&secret),
-        rights: Right::all(),
-        bot_ids: None,
-        expires_at: None,
-    };
+    let (secret, token) = NewToken::with_every_right("admin");
     Ok(identity
         .bootstrap("default", "admin@localhost", token)
         .await?

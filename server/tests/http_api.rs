@@ -1235,6 +1235,21 @@ async fn a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more(server:
     let sent = receipt(server.send(&token, &chat, "Look", None).await).await;
     let execution = sent["execution_id"].as_str().unwrap();
     let call_id = open_call(&server, &token, execution).await;
+    // The call was sent (with the token still valid) and the Turn waits for its result.
+    for _ in 0..400 {
+        let view: Value = server
+            .get(&format!("/v1/executions/{execution}"), &server.owner)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if view["state"] == "waiting" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     let revoked = server
         .delete(

@@ -43,6 +43,8 @@ http_tests!(
     a_child_cannot_resume_while_its_parent_is_paused,
     in_plan_mode_only_a_plan_is_proposed_and_its_approval_ends_plan_mode,
     a_decision_does_not_bypass_a_pause,
+    a_childs_time_limit_comes_from_its_source,
+    a_childs_cost_limit_comes_from_its_source,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -1179,4 +1181,70 @@ async fn a_decision_does_not_bypass_a_pause(server: Server) {
     );
     assert_eq!(server.ended(&job).await["state"], "completed");
     assert_eq!(outside.received(), 1);
+}
+
+/// A parent that delegates to a child Bot on `child_model` with the delegate tool's `limits`,
+/// waits and answers; returns the child's events.
+async fn delegated_child_events(server: &Server, child_model: &str, limits: Value) -> Vec<Event> {
+    let parent = FakeOpenAi::start(vec![
+        Answer::Tool("helper", json!({"task": "Work"})),
+        Answer::Text(vec!["Waiting."]),
+        Answer::Text(vec!["Done."]),
+    ])
+    .await;
+    let worker = server
+        .bot_with(&server.owner, "Worker", child_model, &[])
+        .await;
+    server.register_delegate("helper", &worker, limits).await;
+    let boss = server
+        .bot_with(&server.owner, "Boss", &parent.spec(), &["helper"])
+        .await;
+    let (_, _, events) = server.run_turn(&server.owner, &boss, "Go").await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "the parent goes on"
+    );
+    let kid = &children(&events)[0];
+    server.finish(&server.owner, kid).await
+}
+
+async fn a_childs_time_limit_comes_from_its_source(server: Server) {
+    let slow = FakeOpenAi::start(vec![Answer::Text(vec!["too late"])]).await;
+    slow.delay(0, Duration::from_secs(30));
+    let events =
+        delegated_child_events(&server, &slow.spec(), json!({"max_wall_time_ms": 300})).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::MaxTime));
+}
+
+async fn a_childs_cost_limit_comes_from_its_source(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("costly.json");
+    std::fs::write(
+        &script,
+        json!({"steps": [{"tool_calls": [{"name": "missing", "arguments": {}}],
+                          "usage": {"input_tokens": 10, "output_tokens": 5, "cost_micros": 600}}],
+               "repeat": true})
+        .to_string(),
+    )
+    .unwrap();
+    let events = delegated_child_events(
+        &server,
+        &format!("scripted:{}", script.display()),
+        json!({"max_cost_micros": 1000}),
+    )
+    .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::MaxCost));
+    let usage = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::TurnEnded { usage, .. } => Some(*usage),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        usage.cost_micros,
+        Some(1200),
+        "two steps of 600: the second crossed 1000"
+    );
 }

@@ -69,13 +69,6 @@ impl ChatDeletionWorkflow {
     }
 }
 
-fn storage(err: crate::engine::EngineError) -> PhaseError {
-    match err {
-        crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
-        other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
-    }
-}
-
 fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
     Commit {
         events: vec![EventKind::JobEnded { state }],
@@ -117,7 +110,7 @@ impl Workflow for ChatDeletionWorkflow {
             .engine
             .open_json(cx.execution.input_record)
             .await
-            .map_err(storage)?;
+            .map_err(PhaseError::from)?;
         // Closing the gate first: from here on nothing new starts in the Chat's tree.
         self.chats.delete_chat(input.chat_id).await?;
         let cancelled = scope.cancellation();

@@ -82,6 +82,17 @@ pub enum PhaseError {
     },
 }
 
+impl From<super::EngineError> for PhaseError {
+    /// A storage failure keeps its kind (so the engine retries what may pass); a record that
+    /// cannot be opened or encoded is invalid stored data.
+    fn from(err: super::EngineError) -> Self {
+        match err {
+            super::EngineError::Store(err) => PhaseError::Storage(err),
+            other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
+        }
+    }
+}
+
 /// A feature's workflow.
 #[async_trait]
 pub trait Workflow: Send + Sync + 'static {

@@ -92,6 +92,39 @@ pub async fn get_execution(
     Ok(Json(view(&state, row).await?))
 }
 
+/// A command on an execution and its descendants.
+enum Command {
+    Cancel,
+    Pause,
+    Resume,
+}
+
+/// Runs `command` on a visible execution (the `executions` write right) and answers 202 with
+/// the execution as it is then.
+async fn command(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    command: Command,
+) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
+    caller.require(Resource::Executions, Action::Write)?;
+    let id = parse_id(id)?;
+    visible(state, caller, id).await?;
+    let done = match command {
+        Command::Cancel => state.engine.cancel(id).await.map(|_| ()),
+        Command::Pause => state.engine.pause(id).await,
+        Command::Resume => state.engine.resume(id).await,
+    };
+    if let Err(err) = done {
+        return Err(ApiError::from_store(state, err, "execution").await);
+    }
+    let row = visible(state, caller, id).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(view(state, row).await?),
+    ))
+}
+
 /// Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its work
 /// stopped; an ended execution answers 409.
 #[utoipa::path(post, path = "/v1/executions/{id}/cancel", tag = "executions", params(("id" = uuid::Uuid, Path, description = "The execution")),
@@ -102,17 +135,7 @@ pub async fn cancel_execution(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
-    caller.require(Resource::Executions, Action::Write)?;
-    let id = parse_id(&id)?;
-    visible(&state, &caller, id).await?;
-    if let Err(err) = state.engine.cancel(id).await {
-        return Err(ApiError::from_store(&state, err, "execution").await);
-    }
-    let row = visible(&state, &caller, id).await?;
-    Ok((
-        axum::http::StatusCode::ACCEPTED,
-        Json(view(&state, row).await?),
-    ))
+    command(&state, &caller, &id, Command::Cancel).await
 }
 
 /// Pauses an execution and its descendants: each stops sending, lets calls in flight save
@@ -126,17 +149,7 @@ pub async fn pause_execution(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
-    caller.require(Resource::Executions, Action::Write)?;
-    let id = parse_id(&id)?;
-    visible(&state, &caller, id).await?;
-    if let Err(err) = state.engine.pause(id).await {
-        return Err(ApiError::from_store(&state, err, "execution").await);
-    }
-    let row = visible(&state, &caller, id).await?;
-    Ok((
-        axum::http::StatusCode::ACCEPTED,
-        Json(view(&state, row).await?),
-    ))
+    command(&state, &caller, &id, Command::Pause).await
 }
 
 /// Resumes a paused execution and its paused descendants. While a parent of it is paused it
@@ -149,17 +162,7 @@ pub async fn resume_execution(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
-    caller.require(Resource::Executions, Action::Write)?;
-    let id = parse_id(&id)?;
-    visible(&state, &caller, id).await?;
-    if let Err(err) = state.engine.resume(id).await {
-        return Err(ApiError::from_store(&state, err, "execution").await);
-    }
-    let row = visible(&state, &caller, id).await?;
-    Ok((
-        axum::http::StatusCode::ACCEPTED,
-        Json(view(&state, row).await?),
-    ))
+    command(&state, &caller, &id, Command::Resume).await
 }
 
 /// Delivers the result of a host-tool call the execution waits for (a `tool_call` event with

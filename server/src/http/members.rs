@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, ErrorBody,
-    Invitation, Member, MemberRole, Right,
+    Invitation, Member, MemberRole,
 };
 
 use super::AppState;
@@ -195,15 +195,7 @@ pub async fn accept_invitation(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<AcceptInvitation>,
 ) -> Result<(StatusCode, Json<AcceptedInvitation>), ApiError> {
-    let token_secret = new_secret();
-    let token = NewToken {
-        id: uuid::Uuid::now_v7(),
-        name: "first".into(),
-        secret_hash: secret_hash(&token_secret),
-        rights: Right::all(),
-        bot_ids: None,
-        expires_at: None,
-    };
+    let (token_secret, token) = NewToken::with_every_right("first");
     match state
         .identity
         .accept_invitation(&secret_hash(&request.secret), token)

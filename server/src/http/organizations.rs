@@ -5,13 +5,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{CreateOrganization, CreatedOrganization, ErrorBody, Organization, Right};
+use openbot_schema::{CreateOrganization, CreatedOrganization, ErrorBody, Organization};
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
 use super::json::ApiJson;
 use super::members::role_view;
-use crate::identity::{Caller, NewToken, OrganizationRow, new_secret, secret_hash};
+use crate::identity::{Caller, NewToken, OrganizationRow};
 
 fn view(row: OrganizationRow) -> Organization {
     Organization {
@@ -52,15 +52,7 @@ pub async fn create_organization(
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::invalid("name must have 1-200 characters"));
     }
-    let token_secret = new_secret();
-    let token = NewToken {
-        id: uuid::Uuid::now_v7(),
-        name: "first".into(),
-        secret_hash: secret_hash(&token_secret),
-        rights: Right::all(),
-        bot_ids: None,
-        expires_at: None,
-    };
+    let (token_secret, token) = NewToken::with_every_right("first");
     match state
         .identity
         .create_organization(&caller.member, name, token)

@@ -67,6 +67,23 @@ pub struct NewToken {
     pub expires_at: Option<Millis>,
 }
 
+impl NewToken {
+    /// A new token with every right and no expiry (an owner's or a new member's first one),
+    /// and its secret, to be shown once.
+    pub fn with_every_right(name: &str) -> (String, NewToken) {
+        let secret = super::new_secret();
+        let token = NewToken {
+            id: Uuid::now_v7(),
+            name: name.to_string(),
+            secret_hash: super::secret_hash(&secret),
+            rights: Right::all(),
+            bot_ids: None,
+            expires_at: None,
+        };
+        (secret, token)
+    }
+}
+
 /// A stored token (never its secret).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenRow {

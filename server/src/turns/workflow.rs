@@ -160,13 +160,6 @@ pub fn saved_tool_set(
     Ok((Arc::new(set), retry_safe))
 }
 
-fn storage(err: crate::engine::EngineError) -> PhaseError {
-    match err {
-        crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
-        other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
-    }
-}
-
 #[async_trait]
 impl Workflow for TurnWorkflow {
     fn kind(&self) -> &'static str {
@@ -191,7 +184,7 @@ impl Workflow for TurnWorkflow {
             .engine
             .open_json(cx.execution.input_record)
             .await
-            .map_err(storage)?;
+            .map_err(PhaseError::from)?;
         let access = match (&input.identity, &self.identity) {
             (Some(identity), Some(store)) => {
                 // Restored work is checked before it does anything.
@@ -248,7 +241,7 @@ impl Workflow for TurnWorkflow {
         let history = match cx.execution.chat_id {
             Some(chat) => crate::chats::chat_history(&cx.engine, chat, Some(cx.execution.id))
                 .await
-                .map_err(storage)?
+                .map_err(PhaseError::from)?
                 .into_iter()
                 .map(|entry| entry.message)
                 .collect(),
@@ -286,7 +279,7 @@ impl Workflow for TurnWorkflow {
                 .engine
                 .open_json(cx.execution.input_record)
                 .await
-                .map_err(storage)?;
+                .map_err(PhaseError::from)?;
             input.source.map(|source| {
                 let how = match &end {
                     EngineEnd::Cancelled { .. } => "was cancelled".to_string(),

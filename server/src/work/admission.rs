@@ -27,6 +27,16 @@ pub struct Admitted {
     pub events: Vec<EventKind>,
 }
 
+/// A call's answer for the model (not an error): what happens to it instead of its result.
+fn answer(call: &ToolCall, text: String) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        output: vec![openbot_schema::ContentPart::text(text)],
+        is_error: false,
+    }
+}
+
 /// Decides the new tool calls of one Turn.
 pub struct Admission {
     cx: Arc<EngineContext>,
@@ -264,12 +274,7 @@ impl Admission {
             call.name
         );
         Ok(Admitted {
-            result: ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                output: vec![openbot_schema::ContentPart::text(text)],
-                is_error: false,
-            },
+            result: answer(call, text),
             children: vec![child],
             events: vec![
                 EventKind::ApprovalRequested {
@@ -299,12 +304,7 @@ impl Admission {
             call.name
         );
         Ok(Admitted {
-            result: ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                output: vec![openbot_schema::ContentPart::text(text)],
-                is_error: false,
-            },
+            result: answer(call, text),
             children: vec![NewChild {
                 execution,
                 start: ChildStart::Queued,
@@ -335,12 +335,7 @@ impl Admission {
             route.name
         );
         Ok(Admitted {
-            result: ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                output: vec![openbot_schema::ContentPart::text(text)],
-                is_error: false,
-            },
+            result: answer(call, text),
             children: vec![NewChild {
                 execution,
                 start: ChildStart::Queued,

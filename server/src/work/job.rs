@@ -72,18 +72,11 @@ impl ToolJobWorkflow {
     }
 }
 
-fn storage(err: crate::engine::EngineError) -> PhaseError {
-    match err {
-        crate::engine::EngineError::Store(err) => PhaseError::Storage(err),
-        other => PhaseError::Storage(StoreError::Invalid(other.to_string())),
-    }
-}
-
 async fn input_of(cx: &PhaseContext) -> Result<JobInput, PhaseError> {
     cx.engine
         .open_json(cx.execution.input_record)
         .await
-        .map_err(storage)
+        .map_err(PhaseError::from)
 }
 
 /// Closes a request in the name of the platform (no member decided).
@@ -198,7 +191,7 @@ impl ToolJobWorkflow {
                 ));
             }
         };
-        let output = cx.engine.seal_json(&result).map_err(storage)?;
+        let output = cx.engine.seal_json(&result).map_err(PhaseError::from)?;
         let change = StateChange {
             state: ExecutionState::Completed,
             outcome: None,
