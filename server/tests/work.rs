@@ -161,6 +161,16 @@ impl Server {
         .clone()
     }
 
+    async fn approval(&self, id: &str) -> Value {
+        json_of(
+            self.get(&format!("/v1/approvals/{id}"), &self.owner)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
     async fn decide(
         &self,
         token: &str,
@@ -388,14 +398,7 @@ async fn a_request_that_expired_grants_nothing(server: Server) {
         error_code(decided).await,
         (StatusCode::CONFLICT, "conflict".into())
     );
-    let view = json_of(
-        server
-            .get(&format!("/v1/approvals/{request}"), &server.owner)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let view = server.approval(&request).await;
     assert_eq!(view["state"], "expired");
     assert_eq!(outside.received(), 0);
     let history = server.history(&server.owner, &chat).await;
@@ -461,14 +464,7 @@ async fn a_failed_audit_write_rolls_the_decision_back(server: Server) {
         error_code(failed).await,
         (StatusCode::INTERNAL_SERVER_ERROR, "request_failed".into())
     );
-    let view = json_of(
-        server
-            .get(&format!("/v1/approvals/{request}"), &server.owner)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let view = server.approval(&request).await;
     assert_eq!(view["state"], "pending", "the decision was rolled back");
     assert_eq!(server.execution(&job).await["state"], "waiting");
     let history = server.history(&server.owner, &chat).await;
