@@ -363,3 +363,45 @@ async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
     let err = revoked.list_chats().await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unauthorized, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_and_pause_go_through_the_client_on_a_server_and_are_refused_in_memory() {
+    let served = Served::start();
+    let remote = client(&served, vec![]).await;
+    let (_dir, model) = script(json!([{"text": "ok", "delay_ms": 300}]));
+    let created = remote.create_bot(bot(&model, vec![])).await.unwrap();
+    let chat = remote.create_chat(created.id).await.unwrap();
+    assert!(remote.set_plan_mode(chat.id, true).await.unwrap().enabled);
+    assert!(remote.plan_mode(chat.id).await.unwrap().enabled);
+    assert!(!remote.set_plan_mode(chat.id, false).await.unwrap().enabled);
+    let receipt = remote
+        .send(
+            chat.id,
+            openbot_schema::SendInput {
+                content: vec![openbot_schema::ContentPart::text("hi")],
+                command_key: None,
+            },
+        )
+        .await
+        .unwrap();
+    remote.pause_execution(receipt.execution_id).await.unwrap();
+    remote.resume_execution(receipt.execution_id).await.unwrap();
+    assert_eq!(
+        outcome(remote.as_ref(), receipt.execution_id).await,
+        TurnOutcome::Completed
+    );
+
+    let memory = connect("memory://", ConnectOptions::default())
+        .await
+        .unwrap();
+    let local = memory.create_bot(bot(&model, vec![])).await.unwrap();
+    let local_chat = memory.create_chat(local.id).await.unwrap();
+    assert!(!memory.plan_mode(local_chat.id).await.unwrap().enabled);
+    let refused = memory.set_plan_mode(local_chat.id, true).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidInput, "{refused}");
+    let refused = memory
+        .pause_execution(receipt.execution_id)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidInput, "{refused}");
+}

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use openbot_schema::{
     ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
-    DecideApproval, Event, Execution, ExecutionId, SendInput, SendReceipt, ToolResult,
+    DecideApproval, Event, Execution, ExecutionId, PlanMode, SendInput, SendReceipt, ToolResult,
 };
 
 use uuid::Uuid;
@@ -81,6 +81,20 @@ pub trait Client: Send + Sync {
         id: Uuid,
         decision: DecideApproval,
     ) -> Result<ApprovalRequest, Error>;
+
+    /// Pauses an execution and its descendants: they stop sending, let calls in flight save
+    /// their results, and wait until resumed; paused time does not count against a time
+    /// limit. Only a server pauses work: in memory this is `invalid_input`.
+    async fn pause_execution(&self, id: ExecutionId) -> Result<Execution, Error>;
+    /// Resumes a paused execution and its paused descendants; `conflict` while a parent of it
+    /// is paused. Only a server pauses work: in memory this is `invalid_input`.
+    async fn resume_execution(&self, id: ExecutionId) -> Result<Execution, Error>;
+
+    /// Whether a Chat is in plan mode (its Bot may only propose a plan). Always off in memory.
+    async fn plan_mode(&self, chat: ChatId) -> Result<PlanMode, Error>;
+    /// Turns a Chat's plan mode on or off; an approved plan also switches it off. Only a server
+    /// has plan mode: in memory turning it on is `invalid_input`.
+    async fn set_plan_mode(&self, chat: ChatId, enabled: bool) -> Result<PlanMode, Error>;
 
     /// Closes the client. Later calls fail with the code `closed`; running Turns are cancelled
     /// in the in-memory mode.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use chrono::Utc;
 use futures::StreamExt;
-use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval};
+use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval, PlanMode};
 use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, ContentPart, ErrorCategory, Execution,
     ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
@@ -507,6 +507,35 @@ impl Client for MemoryClient {
     ) -> Result<ApprovalRequest, Error> {
         drop(self.state()?);
         Err(Error::not_found("approval request", id))
+    }
+
+    async fn pause_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
+        drop(self.state()?);
+        Err(Error::invalid_input(format!(
+            "execution {id}: pausing work needs a server (connect to http://...)"
+        )))
+    }
+
+    async fn resume_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
+        drop(self.state()?);
+        Err(Error::invalid_input(format!(
+            "execution {id}: pausing work needs a server (connect to http://...)"
+        )))
+    }
+
+    async fn plan_mode(&self, chat: ChatId) -> Result<PlanMode, Error> {
+        self.get_chat(chat).await?;
+        Ok(PlanMode { enabled: false })
+    }
+
+    async fn set_plan_mode(&self, chat: ChatId, enabled: bool) -> Result<PlanMode, Error> {
+        self.get_chat(chat).await?;
+        if enabled {
+            return Err(Error::invalid_input(
+                "plan mode needs a server (connect to http://...)",
+            ));
+        }
+        Ok(PlanMode { enabled: false })
     }
 
     async fn close(&self) {

@@ -10,10 +10,9 @@ mod host_tools;
 mod observe;
 mod organization;
 mod transport;
-mod work;
 
 use async_trait::async_trait;
-use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval};
+use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval, PlanMode};
 use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, CreateChat, Execution, ExecutionId,
     SendInput, SendReceipt, ToolResult,
@@ -231,6 +230,44 @@ impl Client for RemoteClient {
                 &format!("/v1/approvals/{id}/decision"),
                 Some(&decision),
                 Retry::BeforeSending,
+            )
+            .await
+    }
+
+    async fn pause_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
+        // Pausing twice has the effect of once.
+        self.transport
+            .json(
+                Method::POST,
+                &format!("/v1/executions/{id}/pause"),
+                None::<&()>,
+                Retry::Safe,
+            )
+            .await
+    }
+
+    async fn resume_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
+        self.transport
+            .json(
+                Method::POST,
+                &format!("/v1/executions/{id}/resume"),
+                None::<&()>,
+                Retry::Safe,
+            )
+            .await
+    }
+
+    async fn plan_mode(&self, chat: ChatId) -> Result<PlanMode, Error> {
+        self.get(&format!("/v1/chats/{chat}/plan-mode")).await
+    }
+
+    async fn set_plan_mode(&self, chat: ChatId, enabled: bool) -> Result<PlanMode, Error> {
+        self.transport
+            .json(
+                Method::PUT,
+                &format!("/v1/chats/{chat}/plan-mode"),
+                Some(&PlanMode { enabled }),
+                Retry::Safe,
             )
             .await
     }

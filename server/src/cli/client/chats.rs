@@ -124,10 +124,9 @@ pub async fn run(args: ChatsArgs) -> anyhow::Result<ExitCode> {
             })?;
         }
         ChatsCommand::PlanMode { chat, set } => {
-            let remote = args.server.remote()?;
             let mode = match set.as_deref() {
-                Some(value) => remote.set_plan_mode(chat, value == "on").await?,
-                None => remote.plan_mode(chat).await?,
+                Some(value) => client.set_plan_mode(chat, value == "on").await?,
+                None => client.plan_mode(chat).await?,
             };
             output.print(&mode, |mode| {
                 format!("plan mode {}", if mode.enabled { "on" } else { "off" })

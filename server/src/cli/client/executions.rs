@@ -80,13 +80,11 @@ pub async fn run(args: ExecutionsArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ExecutionsCommand::Pause { id } => {
-            let remote = args.server.remote()?;
-            output.print(&remote.pause_execution(id).await?, line)?;
+            output.print(&client.pause_execution(id).await?, line)?;
             Ok(ExitCode::SUCCESS)
         }
         ExecutionsCommand::Resume { id } => {
-            let remote = args.server.remote()?;
-            output.print(&remote.resume_execution(id).await?, line)?;
+            output.print(&client.resume_execution(id).await?, line)?;
             Ok(ExitCode::SUCCESS)
         }
     }
