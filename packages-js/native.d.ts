@@ -56,6 +56,21 @@ export declare class NativeClient {
   waitExecution(id: string): { execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>
   /** Asks an execution to stop; answers with its `Execution`. */
   cancelExecution(id: string): any | Promise<any>
+  /**
+   * Pauses an execution: it sends nothing new until resumed (state `waiting`); answers with
+   * its `Execution`. Only a server pauses: in memory this is `invalid_input`.
+   */
+  pauseExecution(id: string): any | Promise<any>
+  /** Resumes a paused execution; answers with its `Execution`. In memory `invalid_input`. */
+  resumeExecution(id: string): any | Promise<any>
+  /** A Chat's plan mode, `{ enabled }` (always off in memory). */
+  planMode(chatId: string): any | Promise<any>
+  /**
+   * Turns a Chat's plan mode on or off; answers with the `{ enabled }` now in force. In plan
+   * mode the Bot may only call `propose_plan`. Only a server has plan mode: turning it on in
+   * memory is `invalid_input`.
+   */
+  setPlanMode(chatId: string, enabled: boolean): any | Promise<any>
   /** Delivers a `ToolResult` the execution waits for. */
   deliverToolResult(id: string, result: any): void | Promise<void>
   /**

@@ -79,6 +79,9 @@ export type Decision = Schemas['Decision'];
 /** A decision on a pending request, with an optional reason (for the audit log and the model). */
 export type DecideApproval = Schemas['DecideApproval'];
 
+/** A Chat's plan mode: when `enabled`, its Bot may only propose a plan (`propose_plan`). */
+export type PlanMode = Schemas['PlanMode'];
+
 /** Options of `listApprovals`. */
 export interface ListApprovalsOptions {
   /** Only the requests in this state (e.g. `pending`); all when absent. */
@@ -377,6 +380,38 @@ export class Client {
   async cancelExecution(id: string): Promise<ExecutionInfo> {
     checkString('cancelExecution', 'id', id);
     return call(() => this.native.cancelExecution(id));
+  }
+
+  /**
+   * Pauses an execution: it sends nothing new until resumed (its state is `waiting`). Only a
+   * server pauses: in memory this fails with `InvalidInputError`.
+   */
+  async pauseExecution(id: string): Promise<ExecutionInfo> {
+    checkString('pauseExecution', 'id', id);
+    return call(() => this.native.pauseExecution(id));
+  }
+
+  /** Resumes a paused execution; in memory this fails with `InvalidInputError`. */
+  async resumeExecution(id: string): Promise<ExecutionInfo> {
+    checkString('resumeExecution', 'id', id);
+    return call(() => this.native.resumeExecution(id));
+  }
+
+  /** A Chat's plan mode (`{ enabled }`); always off in memory. */
+  async planMode(chatId: string): Promise<PlanMode> {
+    checkString('planMode', 'chatId', chatId);
+    return call(() => this.native.planMode(chatId));
+  }
+
+  /**
+   * Turns a Chat's plan mode on or off and gives the mode now in force. In plan mode the Bot
+   * may only call the built-in `propose_plan` tool; approving its plan turns plan mode off.
+   * Only a server has plan mode: turning it on in memory fails with `InvalidInputError`.
+   */
+  async setPlanMode(chatId: string, enabled: boolean): Promise<PlanMode> {
+    checkString('setPlanMode', 'chatId', chatId);
+    if (typeof enabled !== 'boolean') throw new TypeError(`setPlanMode: \`enabled\` must be a boolean, not ${describe(enabled)}`);
+    return call(() => this.native.setPlanMode(chatId, enabled));
   }
 
   /** Delivers the result of a tool call the execution waits for (a tool no function serves). */

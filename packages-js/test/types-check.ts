@@ -7,6 +7,7 @@ import {
   type ApprovalState,
   type ExecutionInfo,
   type ExecutionKind,
+  type PlanMode,
   type ToolContext,
 } from '../dist/index';
 
@@ -61,6 +62,13 @@ export async function typed(): Promise<ExecutionInfo> {
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', { decision: 'perhaps' });
   // @ts-expect-error: the decision is an object
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', 'approve');
+  const mode: PlanMode = await client.setPlanMode('019ad1c8-0000-7000-8000-000000000000', true);
+  const on: boolean = (await client.planMode('019ad1c8-0000-7000-8000-000000000000')).enabled;
+  const paused: ExecutionInfo = await client.pauseExecution('019ad1c8-0000-7000-8000-000000000000');
+  const resumed: ExecutionInfo = await client.resumeExecution(paused.id);
+  void mode, on, resumed;
+  // @ts-expect-error: plan mode is on or off
+  await client.setPlanMode('019ad1c8-0000-7000-8000-000000000000', 'yes');
   try {
     await client.getChat('019ad1c8-0000-7000-8000-000000000000');
   } catch (e) {

@@ -376,6 +376,78 @@ impl NativeClient {
         })
     }
 
+    /// Pauses an execution: it sends nothing new until resumed (state `waiting`); answers with
+    /// its `Execution`. Only a server pauses: in memory this is `invalid_input`.
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn pause_execution<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let execution = inner
+                .pause_execution(id("execution", &id_)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&execution)
+        })
+    }
+
+    /// Resumes a paused execution; answers with its `Execution`. In memory `invalid_input`.
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn resume_execution<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let execution = inner
+                .resume_execution(id("execution", &id_)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&execution)
+        })
+    }
+
+    /// A Chat's plan mode, `{ enabled }` (always off in memory).
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn plan_mode<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let mode = inner
+                .plan_mode(id("Chat", &chat_id)?)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&mode)
+        })
+    }
+
+    /// Turns a Chat's plan mode on or off; answers with the `{ enabled }` now in force. In plan
+    /// mode the Bot may only call `propose_plan`. Only a server has plan mode: turning it on in
+    /// memory is `invalid_input`.
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn set_plan_mode<'env>(
+        &self,
+        env: &'env Env,
+        chat_id: String,
+        enabled: bool,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let mode = inner
+                .set_plan_mode(id("Chat", &chat_id)?, enabled)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&mode)
+        })
+    }
+
     /// Delivers a `ToolResult` the execution waits for.
     #[napi(ts_return_type = "void | Promise<void>")]
     pub fn deliver_tool_result<'env>(
