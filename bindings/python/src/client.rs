@@ -10,7 +10,7 @@ use futures::{FutureExt, StreamExt};
 use openbot_core::{Client, ConnectOptions, Error, ObserveStream};
 use openbot_schema::{
     ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
-    DecideApproval, Event, Execution, ExecutionId, SendInput, SendReceipt, ToolResult,
+    DecideApproval, Event, Execution, ExecutionId, PlanMode, SendInput, SendReceipt, ToolResult,
 };
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
@@ -46,6 +46,10 @@ enum Request {
     ListApprovals(Option<ApprovalState>),
     /// The request's ID as given (read as a UUID when the call runs) and the decision.
     DecideApproval(String, DecideApproval),
+    PauseExecution(ExecutionId),
+    ResumeExecution(ExecutionId),
+    PlanMode(ChatId),
+    SetPlanMode(ChatId, bool),
 }
 
 /// The answer of a [`Request`].
@@ -58,6 +62,7 @@ enum Response {
     Execution(Execution),
     Approvals(Vec<ApprovalRequest>),
     Approval(ApprovalRequest),
+    PlanMode(PlanMode),
     Nothing,
 }
 
@@ -88,6 +93,7 @@ impl<'py> IntoPyObject<'py> for Response {
             Response::Execution(v) => python(py, &v),
             Response::Approvals(v) => python(py, &v),
             Response::Approval(v) => python(py, &v),
+            Response::PlanMode(v) => python(py, &v),
             Response::Nothing => Ok(py.None().into_bound(py)),
         }
     }
@@ -165,6 +171,15 @@ impl Request {
                     .map_err(|_| invalid("approval request ID", "expected a str"))?,
                 data(b, "decision")?,
             ),
+            "pause_execution" => Request::PauseExecution(id(a, "execution ID")?),
+            "resume_execution" => Request::ResumeExecution(id(a, "execution ID")?),
+            "plan_mode" => Request::PlanMode(id(a, "Chat ID")?),
+            "set_plan_mode" => Request::SetPlanMode(
+                id(a, "Chat ID")?,
+                required(b, "plan mode")?
+                    .extract()
+                    .map_err(|_| invalid("plan mode", "expected a bool"))?,
+            ),
             other => return Err(invalid("operation", format!("`{other}` is not one"))),
         })
     }
@@ -210,6 +225,12 @@ impl Request {
                     ))
                 })?;
                 Response::Approval(client.decide_approval(id, decision).await?)
+            }
+            Request::PauseExecution(id) => Response::Execution(client.pause_execution(id).await?),
+            Request::ResumeExecution(id) => Response::Execution(client.resume_execution(id).await?),
+            Request::PlanMode(chat) => Response::PlanMode(client.plan_mode(chat).await?),
+            Request::SetPlanMode(chat, enabled) => {
+                Response::PlanMode(client.set_plan_mode(chat, enabled).await?)
             }
         })
     }

@@ -113,6 +113,10 @@ def _decision(decision: Decision, reason: str | None) -> dict[str, Any]:
     return data
 
 
+def _enabled(mode: Any) -> bool:
+    return bool(mode["enabled"])
+
+
 def _check(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise TypeError(f"{name} must be {what}, not {_type_name(value)}")
@@ -480,6 +484,29 @@ class AsyncClient:
         id, data = _request_id(request), _decision(decision, reason)
         return ApprovalRequest.from_dict(await self._call("decide_approval", id, data))
 
+    async def pause_execution(self, execution: ExecutionRef) -> Execution:
+        """Pauses an execution: it sends nothing new until resumed (its state is
+        ``waiting``); returns its state. Only a server pauses: in memory this raises
+        :class:`InvalidInputError`."""
+        return Execution.from_dict(await self._call("pause_execution", _execution_id(execution)))
+
+    async def resume_execution(self, execution: ExecutionRef) -> Execution:
+        """Resumes a paused execution; returns its state. In memory this raises
+        :class:`InvalidInputError`."""
+        return Execution.from_dict(await self._call("resume_execution", _execution_id(execution)))
+
+    async def plan_mode(self, chat: ChatRef) -> bool:
+        """Whether a Chat is in plan mode (always ``False`` in memory)."""
+        return _enabled(await self._call("plan_mode", _chat_id(chat)))
+
+    async def set_plan_mode(self, chat: ChatRef, enabled: bool) -> bool:
+        """Turns a Chat's plan mode on or off; returns the mode now in force. In plan mode
+        the Bot may only call the built-in ``propose_plan`` tool; approving its plan turns
+        plan mode off. Only a server has plan mode: turning it on in memory raises
+        :class:`InvalidInputError`."""
+        _check("enabled", enabled, bool, "a bool")
+        return _enabled(await self._call("set_plan_mode", _chat_id(chat), enabled))
+
     async def close(self) -> None:
         """Closes the client: later calls raise :class:`ClosedError`; in memory mode running
         Turns are cancelled."""
@@ -628,6 +655,23 @@ class Client:
         """Decides a pending approval request (see :meth:`AsyncClient.decide_approval`)."""
         id, data = _request_id(request), _decision(decision, reason)
         return ApprovalRequest.from_dict(self._call("decide_approval", id, data))
+
+    def pause_execution(self, execution: ExecutionRef) -> Execution:
+        """Pauses an execution (see :meth:`AsyncClient.pause_execution`)."""
+        return Execution.from_dict(self._call("pause_execution", _execution_id(execution)))
+
+    def resume_execution(self, execution: ExecutionRef) -> Execution:
+        """Resumes a paused execution (see :meth:`AsyncClient.resume_execution`)."""
+        return Execution.from_dict(self._call("resume_execution", _execution_id(execution)))
+
+    def plan_mode(self, chat: ChatRef) -> bool:
+        """Whether a Chat is in plan mode (see :meth:`AsyncClient.plan_mode`)."""
+        return _enabled(self._call("plan_mode", _chat_id(chat)))
+
+    def set_plan_mode(self, chat: ChatRef, enabled: bool) -> bool:
+        """Turns a Chat's plan mode on or off (see :meth:`AsyncClient.set_plan_mode`)."""
+        _check("enabled", enabled, bool, "a bool")
+        return _enabled(self._call("set_plan_mode", _chat_id(chat), enabled))
 
     def close(self) -> None:
         """Closes the client: later calls raise :class:`ClosedError`."""
