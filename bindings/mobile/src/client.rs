@@ -221,6 +221,47 @@ impl Client {
         Ok(execution.into())
     }
 
+    /// Pauses an execution: it sends nothing new until resumed (its state is `WAITING`);
+    /// returns its state. Only a server pauses: in memory this fails with `invalid_input`.
+    pub async fn pause_execution(&self, execution_id: String) -> Result<Execution, OpenBotError> {
+        let id: ExecutionId = parse_id(&execution_id)?;
+        let execution = self
+            .with(|c| async move { c.pause_execution(id).await })
+            .await?;
+        Ok(execution.into())
+    }
+
+    /// Resumes a paused execution and returns its state; in memory `invalid_input`.
+    pub async fn resume_execution(&self, execution_id: String) -> Result<Execution, OpenBotError> {
+        let id: ExecutionId = parse_id(&execution_id)?;
+        let execution = self
+            .with(|c| async move { c.resume_execution(id).await })
+            .await?;
+        Ok(execution.into())
+    }
+
+    /// Whether a Chat is in plan mode (always `false` in memory).
+    pub async fn plan_mode(&self, chat_id: String) -> Result<bool, OpenBotError> {
+        let id: ChatId = parse_id(&chat_id)?;
+        let mode = self.with(|c| async move { c.plan_mode(id).await }).await?;
+        Ok(mode.enabled)
+    }
+
+    /// Turns a Chat's plan mode on or off and returns the mode now in force. In plan mode the
+    /// Bot may only call the built-in `propose_plan` tool; approving its plan turns plan mode
+    /// off. Only a server has plan mode: turning it on in memory fails with `invalid_input`.
+    pub async fn set_plan_mode(
+        &self,
+        chat_id: String,
+        enabled: bool,
+    ) -> Result<bool, OpenBotError> {
+        let id: ChatId = parse_id(&chat_id)?;
+        let mode = self
+            .with(|c| async move { c.set_plan_mode(id, enabled).await })
+            .await?;
+        Ok(mode.enabled)
+    }
+
     /// Delivers the result of a host-tool call the execution waits for; `conflict` if no such
     /// call is open.
     pub async fn deliver_tool_result(
