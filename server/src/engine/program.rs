@@ -82,12 +82,16 @@ pub async fn run_program(
             .collect();
         if !pauses.is_empty() {
             // The phase is over (or never started): wait, with no owner, for a resume.
-            if store.pause(id, cx.generation, pauses).await.is_err() {
-                failures += 1;
-                tokio::time::sleep(backoff.next_delay()).await;
-                continue;
+            match store.pause(id, cx.generation, pauses).await {
+                Ok(true) => return,
+                // Resumed before the pause took hold: go on.
+                Ok(false) => continue,
+                Err(_) => {
+                    failures += 1;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
+                }
             }
-            return;
         }
         let next = match workflow.next(&cx).await {
             Ok(next) => next,

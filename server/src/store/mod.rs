@@ -215,13 +215,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<RequestRow, StoreError>;
 
     /// Pauses an execution its owner `generation` holds: it waits with no owner and no wake
-    /// time until it is resumed, and `handled` pause signals are marked handled.
+    /// time until it is resumed, and `handled` pause signals are marked handled. Returns
+    /// `false`, changing nothing, when a resume dropped those signals meanwhile.
     async fn pause(
         &self,
         id: ExecutionId,
         generation: i64,
         handled: Vec<i64>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
 
     /// Resumes an execution: a paused one is claimable again at once and its paused time is
     /// added up; a pause not yet handled is dropped. Returns whether anything changed.

@@ -965,7 +965,7 @@ impl Store for PostgresStore {
         id: ExecutionId,
         generation: i64,
         handled: Vec<i64>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         self.pause_owned(id, generation, handled).await
     }
 

@@ -986,7 +986,7 @@ impl Store for SqliteStore {
         id: ExecutionId,
         generation: i64,
         handled: Vec<i64>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         self.pause_owned(id, generation, handled).await
     }
 

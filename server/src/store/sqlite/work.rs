@@ -333,9 +333,26 @@ impl SqliteStore {
         id: ExecutionId,
         generation: i64,
         handled: Vec<i64>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let now = now_ms();
+        // A resume that came meanwhile dropped these signals: then there is nothing to pause.
+        let mut taken = 0;
+        for number in handled {
+            taken += sqlx::query(
+                "UPDATE signals SET handled_at = ?3 WHERE execution_id = ?1 AND number = ?2 AND handled_at IS NULL",
+            )
+            .bind(id.as_uuid())
+            .bind(number)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        if taken == 0 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
         let paused = sqlx::query(
             "UPDATE executions SET state = 'waiting', wake_at = NULL, owner_node = NULL, lease_expires_at = NULL, \
                  paused_at = COALESCE(paused_at, ?3), updated_at = ?3 \
@@ -352,18 +369,8 @@ impl SqliteStore {
             tx.rollback().await?;
             return Err(refusal);
         }
-        for number in handled {
-            sqlx::query(
-                "UPDATE signals SET handled_at = ?3 WHERE execution_id = ?1 AND number = ?2",
-            )
-            .bind(id.as_uuid())
-            .bind(number)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
     pub(super) async fn resume_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
