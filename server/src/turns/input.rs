@@ -129,6 +129,21 @@ pub struct TurnInput {
     pub plan_mode: bool,
 }
 
+impl TurnInput {
+    /// The Chat the Turn's whole tree works for: `own_chat` (a Chat's Turn), else its source's.
+    pub fn tree_chat(&self, own_chat: Option<uuid::Uuid>) -> Option<uuid::Uuid> {
+        own_chat.or_else(|| self.source.as_ref().and_then(|s| s.chat_id))
+    }
+
+    /// The Bot whose budgets the tree spends: its source Chat's Bot, else the Turn's own.
+    pub fn budget_bot(&self) -> Option<BotId> {
+        self.source
+            .as_ref()
+            .map(|s| s.bot_id)
+            .or_else(|| self.identity.as_ref().map(|i| i.bot_id))
+    }
+}
+
 /// The name of the built-in tool of plan mode.
 pub const PROPOSE_PLAN: &str = "propose_plan";
 

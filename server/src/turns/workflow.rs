@@ -199,11 +199,8 @@ impl Workflow for TurnWorkflow {
                         IdentityCheckError::Store(err) => PhaseError::Storage(err),
                     })?;
                 // A delegated Turn spends the budgets of the Chat its tree works for.
-                let chat = cx
-                    .execution
-                    .chat_id
-                    .or_else(|| input.source.as_ref().and_then(|s| s.chat_id));
-                let bot = input.source.as_ref().map_or(identity.bot_id, |s| s.bot_id);
+                let chat = input.tree_chat(cx.execution.chat_id);
+                let bot = input.budget_bot().unwrap_or(identity.bot_id);
                 Some(AccessGuard {
                     identity: identity.clone(),
                     store: Arc::clone(store),

@@ -177,8 +177,7 @@ impl Admission {
     /// The Chat the whole tree works for (its admission gate keeps a deleted Chat's tree from
     /// starting anything new).
     fn tree_chat(&self) -> Option<Uuid> {
-        self.chat_id
-            .or_else(|| self.input.source.as_ref().and_then(|s| s.chat_id))
+        self.input.tree_chat(self.chat_id)
     }
 
     fn job(&self, call: &ToolCall, saved: &SavedTool, request_id: Option<Uuid>) -> JobInput {
@@ -192,17 +191,7 @@ impl Admission {
             organization_id: self.input.organization_id,
             notice: self.notice_target(),
             request_id,
-            budget: self
-                .input
-                .source
-                .as_ref()
-                .map(|s| (s.chat_id, s.bot_id))
-                .or_else(|| {
-                    self.input
-                        .identity
-                        .as_ref()
-                        .map(|identity| (self.chat_id, identity.bot_id))
-                }),
+            budget: self.input.budget_bot().map(|bot| (self.tree_chat(), bot)),
         }
     }
 

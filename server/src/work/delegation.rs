@@ -26,13 +26,8 @@ pub(crate) fn child_turn(
     route: &DelegateRoute,
     call: &ToolCall,
 ) -> TurnInput {
-    let tree_chat = parent_chat.or_else(|| parent.source.as_ref().and_then(|s| s.chat_id));
-    let budget_bot = parent
-        .source
-        .as_ref()
-        .map(|s| s.bot_id)
-        .or_else(|| parent.identity.as_ref().map(|i| i.bot_id))
-        .unwrap_or(route.bot_id);
+    let tree_chat = parent.tree_chat(parent_chat);
+    let budget_bot = parent.budget_bot().unwrap_or(route.bot_id);
     let notice = match parent_chat {
         Some(id) => SavedNoticeTarget::Chat { id },
         None => SavedNoticeTarget::Execution { id: parent_id },
