@@ -165,24 +165,10 @@ impl Workflow for ChatDeletionWorkflow {
         let commit = match end {
             EngineEnd::Cancelled { signals } => ended(ExecutionState::Cancelled, signals),
             EngineEnd::Failed { category, cause } => {
-                let blob = cx
-                    .engine
-                    .keys
-                    .seal(uuid::Uuid::now_v7(), cause.as_bytes())
-                    .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
-                let error_id = openbot_schema::ErrorId::from(blob.id);
-                tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "chat deletion failed");
+                let failed = cx.failed_end(category, &cause)?;
                 Commit {
-                    events: vec![EventKind::Failed { category, error_id }],
-                    state: Some(StateChange {
-                        state: ExecutionState::Failed,
-                        outcome: None,
-                        failure: Some((category, blob)),
-                        wake_at: None,
-                        unknown_call: None,
-                        output: None,
-                        release: true,
-                    }),
+                    events: vec![failed.event],
+                    state: Some(failed.change),
                     ..Commit::default()
                 }
             }

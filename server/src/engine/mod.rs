@@ -36,7 +36,7 @@ pub use retry::Backoff;
 pub use runner::{Runner, RunnerConfig};
 pub use scope::RunScope;
 pub use signals::{Hub, Wake};
-pub use workflow::{EngineEnd, Next, PhaseContext, PhaseError, Registry, Workflow};
+pub use workflow::{EngineEnd, FailedEnd, Next, PhaseContext, PhaseError, Registry, Workflow};
 
 use crate::sealed::{KeyRing, SealError};
 use crate::store::{ExecutionRow, NewExecution, Scope, Store, StoreError, Submitted};

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use openbot_core::turn::CallKey;
-use openbot_schema::ErrorCategory;
+use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState};
 use tokio::sync::Notify;
 
 use super::EngineContext;
 use super::scope::RunScope;
-use crate::store::{ExecutionRow, Millis, StoreError};
+use crate::store::{ExecutionRow, Millis, StateChange, StoreError};
 
 /// What one owner of an execution knows while it runs a phase.
 #[derive(Clone)]
@@ -24,6 +24,49 @@ pub struct PhaseContext {
     pub generation: i64,
     /// Notified when the execution gets a signal.
     pub signals: Arc<Notify>,
+}
+
+/// A failed end, ready to commit: the full cause sealed under a new error record, the public
+/// `failed` event and the `failed` state that releases the execution.
+#[derive(Debug, Clone)]
+pub struct FailedEnd {
+    /// The sealed error record's ID, the only public trace of the cause.
+    pub error_id: ErrorId,
+    /// The `failed` event.
+    pub event: EventKind,
+    /// The `failed` state with the sealed cause.
+    pub change: StateChange,
+}
+
+impl PhaseContext {
+    /// Seals `cause` and builds the failed end of this execution; logs only its category and
+    /// error ID.
+    pub fn failed_end(
+        &self,
+        category: ErrorCategory,
+        cause: &str,
+    ) -> Result<FailedEnd, PhaseError> {
+        let blob = self
+            .engine
+            .keys
+            .seal(uuid::Uuid::now_v7(), cause.as_bytes())
+            .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
+        let error_id = ErrorId::from(blob.id);
+        tracing::warn!(execution = %self.execution.id, kind = %self.execution.kind, ?category, %error_id, "execution failed");
+        Ok(FailedEnd {
+            error_id,
+            event: EventKind::Failed { category, error_id },
+            change: StateChange {
+                state: ExecutionState::Failed,
+                outcome: None,
+                failure: Some((category, blob)),
+                wake_at: None,
+                unknown_call: None,
+                output: None,
+                release: true,
+            },
+        })
+    }
 }
 
 /// What comes after the saved state.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use openbot_core::model::{Model, model_from_spec};
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
-use openbot_schema::{ChatId, ErrorCategory, ErrorId, EventKind, ExecutionState, TurnOutcome};
+use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
 
 use super::host::{AccessGuard, DurableHost};
 use super::http_tool::HttpTool;
@@ -313,26 +313,8 @@ impl Workflow for TurnWorkflow {
                 signals,
             ),
             EngineEnd::Failed { category, cause } => {
-                let blob = cx
-                    .engine
-                    .keys
-                    .seal(uuid::Uuid::now_v7(), cause.as_bytes())
-                    .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
-                let error_id = ErrorId::from(blob.id);
-                tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "turn failed");
-                (
-                    vec![EventKind::Failed { category, error_id }],
-                    StateChange {
-                        state: ExecutionState::Failed,
-                        outcome: None,
-                        failure: Some((category, blob)),
-                        wake_at: None,
-                        unknown_call: None,
-                        output: None,
-                        release: true,
-                    },
-                    Vec::new(),
-                )
+                let failed = cx.failed_end(category, &cause)?;
+                (vec![failed.event], failed.change, Vec::new())
             }
         };
         let commit = Commit {

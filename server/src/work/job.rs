@@ -10,8 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use openbot_core::turn::HostError;
 use openbot_schema::{
-    ApprovalState, BotId, ChatId, ErrorCategory, ErrorId, EventKind, ExecutionState, ToolCall,
-    ToolResult,
+    ApprovalState, BotId, ChatId, ErrorCategory, EventKind, ExecutionState, ToolCall, ToolResult,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -375,22 +374,8 @@ impl Workflow for ToolJobWorkflow {
                 .await
             }
             EngineEnd::Failed { category, cause } => {
-                let blob = cx
-                    .engine
-                    .keys
-                    .seal(Uuid::now_v7(), cause.as_bytes())
-                    .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
-                let error_id = ErrorId::from(blob.id);
-                tracing::warn!(execution = %cx.execution.id, ?category, %error_id, "tool job failed");
-                let change = StateChange {
-                    state: ExecutionState::Failed,
-                    outcome: None,
-                    failure: Some((category, blob)),
-                    wake_at: None,
-                    unknown_call: None,
-                    output: None,
-                    release: true,
-                };
+                let failed = cx.failed_end(category, &cause)?;
+                let error_id = failed.error_id;
                 let notice = format!(
                     "[notice] The tool call `{}` ({}) could not run ({}, error {error_id}).",
                     input.call.name,
@@ -400,8 +385,8 @@ impl Workflow for ToolJobWorkflow {
                 self.end_with(
                     cx,
                     &input,
-                    change,
-                    vec![EventKind::Failed { category, error_id }],
+                    failed.change,
+                    vec![failed.event],
                     Vec::new(),
                     Some(notice),
                 )
