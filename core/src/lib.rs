@@ -12,6 +12,7 @@ mod error;
 pub mod events;
 pub mod memory;
 pub mod model;
+pub mod outbound;
 pub mod tool;
 pub mod turn;
 

@@ -44,7 +44,7 @@ export async function startServer() {
   }
   const data = tempDir('openbot-node-server-');
   execFileSync(bin, ['migrate', '--data-dir', data], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const child = spawn(bin, ['serve', '--data-dir', data, '--bind', '127.0.0.1:0'], {
+  const child = spawn(bin, ['serve', '--data-dir', data, '--bind', '127.0.0.1:0', '--scripted-dir', tmpdir()], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // A process killed by a signal keeps `exitCode` null and sets `signalCode`.

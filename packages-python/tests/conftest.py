@@ -60,7 +60,8 @@ def server() -> Iterator[Server]:
     stderr_path = Path(data) / "server.log"
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
-            [str(binary), "serve", "--data-dir", data, "--bind", "127.0.0.1:0"],
+            [str(binary), "serve", "--data-dir", data, "--bind", "127.0.0.1:0",
+             "--scripted-dir", tempfile.gettempdir()],
             stdout=subprocess.PIPE,
             stderr=stderr,
         )

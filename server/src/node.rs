@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::engine::{Engine, Registry, RunnerConfig};
 use crate::identity::{IdentityStore, NewToken};
+use crate::platform::Platform;
 use crate::sealed::{KeyRing, KeyRingError};
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 use crate::turns::TurnWorkflow;
@@ -31,6 +32,8 @@ pub struct NodeConfig {
     /// The folder of the object store (files' bytes); `<data_dir>/objects` by default. Nodes
     /// of one deployment must share it.
     pub objects_dir: Option<PathBuf>,
+    /// What outbound requests may reach, the platform's keys, where scripted models come from.
+    pub platform: Platform,
 }
 
 /// A node that cannot start.
@@ -180,11 +183,12 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
     }
 }
 
-/// The workflows every node runs; with a database, Turns build their models from their
-/// organization's provider settings and check their saved identity's current rights.
-pub fn registry(database: Option<&Database>) -> Registry {
-    let mut turns = TurnWorkflow::default();
-    let mut jobs = ToolJobWorkflow::new(None, None);
+/// The workflows every node runs, reaching the outside as `platform` allows; with a database,
+/// Turns build their models from their organization's provider settings and check their
+/// saved identity's current rights.
+pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
+    let mut turns = TurnWorkflow::new(platform.clone());
+    let mut jobs = ToolJobWorkflow::new(platform, None, None);
     if let Some(database) = database {
         turns = turns
             .with_model_registry(Arc::clone(&database.models))
@@ -192,6 +196,7 @@ pub fn registry(database: Option<&Database>) -> Registry {
             .with_budgets(Arc::clone(&database.budgets))
             .with_rules(Arc::clone(&database.rules));
         jobs = ToolJobWorkflow::new(
+            platform,
             Some(Arc::clone(&database.identity)),
             Some(Arc::clone(&database.budgets)),
         );
@@ -215,7 +220,9 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
         lease: config.lease,
         ..RunnerConfig::default()
     };
-    engine.start_runner(registry(Some(database)), runner).await;
+    engine
+        .start_runner(registry(Some(database), &config.platform), runner)
+        .await;
     Ok(engine)
 }
 

@@ -3,8 +3,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/outside.rs"]
+mod outside;
 #[path = "support/pg.rs"]
 mod pg;
+#[path = "support/served.rs"]
+mod served;
 
 use std::process::{Command, Output, Stdio};
 
@@ -144,4 +148,91 @@ fn serve_with_no_flags_keeps_its_database_keys_and_objects_in_the_data_folder() 
     );
     let finished = child.wait_with_output().unwrap();
     assert!(finished.status.success(), "{}", stderr(&finished));
+}
+
+/// Fault points exist only in builds with the `fault-points` feature (the fault tests'
+/// build); any other build ignores `OPENBOT_FAULT_POINT` and runs the Turn to its end.
+#[cfg(not(feature = "fault-points"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_without_fault_points_ignores_the_fault_variable() {
+    let outside = outside::Outside::start(false).await;
+    let server = tokio::task::spawn_blocking(|| {
+        served::Served::start_with(&[("OPENBOT_FAULT_POINT", "after_tool_intent")])
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let put = http
+        .put(format!("{}/v1/tools/write", server.base))
+        .bearer_auth(&server.token)
+        .json(&serde_json::json!({"description": "Writes.", "input_schema": {"type": "object"}, "url": outside.url}))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.text().await.unwrap());
+    let script = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+    std::fs::write(
+        script.path(),
+        r#"[{"tool_calls": [{"name": "write", "arguments": {}}]}, {"deltas": ["written"]}]"#,
+    )
+    .unwrap();
+    let bot: serde_json::Value = http
+        .post(format!("{}/v1/bots", server.base))
+        .bearer_auth(&server.token)
+        .json(&serde_json::json!({"name": "W", "model": format!("scripted:{}", script.path().display()),
+            "tools": [{"name": "write", "input_schema": {}}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chat: serde_json::Value = http
+        .post(format!("{}/v1/chats", server.base))
+        .bearer_auth(&server.token)
+        .json(&serde_json::json!({"bot_id": bot["id"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sent: serde_json::Value = http
+        .post(format!(
+            "{}/v1/chats/{}/messages",
+            server.base,
+            chat["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&server.token)
+        .json(&serde_json::json!({"content": [{"type": "text", "text": "Write"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let execution = sent["execution_id"].as_str().unwrap();
+    let mut ended = false;
+    let mut after = 0;
+    for _ in 0..50 {
+        let page: serde_json::Value = http
+            .get(format!(
+                "{}/v1/executions/{execution}/events?after={after}&wait=10",
+                server.base
+            ))
+            .bearer_auth(&server.token)
+            .send()
+            .await
+            .expect("the server is still up: it did not abort at the fault point")
+            .json()
+            .await
+            .unwrap();
+        after = page["next_after"].as_u64().unwrap();
+        if page["ended"].as_bool().unwrap() {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the Turn ended");
+    assert_eq!(outside.received(), 1, "the tool was called once");
 }

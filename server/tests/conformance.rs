@@ -666,7 +666,14 @@ async fn running_engine(store: &Arc<dyn Store>, keys: &KeyRing) -> Engine {
     let engine = engine_on(store, keys, "node-a");
     engine
         .start_runner(
-            registry(None),
+            registry(
+                None,
+                &openbot_server::platform::Platform::new(
+                    openbot_core::outbound::OutboundPolicy::parse("loopback").unwrap(),
+                    Some(&std::env::temp_dir()),
+                )
+                .unwrap(),
+            ),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 32,
@@ -935,7 +942,14 @@ async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Bac
     tokio::time::sleep(Duration::from_millis(20)).await;
     engine
         .start_runner(
-            registry(None),
+            registry(
+                None,
+                &openbot_server::platform::Platform::new(
+                    openbot_core::outbound::OutboundPolicy::parse("loopback").unwrap(),
+                    Some(&std::env::temp_dir()),
+                )
+                .unwrap(),
+            ),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 8,

@@ -871,7 +871,7 @@ async fn a_session_cookie_works_from_the_same_origin_only(server: Server) {
     );
     let cookie = set_cookie.split(';').next().unwrap().to_string();
     let host = server.base.trim_start_matches("http://").to_string();
-    let bot = json!({"name": "Cookie Bot", "model": "scripted:examples/hello.json"});
+    let bot = json!({"name": "Cookie Bot", "model": "openai:gpt-4o-mini"});
     let with_cookie = |method: reqwest::Method, path: &str| {
         server
             .http

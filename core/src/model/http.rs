@@ -1,9 +1,12 @@
 //! Settings shared by the HTTP model providers.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openbot_schema::Usage;
+
+use crate::outbound::OutboundPolicy;
 
 /// How to reach a provider's HTTP API.
 #[derive(Clone)]
@@ -24,11 +27,15 @@ pub struct HttpSettings {
     pub context_window: u32,
     /// The model's price, when known; then usage carries a cost.
     pub pricing: Option<Pricing>,
+    /// Which addresses requests may reach (a server's policy; everything for a standalone
+    /// agent).
+    pub outbound: Arc<OutboundPolicy>,
 }
 
 impl HttpSettings {
     /// Settings with the given base URL and key, and defaults for the rest: 10 s to connect,
-    /// 60 s for headers and between chunks, 2 retries, a 128k-token window, no price.
+    /// 60 s for headers and between chunks, 2 retries, a 128k-token window, no price, every
+    /// address allowed.
     pub fn new(base_url: impl Into<String>, api_key: Option<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -39,6 +46,7 @@ impl HttpSettings {
             max_retries: 2,
             context_window: 128_000,
             pricing: None,
+            outbound: Arc::new(OutboundPolicy::allow_all()),
         }
     }
 }
@@ -54,6 +62,7 @@ impl fmt::Debug for HttpSettings {
             .field("max_retries", &self.max_retries)
             .field("context_window", &self.context_window)
             .field("pricing", &self.pricing)
+            .field("outbound", &self.outbound)
             .finish()
     }
 }

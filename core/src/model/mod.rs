@@ -26,7 +26,7 @@ pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;
 pub use request::{ModelEvent, ModelRequest, ModelResponse, StopReason};
 pub use scripted::{ScriptedModel, ScriptedStep};
-pub use spec::{ModelSpec, ModelSpecError, model_from_spec};
+pub use spec::{ModelSpec, ModelSpecError, model_from_spec, model_from_spec_with};
 
 /// A stream of model events that ends after [`ModelEvent::Done`] or an error.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;

@@ -109,11 +109,13 @@ impl ScriptedModel {
     }
 
     /// Reads a script from a JSON file.
-    pub fn from_file(path: &str) -> Result<Self, ModelError> {
-        let json = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Configuration(format!("cannot read script {path}: {e}")))?;
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, ModelError> {
+        let path = path.as_ref();
+        let json = std::fs::read_to_string(path).map_err(|e| {
+            ModelError::Configuration(format!("cannot read script {}: {e}", path.display()))
+        })?;
         let mut model = Self::from_json(&json)?;
-        model.name = format!("scripted:{path}");
+        model.name = format!("scripted:{}", path.display());
         Ok(model)
     }
 

@@ -1,6 +1,9 @@
 //! Model specs: `provider:model` strings that name a model and its provider.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use crate::outbound::OutboundPolicy;
 
 use super::{
     AnthropicMessages, HttpSettings, Model, ModelError, OpenAiChat, OpenAiResponses, ScriptedModel,
@@ -57,6 +60,9 @@ pub enum ModelSpecError {
         /// The environment variable that holds the key.
         variable: &'static str,
     },
+    /// A scripted model's file may not be read here.
+    #[error("{0}")]
+    ScriptNotAllowed(String),
     /// The provider could not be set up.
     #[error(transparent)]
     Model(#[from] ModelError),
@@ -98,37 +104,58 @@ impl ModelSpec {
 /// Builds the model a spec names. Keys and base URLs come from `env` (usually the process
 /// environment): `OPENAI_API_KEY` and `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY` and
 /// `ANTHROPIC_BASE_URL`, and for compatible endpoints the optional `OPENBOT_COMPATIBLE_API_KEY`.
+/// Every address may be reached and a scripted model reads any file: this is for a standalone
+/// agent, whose endpoints and files the person running it chose.
 pub fn model_from_spec(
     spec: &str,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Model>, ModelSpecError> {
+    model_from_spec_with(spec, env, &Arc::new(OutboundPolicy::allow_all()), &|path| {
+        Ok(PathBuf::from(path))
+    })
+}
+
+/// Builds the model a spec names as [`model_from_spec`] does, with every request kept to
+/// `outbound`, and a scripted model read from the file `scripted` gives for its name (or
+/// refused with the error it gives).
+pub fn model_from_spec_with(
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    outbound: &Arc<OutboundPolicy>,
+    scripted: &dyn Fn(&str) -> Result<PathBuf, ModelSpecError>,
 ) -> Result<Arc<dyn Model>, ModelSpecError> {
     let key = |provider, variable| {
         env(variable)
             .filter(|k| !k.is_empty())
             .ok_or(ModelSpecError::MissingKey { provider, variable })
     };
+    let settings = |base: String, key: Option<String>| {
+        let mut settings = HttpSettings::new(base, key);
+        settings.outbound = Arc::clone(outbound);
+        settings
+    };
     let openai_base =
         || env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
     Ok(match ModelSpec::parse(spec)? {
         ModelSpec::OpenAi { model } => {
-            let settings = HttpSettings::new(openai_base(), Some(key("openai", "OPENAI_API_KEY")?));
+            let settings = settings(openai_base(), Some(key("openai", "OPENAI_API_KEY")?));
             Arc::new(OpenAiChat::new("openai", model, settings)?)
         }
         ModelSpec::OpenAiResponses { model } => {
-            let settings = HttpSettings::new(openai_base(), Some(key("openai", "OPENAI_API_KEY")?));
+            let settings = settings(openai_base(), Some(key("openai", "OPENAI_API_KEY")?));
             Arc::new(OpenAiResponses::new(model, settings)?)
         }
         ModelSpec::Anthropic { model } => {
             let base =
                 env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into());
-            let settings = HttpSettings::new(base, Some(key("anthropic", "ANTHROPIC_API_KEY")?));
+            let settings = settings(base, Some(key("anthropic", "ANTHROPIC_API_KEY")?));
             Arc::new(AnthropicMessages::new(model, settings)?)
         }
         ModelSpec::Compatible { base_url, model } => {
-            let settings = HttpSettings::new(base_url, env("OPENBOT_COMPATIBLE_API_KEY"));
+            let settings = settings(base_url, env("OPENBOT_COMPATIBLE_API_KEY"));
             Arc::new(OpenAiChat::new("compatible", model, settings)?)
         }
-        ModelSpec::Scripted { path } => Arc::new(ScriptedModel::from_file(&path)?),
+        ModelSpec::Scripted { path } => Arc::new(ScriptedModel::from_file(&scripted(&path)?)?),
     })
 }
 

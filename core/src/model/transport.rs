@@ -75,10 +75,15 @@ impl Transport {
                 cut(base, 200)
             )));
         }
+        settings
+            .outbound
+            .check_url(base)
+            .map_err(|e| ModelError::Configuration(e.to_string()))?;
         let url = format!("{base}{path}");
-        let client = reqwest::Client::builder()
+        let client = settings
+            .outbound
+            .client_builder()
             .connect_timeout(settings.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("openbot/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ModelError::Configuration(format!("cannot build the HTTP client: {e}")))?;
@@ -168,6 +173,11 @@ impl Transport {
         let response = match tokio::time::timeout(self.settings.response_timeout, request).await {
             Err(_) => return Err(Failure::fatal(ModelError::Timeout)),
             Ok(Err(e)) => {
+                // A request the outbound policy refused is a configuration error, not a
+                // passing fault: sending it again would be refused again.
+                if let Some(refusal) = crate::outbound::OutboundPolicy::refusal(&e) {
+                    return Err(Failure::fatal(ModelError::Configuration(refusal)));
+                }
                 let error = if e.is_timeout() {
                     ModelError::Timeout
                 } else {

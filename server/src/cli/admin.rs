@@ -54,7 +54,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         AdminCommand::Token {
             command: TokenCommand::Create { name },
         } => {
-            let config = args.node.config();
+            let config = args.node.config()?;
             let database = openbot_server::node::open_database(&config).await?;
             let owner = database.identity.first_owner().await?.ok_or_else(|| {
                 anyhow::anyhow!("this deployment has no owner yet: start `openbot serve` once")
@@ -77,7 +77,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         }
         AdminCommand::Events { execution, after } => {
             let id: ExecutionId = execution.parse()?;
-            let config = args.node.config();
+            let config = args.node.config()?;
             let store = openbot_server::node::open_store(&config).await?;
             // Reading events opens no sealed record; any key ring will do.
             let keys = openbot_server::node::key_ring(&config)

@@ -15,7 +15,7 @@ pub struct MigrateArgs {
 
 /// Applies the migrations the database lacks. Safe to run again and from several processes.
 pub async fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
-    let version = openbot_server::node::migrate(&args.node.config()).await?;
+    let version = openbot_server::node::migrate(&args.node.config()?).await?;
     println!("the database is at schema version {version}");
     Ok(ExitCode::SUCCESS)
 }

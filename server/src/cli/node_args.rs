@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use openbot_core::outbound::OutboundPolicy;
 use openbot_server::node::{NodeConfig, default_node_name};
+use openbot_server::platform::Platform;
 
 /// Where the data is.
 #[derive(Debug, Clone, Args)]
@@ -26,6 +28,15 @@ pub struct NodeArgs {
     /// data folder). The nodes of one deployment must share it.
     #[arg(long, env = "OPENBOT_OBJECTS_DIR")]
     pub objects_dir: Option<PathBuf>,
+    /// Internal addresses outbound requests (models, HTTP tools) may reach, comma-separated:
+    /// host names, ranges like 10.0.0.0/8, `loopback`, `private`, `any`, or `none`. Default:
+    /// `loopback` on the embedded SQLite database (local development), `none` on PostgreSQL.
+    #[arg(long, env = "OPENBOT_OUTBOUND_ALLOW")]
+    pub outbound_allow: Option<String>,
+    /// The folder scripted models (`scripted:<name>`) are read from; without it a server
+    /// accepts no scripted models.
+    #[arg(long, env = "OPENBOT_SCRIPTED_DIR")]
+    pub scripted_dir: Option<PathBuf>,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -37,8 +48,17 @@ fn default_data_dir() -> PathBuf {
 
 impl NodeArgs {
     /// The node configuration; sealing keys come from `OPENBOT_SEAL_KEYS` when set.
-    pub fn config(&self) -> NodeConfig {
-        NodeConfig {
+    pub fn config(&self) -> anyhow::Result<NodeConfig> {
+        let default_allow = if self.database_url.is_some() {
+            "none"
+        } else {
+            "loopback"
+        };
+        let outbound =
+            OutboundPolicy::parse(self.outbound_allow.as_deref().unwrap_or(default_allow))
+                .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?;
+        let platform = Platform::new(outbound, self.scripted_dir.as_deref())?;
+        Ok(NodeConfig {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),
             seal_keys: std::env::var("OPENBOT_SEAL_KEYS")
@@ -48,6 +68,7 @@ impl NodeArgs {
             lease: Duration::from_millis(self.lease_ms.max(200)),
             max_connections: 16,
             objects_dir: self.objects_dir.clone(),
-        }
+            platform,
+        })
     }
 }

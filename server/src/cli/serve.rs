@@ -24,7 +24,7 @@ pub struct ServeArgs {
 /// Runs the node.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
-    let config = args.node.config();
+    let config = args.node.config()?;
     let database = node::open_database(&config).await?;
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
@@ -36,7 +36,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let engine = Arc::new(node::start(&config, &database).await?);
     let objects = openbot_server::files::local_objects(&node::objects_dir(&config))?;
-    let state = AppState::new(Arc::clone(&engine), &database, objects);
+    let state = AppState::new(
+        Arc::clone(&engine),
+        &database,
+        objects,
+        config.platform.clone(),
+    );
     let backend = if config.database_url.is_some() {
         "postgres"
     } else {

@@ -52,6 +52,10 @@ pub async fn create_bot(
 ) -> Result<(StatusCode, Json<Bot>), ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     check_spec(&spec).map_err(ApiError::invalid)?;
+    state
+        .platform
+        .check_model(&spec.model)
+        .map_err(ApiError::invalid)?;
     if caller.bot_ids.is_some() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -125,6 +129,10 @@ pub async fn update_bot(
         spec.instructions = instructions;
     }
     if let Some(model) = update.model {
+        state
+            .platform
+            .check_model(&model)
+            .map_err(ApiError::invalid)?;
         spec.model = model;
     }
     if let Some(tools) = update.tools {

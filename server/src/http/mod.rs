@@ -54,14 +54,18 @@ pub struct AppState {
     pub approvals: crate::approvals::Approvals,
     /// The file use cases.
     pub files: crate::files::Files,
+    /// What the deployment's outbound requests and scripted models may reach.
+    pub platform: crate::platform::Platform,
 }
 
 impl AppState {
-    /// The state of a node's HTTP API over its engine, its database and its object store.
+    /// The state of a node's HTTP API over its engine, its database and its object store,
+    /// checking what members configure against `platform`.
     pub fn new(
         engine: Arc<Engine>,
         database: &crate::node::Database,
         objects: Arc<dyn object_store::ObjectStore>,
+        platform: crate::platform::Platform,
     ) -> Self {
         let chats = crate::chats::Chats::new(
             Arc::clone(&engine),
@@ -85,6 +89,7 @@ impl AppState {
             budgets: Arc::clone(&database.budgets),
             tools: Arc::clone(&database.tools),
             chats,
+            platform,
         }
     }
 }

@@ -74,6 +74,24 @@ pub async fn put_provider(
                 "base_url must be an http:// or https:// URL",
             ));
         }
+        state
+            .platform
+            .outbound()
+            .check_url(url)
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
+    }
+    let has_key = request.api_key.as_deref().is_some_and(|k| !k.is_empty());
+    // The key rule (crate::platform): a platform key never goes to an organization's URL, and
+    // a compatible key goes only to the URL saved with it.
+    if request.base_url.is_some() && !has_key {
+        return Err(ApiError::invalid(
+            "a base_url needs the organization's own api_key: a platform key is only sent to the platform's endpoint",
+        ));
+    }
+    if kind == "compatible" && has_key && request.base_url.is_none() {
+        return Err(ApiError::invalid(
+            "a compatible api_key needs its base_url: the key is sent only to that endpoint",
+        ));
     }
     let key = match request.api_key.as_deref().filter(|k| !k.is_empty()) {
         Some(key) => match state

@@ -71,6 +71,11 @@ pub async fn put_tool(
     if !valid_url {
         return Err(ApiError::invalid("url must be an http:// or https:// URL"));
     }
+    state
+        .platform
+        .outbound()
+        .check_url(&request.url)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
     let row = HttpToolRow {
         definition,
         url: request.url,

@@ -1,10 +1,10 @@
 //! The model registry: each organization's provider settings (API key sealed, base URL). A
-//! Turn resolves its Bot's `provider:model` through its organization's settings, falling back
-//! to the server's environment; the key is opened only when the model is built and is never
-//! returned by any endpoint or written to a log.
+//! Turn resolves its Bot's `provider:model` through its organization's settings or the
+//! platform's, by the key rule of [`crate::platform`]; the key is opened only when the model
+//! is built and is never returned by any endpoint or written to a log.
 
 mod postgres;
 mod sqlite;
 mod store;
 
-pub use store::{ModelRegistryStore, PROVIDER_KINDS, ProviderRow, provider_env};
+pub use store::{ModelRegistryStore, PROVIDER_KINDS, ProviderRow, organization_providers};

@@ -1,11 +1,10 @@
 //! The model registry store and how a Turn reads it.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::engine::EngineContext;
+use crate::platform::OrganizationProvider;
 use crate::store::{Millis, SealedBlob, StoreError};
 
 /// The provider kinds an organization can configure: the provider part of a model spec.
@@ -44,42 +43,38 @@ pub trait ModelRegistryStore: Send + Sync + 'static {
     async fn delete_provider(&self, organization: Uuid, kind: &str) -> Result<bool, StoreError>;
 }
 
-/// The variables `model_from_spec` reads, filled from an organization's settings (keys opened
-/// here, at the boundary where the model is built). Variables the organization did not set are
-/// left to the server's environment.
-pub async fn provider_env(
+/// An organization's provider settings with their keys opened (here, at the boundary where
+/// the model is built), and the time they last changed.
+pub async fn organization_providers(
     cx: &EngineContext,
     registry: &dyn ModelRegistryStore,
     organization: Uuid,
-) -> Result<(HashMap<&'static str, String>, Millis), StoreError> {
-    let mut env = HashMap::new();
+) -> Result<(Vec<OrganizationProvider>, Millis), StoreError> {
+    let mut providers = Vec::new();
     let mut version = 0;
     for row in registry.providers(organization).await? {
         version = version.max(row.updated_at);
-        let (key_var, url_var) = match row.kind.as_str() {
-            "openai" => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-            "anthropic" => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-            "compatible" => ("OPENBOT_COMPATIBLE_API_KEY", ""),
-            _ => continue,
-        };
-        if let Some(url) = row.base_url.filter(|_| !url_var.is_empty()) {
-            env.insert(url_var, url);
-        }
-        if let Some(record) = row.key_record {
-            let blob =
-                cx.store.sealed(record).await?.ok_or_else(|| {
+        let api_key = match row.key_record {
+            Some(record) => {
+                let blob = cx.store.sealed(record).await?.ok_or_else(|| {
                     StoreError::Invalid(format!("provider key {record} is missing"))
                 })?;
-            let key = cx
-                .keys
-                .open(&blob)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            env.insert(
-                key_var,
-                String::from_utf8(key)
-                    .map_err(|_| StoreError::Invalid("provider key is not text".into()))?,
-            );
-        }
+                let key = cx
+                    .keys
+                    .open(&blob)
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?;
+                Some(
+                    String::from_utf8(key)
+                        .map_err(|_| StoreError::Invalid("provider key is not text".into()))?,
+                )
+            }
+            None => None,
+        };
+        providers.push(OrganizationProvider {
+            kind: row.kind,
+            base_url: row.base_url,
+            api_key,
+        });
     }
-    Ok((env, version))
+    Ok((providers, version))
 }

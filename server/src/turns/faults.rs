@@ -1,8 +1,7 @@
-//! Fault points for the engine's process tests: with `OPENBOT_FAULT_POINT` set to a point's
-//! name, the process aborts at once when it reaches that point, like a crash. Unset (always,
-//! outside those tests), a fault point does nothing.
-
-use std::sync::OnceLock;
+//! Fault points for the engine's process tests: in a build with the `fault-points` feature
+//! (only the test builds of `scripts/test`), with `OPENBOT_FAULT_POINT` set to a point's name,
+//! the process aborts at once when it reaches that point, like a crash. Any other build has no
+//! fault points at all: [`fault`] is empty and the variable is never read.
 
 /// Places in a Turn where a test may crash the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +15,7 @@ pub enum FaultPoint {
 }
 
 impl FaultPoint {
+    #[cfg_attr(not(feature = "fault-points"), allow(dead_code))]
     fn name(self) -> &'static str {
         match self {
             FaultPoint::AfterToolIntent => "after_tool_intent",
@@ -26,7 +26,9 @@ impl FaultPoint {
 }
 
 /// Aborts the process if `point` is the configured fault point.
+#[cfg(feature = "fault-points")]
 pub fn fault(point: FaultPoint) {
+    use std::sync::OnceLock;
     static CONFIGURED: OnceLock<Option<String>> = OnceLock::new();
     let configured = CONFIGURED.get_or_init(|| std::env::var("OPENBOT_FAULT_POINT").ok());
     if configured.as_deref() == Some(point.name()) {
@@ -34,3 +36,8 @@ pub fn fault(point: FaultPoint) {
         std::process::abort();
     }
 }
+
+/// Does nothing: this build has no fault points.
+#[cfg(not(feature = "fault-points"))]
+#[inline(always)]
+pub fn fault(_point: FaultPoint) {}

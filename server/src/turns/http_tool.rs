@@ -1,38 +1,38 @@
 //! HTTP tools: a declared endpoint that receives each call's arguments.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use openbot_core::outbound::OutboundPolicy;
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
 use openbot_schema::ToolDefinition;
 use serde_json::Value;
 
 /// A tool whose calls are POSTed to an endpoint. The response body (text) is the result; a
-/// non-2xx status is a tool error the model sees.
+/// non-2xx status is a tool error the model sees. The client keeps to the platform's outbound
+/// policy ([`crate::platform::Platform::tool_client`]); an address in the URL is checked
+/// before each call, and a refused request is a tool error that says so.
 pub struct HttpTool {
     definition: ToolDefinition,
     url: String,
     client: reqwest::Client,
+    outbound: Arc<OutboundPolicy>,
 }
 
 impl HttpTool {
-    /// A tool that posts to `url`.
-    pub fn new(definition: ToolDefinition, url: String, client: reqwest::Client) -> Self {
+    /// A tool that posts to `url` with `client`, built from `outbound`.
+    pub fn new(
+        definition: ToolDefinition,
+        url: String,
+        client: reqwest::Client,
+        outbound: Arc<OutboundPolicy>,
+    ) -> Self {
         Self {
             definition,
             url,
             client,
+            outbound,
         }
-    }
-
-    /// The HTTP client tools share: 10 s to connect, 5 min per call.
-    pub fn client() -> reqwest::Client {
-        reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(300))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default()
     }
 }
 
@@ -43,6 +43,9 @@ impl Tool for HttpTool {
     }
 
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.outbound
+            .check_url(&self.url)
+            .map_err(|e| ToolError::new(e.to_string()))?;
         let response = self
             .client
             .post(&self.url)
@@ -50,11 +53,12 @@ impl Tool for HttpTool {
             .json(&arguments)
             .send()
             .await
-            .map_err(|e| {
-                ToolError::new(format!(
+            .map_err(|e| match OutboundPolicy::refusal(&e) {
+                Some(refusal) => ToolError::new(refusal),
+                None => ToolError::new(format!(
                     "the tool endpoint could not be reached: {}",
                     e.without_url()
-                ))
+                )),
             })?;
         let status = response.status();
         let body = response.text().await.map_err(|e| {

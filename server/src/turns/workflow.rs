@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use openbot_core::model::{Model, model_from_spec};
+use openbot_core::model::Model;
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
 use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
 
@@ -18,15 +18,15 @@ use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
 use crate::work::Admission;
 
-/// Reads a configuration variable (a provider key, a base URL) by name.
-pub type EnvReader = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub use crate::platform::EnvReader;
+use crate::platform::Platform;
 
 /// The execution kind of Turns.
 pub const TURN: &str = "turn";
 
 /// Runs Turns. Models are built from their specs once per node and shared.
 pub struct TurnWorkflow {
-    env: EnvReader,
+    platform: Platform,
     registry: Option<Arc<dyn crate::models::ModelRegistryStore>>,
     identity: Option<Arc<dyn IdentityStore>>,
     budgets: Option<Arc<dyn BudgetStore>>,
@@ -37,21 +37,21 @@ pub struct TurnWorkflow {
 
 impl Default for TurnWorkflow {
     fn default() -> Self {
-        Self::new(Arc::new(|name| std::env::var(name).ok()))
+        Self::new(Platform::default())
     }
 }
 
 impl TurnWorkflow {
-    /// A workflow that reads provider keys through `env`.
-    pub fn new(env: EnvReader) -> Self {
+    /// A workflow that builds models and reaches tools as `platform` allows.
+    pub fn new(platform: Platform) -> Self {
         Self {
-            env,
+            http: platform.tool_client(),
+            platform,
             registry: None,
             identity: None,
             budgets: None,
             rules: None,
             models: Mutex::new(HashMap::new()),
-            http: HttpTool::client(),
         }
     }
 
@@ -84,8 +84,8 @@ impl TurnWorkflow {
         self
     }
 
-    /// The model a spec names, built with the organization's provider settings when it has
-    /// any (falling back to the server's environment), shared while those settings stay the same.
+    /// The model a spec names, built with the organization's provider settings by the
+    /// platform's key rule, shared while those settings stay the same.
     async fn model(
         &self,
         cx: &PhaseContext,
@@ -94,9 +94,10 @@ impl TurnWorkflow {
     ) -> Result<Arc<dyn Model>, PhaseError> {
         let (settings, version) = match (&self.registry, organization) {
             (Some(registry), Some(organization)) => {
-                crate::models::provider_env(&cx.engine, registry.as_ref(), organization).await?
+                crate::models::organization_providers(&cx.engine, registry.as_ref(), organization)
+                    .await?
             }
-            _ => (HashMap::new(), 0),
+            _ => (Vec::new(), 0),
         };
         let cache_key = format!(
             "{}/{version}/{spec}",
@@ -110,11 +111,13 @@ impl TurnWorkflow {
         {
             return Ok(Arc::clone(model));
         }
-        let env = |name: &str| settings.get(name).cloned().or_else(|| (self.env)(name));
-        let model = model_from_spec(spec, &env).map_err(|e| PhaseError::Failed {
-            category: ErrorCategory::Configuration,
-            cause: e.to_string(),
-        })?;
+        let model = self
+            .platform
+            .model(spec, &settings)
+            .map_err(|e| PhaseError::Failed {
+                category: ErrorCategory::Configuration,
+                cause: e.to_string(),
+            })?;
         self.models
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -129,6 +132,7 @@ impl TurnWorkflow {
 pub fn saved_tool_set(
     saved: &[SavedTool],
     http: &reqwest::Client,
+    outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
 ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
     let mut set = ToolSet::new();
     let mut retry_safe = HashMap::new();
@@ -151,6 +155,7 @@ pub fn saved_tool_set(
                     tool.definition.clone(),
                     url.clone(),
                     http.clone(),
+                    Arc::clone(outbound),
                 )))
             }
         };
@@ -213,10 +218,12 @@ impl Workflow for TurnWorkflow {
         };
         let model = self.model(cx, &input.model, input.organization_id).await?;
         let (tools, retry_safe) =
-            saved_tool_set(&input.tools, &self.http).map_err(|cause| PhaseError::Failed {
-                category: ErrorCategory::Configuration,
-                cause,
-            })?;
+            saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
+                |cause| PhaseError::Failed {
+                    category: ErrorCategory::Configuration,
+                    cause,
+                },
+            )?;
         let started_at = cx.execution.limit_start();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),

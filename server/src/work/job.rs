@@ -55,18 +55,22 @@ pub struct ToolJobWorkflow {
     identity: Option<Arc<dyn IdentityStore>>,
     budgets: Option<Arc<dyn BudgetStore>>,
     http: reqwest::Client,
+    outbound: Arc<openbot_core::outbound::OutboundPolicy>,
 }
 
 impl ToolJobWorkflow {
-    /// A workflow that checks saved identities against `identity`.
+    /// A workflow that reaches tools as `platform` allows and checks saved identities against
+    /// `identity`.
     pub fn new(
+        platform: &crate::platform::Platform,
         identity: Option<Arc<dyn IdentityStore>>,
         budgets: Option<Arc<dyn BudgetStore>>,
     ) -> Self {
         Self {
             identity,
             budgets,
-            http: crate::turns::HttpTool::client(),
+            http: platform.tool_client(),
+            outbound: Arc::clone(platform.outbound()),
         }
     }
 }
@@ -150,11 +154,15 @@ impl ToolJobWorkflow {
             }
             _ => None,
         };
-        let (tools, retry_safe) = saved_tool_set(std::slice::from_ref(&input.tool), &self.http)
-            .map_err(|e| PhaseError::Failed {
-                category: ErrorCategory::Configuration,
-                cause: e,
-            })?;
+        let (tools, retry_safe) = saved_tool_set(
+            std::slice::from_ref(&input.tool),
+            &self.http,
+            &self.outbound,
+        )
+        .map_err(|e| PhaseError::Failed {
+            category: ErrorCategory::Configuration,
+            cause: e,
+        })?;
         let started_at = cx.execution.limit_start();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),

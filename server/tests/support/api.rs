@@ -45,6 +45,16 @@ impl std::io::Write for LogWriter {
     }
 }
 
+/// The platform of the test nodes: loopback endpoints (the tests' own servers) allowed,
+/// scripted models from the temp folder the tests write them to.
+pub fn test_platform() -> openbot_server::platform::Platform {
+    openbot_server::platform::Platform::new(
+        openbot_core::outbound::OutboundPolicy::parse("loopback").unwrap(),
+        Some(&std::env::temp_dir()),
+    )
+    .unwrap()
+}
+
 pub enum Raw {
     Sqlite(SqliteStore, #[allow(dead_code)] tempfile::TempDir),
     Postgres(PostgresStore),
@@ -77,6 +87,11 @@ pub struct Server {
 }
 
 pub async fn server(raw: Raw) -> Server {
+    server_on(raw, test_platform()).await
+}
+
+/// A node whose outbound requests, keys and scripted models follow `platform`.
+pub async fn server_on(raw: Raw, platform: openbot_server::platform::Platform) -> Server {
     logs();
     let database = match &raw {
         Raw::Sqlite(store, _) => Database::on(Arc::new(store.clone())),
@@ -93,7 +108,7 @@ pub async fn server(raw: Raw) -> Server {
     ));
     engine
         .start_runner(
-            registry(Some(&database)),
+            registry(Some(&database), &platform),
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 16,
@@ -102,7 +117,7 @@ pub async fn server(raw: Raw) -> Server {
         .await;
     let objects = tempfile::tempdir().unwrap();
     let store = openbot_server::files::local_objects(objects.path()).unwrap();
-    let state = AppState::new(Arc::clone(&engine), &database, store);
+    let state = AppState::new(Arc::clone(&engine), &database, store, platform);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -118,6 +133,7 @@ pub async fn server(raw: Raw) -> Server {
         objects,
     }
 }
+#[allow(unused_macros)] // not every suite runs on the default platform
 macro_rules! http_tests {
     ($($name:ident),* $(,)?) => {
         mod on_sqlite {

@@ -36,7 +36,11 @@ impl NodeProcess {
                 name,
                 "--lease-ms",
                 &lease_ms.to_string(),
+                "--outbound-allow",
+                "loopback",
+                "--scripted-dir",
             ])
+            .arg(std::env::temp_dir())
             .env("OPENBOT_SEAL_KEYS", keys)
             .env("OPENBOT_DATA_DIR", data.path())
             .env("OPENBOT_LOG", "info")

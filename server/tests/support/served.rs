@@ -19,6 +19,11 @@ pub struct Served {
 impl Served {
     /// Migrates a fresh data folder and serves it on a free port.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// The same, with these variables in the server's environment.
+    pub fn start_with(env: &[(&str, &str)]) -> Self {
         let data = tempfile::tempdir().unwrap();
         let status = Command::new(env!("CARGO_BIN_EXE_openbot"))
             .args(["migrate", "--data-dir"])
@@ -27,7 +32,7 @@ impl Served {
             .status()
             .unwrap();
         assert!(status.success(), "openbot migrate failed");
-        let (child, base, token) = serve(data.path(), "127.0.0.1:0");
+        let (child, base, token) = serve(data.path(), "127.0.0.1:0", env);
         Self {
             base,
             token: token.expect("the first start prints the admin token"),
@@ -56,7 +61,7 @@ impl Served {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let (child, base, _) = serve(self.data.path(), &bind);
+        let (child, base, _) = serve(self.data.path(), &bind, &[]);
         assert_eq!(base, self.base);
         self.child = Some(child);
     }
@@ -69,15 +74,18 @@ impl Drop for Served {
 }
 
 /// Runs `openbot serve` and waits until it listens; the token line is read when printed.
-fn serve(data: &Path, bind: &str) -> (Child, String, Option<String>) {
+fn serve(data: &Path, bind: &str, env: &[(&str, &str)]) -> (Child, String, Option<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_openbot"))
         .args(["serve", "--lease-ms", "1000", "--bind", bind, "--data-dir"])
         .arg(data)
+        .arg("--scripted-dir")
+        .arg(std::env::temp_dir())
         .env(
             "OPENBOT_LOG",
             std::env::var("OPENBOT_TEST_SERVE_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .env_remove("OPENBOT_FAULT_POINT")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -266,7 +266,15 @@ impl EngineSide {
         let engine = Arc::new(Engine::open(store, keys, "bench-node".into()));
         engine
             .start_runner(
-                openbot_server::node::registry(None),
+                openbot_server::node::registry(
+                    None,
+                    &openbot_server::platform::Platform::new(
+                        openbot_core::outbound::OutboundPolicy::parse("loopback")
+                            .unwrap_or_default(),
+                        Some(&std::env::temp_dir()),
+                    )
+                    .unwrap_or_default(),
+                ),
                 RunnerConfig {
                     lease: Duration::from_millis(LEASE_MS as u64),
                     capacity: 256,
@@ -1384,7 +1392,18 @@ async fn main() -> anyhow::Result<()> {
         ..Fixture::new(
             &keys,
             &input,
-            HttpTool::new(echo_definition(), tool_url.clone(), HttpTool::client()),
+            {
+                let platform = openbot_server::platform::Platform::new(
+                    openbot_core::outbound::OutboundPolicy::parse("loopback")?,
+                    None,
+                )?;
+                HttpTool::new(
+                    echo_definition(),
+                    tool_url.clone(),
+                    platform.tool_client(),
+                    Arc::clone(platform.outbound()),
+                )
+            },
         )?
     });
     if args.raw_sql_lean {

@@ -86,6 +86,7 @@ impl Node {
             // Two nodes on one machine: each listens on a free port.
             .env("OPENBOT_BIND", "127.0.0.1:0")
             .env("OPENBOT_DATA_DIR", data)
+            .env("OPENBOT_SCRIPTED_DIR", std::env::temp_dir())
             .env("OPENBOT_LOG", "info")
             .env_remove("OPENBOT_FAULT_POINT")
             .stdout(Stdio::null())

@@ -56,6 +56,9 @@ impl Served {
             .args(&node_args)
             .args(["--bind", "127.0.0.1:0"])
             .env("OPENBOT_SEAL_KEYS", keys)
+            // The benchmarks' scripts and tool endpoints: the temp folder and loopback.
+            .env("OPENBOT_SCRIPTED_DIR", std::env::temp_dir())
+            .env("OPENBOT_OUTBOUND_ALLOW", "loopback")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;

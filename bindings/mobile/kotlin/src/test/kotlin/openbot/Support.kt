@@ -47,7 +47,7 @@ object Server {
         }
         val stdout = File(data, "stdout")
         val stderr = File(data, "stderr")
-        val serve = ProcessBuilder(bin, "serve", "--data-dir", data.path, "--bind", "127.0.0.1:0")
+        val serve = ProcessBuilder(bin, "serve", "--data-dir", data.path, "--bind", "127.0.0.1:0", "--scripted-dir", System.getProperty("java.io.tmpdir"))
             .redirectOutput(stdout)
             .redirectError(stderr)
             .start()
