@@ -37,6 +37,11 @@ pub(crate) struct AccessGuard {
 /// How long a waiting host tool re-reads its call without a wake-up.
 const DELIVERY_POLL: Duration = Duration::from_secs(2);
 
+/// How long a known result is held while its save is retried (the spec's F03: the provider is
+/// not called again). When it is spent the phase fails on storage: an unsafe write then waits
+/// in `outcome_unknown` for a person's decision.
+pub const RESULT_SAVE_BUDGET: Duration = Duration::from_secs(120);
+
 /// The host of one Turn execution for one owner (generation).
 pub struct DurableHost {
     cx: Arc<EngineContext>,
@@ -338,6 +343,40 @@ impl DurableHost {
         Ok(())
     }
 
+    /// Commits a step that saves a known result. A passing storage failure does not drop the
+    /// result: it is held and its commit retried with the storage backoff (100 ms to 5 s) for
+    /// up to [`RESULT_SAVE_BUDGET`]. Before each retry the call log is read, since a commit whose
+    /// reply was lost may have landed: a saved result of this owner means it did.
+    async fn commit_known_result(&self, key: CallKey, commit: Commit) -> Result<(), StoreError> {
+        let deadline = tokio::time::Instant::now() + RESULT_SAVE_BUDGET;
+        let mut backoff = crate::engine::Backoff::new();
+        loop {
+            match self
+                .cx
+                .commit(self.id, self.generation, commit.clone())
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {}
+                Err(err) => return Err(err),
+            }
+            // The cause stays out of the log: it may carry stored text.
+            tracing::warn!(
+                execution = %self.id,
+                "a known result could not be saved; holding it and trying again"
+            );
+            tokio::time::sleep(backoff.next_delay()).await;
+            if let Ok(Some(row)) = self.cx.store.latest_call(self.id, key.step, key.slot).await
+                && row.key == key
+                && row.phase == CallPhase::Done
+                && row.generation == self.generation
+                && !row.late
+            {
+                return Ok(());
+            }
+        }
+    }
+
     fn idempotency_key(&self, key: CallKey) -> String {
         key.idempotency_key(self.id)
     }
@@ -618,8 +657,8 @@ impl Host for DurableHost {
             children,
             ..Commit::default()
         };
-        match self.cx.commit(self.id, self.generation, commit).await {
-            Ok(_) => {
+        match self.commit_known_result(key, commit).await {
+            Ok(()) => {
                 self.remember(&call);
                 if matches!(key.slot, CallSlot::Tool(_)) {
                     fault(FaultPoint::AfterToolResult);

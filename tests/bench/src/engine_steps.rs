@@ -1389,22 +1389,18 @@ async fn main() -> anyhow::Result<()> {
     };
     let fixture = Arc::new(Fixture {
         lean: args.raw_sql_lean,
-        ..Fixture::new(
-            &keys,
-            &input,
-            {
-                let platform = openbot_server::platform::Platform::new(
-                    openbot_core::outbound::OutboundPolicy::parse("loopback")?,
-                    None,
-                )?;
-                HttpTool::new(
-                    echo_definition(),
-                    tool_url.clone(),
-                    platform.tool_client(),
-                    Arc::clone(platform.outbound()),
-                )
-            },
-        )?
+        ..Fixture::new(&keys, &input, {
+            let platform = openbot_server::platform::Platform::new(
+                openbot_core::outbound::OutboundPolicy::parse("loopback")?,
+                None,
+            )?;
+            HttpTool::new(
+                echo_definition(),
+                tool_url.clone(),
+                platform.tool_client(),
+                Arc::clone(platform.outbound()),
+            )
+        })?
     });
     if args.raw_sql_lean {
         println!(

@@ -1,0 +1,166 @@
+//! Storage faults inside a Turn, on SQLite and on a real PostgreSQL: a known result is held
+//! while its save retries, and work that cannot be rebuilt ends `interrupted` with a reason
+//! without stopping other work.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/outside.rs"]
+mod outside;
+#[path = "support/pg.rs"]
+mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+mod api;
+
+use std::time::Duration;
+
+use fake_openai::{Answer, FakeOpenAi};
+use openbot_schema::TurnOutcome;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use api::{Raw, Server, outcome_of, postgres, receipt, server, sqlite};
+
+http_tests!(
+    a_known_tool_result_is_held_while_its_save_retries,
+    a_known_model_result_is_held_while_its_save_retries,
+);
+
+/// Makes every save of a result in `slot_pattern` (a SQL LIKE pattern: `tool:%`, `model`) fail
+/// while `fail` holds, like a database that refuses writes for a while.
+async fn result_saves_failing(server: &Server, slot_pattern: &str, fail: bool) {
+    match &server.raw {
+        Raw::Sqlite(store, _) => {
+            let queries = if fail {
+                ["INSERT", "UPDATE"]
+                    .iter()
+                    .map(|op| {
+                        format!(
+                            "CREATE TRIGGER fail_result_{op} BEFORE {op} ON calls \
+                             WHEN NEW.status = 'done' AND NEW.slot LIKE '{slot_pattern}' \
+                             BEGIN SELECT RAISE(ABORT, 'the database refuses writes'); END"
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            } else {
+                vec![
+                    "DROP TRIGGER fail_result_INSERT".into(),
+                    "DROP TRIGGER fail_result_UPDATE".into(),
+                ]
+            };
+            for query in queries {
+                sqlx::query(sqlx::AssertSqlSafe(query))
+                    .execute(store.pool())
+                    .await
+                    .unwrap();
+            }
+        }
+        Raw::Postgres(store) => {
+            let queries = if fail {
+                vec![
+                    format!(
+                        "CREATE FUNCTION fail_result() RETURNS trigger AS $$ BEGIN \
+                         IF NEW.status = 'done' AND NEW.slot LIKE '{slot_pattern}' THEN \
+                         RAISE EXCEPTION 'the database refuses writes'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+                    ),
+                    "CREATE TRIGGER fail_result BEFORE INSERT OR UPDATE ON calls FOR EACH ROW EXECUTE FUNCTION fail_result()".into(),
+                ]
+            } else {
+                vec![
+                    "DROP TRIGGER fail_result ON calls".into(),
+                    "DROP FUNCTION fail_result()".into(),
+                ]
+            };
+            for query in queries {
+                sqlx::query(sqlx::AssertSqlSafe(query))
+                    .execute(store.pool())
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+async fn a_known_tool_result_is_held_while_its_save_retries(server: Server) {
+    let outside = outside::Outside::start(false).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "hi"})),
+        Answer::Text(vec!["written"]),
+    ])
+    .await;
+    let bot = register_and_bot(&server, &model, &outside).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    result_saves_failing(&server, "tool:%", true).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    outside.wait_for_write().await;
+    // A few failed saves (100 ms, 200 ms, 400 ms...), then the database takes writes again.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    result_saves_failing(&server, "tool:%", false).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "the held result was saved: no outcome_unknown"
+    );
+    assert_eq!(outside.received(), 1, "the unsafe write was sent once");
+    assert_eq!(model.requests_at(0), 1);
+}
+
+async fn a_known_model_result_is_held_while_its_save_retries(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hello"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    result_saves_failing(&server, "model", true).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Hi", None).await).await;
+    for _ in 0..200 {
+        if model.total_requests() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    result_saves_failing(&server, "model", false).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "the provider is not called again for a known result"
+    );
+}
+
+async fn register_and_bot(
+    server: &Server,
+    model: &FakeOpenAi,
+    outside: &outside::Outside,
+) -> Value {
+    let response = server
+        .http
+        .put(format!("{}/v1/tools/write", server.base))
+        .bearer_auth(&server.owner)
+        .json(
+            &json!({"description": "Writes.", "input_schema": {"type": "object"},
+            "url": outside.url}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let spec = json!({"name": "Writer", "model": model.spec(),
+        "tools": [{"name": "write", "input_schema": {}}]});
+    server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
