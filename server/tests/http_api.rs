@@ -38,6 +38,7 @@ http_tests!(
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
+    a_command_key_used_for_another_chat_is_a_conflict,
     input_sent_while_a_turn_runs_waits_its_turn_in_order,
     steering_input_joins_the_running_turn,
     stop_cancels_the_running_turn_and_the_queue_goes_on,
@@ -594,6 +595,25 @@ async fn a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict
         2,
         "one Turn"
     );
+    assert_eq!(model.total_requests(), 1);
+}
+
+async fn a_command_key_used_for_another_chat_is_a_conflict(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["once"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let first_chat = server.chat(&server.owner, &bot).await;
+    let second_chat = server.chat(&server.owner, &bot).await;
+    let first = receipt(server.send(&server.owner, &first_chat, "Hi", Some("k1")).await).await;
+    // The same key and input for another Chat names another request.
+    let other = server.send(&server.owner, &second_chat, "Hi", Some("k1")).await;
+    assert_eq!(
+        error_code(other).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert!(server.history(&server.owner, &second_chat).await.is_empty());
     assert_eq!(model.total_requests(), 1);
 }
 
