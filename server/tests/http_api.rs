@@ -41,6 +41,9 @@ http_tests!(
     a_command_key_used_for_another_chat_is_a_conflict,
     input_sent_while_a_turn_runs_waits_its_turn_in_order,
     steering_input_joins_the_running_turn,
+    a_steer_retried_with_its_key_joins_once,
+    a_steer_key_used_for_other_input_is_a_conflict,
+    a_steer_sent_as_its_own_input_and_retried_answers_the_same_execution,
     stop_cancels_the_running_turn_and_the_queue_goes_on,
     deleting_a_chat_cancels_its_turns_and_admits_nothing_more,
     a_member_cannot_read_or_send_to_another_members_chat,
@@ -603,9 +606,16 @@ async fn a_command_key_used_for_another_chat_is_a_conflict(server: Server) {
     let bot = server.bot(&server.owner, &model, false).await;
     let first_chat = server.chat(&server.owner, &bot).await;
     let second_chat = server.chat(&server.owner, &bot).await;
-    let first = receipt(server.send(&server.owner, &first_chat, "Hi", Some("k1")).await).await;
+    let first = receipt(
+        server
+            .send(&server.owner, &first_chat, "Hi", Some("k1"))
+            .await,
+    )
+    .await;
     // The same key and input for another Chat names another request.
-    let other = server.send(&server.owner, &second_chat, "Hi", Some("k1")).await;
+    let other = server
+        .send(&server.owner, &second_chat, "Hi", Some("k1"))
+        .await;
     assert_eq!(
         error_code(other).await,
         (StatusCode::CONFLICT, "conflict".into())
@@ -686,6 +696,91 @@ async fn steering_input_joins_the_running_turn(server: Server) {
         server.history(&server.owner, &chat).await,
         ["start", "first", "also this", "saw both"]
     );
+}
+
+async fn steer(server: &Server, chat: &str, text: &str, key: &str) -> reqwest::Response {
+    server
+        .post(&format!("/v1/chats/{chat}/steer"), &server.owner)
+        .json(&json!({"content": [{"type": "text", "text": text}], "command_key": key}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_steer_retried_with_its_key_joins_once(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["first"]),
+        Answer::Text(vec!["saw it once"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
+    server
+        .wait_started(sent["execution_id"].as_str().unwrap())
+        .await;
+    let steered = receipt(steer(&server, &chat, "also this", "s1").await).await;
+    let again = receipt(steer(&server, &chat, "also this", "s1").await).await;
+    assert_eq!(steered, again, "the retry answers the same receipt");
+    assert_eq!(again["disposition"], "steered");
+    assert_eq!(again["execution_id"], sent["execution_id"]);
+    server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["start", "first", "also this", "saw it once"]
+    );
+}
+
+async fn a_steer_key_used_for_other_input_is_a_conflict(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["first"]),
+        Answer::Text(vec!["saw one"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
+    server
+        .wait_started(sent["execution_id"].as_str().unwrap())
+        .await;
+    receipt(steer(&server, &chat, "also this", "s1").await).await;
+    let other = steer(&server, &chat, "something else", "s1").await;
+    assert_eq!(
+        error_code(other).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["start", "first", "also this", "saw one"]
+    );
+}
+
+async fn a_steer_sent_as_its_own_input_and_retried_answers_the_same_execution(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["once"])]).await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    // No Turn runs, so the steer is sent as its own input; its retry finds that Turn running
+    // and must not join it.
+    let first = receipt(steer(&server, &chat, "hello", "s1").await).await;
+    assert_eq!(first["disposition"], "started");
+    let again = receipt(steer(&server, &chat, "hello", "s1").await).await;
+    assert_eq!(again, first);
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["hello", "once"]
+    );
+    assert_eq!(model.total_requests(), 1);
 }
 
 async fn stop_cancels_the_running_turn_and_the_queue_goes_on(server: Server) {

@@ -96,7 +96,7 @@ pub async fn get_chat(
 
 /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
 /// with the same `command_key` and input answers the same execution; the same key with other
-/// input is a 409 conflict.
+/// input, or for another Chat, is a 409 conflict.
 #[utoipa::path(post, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")), request_body = SendInput,
     responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
@@ -115,6 +115,8 @@ pub async fn send(
 }
 
 /// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input.
+/// A retry with the same `command_key` and input answers the same execution and adds nothing
+/// again; the same key with other input, or for another Chat, is a 409 conflict.
 #[utoipa::path(post, path = "/v1/chats/{id}/steer", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")), request_body = SendInput,
     responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]

@@ -106,8 +106,23 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<Event>, StoreError>;
 
-    /// Adds input to a running Turn; `None` when it has ended or no longer takes input.
-    async fn add_input(&self, id: ExecutionId, content: String) -> Result<Option<i64>, StoreError>;
+    /// Adds input to a running Turn; `None` when it has ended or no longer takes input. With a
+    /// `key`, the key is recorded for this execution in the same transaction; a key that is
+    /// already recorded adds nothing and fails with [`StoreError::CommandKeyConflict`] (read
+    /// it with [`Store::command_key`] to tell a retry from other input).
+    async fn add_input(
+        &self,
+        id: ExecutionId,
+        content: String,
+        key: Option<KeyWrite>,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// A recorded command key of `scope`.
+    async fn command_key(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<CommandKeyRow>, StoreError>;
 
     /// Takes the input that joined the Turn for `step`: input not yet taken is assigned to
     /// `step`; input already assigned to `step` is returned again (replay). With `last` and

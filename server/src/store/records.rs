@@ -79,6 +79,27 @@ pub struct NewExecution {
     pub events: Vec<EventKind>,
 }
 
+/// A command key recorded with a write that starts no execution (input that joins a running
+/// Turn), so that a retry finds what the first request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrite {
+    /// Whose key it is.
+    pub scope: Scope,
+    /// The caller's name for the request.
+    pub key: String,
+    /// A digest of the request (its kind, target and input).
+    pub input_digest: Vec<u8>,
+}
+
+/// A recorded command key: what the request was and the execution that answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandKeyRow {
+    /// A digest of the request.
+    pub input_digest: Vec<u8>,
+    /// The execution the request started or joined.
+    pub execution_id: ExecutionId,
+}
+
 /// What a submission did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {

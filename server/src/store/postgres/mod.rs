@@ -579,7 +579,12 @@ impl Store for PostgresStore {
         rows.iter().map(|row| event_from_row!(row, id)).collect()
     }
 
-    async fn add_input(&self, id: ExecutionId, content: String) -> Result<Option<i64>, StoreError> {
+    async fn add_input(
+        &self,
+        id: ExecutionId,
+        content: String,
+        key: Option<KeyWrite>,
+    ) -> Result<Option<i64>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let open: Option<bool> = sqlx::query_scalar(concat!(
             "SELECT NOT input_closed AND state IN ",
@@ -594,6 +599,25 @@ impl Store for PostgresStore {
             Some(false) => return Ok(None),
             Some(true) => {}
         }
+        if let Some(key) = &key {
+            // Recorded with the input, so a retry never adds it again.
+            let inserted = sqlx::query(
+                "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
+            )
+            .bind(key.scope.to_stored())
+            .bind(&key.key)
+            .bind(&key.input_digest)
+            .bind(id.as_uuid())
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                tx.rollback().await?;
+                return Err(StoreError::CommandKeyConflict(key.key.clone()));
+            }
+        }
         let position: i64 = sqlx::query_scalar(
             "INSERT INTO turn_inputs (execution_id, position, content, created_at) \
              SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3 FROM turn_inputs WHERE execution_id = $1 RETURNING position::bigint",
@@ -605,6 +629,27 @@ impl Store for PostgresStore {
         .await?;
         tx.commit().await?;
         Ok(Some(position))
+    }
+
+    async fn command_key(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<CommandKeyRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2",
+        )
+        .bind(scope.to_stored())
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(CommandKeyRow {
+                input_digest: row.try_get("input_digest")?,
+                execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
+            })
+        })
+        .transpose()
     }
 
     async fn take_inputs(
