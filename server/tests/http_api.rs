@@ -61,6 +61,17 @@ http_tests!(
     a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
     an_admin_creates_an_organization_whose_token_acts_only_there,
     a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store,
+    a_bot_limited_token_cannot_read_another_bots_execution,
+    a_bot_limited_token_cannot_poll_another_bots_events,
+    a_bot_limited_token_cannot_stream_another_bots_events,
+    a_bot_limited_token_cannot_cancel_another_bots_execution,
+    a_bot_limited_token_cannot_pause_another_bots_execution,
+    a_bot_limited_token_cannot_resume_another_bots_execution,
+    a_bot_limited_token_cannot_deliver_tool_results_to_another_bots_execution,
+    a_bot_limited_token_lists_only_the_files_it_uploaded,
+    a_bot_limited_token_cannot_read_a_file_it_did_not_upload,
+    a_bot_limited_token_cannot_read_the_bytes_of_a_file_it_did_not_upload,
+    a_bot_limited_token_cannot_delete_a_file_it_did_not_upload,
 );
 
 async fn health_needs_no_token(server: Server) {
@@ -1850,4 +1861,288 @@ async fn a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store(serv
         .await
         .unwrap();
     assert_eq!(gone.status(), StatusCode::NOT_FOUND);
+}
+
+/// Bot A's and Bot B's Turns of the owner, and a token limited to Bot A.
+struct TwoBots {
+    limited: String,
+    own: String,
+    other: String,
+}
+
+/// Bot A's Turn ends; Bot B's ends too, or with `hold_other` keeps running (its model request
+/// hangs), so a command on it would take effect.
+async fn two_bots(server: &Server, hold_other: bool) -> TwoBots {
+    let model_a = FakeOpenAi::start(vec![Answer::Text(vec!["for A"])]).await;
+    let model_b = FakeOpenAi::start(vec![Answer::Text(vec!["for B"])]).await;
+    if hold_other {
+        model_b.delay(0, Duration::from_secs(30));
+    }
+    let a = server.bot(&server.owner, &model_a, false).await;
+    let b = server.bot(&server.owner, &model_b, false).await;
+    let limited = server.bot_limited_token(&a).await;
+    let chat = server.chat(&server.owner, &a).await;
+    let sent = receipt(
+        server
+            .send(&server.owner, &chat, "A's question", None)
+            .await,
+    )
+    .await;
+    let own = sent["execution_id"].as_str().unwrap().to_string();
+    server.finish(&server.owner, &own).await;
+    let chat = server.chat(&server.owner, &b).await;
+    let sent = receipt(server.send(&server.owner, &chat, "B's secret", None).await).await;
+    let other = sent["execution_id"].as_str().unwrap().to_string();
+    if hold_other {
+        server.wait_started(&other).await;
+    } else {
+        server.finish(&server.owner, &other).await;
+    }
+    TwoBots {
+        limited,
+        own,
+        other,
+    }
+}
+
+/// The state of an execution as its owner reads it.
+async fn state_of(server: &Server, id: &str) -> String {
+    let view: Value = server
+        .get(&format!("/v1/executions/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    view["state"].as_str().unwrap().to_string()
+}
+
+async fn assert_not_found(response: reqwest::Response) {
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        error_code(response).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+async fn a_bot_limited_token_cannot_read_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, false).await;
+    let own = server
+        .get(&format!("/v1/executions/{}", bots.own), &bots.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK, "its own Bot's work it reads");
+    let other = server
+        .get(&format!("/v1/executions/{}", bots.other), &bots.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(other).await;
+}
+
+async fn a_bot_limited_token_cannot_poll_another_bots_events(server: Server) {
+    let bots = two_bots(&server, false).await;
+    let events = server
+        .get(
+            &format!("/v1/executions/{}/events?after=0", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(events).await;
+}
+
+async fn a_bot_limited_token_cannot_stream_another_bots_events(server: Server) {
+    let bots = two_bots(&server, false).await;
+    let events = server
+        .get(
+            &format!("/v1/executions/{}/events", bots.other),
+            &bots.limited,
+        )
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(events).await;
+}
+
+async fn a_bot_limited_token_cannot_cancel_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, true).await;
+    let cancel = server
+        .post(
+            &format!("/v1/executions/{}/cancel", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(cancel).await;
+    assert_eq!(state_of(&server, &bots.other).await, "running");
+}
+
+async fn a_bot_limited_token_cannot_pause_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, true).await;
+    let pause = server
+        .post(
+            &format!("/v1/executions/{}/pause", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(pause).await;
+    assert_eq!(state_of(&server, &bots.other).await, "running");
+}
+
+async fn a_bot_limited_token_cannot_resume_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, true).await;
+    let resume = server
+        .post(
+            &format!("/v1/executions/{}/resume", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(resume).await;
+    assert_eq!(state_of(&server, &bots.other).await, "running");
+}
+
+async fn a_bot_limited_token_cannot_deliver_tool_results_to_another_bots_execution(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("lookup", json!({"word": "turn"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let other_bot = bot_with_lookup(&server, &server.owner, &model).await;
+    let own_bot = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&own_bot).await;
+    let chat = server.chat(&server.owner, &other_bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Look", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    // The other Bot's Turn waits for this call's result.
+    let call_id = open_call(&server, &server.owner, execution).await;
+    assert_not_found(deliver(&server, &limited, execution, &call_id).await).await;
+    let delivered = deliver(&server, &server.owner, execution, &call_id).await;
+    assert_eq!(
+        delivered.status(),
+        StatusCode::ACCEPTED,
+        "the call is still open"
+    );
+}
+
+/// A file the owner's unlimited token uploaded, one a token limited to a Bot uploaded, and
+/// that token.
+struct TwoFiles {
+    limited: String,
+    owners: String,
+    own: String,
+}
+
+async fn two_files(server: &Server) -> TwoFiles {
+    let model = FakeOpenAi::start(Vec::new()).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&bot).await;
+    let upload = |token: String, text: &'static str| {
+        let request = server
+            .post("/v1/files?name=notes.txt", &token)
+            .header("content-type", "text/plain")
+            .body(text);
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED);
+            response.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let owners = upload(server.owner.clone(), "the owner's notes").await;
+    let own = upload(limited.clone(), "the widget's upload").await;
+    TwoFiles {
+        limited,
+        owners,
+        own,
+    }
+}
+
+async fn a_bot_limited_token_lists_only_the_files_it_uploaded(server: Server) {
+    let files = two_files(&server).await;
+    let ids = |list: Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let limited: Value = server
+        .get("/v1/files", &files.limited)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ids(limited), std::slice::from_ref(&files.own));
+    let owner: Value = server
+        .get("/v1/files", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(owner),
+        [files.own, files.owners],
+        "the member sees both"
+    );
+}
+
+async fn a_bot_limited_token_cannot_read_a_file_it_did_not_upload(server: Server) {
+    let files = two_files(&server).await;
+    let own = server
+        .get(&format!("/v1/files/{}", files.own), &files.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    let owners = server
+        .get(&format!("/v1/files/{}", files.owners), &files.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(owners).await;
+}
+
+async fn a_bot_limited_token_cannot_read_the_bytes_of_a_file_it_did_not_upload(server: Server) {
+    let files = two_files(&server).await;
+    let owners = server
+        .get(
+            &format!("/v1/files/{}/content", files.owners),
+            &files.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(owners).await;
+}
+
+async fn a_bot_limited_token_cannot_delete_a_file_it_did_not_upload(server: Server) {
+    let files = two_files(&server).await;
+    let deleted = server
+        .delete(&format!("/v1/files/{}", files.owners), &files.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(deleted).await;
+    let still = server
+        .get(&format!("/v1/files/{}", files.owners), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.status(), StatusCode::OK, "the file is still there");
 }

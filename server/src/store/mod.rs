@@ -13,7 +13,7 @@ mod sqlite;
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{Event, ExecutionId};
+use openbot_schema::{BotId, Event, ExecutionId};
 use uuid::Uuid;
 
 pub use error::StoreError;
@@ -85,6 +85,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Reads an execution.
     async fn execution(&self, id: ExecutionId) -> Result<ExecutionRow, StoreError>;
+
+    /// Reads an execution only if a reader of `scope` limited to `bot_ids` may see it: it is
+    /// of `scope`, and with a Bot limit the root of its tree (the execution itself, else the
+    /// ancestor with no parent) is a Turn of a Chat of one of those Bots. A child (tool job,
+    /// delegated Turn) is the work of the Bot of the Chat its tree works for, not of the Bot
+    /// it runs. `None` when it is missing or not visible, so both look the same.
+    async fn visible_execution(
+        &self,
+        id: ExecutionId,
+        scope: &Scope,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ExecutionRow>, StoreError>;
 
     /// The latest attempt of a call slot; a saved result of any attempt wins over a later
     /// attempt without one.
@@ -210,12 +222,19 @@ pub trait Store: Send + Sync + 'static {
     /// A request.
     async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError>;
 
-    /// The requests of an organization, newest first: only `member`'s when given, only in
-    /// `state` when given.
+    /// A request that a reader with `access` may see (see [`Store::requests`]).
+    async fn visible_request(
+        &self,
+        access: &RequestAccess,
+        id: Uuid,
+    ) -> Result<Option<RequestRow>, StoreError>;
+
+    /// The requests a reader with `access` may see, newest first, only in `state` when given:
+    /// of its organization, only its member's work when limited to one, and with a Bot limit
+    /// only those for a Chat of one of those Bots.
     async fn requests(
         &self,
-        organization_id: Uuid,
-        member: Option<Uuid>,
+        access: &RequestAccess,
         state: Option<&str>,
     ) -> Result<Vec<RequestRow>, StoreError>;
 

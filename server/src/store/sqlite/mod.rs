@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{Event, EventKind, ExecutionId};
+use openbot_schema::{BotId, Event, EventKind, ExecutionId};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -552,6 +552,31 @@ impl Store for SqliteStore {
         execution_from_row!(&row)
     }
 
+    async fn visible_execution(
+        &self,
+        id: ExecutionId,
+        scope: &Scope,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ExecutionRow>, StoreError> {
+        // The Bot limit is part of the query: the tree's root names the Chat, and so its Bot.
+        let row = sqlx::query(concat!(
+            "WITH RECURSIVE tree(id, parent_id, chat_id) AS ( \
+                 SELECT id, parent_id, chat_id FROM executions WHERE id = ?1 \
+                 UNION ALL SELECT e.id, e.parent_id, e.chat_id FROM executions e JOIN tree t ON e.id = t.parent_id) \
+             SELECT ",
+            execution_columns!(),
+            " FROM executions WHERE id = ?1 AND scope = ?2 \
+             AND (?3 IS NULL OR EXISTS (SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id \
+                 WHERE t.parent_id IS NULL AND lower(hex(c.bot_id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?3))))"
+        ))
+        .bind(id.as_uuid())
+        .bind(scope.to_stored())
+        .bind(bot_limit_json(bot_ids)?)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(|row| execution_from_row!(row)).transpose()
+    }
+
     async fn latest_call(
         &self,
         id: ExecutionId,
@@ -1009,13 +1034,20 @@ impl Store for SqliteStore {
         self.request_by_id(id).await
     }
 
+    async fn visible_request(
+        &self,
+        access: &RequestAccess,
+        id: Uuid,
+    ) -> Result<Option<RequestRow>, StoreError> {
+        Ok(self.requests_of(access, Some(id), None).await?.pop())
+    }
+
     async fn requests(
         &self,
-        organization_id: Uuid,
-        member: Option<Uuid>,
+        access: &RequestAccess,
         state: Option<&str>,
     ) -> Result<Vec<RequestRow>, StoreError> {
-        self.requests_of(organization_id, member, state).await
+        self.requests_of(access, None, state).await
     }
 
     async fn decide_request(
