@@ -61,6 +61,8 @@ http_tests!(
     a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
     an_admin_creates_an_organization_whose_token_acts_only_there,
     a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store,
+    a_bot_limited_token_lists_only_its_bots_chats,
+    a_bot_limited_token_cannot_read_or_send_to_another_bots_chat,
     a_bot_limited_token_cannot_read_another_bots_execution,
     a_bot_limited_token_cannot_poll_another_bots_events,
     a_bot_limited_token_cannot_stream_another_bots_events,
@@ -1924,6 +1926,55 @@ async fn assert_not_found(response: reqwest::Response) {
         error_code(response).await,
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+}
+
+/// A Chat of Bot A and one of Bot B, both the owner's, and a token limited to Bot A.
+async fn two_chats(server: &Server) -> (String, String, String) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let a = server.bot(&server.owner, &model, false).await;
+    let b = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&a).await;
+    let own = server.chat(&server.owner, &a).await;
+    let other = server.chat(&server.owner, &b).await;
+    (limited, own, other)
+}
+
+async fn a_bot_limited_token_lists_only_its_bots_chats(server: Server) {
+    let (limited, own, _) = two_chats(&server).await;
+    let listed: Value = server
+        .get("/v1/chats", &limited)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [own.as_str()]);
+}
+
+async fn a_bot_limited_token_cannot_read_or_send_to_another_bots_chat(server: Server) {
+    let (limited, own, other) = two_chats(&server).await;
+    let read = |chat: String| {
+        let request = server.get(&format!("/v1/chats/{chat}"), &limited);
+        async move { request.send().await.unwrap() }
+    };
+    assert_eq!(read(own).await.status(), StatusCode::OK);
+    assert_not_found(read(other.clone()).await).await;
+    assert_not_found(server.send(&limited, &other, "Hi", None).await).await;
+    assert_not_found(
+        server
+            .get(&format!("/v1/chats/{other}/messages"), &limited)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
 }
 
 async fn a_bot_limited_token_cannot_read_another_bots_execution(server: Server) {

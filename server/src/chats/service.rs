@@ -250,9 +250,10 @@ impl Chats {
         Ok(())
     }
 
+    /// One of the caller's Chats, within its token's Bot limit (in the query).
     async fn chat(&self, caller: &Caller, id: ChatId) -> Result<ChatRow, ChatError> {
         self.chats
-            .chat_of(caller.member.member_id, id)
+            .chat_of(caller.member.member_id, id, caller.bot_ids.as_deref())
             .await?
             .ok_or(ChatError::NotFound("chat"))
     }
@@ -303,11 +304,11 @@ impl Chats {
         Ok(chat_view(&self.chat(caller, id).await?))
     }
 
-    /// The caller's Chats.
+    /// The caller's Chats (with a token limited to some Bots, only those with one of them).
     pub async fn list(&self, caller: &Caller) -> Result<Vec<Chat>, ChatError> {
         Ok(self
             .chats
-            .chats_of(caller.member.member_id)
+            .chats_of(caller.member.member_id, caller.bot_ids.as_deref())
             .await?
             .iter()
             .map(chat_view)

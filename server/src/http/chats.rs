@@ -61,24 +61,20 @@ pub async fn list_chats(
     caller: Caller,
 ) -> Result<Json<Vec<Chat>>, ApiError> {
     caller.require(Resource::Chats, Action::Read)?;
+    // The token's Bot limit is part of the query.
     match state.chats.list(&caller).await {
-        Ok(chats) => Ok(Json(
-            chats
-                .into_iter()
-                .filter(|c| limited(&caller, c.bot_id).is_ok())
-                .collect(),
-        )),
+        Ok(chats) => Ok(Json(chats)),
         Err(err) => Err(mapped(&state, err).await),
     }
 }
 
+/// One of the caller's Chats; a Chat outside its token's Bot limit is not found (the limit is
+/// part of the query).
 async fn chat(state: &AppState, caller: &Caller, id: &str) -> Result<Chat, ApiError> {
-    let chat = match state.chats.get(caller, parse_id(id)?).await {
-        Ok(chat) => chat,
-        Err(err) => return Err(mapped(state, err).await),
-    };
-    limited(caller, chat.bot_id).map_err(|_| ApiError::not_found("chat"))?;
-    Ok(chat)
+    match state.chats.get(caller, parse_id(id)?).await {
+        Ok(chat) => Ok(chat),
+        Err(err) => Err(mapped(state, err).await),
+    }
 }
 
 /// Reads one of the caller's Chats.
