@@ -78,6 +78,7 @@ conformance!(
     events_get_gapless_sequences_in_commit_order,
     a_cancel_signal_moves_running_work_to_cancelling,
     input_taken_for_a_step_is_the_same_on_replay,
+    input_added_under_a_recorded_command_key_adds_nothing,
     a_saved_result_wins_over_a_later_attempt_without_one,
     an_ended_execution_takes_no_more_commits,
     sealed_records_hold_no_plaintext,
@@ -485,7 +486,7 @@ async fn input_taken_for_a_step_is_the_same_on_replay(backend: Backend) {
     let claim = claimed(&store, "node-a").await;
     let input = |text: &str| serde_json::to_string(&vec![ContentPart::text(text)]).unwrap();
     store
-        .add_input(claim.id, input("one"))
+        .add_input(claim.id, input("one"), None)
         .await
         .unwrap()
         .unwrap();
@@ -494,7 +495,7 @@ async fn input_taken_for_a_step_is_the_same_on_replay(backend: Backend) {
         .await
         .unwrap();
     store
-        .add_input(claim.id, input("two"))
+        .add_input(claim.id, input("two"), None)
         .await
         .unwrap()
         .unwrap();
@@ -526,9 +527,45 @@ async fn input_taken_for_a_step_is_the_same_on_replay(backend: Backend) {
             .is_empty()
     );
     assert_eq!(
-        store.add_input(claim.id, input("late")).await.unwrap(),
+        store
+            .add_input(claim.id, input("late"), None)
+            .await
+            .unwrap(),
         None,
         "a Turn that is ending takes no input"
+    );
+}
+
+async fn input_added_under_a_recorded_command_key_adds_nothing(backend: Backend) {
+    let store = backend.store;
+    let claim = claimed(&store, "node-a").await;
+    let input = serde_json::to_string(&vec![ContentPart::text("once")]).unwrap();
+    let key = KeyWrite {
+        scope: member(),
+        key: "steer-1".into(),
+        input_digest: b"steer once".to_vec(),
+    };
+    store
+        .add_input(claim.id, input.clone(), Some(key.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let again = store.add_input(claim.id, input.clone(), Some(key)).await;
+    assert!(matches!(again, Err(StoreError::CommandKeyConflict(_))));
+    assert_eq!(
+        store.command_key(&member(), "steer-1").await.unwrap(),
+        Some(CommandKeyRow {
+            input_digest: b"steer once".to_vec(),
+            execution_id: claim.id,
+        })
+    );
+    assert_eq!(
+        store
+            .take_inputs(claim.id, claim.generation, 2, false)
+            .await
+            .unwrap(),
+        vec![input],
+        "the input joined once"
     );
 }
 

@@ -38,8 +38,12 @@ http_tests!(
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
+    a_command_key_used_for_another_chat_is_a_conflict,
     input_sent_while_a_turn_runs_waits_its_turn_in_order,
     steering_input_joins_the_running_turn,
+    a_steer_retried_with_its_key_joins_once,
+    a_steer_key_used_for_other_input_is_a_conflict,
+    a_steer_sent_as_its_own_input_and_retried_answers_the_same_execution,
     stop_cancels_the_running_turn_and_the_queue_goes_on,
     deleting_a_chat_cancels_its_turns_and_admits_nothing_more,
     a_member_cannot_read_or_send_to_another_members_chat,
@@ -57,6 +61,19 @@ http_tests!(
     a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
     an_admin_creates_an_organization_whose_token_acts_only_there,
     a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store,
+    a_bot_limited_token_lists_only_its_bots_chats,
+    a_bot_limited_token_cannot_read_or_send_to_another_bots_chat,
+    a_bot_limited_token_cannot_read_another_bots_execution,
+    a_bot_limited_token_cannot_poll_another_bots_events,
+    a_bot_limited_token_cannot_stream_another_bots_events,
+    a_bot_limited_token_cannot_cancel_another_bots_execution,
+    a_bot_limited_token_cannot_pause_another_bots_execution,
+    a_bot_limited_token_cannot_resume_another_bots_execution,
+    a_bot_limited_token_cannot_deliver_tool_results_to_another_bots_execution,
+    a_bot_limited_token_lists_only_the_files_it_uploaded,
+    a_bot_limited_token_cannot_read_a_file_it_did_not_upload,
+    a_bot_limited_token_cannot_read_the_bytes_of_a_file_it_did_not_upload,
+    a_bot_limited_token_cannot_delete_a_file_it_did_not_upload,
 );
 
 async fn health_needs_no_token(server: Server) {
@@ -597,6 +614,32 @@ async fn a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict
     assert_eq!(model.total_requests(), 1);
 }
 
+async fn a_command_key_used_for_another_chat_is_a_conflict(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["once"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let first_chat = server.chat(&server.owner, &bot).await;
+    let second_chat = server.chat(&server.owner, &bot).await;
+    let first = receipt(
+        server
+            .send(&server.owner, &first_chat, "Hi", Some("k1"))
+            .await,
+    )
+    .await;
+    // The same key and input for another Chat names another request.
+    let other = server
+        .send(&server.owner, &second_chat, "Hi", Some("k1"))
+        .await;
+    assert_eq!(
+        error_code(other).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert!(server.history(&server.owner, &second_chat).await.is_empty());
+    assert_eq!(model.total_requests(), 1);
+}
+
 async fn input_sent_while_a_turn_runs_waits_its_turn_in_order(server: Server) {
     let model = FakeOpenAi::start(vec![
         Answer::Text(vec!["one"]),
@@ -666,6 +709,91 @@ async fn steering_input_joins_the_running_turn(server: Server) {
         server.history(&server.owner, &chat).await,
         ["start", "first", "also this", "saw both"]
     );
+}
+
+async fn steer(server: &Server, chat: &str, text: &str, key: &str) -> reqwest::Response {
+    server
+        .post(&format!("/v1/chats/{chat}/steer"), &server.owner)
+        .json(&json!({"content": [{"type": "text", "text": text}], "command_key": key}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_steer_retried_with_its_key_joins_once(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["first"]),
+        Answer::Text(vec!["saw it once"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
+    server
+        .wait_started(sent["execution_id"].as_str().unwrap())
+        .await;
+    let steered = receipt(steer(&server, &chat, "also this", "s1").await).await;
+    let again = receipt(steer(&server, &chat, "also this", "s1").await).await;
+    assert_eq!(steered, again, "the retry answers the same receipt");
+    assert_eq!(again["disposition"], "steered");
+    assert_eq!(again["execution_id"], sent["execution_id"]);
+    server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["start", "first", "also this", "saw it once"]
+    );
+}
+
+async fn a_steer_key_used_for_other_input_is_a_conflict(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["first"]),
+        Answer::Text(vec!["saw one"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
+    server
+        .wait_started(sent["execution_id"].as_str().unwrap())
+        .await;
+    receipt(steer(&server, &chat, "also this", "s1").await).await;
+    let other = steer(&server, &chat, "something else", "s1").await;
+    assert_eq!(
+        error_code(other).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["start", "first", "also this", "saw one"]
+    );
+}
+
+async fn a_steer_sent_as_its_own_input_and_retried_answers_the_same_execution(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["once"])]).await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    // No Turn runs, so the steer is sent as its own input; its retry finds that Turn running
+    // and must not join it.
+    let first = receipt(steer(&server, &chat, "hello", "s1").await).await;
+    assert_eq!(first["disposition"], "started");
+    let again = receipt(steer(&server, &chat, "hello", "s1").await).await;
+    assert_eq!(again, first);
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        server.history(&server.owner, &chat).await,
+        ["hello", "once"]
+    );
+    assert_eq!(model.total_requests(), 1);
 }
 
 async fn stop_cancels_the_running_turn_and_the_queue_goes_on(server: Server) {
@@ -1735,4 +1863,337 @@ async fn a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store(serv
         .await
         .unwrap();
     assert_eq!(gone.status(), StatusCode::NOT_FOUND);
+}
+
+/// Bot A's and Bot B's Turns of the owner, and a token limited to Bot A.
+struct TwoBots {
+    limited: String,
+    own: String,
+    other: String,
+}
+
+/// Bot A's Turn ends; Bot B's ends too, or with `hold_other` keeps running (its model request
+/// hangs), so a command on it would take effect.
+async fn two_bots(server: &Server, hold_other: bool) -> TwoBots {
+    let model_a = FakeOpenAi::start(vec![Answer::Text(vec!["for A"])]).await;
+    let model_b = FakeOpenAi::start(vec![Answer::Text(vec!["for B"])]).await;
+    if hold_other {
+        model_b.delay(0, Duration::from_secs(30));
+    }
+    let a = server.bot(&server.owner, &model_a, false).await;
+    let b = server.bot(&server.owner, &model_b, false).await;
+    let limited = server.bot_limited_token(&a).await;
+    let chat = server.chat(&server.owner, &a).await;
+    let sent = receipt(
+        server
+            .send(&server.owner, &chat, "A's question", None)
+            .await,
+    )
+    .await;
+    let own = sent["execution_id"].as_str().unwrap().to_string();
+    server.finish(&server.owner, &own).await;
+    let chat = server.chat(&server.owner, &b).await;
+    let sent = receipt(server.send(&server.owner, &chat, "B's secret", None).await).await;
+    let other = sent["execution_id"].as_str().unwrap().to_string();
+    if hold_other {
+        server.wait_started(&other).await;
+    } else {
+        server.finish(&server.owner, &other).await;
+    }
+    TwoBots {
+        limited,
+        own,
+        other,
+    }
+}
+
+/// The state of an execution as its owner reads it.
+async fn state_of(server: &Server, id: &str) -> String {
+    let view: Value = server
+        .get(&format!("/v1/executions/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    view["state"].as_str().unwrap().to_string()
+}
+
+async fn assert_not_found(response: reqwest::Response) {
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        error_code(response).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+/// A Chat of Bot A and one of Bot B, both the owner's, and a token limited to Bot A.
+async fn two_chats(server: &Server) -> (String, String, String) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let a = server.bot(&server.owner, &model, false).await;
+    let b = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&a).await;
+    let own = server.chat(&server.owner, &a).await;
+    let other = server.chat(&server.owner, &b).await;
+    (limited, own, other)
+}
+
+async fn a_bot_limited_token_lists_only_its_bots_chats(server: Server) {
+    let (limited, own, _) = two_chats(&server).await;
+    let listed: Value = server
+        .get("/v1/chats", &limited)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [own.as_str()]);
+}
+
+async fn a_bot_limited_token_cannot_read_or_send_to_another_bots_chat(server: Server) {
+    let (limited, own, other) = two_chats(&server).await;
+    let read = |chat: String| {
+        let request = server.get(&format!("/v1/chats/{chat}"), &limited);
+        async move { request.send().await.unwrap() }
+    };
+    assert_eq!(read(own).await.status(), StatusCode::OK);
+    assert_not_found(read(other.clone()).await).await;
+    assert_not_found(server.send(&limited, &other, "Hi", None).await).await;
+    assert_not_found(
+        server
+            .get(&format!("/v1/chats/{other}/messages"), &limited)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
+async fn a_bot_limited_token_cannot_read_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, false).await;
+    let own = server
+        .get(&format!("/v1/executions/{}", bots.own), &bots.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK, "its own Bot's work it reads");
+    let other = server
+        .get(&format!("/v1/executions/{}", bots.other), &bots.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(other).await;
+}
+
+async fn a_bot_limited_token_cannot_poll_another_bots_events(server: Server) {
+    let bots = two_bots(&server, false).await;
+    let events = server
+        .get(
+            &format!("/v1/executions/{}/events?after=0", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(events).await;
+}
+
+async fn a_bot_limited_token_cannot_stream_another_bots_events(server: Server) {
+    let bots = two_bots(&server, false).await;
+    let events = server
+        .get(
+            &format!("/v1/executions/{}/events", bots.other),
+            &bots.limited,
+        )
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(events).await;
+}
+
+async fn a_bot_limited_token_cannot_cancel_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, true).await;
+    let cancel = server
+        .post(
+            &format!("/v1/executions/{}/cancel", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(cancel).await;
+    assert_eq!(state_of(&server, &bots.other).await, "running");
+}
+
+async fn a_bot_limited_token_cannot_pause_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, true).await;
+    let pause = server
+        .post(
+            &format!("/v1/executions/{}/pause", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(pause).await;
+    assert_eq!(state_of(&server, &bots.other).await, "running");
+}
+
+async fn a_bot_limited_token_cannot_resume_another_bots_execution(server: Server) {
+    let bots = two_bots(&server, true).await;
+    let resume = server
+        .post(
+            &format!("/v1/executions/{}/resume", bots.other),
+            &bots.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(resume).await;
+    assert_eq!(state_of(&server, &bots.other).await, "running");
+}
+
+async fn a_bot_limited_token_cannot_deliver_tool_results_to_another_bots_execution(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("lookup", json!({"word": "turn"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let other_bot = bot_with_lookup(&server, &server.owner, &model).await;
+    let own_bot = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&own_bot).await;
+    let chat = server.chat(&server.owner, &other_bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Look", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    // The other Bot's Turn waits for this call's result.
+    let call_id = open_call(&server, &server.owner, execution).await;
+    assert_not_found(deliver(&server, &limited, execution, &call_id).await).await;
+    let delivered = deliver(&server, &server.owner, execution, &call_id).await;
+    assert_eq!(
+        delivered.status(),
+        StatusCode::ACCEPTED,
+        "the call is still open"
+    );
+}
+
+/// A file the owner's unlimited token uploaded, one a token limited to a Bot uploaded, and
+/// that token.
+struct TwoFiles {
+    limited: String,
+    owners: String,
+    own: String,
+}
+
+async fn two_files(server: &Server) -> TwoFiles {
+    let model = FakeOpenAi::start(Vec::new()).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&bot).await;
+    let upload = |token: String, text: &'static str| {
+        let request = server
+            .post("/v1/files?name=notes.txt", &token)
+            .header("content-type", "text/plain")
+            .body(text);
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED);
+            response.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let owners = upload(server.owner.clone(), "the owner's notes").await;
+    let own = upload(limited.clone(), "the widget's upload").await;
+    TwoFiles {
+        limited,
+        owners,
+        own,
+    }
+}
+
+async fn a_bot_limited_token_lists_only_the_files_it_uploaded(server: Server) {
+    let files = two_files(&server).await;
+    let ids = |list: Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let limited: Value = server
+        .get("/v1/files", &files.limited)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ids(limited), std::slice::from_ref(&files.own));
+    let owner: Value = server
+        .get("/v1/files", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(owner),
+        [files.own, files.owners],
+        "the member sees both"
+    );
+}
+
+async fn a_bot_limited_token_cannot_read_a_file_it_did_not_upload(server: Server) {
+    let files = two_files(&server).await;
+    let own = server
+        .get(&format!("/v1/files/{}", files.own), &files.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    let owners = server
+        .get(&format!("/v1/files/{}", files.owners), &files.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(owners).await;
+}
+
+async fn a_bot_limited_token_cannot_read_the_bytes_of_a_file_it_did_not_upload(server: Server) {
+    let files = two_files(&server).await;
+    let owners = server
+        .get(
+            &format!("/v1/files/{}/content", files.owners),
+            &files.limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(owners).await;
+}
+
+async fn a_bot_limited_token_cannot_delete_a_file_it_did_not_upload(server: Server) {
+    let files = two_files(&server).await;
+    let deleted = server
+        .delete(&format!("/v1/files/{}", files.owners), &files.limited)
+        .send()
+        .await
+        .unwrap();
+    assert_not_found(deleted).await;
+    let still = server
+        .get(&format!("/v1/files/{}", files.owners), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.status(), StatusCode::OK, "the file is still there");
 }

@@ -45,6 +45,11 @@ http_tests!(
     a_decision_does_not_bypass_a_pause,
     a_childs_time_limit_comes_from_its_source,
     a_childs_cost_limit_comes_from_its_source,
+    a_bot_limited_token_does_not_list_another_bots_approvals,
+    a_bot_limited_token_cannot_read_another_bots_approval,
+    a_bot_limited_token_cannot_decide_another_bots_approval,
+    a_bot_limited_token_cannot_read_a_child_of_another_bots_turn,
+    a_delegated_turn_belongs_to_the_bot_of_its_chat,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -1243,4 +1248,132 @@ async fn a_childs_cost_limit_comes_from_its_source(server: Server) {
         Some(1200),
         "two steps of 600: the second crossed 1000"
     );
+}
+
+/// A pending approval of the paying Bot's Turn: the request, its tool job, a token limited to
+/// the paying Bot and one limited to another Bot.
+struct BotApproval {
+    request: String,
+    job: String,
+    paying: String,
+    other: String,
+}
+
+async fn another_bots_approval(
+    server: &Server,
+    outside: &Outside,
+    model: &FakeOpenAi,
+) -> BotApproval {
+    let bot = paying_bot(
+        server,
+        outside,
+        model,
+        json!({"tool": "pay", "action": "ask"}),
+    )
+    .await;
+    let other_bot = server
+        .bot_with(&server.owner, "Other", &model.spec(), &[])
+        .await;
+    let (_, _, events) = server.run_turn(&server.owner, &bot, "Pay 5").await;
+    BotApproval {
+        request: requested(&events).unwrap(),
+        job: children(&events).pop().unwrap(),
+        paying: server.bot_limited_token(&bot).await,
+        other: server.bot_limited_token(&other_bot).await,
+    }
+}
+
+async fn a_bot_limited_token_does_not_list_another_bots_approvals(server: Server) {
+    let outside = Outside::start(false).await;
+    let model = FakeOpenAi::start(pay_script()).await;
+    let approval = another_bots_approval(&server, &outside, &model).await;
+    assert!(
+        server
+            .approvals(&approval.other, "pending")
+            .await
+            .is_empty()
+    );
+    let listed = server.approvals(&approval.paying, "pending").await;
+    assert_eq!(listed.len(), 1, "a token of the request's Bot lists it");
+    assert_eq!(listed[0]["id"], approval.request.as_str());
+}
+
+async fn a_bot_limited_token_cannot_read_another_bots_approval(server: Server) {
+    let outside = Outside::start(false).await;
+    let model = FakeOpenAi::start(pay_script()).await;
+    let approval = another_bots_approval(&server, &outside, &model).await;
+    let read = server
+        .get(
+            &format!("/v1/approvals/{}", approval.request),
+            &approval.other,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(read).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+async fn a_bot_limited_token_cannot_decide_another_bots_approval(server: Server) {
+    let outside = Outside::start(false).await;
+    let model = FakeOpenAi::start(pay_script()).await;
+    let approval = another_bots_approval(&server, &outside, &model).await;
+    let decided = server
+        .decide(&approval.other, &approval.request, "approve", None)
+        .await;
+    assert_eq!(
+        error_code(decided).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    assert_eq!(server.approval(&approval.request).await["state"], "pending");
+    assert_eq!(outside.received(), 0, "nothing ran");
+}
+
+async fn a_bot_limited_token_cannot_read_a_child_of_another_bots_turn(server: Server) {
+    let outside = Outside::start(false).await;
+    let model = FakeOpenAi::start(pay_script()).await;
+    let approval = another_bots_approval(&server, &outside, &model).await;
+    let read = |token: String| {
+        let request = server.get(&format!("/v1/executions/{}", approval.job), &token);
+        async move { request.send().await.unwrap() }
+    };
+    assert_eq!(
+        error_code(read(approval.other.clone()).await).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    assert_eq!(
+        read(approval.paying.clone()).await.status(),
+        StatusCode::OK,
+        "the tool job is the work of its Turn's Bot"
+    );
+}
+
+async fn a_delegated_turn_belongs_to_the_bot_of_its_chat(server: Server) {
+    let parent = FakeOpenAi::start(vec![
+        Answer::Tool("calculator", json!({"task": "What is 6*7?"})),
+        Answer::Text(vec!["Waiting for the calculator."]),
+        Answer::Text(vec!["The answer is 42."]),
+    ])
+    .await;
+    let child = FakeOpenAi::start(vec![Answer::Text(vec!["42"])]).await;
+    let (boss, calculator) = delegating_bots(&server, &parent, &child, json!({})).await;
+    let (_, _, events) = server
+        .run_turn(&server.owner, &boss, "Please compute, my secret is xyzzy")
+        .await;
+    let delegated = children(&events).pop().unwrap();
+    server.ended(&delegated).await;
+    let read = |token: String| {
+        let request = server.get(&format!("/v1/executions/{delegated}/events"), &token);
+        async move { request.send().await.unwrap() }
+    };
+    // The delegate's own token does not reach into the Chat of another Bot.
+    let calculators = server.bot_limited_token(&calculator).await;
+    assert_eq!(
+        error_code(read(calculators).await).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let bosses = server.bot_limited_token(&boss).await;
+    assert_eq!(read(bosses).await.status(), StatusCode::OK);
 }

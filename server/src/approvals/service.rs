@@ -13,7 +13,9 @@ use super::rules::{DEFAULT_EXPIRY_MS, RuleRow};
 use super::store::RuleStore;
 use crate::engine::{Engine, EngineError, Wake};
 use crate::identity::{AccessError, Caller, IdentityCheckError, IdentityStore};
-use crate::store::{NoticeTarget, NoticeWrite, RequestDecision, RequestRow, StoreError, now_ms};
+use crate::store::{
+    NoticeTarget, NoticeWrite, RequestAccess, RequestDecision, RequestRow, StoreError, now_ms,
+};
 use crate::work::{JobInput, notice_content};
 
 /// The most rules an organization keeps.
@@ -98,6 +100,16 @@ fn request_view(row: RequestRow) -> Result<ApprovalRequest, StoreError> {
         decided_by: row.decided_by.filter(|m| !m.is_nil()),
         reason: row.reason,
     })
+}
+
+/// The requests a caller may see and decide: its organization's; only its own work's unless it
+/// is an admin; only work for a Chat of one of its Bots when its token is limited to some.
+fn access(caller: &Caller) -> RequestAccess {
+    RequestAccess {
+        organization_id: caller.member.organization_id,
+        member: (!caller.is_admin()).then_some(caller.member.member_id),
+        bot_ids: caller.bot_ids.clone(),
+    }
 }
 
 impl Approvals {
@@ -194,23 +206,19 @@ impl Approvals {
     }
 
     /// The requests the caller may decide (an admin: all of the organization; a member: their
-    /// own work's), newest first, optionally only in one state.
+    /// own work's; a token limited to some Bots: only those of work for a Chat of one of its
+    /// Bots), newest first, optionally only in one state.
     pub async fn list(
         &self,
         caller: &Caller,
         state: Option<ApprovalState>,
     ) -> Result<Vec<ApprovalRequest>, ApprovalError> {
         caller.require(Resource::Chats, Action::Read)?;
-        let member = (!caller.is_admin()).then_some(caller.member.member_id);
         let rows = self
             .engine
             .context()
             .store
-            .requests(
-                caller.member.organization_id,
-                member,
-                state.map(ApprovalState::as_str),
-            )
+            .requests(&access(caller), state.map(ApprovalState::as_str))
             .await?;
         Ok(rows
             .into_iter()
@@ -219,18 +227,12 @@ impl Approvals {
     }
 
     async fn visible(&self, caller: &Caller, id: Uuid) -> Result<RequestRow, ApprovalError> {
-        let row = self
-            .engine
+        self.engine
             .context()
             .store
-            .request(id)
+            .visible_request(&access(caller), id)
             .await?
-            .filter(|row| {
-                row.organization_id == caller.member.organization_id
-                    && (caller.is_admin() || row.owner_member_id == caller.member.member_id)
-            })
-            .ok_or(ApprovalError::NotFound("approval request"))?;
-        Ok(row)
+            .ok_or(ApprovalError::NotFound("approval request"))
     }
 
     /// One request the caller may decide.

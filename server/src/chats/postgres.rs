@@ -6,7 +6,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::store::{ChatRow, ChatStore};
-use crate::store::{PostgresStore, StoreError, now_ms};
+use crate::store::{PostgresStore, StoreError, bot_limit_json, now_ms};
 
 fn chat_row(row: &sqlx::postgres::PgRow) -> Result<ChatRow, StoreError> {
     Ok(ChatRow {
@@ -47,24 +47,35 @@ impl ChatStore for PostgresStore {
         chat_row(&row)
     }
 
-    async fn chat_of(&self, member_id: Uuid, id: ChatId) -> Result<Option<ChatRow>, StoreError> {
+    async fn chat_of(
+        &self,
+        member_id: Uuid,
+        id: ChatId,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ChatRow>, StoreError> {
         let row = sqlx::query(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
-             WHERE id = $1 AND member_id = $2 AND deleted_at IS NULL",
+             WHERE id = $1 AND member_id = $2 AND deleted_at IS NULL AND ($3::text IS NULL OR bot_id::text IN (SELECT jsonb_array_elements_text($3::jsonb)))",
         )
         .bind(id.as_uuid())
         .bind(member_id)
+        .bind(bot_limit_json(bot_ids)?)
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(chat_row).transpose()
     }
 
-    async fn chats_of(&self, member_id: Uuid) -> Result<Vec<ChatRow>, StoreError> {
+    async fn chats_of(
+        &self,
+        member_id: Uuid,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Vec<ChatRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
-             WHERE member_id = $1 AND deleted_at IS NULL ORDER BY id",
+             WHERE member_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR bot_id::text IN (SELECT jsonb_array_elements_text($2::jsonb))) ORDER BY id",
         )
         .bind(member_id)
+        .bind(bot_limit_json(bot_ids)?)
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(chat_row).collect()

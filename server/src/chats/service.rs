@@ -8,12 +8,13 @@ use chrono::DateTime;
 use openbot_schema::{
     BotId, Chat, ChatEntry, ChatId, EventKind, ExecutionId, SendDisposition, SendInput, SendReceipt,
 };
+use sha2::{Digest, Sha256};
 
 use super::store::{ChatRow, ChatStore};
 use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
-use crate::store::{ExecutionRow, StoreError};
+use crate::store::{ExecutionRow, KeyWrite, StoreError};
 use crate::tools::ToolStore;
 use crate::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
 
@@ -114,6 +115,38 @@ fn check_input(input: &SendInput) -> Result<(), ChatError> {
         ));
     }
     Ok(())
+}
+
+fn key_conflict(key: &str) -> ChatError {
+    ChatError::Conflict(format!("command key `{key}` was used for other input"))
+}
+
+/// A steer's command key and the two requests it may stand for: the steer joined a running
+/// Turn, or it was sent as its own input. Both cover "steer", the Chat and the content, so
+/// the key never matches a send or a steer of other input or to another Chat.
+struct SteerKey {
+    key: String,
+    joined: Vec<u8>,
+    sent: Vec<u8>,
+}
+
+impl SteerKey {
+    fn new(key: &str, chat: ChatId, content: &str) -> Self {
+        let digest = |how: &[u8]| {
+            let mut digest = Sha256::new();
+            digest.update(b"steer\0");
+            digest.update(how);
+            digest.update([0]);
+            digest.update(chat.as_uuid().as_bytes());
+            digest.update(content.as_bytes());
+            digest.finalize().to_vec()
+        };
+        Self {
+            key: key.to_string(),
+            joined: digest(b"joined"),
+            sent: digest(b"sent"),
+        }
+    }
 }
 
 fn advancing(executions: &[ExecutionRow]) -> Option<&ExecutionRow> {
@@ -217,9 +250,10 @@ impl Chats {
         Ok(())
     }
 
+    /// One of the caller's Chats, within its token's Bot limit (in the query).
     async fn chat(&self, caller: &Caller, id: ChatId) -> Result<ChatRow, ChatError> {
         self.chats
-            .chat_of(caller.member.member_id, id)
+            .chat_of(caller.member.member_id, id, caller.bot_ids.as_deref())
             .await?
             .ok_or(ChatError::NotFound("chat"))
     }
@@ -270,11 +304,11 @@ impl Chats {
         Ok(chat_view(&self.chat(caller, id).await?))
     }
 
-    /// The caller's Chats.
+    /// The caller's Chats (with a token limited to some Bots, only those with one of them).
     pub async fn list(&self, caller: &Caller) -> Result<Vec<Chat>, ChatError> {
         Ok(self
             .chats
-            .chats_of(caller.member.member_id)
+            .chats_of(caller.member.member_id, caller.bot_ids.as_deref())
             .await?
             .iter()
             .map(chat_view)
@@ -282,7 +316,8 @@ impl Chats {
     }
 
     /// Sends input: it waits in order for a Turn of its own, which starts at once when no Turn
-    /// runs. A retry with the same command key and input answers the same execution.
+    /// runs. A retry with the same command key and input answers the same execution; the same
+    /// key for other input or another Chat is a conflict.
     pub async fn send(
         &self,
         caller: &Caller,
@@ -290,6 +325,18 @@ impl Chats {
         input: SendInput,
     ) -> Result<SendReceipt, ChatError> {
         check_input(&input)?;
+        self.submit_input(caller, id, input, None).await
+    }
+
+    /// Submits input as its own Turn; with `request_digest` its command key stands for that
+    /// request (a steer) instead of the Turn's submission.
+    async fn submit_input(
+        &self,
+        caller: &Caller,
+        id: ChatId,
+        input: SendInput,
+        request_digest: Option<Vec<u8>>,
+    ) -> Result<SendReceipt, ChatError> {
         let chat = self.chat(caller, id).await?;
         // Rights are checked now, not when the Chat was created.
         let bot = self.bot(caller, chat.bot_id).await?;
@@ -322,7 +369,20 @@ impl Chats {
             chat_id: Some(id.as_uuid()),
             admission_gate: Some(id.as_uuid()),
         };
-        let execution_id = self.engine.submit(submission).await?.execution_id();
+        let submitted = match request_digest {
+            Some(digest) => self.engine.submit_as(submission, digest).await?,
+            None => self.engine.submit(submission).await?,
+        };
+        self.own_receipt(id, submitted.execution_id()).await
+    }
+
+    /// The receipt of input that has a Turn of its own: `started` while it is the Chat's first
+    /// advancing Turn (or ended), else `queued`.
+    async fn own_receipt(
+        &self,
+        id: ChatId,
+        execution_id: ExecutionId,
+    ) -> Result<SendReceipt, ChatError> {
         let executions = self
             .engine
             .context()
@@ -342,6 +402,12 @@ impl Chats {
 
     /// Adds input to the running Turn; with no Turn running (or one that is ending) it is sent
     /// as its own input instead.
+    ///
+    /// With a command key a retry is safe: the key is recorded with the added input (or with
+    /// the Turn it was sent as), and a retry with the same key and input answers that same
+    /// execution without adding the input again: `steered` when it joined a Turn, as a send
+    /// answers when it got a Turn of its own. The same key for other input, another Chat or
+    /// another kind of request is a conflict.
     pub async fn steer(
         &self,
         caller: &Caller,
@@ -350,31 +416,90 @@ impl Chats {
     ) -> Result<SendReceipt, ChatError> {
         check_input(&input)?;
         self.chat(caller, id).await?;
-        let executions = self
-            .engine
-            .context()
-            .store
-            .chat_executions(id.as_uuid())
-            .await?;
+        let content =
+            serde_json::to_string(&input.content).map_err(|e| ChatError::Invalid(e.to_string()))?;
+        let key = input
+            .command_key
+            .as_deref()
+            .map(|key| SteerKey::new(key, id, &content));
+        if let Some(key) = &key
+            && let Some(receipt) = self.steer_answered(caller, id, key).await?
+        {
+            return Ok(receipt);
+        }
+        let store = &self.engine.context().store;
+        let executions = store.chat_executions(id.as_uuid()).await?;
         if let Some(running) = advancing(&executions) {
-            let content = serde_json::to_string(&input.content)
-                .map_err(|e| ChatError::Invalid(e.to_string()))?;
-            if self
-                .engine
-                .context()
-                .store
-                .add_input(running.id, content)
-                .await?
-                .is_some()
-            {
-                return Ok(SendReceipt {
-                    chat_id: id,
-                    execution_id: running.id,
-                    disposition: SendDisposition::Steered,
-                });
+            let write = key.as_ref().map(|key| KeyWrite {
+                scope: caller.scope(),
+                key: key.key.clone(),
+                input_digest: key.joined.clone(),
+            });
+            match store.add_input(running.id, content, write).await {
+                Ok(Some(_)) => {
+                    return Ok(SendReceipt {
+                        chat_id: id,
+                        execution_id: running.id,
+                        disposition: SendDisposition::Steered,
+                    });
+                }
+                Ok(None) => {}
+                // A request with the same key committed meanwhile.
+                Err(StoreError::CommandKeyConflict(name)) => {
+                    return self.answered_or_conflict(caller, id, key, name).await;
+                }
+                Err(err) => return Err(err.into()),
             }
         }
-        self.send(caller, id, input).await
+        let sent = key.as_ref().map(|key| key.sent.clone());
+        match self.submit_input(caller, id, input, sent).await {
+            Err(ChatError::Conflict(message)) if key.is_some() => {
+                self.answered_or_conflict(caller, id, key, message).await
+            }
+            other => other,
+        }
+    }
+
+    /// What an earlier steer with this key answered, if there was one; the key recorded for
+    /// another request is a conflict.
+    async fn steer_answered(
+        &self,
+        caller: &Caller,
+        id: ChatId,
+        key: &SteerKey,
+    ) -> Result<Option<SendReceipt>, ChatError> {
+        let store = &self.engine.context().store;
+        let Some(row) = store.command_key(&caller.scope(), &key.key).await? else {
+            return Ok(None);
+        };
+        if row.input_digest == key.joined {
+            return Ok(Some(SendReceipt {
+                chat_id: id,
+                execution_id: row.execution_id,
+                disposition: SendDisposition::Steered,
+            }));
+        }
+        if row.input_digest == key.sent {
+            return Ok(Some(self.own_receipt(id, row.execution_id).await?));
+        }
+        Err(key_conflict(&key.key))
+    }
+
+    /// After a write lost the race for its key: the winner's answer when it was this same
+    /// steer, else a conflict.
+    async fn answered_or_conflict(
+        &self,
+        caller: &Caller,
+        id: ChatId,
+        key: Option<SteerKey>,
+        fallback: String,
+    ) -> Result<SendReceipt, ChatError> {
+        let Some(key) = key else {
+            return Err(ChatError::Conflict(fallback));
+        };
+        self.steer_answered(caller, id, &key)
+            .await?
+            .ok_or_else(|| key_conflict(&key.key))
     }
 
     /// Stops the advancing Turn; queued input then runs.

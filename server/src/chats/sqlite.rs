@@ -6,7 +6,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::store::{ChatRow, ChatStore};
-use crate::store::{SqliteStore, StoreError, now_ms};
+use crate::store::{SqliteStore, StoreError, bot_limit_json, now_ms};
 
 fn chat_row(row: &sqlx::sqlite::SqliteRow) -> Result<ChatRow, StoreError> {
     Ok(ChatRow {
@@ -47,24 +47,35 @@ impl ChatStore for SqliteStore {
         chat_row(&row)
     }
 
-    async fn chat_of(&self, member_id: Uuid, id: ChatId) -> Result<Option<ChatRow>, StoreError> {
+    async fn chat_of(
+        &self,
+        member_id: Uuid,
+        id: ChatId,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ChatRow>, StoreError> {
         let row = sqlx::query(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
-             WHERE id = ?1 AND member_id = ?2 AND deleted_at IS NULL",
+             WHERE id = ?1 AND member_id = ?2 AND deleted_at IS NULL AND (?3 IS NULL OR lower(hex(bot_id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?3)))",
         )
         .bind(id.as_uuid())
         .bind(member_id)
+        .bind(bot_limit_json(bot_ids)?)
         .fetch_optional(self.reader())
         .await?;
         row.as_ref().map(chat_row).transpose()
     }
 
-    async fn chats_of(&self, member_id: Uuid) -> Result<Vec<ChatRow>, StoreError> {
+    async fn chats_of(
+        &self,
+        member_id: Uuid,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Vec<ChatRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
-             WHERE member_id = ?1 AND deleted_at IS NULL ORDER BY id",
+             WHERE member_id = ?1 AND deleted_at IS NULL AND (?2 IS NULL OR lower(hex(bot_id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?2))) ORDER BY id",
         )
         .bind(member_id)
+        .bind(bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(chat_row).collect()

@@ -36,11 +36,21 @@ pub trait ChatStore: Send + Sync + 'static {
         id: ChatId,
     ) -> Result<ChatRow, StoreError>;
 
-    /// One of the member's Chats, unless deleted.
-    async fn chat_of(&self, member_id: Uuid, id: ChatId) -> Result<Option<ChatRow>, StoreError>;
+    /// One of the member's Chats, unless deleted; with `bot_ids` (a token limited to some
+    /// Bots) only a Chat with one of those Bots.
+    async fn chat_of(
+        &self,
+        member_id: Uuid,
+        id: ChatId,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ChatRow>, StoreError>;
 
-    /// The member's Chats, oldest first.
-    async fn chats_of(&self, member_id: Uuid) -> Result<Vec<ChatRow>, StoreError>;
+    /// The member's Chats, oldest first; with `bot_ids` only those with one of those Bots.
+    async fn chats_of(
+        &self,
+        member_id: Uuid,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Vec<ChatRow>, StoreError>;
 
     /// Renames a Chat if it is still at `revision`; `None` when the revision moved on.
     async fn rename_chat(

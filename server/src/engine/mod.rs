@@ -169,6 +169,27 @@ pub struct Submission<'a, T: Serialize> {
     pub admission_gate: Option<Uuid>,
 }
 
+/// What a submission's command key stands for: its kind, its target (Chat, parent, admission
+/// gate) and its input. Each target takes a fixed 17 bytes (a marker, then the ID or zeros)
+/// ahead of the input, so no two requests share a digest by shifting bytes between parts.
+fn submission_digest<T: Serialize>(submission: &Submission<'_, T>, json: &[u8]) -> Vec<u8> {
+    let mut digest = Sha256::new();
+    digest.update(submission.kind.as_bytes());
+    digest.update([0]);
+    let parent = submission.parent_id.map(|p| p.as_uuid());
+    for target in [submission.chat_id, parent, submission.admission_gate] {
+        match target {
+            Some(id) => {
+                digest.update([1]);
+                digest.update(id.as_bytes());
+            }
+            None => digest.update([0; 17]),
+        }
+    }
+    digest.update(json);
+    digest.finalize().to_vec()
+}
+
 /// One node's engine: submit, observe and signal work, and (with a runner) run it.
 pub struct Engine {
     cx: Arc<EngineContext>,
@@ -260,23 +281,47 @@ impl Engine {
     }
 
     /// Stores new work, or returns the earlier execution of the same command key and input.
+    ///
+    /// The key's input covers its target as well as its input: the kind, the Chat, the parent
+    /// and the admission gate. The same key and input for another target is a
+    /// [`StoreError::CommandKeyConflict`], never the other target's execution.
     pub async fn submit<T: Serialize>(
         &self,
         submission: Submission<'_, T>,
     ) -> Result<Submitted, EngineError> {
+        self.submit_with(submission, None).await
+    }
+
+    /// Stores new work under a command key that names another request than the submission
+    /// itself, with that request's digest: a retry of the request finds this execution only
+    /// with the same digest (a steer sent as its own input, whose retry may find a Turn
+    /// running and must not join it).
+    pub async fn submit_as<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        request_digest: Vec<u8>,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_with(submission, Some(request_digest)).await
+    }
+
+    async fn submit_with<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        request_digest: Option<Vec<u8>>,
+    ) -> Result<Submitted, EngineError> {
         let json =
             serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
-        let mut digest = Sha256::new();
-        digest.update(submission.kind.as_bytes());
-        digest.update([0]);
-        digest.update(&json);
+        let input_digest = match request_digest {
+            Some(digest) => digest,
+            None => submission_digest(&submission, &json),
+        };
         let input = self.cx.keys.seal(Uuid::now_v7(), &json)?;
         let new = NewExecution {
             id: ExecutionId::new(),
             kind: submission.kind.to_string(),
             scope: submission.scope,
             command_key: submission.command_key,
-            input_digest: digest.finalize().to_vec(),
+            input_digest,
             input,
             parent_id: submission.parent_id,
             chat_id: submission.chat_id,

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::store::{FileRow, FileStore};
+use super::store::{FileAccess, FileRow, FileStore};
 use crate::store::{PostgresStore, StoreError, now_ms};
 
 fn file_row(row: &sqlx::postgres::PgRow) -> Result<FileRow, StoreError> {
@@ -18,6 +18,7 @@ fn file_row(row: &sqlx::postgres::PgRow) -> Result<FileRow, StoreError> {
         sha256: row.try_get("sha256")?,
         object_key: row.try_get("object_key")?,
         created_at: row.try_get("created_at")?,
+        token_id: row.try_get("token_id")?,
     })
 }
 
@@ -25,8 +26,8 @@ fn file_row(row: &sqlx::postgres::PgRow) -> Result<FileRow, StoreError> {
 impl FileStore for PostgresStore {
     async fn add_file(&self, file: &FileRow) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at, token_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(file.id)
         .bind(file.organization_id)
@@ -37,40 +38,49 @@ impl FileStore for PostgresStore {
         .bind(&file.sha256)
         .bind(&file.object_key)
         .bind(file.created_at)
+        .bind(file.token_id)
         .execute(self.pool())
         .await?;
         Ok(())
     }
 
-    async fn file_of(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError> {
+    async fn file_of(&self, access: FileAccess, id: Uuid) -> Result<Option<FileRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL",
+            "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
+             AND ($3::uuid IS NULL OR token_id = $3)",
         )
         .bind(id)
-        .bind(owner)
+        .bind(access.owner)
+        .bind(access.stored_by)
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(file_row).transpose()
     }
 
-    async fn files_of(&self, owner: Uuid) -> Result<Vec<FileRow>, StoreError> {
+    async fn files_of(&self, access: FileAccess) -> Result<Vec<FileRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL \
-             ORDER BY created_at DESC, id DESC LIMIT 1000",
+             AND ($2::uuid IS NULL OR token_id = $2) ORDER BY created_at DESC, id DESC LIMIT 1000",
         )
-        .bind(owner)
+        .bind(access.owner)
+        .bind(access.stored_by)
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(file_row).collect()
     }
 
-    async fn delete_file(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError> {
+    async fn delete_file(
+        &self,
+        access: FileAccess,
+        id: Uuid,
+    ) -> Result<Option<FileRow>, StoreError> {
         let row = sqlx::query(
-            "UPDATE files SET deleted_at = $3 WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
-             RETURNING *",
+            "UPDATE files SET deleted_at = $4 WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
+             AND ($3::uuid IS NULL OR token_id = $3) RETURNING *",
         )
         .bind(id)
-        .bind(owner)
+        .bind(access.owner)
+        .bind(access.stored_by)
         .bind(now_ms())
         .fetch_optional(self.pool())
         .await?;

@@ -1,4 +1,5 @@
-//! The file use cases: store, list, read and delete a member's files.
+//! The file use cases: store, list, read and delete a member's files. A token limited to some
+//! Bots reaches only the files it stored itself.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,8 +13,8 @@ use openbot_schema::{Action, FileId, Resource, StoredFile};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::store::{FileRow, FileStore};
-use crate::identity::{AccessError, Caller};
+use super::store::{FileAccess, FileRow, FileStore};
+use crate::identity::{AccessError, Caller, Credential};
 use crate::store::{StoreError, now_ms};
 
 /// The largest file the server stores: 20 MiB.
@@ -106,6 +107,20 @@ fn check_media_type(media_type: &str) -> Result<(), FileError> {
     }
 }
 
+/// The files a caller sees: its member's. Files have no Bot, so a token limited to some Bots
+/// sees only the files it stored itself, never the member's others.
+fn access(caller: &Caller) -> FileAccess {
+    let stored_by = caller.bot_ids.as_ref().map(|_| match caller.credential {
+        Credential::Token { id } => id,
+        // Sessions are never limited to Bots; should one be, no file names it, so it sees none.
+        Credential::Session { .. } => Uuid::nil(),
+    });
+    FileAccess {
+        owner: caller.member.member_id,
+        stored_by,
+    }
+}
+
 impl Files {
     /// The use cases on an object store and the descriptions' store.
     pub fn new(objects: Arc<dyn ObjectStore>, store: Arc<dyn FileStore>) -> Self {
@@ -145,6 +160,10 @@ impl Files {
             sha256,
             object_key: key.clone(),
             created_at: now_ms(),
+            token_id: match caller.credential {
+                Credential::Token { id } => Some(id),
+                Credential::Session { .. } => None,
+            },
         };
         self.objects
             .put(&ObjectPath::from(key), bytes.into())
@@ -156,7 +175,7 @@ impl Files {
     async fn row(&self, caller: &Caller, id: FileId) -> Result<FileRow, FileError> {
         caller.require(Resource::Chats, Action::Read)?;
         self.store
-            .file_of(caller.member.member_id, id.as_uuid())
+            .file_of(access(caller), id.as_uuid())
             .await?
             .ok_or(FileError::NotFound)
     }
@@ -187,7 +206,7 @@ impl Files {
         caller.require(Resource::Chats, Action::Read)?;
         Ok(self
             .store
-            .files_of(caller.member.member_id)
+            .files_of(access(caller))
             .await?
             .iter()
             .map(view)
@@ -200,7 +219,7 @@ impl Files {
         caller.require(Resource::Chats, Action::Write)?;
         let row = self
             .store
-            .delete_file(caller.member.member_id, id.as_uuid())
+            .delete_file(access(caller), id.as_uuid())
             .await?
             .ok_or(FileError::NotFound)?;
         match self

@@ -26,20 +26,35 @@ pub struct FileRow {
     pub object_key: String,
     /// When it was stored.
     pub created_at: Millis,
+    /// The token that stored it (`None`: a session, or stored before tokens were recorded).
+    pub token_id: Option<Uuid>,
 }
 
-/// File descriptions.
+/// Whose files a reader sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileAccess {
+    /// The member who owns them.
+    pub owner: Uuid,
+    /// Only the files this token stored, when given (a token limited to some Bots).
+    pub stored_by: Option<Uuid>,
+}
+
+/// File descriptions, read through a [`FileAccess`] that is part of every query.
 #[async_trait]
 pub trait FileStore: Send + Sync + 'static {
     /// Stores a file's description (its bytes are already in the object store).
     async fn add_file(&self, file: &FileRow) -> Result<(), StoreError>;
 
-    /// A file of `owner` that is not deleted.
-    async fn file_of(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError>;
+    /// A file `access` sees that is not deleted.
+    async fn file_of(&self, access: FileAccess, id: Uuid) -> Result<Option<FileRow>, StoreError>;
 
-    /// The files of `owner`, newest first.
-    async fn files_of(&self, owner: Uuid) -> Result<Vec<FileRow>, StoreError>;
+    /// The files `access` sees, newest first.
+    async fn files_of(&self, access: FileAccess) -> Result<Vec<FileRow>, StoreError>;
 
-    /// Marks a file of `owner` deleted; returns it when it was there.
-    async fn delete_file(&self, owner: Uuid, id: Uuid) -> Result<Option<FileRow>, StoreError>;
+    /// Marks a file `access` sees deleted; returns it when it was there.
+    async fn delete_file(
+        &self,
+        access: FileAccess,
+        id: Uuid,
+    ) -> Result<Option<FileRow>, StoreError>;
 }

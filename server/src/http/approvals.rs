@@ -1,7 +1,8 @@
 //! `/v1/approvals` and `/v1/approval-rules`: the requests a person decides, and the rules
 //! that create them. Reading needs the `chats` read right, deciding and changing rules the
 //! `chats` write right; an admin sees and decides every request of the organization, a
-//! member those of their own work.
+//! member those of their own work, and a token limited to some Bots only the requests of work
+//! for a Chat of one of them (others are `404`).
 
 use axum::Json;
 use axum::extract::{Path, State};

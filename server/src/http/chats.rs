@@ -61,24 +61,20 @@ pub async fn list_chats(
     caller: Caller,
 ) -> Result<Json<Vec<Chat>>, ApiError> {
     caller.require(Resource::Chats, Action::Read)?;
+    // The token's Bot limit is part of the query.
     match state.chats.list(&caller).await {
-        Ok(chats) => Ok(Json(
-            chats
-                .into_iter()
-                .filter(|c| limited(&caller, c.bot_id).is_ok())
-                .collect(),
-        )),
+        Ok(chats) => Ok(Json(chats)),
         Err(err) => Err(mapped(&state, err).await),
     }
 }
 
+/// One of the caller's Chats; a Chat outside its token's Bot limit is not found (the limit is
+/// part of the query).
 async fn chat(state: &AppState, caller: &Caller, id: &str) -> Result<Chat, ApiError> {
-    let chat = match state.chats.get(caller, parse_id(id)?).await {
-        Ok(chat) => chat,
-        Err(err) => return Err(mapped(state, err).await),
-    };
-    limited(caller, chat.bot_id).map_err(|_| ApiError::not_found("chat"))?;
-    Ok(chat)
+    match state.chats.get(caller, parse_id(id)?).await {
+        Ok(chat) => Ok(chat),
+        Err(err) => Err(mapped(state, err).await),
+    }
 }
 
 /// Reads one of the caller's Chats.
@@ -96,7 +92,7 @@ pub async fn get_chat(
 
 /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
 /// with the same `command_key` and input answers the same execution; the same key with other
-/// input is a 409 conflict.
+/// input, or for another Chat, is a 409 conflict.
 #[utoipa::path(post, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")), request_body = SendInput,
     responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
@@ -115,6 +111,8 @@ pub async fn send(
 }
 
 /// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input.
+/// A retry with the same `command_key` and input answers the same execution and adds nothing
+/// again; the same key with other input, or for another Chat, is a 409 conflict.
 #[utoipa::path(post, path = "/v1/chats/{id}/steer", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")), request_body = SendInput,
     responses((status = 202, body = SendReceipt), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]

@@ -1,5 +1,7 @@
 //! `/v1/executions`: read an execution, follow its events (SSE or long polling, resumable
-//! from any cursor), cancel it. Closing an event stream cancels nothing.
+//! from any cursor), cancel, pause or resume it, deliver its tool results. Closing an event
+//! stream cancels nothing. Every route answers `404` for work the caller may not see: another
+//! member's, a service's, or, for a token limited to some Bots, work for a Chat of another Bot.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -35,21 +37,24 @@ fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))
 }
 
-/// The execution, if the caller may see it; otherwise not found, so that no one learns of
-/// work that is not theirs.
+/// The execution, if the caller may see it: its own work and, for a token limited to some
+/// Bots, only work for a Chat of one of them (a child counts as the work of its tree's Chat).
+/// Otherwise not found, so that no one learns of work that is not theirs. The rule is part of
+/// the query, so nothing of another's work is read.
 async fn visible(
     state: &AppState,
     caller: &Caller,
     id: ExecutionId,
 ) -> Result<ExecutionRow, ApiError> {
-    let row = match state.engine.execution(id).await {
-        Ok(row) => row,
-        Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
-    };
-    if row.scope != caller.scope() {
-        return Err(ApiError::not_found("execution"));
+    let store = &state.engine.context().store;
+    match store
+        .visible_execution(id, &caller.scope(), caller.bot_ids.as_deref())
+        .await
+    {
+        Ok(Some(row)) => Ok(row),
+        Ok(None) => Err(ApiError::not_found("execution")),
+        Err(err) => Err(ApiError::from_store(state, err, "execution").await),
     }
-    Ok(row)
 }
 
 async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError> {

@@ -1,5 +1,6 @@
 //! `/v1/files`: a member's stored files. Storing and deleting need the `chats` write right,
-//! reading the `chats` read right; each file is its owner's alone.
+//! reading the `chats` read right; each file is its owner's alone, and a token limited to
+//! some Bots reaches only the files it stored itself (files have no Bot; others are `404`).
 
 use axum::Json;
 use axum::body::Body;

@@ -13,7 +13,7 @@ mod sqlite;
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{Event, ExecutionId};
+use openbot_schema::{BotId, Event, ExecutionId};
 use uuid::Uuid;
 
 pub use error::StoreError;
@@ -86,6 +86,18 @@ pub trait Store: Send + Sync + 'static {
     /// Reads an execution.
     async fn execution(&self, id: ExecutionId) -> Result<ExecutionRow, StoreError>;
 
+    /// Reads an execution only if a reader of `scope` limited to `bot_ids` may see it: it is
+    /// of `scope`, and with a Bot limit the root of its tree (the execution itself, else the
+    /// ancestor with no parent) is a Turn of a Chat of one of those Bots. A child (tool job,
+    /// delegated Turn) is the work of the Bot of the Chat its tree works for, not of the Bot
+    /// it runs. `None` when it is missing or not visible, so both look the same.
+    async fn visible_execution(
+        &self,
+        id: ExecutionId,
+        scope: &Scope,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ExecutionRow>, StoreError>;
+
     /// The latest attempt of a call slot; a saved result of any attempt wins over a later
     /// attempt without one.
     async fn latest_call(
@@ -106,8 +118,23 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<Event>, StoreError>;
 
-    /// Adds input to a running Turn; `None` when it has ended or no longer takes input.
-    async fn add_input(&self, id: ExecutionId, content: String) -> Result<Option<i64>, StoreError>;
+    /// Adds input to a running Turn; `None` when it has ended or no longer takes input. With a
+    /// `key`, the key is recorded for this execution in the same transaction; a key that is
+    /// already recorded adds nothing and fails with [`StoreError::CommandKeyConflict`] (read
+    /// it with [`Store::command_key`] to tell a retry from other input).
+    async fn add_input(
+        &self,
+        id: ExecutionId,
+        content: String,
+        key: Option<KeyWrite>,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// A recorded command key of `scope`.
+    async fn command_key(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<CommandKeyRow>, StoreError>;
 
     /// Takes the input that joined the Turn for `step`: input not yet taken is assigned to
     /// `step`; input already assigned to `step` is returned again (replay). With `last` and
@@ -195,12 +222,19 @@ pub trait Store: Send + Sync + 'static {
     /// A request.
     async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError>;
 
-    /// The requests of an organization, newest first: only `member`'s when given, only in
-    /// `state` when given.
+    /// A request that a reader with `access` may see (see [`Store::requests`]).
+    async fn visible_request(
+        &self,
+        access: &RequestAccess,
+        id: Uuid,
+    ) -> Result<Option<RequestRow>, StoreError>;
+
+    /// The requests a reader with `access` may see, newest first, only in `state` when given:
+    /// of its organization, only its member's work when limited to one, and with a Bot limit
+    /// only those for a Chat of one of those Bots.
     async fn requests(
         &self,
-        organization_id: Uuid,
-        member: Option<Uuid>,
+        access: &RequestAccess,
         state: Option<&str>,
     ) -> Result<Vec<RequestRow>, StoreError>;
 

@@ -1,8 +1,12 @@
 //! The rows the store reads and writes. Storage rows, not HTTP types.
 
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{ErrorCategory, EventKind, ExecutionId, ExecutionState, TurnOutcome, Usage};
+use openbot_schema::{
+    BotId, ErrorCategory, EventKind, ExecutionId, ExecutionState, TurnOutcome, Usage,
+};
 use uuid::Uuid;
+
+use super::StoreError;
 
 /// Milliseconds since the Unix epoch, the store's clock.
 pub type Millis = i64;
@@ -77,6 +81,45 @@ pub struct NewExecution {
     pub admission_gate: Option<Uuid>,
     /// Events published with the submission (e.g. `turn_started`).
     pub events: Vec<EventKind>,
+}
+
+/// A command key recorded with a write that starts no execution (input that joins a running
+/// Turn), so that a retry finds what the first request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrite {
+    /// Whose key it is.
+    pub scope: Scope,
+    /// The caller's name for the request.
+    pub key: String,
+    /// A digest of the request (its kind, target and input).
+    pub input_digest: Vec<u8>,
+}
+
+/// A recorded command key: what the request was and the execution that answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandKeyRow {
+    /// A digest of the request.
+    pub input_digest: Vec<u8>,
+    /// The execution the request started or joined.
+    pub execution_id: ExecutionId,
+}
+
+/// Whose approval requests a reader may see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestAccess {
+    /// The organization the requests belong to.
+    pub organization_id: Uuid,
+    /// Only the requests of this member's work, when given (a member who is not an admin).
+    pub member: Option<Uuid>,
+    /// Only the requests of work for a Chat of one of these Bots, when given (a token limited
+    /// to some Bots).
+    pub bot_ids: Option<Vec<BotId>>,
+}
+
+/// A Bot limit as the JSON array of IDs that the queries read (`None`: no limit).
+pub(crate) fn bot_limit_json(bots: Option<&[BotId]>) -> Result<Option<String>, StoreError> {
+    bots.map(|ids| serde_json::to_string(ids).map_err(|e| StoreError::Invalid(e.to_string())))
+        .transpose()
 }
 
 /// What a submission did.

@@ -393,3 +393,20 @@ pub async fn receipt(response: reqwest::Response) -> Value {
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     response.json().await.unwrap()
 }
+
+impl Server {
+    /// A token of the owner with every right, limited to one Bot.
+    pub async fn bot_limited_token(&self, bot: &Value) -> String {
+        let response = self
+            .post("/v1/tokens", &self.owner)
+            .json(&json!({"name": "one bot", "rights": Right::all(), "bot_ids": [bot["id"]]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json::<Value>().await.unwrap()["secret"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+}

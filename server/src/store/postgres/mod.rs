@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{Event, EventKind, ExecutionId};
+use openbot_schema::{BotId, Event, EventKind, ExecutionId};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 use std::str::FromStr;
@@ -530,6 +530,31 @@ impl Store for PostgresStore {
         execution_from_row!(&row)
     }
 
+    async fn visible_execution(
+        &self,
+        id: ExecutionId,
+        scope: &Scope,
+        bot_ids: Option<&[BotId]>,
+    ) -> Result<Option<ExecutionRow>, StoreError> {
+        // The Bot limit is part of the query: the tree's root names the Chat, and so its Bot.
+        let row = sqlx::query(concat!(
+            "WITH RECURSIVE tree(id, parent_id, chat_id) AS ( \
+                 SELECT id, parent_id, chat_id FROM executions WHERE id = $1 \
+                 UNION ALL SELECT e.id, e.parent_id, e.chat_id FROM executions e JOIN tree t ON e.id = t.parent_id) \
+             SELECT ",
+            execution_columns!(),
+            " FROM executions WHERE id = $1 AND scope = $2 \
+             AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id \
+                 WHERE t.parent_id IS NULL AND c.bot_id::text IN (SELECT jsonb_array_elements_text($3::jsonb))))"
+        ))
+        .bind(id.as_uuid())
+        .bind(scope.to_stored())
+        .bind(bot_limit_json(bot_ids)?)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(|row| execution_from_row!(row)).transpose()
+    }
+
     async fn latest_call(
         &self,
         id: ExecutionId,
@@ -579,7 +604,12 @@ impl Store for PostgresStore {
         rows.iter().map(|row| event_from_row!(row, id)).collect()
     }
 
-    async fn add_input(&self, id: ExecutionId, content: String) -> Result<Option<i64>, StoreError> {
+    async fn add_input(
+        &self,
+        id: ExecutionId,
+        content: String,
+        key: Option<KeyWrite>,
+    ) -> Result<Option<i64>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let open: Option<bool> = sqlx::query_scalar(concat!(
             "SELECT NOT input_closed AND state IN ",
@@ -594,6 +624,25 @@ impl Store for PostgresStore {
             Some(false) => return Ok(None),
             Some(true) => {}
         }
+        if let Some(key) = &key {
+            // Recorded with the input, so a retry never adds it again.
+            let inserted = sqlx::query(
+                "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
+            )
+            .bind(key.scope.to_stored())
+            .bind(&key.key)
+            .bind(&key.input_digest)
+            .bind(id.as_uuid())
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                tx.rollback().await?;
+                return Err(StoreError::CommandKeyConflict(key.key.clone()));
+            }
+        }
         let position: i64 = sqlx::query_scalar(
             "INSERT INTO turn_inputs (execution_id, position, content, created_at) \
              SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3 FROM turn_inputs WHERE execution_id = $1 RETURNING position::bigint",
@@ -605,6 +654,27 @@ impl Store for PostgresStore {
         .await?;
         tx.commit().await?;
         Ok(Some(position))
+    }
+
+    async fn command_key(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<CommandKeyRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2",
+        )
+        .bind(scope.to_stored())
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(CommandKeyRow {
+                input_digest: row.try_get("input_digest")?,
+                execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
+            })
+        })
+        .transpose()
     }
 
     async fn take_inputs(
@@ -943,13 +1013,20 @@ impl Store for PostgresStore {
         self.request_by_id(id).await
     }
 
+    async fn visible_request(
+        &self,
+        access: &RequestAccess,
+        id: Uuid,
+    ) -> Result<Option<RequestRow>, StoreError> {
+        Ok(self.requests_of(access, Some(id), None).await?.pop())
+    }
+
     async fn requests(
         &self,
-        organization_id: Uuid,
-        member: Option<Uuid>,
+        access: &RequestAccess,
         state: Option<&str>,
     ) -> Result<Vec<RequestRow>, StoreError> {
-        self.requests_of(organization_id, member, state).await
+        self.requests_of(access, None, state).await
     }
 
     async fn decide_request(

@@ -218,19 +218,25 @@ impl PostgresStore {
         row.as_ref().map(request_from_row).transpose()
     }
 
+    /// The requests `access` may see, only `id` or only in `state` when given. The Bot limit
+    /// is part of the query: a request names the Chat its tree works for, and so its Bot.
     pub(super) async fn requests_of(
         &self,
-        organization_id: Uuid,
-        member: Option<Uuid>,
+        access: &RequestAccess,
+        id: Option<Uuid>,
         state: Option<&str>,
     ) -> Result<Vec<RequestRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT * FROM requests WHERE organization_id = $1 AND ($2::uuid IS NULL OR owner_member_id = $2) \
-             AND ($3::text IS NULL OR state = $3) ORDER BY created_at DESC, id DESC LIMIT 500",
+            "SELECT * FROM requests r WHERE r.organization_id = $1 AND ($2::uuid IS NULL OR r.owner_member_id = $2) \
+             AND ($3::text IS NULL OR r.state = $3) AND ($4::uuid IS NULL OR r.id = $4) \
+             AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = r.chat_id AND c.bot_id::text IN (SELECT jsonb_array_elements_text($5::jsonb)))) \
+             ORDER BY r.created_at DESC, r.id DESC LIMIT 500",
         )
-        .bind(organization_id)
-        .bind(member)
+        .bind(access.organization_id)
+        .bind(access.member)
         .bind(state)
+        .bind(id)
+        .bind(bot_limit_json(access.bot_ids.as_deref())?)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(request_from_row).collect()
