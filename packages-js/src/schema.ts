@@ -225,7 +225,7 @@ export interface paths {
         /**
          * Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
          *     with the same `command_key` and input answers the same execution; the same key with other
-         *     input is a 409 conflict.
+         *     input, or for another Chat, is a 409 conflict.
          */
         post: operations["send"];
         delete?: never;
@@ -264,7 +264,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input. */
+        /**
+         * Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input.
+         *     A retry with the same `command_key` and input answers the same execution and adds nothing
+         *     again; the same key with other input, or for another Chat, is a 409 conflict.
+         */
         post: operations["steer"];
         delete?: never;
         options?: never;
@@ -1324,6 +1328,12 @@ export interface components {
              */
             last_sequence: number;
             outcome?: components["schemas"]["TurnOutcome"] | null;
+            /**
+             * @description Why it was interrupted, when its state is `interrupted`: work that could not be rebuilt
+             *     (a retired workflow kind, a saved record that no longer decodes, storage that kept
+             *     failing past its retry budget).
+             */
+            reason?: string | null;
             /** @description Its current state. */
             state: components["schemas"]["ExecutionState"];
             /**

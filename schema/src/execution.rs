@@ -111,6 +111,11 @@ pub struct Execution {
     pub created_at: DateTime<Utc>,
     /// When its state last changed.
     pub updated_at: DateTime<Utc>,
+    /// Why it was interrupted, when its state is `interrupted`: work that could not be rebuilt
+    /// (a retired workflow kind, a saved record that no longer decodes, storage that kept
+    /// failing past its retry budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    a_retired_workflow_kind_ends_interrupted_with_its_reason,
     a_command_key_retry_returns_the_same_execution,
     concurrent_submissions_with_one_key_create_one_execution,
     a_command_key_with_other_input_is_a_conflict,
@@ -394,6 +395,7 @@ async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backen
         unknown_call: Some(tool_key(1)),
         output: None,
         release: true,
+        reason: None,
     };
     store
         .commit(
@@ -643,6 +645,7 @@ async fn an_ended_execution_takes_no_more_commits(backend: Backend) {
         unknown_call: None,
         output: None,
         release: true,
+        reason: None,
     };
     store
         .commit(
@@ -1091,6 +1094,7 @@ impl openbot_server::engine::Workflow for Sleepy {
             unknown_call: None,
             output: None,
             release: true,
+            reason: None,
         };
         let event = EventKind::TurnEnded {
             outcome: TurnOutcome::Completed,
@@ -1131,6 +1135,7 @@ impl openbot_server::engine::Workflow for Sleepy {
             unknown_call: None,
             output: None,
             release: true,
+            reason: None,
         };
         let event = EventKind::TurnEnded {
             outcome,
@@ -1312,5 +1317,47 @@ async fn an_undeliverable_outbox_message_keeps_its_reason_and_never_blocks_the_n
         Some("no handler for outbox kind `no-such-kind`")
     );
     assert!(messages[1].delivered, "the next message was not held up");
+    engine.shutdown().await;
+}
+
+async fn a_retired_workflow_kind_ends_interrupted_with_its_reason(backend: Backend) {
+    let keys = keys();
+    let engine = engine_on(&backend.store, &keys, "node-a");
+    // Work of a kind an earlier build ran, waiting in the database.
+    let id = engine
+        .submit(Submission {
+            kind: "legacy_report",
+            scope: member(),
+            command_key: None,
+            input: &json!({"report": 1}),
+            events: Vec::new(),
+            parent_id: None,
+            chat_id: None,
+            admission_gate: None,
+        })
+        .await
+        .unwrap()
+        .execution_id();
+    let platform = openbot_server::platform::Platform::default();
+    let mut workflows = registry(None, &platform);
+    workflows.retire("legacy_report", "reports moved to the Turn workflow");
+    engine
+        .start_runner(
+            workflows,
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 8,
+            },
+        )
+        .await;
+    let events = all_events(&engine, id, 0).await;
+    assert_eq!(types(&events), ["failed"], "one failed event ends it");
+    let row = engine.execution(id).await.unwrap();
+    assert_eq!(row.state, ExecutionState::Interrupted);
+    let reason = row.reason.unwrap_or_default();
+    assert!(
+        reason.contains("legacy_report") && reason.contains("reports moved"),
+        "{reason}"
+    );
     engine.shutdown().await;
 }

@@ -17,7 +17,7 @@ mod api;
 use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
-use openbot_schema::TurnOutcome;
+use openbot_schema::{ErrorCategory, EventKind, Execution, ExecutionState, TurnOutcome};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -26,6 +26,7 @@ use api::{Raw, Server, outcome_of, postgres, receipt, server, sqlite};
 http_tests!(
     a_known_tool_result_is_held_while_its_save_retries,
     a_known_model_result_is_held_while_its_save_retries,
+    a_damaged_record_interrupts_its_turn_and_stops_no_other_chat,
 );
 
 /// Makes every save of a result in `slot_pattern` (a SQL LIKE pattern: `tool:%`, `model`) fail
@@ -163,4 +164,73 @@ async fn register_and_bot(
         .json()
         .await
         .unwrap()
+}
+
+/// Makes every sealed record saved while `on` holds unreadable, like damage on disk.
+async fn sealed_records_damaged(server: &Server, on: bool) {
+    let queries: Vec<&str> = match (&server.raw, on) {
+        (Raw::Sqlite(..), true) => vec![
+            "CREATE TRIGGER damage AFTER INSERT ON sealed_records BEGIN \
+             UPDATE sealed_records SET ciphertext = X'00' WHERE id = NEW.id; END",
+        ],
+        (Raw::Sqlite(..), false) => vec!["DROP TRIGGER damage"],
+        (Raw::Postgres(_), true) => vec![
+            "CREATE FUNCTION damage() RETURNS trigger AS $$ BEGIN NEW.ciphertext := '\\x00'::bytea; RETURN NEW; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER damage BEFORE INSERT ON sealed_records FOR EACH ROW EXECUTE FUNCTION damage()",
+        ],
+        (Raw::Postgres(_), false) => vec![
+            "DROP TRIGGER damage ON sealed_records",
+            "DROP FUNCTION damage()",
+        ],
+    };
+    for query in queries {
+        match &server.raw {
+            Raw::Sqlite(store, _) => {
+                sqlx::query(query).execute(store.pool()).await.unwrap();
+            }
+            Raw::Postgres(store) => {
+                sqlx::query(query).execute(store.pool()).await.unwrap();
+            }
+        }
+    }
+}
+
+async fn a_damaged_record_interrupts_its_turn_and_stops_no_other_chat(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hello"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let damaged_chat = server.chat(&server.owner, &bot).await;
+    let other_chat = server.chat(&server.owner, &bot).await;
+    sealed_records_damaged(&server, true).await;
+    let damaged = receipt(server.send(&server.owner, &damaged_chat, "Hi", None).await).await;
+    sealed_records_damaged(&server, false).await;
+    let damaged = damaged["execution_id"].as_str().unwrap().to_string();
+    let events = server.finish(&server.owner, &damaged).await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ErrorCategory::Storage), "{events:?}");
+    let view: Execution = server
+        .get(&format!("/v1/executions/{damaged}"), &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view.state, ExecutionState::Interrupted);
+    assert!(
+        view.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("can no longer be read")),
+        "a readable reason: {view:?}"
+    );
+    // Another Chat, and the damaged Chat's next input, go on.
+    for chat in [&other_chat, &damaged_chat] {
+        let sent = receipt(server.send(&server.owner, chat, "Hi again", None).await).await;
+        let events = server
+            .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+            .await;
+        assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    }
 }

@@ -762,6 +762,8 @@ pub struct Execution {
     pub created_at: SystemTime,
     /// When its state last changed.
     pub updated_at: SystemTime,
+    /// Why it was interrupted, when its state is `interrupted`.
+    pub reason: Option<String>,
 }
 
 impl From<schema::Execution> for Execution {
@@ -776,6 +778,7 @@ impl From<schema::Execution> for Execution {
             last_sequence,
             created_at,
             updated_at,
+            reason,
         } = execution;
         Self {
             id: id.to_string(),
@@ -787,6 +790,7 @@ impl From<schema::Execution> for Execution {
             last_sequence,
             created_at: time(created_at),
             updated_at: time(updated_at),
+            reason,
         }
     }
 }

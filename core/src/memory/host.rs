@@ -81,6 +81,7 @@ impl MemoryHost {
             last_sequence: 0,
             created_at: now,
             updated_at: now,
+            reason: None,
         }
     }
 

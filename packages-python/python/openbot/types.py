@@ -314,6 +314,8 @@ class Execution:
     last_sequence: int
     created_at: datetime
     updated_at: datetime
+    #: Why it was interrupted, when ``state`` is ``interrupted``.
+    reason: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Execution:
@@ -327,6 +329,7 @@ class Execution:
             last_sequence=data["last_sequence"],
             created_at=_time(data["created_at"]),
             updated_at=_time(data["updated_at"]),
+            reason=data.get("reason"),
         )
 
     @property

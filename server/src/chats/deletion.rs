@@ -80,6 +80,7 @@ fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
             unknown_call: None,
             output: None,
             release: true,
+            reason: None,
         }),
         handled_signals: signals,
         ..Commit::default()

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use openbot_schema::{ErrorCategory, EventKind, ExecutionState};
+use openbot_schema::{ErrorCategory, EventKind, ExecutionId, ExecutionState};
 use tokio_util::sync::CancellationToken;
 
+use super::EngineContext;
 use super::retry::Backoff;
 use super::scope::RunScope;
 use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
@@ -113,6 +114,7 @@ pub async fn run_program(
                     unknown_call: None,
                     output: None,
                     release: true,
+                    reason: None,
                 };
                 let commit = Commit {
                     state: Some(change),
@@ -183,22 +185,34 @@ async fn handle(
         PhaseError::Storage(err) if err.is_transient() => {
             *failures += 1;
             if *failures > STORAGE_RETRY_BUDGET {
-                tracing::warn!(execution = %cx.execution.id, "storage keeps failing; giving the execution up");
+                // The budget is spent: the work stops where a person sees it, with the reason.
+                let reason = format!(
+                    "storage kept failing: {STORAGE_RETRY_BUDGET} tries in a row did not save its progress"
+                );
+                interrupt(
+                    &cx.engine,
+                    cx.execution.id,
+                    cx.generation,
+                    ErrorCategory::Storage,
+                    &reason,
+                    &format!("{reason}: {err}"),
+                )
+                .await;
                 return Flow::Stop;
             }
             tokio::time::sleep(backoff.next_delay()).await;
             Flow::Continue
         }
         PhaseError::Storage(err) => {
-            // Invalid stored data is a failure, not an outage.
-            let cause = format!("invalid stored data: {err}");
-            finish(
-                workflow,
-                cx,
-                EngineEnd::Failed {
-                    category: ErrorCategory::Storage,
-                    cause,
-                },
+            // Invalid stored data is damage, not an outage: this work cannot be rebuilt, and
+            // its end is the engine's (the workflow's own end may need the broken record).
+            interrupt(
+                &cx.engine,
+                cx.execution.id,
+                cx.generation,
+                ErrorCategory::Storage,
+                "a saved record of this execution can no longer be read",
+                &format!("invalid stored data: {err}"),
             )
             .await;
             Flow::Stop
@@ -216,6 +230,7 @@ async fn handle(
                 unknown_call: Some(key),
                 output: None,
                 release: true,
+                reason: None,
             };
             let commit = Commit {
                 events: vec![event],
@@ -241,7 +256,8 @@ async fn handle(
     }
 }
 
-/// Saves an end the engine decided, retrying storage within the budget.
+/// Saves an end the engine decided, retrying storage within the budget. An end that cannot be
+/// saved because a record it needs is damaged interrupts the execution instead.
 async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
     let mut backoff = Backoff::new();
     for _ in 0..STORAGE_RETRY_BUDGET {
@@ -250,8 +266,72 @@ async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
             Err(PhaseError::Storage(err)) if err.is_transient() => {
                 tokio::time::sleep(backoff.next_delay()).await
             }
+            Err(PhaseError::Storage(err @ StoreError::Invalid(_))) => {
+                interrupt(
+                    &cx.engine,
+                    cx.execution.id,
+                    cx.generation,
+                    ErrorCategory::Storage,
+                    "a saved record of this execution can no longer be read",
+                    &format!("invalid stored data: {err}"),
+                )
+                .await;
+                return;
+            }
             Err(_) => return,
         }
+    }
+}
+
+/// Ends work that cannot be rebuilt: state `interrupted` with `reason` (engine-made text a
+/// person can read, shown on the execution), the full `cause` sealed in an error record, and a
+/// `failed` event with its ID as the last event. The workflow is not asked: what broke may be
+/// the very record its end would read. Other executions are untouched, so one damaged record
+/// never stops other work (a Chat's next Turn is claimed once this one ended).
+pub(crate) async fn interrupt(
+    cx: &EngineContext,
+    id: ExecutionId,
+    generation: i64,
+    category: ErrorCategory,
+    reason: &str,
+    cause: &str,
+) {
+    let Ok(blob) = cx.keys.seal(uuid::Uuid::now_v7(), cause.as_bytes()) else {
+        tracing::warn!(execution = %id, "could not seal the cause of an interruption");
+        return;
+    };
+    let error_id = openbot_schema::ErrorId::from(blob.id);
+    tracing::warn!(execution = %id, ?category, %error_id, "execution interrupted: {reason}");
+    let commit = Commit {
+        events: vec![EventKind::Failed { category, error_id }],
+        state: Some(StateChange {
+            state: ExecutionState::Interrupted,
+            outcome: None,
+            failure: Some((category, blob)),
+            wake_at: None,
+            unknown_call: None,
+            output: None,
+            release: true,
+            reason: Some(reason.to_string()),
+        }),
+        ..Commit::default()
+    };
+    let mut backoff = Backoff::new();
+    for _ in 0..STORAGE_RETRY_BUDGET {
+        match cx.commit(id, generation, commit.clone()).await {
+            Ok(_) => break,
+            Err(err) if err.is_transient() => tokio::time::sleep(backoff.next_delay()).await,
+            Err(err) => {
+                tracing::warn!(execution = %id, error_kind = err_kind(&err), "could not save an interruption");
+                return;
+            }
+        }
+    }
+    // A parent waiting for its children sees this one closed.
+    if let Ok(row) = cx.store.execution(id).await
+        && let Some(parent) = row.parent_id
+    {
+        cx.hub.announce(super::Wake::Signal(parent));
     }
 }
 

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use openbot_schema::ExecutionId;
+use openbot_schema::{ErrorCategory, ExecutionId};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::EngineContext;
-use super::program::{err_kind, run_program};
+use super::program::{err_kind, interrupt, run_program};
 use super::signals::Wake;
 use super::workflow::{PhaseContext, Registry};
 use crate::store::{Claim, now_ms};
@@ -134,6 +134,23 @@ impl Runner {
     }
 
     fn spawn_program(self: &Arc<Self>, claim: Claim) {
+        if let Some(why) = self.registry.retired(&claim.kind) {
+            let cx = Arc::clone(&self.cx);
+            tokio::spawn(async move {
+                let reason = format!("its workflow kind `{}` is no longer run: {why}", claim.kind);
+                interrupt(
+                    &cx,
+                    claim.id,
+                    claim.generation,
+                    ErrorCategory::Configuration,
+                    &reason,
+                    &reason,
+                )
+                .await;
+                cx.hub.announce(Wake::Work);
+            });
+            return;
+        }
         let Some(workflow) = self.registry.get(&claim.kind) else {
             tracing::error!(execution = %claim.id, kind = %claim.kind, "no workflow for this kind; releasing it");
             let store = Arc::clone(&self.cx.store);

@@ -64,6 +64,7 @@ impl PhaseContext {
                 unknown_call: None,
                 output: None,
                 release: true,
+                reason: None,
             },
         })
     }
@@ -159,10 +160,11 @@ pub trait Workflow: Send + Sync + 'static {
     }
 }
 
-/// The workflows of a node, by kind.
+/// The workflows of a node, by kind, and the kinds this build retired.
 #[derive(Default, Clone)]
 pub struct Registry {
     workflows: HashMap<&'static str, Arc<dyn Workflow>>,
+    retired: HashMap<&'static str, &'static str>,
 }
 
 impl Registry {
@@ -176,9 +178,24 @@ impl Registry {
         self.workflows.insert(workflow.kind(), workflow);
     }
 
-    /// The kinds registered.
+    /// Declares a kind that no node of this build runs any more, with why: its executions are
+    /// claimed and end `interrupted` with that reason instead of waiting forever.
+    pub fn retire(&mut self, kind: &'static str, reason: &'static str) {
+        self.retired.insert(kind, reason);
+    }
+
+    /// The kinds this node claims: those registered and those retired.
     pub fn kinds(&self) -> Vec<&'static str> {
-        self.workflows.keys().copied().collect()
+        self.workflows
+            .keys()
+            .chain(self.retired.keys())
+            .copied()
+            .collect()
+    }
+
+    /// Why a kind was retired, if it was.
+    pub fn retired(&self, kind: &str) -> Option<&'static str> {
+        self.retired.get(kind).copied()
     }
 
     /// The workflow of a kind.

@@ -80,6 +80,7 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
         last_sequence: row.last_sequence.max(0) as u64,
         created_at: time(row.created_at),
         updated_at: time(row.updated_at),
+        reason: row.reason,
     })
 }
 

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -85,6 +85,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 13,
         name: "file_tokens",
         sql: include_str!("../../../migrations/sqlite/0013_file_tokens.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "interrupted",
+        sql: include_str!("../../../migrations/sqlite/0014_interrupted.sql"),
     },
 ];
 
@@ -153,6 +158,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 13,
         name: "file_tokens",
         sql: include_str!("../../../migrations/postgres/0013_file_tokens.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "interrupted",
+        sql: include_str!("../../../migrations/postgres/0014_interrupted.sql"),
     },
 ];
 

@@ -187,6 +187,8 @@ pub struct ExecutionRow {
     pub paused_at: Option<Millis>,
     /// How long it was paused before, in all: its time limit does not count that time.
     pub paused_ms: i64,
+    /// Why it was interrupted, when it was.
+    pub reason: Option<String>,
 }
 
 impl ExecutionRow {
@@ -296,6 +298,8 @@ pub struct StateChange {
     pub unknown_call: Option<CallKey>,
     /// Whether the owner gives the execution up (its lease ends now).
     pub release: bool,
+    /// Why the execution was interrupted (engine-made text a person can read).
+    pub reason: Option<String>,
 }
 
 /// Everything one step of an execution commits, together or not at all.

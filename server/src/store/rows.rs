@@ -7,7 +7,7 @@ macro_rules! execution_columns {
         "id, kind, state, generation, owner_node, lease_expires_at, \
      scope, parent_id, chat_id, input_record, output_record, outcome, failure_category, error_id, input_tokens, \
      output_tokens, cached_tokens, cost_micros, last_sequence, wake_at, unknown_call, created_at, updated_at, \
-     paused_at, paused_ms"
+     paused_at, paused_ms, reason"
     };
 }
 
@@ -71,6 +71,7 @@ macro_rules! execution_from_row {
             updated_at: row.try_get("updated_at")?,
             paused_at: row.try_get("paused_at")?,
             paused_ms: row.try_get("paused_ms")?,
+            reason: row.try_get("reason")?,
         })
     }};
 }

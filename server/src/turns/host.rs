@@ -752,6 +752,7 @@ impl Host for DurableHost {
             unknown_call: None,
             output: None,
             release: false,
+            reason: None,
         };
         self.commit(Commit {
             state: Some(waiting),
@@ -850,6 +851,7 @@ impl Host for DurableHost {
             unknown_call: None,
             output: Some(output),
             release: true,
+            reason: None,
         };
         self.commit(Commit {
             events: vec![event],
@@ -875,6 +877,7 @@ fn waiting_free() -> StateChange {
         unknown_call: None,
         output: None,
         release: false,
+        reason: None,
     }
 }
 

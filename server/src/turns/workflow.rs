@@ -316,6 +316,7 @@ impl Workflow for TurnWorkflow {
                     unknown_call: None,
                     output: None,
                     release: true,
+                    reason: None,
                 },
                 signals,
             ),

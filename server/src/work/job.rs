@@ -207,6 +207,7 @@ impl ToolJobWorkflow {
             unknown_call: None,
             output: Some(output),
             release: true,
+            reason: None,
         };
         let notice = job_finished(&input.tool.definition.name, &input.call.id, &result);
         self.end_with(
@@ -267,6 +268,7 @@ fn cancelled_change() -> StateChange {
         unknown_call: None,
         output: None,
         release: true,
+        reason: None,
     }
 }
 

@@ -308,6 +308,7 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
                 unknown_call: None,
                 output: None,
                 release: true,
+                reason: None,
             }),
             ..Commit::default()
         };

@@ -428,7 +428,7 @@ impl Store for SqliteStore {
                  unknown_call = CASE WHEN ?8 IS NULL THEN unknown_call ELSE ?13 END, \
                  owner_node = CASE WHEN ?14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN ?14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = ?15, output_record = COALESCE(?16, output_record) \
+                 updated_at = ?15, output_record = COALESCE(?16, output_record), reason = COALESCE(?17, reason) \
              WHERE id = ?1 AND generation = ?2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
              RETURNING last_sequence",
         )
@@ -448,6 +448,7 @@ impl Store for SqliteStore {
         .bind(state.is_some_and(|s| s.release))
         .bind(now)
         .bind(state.and_then(|s| s.output.as_ref()).map(|blob| blob.id))
+        .bind(state.and_then(|s| s.reason.as_deref()))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
