@@ -9,10 +9,9 @@
 //! the platform, the member or the original credential denies now: the saved identity is
 //! checked when the decision is made and again before the call is sent.
 
-mod postgres;
 mod rules;
 mod service;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use rules::{DEFAULT_EXPIRY_MS, RuleRow, Verdict, glob, verdict};

@@ -1,8 +1,7 @@
 //! Bots on the server: private to their owner or shared in the organization. Access rules
 //! are applied inside the database queries.
 
-mod postgres;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use store::{BotRow, BotStore, bot_view, check_spec};

@@ -3,8 +3,7 @@
 //! is never stale and survives every restart; a failed read stops the request instead of
 //! guessing.
 
-mod postgres;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use store::{BudgetRow, BudgetStore, Exhausted};

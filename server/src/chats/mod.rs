@@ -4,9 +4,8 @@
 
 mod deletion;
 mod history;
-mod postgres;
 mod service;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use deletion::{CHAT_DELETION, ChatDeletionWorkflow, DeletionInput, deletion_service};

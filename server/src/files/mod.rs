@@ -3,9 +3,8 @@
 //! owner, the token that stored it and where its bytes are. Lists and reads are the owner's
 //! alone; files have no Bot, so a token limited to some Bots reaches only the files it stored.
 
-mod postgres;
 mod service;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use service::{FileError, Files, MAX_FILE_BYTES, local_objects};

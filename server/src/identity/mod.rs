@@ -4,10 +4,9 @@
 
 mod caller;
 mod execution_identity;
-mod postgres;
 mod secret;
 mod service_identity;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use caller::{AccessError, Caller};

@@ -3,8 +3,7 @@
 //! platform's, by the key rule of [`crate::platform`]; the key is opened only when the model
 //! is built and is never returned by any endpoint or written to a log.
 
-mod postgres;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use store::{ModelRegistryStore, PROVIDER_KINDS, ProviderRow, organization_providers};

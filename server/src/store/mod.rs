@@ -4,6 +4,8 @@
 //! Every write that changes an execution's state checks its generation in the same
 //! transaction, so an old owner can never advance the state of work a newer owner holds.
 
+#[macro_use]
+mod dialect;
 mod error;
 mod migrate;
 mod postgres;
@@ -16,6 +18,7 @@ use openbot_core::turn::{CallKey, CallSlot};
 use openbot_schema::{BotId, Event, ExecutionId};
 use uuid::Uuid;
 
+pub(crate) use dialect::sql_store;
 pub use error::StoreError;
 pub use migrate::{Backend, SCHEMA_VERSION};
 pub use postgres::PostgresStore;

@@ -3,8 +3,7 @@
 //! tool its caller answers. A Turn saves each tool's definition and route when it is
 //! submitted, so changing the registry later never changes a saved call.
 
-mod postgres;
-mod sqlite;
+mod sql;
 mod store;
 
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};

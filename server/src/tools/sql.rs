@@ -1,14 +1,15 @@
-//! The tool registry on SQLite.
+//! The tool registry on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
 use openbot_schema::ToolDefinition;
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{DelegateToolRow, HttpToolRow, ToolStore};
-use crate::store::{SqliteStore, StoreError, now_ms};
+use crate::store::{StoreError, now_ms, sql_store};
 
-fn tool_row(row: &sqlx::sqlite::SqliteRow) -> Result<HttpToolRow, StoreError> {
+sql_store! {
+fn tool_row(row: &Row) -> Result<HttpToolRow, StoreError> {
     let schema: String = row.try_get("input_schema")?;
     Ok(HttpToolRow {
         definition: ToolDefinition {
@@ -18,13 +19,13 @@ fn tool_row(row: &sqlx::sqlite::SqliteRow) -> Result<HttpToolRow, StoreError> {
                 .map_err(|e| StoreError::Invalid(format!("tool schema: {e}")))?,
         },
         url: row.try_get("url")?,
-        retry_safe: row.try_get::<i64, _>("retry_safe")? != 0,
-        background: row.try_get::<i64, _>("background")? != 0,
+        retry_safe: row.try_get("retry_safe")?,
+        background: row.try_get("background")?,
         updated_at: row.try_get("updated_at")?,
     })
 }
 
-fn delegate_row(row: &sqlx::sqlite::SqliteRow) -> Result<DelegateToolRow, StoreError> {
+fn delegate_row(row: &Row) -> Result<DelegateToolRow, StoreError> {
     let bot: Uuid = row.try_get("bot_id")?;
     let limits: String = row.try_get("limits")?;
     Ok(DelegateToolRow {
@@ -38,7 +39,7 @@ fn delegate_row(row: &sqlx::sqlite::SqliteRow) -> Result<DelegateToolRow, StoreE
 }
 
 #[async_trait]
-impl ToolStore for SqliteStore {
+impl ToolStore for Store {
     async fn put_tool(
         &self,
         organization: Uuid,
@@ -46,7 +47,7 @@ impl ToolStore for SqliteStore {
     ) -> Result<HttpToolRow, StoreError> {
         let row = sqlx::query(
             "INSERT INTO http_tools (organization_id, name, description, input_schema, url, retry_safe, background, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8, ?7) \
+             VALUES ($1, $2, $3, $4, $5, $6, $8, $7) \
              ON CONFLICT (organization_id, name) DO UPDATE SET description = EXCLUDED.description, \
                  input_schema = EXCLUDED.input_schema, url = EXCLUDED.url, retry_safe = EXCLUDED.retry_safe, background = EXCLUDED.background, \
                  updated_at = EXCLUDED.updated_at \
@@ -57,9 +58,9 @@ impl ToolStore for SqliteStore {
         .bind(&tool.definition.description)
         .bind(tool.definition.input_schema.to_string())
         .bind(&tool.url)
-        .bind(i64::from(tool.retry_safe))
+        .bind(tool.retry_safe)
         .bind(now_ms())
-        .bind(i64::from(tool.background))
+        .bind(tool.background)
         .fetch_one(self.pool())
         .await?;
         tool_row(&row)
@@ -68,7 +69,7 @@ impl ToolStore for SqliteStore {
     async fn tools(&self, organization: Uuid) -> Result<Vec<HttpToolRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT name, description, input_schema, url, retry_safe, background, updated_at FROM http_tools \
-             WHERE organization_id = ?1 ORDER BY name",
+             WHERE organization_id = $1 ORDER BY name",
         )
         .bind(organization)
         .fetch_all(self.reader())
@@ -78,7 +79,7 @@ impl ToolStore for SqliteStore {
 
     async fn delete_tool(&self, organization: Uuid, name: &str) -> Result<bool, StoreError> {
         let deleted =
-            sqlx::query("DELETE FROM http_tools WHERE organization_id = ?1 AND name = ?2")
+            sqlx::query("DELETE FROM http_tools WHERE organization_id = $1 AND name = $2")
                 .bind(organization)
                 .bind(name)
                 .execute(self.pool())
@@ -96,7 +97,7 @@ impl ToolStore for SqliteStore {
             .map_err(|e| StoreError::Invalid(format!("delegate limits: {e}")))?;
         let row = sqlx::query(
             "INSERT INTO delegate_tools (organization_id, name, description, bot_id, limits, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (organization_id, name) DO UPDATE SET description = EXCLUDED.description, \
                  bot_id = EXCLUDED.bot_id, limits = EXCLUDED.limits, updated_at = EXCLUDED.updated_at \
              RETURNING name, description, bot_id, limits, updated_at",
@@ -115,7 +116,7 @@ impl ToolStore for SqliteStore {
     async fn delegates(&self, organization: Uuid) -> Result<Vec<DelegateToolRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT name, description, bot_id, limits, updated_at FROM delegate_tools \
-             WHERE organization_id = ?1 ORDER BY name",
+             WHERE organization_id = $1 ORDER BY name",
         )
         .bind(organization)
         .fetch_all(self.reader())
@@ -125,7 +126,7 @@ impl ToolStore for SqliteStore {
 
     async fn delete_delegate(&self, organization: Uuid, name: &str) -> Result<bool, StoreError> {
         let deleted =
-            sqlx::query("DELETE FROM delegate_tools WHERE organization_id = ?1 AND name = ?2")
+            sqlx::query("DELETE FROM delegate_tools WHERE organization_id = $1 AND name = $2")
                 .bind(organization)
                 .bind(name)
                 .execute(self.pool())
@@ -133,4 +134,5 @@ impl ToolStore for SqliteStore {
                 .rows_affected();
         Ok(deleted > 0)
     }
+}
 }

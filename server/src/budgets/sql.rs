@@ -1,25 +1,26 @@
-//! Budgets on PostgreSQL.
+//! Budgets on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
 use openbot_schema::{BotId, BudgetScope, ChatId};
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{BudgetRow, BudgetStore, Exhausted, parse_scope};
-use crate::store::{PostgresStore, StoreError, now_ms};
+use crate::store::{StoreError, now_ms, sql_store};
 
+sql_store! {
 /// The spending of a budget row `b`: every Turn of its Chat, Bot or organization.
 macro_rules! spent {
     () => {
         "CASE b.scope \
-             WHEN 'chat' THEN (SELECT COALESCE(SUM(e.cost_micros), 0)::BIGINT FROM executions e WHERE e.chat_id = b.target_id) \
-             WHEN 'bot' THEN (SELECT COALESCE(SUM(e.cost_micros), 0)::BIGINT FROM executions e JOIN chats c ON c.id = e.chat_id WHERE c.bot_id = b.target_id) \
-             ELSE (SELECT COALESCE(SUM(e.cost_micros), 0)::BIGINT FROM executions e JOIN chats c ON c.id = e.chat_id \
+             WHEN 'chat' THEN (SELECT CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e WHERE e.chat_id = b.target_id) \
+             WHEN 'bot' THEN (SELECT CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN chats c ON c.id = e.chat_id WHERE c.bot_id = b.target_id) \
+             ELSE (SELECT CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN chats c ON c.id = e.chat_id \
                    JOIN bots bo ON bo.id = c.bot_id WHERE bo.organization_id = b.organization_id) END"
     };
 }
 
-fn budget_row(row: &sqlx::postgres::PgRow) -> Result<BudgetRow, StoreError> {
+fn budget_row(row: &Row) -> Result<BudgetRow, StoreError> {
     let scope: String = row.try_get("scope")?;
     Ok(BudgetRow {
         scope: parse_scope(&scope)?,
@@ -31,7 +32,7 @@ fn budget_row(row: &sqlx::postgres::PgRow) -> Result<BudgetRow, StoreError> {
 }
 
 #[async_trait]
-impl BudgetStore for PostgresStore {
+impl BudgetStore for Store {
     async fn put_budget(
         &self,
         organization: Uuid,
@@ -42,9 +43,9 @@ impl BudgetStore for PostgresStore {
         let written = sqlx::query(
             "INSERT INTO budgets (organization_id, scope, target_id, max_cost_micros, updated_at) \
              SELECT $1, $2, $3, $4, $5 WHERE \
-                 ($2::text = 'organization' AND $3 = $1) \
-                 OR ($2::text = 'bot' AND EXISTS (SELECT 1 FROM bots WHERE id = $3 AND organization_id = $1 AND deleted_at IS NULL)) \
-                 OR ($2::text = 'chat' AND EXISTS (SELECT 1 FROM chats c JOIN bots bo ON bo.id = c.bot_id \
+                 (CAST($2 AS TEXT) = 'organization' AND $3 = $1) \
+                 OR (CAST($2 AS TEXT) = 'bot' AND EXISTS (SELECT 1 FROM bots WHERE id = $3 AND organization_id = $1 AND deleted_at IS NULL)) \
+                 OR (CAST($2 AS TEXT) = 'chat' AND EXISTS (SELECT 1 FROM chats c JOIN bots bo ON bo.id = c.bot_id \
                      WHERE c.id = $3 AND bo.organization_id = $1 AND c.deleted_at IS NULL)) \
              ON CONFLICT (organization_id, scope, target_id) DO UPDATE SET \
                  max_cost_micros = EXCLUDED.max_cost_micros, updated_at = EXCLUDED.updated_at",
@@ -74,7 +75,7 @@ impl BudgetStore for PostgresStore {
             " AS spent_micros FROM budgets b WHERE b.organization_id = $1 ORDER BY b.scope, b.target_id"
         ))
         .bind(organization)
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(budget_row).collect()
     }
@@ -114,7 +115,7 @@ impl BudgetStore for PostgresStore {
         .bind(organization)
         .bind(bot.as_uuid())
         .bind(chat.as_uuid())
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         let mut budgets = rows.iter().map(budget_row).collect::<Result<Vec<_>, _>>()?;
         budgets.sort_by_key(|b| b.scope as u8);
@@ -127,4 +128,5 @@ impl BudgetStore for PostgresStore {
                 spent_micros: b.spent_micros,
             }))
     }
+}
 }

@@ -1,14 +1,15 @@
-//! Approval rules on PostgreSQL.
+//! Approval rules on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::rules::RuleRow;
 use super::store::{RuleStore, action_name, parse_action};
-use crate::store::{PostgresStore, StoreError};
+use crate::store::{StoreError, sql_store};
 
-fn rule_row(row: &sqlx::postgres::PgRow) -> Result<RuleRow, StoreError> {
+sql_store! {
+fn rule_row(row: &Row) -> Result<RuleRow, StoreError> {
     let action: String = row.try_get("action")?;
     let bot: Option<Uuid> = row.try_get("bot_id")?;
     Ok(RuleRow {
@@ -24,7 +25,7 @@ fn rule_row(row: &sqlx::postgres::PgRow) -> Result<RuleRow, StoreError> {
 }
 
 #[async_trait]
-impl RuleStore for PostgresStore {
+impl RuleStore for Store {
     async fn add_rule(&self, organization: Uuid, rule: RuleRow) -> Result<RuleRow, StoreError> {
         sqlx::query(
             "INSERT INTO approval_rules (id, organization_id, tool, arguments, action, bot_id, member_id, expires_after_ms, created_at) \
@@ -49,7 +50,7 @@ impl RuleStore for PostgresStore {
             "SELECT * FROM approval_rules WHERE organization_id = $1 ORDER BY created_at, id",
         )
         .bind(organization)
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(rule_row).collect()
     }
@@ -59,7 +60,7 @@ impl RuleStore for PostgresStore {
             sqlx::query("SELECT * FROM approval_rules WHERE organization_id = $1 AND id = $2")
                 .bind(organization)
                 .bind(id)
-                .fetch_optional(self.pool())
+                .fetch_optional(self.reader())
                 .await?;
         row.as_ref().map(rule_row).transpose()
     }
@@ -74,4 +75,5 @@ impl RuleStore for PostgresStore {
                 .rows_affected();
         Ok(deleted > 0)
     }
+}
 }

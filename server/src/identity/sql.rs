@@ -1,15 +1,16 @@
-//! The identity store on PostgreSQL.
+//! The identity store on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{
     IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, OrganizationRow, Role, TokenRow,
     parse_bot_ids, parse_rights,
 };
-use crate::store::{PostgresStore, StoreError, now_ms};
+use crate::store::{StoreError, now_ms, sql_store};
 
+sql_store! {
 fn token_json(token: &NewToken) -> Result<(String, Option<String>), StoreError> {
     let rights =
         serde_json::to_string(&token.rights).map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -21,7 +22,7 @@ fn token_json(token: &NewToken) -> Result<(String, Option<String>), StoreError> 
     Ok((rights, bots))
 }
 
-fn token_row(row: &sqlx::postgres::PgRow) -> Result<TokenRow, StoreError> {
+fn token_row(row: &Row) -> Result<TokenRow, StoreError> {
     Ok(TokenRow {
         id: row.try_get("id")?,
         member_id: row.try_get("member_id")?,
@@ -34,7 +35,7 @@ fn token_row(row: &sqlx::postgres::PgRow) -> Result<TokenRow, StoreError> {
     })
 }
 
-fn member_ref(row: &sqlx::postgres::PgRow) -> Result<MemberRef, StoreError> {
+fn member_ref(row: &Row) -> Result<MemberRef, StoreError> {
     let role: String = row.try_get("role")?;
     Ok(MemberRef {
         member_id: row.try_get("member_id")?,
@@ -44,7 +45,7 @@ fn member_ref(row: &sqlx::postgres::PgRow) -> Result<MemberRef, StoreError> {
     })
 }
 
-fn invitation_row(row: &sqlx::postgres::PgRow) -> Result<InvitationRow, StoreError> {
+fn invitation_row(row: &Row) -> Result<InvitationRow, StoreError> {
     let role: String = row.try_get("role")?;
     Ok(InvitationRow {
         id: row.try_get("id")?,
@@ -59,7 +60,7 @@ fn invitation_row(row: &sqlx::postgres::PgRow) -> Result<InvitationRow, StoreErr
 }
 
 #[async_trait]
-impl IdentityStore for PostgresStore {
+impl IdentityStore for Store {
     async fn bootstrap(
         &self,
         organization: &str,
@@ -124,7 +125,7 @@ impl IdentityStore for PostgresStore {
             "SELECT id AS member_id, organization_id, role FROM members WHERE role = 'owner' AND removed_at IS NULL \
              ORDER BY created_at LIMIT 1",
         )
-        .fetch_optional(self.pool())
+        .fetch_optional(self.reader())
         .await?;
         row.as_ref().map(member_ref).transpose()
     }
@@ -199,7 +200,7 @@ impl IdentityStore for PostgresStore {
              WHERE organization_id = $1 ORDER BY created_at DESC",
         )
         .bind(organization_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(invitation_row).collect()
     }
@@ -355,7 +356,7 @@ impl IdentityStore for PostgresStore {
              WHERE me.id = $1 ORDER BY o.created_at, o.id",
         )
         .bind(member.member_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         rows.iter()
             .map(|row| {
@@ -378,7 +379,7 @@ impl IdentityStore for PostgresStore {
              JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL ORDER BY m.created_at",
         )
         .bind(organization_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         rows.iter()
             .map(|row| {
@@ -439,7 +440,7 @@ impl IdentityStore for PostgresStore {
              WHERE t.secret_hash = $1 AND m.removed_at IS NULL",
         )
         .bind(secret_hash)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| Ok((token_row(&row)?, member_ref(&row)?)))
             .transpose()
@@ -471,7 +472,7 @@ impl IdentityStore for PostgresStore {
              WHERE t.id = $1 AND m.removed_at IS NULL",
         )
         .bind(id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| Ok((token_row(&row)?, member_ref(&row)?)))
             .transpose()
@@ -484,7 +485,7 @@ impl IdentityStore for PostgresStore {
         )
         .bind(id)
         .bind(now_ms())
-        .fetch_optional(self.pool())
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| member_ref(&row)).transpose()
     }
@@ -499,7 +500,7 @@ impl IdentityStore for PostgresStore {
         )
         .bind(secret_hash)
         .bind(now_ms())
-        .fetch_optional(self.pool())
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| Ok((row.try_get("id")?, member_ref(&row)?)))
             .transpose()
@@ -520,7 +521,7 @@ impl IdentityStore for PostgresStore {
              WHERE member_id = $1 ORDER BY created_at DESC",
         )
         .bind(member_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(token_row).collect()
     }
@@ -537,4 +538,5 @@ impl IdentityStore for PostgresStore {
         .rows_affected();
         Ok(done == 1)
     }
+}
 }

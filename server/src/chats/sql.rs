@@ -1,14 +1,15 @@
-//! The Chat store on SQLite.
+//! The Chat store on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
 use openbot_schema::{BotId, ChatId};
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{ChatRow, ChatStore};
-use crate::store::{SqliteStore, StoreError, bot_limit_json, now_ms};
+use crate::store::{StoreError, bot_limit_json, now_ms, sql_store};
 
-fn chat_row(row: &sqlx::sqlite::SqliteRow) -> Result<ChatRow, StoreError> {
+sql_store! {
+fn chat_row(row: &Row) -> Result<ChatRow, StoreError> {
     Ok(ChatRow {
         id: ChatId::from(row.try_get::<Uuid, _>("id")?),
         bot_id: BotId::from(row.try_get::<Uuid, _>("bot_id")?),
@@ -16,12 +17,12 @@ fn chat_row(row: &sqlx::sqlite::SqliteRow) -> Result<ChatRow, StoreError> {
         title: row.try_get("title")?,
         revision: row.try_get("revision")?,
         created_at: row.try_get("created_at")?,
-        plan_mode: row.try_get::<i64, _>("plan_mode")? != 0,
+        plan_mode: row.try_get("plan_mode")?,
     })
 }
 
 #[async_trait]
-impl ChatStore for SqliteStore {
+impl ChatStore for Store {
     async fn create_chat(
         &self,
         member_id: Uuid,
@@ -30,7 +31,7 @@ impl ChatStore for SqliteStore {
     ) -> Result<ChatRow, StoreError> {
         let mut tx = self.pool().begin().await?;
         let row = sqlx::query(
-            "INSERT INTO chats (id, bot_id, member_id, created_at) VALUES (?1, ?2, ?3, ?4) \
+            "INSERT INTO chats (id, bot_id, member_id, created_at) VALUES ($1, $2, $3, $4) \
              RETURNING id, bot_id, member_id, title, revision, created_at, plan_mode",
         )
         .bind(id.as_uuid())
@@ -39,7 +40,7 @@ impl ChatStore for SqliteStore {
         .bind(now_ms())
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO admission_gates (id) VALUES (?1)")
+        sqlx::query("INSERT INTO admission_gates (id) VALUES ($1)")
             .bind(id.as_uuid())
             .execute(&mut *tx)
             .await?;
@@ -53,10 +54,11 @@ impl ChatStore for SqliteStore {
         id: ChatId,
         bot_ids: Option<&[BotId]>,
     ) -> Result<Option<ChatRow>, StoreError> {
-        let row = sqlx::query(
+        let row = sqlx::query(concat!(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
-             WHERE id = ?1 AND member_id = ?2 AND deleted_at IS NULL AND (?3 IS NULL OR lower(hex(bot_id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?3)))",
-        )
+             WHERE id = $1 AND member_id = $2 AND deleted_at IS NULL AND ",
+            in_bot_limit!("bot_id", "$3")
+        ))
         .bind(id.as_uuid())
         .bind(member_id)
         .bind(bot_limit_json(bot_ids)?)
@@ -70,10 +72,12 @@ impl ChatStore for SqliteStore {
         member_id: Uuid,
         bot_ids: Option<&[BotId]>,
     ) -> Result<Vec<ChatRow>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
-             WHERE member_id = ?1 AND deleted_at IS NULL AND (?2 IS NULL OR lower(hex(bot_id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?2))) ORDER BY id",
-        )
+             WHERE member_id = $1 AND deleted_at IS NULL AND ",
+            in_bot_limit!("bot_id", "$2"),
+            " ORDER BY id"
+        ))
         .bind(member_id)
         .bind(bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
@@ -88,7 +92,7 @@ impl ChatStore for SqliteStore {
         title: &str,
     ) -> Result<Option<ChatRow>, StoreError> {
         let row = sqlx::query(
-            "UPDATE chats SET title = ?3, revision = revision + 1 WHERE id = ?1 AND revision = ?2 AND deleted_at IS NULL \
+            "UPDATE chats SET title = $3, revision = revision + 1 WHERE id = $1 AND revision = $2 AND deleted_at IS NULL \
              RETURNING id, bot_id, member_id, title, revision, created_at, plan_mode",
         )
         .bind(id.as_uuid())
@@ -102,12 +106,12 @@ impl ChatStore for SqliteStore {
     async fn delete_chat(&self, id: ChatId) -> Result<(), StoreError> {
         let mut tx = self.pool().begin().await?;
         let now = now_ms();
-        sqlx::query("UPDATE admission_gates SET closed_at = COALESCE(closed_at, ?2) WHERE id = ?1")
+        sqlx::query("UPDATE admission_gates SET closed_at = COALESCE(closed_at, $2) WHERE id = $1")
             .bind(id.as_uuid())
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE chats SET deleted_at = COALESCE(deleted_at, ?2) WHERE id = ?1")
+        sqlx::query("UPDATE chats SET deleted_at = COALESCE(deleted_at, $2) WHERE id = $1")
             .bind(id.as_uuid())
             .bind(now)
             .execute(&mut *tx)
@@ -118,7 +122,7 @@ impl ChatStore for SqliteStore {
 
     async fn set_plan_mode(&self, id: ChatId, on: bool) -> Result<Option<ChatRow>, StoreError> {
         let row = sqlx::query(
-            "UPDATE chats SET plan_mode = ?2 WHERE id = ?1 AND deleted_at IS NULL \
+            "UPDATE chats SET plan_mode = $2 WHERE id = $1 AND deleted_at IS NULL \
              RETURNING id, bot_id, member_id, title, revision, created_at, plan_mode",
         )
         .bind(id.as_uuid())
@@ -127,4 +131,5 @@ impl ChatStore for SqliteStore {
         .await?;
         row.as_ref().map(chat_row).transpose()
     }
+}
 }

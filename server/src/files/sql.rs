@@ -1,13 +1,14 @@
-//! File descriptions on SQLite.
+//! File descriptions on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{FileAccess, FileRow, FileStore};
-use crate::store::{SqliteStore, StoreError, now_ms};
+use crate::store::{StoreError, now_ms, sql_store};
 
-fn file_row(row: &sqlx::sqlite::SqliteRow) -> Result<FileRow, StoreError> {
+sql_store! {
+fn file_row(row: &Row) -> Result<FileRow, StoreError> {
     Ok(FileRow {
         id: row.try_get("id")?,
         organization_id: row.try_get("organization_id")?,
@@ -23,11 +24,11 @@ fn file_row(row: &sqlx::sqlite::SqliteRow) -> Result<FileRow, StoreError> {
 }
 
 #[async_trait]
-impl FileStore for SqliteStore {
+impl FileStore for Store {
     async fn add_file(&self, file: &FileRow) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at, token_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(file.id)
         .bind(file.organization_id)
@@ -45,10 +46,12 @@ impl FileStore for SqliteStore {
     }
 
     async fn file_of(&self, access: FileAccess, id: Uuid) -> Result<Option<FileRow>, StoreError> {
-        let row = sqlx::query(
-            "SELECT * FROM files WHERE id = ?1 AND owner_member_id = ?2 AND deleted_at IS NULL \
-             AND (?3 IS NULL OR token_id = ?3)",
-        )
+        let row = sqlx::query(concat!(
+            "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
+             AND (",
+            uuid_param!("$3"),
+            " IS NULL OR token_id = $3)"
+        ))
         .bind(id)
         .bind(access.owner)
         .bind(access.stored_by)
@@ -58,10 +61,11 @@ impl FileStore for SqliteStore {
     }
 
     async fn files_of(&self, access: FileAccess) -> Result<Vec<FileRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT * FROM files WHERE owner_member_id = ?1 AND deleted_at IS NULL \
-             AND (?2 IS NULL OR token_id = ?2) ORDER BY created_at DESC, id DESC LIMIT 1000",
-        )
+        let rows = sqlx::query(concat!(
+            "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL AND (",
+            uuid_param!("$2"),
+            " IS NULL OR token_id = $2) ORDER BY created_at DESC, id DESC LIMIT 1000"
+        ))
         .bind(access.owner)
         .bind(access.stored_by)
         .fetch_all(self.reader())
@@ -74,10 +78,11 @@ impl FileStore for SqliteStore {
         access: FileAccess,
         id: Uuid,
     ) -> Result<Option<FileRow>, StoreError> {
-        let row = sqlx::query(
-            "UPDATE files SET deleted_at = ?4 WHERE id = ?1 AND owner_member_id = ?2 AND deleted_at IS NULL \
-             AND (?3 IS NULL OR token_id = ?3) RETURNING *",
-        )
+        let row = sqlx::query(concat!(
+            "UPDATE files SET deleted_at = $4 WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL AND (",
+            uuid_param!("$3"),
+            " IS NULL OR token_id = $3) RETURNING *"
+        ))
         .bind(id)
         .bind(access.owner)
         .bind(access.stored_by)
@@ -86,4 +91,5 @@ impl FileStore for SqliteStore {
         .await?;
         row.as_ref().map(file_row).transpose()
     }
+}
 }

@@ -1,15 +1,16 @@
-//! The Bot store on SQLite.
+//! The Bot store on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
 use openbot_schema::{BotId, BotSpec};
-use sqlx::Row;
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{BotRow, BotStore, bot_limit, parse_spec, spec_json};
 use crate::identity::Caller;
-use crate::store::{SqliteStore, StoreError, now_ms};
+use crate::store::{StoreError, now_ms, sql_store};
 
-fn bot_row(row: &sqlx::sqlite::SqliteRow) -> Result<BotRow, StoreError> {
+sql_store! {
+fn bot_row(row: &Row) -> Result<BotRow, StoreError> {
     Ok(BotRow {
         id: BotId::from(row.try_get::<Uuid, _>("id")?),
         organization_id: row.try_get("organization_id")?,
@@ -21,11 +22,17 @@ fn bot_row(row: &sqlx::sqlite::SqliteRow) -> Result<BotRow, StoreError> {
 }
 
 /// Visible to the caller: its organization, shared or its own, within its token's Bot limit.
-const VISIBLE: &str = "organization_id = ?1 AND deleted_at IS NULL AND (shared OR owner_member_id = ?2) \
-     AND (?3 IS NULL OR lower(hex(id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?3)))";
+macro_rules! visible {
+    () => {
+        concat!(
+            "organization_id = $1 AND deleted_at IS NULL AND (shared OR owner_member_id = $2) AND ",
+            in_bot_limit!("id", "$3")
+        )
+    };
+}
 
 #[async_trait]
-impl BotStore for SqliteStore {
+impl BotStore for Store {
     async fn create_bot(
         &self,
         caller: &Caller,
@@ -35,7 +42,7 @@ impl BotStore for SqliteStore {
         let now = now_ms();
         let row = sqlx::query(
             "INSERT INTO bots (id, organization_id, owner_member_id, shared, spec, revision, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?6) RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
+             VALUES ($1, $2, $3, $4, $5, 1, $6, $6) RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
         )
         .bind(id.as_uuid())
         .bind(caller.member.organization_id)
@@ -49,10 +56,11 @@ impl BotStore for SqliteStore {
     }
 
     async fn visible_bot(&self, caller: &Caller, id: BotId) -> Result<Option<BotRow>, StoreError> {
-        let sql = format!(
-            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE {VISIBLE} AND id = ?4"
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = sqlx::query(concat!(
+            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
+            visible!(),
+            " AND id = $4"
+        ))
             .bind(caller.member.organization_id)
             .bind(caller.member.member_id)
             .bind(bot_limit(caller))
@@ -63,10 +71,11 @@ impl BotStore for SqliteStore {
     }
 
     async fn visible_bots(&self, caller: &Caller) -> Result<Vec<BotRow>, StoreError> {
-        let sql = format!(
-            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE {VISIBLE} ORDER BY id"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = sqlx::query(concat!(
+            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
+            visible!(),
+            " ORDER BY id"
+        ))
             .bind(caller.member.organization_id)
             .bind(caller.member.member_id)
             .bind(bot_limit(caller))
@@ -82,8 +91,8 @@ impl BotStore for SqliteStore {
         spec: &BotSpec,
     ) -> Result<Option<BotRow>, StoreError> {
         let row = sqlx::query(
-            "UPDATE bots SET spec = ?3, shared = ?4, revision = revision + 1, updated_at = ?5 \
-             WHERE id = ?1 AND revision = ?2 AND deleted_at IS NULL \
+            "UPDATE bots SET spec = $3, shared = $4, revision = revision + 1, updated_at = $5 \
+             WHERE id = $1 AND revision = $2 AND deleted_at IS NULL \
              RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
         )
         .bind(id.as_uuid())
@@ -98,8 +107,8 @@ impl BotStore for SqliteStore {
 
     async fn delete_bot(&self, id: BotId) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE bots SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL \
-             AND NOT EXISTS (SELECT 1 FROM chats WHERE bot_id = ?1 AND deleted_at IS NULL)",
+            "UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL \
+             AND NOT EXISTS (SELECT 1 FROM chats WHERE bot_id = $1 AND deleted_at IS NULL)",
         )
         .bind(id.as_uuid())
         .bind(now_ms())
@@ -108,4 +117,5 @@ impl BotStore for SqliteStore {
         .rows_affected();
         Ok(done == 1)
     }
+}
 }

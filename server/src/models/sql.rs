@@ -1,0 +1,77 @@
+//! The model registry on SQL, written once for SQLite and PostgreSQL.
+
+use async_trait::async_trait;
+use sqlx::Row as _;
+use uuid::Uuid;
+
+use super::store::{ModelRegistryStore, ProviderRow};
+use crate::store::{SealedBlob, StoreError, now_ms, sql_store};
+
+sql_store! {
+    fn provider_row(row: &Row) -> Result<ProviderRow, StoreError> {
+        Ok(ProviderRow {
+            kind: row.try_get("kind")?,
+            base_url: row.try_get("base_url")?,
+            key_record: row.try_get("key_record")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
+
+    #[async_trait]
+    impl ModelRegistryStore for Store {
+        async fn put_provider(
+            &self,
+            organization: Uuid,
+            kind: &str,
+            base_url: Option<&str>,
+            key: Option<SealedBlob>,
+        ) -> Result<ProviderRow, StoreError> {
+            let mut tx = self.pool().begin().await?;
+            let now = now_ms();
+            if let Some(blob) = &key {
+                sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
+                    .bind(blob.id)
+                    .bind(&blob.key_id)
+                    .bind(&blob.nonce)
+                    .bind(&blob.ciphertext)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let row = sqlx::query(
+                "INSERT INTO model_providers (organization_id, kind, base_url, key_record, updated_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (organization_id, kind) DO UPDATE SET base_url = EXCLUDED.base_url, key_record = EXCLUDED.key_record, \
+                     updated_at = EXCLUDED.updated_at \
+                 RETURNING kind, base_url, key_record, updated_at",
+            )
+            .bind(organization)
+            .bind(kind)
+            .bind(base_url)
+            .bind(key.as_ref().map(|b| b.id))
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            provider_row(&row)
+        }
+
+        async fn providers(&self, organization: Uuid) -> Result<Vec<ProviderRow>, StoreError> {
+            let rows = sqlx::query("SELECT kind, base_url, key_record, updated_at FROM model_providers WHERE organization_id = $1 ORDER BY kind")
+                .bind(organization)
+                .fetch_all(self.reader())
+                .await?;
+            rows.iter().map(provider_row).collect()
+        }
+
+        async fn delete_provider(&self, organization: Uuid, kind: &str) -> Result<bool, StoreError> {
+            let done =
+                sqlx::query("DELETE FROM model_providers WHERE organization_id = $1 AND kind = $2")
+                    .bind(organization)
+                    .bind(kind)
+                    .execute(self.pool())
+                    .await?
+                    .rows_affected();
+            Ok(done == 1)
+        }
+    }
+}
