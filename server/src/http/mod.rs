@@ -15,6 +15,7 @@ mod json;
 mod members;
 mod models;
 mod organizations;
+mod outcomes;
 mod sessions;
 mod tokens;
 mod tools;
@@ -54,6 +55,8 @@ pub struct AppState {
     pub approvals: crate::approvals::Approvals,
     /// The file use cases.
     pub files: crate::files::Files,
+    /// The unknown-outcome use cases.
+    pub outcomes: crate::outcomes::Outcomes,
 }
 
 impl AppState {
@@ -75,8 +78,10 @@ impl AppState {
             Arc::clone(&database.identity),
         );
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
+        let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         Self {
             engine,
+            outcomes,
             files,
             approvals,
             identity: Arc::clone(&database.identity),
@@ -184,6 +189,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::resume_execution))
         .routes(routes!(executions::events))
         .routes(routes!(executions::deliver_tool_result))
+        .routes(routes!(outcomes::list_unknown_outcomes))
+        .routes(routes!(outcomes::decide_outcome))
         .split_for_parts()
 }
 

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -80,6 +80,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 12,
         name: "plan_mode",
         sql: include_str!("../../../migrations/sqlite/0012_plan_mode.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "unknown_outcomes",
+        sql: include_str!("../../../migrations/sqlite/0013_unknown_outcomes.sql"),
     },
 ];
 
@@ -143,6 +148,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 12,
         name: "plan_mode",
         sql: include_str!("../../../migrations/postgres/0012_plan_mode.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "unknown_outcomes",
+        sql: include_str!("../../../migrations/postgres/0013_unknown_outcomes.sql"),
     },
 ];
 
