@@ -86,6 +86,21 @@ export declare class NativeClient {
    * unknown one (always, in memory) `not_found`.
    */
   decideApproval(id: string, decision: any): any | Promise<any>
+  /**
+   * The caller's executions that wait in `outcome_unknown` for a decision, oldest first:
+   * an `UnknownOutcomePage` (`{ outcomes, next_cursor? }`) of up to `limit` (the server's
+   * default 50, at most 100) after `cursor`. In memory no call's answer is lost, so the page
+   * is empty. A `limit` that is not a whole number from 1 is `invalid_input`.
+   */
+  listUnknownOutcomes(limit?: number | undefined | null, cursor?: string | undefined | null): any | Promise<any>
+  /**
+   * Decides the call an execution in `outcome_unknown` waits for with a `DecideOutcome`
+   * (`{ call, decision, result?, reason? }`); answers with the `OutcomeDecisionRecord`.
+   * `applied` saves `result` as the call's result, `not_applied` sends the call again,
+   * `give_up` ends the execution `failed`. Another call or a second decision is `conflict`;
+   * in memory it is `invalid_input` (only a server has unknown outcomes).
+   */
+  decideOutcome(id: string, decision: any): any | Promise<any>
   /** Closes the client; later calls fail with the code `closed`. */
   close(): Promise<void>
 }

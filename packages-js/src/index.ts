@@ -82,6 +82,29 @@ export type DecideApproval = Schemas['DecideApproval'];
 /** A Chat's plan mode: when `enabled`, its Bot may only propose a plan (`propose_plan`). */
 export type PlanMode = Schemas['PlanMode'];
 
+/**
+ * A call whose outcome is unknown (a write without a safe retry rule lost its answer) and the
+ * execution that waits for a decision on it: `call` (its key, e.g. `1/tool:0/1`), `tool_call`
+ * (`{ id, name, arguments }`: what was sent), `idempotency_key`, `waiting_since`.
+ */
+export type UnknownOutcome = Schemas['UnknownOutcome'];
+/** A page of unknown outcomes, oldest first; `next_cursor` is absent on the last page. */
+export type UnknownOutcomePage = Schemas['UnknownOutcomePage'];
+/** What a person found out: `applied`, `not_applied` or `give_up`. */
+export type OutcomeDecision = Schemas['OutcomeDecision'];
+/** A decision on the call an execution waits for: `{ call, decision, result?, reason? }`. */
+export type DecideOutcome = Schemas['DecideOutcome'];
+/** A recorded decision, its audit entry: who decided (member, token), what, when. */
+export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
+
+/** Options of `listUnknownOutcomes`. */
+export interface ListUnknownOutcomesOptions {
+  /** How many a page holds: 1-100, the server's default 50. */
+  limit?: number;
+  /** Start after this cursor: the `next_cursor` of the page before. */
+  cursor?: string;
+}
+
 /** Options of `listApprovals`. */
 export interface ListApprovalsOptions {
   /** Only the requests in this state (e.g. `pending`); all when absent. */
@@ -443,6 +466,40 @@ export class Client {
     checkString('decideApproval', 'decision.decision', body.decision);
     if (body.reason !== undefined && body.reason !== null) checkString('decideApproval', 'decision.reason', body.reason);
     return call(() => this.native.decideApproval(id, decision));
+  }
+
+  /**
+   * Your executions that wait in `outcome_unknown` for a decision, oldest first, a page of up to
+   * `options.limit` after `options.cursor`; each with its call's key, tool and the arguments it
+   * was sent with, to check in the outside system. Only a server loses a call's answer: in
+   * memory the page is empty.
+   */
+  async listUnknownOutcomes(options: ListUnknownOutcomesOptions = {}): Promise<UnknownOutcomePage> {
+    const { limit, cursor } = checkObject('listUnknownOutcomes', 'options', options);
+    if (limit !== undefined && (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1)) {
+      throw new TypeError(`listUnknownOutcomes: \`options.limit\` must be a whole number from 1, not ${describe(limit)}`);
+    }
+    const after = cursor === undefined ? undefined : checkString('listUnknownOutcomes', 'options.cursor', cursor);
+    return call(() => this.native.listUnknownOutcomes(limit as number | undefined, after));
+  }
+
+  /**
+   * Decides the call execution `executionId` waits for in `outcome_unknown`, naming it
+   * (`decision.call`), and gives the decision's audit entry. `applied` (with `result`): the
+   * result becomes the call's and the work goes on with it, the call is not sent again;
+   * `not_applied`: the call is sent again, as a new attempt; `give_up`: the execution ends
+   * `failed`, sending nothing. A decision for another call, or a second one, fails with
+   * `ConflictError`; in memory it fails with `InvalidInputError` (only a server has them).
+   */
+  async decideOutcome(executionId: string, decision: DecideOutcome): Promise<OutcomeDecisionRecord> {
+    checkString('decideOutcome', 'executionId', executionId);
+    const body = checkObject('decideOutcome', 'decision', decision);
+    checkString('decideOutcome', 'decision.call', body.call);
+    checkString('decideOutcome', 'decision.decision', body.decision);
+    for (const field of ['result', 'reason'] as const) {
+      if (body[field] !== undefined && body[field] !== null) checkString('decideOutcome', `decision.${field}`, body[field]);
+    }
+    return call(() => this.native.decideOutcome(executionId, decision));
   }
 
   /** Closes the client: later calls fail with `ClosedError`; in memory, running Turns are cancelled. */

@@ -390,6 +390,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{id}/outcome": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decides the call an execution in `outcome_unknown` waits for: `applied` with its `result`
+         *     (the result is saved as the call's and the work goes on with it; the call is not sent
+         *     again), `not_applied` (the call is sent again, as a new attempt) or `give_up` (the
+         *     execution ends `failed`, category `tool`, sending nothing). The decision and its audit entry
+         *     (who, with which token, when) commit together. A decision for another call than the one
+         *     the execution waits for, or a second decision, answers 409.
+         */
+        post: operations["decide_outcome"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}/pause": {
         parameters: {
             query?: never;
@@ -774,6 +798,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/unknown-outcomes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's executions that wait in `outcome_unknown` for a decision, oldest first, each
+         *     with the call whose outcome is unknown: its key, its tool and the arguments it was sent
+         *     with (to check in the outside system). Paged: ask again with `next_cursor` until absent.
+         */
+        get: operations["list_unknown_outcomes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1121,6 +1166,23 @@ export interface components {
             decision: components["schemas"]["Decision"];
             /** @description Why, for the audit log and the model. */
             reason?: string | null;
+        };
+        /** @description A decision on the call an execution in `outcome_unknown` waits for. */
+        DecideOutcome: {
+            /**
+             * @description The call decided, as listed (e.g. `1/tool:0/1`). A decision for another call than the
+             *     one the execution waits for is refused with 409.
+             */
+            call: string;
+            /** @description What happened. */
+            decision: components["schemas"]["OutcomeDecision"];
+            /** @description Why, for the audit log; with `give_up`, the reason the execution ended. */
+            reason?: string | null;
+            /**
+             * @description With `applied` (and only then): the call's result as text, given to the model as the
+             *     tool's answer.
+             */
+            result?: string | null;
         };
         /**
          * @description A person's decision.
@@ -1515,6 +1577,38 @@ export interface components {
             role: components["schemas"]["MemberRole"];
         };
         /**
+         * @description What a person found out about a call whose outcome is unknown.
+         * @enum {string}
+         */
+        OutcomeDecision: "applied" | "not_applied" | "give_up";
+        /** @description A recorded decision: its audit entry. */
+        OutcomeDecisionRecord: {
+            /** @description The call decided. */
+            call: string;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            decided_at: string;
+            /**
+             * Format: uuid
+             * @description The member who decided.
+             */
+            decided_by: string;
+            /** @description The decision. */
+            decision: components["schemas"]["OutcomeDecision"];
+            /** @description The execution that waited. */
+            execution_id: components["schemas"]["ExecutionId"];
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description The reason given, if any. */
+            reason?: string | null;
+            token_id?: components["schemas"]["TokenId"] | null;
+        };
+        /**
          * @description Whether a Chat is in plan mode: its Bot may only propose a plan (`propose_plan`) until a
          *     person approves one, which switches plan mode off.
          */
@@ -1593,7 +1687,7 @@ export interface components {
          * @description A kind of resource a right covers.
          * @enum {string}
          */
-        Resource: "bots" | "chats" | "executions" | "tokens" | "models";
+        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes";
         /** @description One right: an action on a kind of resource. Write does not imply read. */
         Right: {
             /** @description The action. */
@@ -1699,6 +1793,51 @@ export interface components {
          * @enum {string}
          */
         TurnOutcome: "completed" | "max_steps" | "max_time" | "max_cost" | "repeated_tool_call" | "cancelled";
+        /** @description A call whose outcome is unknown, and the execution that waits for a decision on it. */
+        UnknownOutcome: {
+            /**
+             * Format: int32
+             * @description The attempt of the call, from 1.
+             */
+            attempt: number;
+            /**
+             * @description The call's key, `<step>/<slot>/<attempt>` (e.g. `1/tool:0/1`), as in the
+             *     `call_outcome_unknown` event. A decision names it.
+             */
+            call: string;
+            chat_id?: components["schemas"]["ChatId"] | null;
+            /** @description The execution that waits (state `outcome_unknown`). */
+            execution_id: components["schemas"]["ExecutionId"];
+            /**
+             * @description The idempotency key the call was sent with (the `Idempotency-Key` header of an HTTP
+             *     tool), which the outside system may have recorded.
+             */
+            idempotency_key: string;
+            /** @description What kind of work it is. */
+            kind: components["schemas"]["ExecutionKind"];
+            /**
+             * Format: int32
+             * @description The model step of the call.
+             */
+            step: number;
+            /**
+             * @description The tool call as the model asked for it: its ID, the tool's name and the arguments the
+             *     call was sent with, to look it up in the outside system.
+             */
+            tool_call: components["schemas"]["ToolCall"];
+            /**
+             * Format: date-time
+             * @description Since when the execution waits.
+             */
+            waiting_since: string;
+        };
+        /** @description One page of unknown outcomes, oldest first. */
+        UnknownOutcomePage: {
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string | null;
+            /** @description The outcomes on this page. */
+            outcomes: components["schemas"]["UnknownOutcome"][];
+        };
         /** @description Tokens used and, when the price is known, what they cost. */
         Usage: {
             /**
@@ -3468,6 +3607,88 @@ export interface operations {
             };
         };
     };
+    decide_outcome: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DecideOutcome"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OutcomeDecisionRecord"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     pause_execution: {
         parameters: {
             query?: never;
@@ -4820,6 +5041,54 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_unknown_outcomes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description How many outcomes a page holds: 1-100, default 50. */
+                limit: number | null;
+                /** @description Where the page starts: the `next_cursor` of the page before. */
+                cursor: string | null;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnknownOutcomePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -35,16 +35,19 @@ export function scriptedModel(script) {
 
 /**
  * Starts `openbot serve` on a fresh SQLite data folder and 127.0.0.1:0; gives its URL, the admin
- * token and a stop function.
+ * token, its data folder and a stop function. With `options.data` (and the `token` it printed
+ * on its first start) it serves that folder again, as a restarted node; `options.leaseMs` sets
+ * how soon work of a dead node is taken over.
  */
-export async function startServer() {
+export async function startServer(options = {}) {
   const bin = serverBinary();
   if (!existsSync(bin)) {
     throw new Error(`no server binary at ${bin}: build it with cargo build --profile ci -p openbot-server --bin openbot`);
   }
-  const data = tempDir('openbot-node-server-');
-  execFileSync(bin, ['migrate', '--data-dir', data], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const child = spawn(bin, ['serve', '--data-dir', data, '--bind', '127.0.0.1:0', '--scripted-dir', tmpdir()], {
+  const data = options.data ?? tempDir('openbot-node-server-');
+  if (!options.data) execFileSync(bin, ['migrate', '--data-dir', data], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const lease = options.leaseMs === undefined ? [] : ['--lease-ms', String(options.leaseMs)];
+  const child = spawn(bin, ['serve', '--data-dir', data, '--bind', '127.0.0.1:0', ...lease, '--scripted-dir', tmpdir()], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // A process killed by a signal keeps `exitCode` null and sets `signalCode`.
@@ -53,9 +56,12 @@ export async function startServer() {
     if (!exited()) child.kill('SIGKILL');
   };
   process.on('exit', stop);
-  const token = new Promise((resolve) => {
-    createInterface({ input: child.stdout }).once('line', resolve);
-  });
+  // Only a first start prints the admin token.
+  const token = options.token
+    ? Promise.resolve(options.token)
+    : new Promise((resolve) => {
+        createInterface({ input: child.stdout }).once('line', resolve);
+      });
   let stderr = '';
   const url = new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stderr });
@@ -74,6 +80,7 @@ export async function startServer() {
   return {
     url: u,
     token: t.trim(),
+    data,
     /** SIGKILL: the server is gone at once. */
     kill: () => stop(),
     stop: async () => {

@@ -7,8 +7,11 @@ import {
   type ApprovalState,
   type ExecutionInfo,
   type ExecutionKind,
+  type OutcomeDecision,
+  type OutcomeDecisionRecord,
   type PlanMode,
   type ToolContext,
+  type UnknownOutcomePage,
 } from '../dist/index';
 
 export async function typed(): Promise<ExecutionInfo> {
@@ -62,6 +65,23 @@ export async function typed(): Promise<ExecutionInfo> {
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', { decision: 'perhaps' });
   // @ts-expect-error: the decision is an object
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', 'approve');
+  const page: UnknownOutcomePage = await client.listUnknownOutcomes({ limit: 10 });
+  for (const waiting of page.outcomes) {
+    const tool: string = waiting.tool_call.name;
+    const decided: OutcomeDecisionRecord = await client.decideOutcome(waiting.execution_id, {
+      call: waiting.call,
+      decision: 'applied',
+      result: 'paid',
+    });
+    const decision: OutcomeDecision = decided.decision;
+    void tool, decision;
+  }
+  const next: string | null | undefined = (await client.listUnknownOutcomes({ cursor: 'c' })).next_cursor;
+  void next;
+  // @ts-expect-error: a decision is applied, not_applied or give_up
+  await client.decideOutcome('019ad1c8-0000-7000-8000-000000000000', { call: '1/tool:0/1', decision: 'maybe' });
+  // @ts-expect-error: a decision names its call
+  await client.decideOutcome('019ad1c8-0000-7000-8000-000000000000', { decision: 'give_up' });
   const mode: PlanMode = await client.setPlanMode('019ad1c8-0000-7000-8000-000000000000', true);
   const on: boolean = (await client.planMode('019ad1c8-0000-7000-8000-000000000000')).enabled;
   const paused: ExecutionInfo = await client.pauseExecution('019ad1c8-0000-7000-8000-000000000000');

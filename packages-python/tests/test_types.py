@@ -35,6 +35,9 @@ def properties(name: str) -> set[str]:
         (openbot.Limits, "Limits"),
         (openbot.SendReceipt, "SendReceipt"),
         (openbot.ApprovalRequest, "ApprovalRequest"),
+        (openbot.UnknownOutcome, "UnknownOutcome"),
+        (openbot.UnknownOutcomePage, "UnknownOutcomePage"),
+        (openbot.OutcomeDecisionRecord, "OutcomeDecisionRecord"),
     ],
 )
 def test_a_data_class_has_exactly_the_schemas_fields(cls: type, schema: str) -> None:
@@ -73,7 +76,10 @@ def test_the_terminal_event_types_are_the_schemas_last_events() -> None:
     assert types.TERMINAL_EVENT_TYPES == ends == {"turn_ended", "job_ended", "failed"}
 
 
-@pytest.mark.parametrize("alias, schema", [("ApprovalState", "ApprovalState"), ("Decision", "Decision")])
-def test_an_approval_literal_has_exactly_the_schemas_values(alias: str, schema: str) -> None:
+@pytest.mark.parametrize(
+    "alias, schema",
+    [("ApprovalState", "ApprovalState"), ("Decision", "Decision"), ("OutcomeDecision", "OutcomeDecision")],
+)
+def test_a_literal_alias_has_exactly_the_schemas_values(alias: str, schema: str) -> None:
     values = [value for literal in typing.get_args(getattr(openbot, alias)) for value in typing.get_args(literal)]
     assert values == SCHEMAS[schema]["enum"]

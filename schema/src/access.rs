@@ -20,6 +20,8 @@ pub enum Resource {
     Tokens,
     /// The organization's model provider settings.
     Models,
+    /// Decisions on calls whose outcome is unknown: read lists them, write decides.
+    Outcomes,
 }
 
 /// What a right allows on its resource.
@@ -52,6 +54,7 @@ impl Right {
             Resource::Executions,
             Resource::Tokens,
             Resource::Models,
+            Resource::Outcomes,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

@@ -18,6 +18,7 @@ mod ids;
 mod message;
 mod models;
 mod organization;
+mod outcome;
 mod tool;
 mod tool_registry;
 mod usage;
@@ -40,6 +41,9 @@ pub use models::{ProviderSettings, PutProvider};
 pub use organization::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreateOrganization, CreatedInvitation,
     CreatedOrganization, Invitation, Member, MemberRole, Organization,
+};
+pub use outcome::{
+    DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

@@ -11,6 +11,7 @@ pub mod http;
 pub mod identity;
 pub mod models;
 pub mod node;
+pub mod outcomes;
 pub mod platform;
 pub mod sealed;
 pub mod store;

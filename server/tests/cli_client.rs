@@ -1,8 +1,10 @@
 //! The CLI as a client of a real `openbot serve`: login, Bots, Chats with a streamed reply,
-//! executions, JSON output and the errors of a server that is down.
+//! executions, unknown outcomes, JSON output and the errors of a server that is down.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/endpoint.rs"]
+mod endpoint;
 #[path = "support/served.rs"]
 mod served;
 
@@ -212,47 +214,9 @@ fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     assert_eq!(cli.ok(&["tools", "list", "--json"]).trim(), "[]");
 }
 
-/// A local endpoint standing for a tool: answers `ok` to each request and counts them.
+/// A local endpoint standing for a tool: answers `paid` to each request and counts them.
 fn counting_endpoint() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/pay", listener.local_addr().unwrap());
-    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&count);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut request = Vec::new();
-            let mut buffer = [0u8; 4096];
-            // Read the head and the body its Content-Length announces.
-            while let Ok(n) = stream.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                request.extend_from_slice(&buffer[..n]);
-                let text = String::from_utf8_lossy(&request).to_string();
-                if let Some(head_end) = text.find("\r\n\r\n") {
-                    let length = text[..head_end]
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().to_string())
-                        })
-                        .and_then(|v| v.parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if request.len() >= head_end + 4 + length {
-                        break;
-                    }
-                }
-            }
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\npaid",
-            );
-        }
-    });
-    (url, count)
+    endpoint::endpoint(0)
 }
 
 #[test]
@@ -338,4 +302,109 @@ fn delegate_tools_are_registered_listed_and_removed_through_the_cli() {
     );
     cli.ok(&["tools", "delete-delegate", "helper"]);
     assert_eq!(cli.ok(&["tools", "delegates", "--json"]).trim(), "[]");
+}
+
+/// Waits (up to 30 s) until `executions unknown --json` lists something; returns the page.
+fn unknown_page(cli: &Cli) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let page: Value =
+            serde_json::from_str(&cli.ok(&["executions", "unknown", "--json"])).unwrap();
+        if !page["outcomes"].as_array().unwrap().is_empty() {
+            return page;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing came to wait in outcome_unknown"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_unknown_outcome_is_listed_and_sent_again_on_a_not_applied_decision_through_the_cli() {
+    let mut served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    // The endpoint never answers the first write: once its sender is killed, no one knows
+    // whether it was applied.
+    let (url, calls) = endpoint::endpoint(1);
+    cli.ok(&["tools", "put", "pay", "--url", &url]);
+    std::fs::write(
+        cli.script.path().join("pay.json"),
+        r#"{"steps": [{"tool_calls": [{"name": "pay", "arguments": {"amount": 5}}]}, {"text": "Paid."}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        cli.script.path().join("tools.json"),
+        r#"[{"name": "pay", "input_schema": {"type": "object"}}]"#,
+    )
+    .unwrap();
+    let model = format!("scripted:{}", cli.script.path().join("pay.json").display());
+    let tools = cli.script.path().join("tools.json").display().to_string();
+    let bot = cli.ok(&[
+        "bots", "create", "--name", "Payer", "--model", &model, "--tools", &tools,
+    ]);
+    let chat = cli
+        .ok(&["chats", "create", "--bot", bot.trim()])
+        .trim()
+        .to_string();
+    let receipt: Value =
+        serde_json::from_str(&cli.ok(&["chats", "send", &chat, "Pay 5", "--no-wait", "--json"]))
+            .unwrap();
+    let id = receipt["execution_id"].as_str().unwrap().to_string();
+    endpoint::wait_for(&calls, 1);
+    served.restart();
+
+    let page = unknown_page(&cli);
+    assert_eq!(page["outcomes"][0]["execution_id"], id.as_str());
+    assert_eq!(page["outcomes"][0]["call"], "1/tool:0/1");
+    let text = cli.ok(&["executions", "unknown"]);
+    assert!(
+        text.contains(&format!("{id}  1/tool:0/1  pay({{\"amount\":5}})")),
+        "{text}"
+    );
+    let missing = cli.run(&[
+        "executions",
+        "decide",
+        &id,
+        "--call",
+        "1/tool:0/1",
+        "--applied",
+    ]);
+    assert!(!missing.status.success(), "--applied needs --result");
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "not sent again"
+    );
+
+    let decided = cli.ok(&[
+        "executions",
+        "decide",
+        &id,
+        "--call",
+        "1/tool:0/1",
+        "--not-applied",
+    ]);
+    assert!(decided.contains("1/tool:0/1  not_applied"), "{decided}");
+    cli.ok(&["executions", "observe", &id]);
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "sent again once"
+    );
+    let again = cli.run(&[
+        "executions",
+        "decide",
+        &id,
+        "--call",
+        "1/tool:0/1",
+        "--give-up",
+    ]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("conflict"));
+    assert_eq!(
+        cli.ok(&["executions", "unknown"]).trim(),
+        "nothing waits for a decision"
+    );
 }

@@ -1,8 +1,11 @@
 //! The remote Client against a real `openbot serve` process: host tools across clients and
-//! restarts, resumable event streams, safe retries and the typed errors of a failing server.
+//! restarts, resumable event streams, safe retries, unknown outcomes and the typed errors of a
+//! failing server.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/endpoint.rs"]
+mod endpoint;
 #[path = "support/served.rs"]
 mod served;
 
@@ -401,6 +404,134 @@ async fn plan_mode_and_pause_go_through_the_client_on_a_server_and_are_refused_i
     assert_eq!(refused.code, ErrorCode::InvalidInput, "{refused}");
     let refused = memory
         .pause_execution(receipt.execution_id)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidInput, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_and_absent_in_memory()
+ {
+    use openbot_core::RemoteClient;
+    use openbot_schema::{DecideOutcome, OutcomeDecision, PutHttpTool};
+    let mut served = Served::start();
+    let admin = RemoteClient::new(
+        &served.base,
+        ConnectOptions {
+            token: Some(served.token.clone()),
+            ..ConnectOptions::default()
+        },
+    )
+    .unwrap();
+    // The endpoint never answers the first write; its sender is then killed.
+    let (url, calls) = endpoint::endpoint(1);
+    admin
+        .put_tool(
+            "pay",
+            &PutHttpTool {
+                description: "Pays.".into(),
+                input_schema: json!({"type": "object"}),
+                url,
+                retry_safe: false,
+                background: false,
+            },
+        )
+        .await
+        .unwrap();
+    let (_dir, model) = script(json!([
+        {"tool_calls": [{"name": "pay", "arguments": {"amount": 5}}]},
+        {"text": "Paid."}
+    ]));
+    let pay = ToolDefinition {
+        name: "pay".into(),
+        description: "Pays.".into(),
+        input_schema: json!({"type": "object"}),
+    };
+    let remote = client(&served, vec![]).await;
+    let created = remote.create_bot(bot(&model, vec![pay])).await.unwrap();
+    let chat = remote.create_chat(created.id).await.unwrap();
+    let receipt = remote
+        .send(
+            chat.id,
+            SendInput {
+                content: vec![openbot_schema::ContentPart::text("Pay 5")],
+                command_key: None,
+            },
+        )
+        .await
+        .unwrap();
+    let waited = calls.clone();
+    tokio::task::spawn_blocking(move || endpoint::wait_for(&waited, 1))
+        .await
+        .unwrap();
+    served.restart();
+
+    let mut page = remote.list_unknown_outcomes(Some(10), None).await.unwrap();
+    for _ in 0..300 {
+        if !page.outcomes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        page = remote.list_unknown_outcomes(Some(10), None).await.unwrap();
+    }
+    assert_eq!(page.outcomes.len(), 1, "{page:?}");
+    let waiting = &page.outcomes[0];
+    assert_eq!(waiting.execution_id, receipt.execution_id);
+    assert_eq!(waiting.tool_call.name, "pay");
+    assert_eq!(waiting.tool_call.arguments, json!({"amount": 5}));
+    assert_eq!(page.next_cursor, None);
+
+    let record = remote
+        .decide_outcome(
+            receipt.execution_id,
+            DecideOutcome {
+                call: waiting.call.clone(),
+                decision: OutcomeDecision::Applied,
+                result: Some("paid by hand".into()),
+                reason: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(record.decision, OutcomeDecision::Applied);
+    assert_eq!(
+        outcome(remote.as_ref(), receipt.execution_id).await,
+        TurnOutcome::Completed
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the write was not sent again"
+    );
+    let again = remote
+        .decide_outcome(
+            receipt.execution_id,
+            DecideOutcome {
+                call: waiting.call.clone(),
+                decision: OutcomeDecision::NotApplied,
+                result: None,
+                reason: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(again.code, ErrorCode::Conflict, "{again}");
+
+    let memory = connect("memory://", ConnectOptions::default())
+        .await
+        .unwrap();
+    let none = memory.list_unknown_outcomes(None, None).await.unwrap();
+    assert!(none.outcomes.is_empty() && none.next_cursor.is_none());
+    let refused = memory
+        .decide_outcome(
+            receipt.execution_id,
+            DecideOutcome {
+                call: waiting.call.clone(),
+                decision: OutcomeDecision::GiveUp,
+                result: None,
+                reason: None,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(refused.code, ErrorCode::InvalidInput, "{refused}");

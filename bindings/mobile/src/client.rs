@@ -13,7 +13,8 @@ use crate::runtime::{run, runtime};
 use crate::tools::{ForeignTool, HostTool};
 use crate::types::{
     ApprovalRequest, ApprovalState, Bot, BotSpec, BotUpdate, Chat, ChatEntry, Decision, Execution,
-    SendInput, SendReceipt, ToolResult, parse_id, parse_uuid,
+    OutcomeDecision, OutcomeDecisionRecord, SendInput, SendReceipt, ToolResult, UnknownOutcomePage,
+    parse_id, parse_uuid,
 };
 
 type Inner = Arc<dyn openbot_core::Client>;
@@ -309,6 +310,51 @@ impl Client {
             .with(|c| async move { c.decide_approval(id, decision).await })
             .await?;
         Ok(request.into())
+    }
+
+    /// The caller's executions that wait in `OUTCOME_UNKNOWN` for a decision (a write without
+    /// a safe retry rule lost its answer), oldest first: a page of up to `limit` (1-100, the
+    /// server's default 50) after `cursor` (the `nextCursor` of the page before), each with
+    /// its call's key, tool and the arguments it was sent with. Only a server loses a call's
+    /// answer: in memory the page is empty.
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_unknown_outcomes(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<UnknownOutcomePage, OpenBotError> {
+        let page = self
+            .with(|c| async move { c.list_unknown_outcomes(limit, cursor).await })
+            .await?;
+        Ok(page.into())
+    }
+
+    /// Decides `call`, the call execution `execution_id` waits for, and returns the decision's
+    /// audit entry. `APPLIED` (with `result`): the result becomes the call's and the work goes
+    /// on with it, the call is not sent again; `NOT_APPLIED`: the call is sent again, as a new
+    /// attempt; `GIVE_UP`: the execution ends `FAILED`, sending nothing. A decision for another
+    /// call, or a second one, fails with `conflict`; in memory with `invalid_input` (only a
+    /// server has unknown outcomes).
+    #[uniffi::method(default(result = None, reason = None))]
+    pub async fn decide_outcome(
+        &self,
+        execution_id: String,
+        call: String,
+        decision: OutcomeDecision,
+        result: Option<String>,
+        reason: Option<String>,
+    ) -> Result<OutcomeDecisionRecord, OpenBotError> {
+        let id: ExecutionId = parse_id(&execution_id)?;
+        let decision = schema::DecideOutcome {
+            call,
+            decision: decision.into(),
+            result,
+            reason,
+        };
+        let record = self
+            .with(|c| async move { c.decide_outcome(id, decision).await })
+            .await?;
+        Ok(record.into())
     }
 
     /// Closes the client. Later calls fail with `closed`; in the in-memory mode running Turns

@@ -1076,6 +1076,156 @@ impl From<schema::ApprovalRequest> for ApprovalRequest {
     }
 }
 
+/// A call whose outcome is unknown (a write without a safe retry rule lost its answer) and the
+/// execution that waits in `OUTCOME_UNKNOWN` for a decision on it.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct UnknownOutcome {
+    /// The execution that waits.
+    pub execution_id: String,
+    /// What kind of work it is, e.g. `turn`.
+    pub kind: String,
+    /// The Chat it belongs to, for a Turn of a Chat.
+    pub chat_id: Option<String>,
+    /// The call's key, e.g. `1/tool:0/1`; a decision names it.
+    pub call: String,
+    /// The model step of the call.
+    pub step: u32,
+    /// The attempt of the call, from 1.
+    pub attempt: u32,
+    /// What was sent: the tool's name and the arguments, to check in the outside system.
+    pub tool_call: ToolCall,
+    /// The idempotency key the call was sent with.
+    pub idempotency_key: String,
+    /// Since when the execution waits.
+    pub waiting_since: SystemTime,
+}
+
+impl From<schema::UnknownOutcome> for UnknownOutcome {
+    fn from(outcome: schema::UnknownOutcome) -> Self {
+        let schema::UnknownOutcome {
+            execution_id,
+            kind,
+            chat_id,
+            call,
+            step,
+            attempt,
+            tool_call,
+            idempotency_key,
+            waiting_since,
+        } = outcome;
+        Self {
+            execution_id: execution_id.to_string(),
+            kind: wire_name(&kind),
+            chat_id: chat_id.map(|c| c.to_string()),
+            call,
+            step,
+            attempt,
+            tool_call: tool_call.into(),
+            idempotency_key,
+            waiting_since: time(waiting_since),
+        }
+    }
+}
+
+/// One page of unknown outcomes, oldest first.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct UnknownOutcomePage {
+    /// The outcomes on this page.
+    pub outcomes: Vec<UnknownOutcome>,
+    /// The cursor of the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl From<schema::UnknownOutcomePage> for UnknownOutcomePage {
+    fn from(page: schema::UnknownOutcomePage) -> Self {
+        let schema::UnknownOutcomePage {
+            outcomes,
+            next_cursor,
+        } = page;
+        Self {
+            outcomes: outcomes.into_iter().map(Into::into).collect(),
+            next_cursor,
+        }
+    }
+}
+
+/// What a person found out about a call whose outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum OutcomeDecision {
+    /// It was applied, with the given result: the work goes on with it; not sent again.
+    Applied,
+    /// It was not applied: the call is sent again, as a new attempt.
+    NotApplied,
+    /// Give up: the execution ends `FAILED`, sending nothing more.
+    GiveUp,
+}
+
+impl From<OutcomeDecision> for schema::OutcomeDecision {
+    fn from(decision: OutcomeDecision) -> Self {
+        match decision {
+            OutcomeDecision::Applied => Self::Applied,
+            OutcomeDecision::NotApplied => Self::NotApplied,
+            OutcomeDecision::GiveUp => Self::GiveUp,
+        }
+    }
+}
+
+impl From<schema::OutcomeDecision> for OutcomeDecision {
+    fn from(decision: schema::OutcomeDecision) -> Self {
+        match decision {
+            schema::OutcomeDecision::Applied => Self::Applied,
+            schema::OutcomeDecision::NotApplied => Self::NotApplied,
+            schema::OutcomeDecision::GiveUp => Self::GiveUp,
+        }
+    }
+}
+
+/// A recorded decision on an unknown outcome: its audit entry.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct OutcomeDecisionRecord {
+    /// Its ID.
+    pub id: String,
+    /// The execution that waited.
+    pub execution_id: String,
+    /// The call decided.
+    pub call: String,
+    /// The decision.
+    pub decision: OutcomeDecision,
+    /// The reason given, if any.
+    pub reason: Option<String>,
+    /// The member who decided.
+    pub decided_by: String,
+    /// The API token the member decided with, if any.
+    pub token_id: Option<String>,
+    /// When.
+    pub decided_at: SystemTime,
+}
+
+impl From<schema::OutcomeDecisionRecord> for OutcomeDecisionRecord {
+    fn from(record: schema::OutcomeDecisionRecord) -> Self {
+        let schema::OutcomeDecisionRecord {
+            id,
+            execution_id,
+            call,
+            decision,
+            reason,
+            decided_by,
+            token_id,
+            decided_at,
+        } = record;
+        Self {
+            id: id.to_string(),
+            execution_id: execution_id.to_string(),
+            call,
+            decision: decision.into(),
+            reason,
+            decided_by: decided_by.to_string(),
+            token_id: token_id.map(|t| t.to_string()),
+            decided_at: time(decided_at),
+        }
+    }
+}
+
 /// One event of an execution. Sequences start at 1 with no gaps: a reader that saw `n`
 /// resumes with `observe(executionId, n)`.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]

@@ -11,7 +11,8 @@ use napi::bindgen_prelude::{Either, PromiseRaw, Result};
 use napi_derive::napi;
 use openbot_core::{Client, Error};
 use openbot_schema::{
-    ApprovalState, BotSpec, BotUpdate, DecideApproval, ErrorCode, SendInput, ToolResult,
+    ApprovalState, BotSpec, BotUpdate, DecideApproval, DecideOutcome, ErrorCode, SendInput,
+    ToolResult,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -77,6 +78,17 @@ fn approval_state(state: &str) -> Result<ApprovalState> {
             state.chars().take(64).collect::<String>()
         ))
     })
+}
+
+/// A page size from JavaScript: a whole number from 1 (the server says how many at most).
+fn page_limit(limit: Option<f64>) -> Result<Option<u32>> {
+    match limit {
+        None => Ok(None),
+        Some(l) if l >= 1.0 && l.fract() == 0.0 && l <= f64::from(u32::MAX) => Ok(Some(l as u32)),
+        Some(l) => Err(error::invalid_input(format!(
+            "`limit` must be a whole number from 1, not {l}"
+        ))),
+    }
 }
 
 /// A cursor from JavaScript: a whole number from 0.
@@ -502,6 +514,50 @@ impl NativeClient {
                 .await
                 .map_err(error::to_js)?;
             to_js(&request)
+        })
+    }
+
+    /// The caller's executions that wait in `outcome_unknown` for a decision, oldest first:
+    /// an `UnknownOutcomePage` (`{ outcomes, next_cursor? }`) of up to `limit` (the server's
+    /// default 50, at most 100) after `cursor`. In memory no call's answer is lost, so the page
+    /// is empty. A `limit` that is not a whole number from 1 is `invalid_input`.
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn list_unknown_outcomes<'env>(
+        &self,
+        env: &'env Env,
+        limit: Option<f64>,
+        cursor: Option<String>,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let page = inner
+                .list_unknown_outcomes(page_limit(limit)?, cursor)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&page)
+        })
+    }
+
+    /// Decides the call an execution in `outcome_unknown` waits for with a `DecideOutcome`
+    /// (`{ call, decision, result?, reason? }`); answers with the `OutcomeDecisionRecord`.
+    /// `applied` saves `result` as the call's result, `not_applied` sends the call again,
+    /// `give_up` ends the execution `failed`. Another call or a second decision is `conflict`;
+    /// in memory it is `invalid_input` (only a server has unknown outcomes).
+    #[napi(ts_return_type = "any | Promise<any>")]
+    pub fn decide_outcome<'env>(
+        &self,
+        env: &'env Env,
+        id_: String,
+        decision: Value,
+    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        let inner = Arc::clone(&self.inner);
+        answer(env, async move {
+            let decision: DecideOutcome = from_js("outcome decision", decision)?;
+            let record = inner
+                .decide_outcome(id("execution", &id_)?, decision)
+                .await
+                .map_err(error::to_js)?;
+            to_js(&record)
         })
     }
 

@@ -10,7 +10,8 @@ use futures::{FutureExt, StreamExt};
 use openbot_core::{Client, ConnectOptions, Error, ObserveStream};
 use openbot_schema::{
     ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
-    DecideApproval, Event, Execution, ExecutionId, PlanMode, SendInput, SendReceipt, ToolResult,
+    DecideApproval, DecideOutcome, Event, Execution, ExecutionId, OutcomeDecisionRecord, PlanMode,
+    SendInput, SendReceipt, ToolResult, UnknownOutcomePage,
 };
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
@@ -50,6 +51,9 @@ enum Request {
     ResumeExecution(ExecutionId),
     PlanMode(ChatId),
     SetPlanMode(ChatId, bool),
+    /// A page size and the cursor to start after.
+    ListUnknownOutcomes(Option<u32>, Option<String>),
+    DecideOutcome(ExecutionId, DecideOutcome),
 }
 
 /// The answer of a [`Request`].
@@ -63,6 +67,8 @@ enum Response {
     Approvals(Vec<ApprovalRequest>),
     Approval(ApprovalRequest),
     PlanMode(PlanMode),
+    UnknownOutcomes(UnknownOutcomePage),
+    OutcomeDecision(OutcomeDecisionRecord),
     Nothing,
 }
 
@@ -94,6 +100,8 @@ impl<'py> IntoPyObject<'py> for Response {
             Response::Approvals(v) => python(py, &v),
             Response::Approval(v) => python(py, &v),
             Response::PlanMode(v) => python(py, &v),
+            Response::UnknownOutcomes(v) => python(py, &v),
+            Response::OutcomeDecision(v) => python(py, &v),
             Response::Nothing => Ok(py.None().into_bound(py)),
         }
     }
@@ -134,6 +142,28 @@ fn approval_state(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<ApprovalS
             ),
         )
     })
+}
+
+/// An optional page size: `None`, or an int from 1 (the server says how many at most).
+fn page_limit(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    match value.extract::<u32>() {
+        Ok(limit) if limit >= 1 => Ok(Some(limit)),
+        _ => Err(invalid("page limit", "expected an int from 1")),
+    }
+}
+
+/// An optional cursor: `None`, or a str.
+fn page_cursor(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    value
+        .extract::<String>()
+        .map(Some)
+        .map_err(|_| invalid("cursor", "expected a str"))
 }
 
 fn data<T: DeserializeOwned>(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<T> {
@@ -180,6 +210,12 @@ impl Request {
                     .extract()
                     .map_err(|_| invalid("plan mode", "expected a bool"))?,
             ),
+            "list_unknown_outcomes" => {
+                Request::ListUnknownOutcomes(page_limit(a)?, page_cursor(b)?)
+            }
+            "decide_outcome" => {
+                Request::DecideOutcome(id(a, "execution ID")?, data(b, "outcome decision")?)
+            }
             other => return Err(invalid("operation", format!("`{other}` is not one"))),
         })
     }
@@ -231,6 +267,12 @@ impl Request {
             Request::PlanMode(chat) => Response::PlanMode(client.plan_mode(chat).await?),
             Request::SetPlanMode(chat, enabled) => {
                 Response::PlanMode(client.set_plan_mode(chat, enabled).await?)
+            }
+            Request::ListUnknownOutcomes(limit, cursor) => {
+                Response::UnknownOutcomes(client.list_unknown_outcomes(limit, cursor).await?)
+            }
+            Request::DecideOutcome(id, decision) => {
+                Response::OutcomeDecision(client.decide_outcome(id, decision).await?)
             }
         })
     }

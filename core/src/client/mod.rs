@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use openbot_schema::{
     ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
-    DecideApproval, Event, Execution, ExecutionId, PlanMode, SendInput, SendReceipt, ToolResult,
+    DecideApproval, DecideOutcome, Event, Execution, ExecutionId, OutcomeDecisionRecord, PlanMode,
+    SendInput, SendReceipt, ToolResult, UnknownOutcomePage,
 };
 
 use uuid::Uuid;
@@ -81,6 +82,28 @@ pub trait Client: Send + Sync {
         id: Uuid,
         decision: DecideApproval,
     ) -> Result<ApprovalRequest, Error>;
+
+    /// The caller's executions that wait in `outcome_unknown` for a decision (a write without
+    /// a safe retry rule lost its answer), oldest first, each with its call: key, tool and the
+    /// arguments it was sent with. A page holds up to `limit` (default 50, at most 100),
+    /// starting after `cursor` (the `next_cursor` of the page before). Only a server loses a
+    /// call's answer: in memory the page is empty.
+    async fn list_unknown_outcomes(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<UnknownOutcomePage, Error>;
+    /// Decides the call an execution in `outcome_unknown` waits for, naming it: `applied`
+    /// (with the result, which becomes the call's saved result; the call is not sent again),
+    /// `not_applied` (the call is sent again, as a new attempt) or `give_up` (the execution
+    /// ends `failed`, sending nothing). Returns the decision's audit entry. A decision for
+    /// another call, or a second one, is `conflict`. In memory this is `invalid_input`: only
+    /// a server has unknown outcomes.
+    async fn decide_outcome(
+        &self,
+        id: ExecutionId,
+        decision: DecideOutcome,
+    ) -> Result<OutcomeDecisionRecord, Error>;
 
     /// Pauses an execution and its descendants: they stop sending, let calls in flight save
     /// their results, and wait until resumed; paused time does not count against a time

@@ -11,6 +11,7 @@ use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, ContentPart, ErrorCategory, Execution,
     ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
 };
+use openbot_schema::{DecideOutcome, OutcomeDecisionRecord, UnknownOutcomePage};
 use uuid::Uuid;
 
 use super::host::MemoryHost;
@@ -507,6 +508,30 @@ impl Client for MemoryClient {
     ) -> Result<ApprovalRequest, Error> {
         drop(self.state()?);
         Err(Error::not_found("approval request", id))
+    }
+
+    async fn list_unknown_outcomes(
+        &self,
+        _limit: Option<u32>,
+        _cursor: Option<String>,
+    ) -> Result<UnknownOutcomePage, Error> {
+        // In memory a call's answer is never lost: nothing waits for a decision.
+        drop(self.state()?);
+        Ok(UnknownOutcomePage {
+            outcomes: Vec::new(),
+            next_cursor: None,
+        })
+    }
+
+    async fn decide_outcome(
+        &self,
+        id: ExecutionId,
+        _decision: DecideOutcome,
+    ) -> Result<OutcomeDecisionRecord, Error> {
+        drop(self.state()?);
+        Err(Error::invalid_input(format!(
+            "execution {id}: only a server has unknown outcomes to decide (connect to http://...)"
+        )))
     }
 
     async fn pause_execution(&self, id: ExecutionId) -> Result<Execution, Error> {

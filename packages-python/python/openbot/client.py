@@ -23,9 +23,12 @@ from .types import (
     Event,
     Execution,
     Limits,
+    OutcomeDecision,
+    OutcomeDecisionRecord,
     SendReceipt,
     ToolDefinition,
     ToolResult,
+    UnknownOutcomePage,
 )
 
 __all__ = [
@@ -110,6 +113,29 @@ def _decision(decision: Decision, reason: str | None) -> dict[str, Any]:
     if reason is not None:
         _check("reason", reason, str, "a str")
         data["reason"] = reason
+    return data
+
+
+def _page(limit: int | None, cursor: str | None) -> tuple[int | None, str | None]:
+    if limit is not None:
+        _check("limit", limit, int, "an int")
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+    if cursor is not None:
+        _check("cursor", cursor, str, "a str")
+    return limit, cursor
+
+
+def _outcome(
+    call: str, decision: OutcomeDecision, result: str | None, reason: str | None
+) -> dict[str, Any]:
+    _check("call", call, str, "a str (the call as listed, e.g. '1/tool:0/1')")
+    _check("decision", decision, str, "a str ('applied', 'not_applied' or 'give_up')")
+    data: dict[str, Any] = {"call": call, "decision": decision}
+    for name, value in (("result", result), ("reason", reason)):
+        if value is not None:
+            _check(name, value, str, "a str")
+            data[name] = value
     return data
 
 
@@ -484,6 +510,35 @@ class AsyncClient:
         id, data = _request_id(request), _decision(decision, reason)
         return ApprovalRequest.from_dict(await self._call("decide_approval", id, data))
 
+    async def list_unknown_outcomes(
+        self, limit: int | None = None, cursor: str | None = None
+    ) -> UnknownOutcomePage:
+        """Your executions that wait in ``outcome_unknown`` for a decision (a write without a
+        safe retry rule lost its answer), oldest first: a page of up to ``limit`` (1-100, the
+        server's default 50) after ``cursor`` (the ``next_cursor`` of the page before), each
+        with its call's key, tool and the arguments it was sent with. Only a server loses a
+        call's answer: in memory the page is empty."""
+        wanted = _page(limit, cursor)
+        return UnknownOutcomePage.from_dict(await self._call("list_unknown_outcomes", *wanted))
+
+    async def decide_outcome(
+        self,
+        execution: ExecutionRef,
+        call: str,
+        decision: OutcomeDecision,
+        result: str | None = None,
+        reason: str | None = None,
+    ) -> OutcomeDecisionRecord:
+        """Decides ``call``, the call ``execution`` waits for in ``outcome_unknown``, and
+        returns the decision's audit entry. ``"applied"`` (with ``result``): the result becomes
+        the call's and the work goes on with it, the call is not sent again;
+        ``"not_applied"``: the call is sent again, as a new attempt; ``"give_up"``: the
+        execution ends ``failed``, sending nothing. A decision for another call, or a second
+        one, raises :class:`ConflictError`; in memory this raises :class:`InvalidInputError`
+        (only a server has unknown outcomes)."""
+        id, data = _execution_id(execution), _outcome(call, decision, result, reason)
+        return OutcomeDecisionRecord.from_dict(await self._call("decide_outcome", id, data))
+
     async def pause_execution(self, execution: ExecutionRef) -> Execution:
         """Pauses an execution: it sends nothing new until resumed (its state is
         ``waiting``); returns its state. Only a server pauses: in memory this raises
@@ -655,6 +710,27 @@ class Client:
         """Decides a pending approval request (see :meth:`AsyncClient.decide_approval`)."""
         id, data = _request_id(request), _decision(decision, reason)
         return ApprovalRequest.from_dict(self._call("decide_approval", id, data))
+
+    def list_unknown_outcomes(
+        self, limit: int | None = None, cursor: str | None = None
+    ) -> UnknownOutcomePage:
+        """Your executions waiting for a decision on an unknown outcome (see
+        :meth:`AsyncClient.list_unknown_outcomes`)."""
+        wanted = _page(limit, cursor)
+        return UnknownOutcomePage.from_dict(self._call("list_unknown_outcomes", *wanted))
+
+    def decide_outcome(
+        self,
+        execution: ExecutionRef,
+        call: str,
+        decision: OutcomeDecision,
+        result: str | None = None,
+        reason: str | None = None,
+    ) -> OutcomeDecisionRecord:
+        """Decides the call an execution waits for in ``outcome_unknown`` (see
+        :meth:`AsyncClient.decide_outcome`)."""
+        id, data = _execution_id(execution), _outcome(call, decision, result, reason)
+        return OutcomeDecisionRecord.from_dict(self._call("decide_outcome", id, data))
 
     def pause_execution(self, execution: ExecutionRef) -> Execution:
         """Pauses an execution (see :meth:`AsyncClient.pause_execution`)."""

@@ -26,6 +26,10 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalState",
     "Decision",
+    "UnknownOutcome",
+    "UnknownOutcomePage",
+    "OutcomeDecision",
+    "OutcomeDecisionRecord",
     "TERMINAL_STATES",
     "TERMINAL_EVENT_TYPES",
     "EVENT_TYPES",
@@ -70,6 +74,10 @@ ApprovalState: TypeAlias = Union[
 
 #: A person's decision on an approval request.
 Decision: TypeAlias = Union[Literal["approve"], Literal["deny"]]
+
+#: What a person found out about a call whose outcome is unknown: it was ``applied`` (with a
+#: result), ``not_applied`` (send it again), or ``give_up`` (end the execution).
+OutcomeDecision: TypeAlias = Union[Literal["applied"], Literal["not_applied"], Literal["give_up"]]
 
 _FRACTION = re.compile(r"\.(\d+)")
 
@@ -379,6 +387,83 @@ class ApprovalRequest:
     def is_pending(self) -> bool:
         """Whether it still waits for a decision."""
         return self.state == "pending"
+
+
+@dataclass(frozen=True)
+class UnknownOutcome:
+    """A call whose outcome is unknown (a write without a safe retry rule lost its answer) and
+    the execution that waits in ``outcome_unknown`` for a decision on it. ``call`` is the call's
+    key (e.g. ``1/tool:0/1``) a decision names; ``tool_call`` what was sent (tool name and
+    arguments), to check in the outside system, with ``idempotency_key``, the
+    ``Idempotency-Key`` it was sent with."""
+
+    execution_id: str
+    kind: str
+    chat_id: str | None
+    call: str
+    step: int
+    attempt: int
+    tool_call: ToolCall
+    idempotency_key: str
+    waiting_since: datetime
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UnknownOutcome:
+        return cls(
+            execution_id=data["execution_id"],
+            kind=data["kind"],
+            chat_id=data.get("chat_id"),
+            call=data["call"],
+            step=data["step"],
+            attempt=data["attempt"],
+            tool_call=ToolCall.from_dict(data["tool_call"]),
+            idempotency_key=data["idempotency_key"],
+            waiting_since=_time(data["waiting_since"]),
+        )
+
+
+@dataclass(frozen=True)
+class UnknownOutcomePage:
+    """One page of unknown outcomes, oldest first; ``next_cursor`` (``None`` on the last page)
+    starts the next one."""
+
+    outcomes: list[UnknownOutcome]
+    next_cursor: str | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UnknownOutcomePage:
+        return cls(
+            outcomes=[UnknownOutcome.from_dict(o) for o in data.get("outcomes", [])],
+            next_cursor=data.get("next_cursor"),
+        )
+
+
+@dataclass(frozen=True)
+class OutcomeDecisionRecord:
+    """A recorded decision on an unknown outcome, its audit entry: who decided (the member
+    ``decided_by`` and the ``token_id`` they used), which ``call``, what and when."""
+
+    id: str
+    execution_id: str
+    call: str
+    decision: str
+    reason: str | None
+    decided_by: str
+    token_id: str | None
+    decided_at: datetime
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OutcomeDecisionRecord:
+        return cls(
+            id=data["id"],
+            execution_id=data["execution_id"],
+            call=data["call"],
+            decision=data["decision"],
+            reason=data.get("reason"),
+            decided_by=data["decided_by"],
+            token_id=data.get("token_id"),
+            decided_at=_time(data["decided_at"]),
+        )
 
 
 class Event:

@@ -11,7 +11,7 @@ use super::EngineContext;
 use super::retry::Backoff;
 use super::scope::RunScope;
 use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
-use crate::store::{Commit, StateChange, StoreError, call_key_name};
+use crate::store::{Commit, GIVE_UP, GiveUpPayload, StateChange, StoreError, call_key_name};
 
 /// The signal that pauses an execution (see `Engine::pause`).
 pub const PAUSE: &str = "pause";
@@ -72,6 +72,21 @@ pub async fn run_program(
                 workflow.as_ref(),
                 &cx,
                 EngineEnd::Cancelled { signals: cancels },
+            )
+            .await;
+            return;
+        }
+        if let Some(given_up) = signals.iter().find(|s| s.kind == GIVE_UP) {
+            // A person gave up on a call whose outcome is unknown: the execution ends here and
+            // sends nothing more. The signal stays with the ended execution, as its record.
+            let cause = give_up_cause(&given_up.payload);
+            finish(
+                workflow.as_ref(),
+                &cx,
+                EngineEnd::Failed {
+                    category: ErrorCategory::Tool,
+                    cause,
+                },
             )
             .await;
             return;
@@ -256,6 +271,17 @@ async fn handle(
     }
 }
 
+/// The sealed cause of an execution a person gave up on: which call, and their reason.
+fn give_up_cause(payload: &str) -> String {
+    match serde_json::from_str::<GiveUpPayload>(payload) {
+        Ok(given_up) => format!(
+            "a person gave up on call {}, whose outcome is unknown: {}",
+            given_up.call, given_up.reason
+        ),
+        Err(_) => "a person gave up on a call whose outcome is unknown".into(),
+    }
+}
+
 /// Saves an end the engine decided, retrying storage within the budget. An end that cannot be
 /// saved because a record it needs is damaged interrupts the execution instead.
 async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
@@ -383,6 +409,7 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::RequestNotFound(_) => "request_not_found",
         StoreError::RequestClosed(_) => "request_closed",
         StoreError::ParentPaused(_) => "parent_paused",
+        StoreError::NotWaiting(_) => "not_waiting",
         StoreError::SchemaVersion { .. } => "schema_version",
     }
 }

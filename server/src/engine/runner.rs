@@ -187,8 +187,21 @@ impl Runner {
                     false
                 }
             };
-            runner.owned().remove(&id);
-            runner.cx.hub.forget_signals(id);
+            // A newer claim of the same execution by this node (after this owner lost its
+            // lease) keeps its entry and its signals.
+            let newer_claim = {
+                let mut owned = runner.owned();
+                match owned.get(&id) {
+                    Some(entry) if entry.generation != claim.generation => true,
+                    _ => {
+                        owned.remove(&id);
+                        false
+                    }
+                }
+            };
+            if !newer_claim {
+                runner.cx.hub.forget_signals(id);
+            }
             if lost.is_cancelled() || !started {
                 // Stopping or unreadable: let another owner take it at once.
                 let _ = runner.cx.store.release(id, claim.generation).await;

@@ -80,6 +80,9 @@ impl ApiError {
             StoreError::NotFound(_) => Self::not_found(what),
             StoreError::Ended(_) => Self::conflict(format!("{what} has ended")),
             StoreError::AdmissionClosed => Self::conflict(format!("{what} takes no more input")),
+            StoreError::NotWaiting(_) => Self::conflict(format!(
+                "the {what} does not wait for a decision on that call"
+            )),
             StoreError::ParentPaused(_) => Self::conflict(format!(
                 "a parent of the {what} is paused: resume the parent"
             )),

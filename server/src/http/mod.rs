@@ -15,6 +15,7 @@ mod json;
 mod members;
 mod models;
 mod organizations;
+mod outcomes;
 mod sessions;
 mod tokens;
 mod tools;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub files: crate::files::Files,
     /// What the deployment's outbound requests and scripted models may reach.
     pub platform: crate::platform::Platform,
+    /// The unknown-outcome use cases.
+    pub outcomes: crate::outcomes::Outcomes,
 }
 
 impl AppState {
@@ -79,8 +82,10 @@ impl AppState {
             Arc::clone(&database.identity),
         );
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
+        let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         Self {
             engine,
+            outcomes,
             files,
             approvals,
             identity: Arc::clone(&database.identity),
@@ -189,6 +194,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::resume_execution))
         .routes(routes!(executions::events))
         .routes(routes!(executions::deliver_tool_result))
+        .routes(routes!(outcomes::list_unknown_outcomes))
+        .routes(routes!(outcomes::decide_outcome))
         .split_for_parts()
 }
 

@@ -45,6 +45,7 @@ impl Caller {
                 Resource::Executions => "executions",
                 Resource::Tokens => "tokens",
                 Resource::Models => "model providers",
+                Resource::Outcomes => "unknown outcomes",
             },
         })
     }

@@ -29,6 +29,10 @@ pub enum StoreError {
     /// The request was already decided, or expired.
     #[error("request {0} is no longer pending")]
     RequestClosed(uuid::Uuid),
+    /// The execution does not wait in `outcome_unknown` for a decision on that call: it waits
+    /// for another call, or for none (it was decided already). Nothing was written.
+    #[error("execution {0} does not wait for a decision on that call")]
+    NotWaiting(ExecutionId),
     /// An ancestor of the execution is paused: it cannot be resumed on its own.
     #[error("a parent of execution {0} is paused")]
     ParentPaused(ExecutionId),

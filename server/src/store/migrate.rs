@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -90,6 +90,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 14,
         name: "interrupted",
         sql: include_str!("../../../migrations/sqlite/0014_interrupted.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "unknown_outcomes",
+        sql: include_str!("../../../migrations/sqlite/0015_unknown_outcomes.sql"),
     },
 ];
 
@@ -163,6 +168,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 14,
         name: "interrupted",
         sql: include_str!("../../../migrations/postgres/0014_interrupted.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "unknown_outcomes",
+        sql: include_str!("../../../migrations/postgres/0015_unknown_outcomes.sql"),
     },
 ];
 

@@ -169,6 +169,28 @@ pub trait Store: Send + Sync + 'static {
         result: SealedBlob,
     ) -> Result<(), StoreError>;
 
+    /// Up to `limit` executions of `scope` that wait in `outcome_unknown` for a decision, in ID
+    /// order, after the execution `after` when given (the cursor of the previous page).
+    async fn unknown_outcomes(
+        &self,
+        scope: &Scope,
+        after: Option<ExecutionId>,
+        limit: i64,
+    ) -> Result<Vec<ExecutionRow>, StoreError>;
+
+    /// Records a person's decision on the call an execution in `outcome_unknown` waits for, in
+    /// one transaction: the resolution's call log write (a saved result, or the next attempt's
+    /// intent) or its give-up signal, its events, the audit entry, and queueing the execution
+    /// again. A failing audit write rolls everything back. Fails with
+    /// [`StoreError::NotWaiting`], writing nothing, unless the execution waits for exactly
+    /// `decision.key` (so a second decision for the same call fails), and with
+    /// [`StoreError::NotFound`] when there is no such execution.
+    async fn decide_unknown(
+        &self,
+        id: ExecutionId,
+        decision: UnknownDecision,
+    ) -> Result<OutcomeDecisionRow, StoreError>;
+
     /// When this node next has something to do: the earliest lapsing lease of another node's
     /// work or wake time of waiting work, or `None` when nothing is scheduled.
     async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError>;

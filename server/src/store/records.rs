@@ -414,6 +414,96 @@ pub struct RequestDecision {
     pub notice: Option<NoticeWrite>,
 }
 
+/// The signal that ends an execution whose outcome is unknown because a person gave up on it
+/// (see [`Resolution::GiveUp`]). Its payload is a [`GiveUpPayload`].
+pub const GIVE_UP: &str = "give_up";
+
+/// What a give-up signal carries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GiveUpPayload {
+    /// The call given up on, in its stored form.
+    pub call: String,
+    /// The person's reason.
+    pub reason: String,
+}
+
+/// How a person's decision resolves the call an execution in `outcome_unknown` waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// The call was applied: this sealed result becomes its saved result, and `events` (its
+    /// `tool_result`) are published with it. The call is never sent again.
+    Applied {
+        /// The call's result.
+        result: SealedBlob,
+        /// Events published in the same transaction.
+        events: Vec<EventKind>,
+    },
+    /// The call was not applied: its next attempt is saved as intent, so the work sends it
+    /// again under that attempt's own idempotency key.
+    NotApplied,
+    /// A person gave up: a [`GIVE_UP`] signal with this payload (JSON) ends the execution
+    /// `failed` when the engine takes it; nothing more is sent.
+    GiveUp {
+        /// The signal's payload.
+        payload: String,
+    },
+}
+
+impl Resolution {
+    /// The decision's stored name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Resolution::Applied { .. } => "applied",
+            Resolution::NotApplied => "not_applied",
+            Resolution::GiveUp { .. } => "give_up",
+        }
+    }
+}
+
+/// A decision to write on an execution in `outcome_unknown`, with its audit entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnknownDecision {
+    /// The audit entry's ID.
+    pub id: Uuid,
+    /// The call decided; it must be the one the execution waits for.
+    pub key: CallKey,
+    /// What happens now.
+    pub resolution: Resolution,
+    /// Who decided.
+    pub member_id: Uuid,
+    /// The token they decided with, if any.
+    pub token_id: Option<Uuid>,
+    /// The browser session they decided with, if any.
+    pub session_id: Option<Uuid>,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// A stored decision on an unknown outcome: its audit entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutcomeDecisionRow {
+    /// Its ID.
+    pub id: Uuid,
+    /// The execution that waited.
+    pub execution_id: ExecutionId,
+    /// The call decided.
+    pub key: CallKey,
+    /// `applied`, `not_applied` or `give_up`.
+    pub decision: String,
+    /// Who decided.
+    pub member_id: Uuid,
+    /// The token they decided with, if any.
+    pub token_id: Option<Uuid>,
+    /// The browser session they decided with, if any.
+    pub session_id: Option<Uuid>,
+    /// Why.
+    pub reason: Option<String>,
+    /// The sealed result an `applied` decision saved.
+    pub result_record: Option<Uuid>,
+    /// When.
+    pub decided_at: Millis,
+}
+
 /// Where a notice goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeTarget {

@@ -21,6 +21,9 @@ struct Shared {
     /// Writes applied: one per key when deduplicating, else one per request.
     applied: u32,
     deduplicate: bool,
+    /// How many of the first writes are never answered (received, then held until the
+    /// connection closes), as a reply lost on the way back.
+    unanswered: u32,
 }
 
 /// The running endpoint.
@@ -54,6 +57,39 @@ impl Outside {
             shared,
             held,
             arrived,
+        }
+    }
+
+    /// An endpoint (applying every write) that never answers the first `unanswered` writes:
+    /// their senders cannot know whether they were applied.
+    pub async fn unanswering(unanswered: u32) -> Self {
+        let outside = Self::start(false).await;
+        outside.shared.lock().unwrap().unanswered = unanswered;
+        outside
+    }
+
+    /// The idempotency keys of the writes received, each once, sorted.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .shared
+            .lock()
+            .unwrap()
+            .received
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Waits until `count` writes arrived.
+    pub async fn wait_for_writes(&self, count: u32) {
+        loop {
+            let notified = self.arrived.notified();
+            if self.received() >= count {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -99,15 +135,20 @@ async fn write(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    {
+    let answered = {
         let mut shared = shared.lock().unwrap();
+        let answered = shared.received.values().sum::<u32>() >= shared.unanswered;
         let seen = shared.received.get(&key).copied().unwrap_or(0);
         *shared.received.entry(key.clone()).or_default() += 1;
         if !shared.deduplicate || seen == 0 {
             shared.applied += 1;
         }
-    }
+        answered
+    };
     arrived.notify_waiters();
+    if !answered {
+        std::future::pending::<()>().await;
+    }
     let mut held = held.subscribe();
     let _ = held.wait_for(|held| !*held).await;
     format!("wrote {body}")

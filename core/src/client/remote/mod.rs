@@ -17,6 +17,7 @@ use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, CreateChat, Execution, ExecutionId,
     SendInput, SendReceipt, ToolResult,
 };
+use openbot_schema::{DecideOutcome, OutcomeDecisionRecord, UnknownOutcomePage};
 use reqwest::{Method, StatusCode};
 use uuid::Uuid;
 
@@ -234,6 +235,42 @@ impl Client for RemoteClient {
             .await
     }
 
+    async fn list_unknown_outcomes(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<UnknownOutcomePage, Error> {
+        let mut query = Vec::new();
+        if let Some(limit) = limit {
+            query.push(format!("limit={limit}"));
+        }
+        if let Some(cursor) = cursor {
+            query.push(format!("cursor={}", query_value(&cursor)));
+        }
+        let path = if query.is_empty() {
+            "/v1/unknown-outcomes".to_string()
+        } else {
+            format!("/v1/unknown-outcomes?{}", query.join("&"))
+        };
+        self.get(&path).await
+    }
+
+    async fn decide_outcome(
+        &self,
+        id: ExecutionId,
+        decision: DecideOutcome,
+    ) -> Result<OutcomeDecisionRecord, Error> {
+        // A repeated decision answers `conflict`, so a decision is sent once.
+        self.transport
+            .json(
+                Method::POST,
+                &format!("/v1/executions/{id}/outcome"),
+                Some(&decision),
+                Retry::BeforeSending,
+            )
+            .await
+    }
+
     async fn pause_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
         // Pausing twice has the effect of once.
         self.transport
@@ -275,4 +312,17 @@ impl Client for RemoteClient {
     async fn close(&self) {
         self.transport.closed().cancel();
     }
+}
+
+/// `text` as a query string value: every byte but the unreserved ones percent-encoded.
+fn query_value(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }

@@ -1,11 +1,15 @@
-//! `openbot executions`: show, follow, cancel, pause and resume executions.
+//! `openbot executions`: show, follow, cancel, pause and resume executions; list the calls whose
+//! outcome is unknown and decide them.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use futures::StreamExt;
 use openbot_core::Client;
-use openbot_schema::{Execution, ExecutionId};
+use openbot_schema::{
+    DecideOutcome, Execution, ExecutionId, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome,
+    UnknownOutcomePage,
+};
 
 use super::ServerArgs;
 use super::output::Progress;
@@ -50,6 +54,92 @@ enum ExecutionsCommand {
         /// The execution's ID.
         id: ExecutionId,
     },
+    /// Lists your executions waiting in outcome_unknown: a write whose answer was lost, with
+    /// the tool and arguments to check in the outside system.
+    Unknown {
+        /// How many a page holds (1-100, default 50).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Start after this cursor (a page's next cursor).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Decides the call an execution in outcome_unknown waits for.
+    Decide {
+        /// The execution's ID.
+        id: ExecutionId,
+        /// The call decided, as listed (e.g. 1/tool:0/1).
+        #[arg(long)]
+        call: String,
+        #[command(flatten)]
+        decision: DecisionFlags,
+        /// With --applied: the call's result, given to the model as the tool's answer.
+        #[arg(long)]
+        result: Option<String>,
+        /// Why, for the audit log; with --give-up, why the execution ends.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// Exactly one decision.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct DecisionFlags {
+    /// It was applied: --result is its result; the call is not sent again.
+    #[arg(long, requires = "result")]
+    applied: bool,
+    /// It was not applied: the call is sent again, as a new attempt.
+    #[arg(long)]
+    not_applied: bool,
+    /// Give up: the execution ends failed and sends nothing more.
+    #[arg(long)]
+    give_up: bool,
+}
+
+impl DecisionFlags {
+    fn decision(&self) -> OutcomeDecision {
+        if self.applied {
+            OutcomeDecision::Applied
+        } else if self.not_applied {
+            OutcomeDecision::NotApplied
+        } else {
+            OutcomeDecision::GiveUp
+        }
+    }
+}
+
+fn unknown_line(outcome: &UnknownOutcome) -> String {
+    format!(
+        "{}  {}  {}({})  key {}  since {}",
+        outcome.execution_id,
+        outcome.call,
+        outcome.tool_call.name,
+        outcome.tool_call.arguments,
+        outcome.idempotency_key,
+        outcome.waiting_since.to_rfc3339()
+    )
+}
+
+fn page_text(page: &UnknownOutcomePage) -> String {
+    if page.outcomes.is_empty() {
+        return "nothing waits for a decision".into();
+    }
+    let mut lines: Vec<String> = page.outcomes.iter().map(unknown_line).collect();
+    if let Some(cursor) = &page.next_cursor {
+        lines.push(format!("more: --cursor {cursor}"));
+    }
+    lines.join("\n")
+}
+
+fn decision_line(record: &OutcomeDecisionRecord) -> String {
+    format!(
+        "{}  {}  {}  by {}",
+        record.execution_id,
+        record.call,
+        record.decision.as_str(),
+        record.decided_by
+    )
 }
 
 fn line(execution: &Execution) -> String {
@@ -85,6 +175,32 @@ pub async fn run(args: ExecutionsArgs) -> anyhow::Result<ExitCode> {
         }
         ExecutionsCommand::Resume { id } => {
             output.print(&client.resume_execution(id).await?, line)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecutionsCommand::Unknown { limit, cursor } => {
+            output.print(
+                &client.list_unknown_outcomes(limit, cursor).await?,
+                page_text,
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecutionsCommand::Decide {
+            id,
+            call,
+            decision,
+            result,
+            reason,
+        } => {
+            if result.is_some() && !decision.applied {
+                anyhow::bail!("execution {id}: --result goes with --applied only");
+            }
+            let decision = DecideOutcome {
+                call,
+                decision: decision.decision(),
+                result,
+                reason,
+            };
+            output.print(&client.decide_outcome(id, decision).await?, decision_line)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -19,6 +19,7 @@ use super::rows::{
 };
 use super::{Store, StoreError};
 
+mod outcomes;
 mod work;
 
 /// A store on SQLite.
@@ -850,6 +851,23 @@ impl Store for SqliteStore {
         Self::write_call(&mut tx, id, generation, &call, false).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn unknown_outcomes(
+        &self,
+        scope: &Scope,
+        after: Option<ExecutionId>,
+        limit: i64,
+    ) -> Result<Vec<ExecutionRow>, StoreError> {
+        self.unknown_of(scope, after, limit).await
+    }
+
+    async fn decide_unknown(
+        &self,
+        id: ExecutionId,
+        decision: UnknownDecision,
+    ) -> Result<OutcomeDecisionRow, StoreError> {
+        self.decide_unknown_call(id, decision).await
     }
 
     async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError> {

@@ -11,6 +11,7 @@ import uniffi.openbot.Decision
 import uniffi.openbot.EventKind
 import uniffi.openbot.ExecutionState
 import uniffi.openbot.OpenBotException
+import uniffi.openbot.OutcomeDecision
 import uniffi.openbot.TurnOutcome
 import uniffi.openbot.connect
 import uniffi.openbot.textInput
@@ -55,6 +56,23 @@ class ExamplesTest {
             printed += "${request.call.name} ${request.call.argumentsJson} until ${request.expiresAt}"
             client.decideApproval(request.id, Decision.DENY, "not without a ticket")
         }
+        assertEquals(emptyList<String>(), printed)
+        client.shutdown()
+    }
+
+    @Test
+    fun `working through unknown outcomes runs in memory too`() = runBlocking {
+        val client = connect("memory://")
+        val printed = mutableListOf<String>()
+        var cursor: String? = null
+        do {
+            val page = client.listUnknownOutcomes(20u, cursor)                 // in memory: empty
+            for (waiting in page.outcomes) {
+                printed += "${waiting.executionId} ${waiting.call} ${waiting.toolCall.name} ${waiting.toolCall.argumentsJson}"
+                client.decideOutcome(waiting.executionId, waiting.call, OutcomeDecision.NOT_APPLIED)
+            }
+            cursor = page.nextCursor
+        } while (cursor != null)
         assertEquals(emptyList<String>(), printed)
         client.shutdown()
     }

@@ -1,0 +1,146 @@
+//! Unknown outcomes on PostgreSQL: what waits for a decision, and the decisions with their audit.
+
+use openbot_core::turn::CallKey;
+use openbot_schema::ExecutionId;
+use sqlx::Row;
+
+use super::PostgresStore;
+use crate::store::StoreError;
+use crate::store::records::*;
+use crate::store::rows::{execution_columns, execution_from_row};
+
+impl PostgresStore {
+    pub(super) async fn unknown_of(
+        &self,
+        scope: &Scope,
+        after: Option<ExecutionId>,
+        limit: i64,
+    ) -> Result<Vec<ExecutionRow>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM executions WHERE scope = $1 AND state = 'outcome_unknown' AND ($2 IS NULL OR id > $2) \
+             ORDER BY id LIMIT $3"
+        ))
+        .bind(scope.to_stored())
+        .bind(after.map(|id| id.as_uuid()))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|row| execution_from_row!(row)).collect()
+    }
+
+    pub(super) async fn decide_unknown_call(
+        &self,
+        id: ExecutionId,
+        decision: UnknownDecision,
+    ) -> Result<OutcomeDecisionRow, StoreError> {
+        // The update takes the execution's row lock: a concurrent decision (or signal) waits
+        // for it and then finds the execution no longer waiting for this call.
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let key = decision.key;
+        let events: &[openbot_schema::EventKind] = match &decision.resolution {
+            Resolution::Applied { events, .. } => events,
+            _ => &[],
+        };
+        let queued = sqlx::query(
+            "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, \
+                 wake_at = NULL, last_sequence = last_sequence + $4, updated_at = $3 \
+             WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2 \
+             RETURNING generation, last_sequence",
+        )
+        .bind(id.as_uuid())
+        .bind(call_key_name(&key))
+        .bind(now)
+        .bind(events.len() as i64)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(queued) = queued else {
+            let exists = sqlx::query("SELECT 1 FROM executions WHERE id = $1")
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_some();
+            tx.rollback().await?;
+            return Err(if exists {
+                StoreError::NotWaiting(id)
+            } else {
+                StoreError::NotFound(id)
+            });
+        };
+        let generation: i64 = queued.try_get("generation")?;
+        let last: i64 = queued.try_get("last_sequence")?;
+        let mut result_record = None;
+        match &decision.resolution {
+            Resolution::Applied { result, events } => {
+                result_record = Some(result.id);
+                let call = CallWrite {
+                    key,
+                    phase: CallPhase::Done,
+                    idempotency_key: key.idempotency_key(id),
+                    result: Some(result.clone()),
+                    usage: None,
+                };
+                Self::write_call(&mut tx, id, generation, &call, false).await?;
+                Self::insert_events(&mut tx, id, last - events.len() as i64 + 1, events).await?;
+            }
+            Resolution::NotApplied => {
+                let next = CallKey {
+                    attempt: key.attempt + 1,
+                    ..key
+                };
+                let call = CallWrite {
+                    key: next,
+                    phase: CallPhase::Intent,
+                    idempotency_key: next.idempotency_key(id),
+                    result: None,
+                    usage: None,
+                };
+                Self::write_call(&mut tx, id, generation, &call, false).await?;
+            }
+            Resolution::GiveUp { payload } => {
+                sqlx::query(
+                    "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
+                     SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1",
+                )
+                .bind(id.as_uuid())
+                .bind(GIVE_UP)
+                .bind(payload)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        let row = OutcomeDecisionRow {
+            id: decision.id,
+            execution_id: id,
+            key,
+            decision: decision.resolution.name().to_string(),
+            member_id: decision.member_id,
+            token_id: decision.token_id,
+            session_id: decision.session_id,
+            reason: decision.reason,
+            result_record,
+            decided_at: now,
+        };
+        sqlx::query(
+            "INSERT INTO outcome_decisions (id, execution_id, call_key, decision, member_id, token_id, session_id, reason, result_record, decided_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(row.id)
+        .bind(id.as_uuid())
+        .bind(call_key_name(&key))
+        .bind(&row.decision)
+        .bind(row.member_id)
+        .bind(row.token_id)
+        .bind(row.session_id)
+        .bind(&row.reason)
+        .bind(row.result_record)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(row)
+    }
+}
