@@ -1,0 +1,92 @@
+//! The end of a Turn, saved in one commit.
+
+use openbot_core::turn::{HostError, TurnEnd};
+use openbot_schema::{ErrorId, EventKind, ExecutionState, TurnOutcome};
+
+use super::DurableHost;
+use crate::engine::Wake;
+use crate::store::{Commit, StateChange, StoreError};
+
+impl DurableHost {
+    /// Saves the Turn's end: its state, its last event, its messages (sealed, for the Chat's
+    /// history), the cancel signals it handled and, for a delegated Turn, its notice.
+    pub(super) async fn finish_turn(&self, end: TurnEnd) -> Result<(), HostError> {
+        self.barrier().await?;
+        let (state, outcome, failure, event) = match &end.outcome {
+            Ok(outcome) => {
+                let state = if *outcome == TurnOutcome::Cancelled {
+                    ExecutionState::Cancelled
+                } else {
+                    ExecutionState::Completed
+                };
+                (
+                    state,
+                    Some(*outcome),
+                    None,
+                    EventKind::TurnEnded {
+                        outcome: *outcome,
+                        // The saved total: the Turn's own usage and its children's.
+                        usage: self
+                            .cx
+                            .store
+                            .execution(self.id)
+                            .await
+                            .map_err(|e| self.fail(e))?
+                            .usage,
+                    },
+                )
+            }
+            Err(failure) => {
+                let blob = self
+                    .cx
+                    .keys
+                    .seal(uuid::Uuid::now_v7(), failure.cause.as_bytes())
+                    .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
+                let error_id = ErrorId::from(blob.id);
+                tracing::warn!(execution = %self.id, category = ?failure.category, %error_id, "turn failed");
+                (
+                    ExecutionState::Failed,
+                    None,
+                    Some((failure.category, blob)),
+                    EventKind::Failed {
+                        category: failure.category,
+                        error_id,
+                    },
+                )
+            }
+        };
+        let handled_signals = if state == ExecutionState::Cancelled {
+            self.pending_cancels().await
+        } else {
+            Vec::new()
+        };
+        let notice = self.source_notice(&end);
+        // The Turn's messages, kept for its Chat's history.
+        let output = self
+            .cx
+            .seal_json(&end.messages)
+            .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
+        let change = StateChange {
+            state,
+            outcome,
+            failure,
+            wake_at: None,
+            unknown_call: None,
+            output: Some(output),
+            release: true,
+            reason: None,
+        };
+        self.commit(Commit {
+            events: vec![event],
+            state: Some(change),
+            handled_signals,
+            notice,
+            ..Commit::default()
+        })
+        .await?;
+        if let Some((_, parent)) = &self.source {
+            self.cx.hub.announce(Wake::Signal(*parent));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,366 @@
+//! The durable host: the Turn loop's call log, input and events in the database, every write
+//! checked against this owner's generation. Each concern has its own part:
+//!
+//! - `call_log`: this owner's copy of the call log and the saved results read through it;
+//! - `guards`: the chain of checks before an outside send (the phase's gate, current rights),
+//!   and the budget check before a model request;
+//! - `text`: text deltas committed in batches, and the barrier before every other write;
+//! - `results`: a result saved with the child work admitted for its call, held while its save
+//!   retries, kept as a late result after a takeover;
+//! - `delivery`: host tools, whose results a caller delivers;
+//! - `children`: waiting for attached children, and a delegated Turn's notice to its source;
+//! - `end`: the Turn's end, saved in one commit.
+
+mod call_log;
+mod children;
+mod delivery;
+mod end;
+mod guards;
+mod results;
+mod text;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use openbot_core::turn::{
+    CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd,
+};
+use openbot_schema::{BotId, ChatId, ContentPart, EventKind, ExecutionId, ToolCall, ToolResult};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::faults::{FaultPoint, fault};
+use super::input::SourceLink;
+use crate::budgets::BudgetStore;
+use crate::engine::{EngineContext, RunScope, Wake};
+use crate::store::{CallPhase, CallWrite, Commit, StoreError};
+use crate::work::{Admission, Admitted};
+use call_log::CallMap;
+pub(crate) use guards::AccessGuard;
+use guards::{CurrentRights, OpenGate, SendGuard};
+use text::{TextMessage, TextState, flush_text};
+
+/// The host of one Turn execution for one owner (generation).
+pub struct DurableHost {
+    cx: Arc<EngineContext>,
+    id: ExecutionId,
+    generation: i64,
+    started_at: SystemTime,
+    scope: RunScope,
+    signals: Arc<tokio::sync::Notify>,
+    /// Tool names whose endpoints deduplicate by idempotency key.
+    retry_safe: HashMap<String, bool>,
+    text: mpsc::UnboundedSender<TextMessage>,
+    text_state: Arc<TextState>,
+    /// This owner's copy of the call log (see `call_log`).
+    calls: Mutex<Option<CallMap>>,
+    /// The checks before each outside send, in order (see `guards`).
+    guards: Vec<Box<dyn SendGuard>>,
+    /// The budgets the Turn spends: the store, its tree's Chat, that Chat's Bot, the
+    /// organization.
+    budgets: Option<(Arc<dyn BudgetStore>, ChatId, BotId, Uuid)>,
+    /// The signals that delivered each waiting call's result; handled when the result is saved.
+    delivered: Mutex<HashMap<CallKey, Vec<i64>>>,
+    /// The last storage error, kept typed for the engine's retry rule.
+    failure: Arc<Mutex<Option<StoreError>>>,
+    /// Decides new tool calls (rules, background and delegate tools), if the Turn has any.
+    admission: Option<Admission>,
+    /// Child work admitted for a call, committed with the call's result.
+    admitted: Mutex<HashMap<CallKey, Admitted>>,
+    /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
+    source: Option<(SourceLink, ExecutionId)>,
+    /// A call whose tool is known without a model answer (a tool job's one call): step,
+    /// index and tool name.
+    known_call: Option<(u32, u32, String)>,
+}
+
+impl DurableHost {
+    /// A host for `generation`'s run of execution `id`.
+    pub fn new(
+        cx: Arc<EngineContext>,
+        id: ExecutionId,
+        generation: i64,
+        started_at: SystemTime,
+        scope: RunScope,
+        signals: Arc<tokio::sync::Notify>,
+        retry_safe: HashMap<String, bool>,
+    ) -> Self {
+        let failure = Arc::new(Mutex::new(None));
+        let (text, receiver) = mpsc::unbounded_channel();
+        let text_state = Arc::new(TextState::default());
+        tokio::spawn(flush_text(
+            Arc::clone(&cx),
+            id,
+            generation,
+            receiver,
+            Arc::clone(&failure),
+            Arc::clone(&text_state),
+        ));
+        Self {
+            cx,
+            id,
+            generation,
+            started_at,
+            guards: vec![Box::new(OpenGate(scope.clone()))],
+            scope,
+            signals,
+            retry_safe,
+            text,
+            text_state,
+            calls: Mutex::new(None),
+            budgets: None,
+            delivered: Mutex::new(HashMap::new()),
+            failure,
+            admission: None,
+            admitted: Mutex::new(HashMap::new()),
+            source: None,
+            known_call: None,
+        }
+    }
+
+    /// Names the tool of call `index` of `step` when no model answer holds it (a tool job),
+    /// so a lost answer of a retry-safe tool is sent again after a takeover.
+    pub(crate) fn with_known_call(mut self, step: u32, index: u32, tool: &str) -> Self {
+        self.known_call = Some((step, index, tool.to_string()));
+        self
+    }
+
+    /// Decides each new tool call with `admission` first.
+    pub(crate) fn with_admission(mut self, admission: Option<Admission>) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    /// Sends the Turn's answer to its source when it ends (a delegated Turn).
+    pub(crate) fn with_source(
+        mut self,
+        source: Option<SourceLink>,
+        parent: Option<ExecutionId>,
+    ) -> Self {
+        self.source = source.zip(parent);
+        self
+    }
+
+    /// Checks the Turn's saved identity's current rights before each outside send, and its
+    /// budgets before each model request.
+    pub(crate) fn with_access(mut self, access: Option<AccessGuard>) -> Self {
+        if let Some(access) = access {
+            self.budgets = access
+                .budgets
+                .map(|(store, chat, bot)| (store, chat, bot, access.identity.organization_id));
+            self.guards.push(Box::new(CurrentRights {
+                identity: access.identity,
+                store: access.store,
+            }));
+        }
+        self
+    }
+
+    /// The storage error behind the last [`HostError::Storage`], if any.
+    pub fn take_failure(&self) -> Option<StoreError> {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    fn fail(&self, err: StoreError) -> HostError {
+        let host_error = match &err {
+            StoreError::Fenced(_) => HostError::Fenced,
+            StoreError::Ended(_) => HostError::Closed,
+            other => HostError::Storage(other.to_string()),
+        };
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+        host_error
+    }
+
+    async fn commit(&self, commit: Commit) -> Result<(), HostError> {
+        let calls = commit.calls.clone();
+        self.cx
+            .commit(self.id, self.generation, commit)
+            .await
+            .map_err(|e| self.fail(e))?;
+        for call in &calls {
+            self.remember(call);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Host for DurableHost {
+    fn execution_id(&self) -> ExecutionId {
+        self.id
+    }
+
+    fn cancellation(&self) -> CancellationToken {
+        self.scope.cancellation()
+    }
+
+    fn started_at(&self) -> SystemTime {
+        self.started_at
+    }
+
+    async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
+        let Some(row) = self.saved_row(step, slot).await? else {
+            return Ok(None);
+        };
+        let status = match row.phase {
+            CallPhase::Done => CallStatus::Done {
+                result: self.open_result(&row).await?,
+            },
+            CallPhase::Intent => CallStatus::Intent,
+            CallPhase::Unknown => CallStatus::Unknown,
+            CallPhase::Sending => match slot {
+                // A tool whose endpoint deduplicates may be sent again under the same key.
+                CallSlot::Tool(index) if self.tool_is_retry_safe(step, index).await? => {
+                    CallStatus::Intent
+                }
+                _ => CallStatus::Sending,
+            },
+        };
+        Ok(Some(CallRecord {
+            key: row.key,
+            status,
+        }))
+    }
+
+    async fn budget_exhausted(&self) -> Result<bool, HostError> {
+        self.budget_spent().await
+    }
+
+    async fn admit_tool(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<Option<ToolResult>, HostError> {
+        let Some(admission) = &self.admission else {
+            return Ok(None);
+        };
+        let Some(admitted) = admission.admit(key, call).await.map_err(|e| self.fail(e))? else {
+            return Ok(None);
+        };
+        let result = admitted.result.clone();
+        self.admitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, admitted);
+        Ok(Some(result))
+    }
+
+    async fn record_intent(&self, key: CallKey) -> Result<(), HostError> {
+        // A model request writes nothing outside: its `sending` record (with its start event)
+        // is the first one it needs, and a lost answer is simply asked for again. Skipping
+        // the intent saves one transaction per model step.
+        if key.slot == CallSlot::Model {
+            return Ok(());
+        }
+        self.barrier().await?;
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Intent,
+            idempotency_key: self.idempotency_key(key),
+            result: None,
+            usage: None,
+        };
+        self.commit(Commit {
+            calls: vec![call],
+            ..Commit::default()
+        })
+        .await?;
+        if matches!(key.slot, CallSlot::Tool(_)) {
+            fault(FaultPoint::AfterToolIntent);
+        }
+        Ok(())
+    }
+
+    async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError> {
+        self.check_guards(key).await?;
+        self.barrier().await?;
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Sending,
+            idempotency_key: self.idempotency_key(key),
+            result: None,
+            usage: None,
+        };
+        self.commit(Commit {
+            calls: vec![call],
+            events,
+            ..Commit::default()
+        })
+        .await?;
+        if matches!(key.slot, CallSlot::Tool(_)) {
+            fault(FaultPoint::AfterToolSending);
+        }
+        Ok(())
+    }
+
+    async fn record_result(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+    ) -> Result<(), HostError> {
+        self.save_result(key, result, events).await
+    }
+
+    async fn publish(&self, event: EventKind) -> Result<(), HostError> {
+        if let EventKind::TextDelta {
+            step,
+            attempt,
+            text,
+        } = event
+        {
+            return self.send_delta(step, attempt, text);
+        }
+        self.barrier().await?;
+        self.commit(Commit {
+            events: vec![event],
+            ..Commit::default()
+        })
+        .await
+    }
+
+    async fn take_steering(
+        &self,
+        step: u32,
+        last: bool,
+    ) -> Result<Vec<Vec<ContentPart>>, HostError> {
+        self.barrier().await?;
+        if last {
+            self.wait_for_children().await?;
+        }
+        let inputs = self
+            .cx
+            .store
+            .take_inputs(self.id, self.generation, step, last)
+            .await
+            .map_err(|e| self.fail(e))?;
+        if !inputs.is_empty() {
+            self.cx.hub.announce(Wake::Events(self.id));
+        }
+        inputs
+            .iter()
+            .map(|text| {
+                serde_json::from_str(text)
+                    .map_err(|e| self.fail(StoreError::Invalid(format!("turn input: {e}"))))
+            })
+            .collect()
+    }
+
+    async fn wait_for_delivery(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+    ) -> Result<ToolResult, HostError> {
+        self.wait_delivered(key, call).await
+    }
+
+    async fn finish(&self, end: TurnEnd) -> Result<(), HostError> {
+        self.finish_turn(end).await
+    }
+}
