@@ -131,7 +131,8 @@ class Node:
         log = Path(self.data) / f"server-{time.monotonic_ns()}.log"
         with open(log, "wb") as stderr:
             self.process = subprocess.Popen(
-                [str(server_binary()), "serve", "--data-dir", self.data, "--bind", "127.0.0.1:0", "--lease-ms", "1000"],
+                [str(server_binary()), "serve", "--data-dir", self.data, "--bind", "127.0.0.1:0", "--lease-ms", "1000",
+                 "--scripted-dir", tempfile.gettempdir()],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
             )

@@ -83,7 +83,7 @@ private class Node : AutoCloseable {
         starts += 1
         val stdout = File(data, "stdout-$starts")
         val stderr = File(data, "stderr-$starts")
-        val serve = ProcessBuilder(bin, "serve", "--data-dir", data.path, "--bind", "127.0.0.1:0", "--lease-ms", "1000")
+        val serve = ProcessBuilder(bin, "serve", "--data-dir", data.path, "--bind", "127.0.0.1:0", "--lease-ms", "1000", "--scripted-dir", System.getProperty("java.io.tmpdir"))
             .redirectOutput(stdout)
             .redirectError(stderr)
             .start()
