@@ -194,7 +194,8 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_model_registry(Arc::clone(&database.models))
             .with_identity(Arc::clone(&database.identity))
             .with_budgets(Arc::clone(&database.budgets))
-            .with_rules(Arc::clone(&database.rules));
+            .with_rules(Arc::clone(&database.rules))
+            .with_chats(Arc::clone(&database.chats));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),

@@ -42,6 +42,7 @@ http_tests!(
     paused_time_does_not_count_against_the_time_limit,
     a_child_cannot_resume_while_its_parent_is_paused,
     in_plan_mode_only_a_plan_is_proposed_and_its_approval_ends_plan_mode,
+    a_failing_plan_mode_write_rolls_the_plan_approval_back,
     a_decision_does_not_bypass_a_pause,
     a_childs_time_limit_comes_from_its_source,
     a_childs_cost_limit_comes_from_its_source,
@@ -1376,4 +1377,89 @@ async fn a_delegated_turn_belongs_to_the_bot_of_its_chat(server: Server) {
     );
     let bosses = server.bot_limited_token(&boss).await;
     assert_eq!(read(bosses).await.status(), StatusCode::OK);
+}
+
+/// Makes every change of a Chat fail while `fail` holds.
+async fn chat_updates_failing(server: &Server, fail: bool) {
+    match &server.raw {
+        Raw::Sqlite(store, _) => {
+            let query = if fail {
+                sqlx::query(
+                    "CREATE TRIGGER fail_chats BEFORE UPDATE ON chats BEGIN SELECT RAISE(ABORT, 'chats unavailable'); END",
+                )
+            } else {
+                sqlx::query("DROP TRIGGER fail_chats")
+            };
+            query.execute(store.pool()).await.unwrap();
+        }
+        Raw::Postgres(store) => {
+            let queries = if fail {
+                vec![
+                    sqlx::query(
+                        "CREATE FUNCTION fail_chats() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'chats unavailable'; END $$ LANGUAGE plpgsql",
+                    ),
+                    sqlx::query(
+                        "CREATE TRIGGER fail_chats BEFORE UPDATE ON chats FOR EACH ROW EXECUTE FUNCTION fail_chats()",
+                    ),
+                ]
+            } else {
+                vec![sqlx::query("DROP TRIGGER fail_chats ON chats")]
+            };
+            for query in queries {
+                query.execute(store.pool()).await.unwrap();
+            }
+        }
+    }
+}
+
+/// Plan mode's own row (a capability's write in the decision's transaction) commits with the
+/// decision or not at all.
+async fn a_failing_plan_mode_write_rolls_the_plan_approval_back(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("propose_plan", json!({"plan": "1. write the report"})),
+        Answer::Text(vec!["I proposed a plan."]),
+    ])
+    .await;
+    let bot = server
+        .bot_with(&server.owner, "Planner", &model.spec(), &[])
+        .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let on = server
+        .put(&format!("/v1/chats/{chat}/plan-mode"), &server.owner)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(on).await["enabled"], true);
+    let sent = receipt(server.send(&server.owner, &chat, "Plan it", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let request = requested(&events).expect("the plan waits for approval");
+
+    chat_updates_failing(&server, true).await;
+    let decided = server
+        .decide(&server.owner, &request, "approve", None)
+        .await;
+    assert!(decided.status().is_server_error(), "{}", decided.status());
+    assert_eq!(
+        server.approval(&request).await["state"],
+        "pending",
+        "the decision was rolled back with the plan mode write"
+    );
+
+    chat_updates_failing(&server, false).await;
+    let decided = server
+        .decide(&server.owner, &request, "approve", None)
+        .await;
+    assert_eq!(decided.status(), StatusCode::OK);
+    let mode = json_of(
+        server
+            .get(&format!("/v1/chats/{chat}/plan-mode"), &server.owner)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(mode["enabled"], false);
 }

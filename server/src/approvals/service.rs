@@ -14,7 +14,8 @@ use super::store::RuleStore;
 use crate::engine::{Engine, EngineError, Wake};
 use crate::identity::{AccessError, Caller, IdentityCheckError, IdentityStore};
 use crate::store::{
-    NoticeTarget, NoticeWrite, RequestAccess, RequestDecision, RequestRow, StoreError, now_ms,
+    NoticeTarget, NoticeWrite, RequestAccess, RequestDecision, RequestRow, StoreError, TxWrites,
+    now_ms,
 };
 use crate::work::{JobInput, notice_content};
 
@@ -325,6 +326,11 @@ impl Approvals {
                         target,
                         content: notice_content(&text),
                     }),
+                    writes: if plan && state == ApprovalState::Approved {
+                        TxWrites::one(crate::chats::PlanApproved { request: id })
+                    } else {
+                        TxWrites::default()
+                    },
                 },
             )
             .await

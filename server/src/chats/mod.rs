@@ -4,11 +4,13 @@
 
 mod deletion;
 mod history;
+mod plan;
 mod service;
 mod sql;
 mod store;
 
 pub use deletion::{CHAT_DELETION, ChatDeletionWorkflow, DeletionInput, deletion_service};
 pub use history::{HistoryEntry, chat_history};
+pub(crate) use plan::PlanApproved;
 pub use service::{ChatError, Chats};
 pub use store::{ChatRow, ChatStore};

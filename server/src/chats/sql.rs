@@ -131,5 +131,15 @@ impl ChatStore for Store {
         .await?;
         row.as_ref().map(chat_row).transpose()
     }
+
+    async fn plan_mode_on(&self, id: ChatId) -> Result<bool, StoreError> {
+        let on: Option<bool> = sqlx::query_scalar(
+            "SELECT plan_mode FROM chats WHERE id = $1 AND deleted_at IS NULL",
+        )
+        .bind(id.as_uuid())
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(on.unwrap_or(false))
+    }
 }
 }

@@ -65,4 +65,7 @@ pub trait ChatStore: Send + Sync + 'static {
 
     /// Turns plan mode on or off for a Chat that is not deleted; `None` when there is none.
     async fn set_plan_mode(&self, id: ChatId, on: bool) -> Result<Option<ChatRow>, StoreError>;
+
+    /// Whether a Chat is in plan mode now (false for a Chat that is not there).
+    async fn plan_mode_on(&self, id: ChatId) -> Result<bool, StoreError>;
 }

@@ -12,6 +12,8 @@ mod postgres;
 pub mod records;
 mod rows;
 mod sqlite;
+#[macro_use]
+mod tx_write;
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
@@ -23,6 +25,8 @@ pub use error::StoreError;
 pub use migrate::{Backend, SCHEMA_VERSION};
 pub use postgres::PostgresStore;
 pub use records::*;
+pub(crate) use tx_write::tx_write;
+pub use tx_write::{TxWrite, TxWrites};
 
 /// How often an outbox message is tried before it waits for a person.
 pub const OUTBOX_ATTEMPTS: i32 = 20;
@@ -289,9 +293,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether an ancestor of the execution is paused (or asked to pause).
     async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError>;
-
-    /// Whether a Chat is in plan mode now (false for a Chat that is not there).
-    async fn plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError>;
 
     /// The notices kept as a Chat's history, in order.
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;

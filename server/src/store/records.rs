@@ -321,6 +321,8 @@ pub struct Commit {
     pub children: Vec<NewChild>,
     /// A notice this step sends (an ending child reports to its source).
     pub notice: Option<NoticeWrite>,
+    /// The rows capabilities write in the same transaction (see [`super::TxWrite`]).
+    pub writes: super::TxWrites,
 }
 
 /// How a child execution starts.
@@ -412,6 +414,9 @@ pub struct RequestDecision {
     pub reason: Option<String>,
     /// A notice sent with the decision.
     pub notice: Option<NoticeWrite>,
+    /// The rows capabilities write with the decision, when it is not an expiry (an approved
+    /// plan switches its Chat's plan mode off).
+    pub writes: super::TxWrites,
 }
 
 /// The signal that ends an execution whose outcome is unknown because a person gave up on it

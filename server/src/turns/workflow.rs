@@ -31,6 +31,7 @@ pub struct TurnWorkflow {
     identity: Option<Arc<dyn IdentityStore>>,
     budgets: Option<Arc<dyn BudgetStore>>,
     rules: Option<Arc<dyn RuleStore>>,
+    chats: Option<Arc<dyn crate::chats::ChatStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -51,6 +52,7 @@ impl TurnWorkflow {
             identity: None,
             budgets: None,
             rules: None,
+            chats: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -74,6 +76,12 @@ impl TurnWorkflow {
     /// requests (for Turns with a saved identity and a Chat).
     pub fn with_budgets(mut self, budgets: Arc<dyn BudgetStore>) -> Self {
         self.budgets = Some(budgets);
+        self
+    }
+
+    /// Reads a Chat's current plan mode for Turns that started in plan mode.
+    pub fn with_chats(mut self, chats: Arc<dyn crate::chats::ChatStore>) -> Self {
+        self.chats = Some(chats);
         self
     }
 
@@ -240,6 +248,7 @@ impl Workflow for TurnWorkflow {
             &cx.execution,
             Arc::new(input.clone()),
             self.rules.clone(),
+            self.chats.clone(),
         )))
         .with_source(input.source.clone(), cx.execution.parent_id);
         let history = match cx.execution.chat_id {

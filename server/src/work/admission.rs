@@ -45,16 +45,18 @@ pub struct Admission {
     chat_id: Option<Uuid>,
     input: Arc<TurnInput>,
     rules: Option<Arc<dyn RuleStore>>,
+    chats: Option<Arc<dyn crate::chats::ChatStore>>,
 }
 
 impl Admission {
     /// Admission for the Turn `parent` with its saved input; `rules` are read for each call
-    /// of a Turn with an identity.
+    /// of a Turn with an identity, `chats` for the current plan mode of a Turn in plan mode.
     pub fn new(
         cx: Arc<EngineContext>,
         parent: &crate::store::ExecutionRow,
         input: Arc<TurnInput>,
         rules: Option<Arc<dyn RuleStore>>,
+        chats: Option<Arc<dyn crate::chats::ChatStore>>,
     ) -> Self {
         Self {
             cx,
@@ -63,6 +65,7 @@ impl Admission {
             chat_id: parent.chat_id,
             input,
             rules,
+            chats,
         }
     }
 
@@ -145,9 +148,9 @@ impl Admission {
         if !self.input.plan_mode {
             return Ok(None);
         }
-        let on = match self.tree_chat() {
-            Some(chat) => self.cx.store.plan_mode(chat).await?,
-            None => false,
+        let on = match (self.tree_chat(), &self.chats) {
+            (Some(chat), Some(chats)) => chats.plan_mode_on(chat.into()).await?,
+            _ => false,
         };
         let refuse = |text: &str| {
             Some(Admitted {

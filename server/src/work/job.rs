@@ -89,6 +89,7 @@ fn platform(state: ApprovalState, reason: &str) -> RequestDecision {
         member_id: Uuid::nil(),
         reason: Some(reason.into()),
         notice: None,
+        writes: Default::default(),
     }
 }
 

@@ -494,6 +494,7 @@ impl Store for PostgresStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        commit.writes.on_postgres(&mut tx).await?;
         tx.commit().await?;
         Ok(last)
     }
@@ -1071,10 +1072,6 @@ impl Store for PostgresStore {
 
     async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
         self.has_paused_ancestor(id).await
-    }
-
-    async fn plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError> {
-        self.chat_plan_mode(chat_id).await
     }
 
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {

@@ -251,7 +251,7 @@ impl PostgresStore {
         // The expiry is checked with the time taken once the lock is held: a request that
         // expires while a decision waits for its lock grants nothing.
         let row = sqlx::query(
-            "SELECT state, kind, expires_at, execution_id FROM requests WHERE id = $1 FOR UPDATE",
+            "SELECT state, expires_at, execution_id FROM requests WHERE id = $1 FOR UPDATE",
         )
         .bind(id)
         .fetch_optional(&mut *tx)
@@ -259,7 +259,6 @@ impl PostgresStore {
         .ok_or(StoreError::RequestNotFound(id))?;
         let now = now_ms();
         let state: String = row.try_get("state")?;
-        let kind: String = row.try_get("kind")?;
         let expires_at: i64 = row.try_get("expires_at")?;
         let execution: Uuid = row.try_get("execution_id")?;
         if state != "pending" {
@@ -296,13 +295,7 @@ impl PostgresStore {
             if let Some(notice) = &decision.notice {
                 Self::write_notice(&mut tx, execution.into(), notice, now).await?;
             }
-            if kind == "plan" && closed_as == "approved" {
-                // An approved plan is the one way out of plan mode for the Bot.
-                sqlx::query("UPDATE chats SET plan_mode = FALSE WHERE id = (SELECT chat_id FROM requests WHERE id = $1)")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            decision.writes.on_postgres(&mut tx).await?;
         }
         // A paused job stays paused: a decision answers the request, not a pause.
         sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting' AND paused_at IS NULL")
@@ -420,15 +413,5 @@ impl PostgresStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(paused.is_some())
-    }
-
-    pub(super) async fn chat_plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError> {
-        let on: Option<i64> = sqlx::query_scalar(
-            "SELECT 1::bigint FROM chats WHERE id = $1 AND plan_mode AND deleted_at IS NULL",
-        )
-        .bind(chat_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(on.is_some())
     }
 }

@@ -516,6 +516,7 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        commit.writes.on_sqlite(&mut tx).await?;
         tx.commit().await?;
         Ok(last)
     }
@@ -1092,10 +1093,6 @@ impl Store for SqliteStore {
 
     async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
         self.has_paused_ancestor(id).await
-    }
-
-    async fn plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError> {
-        self.chat_plan_mode(chat_id).await
     }
 
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {

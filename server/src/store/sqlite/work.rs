@@ -249,14 +249,12 @@ impl SqliteStore {
         // The one writer connection orders this transaction after every other write.
         let mut tx = self.pool.begin().await?;
         let now = now_ms();
-        let row =
-            sqlx::query("SELECT state, kind, expires_at, execution_id FROM requests WHERE id = ?1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or(StoreError::RequestNotFound(id))?;
+        let row = sqlx::query("SELECT state, expires_at, execution_id FROM requests WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::RequestNotFound(id))?;
         let state: String = row.try_get("state")?;
-        let kind: String = row.try_get("kind")?;
         let expires_at: i64 = row.try_get("expires_at")?;
         let execution: Uuid = row.try_get("execution_id")?;
         if state != "pending" {
@@ -293,13 +291,7 @@ impl SqliteStore {
             if let Some(notice) = &decision.notice {
                 Self::write_notice(&mut tx, execution.into(), notice, now).await?;
             }
-            if kind == "plan" && closed_as == "approved" {
-                // An approved plan is the one way out of plan mode for the Bot.
-                sqlx::query("UPDATE chats SET plan_mode = 0 WHERE id = (SELECT chat_id FROM requests WHERE id = ?1)")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            decision.writes.on_sqlite(&mut tx).await?;
         }
         // A paused job stays paused: a decision answers the request, not a pause.
         sqlx::query("UPDATE executions SET wake_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'waiting' AND paused_at IS NULL")
@@ -417,15 +409,5 @@ impl SqliteStore {
         .fetch_optional(self.reader())
         .await?;
         Ok(paused.is_some())
-    }
-
-    pub(super) async fn chat_plan_mode(&self, chat_id: Uuid) -> Result<bool, StoreError> {
-        let on: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM chats WHERE id = ?1 AND plan_mode = 1 AND deleted_at IS NULL",
-        )
-        .bind(chat_id)
-        .fetch_optional(self.reader())
-        .await?;
-        Ok(on.is_some())
     }
 }
