@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -85,6 +85,13 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 13,
         name: "file_tokens",
         sql: include_str!("../../../migrations/sqlite/0013_file_tokens.sql"),
+    },
+    // The file is numbered 0015 because another branch adds 0014; the version follows the
+    // list, so renumber the two at merge.
+    Migration {
+        version: 14,
+        name: "sealed_rows",
+        sql: include_str!("../../../migrations/sqlite/0015_sealed_rows.sql"),
     },
 ];
 
@@ -153,6 +160,13 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 13,
         name: "file_tokens",
         sql: include_str!("../../../migrations/postgres/0013_file_tokens.sql"),
+    },
+    // The file is numbered 0015 because another branch adds 0014; the version follows the
+    // list, so renumber the two at merge.
+    Migration {
+        version: 14,
+        name: "sealed_rows",
+        sql: include_str!("../../../migrations/postgres/0015_sealed_rows.sql"),
     },
 ];
 
