@@ -126,11 +126,13 @@ impl Database {
 }
 
 /// Opens the configured database, which must be at this build's schema version: a server
-/// never changes the schema (`openbot migrate` does).
+/// never changes the schema (`openbot migrate` does). The store seals and opens row payloads
+/// with the configured key ring, the same one [`start`] gives the engine.
 pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
     match &config.database_url {
         Some(url) => {
-            let store = Arc::new(PostgresStore::connect(url, config.max_connections).await?);
+            let keys = key_ring(config)?;
+            let store = Arc::new(PostgresStore::connect(url, config.max_connections, keys).await?);
             Ok(Database::on(store))
         }
         None => {
@@ -138,7 +140,7 @@ pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
             if !path.exists() {
                 return Err(NodeError::NoDatabase(path.display().to_string()));
             }
-            let store = Arc::new(SqliteStore::open(&path).await?);
+            let store = Arc::new(SqliteStore::open(&path, key_ring(config)?).await?);
             Ok(Database::on(store))
         }
     }
@@ -160,18 +162,40 @@ pub async fn bootstrap(identity: &dyn IdentityStore) -> Result<Option<String>, N
         .then_some(secret))
 }
 
-/// Applies the schema migrations to the configured database and returns its version.
-pub async fn migrate(config: &NodeConfig) -> Result<i64, NodeError> {
-    match &config.database_url {
-        Some(url) => Ok(PostgresStore::migrate(url).await?),
+/// What `openbot migrate` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema version the database is at now.
+    pub version: i64,
+    /// How many rows an older build wrote in clear text were sealed now; `None` when no key
+    /// ring is configured (PostgreSQL without `OPENBOT_SEAL_KEYS`), so none could be.
+    pub sealed_rows: Option<u64>,
+}
+
+/// Applies the schema migrations to the configured database, then seals the payloads an
+/// older build wrote in clear text with the configured key ring (a migration file has no
+/// keys; see [`Store::seal_clear_rows`]). Without a key ring on PostgreSQL the clear rows
+/// stay as they are (they are still read) until it runs again with the keys.
+pub async fn migrate(config: &NodeConfig) -> Result<Migrated, NodeError> {
+    let version = match &config.database_url {
+        Some(url) => PostgresStore::migrate(url).await?,
         None => {
             std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
                 path: config.data_dir.display().to_string(),
                 source,
             })?;
-            Ok(SqliteStore::migrate(&sqlite_path(&config.data_dir)).await?)
+            SqliteStore::migrate(&sqlite_path(&config.data_dir)).await?
         }
-    }
+    };
+    let sealed_rows = match open_database(config).await {
+        Ok(database) => Some(database.store.seal_clear_rows().await?),
+        Err(NodeError::MissingSharedKeys) => None,
+        Err(err) => return Err(err),
+    };
+    Ok(Migrated {
+        version,
+        sealed_rows,
+    })
 }
 
 /// Reads the key ring from the configuration or the data folder.

@@ -61,7 +61,15 @@ fn migrate_is_safe_to_run_again() {
 #[tokio::test]
 async fn serve_refuses_a_postgres_database_at_another_schema_version() {
     let url = pg::empty_database().await;
-    let output = openbot(&["serve", "--database-url", &url]);
+    // With the shared keys, so that the schema is what is checked.
+    let output = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["serve", "--database-url", &url])
+        .env(
+            "OPENBOT_SEAL_KEYS",
+            "k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        )
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     assert_eq!(
         stderr(&output),

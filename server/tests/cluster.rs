@@ -44,7 +44,8 @@ impl Cluster {
     async fn new() -> Self {
         let url = pg::fresh_database().await;
         let (keys, keys_text) = KeyRing::generate("k1");
-        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 8).await.unwrap());
+        let store: Arc<dyn Store> =
+            Arc::new(PostgresStore::connect(&url, 8, keys.clone()).await.unwrap());
         let engine = Engine::open(Arc::clone(&store), keys.clone(), "test-client".into());
         Self {
             url,
@@ -500,6 +501,7 @@ async fn f04_two_readers_in_two_processes_read_from_their_cursors() {
     let id = cluster.submit(&model, &outside, false).await;
     let read = |after: u64| {
         let url = cluster.url.clone();
+        let keys = cluster.keys_text.clone();
         tokio::task::spawn_blocking(move || {
             let output = std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
                 .args([
@@ -511,6 +513,8 @@ async fn f04_two_readers_in_two_processes_read_from_their_cursors() {
                     "--after",
                     &after.to_string(),
                 ])
+                // The events are sealed: reading them needs the deployment's keys.
+                .env("OPENBOT_SEAL_KEYS", &keys)
                 .output()
                 .unwrap();
             assert!(

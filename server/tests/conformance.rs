@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/dump.rs"]
+mod dump;
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
 #[path = "support/outside.rs"]
@@ -32,7 +34,23 @@ use uuid::Uuid;
 /// A store and whatever must outlive it.
 struct Backend {
     store: Arc<dyn Store>,
+    /// The database under the store, to open it again and to read its rows as they are.
+    db: Db,
     _dir: Option<tempfile::TempDir>,
+}
+
+/// Where a backend's database is.
+enum Db {
+    /// The SQLite file (`openbot.db` in a data folder).
+    Sqlite(std::path::PathBuf),
+    /// The PostgreSQL URL.
+    Postgres(String),
+}
+
+/// The key ring the conformance stores seal their rows with, and its text.
+fn store_keys() -> (KeyRing, String) {
+    static KEYS: std::sync::OnceLock<(KeyRing, String)> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| KeyRing::generate("store")).clone()
 }
 
 async fn sqlite() -> Backend {
@@ -40,7 +58,8 @@ async fn sqlite() -> Backend {
     let path = dir.path().join("openbot.db");
     SqliteStore::migrate(&path).await.unwrap();
     Backend {
-        store: Arc::new(SqliteStore::open(&path).await.unwrap()),
+        store: Arc::new(SqliteStore::open(&path, store_keys().0).await.unwrap()),
+        db: Db::Sqlite(path),
         _dir: Some(dir),
     }
 }
@@ -48,7 +67,12 @@ async fn sqlite() -> Backend {
 async fn postgres() -> Backend {
     let url = pg::fresh_database().await;
     Backend {
-        store: Arc::new(PostgresStore::connect(&url, 8).await.unwrap()),
+        store: Arc::new(
+            PostgresStore::connect(&url, 8, store_keys().0)
+                .await
+                .unwrap(),
+        ),
+        db: Db::Postgres(url),
         _dir: None,
     }
 }
@@ -92,6 +116,9 @@ conformance!(
     a_cancel_wakes_a_sleeping_execution_and_ends_it,
     an_outbox_message_is_delivered_after_its_commit_and_only_then,
     an_undeliverable_outbox_message_keeps_its_reason_and_never_blocks_the_next,
+    a_row_sealed_under_an_old_key_opens_after_a_key_rotation,
+    clear_text_rows_of_an_older_build_are_read_beside_sealed_ones,
+    migrate_seals_the_clear_text_rows_of_an_older_build,
 );
 
 fn keys() -> KeyRing {
@@ -1360,4 +1387,293 @@ async fn a_retired_workflow_kind_ends_interrupted_with_its_reason(backend: Backe
         "{reason}"
     );
     engine.shutdown().await;
+}
+
+// ---- sealed rows ----
+
+/// A parameter of a raw statement.
+enum P {
+    Id(Uuid),
+    Text(String),
+    Int(i64),
+}
+
+impl Backend {
+    /// The same database opened again, sealing with `keys`.
+    async fn reopen(&self, keys: KeyRing) -> Arc<dyn Store> {
+        match &self.db {
+            Db::Sqlite(path) => Arc::new(SqliteStore::open(path, keys).await.unwrap()),
+            Db::Postgres(url) => Arc::new(PostgresStore::connect(url, 4, keys).await.unwrap()),
+        }
+    }
+
+    /// Runs `sql` (with `$1`, `$2`, ... placeholders) on the database directly, as an older
+    /// build or a person with a dump would; returns the first column of the first row as text.
+    async fn raw(&self, sql: &str, params: Vec<P>) -> Option<String> {
+        match &self.db {
+            Db::Sqlite(path) => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(path)
+                    .busy_timeout(Duration::from_secs(10));
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                let sql = sql.replace('$', "?");
+                let mut query = sqlx::query_scalar::<_, Option<String>>(sqlx::AssertSqlSafe(sql));
+                for param in params {
+                    query = match param {
+                        P::Id(id) => query.bind(id),
+                        P::Text(text) => query.bind(text),
+                        P::Int(n) => query.bind(n),
+                    };
+                }
+                let value = query.fetch_optional(&pool).await.unwrap().flatten();
+                pool.close().await;
+                value
+            }
+            Db::Postgres(url) => {
+                let pool = sqlx::PgPool::connect(url).await.unwrap();
+                let mut query =
+                    sqlx::query_scalar::<_, Option<String>>(sqlx::AssertSqlSafe(sql.to_string()));
+                for param in params {
+                    query = match param {
+                        P::Id(id) => query.bind(id),
+                        P::Text(text) => query.bind(text),
+                        P::Int(n) => query.bind(n),
+                    };
+                }
+                let value = query.fetch_optional(&pool).await.unwrap().flatten();
+                pool.close().await;
+                value
+            }
+        }
+    }
+
+    /// The `table.column`s in which some row holds `needle`.
+    async fn columns_containing(&self, needle: &str) -> Vec<String> {
+        match &self.db {
+            Db::Sqlite(path) => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(path)
+                    .read_only(true);
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                let found = dump::sqlite_columns_containing(&pool, needle).await;
+                pool.close().await;
+                found
+            }
+            Db::Postgres(url) => {
+                let pool = sqlx::PgPool::connect(url).await.unwrap();
+                let found = dump::pg_columns_containing(&pool, needle).await;
+                pool.close().await;
+                found
+            }
+        }
+    }
+
+    /// The configuration `openbot migrate` would run with on this database.
+    fn node_config(&self, keys: &str) -> openbot_server::node::NodeConfig {
+        let (data_dir, database_url) = match &self.db {
+            Db::Sqlite(path) => (path.parent().unwrap().to_path_buf(), None),
+            Db::Postgres(url) => (std::env::temp_dir(), Some(url.clone())),
+        };
+        openbot_server::node::NodeConfig {
+            data_dir,
+            database_url,
+            seal_keys: Some(keys.to_string()),
+            node_name: "migrate".into(),
+            lease: Duration::from_secs(2),
+            max_connections: 4,
+            objects_dir: None,
+            platform: openbot_server::platform::Platform::new(
+                openbot_core::outbound::OutboundPolicy::parse("none").unwrap(),
+                None,
+            )
+            .unwrap(),
+        }
+    }
+}
+
+fn turn_input_json(text: &str) -> String {
+    serde_json::to_string(&vec![ContentPart::text(text)]).unwrap()
+}
+
+/// The rows of one kind each that an older build wrote in clear text for execution `id`, all
+/// holding `marker`: an event, a Turn input, a Chat notice and a request.
+struct ClearRows {
+    id: ExecutionId,
+    chat: Uuid,
+    request: Uuid,
+}
+
+async fn write_clear_rows(backend: &Backend, id: ExecutionId, marker: &str) -> ClearRows {
+    let event = serde_json::to_string(&EventKind::InputSteered {
+        input: vec![ContentPart::text(marker)],
+    })
+    .unwrap();
+    backend
+        .raw(
+            "INSERT INTO events (execution_id, sequence, kind, payload, at) VALUES ($1, 2, 'input_steered', $2, 0)",
+            vec![P::Id(id.as_uuid()), P::Text(event)],
+        )
+        .await;
+    backend
+        .raw(
+            "UPDATE executions SET last_sequence = 2 WHERE id = $1",
+            vec![P::Id(id.as_uuid())],
+        )
+        .await;
+    backend
+        .raw(
+            "INSERT INTO turn_inputs (execution_id, position, content, created_at) VALUES ($1, 1, $2, 0)",
+            vec![P::Id(id.as_uuid()), P::Text(turn_input_json(marker))],
+        )
+        .await;
+    let chat = Uuid::now_v7();
+    backend
+        .raw(
+            "INSERT INTO chat_notices (chat_id, source_id, content, created_at) VALUES ($1, $2, $3, 0)",
+            vec![P::Id(chat), P::Id(id.as_uuid()), P::Text(turn_input_json(marker))],
+        )
+        .await;
+    let request = Uuid::now_v7();
+    backend
+        .raw(
+            "INSERT INTO requests (id, kind, execution_id, source_execution_id, organization_id, owner_member_id, \
+                 bot_id, payload, state, created_at, expires_at) \
+             VALUES ($1, 'approval', $2, $2, $3, $3, $3, $4, 'pending', 0, $5)",
+            vec![
+                P::Id(request),
+                P::Id(id.as_uuid()),
+                P::Id(Uuid::now_v7()),
+                P::Text(json!({"name": "pay", "arguments": {"memo": marker}}).to_string()),
+                P::Int(i64::MAX),
+            ],
+        )
+        .await;
+    ClearRows { id, chat, request }
+}
+
+/// Reads the rows back through `store` and checks each shows `marker`.
+async fn read_back(store: &Arc<dyn Store>, rows: &ClearRows, marker: &str) {
+    let events = store.events(rows.id, 0, 10).await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert!(
+        matches!(&events[1].kind, EventKind::InputSteered { input } if input == &vec![ContentPart::text(marker)]),
+        "{events:?}"
+    );
+    let claims = store.claim("node-a", &["test"], 60_000, 10).await.unwrap();
+    let claim = claims.iter().find(|c| c.id == rows.id).unwrap();
+    assert_eq!(
+        store
+            .take_inputs(rows.id, claim.generation, 1, false)
+            .await
+            .unwrap(),
+        vec![turn_input_json(marker)]
+    );
+    let notices = store.chat_notices(rows.chat).await.unwrap();
+    assert_eq!(notices[0].content, turn_input_json(marker));
+    let request = store.request(rows.request).await.unwrap().unwrap();
+    assert!(request.payload.contains(marker), "{}", request.payload);
+}
+
+async fn a_row_sealed_under_an_old_key_opens_after_a_key_rotation(backend: Backend) {
+    let marker = "rotationMARKERq1";
+    let (old, old_text) = KeyRing::generate("old");
+    let store = backend.reopen(old).await;
+    let mut new = new_execution(&keys(), member(), None, b"x");
+    new.events = vec![EventKind::TurnStarted {
+        input: vec![ContentPart::text(marker)],
+    }];
+    let id = store.submit(new).await.unwrap().execution_id();
+    store
+        .add_input(id, turn_input_json(marker), None)
+        .await
+        .unwrap()
+        .unwrap();
+    let event_key = "SELECT key_id FROM events WHERE execution_id = $1 AND sequence = $2";
+    assert_eq!(
+        backend
+            .raw(event_key, vec![P::Id(id.as_uuid()), P::Int(1)])
+            .await
+            .as_deref(),
+        Some("old")
+    );
+    assert_eq!(
+        backend.columns_containing(marker).await,
+        Vec::<String>::new()
+    );
+
+    // Rotation: the new key first, the old one kept after it.
+    let (_, new_text) = KeyRing::generate("new");
+    let rotated = KeyRing::parse(&format!("{new_text},{old_text}")).unwrap();
+    let store = backend.reopen(rotated).await;
+    let events = store.events(id, 0, 10).await.unwrap();
+    assert!(
+        matches!(&events[0].kind, EventKind::TurnStarted { input } if input == &vec![ContentPart::text(marker)]),
+        "{events:?}"
+    );
+    let claims = store.claim("node-a", &["test"], 60_000, 10).await.unwrap();
+    let claim = claims.iter().find(|c| c.id == id).unwrap();
+    let taken = store
+        .take_inputs(id, claim.generation, 1, false)
+        .await
+        .unwrap();
+    assert_eq!(taken, vec![turn_input_json(marker)], "the old input opens");
+    assert_eq!(
+        backend
+            .raw(event_key, vec![P::Id(id.as_uuid()), P::Int(2)])
+            .await
+            .as_deref(),
+        Some("new"),
+        "new rows are sealed with the new key"
+    );
+}
+
+async fn clear_text_rows_of_an_older_build_are_read_beside_sealed_ones(backend: Backend) {
+    let marker = "olderBuildMARKERq2";
+    let id = backend
+        .store
+        .submit(new_execution(&keys(), member(), None, b"x"))
+        .await
+        .unwrap()
+        .execution_id();
+    let rows = write_clear_rows(&backend, id, marker).await;
+    let key_of = |sequence: i64| {
+        backend.raw(
+            "SELECT key_id FROM events WHERE execution_id = $1 AND sequence = $2",
+            vec![P::Id(id.as_uuid()), P::Int(sequence)],
+        )
+    };
+    assert_eq!(
+        key_of(1).await.as_deref(),
+        Some("store"),
+        "this build seals"
+    );
+    assert_eq!(key_of(2).await, None, "the older build's row is clear");
+    read_back(&backend.store, &rows, marker).await;
+}
+
+async fn migrate_seals_the_clear_text_rows_of_an_older_build(backend: Backend) {
+    let marker = "migrateMARKERq3";
+    let id = backend
+        .store
+        .submit(new_execution(&keys(), member(), None, b"x"))
+        .await
+        .unwrap()
+        .execution_id();
+    let rows = write_clear_rows(&backend, id, marker).await;
+    assert_eq!(backend.columns_containing(marker).await.len(), 4);
+
+    let config = backend.node_config(&store_keys().1);
+    let migrated = openbot_server::node::migrate(&config).await.unwrap();
+    assert_eq!(
+        migrated.sealed_rows,
+        Some(4),
+        "one row of each kind was sealed"
+    );
+    assert_eq!(
+        backend.columns_containing(marker).await,
+        Vec::<String>::new()
+    );
+    read_back(&backend.store, &rows, marker).await;
+    let again = openbot_server::node::migrate(&config).await.unwrap();
+    assert_eq!(again.sealed_rows, Some(0), "nothing is sealed twice");
 }

@@ -74,6 +74,8 @@ http_tests!(
     a_bot_limited_token_cannot_read_a_file_it_did_not_upload,
     a_bot_limited_token_cannot_read_the_bytes_of_a_file_it_did_not_upload,
     a_bot_limited_token_cannot_delete_a_file_it_did_not_upload,
+    event_payloads_are_sealed_at_rest,
+    steering_input_is_sealed_at_rest,
 );
 
 async fn health_needs_no_token(server: Server) {
@@ -2196,4 +2198,115 @@ async fn a_bot_limited_token_cannot_delete_a_file_it_did_not_upload(server: Serv
         .await
         .unwrap();
     assert_eq!(still.status(), StatusCode::OK, "the file is still there");
+}
+
+/// What the sensitive values of the sealing tests carry, to look for in the database.
+const MARKER: &str = "zq7SealedMarker";
+
+async fn event_payloads_are_sealed_at_rest(server: Server) {
+    let outside = outside::Outside::start(false).await;
+    let registered = server
+        .http
+        .put(format!("{}/v1/tools/write", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"description": "Writes.", "input_schema": {"type": "object"}, "url": outside.url}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::OK);
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": format!("argument {MARKER}")})),
+        Answer::Text(vec!["answer ", MARKER]),
+    ])
+    .await;
+    let spec = json!({"name": "Writer", "model": model.spec(),
+        "tools": [{"name": "write", "input_schema": {}}]});
+    let bot: Value = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(
+        server
+            .send(&server.owner, &chat, &format!("input {MARKER}"), None)
+            .await,
+    )
+    .await;
+    let id = sent["execution_id"].as_str().unwrap();
+    let polled = server.finish(&server.owner, id).await;
+    assert_eq!(outcome_of(&polled), Some(TurnOutcome::Completed));
+
+    // Those allowed still read every value, by long polling and over SSE.
+    let carries = |kind: &EventKind| serde_json::to_string(kind).unwrap().contains(MARKER);
+    for (name, wanted) in [
+        ("input", "turn_started"),
+        ("arguments", "tool_call"),
+        ("result", "tool_result"),
+        ("text", "text_delta"),
+    ] {
+        assert!(
+            polled
+                .iter()
+                .any(|e| openbot_server::store::event_type(&e.kind) == wanted && carries(&e.kind)),
+            "the {name} shows in a {wanted} event: {polled:?}"
+        );
+    }
+    let streamed = read_sse(&server, id.parse().unwrap(), None, polled.len()).await;
+    assert_eq!(
+        serde_json::to_value(&streamed).unwrap(),
+        serde_json::to_value(&polled).unwrap()
+    );
+    // A dump shows none of them.
+    assert_eq!(
+        server.columns_containing(MARKER).await,
+        Vec::<String>::new()
+    );
+}
+
+async fn steering_input_is_sealed_at_rest(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Text(vec!["first"]),
+        Answer::Text(vec!["saw both"]),
+    ])
+    .await;
+    model.delay(0, Duration::from_millis(500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "start", None).await).await;
+    let id = sent["execution_id"].as_str().unwrap();
+    server.wait_started(id).await;
+    let steer = server
+        .post(&format!("/v1/chats/{chat}/steer"), &server.owner)
+        .json(&json!({"content": [{"type": "text", "text": format!("also {MARKER}")}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(receipt(steer).await["disposition"], "steered");
+    let events = server.finish(&server.owner, id).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::InputSteered { .. })
+                && serde_json::to_string(&e.kind).unwrap().contains(MARKER)),
+        "{events:?}"
+    );
+    assert!(
+        server
+            .history(&server.owner, &chat)
+            .await
+            .contains(&format!("also {MARKER}"))
+    );
+    assert!(
+        model.bodies().iter().any(|body| body.contains(MARKER)),
+        "the model got the input"
+    );
+    assert_eq!(
+        server.columns_containing(MARKER).await,
+        Vec::<String>::new()
+    );
 }

@@ -51,6 +51,8 @@ http_tests!(
     a_bot_limited_token_cannot_decide_another_bots_approval,
     a_bot_limited_token_cannot_read_a_child_of_another_bots_turn,
     a_delegated_turn_belongs_to_the_bot_of_its_chat,
+    a_notice_is_sealed_at_rest,
+    an_approval_request_is_sealed_at_rest,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -1462,4 +1464,67 @@ async fn a_failing_plan_mode_write_rolls_the_plan_approval_back(server: Server) 
     )
     .await;
     assert_eq!(mode["enabled"], false);
+}
+
+/// What the sensitive values of the sealing tests carry, to look for in the database.
+const MARKER: &str = "zq7SealedMarker";
+
+async fn a_notice_is_sealed_at_rest(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("crawl", &outside.url, true).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("crawl", json!({"site": MARKER})),
+        Answer::Text(vec!["Crawling in the background."]),
+    ])
+    .await;
+    let bot = server
+        .bot_with(&server.owner, "Crawler", &model.spec(), &["crawl"])
+        .await;
+    // The job ends after its Turn, so its notice (the result, which echoes the arguments)
+    // is kept as the Chat's history.
+    outside.hold().await;
+    let (chat, _, events) = server.run_turn(&server.owner, &bot, "Crawl").await;
+    let job = children(&events)[0].clone();
+    outside.wait_for_write().await;
+    outside.release();
+    assert_eq!(server.ended(&job).await["state"], "completed");
+    let history = server.history(&server.owner, &chat).await;
+    assert!(
+        history
+            .iter()
+            .any(|m| m.contains("[notice] The tool call `crawl`") && m.contains(MARKER)),
+        "{history:?}"
+    );
+    assert_eq!(
+        server.columns_containing(MARKER).await,
+        Vec::<String>::new()
+    );
+}
+
+async fn an_approval_request_is_sealed_at_rest(server: Server) {
+    let outside = Outside::start(false).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("pay", json!({"amount": 5, "memo": MARKER})),
+        Answer::Text(vec!["I asked for approval."]),
+    ])
+    .await;
+    let bot = paying_bot(
+        &server,
+        &outside,
+        &model,
+        json!({"tool": "pay", "action": "ask"}),
+    )
+    .await;
+    let (_, _, events) = server.run_turn(&server.owner, &bot, "Pay 5").await;
+    let request = requested(&events).expect("an approval_requested event");
+    let pending = server.approvals(&server.owner, "pending").await;
+    assert_eq!(pending[0]["call"]["arguments"]["memo"], MARKER);
+    assert_eq!(
+        server.approval(&request).await["call"]["arguments"]["memo"],
+        MARKER
+    );
+    assert_eq!(
+        server.columns_containing(MARKER).await,
+        Vec::<String>::new()
+    );
 }

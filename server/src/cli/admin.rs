@@ -8,7 +8,6 @@ use futures::StreamExt;
 use openbot_schema::ExecutionId;
 use openbot_server::engine::Engine;
 use openbot_server::identity::{NewToken, Right, new_secret, secret_hash};
-use openbot_server::sealed::KeyRing;
 
 use super::node_args::NodeArgs;
 
@@ -78,10 +77,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         AdminCommand::Events { execution, after } => {
             let id: ExecutionId = execution.parse()?;
             let config = args.node.config()?;
+            // The store opens each event's sealed payload with the deployment's key ring.
             let store = openbot_server::node::open_store(&config).await?;
-            // Reading events opens no sealed record; any key ring will do.
-            let keys = openbot_server::node::key_ring(&config)
-                .unwrap_or_else(|_| KeyRing::generate("reader").0);
+            let keys = openbot_server::node::key_ring(&config)?;
             let engine = Engine::open(store, keys, config.node_name.clone());
             let mut events = engine.observe(id, after);
             let mut stdout = std::io::stdout().lock();

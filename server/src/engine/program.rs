@@ -406,6 +406,7 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::Ended(_) => "ended",
         StoreError::AdmissionClosed => "admission_closed",
         StoreError::Invalid(_) => "invalid",
+        StoreError::Sealed { .. } => "sealed",
         StoreError::RequestNotFound(_) => "request_not_found",
         StoreError::RequestClosed(_) => "request_closed",
         StoreError::ParentPaused(_) => "parent_paused",

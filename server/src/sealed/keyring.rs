@@ -61,7 +61,27 @@ pub enum SealError {
     /// Encryption failed.
     #[error("sealing failed")]
     Seal,
+    /// A sealed value (see [`KeyRing::seal_at`]) names a key this ring does not have.
+    #[error("a sealed value needs key `{0}`, which the key ring lacks")]
+    UnknownValueKey(String),
+    /// A sealed value does not open: damaged, moved from the place it was sealed for, or
+    /// sealed under another key with the same ID.
+    #[error("a sealed value does not open")]
+    DamagedValue,
 }
+
+/// A value sealed for one place (see [`KeyRing::seal_at`]): the key ID, then the 24-byte nonce
+/// followed by the ciphertext with its tag, as one column stores them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedValue {
+    /// The ID of the key that sealed it.
+    pub key_id: String,
+    /// The nonce, then the ciphertext with its tag.
+    pub bytes: Vec<u8>,
+}
+
+/// The length of an XChaCha20-Poly1305 nonce.
+const NONCE_LEN: usize = 24;
 
 impl KeyRing {
     /// Reads `id:base64key[,id:base64key...]`; the first key is the current one.
@@ -145,6 +165,52 @@ impl KeyRing {
         })
     }
 
+    /// Seals `plaintext` under the current key for the place named by `place` (for a row
+    /// value: its table and row key). The place is bound to the ciphertext, so the value opens
+    /// only with the same `place` and cannot be moved to another row.
+    pub fn seal_at(&self, place: &[u8], plaintext: &[u8]) -> Result<SealedValue, SealError> {
+        let cipher = self.keys.get(&self.current).ok_or(SealError::Seal)?;
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let ciphertext = cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plaintext,
+                    aad: place,
+                },
+            )
+            .map_err(|_| SealError::Seal)?;
+        let mut bytes = Vec::with_capacity(NONCE_LEN + ciphertext.len());
+        bytes.extend_from_slice(&nonce);
+        bytes.extend_from_slice(&ciphertext);
+        Ok(SealedValue {
+            key_id: self.current.clone(),
+            bytes,
+        })
+    }
+
+    /// Opens a value sealed by [`KeyRing::seal_at`] for the same `place`, with the key it
+    /// names (old keys stay in the ring after a rotation, so old values still open).
+    pub fn open_at(&self, place: &[u8], value: &SealedValue) -> Result<Vec<u8>, SealError> {
+        let cipher = self
+            .keys
+            .get(&value.key_id)
+            .ok_or_else(|| SealError::UnknownValueKey(value.key_id.clone()))?;
+        if value.bytes.len() < NONCE_LEN {
+            return Err(SealError::DamagedValue);
+        }
+        let (nonce, ciphertext) = value.bytes.split_at(NONCE_LEN);
+        cipher
+            .decrypt(
+                XNonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: place,
+                },
+            )
+            .map_err(|_| SealError::DamagedValue)
+    }
+
     /// Opens a sealed record.
     pub fn open(&self, blob: &SealedBlob) -> Result<Vec<u8>, SealError> {
         let cipher = self
@@ -154,7 +220,7 @@ impl KeyRing {
                 record: blob.id,
                 key_id: blob.key_id.clone(),
             })?;
-        if blob.nonce.len() != 24 {
+        if blob.nonce.len() != NONCE_LEN {
             return Err(SealError::Damaged(blob.id));
         }
         cipher
@@ -214,6 +280,36 @@ mod tests {
         assert_eq!(rotated.current_key_id(), "k2");
         assert_eq!(rotated.open(&blob).unwrap(), b"before");
         assert_eq!(rotated.seal(Uuid::now_v7(), b"after").unwrap().key_id, "k2");
+    }
+
+    #[test]
+    fn a_value_sealed_for_one_place_opens_only_there() {
+        let (ring, _) = KeyRing::generate("k1");
+        let value = ring.seal_at(b"event/1", b"the secret text").unwrap();
+        assert!(!value.bytes.windows(6).any(|w| w == b"secret"));
+        assert_eq!(
+            ring.open_at(b"event/1", &value).unwrap(),
+            b"the secret text"
+        );
+        assert!(matches!(
+            ring.open_at(b"event/2", &value),
+            Err(SealError::DamagedValue)
+        ));
+    }
+
+    #[test]
+    fn a_value_sealed_under_an_old_key_opens_after_rotation() {
+        let (old, old_text) = KeyRing::generate("k1");
+        let value = old.seal_at(b"row", b"before").unwrap();
+        let (_, new_text) = KeyRing::generate("k2");
+        let rotated = KeyRing::parse(&format!("{new_text},{old_text}")).unwrap();
+        assert_eq!(rotated.open_at(b"row", &value).unwrap(), b"before");
+        assert_eq!(rotated.seal_at(b"row", b"after").unwrap().key_id, "k2");
+        let (other, _) = KeyRing::generate("k3");
+        assert!(matches!(
+            other.open_at(b"row", &value),
+            Err(SealError::UnknownValueKey(_))
+        ));
     }
 
     #[test]

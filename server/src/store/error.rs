@@ -39,6 +39,15 @@ pub enum StoreError {
     /// Stored data could not be read: a bug or damage, not a passing outage.
     #[error("invalid stored data: {0}")]
     Invalid(String),
+    /// A sealed payload could not be sealed or opened: its key is not in the key ring, or it
+    /// is damaged or was moved from its row.
+    #[error("sealed {place}: {source}")]
+    Sealed {
+        /// Which row's payload (IDs only).
+        place: String,
+        /// Why.
+        source: crate::sealed::SealError,
+    },
     /// The database's schema is not the one this build expects.
     #[error(
         "the database schema is at version {found} but this openbot needs {expected}: run `openbot migrate`"

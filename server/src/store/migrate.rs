@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -95,6 +95,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 15,
         name: "unknown_outcomes",
         sql: include_str!("../../../migrations/sqlite/0015_unknown_outcomes.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "sealed_rows",
+        sql: include_str!("../../../migrations/sqlite/0016_sealed_rows.sql"),
     },
 ];
 
@@ -173,6 +178,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 15,
         name: "unknown_outcomes",
         sql: include_str!("../../../migrations/postgres/0015_unknown_outcomes.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "sealed_rows",
+        sql: include_str!("../../../migrations/postgres/0016_sealed_rows.sql"),
     },
 ];
 

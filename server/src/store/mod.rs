@@ -11,6 +11,7 @@ mod migrate;
 mod postgres;
 pub mod records;
 mod rows;
+pub(crate) mod sealing;
 mod sqlite;
 #[macro_use]
 mod tx_write;
@@ -296,6 +297,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The notices kept as a Chat's history, in order.
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
+
+    /// Seals, with the current key, the payloads that an older build wrote in clear text
+    /// (events, Turn input, Chat notices, requests), in batches of a few hundred rows per
+    /// transaction; returns how many rows it sealed. `openbot migrate` runs it after the
+    /// schema migrations (a migration file has no keys). Safe to run again and beside running
+    /// nodes: a row is sealed only while it is still clear, and readers read both forms.
+    async fn seal_clear_rows(&self) -> Result<u64, StoreError>;
 
     /// Stores a sealed error record that belongs to no step (e.g. a request fault).
     async fn put_error_record(

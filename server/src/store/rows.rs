@@ -115,21 +115,18 @@ macro_rules! call_from_row {
     }};
 }
 
+/// Reads an event row (`sequence, payload, key_id, sealed, at`) and opens its payload.
 macro_rules! event_from_row {
-    ($row:expr, $execution:expr) => {{
+    ($row:expr, $execution:expr, $seal:expr) => {{
         use sqlx::Row as _;
-        use $crate::store::StoreError;
         let row = $row;
-        let payload: String = row.try_get("payload")?;
-        let at: i64 = row.try_get("at")?;
-        let kind: openbot_schema::EventKind = serde_json::from_str(&payload)
-            .map_err(|e| StoreError::Invalid(format!("event payload: {e}")))?;
-        Ok::<openbot_schema::Event, StoreError>(openbot_schema::Event {
-            execution_id: $execution,
-            sequence: row.try_get::<i64, _>("sequence")?.max(0) as u64,
-            at: chrono::DateTime::from_timestamp_millis(at).unwrap_or_default(),
-            kind,
-        })
+        let stored = $crate::store::sealing::stored_from_row!(row, "payload")?;
+        $seal.open_event(
+            $execution,
+            row.try_get::<i64, _>("sequence")?,
+            row.try_get::<i64, _>("at")?,
+            stored,
+        )
     }};
 }
 

@@ -19,6 +19,9 @@ use serde_json::{Value, json};
 use super::fake_openai::FakeOpenAi;
 use super::pg;
 
+#[path = "dump.rs"]
+pub mod dump;
+
 /// Log lines of this test binary, to prove fault causes never reach them.
 pub fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
@@ -55,6 +58,12 @@ pub fn test_platform() -> openbot_server::platform::Platform {
     .unwrap()
 }
 
+/// The key ring of the test nodes: their stores and engines seal with it.
+pub fn test_keys() -> KeyRing {
+    static KEYS: OnceLock<KeyRing> = OnceLock::new();
+    KEYS.get_or_init(|| KeyRing::generate("k1").0).clone()
+}
+
 pub enum Raw {
     Sqlite(SqliteStore, #[allow(dead_code)] tempfile::TempDir),
     Postgres(PostgresStore),
@@ -64,12 +73,12 @@ pub async fn sqlite() -> Raw {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("openbot.db");
     SqliteStore::migrate(&path).await.unwrap();
-    Raw::Sqlite(SqliteStore::open(&path).await.unwrap(), dir)
+    Raw::Sqlite(SqliteStore::open(&path, test_keys()).await.unwrap(), dir)
 }
 
 pub async fn postgres() -> Raw {
     Raw::Postgres(
-        PostgresStore::connect(&pg::fresh_database().await, 8)
+        PostgresStore::connect(&pg::fresh_database().await, 8, test_keys())
             .await
             .unwrap(),
     )
@@ -103,7 +112,7 @@ pub async fn server_on(raw: Raw, platform: openbot_server::platform::Platform) -
         .unwrap();
     let engine = Arc::new(Engine::open(
         Arc::clone(&database.store),
-        KeyRing::generate("k1").0,
+        test_keys(),
         "node-a".into(),
     ));
     engine
@@ -379,6 +388,17 @@ impl Server {
                     .collect::<String>()
             })
             .collect()
+    }
+}
+
+impl Server {
+    /// The `table.column`s of the node's database in which some row holds `needle`: what a
+    /// dump of the database would show.
+    pub async fn columns_containing(&self, needle: &str) -> Vec<String> {
+        match &self.raw {
+            Raw::Sqlite(store, _) => dump::sqlite_columns_containing(store.pool(), needle).await,
+            Raw::Postgres(store) => dump::pg_columns_containing(store.pool(), needle).await,
+        }
     }
 }
 

@@ -481,28 +481,33 @@ fn slot_name(slot: CallSlot) -> String {
     openbot_server::store::slot_name(slot)
 }
 
-fn event_rows(
-    first: i64,
-    events: &[EventKind],
-) -> anyhow::Result<(Vec<i64>, Vec<String>, Vec<String>)> {
+/// Event rows as columns: sequences, kinds, sealed payloads.
+type EventRows = (Vec<i64>, Vec<String>, Vec<Vec<u8>>);
+
+/// Event rows as the store writes them: the kind in the clear, the payload sealed (here: a
+/// ciphertext of the sealed size, nonce and tag included, with no encryption).
+fn event_rows(first: i64, events: &[EventKind]) -> anyhow::Result<EventRows> {
     let mut sequences = Vec::with_capacity(events.len());
     let mut kinds = Vec::with_capacity(events.len());
     let mut payloads = Vec::with_capacity(events.len());
     for (i, event) in events.iter().enumerate() {
         sequences.push(first + i as i64);
         kinds.push(event_type(event));
-        payloads.push(serde_json::to_string(event)?);
+        payloads.push(vec![0u8; SEAL_OVERHEAD + serde_json::to_vec(event)?.len()]);
     }
     Ok((sequences, kinds, payloads))
 }
+
+/// What sealing adds to a payload: the 24-byte nonce and the 16-byte tag.
+const SEAL_OVERHEAD: usize = 24 + 16;
 
 /// The statements, as `server/src/store/postgres.rs` writes them.
 mod pg_sql {
     pub const INSERT_SEALED: &str = "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
     pub const INSERT_EXECUTION: &str = "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
              VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $8)";
-    pub const INSERT_EVENTS: &str = "INSERT INTO events (execution_id, sequence, kind, payload, at) \
-             SELECT $1, s, k, p, $5 FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, k, p)";
+    pub const INSERT_EVENTS: &str = "INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) \
+             SELECT $1, s, k, $4, i, b, $7 FROM UNNEST($2::bigint[], $3::text[], $5::text[], $6::bytea[]) AS t(s, k, i, b)";
     pub const CLAIM: &str = "UPDATE executions SET owner_node = $2, generation = generation + 1, lease_expires_at = $3 + $4, \
                  state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
                  wake_at = NULL, updated_at = $3 \
@@ -531,10 +536,10 @@ mod pg_sql {
     pub const TAKE_OWNED: &str =
         "SELECT 1 FROM executions WHERE id = $1 AND generation = $2 FOR UPDATE";
     pub const TAKE_FRESH: &str = "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
-             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content";
+             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content, key_id, sealed";
     pub const TAKE_STEP: &str =
         "UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2";
-    pub const TAKE_TAKEN: &str = "SELECT content FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position";
+    pub const TAKE_TAKEN: &str = "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position";
 }
 
 /// The statements, as `server/src/store/sqlite.rs` writes them.
@@ -542,7 +547,7 @@ mod lite_sql {
     pub const INSERT_SEALED: &str = "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
     pub const INSERT_EXECUTION: &str = "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
              VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?8)";
-    pub const INSERT_EVENT: &str = "INSERT INTO events (execution_id, sequence, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5)";
+    pub const INSERT_EVENT: &str = "INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
     pub const CLAIM: &str = "UPDATE executions SET owner_node = ?2, generation = generation + 1, lease_expires_at = ?3 + ?4, \
                  state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
                  wake_at = NULL, updated_at = ?3 \
@@ -570,10 +575,10 @@ mod lite_sql {
              WHERE calls.status <> 'done'";
     pub const TAKE_OWNED: &str = "SELECT 1 FROM executions WHERE id = ?1 AND generation = ?2";
     pub const TAKE_FRESH: &str = "UPDATE turn_inputs SET taken_step = ?2 WHERE execution_id = ?1 AND taken_step IS NULL \
-             AND (SELECT input_step FROM executions WHERE id = ?1) < ?2 RETURNING content";
+             AND (SELECT input_step FROM executions WHERE id = ?1) < ?2 RETURNING content, key_id, sealed";
     pub const TAKE_STEP: &str =
         "UPDATE executions SET input_step = ?2 WHERE id = ?1 AND input_step < ?2";
-    pub const TAKE_TAKEN: &str = "SELECT content FROM turn_inputs WHERE execution_id = ?1 AND taken_step = ?2 ORDER BY position";
+    pub const TAKE_TAKEN: &str = "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = ?1 AND taken_step = ?2 ORDER BY position";
 }
 
 /// The baseline's database: the same pool the store would use.
@@ -618,6 +623,8 @@ impl BaselineDb {
                     .bind(id)
                     .bind(&sequences)
                     .bind(&kinds)
+                    .bind("")
+                    .bind(vec![fx.key_id.clone(); sequences.len()])
                     .bind(&payloads)
                     .bind(now_ms())
                     .execute(&mut *tx)
@@ -646,7 +653,7 @@ impl BaselineDb {
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                lite_events(&mut tx, id, &sequences, &kinds, &payloads).await?;
+                lite_events(&mut tx, &fx.key_id, id, &sequences, &kinds, &payloads).await?;
                 tx.commit().await?;
             }
         }
@@ -786,6 +793,8 @@ impl BaselineDb {
                         .bind(id)
                         .bind(&sequences)
                         .bind(&kinds)
+                        .bind("")
+                        .bind(vec![fx.key_id.clone(); sequences.len()])
                         .bind(&payloads)
                         .bind(now_ms())
                         .execute(&mut *tx)
@@ -833,7 +842,7 @@ impl BaselineDb {
                 if !events.is_empty() {
                     let (sequences, kinds, payloads) =
                         event_rows(last - events.len() as i64 + 1, events)?;
-                    lite_events(&mut tx, id, &sequences, &kinds, &payloads).await?;
+                    lite_events(&mut tx, &fx.key_id, id, &sequences, &kinds, &payloads).await?;
                 }
                 if let Some(end) = end {
                     sqlx::query(lite_sql::INSERT_SEALED)
@@ -1076,10 +1085,11 @@ async fn lite_call(
 
 async fn lite_events(
     tx: &mut Transaction<'_, Sqlite>,
+    key_id: &str,
     id: Uuid,
     sequences: &[i64],
     kinds: &[String],
-    payloads: &[String],
+    payloads: &[Vec<u8>],
 ) -> anyhow::Result<()> {
     let at = now_ms();
     for ((sequence, kind), payload) in sequences.iter().zip(kinds).zip(payloads) {
@@ -1087,6 +1097,8 @@ async fn lite_events(
             .bind(id)
             .bind(sequence)
             .bind(kind)
+            .bind("")
+            .bind(key_id)
             .bind(payload)
             .bind(at)
             .execute(&mut **tx)
@@ -1115,7 +1127,7 @@ const WRITTEN: &str = "SELECT \
      (SELECT count(*) FROM executions WHERE state <> 'completed' OR outcome IS NULL OR outcome <> 'max_steps' OR last_sequence <> $1), \
      (SELECT count(*) FROM calls WHERE status = 'done'), \
      (SELECT count(*) FROM events), \
-     (SELECT COALESCE(SUM(length(payload)), 0) FROM events), \
+     (SELECT COALESCE(SUM(length(sealed)), 0) FROM events), \
      (SELECT count(*) FROM sealed_records), \
      (SELECT COALESCE(SUM(length(ciphertext)), 0) FROM sealed_records)";
 
@@ -1123,7 +1135,7 @@ async fn written_pg(url: &str, last_sequence: i64) -> anyhow::Result<Written> {
     let mut conn = sqlx::PgConnection::connect(url).await?;
     let row: (i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(
         WRITTEN
-            .replace("SUM(length(payload))", "SUM(length(payload))::bigint")
+            .replace("SUM(length(sealed))", "SUM(length(sealed))::bigint")
             .replace("SUM(length(ciphertext))", "SUM(length(ciphertext))::bigint"),
     ))
     .bind(last_sequence)
@@ -1428,9 +1440,11 @@ async fn main() -> anyhow::Result<()> {
                 let sql_url = create_pg_database(&server, &names[1]).await?;
                 PostgresStore::migrate(&engine_url).await?;
                 PostgresStore::migrate(&sql_url).await?;
-                let store: Arc<dyn Store> =
-                    Arc::new(PostgresStore::connect(&engine_url, args.max_connections).await?);
-                let sql_store = PostgresStore::connect(&sql_url, args.max_connections).await?;
+                let store: Arc<dyn Store> = Arc::new(
+                    PostgresStore::connect(&engine_url, args.max_connections, keys.clone()).await?,
+                );
+                let sql_store =
+                    PostgresStore::connect(&sql_url, args.max_connections, keys.clone()).await?;
                 (
                     store,
                     BaselineDb::Pg(sql_store.pool().clone()),
@@ -1452,8 +1466,9 @@ async fn main() -> anyhow::Result<()> {
                 let sql_path = dir.path().join("baseline.db");
                 SqliteStore::migrate(&engine_path).await?;
                 SqliteStore::migrate(&sql_path).await?;
-                let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&engine_path).await?);
-                let sql_store = SqliteStore::open(&sql_path).await?;
+                let store: Arc<dyn Store> =
+                    Arc::new(SqliteStore::open(&engine_path, keys.clone()).await?);
+                let sql_store = SqliteStore::open(&sql_path, keys.clone()).await?;
                 let pollers = (
                     Poller::lite(&engine_path).await?,
                     Poller::lite(&sql_path).await?,

@@ -163,9 +163,9 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
     let executions = args.executions as usize;
     let (keys, _) = KeyRing::generate("k1");
     let writer_store: Arc<dyn Store> =
-        Arc::new(PostgresStore::connect(url, args.max_connections).await?);
+        Arc::new(PostgresStore::connect(url, args.max_connections, keys.clone()).await?);
     let observer_store: Arc<dyn Store> =
-        Arc::new(PostgresStore::connect(url, args.max_connections).await?);
+        Arc::new(PostgresStore::connect(url, args.max_connections, keys.clone()).await?);
     let writer = Engine::open(Arc::clone(&writer_store), keys.clone(), "writer".into());
     let observer = Engine::open(observer_store, keys, "observer".into());
 

@@ -192,7 +192,7 @@ async fn repetition_on(
 ) -> anyhow::Result<Takeover> {
     PostgresStore::migrate(url).await?;
     let (keys, keys_text) = KeyRing::generate("k1");
-    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(url, 4).await?);
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(url, 4, keys.clone()).await?);
     let client = Engine::open(Arc::clone(&store), keys, "bench-client".into());
     let work = tempfile::tempdir()?;
     let script = work.path().join("model.json");

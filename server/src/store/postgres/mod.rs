@@ -15,7 +15,9 @@ use super::records::*;
 use super::rows::{
     call_columns, call_from_row, event_from_row, execution_columns, execution_from_row,
 };
+use super::sealing::{CLEARED, Place, RowSeal, SEAL_BATCH, stored_from_row};
 use super::{Store, StoreError};
+use crate::sealed::KeyRing;
 
 mod outcomes;
 mod work;
@@ -24,12 +26,20 @@ mod work;
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// Seals and opens the payloads of events, Turn input, notices and requests.
+    seal: RowSeal,
 }
 
 impl PostgresStore {
     /// Connects to a database at this build's schema version; fails with
-    /// [`StoreError::SchemaVersion`] otherwise.
-    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+    /// [`StoreError::SchemaVersion`] otherwise. `keys` seal the payloads the store writes and
+    /// open those it reads (see [`crate::store::sealing`]); every node of a deployment has
+    /// the same ring, and a node passes the ring its engine uses.
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        keys: KeyRing,
+    ) -> Result<Self, StoreError> {
         // A frozen or dead client must not hold row locks for long: its transaction is ended
         // by the server, so takeover is never blocked by a lock of a lost owner.
         let options = PgConnectOptions::from_str(url)?
@@ -43,7 +53,10 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        let store = Self { pool };
+        let store = Self {
+            pool,
+            seal: RowSeal::new(keys),
+        };
         let found = store.schema_version().await?;
         if found != SCHEMA_VERSION {
             return Err(StoreError::SchemaVersion {
@@ -132,8 +145,11 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
+    /// row, the kind in the clear.
     async fn insert_events(
         tx: &mut Transaction<'_, Postgres>,
+        seal: &RowSeal,
         id: ExecutionId,
         first: i64,
         events: &[EventKind],
@@ -143,26 +159,71 @@ impl PostgresStore {
         }
         let mut sequences = Vec::with_capacity(events.len());
         let mut kinds = Vec::with_capacity(events.len());
-        let mut payloads = Vec::with_capacity(events.len());
+        let mut key_ids = Vec::with_capacity(events.len());
+        let mut sealed = Vec::with_capacity(events.len());
         for (i, event) in events.iter().enumerate() {
-            sequences.push(first + i as i64);
+            let sequence = first + i as i64;
+            let value = seal.seal_event(id, sequence, event)?;
+            sequences.push(sequence);
             kinds.push(event_type(event));
-            payloads.push(
-                serde_json::to_string(event).map_err(|e| StoreError::Invalid(e.to_string()))?,
-            );
+            key_ids.push(value.key_id);
+            sealed.push(value.bytes);
         }
         sqlx::query(
-            "INSERT INTO events (execution_id, sequence, kind, payload, at) \
-             SELECT $1, s, k, p, $5 FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, k, p)",
+            "INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) \
+             SELECT $1, s, k, $4, i, b, $7 FROM UNNEST($2::bigint[], $3::text[], $5::text[], $6::bytea[]) AS t(s, k, i, b)",
         )
         .bind(id.as_uuid())
         .bind(&sequences)
         .bind(&kinds)
-        .bind(&payloads)
+        .bind(CLEARED)
+        .bind(&key_ids)
+        .bind(&sealed)
         .bind(now_ms())
         .execute(&mut **tx)
         .await?;
         Ok(())
+    }
+
+    /// Adds input for Turn `taker` (steering input or a notice), sealed; returns its position.
+    pub(super) async fn insert_input(
+        tx: &mut Transaction<'_, Postgres>,
+        seal: &RowSeal,
+        taker: Uuid,
+        content: &str,
+        now: Millis,
+    ) -> Result<i64, StoreError> {
+        let sealed = seal.seal(
+            Place::TurnInput {
+                execution: taker.into(),
+            },
+            content.as_bytes(),
+        )?;
+        Ok(sqlx::query_scalar(
+            "INSERT INTO turn_inputs (execution_id, position, content, key_id, sealed, created_at) \
+             SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5 FROM turn_inputs WHERE execution_id = $1 RETURNING position::bigint",
+        )
+        .bind(taker)
+        .bind(CLEARED)
+        .bind(&sealed.key_id)
+        .bind(&sealed.bytes)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await?)
+    }
+
+    /// Opens the content of Turn input rows of execution `id`.
+    fn open_inputs(
+        &self,
+        id: ExecutionId,
+        rows: &[sqlx::postgres::PgRow],
+    ) -> Result<Vec<String>, StoreError> {
+        rows.iter()
+            .map(|row| {
+                let stored = stored_from_row!(row, "content")?;
+                self.seal.open(Place::TurnInput { execution: id }, stored)
+            })
+            .collect()
     }
 
     async fn write_call(
@@ -210,6 +271,119 @@ impl PostgresStore {
 
     /// Why a guarded update touched no row: the execution is missing, ended, or owned by a
     /// newer generation.
+    /// Seals up to [`SEAL_BATCH`] clear-text rows of each table that holds sealed payloads;
+    /// returns how many it sealed. The rows are locked (`SKIP LOCKED`, so two runs share the
+    /// work) and each update keeps `key_id IS NULL` in its condition.
+    async fn seal_clear_batch(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+    ) -> Result<u64, StoreError> {
+        let mut sealed = 0;
+        let rows = sqlx::query(
+            "SELECT execution_id, sequence, payload FROM events WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(SEAL_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in &rows {
+            let execution: Uuid = row.try_get("execution_id")?;
+            let sequence: i64 = row.try_get("sequence")?;
+            let payload: String = row.try_get("payload")?;
+            let place = Place::Event {
+                execution: execution.into(),
+                sequence,
+            };
+            let value = self.seal.seal(place, payload.as_bytes())?;
+            sealed += sqlx::query(
+                "UPDATE events SET payload = $3, key_id = $4, sealed = $5 \
+                 WHERE execution_id = $1 AND sequence = $2 AND key_id IS NULL",
+            )
+            .bind(execution)
+            .bind(sequence)
+            .bind(CLEARED)
+            .bind(&value.key_id)
+            .bind(&value.bytes)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        }
+        let rows = sqlx::query(
+            "SELECT execution_id, position::bigint AS position, content FROM turn_inputs WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(SEAL_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in &rows {
+            let execution: Uuid = row.try_get("execution_id")?;
+            let position: i64 = row.try_get("position")?;
+            let content: String = row.try_get("content")?;
+            let place = Place::TurnInput {
+                execution: execution.into(),
+            };
+            let value = self.seal.seal(place, content.as_bytes())?;
+            sealed += sqlx::query(
+                "UPDATE turn_inputs SET content = $3, key_id = $4, sealed = $5 \
+                 WHERE execution_id = $1 AND position = $2 AND key_id IS NULL",
+            )
+            .bind(execution)
+            .bind(position)
+            .bind(CLEARED)
+            .bind(&value.key_id)
+            .bind(&value.bytes)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        }
+        let rows = sqlx::query(
+            "SELECT id::bigint AS id, chat_id, source_id, content FROM chat_notices WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(SEAL_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in &rows {
+            let id: i64 = row.try_get("id")?;
+            let source: Uuid = row.try_get("source_id")?;
+            let content: String = row.try_get("content")?;
+            let place = Place::ChatNotice {
+                chat: row.try_get("chat_id")?,
+                source: source.into(),
+            };
+            let value = self.seal.seal(place, content.as_bytes())?;
+            sealed += sqlx::query(
+                "UPDATE chat_notices SET content = $2, key_id = $3, sealed = $4 WHERE id = $1 AND key_id IS NULL",
+            )
+            .bind(id)
+            .bind(CLEARED)
+            .bind(&value.key_id)
+            .bind(&value.bytes)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        }
+        let rows = sqlx::query(
+            "SELECT id, payload FROM requests WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(SEAL_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in &rows {
+            let id: Uuid = row.try_get("id")?;
+            let payload: String = row.try_get("payload")?;
+            let value = self.seal.seal(Place::Request { id }, payload.as_bytes())?;
+            sealed += sqlx::query(
+                "UPDATE requests SET payload = $2, key_id = $3, sealed = $4 WHERE id = $1 AND key_id IS NULL",
+            )
+            .bind(id)
+            .bind(CLEARED)
+            .bind(&value.key_id)
+            .bind(&value.bytes)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        }
+        Ok(sealed)
+    }
+
     async fn refusal(
         tx: &mut Transaction<'_, Postgres>,
         id: ExecutionId,
@@ -304,7 +478,7 @@ impl Store for PostgresStore {
                 };
             }
         }
-        Self::insert_events(&mut tx, new.id, 1, &new.events).await?;
+        Self::insert_events(&mut tx, &self.seal, new.id, 1, &new.events).await?;
         tx.commit().await?;
         Ok(Submitted::Created(new.id))
     }
@@ -443,6 +617,7 @@ impl Store for PostgresStore {
         }
         Self::insert_events(
             &mut tx,
+            &self.seal,
             id,
             last - commit.events.len() as i64 + 1,
             &commit.events,
@@ -478,12 +653,14 @@ impl Store for PostgresStore {
         if let Some(usage) = &commit.usage {
             Self::roll_up_usage(&mut tx, id, usage).await?;
         }
-        if let Err(err) = Self::insert_children(&mut tx, id, &commit.children, now).await {
+        if let Err(err) =
+            Self::insert_children(&mut tx, &self.seal, id, &commit.children, now).await
+        {
             tx.rollback().await?;
             return Err(err);
         }
         if let Some(notice) = &commit.notice {
-            Self::write_notice(&mut tx, id, notice, now).await?;
+            Self::write_notice(&mut tx, &self.seal, id, notice, now).await?;
         }
         for (kind, payload) in &commit.outbox {
             sqlx::query("INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES ($1, $2, $3, $4)")
@@ -597,14 +774,17 @@ impl Store for PostgresStore {
         limit: i64,
     ) -> Result<Vec<Event>, StoreError> {
         let rows = sqlx::query(
-            "SELECT sequence, payload, at FROM events WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+            "SELECT sequence, payload, key_id, sealed, at FROM events WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
         )
         .bind(id.as_uuid())
         .bind(after)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|row| event_from_row!(row, id)).collect()
+        // Opened here, once per read: the readers at an execution's head share this read.
+        rows.iter()
+            .map(|row| event_from_row!(row, id, self.seal))
+            .collect()
     }
 
     async fn add_input(
@@ -646,15 +826,8 @@ impl Store for PostgresStore {
                 return Err(StoreError::CommandKeyConflict(key.key.clone()));
             }
         }
-        let position: i64 = sqlx::query_scalar(
-            "INSERT INTO turn_inputs (execution_id, position, content, created_at) \
-             SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3 FROM turn_inputs WHERE execution_id = $1 RETURNING position::bigint",
-        )
-        .bind(id.as_uuid())
-        .bind(&content)
-        .bind(now_ms())
-        .fetch_one(&mut *tx)
-        .await?;
+        let position =
+            Self::insert_input(&mut tx, &self.seal, id.as_uuid(), &content, now_ms()).await?;
         tx.commit().await?;
         Ok(Some(position))
     }
@@ -700,14 +873,15 @@ impl Store for PostgresStore {
             return Err(refusal);
         }
         // A step takes input once; taking it again (a replay) returns what it took then.
-        let fresh: Vec<String> = sqlx::query_scalar(
+        let fresh = sqlx::query(
             "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
-             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content",
+             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content, key_id, sealed",
         )
         .bind(id.as_uuid())
         .bind(step as i32)
         .fetch_all(&mut *tx)
         .await?;
+        let fresh = self.open_inputs(id, &fresh)?;
         sqlx::query("UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2")
             .bind(id.as_uuid())
             .bind(step as i32)
@@ -722,15 +896,23 @@ impl Store for PostgresStore {
             .bind(events.len() as i64)
             .fetch_one(&mut *tx)
             .await?;
-            Self::insert_events(&mut tx, id, last - events.len() as i64 + 1, &events).await?;
+            Self::insert_events(
+                &mut tx,
+                &self.seal,
+                id,
+                last - events.len() as i64 + 1,
+                &events,
+            )
+            .await?;
         }
-        let taken: Vec<String> = sqlx::query_scalar(
-            "SELECT content FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position",
+        let taken = sqlx::query(
+            "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position",
         )
         .bind(id.as_uuid())
         .bind(step as i32)
         .fetch_all(&mut *tx)
         .await?;
+        let taken = self.open_inputs(id, &taken)?;
         if last && taken.is_empty() {
             sqlx::query("UPDATE executions SET input_closed = TRUE WHERE id = $1")
                 .bind(id.as_uuid())
@@ -1076,6 +1258,19 @@ impl Store for PostgresStore {
 
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
         self.notices_of(chat_id).await
+    }
+
+    async fn seal_clear_rows(&self) -> Result<u64, StoreError> {
+        let mut sealed = 0;
+        loop {
+            let mut tx = self.pool.begin().await?;
+            let batch = self.seal_clear_batch(&mut tx).await?;
+            tx.commit().await?;
+            sealed += batch;
+            if batch == 0 {
+                return Ok(sealed);
+            }
+        }
     }
 
     async fn put_error_record(

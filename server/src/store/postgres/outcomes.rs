@@ -83,7 +83,14 @@ impl PostgresStore {
                     usage: None,
                 };
                 Self::write_call(&mut tx, id, generation, &call, false).await?;
-                Self::insert_events(&mut tx, id, last - events.len() as i64 + 1, events).await?;
+                Self::insert_events(
+                    &mut tx,
+                    &self.seal,
+                    id,
+                    last - events.len() as i64 + 1,
+                    events,
+                )
+                .await?;
             }
             Resolution::NotApplied => {
                 let next = CallKey {

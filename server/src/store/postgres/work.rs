@@ -7,12 +7,15 @@ use uuid::Uuid;
 use super::PostgresStore;
 use crate::store::StoreError;
 use crate::store::records::*;
+use crate::store::sealing::{CLEARED, Place, RowSeal, stored_from_row};
 
-fn request_from_row(row: &sqlx::postgres::PgRow) -> Result<RequestRow, StoreError> {
+fn request_from_row(seal: &RowSeal, row: &sqlx::postgres::PgRow) -> Result<RequestRow, StoreError> {
+    let id: Uuid = row.try_get("id")?;
     let execution: Uuid = row.try_get("execution_id")?;
     let source: Uuid = row.try_get("source_execution_id")?;
+    let payload = seal.open(Place::Request { id }, stored_from_row!(row, "payload")?)?;
     Ok(RequestRow {
-        id: row.try_get("id")?,
+        id,
         kind: row.try_get("kind")?,
         execution_id: execution.into(),
         source_execution_id: source.into(),
@@ -20,7 +23,7 @@ fn request_from_row(row: &sqlx::postgres::PgRow) -> Result<RequestRow, StoreErro
         owner_member_id: row.try_get("owner_member_id")?,
         chat_id: row.try_get("chat_id")?,
         bot_id: row.try_get("bot_id")?,
-        payload: row.try_get("payload")?,
+        payload,
         state: row.try_get("state")?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
@@ -35,6 +38,7 @@ impl PostgresStore {
     /// gate refuses the whole step.
     pub(super) async fn insert_children(
         tx: &mut Transaction<'_, Postgres>,
+        seal: &RowSeal,
         parent: ExecutionId,
         children: &[NewChild],
         now: Millis,
@@ -75,12 +79,16 @@ impl PostgresStore {
             .bind(child.request.as_ref().map(|r| r.expires_at))
             .execute(&mut **tx)
             .await?;
-            Self::insert_events(tx, new.id, 1, &new.events).await?;
+            Self::insert_events(tx, seal, new.id, 1, &new.events).await?;
             if let Some(request) = &child.request {
+                let payload = seal.seal(
+                    Place::Request { id: request.id },
+                    request.payload.as_bytes(),
+                )?;
                 sqlx::query(
                     "INSERT INTO requests (id, kind, execution_id, source_execution_id, organization_id, owner_member_id, \
-                         chat_id, bot_id, payload, state, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)",
+                         chat_id, bot_id, payload, key_id, sealed, state, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, $13, 'pending', $10, $11)",
                 )
                 .bind(request.id)
                 .bind(&request.kind)
@@ -90,9 +98,11 @@ impl PostgresStore {
                 .bind(request.owner_member_id)
                 .bind(request.chat_id)
                 .bind(request.bot_id)
-                .bind(&request.payload)
+                .bind(CLEARED)
                 .bind(now)
                 .bind(request.expires_at)
+                .bind(&payload.key_id)
+                .bind(&payload.bytes)
                 .execute(&mut **tx)
                 .await?;
             }
@@ -104,6 +114,7 @@ impl PostgresStore {
     /// takes input, else (for a Chat) as history.
     pub(super) async fn write_notice(
         tx: &mut Transaction<'_, Postgres>,
+        seal: &RowSeal,
         source: ExecutionId,
         notice: &NoticeWrite,
         now: Millis,
@@ -129,25 +140,23 @@ impl PostgresStore {
             }
         };
         if let Some(taker) = taker {
-            sqlx::query(
-                "INSERT INTO turn_inputs (execution_id, position, content, created_at) \
-                 SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3 FROM turn_inputs WHERE execution_id = $1",
-            )
-            .bind(taker)
-            .bind(&notice.content)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+            Self::insert_input(tx, seal, taker, &notice.content, now).await?;
             return Ok(());
         }
         if let NoticeTarget::Chat(chat) = notice.target {
+            let content = seal.seal(
+                Place::ChatNotice { chat, source },
+                notice.content.as_bytes(),
+            )?;
             sqlx::query(
-                "INSERT INTO chat_notices (chat_id, after_execution, source_id, content, created_at) \
-                 SELECT $1, (SELECT id FROM executions WHERE chat_id = $1 ORDER BY id DESC LIMIT 1), $2, $3, $4",
+                "INSERT INTO chat_notices (chat_id, after_execution, source_id, content, key_id, sealed, created_at) \
+                 SELECT $1, (SELECT id FROM executions WHERE chat_id = $1 ORDER BY id DESC LIMIT 1), $2, $3, $4, $5, $6",
             )
             .bind(chat)
             .bind(source.as_uuid())
-            .bind(&notice.content)
+            .bind(CLEARED)
+            .bind(&content.key_id)
+            .bind(&content.bytes)
             .bind(now)
             .execute(&mut **tx)
             .await?;
@@ -215,7 +224,9 @@ impl PostgresStore {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(request_from_row).transpose()
+        row.as_ref()
+            .map(|row| request_from_row(&self.seal, row))
+            .transpose()
     }
 
     /// The requests `access` may see, only `id` or only in `state` when given. The Bot limit
@@ -239,7 +250,9 @@ impl PostgresStore {
         .bind(bot_limit_json(access.bot_ids.as_deref())?)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(request_from_row).collect()
+        rows.iter()
+            .map(|row| request_from_row(&self.seal, row))
+            .collect()
     }
 
     pub(super) async fn decide(
@@ -293,7 +306,7 @@ impl PostgresStore {
             .execute(&mut *tx)
             .await?;
             if let Some(notice) = &decision.notice {
-                Self::write_notice(&mut tx, execution.into(), notice, now).await?;
+                Self::write_notice(&mut tx, &self.seal, execution.into(), notice, now).await?;
             }
             decision.writes.on_postgres(&mut tx).await?;
         }
@@ -311,7 +324,7 @@ impl PostgresStore {
 
     pub(super) async fn notices_of(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT after_execution, source_id, content, created_at FROM chat_notices WHERE chat_id = $1 ORDER BY id",
+            "SELECT after_execution, source_id, content, key_id, sealed, created_at FROM chat_notices WHERE chat_id = $1 ORDER BY id",
         )
         .bind(chat_id)
         .fetch_all(&self.pool)
@@ -319,11 +332,19 @@ impl PostgresStore {
         rows.iter()
             .map(|row| {
                 let after: Option<Uuid> = row.try_get("after_execution")?;
-                let source: Uuid = row.try_get("source_id")?;
+                let source: ExecutionId = row.try_get::<Uuid, _>("source_id")?.into();
+                let stored = stored_from_row!(row, "content")?;
+                let content = self.seal.open(
+                    Place::ChatNotice {
+                        chat: chat_id,
+                        source,
+                    },
+                    stored,
+                )?;
                 Ok(ChatNoticeRow {
                     after_execution: after.map(ExecutionId::from),
-                    source_id: source.into(),
-                    content: row.try_get("content")?,
+                    source_id: source,
+                    content,
                     created_at: row.try_get("created_at")?,
                 })
             })
