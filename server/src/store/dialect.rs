@@ -9,9 +9,17 @@
 //! | macro | SQLite | PostgreSQL |
 //! | --- | --- | --- |
 //! | `in_bot_limit!("col", "$N")` | `$N` is NULL or `col` is in the JSON array `$N` (hex ids) | the same with `jsonb_array_elements_text` |
+//! | `bot_in!("col", "$N")` | `col` is in the JSON array `$N` | the same on PostgreSQL |
 //! | `for_update!()` | nothing (one writer holds the database) | ` FOR UPDATE` |
+//! | `for_share!()` | nothing | ` FOR SHARE` |
+//! | `skip_locked!()` | nothing | ` FOR UPDATE SKIP LOCKED` (nodes claim side by side) |
+//! | `run_writes!(writes, tx)` | capability writes on SQLite | on PostgreSQL |
 //! | `uuid_param!("$N")` | `$N` | `$N::uuid` (a bare `$N IS NULL` has no type there) |
 //! | `text_param!("$N")` | `$N` | `$N::text` |
+//!
+//! Everything else that differs is a function of each backend's own file (`sqlite.rs`,
+//! `postgres.rs`): connection setup, migrations and the schema probe, batched inserts and
+//! updates (a loop on SQLite, `UNNEST` arrays on PostgreSQL), and the claim's outer form.
 //!
 //! Both stores have `pool()` (writes) and `reader()` (reads: SQLite's read connections; the one
 //! pool on PostgreSQL). Values bind the same way on both: `bool` is an `INTEGER` 0/1 on SQLite
@@ -28,6 +36,26 @@ macro_rules! sql_store {
             type Store = $crate::store::SqliteStore;
             #[allow(dead_code)]
             type Row = sqlx::sqlite::SqliteRow;
+            #[allow(dead_code)]
+            type Db = sqlx::Sqlite;
+            #[allow(unused_macros)]
+            macro_rules! bot_in {
+                ($col:literal, $param:literal) => {
+                    concat!("lower(hex(", $col, ")) IN (SELECT lower(replace(value, '-', '')) FROM json_each(", $param, "))")
+                };
+            }
+            #[allow(unused_macros)]
+            macro_rules! for_share {
+                () => { "" };
+            }
+            #[allow(unused_macros)]
+            macro_rules! skip_locked {
+                () => { "" };
+            }
+            #[allow(unused_macros)]
+            macro_rules! run_writes {
+                ($writes:expr, $tx:expr) => { $writes.on_sqlite($tx) };
+            }
             #[allow(unused_macros)]
             macro_rules! in_bot_limit {
                 ($col:literal, $param:literal) => {
@@ -55,6 +83,26 @@ macro_rules! sql_store {
             type Store = $crate::store::PostgresStore;
             #[allow(dead_code)]
             type Row = sqlx::postgres::PgRow;
+            #[allow(dead_code)]
+            type Db = sqlx::Postgres;
+            #[allow(unused_macros)]
+            macro_rules! bot_in {
+                ($col:literal, $param:literal) => {
+                    concat!($col, "::text IN (SELECT jsonb_array_elements_text(", $param, "::jsonb))")
+                };
+            }
+            #[allow(unused_macros)]
+            macro_rules! for_share {
+                () => { " FOR SHARE" };
+            }
+            #[allow(unused_macros)]
+            macro_rules! skip_locked {
+                () => { " FOR UPDATE SKIP LOCKED" };
+            }
+            #[allow(unused_macros)]
+            macro_rules! run_writes {
+                ($writes:expr, $tx:expr) => { $writes.on_postgres($tx) };
+            }
             #[allow(unused_macros)]
             macro_rules! in_bot_limit {
                 ($col:literal, $param:literal) => {

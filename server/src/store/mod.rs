@@ -12,6 +12,7 @@ mod postgres;
 pub mod records;
 mod rows;
 pub(crate) mod sealing;
+mod sql;
 mod sqlite;
 #[macro_use]
 mod tx_write;

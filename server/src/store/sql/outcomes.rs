@@ -1,16 +1,17 @@
-//! Unknown outcomes on SQLite: what waits for a decision, and the decisions with their audit.
+//! Unknown outcomes, written once for SQLite and PostgreSQL: what waits for a decision, and
+//! the decisions with their audit.
 
 use openbot_core::turn::CallKey;
 use openbot_schema::ExecutionId;
-use sqlx::Row;
+use sqlx::Row as _;
 
-use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::records::*;
 use crate::store::rows::{execution_columns, execution_from_row};
 
-impl SqliteStore {
-    pub(super) async fn unknown_of(
+sql_store! {
+impl Store {
+    pub(crate) async fn unknown_of(
         &self,
         scope: &Scope,
         after: Option<ExecutionId>,
@@ -19,8 +20,8 @@ impl SqliteStore {
         let rows = sqlx::query(concat!(
             "SELECT ",
             execution_columns!(),
-            " FROM executions WHERE scope = ?1 AND state = 'outcome_unknown' AND (?2 IS NULL OR id > ?2) \
-             ORDER BY id LIMIT ?3"
+            " FROM executions WHERE scope = $1 AND state = 'outcome_unknown' AND ($2 IS NULL OR id > $2) \
+             ORDER BY id LIMIT $3"
         ))
         .bind(scope.to_stored())
         .bind(after.map(|id| id.as_uuid()))
@@ -30,14 +31,15 @@ impl SqliteStore {
         rows.iter().map(|row| execution_from_row!(row)).collect()
     }
 
-    pub(super) async fn decide_unknown_call(
+    pub(crate) async fn decide_unknown_call(
         &self,
         id: ExecutionId,
         decision: UnknownDecision,
     ) -> Result<OutcomeDecisionRow, StoreError> {
-        // The one writer connection orders this transaction after every other write, so the
-        // state check below is also the lock.
-        let mut tx = self.pool.begin().await?;
+        // The update below takes the execution's row lock on PostgreSQL (on SQLite the one
+        // writer connection orders this transaction after every other write): a concurrent
+        // decision waits for it and then finds the execution no longer waiting for this call.
+        let mut tx = self.pool().begin().await?;
         let now = now_ms();
         let key = decision.key;
         let events: &[openbot_schema::EventKind] = match &decision.resolution {
@@ -46,8 +48,8 @@ impl SqliteStore {
         };
         let queued = sqlx::query(
             "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, \
-                 wake_at = NULL, last_sequence = last_sequence + ?4, updated_at = ?3 \
-             WHERE id = ?1 AND state = 'outcome_unknown' AND unknown_call = ?2 \
+                 wake_at = NULL, last_sequence = last_sequence + $4, updated_at = $3 \
+             WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2 \
              RETURNING generation, last_sequence",
         )
         .bind(id.as_uuid())
@@ -57,7 +59,7 @@ impl SqliteStore {
         .fetch_optional(&mut *tx)
         .await?;
         let Some(queued) = queued else {
-            let exists = sqlx::query("SELECT 1 FROM executions WHERE id = ?1")
+            let exists = sqlx::query("SELECT 1 FROM executions WHERE id = $1")
                 .bind(id.as_uuid())
                 .fetch_optional(&mut *tx)
                 .await?
@@ -109,7 +111,7 @@ impl SqliteStore {
             Resolution::GiveUp { payload } => {
                 sqlx::query(
                     "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
-                     SELECT ?1, COALESCE(MAX(number), 0) + 1, ?2, ?3, ?4 FROM signals WHERE execution_id = ?1",
+                     SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1",
                 )
                 .bind(id.as_uuid())
                 .bind(GIVE_UP)
@@ -133,7 +135,7 @@ impl SqliteStore {
         };
         sqlx::query(
             "INSERT INTO outcome_decisions (id, execution_id, call_key, decision, member_id, token_id, session_id, reason, result_record, decided_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(row.id)
         .bind(id.as_uuid())
@@ -150,4 +152,5 @@ impl SqliteStore {
         tx.commit().await?;
         Ok(row)
     }
+}
 }

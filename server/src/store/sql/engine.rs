@@ -1,133 +1,27 @@
-//! The PostgreSQL store: several nodes share one database; rows locked with `FOR UPDATE`
-//! order writes to one execution, and `SKIP LOCKED` lets nodes claim work side by side.
+//! The engine's rows, written once for SQLite and PostgreSQL: executions, command keys, the
+//! call log, events, Turn input, signals, the outbox, sealed and error records. What differs
+//! between the databases is in `store/dialect.rs` (SQL words) and in each backend's own file
+//! (batched writes, the claim, connection setup).
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
-use openbot_schema::{BotId, Event, EventKind, ExecutionId};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Row, Transaction};
-use std::str::FromStr;
-use std::time::Duration;
+use openbot_schema::{BotId, Event, ExecutionId};
+use sqlx::{Row as _, Transaction};
 use uuid::Uuid;
 
-use super::migrate::{self, Backend, SCHEMA_VERSION};
-use super::records::*;
-use super::rows::{
+use super::steered_events;
+use crate::store::migrate::Backend;
+use crate::store::records::*;
+use crate::store::rows::{
     call_columns, call_from_row, event_from_row, execution_columns, execution_from_row,
 };
-use super::sealing::{CLEARED, Place, RowSeal, SEAL_BATCH, stored_from_row};
-use super::{Store, StoreError};
-use crate::sealed::KeyRing;
+use crate::store::sealing::{CLEARED, Place, RowSeal, SEAL_BATCH, stored_from_row};
+use crate::store::{Store as StoreTrait, StoreError};
 
-mod outcomes;
-mod work;
-
-/// A store on PostgreSQL.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pool: PgPool,
-    /// Seals and opens the payloads of events, Turn input, notices and requests.
-    seal: RowSeal,
-}
-
-impl PostgresStore {
-    /// Connects to a database at this build's schema version; fails with
-    /// [`StoreError::SchemaVersion`] otherwise. `keys` seal the payloads the store writes and
-    /// open those it reads (see [`crate::store::sealing`]); every node of a deployment has
-    /// the same ring, and a node passes the ring its engine uses.
-    pub async fn connect(
-        url: &str,
-        max_connections: u32,
-        keys: KeyRing,
-    ) -> Result<Self, StoreError> {
-        // A frozen or dead client must not hold row locks for long: its transaction is ended
-        // by the server, so takeover is never blocked by a lock of a lost owner.
-        let options = PgConnectOptions::from_str(url)?
-            .application_name("openbot")
-            .options([
-                ("idle_in_transaction_session_timeout", "5000"),
-                ("statement_timeout", "60000"),
-            ]);
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await?;
-        let store = Self {
-            pool,
-            seal: RowSeal::new(keys),
-        };
-        let found = store.schema_version().await?;
-        if found != SCHEMA_VERSION {
-            return Err(StoreError::SchemaVersion {
-                found,
-                expected: SCHEMA_VERSION,
-            });
-        }
-        Ok(store)
-    }
-
-    /// Applies the migrations the database lacks and returns its version. Safe to run from
-    /// several processes at once: they take turns under an advisory lock.
-    pub async fn migrate(url: &str) -> Result<i64, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(PgConnectOptions::from_str(url)?)
-            .await?;
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(7215500001)")
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS openbot_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
-        )
-        .execute(&mut *tx)
-        .await?;
-        let current: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
-                .fetch_one(&mut *tx)
-                .await?;
-        for migration in migrate::POSTGRES.iter().filter(|m| m.version > current) {
-            for statement in migrate::statements(migration.sql) {
-                sqlx::query(sqlx::AssertSqlSafe(statement))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            sqlx::query(
-                "INSERT INTO openbot_schema (version, name, applied_at) VALUES ($1, $2, $3)",
-            )
-            .bind(migration.version)
-            .bind(migration.name)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        pool.close().await;
-        Ok(current.max(SCHEMA_VERSION))
-    }
-
-    async fn schema_version(&self) -> Result<i64, StoreError> {
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass('openbot_schema') IS NOT NULL")
-            .fetch_one(&self.pool)
-            .await?;
-        if !exists {
-            return Ok(0);
-        }
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
-    /// The connection pool, for LISTEN/NOTIFY and benchmarks.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    async fn insert_sealed(
-        tx: &mut Transaction<'_, Postgres>,
+sql_store! {
+impl Store {
+    pub(crate) async fn insert_sealed(
+        tx: &mut Transaction<'_, Db>,
         execution: Option<ExecutionId>,
         blob: &SealedBlob,
     ) -> Result<(), StoreError> {
@@ -145,49 +39,10 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
-    /// row, the kind in the clear.
-    async fn insert_events(
-        tx: &mut Transaction<'_, Postgres>,
-        seal: &RowSeal,
-        id: ExecutionId,
-        first: i64,
-        events: &[EventKind],
-    ) -> Result<(), StoreError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let mut sequences = Vec::with_capacity(events.len());
-        let mut kinds = Vec::with_capacity(events.len());
-        let mut key_ids = Vec::with_capacity(events.len());
-        let mut sealed = Vec::with_capacity(events.len());
-        for (i, event) in events.iter().enumerate() {
-            let sequence = first + i as i64;
-            let value = seal.seal_event(id, sequence, event)?;
-            sequences.push(sequence);
-            kinds.push(event_type(event));
-            key_ids.push(value.key_id);
-            sealed.push(value.bytes);
-        }
-        sqlx::query(
-            "INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) \
-             SELECT $1, s, k, $4, i, b, $7 FROM UNNEST($2::bigint[], $3::text[], $5::text[], $6::bytea[]) AS t(s, k, i, b)",
-        )
-        .bind(id.as_uuid())
-        .bind(&sequences)
-        .bind(&kinds)
-        .bind(CLEARED)
-        .bind(&key_ids)
-        .bind(&sealed)
-        .bind(now_ms())
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
-    }
 
     /// Adds input for Turn `taker` (steering input or a notice), sealed; returns its position.
-    pub(super) async fn insert_input(
-        tx: &mut Transaction<'_, Postgres>,
+    pub(crate) async fn insert_input(
+        tx: &mut Transaction<'_, Db>,
         seal: &RowSeal,
         taker: Uuid,
         content: &str,
@@ -201,7 +56,7 @@ impl PostgresStore {
         )?;
         Ok(sqlx::query_scalar(
             "INSERT INTO turn_inputs (execution_id, position, content, key_id, sealed, created_at) \
-             SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5 FROM turn_inputs WHERE execution_id = $1 RETURNING position::bigint",
+             SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5 FROM turn_inputs WHERE execution_id = $1 RETURNING CAST(position AS BIGINT) AS position",
         )
         .bind(taker)
         .bind(CLEARED)
@@ -213,10 +68,10 @@ impl PostgresStore {
     }
 
     /// Opens the content of Turn input rows of execution `id`.
-    fn open_inputs(
+    pub(crate) fn open_inputs(
         &self,
         id: ExecutionId,
-        rows: &[sqlx::postgres::PgRow],
+        rows: &[Row],
     ) -> Result<Vec<String>, StoreError> {
         rows.iter()
             .map(|row| {
@@ -226,8 +81,8 @@ impl PostgresStore {
             .collect()
     }
 
-    async fn write_call(
-        tx: &mut Transaction<'_, Postgres>,
+    pub(crate) async fn write_call(
+        tx: &mut Transaction<'_, Db>,
         id: ExecutionId,
         generation: i64,
         call: &CallWrite,
@@ -269,18 +124,13 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Why a guarded update touched no row: the execution is missing, ended, or owned by a
-    /// newer generation.
     /// Seals up to [`SEAL_BATCH`] clear-text rows of each table that holds sealed payloads;
-    /// returns how many it sealed. The rows are locked (`SKIP LOCKED`, so two runs share the
-    /// work) and each update keeps `key_id IS NULL` in its condition.
-    async fn seal_clear_batch(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-    ) -> Result<u64, StoreError> {
+    /// returns how many it sealed. Each update keeps `key_id IS NULL` in its condition, so a
+    /// row sealed meanwhile is left alone.
+    pub(crate) async fn seal_clear_batch(&self, tx: &mut Transaction<'_, Db>) -> Result<u64, StoreError> {
         let mut sealed = 0;
         let rows = sqlx::query(
-            "SELECT execution_id, sequence, payload FROM events WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+            concat!("SELECT execution_id, sequence, payload FROM events WHERE key_id IS NULL LIMIT $1", skip_locked!()),
         )
         .bind(SEAL_BATCH)
         .fetch_all(&mut **tx)
@@ -308,7 +158,7 @@ impl PostgresStore {
             .rows_affected();
         }
         let rows = sqlx::query(
-            "SELECT execution_id, position::bigint AS position, content FROM turn_inputs WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+            concat!("SELECT execution_id, CAST(position AS BIGINT) AS position, content FROM turn_inputs WHERE key_id IS NULL LIMIT $1", skip_locked!()),
         )
         .bind(SEAL_BATCH)
         .fetch_all(&mut **tx)
@@ -335,7 +185,7 @@ impl PostgresStore {
             .rows_affected();
         }
         let rows = sqlx::query(
-            "SELECT id::bigint AS id, chat_id, source_id, content FROM chat_notices WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
+            concat!("SELECT CAST(id AS BIGINT) AS id, chat_id, source_id, content FROM chat_notices WHERE key_id IS NULL LIMIT $1", skip_locked!()),
         )
         .bind(SEAL_BATCH)
         .fetch_all(&mut **tx)
@@ -360,12 +210,10 @@ impl PostgresStore {
             .await?
             .rows_affected();
         }
-        let rows = sqlx::query(
-            "SELECT id, payload FROM requests WHERE key_id IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED",
-        )
-        .bind(SEAL_BATCH)
-        .fetch_all(&mut **tx)
-        .await?;
+        let rows = sqlx::query(concat!("SELECT id, payload FROM requests WHERE key_id IS NULL LIMIT $1", skip_locked!()))
+            .bind(SEAL_BATCH)
+            .fetch_all(&mut **tx)
+            .await?;
         for row in &rows {
             let id: Uuid = row.try_get("id")?;
             let payload: String = row.try_get("payload")?;
@@ -384,8 +232,10 @@ impl PostgresStore {
         Ok(sealed)
     }
 
-    async fn refusal(
-        tx: &mut Transaction<'_, Postgres>,
+    /// Why a guarded update touched no row: the execution is missing, ended, or owned by a
+    /// newer generation.
+    pub(crate) async fn refusal(
+        tx: &mut Transaction<'_, Db>,
         id: ExecutionId,
         generation: i64,
     ) -> StoreError {
@@ -409,26 +259,25 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl StoreTrait for Store {
     fn backend(&self) -> Backend {
-        Backend::Postgres
+        Self::BACKEND
     }
 
-    fn notification_pool(&self) -> Option<PgPool> {
-        Some(self.pool.clone())
+    fn notification_pool(&self) -> Option<sqlx::PgPool> {
+        self.notifications()
     }
 
     async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let now = now_ms();
         let last = new.events.len() as i64;
         if let Some(gate) = new.admission_gate {
-            let closed: Option<Option<i64>> = sqlx::query_scalar(
-                "SELECT closed_at FROM admission_gates WHERE id = $1 FOR UPDATE",
-            )
-            .bind(gate)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let closed: Option<Option<i64>> =
+                sqlx::query_scalar(concat!("SELECT closed_at FROM admission_gates WHERE id = $1", for_update!()))
+                    .bind(gate)
+                    .fetch_optional(&mut *tx)
+                    .await?;
             if !matches!(closed, Some(None)) {
                 tx.rollback().await?;
                 return Err(StoreError::AdmissionClosed);
@@ -467,7 +316,7 @@ impl Store for PostgresStore {
                 let row = sqlx::query("SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2")
                     .bind(new.scope.to_stored())
                     .bind(key)
-                    .fetch_one(&self.pool)
+                    .fetch_one(self.pool())
                     .await?;
                 let digest: Vec<u8> = row.try_get("input_digest")?;
                 let existing: Uuid = row.try_get("execution_id")?;
@@ -483,6 +332,8 @@ impl Store for PostgresStore {
         Ok(Submitted::Created(new.id))
     }
 
+
+
     async fn claim(
         &self,
         node: &str,
@@ -490,30 +341,7 @@ impl Store for PostgresStore {
         lease_ms: i64,
         limit: i64,
     ) -> Result<Vec<Claim>, StoreError> {
-        let now = now_ms();
-        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-        let rows = sqlx::query(
-            "WITH candidates AS ( \
-                 SELECT id FROM executions \
-                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
-                   AND (owner_node IS NULL OR lease_expires_at < $1) \
-                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $1) OR owner_node IS NOT NULL) \
-                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
-                   AND kind = ANY($5) \
-                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-             UPDATE executions e SET owner_node = $3, generation = e.generation + 1, lease_expires_at = $1 + $4, \
-                 state = CASE WHEN e.state IN ('queued', 'waiting') THEN 'running' ELSE e.state END, \
-                 wake_at = NULL, updated_at = $1 \
-             FROM candidates c WHERE e.id = c.id \
-             RETURNING e.id, e.kind, e.generation",
-        )
-        .bind(now)
-        .bind(limit)
-        .bind(node)
-        .bind(lease_ms)
-        .bind(&kinds)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = self.claim_rows(node, kinds, lease_ms, limit).await?;
         rows.iter()
             .map(|row| {
                 Ok(Claim {
@@ -531,33 +359,14 @@ impl Store for PostgresStore {
         lease_ms: i64,
         owned: &[(ExecutionId, i64)],
     ) -> Result<Vec<ExecutionId>, StoreError> {
-        if owned.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<Uuid> = owned.iter().map(|(id, _)| id.as_uuid()).collect();
-        let generations: Vec<i64> = owned.iter().map(|(_, g)| *g).collect();
-        let rows = sqlx::query(
-            "UPDATE executions e SET lease_expires_at = $1 \
-             FROM UNNEST($2::uuid[], $3::bigint[]) AS o(id, generation) \
-             WHERE e.id = o.id AND e.generation = o.generation AND e.owner_node = $4 \
-             RETURNING e.id",
-        )
-        .bind(now_ms() + lease_ms)
-        .bind(&ids)
-        .bind(&generations)
-        .bind(node)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get::<Uuid, _>("id")?.into()))
-            .collect()
+        self.renew_leases(node, lease_ms, owned).await
     }
 
     async fn release(&self, id: ExecutionId, generation: i64) -> Result<(), StoreError> {
         sqlx::query("UPDATE executions SET owner_node = NULL, lease_expires_at = NULL WHERE id = $1 AND generation = $2")
             .bind(id.as_uuid())
             .bind(generation)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }
@@ -568,7 +377,7 @@ impl Store for PostgresStore {
         generation: i64,
         commit: Commit,
     ) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let now = now_ms();
         let usage = commit.usage.unwrap_or_default();
         let state = commit.state.as_ref();
@@ -576,7 +385,7 @@ impl Store for PostgresStore {
         let row = sqlx::query(
             "UPDATE executions SET last_sequence = last_sequence + $3, \
                  input_tokens = input_tokens + $4, output_tokens = output_tokens + $5, cached_tokens = cached_tokens + $6, \
-                 cost_micros = CASE WHEN $7::bigint IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $7 END, \
+                 cost_micros = CASE WHEN CAST($7 AS BIGINT) IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $7 END, \
                  state = COALESCE($8, state), outcome = COALESCE($9, outcome), \
                  failure_category = COALESCE($10, failure_category), error_id = COALESCE($11, error_id), \
                  wake_at = CASE WHEN $8 IS NULL THEN wake_at ELSE $12 END, \
@@ -641,14 +450,7 @@ impl Store for PostgresStore {
             .await?;
         }
         if !commit.handled_signals.is_empty() {
-            sqlx::query(
-                "UPDATE signals SET handled_at = $3 WHERE execution_id = $1 AND number = ANY($2)",
-            )
-            .bind(id.as_uuid())
-            .bind(&commit.handled_signals)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            Self::mark_handled(&mut tx, id, &commit.handled_signals, now).await?;
         }
         if let Some(usage) = &commit.usage {
             Self::roll_up_usage(&mut tx, id, usage).await?;
@@ -671,7 +473,7 @@ impl Store for PostgresStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        commit.writes.on_postgres(&mut tx).await?;
+        run_writes!(commit.writes, &mut tx).await?;
         tx.commit().await?;
         Ok(last)
     }
@@ -682,7 +484,7 @@ impl Store for PostgresStore {
         generation: i64,
         call: CallWrite,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         Self::write_call(&mut tx, id, generation, &call, true).await?;
         sqlx::query(
             "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
@@ -701,10 +503,11 @@ impl Store for PostgresStore {
         let row = sqlx::query(concat!(
             "SELECT ",
             execution_columns!(),
-            " FROM executions WHERE id = $1"
+            " FROM executions WHERE id = $1",
+            for_update!()
         ))
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.reader())
         .await?
         .ok_or(StoreError::NotFound(id))?;
         execution_from_row!(&row)
@@ -724,13 +527,13 @@ impl Store for PostgresStore {
              SELECT ",
             execution_columns!(),
             " FROM executions WHERE id = $1 AND scope = $2 \
-             AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id \
-                 WHERE t.parent_id IS NULL AND c.bot_id::text IN (SELECT jsonb_array_elements_text($3::jsonb))))"
+             AND ($3 IS NULL OR EXISTS (SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id \
+                 WHERE t.parent_id IS NULL AND ", bot_in!("c.bot_id", "$3"), "))"
         ))
         .bind(id.as_uuid())
         .bind(scope.to_stored())
         .bind(bot_limit_json(bot_ids)?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.reader())
         .await?;
         row.as_ref().map(|row| execution_from_row!(row)).transpose()
     }
@@ -750,7 +553,7 @@ impl Store for PostgresStore {
         .bind(id.as_uuid())
         .bind(step as i32)
         .bind(slot_name(slot))
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| call_from_row!(&row)).transpose()
     }
@@ -762,7 +565,7 @@ impl Store for PostgresStore {
             " FROM calls WHERE execution_id = $1 ORDER BY step, slot, attempt"
         ))
         .bind(id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(|row| call_from_row!(row)).collect()
     }
@@ -779,7 +582,7 @@ impl Store for PostgresStore {
         .bind(id.as_uuid())
         .bind(after)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         // Opened here, once per read: the readers at an execution's head share this read.
         rows.iter()
@@ -793,11 +596,11 @@ impl Store for PostgresStore {
         content: String,
         key: Option<KeyWrite>,
     ) -> Result<Option<i64>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let open: Option<bool> = sqlx::query_scalar(concat!(
             "SELECT NOT input_closed AND state IN ",
             "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
-            " FROM executions WHERE id = $1 FOR UPDATE"
+            " FROM executions WHERE id = $1"
         ))
         .bind(id.as_uuid())
         .fetch_optional(&mut *tx)
@@ -842,7 +645,7 @@ impl Store for PostgresStore {
         )
         .bind(scope.to_stored())
         .bind(key)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| {
             Ok(CommandKeyRow {
@@ -860,13 +663,12 @@ impl Store for PostgresStore {
         step: u32,
         last: bool,
     ) -> Result<Vec<String>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let owned =
-            sqlx::query("SELECT 1 FROM executions WHERE id = $1 AND generation = $2 FOR UPDATE")
-                .bind(id.as_uuid())
-                .bind(generation)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let mut tx = self.pool().begin().await?;
+        let owned = sqlx::query(concat!("SELECT 1 FROM executions WHERE id = $1 AND generation = $2", for_update!()))
+            .bind(id.as_uuid())
+            .bind(generation)
+            .fetch_optional(&mut *tx)
+            .await?;
         if owned.is_none() {
             let refusal = Self::refusal(&mut tx, id, generation).await;
             tx.rollback().await?;
@@ -924,9 +726,9 @@ impl Store for PostgresStore {
     }
 
     async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let state: Option<String> =
-            sqlx::query_scalar("SELECT state FROM executions WHERE id = $1 FOR UPDATE")
+            sqlx::query_scalar(concat!("SELECT state FROM executions WHERE id = $1", for_update!()))
                 .bind(id.as_uuid())
                 .fetch_optional(&mut *tx)
                 .await?;
@@ -965,7 +767,7 @@ impl Store for PostgresStore {
             "SELECT number, kind, payload FROM signals WHERE execution_id = $1 AND handled_at IS NULL ORDER BY number",
         )
         .bind(id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         rows.iter()
             .map(|row| {
@@ -984,7 +786,7 @@ impl Store for PostgresStore {
         key: CallKey,
         result: SealedBlob,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let waiting = sqlx::query(
             "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
              WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2",
@@ -1043,24 +845,25 @@ impl Store for PostgresStore {
                      AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due",
         )
         .bind(node)
-        .fetch_one(&self.pool)
+        .fetch_one(self.reader())
         .await?)
     }
 
     async fn claim_outbox(&self, lease_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
         let now = now_ms();
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "UPDATE outbox SET claimed_until = $1 + $2 WHERE id IN ( \
                  SELECT id FROM outbox WHERE delivered_at IS NULL AND attempts < $4 \
                    AND (claimed_until IS NULL OR claimed_until < $1) \
-                 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED) \
-             RETURNING id, execution_id, kind, payload, attempts",
-        )
+                 ORDER BY id LIMIT $3",
+            skip_locked!(),
+            ") RETURNING id, execution_id, kind, payload, attempts"
+        ))
         .bind(now)
         .bind(lease_ms)
         .bind(limit)
-        .bind(super::OUTBOX_ATTEMPTS)
-        .fetch_all(&self.pool)
+        .bind(crate::store::OUTBOX_ATTEMPTS)
+        .fetch_all(self.pool())
         .await?;
         let mut messages: Vec<OutboxRow> = rows
             .iter()
@@ -1085,9 +888,9 @@ impl Store for PostgresStore {
         retry_at: Millis,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE outbox SET claimed_until = CASE WHEN $2::text IS NULL THEN NULL ELSE $4 END, \
-                 delivered_at = CASE WHEN $2::text IS NULL THEN $3 ELSE NULL END, \
-                 attempts = attempts + CASE WHEN $2::text IS NULL THEN 0 ELSE 1 END, \
+            "UPDATE outbox SET claimed_until = CASE WHEN CAST($2 AS TEXT) IS NULL THEN NULL ELSE $4 END, \
+                 delivered_at = CASE WHEN CAST($2 AS TEXT) IS NULL THEN $3 ELSE NULL END, \
+                 attempts = attempts + CASE WHEN CAST($2 AS TEXT) IS NULL THEN 0 ELSE 1 END, \
                  last_error = COALESCE($2, last_error) \
              WHERE id = $1",
         )
@@ -1095,7 +898,7 @@ impl Store for PostgresStore {
         .bind(failure)
         .bind(now_ms())
         .bind(retry_at)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(())
     }
@@ -1106,7 +909,7 @@ impl Store for PostgresStore {
              WHERE execution_id = $1 ORDER BY id",
         )
         .bind(id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         rows.iter()
             .map(|row| {
@@ -1124,16 +927,16 @@ impl Store for PostgresStore {
     async fn open_gate(&self, id: Uuid) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO admission_gates (id) VALUES ($1) ON CONFLICT (id) DO NOTHING")
             .bind(id)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }
 
     async fn close_gate(&self, id: Uuid) -> Result<(), StoreError> {
-        sqlx::query("U$DATE admission_gates SET closed_at = COALESCE(closed_at, $2) WHERE id = $1")
+        sqlx::query("UPDATE admission_gates SET closed_at = COALESCE(closed_at, $2) WHERE id = $1")
             .bind(id)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }
@@ -1145,7 +948,7 @@ impl Store for PostgresStore {
             " FROM executions WHERE chat_id = $1 ORDER BY id"
         ))
         .bind(chat_id)
-        .fetch_all(&self.pool)
+        .fetch_all(self.reader())
         .await?;
         rows.iter().map(|row| execution_from_row!(row)).collect()
     }
@@ -1155,7 +958,7 @@ impl Store for PostgresStore {
         execution: Option<ExecutionId>,
         blob: SealedBlob,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         Self::insert_sealed(&mut tx, execution, &blob).await?;
         tx.commit().await?;
         Ok(())
@@ -1165,7 +968,7 @@ impl Store for PostgresStore {
         let row =
             sqlx::query("SELECT id, key_id, nonce, ciphertext FROM sealed_records WHERE id = $1")
                 .bind(id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.reader())
                 .await?;
         row.map(|row| {
             Ok(SealedBlob {
@@ -1183,7 +986,7 @@ impl Store for PostgresStore {
             "SELECT id, category, key_id, nonce, ciphertext FROM error_records WHERE id = $1",
         )
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.reader())
         .await?;
         row.map(|row| {
             Ok((
@@ -1263,7 +1066,7 @@ impl Store for PostgresStore {
     async fn seal_clear_rows(&self) -> Result<u64, StoreError> {
         let mut sealed = 0;
         loop {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.pool().begin().await?;
             let batch = self.seal_clear_batch(&mut tx).await?;
             tx.commit().await?;
             sealed += batch;
@@ -1289,20 +1092,9 @@ impl Store for PostgresStore {
         .bind(&blob.nonce)
         .bind(&blob.ciphertext)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(())
     }
 }
-
-/// The `input_steered` events for input taken at a step.
-pub(crate) fn steered_events(contents: &[String]) -> Result<Vec<EventKind>, StoreError> {
-    contents
-        .iter()
-        .map(|content| {
-            let input = serde_json::from_str(content)
-                .map_err(|e| StoreError::Invalid(format!("turn input: {e}")))?;
-            Ok(EventKind::InputSteered { input })
-        })
-        .collect()
 }

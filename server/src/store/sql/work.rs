@@ -1,17 +1,18 @@
-//! Child work on SQLite: children started by a step, notices, usage of a tree, and requests.
+//! Child work, written once for SQLite and PostgreSQL: children started by a step, notices,
+//! usage of a tree, and requests with their decisions.
 
 use openbot_schema::{ExecutionId, Usage};
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Row as _, Transaction};
 use uuid::Uuid;
 
-use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::records::*;
 use crate::store::sealing::{CLEARED, Place, RowSeal, stored_from_row};
 
+sql_store! {
 fn request_from_row(
     seal: &RowSeal,
-    row: &sqlx::sqlite::SqliteRow,
+    row: &Row,
 ) -> Result<RequestRow, StoreError> {
     let id: Uuid = row.try_get("id")?;
     let execution: Uuid = row.try_get("execution_id")?;
@@ -36,11 +37,11 @@ fn request_from_row(
     })
 }
 
-impl SqliteStore {
+impl Store {
     /// Starts the children of a step of `parent` inside its transaction. A closed admission
     /// gate refuses the whole step.
-    pub(super) async fn insert_children(
-        tx: &mut Transaction<'_, Sqlite>,
+    pub(crate) async fn insert_children(
+        tx: &mut Transaction<'_, Db>,
         seal: &RowSeal,
         parent: ExecutionId,
         children: &[NewChild],
@@ -50,7 +51,7 @@ impl SqliteStore {
             let new = &child.execution;
             if let Some(gate) = new.admission_gate {
                 let closed: Option<Option<i64>> =
-                    sqlx::query_scalar("SELECT closed_at FROM admission_gates WHERE id = ?1")
+                    sqlx::query_scalar(concat!("SELECT closed_at FROM admission_gates WHERE id = $1", for_share!()))
                         .bind(gate)
                         .fetch_optional(&mut **tx)
                         .await?;
@@ -65,7 +66,7 @@ impl SqliteStore {
             };
             sqlx::query(
                 "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, attached, created_at, updated_at, wake_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
             )
             .bind(new.id.as_uuid())
             .bind(&new.kind)
@@ -90,7 +91,7 @@ impl SqliteStore {
                 sqlx::query(
                     "INSERT INTO requests (id, kind, execution_id, source_execution_id, organization_id, owner_member_id, \
                          chat_id, bot_id, payload, key_id, sealed, state, created_at, expires_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?12, ?13, 'pending', ?10, ?11)",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, $13, 'pending', $10, $11)",
                 )
                 .bind(request.id)
                 .bind(&request.kind)
@@ -114,8 +115,8 @@ impl SqliteStore {
 
     /// Delivers a notice from `source` inside its transaction: as input of the work that still
     /// takes input, else (for a Chat) as history.
-    pub(super) async fn write_notice(
-        tx: &mut Transaction<'_, Sqlite>,
+    pub(crate) async fn write_notice(
+        tx: &mut Transaction<'_, Db>,
         seal: &RowSeal,
         source: ExecutionId,
         notice: &NoticeWrite,
@@ -124,7 +125,7 @@ impl SqliteStore {
         let taker: Option<Uuid> = match notice.target {
             NoticeTarget::Chat(chat) => {
                 sqlx::query_scalar(
-                    "SELECT id FROM executions WHERE chat_id = ?1 AND input_closed = 0 \
+                    "SELECT id FROM executions WHERE chat_id = $1 AND NOT input_closed \
                      AND state IN ('queued', 'running', 'waiting', 'outcome_unknown') ORDER BY id LIMIT 1",
                 )
                 .bind(chat)
@@ -133,7 +134,7 @@ impl SqliteStore {
             }
             NoticeTarget::Execution(id) => {
                 sqlx::query_scalar(
-                    "SELECT id FROM executions WHERE id = ?1 AND input_closed = 0 \
+                    "SELECT id FROM executions WHERE id = $1 AND NOT input_closed \
                      AND state IN ('queued', 'running', 'waiting', 'outcome_unknown')",
                 )
                 .bind(id.as_uuid())
@@ -152,7 +153,7 @@ impl SqliteStore {
             )?;
             sqlx::query(
                 "INSERT INTO chat_notices (chat_id, after_execution, source_id, content, key_id, sealed, created_at) \
-                 SELECT ?1, (SELECT id FROM executions WHERE chat_id = ?1 ORDER BY id DESC LIMIT 1), ?2, ?3, ?4, ?5, ?6",
+                 SELECT $1, (SELECT id FROM executions WHERE chat_id = $1 ORDER BY id DESC LIMIT 1), $2, $3, $4, $5, $6",
             )
             .bind(chat)
             .bind(source.as_uuid())
@@ -167,18 +168,18 @@ impl SqliteStore {
     }
 
     /// Adds `usage` to every ancestor of `id`: a Turn's usage includes its children's.
-    pub(super) async fn roll_up_usage(
-        tx: &mut Transaction<'_, Sqlite>,
+    pub(crate) async fn roll_up_usage(
+        tx: &mut Transaction<'_, Db>,
         id: ExecutionId,
         usage: &Usage,
     ) -> Result<(), StoreError> {
         sqlx::query(
             "WITH RECURSIVE ancestors(id) AS ( \
-                 SELECT parent_id FROM executions WHERE id = ?1 AND parent_id IS NOT NULL \
+                 SELECT parent_id FROM executions WHERE id = $1 AND parent_id IS NOT NULL \
                  UNION ALL SELECT e.parent_id FROM executions e JOIN ancestors a ON e.id = a.id WHERE e.parent_id IS NOT NULL) \
-             UPDATE executions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3, \
-                 cached_tokens = cached_tokens + ?4, \
-                 cost_micros = CASE WHEN ?5 IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + ?5 END \
+             UPDATE executions SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, \
+                 cached_tokens = cached_tokens + $4, \
+                 cost_micros = CASE WHEN CAST($5 AS BIGINT) IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $5 END \
              WHERE id IN (SELECT id FROM ancestors)",
         )
         .bind(id.as_uuid())
@@ -191,13 +192,13 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn open_children_of(
+    pub(crate) async fn open_children_of(
         &self,
         id: ExecutionId,
         attached_only: bool,
     ) -> Result<Vec<ExecutionId>, StoreError> {
         let ids: Vec<Uuid> = sqlx::query_scalar(
-            "SELECT id FROM executions WHERE parent_id = ?1 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND (?2 = 0 OR attached = 1) ORDER BY id",
+            "SELECT id FROM executions WHERE parent_id = $1 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND (NOT $2 OR attached) ORDER BY id",
         )
         .bind(id.as_uuid())
         .bind(attached_only)
@@ -206,12 +207,12 @@ impl SqliteStore {
         Ok(ids.into_iter().map(ExecutionId::from).collect())
     }
 
-    pub(super) async fn open_descendants_of(
+    pub(crate) async fn open_descendants_of(
         &self,
         id: ExecutionId,
     ) -> Result<Vec<ExecutionId>, StoreError> {
         let ids: Vec<Uuid> = sqlx::query_scalar(
-            "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE parent_id = ?1 \
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE parent_id = $1 \
                  UNION ALL SELECT e.id FROM executions e JOIN tree t ON e.parent_id = t.id) \
              SELECT id FROM executions WHERE id IN (SELECT id FROM tree) AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') ORDER BY id",
         )
@@ -221,8 +222,8 @@ impl SqliteStore {
         Ok(ids.into_iter().map(ExecutionId::from).collect())
     }
 
-    pub(super) async fn request_by_id(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
-        let row = sqlx::query("SELECT * FROM requests WHERE id = ?1")
+    pub(crate) async fn request_by_id(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
+        let row = sqlx::query("SELECT * FROM requests WHERE id = $1")
             .bind(id)
             .fetch_optional(self.reader())
             .await?;
@@ -233,17 +234,26 @@ impl SqliteStore {
 
     /// The requests `access` may see, only `id` or only in `state` when given. The Bot limit
     /// is part of the query: a request names the Chat its tree works for, and so its Bot.
-    pub(super) async fn requests_of(
+    pub(crate) async fn requests_of(
         &self,
         access: &RequestAccess,
         id: Option<Uuid>,
         state: Option<&str>,
     ) -> Result<Vec<RequestRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT * FROM requests r WHERE r.organization_id = ?1 AND (?2 IS NULL OR r.owner_member_id = ?2) \
-             AND (?3 IS NULL OR r.state = ?3) AND (?4 IS NULL OR r.id = ?4) \
-             AND (?5 IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = r.chat_id AND lower(hex(c.bot_id)) IN (SELECT lower(replace(value, '-', '')) FROM json_each(?5)))) \
-             ORDER BY r.created_at DESC, r.id DESC LIMIT 500",
+            concat!(
+                "SELECT * FROM requests r WHERE r.organization_id = $1 AND (",
+                uuid_param!("$2"),
+                " IS NULL OR r.owner_member_id = $2) AND (",
+                text_param!("$3"),
+                " IS NULL OR r.state = $3) AND (",
+                uuid_param!("$4"),
+                " IS NULL OR r.id = $4) AND (",
+                text_param!("$5"),
+                " IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = r.chat_id AND ",
+                bot_in!("c.bot_id", "$5"),
+                ")) ORDER BY r.created_at DESC, r.id DESC LIMIT 500"
+            ),
         )
         .bind(access.organization_id)
         .bind(access.member)
@@ -257,19 +267,23 @@ impl SqliteStore {
             .collect()
     }
 
-    pub(super) async fn decide(
+    pub(crate) async fn decide(
         &self,
         id: Uuid,
         decision: RequestDecision,
     ) -> Result<RequestRow, StoreError> {
-        // The one writer connection orders this transaction after every other write.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
+        // The expiry is checked with the time taken once the lock is held: a request that
+        // expires while a decision waits for its lock grants nothing.
+        let row = sqlx::query(concat!(
+            "SELECT state, expires_at, execution_id FROM requests WHERE id = $1",
+            for_update!()
+        ))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::RequestNotFound(id))?;
         let now = now_ms();
-        let row = sqlx::query("SELECT state, expires_at, execution_id FROM requests WHERE id = ?1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::RequestNotFound(id))?;
         let state: String = row.try_get("state")?;
         let expires_at: i64 = row.try_get("expires_at")?;
         let execution: Uuid = row.try_get("execution_id")?;
@@ -284,7 +298,7 @@ impl SqliteStore {
             decision.state.as_str()
         };
         sqlx::query(
-            "UPDATE requests SET state = ?2, decided_at = ?3, decided_by = ?4, reason = ?5 WHERE id = ?1",
+            "UPDATE requests SET state = $2, decided_at = $3, decided_by = $4, reason = $5 WHERE id = $1",
         )
         .bind(id)
         .bind(closed_as)
@@ -295,7 +309,7 @@ impl SqliteStore {
         .await?;
         if !expired {
             sqlx::query(
-                "INSERT INTO request_audit (request_id, member_id, decision, reason, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO request_audit (request_id, member_id, decision, reason, at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(id)
             .bind(decision.member_id)
@@ -307,10 +321,10 @@ impl SqliteStore {
             if let Some(notice) = &decision.notice {
                 Self::write_notice(&mut tx, &self.seal, execution.into(), notice, now).await?;
             }
-            decision.writes.on_sqlite(&mut tx).await?;
+            run_writes!(decision.writes, &mut tx).await?;
         }
         // A paused job stays paused: a decision answers the request, not a pause.
-        sqlx::query("UPDATE executions SET wake_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'waiting' AND paused_at IS NULL")
+        sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting' AND paused_at IS NULL")
             .bind(execution)
             .bind(now)
             .execute(&mut *tx)
@@ -321,9 +335,9 @@ impl SqliteStore {
             .ok_or(StoreError::RequestNotFound(id))
     }
 
-    pub(super) async fn notices_of(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
+    pub(crate) async fn notices_of(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT after_execution, source_id, content, key_id, sealed, created_at FROM chat_notices WHERE chat_id = ?1 ORDER BY id",
+            "SELECT after_execution, source_id, content, key_id, sealed, created_at FROM chat_notices WHERE chat_id = $1 ORDER BY id",
         )
         .bind(chat_id)
         .fetch_all(self.reader())
@@ -350,19 +364,19 @@ impl SqliteStore {
             .collect()
     }
 
-    pub(super) async fn pause_owned(
+    pub(crate) async fn pause_owned(
         &self,
         id: ExecutionId,
         generation: i64,
         handled: Vec<i64>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let now = now_ms();
         // A resume that came meanwhile dropped these signals: then there is nothing to pause.
         let mut taken = 0;
         for number in handled {
             taken += sqlx::query(
-                "UPDATE signals SET handled_at = ?3 WHERE execution_id = ?1 AND number = ?2 AND handled_at IS NULL",
+                "UPDATE signals SET handled_at = $3 WHERE execution_id = $1 AND number = $2 AND handled_at IS NULL",
             )
             .bind(id.as_uuid())
             .bind(number)
@@ -377,8 +391,8 @@ impl SqliteStore {
         }
         let paused = sqlx::query(
             "UPDATE executions SET state = 'waiting', wake_at = NULL, owner_node = NULL, lease_expires_at = NULL, \
-                 paused_at = COALESCE(paused_at, ?3), updated_at = ?3 \
-             WHERE id = ?1 AND generation = ?2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted')",
+                 paused_at = COALESCE(paused_at, $3), updated_at = $3 \
+             WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted')",
         )
         .bind(id.as_uuid())
         .bind(generation)
@@ -395,11 +409,11 @@ impl SqliteStore {
         Ok(true)
     }
 
-    pub(super) async fn resume_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+    pub(crate) async fn resume_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let now = now_ms();
         let dropped = sqlx::query(
-            "UPDATE signals SET handled_at = ?2 WHERE execution_id = ?1 AND kind = 'pause' AND handled_at IS NULL",
+            "UPDATE signals SET handled_at = $2 WHERE execution_id = $1 AND kind = 'pause' AND handled_at IS NULL",
         )
         .bind(id.as_uuid())
         .bind(now)
@@ -407,9 +421,9 @@ impl SqliteStore {
         .await?
         .rows_affected();
         let resumed = sqlx::query(
-            "UPDATE executions SET paused_ms = paused_ms + (?2 - paused_at), paused_at = NULL, \
-                 wake_at = CASE WHEN state = 'waiting' AND owner_node IS NULL THEN ?2 ELSE wake_at END, updated_at = ?2 \
-             WHERE id = ?1 AND paused_at IS NOT NULL",
+            "UPDATE executions SET paused_ms = paused_ms + ($2 - paused_at), paused_at = NULL, \
+                 wake_at = CASE WHEN state = 'waiting' AND owner_node IS NULL THEN $2 ELSE wake_at END, updated_at = $2 \
+             WHERE id = $1 AND paused_at IS NOT NULL",
         )
         .bind(id.as_uuid())
         .bind(now)
@@ -420,12 +434,12 @@ impl SqliteStore {
         Ok(dropped + resumed > 0)
     }
 
-    pub(super) async fn has_paused_ancestor(&self, id: ExecutionId) -> Result<bool, StoreError> {
+    pub(crate) async fn has_paused_ancestor(&self, id: ExecutionId) -> Result<bool, StoreError> {
         let paused: Option<i64> = sqlx::query_scalar(
             "WITH RECURSIVE ancestors(id) AS ( \
-                 SELECT parent_id FROM executions WHERE id = ?1 AND parent_id IS NOT NULL \
+                 SELECT parent_id FROM executions WHERE id = $1 AND parent_id IS NOT NULL \
                  UNION ALL SELECT e.parent_id FROM executions e JOIN ancestors a ON e.id = a.id WHERE e.parent_id IS NOT NULL) \
-             SELECT 1 FROM executions e WHERE e.id IN (SELECT id FROM ancestors) AND (e.paused_at IS NOT NULL \
+             SELECT CAST(1 AS BIGINT) FROM executions e WHERE e.id IN (SELECT id FROM ancestors) AND (e.paused_at IS NOT NULL \
                  OR EXISTS (SELECT 1 FROM signals s WHERE s.execution_id = e.id AND s.kind = 'pause' AND s.handled_at IS NULL)) \
              LIMIT 1",
         )
@@ -434,4 +448,5 @@ impl SqliteStore {
         .await?;
         Ok(paused.is_some())
     }
+}
 }

@@ -1,0 +1,231 @@
+//! The PostgreSQL store: several nodes share one database; rows locked with `FOR UPDATE`
+//! order writes to one execution, and `SKIP LOCKED` lets nodes claim work side by side.
+
+use openbot_schema::{EventKind, ExecutionId};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Row, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::migrate::{self, Backend, SCHEMA_VERSION};
+use super::records::*;
+use super::sealing::{CLEARED, RowSeal};
+use crate::sealed::KeyRing;
+
+/// A store on PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pub(crate) pool: PgPool,
+    /// Seals and opens the payloads of events, Turn input, notices and requests.
+    pub(crate) seal: RowSeal,
+}
+
+impl PostgresStore {
+    /// Connects to a database at this build's schema version; fails with
+    /// [`StoreError::SchemaVersion`] otherwise. `keys` seal the payloads the store writes and
+    /// open those it reads (see [`crate::store::sealing`]); every node of a deployment has
+    /// the same ring, and a node passes the ring its engine uses.
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        keys: KeyRing,
+    ) -> Result<Self, StoreError> {
+        // A frozen or dead client must not hold row locks for long: its transaction is ended
+        // by the server, so takeover is never blocked by a lock of a lost owner.
+        let options = PgConnectOptions::from_str(url)?
+            .application_name("openbot")
+            .options([
+                ("idle_in_transaction_session_timeout", "5000"),
+                ("statement_timeout", "60000"),
+            ]);
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        let store = Self {
+            pool,
+            seal: RowSeal::new(keys),
+        };
+        let found = store.schema_version().await?;
+        if found != SCHEMA_VERSION {
+            return Err(StoreError::SchemaVersion {
+                found,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        Ok(store)
+    }
+
+    /// Applies the migrations the database lacks and returns its version. Safe to run from
+    /// several processes at once: they take turns under an advisory lock.
+    pub async fn migrate(url: &str) -> Result<i64, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(PgConnectOptions::from_str(url)?)
+            .await?;
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7215500001)")
+            .execute(&mut *tx)
+            .await?;
+        let current = Self::apply_migrations(&mut tx, migrate::POSTGRES).await?;
+        tx.commit().await?;
+        pool.close().await;
+        Ok(current.max(SCHEMA_VERSION))
+    }
+
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('openbot_schema') IS NOT NULL")
+            .fetch_one(&self.pool)
+            .await?;
+        if !exists {
+            return Ok(0);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The connection pool, for LISTEN/NOTIFY and benchmarks.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Which database this is.
+    pub(crate) const BACKEND: Backend = Backend::Postgres;
+
+    /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
+    pub(crate) fn notifications(&self) -> Option<sqlx::PgPool> {
+        Some(self.pool.clone())
+    }
+
+    /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
+    /// row, the kind in the clear.
+    pub(crate) async fn insert_events(
+        tx: &mut Transaction<'_, Postgres>,
+        seal: &RowSeal,
+        id: ExecutionId,
+        first: i64,
+        events: &[EventKind],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut sequences = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut key_ids = Vec::with_capacity(events.len());
+        let mut sealed = Vec::with_capacity(events.len());
+        for (i, event) in events.iter().enumerate() {
+            let sequence = first + i as i64;
+            let value = seal.seal_event(id, sequence, event)?;
+            sequences.push(sequence);
+            kinds.push(event_type(event));
+            key_ids.push(value.key_id);
+            sealed.push(value.bytes);
+        }
+        sqlx::query(
+            "INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) \
+             SELECT $1, s, k, $4, i, b, $7 FROM UNNEST($2::bigint[], $3::text[], $5::text[], $6::bytea[]) AS t(s, k, i, b)",
+        )
+        .bind(id.as_uuid())
+        .bind(&sequences)
+        .bind(&kinds)
+        .bind(CLEARED)
+        .bind(&key_ids)
+        .bind(&sealed)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
+    /// the rows hold each claim's `id`, `kind` and `generation`.
+    pub(crate) async fn claim_rows(
+        &self,
+        node: &str,
+        kinds: &[&str],
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<sqlx::postgres::PgRow>, StoreError> {
+        let now = now_ms();
+        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+        let rows = sqlx::query(
+            "WITH candidates AS ( \
+                 SELECT id FROM executions \
+                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
+                   AND (owner_node IS NULL OR lease_expires_at < $1) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $1) OR owner_node IS NOT NULL) \
+                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
+                   AND kind = ANY($5) \
+                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             UPDATE executions e SET owner_node = $3, generation = e.generation + 1, lease_expires_at = $1 + $4, \
+                 state = CASE WHEN e.state IN ('queued', 'waiting') THEN 'running' ELSE e.state END, \
+                 wake_at = NULL, updated_at = $1 \
+             FROM candidates c WHERE e.id = c.id \
+             RETURNING e.id, e.kind, e.generation",
+        )
+        .bind(now)
+        .bind(limit)
+        .bind(node)
+        .bind(lease_ms)
+        .bind(&kinds)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Renews this node's leases (see `Store::renew`).
+    pub(crate) async fn renew_leases(
+        &self,
+        node: &str,
+        lease_ms: i64,
+        owned: &[(ExecutionId, i64)],
+    ) -> Result<Vec<ExecutionId>, StoreError> {
+        if owned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = owned.iter().map(|(id, _)| id.as_uuid()).collect();
+        let generations: Vec<i64> = owned.iter().map(|(_, g)| *g).collect();
+        let rows = sqlx::query(
+            "UPDATE executions e SET lease_expires_at = $1 \
+             FROM UNNEST($2::uuid[], $3::bigint[]) AS o(id, generation) \
+             WHERE e.id = o.id AND e.generation = o.generation AND e.owner_node = $4 \
+             RETURNING e.id",
+        )
+        .bind(now_ms() + lease_ms)
+        .bind(&ids)
+        .bind(&generations)
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get::<Uuid, _>("id")?.into()))
+            .collect()
+    }
+
+    /// Marks the signals a step handled, in one statement.
+    pub(crate) async fn mark_handled(
+        tx: &mut Transaction<'_, Postgres>,
+        id: ExecutionId,
+        numbers: &[i64],
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if numbers.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE signals SET handled_at = $3 WHERE execution_id = $1 AND number = ANY($2)",
+        )
+        .bind(id.as_uuid())
+        .bind(numbers)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,237 @@
+//! The SQLite store, the embedded default: one node, one file in WAL mode. One writer
+//! connection orders every write; readers use their own connections and never block it.
+
+use openbot_schema::{EventKind, ExecutionId};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+use std::time::Duration;
+
+use super::StoreError;
+use super::migrate::{self, Backend, SCHEMA_VERSION};
+use super::records::*;
+use super::sealing::{CLEARED, RowSeal};
+use crate::sealed::KeyRing;
+
+/// A store on SQLite.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// The one writer connection.
+    pub(crate) pool: SqlitePool,
+    /// Connections for reads.
+    pub(crate) reader: SqlitePool,
+    /// Seals and opens the payloads of events, Turn input, notices and requests.
+    pub(crate) seal: RowSeal,
+}
+
+impl SqliteStore {
+    /// Opens the database file at this build's schema version; fails with
+    /// [`StoreError::SchemaVersion`] otherwise. `keys` seal the payloads the store writes and
+    /// open those it reads (see [`crate::store::sealing`]); a node passes the ring its engine
+    /// uses.
+    pub async fn open(path: &std::path::Path, keys: KeyRing) -> Result<Self, StoreError> {
+        let (pool, reader) = Self::pools(path, false).await?;
+        let store = Self {
+            pool,
+            reader,
+            seal: RowSeal::new(keys),
+        };
+        let found = store.schema_version().await?;
+        if found != SCHEMA_VERSION {
+            return Err(StoreError::SchemaVersion {
+                found,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        Ok(store)
+    }
+
+    async fn pools(
+        path: &std::path::Path,
+        create: bool,
+    ) -> Result<(SqlitePool, SqlitePool), StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(create)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok((pool, reader))
+    }
+
+    /// Creates the database file if needed, applies the migrations it lacks, and returns its
+    /// version.
+    pub async fn migrate(path: &std::path::Path) -> Result<i64, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let mut tx = pool.begin().await?;
+        let current = Self::apply_migrations(&mut tx, migrate::SQLITE).await?;
+        tx.commit().await?;
+        pool.close().await;
+        Ok(current.max(SCHEMA_VERSION))
+    }
+
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        let exists: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'openbot_schema'",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        if exists == 0 {
+            return Ok(0);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+                .fetch_one(&self.reader)
+                .await?,
+        )
+    }
+
+    /// The writer connection pool, for benchmarks.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The pool of read-only connections.
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    /// Which database this is.
+    pub(crate) const BACKEND: Backend = Backend::Sqlite;
+
+    /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
+    pub(crate) fn notifications(&self) -> Option<sqlx::PgPool> {
+        None
+    }
+
+    /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
+    /// row, the kind in the clear.
+    pub(crate) async fn insert_events(
+        tx: &mut Transaction<'_, Sqlite>,
+        seal: &RowSeal,
+        id: ExecutionId,
+        first: i64,
+        events: &[EventKind],
+    ) -> Result<(), StoreError> {
+        let at = now_ms();
+        for (i, event) in events.iter().enumerate() {
+            let sequence = first + i as i64;
+            let sealed = seal.seal_event(id, sequence, event)?;
+            sqlx::query("INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+                .bind(id.as_uuid())
+                .bind(sequence)
+                .bind(event_type(event))
+                .bind(CLEARED)
+                .bind(&sealed.key_id)
+                .bind(&sealed.bytes)
+                .bind(at)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
+    /// the rows hold each claim's `id`, `kind` and `generation`.
+    pub(crate) async fn claim_rows(
+        &self,
+        node: &str,
+        kinds: &[&str],
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, StoreError> {
+        let now = now_ms();
+        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+        let rows = sqlx::query(
+            "UPDATE executions SET owner_node = ?3, generation = generation + 1, lease_expires_at = ?1 + ?4, \
+                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
+                 wake_at = NULL, updated_at = ?1 \
+             WHERE id IN ( \
+                 SELECT id FROM executions \
+                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
+                   AND (owner_node IS NULL OR lease_expires_at < ?1) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= ?1) OR owner_node IS NOT NULL) \
+                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
+                   AND kind IN (SELECT value FROM json_each(?5)) \
+                 ORDER BY created_at LIMIT ?2) \
+             RETURNING id, kind, generation",
+        )
+        .bind(now)
+        .bind(limit)
+        .bind(node)
+        .bind(lease_ms)
+        .bind(serde_json::to_string(&kinds).unwrap_or_default())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Renews this node's leases (see `Store::renew`).
+    pub(crate) async fn renew_leases(
+        &self,
+        node: &str,
+        lease_ms: i64,
+        owned: &[(ExecutionId, i64)],
+    ) -> Result<Vec<ExecutionId>, StoreError> {
+        if owned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expires = now_ms() + lease_ms;
+        let mut tx = self.pool.begin().await?;
+        let mut kept = Vec::with_capacity(owned.len());
+        for (id, generation) in owned {
+            let updated = sqlx::query(
+                "UPDATE executions SET lease_expires_at = ?1 WHERE id = ?2 AND generation = ?3 AND owner_node = ?4",
+            )
+            .bind(expires)
+            .bind(id.as_uuid())
+            .bind(generation)
+            .bind(node)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 1 {
+                kept.push(*id);
+            }
+        }
+        tx.commit().await?;
+        Ok(kept)
+    }
+
+    /// Marks the signals a step handled.
+    pub(crate) async fn mark_handled(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: ExecutionId,
+        numbers: &[i64],
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        for number in numbers {
+            sqlx::query(
+                "UPDATE signals SET handled_at = $3 WHERE execution_id = $1 AND number = $2",
+            )
+            .bind(id.as_uuid())
+            .bind(number)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+}
