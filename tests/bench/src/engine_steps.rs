@@ -28,6 +28,7 @@
 //!
 //! The last line of the output is one JSON object with all figures.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1365,31 +1366,77 @@ impl CpuMeter {
         busy as f64 * self.tick_ms
     }
 
-    /// CPU milliseconds so far: this process, and the server's processes now running.
-    fn sample(&self) -> (f64, f64) {
-        let own = proc_stat("self").map_or(0, |(_, t)| t) as f64 * self.tick_ms;
-        let Some(postmaster) = self.postmaster else {
-            return (own, 0.0);
-        };
-        let mut server = 0u64;
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                else {
-                    continue;
-                };
-                if let Some((ppid, ticks)) = proc_stat(pid)
-                    && (ppid == postmaster || pid == postmaster.to_string())
-                {
-                    server += ticks;
+    /// CPU time so far of this process's threads and of the server's processes now running,
+    /// in nanoseconds from `/proc/<pid>/schedstat` (the clock ticks of `/proc/<pid>/stat` are
+    /// 10 ms, too coarse for a floor round of some 70 ms).
+    fn sample(&self) -> CpuSample {
+        let mut own = HashMap::new();
+        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+            for task in tasks.flatten() {
+                let name = task.file_name();
+                if let (Some(tid), Some(ns)) = (
+                    name.to_str().and_then(|n| n.parse::<u32>().ok()),
+                    schedstat_ns(&task.path().join("schedstat")),
+                ) {
+                    own.insert(tid, ns);
                 }
             }
         }
-        (own, server as f64 * self.tick_ms)
+        let mut server = HashMap::new();
+        if let Some(postmaster) = self.postmaster
+            && let Ok(entries) = std::fs::read_dir("/proc")
+        {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                    continue;
+                };
+                // PostgreSQL's processes have one thread each.
+                if let Some((ppid, _)) = proc_stat(&pid.to_string())
+                    && (ppid == postmaster || pid == postmaster)
+                    && let Some(ns) = schedstat_ns(&entry.path().join("schedstat"))
+                {
+                    server.insert(pid, ns);
+                }
+            }
+        }
+        CpuSample { own, server }
     }
+}
+
+/// CPU nanoseconds by thread (this process) and by process (PostgreSQL's).
+struct CpuSample {
+    own: HashMap<u32, u64>,
+    server: HashMap<u32, u64>,
+}
+
+impl CpuSample {
+    /// CPU milliseconds since `before`: this process, PostgreSQL. A thread or process that
+    /// started meanwhile counts whole; one that ended meanwhile is missed (none of the
+    /// runtime's or the pools' do during a round).
+    fn since(&self, before: &CpuSample) -> (f64, f64) {
+        let delta = |after: &HashMap<u32, u64>, before: &HashMap<u32, u64>| {
+            after
+                .iter()
+                .map(|(id, ns)| ns.saturating_sub(before.get(id).copied().unwrap_or(0)))
+                .sum::<u64>() as f64
+                / 1e6
+        };
+        (
+            delta(&self.own, &before.own),
+            delta(&self.server, &before.server),
+        )
+    }
+}
+
+/// The CPU time a thread ran, in nanoseconds: the first field of its `schedstat`.
+fn schedstat_ns(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// A process's parent and its user + system CPU time in clock ticks, from `/proc/<pid>/stat`.
@@ -1451,20 +1498,21 @@ async fn run_dbos(
             stdin.write_all(b"go\n").await?;
             stdin.flush().await?;
         } else if line.starts_with('{') {
-            let (own, server) = meter.sample();
+            let sample = meter.sample();
             let machine = meter.machine();
-            let ((own_0, server_0), machine_0, started) =
-                before.context("no READY line before the result")?;
+            let (sample_0, machine_0, started) =
+                before.take().context("no READY line before the result")?;
+            let (own, server) = sample.since(&sample_0);
             let mut value: Value = serde_json::from_str(line)?;
             let python_ms = value["cpu_ms_per_step"].as_f64().unwrap_or(0.0)
                 * value["steps"].as_f64().unwrap_or(0.0)
                 * value["workflows"].as_f64().unwrap_or(0.0)
                 * value["rounds"].as_f64().unwrap_or(0.0);
-            let others = (machine - machine_0 - (own - own_0) - (server - server_0) - python_ms)
+            let others = (machine - machine_0 - own - server - python_ms)
                 / started.elapsed().as_secs_f64()
                 / 1000.0;
             value["other_jobs_cores"] = json!(others);
-            result = Some((value, server - server_0));
+            result = Some((value, server));
             stdin.write_all(b"done\n").await?;
             stdin.flush().await?;
         }
@@ -1669,15 +1717,13 @@ async fn main() -> anyhow::Result<()> {
                 _ => floor.floor_round(&fixture, args.executions).await?,
             };
             let name = SIDE_NAMES[side];
-            let after = meter.sample();
+            let (own, server) = meter.sample().since(&before);
             // What the rest of the machine (other jobs) used meanwhile, in cores.
             let others =
-                (meter.machine() - machine_before - (after.0 - before.0) - (after.1 - before.1))
-                    / time.as_secs_f64()
-                    / 1000.0;
+                (meter.machine() - machine_before - own - server) / time.as_secs_f64() / 1000.0;
             let cpu = (
-                (after.0 - before.0) / steps_per_round as f64,
-                (after.1 - before.1) / steps_per_round as f64,
+                own / steps_per_round as f64,
+                server / steps_per_round as f64,
             );
             let rate = steps_per_round as f64 / time.as_secs_f64();
             let server_cpu = if postmaster.is_some() {
