@@ -13,8 +13,9 @@
 //! intent / sending / result commits, the tool call's intent / sending / result commits and
 //! the steering transaction, then the final commit) and the same HTTP tool call, from one task
 //! per Turn, without the engine: no runner, no leases, no reads of the call log, no wake-ups,
-//! no sealing (ciphertexts of the same size are written). Rounds alternate between the engine
-//! and the baseline; the result is the median of the rounds.
+//! no sealing (ciphertexts of the same size are written). In each round the engine, the
+//! baseline and the floor (below) run one after the other, a different one first each round;
+//! the result is the median of the rounds.
 //!
 //! The floor is what a durable step cannot do without: one transaction per step that saves the
 //! step's model result and its tool result (one `INSERT` of two rows, the ciphertext sizes of
