@@ -280,6 +280,11 @@ impl Engine {
         self.cx.hub.announce(Wake::Outbox);
     }
 
+    /// How many executions this node's runner runs now (none without a runner).
+    pub async fn running(&self) -> usize {
+        self.runner.lock().await.as_ref().map_or(0, |r| r.running())
+    }
+
     /// Stores new work, or returns the earlier execution of the same command key and input.
     ///
     /// The key's input covers its target as well as its input: the kind, the Chat, the parent

@@ -102,6 +102,23 @@ pub async fn server(raw: Raw) -> Server {
 /// A node whose outbound requests, keys and scripted models follow `platform`.
 pub async fn server_on(raw: Raw, platform: openbot_server::platform::Platform) -> Server {
     logs();
+    server_with(
+        raw,
+        platform,
+        RunnerConfig {
+            lease: Duration::from_secs(5),
+            capacity: 16,
+        },
+    )
+    .await
+}
+
+/// A node as [`server_on`] makes it, whose runner has `runner`'s lease and capacity.
+pub async fn server_with(
+    raw: Raw,
+    platform: openbot_server::platform::Platform,
+    runner: RunnerConfig,
+) -> Server {
     let database = match &raw {
         Raw::Sqlite(store, _) => Database::on(Arc::new(store.clone())),
         Raw::Postgres(store) => Database::on(Arc::new(store.clone())),
@@ -116,13 +133,7 @@ pub async fn server_on(raw: Raw, platform: openbot_server::platform::Platform) -
         "node-a".into(),
     ));
     engine
-        .start_runner(
-            registry(Some(&database), &platform),
-            RunnerConfig {
-                lease: Duration::from_secs(5),
-                capacity: 16,
-            },
-        )
+        .start_runner(registry(Some(&database), &platform), runner)
         .await;
     let objects = tempfile::tempdir().unwrap();
     let store = openbot_server::files::local_objects(objects.path()).unwrap();
