@@ -705,7 +705,9 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 async fn on_postgres(scenario: Scenario) -> Measured {
     let url = pg::fresh_database().await;
     let probe = PgProbe::connect(&url).await;
-    let store = PostgresStore::connect(&url, 8, api::test_keys()).await.unwrap();
+    let store = PostgresStore::connect(&url, 8, api::test_keys())
+        .await
+        .unwrap();
     measure(Raw::Postgres(store), Probe::Pg(probe), scenario).await
 }
 
