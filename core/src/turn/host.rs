@@ -117,6 +117,22 @@ pub trait Host: Send + Sync {
         events: Vec<EventKind>,
     ) -> Result<(), HostError>;
 
+    /// Saves a model answer as `record_result` does, and may save with it the intents of the
+    /// tool calls it asked for that will run (`intents`, each call's first attempt), so that
+    /// the answer and those intents are one write. The loop still calls `record_intent` for each
+    /// call before it is sent; a host that saved the intent here answers that from its log.
+    /// The default saves the answer alone.
+    async fn record_answer(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+        intents: Vec<CallKey>,
+    ) -> Result<(), HostError> {
+        let _ = intents;
+        self.record_result(key, result, events).await
+    }
+
     /// Publishes an event that belongs to no saved result (a step start, a text delta).
     async fn publish(&self, event: EventKind) -> Result<(), HostError>;
 

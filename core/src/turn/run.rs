@@ -282,11 +282,25 @@ impl<'h> TurnRun<'h> {
                             })
                             .collect()
                     };
+                    // The intents of the calls that will run are saved with the answer.
+                    let intents = if refused {
+                        Vec::new()
+                    } else {
+                        (0..response.tool_calls.len() as u32)
+                            .map(|index| CallKey {
+                                step,
+                                slot: CallSlot::Tool(index),
+                                attempt: 1,
+                            })
+                            .collect()
+                    };
                     let result = CallResult::Model {
                         message: message.clone(),
                         usage: response.usage,
                     };
-                    self.host.record_result(key, result, events).await?;
+                    self.host
+                        .record_answer(key, result, events, intents)
+                        .await?;
                     return Ok(Ok((message, response.usage)));
                 }
                 Err(err) if err.is_retryable() && attempt + 1 - first_attempt < MODEL_ATTEMPTS => {

@@ -392,7 +392,8 @@ impl StoreTrait for Store {
                  unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
                  owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = $15, output_record = COALESCE($16, output_record), reason = COALESCE($17, reason) \
+                 updated_at = $15, output_record = COALESCE($16, output_record), reason = COALESCE($17, reason), \
+                 input_step = CASE WHEN CAST($18 AS INTEGER) IS NULL OR input_step >= $18 THEN input_step ELSE $18 END \
              WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
              RETURNING last_sequence",
         )
@@ -413,6 +414,7 @@ impl StoreTrait for Store {
         .bind(now)
         .bind(state.and_then(|s| s.output.as_ref()).map(|blob| blob.id))
         .bind(state.and_then(|s| s.reason.as_deref()))
+        .bind(commit.input_step.map(|step| step as i32))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -663,6 +665,28 @@ impl StoreTrait for Store {
         step: u32,
         last: bool,
     ) -> Result<Vec<String>, StoreError> {
+        // Most steps find nothing waiting: one read, no write transaction. The step's mark
+        // (`input_step`) is then written by its model request's `sending` commit
+        // (`Commit::input_step`), so input that arrives after this read is taken by a later
+        // step, never by this one on replay. Only taking input (or, with `last`, closing) writes.
+        if !last {
+            let row = sqlx::query(
+                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
+                 AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
+                 FROM executions WHERE id = $1 AND generation = $2",
+            )
+            .bind(id.as_uuid())
+            .bind(generation)
+            .bind(step as i32)
+            .fetch_optional(self.reader())
+            .await?;
+            // Nothing untaken and nothing this step took before: the answer is empty either way.
+            if let Some(row) = row
+                && !row.try_get::<bool, _>("waiting")?
+            {
+                return Ok(Vec::new());
+            }
+        }
         let mut tx = self.pool().begin().await?;
         let owned = sqlx::query(concat!("SELECT 1 FROM executions WHERE id = $1 AND generation = $2", for_update!()))
             .bind(id.as_uuid())

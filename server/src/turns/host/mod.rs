@@ -258,19 +258,27 @@ impl Host for DurableHost {
         if key.slot == CallSlot::Model {
             return Ok(());
         }
-        self.barrier().await?;
-        let call = CallWrite {
-            key,
-            phase: CallPhase::Intent,
-            idempotency_key: self.idempotency_key(key),
-            result: None,
-            usage: None,
-        };
-        self.commit(Commit {
-            calls: vec![call],
-            ..Commit::default()
-        })
-        .await?;
+        // A tool call's intent was saved with the model answer that asked for it
+        // (`record_answer`): it is in the call log, and there is nothing more to write.
+        let saved = self
+            .saved_row(key.step, key.slot)
+            .await?
+            .is_some_and(|row| row.key == key && row.phase == CallPhase::Intent);
+        if !saved {
+            self.barrier().await?;
+            let call = CallWrite {
+                key,
+                phase: CallPhase::Intent,
+                idempotency_key: self.idempotency_key(key),
+                result: None,
+                usage: None,
+            };
+            self.commit(Commit {
+                calls: vec![call],
+                ..Commit::default()
+            })
+            .await?;
+        }
         if matches!(key.slot, CallSlot::Tool(_)) {
             fault(FaultPoint::AfterToolIntent);
         }
@@ -287,9 +295,13 @@ impl Host for DurableHost {
             result: None,
             usage: None,
         };
+        // A model request also marks its step's input as taken: `take_steering` wrote
+        // nothing when no input waited.
+        let input_step = (key.slot == CallSlot::Model).then_some(key.step);
         self.commit(Commit {
             calls: vec![call],
             events,
+            input_step,
             ..Commit::default()
         })
         .await?;
@@ -305,7 +317,17 @@ impl Host for DurableHost {
         result: CallResult,
         events: Vec<EventKind>,
     ) -> Result<(), HostError> {
-        self.save_result(key, result, events).await
+        self.save_result(key, result, events, Vec::new()).await
+    }
+
+    async fn record_answer(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+        intents: Vec<CallKey>,
+    ) -> Result<(), HostError> {
+        self.save_result(key, result, events, intents).await
     }
 
     async fn publish(&self, event: EventKind) -> Result<(), HostError> {
