@@ -29,6 +29,11 @@ pub enum HostError {
     /// outside send). The message says which, for the sealed failure record.
     #[error("access denied: {0}")]
     Denied(String),
+    /// The Turn's end found input that arrived after its last input check (`take_steering`
+    /// with `last`) and saved nothing: the loop replays the Turn from its saved calls, and
+    /// that check takes the input. `run_turn` handles it; it never leaves the loop.
+    #[error("input arrived as the Turn ended")]
+    InputArrived,
     /// A host tool's result will not come (the execution is being deleted).
     #[error("the tool result was abandoned")]
     Abandoned,
@@ -152,6 +157,8 @@ pub trait Host: Send + Sync {
         call: &ToolCall,
     ) -> Result<ToolResult, HostError>;
 
-    /// Ends the Turn: saves its end and publishes the last event.
+    /// Ends the Turn: saves its end and publishes the last event. A host that closes steering
+    /// only here (its `take_steering` with `last` wrote nothing) refuses with
+    /// [`HostError::InputArrived`] when input arrived meanwhile, and saves nothing.
     async fn finish(&self, end: TurnEnd) -> Result<(), HostError>;
 }

@@ -72,6 +72,8 @@ pub struct DurableHost {
     admitted: Mutex<HashMap<CallKey, Admitted>>,
     /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
     source: Option<(SourceLink, ExecutionId)>,
+    /// The last input check found nothing: the Turn's end closes its input (see `end`).
+    closing: std::sync::atomic::AtomicBool,
     /// A call whose tool is known without a model answer (a tool job's one call): step,
     /// index and tool name.
     known_call: Option<(u32, u32, String)>,
@@ -117,6 +119,7 @@ impl DurableHost {
             admission: None,
             admitted: Mutex::new(HashMap::new()),
             source: None,
+            closing: std::sync::atomic::AtomicBool::new(false),
             known_call: None,
         }
     }
@@ -171,6 +174,7 @@ impl DurableHost {
         let host_error = match &err {
             StoreError::Fenced(_) => HostError::Fenced,
             StoreError::Ended(_) => HostError::Closed,
+            StoreError::InputWaiting(_) => HostError::InputArrived,
             other => HostError::Storage(other.to_string()),
         };
         *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
@@ -356,12 +360,18 @@ impl Host for DurableHost {
         if last {
             self.wait_for_children().await?;
         }
+        // The last check writes nothing when no input waits: the Turn's end closes the input in
+        // its own commit, which is refused if input arrived meanwhile (`Commit::close_input`).
         let inputs = self
             .cx
             .store
-            .take_inputs(self.id, self.generation, step, last)
+            .take_inputs(self.id, self.generation, step, false)
             .await
             .map_err(|e| self.fail(e))?;
+        self.closing.store(
+            last && inputs.is_empty(),
+            std::sync::atomic::Ordering::SeqCst,
+        );
         if !inputs.is_empty() {
             self.cx.hub.announce(Wake::Events(self.id));
         }
