@@ -441,3 +441,152 @@ async fn an_invalid_tool_definition_is_refused_when_the_agent_is_built() {
         .unwrap_err();
     assert!(err.to_string().contains("bad name"));
 }
+
+/// A host over the in-memory one whose steering works as the durable host's (a step's input is
+/// the same on replay; a step that finds nothing is marked by its model request's sending; the
+/// input closes only at the end): its first end is refused because input arrived after the
+/// last check, as the durable host's end commit refuses it.
+struct EndRace {
+    inner: openbot_core::memory::MemoryHost,
+    pending: std::sync::Mutex<Vec<Vec<openbot_schema::ContentPart>>>,
+    taken: std::sync::Mutex<std::collections::HashMap<u32, Vec<Vec<openbot_schema::ContentPart>>>>,
+    refused: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl openbot_core::turn::Host for EndRace {
+    fn execution_id(&self) -> openbot_schema::ExecutionId {
+        self.inner.execution_id()
+    }
+    fn cancellation(&self) -> tokio_util::sync::CancellationToken {
+        self.inner.cancellation()
+    }
+    fn started_at(&self) -> std::time::SystemTime {
+        self.inner.started_at()
+    }
+    async fn saved_call(
+        &self,
+        step: u32,
+        slot: openbot_core::turn::CallSlot,
+    ) -> Result<Option<openbot_core::turn::CallRecord>, openbot_core::turn::HostError> {
+        self.inner.saved_call(step, slot).await
+    }
+    async fn record_intent(
+        &self,
+        key: openbot_core::turn::CallKey,
+    ) -> Result<(), openbot_core::turn::HostError> {
+        self.inner.record_intent(key).await
+    }
+    async fn record_sending(
+        &self,
+        key: openbot_core::turn::CallKey,
+        events: Vec<EventKind>,
+    ) -> Result<(), openbot_core::turn::HostError> {
+        if key.slot == openbot_core::turn::CallSlot::Model {
+            self.taken.lock().unwrap().entry(key.step).or_default();
+        }
+        self.inner.record_sending(key, events).await
+    }
+    async fn record_result(
+        &self,
+        key: openbot_core::turn::CallKey,
+        result: openbot_core::turn::CallResult,
+        events: Vec<EventKind>,
+    ) -> Result<(), openbot_core::turn::HostError> {
+        self.inner.record_result(key, result, events).await
+    }
+    async fn publish(&self, event: EventKind) -> Result<(), openbot_core::turn::HostError> {
+        self.inner.publish(event).await
+    }
+    async fn take_steering(
+        &self,
+        step: u32,
+        _last: bool,
+    ) -> Result<Vec<Vec<openbot_schema::ContentPart>>, openbot_core::turn::HostError> {
+        // As the durable host: a step that finds nothing writes nothing; its model request's
+        // sending marks it (`record_sending`).
+        let mut taken = self.taken.lock().unwrap();
+        if let Some(input) = taken.get(&step) {
+            return Ok(input.clone());
+        }
+        let input = std::mem::take(&mut *self.pending.lock().unwrap());
+        if !input.is_empty() {
+            taken.insert(step, input.clone());
+        }
+        Ok(input)
+    }
+    async fn wait_for_delivery(
+        &self,
+        key: openbot_core::turn::CallKey,
+        call: &openbot_schema::ToolCall,
+    ) -> Result<ToolResult, openbot_core::turn::HostError> {
+        self.inner.wait_for_delivery(key, call).await
+    }
+    async fn finish(
+        &self,
+        end: openbot_core::turn::TurnEnd,
+    ) -> Result<(), openbot_core::turn::HostError> {
+        if !self.refused.swap(true, Ordering::SeqCst) {
+            self.pending
+                .lock()
+                .unwrap()
+                .push(vec![openbot_schema::ContentPart::text("one more thing")]);
+            return Err(openbot_core::turn::HostError::InputArrived);
+        }
+        self.inner.finish(end).await
+    }
+}
+
+#[tokio::test]
+async fn input_that_arrives_as_the_turn_ends_is_taken_by_a_replay_of_the_saved_steps() {
+    use openbot_core::memory::{MemoryHost, SealedErrors};
+    use openbot_core::turn::{ToolSet, TurnSpec, run_turn};
+    let model = Recording::new(scripted(json!([
+        {"text": "first answer"},
+        {"text": "second answer"}
+    ])));
+    let inner = MemoryHost::new(MemoryHost::new_execution(None), SealedErrors::default());
+    inner.start(vec![openbot_schema::ContentPart::text("hello")]);
+    let host = EndRace {
+        inner,
+        pending: Default::default(),
+        taken: Default::default(),
+        refused: Default::default(),
+    };
+    let spec = TurnSpec {
+        instructions: String::new(),
+        model: model.clone(),
+        tools: Arc::new(ToolSet::new()),
+        limits: Limits::default(),
+        history: Vec::new(),
+        input: vec![openbot_schema::ContentPart::text("hello")],
+        max_output_tokens: None,
+    };
+    let end = run_turn(spec, &host).await.unwrap();
+    assert_eq!(end.outcome, Ok(TurnOutcome::Completed));
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the saved first answer is replayed, not asked for again"
+    );
+    let texts: Vec<String> = end
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User { content } => format!("user: {}", content[0].as_text().unwrap()),
+            Message::Assistant { content, .. } => {
+                format!("assistant: {}", content[0].as_text().unwrap())
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "user: hello",
+            "assistant: first answer",
+            "user: one more thing",
+            "assistant: second answer"
+        ]
+    );
+}

@@ -103,6 +103,8 @@ conformance!(
     events_get_gapless_sequences_in_commit_order,
     a_cancel_signal_moves_running_work_to_cancelling,
     input_taken_for_a_step_is_the_same_on_replay,
+    a_step_that_finds_no_input_is_marked_by_its_model_sending_commit,
+    an_end_that_closes_input_is_refused_while_untaken_input_waits,
     input_added_under_a_recorded_command_key_adds_nothing,
     a_saved_result_wins_over_a_later_attempt_without_one,
     an_ended_execution_takes_no_more_commits,
@@ -562,6 +564,121 @@ async fn input_taken_for_a_step_is_the_same_on_replay(backend: Backend) {
             .unwrap(),
         None,
         "a Turn that is ending takes no input"
+    );
+}
+
+async fn a_step_that_finds_no_input_is_marked_by_its_model_sending_commit(backend: Backend) {
+    let store = backend.store;
+    let claim = claimed(&store, "node-a").await;
+    let input = |text: &str| serde_json::to_string(&vec![ContentPart::text(text)]).unwrap();
+    let before = store.execution(claim.id).await.unwrap().last_sequence;
+    assert!(
+        store
+            .take_inputs(claim.id, claim.generation, 2, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The model request of step 2 is marked sending, and with it the step's input.
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                input_step: Some(2),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .add_input(claim.id, input("after"), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store
+            .take_inputs(claim.id, claim.generation, 2, false)
+            .await
+            .unwrap()
+            .is_empty(),
+        "step 2 found nothing when its request was sent; its replay finds nothing too"
+    );
+    assert_eq!(
+        store
+            .take_inputs(claim.id, claim.generation, 3, false)
+            .await
+            .unwrap(),
+        vec![input("after")],
+        "the input goes to the next step"
+    );
+    assert_eq!(
+        store.execution(claim.id).await.unwrap().last_sequence,
+        before + 1,
+        "one input_steered event, for the input taken"
+    );
+}
+
+async fn an_end_that_closes_input_is_refused_while_untaken_input_waits(backend: Backend) {
+    let store = backend.store;
+    let claim = claimed(&store, "node-a").await;
+    let input = |text: &str| serde_json::to_string(&vec![ContentPart::text(text)]).unwrap();
+    // The last check found nothing; then input arrived before the end's commit.
+    assert!(
+        store
+            .take_inputs(claim.id, claim.generation, 2, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .add_input(claim.id, input("just in time"), None)
+        .await
+        .unwrap()
+        .unwrap();
+    let end = || Commit {
+        state: Some(StateChange {
+            state: ExecutionState::Completed,
+            outcome: Some(TurnOutcome::Completed),
+            failure: None,
+            wake_at: None,
+            unknown_call: None,
+            output: None,
+            release: true,
+            reason: None,
+        }),
+        close_input: true,
+        ..Commit::default()
+    };
+    let refused = store.commit(claim.id, claim.generation, end()).await;
+    assert!(
+        matches!(refused, Err(StoreError::InputWaiting(id)) if id == claim.id),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.execution(claim.id).await.unwrap().state,
+        ExecutionState::Running,
+        "nothing was written"
+    );
+    assert_eq!(
+        store
+            .take_inputs(claim.id, claim.generation, 2, false)
+            .await
+            .unwrap(),
+        vec![input("just in time")],
+        "the Turn takes it instead"
+    );
+    store
+        .commit(claim.id, claim.generation, end())
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .add_input(claim.id, input("late"), None)
+            .await
+            .unwrap(),
+        None,
+        "an ended Turn takes no input"
     );
 }
 

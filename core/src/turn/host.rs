@@ -29,6 +29,11 @@ pub enum HostError {
     /// outside send). The message says which, for the sealed failure record.
     #[error("access denied: {0}")]
     Denied(String),
+    /// The Turn's end found input that arrived after its last input check (`take_steering`
+    /// with `last`) and saved nothing: the loop replays the Turn from its saved calls, and
+    /// that check takes the input. `run_turn` handles it; it never leaves the loop.
+    #[error("input arrived as the Turn ended")]
+    InputArrived,
     /// A host tool's result will not come (the execution is being deleted).
     #[error("the tool result was abandoned")]
     Abandoned,
@@ -117,6 +122,22 @@ pub trait Host: Send + Sync {
         events: Vec<EventKind>,
     ) -> Result<(), HostError>;
 
+    /// Saves a model answer as `record_result` does, and may save with it the intents of the
+    /// tool calls it asked for that will run (`intents`, each call's first attempt), so that
+    /// the answer and those intents are one write. The loop still calls `record_intent` for each
+    /// call before it is sent; a host that saved the intent here answers that from its log.
+    /// The default saves the answer alone.
+    async fn record_answer(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+        intents: Vec<CallKey>,
+    ) -> Result<(), HostError> {
+        let _ = intents;
+        self.record_result(key, result, events).await
+    }
+
     /// Publishes an event that belongs to no saved result (a step start, a text delta).
     async fn publish(&self, event: EventKind) -> Result<(), HostError>;
 
@@ -136,6 +157,8 @@ pub trait Host: Send + Sync {
         call: &ToolCall,
     ) -> Result<ToolResult, HostError>;
 
-    /// Ends the Turn: saves its end and publishes the last event.
+    /// Ends the Turn: saves its end and publishes the last event. A host that closes steering
+    /// only here (its `take_steering` with `last` wrote nothing) refuses with
+    /// [`HostError::InputArrived`] when input arrived meanwhile, and saves nothing.
     async fn finish(&self, end: TurnEnd) -> Result<(), HostError>;
 }

@@ -20,6 +20,10 @@ use crate::model::{Model, ModelError, ModelEvent, ModelRequest, ModelResponse};
 /// (a broken stream, 429, 5xx, a timeout) are tried again.
 pub const MODEL_ATTEMPTS: u32 = 3;
 
+/// How often a Turn is replayed because input arrived as it ended ([`HostError::InputArrived`])
+/// before the loop gives the error to its host's runner.
+const MAX_END_REPLAYS: u32 = 8;
+
 /// Everything a Turn needs to run.
 #[derive(Clone)]
 pub struct TurnSpec {
@@ -63,15 +67,22 @@ enum StepEnd {
 /// Returns `Err` only when the host itself fails (storage lost, a newer owner): then the Turn
 /// has not ended and its host's runner decides what happens next.
 pub async fn run_turn(spec: TurnSpec, host: &dyn Host) -> Result<TurnEnd, HostError> {
-    let mut turn = TurnRun::new(spec, host);
-    let outcome = turn.run().await?;
-    let end = TurnEnd {
-        outcome,
-        messages: turn.current.iter().map(|m| Message::clone(m)).collect(),
-        usage: turn.usage,
-    };
-    host.finish(end.clone()).await?;
-    Ok(end)
+    let mut replays = 0;
+    loop {
+        let mut turn = TurnRun::new(spec.clone(), host);
+        let outcome = turn.run().await?;
+        let end = TurnEnd {
+            outcome,
+            messages: turn.current.iter().map(|m| Message::clone(m)).collect(),
+            usage: turn.usage,
+        };
+        match host.finish(end.clone()).await {
+            Ok(()) => return Ok(end),
+            // Input arrived after the last check: the saved calls replay, and the check takes it.
+            Err(HostError::InputArrived) if replays < MAX_END_REPLAYS => replays += 1,
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 struct TurnRun<'h> {
@@ -282,11 +293,25 @@ impl<'h> TurnRun<'h> {
                             })
                             .collect()
                     };
+                    // The intents of the calls that will run are saved with the answer.
+                    let intents = if refused {
+                        Vec::new()
+                    } else {
+                        (0..response.tool_calls.len() as u32)
+                            .map(|index| CallKey {
+                                step,
+                                slot: CallSlot::Tool(index),
+                                attempt: 1,
+                            })
+                            .collect()
+                    };
                     let result = CallResult::Model {
                         message: message.clone(),
                         usage: response.usage,
                     };
-                    self.host.record_result(key, result, events).await?;
+                    self.host
+                        .record_answer(key, result, events, intents)
+                        .await?;
                     return Ok(Ok((message, response.usage)));
                 }
                 Err(err) if err.is_retryable() && attempt + 1 - first_attempt < MODEL_ATTEMPTS => {

@@ -411,6 +411,7 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::RequestClosed(_) => "request_closed",
         StoreError::ParentPaused(_) => "parent_paused",
         StoreError::NotWaiting(_) => "not_waiting",
+        StoreError::InputWaiting(_) => "input_waiting",
         StoreError::SchemaVersion { .. } => "schema_version",
     }
 }

@@ -36,6 +36,10 @@ pub enum StoreError {
     /// An ancestor of the execution is paused: it cannot be resumed on its own.
     #[error("a parent of execution {0} is paused")]
     ParentPaused(ExecutionId),
+    /// A Turn's end would close its input while input that no step took waits (it arrived
+    /// after the last input check): nothing was written; the Turn takes it instead.
+    #[error("execution {0} has input waiting")]
+    InputWaiting(ExecutionId),
     /// Stored data could not be read: a bug or damage, not a passing outage.
     #[error("invalid stored data: {0}")]
     Invalid(String),

@@ -149,7 +149,9 @@ pub trait Store: Send + Sync + 'static {
     /// `step`; input already assigned to `step` is returned again (replay). With `last` and
     /// nothing to take, the Turn stops taking input, so later input gets a Turn of its own.
     /// Publishes `input_steered` for newly taken input in the same transaction.
-    /// Generation-checked.
+    /// Generation-checked. Without `last`, a step that finds nothing to take and took nothing
+    /// before writes nothing (one read): the step's model request marks it in its `sending`
+    /// commit (`Commit::input_step`), and from that mark on, later input goes to a later step.
     async fn take_inputs(
         &self,
         id: ExecutionId,

@@ -323,6 +323,14 @@ pub struct Commit {
     pub notice: Option<NoticeWrite>,
     /// The rows capabilities write in the same transaction (see [`super::TxWrite`]).
     pub writes: super::TxWrites,
+    /// Marks the Turn's input as taken up to this step (`Store::take_inputs`): set by a model
+    /// request's `sending` commit, so input that arrives after the step looked for it is taken
+    /// by a later step, never by this one on replay. Never lowers the mark.
+    pub input_step: Option<u32>,
+    /// Closes the Turn's input (a Turn's end after its last input check found nothing): later
+    /// input gets a Turn of its own. Refused with [`super::StoreError::InputWaiting`], and
+    /// nothing written, when input that no step took waits: it arrived after that check.
+    pub close_input: bool,
 }
 
 /// How a child execution starts.

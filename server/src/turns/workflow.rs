@@ -281,6 +281,11 @@ impl Workflow for TurnWorkflow {
             Err(HostError::Storage(cause)) => Err(PhaseError::Storage(
                 host.take_failure().unwrap_or(StoreError::Invalid(cause)),
             )),
+            // `run_turn` replays and takes the input; past its bound the phase is tried again.
+            Err(HostError::InputArrived) => Err(PhaseError::Storage(
+                host.take_failure()
+                    .unwrap_or(StoreError::InputWaiting(cx.execution.id)),
+            )),
         }
     }
 

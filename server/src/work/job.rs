@@ -193,6 +193,12 @@ impl ToolJobWorkflow {
                     cause,
                 });
             }
+            // A tool job never ends a Turn: no input check, no input to arrive.
+            Err(HostError::InputArrived) => {
+                return Err(PhaseError::Storage(StoreError::Invalid(
+                    "input arrived for a tool job".into(),
+                )));
+            }
             Err(HostError::Storage(cause)) => {
                 return Err(PhaseError::Storage(
                     host.take_failure().unwrap_or(StoreError::Invalid(cause)),

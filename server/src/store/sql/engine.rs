@@ -392,7 +392,9 @@ impl StoreTrait for Store {
                  unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
                  owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = $15, output_record = COALESCE($16, output_record), reason = COALESCE($17, reason) \
+                 updated_at = $15, output_record = COALESCE($16, output_record), reason = COALESCE($17, reason), \
+                 input_step = CASE WHEN CAST($18 AS INTEGER) IS NULL OR input_step >= $18 THEN input_step ELSE $18 END, \
+                 input_closed = CASE WHEN $19 THEN TRUE ELSE input_closed END \
              WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
              RETURNING last_sequence",
         )
@@ -413,6 +415,8 @@ impl StoreTrait for Store {
         .bind(now)
         .bind(state.and_then(|s| s.output.as_ref()).map(|blob| blob.id))
         .bind(state.and_then(|s| s.reason.as_deref()))
+        .bind(commit.input_step.map(|step| step as i32))
+        .bind(commit.close_input)
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -420,6 +424,20 @@ impl StoreTrait for Store {
             tx.rollback().await?;
             return Err(refusal);
         };
+        if commit.close_input {
+            // Input added before this commit is seen here; input added after it finds the input
+            // closed (`add_input` reads the row under its lock).
+            let waiting: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 AND taken_step IS NULL)",
+            )
+            .bind(id.as_uuid())
+            .fetch_one(&mut *tx)
+            .await?;
+            if waiting {
+                tx.rollback().await?;
+                return Err(StoreError::InputWaiting(id));
+            }
+        }
         let last: i64 = row.try_get("last_sequence")?;
         for call in &commit.calls {
             Self::write_call(&mut tx, id, generation, call, false).await?;
@@ -597,10 +615,13 @@ impl StoreTrait for Store {
         key: Option<KeyWrite>,
     ) -> Result<Option<i64>, StoreError> {
         let mut tx = self.pool().begin().await?;
+        // Under the row's lock: a Turn's end that closes input (`Commit::close_input`) either
+        // commits first, and this input is refused, or sees this input and does not end.
         let open: Option<bool> = sqlx::query_scalar(concat!(
             "SELECT NOT input_closed AND state IN ",
             "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
-            " FROM executions WHERE id = $1"
+            " FROM executions WHERE id = $1",
+            for_update!()
         ))
         .bind(id.as_uuid())
         .fetch_optional(&mut *tx)
@@ -663,6 +684,28 @@ impl StoreTrait for Store {
         step: u32,
         last: bool,
     ) -> Result<Vec<String>, StoreError> {
+        // Most steps find nothing waiting: one read, no write transaction. The step's mark
+        // (`input_step`) is then written by its model request's `sending` commit
+        // (`Commit::input_step`), so input that arrives after this read is taken by a later
+        // step, never by this one on replay. Only taking input (or, with `last`, closing) writes.
+        if !last {
+            let row = sqlx::query(
+                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
+                 AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
+                 FROM executions WHERE id = $1 AND generation = $2",
+            )
+            .bind(id.as_uuid())
+            .bind(generation)
+            .bind(step as i32)
+            .fetch_optional(self.reader())
+            .await?;
+            // Nothing untaken and nothing this step took before: the answer is empty either way.
+            if let Some(row) = row
+                && !row.try_get::<bool, _>("waiting")?
+            {
+                return Ok(Vec::new());
+            }
+        }
         let mut tx = self.pool().begin().await?;
         let owned = sqlx::query(concat!("SELECT 1 FROM executions WHERE id = $1 AND generation = $2", for_update!()))
             .bind(id.as_uuid())

@@ -76,11 +76,17 @@ impl DurableHost {
             release: true,
             reason: None,
         };
+        // After a last input check that found nothing, this commit closes the input; input that
+        // arrived after that check refuses it (`HostError::InputArrived`), and the Turn goes on.
+        let close_input = self
+            .closing
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
         self.commit(Commit {
             events: vec![event],
             state: Some(change),
             handled_signals,
             notice,
+            close_input,
             ..Commit::default()
         })
         .await?;

@@ -72,6 +72,8 @@ pub struct DurableHost {
     admitted: Mutex<HashMap<CallKey, Admitted>>,
     /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
     source: Option<(SourceLink, ExecutionId)>,
+    /// The last input check found nothing: the Turn's end closes its input (see `end`).
+    closing: std::sync::atomic::AtomicBool,
     /// A call whose tool is known without a model answer (a tool job's one call): step,
     /// index and tool name.
     known_call: Option<(u32, u32, String)>,
@@ -117,6 +119,7 @@ impl DurableHost {
             admission: None,
             admitted: Mutex::new(HashMap::new()),
             source: None,
+            closing: std::sync::atomic::AtomicBool::new(false),
             known_call: None,
         }
     }
@@ -171,6 +174,7 @@ impl DurableHost {
         let host_error = match &err {
             StoreError::Fenced(_) => HostError::Fenced,
             StoreError::Ended(_) => HostError::Closed,
+            StoreError::InputWaiting(_) => HostError::InputArrived,
             other => HostError::Storage(other.to_string()),
         };
         *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
@@ -258,19 +262,27 @@ impl Host for DurableHost {
         if key.slot == CallSlot::Model {
             return Ok(());
         }
-        self.barrier().await?;
-        let call = CallWrite {
-            key,
-            phase: CallPhase::Intent,
-            idempotency_key: self.idempotency_key(key),
-            result: None,
-            usage: None,
-        };
-        self.commit(Commit {
-            calls: vec![call],
-            ..Commit::default()
-        })
-        .await?;
+        // A tool call's intent was saved with the model answer that asked for it
+        // (`record_answer`): it is in the call log, and there is nothing more to write.
+        let saved = self
+            .saved_row(key.step, key.slot)
+            .await?
+            .is_some_and(|row| row.key == key && row.phase == CallPhase::Intent);
+        if !saved {
+            self.barrier().await?;
+            let call = CallWrite {
+                key,
+                phase: CallPhase::Intent,
+                idempotency_key: self.idempotency_key(key),
+                result: None,
+                usage: None,
+            };
+            self.commit(Commit {
+                calls: vec![call],
+                ..Commit::default()
+            })
+            .await?;
+        }
         if matches!(key.slot, CallSlot::Tool(_)) {
             fault(FaultPoint::AfterToolIntent);
         }
@@ -287,9 +299,13 @@ impl Host for DurableHost {
             result: None,
             usage: None,
         };
+        // A model request also marks its step's input as taken: `take_steering` wrote
+        // nothing when no input waited.
+        let input_step = (key.slot == CallSlot::Model).then_some(key.step);
         self.commit(Commit {
             calls: vec![call],
             events,
+            input_step,
             ..Commit::default()
         })
         .await?;
@@ -305,7 +321,17 @@ impl Host for DurableHost {
         result: CallResult,
         events: Vec<EventKind>,
     ) -> Result<(), HostError> {
-        self.save_result(key, result, events).await
+        self.save_result(key, result, events, Vec::new()).await
+    }
+
+    async fn record_answer(
+        &self,
+        key: CallKey,
+        result: CallResult,
+        events: Vec<EventKind>,
+        intents: Vec<CallKey>,
+    ) -> Result<(), HostError> {
+        self.save_result(key, result, events, intents).await
     }
 
     async fn publish(&self, event: EventKind) -> Result<(), HostError> {
@@ -334,12 +360,18 @@ impl Host for DurableHost {
         if last {
             self.wait_for_children().await?;
         }
+        // The last check writes nothing when no input waits: the Turn's end closes the input in
+        // its own commit, which is refused if input arrived meanwhile (`Commit::close_input`).
         let inputs = self
             .cx
             .store
-            .take_inputs(self.id, self.generation, step, last)
+            .take_inputs(self.id, self.generation, step, false)
             .await
             .map_err(|e| self.fail(e))?;
+        self.closing.store(
+            last && inputs.is_empty(),
+            std::sync::atomic::Ordering::SeqCst,
+        );
         if !inputs.is_empty() {
             self.cx.hub.announce(Wake::Events(self.id));
         }

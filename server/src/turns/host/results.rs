@@ -19,11 +19,14 @@ use crate::turns::faults::{FaultPoint, fault};
 pub const RESULT_SAVE_BUDGET: Duration = Duration::from_secs(120);
 
 impl DurableHost {
+    /// Saves `key`'s result, and in the same commit the intents of `intents` (the tool calls a
+    /// model answer asked for).
     pub(super) async fn save_result(
         &self,
         key: CallKey,
         result: CallResult,
         events: Vec<EventKind>,
+        intents: Vec<CallKey>,
     ) -> Result<(), HostError> {
         self.barrier().await?;
         let usage = match &result {
@@ -60,8 +63,20 @@ impl DurableHost {
             }
             None => (Vec::new(), events),
         };
+        let intents: Vec<CallWrite> = intents
+            .into_iter()
+            .map(|key| CallWrite {
+                key,
+                phase: CallPhase::Intent,
+                idempotency_key: self.idempotency_key(key),
+                result: None,
+                usage: None,
+            })
+            .collect();
+        let mut calls = vec![call.clone()];
+        calls.extend(intents.iter().cloned());
         let commit = Commit {
-            calls: vec![call.clone()],
+            calls,
             events,
             usage,
             handled_signals,
@@ -71,6 +86,9 @@ impl DurableHost {
         match self.commit_known_result(key, commit).await {
             Ok(()) => {
                 self.remember(&call);
+                for intent in &intents {
+                    self.remember(intent);
+                }
                 if matches!(key.slot, CallSlot::Tool(_)) {
                     fault(FaultPoint::AfterToolResult);
                 }
