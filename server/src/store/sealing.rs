@@ -11,6 +11,13 @@
 //! logic need: IDs, kinds, sequences, states and times. Nothing the engine decides on is
 //! sealed, so no query ever needs a key.
 //!
+//! Why the store and not the engine context: the store itself makes rows out of payloads
+//! inside its transactions (taking Turn input publishes `input_steered` events with it; a
+//! notice becomes Turn input or Chat history depending on what still takes input, decided
+//! under the transaction's lock), so sealing before `Store::commit` would leave those rows
+//! either clear or needing sealed copies prepared for every possible outcome. With the ring
+//! in the store, the `Store` trait keeps plain values and no caller can forget to seal.
+//!
 //! A row written by an older build has its payload in clear text and no key ID; it is read as
 //! it is, and `openbot migrate` seals such rows ([`crate::store::Store::seal_clear_rows`]).
 
