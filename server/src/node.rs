@@ -131,7 +131,14 @@ impl Database {
 pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
     match &config.database_url {
         Some(url) => {
-            let keys = key_ring(config)?;
+            let keys = match key_ring(config) {
+                Ok(keys) => keys,
+                // A database at another version says so first: that is the first thing to fix.
+                Err(err) => {
+                    PostgresStore::check_schema(url).await?;
+                    return Err(err);
+                }
+            };
             let store = Arc::new(PostgresStore::connect(url, config.max_connections, keys).await?);
             Ok(Database::on(store))
         }

@@ -1534,12 +1534,13 @@ async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(se
             .unwrap();
         text.push_str(std::str::from_utf8(&chunk.unwrap().unwrap()).unwrap());
     }
-    // From now on every stored event is unreadable: the stream's next read is a fault.
+    // From now on every stored event is unreadable (its sealed payload damaged): the stream's
+    // next read is a fault.
     match &server.raw {
         Raw::Sqlite(store, _) => {
             sqlx::query(
                 "CREATE TRIGGER corrupt_events AFTER INSERT ON events BEGIN \
-                 UPDATE events SET payload = 'not json' WHERE execution_id = NEW.execution_id AND sequence = NEW.sequence; END",
+                 UPDATE events SET sealed = X'00' WHERE execution_id = NEW.execution_id AND sequence = NEW.sequence; END",
             )
             .execute(store.pool())
             .await
@@ -1547,7 +1548,7 @@ async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(se
         }
         Raw::Postgres(store) => {
             sqlx::query(
-                "CREATE FUNCTION corrupt_event() RETURNS trigger AS $$ BEGIN NEW.payload := 'not json'; RETURN NEW; END $$ LANGUAGE plpgsql",
+                "CREATE FUNCTION corrupt_event() RETURNS trigger AS $$ BEGIN NEW.sealed := decode('00', 'hex'); RETURN NEW; END $$ LANGUAGE plpgsql",
             )
             .execute(store.pool())
             .await
@@ -1578,7 +1579,7 @@ async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(se
     assert_eq!(body["category"], "storage");
     let error_id = body["error_id"].as_str().unwrap();
     assert!(
-        !text.contains("not json") && !text.contains("expected"),
+        !text.contains("does not open") && !text.contains("sealed event"),
         "no cause: {text}"
     );
     assert!(

@@ -66,6 +66,24 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// Fails with [`StoreError::SchemaVersion`] unless the database at `url` is at this
+    /// build's schema version (for a caller that cannot open a store yet).
+    pub async fn check_schema(url: &str) -> Result<(), StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(PgConnectOptions::from_str(url)?)
+            .await?;
+        let found = schema_version_of(&pool).await;
+        pool.close().await;
+        match found? {
+            SCHEMA_VERSION => Ok(()),
+            found => Err(StoreError::SchemaVersion {
+                found,
+                expected: SCHEMA_VERSION,
+            }),
+        }
+    }
+
     /// Applies the migrations the database lacks and returns its version. Safe to run from
     /// several processes at once: they take turns under an advisory lock.
     pub async fn migrate(url: &str) -> Result<i64, StoreError> {
@@ -107,17 +125,7 @@ impl PostgresStore {
     }
 
     async fn schema_version(&self) -> Result<i64, StoreError> {
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass('openbot_schema') IS NOT NULL")
-            .fetch_one(&self.pool)
-            .await?;
-        if !exists {
-            return Ok(0);
-        }
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        schema_version_of(&self.pool).await
     }
 
     /// The connection pool, for LISTEN/NOTIFY and benchmarks.
@@ -1280,6 +1288,21 @@ impl Store for PostgresStore {
 }
 
 /// The `input_steered` events for input taken at a step.
+/// The schema version of the database behind `pool` (0 when it has none).
+async fn schema_version_of(pool: &PgPool) -> Result<i64, StoreError> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('openbot_schema') IS NOT NULL")
+        .fetch_one(pool)
+        .await?;
+    if !exists {
+        return Ok(0);
+    }
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
 pub(crate) fn steered_events(contents: &[String]) -> Result<Vec<EventKind>, StoreError> {
     contents
         .iter()
