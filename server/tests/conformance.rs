@@ -861,6 +861,7 @@ async fn running_engine(store: &Arc<dyn Store>, keys: &KeyRing) -> Engine {
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 32,
+                storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
             },
         )
         .await;
@@ -1137,6 +1138,7 @@ async fn a_lost_tool_result_waits_in_outcome_unknown_until_resolved(backend: Bac
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 8,
+                storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
             },
         )
         .await;
@@ -1314,6 +1316,7 @@ async fn sleepy_engine(store: &Arc<dyn Store>) -> Engine {
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 8,
+                storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
             },
         )
         .await;
@@ -1491,6 +1494,7 @@ async fn a_retired_workflow_kind_ends_interrupted_with_its_reason(backend: Backe
             RunnerConfig {
                 lease: Duration::from_secs(5),
                 capacity: 8,
+                storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
             },
         )
         .await;

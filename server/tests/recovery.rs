@@ -21,13 +21,30 @@ use openbot_schema::{ErrorCategory, EventKind, Execution, ExecutionState, TurnOu
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use api::{Raw, Server, outcome_of, postgres, receipt, server, sqlite};
+use api::{Raw, Server, outcome_of, postgres, receipt, server, server_with, sqlite, test_platform};
+use openbot_server::engine::RunnerConfig;
 
 http_tests!(
     a_known_tool_result_is_held_while_its_save_retries,
     a_known_model_result_is_held_while_its_save_retries,
     a_damaged_record_interrupts_its_turn_and_stops_no_other_chat,
 );
+
+mod budget_spent {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_sqlite() {
+        super::storage_that_keeps_failing_interrupts_the_turn_with_its_reason(super::sqlite().await)
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres() {
+        super::storage_that_keeps_failing_interrupts_the_turn_with_its_reason(
+            super::postgres().await,
+        )
+        .await
+    }
+}
 
 /// Makes every save of a result in `slot_pattern` (a SQL LIKE pattern: `tool:%`, `model`) fail
 /// while `fail` holds, like a database that refuses writes for a while.
@@ -233,4 +250,79 @@ async fn a_damaged_record_interrupts_its_turn_and_stops_no_other_chat(server: Se
             .await;
         assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
     }
+}
+
+/// Makes every save of a tool call as `sending` fail, for good (the other writes go through).
+async fn tool_sends_failing(server: &Server) {
+    let queries: Vec<&str> = match &server.raw {
+        Raw::Sqlite(..) => vec![
+            "CREATE TRIGGER fail_send_i BEFORE INSERT ON calls WHEN NEW.status = 'sending' AND NEW.slot LIKE 'tool:%' \
+             BEGIN SELECT RAISE(ABORT, 'the database refuses writes'); END",
+            "CREATE TRIGGER fail_send_u BEFORE UPDATE ON calls WHEN NEW.status = 'sending' AND NEW.slot LIKE 'tool:%' \
+             BEGIN SELECT RAISE(ABORT, 'the database refuses writes'); END",
+        ],
+        Raw::Postgres(_) => vec![
+            "CREATE FUNCTION fail_send() RETURNS trigger AS $$ BEGIN \
+             IF NEW.status = 'sending' AND NEW.slot LIKE 'tool:%' THEN RAISE EXCEPTION 'the database refuses writes'; END IF; \
+             RETURN NEW; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER fail_send BEFORE INSERT OR UPDATE ON calls FOR EACH ROW EXECUTE FUNCTION fail_send()",
+        ],
+    };
+    for query in queries {
+        match &server.raw {
+            Raw::Sqlite(store, _) => {
+                sqlx::query(query).execute(store.pool()).await.unwrap();
+            }
+            Raw::Postgres(store) => {
+                sqlx::query(query).execute(store.pool()).await.unwrap();
+            }
+        }
+    }
+}
+
+async fn storage_that_keeps_failing_interrupts_the_turn_with_its_reason(raw: Raw) {
+    // A small budget, so that the test does not wait for 30 retries.
+    let runner = RunnerConfig {
+        lease: Duration::from_secs(5),
+        capacity: 16,
+        storage_retry_budget: 3,
+    };
+    let server = server_with(raw, test_platform(), runner).await;
+    let outside = outside::Outside::start(false).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "hi"})),
+        Answer::Text(vec!["written"]),
+    ])
+    .await;
+    let bot = register_and_bot(&server, &model, &outside).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    tool_sends_failing(&server).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    let events = server.finish(&server.owner, &execution).await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ErrorCategory::Storage), "{events:?}");
+    let view: Execution = server
+        .get(&format!("/v1/executions/{execution}"), &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view.state, ExecutionState::Interrupted);
+    assert!(
+        view.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("storage kept failing")),
+        "{view:?}"
+    );
+    assert_eq!(
+        outside.received(),
+        0,
+        "a call never marked sending is never sent"
+    );
 }

@@ -525,6 +525,7 @@ async fn measure(raw: Raw, mut probe: Probe, scenario: Scenario) -> Measured {
         RunnerConfig {
             lease: LEASE,
             capacity: 16,
+            storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
         },
     )
     .await;

@@ -40,7 +40,7 @@ pub async fn run_program(
         }
         let row = match store.execution(id).await {
             Ok(row) => row,
-            Err(err) if err.is_transient() && failures < STORAGE_RETRY_BUDGET => {
+            Err(err) if err.is_transient() && failures < cx.retry_budget => {
                 failures += 1;
                 tokio::time::sleep(backoff.next_delay()).await;
                 continue;
@@ -199,10 +199,11 @@ async fn handle(
         PhaseError::Storage(StoreError::Fenced(_)) => Flow::Stop,
         PhaseError::Storage(err) if err.is_transient() => {
             *failures += 1;
-            if *failures > STORAGE_RETRY_BUDGET {
+            if *failures > cx.retry_budget {
                 // The budget is spent: the work stops where a person sees it, with the reason.
                 let reason = format!(
-                    "storage kept failing: {STORAGE_RETRY_BUDGET} tries in a row did not save its progress"
+                    "storage kept failing: {} tries in a row did not save its progress",
+                    cx.retry_budget
                 );
                 interrupt(
                     &cx.engine,

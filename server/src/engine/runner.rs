@@ -22,6 +22,9 @@ pub struct RunnerConfig {
     pub lease: Duration,
     /// How many executions this node runs at once.
     pub capacity: usize,
+    /// How often in a row a phase may fail on storage before its execution ends `interrupted`
+    /// (see [`super::STORAGE_RETRY_BUDGET`], the default).
+    pub storage_retry_budget: u32,
 }
 
 impl Default for RunnerConfig {
@@ -29,6 +32,7 @@ impl Default for RunnerConfig {
         Self {
             lease: Duration::from_millis(2000),
             capacity: 256,
+            storage_retry_budget: super::STORAGE_RETRY_BUDGET,
         }
     }
 }
@@ -178,6 +182,7 @@ impl Runner {
                         execution,
                         generation: claim.generation,
                         signals,
+                        retry_budget: runner.config.storage_retry_budget,
                     };
                     run_program(workflow, cx, lost.clone()).await;
                     true

@@ -24,6 +24,8 @@ pub struct PhaseContext {
     pub generation: i64,
     /// Notified when the execution gets a signal.
     pub signals: Arc<Notify>,
+    /// How often in a row a phase may fail on storage before the execution is interrupted.
+    pub retry_budget: u32,
 }
 
 /// A failed end, ready to commit: the full cause sealed under a new error record, the public

@@ -108,6 +108,7 @@ pub async fn server_on(raw: Raw, platform: openbot_server::platform::Platform) -
         RunnerConfig {
             lease: Duration::from_secs(5),
             capacity: 16,
+            storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
         },
     )
     .await

@@ -299,6 +299,7 @@ impl EngineSide {
                 RunnerConfig {
                     lease: Duration::from_millis(LEASE_MS as u64),
                     capacity: 256,
+                    storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
                 },
             )
             .await;
