@@ -174,14 +174,21 @@ impl Hub {
         self.outbox.notify_one();
     }
 
-    /// A receiver that changes whenever an execution has new events.
+    /// A receiver that changes whenever an execution has new events, and at least every
+    /// [`FALLBACK_POLL`](super::observe::FALLBACK_POLL) while it has receivers: one timer per
+    /// execution instead of one per reader bounds the delay a lost notification can cause.
     pub fn watch(&self, id: ExecutionId) -> watch::Receiver<u64> {
         let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
         watchers.retain(|_, sender| sender.receiver_count() > 0);
-        watchers
-            .entry(id)
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
+        if let Some(sender) = watchers.get(&id) {
+            return sender.subscribe();
+        }
+        let (sender, receiver) = watch::channel(0);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(fallback_ticks(sender.clone()));
+        }
+        watchers.insert(id, sender);
+        receiver
     }
 
     /// The shared tail of an execution's events, for the readers of this node.
@@ -218,6 +225,20 @@ impl Hub {
     /// Waits until outbox messages may wait for delivery.
     pub async fn outbox(&self) {
         self.outbox.notified().await;
+    }
+}
+
+/// Wakes the receivers of one execution every `FALLBACK_POLL` until it has none.
+async fn fallback_ticks(sender: watch::Sender<u64>) {
+    let period = super::observe::FALLBACK_POLL;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if sender.receiver_count() == 0 {
+            return;
+        }
+        sender.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
