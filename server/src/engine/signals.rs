@@ -246,6 +246,26 @@ async fn fallback_ticks(sender: watch::Sender<u64>) {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn watchers_are_woken_without_a_notification_by_one_timer_per_execution() {
+        let poll = super::super::observe::FALLBACK_POLL;
+        let hub = Hub::local();
+        let id = ExecutionId::new();
+        let mut first = hub.watch(id);
+        let mut second = hub.watch(id);
+        let started = tokio::time::Instant::now();
+        first.changed().await.unwrap();
+        second.changed().await.unwrap();
+        let waited = started.elapsed();
+        assert!(waited >= poll && waited < poll * 3 / 2, "{waited:?}");
+        // One timer for both: each saw the same single wake-up.
+        assert_eq!(*first.borrow_and_update(), 1);
+        assert_eq!(*second.borrow_and_update(), 1);
+        // Once an execution has no watchers its channel goes; a new watcher starts afresh.
+        drop((first, second));
+        assert_eq!(*hub.watch(id).borrow(), 0);
+    }
+
     #[test]
     fn wake_ups_round_trip_through_payloads_and_respect_the_limit() {
         let wakes: HashSet<Wake> = (0..400)
