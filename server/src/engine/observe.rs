@@ -43,6 +43,18 @@ pub fn observe(
     .boxed()
 }
 
+/// What the execution's fallback timer compares from tick to tick: its last sequence and
+/// whether it ended, from its row.
+fn probe(store: Arc<dyn Store>, id: ExecutionId) -> super::signals::Probe {
+    Arc::new(move || {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            let row = store.execution(id).await.ok()?;
+            Some((row.last_sequence, row.state.is_terminal()))
+        })
+    })
+}
+
 /// One reader's state; while it waits it holds no page and no timer of its own.
 struct Reader {
     store: Arc<dyn Store>,
@@ -68,8 +80,9 @@ impl Reader {
             if self.done {
                 return None;
             }
-            let (hub, id) = (&self.hub, self.id);
-            let watcher = self.watcher.get_or_insert_with(|| hub.watch(id));
+            let (hub, id, store) = (&self.hub, self.id, &self.store);
+            let watch = || hub.watch_probed(id, Some(probe(Arc::clone(store), id)));
+            let watcher = self.watcher.get_or_insert_with(watch);
             // Mark wake-ups seen before reading, so one that lands during the read is kept.
             let wake = *watcher.borrow_and_update();
             // Readers at the head share one read of the log per wake-up; others read their own.
@@ -98,7 +111,8 @@ impl Reader {
                     return Some(Err(err));
                 }
             }
-            let watcher = self.watcher.get_or_insert_with(|| hub.watch(id));
+            let watch = || hub.watch_probed(id, Some(probe(Arc::clone(store), id)));
+            let watcher = self.watcher.get_or_insert_with(watch);
             if watcher.changed().await.is_err() {
                 // The hub dropped the channel; read again with a new one.
                 self.watcher = None;
