@@ -11,6 +11,7 @@
 //! request was accepted (the server's open file count grew by N) and none was answered. Then
 //! the VmRSS once it stops growing, and (after - baseline) / N in bytes. VmRSS counts the
 //! process's resident pages (heap, stacks); it does not count the kernel's socket buffers.
+//! Also reported: the server's CPU use over 4 s with all observers idle.
 //!
 //! Prints, never asserts; each scenario ends within the long polls' 60 s. The last line of the
 //! output is one JSON object with all figures.
@@ -30,6 +31,9 @@ use served::Served;
 
 /// The memory target per idle observer, in bytes.
 const TARGET_BYTES: f64 = 4096.0;
+
+/// How long the server's CPU use with all observers idle is measured.
+const IDLE_CPU_WINDOW: Duration = Duration::from_secs(4);
 
 #[derive(Debug, Parser)]
 #[command(name = "observer-memory")]
@@ -63,6 +67,22 @@ fn status_kb(pid: u32, field: &str) -> anyhow::Result<u64> {
 
 fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
     Ok(status_kb(pid, "VmRSS:")? * 1024)
+}
+
+/// The CPU time the process used so far (user and system), in clock ticks of 10 ms.
+fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("no stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let field =
+        |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short stat")?.parse()?) };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    Ok(field(11)? + field(12)?)
 }
 
 fn open_files(pid: u32) -> anyhow::Result<usize> {
@@ -170,6 +190,8 @@ async fn open(
 
 struct Figures {
     ready_ms: f64,
+    /// Cores the server used while the observers were idle.
+    idle_cpu: f64,
     baseline: u64,
     after: u64,
     open_s: f64,
@@ -239,6 +261,11 @@ async fn scenario(args: &Args, kind: &str, count: usize) -> anyhow::Result<Figur
         }
         previous = now;
     };
+    // Idle CPU with the observers connected (their fallback wake-ups included).
+    let (ticks_before, idle_from) = (cpu_ticks(pid)?, Instant::now());
+    tokio::time::sleep(IDLE_CPU_WINDOW).await;
+    let idle_cpu =
+        (cpu_ticks(pid)? - ticks_before) as f64 / 100.0 / idle_from.elapsed().as_secs_f64();
     if !sse {
         // None answered yet: each was still waiting when memory was read.
         let mut answered = 0;
@@ -266,6 +293,7 @@ async fn scenario(args: &Args, kind: &str, count: usize) -> anyhow::Result<Figur
     drop(streams);
     Ok(Figures {
         ready_ms,
+        idle_cpu,
         baseline,
         after,
         open_s,
@@ -293,7 +321,7 @@ async fn main() -> anyhow::Result<()> {
             let f = scenario(&args, kind, count).await?;
             let per = (f.after as f64 - f.baseline as f64) / count as f64;
             println!(
-                "{kind:>4} x {count:>6}: baseline {:.1} MB, with observers {:.1} MB: {per:.0} bytes per idle observer ({:.2} KiB; target {:.0} KiB: {}); opened in {:.1} s",
+                "{kind:>4} x {count:>6}: baseline {:.1} MB, with observers {:.1} MB: {per:.0} bytes per idle observer ({:.2} KiB; target {:.0} KiB: {}); opened in {:.1} s; idle CPU {:.1} % of a core",
                 f.baseline as f64 / 1e6,
                 f.after as f64 / 1e6,
                 per / 1024.0,
@@ -303,10 +331,11 @@ async fn main() -> anyhow::Result<()> {
                 } else {
                     "not met"
                 },
-                f.open_s
+                f.open_s,
+                f.idle_cpu * 100.0
             );
             results.push(json!({"kind": kind, "observers": count, "baseline_rss_bytes": f.baseline,
-                "rss_bytes": f.after, "bytes_per_observer": per, "open_s": f.open_s, "server_ready_ms": f.ready_ms}));
+                "rss_bytes": f.after, "bytes_per_observer": per, "open_s": f.open_s, "server_ready_ms": f.ready_ms, "idle_cpu_cores": f.idle_cpu}));
         }
     }
     println!(
