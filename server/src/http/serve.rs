@@ -3,7 +3,7 @@
 //! `axum::serve` runs each connection as hyper-util's protocol-detecting connection (the
 //! HTTP/1 and HTTP/2 states side by side in one task), and an idle observer cost the node some
 //! 64 KiB (`observer-memory`, docs/benchmarks.md). Here each connection is hyper's HTTP/1
-//! connection alone, 13-20 KiB: its task, hyper's read and write buffers (8 KiB each,
+//! connection alone, 12-17 KiB: its task, hyper's read and write buffers (8 KiB each,
 //! allocated by hyper) and the request's own state.
 
 use std::future::Future;
@@ -40,8 +40,8 @@ pub async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
+            // hyper's defaults, as `axum::serve` had them (no timer, so no header timeout).
             let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
                 .serve_connection(TokioIo::new(stream), service);
             let mut connection = std::pin::pin!(connection);
             tokio::select! {
