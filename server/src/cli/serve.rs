@@ -52,9 +52,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         config.node_name,
         started.elapsed().as_millis()
     );
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    openbot_server::http::serve(listener, app(state), shutdown_signal()).await?;
     eprintln!("openbot: stopping; releasing work");
     engine.shutdown().await;
     Ok(ExitCode::SUCCESS)

@@ -13,8 +13,8 @@ use crate::store::{Store, StoreError};
 /// How many events a reader copies out of the log at a time: its whole buffer.
 pub const OBSERVE_PAGE: i64 = 256;
 
-/// How long a reader waits for a wake-up before it reads the log anyway; bounds the delay a
-/// lost notification can cause.
+/// How often the readers of an execution are woken without a notification (one timer per
+/// execution, in the hub); bounds the delay a lost notification can cause.
 pub const FALLBACK_POLL: Duration = Duration::from_secs(2);
 
 /// The events of `id` after sequence `after`, ending after the execution's last event.
@@ -25,13 +25,12 @@ pub fn observe(
     id: ExecutionId,
     after: u64,
 ) -> BoxStream<'static, Result<Event, StoreError>> {
-    let watcher = hub.watch(id);
     let tail = hub.tail(id);
     let state = Reader {
         store,
+        hub,
         tail,
-        force: false,
-        watcher,
+        watcher: None,
         id,
         cursor: after as i64,
         page: Vec::new().into_iter(),
@@ -44,14 +43,28 @@ pub fn observe(
     .boxed()
 }
 
+/// What the execution's fallback timer compares from tick to tick: its last sequence and
+/// whether it ended, from its row.
+fn probe(store: Arc<dyn Store>, id: ExecutionId) -> super::signals::Probe {
+    Arc::new(move || {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            let row = store.execution(id).await.ok()?;
+            Some((row.last_sequence, row.state.is_terminal()))
+        })
+    })
+}
+
+/// One reader's state; while it waits it holds no page and no timer of its own.
 struct Reader {
     store: Arc<dyn Store>,
+    hub: Arc<Hub>,
     tail: Arc<Tail>,
-    /// Set after a wait without a wake-up: read the log even if the tail looks fresh.
-    force: bool,
-    watcher: tokio::sync::watch::Receiver<u64>,
+    /// The execution's wake-ups, subscribed at the first read (inside the runtime).
+    watcher: Option<tokio::sync::watch::Receiver<u64>>,
     id: ExecutionId,
     cursor: i64,
+    /// The events read and not yet handed out; empty (no allocation) while waiting.
     page: std::vec::IntoIter<Event>,
     done: bool,
 }
@@ -67,43 +80,43 @@ impl Reader {
             if self.done {
                 return None;
             }
+            let (hub, id, store) = (&self.hub, self.id, &self.store);
+            let watch = || hub.watch_probed(id, Some(probe(Arc::clone(store), id)));
+            let watcher = self.watcher.get_or_insert_with(watch);
             // Mark wake-ups seen before reading, so one that lands during the read is kept.
-            let wake = *self.watcher.borrow_and_update();
+            let wake = *watcher.borrow_and_update();
             // Readers at the head share one read of the log per wake-up; others read their own.
             match self
                 .tail
-                .read(
-                    self.store.as_ref(),
-                    self.id,
-                    self.cursor,
-                    wake,
-                    std::mem::take(&mut self.force),
-                )
+                .read(self.store.as_ref(), self.id, self.cursor, wake)
                 .await
             {
                 Ok(events) if !events.is_empty() => {
                     self.page = events.into_iter();
                     continue;
                 }
+                Ok(_) => self.page = Vec::new().into_iter(),
+                Err(err) => {
+                    self.done = true;
+                    return Some(Err(err));
+                }
+            }
+            // Nothing after the cursor: the end, if the execution ended (one shared read of its
+            // row per wake-up).
+            match self.tail.ended(self.store.as_ref(), self.id, wake).await {
+                Ok(Some(last)) if self.cursor >= last => return None,
                 Ok(_) => {}
                 Err(err) => {
                     self.done = true;
                     return Some(Err(err));
                 }
             }
-            match self.store.execution(self.id).await {
-                Ok(row) if row.state.is_terminal() && self.cursor >= row.last_sequence => {
-                    return None;
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    self.done = true;
-                    return Some(Err(err));
-                }
-            }
-            tokio::select! {
-                _ = self.watcher.changed() => {}
-                _ = tokio::time::sleep(FALLBACK_POLL) => self.force = true,
+            let watch = || hub.watch_probed(id, Some(probe(Arc::clone(store), id)));
+            let watcher = self.watcher.get_or_insert_with(watch);
+            if watcher.changed().await.is_err() {
+                // The hub dropped the channel; read again with a new one.
+                self.watcher = None;
+                tokio::time::sleep(FALLBACK_POLL).await;
             }
         }
     }
@@ -124,6 +137,9 @@ struct TailState {
     events: std::collections::VecDeque<Event>,
     /// The wake-up count seen before the last read of the log started.
     read_at_wake: Option<u64>,
+    /// The last read of the execution's row: the wake-up count seen before it started, and
+    /// its last sequence if it had ended.
+    ended: Option<(u64, Option<i64>)>,
 }
 
 impl Tail {
@@ -157,7 +173,6 @@ impl Tail {
         id: ExecutionId,
         cursor: i64,
         wake: u64,
-        force: bool,
     ) -> Result<Vec<Event>, StoreError> {
         let behind = {
             let state = self
@@ -178,7 +193,7 @@ impl Tail {
                 .state
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            !force && state.read_at_wake.is_some_and(|at| at >= wake)
+            state.read_at_wake.is_some_and(|at| at >= wake)
         };
         if let Some(events) = self.held_after(cursor)
             && (!events.is_empty() || fresh(self))
@@ -229,5 +244,40 @@ impl Tail {
                 .filter(|e| e.sequence as i64 > cursor)
                 .collect(),
         ))
+    }
+
+    /// The last sequence of the execution if it ended, from one read of its row per wake-up
+    /// shared by the readers at its head. An execution that ended stays ended.
+    async fn ended(
+        &self,
+        store: &dyn Store,
+        id: ExecutionId,
+        wake: u64,
+    ) -> Result<Option<i64>, StoreError> {
+        let known = || {
+            let state = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match state.ended {
+                Some((_, Some(last))) => Some(Some(last)),
+                Some((at, None)) if at >= wake => Some(None),
+                _ => None,
+            }
+        };
+        if let Some(ended) = known() {
+            return Ok(ended);
+        }
+        let _refreshing = self.refresh.lock().await;
+        if let Some(ended) = known() {
+            return Ok(ended);
+        }
+        let row = store.execution(id).await?;
+        let ended = row.state.is_terminal().then_some(row.last_sequence);
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .ended = Some((wake, ended));
+        Ok(ended)
     }
 }

@@ -174,14 +174,28 @@ impl Hub {
         self.outbox.notify_one();
     }
 
-    /// A receiver that changes whenever an execution has new events.
+    /// A receiver that changes whenever an execution has new events, and at least every
+    /// [`FALLBACK_POLL`](super::observe::FALLBACK_POLL) while it has receivers: one timer per
+    /// execution instead of one per reader bounds the delay a lost notification can cause.
     pub fn watch(&self, id: ExecutionId) -> watch::Receiver<u64> {
+        self.watch_probed(id, None)
+    }
+
+    /// Like [`Hub::watch`], but the fallback timer wakes the receivers only when `probe`
+    /// (given by the first watcher of the execution) answers something else than at its last
+    /// tick, or nothing: idle readers of an execution that does not change are not woken.
+    pub fn watch_probed(&self, id: ExecutionId, probe: Option<Probe>) -> watch::Receiver<u64> {
         let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
         watchers.retain(|_, sender| sender.receiver_count() > 0);
-        watchers
-            .entry(id)
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
+        if let Some(sender) = watchers.get(&id) {
+            return sender.subscribe();
+        }
+        let (sender, receiver) = watch::channel(0);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(fallback_ticks(sender.clone(), probe));
+        }
+        watchers.insert(id, sender);
+        receiver
     }
 
     /// The shared tail of an execution's events, for the readers of this node.
@@ -221,9 +235,59 @@ impl Hub {
     }
 }
 
+/// A snapshot of an execution that changes with every commit to it (its last sequence, and
+/// whether it ended); `None` when it cannot be read.
+pub type Probe =
+    Arc<dyn Fn() -> futures::future::BoxFuture<'static, Option<(i64, bool)>> + Send + Sync>;
+
+/// Wakes the receivers of one execution every `FALLBACK_POLL` until it has none; with a probe,
+/// only when its snapshot differs from the one of the tick before (the first tick always
+/// wakes). A commit whose notification was lost changes the snapshot after the tick that read
+/// the one before it, so the next tick wakes the readers: the bound stays one period.
+async fn fallback_ticks(sender: watch::Sender<u64>, probe: Option<Probe>) {
+    let period = super::observe::FALLBACK_POLL;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen = None;
+    loop {
+        ticks.tick().await;
+        if sender.receiver_count() == 0 {
+            return;
+        }
+        if let Some(probe) = &probe {
+            let now = probe().await;
+            if now.is_some() && now == seen {
+                continue;
+            }
+            seen = now;
+        }
+        sender.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn watchers_are_woken_without_a_notification_by_one_timer_per_execution() {
+        let poll = super::super::observe::FALLBACK_POLL;
+        let hub = Hub::local();
+        let id = ExecutionId::new();
+        let mut first = hub.watch(id);
+        let mut second = hub.watch(id);
+        let started = tokio::time::Instant::now();
+        first.changed().await.unwrap();
+        second.changed().await.unwrap();
+        let waited = started.elapsed();
+        assert!(waited >= poll && waited < poll * 3 / 2, "{waited:?}");
+        // One timer for both: each saw the same single wake-up.
+        assert_eq!(*first.borrow_and_update(), 1);
+        assert_eq!(*second.borrow_and_update(), 1);
+        // Once an execution has no watchers its channel goes; a new watcher starts afresh.
+        drop((first, second));
+        assert_eq!(*hub.watch(id).borrow(), 0);
+    }
 
     #[test]
     fn wake_ups_round_trip_through_payloads_and_respect_the_limit() {

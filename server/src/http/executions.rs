@@ -246,6 +246,9 @@ pub async fn events(
         .get(ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
+    // The header values share hyper's read buffer; let it go before waiting, so that an idle
+    // long poll keeps one read buffer, not two.
+    drop(headers);
     if wants_stream {
         return Ok(stream(state, id, after).into_response());
     }

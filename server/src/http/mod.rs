@@ -16,6 +16,7 @@ mod members;
 mod models;
 mod organizations;
 mod outcomes;
+mod serve;
 mod sessions;
 mod tokens;
 mod tools;
@@ -30,6 +31,7 @@ use utoipa_axum::routes;
 
 pub use error::{ApiError, ERROR_ID_HEADER};
 pub use json::{ApiJson, ApiQuery, BODY_LIMIT};
+pub use serve::serve;
 
 use crate::engine::Engine;
 use crate::identity::IdentityStore;
