@@ -36,6 +36,7 @@ http_tests!(
     giving_up_ends_the_execution_failed_with_the_reason_and_sends_nothing,
     a_token_without_the_outcomes_right_gets_403,
     another_members_unknown_outcome_is_not_found,
+    a_bot_limited_token_neither_lists_nor_decides_another_bots_unknown_outcome,
     a_second_decision_for_the_same_call_is_a_conflict,
     a_decision_for_another_call_is_a_conflict,
     a_failed_audit_write_rolls_the_decision_back,
@@ -601,4 +602,52 @@ async fn a_failed_audit_write_rolls_the_decision_back(server: Server) {
     let events = server.finish(&server.owner, &id).await;
     assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
     assert_eq!(outside.received(), 1);
+}
+
+async fn a_bot_limited_token_neither_lists_nor_decides_another_bots_unknown_outcome(
+    server: Server,
+) {
+    let outside = Outside::unanswering(1).await;
+    let model = FakeOpenAi::start(script()).await;
+    let bot = server.writing_bot(&outside, &model).await;
+    let id = server.unknown_turn(&bot, &outside, 1).await;
+    // The same member's token, limited to another Bot.
+    let other_model = FakeOpenAi::start(script()).await;
+    let other_bot = server.bot(&server.owner, &other_model, false).await;
+    let limited = server.bot_limited_token(&other_bot).await;
+
+    let page: Value = server
+        .unknown_outcomes(&limited, "")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        page["outcomes"],
+        json!([]),
+        "another Bot's work is not listed"
+    );
+    let decided = server
+        .decide_outcome(
+            &limited,
+            &id,
+            json!({"call": CALL, "decision": "not_applied"}),
+        )
+        .await;
+    let (status, code) = error_code(decided).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    assert_eq!(server.state(&id).await, "outcome_unknown");
+    assert_eq!(outside.received(), 1);
+    // A token limited to the Turn's own Bot sees it.
+    let own = server.bot_limited_token(&bot).await;
+    let page: Value = server
+        .unknown_outcomes(&own, "")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["outcomes"].as_array().map(Vec::len), Some(1));
 }

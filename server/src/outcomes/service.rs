@@ -192,7 +192,12 @@ impl Outcomes {
             .engine
             .context()
             .store
-            .unknown_outcomes(&caller.scope(), after, i64::from(limit) + 1)
+            .unknown_outcomes(
+                &caller.scope(),
+                caller.bot_ids.as_deref(),
+                after,
+                i64::from(limit) + 1,
+            )
             .await?;
         // One more than the page tells whether another page follows.
         let more = rows.len() > limit as usize;
@@ -254,12 +259,14 @@ impl Outcomes {
             OutcomeError::Invalid("call must be a call as listed, e.g. `1/tool:0/1`".into())
         })?;
         let cx = self.engine.context();
-        let row = match cx.store.execution(id).await {
-            Ok(row) if row.scope == caller.scope() => row,
-            Ok(_) | Err(StoreError::NotFound(_)) => {
-                return Err(OutcomeError::NotFound("execution"));
-            }
-            Err(err) => return Err(err.into()),
+        // Another member's work, or another Bot's for a Bot-limited token, is not found.
+        let row = match cx
+            .store
+            .visible_execution(id, &caller.scope(), caller.bot_ids.as_deref())
+            .await?
+        {
+            Some(row) => row,
+            None => return Err(OutcomeError::NotFound("execution")),
         };
         if row.state != ExecutionState::OutcomeUnknown {
             return Err(OutcomeError::Conflict(format!(

@@ -178,10 +178,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// Up to `limit` executions of `scope` that wait in `outcome_unknown` for a decision, in ID
-    /// order, after the execution `after` when given (the cursor of the previous page).
+    /// order, after the execution `after` when given (the cursor of the previous page); with
+    /// `bot_ids`, only the work of those Bots (the Bot of the Chat at the root of its tree).
     async fn unknown_outcomes(
         &self,
         scope: &Scope,
+        bot_ids: Option<&[BotId]>,
         after: Option<ExecutionId>,
         limit: i64,
     ) -> Result<Vec<ExecutionRow>, StoreError>;

@@ -863,10 +863,11 @@ impl StoreTrait for Store {
     async fn unknown_outcomes(
         &self,
         scope: &Scope,
+        bot_ids: Option<&[BotId]>,
         after: Option<ExecutionId>,
         limit: i64,
     ) -> Result<Vec<ExecutionRow>, StoreError> {
-        self.unknown_of(scope, after, limit).await
+        self.unknown_of(scope, bot_ids, after, limit).await
     }
 
     async fn decide_unknown(

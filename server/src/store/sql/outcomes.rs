@@ -2,7 +2,7 @@
 //! the decisions with their audit.
 
 use openbot_core::turn::CallKey;
-use openbot_schema::ExecutionId;
+use openbot_schema::{BotId, ExecutionId};
 use sqlx::Row as _;
 
 use crate::store::StoreError;
@@ -14,18 +14,31 @@ impl Store {
     pub(crate) async fn unknown_of(
         &self,
         scope: &Scope,
+        bot_ids: Option<&[BotId]>,
         after: Option<ExecutionId>,
         limit: i64,
     ) -> Result<Vec<ExecutionRow>, StoreError> {
+        // The Bot limit is part of the query, as for one execution: the Bot of the Chat at
+        // the root of each listed execution's tree.
         let rows = sqlx::query(concat!(
             "SELECT ",
             execution_columns!(),
-            " FROM executions WHERE scope = $1 AND state = 'outcome_unknown' AND ($2 IS NULL OR id > $2) \
-             ORDER BY id LIMIT $3"
+            " FROM executions x WHERE scope = $1 AND state = 'outcome_unknown' AND (",
+            uuid_param!("$2"),
+            " IS NULL OR id > $2) AND (",
+            text_param!("$4"),
+            " IS NULL OR EXISTS ( \
+                 WITH RECURSIVE tree(id, parent_id, chat_id) AS ( \
+                     SELECT e.id, e.parent_id, e.chat_id FROM executions e WHERE e.id = x.id \
+                     UNION ALL SELECT e.id, e.parent_id, e.chat_id FROM executions e JOIN tree t ON e.id = t.parent_id) \
+                 SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id WHERE t.parent_id IS NULL AND ",
+            bot_in!("c.bot_id", "$4"),
+            ")) ORDER BY id LIMIT $3"
         ))
         .bind(scope.to_stored())
         .bind(after.map(|id| id.as_uuid()))
         .bind(limit)
+        .bind(crate::store::bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(|row| execution_from_row!(row)).collect()
