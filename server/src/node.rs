@@ -245,9 +245,15 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
         lease: config.lease,
         ..RunnerConfig::default()
     };
-    engine
-        .start_runner(registry(Some(database), &config.platform), runner)
-        .await;
+    let workflows = registry(Some(database), &config.platform);
+    if config.database_url.is_none() {
+        // One node: work of a kind this build has no workflow for can run nowhere.
+        let ended = engine.interrupt_other_kinds(&workflows.kinds()).await?;
+        if ended > 0 {
+            tracing::warn!(ended, "interrupted work whose workflow kind no node runs");
+        }
+    }
+    engine.start_runner(workflows, runner).await;
     Ok(engine)
 }
 

@@ -244,3 +244,63 @@ async fn a_build_without_fault_points_ignores_the_fault_variable() {
     assert!(ended, "the Turn ended");
     assert_eq!(outside.received(), 1, "the tool was called once");
 }
+
+/// On one node (SQLite), work of a kind no workflow of this build runs can run nowhere: the
+/// node ends it `interrupted` with a reason when it starts, instead of leaving it queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_interrupts_work_of_a_kind_it_has_no_workflow_for() {
+    use openbot_server::engine::{Engine, Submission};
+    use openbot_server::sealed::KeyRing;
+    use openbot_server::store::{Scope, SqliteStore};
+    use std::io::{BufRead, BufReader};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_string();
+    assert!(openbot(&["migrate", "--data-dir", &data]).status.success());
+    let keys = KeyRing::load_or_create(&dir.path().join("seal-keys")).unwrap();
+    let db = dir.path().join("openbot.db");
+    let store = std::sync::Arc::new(SqliteStore::open(&db, keys.clone()).await.unwrap());
+    let engine = Engine::open(store, keys.clone(), "earlier-build".into());
+    let id = engine
+        .submit(Submission {
+            kind: "legacy_report",
+            scope: Scope::Member("m".into()),
+            command_key: None,
+            input: &serde_json::json!({"report": 1}),
+            events: Vec::new(),
+            parent_id: None,
+            chat_id: None,
+            admission_gate: None,
+        })
+        .await
+        .unwrap()
+        .execution_id();
+    engine.shutdown().await;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["serve", "--data-dir", &data, "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let listening = tokio::task::spawn_blocking(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("listening on"))
+    })
+    .await
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(listening, "the node started");
+
+    let store = SqliteStore::open(&db, keys).await.unwrap();
+    let row = openbot_server::store::Store::execution(&store, id)
+        .await
+        .unwrap();
+    assert_eq!(row.state, openbot_schema::ExecutionState::Interrupted);
+    let reason = row.reason.unwrap_or_default();
+    assert!(reason.contains("legacy_report"), "{reason}");
+}

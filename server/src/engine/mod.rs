@@ -409,6 +409,37 @@ impl Engine {
         Ok(())
     }
 
+    /// Ends, `interrupted` with a reason, the work whose kind is none of `kinds` (the kinds of
+    /// this node's registry). Only for a deployment that has one node (SQLite): there, no other
+    /// node can run such work, so it would otherwise wait forever. Returns how many it ended.
+    pub async fn interrupt_other_kinds(&self, kinds: &[&str]) -> Result<usize, StoreError> {
+        let mut ended = 0;
+        loop {
+            let page = self.cx.store.other_kinds(kinds, 100).await?;
+            if page.is_empty() {
+                return Ok(ended);
+            }
+            for (id, generation, kind) in page {
+                let reason =
+                    format!("its workflow kind `{kind}` is run by no node of this deployment");
+                program::interrupt(
+                    &self.cx,
+                    id,
+                    generation,
+                    openbot_schema::ErrorCategory::Configuration,
+                    &reason,
+                    &reason,
+                )
+                .await;
+                // An execution that could not be ended is not read again in this pass.
+                if !self.cx.store.execution(id).await?.state.is_terminal() {
+                    return Ok(ended);
+                }
+                ended += 1;
+            }
+        }
+    }
+
     /// Stops claiming work, stops every phase and gives each execution up so that another
     /// node takes it over at once, then stops the wake-up tasks.
     pub async fn shutdown(&self) {

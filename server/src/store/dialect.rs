@@ -10,6 +10,7 @@
 //! | --- | --- | --- |
 //! | `in_bot_limit!("col", "$N")` | `$N` is NULL or `col` is in the JSON array `$N` (hex ids) | the same with `jsonb_array_elements_text` |
 //! | `bot_in!("col", "$N")` | `col` is in the JSON array `$N` | the same on PostgreSQL |
+//! | `text_in!("col", "$N")` | the text `col` is in the JSON array of strings `$N` | the same on PostgreSQL |
 //! | `for_update!()` | nothing (one writer holds the database) | ` FOR UPDATE` |
 //! | `for_share!()` | nothing | ` FOR SHARE` |
 //! | `skip_locked!()` | nothing | ` FOR UPDATE SKIP LOCKED` (nodes claim side by side) |
@@ -42,6 +43,12 @@ macro_rules! sql_store {
             macro_rules! bot_in {
                 ($col:literal, $param:literal) => {
                     concat!("lower(hex(", $col, ")) IN (SELECT lower(replace(value, '-', '')) FROM json_each(", $param, "))")
+                };
+            }
+            #[allow(unused_macros)]
+            macro_rules! text_in {
+                ($col:literal, $param:literal) => {
+                    concat!($col, " IN (SELECT value FROM json_each(", $param, "))")
                 };
             }
             #[allow(unused_macros)]
@@ -89,6 +96,12 @@ macro_rules! sql_store {
             macro_rules! bot_in {
                 ($col:literal, $param:literal) => {
                     concat!($col, "::text IN (SELECT jsonb_array_elements_text(", $param, "::jsonb))")
+                };
+            }
+            #[allow(unused_macros)]
+            macro_rules! text_in {
+                ($col:literal, $param:literal) => {
+                    concat!($col, " IN (SELECT jsonb_array_elements_text(", $param, "::jsonb))")
                 };
             }
             #[allow(unused_macros)]

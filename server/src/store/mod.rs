@@ -177,6 +177,14 @@ pub trait Store: Send + Sync + 'static {
         result: SealedBlob,
     ) -> Result<(), StoreError>;
 
+    /// Up to `limit` executions that have not ended and whose kind is none of `kinds`, in ID
+    /// order: each with its generation and kind.
+    async fn other_kinds(
+        &self,
+        kinds: &[&str],
+        limit: i64,
+    ) -> Result<Vec<(ExecutionId, i64, String)>, StoreError>;
+
     /// Up to `limit` executions of `scope` that wait in `outcome_unknown` for a decision, in ID
     /// order, after the execution `after` when given (the cursor of the previous page); with
     /// `bot_ids`, only the work of those Bots (the Bot of the Chat at the root of its tree).

@@ -860,6 +860,33 @@ impl StoreTrait for Store {
         Ok(())
     }
 
+    async fn other_kinds(
+        &self,
+        kinds: &[&str],
+        limit: i64,
+    ) -> Result<Vec<(ExecutionId, i64, String)>, StoreError> {
+        let kinds = serde_json::to_string(kinds).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let rows = sqlx::query(concat!(
+            "SELECT id, generation, kind FROM executions \
+             WHERE state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND NOT ",
+            text_in!("kind", "$1"),
+            " ORDER BY id LIMIT $2"
+        ))
+        .bind(kinds)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<Uuid, _>("id")?.into(),
+                    row.try_get("generation")?,
+                    row.try_get("kind")?,
+                ))
+            })
+            .collect()
+    }
+
     async fn unknown_outcomes(
         &self,
         scope: &Scope,
