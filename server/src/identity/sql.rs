@@ -59,6 +59,31 @@ fn invitation_row(row: &Row) -> Result<InvitationRow, StoreError> {
     })
 }
 
+/// Stores a member's new token (its secret only as a hash) inside `tx`.
+async fn insert_token(
+    tx: &mut sqlx::Transaction<'_, Db>,
+    member_id: Uuid,
+    token: &NewToken,
+    now: i64,
+) -> Result<(), StoreError> {
+    let (rights, bots) = token_json(token)?;
+    sqlx::query(
+        "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(token.id)
+    .bind(member_id)
+    .bind(&token.name)
+    .bind(&token.secret_hash)
+    .bind(rights)
+    .bind(bots)
+    .bind(token.expires_at)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl IdentityStore for Store {
     async fn bootstrap(
@@ -101,21 +126,7 @@ impl IdentityStore for Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        let (rights, bots) = token_json(&token)?;
-        sqlx::query(
-            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(token.id)
-        .bind(member_id)
-        .bind(&token.name)
-        .bind(&token.secret_hash)
-        .bind(rights)
-        .bind(bots)
-        .bind(token.expires_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        insert_token(&mut tx, member_id, &token, now).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -263,21 +274,7 @@ impl IdentityStore for Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        let (rights, bots) = token_json(&token)?;
-        sqlx::query(
-            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(token.id)
-        .bind(member_id)
-        .bind(&token.name)
-        .bind(&token.secret_hash)
-        .bind(rights)
-        .bind(bots)
-        .bind(token.expires_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        insert_token(&mut tx, member_id, &token, now).await?;
         tx.commit().await?;
         Ok(Some(MemberRef {
             member_id,
@@ -320,21 +317,7 @@ impl IdentityStore for Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        let (rights, bots) = token_json(&token)?;
-        sqlx::query(
-            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(token.id)
-        .bind(member_id)
-        .bind(&token.name)
-        .bind(&token.secret_hash)
-        .bind(rights)
-        .bind(bots)
-        .bind(token.expires_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        insert_token(&mut tx, member_id, &token, now).await?;
         tx.commit().await?;
         Ok(OrganizationRow {
             id: organization,

@@ -66,7 +66,7 @@ macro_rules! sql_store {
             #[allow(unused_macros)]
             macro_rules! in_bot_limit {
                 ($col:literal, $param:literal) => {
-                    concat!("(", $param, " IS NULL OR lower(hex(", $col, ")) IN (SELECT lower(replace(value, '-', '')) FROM json_each(", $param, ")))")
+                    concat!("(", $param, " IS NULL OR ", bot_in!($col, $param), ")")
                 };
             }
             #[allow(unused_macros)]
@@ -119,7 +119,7 @@ macro_rules! sql_store {
             #[allow(unused_macros)]
             macro_rules! in_bot_limit {
                 ($col:literal, $param:literal) => {
-                    concat!("(", $param, "::text IS NULL OR ", $col, "::text IN (SELECT jsonb_array_elements_text(", $param, "::jsonb)))")
+                    concat!("(", $param, "::text IS NULL OR ", bot_in!($col, $param), ")")
                 };
             }
             #[allow(unused_macros)]
