@@ -145,12 +145,17 @@ fn decision_line(record: &OutcomeDecisionRecord) -> String {
 fn line(execution: &Execution) -> String {
     let state = serde_json::to_value(execution.state).unwrap_or_default();
     let outcome = serde_json::to_value(execution.outcome).unwrap_or_default();
-    format!(
+    let line = format!(
         "{}  {}  {}",
         execution.id,
         state.as_str().unwrap_or("?"),
         outcome.as_str().unwrap_or("-")
-    )
+    );
+    match &execution.reason {
+        // Why work that could not be rebuilt was interrupted.
+        Some(reason) => format!("{line}  ({reason})"),
+        None => line,
+    }
 }
 
 /// Runs the command.
