@@ -17,7 +17,10 @@ pub mod tool;
 pub mod turn;
 
 pub use agent::{Agent, AgentBuilder, TurnHandle};
-pub use client::{Client, ConnectOptions, ObserveStream, RemoteClient, connect};
+pub use client::{
+    ApiAnswer, ApiBody, ApiBytes, ApiRequest, Client, ConnectOptions, OPERATIONS, ObserveStream,
+    Operations, RemoteClient, connect,
+};
 pub use error::Error;
 pub use openbot_schema as schema;
 

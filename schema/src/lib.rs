@@ -17,6 +17,7 @@ mod file;
 mod ids;
 mod message;
 mod models;
+mod node;
 mod organization;
 mod outcome;
 mod tool;
@@ -38,6 +39,7 @@ pub use file::StoredFile;
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use message::{ContentPart, FileRef, Message};
 pub use models::{ProviderSettings, PutProvider};
+pub use node::{Health, Session};
 pub use organization::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreateOrganization, CreatedInvitation,
     CreatedOrganization, Invitation, Member, MemberRole, Organization,

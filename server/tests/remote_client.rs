@@ -310,7 +310,7 @@ async fn deleting_a_chat_returns_once_its_turn_ended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
-    use openbot_core::RemoteClient;
+    use openbot_core::{Operations, RemoteClient};
     use openbot_schema::{CreateToken, PutProvider, Right};
     let served = Served::start();
     let admin = RemoteClient::new(
@@ -342,7 +342,7 @@ async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
     assert_eq!(admin.list_members().await.unwrap().len(), 1);
     let settings = admin
         .put_provider(
-            "openai",
+            &"openai",
             &PutProvider {
                 api_key: Some("sk-test-not-returned".into()),
                 base_url: None,
@@ -354,7 +354,7 @@ async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
     let listed = serde_json::to_string(&admin.list_providers().await.unwrap()).unwrap();
     assert!(!listed.contains("sk-test-not-returned"));
 
-    admin.revoke_token(created.token.id).await.unwrap();
+    admin.revoke_token(&created.token.id).await.unwrap();
     let revoked = RemoteClient::new(
         &served.base,
         ConnectOptions {
@@ -412,7 +412,7 @@ async fn plan_mode_and_pause_go_through_the_client_on_a_server_and_are_refused_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_and_absent_in_memory()
  {
-    use openbot_core::RemoteClient;
+    use openbot_core::{Operations, RemoteClient};
     use openbot_schema::{DecideOutcome, OutcomeDecision, PutHttpTool};
     let mut served = Served::start();
     let admin = RemoteClient::new(
@@ -427,7 +427,7 @@ async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_
     let (url, calls) = endpoint::endpoint(1);
     admin
         .put_tool(
-            "pay",
+            &"pay",
             &PutHttpTool {
                 description: "Pays.".into(),
                 input_schema: json!({"type": "object"}),

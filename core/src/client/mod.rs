@@ -3,8 +3,13 @@
 //! `connect("memory://", ..)` runs everything in this process; `connect("http://host:port", ..)`
 //! talks to an OpenBot server. Both implement [`Client`], so code does not change between them.
 
+pub mod api;
+pub(crate) mod dispatch;
+mod operations;
 mod remote;
 
+pub use api::{ApiAnswer, ApiBody, ApiBytes, ApiRequest, Operation};
+pub use operations::{OPERATIONS, Operations};
 pub use remote::RemoteClient;
 
 use std::collections::HashMap;
@@ -118,6 +123,13 @@ pub trait Client: Send + Sync {
     /// Turns a Chat's plan mode on or off; an approved plan also switches it off. Only a server
     /// has plan mode: in memory turning it on is `invalid_input`.
     async fn set_plan_mode(&self, chat: ChatId, enabled: bool) -> Result<PlanMode, Error>;
+
+    /// Runs any operation of the HTTP API by its `operationId` (schema/openapi.json), with its
+    /// path and query parameters by name and its body: the one call path every SDK's generated
+    /// methods use. An operation the trait declares by hand does exactly what its method does;
+    /// in memory, an operation only a server has fails with `invalid_input` that says so, and
+    /// a name the API lacks is `invalid_input` in both modes.
+    async fn call(&self, operation: &str, request: ApiRequest) -> Result<ApiAnswer, Error>;
 
     /// Closes the client. Later calls fail with the code `closed`; running Turns are cancelled
     /// in the in-memory mode.

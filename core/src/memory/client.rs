@@ -563,6 +563,19 @@ impl Client for MemoryClient {
         Ok(PlanMode { enabled: false })
     }
 
+    async fn call(
+        &self,
+        operation: &str,
+        request: crate::client::ApiRequest,
+    ) -> Result<crate::client::ApiAnswer, Error> {
+        let op = crate::client::api::operation(operation)
+            .ok_or_else(|| crate::client::api::unknown_operation(operation))?;
+        match crate::client::dispatch::client_operation(self, op, &request).await {
+            Some(answer) => answer,
+            None => Err(crate::client::api::server_only(op.id)),
+        }
+    }
+
     async fn close(&self) {
         let mut state = self.inner.lock();
         state.closed = true;

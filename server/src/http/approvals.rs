@@ -39,6 +39,7 @@ fn parse_id(id: &str, what: &str) -> Result<Uuid, ApiError> {
 
 /// Which requests to list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only requests in this state, e.g. `pending`.

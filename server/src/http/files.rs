@@ -33,6 +33,7 @@ fn parse_id(id: &str) -> Result<FileId, ApiError> {
 
 /// The name of a file to store.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// Its display name: 1-255 characters, no slash.

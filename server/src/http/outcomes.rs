@@ -31,6 +31,7 @@ async fn mapped(state: &AppState, err: OutcomeError) -> ApiError {
 
 /// Which page to list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// How many outcomes a page holds: 1-100, default 50.

@@ -5,10 +5,8 @@ use axum::extract::State;
 use axum::http::header::SET_COOKIE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use chrono::{DateTime, Utc};
-use openbot_schema::{ErrorBody, ErrorCode, Right};
-use serde::Serialize;
-use utoipa::ToSchema;
+use chrono::DateTime;
+use openbot_schema::{ErrorBody, ErrorCode, Right, Session};
 
 use super::AppState;
 use super::auth::{SESSION_COOKIE, session_secret};
@@ -18,13 +16,6 @@ use crate::store::now_ms;
 
 /// How long a session lasts, in seconds (one day).
 pub const SESSION_SECONDS: i64 = 86_400;
-
-/// A started session.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Session {
-    /// When it ends.
-    pub expires_at: DateTime<Utc>,
-}
 
 /// Starts a session for the member of the token (which must hold every right) and sets it as
 /// an `HttpOnly`, `SameSite=Strict` cookie. Unsafe requests with the cookie must come from

@@ -5,10 +5,9 @@
 //! event streams resume from their last sequence; error answers become the same [`Error`]
 //! with the server's stable code, category and error ID.
 
-mod approvals;
+mod call;
 mod host_tools;
 mod observe;
-mod organization;
 mod transport;
 
 use async_trait::async_trait;
@@ -307,6 +306,14 @@ impl Client for RemoteClient {
                 Retry::Safe,
             )
             .await
+    }
+
+    async fn call(
+        &self,
+        operation: &str,
+        request: crate::client::ApiRequest,
+    ) -> Result<crate::client::ApiAnswer, Error> {
+        self.call_operation(operation, request).await
     }
 
     async fn close(&self) {

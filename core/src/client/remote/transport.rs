@@ -109,14 +109,26 @@ impl Transport {
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| Error::invalid_input(format!("the request cannot be encoded: {e}")))?;
+        self.send_raw(method, path, body.map(|b| (b, "application/json")), retry)
+            .await
+    }
+
+    /// Sends a request with a body of any media type (or none), as [`Transport::send`] does.
+    pub(super) async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Vec<u8>, &str)>,
+        retry: Retry,
+    ) -> Result<Response, Error> {
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 1;
         loop {
             self.check_open()?;
             let mut request = self.request(method.clone(), path).timeout(REQUEST_TIMEOUT);
-            if let Some(body) = &body {
+            if let Some((body, content_type)) = &body {
                 request = request
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::CONTENT_TYPE, *content_type)
                     .body(body.clone());
             }
             let outcome = tokio::select! {

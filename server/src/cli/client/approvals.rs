@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
+use openbot_core::Operations;
 use openbot_core::client::Client;
 use openbot_schema::{
     ApprovalRequest, ApprovalRule, ApprovalState, BotId, CreateApprovalRule, DecideApproval,
@@ -157,7 +158,7 @@ pub async fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
             })?;
         }
         ApprovalsCommand::Show { id } => {
-            output.print(&client.get_approval(id).await?, line)?;
+            output.print(&client.get_approval(&id).await?, line)?;
         }
         ApprovalsCommand::Approve { id, reason } | ApprovalsCommand::Deny { id, reason }
             if reason.as_ref().is_some_and(|r| r.len() > 1000) =>
@@ -211,7 +212,7 @@ pub async fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
             output.print(&client.create_rule(&rule).await?, rule_line)?;
         }
         ApprovalsCommand::DeleteRule { id } => {
-            client.delete_rule(id).await?;
+            client.delete_rule(&id).await?;
             output.print(&serde_json::json!({"deleted": id}), |_| {
                 format!("deleted the rule {id}")
             })?;

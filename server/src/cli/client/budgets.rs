@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use openbot_schema::{Budget, BudgetScope};
+use openbot_core::Operations;
+use openbot_schema::{Budget, BudgetScope, PutBudget};
 use uuid::Uuid;
 
 use super::ServerArgs;
@@ -76,7 +77,15 @@ pub async fn run(args: BudgetsArgs) -> anyhow::Result<ExitCode> {
         BudgetsCommand::Set { scope, target, usd } => {
             anyhow::ensure!(usd.is_finite() && usd >= 0.0, "--usd must be 0 or more");
             let micros = (usd * 1e6).round() as u64;
-            let budget = client.put_budget(scope.into(), target, micros).await?;
+            let budget = client
+                .put_budget(
+                    &BudgetScope::from(scope).as_str(),
+                    &target,
+                    &PutBudget {
+                        max_cost_micros: micros,
+                    },
+                )
+                .await?;
             output.print(&budget, line)?;
         }
         BudgetsCommand::List => {
@@ -86,7 +95,9 @@ pub async fn run(args: BudgetsArgs) -> anyhow::Result<ExitCode> {
             })?;
         }
         BudgetsCommand::Delete { scope, target } => {
-            client.delete_budget(scope.into(), target).await?;
+            client
+                .delete_budget(&BudgetScope::from(scope).as_str(), &target)
+                .await?;
             output.print(&serde_json::json!({"deleted": target}), |_| {
                 format!(
                     "deleted the budget of {} {target}",

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use openbot_core::Operations;
 use openbot_schema::{CreateOrganization, Organization};
 
 use super::ServerArgs;

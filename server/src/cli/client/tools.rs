@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use openbot_core::Operations;
 use openbot_schema::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
 
 use super::ServerArgs;
