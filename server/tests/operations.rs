@@ -179,7 +179,7 @@ async fn a_file_keeps_its_bytes_and_media_type_through_the_generated_methods() {
     let client = remote(&served).await;
     let bytes = b"line one\n\x00\xffbinary".to_vec();
     let stored = client
-        .upload_file(&"notes.bin", bytes.clone(), "application/octet-stream")
+        .upload_file("notes.bin", bytes.clone(), "application/octet-stream")
         .await
         .unwrap();
     let content = client.file_content(&stored.id).await.unwrap();
