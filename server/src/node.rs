@@ -32,6 +32,10 @@ pub struct NodeConfig {
     /// The folder of the object store (files' bytes); `<data_dir>/objects` by default. Nodes
     /// of one deployment must share it.
     pub objects_dir: Option<PathBuf>,
+    /// An S3 bucket for the object store instead of a folder (`s3://bucket/prefix`), with its
+    /// credentials, region and endpoint from the standard `AWS_*` variables. Every node of a
+    /// PostgreSQL deployment uses the same one.
+    pub objects_url: Option<String>,
     /// What outbound requests may reach, the platform's keys, where scripted models come from.
     pub platform: Platform,
 }

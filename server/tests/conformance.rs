@@ -1603,6 +1603,7 @@ impl Backend {
             lease: Duration::from_secs(2),
             max_connections: 4,
             objects_dir: None,
+            objects_url: None,
             platform: openbot_server::platform::Platform::new(
                 openbot_core::outbound::OutboundPolicy::parse("none").unwrap(),
                 None,

@@ -28,6 +28,12 @@ pub struct NodeArgs {
     /// data folder). The nodes of one deployment must share it.
     #[arg(long, env = "OPENBOT_OBJECTS_DIR")]
     pub objects_dir: Option<PathBuf>,
+    /// An S3 bucket (or an S3-compatible server's) for files' bytes instead of a folder:
+    /// `s3://bucket/prefix`. Credentials, region and endpoint come from the standard variables
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// `AWS_ALLOW_HTTP` for a local server). Not with --objects-dir.
+    #[arg(long, env = "OPENBOT_OBJECTS_URL", conflicts_with = "objects_dir")]
+    pub objects_url: Option<String>,
     /// Internal addresses outbound requests (models, HTTP tools) may reach, comma-separated:
     /// host names, ranges like 10.0.0.0/8, `loopback`, `private`, `any`, or `none`. Default:
     /// `loopback` on the embedded SQLite database (local development), `none` on PostgreSQL.
@@ -68,6 +74,7 @@ impl NodeArgs {
             lease: Duration::from_millis(self.lease_ms.max(200)),
             max_connections: 16,
             objects_dir: self.objects_dir.clone(),
+            objects_url: self.objects_url.clone(),
             platform,
         })
     }

@@ -35,7 +35,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("openbot: first start: the line above is the admin token; it is shown only once");
     }
     let engine = Arc::new(node::start(&config, &database).await?);
-    let objects = openbot_server::files::local_objects(&node::objects_dir(&config))?;
+    let objects = match &config.objects_url {
+        Some(url) => openbot_server::files::s3_objects(url)?,
+        None => openbot_server::files::local_objects(&node::objects_dir(&config))?,
+    };
     let state = AppState::new(
         Arc::clone(&engine),
         &database,

@@ -7,5 +7,5 @@ mod service;
 mod sql;
 mod store;
 
-pub use service::{FileError, Files, MAX_FILE_BYTES, local_objects};
+pub use service::{FileError, Files, MAX_FILE_BYTES, local_objects, s3_objects};
 pub use store::{FileAccess, FileRow, FileStore};

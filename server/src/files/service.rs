@@ -57,6 +57,30 @@ pub fn local_objects(folder: &Path) -> Result<Arc<dyn ObjectStore>, FileError> {
     Ok(Arc::new(LocalFileSystem::new_with_prefix(folder)?))
 }
 
+/// The object store in an S3 bucket (or an S3-compatible server's): `s3://bucket/prefix`, with
+/// credentials, region and endpoint from the standard `AWS_*` variables. The prefix keeps a
+/// deployment's objects apart from anything else in the bucket.
+pub fn s3_objects(url: &str) -> Result<Arc<dyn ObjectStore>, FileError> {
+    let (bucket, prefix) = url
+        .strip_prefix("s3://")
+        .map(|rest| rest.split_once('/').unwrap_or((rest, "")))
+        .filter(|(bucket, _)| !bucket.is_empty())
+        .ok_or_else(|| {
+            FileError::Invalid(format!("objects URL `{url}` must be s3://bucket/prefix"))
+        })?;
+    let bucket = object_store::aws::AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .build()?;
+    let prefix = prefix.trim_matches('/');
+    if prefix.is_empty() {
+        return Ok(Arc::new(bucket));
+    }
+    Ok(Arc::new(object_store::prefix::PrefixStore::new(
+        bucket,
+        ObjectPath::from(prefix),
+    )))
+}
+
 /// The file use cases.
 #[derive(Clone)]
 pub struct Files {
@@ -165,9 +189,12 @@ impl Files {
                 Credential::Session { .. } => None,
             },
         };
+        // A store that answers "not found" to a write lacks its bucket or folder: a fault of the
+        // deployment, not a missing file.
         self.objects
             .put(&ObjectPath::from(key), bytes.into())
-            .await?;
+            .await
+            .map_err(|err| FileError::Objects(err.to_string()))?;
         self.store.add_file(&row).await?;
         Ok(view(&row))
     }
