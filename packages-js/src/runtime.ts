@@ -31,9 +31,10 @@ export interface Page<T> {
 /**
  * A paged list: `for await (const item of list)` reads every item, page after page, asking the
  * next page only when the items before it were read; `pages()` gives whole pages (with the
- * cursor to resume from), `toArray()` every item at once. Nothing is asked before it is read.
+ * cursor to resume from); `await list` (or `toArray()`) reads every page and gives all the
+ * items, so a list that becomes paged reads as it did. Nothing is asked before it is read.
  */
-export class Paged<T> implements AsyncIterable<T> {
+export class Paged<T> implements AsyncIterable<T>, PromiseLike<T[]> {
   /** @internal */
   constructor(
     private readonly fetchPage: (cursor: string | undefined) => Promise<Page<T>>,
@@ -60,6 +61,14 @@ export class Paged<T> implements AsyncIterable<T> {
     const all: T[] = [];
     for await (const item of this) all.push(item);
     return all;
+  }
+
+  /** `await list`: every item of every page (see `toArray`). */
+  then<R1 = T[], R2 = never>(
+    onfulfilled?: ((items: T[]) => R1 | PromiseLike<R1>) | null,
+    onrejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
+  ): Promise<R1 | R2> {
+    return this.toArray().then(onfulfilled, onrejected);
   }
 }
 

@@ -62,6 +62,16 @@ describe('every operation has a method', () => {
   });
 });
 
+describe('the SDK page', () => {
+  test('docs/sdk-node.md names every operation\'s method', () => {
+    const page = readFileSync(new URL('../../docs/sdk-node.md', import.meta.url), 'utf8');
+    const unnamed = Object.values(sdk.OPERATIONS)
+      .map((op) => op.sdkMethod)
+      .filter((name) => !page.includes(`\`${name}\``) && !page.includes(`.${name}(`));
+    assert.deepEqual(unnamed, []);
+  });
+});
+
 describe('the generic call path', () => {
   for (const mode of modes) {
     test(`an unknown operation is InvalidInputError with code, category and errorId (${mode.name})`, () =>
@@ -132,6 +142,12 @@ describe('paged lists', () => {
     const { list, asked } = numbers(100, 10);
     for await (const n of list) if (n === 4) break;
     assert.deepEqual(asked, [undefined]);
+  });
+
+  test('awaiting a paged list gives every item of every page', async () => {
+    const { list, asked } = numbers(5, 2);
+    assert.deepEqual(await list, [0, 1, 2, 3, 4]);
+    assert.deepEqual(asked, [undefined, '2', '4']);
   });
 
   test('pages() gives each page with the cursor to resume from, starting at the given cursor', async () => {
