@@ -90,7 +90,8 @@ export async function typed(): Promise<ExecutionInfo> {
     void first, next;
   }
   const everything: UnknownOutcome[] = await client.listUnknownOutcomes().toArray();
-  void everything;
+  const awaited: UnknownOutcome[] = await client.listUnknownOutcomes({ limit: 50 });
+  void everything, awaited;
   // @ts-expect-error: a page size is a number
   client.listUnknownOutcomes({ limit: 'ten' });
   // Every operation, typed from the schema.
