@@ -97,7 +97,7 @@ export function checkObject(where: string, name: string, value: unknown): Record
 
 const kinds: Record<string, [string, (value: unknown) => boolean]> = {
   string: ['a string', (v) => typeof v === 'string'],
-  integer: ['a whole number', (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0],
+  integer: ['a whole number', (v) => typeof v === 'number' && Number.isSafeInteger(v)],
   number: ['a number', (v) => typeof v === 'number' && Number.isFinite(v)],
   boolean: ['a boolean', (v) => typeof v === 'boolean'],
   object: ['an object', (v) => typeof v === 'object' && v !== null && !Array.isArray(v)],
