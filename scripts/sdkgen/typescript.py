@@ -168,15 +168,13 @@ def comment(text: str, indent: str) -> str:
     return f"{indent}/**\n" + "".join(f"{indent} * {l}\n" for l in lines) + f"{indent} */\n"
 
 
-def answer_type(op: Operation, components: dict, handles: bool) -> str:
+def answer_type(op: Operation) -> str:
+    """A (not paged) method's answer: handles for Bots and Chats, `Bytes`, or nothing."""
     if op.answer == "bytes":
         return "Bytes"
     if op.answer == "empty":
         return "void"
-    if op.paged and handles:
-        _, item = page_field(op, components)
-        return f"Paged<{ts_type(item, True)}>"
-    return ts_type(op.answer_schema, handles)
+    return ts_type(op.answer_schema, True)
 
 
 def wrap(schema: dict | None, value: str) -> str:
@@ -234,7 +232,7 @@ def method(op: Operation, components: dict) -> str:
             + f"    return this.paged('{op.id}', {request}, '{field}', {each});\n"
             + "  }\n"
         )
-    answer = answer_type(op, components, True)
+    answer = answer_type(op)
     call = f"this.invoke('{op.id}', {request}, {body})"
     if op.answer == "empty":
         finish = f"    await {call};\n"
@@ -264,7 +262,7 @@ def table_entry(op: Operation) -> str:
     )
 
 
-def types_entry(op: Operation, components: dict) -> str:
+def types_entry(op: Operation) -> str:
     fields = [f"{p.name}: string" for p in op.path_params]
     fields += [
         f"{p.name}{'' if p.required else '?'}: {ts_type(p.schema)}" for p in op.query_params
@@ -354,7 +352,7 @@ def generate(operations: list[Operation], components: dict) -> list:
         + "};\n\n"
         "/** Each operation's path and query `params`, `body` and `answer`, in the wire format. */\n"
         "export interface OperationTypes {\n"
-        + "".join(types_entry(op, components) for op in operations)
+        + "".join(types_entry(op) for op in operations)
         + "}\n\n"
         "/**\n"
         " * A typed method for every operation of the API (index.ts writes the few in HANDWRITTEN\n"
