@@ -20,87 +20,22 @@ export declare class EventStream {
 
 /** A connected client, in either mode. */
 export declare class NativeClient {
-  /** Creates a Bot from a `BotSpec`. */
-  createBot(spec: any): any | Promise<any>
-  /** Reads a Bot. */
-  getBot(id: string): any | Promise<any>
-  /** Lists the Bots, oldest first. */
-  listBots(): Array<any> | Promise<Array<any>>
-  /** Changes a Bot with a `BotUpdate`. */
-  updateBot(id: string, update: any): any | Promise<any>
-  /** Deletes a Bot that has no Chats left. */
-  deleteBot(id: string): void | Promise<void>
-  /** Creates a Chat with a Bot. */
-  createChat(botId: string): any | Promise<any>
-  /** Reads a Chat. */
-  getChat(id: string): any | Promise<any>
-  /** Sends a `SendInput`; answers with its `SendReceipt`. */
-  send(chatId: string, input: any): any | Promise<any>
-  /** Sends a `SendInput` that joins the running Turn; answers with its `SendReceipt`. */
-  steer(chatId: string, input: any): any | Promise<any>
-  /** Stops the Chat's running Turn. */
-  stop(chatId: string): void | Promise<void>
-  /** Deletes a Chat once its Turns ended. */
-  deleteChat(chatId: string): void | Promise<void>
-  /** The Chat's `ChatEntry` list, oldest first. */
-  history(chatId: string): Array<any> | Promise<Array<any>>
-  /** Reads an `Execution`. */
-  getExecution(id: string): any | Promise<any>
+  /**
+   * Runs one operation of the API by its `operationId` (see schema/openapi.json), in both
+   * modes: path and query `params` by name, and a JSON `body` or bytes (`data`, with
+   * `contentType`). An operation only a server has fails in memory with `invalid_input`
+   * that says so; an unknown operation is `invalid_input` too.
+   */
+  call(operation: string, params?: any | undefined | null, body?: any | undefined | null, data?: Buffer | undefined | null, contentType?: string | undefined | null): NativeAnswer | Promise<NativeAnswer>
   /** The execution's events after sequence `after` (0 by default). */
   observe(id: string, after?: number | undefined | null): EventStream | Promise<EventStream>
   /**
    * Waits for an execution's end in Rust, with no event crossing into JavaScript on the
-   * way; answers with `{ execution, last_event }`: the final `Execution` and its last
-   * event (`turn_ended`, `job_ended` or `failed`).
+   * way; answers with `{ execution, last_event, text }`: the final `Execution`, its last
+   * event (`turn_ended`, `job_ended` or `failed`) and the text of its last model step (the
+   * Turn's answer; empty for work without a model).
    */
-  waitExecution(id: string): { execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>
-  /** Asks an execution to stop; answers with its `Execution`. */
-  cancelExecution(id: string): any | Promise<any>
-  /**
-   * Pauses an execution: it sends nothing new until resumed (state `waiting`); answers with
-   * its `Execution`. Only a server pauses: in memory this is `invalid_input`.
-   */
-  pauseExecution(id: string): any | Promise<any>
-  /** Resumes a paused execution; answers with its `Execution`. In memory `invalid_input`. */
-  resumeExecution(id: string): any | Promise<any>
-  /** A Chat's plan mode, `{ enabled }` (always off in memory). */
-  planMode(chatId: string): any | Promise<any>
-  /**
-   * Turns a Chat's plan mode on or off; answers with the `{ enabled }` now in force. In plan
-   * mode the Bot may only call `propose_plan`. Only a server has plan mode: turning it on in
-   * memory is `invalid_input`.
-   */
-  setPlanMode(chatId: string, enabled: boolean): any | Promise<any>
-  /** Delivers a `ToolResult` the execution waits for. */
-  deliverToolResult(id: string, result: any): void | Promise<void>
-  /**
-   * The `ApprovalRequest`s the caller may decide, newest first; with `state` (a wire name
-   * such as `pending`) only those in that state. In memory nothing asks for approval, so the
-   * list is empty. An unknown state is `invalid_input` and nothing is sent.
-   */
-  listApprovals(state?: string | undefined | null): Array<any> | Promise<Array<any>>
-  /**
-   * Decides a pending approval request with a `DecideApproval` (`{ decision, reason? }`);
-   * answers with the `ApprovalRequest` as decided. Approved, its call runs once in its own
-   * execution; denied, it never runs. A request that is not pending is `conflict`; an
-   * unknown one (always, in memory) `not_found`.
-   */
-  decideApproval(id: string, decision: any): any | Promise<any>
-  /**
-   * The caller's executions that wait in `outcome_unknown` for a decision, oldest first:
-   * an `UnknownOutcomePage` (`{ outcomes, next_cursor? }`) of up to `limit` (the server's
-   * default 50, at most 100) after `cursor`. In memory no call's answer is lost, so the page
-   * is empty. A `limit` that is not a whole number from 1 is `invalid_input`.
-   */
-  listUnknownOutcomes(limit?: number | undefined | null, cursor?: string | undefined | null): any | Promise<any>
-  /**
-   * Decides the call an execution in `outcome_unknown` waits for with a `DecideOutcome`
-   * (`{ call, decision, result?, reason? }`); answers with the `OutcomeDecisionRecord`.
-   * `applied` saves `result` as the call's result, `not_applied` sends the call again,
-   * `give_up` ends the execution `failed`. Another call or a second decision is `conflict`;
-   * in memory it is `invalid_input` (only a server has unknown outcomes).
-   */
-  decideOutcome(id: string, decision: any): any | Promise<any>
+  waitExecution(id: string): { execution: any, last_event: any, text: string } | Promise<{ execution: any, last_event: any, text: string }>
   /** Closes the client; later calls fail with the code `closed`. */
   close(): Promise<void>
 }
@@ -111,6 +46,19 @@ export declare class NativeClient {
  * serve the Bots' tools of the same name, in both modes.
  */
 export declare function connect(uri: string, token: string | undefined | null, tools: Array<ToolHandler>): Promise<NativeClient>
+
+/**
+ * What an operation answered: nothing (`{}`), a JSON document (`json`), or bytes with their
+ * media type (`data`, `contentType`).
+ */
+export interface NativeAnswer {
+  /** The JSON document, for an operation that answers one. */
+  json?: any
+  /** The bytes, for an operation that answers bytes (a file's content). */
+  data?: Buffer
+  /** The media type of `data`. */
+  contentType?: string
+}
 
 /** Does nothing: the cost of one call from JavaScript into this addon, for the benchmark. */
 export declare function noop(): void

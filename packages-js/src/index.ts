@@ -3,53 +3,35 @@
 // `connect("memory://")` runs Bots, Chats and Turns in this process; `connect("http://host:port",
 // { token })` talks to an OpenBot server. Both give the same classes, so code written against one
 // runs unchanged against the other. The work is done by the Rust core through the native addon
-// (native.d.ts); this layer checks argument types, maps errors to `OpenBotError` subclasses and
-// turns event streams into async iterators. Data objects keep the wire format of the schema
-// (snake_case fields, as in the HTTP API).
+// (native.d.ts). Every operation of the API is a method of `Client`, generated from
+// schema/openapi.json into operations.ts (types, argument checks, one generic native `call`);
+// this file adds the handles (`Bot`, `Chat`, `Turn`), tools, event streams and the few methods
+// that take friendlier input. Data objects keep the wire format of the schema (snake_case
+// fields, as in the HTTP API).
 
 import * as native from '../native';
-import type { components } from './schema';
-import { CancelledError, RequestFailedError, fromNative } from './errors';
+import { InvalidInputError, CancelledError, RequestFailedError, fromNative } from './errors';
+import { OPERATIONS, Operations, type OperationId, type OperationInfo, type OperationTypes } from './operations';
+import type {
+  BotInfo,
+  BotSpec,
+  ChatInfo,
+  ContentPart,
+  Event,
+  ExecutionInfo,
+  PlanMode,
+  SendInput,
+  SendReceipt,
+  ToolDefinition,
+  ToolResult,
+} from './operations';
+import { type Bytes, type BytesInput, type Page, Paged, type Params, checkObject, checkString, describe } from './runtime';
 
 export * from './errors';
+export * from './operations';
+export { Paged };
+export type { Bytes, BytesInput, Page };
 
-type Schemas = components['schemas'];
-/** What a Bot is made of, to create one. */
-export type BotSpec = Schemas['BotSpec'];
-/** A change to a Bot; absent fields stay as they are. */
-export type BotUpdate = Schemas['BotUpdate'];
-/** A Bot as stored: its ID, spec, revision and creation time. */
-export type BotInfo = Schemas['Bot'];
-/** A Chat as stored. */
-export type ChatInfo = Schemas['Chat'];
-/** One entry of a Chat's history. */
-export type ChatEntry = Schemas['ChatEntry'];
-/** One message of a conversation. */
-export type Message = Schemas['Message'];
-/** One piece of message content. */
-export type ContentPart = Schemas['ContentPart'];
-/** Input for a Chat. */
-export type SendInput = Schemas['SendInput'];
-/** The answer to a sent input. */
-export type SendReceipt = Schemas['SendReceipt'];
-/** An execution as stored: its state, outcome, usage and last event sequence. */
-export type ExecutionInfo = Schemas['Execution'];
-/** The state of an execution. */
-export type ExecutionState = Schemas['ExecutionState'];
-/** Why a Turn ended. */
-export type TurnOutcome = Schemas['TurnOutcome'];
-/** Limits on one Turn. */
-export type Limits = Schemas['Limits'];
-/** A tool a model may call. */
-export type ToolDefinition = Schemas['ToolDefinition'];
-/** One tool call asked for by the model. */
-export type ToolCall = Schemas['ToolCall'];
-/** The result of one tool call. */
-export type ToolResult = Schemas['ToolResult'];
-/** Tokens used and what they cost. */
-export type Usage = Schemas['Usage'];
-/** One event of an execution, tagged by `type`. */
-export type Event = Schemas['Event'];
 /** An event of one `type`, e.g. `EventOf<'text_delta'>`. */
 export type EventOf<T extends Event['type']> = Extract<Event, { type: T }>;
 /**
@@ -59,8 +41,6 @@ export type EventOf<T extends Event['type']> = Extract<Event, { type: T }>;
 export type ToolResultEvent = EventOf<'tool_result'> & { error?: unknown };
 /** An event as `events()` gives it: a `tool_result` carries what your tool threw. */
 export type ObservedEvent = Exclude<Event, { type: 'tool_result' }> | ToolResultEvent;
-/** What kind of work an execution is: a Turn, or a `tool_job` (one tool call run on its own). */
-export type ExecutionKind = Schemas['ExecutionKind'];
 /**
  * A `child_started` event: a tool call of this execution started child work (`child_id`, of
  * `kind` `tool_job` or `turn`) with events of its own; its result reaches the Chat as a notice.
@@ -70,46 +50,13 @@ export type ChildStartedEvent = EventOf<'child_started'>;
 export type ApprovalRequestedEvent = EventOf<'approval_requested'>;
 /** A `job_ended` event: the last event of a tool job, with its end `state`. */
 export type JobEndedEvent = EventOf<'job_ended'>;
-/** A tool call that waits for (or got) a person's decision. */
-export type ApprovalRequest = Schemas['ApprovalRequest'];
-/** Where an approval request is: `pending`, `approved`, `denied`, `expired`, `revoked`, `cancelled`. */
-export type ApprovalState = Schemas['ApprovalState'];
-/** A person's decision: `approve` or `deny`. */
-export type Decision = Schemas['Decision'];
-/** A decision on a pending request, with an optional reason (for the audit log and the model). */
-export type DecideApproval = Schemas['DecideApproval'];
-
-/** A Chat's plan mode: when `enabled`, its Bot may only propose a plan (`propose_plan`). */
-export type PlanMode = Schemas['PlanMode'];
 
 /**
- * A call whose outcome is unknown (a write without a safe retry rule lost its answer) and the
- * execution that waits for a decision on it: `call` (its key, e.g. `1/tool:0/1`), `tool_call`
- * (`{ id, name, arguments }`: what was sent), `idempotency_key`, `waiting_since`.
+ * How an execution ended, as `wait()` gives it: its final state (`state`, `outcome`, `usage`,
+ * `last_sequence`, ...) and `text`, the answer of its last model step (empty for work without
+ * a model, such as a tool job).
  */
-export type UnknownOutcome = Schemas['UnknownOutcome'];
-/** A page of unknown outcomes, oldest first; `next_cursor` is absent on the last page. */
-export type UnknownOutcomePage = Schemas['UnknownOutcomePage'];
-/** What a person found out: `applied`, `not_applied` or `give_up`. */
-export type OutcomeDecision = Schemas['OutcomeDecision'];
-/** A decision on the call an execution waits for: `{ call, decision, result?, reason? }`. */
-export type DecideOutcome = Schemas['DecideOutcome'];
-/** A recorded decision, its audit entry: who decided (member, token), what, when. */
-export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
-
-/** Options of `listUnknownOutcomes`. */
-export interface ListUnknownOutcomesOptions {
-  /** How many a page holds: 1-100, the server's default 50. */
-  limit?: number;
-  /** Start after this cursor: the `next_cursor` of the page before. */
-  cursor?: string;
-}
-
-/** Options of `listApprovals`. */
-export interface ListApprovalsOptions {
-  /** Only the requests in this state (e.g. `pending`); all when absent. */
-  state?: ApprovalState;
-}
+export type ExecutionEnd = ExecutionInfo & { text: string };
 
 /** What a tool function knows about the call it serves. */
 export interface ToolContext {
@@ -134,13 +81,32 @@ export interface ToolContext {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type ToolFunction = (args: any, context: ToolContext) => unknown;
 
+/**
+ * A tool given once, at `connect`: what the model reads (`description`, `input_schema`, as in
+ * a `ToolDefinition`) and the function that runs it. A Bot then names it: `tools: ['add']`.
+ */
+export interface Tool {
+  /** What the tool does, for the model. */
+  description?: string;
+  /** The JSON Schema its arguments must match. */
+  input_schema: Record<string, unknown>;
+  /** The function that serves its calls. */
+  run: ToolFunction;
+}
+
 /** Options of `connect`. */
 export interface ConnectOptions {
   /** An API token, for a server. */
   token?: string;
-  /** Tool functions by name; a Bot's tool of the same name runs it, in both modes. */
-  tools?: Record<string, ToolFunction>;
+  /**
+   * Your tools by name, given once: a `Tool` (its definition and function; a Bot names it in
+   * `createBot`), or a bare function for a Bot tool defined in full elsewhere. Used in both modes.
+   */
+  tools?: Record<string, Tool | ToolFunction>;
 }
+
+/** What `createBot` takes: a `BotSpec` whose tools may be names of tools given to `connect`. */
+export type NewBot = Omit<BotSpec, 'tools'> & { tools?: (ToolDefinition | string)[] };
 
 /** Input for `send` and `steer`: text, or content parts. */
 export type Input = string | ContentPart[];
@@ -151,30 +117,16 @@ export interface SendOptions {
   commandKey?: string;
 }
 
+/** A request of the generic `Client.call`: its path and query `params`, and its body. */
+export interface CallRequest<K extends OperationId> {
+  /** Path and query parameters by name. */
+  params?: OperationTypes[K]['params'];
+  /** The JSON body, or bytes (`{ data, contentType }`), for an operation that takes one. */
+  body?: OperationTypes[K]['body'];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Argument checks: wrong types throw TypeError with a clear message before anything is sent.
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return 'an object';
-  const shown = String(value);
-  return `${typeof value} ${shown.length > 40 ? `${shown.slice(0, 40)}...` : shown}`.trim();
-}
-
-function checkString(where: string, name: string, value: unknown): string {
-  if (typeof value !== 'string') {
-    throw new TypeError(`${where}: \`${name}\` must be a string, not ${describe(value)}`);
-  }
-  return value;
-}
-
-function checkObject(where: string, name: string, value: unknown): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TypeError(`${where}: \`${name}\` must be an object, not ${describe(value)}`);
-  }
-  return value as Record<string, unknown>;
-}
 
 function checkCursor(where: string, value: unknown): number {
   if (value === undefined) return 0;
@@ -211,6 +163,15 @@ async function call<T>(native: () => T | Promise<T>): Promise<T> {
   } catch (e) {
     throw fromNative(e);
   }
+}
+
+/** Path and query parameters for the native call: left-out ones (undefined, null) are not sent. */
+function present(params: Params): Params {
+  const out: Params = {};
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null) out[name] = value;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,16 +280,24 @@ function wrapTool(name: string, fn: ToolFunction, errors: ToolErrors, running: M
 // ---------------------------------------------------------------------------------------------
 // The classes.
 
-/** A connection to OpenBot: in this process (`memory://`) or to a server (`http://host:port`). */
-export class Client {
+/**
+ * A connection to OpenBot: in this process (`memory://`) or to a server (`http://host:port`).
+ * Every operation of the API is one of its methods (see `OPERATIONS`), with the schema's types;
+ * in memory an operation only a server has fails with `InvalidInputError` that says so.
+ */
+export class Client extends Operations {
   /** @internal */
   readonly native: native.NativeClient;
   /** @internal */
   readonly toolErrors: ToolErrors;
+  /** @internal The definitions of the tools given to `connect`, for `createBot` by name. */
+  readonly toolDefinitions: ReadonlyMap<string, ToolDefinition>;
 
-  private constructor(nativeClient: native.NativeClient, toolErrors: ToolErrors) {
+  private constructor(nativeClient: native.NativeClient, toolErrors: ToolErrors, definitions: Map<string, ToolDefinition>) {
+    super();
     this.native = nativeClient;
     this.toolErrors = toolErrors;
+    this.toolDefinitions = definitions;
   }
 
   /**
@@ -342,46 +311,136 @@ export class Client {
     const toolErrors = new ToolErrors();
     const running = new Map<string, RunningCall>();
     const handlers: native.ToolHandler[] = [];
+    const definitions = new Map<string, ToolDefinition>();
     if (options.tools !== undefined) {
-      for (const [name, fn] of Object.entries(checkObject('connect', 'options.tools', options.tools))) {
+      for (const [name, tool] of Object.entries(checkObject('connect', 'options.tools', options.tools))) {
+        let fn = tool;
+        if (typeof tool === 'object' && tool !== null && !Array.isArray(tool)) {
+          const { description, input_schema: schema, run } = tool as Record<string, unknown>;
+          if (description !== undefined) checkString('connect', `options.tools.${name}.description`, description);
+          checkObject('connect', `options.tools.${name}.input_schema`, schema);
+          definitions.set(name, {
+            name,
+            ...(description === undefined ? {} : { description: description as string }),
+            input_schema: schema as ToolDefinition['input_schema'],
+          });
+          fn = run;
+        }
         if (typeof fn !== 'function') {
-          throw new TypeError(`connect: \`options.tools.${name}\` must be a function, not ${describe(fn)}`);
+          const what = fn === tool ? `options.tools.${name}` : `options.tools.${name}.run`;
+          throw new TypeError(`connect: \`${what}\` must be a function, not ${describe(fn)}`);
         }
         handlers.push(wrapTool(name, fn as ToolFunction, toolErrors, running));
       }
     }
     const nativeClient = await call(() => native.connect(uri, token, handlers));
-    return new Client(nativeClient, toolErrors);
+    return new Client(nativeClient, toolErrors, definitions);
   }
 
-  /** Creates a Bot. */
-  async createBot(spec: BotSpec): Promise<Bot> {
+  /**
+   * Runs any operation of the API by its `operationId` (see `OPERATIONS`), with its path and
+   * query `params` and its `body`, in the wire format; gives its answer (`undefined` for none,
+   * `{ data, contentType }` for bytes). The typed methods are built on this one call. An unknown
+   * operation fails with `InvalidInputError`, as does, in memory, one that only a server has.
+   */
+  async call<K extends OperationId>(operationId: K, request: CallRequest<K> = {}): Promise<OperationTypes[K]['answer']> {
+    checkString('call', 'operationId', operationId);
+    const { params = {}, body } = checkObject('call', 'request', request);
+    checkObject('call', 'request.params', params);
+    // In both modes a parameter the operation lacks is refused before anything is sent.
+    const op: OperationInfo | undefined = Object.hasOwn(OPERATIONS, operationId) ? OPERATIONS[operationId] : undefined;
+    for (const name of Object.keys(params as Params)) {
+      if (op && !op.pathParams.includes(name) && !op.queryParams.includes(name)) {
+        throw new InvalidInputError('invalid_input', `${operationId} has no parameter \`${name.slice(0, 64)}\``);
+      }
+    }
+    return (await this.invoke(operationId, params as Params, body)) as OperationTypes[K]['answer'];
+  }
+
+  /** @internal */
+  protected async invoke(id: OperationId, params: Params, body: unknown): Promise<unknown> {
+    const bytes = Object.hasOwn(OPERATIONS, id) && OPERATIONS[id].body === 'bytes' && body !== undefined;
+    let answer: native.NativeAnswer;
+    if (bytes) {
+      const { data, contentType } = checkObject(id, 'body', body);
+      checkString(id, 'body.contentType', contentType);
+      if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
+        throw new TypeError(`${id}: \`body.data\` must be a Uint8Array or a string, not ${describe(data)}`);
+      }
+      const buffer = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+      answer = await call(() => this.native.call(id, present(params), undefined, buffer, contentType as string));
+    } else {
+      answer = await call(() => this.native.call(id, present(params), body));
+    }
+    if (answer.data !== undefined && answer.data !== null) {
+      return { data: answer.data, contentType: answer.contentType ?? 'application/octet-stream' } satisfies Bytes;
+    }
+    return answer.json ?? undefined;
+  }
+
+  /** @internal */
+  protected paged<T>(id: OperationId, params: Params, field: string, each: (info: unknown) => T): Paged<T> {
+    const { cursor, ...filters } = params;
+    return new Paged(async (at) => {
+      const page = (await this.invoke(id, { ...filters, cursor: at }, undefined)) as Record<string, unknown>;
+      const items = Array.isArray(page[field]) ? (page[field] as unknown[]) : [];
+      const next = page.next_cursor;
+      return { items: items.map(each), ...(typeof next === 'string' ? { nextCursor: next } : {}) };
+    }, typeof cursor === 'string' ? cursor : undefined);
+  }
+
+  /** @internal */
+  protected toBot(info: BotInfo): Bot {
+    return new Bot(this, info);
+  }
+
+  /** @internal */
+  protected toChat(info: ChatInfo): Chat {
+    return new Chat(this, info);
+  }
+
+  /**
+   * Creates a Bot. Its `tools` may name tools given to `connect` with their definitions
+   * (`tools: ['add']`), beside full `ToolDefinition`s; a name `connect` had no definition for
+   * fails with `InvalidInputError` and nothing is sent.
+   */
+  async createBot(spec: NewBot): Promise<Bot> {
     checkObject('createBot', 'spec', spec);
-    return new Bot(this, await call(() => this.native.createBot(spec)));
+    const { tools, ...rest } = spec;
+    const body: BotSpec = tools === undefined ? rest : { ...rest, tools: this.resolveTools(tools) };
+    return this.toBot((await this.invoke('create_bot', {}, body)) as BotInfo);
   }
 
-  /** Reads a Bot. */
-  async getBot(id: string): Promise<Bot> {
-    checkString('getBot', 'id', id);
-    return new Bot(this, await call(() => this.native.getBot(id)));
+  private resolveTools(tools: unknown): ToolDefinition[] {
+    if (!Array.isArray(tools)) throw new TypeError(`createBot: \`spec.tools\` must be an array, not ${describe(tools)}`);
+    return tools.map((tool: unknown) => {
+      if (typeof tool !== 'string') return tool as ToolDefinition;
+      const definition = this.toolDefinitions.get(tool);
+      if (!definition) {
+        throw new InvalidInputError(
+          'invalid_input',
+          `createBot: no tool \`${tool.slice(0, 64)}\` was given to connect with its definition (give it as { description, input_schema, run })`,
+        );
+      }
+      return definition;
+    });
   }
 
-  /** Lists the Bots, oldest first. */
-  async listBots(): Promise<Bot[]> {
-    const bots: BotInfo[] = await call(() => this.native.listBots());
-    return bots.map((info) => new Bot(this, info));
+  /**
+   * Sends input to a Chat: starts a Turn, or waits in order for a Turn of its own while one
+   * runs. Gives the Turn.
+   */
+  async send(chatId: string, input: Input, options?: SendOptions): Promise<Turn> {
+    checkString('send', 'chatId', chatId);
+    const sendInput = toSendInput('send', input, options);
+    return new Turn(this, (await this.invoke('send', { id: chatId }, sendInput)) as SendReceipt);
   }
 
-  /** Reads a Chat. */
-  async getChat(id: string): Promise<Chat> {
-    checkString('getChat', 'id', id);
-    return new Chat(this, await call(() => this.native.getChat(id)));
-  }
-
-  /** Reads an execution's state, outcome, usage and last event sequence. */
-  async getExecution(id: string): Promise<ExecutionInfo> {
-    checkString('getExecution', 'id', id);
-    return call(() => this.native.getExecution(id));
+  /** Sends input that joins the Chat's running Turn (the model sees it at its next step). */
+  async steer(chatId: string, input: Input, options?: SendOptions): Promise<Turn> {
+    checkString('steer', 'chatId', chatId);
+    const sendInput = toSendInput('steer', input, options);
+    return new Turn(this, (await this.invoke('steer', { id: chatId }, sendInput)) as SendReceipt);
   }
 
   /** An execution by ID, to observe, wait for or cancel (reads nothing yet). */
@@ -399,31 +458,10 @@ export class Client {
     return observe(this, executionId, checkCursor('events', after));
   }
 
-  /** Asks an execution to stop; gives its state (`cancelling`, or an end state). */
-  async cancelExecution(id: string): Promise<ExecutionInfo> {
-    checkString('cancelExecution', 'id', id);
-    return call(() => this.native.cancelExecution(id));
-  }
-
-  /**
-   * Pauses an execution: it sends nothing new until resumed (its state is `waiting`). Only a
-   * server pauses: in memory this fails with `InvalidInputError`.
-   */
-  async pauseExecution(id: string): Promise<ExecutionInfo> {
-    checkString('pauseExecution', 'id', id);
-    return call(() => this.native.pauseExecution(id));
-  }
-
-  /** Resumes a paused execution; in memory this fails with `InvalidInputError`. */
-  async resumeExecution(id: string): Promise<ExecutionInfo> {
-    checkString('resumeExecution', 'id', id);
-    return call(() => this.native.resumeExecution(id));
-  }
-
   /** A Chat's plan mode (`{ enabled }`); always off in memory. */
   async planMode(chatId: string): Promise<PlanMode> {
     checkString('planMode', 'chatId', chatId);
-    return call(() => this.native.planMode(chatId));
+    return (await this.invoke('get_plan_mode', { id: chatId }, undefined)) as PlanMode;
   }
 
   /**
@@ -434,72 +472,7 @@ export class Client {
   async setPlanMode(chatId: string, enabled: boolean): Promise<PlanMode> {
     checkString('setPlanMode', 'chatId', chatId);
     if (typeof enabled !== 'boolean') throw new TypeError(`setPlanMode: \`enabled\` must be a boolean, not ${describe(enabled)}`);
-    return call(() => this.native.setPlanMode(chatId, enabled));
-  }
-
-  /** Delivers the result of a tool call the execution waits for (a tool no function serves). */
-  async deliverToolResult(executionId: string, result: ToolResult): Promise<void> {
-    checkString('deliverToolResult', 'executionId', executionId);
-    checkObject('deliverToolResult', 'result', result);
-    await call(() => this.native.deliverToolResult(executionId, result));
-  }
-
-  /**
-   * The approval requests you may decide, newest first; with `options.state` only those in that
-   * state. Only a server has approval rules: in memory nothing asks, so the list is empty.
-   */
-  async listApprovals(options: ListApprovalsOptions = {}): Promise<ApprovalRequest[]> {
-    const { state } = checkObject('listApprovals', 'options', options);
-    const wanted = state === undefined ? undefined : checkString('listApprovals', 'options.state', state);
-    return call(() => this.native.listApprovals(wanted));
-  }
-
-  /**
-   * Decides a pending approval request and gives it as decided. `approve` runs the call once,
-   * in a child execution of its own whose result reaches the Chat as a notice; `deny` never
-   * runs it, and the model is told (with `reason`). A request that is no longer pending fails
-   * with `ConflictError`, an unknown one (always, in memory) with `NotFoundError`.
-   */
-  async decideApproval(id: string, decision: DecideApproval): Promise<ApprovalRequest> {
-    checkString('decideApproval', 'id', id);
-    const body = checkObject('decideApproval', 'decision', decision);
-    checkString('decideApproval', 'decision.decision', body.decision);
-    if (body.reason !== undefined && body.reason !== null) checkString('decideApproval', 'decision.reason', body.reason);
-    return call(() => this.native.decideApproval(id, decision));
-  }
-
-  /**
-   * Your executions that wait in `outcome_unknown` for a decision, oldest first, a page of up to
-   * `options.limit` after `options.cursor`; each with its call's key, tool and the arguments it
-   * was sent with, to check in the outside system. Only a server loses a call's answer: in
-   * memory the page is empty.
-   */
-  async listUnknownOutcomes(options: ListUnknownOutcomesOptions = {}): Promise<UnknownOutcomePage> {
-    const { limit, cursor } = checkObject('listUnknownOutcomes', 'options', options);
-    if (limit !== undefined && (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1)) {
-      throw new TypeError(`listUnknownOutcomes: \`options.limit\` must be a whole number from 1, not ${describe(limit)}`);
-    }
-    const after = cursor === undefined ? undefined : checkString('listUnknownOutcomes', 'options.cursor', cursor);
-    return call(() => this.native.listUnknownOutcomes(limit as number | undefined, after));
-  }
-
-  /**
-   * Decides the call execution `executionId` waits for in `outcome_unknown`, naming it
-   * (`decision.call`), and gives the decision's audit entry. `applied` (with `result`): the
-   * result becomes the call's and the work goes on with it, the call is not sent again;
-   * `not_applied`: the call is sent again, as a new attempt; `give_up`: the execution ends
-   * `failed`, sending nothing. A decision for another call, or a second one, fails with
-   * `ConflictError`; in memory it fails with `InvalidInputError` (only a server has them).
-   */
-  async decideOutcome(executionId: string, decision: DecideOutcome): Promise<OutcomeDecisionRecord> {
-    checkString('decideOutcome', 'executionId', executionId);
-    const body = checkObject('decideOutcome', 'decision', decision);
-    checkString('decideOutcome', 'decision.call', body.call);
-    checkString('decideOutcome', 'decision.decision', body.decision);
-    for (const field of ['result', 'reason'] as const) {
-      if (body[field] !== undefined && body[field] !== null) checkString('decideOutcome', `decision.${field}`, body[field]);
-    }
-    return call(() => this.native.decideOutcome(executionId, decision));
+    return (await this.invoke('put_plan_mode', { id: chatId }, { enabled })) as PlanMode;
   }
 
   /** Closes the client: later calls fail with `ClosedError`; in memory, running Turns are cancelled. */
@@ -543,18 +516,17 @@ export class Bot {
 
   /** Starts a Chat with this Bot. */
   async createChat(): Promise<Chat> {
-    return new Chat(this.client, await call(() => this.client.native.createChat(this.id)));
+    return this.client.createChat({ bot_id: this.id });
   }
 
   /** Changes the Bot; gives the Bot as it is now. */
-  async update(update: BotUpdate): Promise<Bot> {
-    checkObject('update', 'update', update);
-    return new Bot(this.client, await call(() => this.client.native.updateBot(this.id, update)));
+  async update(update: Parameters<Client['updateBot']>[1]): Promise<Bot> {
+    return this.client.updateBot(this.id, update);
   }
 
   /** Deletes the Bot; it must have no Chats left. */
   async delete(): Promise<void> {
-    await call(() => this.client.native.deleteBot(this.id));
+    await this.client.deleteBot(this.id);
   }
 }
 
@@ -583,32 +555,40 @@ export class Chat {
 
   /**
    * Sends input: starts a Turn, or waits in order for a Turn of its own while one runs.
-   * Gives the Turn's execution.
+   * Gives the Turn.
    */
-  async send(input: Input, options?: SendOptions): Promise<Execution> {
-    const sendInput = toSendInput('send', input, options);
-    return new Execution(this.client, await call(() => this.client.native.send(this.id, sendInput)));
+  async send(input: Input, options?: SendOptions): Promise<Turn> {
+    return this.client.send(this.id, input, options);
   }
 
   /** Sends input that joins the running Turn (the model sees it at its next step). */
-  async steer(input: Input, options?: SendOptions): Promise<Execution> {
-    const sendInput = toSendInput('steer', input, options);
-    return new Execution(this.client, await call(() => this.client.native.steer(this.id, sendInput)));
+  async steer(input: Input, options?: SendOptions): Promise<Turn> {
+    return this.client.steer(this.id, input, options);
   }
 
   /** Stops the running Turn; queued input then runs. */
   async stop(): Promise<void> {
-    await call(() => this.client.native.stop(this.id));
+    await this.client.stop(this.id);
   }
 
   /** Deletes the Chat: closes it to input, cancels its Turns, and returns once they ended. */
   async delete(): Promise<void> {
-    await call(() => this.client.native.deleteChat(this.id));
+    await this.client.deleteChat(this.id);
   }
 
   /** The Chat's messages, oldest first. */
-  async history(): Promise<ChatEntry[]> {
-    return call(() => this.client.native.history(this.id));
+  history(): ReturnType<Client['history']> {
+    return this.client.history(this.id);
+  }
+
+  /** Its plan mode (`{ enabled }`). */
+  async planMode(): Promise<PlanMode> {
+    return this.client.planMode(this.id);
+  }
+
+  /** Turns its plan mode on or off (a server feature). */
+  async setPlanMode(enabled: boolean): Promise<PlanMode> {
+    return this.client.setPlanMode(this.id, enabled);
   }
 }
 
@@ -642,15 +622,16 @@ export class Execution {
   }
 
   /**
-   * Waits for its end (`turn_ended`, `job_ended` or `failed`) and gives its final state.
-   * Throws `CancelledError` when it was cancelled, and `RequestFailedError` (with `category`
-   * and `errorId`) when it failed.
+   * Waits for its end (`turn_ended`, `job_ended` or `failed`) and gives its final state with
+   * `text`, the answer of its last model step. Throws `CancelledError` when it was cancelled,
+   * and `RequestFailedError` (with `category` and `errorId`) when it failed.
    */
-  async wait(): Promise<ExecutionInfo> {
+  async wait(): Promise<ExecutionEnd> {
     // The events are read in the native part: none crosses into JavaScript on the way.
-    const { execution: info, last_event: last } = (await call(() => this.client.native.waitExecution(this.id))) as {
+    const { execution: info, last_event: last, text } = (await call(() => this.client.native.waitExecution(this.id))) as {
       execution: ExecutionInfo;
       last_event: Event | null;
+      text: string;
     };
     if (last?.type === 'failed' || info.state === 'failed') {
       const failed = last?.type === 'failed' ? last : undefined;
@@ -659,7 +640,7 @@ export class Execution {
     if (info.state === 'cancelled' || info.outcome === 'cancelled') {
       throw new CancelledError('cancelled', `execution ${this.id} was cancelled`);
     }
-    return info;
+    return { ...info, text };
   }
 
   /** Asks it to stop; gives its state (`cancelling`, or an end state). */
@@ -667,9 +648,35 @@ export class Execution {
     return this.client.cancelExecution(this.id);
   }
 
+  /** Pauses it (a server feature): it sends nothing new until resumed. */
+  async pause(): Promise<ExecutionInfo> {
+    return this.client.pauseExecution(this.id);
+  }
+
+  /** Resumes it after a pause. */
+  async resume(): Promise<ExecutionInfo> {
+    return this.client.resumeExecution(this.id);
+  }
+
   /** Delivers the result of a tool call it waits for (a tool no function serves). */
   async deliverToolResult(result: ToolResult): Promise<void> {
     return this.client.deliverToolResult(this.id, result);
+  }
+}
+
+/** The Turn that input sent to a Chat runs in (`chat.send`, `chat.steer`): an execution. */
+export class Turn extends Execution {
+  /** The receipt of the input: `disposition` is `started`, `queued` or `steered`. */
+  declare readonly receipt: SendReceipt;
+
+  /** @internal */
+  constructor(client: Client, receipt: SendReceipt) {
+    super(client, receipt);
+  }
+
+  /** The Chat it belongs to. */
+  get chatId(): string {
+    return this.receipt.chat_id;
   }
 }
 

@@ -2022,12 +2022,12 @@ export interface operations {
     };
     list_approvals: {
         parameters: {
-            query?: never;
-            header?: never;
-            path: {
+            query?: {
                 /** @description Only requests in this state, e.g. `pending`. */
-                state: components["schemas"]["ApprovalState"] | null;
+                state?: components["schemas"]["ApprovalState"];
             };
+            header?: never;
+            path?: never;
             cookie?: never;
         };
         requestBody?: never;
@@ -3915,12 +3915,12 @@ export interface operations {
     };
     upload_file: {
         parameters: {
-            query?: never;
-            header?: never;
-            path: {
+            query: {
                 /** @description Its display name: 1-255 characters, no slash. */
                 name: string;
             };
+            header?: never;
+            path?: never;
             cookie?: never;
         };
         /** @description The file's bytes; any media type */
@@ -5052,14 +5052,14 @@ export interface operations {
     };
     list_unknown_outcomes: {
         parameters: {
-            query?: never;
-            header?: never;
-            path: {
+            query?: {
                 /** @description How many outcomes a page holds: 1-100, default 50. */
-                limit: number | null;
+                limit?: number;
                 /** @description Where the page starts: the `next_cursor` of the page before. */
-                cursor: string | null;
+                cursor?: string;
             };
+            header?: never;
+            path?: never;
             cookie?: never;
         };
         requestBody?: never;

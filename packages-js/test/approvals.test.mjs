@@ -45,7 +45,7 @@ describe('approvals (memory)', () => {
       await assert.rejects(client.decideApproval(id, { decision: 'perhaps' }), sdk.InvalidInputError);
       await assert.rejects(client.decideApproval('not-an-id', { decision: 'deny' }), {
         name: 'InvalidInputError',
-        message: /not an approval request ID/,
+        message: /`not-an-id` is not a valid `id` for decide_approval/,
       });
     }));
 
@@ -54,8 +54,8 @@ describe('approvals (memory)', () => {
       await assert.rejects(client.listApprovals('pending'), { name: 'TypeError', message: /listApprovals: `options` must be an object/ });
       await assert.rejects(client.listApprovals({ state: 1 }), { name: 'TypeError', message: /options\.state/ });
       await assert.rejects(client.decideApproval(7, { decision: 'deny' }), { name: 'TypeError', message: /decideApproval: `id` must be a string/ });
-      await assert.rejects(client.decideApproval('x', 'deny'), { name: 'TypeError', message: /`decision` must be an object/ });
-      await assert.rejects(client.decideApproval('x', { decision: 'deny', reason: 3 }), { name: 'TypeError', message: /decision\.reason/ });
+      await assert.rejects(client.decideApproval('x', 'deny'), { name: 'TypeError', message: /decideApproval: `body` must be an object/ });
+      await assert.rejects(client.decideApproval('x', { decision: 'deny', reason: 3 }), { name: 'TypeError', message: /`body\.reason` must be a string, not number 3/ });
     }));
 });
 

@@ -24,8 +24,10 @@ async function withClient(mode, body) {
 describe('unknown outcomes (memory)', () => {
   test('nothing waits for a decision in memory', () =>
     withClient(memory, async (client) => {
-      assert.deepEqual(await client.listUnknownOutcomes(), { outcomes: [] });
-      assert.deepEqual(await client.listUnknownOutcomes({ limit: 10 }), { outcomes: [] });
+      assert.deepEqual(await client.listUnknownOutcomes().toArray(), []);
+      const pages = [];
+      for await (const page of client.listUnknownOutcomes({ limit: 10 }).pages()) pages.push(page);
+      assert.deepEqual(pages, [{ items: [] }]);
     }));
 
   test('deciding in memory fails with InvalidInputError', () =>
@@ -40,12 +42,12 @@ describe('unknown outcomes (memory)', () => {
 
   test('wrong argument types of the outcome calls throw TypeError before anything is sent', () =>
     withClient(memory, async (client) => {
-      await assert.rejects(client.listUnknownOutcomes({ limit: 0 }), { name: 'TypeError', message: /options\.limit/ });
-      await assert.rejects(client.listUnknownOutcomes({ cursor: 5 }), { name: 'TypeError', message: /options\.cursor/ });
-      await assert.rejects(client.decideOutcome(7, { call: 'x', decision: 'give_up' }), { name: 'TypeError', message: /`executionId` must be a string/ });
-      await assert.rejects(client.decideOutcome(someId, 'applied'), { name: 'TypeError', message: /`decision` must be an object/ });
-      await assert.rejects(client.decideOutcome(someId, { decision: 'applied' }), { name: 'TypeError', message: /decision\.call/ });
-      await assert.rejects(client.decideOutcome(someId, { call: 'x', decision: 'applied', result: 5 }), { name: 'TypeError', message: /decision\.result/ });
+      assert.throws(() => client.listUnknownOutcomes({ limit: 1.5 }), { name: 'TypeError', message: /`options\.limit` must be a whole number/ });
+      assert.throws(() => client.listUnknownOutcomes({ cursor: 5 }), { name: 'TypeError', message: /`options\.cursor` must be a string/ });
+      await assert.rejects(client.decideOutcome(7, { call: 'x', decision: 'give_up' }), { name: 'TypeError', message: /decideOutcome: `id` must be a string/ });
+      await assert.rejects(client.decideOutcome(someId, 'applied'), { name: 'TypeError', message: /`body` must be an object/ });
+      await assert.rejects(client.decideOutcome(someId, { decision: 'applied' }), { name: 'TypeError', message: /`body\.call` must be a string, not undefined/ });
+      await assert.rejects(client.decideOutcome(someId, { call: 'x', decision: 'applied', result: 5 }), { name: 'TypeError', message: /`body\.result` must be a string/ });
     }));
 });
 
@@ -107,12 +109,12 @@ describe('unknown outcomes (remote)', () => {
       second = await startServer({ data: first.data, token: first.token, leaseMs: 1000 });
       const again = await sdk.connect(second.url, { token: first.token });
       try {
-        const page = await eventually('an unknown outcome', async () => {
-          const listed = await again.listUnknownOutcomes({ limit: 10 });
-          return listed.outcomes.length > 0 ? listed : undefined;
+        const listed = await eventually('an unknown outcome', async () => {
+          const all = await again.listUnknownOutcomes({ limit: 10 }).toArray();
+          return all.length > 0 ? all : undefined;
         });
-        assert.equal(page.next_cursor, undefined);
-        const [waiting] = page.outcomes;
+        assert.equal(listed.length, 1);
+        const [waiting] = listed;
         assert.equal(waiting.execution_id, turn.id);
         assert.equal(waiting.call, '1/tool:0/1');
         assert.equal(waiting.tool_call.name, 'pay');

@@ -11,7 +11,14 @@ import {
   type OutcomeDecisionRecord,
   type PlanMode,
   type ToolContext,
-  type UnknownOutcomePage,
+  type UnknownOutcome,
+  type ApiToken,
+  type CreatedToken,
+  type StoredFile,
+  type Bytes,
+  type Page,
+  type Turn,
+  type ExecutionEnd,
 } from '../dist/index';
 
 export async function typed(): Promise<ExecutionInfo> {
@@ -65,8 +72,9 @@ export async function typed(): Promise<ExecutionInfo> {
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', { decision: 'perhaps' });
   // @ts-expect-error: the decision is an object
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', 'approve');
-  const page: UnknownOutcomePage = await client.listUnknownOutcomes({ limit: 10 });
-  for (const waiting of page.outcomes) {
+  for await (const waiting of client.listUnknownOutcomes({ limit: 10 })) {
+    const item: UnknownOutcome = waiting;
+    void item;
     const tool: string = waiting.tool_call.name;
     const decided: OutcomeDecisionRecord = await client.decideOutcome(waiting.execution_id, {
       call: waiting.call,
@@ -76,8 +84,40 @@ export async function typed(): Promise<ExecutionInfo> {
     const decision: OutcomeDecision = decided.decision;
     void tool, decision;
   }
-  const next: string | null | undefined = (await client.listUnknownOutcomes({ cursor: 'c' })).next_cursor;
-  void next;
+  for await (const page of client.listUnknownOutcomes({ cursor: 'c' }).pages()) {
+    const first: Page<UnknownOutcome> = page;
+    const next: string | undefined = page.nextCursor;
+    void first, next;
+  }
+  const everything: UnknownOutcome[] = await client.listUnknownOutcomes().toArray();
+  const awaited: UnknownOutcome[] = await client.listUnknownOutcomes({ limit: 50 });
+  void everything, awaited;
+  // @ts-expect-error: a page size is a number
+  client.listUnknownOutcomes({ limit: 'ten' });
+  // Every operation, typed from the schema.
+  const tokens: ApiToken[] = await client.listTokens();
+  const created: CreatedToken = await client.createToken({ name: 'ci', rights: [] });
+  await client.revokeToken(created.token.id);
+  const file: StoredFile = await client.uploadFile(Buffer.from('hi'), 'text/plain', { name: 'hi.txt' });
+  const content: Bytes = await client.fileContent(file.id);
+  const bytes: Buffer = content.data;
+  const media: string = content.contentType;
+  void tokens, bytes, media;
+  // @ts-expect-error: a token needs its rights
+  await client.createToken({ name: 'ci' });
+  // @ts-expect-error: an upload needs its name
+  await client.uploadFile('hi', 'text/plain', {});
+  // The generic call: typed by operation.
+  const health: string = (await client.call('health')).status;
+  const viaCall: ApiToken[] = await client.call('list_tokens');
+  void health, viaCall;
+  // @ts-expect-error: not an operation of the API
+  await client.call('list_everything');
+  // Handles.
+  const turn: Turn = await chat.send('again');
+  const end: ExecutionEnd = await turn.wait();
+  const answer: string = end.text;
+  void answer;
   // @ts-expect-error: a decision is applied, not_applied or give_up
   await client.decideOutcome('019ad1c8-0000-7000-8000-000000000000', { call: '1/tool:0/1', decision: 'maybe' });
   // @ts-expect-error: a decision names its call

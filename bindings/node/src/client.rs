@@ -1,22 +1,19 @@
-//! The native client: the core `Client` trait, method for method, with JSON values in the
-//! schema's wire format. The TypeScript layer checks argument types and builds its classes
-//! (`Client`, `Bot`, `Chat`, `Execution`) on top.
+//! The native client: the core `Client`'s one generic call path ([`NativeClient::call`], every
+//! operation of the API by its `operationId`), its event streams and the wait for an
+//! execution's end. Values cross as JSON in the schema's wire format; the TypeScript layer
+//! (generated from schema/openapi.json) types them and builds its classes (`Client`, `Bot`,
+//! `Chat`, `Turn`) on top.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use napi::Env;
-use napi::bindgen_prelude::{Either, PromiseRaw, Result};
+use napi::bindgen_prelude::{Buffer, Either, PromiseRaw, Result};
 use napi_derive::napi;
-use openbot_core::{Client, Error};
-use openbot_schema::{
-    ApprovalState, BotSpec, BotUpdate, DecideApproval, DecideOutcome, ErrorCode, SendInput,
-    ToolResult,
-};
+use openbot_core::{ApiAnswer, ApiBody, ApiRequest, Client, Error};
+use openbot_schema::{ErrorCode, EventKind};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::answer::answer;
 use crate::error;
@@ -35,19 +32,31 @@ impl NativeClient {
     }
 }
 
-/// Reads an ID from JavaScript.
-fn id<T: FromStr>(kind: &str, value: &str) -> Result<T> {
-    T::from_str(value).map_err(|_| {
-        error::invalid_input(format!(
-            "`{}` is not a {kind} ID",
-            value.chars().take(64).collect::<String>()
-        ))
-    })
+/// What an operation answered: nothing (`{}`), a JSON document (`json`), or bytes with their
+/// media type (`data`, `contentType`).
+#[napi(object)]
+pub struct NativeAnswer {
+    /// The JSON document, for an operation that answers one.
+    pub json: Option<Value>,
+    /// The bytes, for an operation that answers bytes (a file's content).
+    pub data: Option<Buffer>,
+    /// The media type of `data`.
+    pub content_type: Option<String>,
 }
 
-/// Reads a schema value from JavaScript; a mismatch is bad input that says what is wrong.
-fn from_js<T: DeserializeOwned>(what: &str, value: Value) -> Result<T> {
-    serde_json::from_value(value).map_err(|e| error::invalid_input(format!("invalid {what}: {e}")))
+impl From<ApiAnswer> for NativeAnswer {
+    fn from(answer: ApiAnswer) -> Self {
+        let (json, data, content_type) = match answer {
+            ApiAnswer::Empty => (None, None, None),
+            ApiAnswer::Json(value) => (Some(value), None, None),
+            ApiAnswer::Bytes(bytes) => (None, Some(bytes.data.into()), Some(bytes.content_type)),
+        };
+        Self {
+            json,
+            data,
+            content_type,
+        }
+    }
 }
 
 /// Writes a schema value for JavaScript.
@@ -58,37 +67,6 @@ fn to_js<T: Serialize>(value: &T) -> Result<Value> {
             format!("a value could not be encoded: {e}"),
         ))
     })
-}
-
-/// An approval request's ID from JavaScript (a UUID; `T` is the type the core takes).
-fn request_id<T: FromStr>(value: &str) -> Result<T> {
-    T::from_str(value).map_err(|_| {
-        error::invalid_input(format!(
-            "`{}` is not an approval request ID",
-            value.chars().take(64).collect::<String>()
-        ))
-    })
-}
-
-/// An approval state from JavaScript: its wire name (`pending`, `approved`, ...).
-fn approval_state(state: &str) -> Result<ApprovalState> {
-    ApprovalState::parse(state).ok_or_else(|| {
-        error::invalid_input(format!(
-            "`{}` is not an approval state: use pending, approved, denied, expired, revoked or cancelled",
-            state.chars().take(64).collect::<String>()
-        ))
-    })
-}
-
-/// A page size from JavaScript: a whole number from 1 (the server says how many at most).
-fn page_limit(limit: Option<f64>) -> Result<Option<u32>> {
-    match limit {
-        None => Ok(None),
-        Some(l) if l >= 1.0 && l.fract() == 0.0 && l <= f64::from(u32::MAX) => Ok(Some(l as u32)),
-        Some(l) => Err(error::invalid_input(format!(
-            "`limit` must be a whole number from 1, not {l}"
-        ))),
-    }
 }
 
 /// A cursor from JavaScript: a whole number from 0.
@@ -102,223 +80,59 @@ fn cursor(after: Option<f64>) -> Result<u64> {
     }
 }
 
+/// The request of one generic call: `params` by name (an object, or nothing), and at most one
+/// body (JSON, or bytes with their media type).
+fn request(
+    params: Option<Value>,
+    body: Option<Value>,
+    data: Option<Buffer>,
+    content_type: Option<String>,
+) -> Result<ApiRequest> {
+    let params = match params {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(error::invalid_input("`params` must be an object")),
+    };
+    let body = match (body, data) {
+        (Some(_), Some(_)) => {
+            return Err(error::invalid_input(
+                "a request has one body: JSON or bytes, not both",
+            ));
+        }
+        (Some(Value::Null) | None, None) => None,
+        (Some(json), None) => Some(ApiBody::Json(json)),
+        (None, Some(data)) => Some(ApiBody::Bytes {
+            data: data.to_vec(),
+            content_type: content_type.unwrap_or_else(|| "application/octet-stream".to_string()),
+        }),
+    };
+    Ok(ApiRequest { params, body })
+}
+
 #[napi]
 impl NativeClient {
-    /// Creates a Bot from a `BotSpec`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn create_bot<'env>(
+    /// Runs one operation of the API by its `operationId` (see schema/openapi.json), in both
+    /// modes: path and query `params` by name, and a JSON `body` or bytes (`data`, with
+    /// `contentType`). An operation only a server has fails in memory with `invalid_input`
+    /// that says so; an unknown operation is `invalid_input` too.
+    #[napi(ts_return_type = "NativeAnswer | Promise<NativeAnswer>")]
+    pub fn call<'env>(
         &self,
         env: &'env Env,
-        spec: Value,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
+        operation: String,
+        params: Option<Value>,
+        body: Option<Value>,
+        data: Option<Buffer>,
+        content_type: Option<String>,
+    ) -> Result<Either<NativeAnswer, PromiseRaw<'env, NativeAnswer>>> {
         let inner = Arc::clone(&self.inner);
+        let request = request(params, body, data, content_type)?;
         answer(env, async move {
-            let spec: BotSpec = from_js("Bot spec", spec)?;
-            let bot = inner.create_bot(spec).await.map_err(error::to_js)?;
-            to_js(&bot)
-        })
-    }
-
-    /// Reads a Bot.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn get_bot<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let bot = inner
-                .get_bot(id("Bot", &id_)?)
+            let answer = inner
+                .call(&operation, request)
                 .await
                 .map_err(error::to_js)?;
-            to_js(&bot)
-        })
-    }
-
-    /// Lists the Bots, oldest first.
-    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
-    pub fn list_bots<'env>(
-        &self,
-        env: &'env Env,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let bots = inner.list_bots().await.map_err(error::to_js)?;
-            to_js(&bots)
-        })
-    }
-
-    /// Changes a Bot with a `BotUpdate`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn update_bot<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-        update: Value,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let update: BotUpdate = from_js("Bot update", update)?;
-            let bot = inner
-                .update_bot(id("Bot", &id_)?, update)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&bot)
-        })
-    }
-
-    /// Deletes a Bot that has no Chats left.
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn delete_bot<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            inner
-                .delete_bot(id("Bot", &id_)?)
-                .await
-                .map_err(error::to_js)
-        })
-    }
-
-    /// Creates a Chat with a Bot.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn create_chat<'env>(
-        &self,
-        env: &'env Env,
-        bot_id: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let chat = inner
-                .create_chat(id("Bot", &bot_id)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&chat)
-        })
-    }
-
-    /// Reads a Chat.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn get_chat<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let chat = inner
-                .get_chat(id("Chat", &id_)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&chat)
-        })
-    }
-
-    /// Sends a `SendInput`; answers with its `SendReceipt`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn send<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-        input: Value,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let input: SendInput = from_js("input", input)?;
-            let receipt = inner
-                .send(id("Chat", &chat_id)?, input)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&receipt)
-        })
-    }
-
-    /// Sends a `SendInput` that joins the running Turn; answers with its `SendReceipt`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn steer<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-        input: Value,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let input: SendInput = from_js("input", input)?;
-            let receipt = inner
-                .steer(id("Chat", &chat_id)?, input)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&receipt)
-        })
-    }
-
-    /// Stops the Chat's running Turn.
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn stop<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            inner
-                .stop(id("Chat", &chat_id)?)
-                .await
-                .map_err(error::to_js)
-        })
-    }
-
-    /// Deletes a Chat once its Turns ended.
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn delete_chat<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            inner
-                .delete_chat(id("Chat", &chat_id)?)
-                .await
-                .map_err(error::to_js)
-        })
-    }
-
-    /// The Chat's `ChatEntry` list, oldest first.
-    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
-    pub fn history<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let entries = inner
-                .history(id("Chat", &chat_id)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&entries)
-        })
-    }
-
-    /// Reads an `Execution`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn get_execution<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let execution = inner
-                .get_execution(id("execution", &id_)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&execution)
+            Ok(NativeAnswer::from(answer))
         })
     }
 
@@ -332,8 +146,11 @@ impl NativeClient {
     ) -> Result<Either<EventStream, PromiseRaw<'env, EventStream>>> {
         let inner = Arc::clone(&self.inner);
         answer(env, async move {
+            let id = id_
+                .parse()
+                .map_err(|_| error::invalid_input(not_an_execution(&id_)))?;
             let stream = inner
-                .observe(id("execution", &id_)?, cursor(after)?)
+                .observe(id, cursor(after)?)
                 .await
                 .map_err(error::to_js)?;
             Ok(EventStream::new(stream))
@@ -341,10 +158,11 @@ impl NativeClient {
     }
 
     /// Waits for an execution's end in Rust, with no event crossing into JavaScript on the
-    /// way; answers with `{ execution, last_event }`: the final `Execution` and its last
-    /// event (`turn_ended`, `job_ended` or `failed`).
+    /// way; answers with `{ execution, last_event, text }`: the final `Execution`, its last
+    /// event (`turn_ended`, `job_ended` or `failed`) and the text of its last model step (the
+    /// Turn's answer; empty for work without a model).
     #[napi(
-        ts_return_type = "{ execution: any, last_event: any } | Promise<{ execution: any, last_event: any }>"
+        ts_return_type = "{ execution: any, last_event: any, text: string } | Promise<{ execution: any, last_event: any, text: string }>"
     )]
     pub fn wait_execution<'env>(
         &self,
@@ -353,211 +171,25 @@ impl NativeClient {
     ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
         let inner = Arc::clone(&self.inner);
         answer(env, async move {
-            let id = id("execution", &id_)?;
-            let now = inner.get_execution(id).await.map_err(error::to_js)?;
-            // An ended execution's last event is its last sequence: read only that one.
-            let after = if now.state.is_terminal() {
-                now.last_sequence.saturating_sub(1)
-            } else {
-                now.last_sequence
-            };
-            let mut events = inner.observe(id, after).await.map_err(error::to_js)?;
+            let id = id_
+                .parse()
+                .map_err(|_| error::invalid_input(not_an_execution(&id_)))?;
+            // From the start: the answer's text is in the last step's deltas.
+            let mut events = inner.observe(id, 0).await.map_err(error::to_js)?;
             let mut last = None;
+            let mut text = String::new();
             while let Some(event) = events.next().await {
-                last = Some(event.map_err(error::to_js)?);
+                let event = event.map_err(error::to_js)?;
+                match &event.kind {
+                    // A new step or attempt starts its text afresh.
+                    EventKind::ModelStepStarted { .. } => text.clear(),
+                    EventKind::TextDelta { text: delta, .. } => text.push_str(delta),
+                    _ => {}
+                }
+                last = Some(event);
             }
             let execution = inner.get_execution(id).await.map_err(error::to_js)?;
-            to_js(&json!({ "execution": execution, "last_event": last }))
-        })
-    }
-
-    /// Asks an execution to stop; answers with its `Execution`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn cancel_execution<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let execution = inner
-                .cancel_execution(id("execution", &id_)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&execution)
-        })
-    }
-
-    /// Pauses an execution: it sends nothing new until resumed (state `waiting`); answers with
-    /// its `Execution`. Only a server pauses: in memory this is `invalid_input`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn pause_execution<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let execution = inner
-                .pause_execution(id("execution", &id_)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&execution)
-        })
-    }
-
-    /// Resumes a paused execution; answers with its `Execution`. In memory `invalid_input`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn resume_execution<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let execution = inner
-                .resume_execution(id("execution", &id_)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&execution)
-        })
-    }
-
-    /// A Chat's plan mode, `{ enabled }` (always off in memory).
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn plan_mode<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let mode = inner
-                .plan_mode(id("Chat", &chat_id)?)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&mode)
-        })
-    }
-
-    /// Turns a Chat's plan mode on or off; answers with the `{ enabled }` now in force. In plan
-    /// mode the Bot may only call `propose_plan`. Only a server has plan mode: turning it on in
-    /// memory is `invalid_input`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn set_plan_mode<'env>(
-        &self,
-        env: &'env Env,
-        chat_id: String,
-        enabled: bool,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let mode = inner
-                .set_plan_mode(id("Chat", &chat_id)?, enabled)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&mode)
-        })
-    }
-
-    /// Delivers a `ToolResult` the execution waits for.
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn deliver_tool_result<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-        result: Value,
-    ) -> Result<Either<(), PromiseRaw<'env, ()>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let result: ToolResult = from_js("tool result", result)?;
-            inner
-                .deliver_tool_result(id("execution", &id_)?, result)
-                .await
-                .map_err(error::to_js)
-        })
-    }
-
-    /// The `ApprovalRequest`s the caller may decide, newest first; with `state` (a wire name
-    /// such as `pending`) only those in that state. In memory nothing asks for approval, so the
-    /// list is empty. An unknown state is `invalid_input` and nothing is sent.
-    #[napi(ts_return_type = "Array<any> | Promise<Array<any>>")]
-    pub fn list_approvals<'env>(
-        &self,
-        env: &'env Env,
-        state: Option<String>,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let state = state.as_deref().map(approval_state).transpose()?;
-            let requests = inner.list_approvals(state).await.map_err(error::to_js)?;
-            to_js(&requests)
-        })
-    }
-
-    /// Decides a pending approval request with a `DecideApproval` (`{ decision, reason? }`);
-    /// answers with the `ApprovalRequest` as decided. Approved, its call runs once in its own
-    /// execution; denied, it never runs. A request that is not pending is `conflict`; an
-    /// unknown one (always, in memory) `not_found`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn decide_approval<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-        decision: Value,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let decision: DecideApproval = from_js("decision", decision)?;
-            let request = inner
-                .decide_approval(request_id(&id_)?, decision)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&request)
-        })
-    }
-
-    /// The caller's executions that wait in `outcome_unknown` for a decision, oldest first:
-    /// an `UnknownOutcomePage` (`{ outcomes, next_cursor? }`) of up to `limit` (the server's
-    /// default 50, at most 100) after `cursor`. In memory no call's answer is lost, so the page
-    /// is empty. A `limit` that is not a whole number from 1 is `invalid_input`.
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn list_unknown_outcomes<'env>(
-        &self,
-        env: &'env Env,
-        limit: Option<f64>,
-        cursor: Option<String>,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let page = inner
-                .list_unknown_outcomes(page_limit(limit)?, cursor)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&page)
-        })
-    }
-
-    /// Decides the call an execution in `outcome_unknown` waits for with a `DecideOutcome`
-    /// (`{ call, decision, result?, reason? }`); answers with the `OutcomeDecisionRecord`.
-    /// `applied` saves `result` as the call's result, `not_applied` sends the call again,
-    /// `give_up` ends the execution `failed`. Another call or a second decision is `conflict`;
-    /// in memory it is `invalid_input` (only a server has unknown outcomes).
-    #[napi(ts_return_type = "any | Promise<any>")]
-    pub fn decide_outcome<'env>(
-        &self,
-        env: &'env Env,
-        id_: String,
-        decision: Value,
-    ) -> Result<Either<Value, PromiseRaw<'env, Value>>> {
-        let inner = Arc::clone(&self.inner);
-        answer(env, async move {
-            let decision: DecideOutcome = from_js("outcome decision", decision)?;
-            let record = inner
-                .decide_outcome(id("execution", &id_)?, decision)
-                .await
-                .map_err(error::to_js)?;
-            to_js(&record)
+            to_js(&json!({ "execution": execution, "last_event": last, "text": text }))
         })
     }
 
@@ -566,4 +198,11 @@ impl NativeClient {
     pub async fn close(&self) {
         self.inner.close().await;
     }
+}
+
+fn not_an_execution(value: &str) -> String {
+    format!(
+        "`{}` is not an execution ID",
+        value.chars().take(64).collect::<String>()
+    )
 }

@@ -2,8 +2,10 @@
 //!
 //! It is thin on purpose. [`connect`] wraps `openbot_core::connect` and returns a
 //! [`NativeClient`] over the core `Client` trait, in both modes (`memory://` in this process,
-//! `http://` a server). Values cross as JSON through serde, in the schema's wire format, so
-//! nothing of the schema is copied here. Every failure becomes a JavaScript `Error` whose
+//! `http://` a server). Every operation of the API goes through its one generic `call` (the
+//! core's `Client::call`, by `operationId`): the TypeScript methods are generated from
+//! schema/openapi.json, so a new operation needs no code here. Values cross as JSON through
+//! serde, in the schema's wire format, so nothing of the schema is copied here. Every failure becomes a JavaScript `Error` whose
 //! message starts with [`error::MARKER`] followed by the public error body as JSON; the
 //! TypeScript layer turns it into an `OpenBotError` subclass with `code`, `category` and
 //! `errorId`. JavaScript functions become core tools through a weak threadsafe function
