@@ -1,4 +1,4 @@
-//! `openbot._native`: the Rust core of the OpenBot Python package.
+//! `openbot_platform._native`: the Rust core of the OpenBot Python package.
 //!
 //! A thin layer over [`openbot_core::connect`] and the [`openbot_core::Client`] trait; the
 //! Python package (`packages-python/python/openbot`) builds the public classes on it. Values
