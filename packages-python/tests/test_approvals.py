@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import Server, Target, connect_async, connect_sync, run
 
 UNKNOWN = "019ad1c8-0000-7000-8000-000000000000"

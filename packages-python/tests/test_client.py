@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import Target, connect_async, connect_sync, run
 
 ADD = {
@@ -331,7 +331,8 @@ def test_ctrl_c_interrupts_a_blocking_wait(script: Any) -> None:
     # In a process of its own, with Python's own SIGINT handler: a process started in the
     # background by a shell inherits SIGINT ignored, and pytest owns the handler in its own.
     program = f"""
-import os, signal, threading, time, openbot
+import os, signal, threading, time
+import openbot_platform as openbot
 signal.signal(signal.SIGINT, signal.default_int_handler)
 with openbot.connect_sync("memory://") as client:
     bot = client.create_bot(name="Slow", model={script([{"text": "x", "delay_ms": 30000}])!r})
@@ -439,7 +440,7 @@ def test_after_fork_the_parents_client_fails_fast_and_a_new_one_works(memory: Ta
 
 def test_the_native_noop_call_returns_none() -> None:
     assert openbot._native.noop() is None
-    assert sys.modules["openbot._native"] is openbot._native
+    assert sys.modules["openbot_platform._native"] is openbot._native
 
 
 # --- Chats and their input -----------------------------------------------------------------------

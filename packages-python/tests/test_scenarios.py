@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import SCENARIOS, Target, connect_async, connect_sync, run
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.json"))

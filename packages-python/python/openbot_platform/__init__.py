@@ -1,31 +1,44 @@
-"""OpenBot for Python.
+"""OpenBot for Python (distribution ``openbot-platform``, imported as ``openbot_platform``).
 
-``await openbot.connect("memory://")`` runs Bots in this process; ``await
-openbot.connect("http://host:port", token=...)`` talks to an OpenBot server. Both give the same
-:class:`AsyncClient`; :func:`connect_sync` gives the blocking :class:`Client` with the same
-methods.
+``await openbot_platform.connect("memory://")`` runs Bots in this process; ``await
+openbot_platform.connect("http://host:port", token=...)`` talks to an OpenBot server. Both give
+the same :class:`AsyncClient`; :func:`connect_sync` gives the blocking :class:`Client` with the
+same methods: one per API operation (generated from schema/openapi.json), and handles
+(``bot.create_chat()``, ``chat.send()``, ``turn.events()``, ``turn.wait()``).
 """
 
 from __future__ import annotations
 
 import atexit
 
-from . import _native
+from . import _native, types
+from ._call import AsyncPages, FileContent, Identified, Pages, Ref
+from ._extras import TERMINAL_EVENT_TYPES, TERMINAL_STATES
+from ._operations import METHODS, OPERATIONS
 from .client import (
     ApprovalRef,
+    AsyncBotHandle,
+    AsyncChatHandle,
     AsyncClient,
     AsyncEventStream,
+    AsyncTurn,
+    BotHandle,
     BotRef,
+    ChatHandle,
     ChatRef,
     Client,
     EventStream,
     ExecutionRef,
     Input,
+    Tools,
     ToolSpec,
+    Turn,
+    TurnEnd,
     connect,
     connect_sync,
 )
 from .errors import (
+    ERRORS_BY_CODE,
     CancelledError,
     ClosedError,
     ConflictError,
@@ -39,29 +52,9 @@ from .errors import (
     UnauthorizedError,
     UnavailableError,
     UnsupportedMediaTypeError,
-    ERRORS_BY_CODE,
 )
 from .tools import ToolFunction, tool_definition
-from .types import (
-    ApprovalRequest,
-    ApprovalState,
-    Bot,
-    Chat,
-    ChatEntry,
-    Decision,
-    Event,
-    Execution,
-    Limits,
-    OutcomeDecision,
-    OutcomeDecisionRecord,
-    SendReceipt,
-    ToolCall,
-    ToolDefinition,
-    ToolResult,
-    UnknownOutcome,
-    UnknownOutcomePage,
-    Usage,
-)
+from .types import *  # noqa: F403 (every schema type, generated)
 
 _native.register_errors(OpenBotError, ERRORS_BY_CODE)
 # At exit, tool calls stop entering Python and the ones inside it get a moment to return: a
@@ -72,48 +65,50 @@ __version__: str = _native.__version__
 
 __all__ = [
     "ApprovalRef",
-    "ApprovalRequest",
-    "ApprovalState",
+    "AsyncBotHandle",
+    "AsyncChatHandle",
     "AsyncClient",
     "AsyncEventStream",
-    "Bot",
+    "AsyncPages",
+    "AsyncTurn",
+    "BotHandle",
     "BotRef",
     "CancelledError",
-    "Chat",
-    "ChatEntry",
+    "ChatHandle",
     "ChatRef",
     "Client",
     "ClosedError",
     "ConflictError",
-    "Decision",
-    "Event",
+    "ERRORS_BY_CODE",
     "EventStream",
-    "Execution",
     "ExecutionRef",
+    "FileContent",
     "ForbiddenError",
+    "Identified",
     "Input",
     "InvalidInputError",
-    "Limits",
+    "METHODS",
     "NotFoundError",
+    "OPERATIONS",
     "OpenBotError",
-    "OutcomeDecision",
-    "OutcomeDecisionRecord",
+    "Pages",
     "PayloadTooLargeError",
     "RateLimitedError",
+    "Ref",
     "RequestFailedError",
-    "SendReceipt",
-    "ToolCall",
-    "ToolDefinition",
+    "TERMINAL_EVENT_TYPES",
+    "TERMINAL_STATES",
     "ToolFunction",
-    "ToolResult",
     "ToolSpec",
+    "Tools",
+    "Turn",
+    "TurnEnd",
     "UnauthorizedError",
     "UnavailableError",
-    "UnknownOutcome",
-    "UnknownOutcomePage",
     "UnsupportedMediaTypeError",
-    "Usage",
     "connect",
     "connect_sync",
     "tool_definition",
+    "types",
+    *types.__all__,
 ]

@@ -1,21 +1,50 @@
 """The Client, in two forms with the same methods: :class:`AsyncClient` (asyncio) and
 :class:`Client` (blocking; waits with the GIL released, so other Python threads run).
 
+Every operation of the API is a method of both (generated in ``_operations.py`` from
+schema/openapi.json); the ones below give some of them a friendlier signature (objects for
+IDs, text as input, tool functions) and answer handles: a :class:`BotHandle` is a ``Bot`` with
+``create_chat()``, a :class:`ChatHandle` a ``Chat`` with ``send()``, a :class:`Turn` the receipt
+of a send with ``events()`` and ``wait()``.
+
 ``memory://`` runs everything in this process; ``http://host:port`` talks to a server. The
 same code works against both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Callable, Union
+from typing import Any, TypeVar, Union
 
 from . import _bridge, _native
-from .tools import ToolFunction, native_tools, tool_definition
+from ._args import (
+    ApprovalRef,
+    BotRef,
+    ChatRef,
+    ExecutionRef,
+    Input,
+    ToolSpec,
+    _after,
+    _bot_id,
+    _bot_spec,
+    _bot_update,
+    _chat_id,
+    _check,
+    _decision,
+    _execution_id,
+    _input,
+    _outcome,
+    _request_id,
+    _tool_result,
+    _uri,
+)
+from ._operations import AsyncOperations, SyncOperations
+from .tools import ToolFunction, native_tools
 from .types import (
     ApprovalRequest,
-    ApprovalState,
     Bot,
     Chat,
     ChatEntry,
@@ -26,9 +55,7 @@ from .types import (
     OutcomeDecision,
     OutcomeDecisionRecord,
     SendReceipt,
-    ToolDefinition,
     ToolResult,
-    UnknownOutcomePage,
 )
 
 __all__ = [
@@ -44,246 +71,112 @@ __all__ = [
     "ApprovalRef",
     "Input",
     "ToolSpec",
+    "Tools",
+    "TurnEnd",
+    "AsyncBotHandle",
+    "AsyncChatHandle",
+    "AsyncTurn",
+    "BotHandle",
+    "ChatHandle",
+    "Turn",
 ]
 
-#: A Bot, or its ID.
-BotRef = Union[Bot, str]
-#: A Chat, or its ID.
-ChatRef = Union[Chat, str]
-#: An execution, a receipt naming one, or its ID.
-ExecutionRef = Union[Execution, SendReceipt, str]
-#: An approval request, or its ID.
-ApprovalRef = Union[ApprovalRequest, str]
-#: Input for a Chat: text, or content parts (``{"type": "text", "text": ...}``).
-Input = Union[str, Sequence[Mapping[str, Any]]]
-#: A Bot's tool: a definition, its dict form, or a function (see :func:`tool_definition`).
-ToolSpec = Union[ToolDefinition, Mapping[str, Any], Callable[..., Any]]
+#: The tool functions given to ``connect``: a dict of name -> function, or a list of functions
+#: (each named after its ``__name__``).
+Tools = Union[Mapping[str, ToolFunction], Sequence[ToolFunction]]
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
+H = TypeVar("H")
 
 
-def _bot_id(bot: BotRef) -> str:
-    if isinstance(bot, Bot):
-        return bot.id
-    if isinstance(bot, str):
-        return bot
-    raise TypeError(f"expected a Bot or a Bot ID (str), not {_type_name(bot)}")
-
-
-def _chat_id(chat: ChatRef) -> str:
-    if isinstance(chat, Chat):
-        return chat.id
-    if isinstance(chat, str):
-        return chat
-    raise TypeError(f"expected a Chat or a Chat ID (str), not {_type_name(chat)}")
-
-
-def _execution_id(execution: ExecutionRef) -> str:
-    if isinstance(execution, Execution):
-        return execution.id
-    if isinstance(execution, SendReceipt):
-        return execution.execution_id
-    if isinstance(execution, str):
-        return execution
-    raise TypeError(
-        f"expected an Execution, a SendReceipt or an execution ID (str), not {_type_name(execution)}"
-    )
-
-
-def _request_id(request: ApprovalRef) -> str:
-    if isinstance(request, ApprovalRequest):
-        return request.id
-    if isinstance(request, str):
-        return request
-    raise TypeError(
-        f"expected an ApprovalRequest or an approval request ID (str), not {_type_name(request)}"
-    )
-
-
-def _state(state: ApprovalState | None) -> str | None:
-    if state is not None:
-        _check("state", state, str, "a str")
-    return state
-
-
-def _decision(decision: Decision, reason: str | None) -> dict[str, Any]:
-    _check("decision", decision, str, "a str ('approve' or 'deny')")
-    data: dict[str, Any] = {"decision": decision}
-    if reason is not None:
-        _check("reason", reason, str, "a str")
-        data["reason"] = reason
-    return data
-
-
-def _page(limit: int | None, cursor: str | None) -> tuple[int | None, str | None]:
-    if limit is not None:
-        _check("limit", limit, int, "an int")
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, not {limit}")
-    if cursor is not None:
-        _check("cursor", cursor, str, "a str")
-    return limit, cursor
-
-
-def _outcome(
-    call: str, decision: OutcomeDecision, result: str | None, reason: str | None
-) -> dict[str, Any]:
-    _check("call", call, str, "a str (the call as listed, e.g. '1/tool:0/1')")
-    _check("decision", decision, str, "a str ('applied', 'not_applied' or 'give_up')")
-    data: dict[str, Any] = {"call": call, "decision": decision}
-    for name, value in (("result", result), ("reason", reason)):
-        if value is not None:
-            _check(name, value, str, "a str")
-            data[name] = value
-    return data
-
-
-def _enabled(mode: Any) -> bool:
-    return bool(mode["enabled"])
-
-
-def _check(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise TypeError(f"{name} must be {what}, not {_type_name(value)}")
-
-
-def _tool(tool: ToolSpec) -> dict[str, Any]:
-    if isinstance(tool, ToolDefinition):
-        return tool.to_dict()
-    if isinstance(tool, Mapping):
-        return dict(tool)
-    if callable(tool):
-        return tool_definition(tool).to_dict()
-    raise TypeError(f"a tool must be a ToolDefinition, a dict or a function, not {_type_name(tool)}")
-
-
-def _limits(limits: Limits | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if limits is None:
-        return None
-    if isinstance(limits, Limits):
-        return limits.to_dict()
-    if isinstance(limits, Mapping):
-        return dict(limits)
-    raise TypeError(f"limits must be a Limits or a dict, not {_type_name(limits)}")
-
-
-def _tools(tools: Sequence[ToolSpec] | None) -> list[dict[str, Any]] | None:
+def _named(tools: Tools | None) -> dict[str, ToolFunction]:
     if tools is None:
-        return None
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise TypeError(f"tools must be a list, not {_type_name(tools)}")
-    return [_tool(t) for t in tools]
+        return {}
+    if isinstance(tools, Mapping):
+        return dict(tools)
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise TypeError(f"tools must be a dict or a list of functions, not {type(tools).__name__}")
+    named: dict[str, ToolFunction] = {}
+    for function in tools:
+        name = getattr(function, "__name__", None)
+        if not callable(function) or not isinstance(name, str):
+            raise TypeError(f"a tool must be a named function, not {type(function).__name__}")
+        named[name] = function
+    return named
 
 
-def _bot_spec(
-    name: str,
-    model: str,
-    instructions: str,
-    tools: Sequence[ToolSpec],
-    limits: Limits | Mapping[str, Any] | None,
-    shared: bool,
-) -> dict[str, Any]:
-    _check("name", name, str, "a str")
-    _check("model", model, str, "a str")
-    _check("instructions", instructions, str, "a str")
-    _check("shared", shared, bool, "a bool")
-    spec: dict[str, Any] = {
-        "name": name,
-        "model": model,
-        "instructions": instructions,
-        "tools": _tools(tools),
-        "shared": shared,
-    }
-    limit_dict = _limits(limits)
-    if limit_dict is not None:
-        spec["limits"] = limit_dict
-    return spec
+def _handle(cls: type[H], data: Any, client: Any) -> H:
+    """``data`` (a generated dataclass) as the handle class ``cls`` (its subclass), bound to
+    ``client``."""
+    handle = cls(**{f.name: getattr(data, f.name) for f in dataclasses.fields(data)})
+    object.__setattr__(handle, "_client", client)
+    return handle
 
 
-def _bot_update(
-    revision: int | None,
-    name: str | None,
-    instructions: str | None,
-    model: str | None,
-    tools: Sequence[ToolSpec] | None,
-    limits: Limits | Mapping[str, Any] | None,
-    shared: bool | None,
-) -> dict[str, Any]:
-    for label, value, kind, what in (
-        ("revision", revision, int, "an int"),
-        ("name", name, str, "a str"),
-        ("instructions", instructions, str, "a str"),
-        ("model", model, str, "a str"),
-        ("shared", shared, bool, "a bool"),
-    ):
-        if value is not None:
-            _check(label, value, kind, what)
-    update = {
-        "revision": revision,
-        "name": name,
-        "instructions": instructions,
-        "model": model,
-        "tools": _tools(tools),
-        "limits": _limits(limits),
-        "shared": shared,
-    }
-    return {k: v for k, v in update.items() if v is not None}
+class _TurnText:
+    """Follows a Turn's events to its answer: the text of its last model step (the last
+    attempt of it: a repeated request's text starts afresh)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def read(self, event: Event) -> None:
+        if event.type == "model_step_started":
+            self.text = ""
+        elif event.type == "text_delta":
+            self.text += event.text or ""
 
 
-def _input(input: Input, command_key: str | None) -> dict[str, Any]:
-    if isinstance(input, str):
-        content: list[Any] = [{"type": "text", "text": input}]
-    elif isinstance(input, Sequence) and not isinstance(input, (bytes, bytearray)):
-        content = [dict(part) if isinstance(part, Mapping) else part for part in input]
-        for part in content:
-            if not isinstance(part, dict):
-                raise TypeError(f"a content part must be a dict, not {_type_name(part)}")
-    else:
-        raise TypeError(f"input must be a str or a list of content parts, not {_type_name(input)}")
-    data: dict[str, Any] = {"content": content}
-    if command_key is not None:
-        _check("command_key", command_key, str, "a str")
-        data["command_key"] = command_key
-    return data
+@dataclass(frozen=True, kw_only=True)
+class TurnEnd(Execution):
+    """An execution that has ended, with the text of its answer: what ``wait()`` gives."""
+
+    #: The text of the Turn's last model step (its answer); empty for work that is no Turn.
+    text: str = ""
 
 
-def _tool_result(result: ToolResult | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(result, ToolResult):
-        return result.to_dict()
-    if isinstance(result, Mapping):
-        return dict(result)
-    raise TypeError(f"result must be a ToolResult or a dict, not {_type_name(result)}")
-
-
-def _after(after: int) -> int:
-    _check("after", after, int, "an int")
-    if after < 0:
-        raise ValueError("after must be 0 or more")
-    return after
-
-
-def _uri(uri: str, token: str | None) -> None:
-    _check("uri", uri, str, "a str")
-    if token is not None:
-        _check("token", token, str, "a str")
+def _turn_end(execution: Execution, text: str) -> TurnEnd:
+    fields = {f.name: getattr(execution, f.name) for f in dataclasses.fields(execution)}
+    return TurnEnd(**fields, text=text)
 
 
 class AsyncEventStream:
     """The events of one execution, as an async iterator that ends after the execution's last
-    event. ``aclose()`` (or leaving ``async with``) stops reading; it cancels nothing."""
+    event: ``async for event in client.observe(turn)``. The stream opens at the first read (or
+    when awaited: ``await client.observe(turn)`` gives the open stream, as before).
+    ``aclose()`` (or leaving ``async with``) stops reading; it cancels nothing."""
 
-    def __init__(self, native: _native.NativeEvents) -> None:
-        self._native = native
+    def __init__(self, client: _native.NativeClient, execution_id: str, after: int) -> None:
+        self._client = client
+        self._execution_id = execution_id
+        self._after = after
+        self._native: _native.NativeEvents | None = None
+        self._closed = False
         self._buffer: list[Event] = []
         self._index = 0
+
+    async def _open(self) -> _native.NativeEvents:
+        if self._native is None:
+            client, id, after = self._client, self._execution_id, self._after
+            self._native = await _bridge.call(
+                lambda bridge, ticket: client.observe_async(bridge, ticket, id, after)
+            )
+        return self._native
+
+    async def _opened(self) -> AsyncEventStream:
+        await self._open()
+        return self
+
+    def __await__(self) -> Generator[Any, None, AsyncEventStream]:
+        return self._opened().__await__()
 
     def __aiter__(self) -> AsyncEventStream:
         return self
 
     async def __anext__(self) -> Event:
         if self._index >= len(self._buffer):
-            native = self._native
+            if self._closed:
+                raise StopAsyncIteration
+            native = await self._open()
             batch = await _bridge.call(lambda bridge, ticket: native.next_async(bridge, ticket))
             if batch is None:
                 raise StopAsyncIteration
@@ -295,7 +188,9 @@ class AsyncEventStream:
 
     async def aclose(self) -> None:
         """Stops reading."""
-        self._native.close()
+        self._closed = True
+        if self._native is not None:
+            self._native.close()
         self._buffer = []
         self._index = 0
 
@@ -353,11 +248,14 @@ class EventStream:
         self.close()
 
 
-class AsyncClient:
-    """The asyncio Client. Make one with :func:`openbot.connect`."""
+class AsyncClient(AsyncOperations):
+    """The asyncio Client. Make one with :func:`openbot_platform.connect`."""
 
-    def __init__(self, native: _native.NativeClient, uri: str) -> None:
+    def __init__(
+        self, native: _native.NativeClient, uri: str, tools: Mapping[str, ToolFunction] | None = None
+    ) -> None:
         self._native = native
+        self._tools: dict[str, ToolFunction] = dict(tools or {})
         self.uri = uri
 
     def __repr__(self) -> str:
@@ -376,18 +274,10 @@ class AsyncClient:
 
     @classmethod
     async def connect(
-        cls,
-        uri: str,
-        *,
-        token: str | None = None,
-        tools: Mapping[str, ToolFunction] | None = None,
+        cls, uri: str, *, token: str | None = None, tools: Tools | None = None
     ) -> AsyncClient:
-        """The same as :func:`openbot.connect`."""
+        """The same as :func:`openbot_platform.connect`."""
         return await connect(uri, token=token, tools=tools)
-
-    async def _call(self, op: str, a: Any = None, b: Any = None) -> Any:
-        native = self._native
-        return await _bridge.call(lambda bridge, ticket: native.call_async(bridge, ticket, op, a, b))
 
     async def create_bot(
         self,
@@ -395,22 +285,20 @@ class AsyncClient:
         name: str,
         model: str,
         instructions: str = "",
-        tools: Sequence[ToolSpec] = (),
+        tools: Sequence[ToolSpec] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         shared: bool = False,
-    ) -> Bot:
+    ) -> AsyncBotHandle:
         """Creates a Bot. ``model`` is ``provider:model`` (``openai:gpt-4o-mini``,
-        ``scripted:/abs/path.json``, ...); ``tools`` lists what the model may call."""
-        spec = _bot_spec(name, model, instructions, tools, limits, shared)
-        return Bot.from_dict(await self._call("create_bot", spec))
+        ``scripted:/abs/path.json``, ...); ``tools`` lists what the model may call: names of
+        the functions given to ``connect``, functions, or definitions. Left out, the Bot gets
+        every function given to ``connect``."""
+        spec = _bot_spec(name, model, instructions, tools, limits, shared, self._tools)
+        return _handle(AsyncBotHandle, await self._create_bot(**spec), self)
 
-    async def get_bot(self, bot: BotRef) -> Bot:
+    async def get_bot(self, bot: BotRef) -> AsyncBotHandle:
         """Reads a Bot."""
-        return Bot.from_dict(await self._call("get_bot", _bot_id(bot)))
-
-    async def list_bots(self) -> list[Bot]:
-        """The Bots, oldest first."""
-        return [Bot.from_dict(b) for b in await self._call("list_bots")]
+        return _handle(AsyncBotHandle, await self._get_bot(_bot_id(bot)), self)
 
     async def update_bot(
         self,
@@ -423,81 +311,74 @@ class AsyncClient:
         tools: Sequence[ToolSpec] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         shared: bool | None = None,
-    ) -> Bot:
+    ) -> AsyncBotHandle:
         """Changes a Bot; fields left ``None`` stay. With ``revision`` set, fails with
         :class:`ConflictError` if the Bot changed since that revision."""
-        update = _bot_update(revision, name, instructions, model, tools, limits, shared)
-        return Bot.from_dict(await self._call("update_bot", _bot_id(bot), update))
+        update = _bot_update(revision, name, instructions, model, tools, limits, shared, self._tools)
+        return _handle(AsyncBotHandle, await self._update_bot(_bot_id(bot), **update), self)
 
     async def delete_bot(self, bot: BotRef) -> None:
         """Deletes a Bot that has no Chats left."""
-        await self._call("delete_bot", _bot_id(bot))
+        await self._delete_bot(_bot_id(bot))
 
-    async def create_chat(self, bot: BotRef) -> Chat:
+    async def create_chat(self, bot: BotRef) -> AsyncChatHandle:
         """Creates a Chat with a Bot."""
-        return Chat.from_dict(await self._call("create_chat", _bot_id(bot)))
+        return _handle(AsyncChatHandle, await self._create_chat(bot_id=_bot_id(bot)), self)
 
-    async def get_chat(self, chat: ChatRef) -> Chat:
+    async def get_chat(self, chat: ChatRef) -> AsyncChatHandle:
         """Reads a Chat."""
-        return Chat.from_dict(await self._call("get_chat", _chat_id(chat)))
+        return _handle(AsyncChatHandle, await self._get_chat(_chat_id(chat)), self)
 
-    async def send(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> SendReceipt:
+    async def send(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> AsyncTurn:
         """Sends input: it starts a Turn, or waits in order for its own Turn while one runs.
         A retry with the same ``command_key`` and input returns the same receipt."""
-        data = _input(input, command_key)
-        return SendReceipt.from_dict(await self._call("send", _chat_id(chat), data))
+        receipt = await self._send(_chat_id(chat), **_input(input, command_key))
+        return _handle(AsyncTurn, receipt, self)
 
-    async def steer(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> SendReceipt:
+    async def steer(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> AsyncTurn:
         """Sends input that joins the running Turn; with no Turn running it starts one."""
-        data = _input(input, command_key)
-        return SendReceipt.from_dict(await self._call("steer", _chat_id(chat), data))
+        receipt = await self._steer(_chat_id(chat), **_input(input, command_key))
+        return _handle(AsyncTurn, receipt, self)
 
     async def stop(self, chat: ChatRef) -> None:
         """Stops the running Turn; queued input then runs."""
-        await self._call("stop", _chat_id(chat))
+        await self._stop(_chat_id(chat))
 
     async def delete_chat(self, chat: ChatRef) -> None:
         """Deletes a Chat: closes it to input, cancels its Turns, returns once they ended."""
-        await self._call("delete_chat", _chat_id(chat))
+        await self._delete_chat(_chat_id(chat))
 
     async def history(self, chat: ChatRef) -> list[ChatEntry]:
         """The Chat's messages, oldest first."""
-        return [ChatEntry.from_dict(e) for e in await self._call("history", _chat_id(chat))]
+        return await self._history(_chat_id(chat))
 
     async def get_execution(self, execution: ExecutionRef) -> Execution:
         """Reads an execution."""
-        return Execution.from_dict(await self._call("get_execution", _execution_id(execution)))
+        return await self._get_execution(_execution_id(execution))
 
-    async def observe(self, execution: ExecutionRef, after: int = 0) -> AsyncEventStream:
-        """The execution's events after sequence ``after``, ending after its last event."""
-        id, cursor, client = _execution_id(execution), _after(after), self._native
-        native = await _bridge.call(lambda bridge, ticket: client.observe_async(bridge, ticket, id, cursor))
-        return AsyncEventStream(native)
+    def observe(self, execution: ExecutionRef, after: int = 0) -> AsyncEventStream:
+        """The execution's events after sequence ``after``, ending after its last event:
+        ``async for event in client.observe(turn)``."""
+        return AsyncEventStream(self._native, _execution_id(execution), _after(after))
 
-    async def wait(self, execution: ExecutionRef) -> Execution:
-        """Waits until the execution has ended (reading its events) and returns it."""
-        stream = await self.observe(execution)
-        async for _ in stream:
-            pass
-        return await self.get_execution(execution)
+    async def wait(self, execution: ExecutionRef) -> TurnEnd:
+        """Waits until the execution has ended (reading its events) and returns it with the
+        text of its answer."""
+        text = _TurnText()
+        async for event in self.observe(execution):
+            text.read(event)
+        return _turn_end(await self.get_execution(execution), text.text)
 
     async def cancel_execution(self, execution: ExecutionRef) -> Execution:
         """Asks an execution to stop; returns its state (``cancelling`` or an end state)."""
-        return Execution.from_dict(await self._call("cancel_execution", _execution_id(execution)))
+        return await self._cancel_execution(_execution_id(execution))
 
     async def deliver_tool_result(
         self, execution: ExecutionRef, result: ToolResult | Mapping[str, Any]
     ) -> None:
         """Delivers the result of a tool call the execution waits for (a Bot tool with no
         function given to ``connect``)."""
-        await self._call("deliver_tool_result", _execution_id(execution), _tool_result(result))
-
-    async def list_approvals(self, state: ApprovalState | None = None) -> list[ApprovalRequest]:
-        """The approval requests you may decide, newest first; with ``state`` (``"pending"``,
-        ``"approved"``, ...) only those in it. Only a server has approval rules: in memory
-        nothing asks, so the list is empty."""
-        wanted = _state(state)
-        return [ApprovalRequest.from_dict(r) for r in await self._call("list_approvals", wanted)]
+        await self._deliver_tool_result(_execution_id(execution), **_tool_result(result))
 
     async def decide_approval(
         self, request: ApprovalRef, decision: Decision, reason: str | None = None
@@ -507,19 +388,7 @@ class AsyncClient:
         ``"deny"`` never runs it, and the model is told (with ``reason``). A request that is
         no longer pending raises :class:`ConflictError`, an unknown one (always, in memory)
         :class:`NotFoundError`."""
-        id, data = _request_id(request), _decision(decision, reason)
-        return ApprovalRequest.from_dict(await self._call("decide_approval", id, data))
-
-    async def list_unknown_outcomes(
-        self, limit: int | None = None, cursor: str | None = None
-    ) -> UnknownOutcomePage:
-        """Your executions that wait in ``outcome_unknown`` for a decision (a write without a
-        safe retry rule lost its answer), oldest first: a page of up to ``limit`` (1-100, the
-        server's default 50) after ``cursor`` (the ``next_cursor`` of the page before), each
-        with its call's key, tool and the arguments it was sent with. Only a server loses a
-        call's answer: in memory the page is empty."""
-        wanted = _page(limit, cursor)
-        return UnknownOutcomePage.from_dict(await self._call("list_unknown_outcomes", *wanted))
+        return await self._decide_approval(_request_id(request), **_decision(decision, reason))
 
     async def decide_outcome(
         self,
@@ -536,23 +405,23 @@ class AsyncClient:
         execution ends ``failed``, sending nothing. A decision for another call, or a second
         one, raises :class:`ConflictError`; in memory this raises :class:`InvalidInputError`
         (only a server has unknown outcomes)."""
-        id, data = _execution_id(execution), _outcome(call, decision, result, reason)
-        return OutcomeDecisionRecord.from_dict(await self._call("decide_outcome", id, data))
+        fields = _outcome(call, decision, result, reason)
+        return await self._decide_outcome(_execution_id(execution), **fields)
 
     async def pause_execution(self, execution: ExecutionRef) -> Execution:
         """Pauses an execution: it sends nothing new until resumed (its state is
         ``waiting``); returns its state. Only a server pauses: in memory this raises
         :class:`InvalidInputError`."""
-        return Execution.from_dict(await self._call("pause_execution", _execution_id(execution)))
+        return await self._pause_execution(_execution_id(execution))
 
     async def resume_execution(self, execution: ExecutionRef) -> Execution:
         """Resumes a paused execution; returns its state. In memory this raises
         :class:`InvalidInputError`."""
-        return Execution.from_dict(await self._call("resume_execution", _execution_id(execution)))
+        return await self._resume_execution(_execution_id(execution))
 
     async def plan_mode(self, chat: ChatRef) -> bool:
         """Whether a Chat is in plan mode (always ``False`` in memory)."""
-        return _enabled(await self._call("plan_mode", _chat_id(chat)))
+        return (await self._plan_mode(_chat_id(chat))).enabled
 
     async def set_plan_mode(self, chat: ChatRef, enabled: bool) -> bool:
         """Turns a Chat's plan mode on or off; returns the mode now in force. In plan mode
@@ -560,7 +429,7 @@ class AsyncClient:
         plan mode off. Only a server has plan mode: turning it on in memory raises
         :class:`InvalidInputError`."""
         _check("enabled", enabled, bool, "a bool")
-        return _enabled(await self._call("set_plan_mode", _chat_id(chat), enabled))
+        return (await self._set_plan_mode(_chat_id(chat), enabled=enabled)).enabled
 
     async def close(self) -> None:
         """Closes the client: later calls raise :class:`ClosedError`; in memory mode running
@@ -569,12 +438,15 @@ class AsyncClient:
         await _bridge.call(lambda bridge, ticket: native.close_async(bridge, ticket))
 
 
-class Client:
-    """The blocking Client. Make one with :func:`openbot.connect_sync`. Every call waits with
-    the GIL released; Ctrl-C (KeyboardInterrupt) interrupts a wait."""
+class Client(SyncOperations):
+    """The blocking Client. Make one with :func:`openbot_platform.connect_sync`. Every call
+    waits with the GIL released; Ctrl-C (KeyboardInterrupt) interrupts a wait."""
 
-    def __init__(self, native: _native.NativeClient, uri: str) -> None:
+    def __init__(
+        self, native: _native.NativeClient, uri: str, tools: Mapping[str, ToolFunction] | None = None
+    ) -> None:
         self._native = native
+        self._tools: dict[str, ToolFunction] = dict(tools or {})
         self.uri = uri
 
     def __repr__(self) -> str:
@@ -593,17 +465,10 @@ class Client:
 
     @classmethod
     def connect(
-        cls,
-        uri: str,
-        *,
-        token: str | None = None,
-        tools: Mapping[str, ToolFunction] | None = None,
+        cls, uri: str, *, token: str | None = None, tools: Tools | None = None
     ) -> Client:
-        """The same as :func:`openbot.connect_sync`."""
+        """The same as :func:`openbot_platform.connect_sync`."""
         return connect_sync(uri, token=token, tools=tools)
-
-    def _call(self, op: str, a: Any = None, b: Any = None) -> Any:
-        return self._native.call_sync(op, a, b)
 
     def create_bot(
         self,
@@ -611,21 +476,20 @@ class Client:
         name: str,
         model: str,
         instructions: str = "",
-        tools: Sequence[ToolSpec] = (),
+        tools: Sequence[ToolSpec] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         shared: bool = False,
-    ) -> Bot:
-        """Creates a Bot (see :meth:`AsyncClient.create_bot`)."""
-        spec = _bot_spec(name, model, instructions, tools, limits, shared)
-        return Bot.from_dict(self._call("create_bot", spec))
+    ) -> BotHandle:
+        """Creates a Bot. ``model`` is ``provider:model`` (``openai:gpt-4o-mini``,
+        ``scripted:/abs/path.json``, ...); ``tools`` lists what the model may call: names of
+        the functions given to ``connect``, functions, or definitions. Left out, the Bot gets
+        every function given to ``connect``."""
+        spec = _bot_spec(name, model, instructions, tools, limits, shared, self._tools)
+        return _handle(BotHandle, self._create_bot(**spec), self)
 
-    def get_bot(self, bot: BotRef) -> Bot:
+    def get_bot(self, bot: BotRef) -> BotHandle:
         """Reads a Bot."""
-        return Bot.from_dict(self._call("get_bot", _bot_id(bot)))
-
-    def list_bots(self) -> list[Bot]:
-        """The Bots, oldest first."""
-        return [Bot.from_dict(b) for b in self._call("list_bots")]
+        return _handle(BotHandle, self._get_bot(_bot_id(bot)), self)
 
     def update_bot(
         self,
@@ -638,86 +502,83 @@ class Client:
         tools: Sequence[ToolSpec] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         shared: bool | None = None,
-    ) -> Bot:
-        """Changes a Bot (see :meth:`AsyncClient.update_bot`)."""
-        update = _bot_update(revision, name, instructions, model, tools, limits, shared)
-        return Bot.from_dict(self._call("update_bot", _bot_id(bot), update))
+    ) -> BotHandle:
+        """Changes a Bot; fields left ``None`` stay. With ``revision`` set, fails with
+        :class:`ConflictError` if the Bot changed since that revision."""
+        update = _bot_update(revision, name, instructions, model, tools, limits, shared, self._tools)
+        return _handle(BotHandle, self._update_bot(_bot_id(bot), **update), self)
 
     def delete_bot(self, bot: BotRef) -> None:
         """Deletes a Bot that has no Chats left."""
-        self._call("delete_bot", _bot_id(bot))
+        self._delete_bot(_bot_id(bot))
 
-    def create_chat(self, bot: BotRef) -> Chat:
+    def create_chat(self, bot: BotRef) -> ChatHandle:
         """Creates a Chat with a Bot."""
-        return Chat.from_dict(self._call("create_chat", _bot_id(bot)))
+        return _handle(ChatHandle, self._create_chat(bot_id=_bot_id(bot)), self)
 
-    def get_chat(self, chat: ChatRef) -> Chat:
+    def get_chat(self, chat: ChatRef) -> ChatHandle:
         """Reads a Chat."""
-        return Chat.from_dict(self._call("get_chat", _chat_id(chat)))
+        return _handle(ChatHandle, self._get_chat(_chat_id(chat)), self)
 
-    def send(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> SendReceipt:
-        """Sends input (see :meth:`AsyncClient.send`)."""
-        data = _input(input, command_key)
-        return SendReceipt.from_dict(self._call("send", _chat_id(chat), data))
+    def send(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> Turn:
+        """Sends input: it starts a Turn, or waits in order for its own Turn while one runs.
+        A retry with the same ``command_key`` and input returns the same receipt."""
+        receipt = self._send(_chat_id(chat), **_input(input, command_key))
+        return _handle(Turn, receipt, self)
 
-    def steer(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> SendReceipt:
+    def steer(self, chat: ChatRef, input: Input, *, command_key: str | None = None) -> Turn:
         """Sends input that joins the running Turn; with no Turn running it starts one."""
-        data = _input(input, command_key)
-        return SendReceipt.from_dict(self._call("steer", _chat_id(chat), data))
+        receipt = self._steer(_chat_id(chat), **_input(input, command_key))
+        return _handle(Turn, receipt, self)
 
     def stop(self, chat: ChatRef) -> None:
         """Stops the running Turn; queued input then runs."""
-        self._call("stop", _chat_id(chat))
+        self._stop(_chat_id(chat))
 
     def delete_chat(self, chat: ChatRef) -> None:
         """Deletes a Chat: closes it to input, cancels its Turns, returns once they ended."""
-        self._call("delete_chat", _chat_id(chat))
+        self._delete_chat(_chat_id(chat))
 
     def history(self, chat: ChatRef) -> list[ChatEntry]:
         """The Chat's messages, oldest first."""
-        return [ChatEntry.from_dict(e) for e in self._call("history", _chat_id(chat))]
+        return self._history(_chat_id(chat))
 
     def get_execution(self, execution: ExecutionRef) -> Execution:
         """Reads an execution."""
-        return Execution.from_dict(self._call("get_execution", _execution_id(execution)))
+        return self._get_execution(_execution_id(execution))
 
     def observe(self, execution: ExecutionRef, after: int = 0) -> EventStream:
         """The execution's events after sequence ``after``, ending after its last event."""
         return EventStream(self._native.observe_sync(_execution_id(execution), _after(after)))
 
-    def wait(self, execution: ExecutionRef) -> Execution:
-        """Waits until the execution has ended (reading its events) and returns it."""
-        for _ in self.observe(execution):
-            pass
-        return self.get_execution(execution)
+    def wait(self, execution: ExecutionRef) -> TurnEnd:
+        """Waits until the execution has ended (reading its events) and returns it with the
+        text of its answer."""
+        text = _TurnText()
+        for event in self.observe(execution):
+            text.read(event)
+        return _turn_end(self.get_execution(execution), text.text)
 
     def cancel_execution(self, execution: ExecutionRef) -> Execution:
         """Asks an execution to stop; returns its state (``cancelling`` or an end state)."""
-        return Execution.from_dict(self._call("cancel_execution", _execution_id(execution)))
+        return self._cancel_execution(_execution_id(execution))
 
-    def deliver_tool_result(self, execution: ExecutionRef, result: ToolResult | Mapping[str, Any]) -> None:
-        """Delivers the result of a tool call the execution waits for."""
-        self._call("deliver_tool_result", _execution_id(execution), _tool_result(result))
-
-    def list_approvals(self, state: ApprovalState | None = None) -> list[ApprovalRequest]:
-        """The approval requests you may decide (see :meth:`AsyncClient.list_approvals`)."""
-        wanted = _state(state)
-        return [ApprovalRequest.from_dict(r) for r in self._call("list_approvals", wanted)]
+    def deliver_tool_result(
+        self, execution: ExecutionRef, result: ToolResult | Mapping[str, Any]
+    ) -> None:
+        """Delivers the result of a tool call the execution waits for (a Bot tool with no
+        function given to ``connect``)."""
+        self._deliver_tool_result(_execution_id(execution), **_tool_result(result))
 
     def decide_approval(
         self, request: ApprovalRef, decision: Decision, reason: str | None = None
     ) -> ApprovalRequest:
-        """Decides a pending approval request (see :meth:`AsyncClient.decide_approval`)."""
-        id, data = _request_id(request), _decision(decision, reason)
-        return ApprovalRequest.from_dict(self._call("decide_approval", id, data))
-
-    def list_unknown_outcomes(
-        self, limit: int | None = None, cursor: str | None = None
-    ) -> UnknownOutcomePage:
-        """Your executions waiting for a decision on an unknown outcome (see
-        :meth:`AsyncClient.list_unknown_outcomes`)."""
-        wanted = _page(limit, cursor)
-        return UnknownOutcomePage.from_dict(self._call("list_unknown_outcomes", *wanted))
+        """Decides a pending approval request and returns it as decided. ``"approve"`` runs
+        the call once, in its child execution, whose result reaches the Chat as a notice;
+        ``"deny"`` never runs it, and the model is told (with ``reason``). A request that is
+        no longer pending raises :class:`ConflictError`, an unknown one (always, in memory)
+        :class:`NotFoundError`."""
+        return self._decide_approval(_request_id(request), **_decision(decision, reason))
 
     def decide_outcome(
         self,
@@ -727,57 +588,284 @@ class Client:
         result: str | None = None,
         reason: str | None = None,
     ) -> OutcomeDecisionRecord:
-        """Decides the call an execution waits for in ``outcome_unknown`` (see
-        :meth:`AsyncClient.decide_outcome`)."""
-        id, data = _execution_id(execution), _outcome(call, decision, result, reason)
-        return OutcomeDecisionRecord.from_dict(self._call("decide_outcome", id, data))
+        """Decides ``call``, the call ``execution`` waits for in ``outcome_unknown``, and
+        returns the decision's audit entry. ``"applied"`` (with ``result``): the result becomes
+        the call's and the work goes on with it, the call is not sent again;
+        ``"not_applied"``: the call is sent again, as a new attempt; ``"give_up"``: the
+        execution ends ``failed``, sending nothing. A decision for another call, or a second
+        one, raises :class:`ConflictError`; in memory this raises :class:`InvalidInputError`
+        (only a server has unknown outcomes)."""
+        fields = _outcome(call, decision, result, reason)
+        return self._decide_outcome(_execution_id(execution), **fields)
 
     def pause_execution(self, execution: ExecutionRef) -> Execution:
-        """Pauses an execution (see :meth:`AsyncClient.pause_execution`)."""
-        return Execution.from_dict(self._call("pause_execution", _execution_id(execution)))
+        """Pauses an execution: it sends nothing new until resumed (its state is
+        ``waiting``); returns its state. Only a server pauses: in memory this raises
+        :class:`InvalidInputError`."""
+        return self._pause_execution(_execution_id(execution))
 
     def resume_execution(self, execution: ExecutionRef) -> Execution:
-        """Resumes a paused execution (see :meth:`AsyncClient.resume_execution`)."""
-        return Execution.from_dict(self._call("resume_execution", _execution_id(execution)))
+        """Resumes a paused execution; returns its state. In memory this raises
+        :class:`InvalidInputError`."""
+        return self._resume_execution(_execution_id(execution))
 
     def plan_mode(self, chat: ChatRef) -> bool:
-        """Whether a Chat is in plan mode (see :meth:`AsyncClient.plan_mode`)."""
-        return _enabled(self._call("plan_mode", _chat_id(chat)))
+        """Whether a Chat is in plan mode (always ``False`` in memory)."""
+        return self._plan_mode(_chat_id(chat)).enabled
 
     def set_plan_mode(self, chat: ChatRef, enabled: bool) -> bool:
-        """Turns a Chat's plan mode on or off (see :meth:`AsyncClient.set_plan_mode`)."""
+        """Turns a Chat's plan mode on or off; returns the mode now in force. In plan mode
+        the Bot may only call the built-in ``propose_plan`` tool; approving its plan turns
+        plan mode off. Only a server has plan mode: turning it on in memory raises
+        :class:`InvalidInputError`."""
         _check("enabled", enabled, bool, "a bool")
-        return _enabled(self._call("set_plan_mode", _chat_id(chat), enabled))
+        return self._set_plan_mode(_chat_id(chat), enabled=enabled).enabled
 
     def close(self) -> None:
-        """Closes the client: later calls raise :class:`ClosedError`."""
+        """Closes the client: later calls raise :class:`ClosedError`; in memory mode running
+        Turns are cancelled."""
         self._native.close_sync()
+
+
+class AsyncBotHandle(Bot):
+    """A Bot (all its fields) read by the async client, with what can be done to it."""
+
+    _client: AsyncClient
+
+    async def create_chat(self) -> AsyncChatHandle:
+        """Starts a Chat with this Bot."""
+        return await self._client.create_chat(self.id)
+
+    async def update(
+        self,
+        *,
+        revision: int | None = None,
+        name: str | None = None,
+        instructions: str | None = None,
+        model: str | None = None,
+        tools: Sequence[ToolSpec] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        shared: bool | None = None,
+    ) -> AsyncBotHandle:
+        """Changes the Bot (see :meth:`AsyncClient.update_bot`); gives it as it is now."""
+        return await self._client.update_bot(
+            self.id, revision=revision, name=name, instructions=instructions, model=model,
+            tools=tools, limits=limits, shared=shared,
+        )
+
+    async def delete(self) -> None:
+        """Deletes the Bot; it must have no Chats left."""
+        await self._client.delete_bot(self.id)
+
+
+class AsyncChatHandle(Chat):
+    """A Chat (all its fields) read by the async client, with what can be done in it."""
+
+    _client: AsyncClient
+
+    async def send(self, input: Input, *, command_key: str | None = None) -> AsyncTurn:
+        """Sends input: starts a Turn, or waits in order for a Turn of its own."""
+        return await self._client.send(self.id, input, command_key=command_key)
+
+    async def steer(self, input: Input, *, command_key: str | None = None) -> AsyncTurn:
+        """Sends input that joins the running Turn (the model sees it at its next step)."""
+        return await self._client.steer(self.id, input, command_key=command_key)
+
+    async def stop(self) -> None:
+        """Stops the running Turn; queued input then runs."""
+        await self._client.stop(self.id)
+
+    async def history(self) -> list[ChatEntry]:
+        """The Chat's messages, oldest first."""
+        return await self._client.history(self.id)
+
+    async def plan_mode(self) -> bool:
+        """Whether the Chat is in plan mode."""
+        return await self._client.plan_mode(self.id)
+
+    async def set_plan_mode(self, enabled: bool) -> bool:
+        """Turns plan mode on or off; returns the mode now in force."""
+        return await self._client.set_plan_mode(self.id, enabled)
+
+    async def delete(self) -> None:
+        """Deletes the Chat: closes it to input, cancels its Turns, returns once they ended."""
+        await self._client.delete_chat(self.id)
+
+
+class AsyncTurn(SendReceipt):
+    """The Turn that takes a sent input (the receipt's fields, and ``id``: its execution),
+    with what can be done to it."""
+
+    _client: AsyncClient
+
+    @property
+    def id(self) -> str:
+        """The ID of the Turn's execution."""
+        return self.execution_id
+
+    def events(self, after: int = 0) -> AsyncEventStream:
+        """Its events after sequence ``after``: ``async for event in turn.events()``."""
+        return self._client.observe(self.execution_id, after)
+
+    async def wait(self) -> TurnEnd:
+        """Waits for the Turn's end; gives its execution and the text of its answer."""
+        return await self._client.wait(self.execution_id)
+
+    async def get(self) -> Execution:
+        """Reads the execution: its state, outcome, usage."""
+        return await self._client.get_execution(self.execution_id)
+
+    async def cancel(self) -> Execution:
+        """Asks it to stop; gives its state (``cancelling``, or an end state)."""
+        return await self._client.cancel_execution(self.execution_id)
+
+    async def pause(self) -> Execution:
+        """Pauses it (a server only)."""
+        return await self._client.pause_execution(self.execution_id)
+
+    async def resume(self) -> Execution:
+        """Resumes it after a pause (a server only)."""
+        return await self._client.resume_execution(self.execution_id)
+
+    async def deliver_tool_result(self, result: ToolResult | Mapping[str, Any]) -> None:
+        """Delivers the result of a tool call it waits for (a tool no function serves)."""
+        await self._client.deliver_tool_result(self.execution_id, result)
+
+
+class BotHandle(Bot):
+    """A Bot (all its fields) read by the blocking client, with what can be done to it."""
+
+    _client: Client
+
+    def create_chat(self) -> ChatHandle:
+        """Starts a Chat with this Bot."""
+        return self._client.create_chat(self.id)
+
+    def update(
+        self,
+        *,
+        revision: int | None = None,
+        name: str | None = None,
+        instructions: str | None = None,
+        model: str | None = None,
+        tools: Sequence[ToolSpec] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        shared: bool | None = None,
+    ) -> BotHandle:
+        """Changes the Bot (see :meth:`Client.update_bot`); gives it as it is now."""
+        return self._client.update_bot(
+            self.id, revision=revision, name=name, instructions=instructions, model=model,
+            tools=tools, limits=limits, shared=shared,
+        )
+
+    def delete(self) -> None:
+        """Deletes the Bot; it must have no Chats left."""
+        self._client.delete_bot(self.id)
+
+
+class ChatHandle(Chat):
+    """A Chat (all its fields) read by the blocking client, with what can be done in it."""
+
+    _client: Client
+
+    def send(self, input: Input, *, command_key: str | None = None) -> Turn:
+        """Sends input: starts a Turn, or waits in order for a Turn of its own."""
+        return self._client.send(self.id, input, command_key=command_key)
+
+    def steer(self, input: Input, *, command_key: str | None = None) -> Turn:
+        """Sends input that joins the running Turn (the model sees it at its next step)."""
+        return self._client.steer(self.id, input, command_key=command_key)
+
+    def stop(self) -> None:
+        """Stops the running Turn; queued input then runs."""
+        self._client.stop(self.id)
+
+    def history(self) -> list[ChatEntry]:
+        """The Chat's messages, oldest first."""
+        return self._client.history(self.id)
+
+    def plan_mode(self) -> bool:
+        """Whether the Chat is in plan mode."""
+        return self._client.plan_mode(self.id)
+
+    def set_plan_mode(self, enabled: bool) -> bool:
+        """Turns plan mode on or off; returns the mode now in force."""
+        return self._client.set_plan_mode(self.id, enabled)
+
+    def delete(self) -> None:
+        """Deletes the Chat: closes it to input, cancels its Turns, returns once they ended."""
+        self._client.delete_chat(self.id)
+
+
+class Turn(SendReceipt):
+    """The Turn that takes a sent input (the receipt's fields, and ``id``: its execution),
+    with what can be done to it."""
+
+    _client: Client
+
+    @property
+    def id(self) -> str:
+        """The ID of the Turn's execution."""
+        return self.execution_id
+
+    def events(self, after: int = 0) -> EventStream:
+        """Its events after sequence ``after``: ``for event in turn.events()``."""
+        return self._client.observe(self.execution_id, after)
+
+    def wait(self) -> TurnEnd:
+        """Waits for the Turn's end; gives its execution and the text of its answer."""
+        return self._client.wait(self.execution_id)
+
+    def get(self) -> Execution:
+        """Reads the execution: its state, outcome, usage."""
+        return self._client.get_execution(self.execution_id)
+
+    def cancel(self) -> Execution:
+        """Asks it to stop; gives its state (``cancelling``, or an end state)."""
+        return self._client.cancel_execution(self.execution_id)
+
+    def pause(self) -> Execution:
+        """Pauses it (a server only)."""
+        return self._client.pause_execution(self.execution_id)
+
+    def resume(self) -> Execution:
+        """Resumes it after a pause (a server only)."""
+        return self._client.resume_execution(self.execution_id)
+
+    def deliver_tool_result(self, result: ToolResult | Mapping[str, Any]) -> None:
+        """Delivers the result of a tool call it waits for (a tool no function serves)."""
+        self._client.deliver_tool_result(self.execution_id, result)
+
 
 
 async def connect(
     uri: str,
     *,
     token: str | None = None,
-    tools: Mapping[str, ToolFunction] | None = None,
+    tools: Tools | None = None,
 ) -> AsyncClient:
     """Connects to OpenBot: ``memory://`` runs everything in this process, ``http://host:port``
-    (with ``token``) talks to a server. ``tools`` maps tool names to Python functions (sync or
-    async); async ones run on the event loop this is awaited in."""
+    (with ``token``) talks to a server. ``tools`` are Python functions (sync or async) the
+    Bots may call, as a list (named after each function) or a dict of name -> function; async
+    ones run on the event loop this is awaited in. A Bot created without ``tools`` gets all
+    of them."""
     _uri(uri, token)
-    wrapped = native_tools(tools, sync=False)
+    named = _named(tools)
+    wrapped = native_tools(named, sync=False)
     native = await _bridge.call(
         lambda bridge, ticket: _native.connect_async(bridge, ticket, uri, token, wrapped)
     )
-    return AsyncClient(native, uri)
+    return AsyncClient(native, uri, named)
 
 
 def connect_sync(
     uri: str,
     *,
     token: str | None = None,
-    tools: Mapping[str, ToolFunction] | None = None,
+    tools: Tools | None = None,
 ) -> Client:
     """Connects like :func:`connect` and returns the blocking :class:`Client`. Async tool
     functions run with ``asyncio.run`` on the tool's worker thread."""
     _uri(uri, token)
-    return Client(_native.connect_sync(uri, token, native_tools(tools, sync=True)), uri)
+    named = _named(tools)
+    return Client(_native.connect_sync(uri, token, native_tools(named, sync=True)), uri, named)
