@@ -180,7 +180,7 @@ def test_an_unknown_id_raises_not_found_with_its_code(target: Target) -> None:
 
 def test_a_malformed_id_raises_invalid_input(target: Target) -> None:
     with connect_sync(target) as client:
-        with pytest.raises(openbot.InvalidInputError, match="BotId"):
+        with pytest.raises(openbot.InvalidInputError, match="not-an-id"):
             client.get_bot("not-an-id")
 
 
@@ -202,8 +202,10 @@ def test_a_wrong_argument_type_raises_type_error(memory: Target, call: Any, mess
 
 
 def test_connect_with_a_wrong_tools_argument_raises_type_error() -> None:
-    with pytest.raises(TypeError, match="tools must be a dict"):
-        openbot.connect_sync("memory://", tools=[len])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tools must be a dict or a list of functions"):
+        openbot.connect_sync("memory://", tools="add")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a tool must be a named function"):
+        openbot.connect_sync("memory://", tools=[3])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="must be a function"):
         openbot.connect_sync("memory://", tools={"x": 3})
 

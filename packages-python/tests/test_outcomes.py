@@ -45,7 +45,7 @@ def test_in_memory_deciding_raises_invalid_input(memory: Target) -> None:
     with connect_sync(memory) as client:
         with pytest.raises(openbot.InvalidInputError, match="only a server has unknown outcomes"):
             client.decide_outcome(SOME_ID, "1/tool:0/1", "give_up")
-        with pytest.raises(openbot.InvalidInputError, match="outcome decision"):
+        with pytest.raises(openbot.InvalidInputError, match="expected one of `applied`"):
             client.decide_outcome(SOME_ID, "1/tool:0/1", "perhaps")  # type: ignore[arg-type]
 
 

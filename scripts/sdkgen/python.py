@@ -555,8 +555,25 @@ def _mentions(blob: str, name: str) -> bool:
     return re.search(rf"\b{name}\b", blob) is not None
 
 
+START = "# -- the schema types: written by scripts/generate-sdk --\n"
+END = "# -- end of the schema types --\n"
+
+
+def init_file(exported: list[str]) -> str:
+    """The package's `__init__.py` with the names of the schema types in its `__all__` (a
+    literal list, which stubtest and mypy read): only the marked block is generated."""
+    text = (PACKAGE / "__init__.py").read_text()
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    names = "".join(f'    "{n}",\n' for n in exported)
+    return f"{head}{START}__all__ += [\n{names}]\n{END}{tail}"
+
+
 def generate(operations: list[Operation], components: dict):
+    types_text = types_file(components)
+    exported = types_text.split("__all__ = [\n", 1)[1].split("]", 1)[0]
     return [
-        (PACKAGE / "types.py", types_file(components)),
+        (PACKAGE / "__init__.py", init_file([n.strip().strip(",").strip('"') for n in exported.split()])),
+        (PACKAGE / "types.py", types_text),
         (PACKAGE / "_operations.py", operations_file(operations, components)),
     ]
