@@ -24,8 +24,8 @@ UNKNOWN = "019ad1c8-0000-7000-8000-000000000000"
 
 def test_in_memory_list_approvals_is_empty(memory: Target) -> None:
     with connect_sync(memory) as client:
-        assert client.list_approvals() == []
-        assert client.list_approvals("pending") == []
+        assert list(client.list_approvals()) == []
+        assert list(client.list_approvals("pending")) == []
 
 
 def test_in_memory_deciding_an_unknown_request_raises_not_found(memory: Target) -> None:

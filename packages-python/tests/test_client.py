@@ -387,7 +387,7 @@ def test_history_holds_the_turns_messages_in_order(target: Target, script: Any) 
         bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
         chat = client.create_chat(bot)
         client.wait(client.send(chat, "hi"))
-        history = client.history(chat)
+        history = list(client.history(chat))
     assert [(e.role, e.text) for e in history] == [("user", "hi"), ("assistant", "hello")]
 
 
@@ -414,7 +414,7 @@ def test_after_fork_the_parents_client_fails_fast_and_a_new_one_works(memory: Ta
                     bot = fresh.create_bot(name="Child", model=model)
                     chat = fresh.create_chat(bot)
                     fresh.wait(fresh.send(chat, "hi"))
-                    report += "|" + fresh.history(chat)[-1].text
+                    report += "|" + list(fresh.history(chat))[-1].text
                 os.write(write, report.encode())
                 code = 0
             finally:
@@ -715,7 +715,7 @@ def test_input_may_be_a_list_of_content_parts(target: Target, script: Any) -> No
         bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
         chat = client.create_chat(bot)
         client.wait(client.send(chat, [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]))
-        assert client.history(chat)[0].text == "hi there"
+        assert list(client.history(chat))[0].text == "hi there"
 
 
 def test_a_wrong_token_raises_unauthorized(server: Any) -> None:

@@ -22,14 +22,13 @@ from spec import ROOT, Operation, ref_name
 
 PACKAGE = ROOT / "packages-python" / "python" / "openbot_platform"
 
-# Operations client.py wraps with its own signature (refs to objects, text as input, tool
-# functions): the generated method is `_<name>`. A paged operation is never wrapped: its
-# iterator is the method.
+# Operations client.py wraps with its own signature (handles as answers, text as input, tool
+# functions, arguments by position): the generated method is `_<name>`. Every other operation
+# (a paged one always) is public as generated: its path parameters take an ID or anything with
+# an `id` (a Bot, a Chat, a Turn, ...).
 WRAPPED = {
-    "create_bot", "get_bot", "update_bot", "delete_bot", "create_chat", "get_chat", "send",
-    "steer", "stop", "delete_chat", "history", "get_execution", "cancel_execution",
-    "deliver_tool_result", "decide_approval", "decide_outcome", "pause_execution",
-    "resume_execution", "get_plan_mode", "put_plan_mode",
+    "create_bot", "get_bot", "update_bot", "create_chat", "get_chat", "send", "steer",
+    "deliver_tool_result", "decide_approval", "decide_outcome", "get_plan_mode", "put_plan_mode",
 }
 
 # Operations client.py declares entirely by hand, and the method that does: `events` is a

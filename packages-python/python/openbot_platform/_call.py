@@ -5,7 +5,7 @@ lists as iterators, file content, IDs given as objects."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, Union
 
@@ -31,7 +31,8 @@ Ref = Union[str, Identified]
 def _ref(value: Ref) -> str:
     if isinstance(value, str):
         return value
-    found = getattr(value, "id", None)
+    # A receipt of a send names its execution.
+    found = getattr(value, "id", None) or getattr(value, "execution_id", None)
     if isinstance(found, str):
         return found
     raise TypeError(f"expected an ID (str) or an object with an id, not {type(value).__name__}")
@@ -99,7 +100,8 @@ class SyncCaller:
 
 class AsyncPages(Generic[T]):
     """Every item of a paged list, as an async iterator that asks for the next page when the
-    one before is read (``async for item in client.list_...()``)."""
+    one before is read (``async for item in client.list_...()``); awaited, the list of them
+    all (``await client.list_...()``)."""
 
     def __init__(
         self, page: Callable[[str | None], Awaitable[tuple[list[T], str | None]]], cursor: str | None
@@ -122,6 +124,9 @@ class AsyncPages(Generic[T]):
     async def to_list(self) -> list[T]:
         """Every item, reading every page."""
         return [item async for item in self]
+
+    def __await__(self) -> Generator[Any, None, list[T]]:
+        return self.to_list().__await__()
 
 
 class Pages(Generic[T]):

@@ -128,7 +128,7 @@ METHODS: dict[str, str] = {
     "list_bots": "list_bots",
     "_create_bot": "create_bot",
     "_get_bot": "get_bot",
-    "_delete_bot": "delete_bot",
+    "delete_bot": "delete_bot",
     "_update_bot": "update_bot",
     "list_budgets": "list_budgets",
     "put_budget": "put_budget",
@@ -136,21 +136,21 @@ METHODS: dict[str, str] = {
     "list_chats": "list_chats",
     "_create_chat": "create_chat",
     "_get_chat": "get_chat",
-    "_delete_chat": "delete_chat",
-    "_history": "history",
+    "delete_chat": "delete_chat",
+    "history": "history",
     "_send": "send",
     "_plan_mode": "get_plan_mode",
     "_set_plan_mode": "put_plan_mode",
     "_steer": "steer",
-    "_stop": "stop",
+    "stop": "stop",
     "list_delegates": "list_delegates",
     "put_delegate": "put_delegate",
     "delete_delegate": "delete_delegate",
-    "_get_execution": "get_execution",
-    "_cancel_execution": "cancel_execution",
+    "get_execution": "get_execution",
+    "cancel_execution": "cancel_execution",
     "_decide_outcome": "decide_outcome",
-    "_pause_execution": "pause_execution",
-    "_resume_execution": "resume_execution",
+    "pause_execution": "pause_execution",
+    "resume_execution": "resume_execution",
     "_deliver_tool_result": "deliver_tool_result",
     "list_files": "list_files",
     "upload_file": "upload_file",
@@ -271,7 +271,7 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("get_bot", {"id": _ref(id)})
         return Bot.from_dict(answer)
 
-    async def _delete_bot(self, id: Ref) -> None:
+    async def delete_bot(self, id: Ref) -> None:
         """Deletes a Bot that has no Chats left (409 otherwise). ``DELETE /v1/bots/{id}``."""
         await self._call_op("delete_bot", {"id": _ref(id)})
 
@@ -335,13 +335,13 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("get_chat", {"id": _ref(id)})
         return Chat.from_dict(answer)
 
-    async def _delete_chat(self, id: Ref) -> None:
+    async def delete_chat(self, id: Ref) -> None:
         """Deletes a Chat: closes it to input, cancels its Turns, and answers 204 once they
         ended (202 when they still end after 30 s). ``DELETE /v1/chats/{id}``.
         """
         await self._call_op("delete_chat", {"id": _ref(id)})
 
-    async def _history(self, id: Ref) -> list[ChatEntry]:
+    async def history(self, id: Ref) -> list[ChatEntry]:
         """The Chat's messages, oldest first. ``GET /v1/chats/{id}/messages``."""
         answer = await self._call_op("history", {"id": _ref(id)})
         return [ChatEntry.from_dict(x) for x in answer]
@@ -389,25 +389,25 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("steer", {"id": _ref(id)}, _body({"content": content, "command_key": command_key}))
         return SendReceipt.from_dict(answer)
 
-    async def _stop(self, id: Ref) -> None:
+    async def stop(self, id: Ref) -> None:
         """Stops the running Turn; queued input then runs. ``POST /v1/chats/{id}/stop``."""
         await self._call_op("stop", {"id": _ref(id)})
 
     # -- executions
 
-    async def _get_execution(self, id: Ref) -> Execution:
+    async def get_execution(self, id: Ref) -> Execution:
         """Reads an execution. ``GET /v1/executions/{id}``."""
         answer = await self._call_op("get_execution", {"id": _ref(id)})
         return Execution.from_dict(answer)
 
-    async def _cancel_execution(self, id: Ref) -> Execution:
+    async def cancel_execution(self, id: Ref) -> Execution:
         """Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its
         work stopped; an ended execution answers 409. ``POST /v1/executions/{id}/cancel``.
         """
         answer = await self._call_op("cancel_execution", {"id": _ref(id)})
         return Execution.from_dict(answer)
 
-    async def _pause_execution(self, id: Ref) -> Execution:
+    async def pause_execution(self, id: Ref) -> Execution:
         """Pauses an execution and its descendants: each stops sending, lets calls in flight
         save their results, gives up its resources and waits (state `waiting`) until resumed.
         Paused time does not count against a time limit. An ended execution answers 409.
@@ -416,7 +416,7 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("pause_execution", {"id": _ref(id)})
         return Execution.from_dict(answer)
 
-    async def _resume_execution(self, id: Ref) -> Execution:
+    async def resume_execution(self, id: Ref) -> Execution:
         """Resumes a paused execution and its paused descendants. While a parent of it is paused
         it answers 409: a child cannot bypass its parent's pause. ``POST
         /v1/executions/{id}/resume``.
@@ -803,7 +803,7 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("get_bot", {"id": _ref(id)})
         return Bot.from_dict(answer)
 
-    def _delete_bot(self, id: Ref) -> None:
+    def delete_bot(self, id: Ref) -> None:
         """Deletes a Bot that has no Chats left (409 otherwise). ``DELETE /v1/bots/{id}``."""
         self._call_op("delete_bot", {"id": _ref(id)})
 
@@ -867,13 +867,13 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("get_chat", {"id": _ref(id)})
         return Chat.from_dict(answer)
 
-    def _delete_chat(self, id: Ref) -> None:
+    def delete_chat(self, id: Ref) -> None:
         """Deletes a Chat: closes it to input, cancels its Turns, and answers 204 once they
         ended (202 when they still end after 30 s). ``DELETE /v1/chats/{id}``.
         """
         self._call_op("delete_chat", {"id": _ref(id)})
 
-    def _history(self, id: Ref) -> list[ChatEntry]:
+    def history(self, id: Ref) -> list[ChatEntry]:
         """The Chat's messages, oldest first. ``GET /v1/chats/{id}/messages``."""
         answer = self._call_op("history", {"id": _ref(id)})
         return [ChatEntry.from_dict(x) for x in answer]
@@ -921,25 +921,25 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("steer", {"id": _ref(id)}, _body({"content": content, "command_key": command_key}))
         return SendReceipt.from_dict(answer)
 
-    def _stop(self, id: Ref) -> None:
+    def stop(self, id: Ref) -> None:
         """Stops the running Turn; queued input then runs. ``POST /v1/chats/{id}/stop``."""
         self._call_op("stop", {"id": _ref(id)})
 
     # -- executions
 
-    def _get_execution(self, id: Ref) -> Execution:
+    def get_execution(self, id: Ref) -> Execution:
         """Reads an execution. ``GET /v1/executions/{id}``."""
         answer = self._call_op("get_execution", {"id": _ref(id)})
         return Execution.from_dict(answer)
 
-    def _cancel_execution(self, id: Ref) -> Execution:
+    def cancel_execution(self, id: Ref) -> Execution:
         """Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its
         work stopped; an ended execution answers 409. ``POST /v1/executions/{id}/cancel``.
         """
         answer = self._call_op("cancel_execution", {"id": _ref(id)})
         return Execution.from_dict(answer)
 
-    def _pause_execution(self, id: Ref) -> Execution:
+    def pause_execution(self, id: Ref) -> Execution:
         """Pauses an execution and its descendants: each stops sending, lets calls in flight
         save their results, gives up its resources and waits (state `waiting`) until resumed.
         Paused time does not count against a time limit. An ended execution answers 409.
@@ -948,7 +948,7 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("pause_execution", {"id": _ref(id)})
         return Execution.from_dict(answer)
 
-    def _resume_execution(self, id: Ref) -> Execution:
+    def resume_execution(self, id: Ref) -> Execution:
         """Resumes a paused execution and its paused descendants. While a parent of it is paused
         it answers 409: a child cannot bypass its parent's pause. ``POST
         /v1/executions/{id}/resume``.

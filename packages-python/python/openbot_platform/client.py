@@ -317,10 +317,6 @@ class AsyncClient(AsyncOperations):
         update = _bot_update(revision, name, instructions, model, tools, limits, shared, self._tools)
         return _handle(AsyncBotHandle, await self._update_bot(_bot_id(bot), **update), self)
 
-    async def delete_bot(self, bot: BotRef) -> None:
-        """Deletes a Bot that has no Chats left."""
-        await self._delete_bot(_bot_id(bot))
-
     async def create_chat(self, bot: BotRef) -> AsyncChatHandle:
         """Creates a Chat with a Bot."""
         return _handle(AsyncChatHandle, await self._create_chat(bot_id=_bot_id(bot)), self)
@@ -340,22 +336,6 @@ class AsyncClient(AsyncOperations):
         receipt = await self._steer(_chat_id(chat), **_input(input, command_key))
         return _handle(AsyncTurn, receipt, self)
 
-    async def stop(self, chat: ChatRef) -> None:
-        """Stops the running Turn; queued input then runs."""
-        await self._stop(_chat_id(chat))
-
-    async def delete_chat(self, chat: ChatRef) -> None:
-        """Deletes a Chat: closes it to input, cancels its Turns, returns once they ended."""
-        await self._delete_chat(_chat_id(chat))
-
-    async def history(self, chat: ChatRef) -> list[ChatEntry]:
-        """The Chat's messages, oldest first."""
-        return await self._history(_chat_id(chat))
-
-    async def get_execution(self, execution: ExecutionRef) -> Execution:
-        """Reads an execution."""
-        return await self._get_execution(_execution_id(execution))
-
     def observe(self, execution: ExecutionRef, after: int = 0) -> AsyncEventStream:
         """The execution's events after sequence ``after``, ending after its last event:
         ``async for event in client.observe(turn)``."""
@@ -367,11 +347,7 @@ class AsyncClient(AsyncOperations):
         text = _TurnText()
         async for event in self.observe(execution):
             text.read(event)
-        return _turn_end(await self.get_execution(execution), text.text)
-
-    async def cancel_execution(self, execution: ExecutionRef) -> Execution:
-        """Asks an execution to stop; returns its state (``cancelling`` or an end state)."""
-        return await self._cancel_execution(_execution_id(execution))
+        return _turn_end(await self.get_execution(_execution_id(execution)), text.text)
 
     async def deliver_tool_result(
         self, execution: ExecutionRef, result: ToolResult | Mapping[str, Any]
@@ -407,17 +383,6 @@ class AsyncClient(AsyncOperations):
         (only a server has unknown outcomes)."""
         fields = _outcome(call, decision, result, reason)
         return await self._decide_outcome(_execution_id(execution), **fields)
-
-    async def pause_execution(self, execution: ExecutionRef) -> Execution:
-        """Pauses an execution: it sends nothing new until resumed (its state is
-        ``waiting``); returns its state. Only a server pauses: in memory this raises
-        :class:`InvalidInputError`."""
-        return await self._pause_execution(_execution_id(execution))
-
-    async def resume_execution(self, execution: ExecutionRef) -> Execution:
-        """Resumes a paused execution; returns its state. In memory this raises
-        :class:`InvalidInputError`."""
-        return await self._resume_execution(_execution_id(execution))
 
     async def plan_mode(self, chat: ChatRef) -> bool:
         """Whether a Chat is in plan mode (always ``False`` in memory)."""
@@ -508,10 +473,6 @@ class Client(SyncOperations):
         update = _bot_update(revision, name, instructions, model, tools, limits, shared, self._tools)
         return _handle(BotHandle, self._update_bot(_bot_id(bot), **update), self)
 
-    def delete_bot(self, bot: BotRef) -> None:
-        """Deletes a Bot that has no Chats left."""
-        self._delete_bot(_bot_id(bot))
-
     def create_chat(self, bot: BotRef) -> ChatHandle:
         """Creates a Chat with a Bot."""
         return _handle(ChatHandle, self._create_chat(bot_id=_bot_id(bot)), self)
@@ -531,22 +492,6 @@ class Client(SyncOperations):
         receipt = self._steer(_chat_id(chat), **_input(input, command_key))
         return _handle(Turn, receipt, self)
 
-    def stop(self, chat: ChatRef) -> None:
-        """Stops the running Turn; queued input then runs."""
-        self._stop(_chat_id(chat))
-
-    def delete_chat(self, chat: ChatRef) -> None:
-        """Deletes a Chat: closes it to input, cancels its Turns, returns once they ended."""
-        self._delete_chat(_chat_id(chat))
-
-    def history(self, chat: ChatRef) -> list[ChatEntry]:
-        """The Chat's messages, oldest first."""
-        return self._history(_chat_id(chat))
-
-    def get_execution(self, execution: ExecutionRef) -> Execution:
-        """Reads an execution."""
-        return self._get_execution(_execution_id(execution))
-
     def observe(self, execution: ExecutionRef, after: int = 0) -> EventStream:
         """The execution's events after sequence ``after``, ending after its last event."""
         return EventStream(self._native.observe_sync(_execution_id(execution), _after(after)))
@@ -557,11 +502,7 @@ class Client(SyncOperations):
         text = _TurnText()
         for event in self.observe(execution):
             text.read(event)
-        return _turn_end(self.get_execution(execution), text.text)
-
-    def cancel_execution(self, execution: ExecutionRef) -> Execution:
-        """Asks an execution to stop; returns its state (``cancelling`` or an end state)."""
-        return self._cancel_execution(_execution_id(execution))
+        return _turn_end(self.get_execution(_execution_id(execution)), text.text)
 
     def deliver_tool_result(
         self, execution: ExecutionRef, result: ToolResult | Mapping[str, Any]
@@ -597,17 +538,6 @@ class Client(SyncOperations):
         (only a server has unknown outcomes)."""
         fields = _outcome(call, decision, result, reason)
         return self._decide_outcome(_execution_id(execution), **fields)
-
-    def pause_execution(self, execution: ExecutionRef) -> Execution:
-        """Pauses an execution: it sends nothing new until resumed (its state is
-        ``waiting``); returns its state. Only a server pauses: in memory this raises
-        :class:`InvalidInputError`."""
-        return self._pause_execution(_execution_id(execution))
-
-    def resume_execution(self, execution: ExecutionRef) -> Execution:
-        """Resumes a paused execution; returns its state. In memory this raises
-        :class:`InvalidInputError`."""
-        return self._resume_execution(_execution_id(execution))
 
     def plan_mode(self, chat: ChatRef) -> bool:
         """Whether a Chat is in plan mode (always ``False`` in memory)."""
@@ -677,7 +607,8 @@ class AsyncChatHandle(Chat):
 
     async def history(self) -> list[ChatEntry]:
         """The Chat's messages, oldest first."""
-        return await self._client.history(self.id)
+        # A list, or once paged every page of it: both read as a list.
+        return list(await self._client.history(self.id))
 
     async def plan_mode(self) -> bool:
         """Whether the Chat is in plan mode."""
@@ -782,7 +713,8 @@ class ChatHandle(Chat):
 
     def history(self) -> list[ChatEntry]:
         """The Chat's messages, oldest first."""
-        return self._client.history(self.id)
+        # A list, or once paged every page of it: both read as a list.
+        return list(self._client.history(self.id))
 
     def plan_mode(self) -> bool:
         """Whether the Chat is in plan mode."""
