@@ -234,7 +234,8 @@ def union_code(types: Types, name: str, schema: dict) -> tuple[str, list[str]]:
                 return f'    {key}: Literal["{value}"]\n'
             inner, null = types.nullable(props[key])
             annotation = types.annotation(inner, raw=True)
-            return f"    {key}: {annotation}{' | None' if null else ''}\n"
+            description = props[key].get("description") or inner.get("description", "")
+            return comment(description, "    ") + f"    {key}: {annotation}{' | None' if null else ''}\n"
 
         required_keys = [k for k in sorted(props) if k in required]
         if optional:
@@ -348,14 +349,14 @@ def types_file(components: dict) -> str:
         "\n# The Literal aliases are unions of one-value Literals: the type checker reads a Literal of\n"
         "# several values as such a union, and stubtest then finds the same union at run time.\n\n"
         "from __future__ import annotations\n\n"
-        "from collections.abc import Mapping, Sequence\n"
+        "from collections.abc import Mapping\n"
         "from dataclasses import dataclass\n"
         "from datetime import datetime\n"
         "from typing import Any, Literal, TypeAlias, TypedDict, Union\n\n"
         "from ._extras import (\n" + "".join(f"    {n},\n" for n in sorted(f"{e}Extras" for e in EXTRAS))
         + "    _maybe,\n    _time,\n    _to_dict,\n)\n\n"
         "__all__ = [\n" + "".join(f'    "{n}",\n' for n in sorted(exported)) + "]\n\n"
-        "_unused = Sequence  # argument types of the operations use it\n\n\n"
+        "\n"
     )
     return head + "\n\n".join(sections)
 
@@ -510,15 +511,17 @@ def operations_file(operations: list[Operation], components: dict) -> str:
         blob = " ".join([m.signature(), m.answer_type, *(m.page_item(types, components) if m.op.paged else ())])
         used |= {name for name in components if _mentions(blob, name)}
     head = HEADER.format(doc="Every operation of schema/openapi.json as a method of the async and the blocking client.")
+    code = "".join(m.signature() + m.answer_type for m in methods)
+    abc = [n for n in ("Mapping", "Sequence") if _mentions(code, n)]
+    typing = [n for n in ("Any",) if _mentions(code, n)]
     head += (
         "\nfrom __future__ import annotations\n\n"
-        "from collections.abc import Mapping, Sequence\n"
-        "from datetime import datetime\n"
-        "from typing import Any\n\n"
-        "from ._call import AsyncCaller, AsyncPages, FileContent, Pages, Ref, SyncCaller, _body, _ref\n"
+        + (f"from collections.abc import {', '.join(abc)}\n" if abc else "")
+        + ("from datetime import datetime\n" if _mentions(code, "datetime") else "")
+        + (f"from typing import {', '.join(typing)}\n" if typing else "")
+        + "\nfrom ._call import AsyncCaller, AsyncPages, FileContent, Pages, Ref, SyncCaller, _body, _ref\n"
         "from .types import (\n" + "".join(f"    {n},\n" for n in sorted(used)) + ")\n\n"
         '__all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]\n\n'
-        "_unused = (Mapping, Sequence, datetime, Any)\n\n"
     )
     table = [comment("Each operation's method (in both clients), by operationId.", "")]
     table.append("OPERATIONS: dict[str, str] = {\n")

@@ -50,8 +50,6 @@ from .types import (
 
 __all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]
 
-_unused = (Mapping, Sequence, datetime, Any)
-
 
 #: Each operation's method (in both clients), by operationId.
 OPERATIONS: dict[str, str] = {
