@@ -126,7 +126,8 @@ impl NativeClient {
         let client = self.client()?;
         let request = request(params, body, content_type)?;
         let op = op.to_string();
-        let answer = block_on(py, async move { client.call(&op, request).await })?.map_err(to_py)?;
+        let answer =
+            block_on(py, async move { client.call(&op, request).await })?.map_err(to_py)?;
         Ok(Answer(answer).into_pyobject(py)?.unbind())
     }
 
