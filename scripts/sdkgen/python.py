@@ -24,7 +24,7 @@ PACKAGE = ROOT / "packages-python" / "python" / "openbot_platform"
 
 # Operations client.py wraps with its own signature (handles as answers, text as input, tool
 # functions, arguments by position): the generated method is `_<name>`. Every other operation
-# (a paged one always) is public as generated: its path parameters take an ID or anything with
+# (a paged one always) is public as generated: its ID parameters take an ID or anything with
 # an `id` (a Bot, a Chat, a Turn, ...).
 WRAPPED = {
     "create_bot", "get_bot", "update_bot", "create_chat", "get_chat", "send", "steer",
@@ -270,36 +270,64 @@ def event_code(types: Types, name: str, schema: dict) -> str:
     out.append(")\n\n")
     out.append(comment(f"The `{tag}` of an {name}.", ""))
     out.append(f"{name}Type: TypeAlias = {literals(values)}\n\n\n")
-    # Events compare (and hash) by execution and sequence, which name one event (EventExtras).
-    out.append("@dataclass(frozen=True, kw_only=True, eq=False, repr=False)\n")
+    # Events are read by the thousand, so an Event is a class with slots, not a dataclass, and
+    # its times are read from their text when first asked for: reading one costs what it did
+    # before the types were generated. They compare (and hash) by execution and sequence,
+    # which name one event (EventExtras).
+    keys = sorted(props, key=lambda k: (k not in required, k))
+    times = [k for k in keys if types.nullable(props[k])[0].get("format") == "date-time"]
+    plain = [k for k in keys if k not in times]
     out.append(f"class {name}({name}Extras):\n" if name in EXTRAS else f"class {name}:\n")
     out.append(docstring(schema.get("description", name) + f" `{tag}` says what happened; "
                          "`data` holds its other fields (see the `<Type>Event` dicts).", "    "))
-    keys = sorted(props, key=lambda k: (k not in required, k))
-    for key in keys:
+    slots = ", ".join(f'"{k}"' for k in plain + [tag, "data"] + [f"_{k}" for k in times])
+    out.append(f"\n    __slots__ = ({slots})\n\n")
+    for key in plain:
         inner, null = types.nullable(props[key])
         if props[key].get("description"):
             out.append(comment(props[key]["description"], "    "))
-        out.append(f"    {key}: {types.annotation(inner)}{' | None = None' if key not in required else ''}\n")
+        out.append(f"    {key}: {types.annotation(inner)}{' | None' if key not in required else ''}\n")
     out.append(comment(f"What happened: one of {name.upper()}_TYPES.", "    "))
     out.append(f"    {tag}: {name}Type\n")
     out.append(comment("The event's other fields, as JSON.", "    "))
-    out.append("    data: dict[str, Any]\n")
+    out.append("    data: dict[str, Any]\n\n")
+    args = []
+    for key in plain:
+        inner, null = types.nullable(props[key])
+        args.append(f"{key}: {types.annotation(inner)}{' | None = None' if key not in required else ''}")
+    args += [f"{tag}: {name}Type"] + [f"{k}: datetime | str" for k in times] + ["data: dict[str, Any]"]
+    # Positional parameters: `from_dict` passes them so (a keyword call costs more).
+    out.append("    def __init__(\n        self,\n" + "".join(f"        {a},\n" for a in args) + "    ) -> None:\n")
+    for key in plain + [tag, "data"]:
+        out.append(f"        self.{key} = {key}\n")
+    for key in times:
+        out.append(f"        self._{key} = {key}\n")
+    for key in times:
+        out.append("\n    @property\n")
+        out.append(f"    def {key}(self) -> datetime:\n")
+        out.append(docstring(props[key].get("description", key), "        "))
+        out.append(f"        if isinstance(self._{key}, str):\n")
+        out.append(f"            self._{key} = _time(self._{key})\n")
+        out.append(f"        return self._{key}\n")
     out.append("\n    @classmethod\n")
     out.append(f"    def from_dict(cls, data: Mapping[str, Any]) -> {name}:\n")
     out.append(f'        """An {name} from its JSON form."""\n')
-    common_keys = ", ".join(f'"{k}"' for k in keys + [tag])
-    out.append(f"        rest = {{k: v for k, v in data.items() if k not in ({common_keys})}}\n")
+    out.append("        rest = dict(data)\n")
     out.append("        return cls(\n")
-    for key in keys:
-        out.append(f"            {key}={read_expression(types, key, props[key], key in required)},\n")
-    out.append(f'            {tag}=data["{tag}"],\n')
-    out.append("            data=rest,\n")
+    for key in plain:
+        read = read_expression(types, key, props[key], key in required)
+        read = read.replace(f'data["{key}"]', f'rest.pop("{key}")').replace(f'data.get("{key}")', f'rest.pop("{key}", None)')
+        out.append(f"            {read},\n")
+    out.append(f'            rest.pop("{tag}"),\n')
+    for key in times:
+        out.append(f'            rest.pop("{key}"),\n' if key in required else f'            rest.pop("{key}", None),\n')
+    out.append("            rest,\n")
     out.append("        )\n")
     out.append("\n    def to_dict(self) -> dict[str, Any]:\n")
     out.append('        """Its JSON form."""\n')
-    out.append("        out = _to_dict(self)\n")
-    out.append('        out.update(out.pop("data"))\n')
+    fields = ", ".join([f'"{k}": self.{k}' for k in plain + [tag]] + [f'"{k}": self.{k}.isoformat()' for k in times])
+    out.append(f"        out: dict[str, Any] = {{{fields}}}\n")
+    out.append("        out.update(self.data)\n")
     out.append("        return out\n")
     return "".join(out)
 
@@ -379,8 +407,13 @@ class Method:
         self.content_type: str | None = None
         self.docs: list[str] = []
         for p in op.path_params:
-            self.args.append(f"{p.name}: Ref")
-            self.params.append(f'"{p.name}": _ref({p.name})')
+            # An ID may be given as the object it names (a Bot, a Chat, a Turn, ...).
+            if p.name == "id" or p.schema.get("format") == "uuid":
+                self.args.append(f"{p.name}: Ref")
+                self.params.append(f'"{p.name}": _ref({p.name})')
+            else:
+                self.args.append(f"{p.name}: {types.annotation(p.schema)}")
+                self.params.append(f'"{p.name}": {p.name}')
         for p in op.query_params:
             if op.paged and p.name in ("cursor",):
                 continue

@@ -39,7 +39,16 @@ _FRACTION = re.compile(r"\.(\d+)")
 
 
 def _time(text: str) -> datetime:
-    """An RFC 3339 time as an aware datetime (fractions past microseconds are cut)."""
+    """An RFC 3339 time as an aware datetime in UTC (fractions past microseconds are cut)."""
+    try:
+        # Python 3.11 reads RFC 3339 itself (`Z`, nanoseconds); the server writes UTC.
+        found = datetime.fromisoformat(text)
+        if found.tzinfo is timezone.utc:
+            return found
+        if found.tzinfo is not None:
+            return found.astimezone(timezone.utc)
+    except ValueError:
+        pass
     text = text.replace("Z", "+00:00")
     text = _FRACTION.sub(lambda m: "." + m.group(1)[:6].ljust(6, "0"), text, count=1)
     return datetime.fromisoformat(text).astimezone(timezone.utc)
@@ -181,6 +190,8 @@ class ApprovalRequestExtras:
 
 class EventExtras:
     """The common fields of the events, read from ``data``."""
+
+    __slots__ = ()
 
     if TYPE_CHECKING:
         execution_id: str

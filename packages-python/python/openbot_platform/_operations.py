@@ -300,7 +300,7 @@ class AsyncOperations(AsyncCaller):
 
     async def put_budget(
         self,
-        scope: Ref,
+        scope: str,
         target: Ref,
         *,
         max_cost_micros: int,
@@ -309,12 +309,12 @@ class AsyncOperations(AsyncCaller):
         Chat may cost together. Checked before each model request a Turn sends; a Turn above
         a used-up budget ends with `max_cost`. ``PUT /v1/budgets/{scope}/{target}``.
         """
-        answer = await self._call_op("put_budget", {"scope": _ref(scope), "target": _ref(target)}, _body({"max_cost_micros": max_cost_micros}))
+        answer = await self._call_op("put_budget", {"scope": scope, "target": _ref(target)}, _body({"max_cost_micros": max_cost_micros}))
         return Budget.from_dict(answer)
 
-    async def delete_budget(self, scope: Ref, target: Ref) -> None:
+    async def delete_budget(self, scope: str, target: Ref) -> None:
         """Removes a budget. ``DELETE /v1/budgets/{scope}/{target}``."""
-        await self._call_op("delete_budget", {"scope": _ref(scope), "target": _ref(target)})
+        await self._call_op("delete_budget", {"scope": scope, "target": _ref(target)})
 
     # -- chats
 
@@ -483,7 +483,7 @@ class AsyncOperations(AsyncCaller):
 
     async def put_provider(
         self,
-        kind: Ref,
+        kind: str,
         *,
         api_key: str | None = None,
         base_url: str | None = None,
@@ -492,14 +492,14 @@ class AsyncOperations(AsyncCaller):
         Turns of the organization's Bots use them from their next model request. ``PUT
         /v1/models/providers/{kind}``.
         """
-        answer = await self._call_op("put_provider", {"kind": _ref(kind)}, _body({"api_key": api_key, "base_url": base_url}))
+        answer = await self._call_op("put_provider", {"kind": kind}, _body({"api_key": api_key, "base_url": base_url}))
         return ProviderSettings.from_dict(answer)
 
-    async def delete_provider(self, kind: Ref) -> None:
+    async def delete_provider(self, kind: str) -> None:
         """Removes the organization's settings for a provider; its Bots then use the server's.
         ``DELETE /v1/models/providers/{kind}``.
         """
-        await self._call_op("delete_provider", {"kind": _ref(kind)})
+        await self._call_op("delete_provider", {"kind": kind})
 
     # -- node
 
@@ -664,7 +664,7 @@ class AsyncOperations(AsyncCaller):
 
     async def put_delegate(
         self,
-        name: Ref,
+        name: str,
         *,
         bot_id: BotId,
         description: str | None = None,
@@ -674,14 +674,14 @@ class AsyncOperations(AsyncCaller):
         name hands its `task` to the named Bot as a child Turn. Turns submitted from now on
         use it. ``PUT /v1/delegates/{name}``.
         """
-        answer = await self._call_op("put_delegate", {"name": _ref(name)}, _body({"bot_id": bot_id, "description": description, "limits": limits}))
+        answer = await self._call_op("put_delegate", {"name": name}, _body({"bot_id": bot_id, "description": description, "limits": limits}))
         return DelegateTool.from_dict(answer)
 
-    async def delete_delegate(self, name: Ref) -> None:
+    async def delete_delegate(self, name: str) -> None:
         """Removes a delegate tool; Bot tools of that name become host tools for later Turns.
         ``DELETE /v1/delegates/{name}``.
         """
-        await self._call_op("delete_delegate", {"name": _ref(name)})
+        await self._call_op("delete_delegate", {"name": name})
 
     async def list_tools(self) -> list[HttpTool]:
         """The organization's HTTP tools, by name. ``GET /v1/tools``."""
@@ -690,7 +690,7 @@ class AsyncOperations(AsyncCaller):
 
     async def put_tool(
         self,
-        name: Ref,
+        name: str,
         *,
         input_schema: dict[str, Any],
         url: str,
@@ -702,14 +702,14 @@ class AsyncOperations(AsyncCaller):
         now on call its endpoint; Turns already submitted keep the definition they saved.
         ``PUT /v1/tools/{name}``.
         """
-        answer = await self._call_op("put_tool", {"name": _ref(name)}, _body({"input_schema": input_schema, "url": url, "background": background, "description": description, "retry_safe": retry_safe}))
+        answer = await self._call_op("put_tool", {"name": name}, _body({"input_schema": input_schema, "url": url, "background": background, "description": description, "retry_safe": retry_safe}))
         return HttpTool.from_dict(answer)
 
-    async def delete_tool(self, name: Ref) -> None:
+    async def delete_tool(self, name: str) -> None:
         """Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
         ``DELETE /v1/tools/{name}``.
         """
-        await self._call_op("delete_tool", {"name": _ref(name)})
+        await self._call_op("delete_tool", {"name": name})
 
 
 class SyncOperations(SyncCaller):
@@ -832,7 +832,7 @@ class SyncOperations(SyncCaller):
 
     def put_budget(
         self,
-        scope: Ref,
+        scope: str,
         target: Ref,
         *,
         max_cost_micros: int,
@@ -841,12 +841,12 @@ class SyncOperations(SyncCaller):
         Chat may cost together. Checked before each model request a Turn sends; a Turn above
         a used-up budget ends with `max_cost`. ``PUT /v1/budgets/{scope}/{target}``.
         """
-        answer = self._call_op("put_budget", {"scope": _ref(scope), "target": _ref(target)}, _body({"max_cost_micros": max_cost_micros}))
+        answer = self._call_op("put_budget", {"scope": scope, "target": _ref(target)}, _body({"max_cost_micros": max_cost_micros}))
         return Budget.from_dict(answer)
 
-    def delete_budget(self, scope: Ref, target: Ref) -> None:
+    def delete_budget(self, scope: str, target: Ref) -> None:
         """Removes a budget. ``DELETE /v1/budgets/{scope}/{target}``."""
-        self._call_op("delete_budget", {"scope": _ref(scope), "target": _ref(target)})
+        self._call_op("delete_budget", {"scope": scope, "target": _ref(target)})
 
     # -- chats
 
@@ -1015,7 +1015,7 @@ class SyncOperations(SyncCaller):
 
     def put_provider(
         self,
-        kind: Ref,
+        kind: str,
         *,
         api_key: str | None = None,
         base_url: str | None = None,
@@ -1024,14 +1024,14 @@ class SyncOperations(SyncCaller):
         Turns of the organization's Bots use them from their next model request. ``PUT
         /v1/models/providers/{kind}``.
         """
-        answer = self._call_op("put_provider", {"kind": _ref(kind)}, _body({"api_key": api_key, "base_url": base_url}))
+        answer = self._call_op("put_provider", {"kind": kind}, _body({"api_key": api_key, "base_url": base_url}))
         return ProviderSettings.from_dict(answer)
 
-    def delete_provider(self, kind: Ref) -> None:
+    def delete_provider(self, kind: str) -> None:
         """Removes the organization's settings for a provider; its Bots then use the server's.
         ``DELETE /v1/models/providers/{kind}``.
         """
-        self._call_op("delete_provider", {"kind": _ref(kind)})
+        self._call_op("delete_provider", {"kind": kind})
 
     # -- node
 
@@ -1196,7 +1196,7 @@ class SyncOperations(SyncCaller):
 
     def put_delegate(
         self,
-        name: Ref,
+        name: str,
         *,
         bot_id: BotId,
         description: str | None = None,
@@ -1206,14 +1206,14 @@ class SyncOperations(SyncCaller):
         name hands its `task` to the named Bot as a child Turn. Turns submitted from now on
         use it. ``PUT /v1/delegates/{name}``.
         """
-        answer = self._call_op("put_delegate", {"name": _ref(name)}, _body({"bot_id": bot_id, "description": description, "limits": limits}))
+        answer = self._call_op("put_delegate", {"name": name}, _body({"bot_id": bot_id, "description": description, "limits": limits}))
         return DelegateTool.from_dict(answer)
 
-    def delete_delegate(self, name: Ref) -> None:
+    def delete_delegate(self, name: str) -> None:
         """Removes a delegate tool; Bot tools of that name become host tools for later Turns.
         ``DELETE /v1/delegates/{name}``.
         """
-        self._call_op("delete_delegate", {"name": _ref(name)})
+        self._call_op("delete_delegate", {"name": name})
 
     def list_tools(self) -> list[HttpTool]:
         """The organization's HTTP tools, by name. ``GET /v1/tools``."""
@@ -1222,7 +1222,7 @@ class SyncOperations(SyncCaller):
 
     def put_tool(
         self,
-        name: Ref,
+        name: str,
         *,
         input_schema: dict[str, Any],
         url: str,
@@ -1234,11 +1234,11 @@ class SyncOperations(SyncCaller):
         now on call its endpoint; Turns already submitted keep the definition they saved.
         ``PUT /v1/tools/{name}``.
         """
-        answer = self._call_op("put_tool", {"name": _ref(name)}, _body({"input_schema": input_schema, "url": url, "background": background, "description": description, "retry_safe": retry_safe}))
+        answer = self._call_op("put_tool", {"name": name}, _body({"input_schema": input_schema, "url": url, "background": background, "description": description, "retry_safe": retry_safe}))
         return HttpTool.from_dict(answer)
 
-    def delete_tool(self, name: Ref) -> None:
+    def delete_tool(self, name: str) -> None:
         """Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
         ``DELETE /v1/tools/{name}``.
         """
-        self._call_op("delete_tool", {"name": _ref(name)})
+        self._call_op("delete_tool", {"name": name})

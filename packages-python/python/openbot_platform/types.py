@@ -871,14 +871,14 @@ EventType: TypeAlias = Union[
 ]
 
 
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Event(EventExtras):
     """One event of an execution. Sequences start at 1 and have no gaps, so a reader that saw
     sequence `n` resumes with `observe(execution, n)` and misses nothing. `type` says what
     happened; `data` holds its other fields (see the `<Type>Event` dicts).
     """
-    #: When the event was recorded.
-    at: datetime
+
+    __slots__ = ("execution_id", "sequence", "type", "data", "_at")
+
     #: The execution this event belongs to.
     execution_id: ExecutionId
     #: The position of this event in its execution's log, from 1.
@@ -888,22 +888,43 @@ class Event(EventExtras):
     #: The event's other fields, as JSON.
     data: dict[str, Any]
 
+    def __init__(
+        self,
+        execution_id: ExecutionId,
+        sequence: int,
+        type: EventType,
+        at: datetime | str,
+        data: dict[str, Any],
+    ) -> None:
+        self.execution_id = execution_id
+        self.sequence = sequence
+        self.type = type
+        self.data = data
+        self._at = at
+
+    @property
+    def at(self) -> datetime:
+        """When the event was recorded."""
+        if isinstance(self._at, str):
+            self._at = _time(self._at)
+        return self._at
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Event:
         """An Event from its JSON form."""
-        rest = {k: v for k, v in data.items() if k not in ("at", "execution_id", "sequence", "type")}
+        rest = dict(data)
         return cls(
-            at=_time(data["at"]),
-            execution_id=data["execution_id"],
-            sequence=data["sequence"],
-            type=data["type"],
-            data=rest,
+            rest.pop("execution_id"),
+            rest.pop("sequence"),
+            rest.pop("type"),
+            rest.pop("at"),
+            rest,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Its JSON form."""
-        out = _to_dict(self)
-        out.update(out.pop("data"))
+        out: dict[str, Any] = {"execution_id": self.execution_id, "sequence": self.sequence, "type": self.type, "at": self.at.isoformat()}
+        out.update(self.data)
         return out
 
 
