@@ -71,3 +71,9 @@ def test_an_error_of_a_generated_method_has_its_code_category_and_error_id(targe
         error = raised.value
         assert error.code in ("invalid_input", "not_found")
         assert hasattr(error, "category") and hasattr(error, "error_id")
+
+
+def test_the_manual_names_every_operations_method() -> None:
+    manual = (REPO / "docs" / "sdk-python.md").read_text()
+    missing = [name for name in openbot.OPERATIONS.values() if f"`{name}`" not in manual]
+    assert missing == []

@@ -516,8 +516,8 @@ class Method:
             inner_args = ", ".join(a for a in (args, kw, "cursor=cursor") if a)
             out.append(f"    def {self.name}({self.signature(['cursor: str | None = None'])}) -> {pages}[{item}]:\n")
             out.append(docstring(f"Every item, page by page, as {'an async' if asynchronous else 'an'} "
-                                 f"iterator: {self.doc()} ``limit``: the page size; ``cursor``: "
-                                 "where to start (a page's ``next_cursor``).", "        "))
+                                 f"iterator: {self.doc()} ``cursor``: where to start (a page's ``next_cursor``).",
+                                 "        "))
             out.append(f"        {df} page(cursor: str | None) -> tuple[list[{item}], str | None]:\n")
             out.append(f"            found = {aw}self.{self.name}_page({inner_args})\n")
             out.append(f"            return found.{field}, found.next_cursor\n\n")

@@ -606,7 +606,7 @@ class AsyncOperations(AsyncCaller):
         unknown: its key, its tool and the arguments it was sent with (to check in the
         outside system). Paged: ask again with `next_cursor` until absent. ``GET
         /v1/unknown-outcomes``. ``limit``: How many outcomes a page holds: 1-100, default 50.
-        ``limit``: the page size; ``cursor``: where to start (a page's ``next_cursor``).
+        ``cursor``: where to start (a page's ``next_cursor``).
         """
         async def page(cursor: str | None) -> tuple[list[UnknownOutcome], str | None]:
             found = await self.list_unknown_outcomes_page(limit, cursor=cursor)
@@ -1138,7 +1138,7 @@ class SyncOperations(SyncCaller):
         unknown: its key, its tool and the arguments it was sent with (to check in the
         outside system). Paged: ask again with `next_cursor` until absent. ``GET
         /v1/unknown-outcomes``. ``limit``: How many outcomes a page holds: 1-100, default 50.
-        ``limit``: the page size; ``cursor``: where to start (a page's ``next_cursor``).
+        ``cursor``: where to start (a page's ``next_cursor``).
         """
         def page(cursor: str | None) -> tuple[list[UnknownOutcome], str | None]:
             found = self.list_unknown_outcomes_page(limit, cursor=cursor)
