@@ -77,3 +77,59 @@ def test_the_manual_names_every_operations_method() -> None:
     manual = (REPO / "docs" / "sdk-python.md").read_text()
     missing = [name for name in openbot.OPERATIONS.values() if f"`{name}`" not in manual]
     assert missing == []
+
+
+@pytest.fixture
+def remote(server: Any) -> Target:
+    return Target("remote", server.url, server.token)
+
+
+def test_a_token_is_created_listed_and_revoked_through_generated_methods(remote: Target) -> None:
+    with connect_sync(remote) as client:
+        created = client.create_token(name="py-read", rights=[openbot.Right(resource="bots", action="read")])
+        assert isinstance(created, openbot.CreatedToken) and created.secret
+        assert created.token.id in [token.id for token in client.list_tokens()]
+        client.revoke_token(created.token)
+        with openbot.connect_sync(remote.uri, token=created.secret) as revoked:
+            with pytest.raises(openbot.UnauthorizedError):
+                revoked.list_bots()
+
+
+def test_a_file_is_uploaded_as_bytes_and_read_back_with_its_media_type(remote: Target) -> None:
+    async def body() -> None:
+        async with await connect_async(remote) as client:
+            stored = await client.upload_file(name="a.bin", data=bytes(range(256)), content_type="application/octet-stream")
+            assert (stored.name, stored.size) == ("a.bin", 256)
+            content = await client.file_content(stored)
+            assert content.data == bytes(range(256)) and content.content_type.startswith("application/octet-stream")
+            await client.delete_file(stored.id)
+            with pytest.raises(openbot.NotFoundError):
+                await client.get_file(stored)
+
+    run(body())
+
+
+def test_a_budget_takes_a_bot_handle_as_its_target(remote: Target, script: Any) -> None:
+    with connect_sync(remote) as client:
+        bot = client.create_bot(name="Capped", model=script([{"text": "hi"}]), tools=[])
+        budget = client.put_budget("bot", bot, max_cost_micros=5_000)
+        assert (budget.scope, budget.target_id, budget.max_cost_micros) == ("bot", bot.id, 5_000)
+        assert any(b.target_id == bot.id for b in client.list_budgets())
+        client.delete_budget("bot", bot)
+        assert not any(b.target_id == bot.id for b in client.list_budgets())
+
+
+def test_an_http_tool_is_registered_with_its_schema_and_removed(remote: Target) -> None:
+    with connect_sync(remote) as client:
+        schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+        tool = client.put_tool("lookup_py", url="https://example.com/lookup", input_schema=schema,
+                               description="Looks up.")
+        assert (tool.name, tool.input_schema, tool.retry_safe) == ("lookup_py", schema, False)
+        assert "lookup_py" in [t.name for t in client.list_tools()]
+        client.delete_tool("lookup_py")
+        assert "lookup_py" not in [t.name for t in client.list_tools()]
+
+
+def test_a_public_operation_answers_the_nodes_health(remote: Target) -> None:
+    with connect_sync(remote) as client:
+        assert client.health() == openbot.Health(status="ok")

@@ -14,7 +14,7 @@ same code works against both.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar, Union
