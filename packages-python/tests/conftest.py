@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 
 T = TypeVar("T")
 

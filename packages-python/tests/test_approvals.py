@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import Server, Target, connect_async, connect_sync, run
 
 UNKNOWN = "019ad1c8-0000-7000-8000-000000000000"
@@ -24,8 +24,8 @@ UNKNOWN = "019ad1c8-0000-7000-8000-000000000000"
 
 def test_in_memory_list_approvals_is_empty(memory: Target) -> None:
     with connect_sync(memory) as client:
-        assert client.list_approvals() == []
-        assert client.list_approvals("pending") == []
+        assert list(client.list_approvals()) == []
+        assert list(client.list_approvals("pending")) == []
 
 
 def test_in_memory_deciding_an_unknown_request_raises_not_found(memory: Target) -> None:
@@ -48,9 +48,10 @@ def test_the_async_client_lists_and_decides_approvals_like_the_blocking_one(memo
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda c: c.list_approvals("maybe"), "approval state"),
-        (lambda c: c.decide_approval(UNKNOWN, "perhaps"), "decision"),
-        (lambda c: c.decide_approval("not-an-id", "deny"), "approval request ID"),
+        (lambda c: c.list_approvals("maybe"), "invalid `state` of list_approvals"),
+        (lambda c: c.list_approvals(1), "invalid `state` of list_approvals"),
+        (lambda c: c.decide_approval(UNKNOWN, "perhaps"), "expected `approve` or `deny`"),
+        (lambda c: c.decide_approval("not-an-id", "deny"), "not a valid `id` for decide_approval"),
     ],
 )
 def test_an_unknown_approval_state_decision_or_id_raises_invalid_input(
@@ -64,7 +65,6 @@ def test_an_unknown_approval_state_decision_or_id_raises_invalid_input(
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda c: c.list_approvals(1), "state must be a str"),
         (lambda c: c.decide_approval(7, "deny"), "expected an ApprovalRequest or an approval request ID"),
         (lambda c: c.decide_approval(UNKNOWN, True), "decision must be a str"),
         (lambda c: c.decide_approval(UNKNOWN, "deny", reason=3), "reason must be a str"),

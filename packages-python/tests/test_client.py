@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import Target, connect_async, connect_sync, run
 
 ADD = {
@@ -180,7 +180,7 @@ def test_an_unknown_id_raises_not_found_with_its_code(target: Target) -> None:
 
 def test_a_malformed_id_raises_invalid_input(target: Target) -> None:
     with connect_sync(target) as client:
-        with pytest.raises(openbot.InvalidInputError, match="BotId"):
+        with pytest.raises(openbot.InvalidInputError, match="not-an-id"):
             client.get_bot("not-an-id")
 
 
@@ -202,8 +202,10 @@ def test_a_wrong_argument_type_raises_type_error(memory: Target, call: Any, mess
 
 
 def test_connect_with_a_wrong_tools_argument_raises_type_error() -> None:
-    with pytest.raises(TypeError, match="tools must be a dict"):
-        openbot.connect_sync("memory://", tools=[len])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tools must be a dict or a list of functions"):
+        openbot.connect_sync("memory://", tools="add")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a tool must be a named function"):
+        openbot.connect_sync("memory://", tools=[3])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="must be a function"):
         openbot.connect_sync("memory://", tools={"x": 3})
 
@@ -331,7 +333,8 @@ def test_ctrl_c_interrupts_a_blocking_wait(script: Any) -> None:
     # In a process of its own, with Python's own SIGINT handler: a process started in the
     # background by a shell inherits SIGINT ignored, and pytest owns the handler in its own.
     program = f"""
-import os, signal, threading, time, openbot
+import os, signal, threading, time
+import openbot_platform as openbot
 signal.signal(signal.SIGINT, signal.default_int_handler)
 with openbot.connect_sync("memory://") as client:
     bot = client.create_bot(name="Slow", model={script([{"text": "x", "delay_ms": 30000}])!r})
@@ -384,7 +387,7 @@ def test_history_holds_the_turns_messages_in_order(target: Target, script: Any) 
         bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
         chat = client.create_chat(bot)
         client.wait(client.send(chat, "hi"))
-        history = client.history(chat)
+        history = list(client.history(chat))
     assert [(e.role, e.text) for e in history] == [("user", "hi"), ("assistant", "hello")]
 
 
@@ -411,7 +414,7 @@ def test_after_fork_the_parents_client_fails_fast_and_a_new_one_works(memory: Ta
                     bot = fresh.create_bot(name="Child", model=model)
                     chat = fresh.create_chat(bot)
                     fresh.wait(fresh.send(chat, "hi"))
-                    report += "|" + fresh.history(chat)[-1].text
+                    report += "|" + list(fresh.history(chat))[-1].text
                 os.write(write, report.encode())
                 code = 0
             finally:
@@ -439,7 +442,7 @@ def test_after_fork_the_parents_client_fails_fast_and_a_new_one_works(memory: Ta
 
 def test_the_native_noop_call_returns_none() -> None:
     assert openbot._native.noop() is None
-    assert sys.modules["openbot._native"] is openbot._native
+    assert sys.modules["openbot_platform._native"] is openbot._native
 
 
 # --- Chats and their input -----------------------------------------------------------------------
@@ -712,7 +715,7 @@ def test_input_may_be_a_list_of_content_parts(target: Target, script: Any) -> No
         bot = client.create_bot(name="Greeter", model=script([{"text": "hello"}]))
         chat = client.create_chat(bot)
         client.wait(client.send(chat, [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]))
-        assert client.history(chat)[0].text == "hi there"
+        assert list(client.history(chat))[0].text == "hi there"
 
 
 def test_a_wrong_token_raises_unauthorized(server: Any) -> None:

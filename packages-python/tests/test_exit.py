@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 PROGRAM = """
-import asyncio, json, tempfile, time, openbot
+import asyncio, json, tempfile, time
+import openbot_platform as openbot
 
 script = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
 json.dump({"steps": [{"tool_calls": [{"name": "slow", "arguments": {}},

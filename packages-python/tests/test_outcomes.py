@@ -20,33 +20,40 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import Target, connect_async, connect_sync, run, server_binary
 
 SOME_ID = "019ad1c8-0000-7000-8000-000000000000"
+
+
+def items(page: Any) -> list[Any]:
+    """A page's items (the field is `outcomes` until every list is paged as `items`)."""
+    return list(page.items if hasattr(page, "items") else page.outcomes)
 
 # --- in memory -------------------------------------------------------------------------------
 
 
 def test_in_memory_nothing_waits_for_a_decision(memory: Target) -> None:
     with connect_sync(memory) as client:
-        page = client.list_unknown_outcomes()
-        assert page.outcomes == [] and page.next_cursor is None
-        assert client.list_unknown_outcomes(limit=10).outcomes == []
+        page = client.list_unknown_outcomes_page()
+        assert items(page) == [] and page.next_cursor is None
+        assert items(client.list_unknown_outcomes_page(limit=10)) == []
+        assert list(client.list_unknown_outcomes(limit=10)) == []
 
 
 def test_in_memory_deciding_raises_invalid_input(memory: Target) -> None:
     with connect_sync(memory) as client:
         with pytest.raises(openbot.InvalidInputError, match="only a server has unknown outcomes"):
             client.decide_outcome(SOME_ID, "1/tool:0/1", "give_up")
-        with pytest.raises(openbot.InvalidInputError, match="outcome decision"):
+        with pytest.raises(openbot.InvalidInputError, match="expected one of `applied`"):
             client.decide_outcome(SOME_ID, "1/tool:0/1", "perhaps")  # type: ignore[arg-type]
 
 
 def test_the_async_client_lists_and_decides_outcomes_like_the_blocking_one(memory: Target) -> None:
     async def body() -> None:
         async with await connect_async(memory) as client:
-            assert (await client.list_unknown_outcomes(limit=5)).outcomes == []
+            assert items(await client.list_unknown_outcomes_page(limit=5)) == []
+            assert [o async for o in client.list_unknown_outcomes(limit=5)] == []
             with pytest.raises(openbot.InvalidInputError):
                 await client.decide_outcome(SOME_ID, "1/tool:0/1", "applied", result="paid")
 
@@ -56,9 +63,7 @@ def test_the_async_client_lists_and_decides_outcomes_like_the_blocking_one(memor
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda c: c.list_unknown_outcomes(limit="5"), TypeError, "limit must be an int"),
-        (lambda c: c.list_unknown_outcomes(limit=0), ValueError, "limit must be at least 1"),
-        (lambda c: c.list_unknown_outcomes(cursor=5), TypeError, "cursor must be a str"),
+        (lambda c: c.list_unknown_outcomes_page(limit="5"), openbot.InvalidInputError, "limit"),
         (lambda c: c.decide_outcome(7, "1/tool:0/1", "give_up"), TypeError, "expected an Execution"),
         (lambda c: c.decide_outcome(SOME_ID, 1, "give_up"), TypeError, "call must be a str"),
         (lambda c: c.decide_outcome(SOME_ID, "1/tool:0/1", None), TypeError, "decision must be a str"),
@@ -194,14 +199,15 @@ def test_a_lost_write_is_listed_after_a_restart_and_an_applied_decision_never_se
 
     async def body() -> None:
         async with await openbot.connect(node.url, token=node.token) as client:
-            page = await client.list_unknown_outcomes(limit=10)
+            page = await client.list_unknown_outcomes_page(limit=10)
             for _ in range(300):
-                if page.outcomes:
+                if items(page):
                     break
                 await asyncio.sleep(0.1)
-                page = await client.list_unknown_outcomes(limit=10)
+                page = await client.list_unknown_outcomes_page(limit=10)
             assert page.next_cursor is None
-            [waiting] = page.outcomes
+            [waiting] = items(page)
+            assert [o.call async for o in client.list_unknown_outcomes(limit=1)] == [waiting.call]
             assert waiting.execution_id == receipt.execution_id and waiting.call == "1/tool:0/1"
             assert (waiting.tool_call.name, waiting.tool_call.arguments) == ("pay", {"amount": 5})
             assert waiting.idempotency_key == endpoint.keys[0]

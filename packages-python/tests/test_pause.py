@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import Server, Target, connect_async, connect_sync, run
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import openbot
+import openbot_platform as openbot
 from conftest import SCENARIOS, Target, connect_async, connect_sync, run
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.json"))
@@ -92,7 +92,7 @@ def test_scenario_with_the_blocking_client(path: Path, target: Target, tmp_path:
             receipt = client.send(chat, turn["send"])
             events = list(client.observe(receipt))
             check_turn(turn["expect"], events)
-        assert len(client.history(chat)) == scenario["history"]
+        assert len(list(client.history(chat))) == scenario["history"]
         for case in scenario["errors"]:
             op = case["op"]
             if op == "create_bot":

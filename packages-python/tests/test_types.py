@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-import openbot
-from openbot import types
+import openbot_platform as openbot
+from openbot_platform import types
 from conftest import REPO
 
 SCHEMAS: dict[str, Any] = json.loads((REPO / "schema" / "openapi.json").read_text())["components"][
@@ -23,35 +23,68 @@ def properties(name: str) -> set[str]:
     return set(SCHEMAS[name]["properties"])
 
 
-@pytest.mark.parametrize(
-    "cls, schema",
-    [
-        (openbot.Chat, "Chat"),
-        (openbot.Execution, "Execution"),
-        (openbot.Usage, "Usage"),
-        (openbot.ToolResult, "ToolResult"),
-        (openbot.ToolCall, "ToolCall"),
-        (openbot.ToolDefinition, "ToolDefinition"),
-        (openbot.Limits, "Limits"),
-        (openbot.SendReceipt, "SendReceipt"),
-        (openbot.ApprovalRequest, "ApprovalRequest"),
-        (openbot.UnknownOutcome, "UnknownOutcome"),
-        (openbot.UnknownOutcomePage, "UnknownOutcomePage"),
-        (openbot.OutcomeDecisionRecord, "OutcomeDecisionRecord"),
-    ],
-)
-def test_a_data_class_has_exactly_the_schemas_fields(cls: type, schema: str) -> None:
-    assert {f.name for f in dataclasses.fields(cls)} == properties(schema)
+OBJECTS = [name for name, schema in SCHEMAS.items() if schema.get("type") == "object"]
+ENUMS = [name for name, schema in SCHEMAS.items() if "enum" in schema]
 
 
-def test_a_bot_has_the_fields_of_the_bot_and_its_spec() -> None:
-    expected = (properties("Bot") - {"spec"}) | properties("BotSpec")
-    assert {f.name for f in dataclasses.fields(openbot.Bot)} == expected
+def test_every_schema_component_is_a_type_of_the_package() -> None:
+    missing = [name for name in SCHEMAS if not hasattr(types, name)]
+    assert missing == []
 
 
-def test_a_chat_entry_keeps_every_field_of_the_schema() -> None:
-    fields = {f.name for f in dataclasses.fields(openbot.ChatEntry)}
-    assert properties("ChatEntry") <= fields
+@pytest.mark.parametrize("name", OBJECTS)
+def test_a_data_class_has_exactly_the_schemas_fields(name: str) -> None:
+    cls = getattr(openbot, name)
+    assert {f.name for f in dataclasses.fields(cls)} == properties(name)
+
+
+@pytest.mark.parametrize("name", OBJECTS)
+def test_a_data_class_requires_exactly_the_schemas_required_fields(name: str) -> None:
+    cls = getattr(openbot, name)
+    without_default = {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    assert without_default == set(SCHEMAS[name].get("required", []))
+
+
+@pytest.mark.parametrize("name", ENUMS)
+def test_an_enum_is_a_literal_alias_of_exactly_the_schemas_values(name: str) -> None:
+    alias = getattr(openbot, name)
+    values = [value for literal in typing.get_args(alias) for value in typing.get_args(literal)]
+    assert values == SCHEMAS[name]["enum"]
+
+
+def test_a_type_reads_its_json_and_writes_it_back() -> None:
+    data = {
+        "id": "019ad1c8-0000-7000-8000-000000000000",
+        "revision": 2,
+        "created_at": "2026-01-02T03:04:05.123456789Z",
+        "spec": {"name": "A", "model": "scripted:x.json", "limits": {"max_steps": 3},
+                 "tools": [{"name": "add", "input_schema": {"type": "object"}}]},
+    }
+    bot = openbot.Bot.from_dict(data)
+    assert bot.created_at.year == 2026 and bot.created_at.microsecond == 123456
+    assert bot.spec.limits == openbot.Limits(max_steps=3)
+    assert bot.name == "A" and bot.tools[0].name == "add"
+    written = bot.to_dict()
+    assert written["spec"] == data["spec"] and written["revision"] == 2
+    assert openbot.Bot.from_dict(written) == bot
+
+
+def test_a_bot_reads_its_spec_as_its_own_fields() -> None:
+    bot = openbot.Bot.from_dict({"id": "b", "revision": 0, "created_at": "2026-01-01T00:00:00Z",
+                                 "spec": {"name": "N", "model": "m:x"}})
+    assert (bot.name, bot.model, bot.instructions, bot.tools, bot.shared) == ("N", "m:x", "", [], False)
+
+
+def test_an_event_keeps_its_kinds_fields_in_data() -> None:
+    event = openbot.Event.from_dict({"execution_id": "e", "sequence": 3, "at": "2026-01-01T00:00:00Z",
+                                     "type": "text_delta", "step": 1, "attempt": 1, "text": "hi"})
+    assert (event.type, event.data, event.text, event.step) == ("text_delta", {"step": 1, "attempt": 1, "text": "hi"}, "hi", 1)
+    assert event.to_dict()["text"] == "hi" and event.to_dict()["type"] == "text_delta"
+    assert event == openbot.Event.from_dict({**event.to_dict(), "text": "other"}), "an event is its execution and sequence"
 
 
 def test_every_error_code_has_its_exception_class() -> None:
@@ -67,19 +100,10 @@ def test_the_event_types_are_the_schemas() -> None:
 
 def test_the_terminal_states_are_the_schemas_end_states() -> None:
     states = SCHEMAS["ExecutionState"]["enum"]
-    assert types.TERMINAL_STATES == set(states[-4:])
+    assert openbot.TERMINAL_STATES == set(states[-4:])
 
 
 def test_the_terminal_event_types_are_the_schemas_last_events() -> None:
     kinds = [k["properties"]["type"]["enum"][0] for k in SCHEMAS["EventKind"]["oneOf"]]
     ends = {kind for kind in kinds if kind.endswith("_ended") or kind == "failed"}
-    assert types.TERMINAL_EVENT_TYPES == ends == {"turn_ended", "job_ended", "failed"}
-
-
-@pytest.mark.parametrize(
-    "alias, schema",
-    [("ApprovalState", "ApprovalState"), ("Decision", "Decision"), ("OutcomeDecision", "OutcomeDecision")],
-)
-def test_a_literal_alias_has_exactly_the_schemas_values(alias: str, schema: str) -> None:
-    values = [value for literal in typing.get_args(getattr(openbot, alias)) for value in typing.get_args(literal)]
-    assert values == SCHEMAS[schema]["enum"]
+    assert openbot.TERMINAL_EVENT_TYPES == ends == {"turn_ended", "job_ended", "failed"}

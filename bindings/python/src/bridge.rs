@@ -30,13 +30,13 @@ struct Shared {
 }
 
 /// The answers of one event loop's calls.
-#[pyclass(frozen, module = "openbot._native")]
+#[pyclass(frozen, module = "openbot_platform._native")]
 pub struct Bridge {
     shared: Owner<Arc<Shared>>,
 }
 
 /// A started call; `cancel` drops it.
-#[pyclass(frozen, module = "openbot._native")]
+#[pyclass(frozen, module = "openbot_platform._native")]
 pub struct Pending {
     task: tokio::task::AbortHandle,
 }

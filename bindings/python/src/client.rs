@@ -1,23 +1,23 @@
-//! The native client: every [`Client`] call, each in a sync form (waits with the GIL released)
-//! and an async form (an awaitable of the running event loop).
+//! The native client: every API operation through the one generic call path
+//! ([`Client::call`], by `operationId`), the event stream of `observe`, and `close`, each in a
+//! sync form (waits with the GIL released) and an async form (an awaitable of the running event
+//! loop).
 //!
-//! Values cross as plain Python data (`dict`, `list`, `str`, ...) converted with serde to and
-//! from the schema types, so the Python layer and the schema cannot disagree on a field.
+//! Values cross as plain Python data (`dict`, `list`, `str`, ...) converted with serde; the
+//! core decodes them as the schema types, so the Python layer (generated from the same schema)
+//! and the server cannot disagree on a field.
 
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use openbot_core::{Client, ConnectOptions, Error, ObserveStream};
-use openbot_schema::{
-    ApprovalRequest, ApprovalState, Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId,
-    DecideApproval, DecideOutcome, Event, Execution, ExecutionId, OutcomeDecisionRecord, PlanMode,
-    SendInput, SendReceipt, ToolResult, UnknownOutcomePage,
-};
+use openbot_core::{ApiAnswer, ApiBody, ApiRequest, Client, ConnectOptions, Error, ObserveStream};
+use openbot_schema::{Event, ExecutionId};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
 use pyo3_async_runtimes::TaskLocals;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::bridge::{Bridge, Deliver, Started};
 use crate::errors::{invalid, to_py};
@@ -27,49 +27,29 @@ use crate::tool::PyTool;
 /// The most events one read hands to Python at once.
 const BATCH: usize = 256;
 
-/// One call of the [`Client`] trait with its arguments already read from Python.
-enum Request {
-    CreateBot(BotSpec),
-    GetBot(BotId),
-    ListBots,
-    UpdateBot(BotId, BotUpdate),
-    DeleteBot(BotId),
-    CreateChat(BotId),
-    GetChat(ChatId),
-    Send(ChatId, SendInput),
-    Steer(ChatId, SendInput),
-    Stop(ChatId),
-    DeleteChat(ChatId),
-    History(ChatId),
-    GetExecution(ExecutionId),
-    CancelExecution(ExecutionId),
-    DeliverToolResult(ExecutionId, ToolResult),
-    ListApprovals(Option<ApprovalState>),
-    /// The request's ID as given (read as a UUID when the call runs) and the decision.
-    DecideApproval(String, DecideApproval),
-    PauseExecution(ExecutionId),
-    ResumeExecution(ExecutionId),
-    PlanMode(ChatId),
-    SetPlanMode(ChatId, bool),
-    /// A page size and the cursor to start after.
-    ListUnknownOutcomes(Option<u32>, Option<String>),
-    DecideOutcome(ExecutionId, DecideOutcome),
+/// What an operation answered, as Python data: `None`, the JSON document as `dict`/`list`/...,
+/// or `(bytes, media type)`.
+struct Answer(ApiAnswer);
+
+fn python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    Ok(pythonize::pythonize(py, value)?)
 }
 
-/// The answer of a [`Request`].
-enum Response {
-    Bot(Bot),
-    Bots(Vec<Bot>),
-    Chat(Chat),
-    Receipt(SendReceipt),
-    History(Vec<ChatEntry>),
-    Execution(Execution),
-    Approvals(Vec<ApprovalRequest>),
-    Approval(ApprovalRequest),
-    PlanMode(PlanMode),
-    UnknownOutcomes(UnknownOutcomePage),
-    OutcomeDecision(OutcomeDecisionRecord),
-    Nothing,
+impl<'py> IntoPyObject<'py> for Answer {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        match self.0 {
+            ApiAnswer::Empty => Ok(py.None().into_bound(py)),
+            ApiAnswer::Json(value) => python(py, &value),
+            ApiAnswer::Bytes(bytes) => {
+                let data = PyBytes::new(py, &bytes.data);
+                (data, bytes.content_type).into_bound_py_any(py)
+            }
+        }
+    }
 }
 
 /// An answer to hand to the event loop.
@@ -80,206 +60,46 @@ where
     Box::new(move |py| value.into_py_any(py))
 }
 
-fn python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
-    Ok(pythonize::pythonize(py, value)?)
-}
-
-impl<'py> IntoPyObject<'py> for Response {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
-        match self {
-            Response::Bot(v) => python(py, &v),
-            Response::Bots(v) => python(py, &v),
-            Response::Chat(v) => python(py, &v),
-            Response::Receipt(v) => python(py, &v),
-            Response::History(v) => python(py, &v),
-            Response::Execution(v) => python(py, &v),
-            Response::Approvals(v) => python(py, &v),
-            Response::Approval(v) => python(py, &v),
-            Response::PlanMode(v) => python(py, &v),
-            Response::UnknownOutcomes(v) => python(py, &v),
-            Response::OutcomeDecision(v) => python(py, &v),
-            Response::Nothing => Ok(py.None().into_bound(py)),
+/// The request of one operation read from Python: `params` a `dict` of path and query
+/// parameters by name (`None` values left out), `body` the JSON body as Python data, or with
+/// `content_type` the body's bytes.
+fn request(
+    params: Option<&Bound<'_, PyDict>>,
+    body: Option<&Bound<'_, PyAny>>,
+    content_type: Option<String>,
+) -> PyResult<ApiRequest> {
+    let mut request = ApiRequest::default();
+    if let Some(params) = params {
+        for (name, value) in params.iter() {
+            let name: String = name
+                .extract()
+                .map_err(|_| invalid("parameter", "a parameter name must be a str"))?;
+            if value.is_none() {
+                continue;
+            }
+            let value: Value =
+                pythonize::depythonize(&value).map_err(|e| invalid(&format!("`{name}`"), e))?;
+            request.params.insert(name, value);
         }
     }
-}
-
-fn required<'a, 'py>(
-    value: Option<&'a Bound<'py, PyAny>>,
-    what: &str,
-) -> PyResult<&'a Bound<'py, PyAny>> {
-    value.ok_or_else(|| invalid(what, "missing"))
-}
-
-fn id<T>(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<T>
-where
-    T: std::str::FromStr,
-    T::Err: std::fmt::Display,
-{
-    let text: String = required(value, what)?
-        .extract()
-        .map_err(|_| invalid(what, "expected a str"))?;
-    text.parse::<T>().map_err(|e| invalid(what, e))
-}
-
-/// An optional approval state: `None`, or its wire name (`pending`, `approved`, ...).
-fn approval_state(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<ApprovalState>> {
-    let Some(value) = value else {
-        return Ok(None);
-    };
-    let text: String = value
-        .extract()
-        .map_err(|_| invalid("approval state", "expected a str"))?;
-    ApprovalState::parse(&text).map(Some).ok_or_else(|| {
-        invalid(
-            "approval state",
-            format!(
-                "`{}` is not one: use pending, approved, denied, expired, revoked or cancelled",
-                text.chars().take(64).collect::<String>()
-            ),
-        )
-    })
-}
-
-/// An optional page size: `None`, or an int from 1 (the server says how many at most).
-fn page_limit(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
-    let Some(value) = value.filter(|v| !v.is_none()) else {
-        return Ok(None);
-    };
-    match value.extract::<u32>() {
-        Ok(limit) if limit >= 1 => Ok(Some(limit)),
-        _ => Err(invalid("page limit", "expected an int from 1")),
+    match (body.filter(|b| !b.is_none()), content_type) {
+        (None, _) => {}
+        (Some(body), Some(content_type)) => {
+            let data: Vec<u8> = body
+                .extract()
+                .map_err(|_| invalid("body", "bytes were expected"))?;
+            request.bytes(data, &content_type);
+        }
+        (Some(body), None) => {
+            let value: Value = pythonize::depythonize(body).map_err(|e| invalid("body", e))?;
+            request.body = Some(ApiBody::Json(value));
+        }
     }
-}
-
-/// An optional cursor: `None`, or a str.
-fn page_cursor(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
-    let Some(value) = value.filter(|v| !v.is_none()) else {
-        return Ok(None);
-    };
-    value
-        .extract::<String>()
-        .map(Some)
-        .map_err(|_| invalid("cursor", "expected a str"))
-}
-
-fn data<T: DeserializeOwned>(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<T> {
-    pythonize::depythonize(required(value, what)?).map_err(|e| invalid(what, e))
-}
-
-impl Request {
-    fn read(
-        op: &str,
-        a: Option<&Bound<'_, PyAny>>,
-        b: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        Ok(match op {
-            "create_bot" => Request::CreateBot(data(a, "Bot spec")?),
-            "get_bot" => Request::GetBot(id(a, "Bot ID")?),
-            "list_bots" => Request::ListBots,
-            "update_bot" => Request::UpdateBot(id(a, "Bot ID")?, data(b, "Bot update")?),
-            "delete_bot" => Request::DeleteBot(id(a, "Bot ID")?),
-            "create_chat" => Request::CreateChat(id(a, "Bot ID")?),
-            "get_chat" => Request::GetChat(id(a, "Chat ID")?),
-            "send" => Request::Send(id(a, "Chat ID")?, data(b, "input")?),
-            "steer" => Request::Steer(id(a, "Chat ID")?, data(b, "input")?),
-            "stop" => Request::Stop(id(a, "Chat ID")?),
-            "delete_chat" => Request::DeleteChat(id(a, "Chat ID")?),
-            "history" => Request::History(id(a, "Chat ID")?),
-            "get_execution" => Request::GetExecution(id(a, "execution ID")?),
-            "cancel_execution" => Request::CancelExecution(id(a, "execution ID")?),
-            "deliver_tool_result" => {
-                Request::DeliverToolResult(id(a, "execution ID")?, data(b, "tool result")?)
-            }
-            "list_approvals" => Request::ListApprovals(approval_state(a)?),
-            "decide_approval" => Request::DecideApproval(
-                required(a, "approval request ID")?
-                    .extract()
-                    .map_err(|_| invalid("approval request ID", "expected a str"))?,
-                data(b, "decision")?,
-            ),
-            "pause_execution" => Request::PauseExecution(id(a, "execution ID")?),
-            "resume_execution" => Request::ResumeExecution(id(a, "execution ID")?),
-            "plan_mode" => Request::PlanMode(id(a, "Chat ID")?),
-            "set_plan_mode" => Request::SetPlanMode(
-                id(a, "Chat ID")?,
-                required(b, "plan mode")?
-                    .extract()
-                    .map_err(|_| invalid("plan mode", "expected a bool"))?,
-            ),
-            "list_unknown_outcomes" => {
-                Request::ListUnknownOutcomes(page_limit(a)?, page_cursor(b)?)
-            }
-            "decide_outcome" => {
-                Request::DecideOutcome(id(a, "execution ID")?, data(b, "outcome decision")?)
-            }
-            other => return Err(invalid("operation", format!("`{other}` is not one"))),
-        })
-    }
-
-    async fn run(self, client: Arc<dyn Client>) -> Result<Response, Error> {
-        Ok(match self {
-            Request::CreateBot(spec) => Response::Bot(client.create_bot(spec).await?),
-            Request::GetBot(id) => Response::Bot(client.get_bot(id).await?),
-            Request::ListBots => Response::Bots(client.list_bots().await?),
-            Request::UpdateBot(id, update) => Response::Bot(client.update_bot(id, update).await?),
-            Request::DeleteBot(id) => {
-                client.delete_bot(id).await?;
-                Response::Nothing
-            }
-            Request::CreateChat(bot) => Response::Chat(client.create_chat(bot).await?),
-            Request::GetChat(id) => Response::Chat(client.get_chat(id).await?),
-            Request::Send(chat, input) => Response::Receipt(client.send(chat, input).await?),
-            Request::Steer(chat, input) => Response::Receipt(client.steer(chat, input).await?),
-            Request::Stop(chat) => {
-                client.stop(chat).await?;
-                Response::Nothing
-            }
-            Request::DeleteChat(chat) => {
-                client.delete_chat(chat).await?;
-                Response::Nothing
-            }
-            Request::History(chat) => Response::History(client.history(chat).await?),
-            Request::GetExecution(id) => Response::Execution(client.get_execution(id).await?),
-            Request::CancelExecution(id) => Response::Execution(client.cancel_execution(id).await?),
-            Request::DeliverToolResult(id, result) => {
-                client.deliver_tool_result(id, result).await?;
-                Response::Nothing
-            }
-            Request::ListApprovals(state) => {
-                Response::Approvals(client.list_approvals(state).await?)
-            }
-            Request::DecideApproval(text, decision) => {
-                // Read as the UUID type `decide_approval` takes, before anything is sent.
-                let id = text.parse().map_err(|_| {
-                    Error::invalid_input(format!(
-                        "invalid approval request ID: `{}` is not a UUID",
-                        text.chars().take(64).collect::<String>()
-                    ))
-                })?;
-                Response::Approval(client.decide_approval(id, decision).await?)
-            }
-            Request::PauseExecution(id) => Response::Execution(client.pause_execution(id).await?),
-            Request::ResumeExecution(id) => Response::Execution(client.resume_execution(id).await?),
-            Request::PlanMode(chat) => Response::PlanMode(client.plan_mode(chat).await?),
-            Request::SetPlanMode(chat, enabled) => {
-                Response::PlanMode(client.set_plan_mode(chat, enabled).await?)
-            }
-            Request::ListUnknownOutcomes(limit, cursor) => {
-                Response::UnknownOutcomes(client.list_unknown_outcomes(limit, cursor).await?)
-            }
-            Request::DecideOutcome(id, decision) => {
-                Response::OutcomeDecision(client.decide_outcome(id, decision).await?)
-            }
-        })
-    }
+    Ok(request)
 }
 
 /// A connected client (either mode). Made by `connect_sync` or `connect_async`.
-#[pyclass(frozen, module = "openbot._native")]
+#[pyclass(frozen, module = "openbot_platform._native")]
 pub struct NativeClient {
     client: Owner<Arc<dyn Client>>,
 }
@@ -292,40 +112,44 @@ impl NativeClient {
 
 #[pymethods]
 impl NativeClient {
-    /// Runs `op` (a `Client` method name) with up to two arguments and waits for its answer
-    /// with the GIL released.
-    #[pyo3(signature = (op, a=None, b=None))]
+    /// Runs the API operation `op` (its `operationId`) through the one generic call path and
+    /// waits for its answer with the GIL released.
+    #[pyo3(signature = (op, params=None, body=None, content_type=None))]
     fn call_sync(
         &self,
         py: Python<'_>,
         op: &str,
-        a: Option<&Bound<'_, PyAny>>,
-        b: Option<&Bound<'_, PyAny>>,
+        params: Option<&Bound<'_, PyDict>>,
+        body: Option<&Bound<'_, PyAny>>,
+        content_type: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let client = self.client()?;
-        let request = Request::read(op, a, b)?;
-        let response = block_on(py, request.run(client))?.map_err(to_py)?;
-        Ok(response.into_pyobject(py)?.unbind())
+        let request = request(params, body, content_type)?;
+        let op = op.to_string();
+        let answer =
+            block_on(py, async move { client.call(&op, request).await })?.map_err(to_py)?;
+        Ok(Answer(answer).into_pyobject(py)?.unbind())
     }
 
     /// Starts `op` like `call_sync`; its answer comes through `bridge` under `ticket`.
-    #[pyo3(signature = (bridge, ticket, op, a=None, b=None))]
+    #[pyo3(signature = (bridge, ticket, op, params=None, body=None, content_type=None))]
+    #[allow(clippy::too_many_arguments)]
     fn call_async(
         &self,
         py: Python<'_>,
         bridge: &Bridge,
         ticket: u64,
         op: &str,
-        a: Option<&Bound<'_, PyAny>>,
-        b: Option<&Bound<'_, PyAny>>,
+        params: Option<&Bound<'_, PyDict>>,
+        body: Option<&Bound<'_, PyAny>>,
+        content_type: Option<String>,
     ) -> PyResult<Started> {
         let client = self.client()?;
-        let request = Request::read(op, a, b)?;
-        bridge.start(
-            py,
-            ticket,
-            async move { request.run(client).await.map(deliver) },
-        )
+        let request = request(params, body, content_type)?;
+        let op = op.to_string();
+        bridge.start(py, ticket, async move {
+            client.call(&op, request).await.map(|a| deliver(Answer(a)))
+        })
     }
 
     /// The events of execution `id` after sequence `after`, read with `next_sync`.
@@ -378,7 +202,7 @@ struct EventState {
 }
 
 /// An open stream of events.
-#[pyclass(frozen, module = "openbot._native")]
+#[pyclass(frozen, module = "openbot_platform._native")]
 pub struct NativeEvents {
     state: Owner<Arc<tokio::sync::Mutex<EventState>>>,
 }

@@ -1,10 +1,12 @@
-//! `openbot._native`: the Rust core of the OpenBot Python package.
+//! `openbot_platform._native`: the Rust core of the OpenBot Python package.
 //!
 //! A thin layer over [`openbot_core::connect`] and the [`openbot_core::Client`] trait; the
-//! Python package (`packages-python/python/openbot`) builds the public classes on it. Values
-//! cross as plain Python data converted with serde; every call has a sync form that waits
-//! with the GIL released and an async form that returns an awaitable of the running event
-//! loop; errors become the package's exception classes; Python functions become core tools.
+//! Python package (`packages-python/python/openbot_platform`) builds the public classes on it.
+//! Every API operation goes through the one generic call ([`openbot_core::Client::call`]);
+//! values cross as plain Python data converted with serde; every call has a sync form that
+//! waits with the GIL released and an async form that returns an awaitable of the running
+//! event loop; errors become the package's exception classes; Python functions become core
+//! tools.
 //! One Tokio runtime serves the process (a forked child gets its own).
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -6,7 +6,7 @@ times with one call to `echo`, then with the text "done" (the script repeats, on
 Turns). Each Turn is sent and read to its end (`observe`), so a step includes the Rust loop,
 the Python tool call (on a worker thread, taking the GIL) and the events handed to Python.
 The figure is the median over rounds of (round time / model steps). Also measures one call of
-the no-op native function (`openbot._native.noop`) in nanoseconds, and the mean time of one
+the no-op native function (`openbot_platform._native.noop`) in nanoseconds, and the mean time of one
 `get_bot` call (a round trip through the runtime) in microseconds.
 
 Prints one JSON line: {"sdk": "openbot", "api": ..., "us_per_step": ..., "noop_ns": ..., ...}
@@ -24,7 +24,7 @@ import tempfile
 import time
 import timeit
 
-import openbot
+import openbot_platform as openbot
 
 
 def echo(text: str) -> str:

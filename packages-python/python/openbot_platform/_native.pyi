@@ -1,4 +1,4 @@
-"""The native module (Rust, pyo3): a thin layer over the OpenBot core. Use the ``openbot``
+"""The native module (Rust, pyo3): a thin layer over the OpenBot core. Use the ``openbot_platform``
 package instead; these names may change between releases."""
 
 from collections.abc import Callable
@@ -53,11 +53,26 @@ _Started = tuple[Pending | None, bool, Any]
 class NativeClient:
     """A connected client (either mode)."""
 
-    def call_sync(self, op: str, a: Any = None, b: Any = None) -> Any:
-        """Runs a Client operation and waits with the GIL released."""
+    def call_sync(
+        self,
+        op: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """Runs an API operation (by its operationId) and waits with the GIL released. The
+        answer: None, the JSON document, or ``(bytes, media type)``."""
 
-    def call_async(self, bridge: Bridge, ticket: int, op: str, a: Any = None, b: Any = None) -> _Started:
-        """Starts a Client operation; the answer comes through the bridge."""
+    def call_async(
+        self,
+        bridge: Bridge,
+        ticket: int,
+        op: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> _Started:
+        """Starts an API operation; the answer comes through the bridge."""
 
     def observe_sync(self, id: str, after: int) -> NativeEvents:
         """Opens an execution's events."""
