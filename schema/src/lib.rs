@@ -15,6 +15,7 @@ mod event;
 mod execution;
 mod file;
 mod ids;
+mod limit;
 mod message;
 mod models;
 mod organization;
@@ -36,6 +37,7 @@ pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
 pub use file::StoredFile;
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
+pub use limit::{PutScopeLimit, ScopeLimit, ScopeLimitPage};
 pub use message::{ContentPart, FileRef, Message};
 pub use models::{ProviderSettings, PutProvider};
 pub use organization::{

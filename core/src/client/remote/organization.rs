@@ -6,7 +6,7 @@ use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, Budget, BudgetScope, Chat, CreateInvitation,
     CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
     HttpTool, Invitation, Member, Organization, ProviderSettings, PutBudget, PutHttpTool,
-    PutProvider, TokenId,
+    PutProvider, PutScopeLimit, ScopeLimit, ScopeLimitPage, TokenId,
 };
 use reqwest::Method;
 use uuid::Uuid;
@@ -178,6 +178,48 @@ impl RemoteClient {
             .await
     }
 
+    /// One page of the organization's shared limits by scope name (`limit` 1-100, default 50),
+    /// after `cursor` (a page's `next_cursor`).
+    pub async fn list_limits(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<ScopeLimitPage, Error> {
+        let mut query = Vec::new();
+        if let Some(limit) = limit {
+            query.push(format!("limit={limit}"));
+        }
+        if let Some(cursor) = cursor {
+            check_scope(cursor)?;
+            query.push(format!("cursor={cursor}"));
+        }
+        if query.is_empty() {
+            self.get("/v1/limits").await
+        } else {
+            self.get(&format!("/v1/limits?{}", query.join("&"))).await
+        }
+    }
+
+    /// Sets the shared limit of `scope` (permits, requests and tokens per window), replacing an
+    /// earlier one. Setting the same limit twice has the effect of once (its buckets refill).
+    pub async fn put_limit(&self, scope: &str, limit: &PutScopeLimit) -> Result<ScopeLimit, Error> {
+        check_scope(scope)?;
+        self.transport
+            .json(
+                Method::PUT,
+                &format!("/v1/limits/{scope}"),
+                Some(limit),
+                Retry::Safe,
+            )
+            .await
+    }
+
+    /// Removes the shared limit of `scope`.
+    pub async fn delete_limit(&self, scope: &str) -> Result<(), Error> {
+        check_scope(scope)?;
+        self.delete(&format!("/v1/limits/{scope}")).await
+    }
+
     /// The organization's HTTP tools.
     pub async fn list_tools(&self) -> Result<Vec<HttpTool>, Error> {
         self.get("/v1/tools").await
@@ -219,6 +261,23 @@ pub(super) fn check_tool_name(name: &str) -> Result<(), Error> {
         Err(Error::invalid_input(format!(
             "`{}` is not a tool name: use 1-64 of a-z A-Z 0-9 _ -",
             name.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+/// A limit's scope goes into a path: 1-200 of letters, digits and `: . _ -`.
+fn check_scope(scope: &str) -> Result<(), Error> {
+    let valid = !scope.is_empty()
+        && scope.len() <= 200
+        && scope
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b":._-".contains(&b));
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::invalid_input(format!(
+            "`{}` is not a limit scope: use 1-200 of a-z A-Z 0-9 : . _ -",
+            scope.chars().take(80).collect::<String>()
         )))
     }
 }
