@@ -800,7 +800,8 @@ async fn two_nodes_sharing_32_turns_under_a_permit_limit_of_2_never_send_more_th
         "peak of concurrent model requests: {}",
         model.peak_in_flight()
     );
-    assert_eq!(model.total_requests(), 32);
+    // A takeover (a lease lapsed on a busy machine) may ask for a lost answer again.
+    assert!(model.total_requests() >= 32);
     assert!(
         model.peak_in_flight() <= 2,
         "peak {} above the limit",

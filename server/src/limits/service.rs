@@ -128,6 +128,8 @@ impl Limits {
         }
         let started = Instant::now();
         let mut pause = FIRST_POLL;
+        // The shortest wait the limits allow, as far as the takes have seen them.
+        let mut allowed = Duration::MAX;
         loop {
             if stop.is_cancelled() || !open() {
                 return Err(AcquireError::Cancelled);
@@ -148,7 +150,7 @@ impl Limits {
                     max_wait_ms,
                 } => {
                     let waited = started.elapsed();
-                    let allowed = Duration::from_millis(max_wait_ms.max(0) as u64);
+                    allowed = allowed.min(Duration::from_millis(max_wait_ms.max(0) as u64));
                     if waited >= allowed {
                         return Err(AcquireError::Deadline {
                             scope,

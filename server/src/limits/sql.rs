@@ -17,6 +17,9 @@ use crate::store::{Millis, StoreError, now_ms, sql_store};
 /// One unit of a bucket, in the thousandths the levels are kept in.
 const UNIT: i64 = 1000;
 
+/// When to ask again after another taker held a limit's row (it holds it for a few ms).
+const CONTENDED_RETRY_MS: i64 = 10;
+
 /// A bucket's level at `now`: what it held at `since` plus what the window refilled since,
 /// never above full.
 fn refilled(level: i64, per_window: i64, window_ms: i64, since: Millis, now: Millis) -> i64 {
@@ -101,13 +104,18 @@ macro_rules! listed {
     ) };
 }
 
-const LOCKED: &str = concat!(
-    "SELECT scope, max_concurrent, requests_per_window, tokens_per_window, window_ms, max_wait_ms, \
-     request_level, token_level, refilled_at FROM limits WHERE organization_id = $1 AND ",
-    text_in!("scope", "$2"),
-    " ORDER BY scope",
-    for_update!()
-);
+/// The columns of limits `$2` of organization `$1`, locked for a change.
+macro_rules! locked {
+    ($lock:expr) => {
+        concat!(
+            "SELECT scope, max_concurrent, requests_per_window, tokens_per_window, window_ms, max_wait_ms, \
+             request_level, token_level, refilled_at FROM limits WHERE organization_id = $1 AND ",
+            text_in!("scope", "$2"),
+            " ORDER BY scope",
+            $lock
+        )
+    };
+}
 
 #[async_trait]
 impl LimitStore for Store {
@@ -227,7 +235,9 @@ impl LimitStore for Store {
         if owner.is_none() {
             return Ok(Take::NotOwner);
         }
-        let limits = sqlx::query(LOCKED)
+        // A limit another taker holds right now is skipped, not waited for: a waiting taker
+        // holds no connection and no lock (the caller asks again after a pause).
+        let limits = sqlx::query(locked!(skip_locked!()))
             .bind(holder.organization)
             .bind(&names)
             .fetch_all(&mut *tx)
@@ -235,6 +245,27 @@ impl LimitStore for Store {
             .iter()
             .map(bucketed)
             .collect::<Result<Vec<_>, _>>()?;
+        let configured = sqlx::query_scalar::<_, i64>(concat!(
+            "SELECT COUNT(*) FROM limits WHERE organization_id = $1 AND ",
+            text_in!("scope", "$2")
+        ))
+        .bind(holder.organization)
+        .bind(&names)
+        .fetch_one(&mut *tx)
+        .await?;
+        if (limits.len() as i64) < configured {
+            let busy = scopes
+                .iter()
+                .find(|name| !limits.iter().any(|l| &l.scope == *name))
+                .cloned()
+                .unwrap_or_default();
+            tx.commit().await?;
+            return Ok(Take::Busy {
+                scope: busy,
+                retry_in_ms: Some(CONTENDED_RETRY_MS),
+                max_wait_ms: limits.iter().map(|l| l.max_wait_ms).min().unwrap_or(i64::MAX),
+            });
+        }
         if limits.is_empty() {
             tx.commit().await?;
             return Ok(Take::Granted { scopes: Vec::new() });
@@ -360,7 +391,7 @@ impl LimitStore for Store {
         .await?;
         if used_tokens > 0 && !scopes.is_empty() {
             let used = i64::try_from(used_tokens).unwrap_or(i64::MAX / UNIT).saturating_mul(UNIT);
-            let limits = sqlx::query(LOCKED)
+            let limits = sqlx::query(locked!(for_update!()))
                 .bind(holder.organization)
                 .bind(json(scopes)?)
                 .fetch_all(&mut *tx)

@@ -63,7 +63,8 @@ pub enum Take {
         /// When a bucket will have room again, if a bucket is what is full (a permit frees
         /// when its holder releases it, at a time nobody knows).
         retry_in_ms: Option<i64>,
-        /// The shortest wait any of the limits allows.
+        /// The shortest wait any of the limits read allows (`i64::MAX` when another taker held
+        /// them all).
         max_wait_ms: i64,
     },
     /// The holder's generation no longer owns its execution with a live lease: it may not
@@ -102,7 +103,8 @@ pub trait LimitStore: Send + Sync + 'static {
 
     /// In one transaction: checks that the holder's generation owns its execution with a live
     /// lease, then takes a permit (or keeps the one its slot holds) and a request from every
-    /// limit of `scopes`, or nothing when one of them has no room.
+    /// limit of `scopes`, or nothing when one of them has no room or another taker holds it at
+    /// this moment (never waiting for that taker).
     async fn try_take(&self, holder: &Holder, scopes: &[String]) -> Result<Take, StoreError>;
 
     /// Gives the slot's permits back and takes `used_tokens` from the token buckets of
