@@ -5,6 +5,7 @@
 //! a cancel, a failure, a lost lease). A Turn that ended holds nothing: a permit counts only
 //! while its generation owns the execution with a live lease.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -28,6 +29,8 @@ pub(crate) struct ModelPermits {
     scope: RunScope,
     /// The room the current model request holds.
     held: Mutex<Option<Permit>>,
+    /// Whether this phase ever held room in a limit (its close gives back what is left).
+    took: Arc<AtomicBool>,
 }
 
 impl ModelPermits {
@@ -42,8 +45,14 @@ impl ModelPermits {
         scope: RunScope,
     ) -> Arc<Self> {
         let closing = limits.clone();
+        let took = Arc::new(AtomicBool::new(false));
+        let took_any = Arc::clone(&took);
         scope
             .on_close(Box::pin(async move {
+                // A phase that never held room in a limit has nothing to give back.
+                if !took_any.load(Ordering::SeqCst) {
+                    return;
+                }
                 if let Err(err) = closing.release_execution(execution, generation).await {
                     // Not lost: the permits pass on when this owner's lease lapses.
                     tracing::warn!(%execution, error_kind = crate::engine::store_error_kind(&err), "giving permits back failed");
@@ -61,6 +70,7 @@ impl ModelPermits {
             scopes,
             scope,
             held: Mutex::new(None),
+            took,
         })
     }
 
@@ -102,6 +112,9 @@ impl SendGuard for PermitCheck {
             .await
         {
             Ok(permit) => {
+                if !permit.scopes().is_empty() {
+                    permits.took.store(true, Ordering::SeqCst);
+                }
                 *permits.held() = Some(permit);
                 Ok(())
             }
