@@ -751,12 +751,12 @@ fn client_ports(pid: u32) -> HashSet<u16> {
         };
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() > 9 && inodes.contains(fields[9]) {
-                if let Some((_, port)) = fields[1].rsplit_once(':') {
-                    if let Ok(port) = u16::from_str_radix(port, 16) {
-                        ports.insert(port);
-                    }
-                }
+            if fields.len() > 9
+                && inodes.contains(fields[9])
+                && let Some((_, port)) = fields[1].rsplit_once(':')
+                && let Ok(port) = u16::from_str_radix(port, 16)
+            {
+                ports.insert(port);
             }
         }
     }

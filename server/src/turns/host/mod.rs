@@ -169,12 +169,14 @@ impl DurableHost {
         self
     }
 
-    /// Takes room in shared limits before each model request (after the other guards, so a
-    /// request that may not be sent waits for nothing).
+    /// Takes room in shared limits before each model request: right after the phase's gate,
+    /// so the checks after it (current rights) read their facts after the wait, just before
+    /// the send.
     pub(crate) fn with_permits(mut self, permits: Option<Arc<ModelPermits>>) -> Self {
         if let Some(permits) = permits {
+            let at = self.guards.len().min(1);
             self.guards
-                .push(Box::new(PermitCheck(Arc::clone(&permits))));
+                .insert(at, Box::new(PermitCheck(Arc::clone(&permits))));
             self.permits = Some(permits);
         }
         self
