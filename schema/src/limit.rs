@@ -58,6 +58,18 @@ pub struct ScopeLimit {
     pub updated_at: DateTime<Utc>,
 }
 
+impl ScopeLimit {
+    /// Whether `scope` can name a limit: 1 to 200 of ASCII letters, digits and `: . _ -` (it
+    /// goes into a path).
+    pub fn is_valid_scope(scope: &str) -> bool {
+        !scope.is_empty()
+            && scope.len() <= 200
+            && scope
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b":._-".contains(&b))
+    }
+}
+
 /// One page of limits, by scope name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ScopeLimitPage {

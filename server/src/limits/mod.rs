@@ -7,8 +7,8 @@
 //!
 //! - `store`: the rows and the [`LimitStore`] trait; `sql`: its one body for both databases;
 //! - `service`: [`Limits`], the one way a caller takes permits (a model request, a memory
-//!   helper call and an App call name their scopes the same way), and [`LimitSettings`]' use
-//!   cases (list, set, delete) for owners and admins.
+//!   helper call and an App call name their scopes the same way), and [`LimitsAdmin`], the use
+//!   cases that list, set and delete limits.
 
 mod service;
 mod sql;

@@ -125,11 +125,7 @@ pub trait LimitStore: Send + Sync + 'static {
 }
 
 /// Whether `scope` is a valid scope name: 1 to 200 characters of ASCII letters, digits and
-/// `: . _ -`.
+/// `: . _ -` (the schema's rule, [`openbot_schema::ScopeLimit::is_valid_scope`]).
 pub fn valid_scope(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope.len() <= 200
-        && scope
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b":._-".contains(&b))
+    openbot_schema::ScopeLimit::is_valid_scope(scope)
 }

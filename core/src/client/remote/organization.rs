@@ -267,12 +267,7 @@ pub(super) fn check_tool_name(name: &str) -> Result<(), Error> {
 
 /// A limit's scope goes into a path: 1-200 of letters, digits and `: . _ -`.
 fn check_scope(scope: &str) -> Result<(), Error> {
-    let valid = !scope.is_empty()
-        && scope.len() <= 200
-        && scope
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b":._-".contains(&b));
-    if valid {
+    if ScopeLimit::is_valid_scope(scope) {
         Ok(())
     } else {
         Err(Error::invalid_input(format!(
