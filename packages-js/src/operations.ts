@@ -133,6 +133,11 @@ export type PutDelegateTool = Schemas['PutDelegateTool'];
 export type PutHttpTool = Schemas['PutHttpTool'];
 /** Settings for one provider kind, to set. */
 export type PutProvider = Schemas['PutProvider'];
+/**
+ * A limit to set on a scope. Every field left out leaves that dimension open; at least one of
+ * `max_concurrent`, `requests_per_window` and `tokens_per_window` is needed.
+ */
+export type PutScopeLimit = Schemas['PutScopeLimit'];
 /** A kind of resource a right covers. */
 export type Resource = Schemas['Resource'];
 /** One right: an action on a kind of resource. Write does not imply read. */
@@ -142,13 +147,17 @@ export type Right = Schemas['Right'];
  * over `ask` over `allow`. A call no rule matches is allowed.
  */
 export type RuleAction = Schemas['RuleAction'];
+/** A limit on a scope and how many of its permits are held now. */
+export type ScopeLimit = Schemas['ScopeLimit'];
+/** One page of limits, by scope name. */
+export type ScopeLimitPage = Schemas['ScopeLimitPage'];
 /** What happened to a sent input. */
 export type SendDisposition = Schemas['SendDisposition'];
 /** Input for a Chat. */
 export type SendInput = Schemas['SendInput'];
 /** The answer to a sent input. */
 export type SendReceipt = Schemas['SendReceipt'];
-/** A started session. */
+/** A started browser session. */
 export type Session = Schemas['Session'];
 /** A stored file's description (its bytes are read separately). */
 export type StoredFile = Schemas['StoredFile'];
@@ -245,6 +254,9 @@ export type OperationId =
   | 'create_invitation'
   | 'accept_invitation'
   | 'revoke_invitation'
+  | 'list_limits'
+  | 'put_limit'
+  | 'delete_limit'
   | 'list_members'
   | 'remove_member'
   | 'list_providers'
@@ -309,6 +321,9 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   create_invitation: { id: 'create_invitation', sdkMethod: 'createInvitation', method: 'POST', path: '/v1/invitations', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   accept_invitation: { id: 'accept_invitation', sdkMethod: 'acceptInvitation', method: 'POST', path: '/v1/invitations/accept', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
   revoke_invitation: { id: 'revoke_invitation', sdkMethod: 'revokeInvitation', method: 'DELETE', path: '/v1/invitations/{id}', tag: 'organization', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  list_limits: { id: 'list_limits', sdkMethod: 'listLimits', method: 'GET', path: '/v1/limits', tag: 'limits', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  put_limit: { id: 'put_limit', sdkMethod: 'putLimit', method: 'PUT', path: '/v1/limits/{scope}', tag: 'limits', pathParams: ['scope'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_limit: { id: 'delete_limit', sdkMethod: 'deleteLimit', method: 'DELETE', path: '/v1/limits/{scope}', tag: 'limits', pathParams: ['scope'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_members: { id: 'list_members', sdkMethod: 'listMembers', method: 'GET', path: '/v1/members', tag: 'organization', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   remove_member: { id: 'remove_member', sdkMethod: 'removeMember', method: 'DELETE', path: '/v1/members/{id}', tag: 'organization', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_providers: { id: 'list_providers', sdkMethod: 'listProviders', method: 'GET', path: '/v1/models/providers', tag: 'models', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
@@ -373,6 +388,9 @@ export interface OperationTypes {
   create_invitation: { params: Record<string, never>; body: CreateInvitation; answer: CreatedInvitation };
   accept_invitation: { params: Record<string, never>; body: AcceptInvitation; answer: AcceptedInvitation };
   revoke_invitation: { params: { id: string }; body: undefined; answer: undefined };
+  list_limits: { params: { limit?: number; cursor?: string }; body: undefined; answer: ScopeLimitPage };
+  put_limit: { params: { scope: string }; body: PutScopeLimit; answer: ScopeLimit };
+  delete_limit: { params: { scope: string }; body: undefined; answer: undefined };
   list_members: { params: Record<string, never>; body: undefined; answer: Member[] };
   remove_member: { params: { id: string }; body: undefined; answer: undefined };
   list_providers: { params: Record<string, never>; body: undefined; answer: ProviderSettings[] };
@@ -722,6 +740,37 @@ export abstract class Operations {
   async revokeInvitation(id: string): Promise<void> {
     checkString('revokeInvitation', 'id', id);
     await this.invoke('revoke_invitation', { id }, undefined);
+  }
+
+  /**
+   * The organization's limits by scope name, each with the permits held now. Paged: ask again with
+   * `next_cursor` until absent. `GET /v1/limits` (operation `list_limits`).
+   */
+  listLimits(options: { limit?: number; cursor?: string } = {}): Paged<ScopeLimit> {
+    checkFields('listLimits', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_limits', { ...options }, 'items', (info) => info as ScopeLimit);
+  }
+
+  /**
+   * Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
+   * `requests_per_window` and `tokens_per_window` per `window_ms`. Model requests take the scopes
+   * `organization`, `provider:<kind>` and `bot:<id>`; other callers name their own. A call waits
+   * for room up to `max_wait_ms`, then fails with category `timeout`. The buckets start full. `PUT
+   * /v1/limits/{scope}` (operation `put_limit`).
+   */
+  async putLimit(scope: string, body: PutScopeLimit): Promise<ScopeLimit> {
+    checkString('putLimit', 'scope', scope);
+    checkFields('putLimit', 'body', body, { max_concurrent: 'integer?', max_wait_ms: 'integer?', requests_per_window: 'integer?', tokens_per_window: 'integer?', window_ms: 'integer?' });
+    return (await this.invoke('put_limit', { scope }, body)) as ScopeLimit;
+  }
+
+  /**
+   * Removes the limit of a scope: its calls are no longer limited. `DELETE /v1/limits/{scope}`
+   * (operation `delete_limit`).
+   */
+  async deleteLimit(scope: string): Promise<void> {
+    checkString('deleteLimit', 'scope', scope);
+    await this.invoke('delete_limit', { scope }, undefined);
   }
 
   /** The organization's members. `GET /v1/members` (operation `list_members`). */

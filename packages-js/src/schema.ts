@@ -604,6 +604,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's limits by scope name, each with the permits held now. Paged: ask again
+         *     with `next_cursor` until absent.
+         */
+        get: operations["list_limits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/limits/{scope}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
+         *     `requests_per_window` and `tokens_per_window` per `window_ms`. Model requests take the
+         *     scopes `organization`, `provider:<kind>` and `bot:<id>`; other callers name their own. A
+         *     call waits for room up to `max_wait_ms`, then fails with category `timeout`. The buckets
+         *     start full.
+         */
+        put: operations["put_limit"];
+        post?: never;
+        /** Removes the limit of a scope: its calls are no longer limited. */
+        delete: operations["delete_limit"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/members": {
         parameters: {
             query?: never;
@@ -1684,6 +1728,40 @@ export interface components {
             base_url?: string | null;
         };
         /**
+         * @description A limit to set on a scope. Every field left out leaves that dimension open; at least one of
+         *     `max_concurrent`, `requests_per_window` and `tokens_per_window` is needed.
+         */
+        PutScopeLimit: {
+            /**
+             * Format: int32
+             * @description How many calls of the scope may be in flight at once, on every node together.
+             */
+            max_concurrent?: number | null;
+            /**
+             * Format: int64
+             * @description How long a call waits for room before it fails with category `timeout`: 60000 unless
+             *     given. With several limits the shortest wait applies.
+             */
+            max_wait_ms?: number | null;
+            /**
+             * Format: int64
+             * @description How many requests the scope may send per window.
+             */
+            requests_per_window?: number | null;
+            /**
+             * Format: int64
+             * @description How many tokens (input and output, as the provider confirmed them) the scope's calls
+             *     may use per window. A call is admitted while the bucket is above zero; its usage is
+             *     taken when it ends.
+             */
+            tokens_per_window?: number | null;
+            /**
+             * Format: int64
+             * @description The window of both buckets in milliseconds: 60000 (a minute) unless given.
+             */
+            window_ms?: number | null;
+        };
+        /**
          * @description A kind of resource a right covers.
          * @enum {string}
          */
@@ -1701,6 +1779,53 @@ export interface components {
          * @enum {string}
          */
         RuleAction: "allow" | "ask" | "deny";
+        /** @description A limit on a scope and how many of its permits are held now. */
+        ScopeLimit: {
+            /**
+             * Format: int64
+             * @description Permits held now by running work.
+             */
+            in_use: number;
+            /**
+             * Format: int32
+             * @description Calls in flight at once, if limited.
+             */
+            max_concurrent?: number | null;
+            /**
+             * Format: int64
+             * @description How long a call waits for room.
+             */
+            max_wait_ms: number;
+            /**
+             * Format: int64
+             * @description Requests per window, if limited.
+             */
+            requests_per_window?: number | null;
+            /** @description The scope: `organization`, `provider:<kind>`, `bot:<id>` or any name a caller takes. */
+            scope: string;
+            /**
+             * Format: int64
+             * @description Tokens per window, if limited.
+             */
+            tokens_per_window?: number | null;
+            /**
+             * Format: date-time
+             * @description When it was last set.
+             */
+            updated_at: string;
+            /**
+             * Format: int64
+             * @description The buckets' window in milliseconds.
+             */
+            window_ms: number;
+        };
+        /** @description One page of limits, by scope name. */
+        ScopeLimitPage: {
+            /** @description The limits on this page. */
+            items: components["schemas"]["ScopeLimit"][];
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
         /**
          * @description What happened to a sent input.
          * @enum {string}
@@ -1725,7 +1850,7 @@ export interface components {
             /** @description The execution of the Turn that takes this input. */
             execution_id: components["schemas"]["ExecutionId"];
         };
-        /** @description A started session. */
+        /** @description A started browser session. */
         Session: {
             /**
              * Format: date-time
@@ -4320,6 +4445,172 @@ export interface operations {
             path: {
                 /** @description The invitation */
                 id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_limits: {
+        parameters: {
+            query?: {
+                /** @description How many limits a page holds: 1-100, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScopeLimitPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_limit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The scope: letters, digits and `: . _ -` */
+                scope: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutScopeLimit"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScopeLimit"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_limit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The scope */
+                scope: string;
             };
             cookie?: never;
         };

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod files;
 pub mod http;
 pub mod identity;
+pub mod limits;
 pub mod models;
 pub mod node;
 pub mod outcomes;

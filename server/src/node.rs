@@ -99,6 +99,8 @@ pub struct Database {
     pub rules: Arc<dyn crate::approvals::RuleStore>,
     /// File descriptions (their bytes are in the object store).
     pub files: Arc<dyn crate::files::FileStore>,
+    /// Shared limits: permits and token buckets.
+    pub limits: Arc<dyn crate::limits::LimitStore>,
 }
 
 impl Database {
@@ -113,7 +115,8 @@ impl Database {
             + crate::budgets::BudgetStore
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
-            + crate::files::FileStore,
+            + crate::files::FileStore
+            + crate::limits::LimitStore,
     {
         Self {
             store: store.clone(),
@@ -124,6 +127,7 @@ impl Database {
             budgets: store.clone(),
             tools: store.clone(),
             rules: store.clone(),
+            limits: store.clone(),
             files: store,
         }
     }
@@ -223,7 +227,8 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_identity(Arc::clone(&database.identity))
             .with_budgets(Arc::clone(&database.budgets))
             .with_rules(Arc::clone(&database.rules))
-            .with_chats(Arc::clone(&database.chats));
+            .with_chats(Arc::clone(&database.chats))
+            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),

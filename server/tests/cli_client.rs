@@ -188,6 +188,45 @@ fn budgets_are_set_listed_and_removed_through_the_cli() {
 }
 
 #[test]
+fn limits_are_set_listed_and_removed_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let set: Value = serde_json::from_str(&cli.ok(&[
+        "limits",
+        "set",
+        "provider:openai",
+        "--concurrent",
+        "4",
+        "--requests",
+        "500",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(set["scope"], "provider:openai");
+    assert_eq!(set["max_concurrent"], 4);
+    assert_eq!(set["requests_per_window"], 500);
+    assert_eq!(set["window_ms"], 60_000);
+    cli.ok(&["limits", "set", "memory", "--tokens", "1000"]);
+    let listed = cli.ok(&["limits", "list"]);
+    assert_eq!(
+        listed.trim(),
+        "memory  1000 tokens per 60000 ms  wait at most 60000 ms\n\
+         provider:openai  0 of 4 permits in use  500 requests per 60000 ms  wait at most 60000 ms"
+    );
+    // Without --limit every page is listed; with it, only that page.
+    let all: Value = serde_json::from_str(&cli.ok(&["limits", "list", "--json"])).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    let first: Value =
+        serde_json::from_str(&cli.ok(&["limits", "list", "--limit", "1", "--json"])).unwrap();
+    assert_eq!(first.as_array().unwrap().len(), 1);
+    cli.ok(&["limits", "delete", "memory"]);
+    let unknown = cli.run(&["limits", "delete", "memory"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("not_found"));
+}
+
+#[test]
 fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     let served = Served::start();
     let cli = Cli::new();

@@ -56,6 +56,9 @@ http_tests!(
     a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
     a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
     a_budget_needs_an_admin_and_a_target_of_the_organization,
+    limits_are_set_listed_in_pages_and_deleted,
+    a_limit_needs_an_admin_and_valid_settings,
+    a_bot_turn_past_its_request_limit_waits_to_the_deadline_and_fails_with_timeout,
     a_fault_after_the_stream_started_ends_it_with_a_request_failed_event,
     organization_endpoints_never_read_or_command_service_work,
     a_registered_http_tool_is_called_once_and_a_later_change_never_changes_a_saved_call,
@@ -1513,6 +1516,176 @@ async fn a_budget_needs_an_admin_and_a_target_of_the_organization(server: Server
     );
     let removed = server.delete(&path, &server.owner).send().await.unwrap();
     assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+}
+
+fn put_limit(server: &Server, token: &str, scope: &str, body: Value) -> reqwest::RequestBuilder {
+    server
+        .http
+        .put(format!("{}/v1/limits/{scope}", server.base))
+        .bearer_auth(token)
+        .json(&body)
+}
+
+async fn limits_are_set_listed_in_pages_and_deleted(server: Server) {
+    for scope in ["provider:openai", "organization", "memory"] {
+        let set = put_limit(&server, &server.owner, scope, json!({"max_concurrent": 2}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(set.status(), StatusCode::OK);
+    }
+    let set: Value = put_limit(
+        &server,
+        &server.owner,
+        "organization",
+        json!({"requests_per_window": 60, "tokens_per_window": 10000, "max_wait_ms": 5000}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        set,
+        json!({"scope": "organization", "requests_per_window": 60, "tokens_per_window": 10000,
+            "window_ms": 60000, "max_wait_ms": 5000, "in_use": 0, "updated_at": set["updated_at"]}),
+        "a put replaces the whole limit"
+    );
+    let first: Value = server
+        .get("/v1/limits?limit=2", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let scopes: Vec<&str> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["scope"].as_str().unwrap())
+        .collect();
+    assert_eq!(scopes, ["memory", "organization"]);
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let rest: Value = server
+        .get(
+            &format!("/v1/limits?limit=2&cursor={cursor}"),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rest["items"][0]["scope"], "provider:openai");
+    assert_eq!(rest["items"][0]["max_concurrent"], 2);
+    assert!(rest.get("next_cursor").is_none(), "absent on the last page");
+    let removed = server
+        .delete("/v1/limits/memory", &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    let again = server
+        .delete("/v1/limits/memory", &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(again).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+async fn a_limit_needs_an_admin_and_valid_settings(server: Server) {
+    let member = server.other_member_token().await;
+    let denied = put_limit(
+        &server,
+        &member,
+        "organization",
+        json!({"max_concurrent": 1}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(
+        error_code(denied).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    for (scope, body) in [
+        ("organization", json!({})),
+        ("organization", json!({"max_concurrent": 0})),
+        (
+            "organization",
+            json!({"requests_per_window": 5, "window_ms": 10}),
+        ),
+        ("bad%20scope", json!({"max_concurrent": 1})),
+    ] {
+        let refused = put_limit(&server, &server.owner, scope, body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            error_code(refused).await,
+            (StatusCode::BAD_REQUEST, "invalid_input".into()),
+            "{scope} {body}"
+        );
+    }
+    let listed: Value = server
+        .get("/v1/limits", &member)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed, json!({"items": []}), "nothing was written");
+}
+
+async fn a_bot_turn_past_its_request_limit_waits_to_the_deadline_and_fails_with_timeout(
+    server: Server,
+) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let scope = format!("bot:{}", bot["id"].as_str().unwrap());
+    let set = put_limit(
+        &server,
+        &server.owner,
+        &scope,
+        json!({"requests_per_window": 1, "max_wait_ms": 200}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(set.status(), StatusCode::OK);
+    let chat = server.chat(&server.owner, &bot).await;
+    let mut last = Vec::new();
+    for text in ["one", "two"] {
+        let sent = receipt(server.send(&server.owner, &chat, text, None).await).await;
+        last = server
+            .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+            .await;
+        if text == "one" {
+            assert_eq!(outcome_of(&last), Some(TurnOutcome::Completed));
+        }
+    }
+    assert!(
+        matches!(
+            last.last().map(|e| &e.kind),
+            Some(EventKind::Failed {
+                category: ErrorCategory::Timeout,
+                ..
+            })
+        ),
+        "{last:#?}"
+    );
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "the second request was never sent"
+    );
 }
 
 async fn a_fault_after_the_stream_started_ends_it_with_a_request_failed_event(server: Server) {

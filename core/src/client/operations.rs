@@ -9,8 +9,8 @@ use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApprovalRequest, ApprovalRule, Budget, Chat,
     CreateApprovalRule, CreateInvitation, CreateOrganization, CreateToken, CreatedInvitation,
     CreatedOrganization, CreatedToken, DelegateTool, Health, HttpTool, Invitation, Member,
-    Organization, ProviderSettings, PutBudget, PutDelegateTool, PutHttpTool, PutProvider, Session,
-    StoredFile,
+    Organization, ProviderSettings, PutBudget, PutDelegateTool, PutHttpTool, PutProvider,
+    PutScopeLimit, ScopeLimit, ScopeLimitPage, Session, StoredFile,
 };
 
 use super::Client;
@@ -504,6 +504,39 @@ pub const OPERATIONS: &[Operation] = &[
         client_method: None,
     },
     Operation {
+        id: "list_limits",
+        method: "GET",
+        path: "/v1/limits",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "put_limit",
+        method: "PUT",
+        path: "/v1/limits/{scope}",
+        path_params: &["scope"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "delete_limit",
+        method: "DELETE",
+        path: "/v1/limits/{scope}",
+        path_params: &["scope"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+    },
+    Operation {
         id: "list_members",
         method: "GET",
         path: "/v1/members",
@@ -877,6 +910,45 @@ pub trait Operations: Client {
         const OP: &str = "revoke_invitation";
         let mut request = ApiRequest::default();
         request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// The organization's limits by scope name, each with the permits held now. Paged: ask again
+    /// with `next_cursor` until absent.
+    async fn list_limits(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ScopeLimitPage, Error> {
+        const OP: &str = "list_limits";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
+    /// `requests_per_window` and `tokens_per_window` per `window_ms`. Model requests take the
+    /// scopes `organization`, `provider:<kind>` and `bot:<id>`; other callers name their own. A
+    /// call waits for room up to `max_wait_ms`, then fails with category `timeout`. The buckets
+    /// start full.
+    async fn put_limit(
+        &self,
+        scope: &(dyn std::fmt::Display + Sync),
+        body: &PutScopeLimit,
+    ) -> Result<ScopeLimit, Error> {
+        const OP: &str = "put_limit";
+        let mut request = ApiRequest::default();
+        request.param("scope", scope.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes the limit of a scope: its calls are no longer limited.
+    async fn delete_limit(&self, scope: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
+        const OP: &str = "delete_limit";
+        let mut request = ApiRequest::default();
+        request.param("scope", scope.to_string());
         self.call(OP, request).await.map(|_| ())
     }
 

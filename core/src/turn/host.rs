@@ -29,6 +29,15 @@ pub enum HostError {
     /// outside send). The message says which, for the sealed failure record.
     #[error("access denied: {0}")]
     Denied(String),
+    /// A check before a send refused it for good (a shared limit stayed full past its
+    /// deadline): the work fails with this safe category; the cause is for its sealed record.
+    #[error("the send was refused: {cause}")]
+    Refused {
+        /// The failure's public category.
+        category: ErrorCategory,
+        /// The full cause.
+        cause: String,
+    },
     /// The Turn's end found input that arrived after its last input check (`take_steering`
     /// with `last`) and saved nothing: the loop replays the Turn from its saved calls, and
     /// that check takes the input. `run_turn` handles it; it never leaves the loop.

@@ -40,6 +40,8 @@ from .types import (
     ProviderSettings,
     Right,
     RuleAction,
+    ScopeLimit,
+    ScopeLimitPage,
     SendReceipt,
     Session,
     StoredFile,
@@ -97,6 +99,9 @@ OPERATIONS: dict[str, str] = {
     "create_invitation": "create_invitation",
     "accept_invitation": "accept_invitation",
     "revoke_invitation": "revoke_invitation",
+    "list_limits": "list_limits",
+    "put_limit": "put_limit",
+    "delete_limit": "delete_limit",
     "list_members": "list_members",
     "remove_member": "remove_member",
     "list_providers": "list_providers",
@@ -160,6 +165,10 @@ METHODS: dict[str, str] = {
     "create_invitation": "create_invitation",
     "accept_invitation": "accept_invitation",
     "revoke_invitation": "revoke_invitation",
+    "list_limits": "list_limits",
+    "list_limits_page": "list_limits",
+    "put_limit": "put_limit",
+    "delete_limit": "delete_limit",
     "list_members": "list_members",
     "remove_member": "remove_member",
     "list_providers": "list_providers",
@@ -473,6 +482,62 @@ class AsyncOperations(AsyncCaller):
         """A file's bytes, with its media type. ``GET /v1/files/{id}/content``."""
         answer = await self._call_op("file_content", {"id": _ref(id)})
         return FileContent.of(answer)
+
+    # -- limits
+
+    async def list_limits_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ScopeLimitPage:
+        """One page: The organization's limits by scope name, each with the permits held now.
+        Paged: ask again with `next_cursor` until absent. ``GET /v1/limits``. ``limit``: How
+        many limits a page holds: 1-100, default 50. ``cursor``: the ``next_cursor`` of the
+        page before.
+        """
+        answer = await self._call_op("list_limits", {"limit": limit, "cursor": cursor})
+        return ScopeLimitPage.from_dict(answer)
+
+    def list_limits(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ScopeLimit]:
+        """Every item, page by page, as an async iterator: The organization's limits by scope
+        name, each with the permits held now. Paged: ask again with `next_cursor` until
+        absent. ``GET /v1/limits``. ``limit``: How many limits a page holds: 1-100, default
+        50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ScopeLimit], str | None]:
+            found = await self.list_limits_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def put_limit(
+        self,
+        scope: str,
+        *,
+        max_concurrent: int | None = None,
+        max_wait_ms: int | None = None,
+        requests_per_window: int | None = None,
+        tokens_per_window: int | None = None,
+        window_ms: int | None = None,
+    ) -> ScopeLimit:
+        """Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
+        `requests_per_window` and `tokens_per_window` per `window_ms`. Model requests take
+        the scopes `organization`, `provider:<kind>` and `bot:<id>`; other callers name their
+        own. A call waits for room up to `max_wait_ms`, then fails with category `timeout`.
+        The buckets start full. ``PUT /v1/limits/{scope}``.
+        """
+        answer = await self._call_op("put_limit", {"scope": scope}, _body({"max_concurrent": max_concurrent, "max_wait_ms": max_wait_ms, "requests_per_window": requests_per_window, "tokens_per_window": tokens_per_window, "window_ms": window_ms}))
+        return ScopeLimit.from_dict(answer)
+
+    async def delete_limit(self, scope: str) -> None:
+        """Removes the limit of a scope: its calls are no longer limited. ``DELETE
+        /v1/limits/{scope}``.
+        """
+        await self._call_op("delete_limit", {"scope": scope})
 
     # -- models
 
@@ -1005,6 +1070,62 @@ class SyncOperations(SyncCaller):
         """A file's bytes, with its media type. ``GET /v1/files/{id}/content``."""
         answer = self._call_op("file_content", {"id": _ref(id)})
         return FileContent.of(answer)
+
+    # -- limits
+
+    def list_limits_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ScopeLimitPage:
+        """One page: The organization's limits by scope name, each with the permits held now.
+        Paged: ask again with `next_cursor` until absent. ``GET /v1/limits``. ``limit``: How
+        many limits a page holds: 1-100, default 50. ``cursor``: the ``next_cursor`` of the
+        page before.
+        """
+        answer = self._call_op("list_limits", {"limit": limit, "cursor": cursor})
+        return ScopeLimitPage.from_dict(answer)
+
+    def list_limits(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ScopeLimit]:
+        """Every item, page by page, as an iterator: The organization's limits by scope name,
+        each with the permits held now. Paged: ask again with `next_cursor` until absent.
+        ``GET /v1/limits``. ``limit``: How many limits a page holds: 1-100, default 50.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ScopeLimit], str | None]:
+            found = self.list_limits_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def put_limit(
+        self,
+        scope: str,
+        *,
+        max_concurrent: int | None = None,
+        max_wait_ms: int | None = None,
+        requests_per_window: int | None = None,
+        tokens_per_window: int | None = None,
+        window_ms: int | None = None,
+    ) -> ScopeLimit:
+        """Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
+        `requests_per_window` and `tokens_per_window` per `window_ms`. Model requests take
+        the scopes `organization`, `provider:<kind>` and `bot:<id>`; other callers name their
+        own. A call waits for room up to `max_wait_ms`, then fails with category `timeout`.
+        The buckets start full. ``PUT /v1/limits/{scope}``.
+        """
+        answer = self._call_op("put_limit", {"scope": scope}, _body({"max_concurrent": max_concurrent, "max_wait_ms": max_wait_ms, "requests_per_window": requests_per_window, "tokens_per_window": tokens_per_window, "window_ms": window_ms}))
+        return ScopeLimit.from_dict(answer)
+
+    def delete_limit(self, scope: str) -> None:
+        """Removes the limit of a scope: its calls are no longer limited. ``DELETE
+        /v1/limits/{scope}``.
+        """
+        self._call_op("delete_limit", {"scope": scope})
 
     # -- models
 

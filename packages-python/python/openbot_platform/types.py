@@ -94,9 +94,12 @@ __all__ = [
     "PutDelegateTool",
     "PutHttpTool",
     "PutProvider",
+    "PutScopeLimit",
     "Resource",
     "Right",
     "RuleAction",
+    "ScopeLimit",
+    "ScopeLimitPage",
     "SendDisposition",
     "SendInput",
     "SendReceipt",
@@ -1572,6 +1575,41 @@ class PutProvider:
         return _to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PutScopeLimit:
+    """A limit to set on a scope. Every field left out leaves that dimension open; at least one
+    of `max_concurrent`, `requests_per_window` and `tokens_per_window` is needed.
+    """
+    #: How many calls of the scope may be in flight at once, on every node together.
+    max_concurrent: int | None = None
+    #: How long a call waits for room before it fails with category `timeout`: 60000 unless given.
+    #: With several limits the shortest wait applies.
+    max_wait_ms: int | None = None
+    #: How many requests the scope may send per window.
+    requests_per_window: int | None = None
+    #: How many tokens (input and output, as the provider confirmed them) the scope's calls may use
+    #: per window. A call is admitted while the bucket is above zero; its usage is taken when it
+    #: ends.
+    tokens_per_window: int | None = None
+    #: The window of both buckets in milliseconds: 60000 (a minute) unless given.
+    window_ms: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PutScopeLimit:
+        """A PutScopeLimit from its JSON form."""
+        return cls(
+            max_concurrent=data.get("max_concurrent"),
+            max_wait_ms=data.get("max_wait_ms"),
+            requests_per_window=data.get("requests_per_window"),
+            tokens_per_window=data.get("tokens_per_window"),
+            window_ms=data.get("window_ms"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
 #: A kind of resource a right covers.
 Resource: TypeAlias = Union[
     Literal["bots"],
@@ -1607,6 +1645,66 @@ class Right:
 #: What a rule does with a matching tool call. When several rules match, the strictest wins: `deny`
 #: over `ask` over `allow`. A call no rule matches is allowed.
 RuleAction: TypeAlias = Union[Literal["allow"], Literal["ask"], Literal["deny"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopeLimit:
+    """A limit on a scope and how many of its permits are held now."""
+    #: Permits held now by running work.
+    in_use: int
+    #: How long a call waits for room.
+    max_wait_ms: int
+    #: The scope: `organization`, `provider:<kind>`, `bot:<id>` or any name a caller takes.
+    scope: str
+    #: When it was last set.
+    updated_at: datetime
+    #: The buckets' window in milliseconds.
+    window_ms: int
+    #: Calls in flight at once, if limited.
+    max_concurrent: int | None = None
+    #: Requests per window, if limited.
+    requests_per_window: int | None = None
+    #: Tokens per window, if limited.
+    tokens_per_window: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScopeLimit:
+        """A ScopeLimit from its JSON form."""
+        return cls(
+            in_use=data["in_use"],
+            max_wait_ms=data["max_wait_ms"],
+            scope=data["scope"],
+            updated_at=_time(data["updated_at"]),
+            window_ms=data["window_ms"],
+            max_concurrent=data.get("max_concurrent"),
+            requests_per_window=data.get("requests_per_window"),
+            tokens_per_window=data.get("tokens_per_window"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopeLimitPage:
+    """One page of limits, by scope name."""
+    #: The limits on this page.
+    items: list[ScopeLimit]
+    #: The cursor of the next page; absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScopeLimitPage:
+        """A ScopeLimitPage from its JSON form."""
+        return cls(
+            items=[ScopeLimit.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
 
 
 #: What happened to a sent input.
@@ -1661,7 +1759,7 @@ class SendReceipt:
 
 @dataclass(frozen=True, kw_only=True)
 class Session:
-    """A started session."""
+    """A started browser session."""
     #: When it ends.
     expires_at: datetime
 

@@ -40,6 +40,8 @@ enum Command {
     Bots(client::bots::BotsArgs),
     /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
     Budgets(client::budgets::BudgetsArgs),
+    /// Shared limits on a server: permits and requests or tokens per window, per scope.
+    Limits(client::limits::LimitsArgs),
     /// Chats on a server: send input and stream the reply.
     Chats(client::chats::ChatsArgs),
     /// The organization's HTTP and delegate tools on a server.
@@ -62,6 +64,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
+        Command::Limits(args) => client::limits::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
         Command::Organizations(args) => client::organizations::run(args).await,

@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 pub use observe::{FALLBACK_POLL, OBSERVE_PAGE};
 pub use outbox::{OutboxHandler, OutboxHandlers, SIGNAL, SignalMessage};
+pub(crate) use program::err_kind as store_error_kind;
 pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET};
 pub use retry::Backoff;
 pub use runner::{Runner, RunnerConfig};

@@ -12,6 +12,7 @@ mod executions;
 mod files;
 mod health;
 mod json;
+mod limits;
 mod members;
 mod models;
 mod organizations;
@@ -61,6 +62,8 @@ pub struct AppState {
     pub platform: crate::platform::Platform,
     /// The unknown-outcome use cases.
     pub outcomes: crate::outcomes::Outcomes,
+    /// Configuring shared limits.
+    pub limits: crate::limits::LimitsAdmin,
 }
 
 impl AppState {
@@ -88,6 +91,7 @@ impl AppState {
         Self {
             engine,
             outcomes,
+            limits: crate::limits::LimitsAdmin::new(Arc::clone(&database.limits)),
             files,
             approvals,
             identity: Arc::clone(&database.identity),
@@ -170,6 +174,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(models::put_provider, models::delete_provider))
         .routes(routes!(budgets::list_budgets))
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
+        .routes(routes!(limits::list_limits))
+        .routes(routes!(limits::put_limit, limits::delete_limit))
         .routes(routes!(tools::list_tools))
         .routes(routes!(tools::put_tool, tools::delete_tool))
         .routes(routes!(tools::list_delegates))

@@ -8,7 +8,7 @@ use openbot_core::model::Model;
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
 use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
 
-use super::host::{AccessGuard, DurableHost};
+use super::host::{AccessGuard, DurableHost, ModelPermits};
 use super::http_tool::HttpTool;
 use super::input::{SavedTool, ToolRoute, TurnInput};
 use crate::approvals::RuleStore;
@@ -32,6 +32,7 @@ pub struct TurnWorkflow {
     budgets: Option<Arc<dyn BudgetStore>>,
     rules: Option<Arc<dyn RuleStore>>,
     chats: Option<Arc<dyn crate::chats::ChatStore>>,
+    limits: Option<crate::limits::Limits>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -53,6 +54,7 @@ impl TurnWorkflow {
             budgets: None,
             rules: None,
             chats: None,
+            limits: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -76,6 +78,13 @@ impl TurnWorkflow {
     /// requests (for Turns with a saved identity and a Chat).
     pub fn with_budgets(mut self, budgets: Arc<dyn BudgetStore>) -> Self {
         self.budgets = Some(budgets);
+        self
+    }
+
+    /// Takes shared permits and rate limits before each model request of a Turn of an
+    /// organization (scopes: the organization, the provider kind, the Bot).
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = Some(limits);
         self
     }
 
@@ -232,6 +241,23 @@ impl Workflow for TurnWorkflow {
                     cause,
                 },
             )?;
+        let permits = match (&self.limits, input.organization_id) {
+            (Some(limits), Some(organization)) => {
+                let bot = input.identity.as_ref().map(|i| i.bot_id.as_uuid());
+                Some(
+                    ModelPermits::new(
+                        limits.clone(),
+                        organization,
+                        cx.execution.id,
+                        cx.generation,
+                        crate::limits::model_scopes(&input.model, bot),
+                        scope.clone(),
+                    )
+                    .await,
+                )
+            }
+            _ => None,
+        };
         let started_at = cx.execution.limit_start();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),
@@ -243,6 +269,7 @@ impl Workflow for TurnWorkflow {
             retry_safe,
         )
         .with_access(access)
+        .with_permits(permits)
         .with_admission(Some(Admission::new(
             Arc::clone(&cx.engine),
             &cx.execution,
@@ -278,6 +305,9 @@ impl Workflow for TurnWorkflow {
                 category: ErrorCategory::Access,
                 cause,
             }),
+            Err(HostError::Refused { category, cause }) => {
+                Err(PhaseError::Failed { category, cause })
+            }
             Err(HostError::Storage(cause)) => Err(PhaseError::Storage(
                 host.take_failure().unwrap_or(StoreError::Invalid(cause)),
             )),

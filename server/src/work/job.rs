@@ -193,6 +193,9 @@ impl ToolJobWorkflow {
                     cause,
                 });
             }
+            Err(HostError::Refused { category, cause }) => {
+                return Err(PhaseError::Failed { category, cause });
+            }
             // A tool job never ends a Turn: no input check, no input to arrive.
             Err(HostError::InputArrived) => {
                 return Err(PhaseError::Storage(StoreError::Invalid(

@@ -38,6 +38,31 @@ struct Shared {
     last_authorization: Option<String>,
     /// Every request body, in order.
     bodies: Vec<String>,
+    /// Requests whose answers are being sent now, and the most there ever were at once.
+    in_flight: u32,
+    peak_in_flight: u32,
+}
+
+/// One request in flight: counted from its arrival until its answer ended or was dropped.
+struct Flight(Arc<Mutex<Shared>>);
+
+impl Flight {
+    fn start(shared: &Arc<Mutex<Shared>>) -> Self {
+        let mut state = shared.lock().unwrap();
+        state.in_flight += 1;
+        state.peak_in_flight = state.peak_in_flight.max(state.in_flight);
+        Self(Arc::clone(shared))
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut state = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.in_flight = state.in_flight.saturating_sub(1);
+    }
 }
 
 /// The running fake provider.
@@ -89,6 +114,16 @@ impl FakeOpenAi {
         self.shared.lock().unwrap().requests.values().sum()
     }
 
+    /// The most requests that were ever answered at the same time.
+    pub fn peak_in_flight(&self) -> u32 {
+        self.shared.lock().unwrap().peak_in_flight
+    }
+
+    /// How many requests are being answered now.
+    pub fn in_flight(&self) -> u32 {
+        self.shared.lock().unwrap().in_flight
+    }
+
     /// Makes the answer at `position` wait before its first byte.
     pub fn delay(&self, position: usize, delay: Duration) {
         self.shared.lock().unwrap().delays.insert(position, delay);
@@ -130,6 +165,7 @@ async fn answer(
     headers: axum::http::HeaderMap,
     body: String,
 ) -> Response {
+    let flight = Flight::start(&shared);
     let request: Value = serde_json::from_str(&body).unwrap_or_default();
     let position = request["messages"]
         .as_array()
@@ -176,15 +212,20 @@ async fn answer(
     ));
     pieces.push("data: [DONE]\n\n".to_string());
     let stream = futures::stream::unfold(
-        (pieces.into_iter(), delay, true),
-        move |(mut rest, delay, first)| async move {
+        (pieces.into_iter(), delay, true, Some(flight)),
+        move |(mut rest, delay, first, mut flight)| async move {
             if first && let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
             } else if !first && !piece_delay.is_zero() {
                 tokio::time::sleep(piece_delay).await;
             }
             let piece = rest.next()?;
-            Some((Ok::<_, std::io::Error>(piece), (rest, delay, false)))
+            if rest.len() == 0 {
+                // The answer is over before its last piece leaves: a request that follows it
+                // is never counted as overlapping it.
+                flight = None;
+            }
+            Some((Ok::<_, std::io::Error>(piece), (rest, delay, false, flight)))
         },
     );
     Response::builder()

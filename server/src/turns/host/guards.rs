@@ -21,6 +21,14 @@ pub(crate) enum Refusal {
     Closed,
     /// The work lost the right to send this call; the Turn ends with the category `access`.
     Denied(String),
+    /// The send may not happen, for good: the work fails with this category (a shared
+    /// limit stayed full past its deadline).
+    Failed {
+        /// The failure's public category.
+        category: openbot_schema::ErrorCategory,
+        /// The full cause, for the sealed record.
+        cause: String,
+    },
     /// The guard could not read what it checks; the send waits for storage, never goes ahead
     /// on old facts.
     Storage(StoreError),
@@ -81,6 +89,9 @@ impl DurableHost {
                 Ok(()) => {}
                 Err(Refusal::Closed) => return Err(HostError::Closed),
                 Err(Refusal::Denied(why)) => return Err(HostError::Denied(why)),
+                Err(Refusal::Failed { category, cause }) => {
+                    return Err(HostError::Refused { category, cause });
+                }
                 Err(Refusal::Storage(err)) => return Err(self.fail(err)),
             }
         }

@@ -4,6 +4,7 @@
 //! - `call_log`: this owner's copy of the call log and the saved results read through it;
 //! - `guards`: the chain of checks before an outside send (the phase's gate, current rights),
 //!   and the budget check before a model request;
+//! - `permits`: shared permits and rate limits taken before each model request;
 //! - `text`: text deltas committed in batches, and the barrier before every other write;
 //! - `results`: a result saved with the child work admitted for its call, held while its save
 //!   retries, kept as a late result after a takeover;
@@ -16,6 +17,7 @@ mod children;
 mod delivery;
 mod end;
 mod guards;
+mod permits;
 mod results;
 mod text;
 
@@ -41,6 +43,8 @@ use crate::work::{Admission, Admitted};
 use call_log::CallMap;
 pub(crate) use guards::AccessGuard;
 use guards::{CurrentRights, OpenGate, SendGuard};
+pub(crate) use permits::ModelPermits;
+use permits::{PermitCheck, model_tokens};
 use text::{TextMessage, TextState, flush_text};
 
 /// The host of one Turn execution for one owner (generation).
@@ -62,6 +66,8 @@ pub struct DurableHost {
     /// The budgets the Turn spends: the store, its tree's Chat, that Chat's Bot, the
     /// organization.
     budgets: Option<(Arc<dyn BudgetStore>, ChatId, BotId, Uuid)>,
+    /// The shared permits its model requests take, if limits apply to it (see `permits`).
+    permits: Option<Arc<ModelPermits>>,
     /// The signals that delivered each waiting call's result; handled when the result is saved.
     delivered: Mutex<HashMap<CallKey, Vec<i64>>>,
     /// The last storage error, kept typed for the engine's retry rule.
@@ -114,6 +120,7 @@ impl DurableHost {
             text_state,
             calls: Mutex::new(None),
             budgets: None,
+            permits: None,
             delivered: Mutex::new(HashMap::new()),
             failure,
             admission: None,
@@ -158,6 +165,19 @@ impl DurableHost {
                 identity: access.identity,
                 store: access.store,
             }));
+        }
+        self
+    }
+
+    /// Takes room in shared limits before each model request: right after the phase's gate,
+    /// so the checks after it (current rights) read their facts after the wait, just before
+    /// the send.
+    pub(crate) fn with_permits(mut self, permits: Option<Arc<ModelPermits>>) -> Self {
+        if let Some(permits) = permits {
+            let at = self.guards.len().min(1);
+            self.guards
+                .insert(at, Box::new(PermitCheck(Arc::clone(&permits))));
+            self.permits = Some(permits);
         }
         self
     }
@@ -321,7 +341,10 @@ impl Host for DurableHost {
         result: CallResult,
         events: Vec<EventKind>,
     ) -> Result<(), HostError> {
-        self.save_result(key, result, events, Vec::new()).await
+        let used = model_tokens(&result);
+        let saved = self.save_result(key, result, events, Vec::new()).await;
+        self.release_model_permit(key, used).await;
+        saved
     }
 
     async fn record_answer(
@@ -331,7 +354,10 @@ impl Host for DurableHost {
         events: Vec<EventKind>,
         intents: Vec<CallKey>,
     ) -> Result<(), HostError> {
-        self.save_result(key, result, events, intents).await
+        let used = model_tokens(&result);
+        let saved = self.save_result(key, result, events, intents).await;
+        self.release_model_permit(key, used).await;
+        saved
     }
 
     async fn publish(&self, event: EventKind) -> Result<(), HostError> {
