@@ -19,6 +19,7 @@ mod message;
 mod models;
 mod organization;
 mod outcome;
+mod page;
 mod tool;
 mod tool_registry;
 mod usage;
@@ -43,7 +44,13 @@ pub use organization::{
     CreatedOrganization, Invitation, Member, MemberRole, Organization,
 };
 pub use outcome::{
-    DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome, UnknownOutcomePage,
+    DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome,
+};
+pub use page::{
+    ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
+    ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
+    MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
+    StoredFilePage, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

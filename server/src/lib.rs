@@ -12,6 +12,7 @@ pub mod identity;
 pub mod models;
 pub mod node;
 pub mod outcomes;
+pub mod paging;
 pub mod platform;
 pub mod sealed;
 pub mod store;
