@@ -99,7 +99,7 @@ export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
 
 /** Options of `listUnknownOutcomes`. */
 export interface ListUnknownOutcomesOptions {
-  /** How many a page holds: 1-100, the server's default 50. */
+  /** How many a page holds: 1-200, the server's default 50. */
   limit?: number;
   /** Start after this cursor: the `next_cursor` of the page before. */
   cursor?: string;

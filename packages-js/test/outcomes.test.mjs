@@ -24,8 +24,8 @@ async function withClient(mode, body) {
 describe('unknown outcomes (memory)', () => {
   test('nothing waits for a decision in memory', () =>
     withClient(memory, async (client) => {
-      assert.deepEqual(await client.listUnknownOutcomes(), { outcomes: [] });
-      assert.deepEqual(await client.listUnknownOutcomes({ limit: 10 }), { outcomes: [] });
+      assert.deepEqual(await client.listUnknownOutcomes(), { items: [] });
+      assert.deepEqual(await client.listUnknownOutcomes({ limit: 10 }), { items: [] });
     }));
 
   test('deciding in memory fails with InvalidInputError', () =>
@@ -109,10 +109,10 @@ describe('unknown outcomes (remote)', () => {
       try {
         const page = await eventually('an unknown outcome', async () => {
           const listed = await again.listUnknownOutcomes({ limit: 10 });
-          return listed.outcomes.length > 0 ? listed : undefined;
+          return listed.items.length > 0 ? listed : undefined;
         });
         assert.equal(page.next_cursor, undefined);
-        const [waiting] = page.outcomes;
+        const [waiting] = page.items;
         assert.equal(waiting.execution_id, turn.id);
         assert.equal(waiting.call, '1/tool:0/1');
         assert.equal(waiting.tool_call.name, 'pay');

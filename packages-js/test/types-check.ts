@@ -66,7 +66,7 @@ export async function typed(): Promise<ExecutionInfo> {
   // @ts-expect-error: the decision is an object
   await client.decideApproval('019ad1c8-0000-7000-8000-000000000000', 'approve');
   const page: UnknownOutcomePage = await client.listUnknownOutcomes({ limit: 10 });
-  for (const waiting of page.outcomes) {
+  for (const waiting of page.items) {
     const tool: string = waiting.tool_call.name;
     const decided: OutcomeDecisionRecord = await client.decideOutcome(waiting.execution_id, {
       call: waiting.call,

@@ -31,8 +31,8 @@ SOME_ID = "019ad1c8-0000-7000-8000-000000000000"
 def test_in_memory_nothing_waits_for_a_decision(memory: Target) -> None:
     with connect_sync(memory) as client:
         page = client.list_unknown_outcomes()
-        assert page.outcomes == [] and page.next_cursor is None
-        assert client.list_unknown_outcomes(limit=10).outcomes == []
+        assert page.items == [] and page.next_cursor is None
+        assert client.list_unknown_outcomes(limit=10).items == []
 
 
 def test_in_memory_deciding_raises_invalid_input(memory: Target) -> None:
@@ -46,7 +46,7 @@ def test_in_memory_deciding_raises_invalid_input(memory: Target) -> None:
 def test_the_async_client_lists_and_decides_outcomes_like_the_blocking_one(memory: Target) -> None:
     async def body() -> None:
         async with await connect_async(memory) as client:
-            assert (await client.list_unknown_outcomes(limit=5)).outcomes == []
+            assert (await client.list_unknown_outcomes(limit=5)).items == []
             with pytest.raises(openbot.InvalidInputError):
                 await client.decide_outcome(SOME_ID, "1/tool:0/1", "applied", result="paid")
 
@@ -196,12 +196,12 @@ def test_a_lost_write_is_listed_after_a_restart_and_an_applied_decision_never_se
         async with await openbot.connect(node.url, token=node.token) as client:
             page = await client.list_unknown_outcomes(limit=10)
             for _ in range(300):
-                if page.outcomes:
+                if page.items:
                     break
                 await asyncio.sleep(0.1)
                 page = await client.list_unknown_outcomes(limit=10)
             assert page.next_cursor is None
-            [waiting] = page.outcomes
+            [waiting] = page.items
             assert waiting.execution_id == receipt.execution_id and waiting.call == "1/tool:0/1"
             assert (waiting.tool_call.name, waiting.tool_call.arguments) == ("pay", {"amount": 5})
             assert waiting.idempotency_key == endpoint.keys[0]

@@ -468,14 +468,14 @@ async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_
 
     let mut page = remote.list_unknown_outcomes(Some(10), None).await.unwrap();
     for _ in 0..300 {
-        if !page.outcomes.is_empty() {
+        if !page.items.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         page = remote.list_unknown_outcomes(Some(10), None).await.unwrap();
     }
-    assert_eq!(page.outcomes.len(), 1, "{page:?}");
-    let waiting = &page.outcomes[0];
+    assert_eq!(page.items.len(), 1, "{page:?}");
+    let waiting = &page.items[0];
     assert_eq!(waiting.execution_id, receipt.execution_id);
     assert_eq!(waiting.tool_call.name, "pay");
     assert_eq!(waiting.tool_call.arguments, json!({"amount": 5}));
@@ -521,7 +521,7 @@ async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_
         .await
         .unwrap();
     let none = memory.list_unknown_outcomes(None, None).await.unwrap();
-    assert!(none.outcomes.is_empty() && none.next_cursor.is_none());
+    assert!(none.items.is_empty() && none.next_cursor.is_none());
     let refused = memory
         .decide_outcome(
             receipt.execution_id,

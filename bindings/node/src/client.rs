@@ -518,8 +518,8 @@ impl NativeClient {
     }
 
     /// The caller's executions that wait in `outcome_unknown` for a decision, oldest first:
-    /// an `UnknownOutcomePage` (`{ outcomes, next_cursor? }`) of up to `limit` (the server's
-    /// default 50, at most 100) after `cursor`. In memory no call's answer is lost, so the page
+    /// an `UnknownOutcomePage` (`{ items, next_cursor? }`) of up to `limit` (the server's
+    /// default 50, at most 200) after `cursor`. In memory no call's answer is lost, so the page
     /// is empty. A `limit` that is not a whole number from 1 is `invalid_input`.
     #[napi(ts_return_type = "any | Promise<any>")]
     pub fn list_unknown_outcomes<'env>(

@@ -514,7 +514,7 @@ class AsyncClient:
         self, limit: int | None = None, cursor: str | None = None
     ) -> UnknownOutcomePage:
         """Your executions that wait in ``outcome_unknown`` for a decision (a write without a
-        safe retry rule lost its answer), oldest first: a page of up to ``limit`` (1-100, the
+        safe retry rule lost its answer), oldest first: a page of up to ``limit`` (1-200, the
         server's default 50) after ``cursor`` (the ``next_cursor`` of the page before), each
         with its call's key, tool and the arguments it was sent with. Only a server loses a
         call's answer: in memory the page is empty."""

@@ -427,13 +427,13 @@ class UnknownOutcomePage:
     """One page of unknown outcomes, oldest first; ``next_cursor`` (``None`` on the last page)
     starts the next one."""
 
-    outcomes: list[UnknownOutcome]
+    items: list[UnknownOutcome]
     next_cursor: str | None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> UnknownOutcomePage:
         return cls(
-            outcomes=[UnknownOutcome.from_dict(o) for o in data.get("outcomes", [])],
+            items=[UnknownOutcome.from_dict(o) for o in data.get("items", [])],
             next_cursor=data.get("next_cursor"),
         )
 

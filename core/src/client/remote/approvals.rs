@@ -5,6 +5,7 @@
 use openbot_schema::{
     ApprovalRequest, ApprovalRule, CreateApprovalRule, DelegateTool, PutDelegateTool,
 };
+use openbot_schema::{ApprovalRulePage, DelegateToolPage};
 use reqwest::Method;
 use uuid::Uuid;
 
@@ -21,7 +22,7 @@ impl RemoteClient {
 
     /// The organization's approval rules, oldest first.
     pub async fn list_rules(&self) -> Result<Vec<ApprovalRule>, Error> {
-        self.get("/v1/approval-rules").await
+        self.all::<ApprovalRulePage>("/v1/approval-rules").await
     }
 
     /// Adds an approval rule (for the organization or a Bot: owners and admins; for oneself:
@@ -44,7 +45,7 @@ impl RemoteClient {
 
     /// The organization's delegate tools.
     pub async fn list_delegates(&self) -> Result<Vec<DelegateTool>, Error> {
-        self.get("/v1/delegates").await
+        self.all::<DelegateToolPage>("/v1/delegates").await
     }
 
     /// Registers a delegate tool under `name`: Bot tools of that name hand their task to the

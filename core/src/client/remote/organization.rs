@@ -8,6 +8,7 @@ use openbot_schema::{
     HttpTool, Invitation, Member, Organization, ProviderSettings, PutBudget, PutHttpTool,
     PutProvider, TokenId,
 };
+use openbot_schema::{ApiTokenPage, BudgetPage, ChatPage, HttpToolPage, InvitationPage, MemberPage, OrganizationPage, ProviderSettingsPage};
 use reqwest::Method;
 use uuid::Uuid;
 
@@ -26,7 +27,7 @@ impl RemoteClient {
 
     /// The caller's Chats, oldest first.
     pub async fn list_chats(&self) -> Result<Vec<Chat>, Error> {
-        self.get("/v1/chats").await
+        self.all::<ChatPage>("/v1/chats").await
     }
 
     /// Creates an API token with at most the caller's rights; its secret is shown only here.
@@ -43,7 +44,7 @@ impl RemoteClient {
 
     /// The caller's API tokens (never their secrets).
     pub async fn list_tokens(&self) -> Result<Vec<ApiToken>, Error> {
-        self.get("/v1/tokens").await
+        self.all::<ApiTokenPage>("/v1/tokens").await
     }
 
     /// Revokes an API token at once.
@@ -53,7 +54,7 @@ impl RemoteClient {
 
     /// The organizations the caller's account belongs to.
     pub async fn list_organizations(&self) -> Result<Vec<Organization>, Error> {
-        self.get("/v1/organizations").await
+        self.all::<OrganizationPage>("/v1/organizations").await
     }
 
     /// Creates an organization owned by the caller's account (owners and admins may); the
@@ -74,7 +75,7 @@ impl RemoteClient {
 
     /// The organization's members.
     pub async fn list_members(&self) -> Result<Vec<Member>, Error> {
-        self.get("/v1/members").await
+        self.all::<MemberPage>("/v1/members").await
     }
 
     /// Removes a member; their tokens and sessions stop working at once.
@@ -99,7 +100,7 @@ impl RemoteClient {
 
     /// The open invitations.
     pub async fn list_invitations(&self) -> Result<Vec<Invitation>, Error> {
-        self.get("/v1/invitations").await
+        self.all::<InvitationPage>("/v1/invitations").await
     }
 
     /// Revokes an invitation.
@@ -124,7 +125,7 @@ impl RemoteClient {
 
     /// The organization's model provider settings (never the keys).
     pub async fn list_providers(&self) -> Result<Vec<ProviderSettings>, Error> {
-        self.get("/v1/models/providers").await
+        self.all::<ProviderSettingsPage>("/v1/models/providers").await
     }
 
     /// Sets a provider's key (stored sealed) and base URL; `kind` is `openai`, `anthropic`
@@ -151,7 +152,7 @@ impl RemoteClient {
 
     /// The organization's budgets with what each scope spent.
     pub async fn list_budgets(&self) -> Result<Vec<Budget>, Error> {
-        self.get("/v1/budgets").await
+        self.all::<BudgetPage>("/v1/budgets").await
     }
 
     /// Caps what all Turns of the organization (`target`: its ID), a Bot or a Chat may cost
@@ -180,7 +181,7 @@ impl RemoteClient {
 
     /// The organization's HTTP tools.
     pub async fn list_tools(&self) -> Result<Vec<HttpTool>, Error> {
-        self.get("/v1/tools").await
+        self.all::<HttpToolPage>("/v1/tools").await
     }
 
     /// Registers an HTTP tool under `name`: Bot tools of that name call its endpoint in Turns

@@ -3,10 +3,11 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use openbot_schema::{Budget, BudgetScope};
+use openbot_schema::{Budget, BudgetPage, BudgetScope};
 use uuid::Uuid;
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot budgets`.
 #[derive(Debug, Args)]
@@ -48,7 +49,10 @@ enum BudgetsCommand {
         usd: f64,
     },
     /// Lists the budgets and what each scope spent.
-    List,
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Removes a budget.
     Delete {
         /// organization, bot or chat.
@@ -79,11 +83,8 @@ pub async fn run(args: BudgetsArgs) -> anyhow::Result<ExitCode> {
             let budget = client.put_budget(scope.into(), target, micros).await?;
             output.print(&budget, line)?;
         }
-        BudgetsCommand::List => {
-            let budgets = client.list_budgets().await?;
-            output.print(&budgets, |budgets| {
-                budgets.iter().map(line).collect::<Vec<_>>().join("\n")
-            })?;
+        BudgetsCommand::List { page } => {
+            list::<BudgetPage>(&client, "/v1/budgets", &page, output, line, "no budgets").await?;
         }
         BudgetsCommand::Delete { scope, target } => {
             client.delete_budget(scope.into(), target).await?;

@@ -9,6 +9,7 @@ pub mod executions;
 pub mod login;
 pub mod organizations;
 mod output;
+pub mod paging;
 mod profile;
 pub mod tools;
 
