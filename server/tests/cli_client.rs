@@ -91,7 +91,7 @@ fn login_checks_the_token_and_later_commands_use_it() {
 
     cli.login(&served);
     let listed: Value = serde_json::from_str(&cli.ok(&["bots", "list", "--json"])).unwrap();
-    assert_eq!(listed, serde_json::json!([]));
+    assert_eq!(listed, serde_json::json!({"items": []}));
 }
 
 #[test]
@@ -211,7 +211,10 @@ fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     let bad = cli.run(&["tools", "put", "bad name", "--url", "http://127.0.0.1:9/"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_input"));
     cli.ok(&["tools", "delete", "lookup"]);
-    assert_eq!(cli.ok(&["tools", "list", "--json"]).trim(), "[]");
+    assert_eq!(
+        cli.ok(&["tools", "list", "--json"]).trim(),
+        r#"{"items":[]}"#
+    );
 }
 
 /// A local endpoint standing for a tool: answers `paid` to each request and counts them.
@@ -255,6 +258,7 @@ fn a_call_waiting_for_approval_is_listed_approved_and_runs_once_through_the_cli(
     );
 
     let pending: Value = serde_json::from_str(&cli.ok(&["approvals", "list", "--json"])).unwrap();
+    let pending = &pending["items"];
     let request = pending[0]["id"].as_str().unwrap().to_string();
     assert_eq!(pending[0]["call"]["name"], "pay");
     let approved = cli.ok(&["approvals", "approve", &request, "--reason", "fine"]);
@@ -310,7 +314,7 @@ fn unknown_page(cli: &Cli) -> Value {
     loop {
         let page: Value =
             serde_json::from_str(&cli.ok(&["executions", "unknown", "--json"])).unwrap();
-        if !page["outcomes"].as_array().unwrap().is_empty() {
+        if !page["items"].as_array().unwrap().is_empty() {
             return page;
         }
         assert!(
@@ -357,8 +361,8 @@ fn an_unknown_outcome_is_listed_and_sent_again_on_a_not_applied_decision_through
     served.restart();
 
     let page = unknown_page(&cli);
-    assert_eq!(page["outcomes"][0]["execution_id"], id.as_str());
-    assert_eq!(page["outcomes"][0]["call"], "1/tool:0/1");
+    assert_eq!(page["items"][0]["execution_id"], id.as_str());
+    assert_eq!(page["items"][0]["call"], "1/tool:0/1");
     let text = cli.ok(&["executions", "unknown"]);
     assert!(
         text.contains(&format!("{id}  1/tool:0/1  pay({{\"amount\":5}})")),

@@ -163,7 +163,7 @@ impl Server {
                 .await
                 .unwrap(),
         )
-        .await
+        .await["items"]
         .as_array()
         .unwrap()
         .clone()
@@ -829,7 +829,7 @@ async fn a_chat_budget_stops_a_grandchild(server: Server) {
     )
     .await;
     assert_eq!(
-        budgets[0]["spent_micros"], 600,
+        budgets["items"][0]["spent_micros"], 600,
         "the Chat's spending includes the grandchild's"
     );
 }

@@ -168,6 +168,14 @@ macro_rules! http_tests {
     };
 }
 impl Server {
+    /// The items of the first page of the list at `path` (which must answer 200).
+    pub async fn items(&self, path: &str, token: &str) -> Vec<Value> {
+        let response = self.get(path, token).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let page: Value = response.json().await.unwrap();
+        page["items"].as_array().cloned().unwrap_or_else(|| panic!("{path}: {page}"))
+    }
+
     pub fn get(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
         self.http
             .get(format!("{}{path}", self.base))
@@ -378,14 +386,9 @@ impl Server {
     }
 
     pub async fn history(&self, token: &str, chat: &str) -> Vec<String> {
-        let entries: Vec<Value> = self
-            .get(&format!("/v1/chats/{chat}/messages"), token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let entries = self
+            .items(&format!("/v1/chats/{chat}/messages?limit=200"), token)
+            .await;
         entries
             .iter()
             .map(|e| {
