@@ -29,10 +29,11 @@ pub const MAX_PAGE_LIMIT: u32 = 200;
 pub struct PageQuery {
     /// How many items the page holds: 1-200, default 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(minimum = 1, maximum = 200)]
+    #[param(minimum = 1, maximum = 200, nullable = false)]
     pub limit: Option<u32>,
     /// Where the page starts: the `next_cursor` of the page before (opaque).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(nullable = false)]
     pub cursor: Option<String>,
 }
 
@@ -77,7 +78,7 @@ fn encode_query_value(text: &str) -> String {
 pub struct ChatFilter {
     /// Only the Chats with this Bot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(value_type = Option<uuid::Uuid>)]
+    #[param(value_type = Option<uuid::Uuid>, nullable = false)]
     pub bot: Option<BotId>,
 }
 
@@ -109,6 +110,7 @@ macro_rules! page {
             pub items: Vec<$item>,
             /// The cursor of the next page (pass it as `cursor`); absent on the last page.
             #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schema(nullable = false)]
             pub next_cursor: Option<String>,
         }
 

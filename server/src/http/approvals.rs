@@ -40,8 +40,10 @@ fn parse_id(id: &str, what: &str) -> Result<Uuid, ApiError> {
 
 /// Which requests to list, beside the page.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only requests in this state, e.g. `pending`.
+    #[param(required = false, nullable = false)]
     state: Option<ApprovalState>,
 }
 
