@@ -43,9 +43,7 @@ pub use organization::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreateOrganization, CreatedInvitation,
     CreatedOrganization, Invitation, Member, MemberRole, Organization,
 };
-pub use outcome::{
-    DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome,
-};
+pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
 pub use page::{
     ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,

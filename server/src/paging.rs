@@ -56,7 +56,11 @@ impl<K: Serialize + DeserializeOwned> Paging<K> {
 
     /// Cuts `rows` (read with [`Paging::fetch`]) to the page and names the next page's cursor
     /// by the position of its last row, when more rows follow.
-    pub fn finish<R>(&self, mut rows: Vec<R>, position: impl Fn(&R) -> K) -> (Vec<R>, Option<String>) {
+    pub fn finish<R>(
+        &self,
+        mut rows: Vec<R>,
+        position: impl Fn(&R) -> K,
+    ) -> (Vec<R>, Option<String>) {
         let more = rows.len() > self.limit as usize;
         rows.truncate(self.limit as usize);
         let next = if more {

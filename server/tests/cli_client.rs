@@ -107,6 +107,48 @@ fn chats_send_streams_the_reply_and_exits_zero() {
 }
 
 #[test]
+fn a_list_prints_one_page_and_its_next_cursor_and_all_follows_the_cursors() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let bots: Vec<String> = (0..3)
+        .map(|n| {
+            let name = format!("Bot{n}");
+            cli.ok(&["bots", "create", "--name", &name, "--model", &cli.model()])
+                .trim()
+                .to_string()
+        })
+        .collect();
+    let first = cli.ok(&["bots", "list", "--limit", "2"]);
+    let lines: Vec<&str> = first.lines().collect();
+    assert_eq!(lines.len(), 3, "two Bots and the next cursor: {first}");
+    assert!(lines[0].starts_with(&bots[0]) && lines[1].starts_with(&bots[1]));
+    let cursor = lines[2].strip_prefix("next: ").expect("a next line");
+    let rest = cli.ok(&["bots", "list", "--limit", "2", "--cursor", cursor]);
+    assert!(
+        rest.starts_with(&bots[2]) && rest.lines().count() == 1,
+        "{rest}"
+    );
+    let page: Value =
+        serde_json::from_str(&cli.ok(&["bots", "list", "--limit", "1", "--json"])).unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(page["next_cursor"].is_string(), "{page}");
+    let all: Value =
+        serde_json::from_str(&cli.ok(&["bots", "list", "--limit", "1", "--all", "--json"]))
+            .unwrap();
+    let ids: Vec<&str> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, bots, "every Bot once, oldest first");
+    assert!(all.get("next_cursor").is_none(), "{all}");
+    let bad = cli.run(&["bots", "list", "--limit", "0"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_input"));
+}
+
+#[test]
 fn json_output_prints_one_event_per_line_in_order() {
     let served = Served::start();
     let cli = Cli::new();
@@ -305,7 +347,10 @@ fn delegate_tools_are_registered_listed_and_removed_through_the_cli() {
         format!("helper  -> bot {}", chat_bot.trim())
     );
     cli.ok(&["tools", "delete-delegate", "helper"]);
-    assert_eq!(cli.ok(&["tools", "delegates", "--json"]).trim(), "[]");
+    assert_eq!(
+        cli.ok(&["tools", "delegates", "--json"]).trim(),
+        r#"{"items":[]}"#
+    );
 }
 
 /// Waits (up to 30 s) until `executions unknown --json` lists something; returns the page.

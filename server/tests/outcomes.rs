@@ -584,11 +584,7 @@ async fn a_failed_audit_write_rolls_the_decision_back(server: Server) {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        page["items"].as_array().unwrap().len(),
-        1,
-        "it still waits"
-    );
+    assert_eq!(page["items"].as_array().unwrap().len(), 1, "it still waits");
 
     audit_failing(&server, false).await;
     let decided = server
@@ -622,11 +618,7 @@ async fn a_bot_limited_token_neither_lists_nor_decides_another_bots_unknown_outc
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        page["items"],
-        json!([]),
-        "another Bot's work is not listed"
-    );
+    assert_eq!(page["items"], json!([]), "another Bot's work is not listed");
     let decided = server
         .decide_outcome(
             &limited,

@@ -74,51 +74,13 @@ fn with_query(path: &str, query: &str) -> String {
     format!("{path}{joiner}{query}")
 }
 
-/// Walks the list at `path` in pages of `limit`, following `next_cursor` until it is absent,
-/// and returns every item in the order the pages gave them. Each page holds `limit` items
-/// but the last, which may hold fewer.
-async fn walk(server: &Server, token: &str, path: &str, limit: u32) -> Vec<Value> {
-    walk_from(server, token, path, limit, None).await
-}
-
-/// [`walk`] from the page at `cursor`.
-async fn walk_from(
-    server: &Server,
-    token: &str,
-    path: &str,
-    limit: u32,
-    mut cursor: Option<String>,
-) -> Vec<Value> {
-    let mut items = Vec::new();
-    for _ in 0..1000 {
-        let mut query = format!("limit={limit}");
-        if let Some(cursor) = &cursor {
-            query.push_str(&format!("&cursor={cursor}"));
-        }
-        let response = server.get(&with_query(path, &query), token).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}?{query}");
-        let page: Value = response.json().await.unwrap();
-        let got = page["items"].as_array().unwrap();
-        assert!(got.len() <= limit as usize, "{path}: {page}");
-        items.extend(got.iter().cloned());
-        match page.get("next_cursor") {
-            Some(next) => {
-                assert_eq!(got.len(), limit as usize, "only the last page is short");
-                cursor = Some(next.as_str().unwrap().to_string());
-            }
-            None => return items,
-        }
-    }
-    panic!("{path}: the walk never ended");
-}
-
 /// Walks `path` with pages of 1, 2 and 200 (one page) items and checks that each walk gives
 /// the same items, each once; returns them.
 async fn walked(server: &Server, token: &str, path: &str) -> Vec<Value> {
-    let whole = walk(server, token, path, 200).await;
+    let whole = server.walk(token, path, 200).await;
     for limit in [1, 2] {
         assert_eq!(
-            walk(server, token, path, limit).await,
+            server.walk(token, path, limit).await,
             whole,
             "{path} with pages of {limit}"
         );
@@ -200,7 +162,11 @@ async fn chats_of_one_bot_walk_once_in_order(server: Server) {
     }
     let path = format!("/v1/chats?bot={}", two[0]["id"].as_str().unwrap());
     let listed = walked(&server, &server.owner, &path).await;
-    assert_eq!(field(&listed, "id"), of_first, "only that Bot's, oldest first");
+    assert_eq!(
+        field(&listed, "id"),
+        of_first,
+        "only that Bot's, oldest first"
+    );
     assert_eq!(walked(&server, &server.owner, "/v1/chats").await.len(), 6);
 }
 
@@ -220,12 +186,26 @@ async fn history_walks_once_in_order_also_inside_a_turn(server: Server) {
             .await;
     }
     // Pages of 1 end inside a Turn's messages: the cursor names the place inside it.
-    let listed = walked(&server, &server.owner, &format!("/v1/chats/{chat}/messages")).await;
+    let listed = walked(
+        &server,
+        &server.owner,
+        &format!("/v1/chats/{chat}/messages"),
+    )
+    .await;
     let texts: Vec<String> = listed
         .iter()
-        .map(|e| e["message"]["content"][0]["text"].as_str().unwrap().to_string())
+        .map(|e| {
+            e["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(texts, ["a", "one", "b", "two", "c", "three"], "oldest first");
+    assert_eq!(
+        texts,
+        ["a", "one", "b", "two", "c", "three"],
+        "oldest first"
+    );
 }
 
 async fn approval_rules_walk_once_in_order(server: Server) {
@@ -260,11 +240,15 @@ async fn budgets_walk_once_in_order(server: Server) {
     }
     for (scope, target) in &made {
         ok_json(
-            put(&server, &format!("/v1/budgets/{scope}/{target}"), &server.owner)
-                .json(&json!({"max_cost_micros": 1000}))
-                .send()
-                .await
-                .unwrap(),
+            put(
+                &server,
+                &format!("/v1/budgets/{scope}/{target}"),
+                &server.owner,
+            )
+            .json(&json!({"max_cost_micros": 1000}))
+            .send()
+            .await
+            .unwrap(),
         )
         .await;
     }
@@ -366,17 +350,25 @@ async fn members_walk_once_in_order(server: Server) {
     }
     let listed = walked(&server, &server.owner, "/v1/members").await;
     assert!(oldest_first(&listed, "created_at"), "oldest first");
-    assert_eq!(field(&listed, "id"), made, "oldest first, every member once");
+    assert_eq!(
+        field(&listed, "id"),
+        made,
+        "oldest first, every member once"
+    );
 }
 
 async fn providers_walk_once_in_order(server: Server) {
     for kind in ["openai", "compatible", "anthropic"] {
         ok_json(
-            put(&server, &format!("/v1/models/providers/{kind}"), &server.owner)
-                .json(&json!({"api_key": "sk-test", "base_url": "http://127.0.0.1:9/v1"}))
-                .send()
-                .await
-                .unwrap(),
+            put(
+                &server,
+                &format!("/v1/models/providers/{kind}"),
+                &server.owner,
+            )
+            .json(&json!({"api_key": "sk-test", "base_url": "http://127.0.0.1:9/v1"}))
+            .send()
+            .await
+            .unwrap(),
         )
         .await;
     }
@@ -434,7 +426,9 @@ async fn tools_walk_once_in_order(server: Server) {
     for name in ["lookup", "fetch", "search", "add", "mail"] {
         ok_json(
             put(&server, &format!("/v1/tools/{name}"), &server.owner)
-                .json(&json!({"input_schema": {"type": "object"}, "url": "http://127.0.0.1:9/tool"}))
+                .json(
+                    &json!({"input_schema": {"type": "object"}, "url": "http://127.0.0.1:9/tool"}),
+                )
                 .send()
                 .await
                 .unwrap(),
@@ -461,7 +455,10 @@ async fn the_last_page_has_no_next_cursor(server: Server) {
         .await
         .unwrap();
     assert_eq!(page["items"].as_array().unwrap().len(), 2);
-    assert!(page.get("next_cursor").is_none(), "absent, not null: {page}");
+    assert!(
+        page.get("next_cursor").is_none(),
+        "absent, not null: {page}"
+    );
     let empty: Value = server
         .get("/v1/tools", &server.owner)
         .send()
@@ -530,7 +527,9 @@ async fn rows_added_while_paging_never_shift_the_next_page(server: Server) {
         .unwrap();
     let added = field(&bots(&server, &model, 1).await, "id");
     let cursor = first["next_cursor"].as_str().unwrap();
-    let rest = walk_from(&server, &server.owner, "/v1/bots", 2, Some(cursor.into())).await;
+    let rest = server
+        .walk_from(&server.owner, "/v1/bots", 2, Some(cursor.into()))
+        .await;
     let mut seen = field(first["items"].as_array().unwrap(), "id");
     seen.extend(field(&rest, "id"));
     let mut expected = before;
@@ -541,7 +540,10 @@ async fn rows_added_while_paging_never_shift_the_next_page(server: Server) {
     for n in 0..3 {
         token(&server, &format!("t{n}")).await;
     }
-    let whole = field(&server.items("/v1/tokens?limit=200", &server.owner).await, "id");
+    let whole = field(
+        &server.items("/v1/tokens?limit=200", &server.owner).await,
+        "id",
+    );
     let first: Value = server
         .get("/v1/tokens?limit=2", &server.owner)
         .send()
@@ -552,7 +554,9 @@ async fn rows_added_while_paging_never_shift_the_next_page(server: Server) {
         .unwrap();
     let newer = token(&server, "newer").await;
     let cursor = first["next_cursor"].as_str().unwrap();
-    let rest = walk_from(&server, &server.owner, "/v1/tokens", 2, Some(cursor.into())).await;
+    let rest = server
+        .walk_from(&server.owner, "/v1/tokens", 2, Some(cursor.into()))
+        .await;
     let mut seen = field(first["items"].as_array().unwrap(), "id");
     seen.extend(field(&rest, "id"));
     assert_eq!(seen, whole, "the pages after the first hold what they held");

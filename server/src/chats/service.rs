@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use chrono::DateTime;
 use openbot_schema::{
-    BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, EventKind, ExecutionId, SendDisposition, SendInput, SendReceipt,
+    BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, EventKind, ExecutionId,
+    SendDisposition, SendInput, SendReceipt,
 };
 use sha2::{Digest, Sha256};
 

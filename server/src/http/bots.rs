@@ -10,9 +10,9 @@ use openbot_schema::{
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
-use crate::paging::Paging;
 use crate::bots::{bot_view, check_spec};
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 fn parse_id(id: &str) -> Result<BotId, ApiError> {
     id.parse()

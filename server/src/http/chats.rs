@@ -11,9 +11,9 @@ use openbot_schema::{
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
-use crate::paging::Paging;
 use crate::chats::ChatError;
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 fn parse_id(id: &str) -> Result<ChatId, ApiError> {
     id.parse()

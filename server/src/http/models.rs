@@ -13,8 +13,8 @@ use super::AppState;
 use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
-use crate::paging::Paging;
 use crate::models::{PROVIDER_KINDS, ProviderRow};
+use crate::paging::Paging;
 
 fn view(row: ProviderRow) -> ProviderSettings {
     ProviderSettings {

@@ -42,7 +42,11 @@ pub async fn list_organizations(
         .organizations_of(&caller.member, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(rows, |row| (row.created_at, row.id), view))),
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| (row.created_at, row.id),
+            view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "organizations").await),
     }
 }

@@ -163,7 +163,11 @@ pub async fn list_delegates(
         )
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(rows, |row| row.name.clone(), delegate_view))),
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| row.name.clone(),
+            delegate_view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "delegates").await),
     }
 }

@@ -14,13 +14,13 @@ mod transport;
 use async_trait::async_trait;
 use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval, PlanMode};
 use openbot_schema::{
+    ApprovalRequestPage, BotPage, ChatEntryPage, MAX_PAGE_LIMIT, Page, PageQuery,
+};
+use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, CreateChat, Execution, ExecutionId,
     SendInput, SendReceipt, ToolResult,
 };
 use openbot_schema::{DecideOutcome, OutcomeDecisionRecord, UnknownOutcomePage};
-use openbot_schema::{
-    ApprovalRequestPage, BotPage, ChatEntryPage, MAX_PAGE_LIMIT, Page, PageQuery,
-};
 use reqwest::{Method, StatusCode};
 use uuid::Uuid;
 

@@ -8,7 +8,10 @@ use openbot_schema::{
     HttpTool, Invitation, Member, Organization, ProviderSettings, PutBudget, PutHttpTool,
     PutProvider, TokenId,
 };
-use openbot_schema::{ApiTokenPage, BudgetPage, ChatPage, HttpToolPage, InvitationPage, MemberPage, OrganizationPage, ProviderSettingsPage};
+use openbot_schema::{
+    ApiTokenPage, BudgetPage, ChatPage, HttpToolPage, InvitationPage, MemberPage, OrganizationPage,
+    ProviderSettingsPage,
+};
 use reqwest::Method;
 use uuid::Uuid;
 
@@ -125,7 +128,8 @@ impl RemoteClient {
 
     /// The organization's model provider settings (never the keys).
     pub async fn list_providers(&self) -> Result<Vec<ProviderSettings>, Error> {
-        self.all::<ProviderSettingsPage>("/v1/models/providers").await
+        self.all::<ProviderSettingsPage>("/v1/models/providers")
+            .await
     }
 
     /// Sets a provider's key (stored sealed) and base URL; `kind` is `openai`, `anthropic`

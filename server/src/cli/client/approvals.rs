@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use openbot_core::client::Client;
 use openbot_schema::{
-    ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState, BotId, CreateApprovalRule, DecideApproval,
-    Decision, RuleAction,
+    ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState, BotId,
+    CreateApprovalRule, DecideApproval, Decision, RuleAction,
 };
 use uuid::Uuid;
 
@@ -183,8 +183,15 @@ pub async fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
         }
         ApprovalsCommand::Rules { page } => {
             let empty = "no rules: every call runs";
-            list::<ApprovalRulePage>(&client, "/v1/approval-rules", &page, output, rule_line, empty)
-                .await?;
+            list::<ApprovalRulePage>(
+                &client,
+                "/v1/approval-rules",
+                &page,
+                output,
+                rule_line,
+                empty,
+            )
+            .await?;
         }
         ApprovalsCommand::AddRule {
             tool,

@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 use openbot_schema::{BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, SendInput};
 
 use super::ServerArgs;
-use super::paging::{PageArgs, list};
 use super::executions::follow;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot chats`.
 #[derive(Debug, Args)]

@@ -12,8 +12,8 @@ use openbot_schema::{
 };
 
 use super::ServerArgs;
-use super::paging::{PageArgs, list};
 use super::output::Progress;
+use super::paging::{PageArgs, list};
 use crate::cli::printer::Printer;
 
 /// Arguments of `openbot executions`.
