@@ -88,8 +88,8 @@ export declare class NativeClient {
   decideApproval(id: string, decision: any): any | Promise<any>
   /**
    * The caller's executions that wait in `outcome_unknown` for a decision, oldest first:
-   * an `UnknownOutcomePage` (`{ outcomes, next_cursor? }`) of up to `limit` (the server's
-   * default 50, at most 100) after `cursor`. In memory no call's answer is lost, so the page
+   * an `UnknownOutcomePage` (`{ items, next_cursor? }`) of up to `limit` (the server's
+   * default 50, at most 200) after `cursor`. In memory no call's answer is lost, so the page
    * is empty. A `limit` that is not a whole number from 1 is `invalid_input`.
    */
   listUnknownOutcomes(limit?: number | undefined | null, cursor?: string | undefined | null): any | Promise<any>
