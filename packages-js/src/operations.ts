@@ -19,30 +19,44 @@ export type AcceptedInvitation = Schemas['AcceptedInvitation'];
 export type Action = Schemas['Action'];
 /** An API token (never its secret). */
 export type ApiToken = Schemas['ApiToken'];
+/** One page of API tokens, newest first. */
+export type ApiTokenPage = Schemas['ApiTokenPage'];
 /** A tool call that waits for (or got) a person's decision. */
 export type ApprovalRequest = Schemas['ApprovalRequest'];
+/** One page of approval requests, newest first. */
+export type ApprovalRequestPage = Schemas['ApprovalRequestPage'];
 /** A rule of an organization. */
 export type ApprovalRule = Schemas['ApprovalRule'];
+/** One page of approval rules, oldest first. */
+export type ApprovalRulePage = Schemas['ApprovalRulePage'];
 /** Where an approval request is. */
 export type ApprovalState = Schemas['ApprovalState'];
 /** A Bot. */
 export type BotInfo = Schemas['Bot'];
 /** Names one Bot. */
 export type BotId = Schemas['BotId'];
+/** One page of Bots, oldest first. */
+export type BotPage = Schemas['BotPage'];
 /** What a Bot is made of, to create one. */
 export type BotSpec = Schemas['BotSpec'];
 /** A change to a Bot; absent fields stay as they are. */
 export type BotUpdate = Schemas['BotUpdate'];
 /** A budget and what its scope spent so far. */
 export type Budget = Schemas['Budget'];
+/** One page of budgets, by scope and target. */
+export type BudgetPage = Schemas['BudgetPage'];
 /** What a budget caps. */
 export type BudgetScope = Schemas['BudgetScope'];
 /** A conversation with a Bot. */
 export type ChatInfo = Schemas['Chat'];
 /** One entry of a Chat's history. */
 export type ChatEntry = Schemas['ChatEntry'];
+/** One page of a Chat's history, oldest first. */
+export type ChatEntryPage = Schemas['ChatEntryPage'];
 /** Names one Chat. */
 export type ChatId = Schemas['ChatId'];
+/** One page of Chats, oldest first. */
+export type ChatPage = Schemas['ChatPage'];
 /** One piece of message content. */
 export type ContentPart = Schemas['ContentPart'];
 /** A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
@@ -69,6 +83,8 @@ export type DecideOutcome = Schemas['DecideOutcome'];
 export type Decision = Schemas['Decision'];
 /** A registered delegate tool. */
 export type DelegateTool = Schemas['DelegateTool'];
+/** One page of delegate tools, by name. */
+export type DelegateToolPage = Schemas['DelegateToolPage'];
 /** The body of every error answer. */
 export type ErrorBody = Schemas['ErrorBody'];
 /** Names one sealed failure record; the only thing about a fault that is made public. */
@@ -98,18 +114,26 @@ export type FileRef = Schemas['FileRef'];
 export type Health = Schemas['Health'];
 /** A registered HTTP tool. */
 export type HttpTool = Schemas['HttpTool'];
+/** One page of HTTP tools, by name. */
+export type HttpToolPage = Schemas['HttpToolPage'];
 /** An invitation (never its secret). */
 export type Invitation = Schemas['Invitation'];
+/** One page of invitations, newest first. */
+export type InvitationPage = Schemas['InvitationPage'];
 /** Limits on one Turn. A limit that is reached ends the Turn with a matching outcome. */
 export type Limits = Schemas['Limits'];
 /** A member of the caller's organization. */
 export type Member = Schemas['Member'];
+/** One page of members, oldest first. */
+export type MemberPage = Schemas['MemberPage'];
 /** A member's role. */
 export type MemberRole = Schemas['MemberRole'];
 /** One message of a conversation, in the order the model sees it. */
 export type Message = Schemas['Message'];
 /** An organization the caller's account belongs to. */
 export type Organization = Schemas['Organization'];
+/** One page of organizations, oldest first. */
+export type OrganizationPage = Schemas['OrganizationPage'];
 /** What a person found out about a call whose outcome is unknown. */
 export type OutcomeDecision = Schemas['OutcomeDecision'];
 /** A recorded decision: its audit entry. */
@@ -121,6 +145,8 @@ export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
 export type PlanMode = Schemas['PlanMode'];
 /** An organization's settings for one provider kind (never the key itself). */
 export type ProviderSettings = Schemas['ProviderSettings'];
+/** One page of model provider settings, by kind. */
+export type ProviderSettingsPage = Schemas['ProviderSettingsPage'];
 /** A budget to set. */
 export type PutBudget = Schemas['PutBudget'];
 /**
@@ -161,6 +187,8 @@ export type SendReceipt = Schemas['SendReceipt'];
 export type Session = Schemas['Session'];
 /** A stored file's description (its bytes are read separately). */
 export type StoredFile = Schemas['StoredFile'];
+/** One page of stored files, newest first. */
+export type StoredFilePage = Schemas['StoredFilePage'];
 /** Names one API token. */
 export type TokenId = Schemas['TokenId'];
 /** One tool call asked for by the model. */
@@ -277,31 +305,31 @@ export type OperationId =
 
 /** Every operation of the API by its `operationId`. */
 export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
-  list_rules: { id: 'list_rules', sdkMethod: 'listRules', method: 'GET', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_rules: { id: 'list_rules', sdkMethod: 'listRules', method: 'GET', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_rule: { id: 'create_rule', sdkMethod: 'createRule', method: 'POST', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_rule: { id: 'delete_rule', sdkMethod: 'deleteRule', method: 'DELETE', path: '/v1/approval-rules/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_approvals: { id: 'list_approvals', sdkMethod: 'listApprovals', method: 'GET', path: '/v1/approvals', tag: 'approvals', pathParams: [], queryParams: ['state'], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  list_approvals: { id: 'list_approvals', sdkMethod: 'listApprovals', method: 'GET', path: '/v1/approvals', tag: 'approvals', pathParams: [], queryParams: ['limit', 'cursor', 'state'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   get_approval: { id: 'get_approval', sdkMethod: 'getApproval', method: 'GET', path: '/v1/approvals/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   decide_approval: { id: 'decide_approval', sdkMethod: 'decideApproval', method: 'POST', path: '/v1/approvals/{id}/decision', tag: 'approvals', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
-  list_bots: { id: 'list_bots', sdkMethod: 'listBots', method: 'GET', path: '/v1/bots', tag: 'bots', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  list_bots: { id: 'list_bots', sdkMethod: 'listBots', method: 'GET', path: '/v1/bots', tag: 'bots', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   create_bot: { id: 'create_bot', sdkMethod: 'createBot', method: 'POST', path: '/v1/bots', tag: 'bots', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   get_bot: { id: 'get_bot', sdkMethod: 'getBot', method: 'GET', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_bot: { id: 'delete_bot', sdkMethod: 'deleteBot', method: 'DELETE', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   update_bot: { id: 'update_bot', sdkMethod: 'updateBot', method: 'PATCH', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
-  list_budgets: { id: 'list_budgets', sdkMethod: 'listBudgets', method: 'GET', path: '/v1/budgets', tag: 'budgets', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_budgets: { id: 'list_budgets', sdkMethod: 'listBudgets', method: 'GET', path: '/v1/budgets', tag: 'budgets', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_budget: { id: 'put_budget', sdkMethod: 'putBudget', method: 'PUT', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_budget: { id: 'delete_budget', sdkMethod: 'deleteBudget', method: 'DELETE', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_chats: { id: 'list_chats', sdkMethod: 'listChats', method: 'GET', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_chats: { id: 'list_chats', sdkMethod: 'listChats', method: 'GET', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: ['limit', 'cursor', 'bot'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_chat: { id: 'create_chat', sdkMethod: 'createChat', method: 'POST', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   get_chat: { id: 'get_chat', sdkMethod: 'getChat', method: 'GET', path: '/v1/chats/{id}', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_chat: { id: 'delete_chat', sdkMethod: 'deleteChat', method: 'DELETE', path: '/v1/chats/{id}', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
-  history: { id: 'history', sdkMethod: 'history', method: 'GET', path: '/v1/chats/{id}/messages', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  history: { id: 'history', sdkMethod: 'history', method: 'GET', path: '/v1/chats/{id}/messages', tag: 'chats', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   send: { id: 'send', sdkMethod: 'send', method: 'POST', path: '/v1/chats/{id}/messages', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   get_plan_mode: { id: 'get_plan_mode', sdkMethod: 'planMode', method: 'GET', path: '/v1/chats/{id}/plan-mode', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   put_plan_mode: { id: 'put_plan_mode', sdkMethod: 'setPlanMode', method: 'PUT', path: '/v1/chats/{id}/plan-mode', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   steer: { id: 'steer', sdkMethod: 'steer', method: 'POST', path: '/v1/chats/{id}/steer', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   stop: { id: 'stop', sdkMethod: 'stop', method: 'POST', path: '/v1/chats/{id}/stop', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
-  list_delegates: { id: 'list_delegates', sdkMethod: 'listDelegates', method: 'GET', path: '/v1/delegates', tag: 'tools', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_delegates: { id: 'list_delegates', sdkMethod: 'listDelegates', method: 'GET', path: '/v1/delegates', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_delegate: { id: 'put_delegate', sdkMethod: 'putDelegate', method: 'PUT', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_delegate: { id: 'delete_delegate', sdkMethod: 'deleteDelegate', method: 'DELETE', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   get_execution: { id: 'get_execution', sdkMethod: 'getExecution', method: 'GET', path: '/v1/executions/{id}', tag: 'executions', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
@@ -311,32 +339,32 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   pause_execution: { id: 'pause_execution', sdkMethod: 'pauseExecution', method: 'POST', path: '/v1/executions/{id}/pause', tag: 'executions', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   resume_execution: { id: 'resume_execution', sdkMethod: 'resumeExecution', method: 'POST', path: '/v1/executions/{id}/resume', tag: 'executions', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   deliver_tool_result: { id: 'deliver_tool_result', sdkMethod: 'deliverToolResult', method: 'POST', path: '/v1/executions/{id}/tool-results', tag: 'executions', pathParams: ['id'], queryParams: [], body: 'json', answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
-  list_files: { id: 'list_files', sdkMethod: 'listFiles', method: 'GET', path: '/v1/files', tag: 'files', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_files: { id: 'list_files', sdkMethod: 'listFiles', method: 'GET', path: '/v1/files', tag: 'files', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   upload_file: { id: 'upload_file', sdkMethod: 'uploadFile', method: 'POST', path: '/v1/files', tag: 'files', pathParams: [], queryParams: ['name'], body: 'bytes', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   get_file: { id: 'get_file', sdkMethod: 'getFile', method: 'GET', path: '/v1/files/{id}', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_file: { id: 'delete_file', sdkMethod: 'deleteFile', method: 'DELETE', path: '/v1/files/{id}', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   file_content: { id: 'file_content', sdkMethod: 'fileContent', method: 'GET', path: '/v1/files/{id}/content', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'bytes', paged: false, public: false, handwritten: false, memory: false },
   health: { id: 'health', sdkMethod: 'health', method: 'GET', path: '/v1/health', tag: 'node', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: true, handwritten: false, memory: false },
-  list_invitations: { id: 'list_invitations', sdkMethod: 'listInvitations', method: 'GET', path: '/v1/invitations', tag: 'organization', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_invitations: { id: 'list_invitations', sdkMethod: 'listInvitations', method: 'GET', path: '/v1/invitations', tag: 'organization', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_invitation: { id: 'create_invitation', sdkMethod: 'createInvitation', method: 'POST', path: '/v1/invitations', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   accept_invitation: { id: 'accept_invitation', sdkMethod: 'acceptInvitation', method: 'POST', path: '/v1/invitations/accept', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
   revoke_invitation: { id: 'revoke_invitation', sdkMethod: 'revokeInvitation', method: 'DELETE', path: '/v1/invitations/{id}', tag: 'organization', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_limits: { id: 'list_limits', sdkMethod: 'listLimits', method: 'GET', path: '/v1/limits', tag: 'limits', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_limit: { id: 'put_limit', sdkMethod: 'putLimit', method: 'PUT', path: '/v1/limits/{scope}', tag: 'limits', pathParams: ['scope'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_limit: { id: 'delete_limit', sdkMethod: 'deleteLimit', method: 'DELETE', path: '/v1/limits/{scope}', tag: 'limits', pathParams: ['scope'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_members: { id: 'list_members', sdkMethod: 'listMembers', method: 'GET', path: '/v1/members', tag: 'organization', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_members: { id: 'list_members', sdkMethod: 'listMembers', method: 'GET', path: '/v1/members', tag: 'organization', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   remove_member: { id: 'remove_member', sdkMethod: 'removeMember', method: 'DELETE', path: '/v1/members/{id}', tag: 'organization', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_providers: { id: 'list_providers', sdkMethod: 'listProviders', method: 'GET', path: '/v1/models/providers', tag: 'models', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_providers: { id: 'list_providers', sdkMethod: 'listProviders', method: 'GET', path: '/v1/models/providers', tag: 'models', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_provider: { id: 'put_provider', sdkMethod: 'putProvider', method: 'PUT', path: '/v1/models/providers/{kind}', tag: 'models', pathParams: ['kind'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_provider: { id: 'delete_provider', sdkMethod: 'deleteProvider', method: 'DELETE', path: '/v1/models/providers/{kind}', tag: 'models', pathParams: ['kind'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_organizations: { id: 'list_organizations', sdkMethod: 'listOrganizations', method: 'GET', path: '/v1/organizations', tag: 'organization', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_organizations: { id: 'list_organizations', sdkMethod: 'listOrganizations', method: 'GET', path: '/v1/organizations', tag: 'organization', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_organization: { id: 'create_organization', sdkMethod: 'createOrganization', method: 'POST', path: '/v1/organizations', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   create_session: { id: 'create_session', sdkMethod: 'createSession', method: 'POST', path: '/v1/sessions', tag: 'sessions', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   end_session: { id: 'end_session', sdkMethod: 'endSession', method: 'DELETE', path: '/v1/sessions', tag: 'sessions', pathParams: [], queryParams: [], body: null, answer: 'empty', paged: false, public: true, handwritten: false, memory: false },
-  list_tokens: { id: 'list_tokens', sdkMethod: 'listTokens', method: 'GET', path: '/v1/tokens', tag: 'tokens', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_tokens: { id: 'list_tokens', sdkMethod: 'listTokens', method: 'GET', path: '/v1/tokens', tag: 'tokens', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_token: { id: 'create_token', sdkMethod: 'createToken', method: 'POST', path: '/v1/tokens', tag: 'tokens', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   revoke_token: { id: 'revoke_token', sdkMethod: 'revokeToken', method: 'DELETE', path: '/v1/tokens/{id}', tag: 'tokens', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_tools: { id: 'list_tools', sdkMethod: 'listTools', method: 'GET', path: '/v1/tools', tag: 'tools', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_tools: { id: 'list_tools', sdkMethod: 'listTools', method: 'GET', path: '/v1/tools', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_tool: { id: 'put_tool', sdkMethod: 'putTool', method: 'PUT', path: '/v1/tools/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_tool: { id: 'delete_tool', sdkMethod: 'deleteTool', method: 'DELETE', path: '/v1/tools/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_unknown_outcomes: { id: 'list_unknown_outcomes', sdkMethod: 'listUnknownOutcomes', method: 'GET', path: '/v1/unknown-outcomes', tag: 'outcomes', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
@@ -344,31 +372,31 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
 
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
 export interface OperationTypes {
-  list_rules: { params: Record<string, never>; body: undefined; answer: ApprovalRule[] };
+  list_rules: { params: { limit?: number; cursor?: string }; body: undefined; answer: ApprovalRulePage };
   create_rule: { params: Record<string, never>; body: CreateApprovalRule; answer: ApprovalRule };
   delete_rule: { params: { id: string }; body: undefined; answer: undefined };
-  list_approvals: { params: { state?: ApprovalState }; body: undefined; answer: ApprovalRequest[] };
+  list_approvals: { params: { limit?: number; cursor?: string; state?: ApprovalState }; body: undefined; answer: ApprovalRequestPage };
   get_approval: { params: { id: string }; body: undefined; answer: ApprovalRequest };
   decide_approval: { params: { id: string }; body: DecideApproval; answer: ApprovalRequest };
-  list_bots: { params: Record<string, never>; body: undefined; answer: BotInfo[] };
+  list_bots: { params: { limit?: number; cursor?: string }; body: undefined; answer: BotPage };
   create_bot: { params: Record<string, never>; body: BotSpec; answer: BotInfo };
   get_bot: { params: { id: string }; body: undefined; answer: BotInfo };
   delete_bot: { params: { id: string }; body: undefined; answer: undefined };
   update_bot: { params: { id: string }; body: BotUpdate; answer: BotInfo };
-  list_budgets: { params: Record<string, never>; body: undefined; answer: Budget[] };
+  list_budgets: { params: { limit?: number; cursor?: string }; body: undefined; answer: BudgetPage };
   put_budget: { params: { scope: string; target: string }; body: PutBudget; answer: Budget };
   delete_budget: { params: { scope: string; target: string }; body: undefined; answer: undefined };
-  list_chats: { params: Record<string, never>; body: undefined; answer: ChatInfo[] };
+  list_chats: { params: { limit?: number; cursor?: string; bot?: string }; body: undefined; answer: ChatPage };
   create_chat: { params: Record<string, never>; body: CreateChat; answer: ChatInfo };
   get_chat: { params: { id: string }; body: undefined; answer: ChatInfo };
   delete_chat: { params: { id: string }; body: undefined; answer: undefined };
-  history: { params: { id: string }; body: undefined; answer: ChatEntry[] };
+  history: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: ChatEntryPage };
   send: { params: { id: string }; body: SendInput; answer: SendReceipt };
   get_plan_mode: { params: { id: string }; body: undefined; answer: PlanMode };
   put_plan_mode: { params: { id: string }; body: PlanMode; answer: PlanMode };
   steer: { params: { id: string }; body: SendInput; answer: SendReceipt };
   stop: { params: { id: string }; body: undefined; answer: undefined };
-  list_delegates: { params: Record<string, never>; body: undefined; answer: DelegateTool[] };
+  list_delegates: { params: { limit?: number; cursor?: string }; body: undefined; answer: DelegateToolPage };
   put_delegate: { params: { name: string }; body: PutDelegateTool; answer: DelegateTool };
   delete_delegate: { params: { name: string }; body: undefined; answer: undefined };
   get_execution: { params: { id: string }; body: undefined; answer: ExecutionInfo };
@@ -378,32 +406,32 @@ export interface OperationTypes {
   pause_execution: { params: { id: string }; body: undefined; answer: ExecutionInfo };
   resume_execution: { params: { id: string }; body: undefined; answer: ExecutionInfo };
   deliver_tool_result: { params: { id: string }; body: ToolResult; answer: undefined };
-  list_files: { params: Record<string, never>; body: undefined; answer: StoredFile[] };
+  list_files: { params: { limit?: number; cursor?: string }; body: undefined; answer: StoredFilePage };
   upload_file: { params: { name: string }; body: BytesInput; answer: StoredFile };
   get_file: { params: { id: string }; body: undefined; answer: StoredFile };
   delete_file: { params: { id: string }; body: undefined; answer: undefined };
   file_content: { params: { id: string }; body: undefined; answer: Bytes };
   health: { params: Record<string, never>; body: undefined; answer: Health };
-  list_invitations: { params: Record<string, never>; body: undefined; answer: Invitation[] };
+  list_invitations: { params: { limit?: number; cursor?: string }; body: undefined; answer: InvitationPage };
   create_invitation: { params: Record<string, never>; body: CreateInvitation; answer: CreatedInvitation };
   accept_invitation: { params: Record<string, never>; body: AcceptInvitation; answer: AcceptedInvitation };
   revoke_invitation: { params: { id: string }; body: undefined; answer: undefined };
   list_limits: { params: { limit?: number; cursor?: string }; body: undefined; answer: ScopeLimitPage };
   put_limit: { params: { scope: string }; body: PutScopeLimit; answer: ScopeLimit };
   delete_limit: { params: { scope: string }; body: undefined; answer: undefined };
-  list_members: { params: Record<string, never>; body: undefined; answer: Member[] };
+  list_members: { params: { limit?: number; cursor?: string }; body: undefined; answer: MemberPage };
   remove_member: { params: { id: string }; body: undefined; answer: undefined };
-  list_providers: { params: Record<string, never>; body: undefined; answer: ProviderSettings[] };
+  list_providers: { params: { limit?: number; cursor?: string }; body: undefined; answer: ProviderSettingsPage };
   put_provider: { params: { kind: string }; body: PutProvider; answer: ProviderSettings };
   delete_provider: { params: { kind: string }; body: undefined; answer: undefined };
-  list_organizations: { params: Record<string, never>; body: undefined; answer: Organization[] };
+  list_organizations: { params: { limit?: number; cursor?: string }; body: undefined; answer: OrganizationPage };
   create_organization: { params: Record<string, never>; body: CreateOrganization; answer: CreatedOrganization };
   create_session: { params: Record<string, never>; body: undefined; answer: Session };
   end_session: { params: Record<string, never>; body: undefined; answer: undefined };
-  list_tokens: { params: Record<string, never>; body: undefined; answer: ApiToken[] };
+  list_tokens: { params: { limit?: number; cursor?: string }; body: undefined; answer: ApiTokenPage };
   create_token: { params: Record<string, never>; body: CreateToken; answer: CreatedToken };
   revoke_token: { params: { id: string }; body: undefined; answer: undefined };
-  list_tools: { params: Record<string, never>; body: undefined; answer: HttpTool[] };
+  list_tools: { params: { limit?: number; cursor?: string }; body: undefined; answer: HttpToolPage };
   put_tool: { params: { name: string }; body: PutHttpTool; answer: HttpTool };
   delete_tool: { params: { name: string }; body: undefined; answer: undefined };
   list_unknown_outcomes: { params: { limit?: number; cursor?: string }; body: undefined; answer: UnknownOutcomePage };
@@ -424,11 +452,12 @@ export abstract class Operations {
   protected abstract toChat(info: Schemas['Chat']): Chat;
 
   /**
-   * The organization's approval rules, oldest first. `GET /v1/approval-rules` (operation
-   * `list_rules`).
+   * The organization's approval rules, oldest first. Paged: ask again with `next_cursor` until it
+   * is absent. `GET /v1/approval-rules` (operation `list_rules`).
    */
-  async listRules(): Promise<ApprovalRule[]> {
-    return (await this.invoke('list_rules', {}, undefined)) as ApprovalRule[];
+  listRules(options: { limit?: number; cursor?: string } = {}): Paged<ApprovalRule> {
+    checkFields('listRules', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_rules', { ...options }, 'items', (info) => info as ApprovalRule);
   }
 
   /**
@@ -450,12 +479,13 @@ export abstract class Operations {
   }
 
   /**
-   * The approval requests the caller may decide, newest first. `GET /v1/approvals` (operation
+   * The approval requests the caller may decide, newest first, only in `state` when given. Paged:
+   * ask again with `next_cursor` until it is absent. `GET /v1/approvals` (operation
    * `list_approvals`).
    */
-  async listApprovals(options: { state?: ApprovalState } = {}): Promise<ApprovalRequest[]> {
-    checkFields('listApprovals', 'options', options, { state: 'string?' });
-    return (await this.invoke('list_approvals', { ...options }, undefined)) as ApprovalRequest[];
+  listApprovals(options: { limit?: number; cursor?: string; state?: ApprovalState } = {}): Paged<ApprovalRequest> {
+    checkFields('listApprovals', 'options', options, { limit: 'integer?', cursor: 'string?', state: 'string?' });
+    return this.paged('list_approvals', { ...options }, 'items', (info) => info as ApprovalRequest);
   }
 
   /** One approval request. `GET /v1/approvals/{id}` (operation `get_approval`). */
@@ -477,11 +507,12 @@ export abstract class Operations {
   }
 
   /**
-   * The Bots the caller may use: its own and the organization's shared ones. `GET /v1/bots`
-   * (operation `list_bots`).
+   * The Bots the caller may use: its own and the organization's shared ones, oldest first. Paged:
+   * ask again with `next_cursor` until it is absent. `GET /v1/bots` (operation `list_bots`).
    */
-  async listBots(): Promise<Bot[]> {
-    return ((await this.invoke('list_bots', {}, undefined)) as Schemas['Bot'][]).map((info) => this.toBot(info));
+  listBots(options: { limit?: number; cursor?: string } = {}): Paged<Bot> {
+    checkFields('listBots', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_bots', { ...options }, 'items', (info) => this.toBot(info as Schemas['Bot']));
   }
 
   /** Reads a Bot. `GET /v1/bots/{id}` (operation `get_bot`). */
@@ -510,11 +541,12 @@ export abstract class Operations {
   }
 
   /**
-   * The organization's budgets with what each scope spent so far. `GET /v1/budgets` (operation
-   * `list_budgets`).
+   * The organization's budgets with what each scope spent so far, by scope and target. Paged: ask
+   * again with `next_cursor` until it is absent. `GET /v1/budgets` (operation `list_budgets`).
    */
-  async listBudgets(): Promise<Budget[]> {
-    return (await this.invoke('list_budgets', {}, undefined)) as Budget[];
+  listBudgets(options: { limit?: number; cursor?: string } = {}): Paged<Budget> {
+    checkFields('listBudgets', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_budgets', { ...options }, 'items', (info) => info as Budget);
   }
 
   /**
@@ -536,9 +568,13 @@ export abstract class Operations {
     await this.invoke('delete_budget', { scope, target }, undefined);
   }
 
-  /** The caller's Chats. `GET /v1/chats` (operation `list_chats`). */
-  async listChats(): Promise<Chat[]> {
-    return ((await this.invoke('list_chats', {}, undefined)) as Schemas['Chat'][]).map((info) => this.toChat(info));
+  /**
+   * The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask again
+   * with `next_cursor` until it is absent. `GET /v1/chats` (operation `list_chats`).
+   */
+  listChats(options: { limit?: number; cursor?: string; bot?: string } = {}): Paged<Chat> {
+    checkFields('listChats', 'options', options, { limit: 'integer?', cursor: 'string?', bot: 'string?' });
+    return this.paged('list_chats', { ...options }, 'items', (info) => this.toChat(info as Schemas['Chat']));
   }
 
   /**
@@ -564,10 +600,15 @@ export abstract class Operations {
     await this.invoke('delete_chat', { id }, undefined);
   }
 
-  /** The Chat's messages, oldest first. `GET /v1/chats/{id}/messages` (operation `history`). */
-  async history(id: string): Promise<ChatEntry[]> {
+  /**
+   * The Chat's messages, oldest first: the saved messages of its ended Turns, with the notices that
+   * followed them. Paged: ask again with `next_cursor` until it is absent. `GET
+   * /v1/chats/{id}/messages` (operation `history`).
+   */
+  history(id: string, options: { limit?: number; cursor?: string } = {}): Paged<ChatEntry> {
     checkString('history', 'id', id);
-    return (await this.invoke('history', { id }, undefined)) as ChatEntry[];
+    checkFields('history', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('history', { id, ...options }, 'items', (info) => info as ChatEntry);
   }
 
   /**
@@ -579,10 +620,12 @@ export abstract class Operations {
   }
 
   /**
-   * The organization's delegate tools, by name. `GET /v1/delegates` (operation `list_delegates`).
+   * The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is
+   * absent. `GET /v1/delegates` (operation `list_delegates`).
    */
-  async listDelegates(): Promise<DelegateTool[]> {
-    return (await this.invoke('list_delegates', {}, undefined)) as DelegateTool[];
+  listDelegates(options: { limit?: number; cursor?: string } = {}): Paged<DelegateTool> {
+    checkFields('listDelegates', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_delegates', { ...options }, 'items', (info) => info as DelegateTool);
   }
 
   /**
@@ -669,9 +712,13 @@ export abstract class Operations {
     await this.invoke('deliver_tool_result', { id }, body);
   }
 
-  /** The caller's files, newest first. `GET /v1/files` (operation `list_files`). */
-  async listFiles(): Promise<StoredFile[]> {
-    return (await this.invoke('list_files', {}, undefined)) as StoredFile[];
+  /**
+   * The caller's files, newest first. Paged: ask again with `next_cursor` until it is absent. `GET
+   * /v1/files` (operation `list_files`).
+   */
+  listFiles(options: { limit?: number; cursor?: string } = {}): Paged<StoredFile> {
+    checkFields('listFiles', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_files', { ...options }, 'items', (info) => info as StoredFile);
   }
 
   /**
@@ -710,9 +757,13 @@ export abstract class Operations {
     return (await this.invoke('health', {}, undefined)) as Health;
   }
 
-  /** The organization's invitations. `GET /v1/invitations` (operation `list_invitations`). */
-  async listInvitations(): Promise<Invitation[]> {
-    return (await this.invoke('list_invitations', {}, undefined)) as Invitation[];
+  /**
+   * The organization's invitations, newest first. Paged: ask again with `next_cursor` until it is
+   * absent. `GET /v1/invitations` (operation `list_invitations`).
+   */
+  listInvitations(options: { limit?: number; cursor?: string } = {}): Paged<Invitation> {
+    checkFields('listInvitations', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_invitations', { ...options }, 'items', (info) => info as Invitation);
   }
 
   /**
@@ -773,9 +824,13 @@ export abstract class Operations {
     await this.invoke('delete_limit', { scope }, undefined);
   }
 
-  /** The organization's members. `GET /v1/members` (operation `list_members`). */
-  async listMembers(): Promise<Member[]> {
-    return (await this.invoke('list_members', {}, undefined)) as Member[];
+  /**
+   * The organization's members, oldest first. Paged: ask again with `next_cursor` until it is
+   * absent. `GET /v1/members` (operation `list_members`).
+   */
+  listMembers(options: { limit?: number; cursor?: string } = {}): Paged<Member> {
+    checkFields('listMembers', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_members', { ...options }, 'items', (info) => info as Member);
   }
 
   /**
@@ -789,11 +844,12 @@ export abstract class Operations {
   }
 
   /**
-   * The organization's provider settings (without keys). `GET /v1/models/providers` (operation
-   * `list_providers`).
+   * The organization's provider settings (without keys), by kind. Paged: ask again with
+   * `next_cursor` until it is absent. `GET /v1/models/providers` (operation `list_providers`).
    */
-  async listProviders(): Promise<ProviderSettings[]> {
-    return (await this.invoke('list_providers', {}, undefined)) as ProviderSettings[];
+  listProviders(options: { limit?: number; cursor?: string } = {}): Paged<ProviderSettings> {
+    checkFields('listProviders', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_providers', { ...options }, 'items', (info) => info as ProviderSettings);
   }
 
   /**
@@ -817,11 +873,12 @@ export abstract class Operations {
   }
 
   /**
-   * The organizations the caller's account belongs to. `GET /v1/organizations` (operation
-   * `list_organizations`).
+   * The organizations the caller's account belongs to, oldest first. Paged: ask again with
+   * `next_cursor` until it is absent. `GET /v1/organizations` (operation `list_organizations`).
    */
-  async listOrganizations(): Promise<Organization[]> {
-    return (await this.invoke('list_organizations', {}, undefined)) as Organization[];
+  listOrganizations(options: { limit?: number; cursor?: string } = {}): Paged<Organization> {
+    checkFields('listOrganizations', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_organizations', { ...options }, 'items', (info) => info as Organization);
   }
 
   /**
@@ -850,9 +907,13 @@ export abstract class Operations {
     await this.invoke('end_session', {}, undefined);
   }
 
-  /** The caller's member's tokens, newest first. `GET /v1/tokens` (operation `list_tokens`). */
-  async listTokens(): Promise<ApiToken[]> {
-    return (await this.invoke('list_tokens', {}, undefined)) as ApiToken[];
+  /**
+   * The caller's member's tokens, newest first. Paged: ask again with `next_cursor` until it is
+   * absent. `GET /v1/tokens` (operation `list_tokens`).
+   */
+  listTokens(options: { limit?: number; cursor?: string } = {}): Paged<ApiToken> {
+    checkFields('listTokens', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_tokens', { ...options }, 'items', (info) => info as ApiToken);
   }
 
   /**
@@ -874,9 +935,13 @@ export abstract class Operations {
     await this.invoke('revoke_token', { id }, undefined);
   }
 
-  /** The organization's HTTP tools, by name. `GET /v1/tools` (operation `list_tools`). */
-  async listTools(): Promise<HttpTool[]> {
-    return (await this.invoke('list_tools', {}, undefined)) as HttpTool[];
+  /**
+   * The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is absent.
+   * `GET /v1/tools` (operation `list_tools`).
+   */
+  listTools(options: { limit?: number; cursor?: string } = {}): Paged<HttpTool> {
+    checkFields('listTools', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_tools', { ...options }, 'items', (info) => info as HttpTool);
   }
 
   /**
@@ -907,6 +972,6 @@ export abstract class Operations {
    */
   listUnknownOutcomes(options: { limit?: number; cursor?: string } = {}): Paged<UnknownOutcome> {
     checkFields('listUnknownOutcomes', 'options', options, { limit: 'integer?', cursor: 'string?' });
-    return this.paged('list_unknown_outcomes', { ...options }, 'outcomes', (info) => info as UnknownOutcome);
+    return this.paged('list_unknown_outcomes', { ...options }, 'items', (info) => info as UnknownOutcome);
   }
 }

@@ -11,7 +11,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's approval rules, oldest first. */
+        /**
+         * The organization's approval rules, oldest first. Paged: ask again with `next_cursor`
+         *     until it is absent.
+         */
         get: operations["list_rules"];
         put?: never;
         /**
@@ -49,7 +52,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The approval requests the caller may decide, newest first. */
+        /**
+         * The approval requests the caller may decide, newest first, only in `state` when given.
+         *     Paged: ask again with `next_cursor` until it is absent.
+         */
         get: operations["list_approvals"];
         put?: never;
         post?: never;
@@ -104,7 +110,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The Bots the caller may use: its own and the organization's shared ones. */
+        /**
+         * The Bots the caller may use: its own and the organization's shared ones, oldest first.
+         *     Paged: ask again with `next_cursor` until it is absent.
+         */
         get: operations["list_bots"];
         put?: never;
         /** Creates a Bot owned by the caller; `shared` lets every member of the organization use it. */
@@ -141,7 +150,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's budgets with what each scope spent so far. */
+        /**
+         * The organization's budgets with what each scope spent so far, by scope and target. Paged:
+         *     ask again with `next_cursor` until it is absent.
+         */
         get: operations["list_budgets"];
         put?: never;
         post?: never;
@@ -180,7 +192,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's Chats. */
+        /**
+         * The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask
+         *     again with `next_cursor` until it is absent.
+         */
         get: operations["list_chats"];
         put?: never;
         /** Creates a Chat of the caller with a Bot it may use. */
@@ -219,7 +234,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The Chat's messages, oldest first. */
+        /**
+         * The Chat's messages, oldest first: the saved messages of its ended Turns, with the notices
+         *     that followed them. Paged: ask again with `next_cursor` until it is absent.
+         */
         get: operations["history"];
         put?: never;
         /**
@@ -300,7 +318,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's delegate tools, by name. */
+        /**
+         * The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it
+         *     is absent.
+         */
         get: operations["list_delegates"];
         put?: never;
         post?: never;
@@ -483,7 +504,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's files, newest first. */
+        /** The caller's files, newest first. Paged: ask again with `next_cursor` until it is absent. */
         get: operations["list_files"];
         put?: never;
         /**
@@ -556,7 +577,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's invitations. */
+        /**
+         * The organization's invitations, newest first. Paged: ask again with `next_cursor` until
+         *     it is absent.
+         */
         get: operations["list_invitations"];
         put?: never;
         /** Invites a person as `member` or `admin`; the secret is in this answer only. */
@@ -655,7 +679,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's members. */
+        /**
+         * The organization's members, oldest first. Paged: ask again with `next_cursor` until it
+         *     is absent.
+         */
         get: operations["list_members"];
         put?: never;
         post?: never;
@@ -692,7 +719,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's provider settings (without keys). */
+        /**
+         * The organization's provider settings (without keys), by kind. Paged: ask again with
+         *     `next_cursor` until it is absent.
+         */
         get: operations["list_providers"];
         put?: never;
         post?: never;
@@ -730,7 +760,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organizations the caller's account belongs to. */
+        /**
+         * The organizations the caller's account belongs to, oldest first. Paged: ask again with
+         *     `next_cursor` until it is absent.
+         */
         get: operations["list_organizations"];
         put?: never;
         /**
@@ -773,7 +806,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's member's tokens, newest first. */
+        /**
+         * The caller's member's tokens, newest first. Paged: ask again with `next_cursor` until it
+         *     is absent.
+         */
         get: operations["list_tokens"];
         put?: never;
         /**
@@ -811,7 +847,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's HTTP tools, by name. */
+        /**
+         * The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is
+         *     absent.
+         */
         get: operations["list_tools"];
         put?: never;
         post?: never;
@@ -918,6 +957,13 @@ export interface components {
             /** @description What it may do. */
             rights: components["schemas"]["Right"][];
         };
+        /** @description One page of API tokens, newest first. */
+        ApiTokenPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ApiToken"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /** @description A tool call that waits for (or got) a person's decision. */
         ApprovalRequest: {
             /** @description The Bot that asked. */
@@ -959,6 +1005,13 @@ export interface components {
             /** @description Where it is. */
             state: components["schemas"]["ApprovalState"];
         };
+        /** @description One page of approval requests, newest first. */
+        ApprovalRequestPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ApprovalRequest"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /** @description A rule of an organization. */
         ApprovalRule: {
             /** @description What it does. */
@@ -989,6 +1042,13 @@ export interface components {
             /** @description The tool names it matches. */
             tool: string;
         };
+        /** @description One page of approval rules, oldest first. */
+        ApprovalRulePage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ApprovalRule"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /**
          * @description Where an approval request is.
          * @enum {string}
@@ -1016,6 +1076,13 @@ export interface components {
          * @description Names one Bot.
          */
         BotId: string;
+        /** @description One page of Bots, oldest first. */
+        BotPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Bot"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /** @description What a Bot is made of, to create one. */
         BotSpec: {
             /** @description The system instructions. */
@@ -1078,6 +1145,13 @@ export interface components {
              */
             updated_at: string;
         };
+        /** @description One page of budgets, by scope and target. */
+        BudgetPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Budget"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /**
          * @description What a budget caps.
          * @enum {string}
@@ -1107,11 +1181,25 @@ export interface components {
             /** @description The message. */
             message: components["schemas"]["Message"];
         };
+        /** @description One page of a Chat's history, oldest first. */
+        ChatEntryPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ChatEntry"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /**
          * Format: uuid
          * @description Names one Chat.
          */
         ChatId: string;
+        /** @description One page of Chats, oldest first. */
+        ChatPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Chat"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /** @description One piece of message content. */
         ContentPart: {
             /** @description The text. */
@@ -1248,6 +1336,13 @@ export interface components {
              * @description When it was last set.
              */
             updated_at: string;
+        };
+        /** @description One page of delegate tools, by name. */
+        DelegateToolPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["DelegateTool"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /** @description The body of every error answer. */
         ErrorBody: {
@@ -1506,6 +1601,13 @@ export interface components {
             /** @description The endpoint. */
             url: string;
         };
+        /** @description One page of HTTP tools, by name. */
+        HttpToolPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["HttpTool"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /** @description An invitation (never its secret). */
         Invitation: {
             /**
@@ -1532,6 +1634,13 @@ export interface components {
             revoked_at?: string | null;
             /** @description The role they get. */
             role: components["schemas"]["MemberRole"];
+        };
+        /** @description One page of invitations, newest first. */
+        InvitationPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Invitation"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /** @description Limits on one Turn. A limit that is reached ends the Turn with a matching outcome. */
         Limits: {
@@ -1573,6 +1682,13 @@ export interface components {
             id: string;
             /** @description The role. */
             role: components["schemas"]["MemberRole"];
+        };
+        /** @description One page of members, oldest first. */
+        MemberPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Member"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /**
          * @description A member's role.
@@ -1619,6 +1735,13 @@ export interface components {
             name: string;
             /** @description The account's role there. */
             role: components["schemas"]["MemberRole"];
+        };
+        /** @description One page of organizations, oldest first. */
+        OrganizationPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Organization"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /**
          * @description What a person found out about a call whose outcome is unknown.
@@ -1673,6 +1796,13 @@ export interface components {
              * @description When it last changed.
              */
             updated_at: string;
+        };
+        /** @description One page of model provider settings, by kind. */
+        ProviderSettingsPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ProviderSettings"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /** @description A budget to set. */
         PutBudget: {
@@ -1879,6 +2009,13 @@ export interface components {
              */
             size: number;
         };
+        /** @description One page of stored files, newest first. */
+        StoredFilePage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["StoredFile"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /**
          * Format: uuid
          * @description Names one API token.
@@ -1958,10 +2095,10 @@ export interface components {
         };
         /** @description One page of unknown outcomes, oldest first. */
         UnknownOutcomePage: {
-            /** @description The cursor of the next page; absent on the last page. */
-            next_cursor?: string | null;
-            /** @description The outcomes on this page. */
-            outcomes: components["schemas"]["UnknownOutcome"][];
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["UnknownOutcome"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /** @description Tokens used and, when the price is known, what they cost. */
         Usage: {
@@ -1997,7 +2134,12 @@ export type $defs = Record<string, never>;
 export interface operations {
     list_rules: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2009,7 +2151,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ApprovalRule"][];
+                    "application/json": components["schemas"]["ApprovalRulePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -2148,6 +2298,10 @@ export interface operations {
     list_approvals: {
         parameters: {
             query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
                 /** @description Only requests in this state, e.g. `pending`. */
                 state?: components["schemas"]["ApprovalState"];
             };
@@ -2162,7 +2316,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ApprovalRequest"][];
+                    "application/json": components["schemas"]["ApprovalRequestPage"];
                 };
             };
             400: {
@@ -2329,7 +2483,12 @@ export interface operations {
     };
     list_bots: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2341,7 +2500,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Bot"][];
+                    "application/json": components["schemas"]["BotPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -2623,7 +2790,12 @@ export interface operations {
     };
     list_budgets: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2635,7 +2807,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Budget"][];
+                    "application/json": components["schemas"]["BudgetPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -2788,7 +2968,14 @@ export interface operations {
     };
     list_chats: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+                /** @description Only the Chats with this Bot. */
+                bot?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2800,7 +2987,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Chat"][];
+                    "application/json": components["schemas"]["ChatPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -3006,7 +3201,12 @@ export interface operations {
     };
     history: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path: {
                 /** @description The Chat */
@@ -3021,7 +3221,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ChatEntry"][];
+                    "application/json": components["schemas"]["ChatEntryPage"];
                 };
             };
             400: {
@@ -3404,7 +3604,12 @@ export interface operations {
     };
     list_delegates: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3416,7 +3621,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DelegateTool"][];
+                    "application/json": components["schemas"]["DelegateToolPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -4005,7 +4218,12 @@ export interface operations {
     };
     list_files: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4017,7 +4235,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["StoredFile"][];
+                    "application/json": components["schemas"]["StoredFilePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -4287,7 +4513,12 @@ export interface operations {
     };
     list_invitations: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4299,7 +4530,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["InvitationPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -4493,9 +4732,9 @@ export interface operations {
     list_limits: {
         parameters: {
             query?: {
-                /** @description How many limits a page holds: 1-100, default 50. */
+                /** @description How many items the page holds: 1-200, default 50. */
                 limit?: number;
-                /** @description Where the page starts: the `next_cursor` of the page before. */
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
                 cursor?: string;
             };
             header?: never;
@@ -4658,7 +4897,12 @@ export interface operations {
     };
     list_members: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4670,7 +4914,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Member"][];
+                    "application/json": components["schemas"]["MemberPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -4737,7 +4989,12 @@ export interface operations {
     };
     list_providers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4749,7 +5006,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ProviderSettings"][];
+                    "application/json": components["schemas"]["ProviderSettingsPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -4890,7 +5155,12 @@ export interface operations {
     };
     list_organizations: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4902,7 +5172,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Organization"][];
+                    "application/json": components["schemas"]["OrganizationPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -5048,7 +5326,12 @@ export interface operations {
     };
     list_tokens: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5060,7 +5343,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ApiToken"][];
+                    "application/json": components["schemas"]["ApiTokenPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -5198,7 +5489,12 @@ export interface operations {
     };
     list_tools: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5210,7 +5506,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpTool"][];
+                    "application/json": components["schemas"]["HttpToolPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -5344,9 +5648,9 @@ export interface operations {
     list_unknown_outcomes: {
         parameters: {
             query?: {
-                /** @description How many outcomes a page holds: 1-100, default 50. */
+                /** @description How many items the page holds: 1-200, default 50. */
                 limit?: number;
-                /** @description Where the page starts: the `next_cursor` of the page before. */
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
                 cursor?: string;
             };
             header?: never;

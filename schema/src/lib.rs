@@ -21,6 +21,7 @@ mod models;
 mod node;
 mod organization;
 mod outcome;
+mod page;
 mod tool;
 mod tool_registry;
 mod usage;
@@ -46,8 +47,12 @@ pub use organization::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreateOrganization, CreatedInvitation,
     CreatedOrganization, Invitation, Member, MemberRole, Organization,
 };
-pub use outcome::{
-    DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome, UnknownOutcomePage,
+pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
+pub use page::{
+    ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
+    ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
+    MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
+    StoredFilePage, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

@@ -38,16 +38,6 @@ pub struct UnknownOutcome {
     pub waiting_since: DateTime<Utc>,
 }
 
-/// One page of unknown outcomes, oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct UnknownOutcomePage {
-    /// The outcomes on this page.
-    pub outcomes: Vec<UnknownOutcome>,
-    /// The cursor of the next page; absent on the last page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
-
 /// What a person found out about a call whose outcome is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

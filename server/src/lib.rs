@@ -13,6 +13,7 @@ pub mod limits;
 pub mod models;
 pub mod node;
 pub mod outcomes;
+pub mod paging;
 pub mod platform;
 pub mod sealed;
 pub mod store;

@@ -91,7 +91,7 @@ fn login_checks_the_token_and_later_commands_use_it() {
 
     cli.login(&served);
     let listed: Value = serde_json::from_str(&cli.ok(&["bots", "list", "--json"])).unwrap();
-    assert_eq!(listed, serde_json::json!([]));
+    assert_eq!(listed, serde_json::json!({"items": []}));
 }
 
 #[test]
@@ -104,6 +104,48 @@ fn chats_send_streams_the_reply_and_exits_zero() {
     assert_eq!(reply, "Hello, world!\n");
     let history = cli.ok(&["chats", "history", &chat]);
     assert_eq!(history, "user: Hi\nassistant: Hello, world!\n");
+}
+
+#[test]
+fn a_list_prints_one_page_and_its_next_cursor_and_all_follows_the_cursors() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let bots: Vec<String> = (0..3)
+        .map(|n| {
+            let name = format!("Bot{n}");
+            cli.ok(&["bots", "create", "--name", &name, "--model", &cli.model()])
+                .trim()
+                .to_string()
+        })
+        .collect();
+    let first = cli.ok(&["bots", "list", "--limit", "2"]);
+    let lines: Vec<&str> = first.lines().collect();
+    assert_eq!(lines.len(), 3, "two Bots and the next cursor: {first}");
+    assert!(lines[0].starts_with(&bots[0]) && lines[1].starts_with(&bots[1]));
+    let cursor = lines[2].strip_prefix("next: ").expect("a next line");
+    let rest = cli.ok(&["bots", "list", "--limit", "2", "--cursor", cursor]);
+    assert!(
+        rest.starts_with(&bots[2]) && rest.lines().count() == 1,
+        "{rest}"
+    );
+    let page: Value =
+        serde_json::from_str(&cli.ok(&["bots", "list", "--limit", "1", "--json"])).unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(page["next_cursor"].is_string(), "{page}");
+    let all: Value =
+        serde_json::from_str(&cli.ok(&["bots", "list", "--limit", "1", "--all", "--json"]))
+            .unwrap();
+    let ids: Vec<&str> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, bots, "every Bot once, oldest first");
+    assert!(all.get("next_cursor").is_none(), "{all}");
+    let bad = cli.run(&["bots", "list", "--limit", "0"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_input"));
 }
 
 #[test]
@@ -250,7 +292,10 @@ fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     let bad = cli.run(&["tools", "put", "bad name", "--url", "http://127.0.0.1:9/"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_input"));
     cli.ok(&["tools", "delete", "lookup"]);
-    assert_eq!(cli.ok(&["tools", "list", "--json"]).trim(), "[]");
+    assert_eq!(
+        cli.ok(&["tools", "list", "--json"]).trim(),
+        r#"{"items":[]}"#
+    );
 }
 
 /// A local endpoint standing for a tool: answers `paid` to each request and counts them.
@@ -294,6 +339,7 @@ fn a_call_waiting_for_approval_is_listed_approved_and_runs_once_through_the_cli(
     );
 
     let pending: Value = serde_json::from_str(&cli.ok(&["approvals", "list", "--json"])).unwrap();
+    let pending = &pending["items"];
     let request = pending[0]["id"].as_str().unwrap().to_string();
     assert_eq!(pending[0]["call"]["name"], "pay");
     let approved = cli.ok(&["approvals", "approve", &request, "--reason", "fine"]);
@@ -340,7 +386,10 @@ fn delegate_tools_are_registered_listed_and_removed_through_the_cli() {
         format!("helper  -> bot {}", chat_bot.trim())
     );
     cli.ok(&["tools", "delete-delegate", "helper"]);
-    assert_eq!(cli.ok(&["tools", "delegates", "--json"]).trim(), "[]");
+    assert_eq!(
+        cli.ok(&["tools", "delegates", "--json"]).trim(),
+        r#"{"items":[]}"#
+    );
 }
 
 /// Waits (up to 30 s) until `executions unknown --json` lists something; returns the page.
@@ -349,7 +398,7 @@ fn unknown_page(cli: &Cli) -> Value {
     loop {
         let page: Value =
             serde_json::from_str(&cli.ok(&["executions", "unknown", "--json"])).unwrap();
-        if !page["outcomes"].as_array().unwrap().is_empty() {
+        if !page["items"].as_array().unwrap().is_empty() {
             return page;
         }
         assert!(
@@ -396,8 +445,8 @@ fn an_unknown_outcome_is_listed_and_sent_again_on_a_not_applied_decision_through
     served.restart();
 
     let page = unknown_page(&cli);
-    assert_eq!(page["outcomes"][0]["execution_id"], id.as_str());
-    assert_eq!(page["outcomes"][0]["call"], "1/tool:0/1");
+    assert_eq!(page["items"][0]["execution_id"], id.as_str());
+    assert_eq!(page["items"][0]["call"], "1/tool:0/1");
     let text = cli.ok(&["executions", "unknown"]);
     assert!(
         text.contains(&format!("{id}  1/tool:0/1  pay({{\"amount\":5}})")),

@@ -296,14 +296,7 @@ async fn bad_input_gets_a_declared_error_and_writes_nothing(server: Server) {
         error_code(bad_id).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
     );
-    let tokens: Vec<Value> = server
-        .get("/v1/tokens", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tokens: Vec<Value> = server.items("/v1/tokens", &server.owner).await;
     assert_eq!(tokens.len(), 1, "nothing was half-written");
 }
 
@@ -897,14 +890,7 @@ async fn a_member_cannot_read_or_send_to_another_members_chat(server: Server) {
             .status(),
         StatusCode::NOT_FOUND
     );
-    let theirs: Vec<Value> = server
-        .get("/v1/chats", &other)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let theirs: Vec<Value> = server.items("/v1/chats", &other).await;
     assert!(theirs.is_empty(), "lists show only the caller's Chats");
 }
 
@@ -915,14 +901,7 @@ async fn a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_ow
     let private = server.bot(&server.owner, &model, false).await;
     let shared = server.bot(&server.owner, &model, true).await;
     let other = server.other_member_token().await;
-    let visible: Vec<Value> = server
-        .get("/v1/bots", &other)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let visible: Vec<Value> = server.items("/v1/bots", &other).await;
     assert_eq!(visible.len(), 1);
     assert_eq!(visible[0]["id"], shared["id"]);
     let hidden = server
@@ -1033,14 +1012,7 @@ async fn a_session_cookie_works_from_the_same_origin_only(server: Server) {
         .await
         .unwrap();
     assert_eq!(no_origin.status(), StatusCode::FORBIDDEN);
-    let bots: Vec<Value> = server
-        .get("/v1/bots", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let bots: Vec<Value> = server.items("/v1/bots", &server.owner).await;
     assert!(bots.is_empty(), "refused requests wrote nothing");
     let same = with_cookie(reqwest::Method::POST, "/v1/bots")
         .header("origin", format!("http://{host}"))
@@ -1181,14 +1153,7 @@ async fn an_invited_person_joins_once_and_a_removed_member_loses_access_at_once(
         "an invitation is accepted once"
     );
 
-    let members: Vec<Value> = server
-        .get("/v1/members", &token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let members: Vec<Value> = server.items("/v1/members", &token).await;
     assert_eq!(members.len(), 2);
     let as_member = server
         .post("/v1/invitations", &token)
@@ -1465,14 +1430,7 @@ async fn a_used_up_chat_budget_ends_the_next_turn_before_its_model_request(serve
             Some(TurnOutcome::MaxCost)
         ]
     );
-    let budgets: Value = server
-        .get("/v1/budgets", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let budgets = Value::from(server.items("/v1/budgets", &server.owner).await);
     assert_eq!(budgets[0]["scope"], "chat");
     assert_eq!(budgets[0]["spent_micros"], 1200);
     // Another Chat with the same Bot has its own spending.
@@ -1861,14 +1819,7 @@ async fn a_registered_http_tool_is_called_once_and_a_later_change_never_changes_
         })
         .unwrap();
     assert!(!result.is_error, "{result:?}");
-    let listed: Value = server
-        .get("/v1/tools", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = Value::from(server.items("/v1/tools", &server.owner).await);
     assert_eq!(listed[0]["url"], "http://127.0.0.1:9/nowhere");
 }
 
@@ -1885,36 +1836,15 @@ async fn an_admin_creates_an_organization_whose_token_acts_only_there(server: Se
     let created: Value = created.json().await.unwrap();
     assert_eq!(created["organization"]["role"], "owner");
     let token = created["token_secret"].as_str().unwrap().to_string();
-    let bots: Value = server
-        .get("/v1/bots", &token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let bots = Value::from(server.items("/v1/bots", &token).await);
     assert_eq!(
         bots,
         json!([]),
         "the new organization sees none of the first one's Bots"
     );
-    let members: Value = server
-        .get("/v1/members", &token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let members = Value::from(server.items("/v1/members", &token).await);
     assert_eq!(members.as_array().unwrap().len(), 1);
-    let listed: Value = server
-        .get("/v1/organizations", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = Value::from(server.items("/v1/organizations", &server.owner).await);
     let names: Vec<&str> = listed
         .as_array()
         .unwrap()
@@ -2012,14 +1942,7 @@ async fn a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store(serv
         error_code(huge).await,
         (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into())
     );
-    let listed: Value = server
-        .get("/v1/files", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = Value::from(server.items("/v1/files", &server.owner).await);
     assert_eq!(
         listed.as_array().unwrap().len(),
         1,
@@ -2117,14 +2040,7 @@ async fn two_chats(server: &Server) -> (String, String, String) {
 
 async fn a_bot_limited_token_lists_only_its_bots_chats(server: Server) {
     let (limited, own, _) = two_chats(&server).await;
-    let listed: Value = server
-        .get("/v1/chats", &limited)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = Value::from(server.items("/v1/chats", &limited).await);
     let ids: Vec<&str> = listed
         .as_array()
         .unwrap()
@@ -2305,23 +2221,9 @@ async fn a_bot_limited_token_lists_only_the_files_it_uploaded(server: Server) {
             .map(|f| f["id"].as_str().unwrap().to_string())
             .collect()
     };
-    let limited: Value = server
-        .get("/v1/files", &files.limited)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let limited = Value::from(server.items("/v1/files", &files.limited).await);
     assert_eq!(ids(limited), std::slice::from_ref(&files.own));
-    let owner: Value = server
-        .get("/v1/files", &server.owner)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let owner = Value::from(server.items("/v1/files", &server.owner).await);
     assert_eq!(
         ids(owner),
         [files.own, files.owners],

@@ -134,5 +134,5 @@ async fn a_node_whose_bucket_is_missing_refuses_the_upload_with_a_fault_not_a_lo
         "the error names no secret: {err}"
     );
     // Nothing was described without its bytes.
-    assert!(client.list_files().await.unwrap().is_empty());
+    assert!(client.list_files_all().await.unwrap().is_empty());
 }

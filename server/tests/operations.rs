@@ -197,6 +197,6 @@ async fn a_public_operation_needs_no_token() {
         .await
         .unwrap();
     assert_eq!(anonymous.health().await.unwrap().status, "ok");
-    let refused = anonymous.list_tokens().await.unwrap_err();
+    let refused = anonymous.list_tokens(None, None).await.unwrap_err();
     assert_eq!(refused.code, ErrorCode::Unauthorized, "{refused}");
 }

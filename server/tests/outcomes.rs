@@ -242,7 +242,7 @@ async fn the_list_shows_the_waiting_call_with_its_tool_and_arguments(server: Ser
     let listed = server.unknown_outcomes(&server.owner, "").await;
     assert_eq!(listed.status(), StatusCode::OK);
     let page: Value = listed.json().await.unwrap();
-    let outcomes = page["outcomes"].as_array().unwrap();
+    let outcomes = page["items"].as_array().unwrap();
     assert_eq!(outcomes.len(), 1, "{page}");
     let outcome = &outcomes[0];
     assert_eq!(outcome["execution_id"], id.as_str());
@@ -276,8 +276,8 @@ async fn the_list_is_paged_with_a_cursor(server: Server) {
         .json()
         .await
         .unwrap();
-    assert_eq!(page["outcomes"].as_array().unwrap().len(), 1);
-    assert_eq!(page["outcomes"][0]["execution_id"], first.as_str());
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["items"][0]["execution_id"], first.as_str());
     let cursor = page["next_cursor"].as_str().unwrap();
     let next: Value = server
         .unknown_outcomes(&server.owner, &format!("?limit=1&cursor={cursor}"))
@@ -285,8 +285,8 @@ async fn the_list_is_paged_with_a_cursor(server: Server) {
         .json()
         .await
         .unwrap();
-    assert_eq!(next["outcomes"].as_array().unwrap().len(), 1);
-    assert_eq!(next["outcomes"][0]["execution_id"], second.as_str());
+    assert_eq!(next["items"].as_array().unwrap().len(), 1);
+    assert_eq!(next["items"][0]["execution_id"], second.as_str());
     assert!(next.get("next_cursor").is_none(), "the last page: {next}");
     let (status, code) = error_code(server.unknown_outcomes(&server.owner, "?limit=0").await).await;
     assert_eq!(
@@ -467,7 +467,7 @@ async fn another_members_unknown_outcome_is_not_found(server: Server) {
         .await
         .unwrap();
     assert_eq!(
-        page["outcomes"],
+        page["items"],
         json!([]),
         "another member's work is not listed"
     );
@@ -584,11 +584,7 @@ async fn a_failed_audit_write_rolls_the_decision_back(server: Server) {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        page["outcomes"].as_array().unwrap().len(),
-        1,
-        "it still waits"
-    );
+    assert_eq!(page["items"].as_array().unwrap().len(), 1, "it still waits");
 
     audit_failing(&server, false).await;
     let decided = server
@@ -622,11 +618,7 @@ async fn a_bot_limited_token_neither_lists_nor_decides_another_bots_unknown_outc
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        page["outcomes"],
-        json!([]),
-        "another Bot's work is not listed"
-    );
+    assert_eq!(page["items"], json!([]), "another Bot's work is not listed");
     let decided = server
         .decide_outcome(
             &limited,
@@ -649,5 +641,5 @@ async fn a_bot_limited_token_neither_lists_nor_decides_another_bots_unknown_outc
         .json()
         .await
         .unwrap();
-    assert_eq!(page["outcomes"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1));
 }

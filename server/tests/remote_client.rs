@@ -333,13 +333,13 @@ async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
         .unwrap();
     assert!(
         admin
-            .list_tokens()
+            .list_tokens_all()
             .await
             .unwrap()
             .iter()
             .any(|t| t.name == "ci")
     );
-    assert_eq!(admin.list_members().await.unwrap().len(), 1);
+    assert_eq!(admin.list_members_all().await.unwrap().len(), 1);
     let settings = admin
         .put_provider(
             &"openai",
@@ -351,7 +351,7 @@ async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
         .await
         .unwrap();
     assert_eq!(settings.kind, "openai");
-    let listed = serde_json::to_string(&admin.list_providers().await.unwrap()).unwrap();
+    let listed = serde_json::to_string(&admin.list_providers_all().await.unwrap()).unwrap();
     assert!(!listed.contains("sk-test-not-returned"));
 
     admin.revoke_token(&created.token.id).await.unwrap();
@@ -363,7 +363,7 @@ async fn tokens_members_and_provider_settings_work_through_the_remote_client() {
         },
     )
     .unwrap();
-    let err = revoked.list_chats().await.unwrap_err();
+    let err = revoked.list_chats_all(None).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unauthorized, "{err}");
 }
 
@@ -468,14 +468,14 @@ async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_
 
     let mut page = remote.list_unknown_outcomes(Some(10), None).await.unwrap();
     for _ in 0..300 {
-        if !page.outcomes.is_empty() {
+        if !page.items.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         page = remote.list_unknown_outcomes(Some(10), None).await.unwrap();
     }
-    assert_eq!(page.outcomes.len(), 1, "{page:?}");
-    let waiting = &page.outcomes[0];
+    assert_eq!(page.items.len(), 1, "{page:?}");
+    let waiting = &page.items[0];
     assert_eq!(waiting.execution_id, receipt.execution_id);
     assert_eq!(waiting.tool_call.name, "pay");
     assert_eq!(waiting.tool_call.arguments, json!({"amount": 5}));
@@ -521,7 +521,7 @@ async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_
         .await
         .unwrap();
     let none = memory.list_unknown_outcomes(None, None).await.unwrap();
-    assert!(none.outcomes.is_empty() && none.next_cursor.is_none());
+    assert!(none.items.is_empty() && none.next_cursor.is_none());
     let refused = memory
         .decide_outcome(
             receipt.execution_id,

@@ -53,6 +53,7 @@ http_tests!(
     a_delegated_turn_belongs_to_the_bot_of_its_chat,
     a_notice_is_sealed_at_rest,
     an_approval_request_is_sealed_at_rest,
+    approval_requests_walk_once_newest_first_with_their_state_filter,
 );
 
 /// Polls `check` until it gives a value, for up to 30 s.
@@ -163,10 +164,10 @@ impl Server {
                 .await
                 .unwrap(),
         )
-        .await
-        .as_array()
-        .unwrap()
-        .clone()
+        .await["items"]
+            .as_array()
+            .unwrap()
+            .clone()
     }
 
     async fn approval(&self, id: &str) -> Value {
@@ -240,6 +241,56 @@ fn pay_script() -> Vec<Answer> {
         Answer::Text(vec!["I asked for approval."]),
         Answer::Text(vec!["Understood."]),
     ]
+}
+
+async fn approval_requests_walk_once_newest_first_with_their_state_filter(server: Server) {
+    let outside = Outside::start(false).await;
+    let mut script = Vec::new();
+    for _ in 0..4 {
+        script.push(Answer::Tool("pay", json!({"amount": 5})));
+        script.push(Answer::Text(vec!["I asked for approval."]));
+    }
+    let model = FakeOpenAi::start(script).await;
+    let bot = paying_bot(
+        &server,
+        &outside,
+        &model,
+        json!({"tool": "pay", "action": "ask"}),
+    )
+    .await;
+    let mut made = Vec::new();
+    for _ in 0..4 {
+        let (_, _, events) = server.run_turn(&server.owner, &bot, "Pay 5").await;
+        made.push(requested(&events).expect("an approval_requested event"));
+    }
+    let denied = server.decide(&server.owner, &made[1], "deny", None).await;
+    assert_eq!(denied.status(), StatusCode::OK);
+    let ids = |items: &[Value]| -> Vec<String> {
+        items
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (path, expected) in [
+        (
+            "/v1/approvals",
+            made.iter().rev().cloned().collect::<Vec<_>>(),
+        ),
+        (
+            "/v1/approvals?state=pending",
+            [&made[3], &made[2], &made[0]].map(String::clone).to_vec(),
+        ),
+    ] {
+        let whole = server.walk(&server.owner, path, 200).await;
+        assert_eq!(ids(&whole), expected, "{path}: newest first, each once");
+        for limit in [1, 2] {
+            assert_eq!(
+                server.walk(&server.owner, path, limit).await,
+                whole,
+                "{path} in pages of {limit}"
+            );
+        }
+    }
 }
 
 async fn a_turn_ends_while_approval_waits_and_the_approved_call_runs_once_and_reaches_the_chat(
@@ -829,7 +880,7 @@ async fn a_chat_budget_stops_a_grandchild(server: Server) {
     )
     .await;
     assert_eq!(
-        budgets[0]["spent_micros"], 600,
+        budgets["items"][0]["spent_micros"], 600,
         "the Chat's spending includes the grandchild's"
     );
 }

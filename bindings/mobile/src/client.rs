@@ -313,7 +313,7 @@ impl Client {
     }
 
     /// The caller's executions that wait in `OUTCOME_UNKNOWN` for a decision (a write without
-    /// a safe retry rule lost its answer), oldest first: a page of up to `limit` (1-100, the
+    /// a safe retry rule lost its answer), oldest first: a page of up to `limit` (1-200, the
     /// server's default 50) after `cursor` (the `nextCursor` of the page before), each with
     /// its call's key, tool and the arguments it was sent with. Only a server loses a call's
     /// answer: in memory the page is empty.

@@ -1131,19 +1131,16 @@ impl From<schema::UnknownOutcome> for UnknownOutcome {
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct UnknownOutcomePage {
     /// The outcomes on this page.
-    pub outcomes: Vec<UnknownOutcome>,
+    pub items: Vec<UnknownOutcome>,
     /// The cursor of the next page; absent on the last page.
     pub next_cursor: Option<String>,
 }
 
 impl From<schema::UnknownOutcomePage> for UnknownOutcomePage {
     fn from(page: schema::UnknownOutcomePage) -> Self {
-        let schema::UnknownOutcomePage {
-            outcomes,
-            next_cursor,
-        } = page;
+        let schema::UnknownOutcomePage { items, next_cursor } = page;
         Self {
-            outcomes: outcomes.into_iter().map(Into::into).collect(),
+            items: items.into_iter().map(Into::into).collect(),
             next_cursor,
         }
     }

@@ -90,7 +90,7 @@ pub trait Client: Send + Sync {
 
     /// The caller's executions that wait in `outcome_unknown` for a decision (a write without
     /// a safe retry rule lost its answer), oldest first, each with its call: key, tool and the
-    /// arguments it was sent with. A page holds up to `limit` (default 50, at most 100),
+    /// arguments it was sent with. A page holds up to `limit` (default 50, at most 200),
     /// starting after `cursor` (the `next_cursor` of the page before). Only a server loses a
     /// call's answer: in memory the page is empty.
     async fn list_unknown_outcomes(

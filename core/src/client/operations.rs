@@ -6,11 +6,13 @@
 
 use async_trait::async_trait;
 use openbot_schema::{
-    AcceptInvitation, AcceptedInvitation, ApiToken, ApprovalRequest, ApprovalRule, Budget, Chat,
-    CreateApprovalRule, CreateInvitation, CreateOrganization, CreateToken, CreatedInvitation,
-    CreatedOrganization, CreatedToken, DelegateTool, Health, HttpTool, Invitation, Member,
-    Organization, ProviderSettings, PutBudget, PutDelegateTool, PutHttpTool, PutProvider,
-    PutScopeLimit, ScopeLimit, ScopeLimitPage, Session, StoredFile,
+    AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
+    ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
+    CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
+    DelegateTool, DelegateToolPage, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
+    Member, MemberPage, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
+    PutBudget, PutDelegateTool, PutHttpTool, PutProvider, PutScopeLimit, ScopeLimit,
+    ScopeLimitPage, Session, StoredFile, StoredFilePage,
 };
 
 use super::Client;
@@ -24,7 +26,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/approval-rules",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -57,7 +59,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/approvals",
         path_params: &[],
-        query_params: &["state"],
+        query_params: &["limit", "cursor", "state"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -90,7 +92,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/bots",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -145,7 +147,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/budgets",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -178,7 +180,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/chats",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor", "bot"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -222,7 +224,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/chats/{id}/messages",
         path_params: &["id"],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -288,7 +290,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/delegates",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -398,7 +400,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/files",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -464,7 +466,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/invitations",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -541,7 +543,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/members",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -563,7 +565,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/models/providers",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -596,7 +598,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/organizations",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -640,7 +642,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/tokens",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -673,7 +675,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/tools",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -717,11 +719,32 @@ pub const OPERATIONS: &[Operation] = &[
 /// A typed method for each operation the [`Client`] trait does not declare by hand.
 #[async_trait]
 pub trait Operations: Client {
-    /// The organization's approval rules, oldest first.
-    async fn list_rules(&self) -> Result<Vec<ApprovalRule>, Error> {
+    /// The organization's approval rules, oldest first. Paged: ask again with `next_cursor` until
+    /// it is absent.
+    async fn list_rules(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ApprovalRulePage, Error> {
         const OP: &str = "list_rules";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_rules`, following its pages to the end.
+    async fn list_rules_all(&self) -> Result<Vec<ApprovalRule>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_rules(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Adds a rule. Rules for the organization or a Bot need an owner or admin; a member may add
@@ -752,11 +775,32 @@ pub trait Operations: Client {
         self.call(OP, request).await?.decode()
     }
 
-    /// The organization's budgets with what each scope spent so far.
-    async fn list_budgets(&self) -> Result<Vec<Budget>, Error> {
+    /// The organization's budgets with what each scope spent so far, by scope and target. Paged:
+    /// ask again with `next_cursor` until it is absent.
+    async fn list_budgets(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<BudgetPage, Error> {
         const OP: &str = "list_budgets";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_budgets`, following its pages to the end.
+    async fn list_budgets_all(&self) -> Result<Vec<Budget>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_budgets(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Sets a budget: the most all Turns of the organization (target: its ID), a Bot or a Chat may
@@ -789,18 +833,62 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The caller's Chats.
-    async fn list_chats(&self) -> Result<Vec<Chat>, Error> {
+    /// The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask again
+    /// with `next_cursor` until it is absent.
+    async fn list_chats(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+        bot: Option<&str>,
+    ) -> Result<ChatPage, Error> {
         const OP: &str = "list_chats";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        request.param("bot", bot);
         self.call(OP, request).await?.decode()
     }
 
-    /// The organization's delegate tools, by name.
-    async fn list_delegates(&self) -> Result<Vec<DelegateTool>, Error> {
+    /// Every item of `list_chats`, following its pages to the end.
+    async fn list_chats_all(&self, bot: Option<&str>) -> Result<Vec<Chat>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_chats(None, cursor.as_deref(), bot).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is
+    /// absent.
+    async fn list_delegates(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<DelegateToolPage, Error> {
         const OP: &str = "list_delegates";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_delegates`, following its pages to the end.
+    async fn list_delegates_all(&self) -> Result<Vec<DelegateTool>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_delegates(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Registers a delegate tool under a name (replacing an earlier one): a Bot tool of this name
@@ -825,11 +913,31 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The caller's files, newest first.
-    async fn list_files(&self) -> Result<Vec<StoredFile>, Error> {
+    /// The caller's files, newest first. Paged: ask again with `next_cursor` until it is absent.
+    async fn list_files(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<StoredFilePage, Error> {
         const OP: &str = "list_files";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_files`, following its pages to the end.
+    async fn list_files_all(&self) -> Result<Vec<StoredFile>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_files(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Stores a file: the request body is its bytes (at most 20 MiB) and its `Content-Type` its
@@ -878,11 +986,32 @@ pub trait Operations: Client {
         self.call(OP, request).await?.decode()
     }
 
-    /// The organization's invitations.
-    async fn list_invitations(&self) -> Result<Vec<Invitation>, Error> {
+    /// The organization's invitations, newest first. Paged: ask again with `next_cursor` until it
+    /// is absent.
+    async fn list_invitations(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<InvitationPage, Error> {
         const OP: &str = "list_invitations";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_invitations`, following its pages to the end.
+    async fn list_invitations_all(&self) -> Result<Vec<Invitation>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_invitations(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Invites a person as `member` or `admin`; the secret is in this answer only.
@@ -927,6 +1056,20 @@ pub trait Operations: Client {
         self.call(OP, request).await?.decode()
     }
 
+    /// Every item of `list_limits`, following its pages to the end.
+    async fn list_limits_all(&self) -> Result<Vec<ScopeLimit>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_limits(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
     /// Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
     /// `requests_per_window` and `tokens_per_window` per `window_ms`. Model requests take the
     /// scopes `organization`, `provider:<kind>` and `bot:<id>`; other callers name their own. A
@@ -952,11 +1095,32 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The organization's members.
-    async fn list_members(&self) -> Result<Vec<Member>, Error> {
+    /// The organization's members, oldest first. Paged: ask again with `next_cursor` until it is
+    /// absent.
+    async fn list_members(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<MemberPage, Error> {
         const OP: &str = "list_members";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_members`, following its pages to the end.
+    async fn list_members_all(&self) -> Result<Vec<Member>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_members(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Removes a member (never an owner). Their tokens and sessions stop working at once, also for
@@ -968,11 +1132,32 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The organization's provider settings (without keys).
-    async fn list_providers(&self) -> Result<Vec<ProviderSettings>, Error> {
+    /// The organization's provider settings (without keys), by kind. Paged: ask again with
+    /// `next_cursor` until it is absent.
+    async fn list_providers(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ProviderSettingsPage, Error> {
         const OP: &str = "list_providers";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_providers`, following its pages to the end.
+    async fn list_providers_all(&self) -> Result<Vec<ProviderSettings>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_providers(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Sets the organization's settings for a provider: its API key (sealed) and base URL. Turns of
@@ -997,11 +1182,32 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The organizations the caller's account belongs to.
-    async fn list_organizations(&self) -> Result<Vec<Organization>, Error> {
+    /// The organizations the caller's account belongs to, oldest first. Paged: ask again with
+    /// `next_cursor` until it is absent.
+    async fn list_organizations(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<OrganizationPage, Error> {
         const OP: &str = "list_organizations";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_organizations`, following its pages to the end.
+    async fn list_organizations_all(&self) -> Result<Vec<Organization>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_organizations(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Creates an organization owned by the caller's account, with the owner's first token there
@@ -1032,11 +1238,32 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The caller's member's tokens, newest first.
-    async fn list_tokens(&self) -> Result<Vec<ApiToken>, Error> {
+    /// The caller's member's tokens, newest first. Paged: ask again with `next_cursor` until it is
+    /// absent.
+    async fn list_tokens(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ApiTokenPage, Error> {
         const OP: &str = "list_tokens";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_tokens`, following its pages to the end.
+    async fn list_tokens_all(&self) -> Result<Vec<ApiToken>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_tokens(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Creates a token for the caller's member, with no more rights than the caller's token and no
@@ -1056,11 +1283,32 @@ pub trait Operations: Client {
         self.call(OP, request).await.map(|_| ())
     }
 
-    /// The organization's HTTP tools, by name.
-    async fn list_tools(&self) -> Result<Vec<HttpTool>, Error> {
+    /// The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is
+    /// absent.
+    async fn list_tools(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<HttpToolPage, Error> {
         const OP: &str = "list_tools";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_tools`, following its pages to the end.
+    async fn list_tools_all(&self) -> Result<Vec<HttpTool>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_tools(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from now on

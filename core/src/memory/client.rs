@@ -518,7 +518,7 @@ impl Client for MemoryClient {
         // In memory a call's answer is never lost: nothing waits for a decision.
         drop(self.state()?);
         Ok(UnknownOutcomePage {
-            outcomes: Vec::new(),
+            items: Vec::new(),
             next_cursor: None,
         })
     }

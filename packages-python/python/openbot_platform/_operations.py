@@ -12,32 +12,45 @@ from ._call import AsyncCaller, AsyncPages, FileContent, Pages, Ref, SyncCaller,
 from .types import (
     AcceptedInvitation,
     ApiToken,
+    ApiTokenPage,
     ApprovalRequest,
+    ApprovalRequestPage,
     ApprovalRule,
+    ApprovalRulePage,
     ApprovalState,
     Bot,
     BotId,
+    BotPage,
     Budget,
+    BudgetPage,
     Chat,
     ChatEntry,
+    ChatEntryPage,
+    ChatPage,
     ContentPart,
     CreatedInvitation,
     CreatedOrganization,
     CreatedToken,
     Decision,
     DelegateTool,
+    DelegateToolPage,
     Execution,
     Health,
     HttpTool,
+    HttpToolPage,
     Invitation,
+    InvitationPage,
     Limits,
     Member,
+    MemberPage,
     MemberRole,
     Organization,
+    OrganizationPage,
     OutcomeDecision,
     OutcomeDecisionRecord,
     PlanMode,
     ProviderSettings,
+    ProviderSettingsPage,
     Right,
     RuleAction,
     ScopeLimit,
@@ -45,6 +58,7 @@ from .types import (
     SendReceipt,
     Session,
     StoredFile,
+    StoredFilePage,
     ToolDefinition,
     UnknownOutcome,
     UnknownOutcomePage,
@@ -123,30 +137,37 @@ OPERATIONS: dict[str, str] = {
 #: The operation of each generated method (a paged list has its `_page` too).
 METHODS: dict[str, str] = {
     "list_rules": "list_rules",
+    "list_rules_page": "list_rules",
     "create_rule": "create_rule",
     "delete_rule": "delete_rule",
     "list_approvals": "list_approvals",
+    "list_approvals_page": "list_approvals",
     "get_approval": "get_approval",
     "_decide_approval": "decide_approval",
     "list_bots": "list_bots",
+    "list_bots_page": "list_bots",
     "_create_bot": "create_bot",
     "_get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "_update_bot": "update_bot",
     "list_budgets": "list_budgets",
+    "list_budgets_page": "list_budgets",
     "put_budget": "put_budget",
     "delete_budget": "delete_budget",
     "list_chats": "list_chats",
+    "list_chats_page": "list_chats",
     "_create_chat": "create_chat",
     "_get_chat": "get_chat",
     "delete_chat": "delete_chat",
     "history": "history",
+    "history_page": "history",
     "_send": "send",
     "_plan_mode": "get_plan_mode",
     "_set_plan_mode": "put_plan_mode",
     "_steer": "steer",
     "stop": "stop",
     "list_delegates": "list_delegates",
+    "list_delegates_page": "list_delegates",
     "put_delegate": "put_delegate",
     "delete_delegate": "delete_delegate",
     "get_execution": "get_execution",
@@ -156,12 +177,14 @@ METHODS: dict[str, str] = {
     "resume_execution": "resume_execution",
     "_deliver_tool_result": "deliver_tool_result",
     "list_files": "list_files",
+    "list_files_page": "list_files",
     "upload_file": "upload_file",
     "get_file": "get_file",
     "delete_file": "delete_file",
     "file_content": "file_content",
     "health": "health",
     "list_invitations": "list_invitations",
+    "list_invitations_page": "list_invitations",
     "create_invitation": "create_invitation",
     "accept_invitation": "accept_invitation",
     "revoke_invitation": "revoke_invitation",
@@ -170,18 +193,23 @@ METHODS: dict[str, str] = {
     "put_limit": "put_limit",
     "delete_limit": "delete_limit",
     "list_members": "list_members",
+    "list_members_page": "list_members",
     "remove_member": "remove_member",
     "list_providers": "list_providers",
+    "list_providers_page": "list_providers",
     "put_provider": "put_provider",
     "delete_provider": "delete_provider",
     "list_organizations": "list_organizations",
+    "list_organizations_page": "list_organizations",
     "create_organization": "create_organization",
     "create_session": "create_session",
     "end_session": "end_session",
     "list_tokens": "list_tokens",
+    "list_tokens_page": "list_tokens",
     "create_token": "create_token",
     "revoke_token": "revoke_token",
     "list_tools": "list_tools",
+    "list_tools_page": "list_tools",
     "put_tool": "put_tool",
     "delete_tool": "delete_tool",
     "list_unknown_outcomes": "list_unknown_outcomes",
@@ -194,10 +222,34 @@ class AsyncOperations(AsyncCaller):
 
     # -- approvals
 
-    async def list_rules(self) -> list[ApprovalRule]:
-        """The organization's approval rules, oldest first. ``GET /v1/approval-rules``."""
-        answer = await self._call_op("list_rules", {})
-        return [ApprovalRule.from_dict(x) for x in answer]
+    async def list_rules_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ApprovalRulePage:
+        """One page: The organization's approval rules, oldest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/approval-rules``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
+        before.
+        """
+        answer = await self._call_op("list_rules", {"limit": limit, "cursor": cursor})
+        return ApprovalRulePage.from_dict(answer)
+
+    def list_rules(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ApprovalRule]:
+        """Every item, page by page, as an async iterator: The organization's approval rules,
+        oldest first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/approval-rules``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ApprovalRule], str | None]:
+            found = await self.list_rules_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def create_rule(
         self,
@@ -221,12 +273,38 @@ class AsyncOperations(AsyncCaller):
         """
         await self._call_op("delete_rule", {"id": _ref(id)})
 
-    async def list_approvals(self, state: ApprovalState | None = None) -> list[ApprovalRequest]:
-        """The approval requests the caller may decide, newest first. ``GET /v1/approvals``.
-        ``state``: Only requests in this state, e.g. `pending`.
+    async def list_approvals_page(
+        self,
+        limit: int | None = None,
+        state: ApprovalState | None = None,
+        cursor: str | None = None,
+    ) -> ApprovalRequestPage:
+        """One page: The approval requests the caller may decide, newest first, only in `state`
+        when given. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/approvals``. ``limit``: How many items the page holds: 1-200, default 50.;
+        ``state``: Only requests in this state, e.g. `pending`. ``cursor``: the
+        ``next_cursor`` of the page before.
         """
-        answer = await self._call_op("list_approvals", {"state": state})
-        return [ApprovalRequest.from_dict(x) for x in answer]
+        answer = await self._call_op("list_approvals", {"limit": limit, "state": state, "cursor": cursor})
+        return ApprovalRequestPage.from_dict(answer)
+
+    def list_approvals(
+        self,
+        limit: int | None = None,
+        state: ApprovalState | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ApprovalRequest]:
+        """Every item, page by page, as an async iterator: The approval requests the caller may
+        decide, newest first, only in `state` when given. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/approvals``. ``limit``: How many items the page holds:
+        1-200, default 50.; ``state``: Only requests in this state, e.g. `pending`.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ApprovalRequest], str | None]:
+            found = await self.list_approvals_page(limit, state, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def get_approval(self, id: Ref) -> ApprovalRequest:
         """One approval request. ``GET /v1/approvals/{id}``."""
@@ -250,12 +328,34 @@ class AsyncOperations(AsyncCaller):
 
     # -- bots
 
-    async def list_bots(self) -> list[Bot]:
-        """The Bots the caller may use: its own and the organization's shared ones. ``GET
-        /v1/bots``.
+    async def list_bots_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> BotPage:
+        """One page: The Bots the caller may use: its own and the organization's shared ones,
+        oldest first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/bots``. ``limit``: How many items the page holds: 1-200, default 50. ``cursor``:
+        the ``next_cursor`` of the page before.
         """
-        answer = await self._call_op("list_bots", {})
-        return [Bot.from_dict(x) for x in answer]
+        answer = await self._call_op("list_bots", {"limit": limit, "cursor": cursor})
+        return BotPage.from_dict(answer)
+
+    def list_bots(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Bot]:
+        """Every item, page by page, as an async iterator: The Bots the caller may use: its own
+        and the organization's shared ones, oldest first. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/bots``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Bot], str | None]:
+            found = await self.list_bots_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def _create_bot(
         self,
@@ -302,10 +402,34 @@ class AsyncOperations(AsyncCaller):
 
     # -- budgets
 
-    async def list_budgets(self) -> list[Budget]:
-        """The organization's budgets with what each scope spent so far. ``GET /v1/budgets``."""
-        answer = await self._call_op("list_budgets", {})
-        return [Budget.from_dict(x) for x in answer]
+    async def list_budgets_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> BudgetPage:
+        """One page: The organization's budgets with what each scope spent so far, by scope and
+        target. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/budgets``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_budgets", {"limit": limit, "cursor": cursor})
+        return BudgetPage.from_dict(answer)
+
+    def list_budgets(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Budget]:
+        """Every item, page by page, as an async iterator: The organization's budgets with what
+        each scope spent so far, by scope and target. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/budgets``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Budget], str | None]:
+            found = await self.list_budgets_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def put_budget(
         self,
@@ -327,10 +451,37 @@ class AsyncOperations(AsyncCaller):
 
     # -- chats
 
-    async def list_chats(self) -> list[Chat]:
-        """The caller's Chats. ``GET /v1/chats``."""
-        answer = await self._call_op("list_chats", {})
-        return [Chat.from_dict(x) for x in answer]
+    async def list_chats_page(
+        self,
+        limit: int | None = None,
+        bot: str | None = None,
+        cursor: str | None = None,
+    ) -> ChatPage:
+        """One page: The caller's Chats, oldest first; with `bot`, only its Chats with that Bot.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/chats``. ``limit``:
+        How many items the page holds: 1-200, default 50.; ``bot``: Only the Chats with this
+        Bot. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_chats", {"limit": limit, "bot": bot, "cursor": cursor})
+        return ChatPage.from_dict(answer)
+
+    def list_chats(
+        self,
+        limit: int | None = None,
+        bot: str | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Chat]:
+        """Every item, page by page, as an async iterator: The caller's Chats, oldest first;
+        with `bot`, only its Chats with that Bot. Paged: ask again with `next_cursor` until
+        it is absent. ``GET /v1/chats``. ``limit``: How many items the page holds: 1-200,
+        default 50.; ``bot``: Only the Chats with this Bot. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Chat], str | None]:
+            found = await self.list_chats_page(limit, bot, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def _create_chat(self, *, bot_id: BotId) -> Chat:
         """Creates a Chat of the caller with a Bot it may use. ``POST /v1/chats``."""
@@ -348,10 +499,37 @@ class AsyncOperations(AsyncCaller):
         """
         await self._call_op("delete_chat", {"id": _ref(id)})
 
-    async def history(self, id: Ref) -> list[ChatEntry]:
-        """The Chat's messages, oldest first. ``GET /v1/chats/{id}/messages``."""
-        answer = await self._call_op("history", {"id": _ref(id)})
-        return [ChatEntry.from_dict(x) for x in answer]
+    async def history_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ChatEntryPage:
+        """One page: The Chat's messages, oldest first: the saved messages of its ended Turns,
+        with the notices that followed them. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/chats/{id}/messages``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("history", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return ChatEntryPage.from_dict(answer)
+
+    def history(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ChatEntry]:
+        """Every item, page by page, as an async iterator: The Chat's messages, oldest first:
+        the saved messages of its ended Turns, with the notices that followed them. Paged:
+        ask again with `next_cursor` until it is absent. ``GET /v1/chats/{id}/messages``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ChatEntry], str | None]:
+            found = await self.history_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def _send(
         self,
@@ -449,10 +627,33 @@ class AsyncOperations(AsyncCaller):
 
     # -- files
 
-    async def list_files(self) -> list[StoredFile]:
-        """The caller's files, newest first. ``GET /v1/files``."""
-        answer = await self._call_op("list_files", {})
-        return [StoredFile.from_dict(x) for x in answer]
+    async def list_files_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> StoredFilePage:
+        """One page: The caller's files, newest first. Paged: ask again with `next_cursor` until
+        it is absent. ``GET /v1/files``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_files", {"limit": limit, "cursor": cursor})
+        return StoredFilePage.from_dict(answer)
+
+    def list_files(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[StoredFile]:
+        """Every item, page by page, as an async iterator: The caller's files, newest first.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/files``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[StoredFile], str | None]:
+            found = await self.list_files_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def upload_file(
         self,
@@ -492,7 +693,7 @@ class AsyncOperations(AsyncCaller):
     ) -> ScopeLimitPage:
         """One page: The organization's limits by scope name, each with the permits held now.
         Paged: ask again with `next_cursor` until absent. ``GET /v1/limits``. ``limit``: How
-        many limits a page holds: 1-100, default 50. ``cursor``: the ``next_cursor`` of the
+        many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the
         page before.
         """
         answer = await self._call_op("list_limits", {"limit": limit, "cursor": cursor})
@@ -505,7 +706,7 @@ class AsyncOperations(AsyncCaller):
     ) -> AsyncPages[ScopeLimit]:
         """Every item, page by page, as an async iterator: The organization's limits by scope
         name, each with the permits held now. Paged: ask again with `next_cursor` until
-        absent. ``GET /v1/limits``. ``limit``: How many limits a page holds: 1-100, default
+        absent. ``GET /v1/limits``. ``limit``: How many items the page holds: 1-200, default
         50. ``cursor``: where to start (a page's ``next_cursor``).
         """
         async def page(cursor: str | None) -> tuple[list[ScopeLimit], str | None]:
@@ -541,10 +742,34 @@ class AsyncOperations(AsyncCaller):
 
     # -- models
 
-    async def list_providers(self) -> list[ProviderSettings]:
-        """The organization's provider settings (without keys). ``GET /v1/models/providers``."""
-        answer = await self._call_op("list_providers", {})
-        return [ProviderSettings.from_dict(x) for x in answer]
+    async def list_providers_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ProviderSettingsPage:
+        """One page: The organization's provider settings (without keys), by kind. Paged: ask
+        again with `next_cursor` until it is absent. ``GET /v1/models/providers``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of
+        the page before.
+        """
+        answer = await self._call_op("list_providers", {"limit": limit, "cursor": cursor})
+        return ProviderSettingsPage.from_dict(answer)
+
+    def list_providers(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ProviderSettings]:
+        """Every item, page by page, as an async iterator: The organization's provider settings
+        (without keys), by kind. Paged: ask again with `next_cursor` until it is absent.
+        ``GET /v1/models/providers``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ProviderSettings], str | None]:
+            found = await self.list_providers_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def put_provider(
         self,
@@ -575,10 +800,34 @@ class AsyncOperations(AsyncCaller):
 
     # -- organization
 
-    async def list_invitations(self) -> list[Invitation]:
-        """The organization's invitations. ``GET /v1/invitations``."""
-        answer = await self._call_op("list_invitations", {})
-        return [Invitation.from_dict(x) for x in answer]
+    async def list_invitations_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> InvitationPage:
+        """One page: The organization's invitations, newest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/invitations``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
+        before.
+        """
+        answer = await self._call_op("list_invitations", {"limit": limit, "cursor": cursor})
+        return InvitationPage.from_dict(answer)
+
+    def list_invitations(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Invitation]:
+        """Every item, page by page, as an async iterator: The organization's invitations,
+        newest first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/invitations``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Invitation], str | None]:
+            found = await self.list_invitations_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def create_invitation(self, *, email: str, role: MemberRole) -> CreatedInvitation:
         """Invites a person as `member` or `admin`; the secret is in this answer only. ``POST
@@ -599,10 +848,33 @@ class AsyncOperations(AsyncCaller):
         """Revokes a pending invitation. ``DELETE /v1/invitations/{id}``."""
         await self._call_op("revoke_invitation", {"id": _ref(id)})
 
-    async def list_members(self) -> list[Member]:
-        """The organization's members. ``GET /v1/members``."""
-        answer = await self._call_op("list_members", {})
-        return [Member.from_dict(x) for x in answer]
+    async def list_members_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemberPage:
+        """One page: The organization's members, oldest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/members``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_members", {"limit": limit, "cursor": cursor})
+        return MemberPage.from_dict(answer)
+
+    def list_members(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Member]:
+        """Every item, page by page, as an async iterator: The organization's members, oldest
+        first. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/members``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Member], str | None]:
+            found = await self.list_members_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def remove_member(self, id: Ref) -> None:
         """Removes a member (never an owner). Their tokens and sessions stop working at once,
@@ -611,10 +883,34 @@ class AsyncOperations(AsyncCaller):
         """
         await self._call_op("remove_member", {"id": _ref(id)})
 
-    async def list_organizations(self) -> list[Organization]:
-        """The organizations the caller's account belongs to. ``GET /v1/organizations``."""
-        answer = await self._call_op("list_organizations", {})
-        return [Organization.from_dict(x) for x in answer]
+    async def list_organizations_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> OrganizationPage:
+        """One page: The organizations the caller's account belongs to, oldest first. Paged: ask
+        again with `next_cursor` until it is absent. ``GET /v1/organizations``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of
+        the page before.
+        """
+        answer = await self._call_op("list_organizations", {"limit": limit, "cursor": cursor})
+        return OrganizationPage.from_dict(answer)
+
+    def list_organizations(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Organization]:
+        """Every item, page by page, as an async iterator: The organizations the caller's
+        account belongs to, oldest first. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/organizations``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Organization], str | None]:
+            found = await self.list_organizations_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def create_organization(self, *, name: str) -> CreatedOrganization:
         """Creates an organization owned by the caller's account, with the owner's first token
@@ -654,8 +950,8 @@ class AsyncOperations(AsyncCaller):
         """One page: The caller's executions that wait in `outcome_unknown` for a decision,
         oldest first, each with the call whose outcome is unknown: its key, its tool and the
         arguments it was sent with (to check in the outside system). Paged: ask again with
-        `next_cursor` until absent. ``GET /v1/unknown-outcomes``. ``limit``: How many
-        outcomes a page holds: 1-100, default 50. ``cursor``: the ``next_cursor`` of the page
+        `next_cursor` until absent. ``GET /v1/unknown-outcomes``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
         before.
         """
         answer = await self._call_op("list_unknown_outcomes", {"limit": limit, "cursor": cursor})
@@ -670,12 +966,12 @@ class AsyncOperations(AsyncCaller):
         `outcome_unknown` for a decision, oldest first, each with the call whose outcome is
         unknown: its key, its tool and the arguments it was sent with (to check in the
         outside system). Paged: ask again with `next_cursor` until absent. ``GET
-        /v1/unknown-outcomes``. ``limit``: How many outcomes a page holds: 1-100, default 50.
+        /v1/unknown-outcomes``. ``limit``: How many items the page holds: 1-200, default 50.
         ``cursor``: where to start (a page's ``next_cursor``).
         """
         async def page(cursor: str | None) -> tuple[list[UnknownOutcome], str | None]:
             found = await self.list_unknown_outcomes_page(limit, cursor=cursor)
-            return found.outcomes, found.next_cursor
+            return found.items, found.next_cursor
 
         return AsyncPages(page, cursor)
 
@@ -695,10 +991,33 @@ class AsyncOperations(AsyncCaller):
 
     # -- tokens
 
-    async def list_tokens(self) -> list[ApiToken]:
-        """The caller's member's tokens, newest first. ``GET /v1/tokens``."""
-        answer = await self._call_op("list_tokens", {})
-        return [ApiToken.from_dict(x) for x in answer]
+    async def list_tokens_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ApiTokenPage:
+        """One page: The caller's member's tokens, newest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/tokens``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_tokens", {"limit": limit, "cursor": cursor})
+        return ApiTokenPage.from_dict(answer)
+
+    def list_tokens(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ApiToken]:
+        """Every item, page by page, as an async iterator: The caller's member's tokens, newest
+        first. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/tokens``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ApiToken], str | None]:
+            found = await self.list_tokens_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def create_token(
         self,
@@ -722,10 +1041,34 @@ class AsyncOperations(AsyncCaller):
 
     # -- tools
 
-    async def list_delegates(self) -> list[DelegateTool]:
-        """The organization's delegate tools, by name. ``GET /v1/delegates``."""
-        answer = await self._call_op("list_delegates", {})
-        return [DelegateTool.from_dict(x) for x in answer]
+    async def list_delegates_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DelegateToolPage:
+        """One page: The organization's delegate tools, by name. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/delegates``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
+        before.
+        """
+        answer = await self._call_op("list_delegates", {"limit": limit, "cursor": cursor})
+        return DelegateToolPage.from_dict(answer)
+
+    def list_delegates(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[DelegateTool]:
+        """Every item, page by page, as an async iterator: The organization's delegate tools, by
+        name. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/delegates``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[DelegateTool], str | None]:
+            found = await self.list_delegates_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def put_delegate(
         self,
@@ -748,10 +1091,33 @@ class AsyncOperations(AsyncCaller):
         """
         await self._call_op("delete_delegate", {"name": name})
 
-    async def list_tools(self) -> list[HttpTool]:
-        """The organization's HTTP tools, by name. ``GET /v1/tools``."""
-        answer = await self._call_op("list_tools", {})
-        return [HttpTool.from_dict(x) for x in answer]
+    async def list_tools_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> HttpToolPage:
+        """One page: The organization's HTTP tools, by name. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/tools``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_tools", {"limit": limit, "cursor": cursor})
+        return HttpToolPage.from_dict(answer)
+
+    def list_tools(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[HttpTool]:
+        """Every item, page by page, as an async iterator: The organization's HTTP tools, by
+        name. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/tools``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[HttpTool], str | None]:
+            found = await self.list_tools_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def put_tool(
         self,
@@ -782,10 +1148,34 @@ class SyncOperations(SyncCaller):
 
     # -- approvals
 
-    def list_rules(self) -> list[ApprovalRule]:
-        """The organization's approval rules, oldest first. ``GET /v1/approval-rules``."""
-        answer = self._call_op("list_rules", {})
-        return [ApprovalRule.from_dict(x) for x in answer]
+    def list_rules_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ApprovalRulePage:
+        """One page: The organization's approval rules, oldest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/approval-rules``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
+        before.
+        """
+        answer = self._call_op("list_rules", {"limit": limit, "cursor": cursor})
+        return ApprovalRulePage.from_dict(answer)
+
+    def list_rules(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ApprovalRule]:
+        """Every item, page by page, as an iterator: The organization's approval rules, oldest
+        first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/approval-rules``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ApprovalRule], str | None]:
+            found = self.list_rules_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def create_rule(
         self,
@@ -809,12 +1199,38 @@ class SyncOperations(SyncCaller):
         """
         self._call_op("delete_rule", {"id": _ref(id)})
 
-    def list_approvals(self, state: ApprovalState | None = None) -> list[ApprovalRequest]:
-        """The approval requests the caller may decide, newest first. ``GET /v1/approvals``.
-        ``state``: Only requests in this state, e.g. `pending`.
+    def list_approvals_page(
+        self,
+        limit: int | None = None,
+        state: ApprovalState | None = None,
+        cursor: str | None = None,
+    ) -> ApprovalRequestPage:
+        """One page: The approval requests the caller may decide, newest first, only in `state`
+        when given. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/approvals``. ``limit``: How many items the page holds: 1-200, default 50.;
+        ``state``: Only requests in this state, e.g. `pending`. ``cursor``: the
+        ``next_cursor`` of the page before.
         """
-        answer = self._call_op("list_approvals", {"state": state})
-        return [ApprovalRequest.from_dict(x) for x in answer]
+        answer = self._call_op("list_approvals", {"limit": limit, "state": state, "cursor": cursor})
+        return ApprovalRequestPage.from_dict(answer)
+
+    def list_approvals(
+        self,
+        limit: int | None = None,
+        state: ApprovalState | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ApprovalRequest]:
+        """Every item, page by page, as an iterator: The approval requests the caller may
+        decide, newest first, only in `state` when given. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/approvals``. ``limit``: How many items the page holds:
+        1-200, default 50.; ``state``: Only requests in this state, e.g. `pending`.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ApprovalRequest], str | None]:
+            found = self.list_approvals_page(limit, state, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def get_approval(self, id: Ref) -> ApprovalRequest:
         """One approval request. ``GET /v1/approvals/{id}``."""
@@ -838,12 +1254,34 @@ class SyncOperations(SyncCaller):
 
     # -- bots
 
-    def list_bots(self) -> list[Bot]:
-        """The Bots the caller may use: its own and the organization's shared ones. ``GET
-        /v1/bots``.
+    def list_bots_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> BotPage:
+        """One page: The Bots the caller may use: its own and the organization's shared ones,
+        oldest first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/bots``. ``limit``: How many items the page holds: 1-200, default 50. ``cursor``:
+        the ``next_cursor`` of the page before.
         """
-        answer = self._call_op("list_bots", {})
-        return [Bot.from_dict(x) for x in answer]
+        answer = self._call_op("list_bots", {"limit": limit, "cursor": cursor})
+        return BotPage.from_dict(answer)
+
+    def list_bots(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Bot]:
+        """Every item, page by page, as an iterator: The Bots the caller may use: its own and
+        the organization's shared ones, oldest first. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/bots``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Bot], str | None]:
+            found = self.list_bots_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def _create_bot(
         self,
@@ -890,10 +1328,34 @@ class SyncOperations(SyncCaller):
 
     # -- budgets
 
-    def list_budgets(self) -> list[Budget]:
-        """The organization's budgets with what each scope spent so far. ``GET /v1/budgets``."""
-        answer = self._call_op("list_budgets", {})
-        return [Budget.from_dict(x) for x in answer]
+    def list_budgets_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> BudgetPage:
+        """One page: The organization's budgets with what each scope spent so far, by scope and
+        target. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/budgets``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_budgets", {"limit": limit, "cursor": cursor})
+        return BudgetPage.from_dict(answer)
+
+    def list_budgets(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Budget]:
+        """Every item, page by page, as an iterator: The organization's budgets with what each
+        scope spent so far, by scope and target. Paged: ask again with `next_cursor` until it
+        is absent. ``GET /v1/budgets``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Budget], str | None]:
+            found = self.list_budgets_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def put_budget(
         self,
@@ -915,10 +1377,37 @@ class SyncOperations(SyncCaller):
 
     # -- chats
 
-    def list_chats(self) -> list[Chat]:
-        """The caller's Chats. ``GET /v1/chats``."""
-        answer = self._call_op("list_chats", {})
-        return [Chat.from_dict(x) for x in answer]
+    def list_chats_page(
+        self,
+        limit: int | None = None,
+        bot: str | None = None,
+        cursor: str | None = None,
+    ) -> ChatPage:
+        """One page: The caller's Chats, oldest first; with `bot`, only its Chats with that Bot.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/chats``. ``limit``:
+        How many items the page holds: 1-200, default 50.; ``bot``: Only the Chats with this
+        Bot. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_chats", {"limit": limit, "bot": bot, "cursor": cursor})
+        return ChatPage.from_dict(answer)
+
+    def list_chats(
+        self,
+        limit: int | None = None,
+        bot: str | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Chat]:
+        """Every item, page by page, as an iterator: The caller's Chats, oldest first; with
+        `bot`, only its Chats with that Bot. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/chats``. ``limit``: How many items the page holds: 1-200, default
+        50.; ``bot``: Only the Chats with this Bot. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Chat], str | None]:
+            found = self.list_chats_page(limit, bot, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def _create_chat(self, *, bot_id: BotId) -> Chat:
         """Creates a Chat of the caller with a Bot it may use. ``POST /v1/chats``."""
@@ -936,10 +1425,37 @@ class SyncOperations(SyncCaller):
         """
         self._call_op("delete_chat", {"id": _ref(id)})
 
-    def history(self, id: Ref) -> list[ChatEntry]:
-        """The Chat's messages, oldest first. ``GET /v1/chats/{id}/messages``."""
-        answer = self._call_op("history", {"id": _ref(id)})
-        return [ChatEntry.from_dict(x) for x in answer]
+    def history_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ChatEntryPage:
+        """One page: The Chat's messages, oldest first: the saved messages of its ended Turns,
+        with the notices that followed them. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/chats/{id}/messages``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("history", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return ChatEntryPage.from_dict(answer)
+
+    def history(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ChatEntry]:
+        """Every item, page by page, as an iterator: The Chat's messages, oldest first: the
+        saved messages of its ended Turns, with the notices that followed them. Paged: ask
+        again with `next_cursor` until it is absent. ``GET /v1/chats/{id}/messages``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ChatEntry], str | None]:
+            found = self.history_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def _send(
         self,
@@ -1037,10 +1553,33 @@ class SyncOperations(SyncCaller):
 
     # -- files
 
-    def list_files(self) -> list[StoredFile]:
-        """The caller's files, newest first. ``GET /v1/files``."""
-        answer = self._call_op("list_files", {})
-        return [StoredFile.from_dict(x) for x in answer]
+    def list_files_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> StoredFilePage:
+        """One page: The caller's files, newest first. Paged: ask again with `next_cursor` until
+        it is absent. ``GET /v1/files``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_files", {"limit": limit, "cursor": cursor})
+        return StoredFilePage.from_dict(answer)
+
+    def list_files(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[StoredFile]:
+        """Every item, page by page, as an iterator: The caller's files, newest first. Paged:
+        ask again with `next_cursor` until it is absent. ``GET /v1/files``. ``limit``: How
+        many items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[StoredFile], str | None]:
+            found = self.list_files_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def upload_file(
         self,
@@ -1080,7 +1619,7 @@ class SyncOperations(SyncCaller):
     ) -> ScopeLimitPage:
         """One page: The organization's limits by scope name, each with the permits held now.
         Paged: ask again with `next_cursor` until absent. ``GET /v1/limits``. ``limit``: How
-        many limits a page holds: 1-100, default 50. ``cursor``: the ``next_cursor`` of the
+        many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the
         page before.
         """
         answer = self._call_op("list_limits", {"limit": limit, "cursor": cursor})
@@ -1093,7 +1632,7 @@ class SyncOperations(SyncCaller):
     ) -> Pages[ScopeLimit]:
         """Every item, page by page, as an iterator: The organization's limits by scope name,
         each with the permits held now. Paged: ask again with `next_cursor` until absent.
-        ``GET /v1/limits``. ``limit``: How many limits a page holds: 1-100, default 50.
+        ``GET /v1/limits``. ``limit``: How many items the page holds: 1-200, default 50.
         ``cursor``: where to start (a page's ``next_cursor``).
         """
         def page(cursor: str | None) -> tuple[list[ScopeLimit], str | None]:
@@ -1129,10 +1668,34 @@ class SyncOperations(SyncCaller):
 
     # -- models
 
-    def list_providers(self) -> list[ProviderSettings]:
-        """The organization's provider settings (without keys). ``GET /v1/models/providers``."""
-        answer = self._call_op("list_providers", {})
-        return [ProviderSettings.from_dict(x) for x in answer]
+    def list_providers_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ProviderSettingsPage:
+        """One page: The organization's provider settings (without keys), by kind. Paged: ask
+        again with `next_cursor` until it is absent. ``GET /v1/models/providers``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of
+        the page before.
+        """
+        answer = self._call_op("list_providers", {"limit": limit, "cursor": cursor})
+        return ProviderSettingsPage.from_dict(answer)
+
+    def list_providers(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ProviderSettings]:
+        """Every item, page by page, as an iterator: The organization's provider settings
+        (without keys), by kind. Paged: ask again with `next_cursor` until it is absent.
+        ``GET /v1/models/providers``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ProviderSettings], str | None]:
+            found = self.list_providers_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def put_provider(
         self,
@@ -1163,10 +1726,34 @@ class SyncOperations(SyncCaller):
 
     # -- organization
 
-    def list_invitations(self) -> list[Invitation]:
-        """The organization's invitations. ``GET /v1/invitations``."""
-        answer = self._call_op("list_invitations", {})
-        return [Invitation.from_dict(x) for x in answer]
+    def list_invitations_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> InvitationPage:
+        """One page: The organization's invitations, newest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/invitations``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
+        before.
+        """
+        answer = self._call_op("list_invitations", {"limit": limit, "cursor": cursor})
+        return InvitationPage.from_dict(answer)
+
+    def list_invitations(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Invitation]:
+        """Every item, page by page, as an iterator: The organization's invitations, newest
+        first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/invitations``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Invitation], str | None]:
+            found = self.list_invitations_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def create_invitation(self, *, email: str, role: MemberRole) -> CreatedInvitation:
         """Invites a person as `member` or `admin`; the secret is in this answer only. ``POST
@@ -1187,10 +1774,33 @@ class SyncOperations(SyncCaller):
         """Revokes a pending invitation. ``DELETE /v1/invitations/{id}``."""
         self._call_op("revoke_invitation", {"id": _ref(id)})
 
-    def list_members(self) -> list[Member]:
-        """The organization's members. ``GET /v1/members``."""
-        answer = self._call_op("list_members", {})
-        return [Member.from_dict(x) for x in answer]
+    def list_members_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemberPage:
+        """One page: The organization's members, oldest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/members``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_members", {"limit": limit, "cursor": cursor})
+        return MemberPage.from_dict(answer)
+
+    def list_members(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Member]:
+        """Every item, page by page, as an iterator: The organization's members, oldest first.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/members``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Member], str | None]:
+            found = self.list_members_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def remove_member(self, id: Ref) -> None:
         """Removes a member (never an owner). Their tokens and sessions stop working at once,
@@ -1199,10 +1809,34 @@ class SyncOperations(SyncCaller):
         """
         self._call_op("remove_member", {"id": _ref(id)})
 
-    def list_organizations(self) -> list[Organization]:
-        """The organizations the caller's account belongs to. ``GET /v1/organizations``."""
-        answer = self._call_op("list_organizations", {})
-        return [Organization.from_dict(x) for x in answer]
+    def list_organizations_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> OrganizationPage:
+        """One page: The organizations the caller's account belongs to, oldest first. Paged: ask
+        again with `next_cursor` until it is absent. ``GET /v1/organizations``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of
+        the page before.
+        """
+        answer = self._call_op("list_organizations", {"limit": limit, "cursor": cursor})
+        return OrganizationPage.from_dict(answer)
+
+    def list_organizations(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Organization]:
+        """Every item, page by page, as an iterator: The organizations the caller's account
+        belongs to, oldest first. Paged: ask again with `next_cursor` until it is absent.
+        ``GET /v1/organizations``. ``limit``: How many items the page holds: 1-200, default
+        50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Organization], str | None]:
+            found = self.list_organizations_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def create_organization(self, *, name: str) -> CreatedOrganization:
         """Creates an organization owned by the caller's account, with the owner's first token
@@ -1242,8 +1876,8 @@ class SyncOperations(SyncCaller):
         """One page: The caller's executions that wait in `outcome_unknown` for a decision,
         oldest first, each with the call whose outcome is unknown: its key, its tool and the
         arguments it was sent with (to check in the outside system). Paged: ask again with
-        `next_cursor` until absent. ``GET /v1/unknown-outcomes``. ``limit``: How many
-        outcomes a page holds: 1-100, default 50. ``cursor``: the ``next_cursor`` of the page
+        `next_cursor` until absent. ``GET /v1/unknown-outcomes``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
         before.
         """
         answer = self._call_op("list_unknown_outcomes", {"limit": limit, "cursor": cursor})
@@ -1258,12 +1892,12 @@ class SyncOperations(SyncCaller):
         `outcome_unknown` for a decision, oldest first, each with the call whose outcome is
         unknown: its key, its tool and the arguments it was sent with (to check in the
         outside system). Paged: ask again with `next_cursor` until absent. ``GET
-        /v1/unknown-outcomes``. ``limit``: How many outcomes a page holds: 1-100, default 50.
+        /v1/unknown-outcomes``. ``limit``: How many items the page holds: 1-200, default 50.
         ``cursor``: where to start (a page's ``next_cursor``).
         """
         def page(cursor: str | None) -> tuple[list[UnknownOutcome], str | None]:
             found = self.list_unknown_outcomes_page(limit, cursor=cursor)
-            return found.outcomes, found.next_cursor
+            return found.items, found.next_cursor
 
         return Pages(page, cursor)
 
@@ -1283,10 +1917,33 @@ class SyncOperations(SyncCaller):
 
     # -- tokens
 
-    def list_tokens(self) -> list[ApiToken]:
-        """The caller's member's tokens, newest first. ``GET /v1/tokens``."""
-        answer = self._call_op("list_tokens", {})
-        return [ApiToken.from_dict(x) for x in answer]
+    def list_tokens_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ApiTokenPage:
+        """One page: The caller's member's tokens, newest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/tokens``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_tokens", {"limit": limit, "cursor": cursor})
+        return ApiTokenPage.from_dict(answer)
+
+    def list_tokens(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ApiToken]:
+        """Every item, page by page, as an iterator: The caller's member's tokens, newest first.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/tokens``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ApiToken], str | None]:
+            found = self.list_tokens_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def create_token(
         self,
@@ -1310,10 +1967,34 @@ class SyncOperations(SyncCaller):
 
     # -- tools
 
-    def list_delegates(self) -> list[DelegateTool]:
-        """The organization's delegate tools, by name. ``GET /v1/delegates``."""
-        answer = self._call_op("list_delegates", {})
-        return [DelegateTool.from_dict(x) for x in answer]
+    def list_delegates_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DelegateToolPage:
+        """One page: The organization's delegate tools, by name. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/delegates``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page
+        before.
+        """
+        answer = self._call_op("list_delegates", {"limit": limit, "cursor": cursor})
+        return DelegateToolPage.from_dict(answer)
+
+    def list_delegates(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[DelegateTool]:
+        """Every item, page by page, as an iterator: The organization's delegate tools, by name.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/delegates``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[DelegateTool], str | None]:
+            found = self.list_delegates_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def put_delegate(
         self,
@@ -1336,10 +2017,33 @@ class SyncOperations(SyncCaller):
         """
         self._call_op("delete_delegate", {"name": name})
 
-    def list_tools(self) -> list[HttpTool]:
-        """The organization's HTTP tools, by name. ``GET /v1/tools``."""
-        answer = self._call_op("list_tools", {})
-        return [HttpTool.from_dict(x) for x in answer]
+    def list_tools_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> HttpToolPage:
+        """One page: The organization's HTTP tools, by name. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/tools``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_tools", {"limit": limit, "cursor": cursor})
+        return HttpToolPage.from_dict(answer)
+
+    def list_tools(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[HttpTool]:
+        """Every item, page by page, as an iterator: The organization's HTTP tools, by name.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/tools``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[HttpTool], str | None]:
+            found = self.list_tools_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def put_tool(
         self,

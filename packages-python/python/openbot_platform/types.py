@@ -29,21 +29,28 @@ __all__ = [
     "AcceptedInvitation",
     "Action",
     "ApiToken",
+    "ApiTokenPage",
     "ApprovalRequest",
+    "ApprovalRequestPage",
     "ApprovalRequestedEvent",
     "ApprovalRule",
+    "ApprovalRulePage",
     "ApprovalState",
     "AssistantMessage",
     "Bot",
     "BotId",
+    "BotPage",
     "BotSpec",
     "BotUpdate",
     "Budget",
+    "BudgetPage",
     "BudgetScope",
     "CallOutcomeUnknownEvent",
     "Chat",
     "ChatEntry",
+    "ChatEntryPage",
     "ChatId",
+    "ChatPage",
     "ChildStartedEvent",
     "ContentPart",
     "CreateApprovalRule",
@@ -58,6 +65,7 @@ __all__ = [
     "DecideOutcome",
     "Decision",
     "DelegateTool",
+    "DelegateToolPage",
     "EVENT_TYPES",
     "ErrorBody",
     "ErrorCategory",
@@ -77,19 +85,24 @@ __all__ = [
     "FileRef",
     "Health",
     "HttpTool",
+    "HttpToolPage",
     "InputSteeredEvent",
     "Invitation",
+    "InvitationPage",
     "JobEndedEvent",
     "Limits",
     "Member",
+    "MemberPage",
     "MemberRole",
     "Message",
     "ModelStepStartedEvent",
     "Organization",
+    "OrganizationPage",
     "OutcomeDecision",
     "OutcomeDecisionRecord",
     "PlanMode",
     "ProviderSettings",
+    "ProviderSettingsPage",
     "PutBudget",
     "PutDelegateTool",
     "PutHttpTool",
@@ -105,6 +118,7 @@ __all__ = [
     "SendReceipt",
     "Session",
     "StoredFile",
+    "StoredFilePage",
     "TextContentPart",
     "TextDeltaEvent",
     "TokenId",
@@ -207,6 +221,27 @@ class ApiToken:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApiTokenPage:
+    """One page of API tokens, newest first."""
+    #: The items on this page, in the list's order.
+    items: list[ApiToken]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApiTokenPage:
+        """A ApiTokenPage from its JSON form."""
+        return cls(
+            items=[ApiToken.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ApprovalRequest(ApprovalRequestExtras):
     """A tool call that waits for (or got) a person's decision."""
     #: The Bot that asked.
@@ -258,6 +293,27 @@ class ApprovalRequest(ApprovalRequestExtras):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApprovalRequestPage:
+    """One page of approval requests, newest first."""
+    #: The items on this page, in the list's order.
+    items: list[ApprovalRequest]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApprovalRequestPage:
+        """A ApprovalRequestPage from its JSON form."""
+        return cls(
+            items=[ApprovalRequest.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ApprovalRule:
     """A rule of an organization."""
     #: What it does.
@@ -289,6 +345,27 @@ class ApprovalRule:
             arguments=data.get("arguments"),
             bot_id=data.get("bot_id"),
             member_id=data.get("member_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRulePage:
+    """One page of approval rules, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[ApprovalRule]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApprovalRulePage:
+        """A ApprovalRulePage from its JSON form."""
+        return cls(
+            items=[ApprovalRule.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -336,6 +413,27 @@ class Bot(BotExtras):
 
 #: Names one Bot.
 BotId: TypeAlias = str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BotPage:
+    """One page of Bots, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Bot]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BotPage:
+        """A BotPage from its JSON form."""
+        return cls(
+            items=[Bot.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -438,6 +536,27 @@ class Budget:
         return _to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BudgetPage:
+    """One page of budgets, by scope and target."""
+    #: The items on this page, in the list's order.
+    items: list[Budget]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BudgetPage:
+        """A BudgetPage from its JSON form."""
+        return cls(
+            items=[Budget.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
 #: What a budget caps.
 BudgetScope: TypeAlias = Union[Literal["organization"], Literal["bot"], Literal["chat"]]
 
@@ -490,8 +609,50 @@ class ChatEntry(ChatEntryExtras):
         return _to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChatEntryPage:
+    """One page of a Chat's history, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[ChatEntry]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatEntryPage:
+        """A ChatEntryPage from its JSON form."""
+        return cls(
+            items=[ChatEntry.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
 #: Names one Chat.
 ChatId: TypeAlias = str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatPage:
+    """One page of Chats, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Chat]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatPage:
+        """A ChatPage from its JSON form."""
+        return cls(
+            items=[Chat.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
 
 
 class TextContentPart(TypedDict):
@@ -773,6 +934,27 @@ class DelegateTool:
             limits=Limits.from_dict(data["limits"]),
             name=data["name"],
             updated_at=_time(data["updated_at"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DelegateToolPage:
+    """One page of delegate tools, by name."""
+    #: The items on this page, in the list's order.
+    items: list[DelegateTool]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DelegateToolPage:
+        """A DelegateToolPage from its JSON form."""
+        return cls(
+            items=[DelegateTool.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1233,6 +1415,27 @@ class HttpTool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HttpToolPage:
+    """One page of HTTP tools, by name."""
+    #: The items on this page, in the list's order.
+    items: list[HttpTool]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HttpToolPage:
+        """A HttpToolPage from its JSON form."""
+        return cls(
+            items=[HttpTool.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Invitation:
     """An invitation (never its secret)."""
     #: The invited person's email.
@@ -1258,6 +1461,27 @@ class Invitation:
             role=data["role"],
             accepted_at=_maybe(data.get("accepted_at"), _time),
             revoked_at=_maybe(data.get("revoked_at"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InvitationPage:
+    """One page of invitations, newest first."""
+    #: The items on this page, in the list's order.
+    items: list[Invitation]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InvitationPage:
+        """A InvitationPage from its JSON form."""
+        return cls(
+            items=[Invitation.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1313,6 +1537,27 @@ class Member:
             email=data["email"],
             id=data["id"],
             role=data["role"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberPage:
+    """One page of members, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Member]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemberPage:
+        """A MemberPage from its JSON form."""
+        return cls(
+            items=[Member.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1378,6 +1623,27 @@ class Organization:
             member_id=data["member_id"],
             name=data["name"],
             role=data["role"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrganizationPage:
+    """One page of organizations, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Organization]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OrganizationPage:
+        """A OrganizationPage from its JSON form."""
+        return cls(
+            items=[Organization.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1468,6 +1734,27 @@ class ProviderSettings:
             kind=data["kind"],
             updated_at=_time(data["updated_at"]),
             base_url=data.get("base_url"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderSettingsPage:
+    """One page of model provider settings, by kind."""
+    #: The items on this page, in the list's order.
+    items: list[ProviderSettings]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProviderSettingsPage:
+        """A ProviderSettingsPage from its JSON form."""
+        return cls(
+            items=[ProviderSettings.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1808,6 +2095,27 @@ class StoredFile:
         return _to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoredFilePage:
+    """One page of stored files, newest first."""
+    #: The items on this page, in the list's order.
+    items: list[StoredFile]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StoredFilePage:
+        """A StoredFilePage from its JSON form."""
+        return cls(
+            items=[StoredFile.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
 #: Names one API token.
 TokenId: TypeAlias = str
 
@@ -1946,16 +2254,16 @@ class UnknownOutcome:
 @dataclass(frozen=True, kw_only=True)
 class UnknownOutcomePage:
     """One page of unknown outcomes, oldest first."""
-    #: The outcomes on this page.
-    outcomes: list[UnknownOutcome]
-    #: The cursor of the next page; absent on the last page.
+    #: The items on this page, in the list's order.
+    items: list[UnknownOutcome]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
     next_cursor: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> UnknownOutcomePage:
         """A UnknownOutcomePage from its JSON form."""
         return cls(
-            outcomes=[UnknownOutcome.from_dict(x) for x in data["outcomes"]],
+            items=[UnknownOutcome.from_dict(x) for x in data["items"]],
             next_cursor=data.get("next_cursor"),
         )
 

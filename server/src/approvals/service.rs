@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use chrono::DateTime;
 use openbot_schema::{
-    Action, ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval,
-    Decision, Resource, ToolCall,
+    Action, ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState,
+    CreateApprovalRule, DecideApproval, Decision, Resource, ToolCall,
 };
 use uuid::Uuid;
 
@@ -13,6 +13,7 @@ use super::rules::{DEFAULT_EXPIRY_MS, RuleRow};
 use super::store::RuleStore;
 use crate::engine::{Engine, EngineError, Wake};
 use crate::identity::{AccessError, Caller, IdentityCheckError, IdentityStore};
+use crate::paging::{CreatedPosition, Paging};
 use crate::store::{
     NoticeTarget, NoticeWrite, RequestAccess, RequestDecision, RequestRow, StoreError, TxWrites,
     now_ms,
@@ -175,16 +176,18 @@ impl Approvals {
         Ok(rule_view(self.rules.add_rule(organization, row).await?))
     }
 
-    /// The organization's rules.
-    pub async fn rules(&self, caller: &Caller) -> Result<Vec<ApprovalRule>, ApprovalError> {
+    /// One page of the organization's rules, oldest first.
+    pub async fn rules(
+        &self,
+        caller: &Caller,
+        paging: &Paging<CreatedPosition>,
+    ) -> Result<ApprovalRulePage, ApprovalError> {
         caller.require(Resource::Chats, Action::Read)?;
-        Ok(self
+        let rows = self
             .rules
-            .rules(caller.member.organization_id)
-            .await?
-            .into_iter()
-            .map(rule_view)
-            .collect())
+            .rules_page(caller.member.organization_id, paging.after, paging.fetch())
+            .await?;
+        Ok(paging.page(rows, |row| (row.created_at, row.id), rule_view))
     }
 
     /// Removes a rule: an admin any, a member their own.
@@ -208,23 +211,31 @@ impl Approvals {
 
     /// The requests the caller may decide (an admin: all of the organization; a member: their
     /// own work's; a token limited to some Bots: only those of work for a Chat of one of its
-    /// Bots), newest first, optionally only in one state.
+    /// Bots), newest first, optionally only in one state: one page of them.
     pub async fn list(
         &self,
         caller: &Caller,
         state: Option<ApprovalState>,
-    ) -> Result<Vec<ApprovalRequest>, ApprovalError> {
+        paging: &Paging<CreatedPosition>,
+    ) -> Result<ApprovalRequestPage, ApprovalError> {
         caller.require(Resource::Chats, Action::Read)?;
         let rows = self
             .engine
             .context()
             .store
-            .requests(&access(caller), state.map(ApprovalState::as_str))
+            .requests(
+                &access(caller),
+                state.map(ApprovalState::as_str),
+                paging.after,
+                paging.fetch(),
+            )
             .await?;
-        Ok(rows
+        let (rows, next_cursor) = paging.finish(rows, |row| (row.created_at, row.id));
+        let items = rows
             .into_iter()
             .map(request_view)
-            .collect::<Result<_, _>>()?)
+            .collect::<Result<_, _>>()?;
+        Ok(ApprovalRequestPage { items, next_cursor })
     }
 
     async fn visible(&self, caller: &Caller, id: Uuid) -> Result<RequestRow, ApprovalError> {

@@ -55,6 +55,26 @@ impl RuleStore for Store {
         rows.iter().map(rule_row).collect()
     }
 
+    async fn rules_page(
+        &self,
+        organization: Uuid,
+        after: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<RuleRow>, StoreError> {
+        let (after_at, after_id) = after.unwrap_or((i64::MIN, crate::paging::FIRST_ID));
+        let rows = sqlx::query(
+            "SELECT * FROM approval_rules WHERE organization_id = $1 \
+             AND (created_at > $2 OR (created_at = $2 AND id > $3)) ORDER BY created_at, id LIMIT $4",
+        )
+        .bind(organization)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(rule_row).collect()
+    }
+
     async fn rule(&self, organization: Uuid, id: Uuid) -> Result<Option<RuleRow>, StoreError> {
         let row =
             sqlx::query("SELECT * FROM approval_rules WHERE organization_id = $1 AND id = $2")

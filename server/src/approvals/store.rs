@@ -15,6 +15,15 @@ pub trait RuleStore: Send + Sync + 'static {
     /// The organization's rules, oldest first.
     async fn rules(&self, organization: Uuid) -> Result<Vec<RuleRow>, StoreError>;
 
+    /// Up to `limit` of the organization's rules, oldest first, after the rule at `after`
+    /// (its creation time and ID) when given.
+    async fn rules_page(
+        &self,
+        organization: Uuid,
+        after: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<RuleRow>, StoreError>;
+
     /// A rule of the organization.
     async fn rule(&self, organization: Uuid, id: Uuid) -> Result<Option<RuleRow>, StoreError>;
 

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::store::{BotRow, BotStore, bot_limit, parse_spec, spec_json};
 use crate::identity::Caller;
+use crate::paging::FIRST_ID;
 use crate::store::{StoreError, now_ms, sql_store};
 
 sql_store! {
@@ -70,15 +71,22 @@ impl BotStore for Store {
         row.as_ref().map(bot_row).transpose()
     }
 
-    async fn visible_bots(&self, caller: &Caller) -> Result<Vec<BotRow>, StoreError> {
+    async fn visible_bots(
+        &self,
+        caller: &Caller,
+        after: Option<BotId>,
+        limit: i64,
+    ) -> Result<Vec<BotRow>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
             visible!(),
-            " ORDER BY id"
+            " AND id > $4 ORDER BY id LIMIT $5"
         ))
             .bind(caller.member.organization_id)
             .bind(caller.member.member_id)
             .bind(bot_limit(caller))
+            .bind(after.map_or(FIRST_ID, |id| id.as_uuid()))
+            .bind(limit)
             .fetch_all(self.reader())
             .await?;
         rows.iter().map(bot_row).collect()

@@ -39,8 +39,14 @@ pub trait BotStore: Send + Sync + 'static {
     /// A Bot the caller may see.
     async fn visible_bot(&self, caller: &Caller, id: BotId) -> Result<Option<BotRow>, StoreError>;
 
-    /// The Bots the caller may see, oldest first.
-    async fn visible_bots(&self, caller: &Caller) -> Result<Vec<BotRow>, StoreError>;
+    /// The Bots the caller may see, oldest first (by ID, which is time-ordered): up to
+    /// `limit` after the Bot `after`. The Bot limit is part of the query.
+    async fn visible_bots(
+        &self,
+        caller: &Caller,
+        after: Option<BotId>,
+        limit: i64,
+    ) -> Result<Vec<BotRow>, StoreError>;
 
     /// Replaces a Bot's definition if it is still at `revision`; returns the new row, or
     /// `None` when the revision moved on (a conflict).

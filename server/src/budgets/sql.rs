@@ -80,6 +80,28 @@ impl BudgetStore for Store {
         rows.iter().map(budget_row).collect()
     }
 
+    async fn budgets_page(
+        &self,
+        organization: Uuid,
+        after: Option<(String, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<BudgetRow>, StoreError> {
+        let (after_scope, after_target) = after.unwrap_or((String::new(), crate::paging::FIRST_ID));
+        let rows = sqlx::query(concat!(
+            "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
+            spent!(),
+            " AS spent_micros FROM budgets b WHERE b.organization_id = $1 \
+             AND (b.scope > $2 OR (b.scope = $2 AND b.target_id > $3)) ORDER BY b.scope, b.target_id LIMIT $4"
+        ))
+        .bind(organization)
+        .bind(after_scope)
+        .bind(after_target)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(budget_row).collect()
+    }
+
     async fn delete_budget(
         &self,
         organization: Uuid,

@@ -48,6 +48,15 @@ pub trait BudgetStore: Send + Sync + 'static {
     /// The organization's budgets with their spending, by scope and target.
     async fn budgets(&self, organization: Uuid) -> Result<Vec<BudgetRow>, StoreError>;
 
+    /// Up to `limit` of the organization's budgets by scope and target, after the budget at
+    /// `after` (its scope's name and target) when given.
+    async fn budgets_page(
+        &self,
+        organization: Uuid,
+        after: Option<(String, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<BudgetRow>, StoreError>;
+
     /// Removes a budget; returns whether it existed.
     async fn delete_budget(
         &self,

@@ -54,3 +54,108 @@ pub async fn chat_history(
     }
     Ok(history)
 }
+
+/// Where an entry stands in a Chat's history: the execution it belongs to (the Turn that
+/// added it, or the one its notice follows) and its place among that execution's entries.
+pub type HistoryPosition = (ExecutionId, u32);
+
+/// How many executions one read of a history page takes at a time.
+const EXECUTION_BATCH: i64 = 64;
+
+/// The entries of `execution`, its saved messages first and then the notices that followed
+/// it, each with its position.
+async fn entries_of(
+    cx: &EngineContext,
+    execution: &crate::store::ExecutionRow,
+    notices: &[crate::store::ChatNoticeRow],
+    into: &mut Vec<(HistoryPosition, HistoryEntry)>,
+) -> Result<(), EngineError> {
+    let mut index = 0u32;
+    if let Some(output) = execution.output_record {
+        let messages: Vec<Message> = cx.open_json(output).await?;
+        for message in messages {
+            into.push((
+                (execution.id, index),
+                HistoryEntry {
+                    message,
+                    execution_id: execution.id,
+                    at: execution.updated_at,
+                },
+            ));
+            index += 1;
+        }
+    }
+    for notice in notices
+        .iter()
+        .filter(|n| n.after_execution == Some(execution.id))
+    {
+        let content: Vec<ContentPart> = serde_json::from_str(&notice.content)
+            .map_err(|e| StoreError::Invalid(format!("notice: {e}")))?;
+        into.push((
+            (execution.id, index),
+            HistoryEntry {
+                message: Message::User { content },
+                execution_id: notice.source_id,
+                at: notice.created_at,
+            },
+        ));
+        index += 1;
+    }
+    Ok(())
+}
+
+/// Up to `want` entries of `chat`'s history after the position `after` (from the start with
+/// `None`), oldest first, each with its position: the same entries, in the same order, as
+/// [`chat_history`]. Executions are read from the store in batches from the position's
+/// execution on, so a page reads only the executions it shows (and one batch more at most).
+pub async fn chat_history_after(
+    cx: &EngineContext,
+    chat: uuid::Uuid,
+    after: Option<HistoryPosition>,
+    want: usize,
+) -> Result<Vec<(HistoryPosition, HistoryEntry)>, EngineError> {
+    let mut entries = Vec::new();
+    let mut from = after.map(|(id, _)| id);
+    // The execution already read whose row a batch that starts at it holds again.
+    let mut seen: Option<ExecutionId> = None;
+    loop {
+        let batch = cx
+            .store
+            .chat_executions_from(chat, from, EXECUTION_BATCH)
+            .await?;
+        let full = batch.len() as i64 == EXECUTION_BATCH;
+        let batch: Vec<_> = batch
+            .into_iter()
+            .filter(|row| Some(row.id) != seen)
+            .collect();
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            break;
+        };
+        let notices = cx
+            .store
+            .chat_notices_between(chat, first.id, last.id)
+            .await?;
+        for execution in &batch {
+            let start = entries.len();
+            entries_of(cx, execution, &notices, &mut entries).await?;
+            // The page after `after` starts behind its entry in its execution.
+            if let Some((id, index)) = after
+                && execution.id == id
+            {
+                let mut kept = entries.split_off(start);
+                kept.retain(|((_, i), _)| *i > index);
+                entries.extend(kept);
+            }
+            if entries.len() >= want {
+                entries.truncate(want);
+                return Ok(entries);
+            }
+        }
+        if !full {
+            break;
+        }
+        from = Some(last.id);
+        seen = Some(last.id);
+    }
+    Ok(entries)
+}

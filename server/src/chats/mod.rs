@@ -10,7 +10,7 @@ mod sql;
 mod store;
 
 pub use deletion::{CHAT_DELETION, ChatDeletionWorkflow, DeletionInput, deletion_service};
-pub use history::{HistoryEntry, chat_history};
+pub use history::{HistoryEntry, HistoryPosition, chat_history, chat_history_after};
 pub(crate) use plan::PlanApproved;
 pub use service::{ChatError, Chats};
 pub use store::{ChatRow, ChatStore};

@@ -6,14 +6,17 @@ use std::time::Duration;
 
 use chrono::DateTime;
 use openbot_schema::{
-    BotId, Chat, ChatEntry, ChatId, EventKind, ExecutionId, SendDisposition, SendInput, SendReceipt,
+    BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, EventKind, ExecutionId,
+    SendDisposition, SendInput, SendReceipt,
 };
 use sha2::{Digest, Sha256};
 
+use super::HistoryPosition;
 use super::store::{ChatRow, ChatStore};
 use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
+use crate::paging::Paging;
 use crate::store::{ExecutionRow, KeyWrite, StoreError};
 use crate::tools::ToolStore;
 use crate::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
@@ -304,15 +307,25 @@ impl Chats {
         Ok(chat_view(&self.chat(caller, id).await?))
     }
 
-    /// The caller's Chats (with a token limited to some Bots, only those with one of them).
-    pub async fn list(&self, caller: &Caller) -> Result<Vec<Chat>, ChatError> {
-        Ok(self
+    /// One page of the caller's Chats, oldest first, only those with `bot` when given (with a
+    /// token limited to some Bots, only those with one of them).
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        bot: Option<BotId>,
+        paging: &Paging<ChatId>,
+    ) -> Result<ChatPage, ChatError> {
+        let rows = self
             .chats
-            .chats_of(caller.member.member_id, caller.bot_ids.as_deref())
-            .await?
-            .iter()
-            .map(chat_view)
-            .collect())
+            .chats_of(
+                caller.member.member_id,
+                caller.bot_ids.as_deref(),
+                bot,
+                paging.after,
+                paging.fetch(),
+            )
+            .await?;
+        Ok(paging.page(rows, |row| row.id, |row| chat_view(&row)))
     }
 
     /// Sends input: it waits in order for a Turn of its own, which starts at once when no Turn
@@ -554,18 +567,28 @@ impl Chats {
 
     /// The Chat's messages: the saved messages of each ended Turn, in order, with the notices
     /// that arrived while no Turn took input.
-    pub async fn history(&self, caller: &Caller, id: ChatId) -> Result<Vec<ChatEntry>, ChatError> {
+    pub async fn history(
+        &self,
+        caller: &Caller,
+        id: ChatId,
+        paging: &Paging<HistoryPosition>,
+    ) -> Result<ChatEntryPage, ChatError> {
         self.chat(caller, id).await?;
-        Ok(
-            super::chat_history(self.engine.context(), id.as_uuid(), None)
-                .await?
-                .into_iter()
-                .map(|entry| ChatEntry {
-                    message: entry.message,
-                    execution_id: entry.execution_id,
-                    at: time(entry.at),
-                })
-                .collect(),
+        let rows = super::chat_history_after(
+            self.engine.context(),
+            id.as_uuid(),
+            paging.after,
+            paging.fetch() as usize,
         )
+        .await?;
+        Ok(paging.page(
+            rows,
+            |(position, _)| *position,
+            |(_, entry)| ChatEntry {
+                message: entry.message,
+                execution_id: entry.execution_id,
+                at: time(entry.at),
+            },
+        ))
     }
 }

@@ -6,6 +6,7 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{ChatRow, ChatStore};
+use crate::paging::FIRST_ID;
 use crate::store::{StoreError, bot_limit_json, now_ms, sql_store};
 
 sql_store! {
@@ -71,15 +72,23 @@ impl ChatStore for Store {
         &self,
         member_id: Uuid,
         bot_ids: Option<&[BotId]>,
+        bot: Option<BotId>,
+        after: Option<ChatId>,
+        limit: i64,
     ) -> Result<Vec<ChatRow>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT id, bot_id, member_id, title, revision, created_at, plan_mode FROM chats \
              WHERE member_id = $1 AND deleted_at IS NULL AND ",
             in_bot_limit!("bot_id", "$2"),
-            " ORDER BY id"
+            " AND (",
+            uuid_param!("$3"),
+            " IS NULL OR bot_id = $3) AND id > $4 ORDER BY id LIMIT $5"
         ))
         .bind(member_id)
         .bind(bot_limit_json(bot_ids)?)
+        .bind(bot.map(|id| id.as_uuid()))
+        .bind(after.map_or(FIRST_ID, |id| id.as_uuid()))
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(chat_row).collect()

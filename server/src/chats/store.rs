@@ -45,11 +45,16 @@ pub trait ChatStore: Send + Sync + 'static {
         bot_ids: Option<&[BotId]>,
     ) -> Result<Option<ChatRow>, StoreError>;
 
-    /// The member's Chats, oldest first; with `bot_ids` only those with one of those Bots.
+    /// The member's Chats, oldest first (by ID, which is time-ordered): up to `limit` after
+    /// the Chat `after`, only those with `bot` when given; with `bot_ids` only those with one
+    /// of those Bots (the Bot limit is part of the query).
     async fn chats_of(
         &self,
         member_id: Uuid,
         bot_ids: Option<&[BotId]>,
+        bot: Option<BotId>,
+        after: Option<ChatId>,
+        limit: i64,
     ) -> Result<Vec<ChatRow>, StoreError>;
 
     /// Renames a Chat if it is still at `revision`; `None` when the revision moved on.

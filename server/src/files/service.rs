@@ -9,12 +9,13 @@ use chrono::DateTime;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
-use openbot_schema::{Action, FileId, Resource, StoredFile};
+use openbot_schema::{Action, FileId, Resource, StoredFile, StoredFilePage};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::store::{FileAccess, FileRow, FileStore};
 use crate::identity::{AccessError, Caller, Credential};
+use crate::paging::{CreatedPosition, Paging};
 use crate::store::{StoreError, now_ms};
 
 /// The largest file the server stores: 20 MiB.
@@ -228,16 +229,18 @@ impl Files {
         Ok((view(&row), bytes))
     }
 
-    /// The caller's files, newest first.
-    pub async fn list(&self, caller: &Caller) -> Result<Vec<StoredFile>, FileError> {
+    /// One page of the caller's files, newest first.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        paging: &Paging<CreatedPosition>,
+    ) -> Result<StoredFilePage, FileError> {
         caller.require(Resource::Chats, Action::Read)?;
-        Ok(self
+        let rows = self
             .store
-            .files_of(access(caller))
-            .await?
-            .iter()
-            .map(view)
-            .collect())
+            .files_of(access(caller), paging.after, paging.fetch())
+            .await?;
+        Ok(paging.page(rows, |row| (row.created_at, row.id), |row| view(&row)))
     }
 
     /// Deletes a file of the caller: its description first (it is gone at once), then its

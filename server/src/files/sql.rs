@@ -60,14 +60,24 @@ impl FileStore for Store {
         row.as_ref().map(file_row).transpose()
     }
 
-    async fn files_of(&self, access: FileAccess) -> Result<Vec<FileRow>, StoreError> {
+    async fn files_of(
+        &self,
+        access: FileAccess,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<FileRow>, StoreError> {
+        let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
         let rows = sqlx::query(concat!(
             "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL AND (",
             uuid_param!("$2"),
-            " IS NULL OR token_id = $2) ORDER BY created_at DESC, id DESC LIMIT 1000"
+            " IS NULL OR token_id = $2) AND (created_at < $3 OR (created_at = $3 AND id < $4)) \
+             ORDER BY created_at DESC, id DESC LIMIT $5"
         ))
         .bind(access.owner)
         .bind(access.stored_by)
+        .bind(before_at)
+        .bind(before_id)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(file_row).collect()

@@ -48,8 +48,14 @@ pub trait FileStore: Send + Sync + 'static {
     /// A file `access` sees that is not deleted.
     async fn file_of(&self, access: FileAccess, id: Uuid) -> Result<Option<FileRow>, StoreError>;
 
-    /// The files `access` sees, newest first.
-    async fn files_of(&self, access: FileAccess) -> Result<Vec<FileRow>, StoreError>;
+    /// Up to `limit` of the files `access` sees, newest first, after the file at `before`
+    /// (its creation time and ID) when given.
+    async fn files_of(
+        &self,
+        access: FileAccess,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<FileRow>, StoreError>;
 
     /// Marks a file `access` sees deleted; returns it when it was there.
     async fn delete_file(

@@ -8,8 +8,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, ErrorBody,
-    ErrorCode,
+    ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState,
+    CreateApprovalRule, DecideApproval, ErrorBody, ErrorCode, PageQuery,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -19,6 +19,7 @@ use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::approvals::ApprovalError;
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 async fn mapped(state: &AppState, err: ApprovalError) -> ApiError {
     match err {
@@ -37,25 +38,28 @@ fn parse_id(id: &str, what: &str) -> Result<Uuid, ApiError> {
         .map_err(|_| ApiError::invalid(format!("the {what} ID must be a UUID")))
 }
 
-/// Which requests to list.
+/// Which requests to list, beside the page.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only requests in this state, e.g. `pending`.
+    #[param(required = false, nullable = false)]
     state: Option<ApprovalState>,
 }
 
-/// The approval requests the caller may decide, newest first.
-#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
-    responses((status = 200, body = Vec<ApprovalRequest>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The approval requests the caller may decide, newest first, only in `state` when given.
+/// Paged: ask again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(PageQuery, ListQuery),
+    responses((status = 200, body = ApprovalRequestPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_approvals(
     State(state): State<AppState>,
     caller: Caller,
+    ApiQuery(page): ApiQuery<PageQuery>,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<ApprovalRequest>>, ApiError> {
-    match state.approvals.list(&caller, query.state).await {
+) -> Result<Json<ApprovalRequestPage>, ApiError> {
+    let paging = Paging::parse(&page)?;
+    match state.approvals.list(&caller, query.state, &paging).await {
         Ok(list) => Ok(Json(list)),
         Err(err) => Err(mapped(&state, err).await),
     }
@@ -99,15 +103,18 @@ pub async fn decide_approval(
     }
 }
 
-/// The organization's approval rules, oldest first.
-#[utoipa::path(get, path = "/v1/approval-rules", tag = "approvals",
-    responses((status = 200, body = Vec<ApprovalRule>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The organization's approval rules, oldest first. Paged: ask again with `next_cursor`
+/// until it is absent.
+#[utoipa::path(get, path = "/v1/approval-rules", tag = "approvals", params(PageQuery),
+    responses((status = 200, body = ApprovalRulePage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_rules(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<ApprovalRule>>, ApiError> {
-    match state.approvals.rules(&caller).await {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<ApprovalRulePage>, ApiError> {
+    let paging = Paging::parse(&query)?;
+    match state.approvals.rules(&caller, &paging).await {
         Ok(rules) => Ok(Json(rules)),
         Err(err) => Err(mapped(&state, err).await),
     }

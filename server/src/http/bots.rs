@@ -3,13 +3,16 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use openbot_schema::{Action, Bot, BotId, BotSpec, BotUpdate, ErrorBody, Resource};
+use openbot_schema::{
+    Action, Bot, BotId, BotPage, BotSpec, BotUpdate, ErrorBody, PageQuery, Resource,
+};
 
 use super::AppState;
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::bots::{bot_view, check_spec};
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 fn parse_id(id: &str) -> Result<BotId, ApiError> {
     id.parse()
@@ -69,17 +72,24 @@ pub async fn create_bot(
     }
 }
 
-/// The Bots the caller may use: its own and the organization's shared ones.
-#[utoipa::path(get, path = "/v1/bots", tag = "bots",
-    responses((status = 200, body = Vec<Bot>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The Bots the caller may use: its own and the organization's shared ones, oldest first.
+/// Paged: ask again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/bots", tag = "bots", params(PageQuery),
+    responses((status = 200, body = BotPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_bots(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Bot>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<BotPage>, ApiError> {
     caller.require(Resource::Bots, Action::Read)?;
-    match state.bots.visible_bots(&caller).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(bot_view).collect())),
+    let paging = Paging::<BotId>::parse(&query)?;
+    match state
+        .bots
+        .visible_bots(&caller, paging.after, paging.fetch())
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(rows, |row| row.id, bot_view))),
         Err(err) => Err(ApiError::from_store(&state, err, "bots").await),
     }
 }

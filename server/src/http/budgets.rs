@@ -6,14 +6,17 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{Action, Budget, BudgetScope, ErrorBody, PutBudget, Resource};
+use openbot_schema::{
+    Action, Budget, BudgetPage, BudgetScope, ErrorBody, PageQuery, PutBudget, Resource,
+};
 use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::budgets::BudgetRow;
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 fn view(row: BudgetRow) -> Budget {
     Budget {
@@ -38,17 +41,32 @@ fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
     Ok((scope, target))
 }
 
-/// The organization's budgets with what each scope spent so far.
-#[utoipa::path(get, path = "/v1/budgets", tag = "budgets",
-    responses((status = 200, body = Vec<Budget>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The organization's budgets with what each scope spent so far, by scope and target. Paged:
+/// ask again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/budgets", tag = "budgets", params(PageQuery),
+    responses((status = 200, body = BudgetPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_budgets(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Budget>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<BudgetPage>, ApiError> {
     caller.require(Resource::Models, Action::Read)?;
-    match state.budgets.budgets(caller.member.organization_id).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+    let paging = Paging::<(String, Uuid)>::parse(&query)?;
+    match state
+        .budgets
+        .budgets_page(
+            caller.member.organization_id,
+            paging.after.clone(),
+            paging.fetch(),
+        )
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| (row.scope.as_str().to_string(), row.target_id),
+            view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "budgets").await),
     }
 }

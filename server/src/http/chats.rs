@@ -4,15 +4,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    Action, BotId, Chat, ChatEntry, ChatId, CreateChat, ErrorBody, PlanMode, Resource, SendInput,
-    SendReceipt,
+    Action, BotId, Chat, ChatEntryPage, ChatFilter, ChatId, ChatPage, CreateChat, ErrorBody,
+    PageQuery, PlanMode, Resource, SendInput, SendReceipt,
 };
 
 use super::AppState;
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::chats::ChatError;
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 fn parse_id(id: &str) -> Result<ChatId, ApiError> {
     id.parse()
@@ -52,17 +53,21 @@ pub async fn create_chat(
     }
 }
 
-/// The caller's Chats.
-#[utoipa::path(get, path = "/v1/chats", tag = "chats",
-    responses((status = 200, body = Vec<Chat>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask
+/// again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/chats", tag = "chats", params(PageQuery, ChatFilter),
+    responses((status = 200, body = ChatPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_chats(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Chat>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+    ApiQuery(filter): ApiQuery<ChatFilter>,
+) -> Result<Json<ChatPage>, ApiError> {
     caller.require(Resource::Chats, Action::Read)?;
+    let paging = Paging::parse(&query)?;
     // The token's Bot limit is part of the query.
-    match state.chats.list(&caller).await {
+    match state.chats.list(&caller, filter.bot, &paging).await {
         Ok(chats) => Ok(Json(chats)),
         Err(err) => Err(mapped(&state, err).await),
     }
@@ -207,18 +212,21 @@ pub async fn delete_chat(
     }
 }
 
-/// The Chat's messages, oldest first.
-#[utoipa::path(get, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat")),
-    responses((status = 200, body = Vec<ChatEntry>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+/// The Chat's messages, oldest first: the saved messages of its ended Turns, with the notices
+/// that followed them. Paged: ask again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/chats/{id}/messages", tag = "chats", params(("id" = uuid::Uuid, Path, description = "The Chat"), PageQuery),
+    responses((status = 200, body = ChatEntryPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn history(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Vec<ChatEntry>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<ChatEntryPage>, ApiError> {
     caller.require(Resource::Chats, Action::Read)?;
+    let paging = Paging::parse(&query)?;
     let chat = chat(&state, &caller, &id).await?;
-    match state.chats.history(&caller, chat.id).await {
+    match state.chats.history(&caller, chat.id, &paging).await {
         Ok(entries) => Ok(Json(entries)),
         Err(err) => Err(mapped(&state, err).await),
     }

@@ -100,6 +100,12 @@ impl From<AccessError> for ApiError {
     }
 }
 
+impl From<crate::paging::PageError> for ApiError {
+    fn from(err: crate::paging::PageError) -> Self {
+        Self::invalid(err.to_string())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let error_id = self.body.error_id;

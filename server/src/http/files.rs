@@ -7,7 +7,9 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use openbot_schema::{ErrorBody, ErrorCategory, ErrorCode, FileId, StoredFile};
+use openbot_schema::{
+    ErrorBody, ErrorCategory, ErrorCode, FileId, PageQuery, StoredFile, StoredFilePage,
+};
 use serde::Deserialize;
 
 use super::AppState;
@@ -15,6 +17,7 @@ use super::error::ApiError;
 use super::json::ApiQuery;
 use crate::files::{FileError, MAX_FILE_BYTES};
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 async fn mapped(state: &AppState, err: FileError) -> ApiError {
     match err {
@@ -83,15 +86,17 @@ pub async fn upload_file(
     }
 }
 
-/// The caller's files, newest first.
-#[utoipa::path(get, path = "/v1/files", tag = "files",
-    responses((status = 200, body = Vec<StoredFile>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The caller's files, newest first. Paged: ask again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/files", tag = "files", params(PageQuery),
+    responses((status = 200, body = StoredFilePage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_files(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<StoredFile>>, ApiError> {
-    match state.files.list(&caller).await {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<StoredFilePage>, ApiError> {
+    let paging = Paging::parse(&query)?;
+    match state.files.list(&caller, &paging).await {
         Ok(files) => Ok(Json(files)),
         Err(err) => Err(mapped(&state, err).await),
     }

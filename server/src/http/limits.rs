@@ -5,14 +5,14 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use openbot_schema::{ErrorBody, ErrorCode, PutScopeLimit, ScopeLimit, ScopeLimitPage};
-use serde::Deserialize;
+use openbot_schema::{ErrorBody, ErrorCode, PageQuery, PutScopeLimit, ScopeLimit, ScopeLimitPage};
 
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::limits::LimitsError;
+use crate::paging::Paging;
 
 async fn mapped(state: &AppState, err: LimitsError) -> ApiError {
     match err {
@@ -30,32 +30,18 @@ async fn mapped(state: &AppState, err: LimitsError) -> ApiError {
     }
 }
 
-/// Which page to list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// How many limits a page holds: 1-100, default 50.
-    limit: Option<u32>,
-    /// Where the page starts: the `next_cursor` of the page before.
-    cursor: Option<String>,
-}
-
 /// The organization's limits by scope name, each with the permits held now. Paged: ask again
 /// with `next_cursor` until absent.
-#[utoipa::path(get, path = "/v1/limits", tag = "limits", params(ListQuery),
+#[utoipa::path(get, path = "/v1/limits", tag = "limits", params(PageQuery),
     responses((status = 200, body = ScopeLimitPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_limits(
     State(state): State<AppState>,
     caller: Caller,
-    ApiQuery(query): ApiQuery<ListQuery>,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<ScopeLimitPage>, ApiError> {
-    match state
-        .limits
-        .list(&caller, query.limit, query.cursor.as_deref())
-        .await
-    {
+    let paging = Paging::parse(&query)?;
+    match state.limits.list(&caller, &paging).await {
         Ok(page) => Ok(Json(page)),
         Err(err) => Err(mapped(&state, err).await),
     }

@@ -7,13 +7,14 @@ use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, ErrorBody,
-    Invitation, Member, MemberRole,
+    Invitation, InvitationPage, Member, MemberPage, MemberRole, PageQuery,
 };
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::identity::{Caller, InvitationRow, NewToken, Role, new_secret, secret_hash};
+use crate::paging::Paging;
 use crate::store::now_ms;
 
 /// How long an invitation stays valid (seven days).
@@ -51,29 +52,32 @@ fn parse_id(id: &str) -> Result<uuid::Uuid, ApiError> {
     })
 }
 
-/// The organization's members.
-#[utoipa::path(get, path = "/v1/members", tag = "organization",
-    responses((status = 200, body = Vec<Member>), (status = 401, body = ErrorBody)),
+/// The organization's members, oldest first. Paged: ask again with `next_cursor` until it
+/// is absent.
+#[utoipa::path(get, path = "/v1/members", tag = "organization", params(PageQuery),
+    responses((status = 200, body = MemberPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_members(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Member>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<MemberPage>, ApiError> {
+    let paging = Paging::parse(&query)?;
     match state
         .identity
-        .members_of(caller.member.organization_id)
+        .members_page(caller.member.organization_id, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(
-            rows.into_iter()
-                .map(|row| Member {
-                    id: row.member.member_id,
-                    email: row.email,
-                    role: role_view(row.member.role),
-                    created_at: time(row.created_at),
-                })
-                .collect(),
-        )),
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| (row.created_at, row.member.member_id),
+            |row| Member {
+                id: row.member.member_id,
+                email: row.email,
+                role: role_view(row.member.role),
+                created_at: time(row.created_at),
+            },
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "members").await),
     }
 }
@@ -147,21 +151,28 @@ pub async fn create_invitation(
     }
 }
 
-/// The organization's invitations.
-#[utoipa::path(get, path = "/v1/invitations", tag = "organization",
-    responses((status = 200, body = Vec<Invitation>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The organization's invitations, newest first. Paged: ask again with `next_cursor` until
+/// it is absent.
+#[utoipa::path(get, path = "/v1/invitations", tag = "organization", params(PageQuery),
+    responses((status = 200, body = InvitationPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_invitations(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Invitation>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<InvitationPage>, ApiError> {
     require_admin(&caller, "manage members")?;
+    let paging = Paging::parse(&query)?;
     match state
         .identity
-        .invitations_of(caller.member.organization_id)
+        .invitations_of(caller.member.organization_id, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(rows.into_iter().map(invitation_view).collect())),
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| (row.created_at, row.id),
+            invitation_view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "invitations").await),
     }
 }

@@ -5,13 +5,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{Action, ErrorBody, ProviderSettings, PutProvider, Resource};
+use openbot_schema::{
+    Action, ErrorBody, PageQuery, ProviderSettings, ProviderSettingsPage, PutProvider, Resource,
+};
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::models::{PROVIDER_KINDS, ProviderRow};
+use crate::paging::Paging;
 
 fn view(row: ProviderRow) -> ProviderSettings {
     ProviderSettings {
@@ -35,17 +38,28 @@ fn kind(kind: &str) -> Result<&'static str, ApiError> {
         })
 }
 
-/// The organization's provider settings (without keys).
-#[utoipa::path(get, path = "/v1/models/providers", tag = "models",
-    responses((status = 200, body = Vec<ProviderSettings>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The organization's provider settings (without keys), by kind. Paged: ask again with
+/// `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/models/providers", tag = "models", params(PageQuery),
+    responses((status = 200, body = ProviderSettingsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_providers(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<ProviderSettings>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<ProviderSettingsPage>, ApiError> {
     caller.require(Resource::Models, Action::Read)?;
-    match state.models.providers(caller.member.organization_id).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+    let paging = Paging::<String>::parse(&query)?;
+    match state
+        .models
+        .providers_page(
+            caller.member.organization_id,
+            paging.after.as_deref(),
+            paging.fetch(),
+        )
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(rows, |row| row.kind.clone(), view))),
         Err(err) => Err(ApiError::from_store(&state, err, "model providers").await),
     }
 }

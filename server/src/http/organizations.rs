@@ -5,13 +5,16 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::DateTime;
-use openbot_schema::{CreateOrganization, CreatedOrganization, ErrorBody, Organization};
+use openbot_schema::{
+    CreateOrganization, CreatedOrganization, ErrorBody, Organization, OrganizationPage, PageQuery,
+};
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use super::members::role_view;
 use crate::identity::{Caller, NewToken, OrganizationRow};
+use crate::paging::Paging;
 
 fn view(row: OrganizationRow) -> Organization {
     Organization {
@@ -23,16 +26,27 @@ fn view(row: OrganizationRow) -> Organization {
     }
 }
 
-/// The organizations the caller's account belongs to.
-#[utoipa::path(get, path = "/v1/organizations", tag = "organization",
-    responses((status = 200, body = Vec<Organization>), (status = 401, body = ErrorBody)),
+/// The organizations the caller's account belongs to, oldest first. Paged: ask again with
+/// `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/organizations", tag = "organization", params(PageQuery),
+    responses((status = 200, body = OrganizationPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_organizations(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<Organization>>, ApiError> {
-    match state.identity.organizations_of(&caller.member).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<OrganizationPage>, ApiError> {
+    let paging = Paging::parse(&query)?;
+    match state
+        .identity
+        .organizations_of(&caller.member, paging.after, paging.fetch())
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| (row.created_at, row.id),
+            view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "organizations").await),
     }
 }

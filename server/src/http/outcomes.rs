@@ -7,15 +7,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    DecideOutcome, ErrorBody, ErrorCode, ExecutionId, OutcomeDecisionRecord, UnknownOutcomePage,
+    DecideOutcome, ErrorBody, ErrorCode, ExecutionId, OutcomeDecisionRecord, PageQuery,
+    UnknownOutcomePage,
 };
-use serde::Deserialize;
 
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::outcomes::OutcomeError;
+use crate::paging::Paging;
 
 async fn mapped(state: &AppState, err: OutcomeError) -> ApiError {
     match err {
@@ -29,33 +30,19 @@ async fn mapped(state: &AppState, err: OutcomeError) -> ApiError {
     }
 }
 
-/// Which page to list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// How many outcomes a page holds: 1-100, default 50.
-    limit: Option<u32>,
-    /// Where the page starts: the `next_cursor` of the page before.
-    cursor: Option<String>,
-}
-
 /// The caller's executions that wait in `outcome_unknown` for a decision, oldest first, each
 /// with the call whose outcome is unknown: its key, its tool and the arguments it was sent
 /// with (to check in the outside system). Paged: ask again with `next_cursor` until absent.
-#[utoipa::path(get, path = "/v1/unknown-outcomes", tag = "outcomes", params(ListQuery),
+#[utoipa::path(get, path = "/v1/unknown-outcomes", tag = "outcomes", params(PageQuery),
     responses((status = 200, body = UnknownOutcomePage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_unknown_outcomes(
     State(state): State<AppState>,
     caller: Caller,
-    ApiQuery(query): ApiQuery<ListQuery>,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<UnknownOutcomePage>, ApiError> {
-    match state
-        .outcomes
-        .list(&caller, query.limit, query.cursor.as_deref())
-        .await
-    {
+    let paging = Paging::parse(&query)?;
+    match state.outcomes.list(&caller, &paging).await {
         Ok(page) => Ok(Json(page)),
         Err(err) => Err(mapped(&state, err).await),
     }

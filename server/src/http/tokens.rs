@@ -4,13 +4,17 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use openbot_schema::{Action, ApiToken, CreateToken, CreatedToken, ErrorBody, Resource, TokenId};
+use openbot_schema::{
+    Action, ApiToken, ApiTokenPage, CreateToken, CreatedToken, ErrorBody, PageQuery, Resource,
+    TokenId,
+};
 use uuid::Uuid;
 
 use super::AppState;
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::identity::{Caller, NewToken, TokenRow, new_secret, secret_hash};
+use crate::paging::Paging;
 
 fn time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
@@ -96,17 +100,28 @@ pub async fn create_token(
     ))
 }
 
-/// The caller's member's tokens, newest first.
-#[utoipa::path(get, path = "/v1/tokens", tag = "tokens",
-    responses((status = 200, body = Vec<ApiToken>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The caller's member's tokens, newest first. Paged: ask again with `next_cursor` until it
+/// is absent.
+#[utoipa::path(get, path = "/v1/tokens", tag = "tokens", params(PageQuery),
+    responses((status = 200, body = ApiTokenPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_tokens(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<ApiToken>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<ApiTokenPage>, ApiError> {
     caller.require(Resource::Tokens, Action::Read)?;
-    match state.identity.tokens_of(caller.member.member_id).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(token_view).collect())),
+    let paging = Paging::parse(&query)?;
+    match state
+        .identity
+        .tokens_of(caller.member.member_id, paging.after, paging.fetch())
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| (row.created_at, row.id),
+            token_view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "tokens").await),
     }
 }

@@ -7,14 +7,15 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
-    Action, DelegateTool, ErrorBody, HttpTool, PutDelegateTool, PutHttpTool, Resource,
-    ToolDefinition,
+    Action, DelegateTool, DelegateToolPage, ErrorBody, HttpTool, HttpToolPage, PageQuery,
+    PutDelegateTool, PutHttpTool, Resource, ToolDefinition,
 };
 
 use super::AppState;
 use super::error::{ApiError, require_admin};
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
+use crate::paging::Paging;
 use crate::tools::{DelegateToolRow, HttpToolRow};
 
 fn view(row: HttpToolRow) -> HttpTool {
@@ -29,17 +30,32 @@ fn view(row: HttpToolRow) -> HttpTool {
     }
 }
 
-/// The organization's HTTP tools, by name.
-#[utoipa::path(get, path = "/v1/tools", tag = "tools",
-    responses((status = 200, body = Vec<HttpTool>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is
+/// absent.
+#[utoipa::path(get, path = "/v1/tools", tag = "tools", params(PageQuery),
+    responses((status = 200, body = HttpToolPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_tools(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<HttpTool>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<HttpToolPage>, ApiError> {
     caller.require(Resource::Bots, Action::Read)?;
-    match state.tools.tools(caller.member.organization_id).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(view).collect())),
+    let paging = Paging::<String>::parse(&query)?;
+    match state
+        .tools
+        .tools_page(
+            caller.member.organization_id,
+            paging.after.as_deref(),
+            paging.fetch(),
+        )
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| row.definition.name.clone(),
+            view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "tools").await),
     }
 }
@@ -126,17 +142,32 @@ fn delegate_view(row: DelegateToolRow) -> DelegateTool {
     }
 }
 
-/// The organization's delegate tools, by name.
-#[utoipa::path(get, path = "/v1/delegates", tag = "tools",
-    responses((status = 200, body = Vec<DelegateTool>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it
+/// is absent.
+#[utoipa::path(get, path = "/v1/delegates", tag = "tools", params(PageQuery),
+    responses((status = 200, body = DelegateToolPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_delegates(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<DelegateTool>>, ApiError> {
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<DelegateToolPage>, ApiError> {
     caller.require(Resource::Bots, Action::Read)?;
-    match state.tools.delegates(caller.member.organization_id).await {
-        Ok(rows) => Ok(Json(rows.into_iter().map(delegate_view).collect())),
+    let paging = Paging::<String>::parse(&query)?;
+    match state
+        .tools
+        .delegates_page(
+            caller.member.organization_id,
+            paging.after.as_deref(),
+            paging.fetch(),
+        )
+        .await
+    {
+        Ok(rows) => Ok(Json(paging.page(
+            rows,
+            |row| row.name.clone(),
+            delegate_view,
+        ))),
         Err(err) => Err(ApiError::from_store(&state, err, "delegates").await),
     }
 }

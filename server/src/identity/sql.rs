@@ -8,6 +8,7 @@ use super::store::{
     IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, OrganizationRow, Role, TokenRow,
     parse_bot_ids, parse_rights,
 };
+use crate::paging::{CreatedPosition, FIRST_ID, LAST_ID};
 use crate::store::{StoreError, now_ms, sql_store};
 
 sql_store! {
@@ -56,6 +57,7 @@ fn invitation_row(row: &Row) -> Result<InvitationRow, StoreError> {
         expires_at: row.try_get("expires_at")?,
         accepted_at: row.try_get("accepted_at")?,
         revoked_at: row.try_get("revoked_at")?,
+        created_at: row.try_get("created_at")?,
     })
 }
 
@@ -187,7 +189,7 @@ impl IdentityStore for Store {
         let row = sqlx::query(
             "INSERT INTO invitations (id, organization_id, email, role, secret_hash, invited_by, expires_at, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-             RETURNING id, organization_id, email, role, expires_at, accepted_at, revoked_at",
+             RETURNING id, organization_id, email, role, expires_at, accepted_at, revoked_at, created_at",
         )
         .bind(id)
         .bind(inviter.organization_id)
@@ -205,12 +207,19 @@ impl IdentityStore for Store {
     async fn invitations_of(
         &self,
         organization_id: Uuid,
+        before: Option<CreatedPosition>,
+        limit: i64,
     ) -> Result<Vec<InvitationRow>, StoreError> {
+        let (before_at, before_id) = before.unwrap_or((i64::MAX, LAST_ID));
         let rows = sqlx::query(
-            "SELECT id, organization_id, email, role, expires_at, accepted_at, revoked_at FROM invitations \
-             WHERE organization_id = $1 ORDER BY created_at DESC",
+            "SELECT id, organization_id, email, role, expires_at, accepted_at, revoked_at, created_at FROM invitations \
+             WHERE organization_id = $1 AND (created_at < $2 OR (created_at = $2 AND id < $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4",
         )
         .bind(organization_id)
+        .bind(before_at)
+        .bind(before_id)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(invitation_row).collect()
@@ -331,14 +340,21 @@ impl IdentityStore for Store {
     async fn organizations_of(
         &self,
         member: &MemberRef,
+        after: Option<CreatedPosition>,
+        limit: i64,
     ) -> Result<Vec<OrganizationRow>, StoreError> {
+        let (after_at, after_id) = after.unwrap_or((i64::MIN, FIRST_ID));
         let rows = sqlx::query(
             "SELECT o.id, o.name, o.created_at, m.id AS member_id, m.role FROM members me \
              JOIN members m ON m.account_id = me.account_id AND m.removed_at IS NULL \
              JOIN organizations o ON o.id = m.organization_id \
-             WHERE me.id = $1 ORDER BY o.created_at, o.id",
+             WHERE me.id = $1 AND (o.created_at > $2 OR (o.created_at = $2 AND o.id > $3)) \
+             ORDER BY o.created_at, o.id LIMIT $4",
         )
         .bind(member.member_id)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter()
@@ -362,6 +378,35 @@ impl IdentityStore for Store {
              JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL ORDER BY m.created_at",
         )
         .bind(organization_id)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(MemberRow {
+                    member: member_ref(row)?,
+                    email: row.try_get("email")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn members_page(
+        &self,
+        organization_id: Uuid,
+        after: Option<CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<MemberRow>, StoreError> {
+        let (after_at, after_id) = after.unwrap_or((i64::MIN, FIRST_ID));
+        let rows = sqlx::query(
+            "SELECT m.id AS member_id, m.organization_id, m.role, m.created_at, a.email FROM members m \
+             JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL \
+             AND (m.created_at > $2 OR (m.created_at = $2 AND m.id > $3)) ORDER BY m.created_at, m.id LIMIT $4",
+        )
+        .bind(organization_id)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter()
@@ -498,12 +543,22 @@ impl IdentityStore for Store {
         Ok(())
     }
 
-    async fn tokens_of(&self, member_id: Uuid) -> Result<Vec<TokenRow>, StoreError> {
+    async fn tokens_of(
+        &self,
+        member_id: Uuid,
+        before: Option<CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<TokenRow>, StoreError> {
+        let (before_at, before_id) = before.unwrap_or((i64::MAX, LAST_ID));
         let rows = sqlx::query(
             "SELECT id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at FROM api_tokens \
-             WHERE member_id = $1 ORDER BY created_at DESC",
+             WHERE member_id = $1 AND (created_at < $2 OR (created_at = $2 AND id < $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4",
         )
         .bind(member_id)
+        .bind(before_at)
+        .bind(before_id)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(token_row).collect()

@@ -122,6 +122,8 @@ pub struct InvitationRow {
     pub accepted_at: Option<Millis>,
     /// When it was revoked.
     pub revoked_at: Option<Millis>,
+    /// When it was created.
+    pub created_at: Millis,
 }
 
 /// A member as listed.
@@ -185,9 +187,14 @@ pub trait IdentityStore: Send + Sync + 'static {
         expires_at: Millis,
     ) -> Result<InvitationRow, StoreError>;
 
-    /// The organization's invitations, newest first.
-    async fn invitations_of(&self, organization_id: Uuid)
-    -> Result<Vec<InvitationRow>, StoreError>;
+    /// Up to `limit` of the organization's invitations, newest first, after the invitation at
+    /// `before` (its creation time and ID) when given.
+    async fn invitations_of(
+        &self,
+        organization_id: Uuid,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<InvitationRow>, StoreError>;
 
     /// Revokes one of the organization's pending invitations; returns whether it was pending.
     async fn revoke_invitation(&self, organization_id: Uuid, id: Uuid) -> Result<bool, StoreError>;
@@ -209,14 +216,26 @@ pub trait IdentityStore: Send + Sync + 'static {
         token: NewToken,
     ) -> Result<OrganizationRow, StoreError>;
 
-    /// The organizations the account of `member` belongs to now, oldest first.
+    /// Up to `limit` of the organizations the account of `member` belongs to now, oldest
+    /// first, after the organization at `after` (its creation time and ID) when given.
     async fn organizations_of(
         &self,
         member: &MemberRef,
+        after: Option<crate::paging::CreatedPosition>,
+        limit: i64,
     ) -> Result<Vec<OrganizationRow>, StoreError>;
 
     /// The organization's current members, oldest first.
     async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError>;
+
+    /// Up to `limit` of the organization's current members, oldest first, after the member at
+    /// `after` (its creation time and ID) when given.
+    async fn members_page(
+        &self,
+        organization_id: Uuid,
+        after: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<MemberRow>, StoreError>;
 
     /// Removes a member (not an owner) of the organization: its tokens and sessions stop
     /// working at once. Returns whether it was removed.
@@ -263,8 +282,14 @@ pub trait IdentityStore: Send + Sync + 'static {
     /// Ends a session.
     async fn revoke_session(&self, id: Uuid) -> Result<(), StoreError>;
 
-    /// A member's tokens, newest first.
-    async fn tokens_of(&self, member_id: Uuid) -> Result<Vec<TokenRow>, StoreError>;
+    /// Up to `limit` of a member's tokens, newest first, after the token at `before` (its
+    /// creation time and ID) when given.
+    async fn tokens_of(
+        &self,
+        member_id: Uuid,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
+    ) -> Result<Vec<TokenRow>, StoreError>;
 
     /// Revokes one of a member's tokens; returns whether it existed.
     async fn revoke_token(&self, member_id: Uuid, token_id: Uuid) -> Result<bool, StoreError>;

@@ -12,15 +12,13 @@ use uuid::Uuid;
 
 use super::store::{Holder, LimitRow, LimitSettings, LimitStore, Take, valid_scope};
 use crate::identity::{AccessError, Caller};
+use crate::paging::Paging;
 use crate::store::StoreError;
 
 /// The window of both buckets unless configured: a minute.
 pub const DEFAULT_WINDOW_MS: u64 = 60_000;
 /// How long a call waits for room unless configured.
 pub const DEFAULT_MAX_WAIT_MS: u64 = 60_000;
-/// A page of limits unless asked otherwise, and the most a page holds.
-const DEFAULT_PAGE: u32 = 50;
-const MAX_PAGE: u32 = 100;
 /// The first and the longest pause between two takes while a limit is full. Room another
 /// node frees is seen within the longest pause; room this node frees wakes its waiters at once.
 const FIRST_POLL: Duration = Duration::from_millis(20);
@@ -313,31 +311,23 @@ impl LimitsAdmin {
     pub async fn list(
         &self,
         caller: &Caller,
-        limit: Option<u32>,
-        cursor: Option<&str>,
+        paging: &Paging<String>,
     ) -> Result<ScopeLimitPage, LimitsError> {
         caller.require(Resource::Models, Action::Read)?;
-        let limit = limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(LimitsError::Invalid(format!(
-                "limit must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        if let Some(cursor) = cursor {
+        if let Some(cursor) = &paging.after {
             checked_scope(cursor).map_err(|_| {
                 LimitsError::Invalid("cursor must be a `next_cursor` of this list".into())
             })?;
         }
-        let mut rows = self
+        let rows = self
             .store
-            .limits(caller.member.organization_id, cursor, i64::from(limit) + 1)
+            .limits(
+                caller.member.organization_id,
+                paging.after.as_deref(),
+                paging.fetch(),
+            )
             .await?;
-        // One more than the page tells whether another page follows.
-        let more = rows.len() > limit as usize;
-        rows.truncate(limit as usize);
-        let next_cursor = more
-            .then(|| rows.last().map(|row| row.scope.clone()))
-            .flatten();
+        let (rows, next_cursor) = paging.finish(rows, |row| row.scope.clone());
         Ok(ScopeLimitPage {
             items: rows.into_iter().map(view).collect(),
             next_cursor,

@@ -63,6 +63,22 @@ sql_store! {
             rows.iter().map(provider_row).collect()
         }
 
+        async fn providers_page(
+            &self,
+            organization: Uuid,
+            after: Option<&str>,
+            limit: i64,
+        ) -> Result<Vec<ProviderRow>, StoreError> {
+            // Kinds are never empty, so the empty kind is before every one.
+            let rows = sqlx::query("SELECT kind, base_url, key_record, updated_at FROM model_providers WHERE organization_id = $1 AND kind > $2 ORDER BY kind LIMIT $3")
+                .bind(organization)
+                .bind(after.unwrap_or_default())
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
+            rows.iter().map(provider_row).collect()
+        }
+
         async fn delete_provider(&self, organization: Uuid, kind: &str) -> Result<bool, StoreError> {
             let done =
                 sqlx::query("DELETE FROM model_providers WHERE organization_id = $1 AND kind = $2")

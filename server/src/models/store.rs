@@ -39,6 +39,14 @@ pub trait ModelRegistryStore: Send + Sync + 'static {
     /// An organization's settings.
     async fn providers(&self, organization: Uuid) -> Result<Vec<ProviderRow>, StoreError>;
 
+    /// Up to `limit` of an organization's settings by kind, after the kind `after` when given.
+    async fn providers_page(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ProviderRow>, StoreError>;
+
     /// Removes an organization's settings for a kind; returns whether they existed.
     async fn delete_provider(&self, organization: Uuid, kind: &str) -> Result<bool, StoreError>;
 }

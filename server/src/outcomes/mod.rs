@@ -10,4 +10,4 @@
 
 mod service;
 
-pub use service::{DEFAULT_PAGE, MAX_PAGE, MAX_RESULT, OutcomeError, Outcomes};
+pub use service::{MAX_RESULT, OutcomeError, Outcomes};

@@ -13,18 +13,13 @@ use uuid::Uuid;
 
 use crate::engine::{Engine, EngineContext, EngineError, Wake};
 use crate::identity::{AccessError, Caller, Credential};
+use crate::paging::Paging;
 use crate::store::{
     ExecutionRow, GiveUpPayload, OutcomeDecisionRow, Resolution, StoreError, UnknownDecision,
     call_key_name, parse_call_key,
 };
 use crate::turns::TURN;
 use crate::work::{JobInput, TOOL_JOB};
-
-/// How many outcomes a page holds unless the caller asks for another number.
-pub const DEFAULT_PAGE: u32 = 50;
-
-/// The most outcomes a page holds.
-pub const MAX_PAGE: u32 = 100;
 
 /// The longest result text an `applied` decision may give, in bytes.
 pub const MAX_RESULT: usize = 100_000;
@@ -166,53 +161,31 @@ impl Outcomes {
         })
     }
 
-    /// The caller's executions that wait in `outcome_unknown`, oldest first, `limit` (default
-    /// [`DEFAULT_PAGE`], at most [`MAX_PAGE`]) a page, after `cursor` (a page's
-    /// `next_cursor`). Needs the `outcomes` read right.
+    /// One page of the caller's executions that wait in `outcome_unknown`, oldest first.
+    /// Needs the `outcomes` read right; the Bot limit is part of the query.
     pub async fn list(
         &self,
         caller: &Caller,
-        limit: Option<u32>,
-        cursor: Option<&str>,
+        paging: &Paging<ExecutionId>,
     ) -> Result<UnknownOutcomePage, OutcomeError> {
         caller.require(Resource::Outcomes, Action::Read)?;
-        let limit = limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(OutcomeError::Invalid(format!(
-                "limit must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        let after = cursor
-            .map(|text| text.parse::<ExecutionId>())
-            .transpose()
-            .map_err(|_| {
-                OutcomeError::Invalid("cursor must be a `next_cursor` of this list".into())
-            })?;
-        let mut rows = self
+        let rows = self
             .engine
             .context()
             .store
             .unknown_outcomes(
                 &caller.scope(),
                 caller.bot_ids.as_deref(),
-                after,
-                i64::from(limit) + 1,
+                paging.after,
+                paging.fetch(),
             )
             .await?;
-        // One more than the page tells whether another page follows.
-        let more = rows.len() > limit as usize;
-        rows.truncate(limit as usize);
-        let next_cursor = more
-            .then(|| rows.last().map(|row| row.id.to_string()))
-            .flatten();
-        let mut outcomes = Vec::with_capacity(rows.len());
+        let (rows, next_cursor) = paging.finish(rows, |row| row.id);
+        let mut items = Vec::with_capacity(rows.len());
         for row in rows {
-            outcomes.push(self.view(row).await?);
+            items.push(self.view(row).await?);
         }
-        Ok(UnknownOutcomePage {
-            outcomes,
-            next_cursor,
-        })
+        Ok(UnknownOutcomePage { items, next_cursor })
     }
 
     /// Decides the call execution `id` waits for. Needs the `outcomes` write right and an

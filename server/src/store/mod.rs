@@ -238,6 +238,15 @@ pub trait Store: Send + Sync + 'static {
     /// A Chat's executions, in the order they were submitted.
     async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError>;
 
+    /// Up to `limit` of a Chat's executions in the order they were submitted, from the
+    /// execution `from` on (itself included), for paging its history.
+    async fn chat_executions_from(
+        &self,
+        chat_id: Uuid,
+        from: Option<ExecutionId>,
+        limit: i64,
+    ) -> Result<Vec<ExecutionRow>, StoreError>;
+
     /// Stores a sealed record.
     async fn put_sealed(
         &self,
@@ -274,11 +283,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// The requests a reader with `access` may see, newest first, only in `state` when given:
     /// of its organization, only its member's work when limited to one, and with a Bot limit
-    /// only those for a Chat of one of those Bots.
+    /// only those for a Chat of one of those Bots. Up to `limit`, after the request at
+    /// `before` (its creation time and ID) when given.
     async fn requests(
         &self,
         access: &RequestAccess,
         state: Option<&str>,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
     ) -> Result<Vec<RequestRow>, StoreError>;
 
     /// Closes a pending request, in one transaction: the decision, its audit entry, its notice,
@@ -310,6 +322,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// The notices kept as a Chat's history, in order.
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
+
+    /// The notices kept as a Chat's history that follow one of the executions `first` to
+    /// `last` (both included), in order.
+    async fn chat_notices_between(
+        &self,
+        chat_id: Uuid,
+        first: ExecutionId,
+        last: ExecutionId,
+    ) -> Result<Vec<ChatNoticeRow>, StoreError>;
 
     /// Seals, with the current key, the payloads that an older build wrote in clear text
     /// (events, Turn input, Chat notices, requests), in batches of a few hundred rows per

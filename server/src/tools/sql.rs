@@ -77,6 +77,25 @@ impl ToolStore for Store {
         rows.iter().map(tool_row).collect()
     }
 
+    async fn tools_page(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<HttpToolRow>, StoreError> {
+        // Names are never empty, so the empty name is before every one.
+        let rows = sqlx::query(
+            "SELECT name, description, input_schema, url, retry_safe, background, updated_at FROM http_tools \
+             WHERE organization_id = $1 AND name > $2 ORDER BY name LIMIT $3",
+        )
+        .bind(organization)
+        .bind(after.unwrap_or_default())
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(tool_row).collect()
+    }
+
     async fn delete_tool(&self, organization: Uuid, name: &str) -> Result<bool, StoreError> {
         let deleted =
             sqlx::query("DELETE FROM http_tools WHERE organization_id = $1 AND name = $2")
@@ -119,6 +138,24 @@ impl ToolStore for Store {
              WHERE organization_id = $1 ORDER BY name",
         )
         .bind(organization)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(delegate_row).collect()
+    }
+
+    async fn delegates_page(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DelegateToolRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, description, bot_id, limits, updated_at FROM delegate_tools \
+             WHERE organization_id = $1 AND name > $2 ORDER BY name LIMIT $3",
+        )
+        .bind(organization)
+        .bind(after.unwrap_or_default())
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(delegate_row).collect()

@@ -49,6 +49,14 @@ pub trait ToolStore: Send + Sync + 'static {
     /// The organization's tools, by name.
     async fn tools(&self, organization: Uuid) -> Result<Vec<HttpToolRow>, StoreError>;
 
+    /// Up to `limit` of the organization's tools by name, after the name `after` when given.
+    async fn tools_page(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<HttpToolRow>, StoreError>;
+
     /// Removes a tool; returns whether it existed.
     async fn delete_tool(&self, organization: Uuid, name: &str) -> Result<bool, StoreError>;
 
@@ -61,6 +69,15 @@ pub trait ToolStore: Send + Sync + 'static {
 
     /// The organization's delegate tools, by name.
     async fn delegates(&self, organization: Uuid) -> Result<Vec<DelegateToolRow>, StoreError>;
+
+    /// Up to `limit` of the organization's delegate tools by name, after the name `after`
+    /// when given.
+    async fn delegates_page(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DelegateToolRow>, StoreError>;
 
     /// Removes a delegate tool; returns whether it existed.
     async fn delete_delegate(&self, organization: Uuid, name: &str) -> Result<bool, StoreError>;

@@ -168,6 +168,60 @@ macro_rules! http_tests {
     };
 }
 impl Server {
+    /// Walks the list at `path` in pages of `limit`, following `next_cursor` until it is absent,
+    /// and returns every item in the order the pages gave them. Each page holds `limit` items
+    /// but the last, which may hold fewer.
+    pub async fn walk(&self, token: &str, path: &str, limit: u32) -> Vec<Value> {
+        self.walk_from(token, path, limit, None).await
+    }
+
+    /// [`Server::walk`] from the page at `cursor`.
+    pub async fn walk_from(
+        &self,
+        token: &str,
+        path: &str,
+        limit: u32,
+        mut cursor: Option<String>,
+    ) -> Vec<Value> {
+        let mut items = Vec::new();
+        for _ in 0..1000 {
+            let mut query = format!("limit={limit}");
+            if let Some(cursor) = &cursor {
+                query.push_str(&format!("&cursor={cursor}"));
+            }
+            let joiner = if path.contains('?') { '&' } else { '?' };
+            let response = self
+                .get(&format!("{path}{joiner}{query}"), token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK, "{path}?{query}");
+            let page: Value = response.json().await.unwrap();
+            let got = page["items"].as_array().unwrap();
+            assert!(got.len() <= limit as usize, "{path}: {page}");
+            items.extend(got.iter().cloned());
+            match page.get("next_cursor") {
+                Some(next) => {
+                    assert_eq!(got.len(), limit as usize, "only the last page is short");
+                    cursor = Some(next.as_str().unwrap().to_string());
+                }
+                None => return items,
+            }
+        }
+        panic!("{path}: the walk never ended");
+    }
+
+    /// The items of the first page of the list at `path` (which must answer 200).
+    pub async fn items(&self, path: &str, token: &str) -> Vec<Value> {
+        let response = self.get(path, token).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let page: Value = response.json().await.unwrap();
+        page["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| panic!("{path}: {page}"))
+    }
+
     pub fn get(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
         self.http
             .get(format!("{}{path}", self.base))
@@ -378,14 +432,9 @@ impl Server {
     }
 
     pub async fn history(&self, token: &str, chat: &str) -> Vec<String> {
-        let entries: Vec<Value> = self
-            .get(&format!("/v1/chats/{chat}/messages"), token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let entries = self
+            .items(&format!("/v1/chats/{chat}/messages?limit=200"), token)
+            .await;
         entries
             .iter()
             .map(|e| {

@@ -13,6 +13,9 @@ mod transport;
 use async_trait::async_trait;
 use openbot_schema::{ApprovalRequest, ApprovalState, DecideApproval, PlanMode};
 use openbot_schema::{
+    ApprovalRequestPage, BotPage, ChatEntryPage, MAX_PAGE_LIMIT, Page, PageQuery,
+};
+use openbot_schema::{
     Bot, BotId, BotSpec, BotUpdate, Chat, ChatEntry, ChatId, CreateChat, Execution, ExecutionId,
     SendInput, SendReceipt, ToolResult,
 };
@@ -55,6 +58,30 @@ impl RemoteClient {
             .await
     }
 
+    /// One page of the list at `path` (which may hold a filter query already).
+    pub async fn page<P: Page>(&self, path: &str, query: &PageQuery) -> Result<P, Error> {
+        let query = query.to_query_string();
+        if query.is_empty() {
+            return self.get(path).await;
+        }
+        let joiner = if path.contains('?') { '&' } else { '?' };
+        self.get(&format!("{path}{joiner}{query}")).await
+    }
+
+    /// Every item of the list at `path`, following `next_cursor` to the last page.
+    pub async fn all<P: Page>(&self, path: &str) -> Result<Vec<P::Item>, Error> {
+        let mut items = Vec::new();
+        let mut query = PageQuery::first(MAX_PAGE_LIMIT);
+        loop {
+            let (mut page, next) = self.page::<P>(path, &query).await?.into_parts();
+            items.append(&mut page);
+            match next {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(items),
+            }
+        }
+    }
+
     async fn input(&self, path: String, mut input: SendInput) -> Result<SendReceipt, Error> {
         // A key of its own makes the request safe to send again after a lost answer.
         if input.command_key.is_none() {
@@ -82,7 +109,7 @@ impl Client for RemoteClient {
     }
 
     async fn list_bots(&self) -> Result<Vec<Bot>, Error> {
-        self.get("/v1/bots").await
+        self.all::<BotPage>("/v1/bots").await
     }
 
     async fn update_bot(&self, id: BotId, update: BotUpdate) -> Result<Bot, Error> {
@@ -176,7 +203,8 @@ impl Client for RemoteClient {
     }
 
     async fn history(&self, chat: ChatId) -> Result<Vec<ChatEntry>, Error> {
-        self.get(&format!("/v1/chats/{chat}/messages")).await
+        self.all::<ChatEntryPage>(&format!("/v1/chats/{chat}/messages"))
+            .await
     }
 
     async fn get_execution(&self, id: ExecutionId) -> Result<Execution, Error> {
@@ -211,10 +239,10 @@ impl Client for RemoteClient {
     ) -> Result<Vec<ApprovalRequest>, Error> {
         match state {
             Some(state) => {
-                self.get(&format!("/v1/approvals?state={}", state.as_str()))
+                self.all::<ApprovalRequestPage>(&format!("/v1/approvals?state={}", state.as_str()))
                     .await
             }
-            None => self.get("/v1/approvals").await,
+            None => self.all::<ApprovalRequestPage>("/v1/approvals").await,
         }
     }
 
@@ -239,19 +267,8 @@ impl Client for RemoteClient {
         limit: Option<u32>,
         cursor: Option<String>,
     ) -> Result<UnknownOutcomePage, Error> {
-        let mut query = Vec::new();
-        if let Some(limit) = limit {
-            query.push(format!("limit={limit}"));
-        }
-        if let Some(cursor) = cursor {
-            query.push(format!("cursor={}", query_value(&cursor)));
-        }
-        let path = if query.is_empty() {
-            "/v1/unknown-outcomes".to_string()
-        } else {
-            format!("/v1/unknown-outcomes?{}", query.join("&"))
-        };
-        self.get(&path).await
+        self.page("/v1/unknown-outcomes", &PageQuery { limit, cursor })
+            .await
     }
 
     async fn decide_outcome(
@@ -319,17 +336,4 @@ impl Client for RemoteClient {
     async fn close(&self) {
         self.transport.closed().cancel();
     }
-}
-
-/// `text` as a query string value: every byte but the unreserved ones percent-encoded.
-fn query_value(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
 }

@@ -6,12 +6,13 @@ use clap::{Args, Subcommand, ValueEnum};
 use openbot_core::Operations;
 use openbot_core::client::Client;
 use openbot_schema::{
-    ApprovalRequest, ApprovalRule, ApprovalState, BotId, CreateApprovalRule, DecideApproval,
-    Decision, RuleAction,
+    ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState, BotId,
+    CreateApprovalRule, DecideApproval, Decision, RuleAction,
 };
 use uuid::Uuid;
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot approvals`.
 #[derive(Debug, Args)]
@@ -49,6 +50,8 @@ enum ApprovalsCommand {
         /// Which requests.
         #[arg(long, value_enum, default_value = "pending")]
         state: StateFilter,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Shows one request with the call's arguments.
     Show {
@@ -72,7 +75,10 @@ enum ApprovalsCommand {
         reason: Option<String>,
     },
     /// Lists the organization's rules.
-    Rules,
+    Rules {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Adds a rule: what happens to calls of matching tools.
     AddRule {
         /// The tool name, or a pattern where `*` stands for any text.
@@ -138,7 +144,7 @@ pub async fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.remote()?;
     let output = args.server.output();
     match args.command {
-        ApprovalsCommand::List { state } => {
+        ApprovalsCommand::List { state, page } => {
             let state = match state {
                 StateFilter::Pending => Some(ApprovalState::Pending),
                 StateFilter::Approved => Some(ApprovalState::Approved),
@@ -148,14 +154,11 @@ pub async fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                 StateFilter::Cancelled => Some(ApprovalState::Cancelled),
                 StateFilter::All => None,
             };
-            let requests = client.list_approvals(state).await?;
-            output.print(&requests, |requests| {
-                if requests.is_empty() {
-                    "no requests".into()
-                } else {
-                    requests.iter().map(line).collect::<Vec<_>>().join("\n")
-                }
-            })?;
+            let path = match state {
+                Some(state) => format!("/v1/approvals?state={}", state.as_str()),
+                None => "/v1/approvals".to_string(),
+            };
+            list::<ApprovalRequestPage>(&client, &path, &page, output, line, "no requests").await?;
         }
         ApprovalsCommand::Show { id } => {
             output.print(&client.get_approval(&id).await?, line)?;
@@ -179,15 +182,17 @@ pub async fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
             };
             output.print(&client.decide_approval(id, decision).await?, line)?;
         }
-        ApprovalsCommand::Rules => {
-            let rules = client.list_rules().await?;
-            output.print(&rules, |rules| {
-                if rules.is_empty() {
-                    "no rules: every call runs".into()
-                } else {
-                    rules.iter().map(rule_line).collect::<Vec<_>>().join("\n")
-                }
-            })?;
+        ApprovalsCommand::Rules { page } => {
+            let empty = "no rules: every call runs";
+            list::<ApprovalRulePage>(
+                &client,
+                "/v1/approval-rules",
+                &page,
+                output,
+                rule_line,
+                empty,
+            )
+            .await?;
         }
         ApprovalsCommand::AddRule {
             tool,

@@ -4,9 +4,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use openbot_schema::{Bot, BotId, BotSpec, Limits, ToolDefinition};
+use openbot_schema::{Bot, BotId, BotPage, BotSpec, Limits, ToolDefinition};
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot bots`.
 #[derive(Debug, Args)]
@@ -40,8 +41,11 @@ enum BotsCommand {
         #[arg(long)]
         shared: bool,
     },
-    /// Lists the Bots.
-    List,
+    /// Lists the Bots, oldest first.
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Shows a Bot.
     Get {
         /// The Bot's ID.
@@ -93,11 +97,9 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
             let bot = client.create_bot(spec).await?;
             output.print(&bot, |bot| bot.id.to_string())?;
         }
-        BotsCommand::List => {
-            let bots = client.list_bots().await?;
-            output.print(&bots, |bots| {
-                bots.iter().map(line).collect::<Vec<_>>().join("\n")
-            })?;
+        BotsCommand::List { page } => {
+            let remote = args.server.remote()?;
+            list::<BotPage>(&remote, "/v1/bots", &page, output, line, "no Bots").await?;
         }
         BotsCommand::Get { id } => {
             let bot = client.get_bot(id).await?;

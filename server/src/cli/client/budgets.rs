@@ -4,10 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use openbot_core::Operations;
-use openbot_schema::{Budget, BudgetScope, PutBudget};
+use openbot_schema::{Budget, BudgetPage, BudgetScope, PutBudget};
 use uuid::Uuid;
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot budgets`.
 #[derive(Debug, Args)]
@@ -49,7 +50,10 @@ enum BudgetsCommand {
         usd: f64,
     },
     /// Lists the budgets and what each scope spent.
-    List,
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Removes a budget.
     Delete {
         /// organization, bot or chat.
@@ -88,11 +92,8 @@ pub async fn run(args: BudgetsArgs) -> anyhow::Result<ExitCode> {
                 .await?;
             output.print(&budget, line)?;
         }
-        BudgetsCommand::List => {
-            let budgets = client.list_budgets().await?;
-            output.print(&budgets, |budgets| {
-                budgets.iter().map(line).collect::<Vec<_>>().join("\n")
-            })?;
+        BudgetsCommand::List { page } => {
+            list::<BudgetPage>(&client, "/v1/budgets", &page, output, line, "no budgets").await?;
         }
         BudgetsCommand::Delete { scope, target } => {
             client

@@ -4,10 +4,11 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use openbot_schema::{BotId, Chat, ChatEntry, ChatId, SendInput};
+use openbot_schema::{BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, SendInput};
 
 use super::ServerArgs;
 use super::executions::follow;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot chats`.
 #[derive(Debug, Args)]
@@ -42,10 +43,20 @@ enum ChatsCommand {
         #[arg(long)]
         no_wait: bool,
     },
+    /// Lists your Chats, oldest first.
+    List {
+        /// Only the Chats with this Bot.
+        #[arg(long)]
+        bot: Option<BotId>,
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Prints the Chat's messages, oldest first.
     History {
         /// The Chat.
         chat: ChatId,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Stops the running Turn.
     Stop {
@@ -66,6 +77,15 @@ enum ChatsCommand {
         /// The Chat.
         chat: ChatId,
     },
+}
+
+fn chat_line(chat: &Chat) -> String {
+    format!(
+        "{}  bot {}  {}",
+        chat.id,
+        chat.bot_id,
+        chat.created_at.to_rfc3339()
+    )
 }
 
 fn entry_line(entry: &ChatEntry) -> String {
@@ -113,15 +133,18 @@ pub async fn run(args: ChatsArgs) -> anyhow::Result<ExitCode> {
                 return follow(client.as_ref(), receipt.execution_id, 0, output.json).await;
             }
         }
-        ChatsCommand::History { chat } => {
-            let entries = client.history(chat).await?;
-            output.print(&entries, |entries| {
-                entries
-                    .iter()
-                    .map(entry_line)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })?;
+        ChatsCommand::List { bot, page } => {
+            let path = match bot {
+                Some(bot) => format!("/v1/chats?bot={bot}"),
+                None => "/v1/chats".to_string(),
+            };
+            let remote = args.server.remote()?;
+            list::<ChatPage>(&remote, &path, &page, output, chat_line, "no Chats").await?;
+        }
+        ChatsCommand::History { chat, page } => {
+            let remote = args.server.remote()?;
+            let path = format!("/v1/chats/{chat}/messages");
+            list::<ChatEntryPage>(&remote, &path, &page, output, entry_line, "").await?;
         }
         ChatsCommand::PlanMode { chat, set } => {
             let mode = match set.as_deref() {

@@ -13,6 +13,7 @@ use openbot_schema::{
 
 use super::ServerArgs;
 use super::output::Progress;
+use super::paging::{PageArgs, list};
 use crate::cli::printer::Printer;
 
 /// Arguments of `openbot executions`.
@@ -57,12 +58,8 @@ enum ExecutionsCommand {
     /// Lists your executions waiting in outcome_unknown: a write whose answer was lost, with
     /// the tool and arguments to check in the outside system.
     Unknown {
-        /// How many a page holds (1-100, default 50).
-        #[arg(long)]
-        limit: Option<u32>,
-        /// Start after this cursor (a page's next cursor).
-        #[arg(long)]
-        cursor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Decides the call an execution in outcome_unknown waits for.
     Decide {
@@ -121,17 +118,6 @@ fn unknown_line(outcome: &UnknownOutcome) -> String {
     )
 }
 
-fn page_text(page: &UnknownOutcomePage) -> String {
-    if page.outcomes.is_empty() {
-        return "nothing waits for a decision".into();
-    }
-    let mut lines: Vec<String> = page.outcomes.iter().map(unknown_line).collect();
-    if let Some(cursor) = &page.next_cursor {
-        lines.push(format!("more: --cursor {cursor}"));
-    }
-    lines.join("\n")
-}
-
 fn decision_line(record: &OutcomeDecisionRecord) -> String {
     format!(
         "{}  {}  {}  by {}",
@@ -182,11 +168,18 @@ pub async fn run(args: ExecutionsArgs) -> anyhow::Result<ExitCode> {
             output.print(&client.resume_execution(id).await?, line)?;
             Ok(ExitCode::SUCCESS)
         }
-        ExecutionsCommand::Unknown { limit, cursor } => {
-            output.print(
-                &client.list_unknown_outcomes(limit, cursor).await?,
-                page_text,
-            )?;
+        ExecutionsCommand::Unknown { page } => {
+            let remote = args.server.remote()?;
+            let empty = "nothing waits for a decision";
+            list::<UnknownOutcomePage>(
+                &remote,
+                "/v1/unknown-outcomes",
+                &page,
+                output,
+                unknown_line,
+                empty,
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         ExecutionsCommand::Decide {

@@ -10,6 +10,7 @@ pub mod limits;
 pub mod login;
 pub mod organizations;
 mod output;
+pub mod paging;
 mod profile;
 pub mod tools;
 

@@ -4,9 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use openbot_core::Operations;
-use openbot_schema::{CreateOrganization, Organization};
+use openbot_schema::{CreateOrganization, Organization, OrganizationPage};
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot organizations`.
 #[derive(Debug, Args)]
@@ -20,7 +21,10 @@ pub struct OrganizationsArgs {
 #[derive(Debug, Subcommand)]
 enum OrganizationsCommand {
     /// Lists the organizations your account belongs to.
-    List,
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Creates an organization you own (owners and admins may); prints its first token once.
     Create {
         /// Its name.
@@ -41,15 +45,8 @@ pub async fn run(args: OrganizationsArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.remote()?;
     let output = args.server.output();
     match args.command {
-        OrganizationsCommand::List => {
-            let organizations = client.list_organizations().await?;
-            output.print(&organizations, |organizations| {
-                organizations
-                    .iter()
-                    .map(line)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })?;
+        OrganizationsCommand::List { page } => {
+            list::<OrganizationPage>(&client, "/v1/organizations", &page, output, line, "").await?;
         }
         OrganizationsCommand::Create { name } => {
             let created = client

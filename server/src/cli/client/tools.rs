@@ -5,9 +5,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use openbot_core::Operations;
-use openbot_schema::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
+use openbot_schema::{
+    DelegateTool, DelegateToolPage, HttpTool, HttpToolPage, PutDelegateTool, PutHttpTool,
+};
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot tools`.
 #[derive(Debug, Args)]
@@ -42,7 +45,10 @@ enum ToolsCommand {
         background: bool,
     },
     /// Lists the HTTP tools.
-    List,
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Registers a delegate tool: Bot tools of this name hand a task to another Bot, which
     /// works on it as a child Turn with its own history.
     Delegate {
@@ -65,7 +71,10 @@ enum ToolsCommand {
         max_usd: Option<f64>,
     },
     /// Lists the delegate tools.
-    Delegates,
+    Delegates {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Removes a delegate tool.
     DeleteDelegate {
         /// The tool's name.
@@ -121,11 +130,8 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             };
             output.print(&client.put_tool(&name, &tool).await?, line)?;
         }
-        ToolsCommand::List => {
-            let tools = client.list_tools().await?;
-            output.print(&tools, |tools| {
-                tools.iter().map(line).collect::<Vec<_>>().join("\n")
-            })?;
+        ToolsCommand::List { page } => {
+            list::<HttpToolPage>(&client, "/v1/tools", &page, output, line, "").await?;
         }
         ToolsCommand::Delegate {
             name,
@@ -150,15 +156,9 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             };
             output.print(&client.put_delegate(&name, &tool).await?, delegate_line)?;
         }
-        ToolsCommand::Delegates => {
-            let tools = client.list_delegates().await?;
-            output.print(&tools, |tools| {
-                tools
-                    .iter()
-                    .map(delegate_line)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })?;
+        ToolsCommand::Delegates { page } => {
+            list::<DelegateToolPage>(&client, "/v1/delegates", &page, output, delegate_line, "")
+                .await?;
         }
         ToolsCommand::DeleteDelegate { name } => {
             client.delete_delegate(&name).await?;

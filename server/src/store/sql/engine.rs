@@ -1024,6 +1024,25 @@ impl StoreTrait for Store {
         rows.iter().map(|row| execution_from_row!(row)).collect()
     }
 
+    async fn chat_executions_from(
+        &self,
+        chat_id: Uuid,
+        from: Option<ExecutionId>,
+        limit: i64,
+    ) -> Result<Vec<ExecutionRow>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM executions WHERE chat_id = $1 AND id >= $2 ORDER BY id LIMIT $3"
+        ))
+        .bind(chat_id)
+        .bind(from.map_or(crate::paging::FIRST_ID, |id| id.as_uuid()))
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(|row| execution_from_row!(row)).collect()
+    }
+
     async fn put_sealed(
         &self,
         execution: Option<ExecutionId>,
@@ -1094,15 +1113,17 @@ impl StoreTrait for Store {
         access: &RequestAccess,
         id: Uuid,
     ) -> Result<Option<RequestRow>, StoreError> {
-        Ok(self.requests_of(access, Some(id), None).await?.pop())
+        Ok(self.requests_of(access, Some(id), None, None, 1).await?.pop())
     }
 
     async fn requests(
         &self,
         access: &RequestAccess,
         state: Option<&str>,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
     ) -> Result<Vec<RequestRow>, StoreError> {
-        self.requests_of(access, None, state).await
+        self.requests_of(access, None, state, before, limit).await
     }
 
     async fn decide_request(
@@ -1131,7 +1152,16 @@ impl StoreTrait for Store {
     }
 
     async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
-        self.notices_of(chat_id).await
+        self.notices_of(chat_id, None).await
+    }
+
+    async fn chat_notices_between(
+        &self,
+        chat_id: Uuid,
+        first: ExecutionId,
+        last: ExecutionId,
+    ) -> Result<Vec<ChatNoticeRow>, StoreError> {
+        self.notices_of(chat_id, Some((first, last))).await
     }
 
     async fn seal_clear_rows(&self) -> Result<u64, StoreError> {

@@ -232,14 +232,18 @@ impl Store {
             .transpose()
     }
 
-    /// The requests `access` may see, only `id` or only in `state` when given. The Bot limit
-    /// is part of the query: a request names the Chat its tree works for, and so its Bot.
+    /// The requests `access` may see, only `id` or only in `state` when given, newest first:
+    /// up to `limit` after `before` (a position of the newest-first order). The Bot limit is
+    /// part of the query: a request names the Chat its tree works for, and so its Bot.
     pub(crate) async fn requests_of(
         &self,
         access: &RequestAccess,
         id: Option<Uuid>,
         state: Option<&str>,
+        before: Option<crate::paging::CreatedPosition>,
+        limit: i64,
     ) -> Result<Vec<RequestRow>, StoreError> {
+        let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
         let rows = sqlx::query(
             concat!(
                 "SELECT * FROM requests r WHERE r.organization_id = $1 AND (",
@@ -252,7 +256,8 @@ impl Store {
                 text_param!("$5"),
                 " IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = r.chat_id AND ",
                 bot_in!("c.bot_id", "$5"),
-                ")) ORDER BY r.created_at DESC, r.id DESC LIMIT 500"
+                ")) AND (r.created_at < $6 OR (r.created_at = $6 AND r.id < $7)) \
+                 ORDER BY r.created_at DESC, r.id DESC LIMIT $8"
             ),
         )
         .bind(access.organization_id)
@@ -260,6 +265,9 @@ impl Store {
         .bind(state)
         .bind(id)
         .bind(bot_limit_json(access.bot_ids.as_deref())?)
+        .bind(before_at)
+        .bind(before_id)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter()
@@ -335,11 +343,25 @@ impl Store {
             .ok_or(StoreError::RequestNotFound(id))
     }
 
-    pub(crate) async fn notices_of(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
+    /// The Chat's notices, only those after an execution in `between` (both ends included)
+    /// when given.
+    pub(crate) async fn notices_of(
+        &self,
+        chat_id: Uuid,
+        between: Option<(ExecutionId, ExecutionId)>,
+    ) -> Result<Vec<ChatNoticeRow>, StoreError> {
+        let (first, last) = between.map_or((crate::paging::FIRST_ID, crate::paging::LAST_ID), |(a, b)| {
+            (a.as_uuid(), b.as_uuid())
+        });
+        // Without a range every notice counts, also one that follows no execution.
         let rows = sqlx::query(
-            "SELECT after_execution, source_id, content, key_id, sealed, created_at FROM chat_notices WHERE chat_id = $1 ORDER BY id",
+            "SELECT after_execution, source_id, content, key_id, sealed, created_at FROM chat_notices \
+             WHERE chat_id = $1 AND ($4 OR (after_execution >= $2 AND after_execution <= $3)) ORDER BY id",
         )
         .bind(chat_id)
+        .bind(first)
+        .bind(last)
+        .bind(between.is_none())
         .fetch_all(self.reader())
         .await?;
         rows.iter()

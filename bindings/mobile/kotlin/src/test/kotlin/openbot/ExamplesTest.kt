@@ -67,7 +67,7 @@ class ExamplesTest {
         var cursor: String? = null
         do {
             val page = client.listUnknownOutcomes(20u, cursor)                 // in memory: empty
-            for (waiting in page.outcomes) {
+            for (waiting in page.items) {
                 printed += "${waiting.executionId} ${waiting.call} ${waiting.toolCall.name} ${waiting.toolCall.argumentsJson}"
                 client.decideOutcome(waiting.executionId, waiting.call, OutcomeDecision.NOT_APPLIED)
             }

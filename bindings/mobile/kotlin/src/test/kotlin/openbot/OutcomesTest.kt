@@ -140,9 +140,9 @@ class OutcomesTest {
     @Test
     fun `in memory nothing waits for a decision`() = withClient(Mode.MEMORY) { client ->
         val page = client.listUnknownOutcomes()
-        assertEquals(emptyList<Any>(), page.outcomes)
+        assertEquals(emptyList<Any>(), page.items)
         assertNull(page.nextCursor)
-        assertEquals(emptyList<Any>(), client.listUnknownOutcomes(10u).outcomes)
+        assertEquals(emptyList<Any>(), client.listUnknownOutcomes(10u).items)
     }
 
     @Test
@@ -178,12 +178,12 @@ class OutcomesTest {
                     val client = connect(node.url, node.token, emptyList())
                     try {
                         var page = client.listUnknownOutcomes(10u)
-                        while (page.outcomes.isEmpty()) {
+                        while (page.items.isEmpty()) {
                             delay(100)
                             page = client.listUnknownOutcomes(10u)
                         }
                         assertNull(page.nextCursor)
-                        val waiting = page.outcomes.single()
+                        val waiting = page.items.single()
                         assertEquals(turn, waiting.executionId)
                         assertEquals("1/tool:0/1", waiting.call)
                         assertEquals("pay", waiting.toolCall.name)
