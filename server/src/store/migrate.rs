@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -100,6 +100,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 16,
         name: "sealed_rows",
         sql: include_str!("../../../migrations/sqlite/0016_sealed_rows.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "billing",
+        sql: include_str!("../../../migrations/sqlite/0017_billing.sql"),
     },
 ];
 
@@ -183,6 +188,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 16,
         name: "sealed_rows",
         sql: include_str!("../../../migrations/postgres/0016_sealed_rows.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "billing",
+        sql: include_str!("../../../migrations/postgres/0017_billing.sql"),
     },
 ];
 

@@ -151,6 +151,8 @@ impl ToolJobWorkflow {
                         }
                         _ => None,
                     },
+                    // A tool job sends no model request: nothing to bill.
+                    billing: None,
                 })
             }
             _ => None,
@@ -191,6 +193,13 @@ impl ToolJobWorkflow {
                 return Err(PhaseError::Failed {
                     category: ErrorCategory::Access,
                     cause,
+                });
+            }
+            // A tool job sends no model request: nothing to refuse.
+            Err(HostError::Refused(outcome)) => {
+                return Err(PhaseError::Failed {
+                    category: ErrorCategory::Internal,
+                    cause: format!("a tool job's send was refused ({outcome:?})"),
                 });
             }
             // A tool job never ends a Turn: no input check, no input to arrive.
