@@ -4,6 +4,7 @@
 
 mod approvals;
 mod auth;
+mod billing;
 mod bots;
 mod budgets;
 mod chats;
@@ -61,6 +62,8 @@ pub struct AppState {
     pub platform: crate::platform::Platform,
     /// The unknown-outcome use cases.
     pub outcomes: crate::outcomes::Outcomes,
+    /// The billing use cases: prices, credits, usage reports.
+    pub billing: crate::billing::Billing,
 }
 
 impl AppState {
@@ -86,6 +89,7 @@ impl AppState {
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         Self {
+            billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
             files,
@@ -170,6 +174,16 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(models::put_provider, models::delete_provider))
         .routes(routes!(budgets::list_budgets))
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
+        .routes(routes!(
+            billing::list_prices,
+            billing::put_price,
+            billing::delete_price
+        ))
+        .routes(routes!(billing::get_credits))
+        .routes(routes!(billing::grant_credits))
+        .routes(routes!(billing::credit_ledger))
+        .routes(routes!(billing::usage))
+        .routes(routes!(billing::usage_export))
         .routes(routes!(tools::list_tools))
         .routes(routes!(tools::put_tool, tools::delete_tool))
         .routes(routes!(tools::list_delegates))

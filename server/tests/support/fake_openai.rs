@@ -38,6 +38,11 @@ struct Shared {
     last_authorization: Option<String>,
     /// Every request body, in order.
     bodies: Vec<String>,
+    /// Answers leave out their usage.
+    no_usage: bool,
+    /// Requests being answered now, and the most there ever were at once.
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 /// The running fake provider.
@@ -114,6 +119,16 @@ impl FakeOpenAi {
         self.shared.lock().unwrap().bodies.clone()
     }
 
+    /// Leaves the usage out of every answer from now on.
+    pub fn without_usage(&self) {
+        self.shared.lock().unwrap().no_usage = true;
+    }
+
+    /// The most requests that were being answered at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.shared.lock().unwrap().max_in_flight
+    }
+
     pub fn piece_delay(&self, delay: Duration) {
         self.shared.lock().unwrap().piece_delay = delay;
     }
@@ -135,7 +150,7 @@ async fn answer(
         .as_array()
         .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
         .unwrap_or(0);
-    let (answer, delay, piece_delay) = {
+    let (answer, delay, piece_delay, no_usage) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
         shared.bodies.push(body.clone());
@@ -147,10 +162,13 @@ async fn answer(
             .first_delays
             .remove(&position)
             .or_else(|| shared.delays.get(&position).copied());
+        shared.in_flight += 1;
+        shared.max_in_flight = shared.max_in_flight.max(shared.in_flight);
         (
             shared.script.get(position).cloned(),
             delay,
             shared.piece_delay,
+            shared.no_usage,
         )
     };
     let answer = answer.unwrap_or(Answer::Text(vec!["(script ended)"]));
@@ -169,22 +187,31 @@ async fn answer(
         }
     };
     pieces.push(chunk(json!({}), Some(finish)));
-    pieces.push(format!(
-        "data: {}\n\n",
-        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-    ));
+    if !no_usage {
+        pieces.push(format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        ));
+    }
     pieces.push("data: [DONE]\n\n".to_string());
+    let done = Arc::clone(&shared);
     let stream = futures::stream::unfold(
         (pieces.into_iter(), delay, true),
-        move |(mut rest, delay, first)| async move {
-            if first && let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
-            } else if !first && !piece_delay.is_zero() {
-                tokio::time::sleep(piece_delay).await;
+        move |(mut rest, delay, first)| {
+            let done = Arc::clone(&done);
+            async move {
+                if first && let Some(delay) = delay {
+                    tokio::time::sleep(delay).await;
+                } else if !first && !piece_delay.is_zero() {
+                    tokio::time::sleep(piece_delay).await;
+                }
+                let Some(piece) = rest.next() else {
+                    done.lock().unwrap().in_flight -= 1;
+                    return None;
+                };
+                Some((Ok::<_, std::io::Error>(piece), (rest, delay, false)))
             }
-            let piece = rest.next()?;
-            Some((Ok::<_, std::io::Error>(piece), (rest, delay, false)))
         },
     );
     Response::builder()
