@@ -40,6 +40,9 @@ enum Command {
     Bots(client::bots::BotsArgs),
     /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
     Budgets(client::budgets::BudgetsArgs),
+    /// Usage and cost of model calls on a server, by organization, Bot, Chat, member or model
+    /// (a table, `--json` lines or `--csv`).
+    Usage(client::usage::UsageArgs),
     /// Chats on a server: send input and stream the reply.
     Chats(client::chats::ChatsArgs),
     /// The organization's HTTP and delegate tools on a server.
@@ -61,6 +64,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(args) => client::approvals::run(args).await,
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
+        Command::Usage(args) => client::usage::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,

@@ -6,6 +6,7 @@
 //! with the server's stable code, category and error ID.
 
 mod approvals;
+mod billing;
 mod host_tools;
 mod observe;
 mod organization;

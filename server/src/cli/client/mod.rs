@@ -11,6 +11,7 @@ pub mod organizations;
 mod output;
 mod profile;
 pub mod tools;
+pub mod usage;
 
 use std::sync::Arc;
 
