@@ -82,31 +82,32 @@ struct Counts {
 // sending, which also marks the step's input as taken; model result with the tool call's
 // intent; tool sending; tool result) against the targets' 3 (unsafe tool) and 2 (retry-safe
 // tool); no steering transaction when no input waits, and the last input check closes the
-// input in the Turn's end commit. A one-step text Turn sends 48 statements on PostgreSQL
-// against 40.
+// input in the Turn's end commit. A one-step text Turn sends 54 statements on PostgreSQL
+// against 40. Billing (issue 19) adds 6 statements per model request and no transaction: the
+// reservation in the `sending` commit and the settlement in the answer's (docs/benchmarks.md).
 const PG_TEXT: Counts = Counts {
     write_transactions: 6,
-    statements: 48,
+    statements: 54,
 };
 const PG_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 78,
+    statements: 90,
 };
 const PG_SAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 78,
+    statements: 90,
 };
 const SQLITE_TEXT: Counts = Counts {
     write_transactions: 6,
-    statements: 38,
+    statements: 44,
 };
 const SQLITE_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 60,
+    statements: 72,
 };
 const SQLITE_SAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 60,
+    statements: 72,
 };
 
 /// Issue 13's targets, printed next to the counts.
