@@ -66,9 +66,21 @@ CREATE TABLE usage_records (
 );
 
 CREATE INDEX usage_records_organization ON usage_records (organization_id, created_at);
-CREATE INDEX usage_records_chat ON usage_records (chat_id, state);
-CREATE INDEX usage_records_budget_bot ON usage_records (budget_bot_id, state);
-CREATE INDEX usage_records_held ON usage_records (organization_id, state);
+-- Holds are few (one per call in flight): budgets and credits sum them through these.
+CREATE INDEX usage_records_held_organization ON usage_records (organization_id) WHERE state = 'held';
+CREATE INDEX usage_records_held_bot ON usage_records (budget_bot_id) WHERE state = 'held';
+CREATE INDEX usage_records_held_chat ON usage_records (chat_id) WHERE state = 'held';
+CREATE INDEX usage_records_held_execution ON usage_records (execution_id) WHERE state = 'held';
+
+-- The confirmed cost of every organization, Bot (of the Chat a call's tree works for) and
+-- Chat so far, added in the transaction that settles each call (a call settles once), so a
+-- reservation reads its budgets' spending in one row each instead of summing history.
+CREATE TABLE usage_totals (
+    scope          TEXT NOT NULL,
+    target_id      BLOB NOT NULL,
+    settled_micros INTEGER NOT NULL,
+    PRIMARY KEY (scope, target_id)
+);
 
 -- Model calls saved before this migration, as settled records, so that budgets keep their
 -- spending: those of Turns with a Chat (a delegated Turn saved before had none here).
@@ -83,3 +95,15 @@ INSERT INTO usage_records (execution_id, call_key, generation, organization_id, 
     JOIN chats ch ON ch.id = e.chat_id
     JOIN bots b ON b.id = ch.bot_id
     WHERE c.slot = 'model' AND c.status = 'done' AND c.has_usage;
+
+INSERT INTO usage_totals (scope, target_id, settled_micros)
+    SELECT 'organization', organization_id, CAST(SUM(cost_micros) AS BIGINT) FROM usage_records
+    WHERE state = 'settled' GROUP BY organization_id;
+
+INSERT INTO usage_totals (scope, target_id, settled_micros)
+    SELECT 'bot', budget_bot_id, CAST(SUM(cost_micros) AS BIGINT) FROM usage_records
+    WHERE state = 'settled' GROUP BY budget_bot_id;
+
+INSERT INTO usage_totals (scope, target_id, settled_micros)
+    SELECT 'chat', chat_id, CAST(SUM(cost_micros) AS BIGINT) FROM usage_records
+    WHERE state = 'settled' AND chat_id IS NOT NULL GROUP BY chat_id;

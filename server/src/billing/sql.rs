@@ -34,12 +34,14 @@ fn to_i64(value: u64) -> i64 {
 }
 
 sql_store! {
-/// The spent-and-held sum of usage records `u`: the confirmed cost of settled calls and the
-/// estimate of held ones (unknown usage and released holds count 0).
+/// What a scope spent and holds: its settled total and the estimates of its held calls.
 macro_rules! used {
-    () => {
-        "CAST(COALESCE(SUM(CASE WHEN u.state = 'settled' THEN u.cost_micros \
-             WHEN u.state = 'held' THEN COALESCE(u.estimate_micros, 0) ELSE 0 END), 0) AS BIGINT)"
+    ($scope:literal, $column:literal, $param:literal) => {
+        concat!(
+            "COALESCE((SELECT t.settled_micros FROM usage_totals t WHERE t.scope = '", $scope,
+            "' AND t.target_id = ", $param, "), 0) + (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) \
+             FROM usage_records u WHERE u.", $column, " = ", $param, " AND u.state = 'held')"
+        )
     };
 }
 
@@ -120,7 +122,8 @@ async fn charge(
 }
 
 /// Settles the record of `call_key` with confirmed `usage` unless it is settled already,
-/// pricing it at its saved price; returns the organization and cost when it did.
+/// pricing it at its saved price and adding the cost to its scopes' totals; returns the
+/// organization and cost when it did.
 async fn settle_record(
     tx: &mut Transaction<'_, Db>,
     execution: ExecutionId,
@@ -128,8 +131,8 @@ async fn settle_record(
     usage: &Usage,
 ) -> Result<Option<(Uuid, i64)>, StoreError> {
     let row = sqlx::query(concat!(
-        "SELECT organization_id, state, input_price, output_price, cached_price FROM usage_records \
-         WHERE execution_id = $1 AND call_key = $2",
+        "SELECT organization_id, budget_bot_id, chat_id, state, input_price, output_price, cached_price \
+         FROM usage_records WHERE execution_id = $1 AND call_key = $2",
         for_update!()
     ))
     .bind(execution.as_uuid())
@@ -163,7 +166,44 @@ async fn settle_record(
     .bind(now_ms())
     .execute(&mut **tx)
     .await?;
-    Ok(Some((row.try_get("organization_id")?, cost)))
+    let organization: Uuid = row.try_get("organization_id")?;
+    add_totals(tx, organization, row.try_get("budget_bot_id")?, row.try_get("chat_id")?, cost).await?;
+    Ok(Some((organization, cost)))
+}
+
+/// Adds a settled call's cost to the totals of its organization, Bot and Chat, in that order
+/// (one order for every writer).
+async fn add_totals(
+    tx: &mut Transaction<'_, Db>,
+    organization: Uuid,
+    bot: Uuid,
+    chat: Option<Uuid>,
+    cost: i64,
+) -> Result<(), StoreError> {
+    if cost <= 0 {
+        return Ok(());
+    }
+    let query = match chat {
+        Some(chat) => sqlx::query(
+            "INSERT INTO usage_totals (scope, target_id, settled_micros) \
+             VALUES ('organization', $1, $4), ('bot', $2, $4), ('chat', $3, $4) \
+             ON CONFLICT (scope, target_id) DO UPDATE SET settled_micros = usage_totals.settled_micros + EXCLUDED.settled_micros",
+        )
+        .bind(organization)
+        .bind(bot)
+        .bind(chat)
+        .bind(cost),
+        None => sqlx::query(
+            "INSERT INTO usage_totals (scope, target_id, settled_micros) \
+             VALUES ('organization', $1, $3), ('bot', $2, $3) \
+             ON CONFLICT (scope, target_id) DO UPDATE SET settled_micros = usage_totals.settled_micros + EXCLUDED.settled_micros",
+        )
+        .bind(organization)
+        .bind(bot)
+        .bind(cost),
+    };
+    query.execute(&mut **tx).await?;
+    Ok(())
 }
 
 /// Inserts a call's record in `state` when it has none (a call with no reservation: its
@@ -259,17 +299,27 @@ pub(super) async fn reserve(
     .fetch_optional(&mut **tx)
     .await?;
     if !budgets.is_empty() || balance.is_some() {
-        // A statement after the locks: it sees every hold committed before them.
+        // A statement after the locks: it sees every hold committed before them. Only the
+        // sums of scopes with a budget (and the holds, on credits) are read.
+        let has = |name: &str| {
+            budgets
+                .iter()
+                .any(|b| b.try_get::<String, _>("scope").is_ok_and(|s| s == name))
+        };
         let used = sqlx::query(concat!(
-            "SELECT (SELECT ", used!(), " FROM usage_records u WHERE u.organization_id = $1) AS organization_used, \
-                 (SELECT ", used!(), " FROM usage_records u WHERE u.budget_bot_id = $2) AS bot_used, \
-                 (SELECT ", used!(), " FROM usage_records u WHERE u.chat_id = $3) AS chat_used, \
-                 (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) FROM usage_records u \
-                     WHERE u.organization_id = $1 AND u.state = 'held') AS held"
+            "SELECT CASE WHEN $4 THEN ", used!("organization", "organization_id", "$1"), " ELSE 0 END AS organization_used, \
+                 CASE WHEN $5 THEN ", used!("bot", "budget_bot_id", "$2"), " ELSE 0 END AS bot_used, \
+                 CASE WHEN $6 THEN ", used!("chat", "chat_id", "$3"), " ELSE 0 END AS chat_used, \
+                 CASE WHEN $7 THEN (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) \
+                     FROM usage_records u WHERE u.organization_id = $1 AND u.state = 'held') ELSE 0 END AS held"
         ))
         .bind(call.organization)
         .bind(call.budget_bot)
         .bind(call.chat)
+        .bind(has("organization"))
+        .bind(has("bot"))
+        .bind(has("chat"))
+        .bind(balance.is_some())
         .fetch_one(&mut **tx)
         .await?;
         for budget in &budgets {
@@ -346,6 +396,7 @@ pub(super) async fn settle(
             }
             let cost = cost_of(call.catalog, usage);
             if insert_unreserved(tx, settlement, "settled", Some(cost)).await? {
+                add_totals(tx, call.organization, call.budget_bot, call.chat, cost).await?;
                 charge(tx, call.organization, call.execution, &call.call_key, cost).await?;
             }
             Ok(())

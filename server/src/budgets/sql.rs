@@ -10,13 +10,11 @@ use crate::store::{StoreError, now_ms, sql_store};
 
 sql_store! {
 /// The spending of a budget row `b`: the confirmed cost of every model call of its Chat, Bot
-/// (the Bot of the Chat the call's tree works for) or organization.
+/// (the Bot of the Chat the call's tree works for) or organization, kept as a running total
+/// by each call's settlement (`crate::billing`).
 macro_rules! spent {
     () => {
-        "CASE b.scope \
-             WHEN 'chat' THEN (SELECT CAST(COALESCE(SUM(u.cost_micros), 0) AS BIGINT) FROM usage_records u WHERE u.chat_id = b.target_id AND u.state = 'settled') \
-             WHEN 'bot' THEN (SELECT CAST(COALESCE(SUM(u.cost_micros), 0) AS BIGINT) FROM usage_records u WHERE u.budget_bot_id = b.target_id AND u.state = 'settled') \
-             ELSE (SELECT CAST(COALESCE(SUM(u.cost_micros), 0) AS BIGINT) FROM usage_records u WHERE u.organization_id = b.organization_id AND u.state = 'settled') END"
+        "COALESCE((SELECT t.settled_micros FROM usage_totals t WHERE t.scope = b.scope AND t.target_id = b.target_id), 0)"
     };
 }
 

@@ -3,7 +3,8 @@
 //! rows locked, the spent-and-held sums, the hold inserted) against the same commit without
 //! it, alternating in the same run on the same database. Prints each side's mean time per
 //! commit and the ratio. SQLite in a temporary folder always; PostgreSQL too when
-//! `OPENBOT_BENCH_DATABASE_URL` names a database (it is migrated first).
+//! `OPENBOT_BENCH_DATABASE_URL` names a server's database (a new database is created there
+//! for the run).
 //!
 //! Settings: OPENBOT_BENCH_COMMITS (commits per side and round, default 300),
 //! OPENBOT_BENCH_ROUNDS (default 3), OPENBOT_BENCH_HISTORY (settled usage records already in
@@ -14,8 +15,7 @@ use std::time::{Duration, Instant};
 
 use openbot_core::turn::{CallKey, CallSlot, RequestEstimate};
 use openbot_schema::{BudgetScope, ExecutionId, Usage};
-use openbot_server::billing::{BillingStore, CallBilling, Reservation, Settlement};
-use openbot_server::budgets::BudgetStore;
+use openbot_server::billing::{CallBilling, Reservation, Settlement};
 use openbot_server::engine::{Engine, Submission};
 use openbot_server::identity::IdentityStore;
 use openbot_server::node::{Database, bootstrap};
@@ -164,44 +164,45 @@ async fn run(name: &str, setup: &Setup) -> anyhow::Result<()> {
         input_tokens: 2_000,
         output_tokens: 4_096,
     };
-    let mut plain = Duration::ZERO;
-    let mut reserved = Duration::ZERO;
+    // One commit of each side in turn, so that both see the same load; medians, since the
+    // machine is shared.
+    let mut plain = Vec::new();
+    let mut reserved = Vec::new();
     let mut step = 1;
-    for _ in 0..rounds {
+    for _ in 0..rounds * commits {
         let started = Instant::now();
-        for _ in 0..commits {
-            setup
-                .store
-                .commit(
-                    setup.id,
-                    setup.generation,
-                    sending(step, TxWrites::default()),
-                )
-                .await?;
-            step += 1;
-        }
-        plain += started.elapsed();
+        setup
+            .store
+            .commit(
+                setup.id,
+                setup.generation,
+                sending(step, TxWrites::default()),
+            )
+            .await?;
+        plain.push(started.elapsed());
+        step += 1;
+        let write: Arc<dyn TxWrite> = Arc::new(Reservation::new(setup.billing(step), estimate));
         let started = Instant::now();
-        for _ in 0..commits {
-            let write: Arc<dyn TxWrite> = Arc::new(Reservation::new(setup.billing(step), estimate));
-            setup
-                .store
-                .commit(
-                    setup.id,
-                    setup.generation,
-                    sending(step, TxWrites(vec![write])),
-                )
-                .await?;
-            step += 1;
-        }
-        reserved += started.elapsed();
+        setup
+            .store
+            .commit(
+                setup.id,
+                setup.generation,
+                sending(step, TxWrites(vec![write])),
+            )
+            .await?;
+        reserved.push(started.elapsed());
+        step += 1;
     }
-    let n = f64::from(commits * rounds);
-    let plain_us = plain.as_secs_f64() * 1e6 / n;
-    let reserved_us = reserved.as_secs_f64() * 1e6 / n;
+    let median = |all: &mut Vec<Duration>| {
+        all.sort();
+        all[all.len() / 2].as_secs_f64() * 1e6
+    };
+    let plain_us = median(&mut plain);
+    let reserved_us = median(&mut reserved);
     println!(
         "{name}: sending commit {plain_us:.0} us, with its reservation {reserved_us:.0} us \
-         (+{:.0} us, ratio {:.2}) over {} commits a side",
+         (+{:.0} us, ratio {:.2}; medians of {} commits a side)",
         reserved_us - plain_us,
         reserved_us / plain_us,
         commits * rounds
@@ -220,7 +221,18 @@ async fn main() -> anyhow::Result<()> {
     let database = Database::on(Arc::new(sqlite));
     let setup_sqlite = setup(&database, keys.clone(), history).await?;
     run("sqlite", &setup_sqlite).await?;
-    if let Ok(url) = std::env::var("OPENBOT_BENCH_DATABASE_URL") {
+    if let Ok(server) = std::env::var("OPENBOT_BENCH_DATABASE_URL") {
+        use sqlx::Connection as _;
+        let name = format!("openbot_bench_{}", Uuid::now_v7().simple());
+        let mut admin = sqlx::PgConnection::connect(&server).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await?;
+        admin.close().await?;
+        let (base, _) = server
+            .rsplit_once('/')
+            .ok_or_else(|| anyhow::anyhow!("a URL with a database"))?;
+        let url = format!("{base}/{name}");
         PostgresStore::migrate(&url).await?;
         let postgres = PostgresStore::connect(&url, 8, keys.clone()).await?;
         let database = Database::on(Arc::new(postgres));
