@@ -17,7 +17,6 @@ use openbot_core::turn::{CallKey, CallSlot, RequestEstimate};
 use openbot_schema::{BudgetScope, ExecutionId, Usage};
 use openbot_server::billing::{CallBilling, Reservation, Settlement};
 use openbot_server::engine::{Engine, Submission};
-use openbot_server::identity::IdentityStore;
 use openbot_server::node::{Database, bootstrap};
 use openbot_server::sealed::KeyRing;
 use openbot_server::store::{
