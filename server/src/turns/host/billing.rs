@@ -153,11 +153,11 @@ impl DurableHost {
         }
     }
 
-    /// The release of a hold no result settled, to commit with the Turn's end.
+    /// The release of the holds no result settled, to commit with the Turn's end: this
+    /// owner's, and an older owner's that this one never replaced (a Turn that ends at a limit
+    /// before its next request). Nothing without billing.
     pub(super) fn release_holds(&self) -> TxWrites {
-        // Kept, not taken: an end commit refused for arrived input is made again later.
-        let held = *self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        match held {
+        match &self.billing {
             Some(_) => TxWrites::one(Release { execution: self.id }),
             None => TxWrites::default(),
         }
