@@ -2158,7 +2158,7 @@ export interface components {
             input_tokens: number;
             /**
              * @description The group's key: the organization's, Bot's, Chat's or member's ID, or the model spec.
-             *     Absent for calls with no Chat or member (service work).
+             *     Calls with no Chat or member (service work) are left out of those two groupings.
              */
             key?: string | null;
             /**

@@ -162,7 +162,7 @@ impl UsageGroup {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UsageRow {
     /// The group's key: the organization's, Bot's, Chat's or member's ID, or the model spec.
-    /// Absent for calls with no Chat or member (service work).
+    /// Calls with no Chat or member (service work) are left out of those two groupings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// Model calls sent.
