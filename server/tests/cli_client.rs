@@ -231,6 +231,48 @@ fn usage_is_reported_as_a_table_json_lines_and_csv() {
 }
 
 #[test]
+fn the_platform_grants_credits_with_openbot_admin() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let organizations: Value =
+        serde_json::from_str(&cli.ok(&["organizations", "list", "--json"])).unwrap();
+    let organization = organizations[0]["id"].as_str().unwrap().to_string();
+    let data = served.data_dir().to_str().unwrap().to_string();
+    let grant = |usd: &str| -> Value {
+        let args = [
+            "admin",
+            "--data-dir",
+            &data,
+            "credits",
+            "grant",
+            "--organization",
+            &organization,
+            "--usd",
+            usd,
+            "--note",
+            "trial",
+        ];
+        serde_json::from_str(&cli.ok(&args)).unwrap()
+    };
+    assert_eq!(grant("1.5")["balance_micros"], 1_500_000);
+    assert_eq!(grant("1")["balance_micros"], 2_500_000);
+    let refused = cli.run(&[
+        "admin",
+        "--data-dir",
+        &data,
+        "credits",
+        "grant",
+        "--organization",
+        &organization,
+        "--usd",
+        "0",
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--usd must be more than 0"));
+}
+
+#[test]
 fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     let served = Served::start();
     let cli = Cli::new();
