@@ -75,6 +75,17 @@ export type CreatedInvitation = Schemas['CreatedInvitation'];
 export type CreatedOrganization = Schemas['CreatedOrganization'];
 /** A new token and its secret, which is shown only this once. */
 export type CreatedToken = Schemas['CreatedToken'];
+/**
+ * An organization's credits: what it was granted, minus what its model calls cost, minus what calls
+ * being sent now hold.
+ */
+export type CreditBalance = Schemas['CreditBalance'];
+/** One entry of an organization's credit ledger. */
+export type CreditEntry = Schemas['CreditEntry'];
+/** What a ledger entry is. */
+export type CreditKind = Schemas['CreditKind'];
+/** A page of an organization's credit ledger, newest first. */
+export type CreditLedgerPage = Schemas['CreditLedgerPage'];
 /** A decision on a pending request. */
 export type DecideApproval = Schemas['DecideApproval'];
 /** A decision on the call an execution in `outcome_unknown` waits for. */
@@ -110,6 +121,8 @@ export type ExecutionState = Schemas['ExecutionState'];
 export type FileId = Schemas['FileId'];
 /** A reference to a file by ID, with what a model needs to know about it. */
 export type FileRef = Schemas['FileRef'];
+/** Credits to add to an organization's balance. */
+export type GrantCredits = Schemas['GrantCredits'];
 /** The node's health. */
 export type Health = Schemas['Health'];
 /** A registered HTTP tool. */
@@ -130,6 +143,11 @@ export type MemberPage = Schemas['MemberPage'];
 export type MemberRole = Schemas['MemberRole'];
 /** One message of a conversation, in the order the model sees it. */
 export type Message = Schemas['Message'];
+/**
+ * A model's price per million tokens, in millionths of a US dollar (so `2500000` is $2.50 per
+ * million tokens).
+ */
+export type ModelPrice = Schemas['ModelPrice'];
 /** An organization the caller's account belongs to. */
 export type Organization = Schemas['Organization'];
 /** One page of organizations, oldest first. */
@@ -143,6 +161,8 @@ export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
  * approves one, which switches plan mode off.
  */
 export type PlanMode = Schemas['PlanMode'];
+/** Where a model's price comes from. */
+export type PriceSource = Schemas['PriceSource'];
 /** An organization's settings for one provider kind (never the key itself). */
 export type ProviderSettings = Schemas['ProviderSettings'];
 /** One page of model provider settings, by kind. */
@@ -157,6 +177,8 @@ export type PutBudget = Schemas['PutBudget'];
 export type PutDelegateTool = Schemas['PutDelegateTool'];
 /** An HTTP tool to register under a name. */
 export type PutHttpTool = Schemas['PutHttpTool'];
+/** An organization's price for one model, replacing the catalog's for calls sent from now on. */
+export type PutModelPrice = Schemas['PutModelPrice'];
 /** Settings for one provider kind, to set. */
 export type PutProvider = Schemas['PutProvider'];
 /**
@@ -205,6 +227,10 @@ export type UnknownOutcome = Schemas['UnknownOutcome'];
 export type UnknownOutcomePage = Schemas['UnknownOutcomePage'];
 /** Tokens used and, when the price is known, what they cost. */
 export type Usage = Schemas['Usage'];
+/** A page of a usage report. */
+export type UsagePage = Schemas['UsagePage'];
+/** The model calls of one group in a time range. */
+export type UsageRow = Schemas['UsageRow'];
 
 /** One operation of the API, as schema/openapi.json declares it. */
 export interface OperationInfo {
@@ -244,6 +270,12 @@ export type OperationId =
   | 'list_approvals'
   | 'get_approval'
   | 'decide_approval'
+  | 'get_credits'
+  | 'grant_credits'
+  | 'credit_ledger'
+  | 'list_prices'
+  | 'put_price'
+  | 'delete_price'
   | 'list_bots'
   | 'create_bot'
   | 'get_bot'
@@ -301,6 +333,8 @@ export type OperationId =
   | 'put_tool'
   | 'delete_tool'
   | 'list_unknown_outcomes'
+  | 'usage'
+  | 'usage_export'
   ;
 
 /** Every operation of the API by its `operationId`. */
@@ -311,6 +345,12 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_approvals: { id: 'list_approvals', sdkMethod: 'listApprovals', method: 'GET', path: '/v1/approvals', tag: 'approvals', pathParams: [], queryParams: ['limit', 'cursor', 'state'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   get_approval: { id: 'get_approval', sdkMethod: 'getApproval', method: 'GET', path: '/v1/approvals/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   decide_approval: { id: 'decide_approval', sdkMethod: 'decideApproval', method: 'POST', path: '/v1/approvals/{id}/decision', tag: 'approvals', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  get_credits: { id: 'get_credits', sdkMethod: 'getCredits', method: 'GET', path: '/v1/billing/credits', tag: 'billing', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  grant_credits: { id: 'grant_credits', sdkMethod: 'grantCredits', method: 'POST', path: '/v1/billing/credits/grants', tag: 'billing', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  credit_ledger: { id: 'credit_ledger', sdkMethod: 'creditLedger', method: 'GET', path: '/v1/billing/credits/ledger', tag: 'billing', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  list_prices: { id: 'list_prices', sdkMethod: 'listPrices', method: 'GET', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  put_price: { id: 'put_price', sdkMethod: 'putPrice', method: 'PUT', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_price: { id: 'delete_price', sdkMethod: 'deletePrice', method: 'DELETE', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: ['model'], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_bots: { id: 'list_bots', sdkMethod: 'listBots', method: 'GET', path: '/v1/bots', tag: 'bots', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   create_bot: { id: 'create_bot', sdkMethod: 'createBot', method: 'POST', path: '/v1/bots', tag: 'bots', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   get_bot: { id: 'get_bot', sdkMethod: 'getBot', method: 'GET', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
@@ -368,6 +408,8 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   put_tool: { id: 'put_tool', sdkMethod: 'putTool', method: 'PUT', path: '/v1/tools/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_tool: { id: 'delete_tool', sdkMethod: 'deleteTool', method: 'DELETE', path: '/v1/tools/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_unknown_outcomes: { id: 'list_unknown_outcomes', sdkMethod: 'listUnknownOutcomes', method: 'GET', path: '/v1/unknown-outcomes', tag: 'outcomes', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
+  usage: { id: 'usage', sdkMethod: 'usage', method: 'GET', path: '/v1/usage', tag: 'billing', pathParams: [], queryParams: ['from', 'to', 'group_by', 'bot_id', 'chat_id', 'member_id', 'model', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  usage_export: { id: 'usage_export', sdkMethod: 'usageExport', method: 'GET', path: '/v1/usage/export', tag: 'billing', pathParams: [], queryParams: ['from', 'to', 'group_by', 'bot_id', 'chat_id', 'member_id', 'model', 'limit', 'cursor'], body: null, answer: 'bytes', paged: false, public: false, handwritten: false, memory: false },
 };
 
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
@@ -378,6 +420,12 @@ export interface OperationTypes {
   list_approvals: { params: { limit?: number; cursor?: string; state?: ApprovalState }; body: undefined; answer: ApprovalRequestPage };
   get_approval: { params: { id: string }; body: undefined; answer: ApprovalRequest };
   decide_approval: { params: { id: string }; body: DecideApproval; answer: ApprovalRequest };
+  get_credits: { params: Record<string, never>; body: undefined; answer: CreditBalance };
+  grant_credits: { params: Record<string, never>; body: GrantCredits; answer: CreditBalance };
+  credit_ledger: { params: { limit?: number; cursor?: string }; body: undefined; answer: CreditLedgerPage };
+  list_prices: { params: Record<string, never>; body: undefined; answer: ModelPrice[] };
+  put_price: { params: Record<string, never>; body: PutModelPrice; answer: ModelPrice };
+  delete_price: { params: { model: string }; body: undefined; answer: undefined };
   list_bots: { params: { limit?: number; cursor?: string }; body: undefined; answer: BotPage };
   create_bot: { params: Record<string, never>; body: BotSpec; answer: BotInfo };
   get_bot: { params: { id: string }; body: undefined; answer: BotInfo };
@@ -435,6 +483,8 @@ export interface OperationTypes {
   put_tool: { params: { name: string }; body: PutHttpTool; answer: HttpTool };
   delete_tool: { params: { name: string }; body: undefined; answer: undefined };
   list_unknown_outcomes: { params: { limit?: number; cursor?: string }; body: undefined; answer: UnknownOutcomePage };
+  usage: { params: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string }; body: undefined; answer: UsagePage };
+  usage_export: { params: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string }; body: undefined; answer: Bytes };
 }
 
 /**
@@ -504,6 +554,62 @@ export abstract class Operations {
     checkString('decideApproval', 'id', id);
     checkFields('decideApproval', 'body', body, { decision: 'string!', reason: 'string?' });
     return (await this.invoke('decide_approval', { id }, body)) as ApprovalRequest;
+  }
+
+  /**
+   * The organization's credits: balance, what calls being sent hold, and what is available. `GET
+   * /v1/billing/credits` (operation `get_credits`).
+   */
+  async getCredits(): Promise<CreditBalance> {
+    return (await this.invoke('get_credits', {}, undefined)) as CreditBalance;
+  }
+
+  /**
+   * Grants credits to the organization (a ledger entry and the balance, in one transaction). The
+   * first grant puts the organization on credits: from then on a model request whose reservation
+   * the credits do not cover is not sent, and its Turn ends `credits_exhausted`. `POST
+   * /v1/billing/credits/grants` (operation `grant_credits`).
+   */
+  async grantCredits(body: GrantCredits): Promise<CreditBalance> {
+    checkFields('grantCredits', 'body', body, { amount_micros: 'integer!', note: 'string?' });
+    return (await this.invoke('grant_credits', {}, body)) as CreditBalance;
+  }
+
+  /**
+   * The organization's credit ledger (grants and charges), newest first. Paged: ask again with
+   * `next_cursor` until it is absent. `GET /v1/billing/credits/ledger` (operation `credit_ledger`).
+   */
+  creditLedger(options: { limit?: number; cursor?: string } = {}): Paged<CreditEntry> {
+    checkFields('creditLedger', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('credit_ledger', { ...options }, 'items', (info) => info as CreditEntry);
+  }
+
+  /**
+   * The prices in force: the organization's overrides and the catalog's prices (with the day the
+   * catalog was taken) of the models it did not override. `GET /v1/billing/prices` (operation
+   * `list_prices`).
+   */
+  async listPrices(): Promise<ModelPrice[]> {
+    return (await this.invoke('list_prices', {}, undefined)) as ModelPrice[];
+  }
+
+  /**
+   * Sets the organization's price for a model spec. Calls sent from now on are priced with it; a
+   * call already sent keeps the price saved with its reservation. `PUT /v1/billing/prices`
+   * (operation `put_price`).
+   */
+  async putPrice(body: PutModelPrice): Promise<ModelPrice> {
+    checkFields('putPrice', 'body', body, { cached_input_micros_per_million: 'integer?', input_micros_per_million: 'integer!', model: 'string!', output_micros_per_million: 'integer!' });
+    return (await this.invoke('put_price', {}, body)) as ModelPrice;
+  }
+
+  /**
+   * Removes the organization's price for a model: the catalog's applies again, if it has one.
+   * `DELETE /v1/billing/prices` (operation `delete_price`).
+   */
+  async deletePrice(options: { model: string }): Promise<void> {
+    checkFields('deletePrice', 'options', options, { model: 'string!' });
+    await this.invoke('delete_price', { ...options }, undefined);
   }
 
   /**
@@ -973,5 +1079,25 @@ export abstract class Operations {
   listUnknownOutcomes(options: { limit?: number; cursor?: string } = {}): Paged<UnknownOutcome> {
     checkFields('listUnknownOutcomes', 'options', options, { limit: 'integer?', cursor: 'string?' });
     return this.paged('list_unknown_outcomes', { ...options }, 'items', (info) => info as UnknownOutcome);
+  }
+
+  /**
+   * Usage and cost of model calls in a time range, one row per group, by key. Cost is the confirmed
+   * usage priced at the price in force when each call was sent; calls whose result had no usage are
+   * counted apart (`unknown_calls`, with their estimates) and never charged. Paged: ask again with
+   * `next_cursor` until it is absent. `GET /v1/usage` (operation `usage`).
+   */
+  usage(options: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string } = {}): Paged<UsageRow> {
+    checkFields('usage', 'options', options, { from: 'string?', to: 'string?', group_by: 'string?', bot_id: 'string?', chat_id: 'string?', member_id: 'string?', model: 'string?', limit: 'integer?', cursor: 'string?' });
+    return this.paged('usage', { ...options }, 'items', (info) => info as UsageRow);
+  }
+
+  /**
+   * The same report as CSV: a header line, then one line per group (at most 10000). `GET
+   * /v1/usage/export` (operation `usage_export`).
+   */
+  async usageExport(options: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string } = {}): Promise<Bytes> {
+    checkFields('usageExport', 'options', options, { from: 'string?', to: 'string?', group_by: 'string?', bot_id: 'string?', chat_id: 'string?', member_id: 'string?', model: 'string?', limit: 'integer?', cursor: 'string?' });
+    return (await this.invoke('usage_export', { ...options }, undefined)) as Bytes;
   }
 }

@@ -103,6 +103,89 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/billing/credits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's credits: balance, what calls being sent hold, and what is available. */
+        get: operations["get_credits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/credits/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Grants credits to the organization (a ledger entry and the balance, in one transaction).
+         *     The first grant puts the organization on credits: from then on a model request whose
+         *     reservation the credits do not cover is not sent, and its Turn ends `credits_exhausted`.
+         */
+        post: operations["grant_credits"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/credits/ledger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's credit ledger (grants and charges), newest first. Paged: ask again with
+         *     `next_cursor` until it is absent.
+         */
+        get: operations["credit_ledger"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The prices in force: the organization's overrides and the catalog's prices (with the day
+         *     the catalog was taken) of the models it did not override.
+         */
+        get: operations["list_prices"];
+        /**
+         * Sets the organization's price for a model spec. Calls sent from now on are priced with it;
+         *     a call already sent keeps the price saved with its reservation.
+         */
+        put: operations["put_price"];
+        post?: never;
+        /** Removes the organization's price for a model: the catalog's applies again, if it has one. */
+        delete: operations["delete_price"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/bots": {
         parameters: {
             query?: never;
@@ -902,6 +985,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Usage and cost of model calls in a time range, one row per group, by key. Cost is the
+         *     confirmed usage priced at the price in force when each call was sent; calls whose result
+         *     had no usage are counted apart (`unknown_calls`, with their estimates) and never charged.
+         *     Paged: ask again with `next_cursor` until it is absent.
+         */
+        get: operations["usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The same report as CSV: a header line, then one line per group (at most 10000). */
+        get: operations["usage_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1292,6 +1414,75 @@ export interface components {
             /** @description The token. */
             token: components["schemas"]["ApiToken"];
         };
+        /**
+         * @description An organization's credits: what it was granted, minus what its model calls cost, minus
+         *     what calls being sent now hold.
+         */
+        CreditBalance: {
+            /**
+             * Format: int64
+             * @description What a new call may still reserve: balance minus holds.
+             */
+            available_micros: number;
+            /**
+             * Format: int64
+             * @description Grants minus charges, in millionths of a US dollar (negative when confirmed usage went
+             *     past the estimates).
+             */
+            balance_micros: number;
+            /**
+             * @description Whether the organization is on credits (it has had a grant). An organization that is
+             *     not is never refused for credits; its budgets still apply.
+             */
+            enabled: boolean;
+            /**
+             * Format: int64
+             * @description The estimates of calls being sent now.
+             */
+            held_micros: number;
+        };
+        /** @description One entry of an organization's credit ledger. */
+        CreditEntry: {
+            /**
+             * Format: int64
+             * @description Positive for a grant, negative for a charge, in millionths of a US dollar.
+             */
+            amount_micros: number;
+            /** @description For a charge: the call, e.g. `2/model/1` (step, slot, attempt). */
+            call?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            created_at: string;
+            execution_id?: components["schemas"]["ExecutionId"] | null;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description A grant or a charge. */
+            kind: components["schemas"]["CreditKind"];
+            /**
+             * Format: uuid
+             * @description For a grant by a member: who.
+             */
+            member_id?: string | null;
+            /** @description For a grant: its note. */
+            note?: string | null;
+        };
+        /**
+         * @description What a ledger entry is.
+         * @enum {string}
+         */
+        CreditKind: "grant" | "charge";
+        /** @description A page of an organization's credit ledger, newest first. */
+        CreditLedgerPage: {
+            /** @description The entries on this page. */
+            items: components["schemas"]["CreditEntry"][];
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
         /** @description A decision on a pending request. */
         DecideApproval: {
             /** @description Approve or deny. */
@@ -1576,6 +1767,16 @@ export interface components {
             /** @description A URL a model provider can read it from (`https:` or `data:`), when one exists. */
             url?: string | null;
         };
+        /** @description Credits to add to an organization's balance. */
+        GrantCredits: {
+            /**
+             * Format: int64
+             * @description How much, in millionths of a US dollar (at least 1).
+             */
+            amount_micros: number;
+            /** @description Why, for the ledger (at most 500 characters). */
+            note?: string | null;
+        };
         /** @description The node's health. */
         Health: {
             /** @description Always `ok` when the node answers. */
@@ -1714,6 +1915,41 @@ export interface components {
             /** @enum {string} */
             role: "tool";
         };
+        /**
+         * @description A model's price per million tokens, in millionths of a US dollar (so `2500000` is $2.50
+         *     per million tokens).
+         */
+        ModelPrice: {
+            /**
+             * @description For a catalog price, the day the table was taken from the providers' price pages
+             *     (`YYYY-MM-DD`).
+             */
+            as_of?: string | null;
+            /**
+             * Format: int64
+             * @description Per million input tokens the provider served from its cache.
+             */
+            cached_input_micros_per_million: number;
+            /**
+             * Format: int64
+             * @description Per million uncached input tokens.
+             */
+            input_micros_per_million: number;
+            /** @description The model spec as Bots name it, e.g. `openai:gpt-4o` or `anthropic:claude-sonnet-4-5`. */
+            model: string;
+            /**
+             * Format: int64
+             * @description Per million output tokens.
+             */
+            output_micros_per_million: number;
+            /** @description The catalog's or the organization's. */
+            source: components["schemas"]["PriceSource"];
+            /**
+             * Format: date-time
+             * @description For an override, when it was last set.
+             */
+            updated_at?: string | null;
+        };
         /** @description An organization the caller's account belongs to. */
         Organization: {
             /**
@@ -1783,6 +2019,11 @@ export interface components {
             /** @description Whether plan mode is on. */
             enabled: boolean;
         };
+        /**
+         * @description Where a model's price comes from.
+         * @enum {string}
+         */
+        PriceSource: "catalog" | "organization";
         /** @description An organization's settings for one provider kind (never the key itself). */
         ProviderSettings: {
             /** @description The base URL, if set. */
@@ -1850,6 +2091,26 @@ export interface components {
              */
             url: string;
         };
+        /** @description An organization's price for one model, replacing the catalog's for calls sent from now on. */
+        PutModelPrice: {
+            /**
+             * Format: int64
+             * @description Per million cached input tokens; the input price when absent.
+             */
+            cached_input_micros_per_million?: number | null;
+            /**
+             * Format: int64
+             * @description Per million uncached input tokens, in millionths of a US dollar.
+             */
+            input_micros_per_million: number;
+            /** @description The model spec as Bots name it (1-500 characters). */
+            model: string;
+            /**
+             * Format: int64
+             * @description Per million output tokens, in millionths of a US dollar.
+             */
+            output_micros_per_million: number;
+        };
         /** @description Settings for one provider kind, to set. */
         PutProvider: {
             /** @description The API key; stored sealed and never returned. */
@@ -1895,7 +2156,7 @@ export interface components {
          * @description A kind of resource a right covers.
          * @enum {string}
          */
-        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes";
+        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing";
         /** @description One right: an action on a kind of resource. Write does not imply read. */
         Right: {
             /** @description The action. */
@@ -2054,7 +2315,7 @@ export interface components {
          * @description Why a Turn ended.
          * @enum {string}
          */
-        TurnOutcome: "completed" | "max_steps" | "max_time" | "max_cost" | "repeated_tool_call" | "cancelled";
+        TurnOutcome: "completed" | "max_steps" | "max_time" | "max_cost" | "credits_exhausted" | "repeated_tool_call" | "cancelled";
         /** @description A call whose outcome is unknown, and the execution that waits for a decision on it. */
         UnknownOutcome: {
             /**
@@ -2122,6 +2383,61 @@ export interface components {
              * @description Output tokens.
              */
             output_tokens?: number;
+        };
+        /** @description A page of a usage report. */
+        UsagePage: {
+            /** @description The rows on this page, by key. */
+            items: components["schemas"]["UsageRow"][];
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description The model calls of one group in a time range. */
+        UsageRow: {
+            /**
+             * Format: int64
+             * @description Confirmed cached input tokens.
+             */
+            cached_input_tokens: number;
+            /**
+             * Format: int64
+             * @description Model calls sent.
+             */
+            calls: number;
+            /**
+             * Format: int64
+             * @description Calls whose usage is confirmed (and charged).
+             */
+            confirmed_calls: number;
+            /**
+             * Format: int64
+             * @description The confirmed cost, in millionths of a US dollar.
+             */
+            cost_micros: number;
+            /**
+             * Format: int64
+             * @description Confirmed input tokens, including cached ones.
+             */
+            input_tokens: number;
+            /**
+             * @description The group's key: the organization's, Bot's, Chat's or member's ID, or the model spec.
+             *     Calls with no Chat or member (service work) are left out of those two groupings.
+             */
+            key?: string | null;
+            /**
+             * Format: int64
+             * @description Confirmed output tokens.
+             */
+            output_tokens: number;
+            /**
+             * Format: int64
+             * @description Calls whose result came without usage: nothing was charged for them.
+             */
+            unknown_calls: number;
+            /**
+             * Format: int64
+             * @description The estimates of the calls with unknown usage (never charged; shown apart).
+             */
+            unknown_estimate_micros: number;
         };
     };
     responses: never;
@@ -2472,6 +2788,302 @@ export interface operations {
                 };
             };
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_credits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditBalance"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    grant_credits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantCredits"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditBalance"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    credit_ledger: {
+        parameters: {
+            query?: {
+                /** @description How many entries a page holds: 1-500, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditLedgerPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_prices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelPrice"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_price: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutModelPrice"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelPrice"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_price: {
+        parameters: {
+            query: {
+                /** @description The model spec whose override to remove. */
+                model: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5665,6 +6277,131 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnknownOutcomePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    usage: {
+        parameters: {
+            query?: {
+                /** @description Calls sent at or after this time (RFC 3339). */
+                from?: string;
+                /** @description Calls sent before this time (RFC 3339). */
+                to?: string;
+                /** @description One row per `organization`, `bot`, `chat`, `member` or `model` (the default). */
+                group_by?: string;
+                /** @description Only calls made by this Bot. */
+                bot_id?: string;
+                /** @description Only calls for this Chat. */
+                chat_id?: string;
+                /** @description Only calls of this member's work. */
+                member_id?: string;
+                /** @description Only calls to this model spec. */
+                model?: string;
+                /** @description How many rows a page holds: 1-500, default 50 (not for the CSV export). */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (not for the CSV export). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsagePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    usage_export: {
+        parameters: {
+            query?: {
+                /** @description Calls sent at or after this time (RFC 3339). */
+                from?: string;
+                /** @description Calls sent before this time (RFC 3339). */
+                to?: string;
+                /** @description One row per `organization`, `bot`, `chat`, `member` or `model` (the default). */
+                group_by?: string;
+                /** @description Only calls made by this Bot. */
+                bot_id?: string;
+                /** @description Only calls for this Chat. */
+                chat_id?: string;
+                /** @description Only calls of this member's work. */
+                member_id?: string;
+                /** @description Only calls to this model spec. */
+                model?: string;
+                /** @description How many rows a page holds: 1-500, default 50 (not for the CSV export). */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (not for the CSV export). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report as CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
                 };
             };
             400: {

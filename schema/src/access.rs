@@ -22,6 +22,9 @@ pub enum Resource {
     Models,
     /// Decisions on calls whose outcome is unknown: read lists them, write decides.
     Outcomes,
+    /// Usage and billing: read sees usage reports, prices and credits; write sets prices and
+    /// grants credits (with the owner or admin role).
+    Billing,
 }
 
 /// What a right allows on its resource.
@@ -55,6 +58,7 @@ impl Right {
             Resource::Tokens,
             Resource::Models,
             Resource::Outcomes,
+            Resource::Billing,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

@@ -67,8 +67,11 @@ pub enum TurnOutcome {
     MaxSteps,
     /// The wall-time limit was reached.
     MaxTime,
-    /// The cost limit was reached.
+    /// The cost limit was reached: the Turn's own limit, or a budget above it would be
+    /// overspent by the next model request's reservation.
     MaxCost,
+    /// The organization's credits would not cover the next model request's reservation.
+    CreditsExhausted,
     /// The model asked for the same tool call with the same arguments more often than the
     /// loop breaker allows (`max_repeated_calls`).
     RepeatedToolCall,

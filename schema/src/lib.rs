@@ -7,6 +7,7 @@
 
 mod access;
 mod approval;
+mod billing;
 mod bot;
 mod budget;
 mod chat;
@@ -30,6 +31,10 @@ pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,
     RuleAction,
+};
+pub use billing::{
+    CreditBalance, CreditEntry, CreditKind, CreditLedgerPage, GrantCredits, ModelPrice,
+    PriceSource, PutModelPrice, UsageGroup, UsagePage, UsageRow,
 };
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use budget::{Budget, BudgetScope, PutBudget};

@@ -85,7 +85,7 @@ class Operation:
     def paged(self) -> bool:
         """A list answered page by page: `limit` and `cursor` in, `items` and `next_cursor` out."""
         names = {p.name for p in self.query_params}
-        return "cursor" in names and "limit" in names
+        return "cursor" in names and "limit" in names and self.answer == "json"
 
     @property
     def client_method(self) -> str | None:

@@ -93,6 +93,8 @@ pub struct Database {
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
     /// Budgets.
     pub budgets: Arc<dyn crate::budgets::BudgetStore>,
+    /// Prices, credits and usage records.
+    pub billing: Arc<dyn crate::billing::BillingStore>,
     /// The tool registry.
     pub tools: Arc<dyn crate::tools::ToolStore>,
     /// Approval rules.
@@ -113,6 +115,7 @@ impl Database {
             + crate::chats::ChatStore
             + crate::models::ModelRegistryStore
             + crate::budgets::BudgetStore
+            + crate::billing::BillingStore
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
             + crate::files::FileStore
@@ -125,6 +128,7 @@ impl Database {
             chats: store.clone(),
             models: store.clone(),
             budgets: store.clone(),
+            billing: store.clone(),
             tools: store.clone(),
             rules: store.clone(),
             limits: store.clone(),

@@ -269,6 +269,94 @@ fn limits_are_set_listed_and_removed_through_the_cli() {
 }
 
 #[test]
+fn usage_is_reported_as_a_table_json_lines_and_csv() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let script = cli.script.path().join("paid.json");
+    std::fs::write(
+        &script,
+        r#"{"steps": [{"text": "paid", "usage": {"input_tokens": 10, "output_tokens": 5, "cost_micros": 600}}], "repeat": true}"#,
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    let bot = cli.ok(&["bots", "create", "--name", "Payer", "--model", &model]);
+    let chat = cli.ok(&["chats", "create", "--bot", bot.trim()]);
+    let chat = chat.trim();
+    cli.ok(&["chats", "send", chat, "one"]);
+    cli.ok(&["chats", "send", chat, "two"]);
+    let json = cli.ok(&["usage", "--by", "chat", "--json"]);
+    let rows: Vec<Value> = json
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{json}");
+    assert_eq!(rows[0]["key"], chat);
+    assert_eq!(rows[0]["calls"], 2);
+    assert_eq!(rows[0]["cost_micros"], 1200);
+    let table = cli.ok(&["usage", "--by", "chat"]);
+    assert!(table.starts_with("CHAT"), "{table}");
+    assert!(table.contains(chat), "{table}");
+    assert!(
+        table.trim_end().ends_with("total cost $0.001200"),
+        "{table}"
+    );
+    let csv = cli.ok(&["usage", "--by", "model", "--csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0].split(',').next(), Some("model"));
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(lines[1].ends_with(",2,2,0,20,10,0,1200,0"), "{csv}");
+    // A range after every call has no rows.
+    let empty = cli.ok(&["usage", "--from", "2999-01-01T00:00:00Z", "--json"]);
+    assert_eq!(empty, "");
+}
+
+#[test]
+fn the_platform_grants_credits_with_openbot_admin() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let organizations: Value =
+        serde_json::from_str(&cli.ok(&["organizations", "list", "--json"])).unwrap();
+    let organization = organizations["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let data = served.data_dir().to_str().unwrap().to_string();
+    let grant = |usd: &str| -> Value {
+        let args = [
+            "admin",
+            "--data-dir",
+            &data,
+            "credits",
+            "grant",
+            "--organization",
+            &organization,
+            "--usd",
+            usd,
+            "--note",
+            "trial",
+        ];
+        serde_json::from_str(&cli.ok(&args)).unwrap()
+    };
+    assert_eq!(grant("1.5")["balance_micros"], 1_500_000);
+    assert_eq!(grant("1")["balance_micros"], 2_500_000);
+    let refused = cli.run(&[
+        "admin",
+        "--data-dir",
+        &data,
+        "credits",
+        "grant",
+        "--organization",
+        &organization,
+        "--usd",
+        "0",
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--usd must be more than 0"));
+}
+
+#[test]
 fn http_tools_are_registered_listed_and_removed_through_the_cli() {
     let served = Served::start();
     let cli = Cli::new();

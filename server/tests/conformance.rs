@@ -390,6 +390,7 @@ async fn a_late_result_is_saved_but_not_published(backend: Backend) {
             submitted.execution_id(),
             old.generation,
             call(tool_key(1), CallPhase::Done, Some(result)),
+            openbot_server::store::TxWrites::default(),
         )
         .await
         .unwrap();
@@ -451,6 +452,7 @@ async fn a_late_result_resolves_a_call_whose_outcome_was_unknown(backend: Backen
             old.id,
             old.generation,
             call(tool_key(1), CallPhase::Done, Some(result)),
+            openbot_server::store::TxWrites::default(),
         )
         .await
         .unwrap();

@@ -82,32 +82,34 @@ struct Counts {
 // sending, which also marks the step's input as taken; model result with the tool call's
 // intent; tool sending; tool result) against the targets' 3 (unsafe tool) and 2 (retry-safe
 // tool); no steering transaction when no input waits, and the last input check closes the
-// input in the Turn's end commit. A one-step text Turn sends 49 statements on PostgreSQL
+// input in the Turn's end commit. A one-step text Turn sends 56 statements on PostgreSQL
 // against 40. Each model request reads which of its scopes have a shared limit (issue 19,
-// point 5: one statement per model request, raised on purpose from 48/78 and 38/60).
+// point 5: one statement per model request); billing (issue 19) adds no transaction: 6
+// statements per model request (the reservation in the `sending` commit and the settlement in
+// the answer's) and 1 per Turn (the release of holds in its end commit); docs/benchmarks.md.
 const PG_TEXT: Counts = Counts {
     write_transactions: 6,
-    statements: 49,
+    statements: 56,
 };
 const PG_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 80,
+    statements: 93,
 };
 const PG_SAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 80,
+    statements: 93,
 };
 const SQLITE_TEXT: Counts = Counts {
     write_transactions: 6,
-    statements: 39,
+    statements: 46,
 };
 const SQLITE_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 62,
+    statements: 75,
 };
 const SQLITE_SAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 62,
+    statements: 75,
 };
 
 /// Issue 13's targets, printed next to the counts.

@@ -721,6 +721,8 @@ pub enum TurnOutcome {
     MaxTime,
     /// The cost limit was reached.
     MaxCost,
+    /// The organization's credits would not cover the next model request.
+    CreditsExhausted,
     /// The model asked for the same tool call more often than `max_repeated_calls` allows.
     RepeatedToolCall,
     /// The Turn was cancelled.
@@ -735,6 +737,7 @@ impl From<schema::TurnOutcome> for TurnOutcome {
             O::MaxSteps => Self::MaxSteps,
             O::MaxTime => Self::MaxTime,
             O::MaxCost => Self::MaxCost,
+            O::CreditsExhausted => Self::CreditsExhausted,
             O::RepeatedToolCall => Self::RepeatedToolCall,
             O::Cancelled => Self::Cancelled,
         }

@@ -9,10 +9,11 @@ use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
     ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
     CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
-    DelegateTool, DelegateToolPage, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
-    Member, MemberPage, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
-    PutBudget, PutDelegateTool, PutHttpTool, PutProvider, PutScopeLimit, ScopeLimit,
-    ScopeLimitPage, Session, StoredFile, StoredFilePage,
+    CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, GrantCredits,
+    Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, ModelPrice,
+    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
+    PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
+    ScopeLimitPage, Session, StoredFile, StoredFilePage, UsagePage, UsageRow,
 };
 
 use super::Client;
@@ -86,6 +87,72 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("decide_approval"),
+    },
+    Operation {
+        id: "get_credits",
+        method: "GET",
+        path: "/v1/billing/credits",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "grant_credits",
+        method: "POST",
+        path: "/v1/billing/credits/grants",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "credit_ledger",
+        method: "GET",
+        path: "/v1/billing/credits/ledger",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "list_prices",
+        method: "GET",
+        path: "/v1/billing/prices",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "put_price",
+        method: "PUT",
+        path: "/v1/billing/prices",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "delete_price",
+        method: "DELETE",
+        path: "/v1/billing/prices",
+        path_params: &[],
+        query_params: &["model"],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
     },
     Operation {
         id: "list_bots",
@@ -714,6 +781,48 @@ pub const OPERATIONS: &[Operation] = &[
         public: false,
         client_method: Some("list_unknown_outcomes"),
     },
+    Operation {
+        id: "usage",
+        method: "GET",
+        path: "/v1/usage",
+        path_params: &[],
+        query_params: &[
+            "from",
+            "to",
+            "group_by",
+            "bot_id",
+            "chat_id",
+            "member_id",
+            "model",
+            "limit",
+            "cursor",
+        ],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "usage_export",
+        method: "GET",
+        path: "/v1/usage/export",
+        path_params: &[],
+        query_params: &[
+            "from",
+            "to",
+            "group_by",
+            "bot_id",
+            "chat_id",
+            "member_id",
+            "model",
+            "limit",
+            "cursor",
+        ],
+        body: BodyKind::None,
+        answer: AnswerKind::Bytes,
+        public: false,
+        client_method: None,
+    },
 ];
 
 /// A typed method for each operation the [`Client`] trait does not declare by hand.
@@ -773,6 +882,76 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("id", id.to_string());
         self.call(OP, request).await?.decode()
+    }
+
+    /// The organization's credits: balance, what calls being sent hold, and what is available.
+    async fn get_credits(&self) -> Result<CreditBalance, Error> {
+        const OP: &str = "get_credits";
+        let request = ApiRequest::default();
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Grants credits to the organization (a ledger entry and the balance, in one transaction). The
+    /// first grant puts the organization on credits: from then on a model request whose reservation
+    /// the credits do not cover is not sent, and its Turn ends `credits_exhausted`.
+    async fn grant_credits(&self, body: &GrantCredits) -> Result<CreditBalance, Error> {
+        const OP: &str = "grant_credits";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// The organization's credit ledger (grants and charges), newest first. Paged: ask again with
+    /// `next_cursor` until it is absent.
+    async fn credit_ledger(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<CreditLedgerPage, Error> {
+        const OP: &str = "credit_ledger";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `credit_ledger`, following its pages to the end.
+    async fn credit_ledger_all(&self) -> Result<Vec<CreditEntry>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.credit_ledger(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// The prices in force: the organization's overrides and the catalog's prices (with the day the
+    /// catalog was taken) of the models it did not override.
+    async fn list_prices(&self) -> Result<Vec<ModelPrice>, Error> {
+        const OP: &str = "list_prices";
+        let request = ApiRequest::default();
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Sets the organization's price for a model spec. Calls sent from now on are priced with it; a
+    /// call already sent keeps the price saved with its reservation.
+    async fn put_price(&self, body: &PutModelPrice) -> Result<ModelPrice, Error> {
+        const OP: &str = "put_price";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes the organization's price for a model: the catalog's applies again, if it has one.
+    async fn delete_price(&self, model: &str) -> Result<(), Error> {
+        const OP: &str = "delete_price";
+        let mut request = ApiRequest::default();
+        request.param("model", model);
+        self.call(OP, request).await.map(|_| ())
     }
 
     /// The organization's budgets with what each scope spent so far, by scope and target. Paged:
@@ -1331,6 +1510,98 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("name", name.to_string());
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Usage and cost of model calls in a time range, one row per group, by key. Cost is the
+    /// confirmed usage priced at the price in force when each call was sent; calls whose result had
+    /// no usage are counted apart (`unknown_calls`, with their estimates) and never charged. Paged:
+    /// ask again with `next_cursor` until it is absent.
+    async fn usage(
+        &self,
+        from: Option<&str>,
+        to: Option<&str>,
+        group_by: Option<&str>,
+        bot_id: Option<&str>,
+        chat_id: Option<&str>,
+        member_id: Option<&str>,
+        model: Option<&str>,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<UsagePage, Error> {
+        const OP: &str = "usage";
+        let mut request = ApiRequest::default();
+        request.param("from", from);
+        request.param("to", to);
+        request.param("group_by", group_by);
+        request.param("bot_id", bot_id);
+        request.param("chat_id", chat_id);
+        request.param("member_id", member_id);
+        request.param("model", model);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `usage`, following its pages to the end.
+    async fn usage_all(
+        &self,
+        from: Option<&str>,
+        to: Option<&str>,
+        group_by: Option<&str>,
+        bot_id: Option<&str>,
+        chat_id: Option<&str>,
+        member_id: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Vec<UsageRow>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .usage(
+                    from,
+                    to,
+                    group_by,
+                    bot_id,
+                    chat_id,
+                    member_id,
+                    model,
+                    None,
+                    cursor.as_deref(),
+                )
+                .await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// The same report as CSV: a header line, then one line per group (at most 10000).
+    async fn usage_export(
+        &self,
+        from: Option<&str>,
+        to: Option<&str>,
+        group_by: Option<&str>,
+        bot_id: Option<&str>,
+        chat_id: Option<&str>,
+        member_id: Option<&str>,
+        model: Option<&str>,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ApiBytes, Error> {
+        const OP: &str = "usage_export";
+        let mut request = ApiRequest::default();
+        request.param("from", from);
+        request.param("to", to);
+        request.param("group_by", group_by);
+        request.param("bot_id", bot_id);
+        request.param("chat_id", chat_id);
+        request.param("member_id", member_id);
+        request.param("model", model);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.into_bytes()
     }
 }
 

@@ -116,6 +116,18 @@ impl ContextSizer {
         }
     }
 
+    /// The estimated input tokens of a request that sends `history` from `first` on and the
+    /// current Turn's messages (`current_tokens`).
+    pub fn request_tokens(&self, first: usize, current_tokens: u64) -> u64 {
+        let history: u64 = self.history.iter().skip(first).sum();
+        self.fixed + history + current_tokens
+    }
+
+    /// The most output tokens each request reserves room for.
+    pub fn output_reserve(max_output_tokens: Option<u32>) -> u64 {
+        u64::from(max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE))
+    }
+
     /// The index into `history` of the first message to send, given the estimated tokens of
     /// the current Turn's messages, which are always sent.
     pub fn first_history_message(

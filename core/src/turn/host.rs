@@ -46,6 +46,11 @@ pub enum HostError {
     /// A host tool's result will not come (the execution is being deleted).
     #[error("the tool result was abandoned")]
     Abandoned,
+    /// The host declined to send a model request and nothing was recorded for it: the Turn
+    /// ends with this outcome (`max_cost` when a budget, `credits_exhausted` when the
+    /// organization's credits would not cover the request's reservation).
+    #[error("the model request was declined ({0:?})")]
+    Declined(TurnOutcome),
     /// A call was maybe sent, its result is lost, and it may not be repeated: the execution
     /// waits in `outcome_unknown` for a saved result or a decision.
     #[error("the result of call {key} is unknown")]
@@ -65,6 +70,17 @@ pub struct TurnEnd {
     pub messages: Vec<Message>,
     /// What the Turn used.
     pub usage: Usage,
+}
+
+/// What a model request may use, estimated before it is sent: the input tokens of the request
+/// as the loop estimates them (`context`) and the most output tokens it asks for. Estimates are
+/// for reservations only; they are not proven upper bounds of what a provider charges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestEstimate {
+    /// The estimated input tokens.
+    pub input_tokens: u64,
+    /// The most output tokens (`max_output_tokens`, or the default reserve).
+    pub output_tokens: u64,
 }
 
 /// Why a Turn failed.
@@ -122,6 +138,20 @@ pub trait Host: Send + Sync {
     /// Records that a call is being sent (from here on its result may be lost) and publishes
     /// `events` with it, so that an attempt's start event exists exactly when it was sent.
     async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError>;
+
+    /// Records that a model request is being sent, as [`Host::record_sending`] does, with what
+    /// it is estimated to use. A host that reserves spending refuses here, recording nothing,
+    /// with [`HostError::Declined`] when the reservation would overspend. The default records
+    /// the sending and ignores the estimate.
+    async fn record_model_sending(
+        &self,
+        key: CallKey,
+        events: Vec<EventKind>,
+        estimate: RequestEstimate,
+    ) -> Result<(), HostError> {
+        let _ = estimate;
+        self.record_sending(key, events).await
+    }
 
     /// Saves a call's result and publishes `events` with it.
     async fn record_result(

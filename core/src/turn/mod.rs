@@ -17,6 +17,6 @@ pub use call::{CallKey, CallRecord, CallResult, CallSlot, CallStatus};
 pub use context::{
     ContextOverflow, ContextSizer, DEFAULT_OUTPUT_RESERVE, estimate_message, estimate_text,
 };
-pub use host::{Host, HostError, TurnEnd, TurnFailure};
+pub use host::{Host, HostError, RequestEstimate, TurnEnd, TurnFailure};
 pub use run::{MODEL_ATTEMPTS, TurnSpec, run_turn};
 pub use tools::ToolSet;

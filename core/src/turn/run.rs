@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{CallKey, CallResult, CallSlot, CallStatus};
 use super::context;
-use super::host::{Host, HostError, TurnEnd, TurnFailure};
+use super::host::{Host, HostError, RequestEstimate, TurnEnd, TurnFailure};
 use super::limits;
 use super::tools::ToolSet;
 use crate::model::{Model, ModelError, ModelEvent, ModelRequest, ModelResponse};
@@ -268,7 +268,11 @@ impl<'h> TurnRun<'h> {
                 },
             };
             let outcome = tokio::select! {
-                outcome = self.attempt(key, this_request) => outcome?,
+                outcome = self.attempt(key, this_request) => match outcome {
+                    // A refused reservation: nothing was sent or saved for this attempt.
+                    Err(HostError::Declined(outcome)) => return Ok(Err(Ok(outcome))),
+                    other => other?,
+                },
                 _ = self.cancel.cancelled() => return Ok(Err(Ok(TurnOutcome::Cancelled))),
                 _ = limits::sleep_until(self.deadline) => return Ok(Err(Ok(TurnOutcome::MaxTime))),
             };
@@ -350,7 +354,10 @@ impl<'h> TurnRun<'h> {
             step: key.step,
             attempt: key.attempt,
         };
-        self.host.record_sending(key, vec![started]).await?;
+        let estimate = self.estimate(&request);
+        self.host
+            .record_model_sending(key, vec![started], estimate)
+            .await?;
         let mut stream = match self.spec.model.stream(request).await {
             Ok(stream) => stream,
             Err(err) => return Ok(Err(err)),
@@ -376,6 +383,16 @@ impl<'h> TurnRun<'h> {
             return Ok(Err(ModelError::Interrupted));
         }
         Ok(Ok(response))
+    }
+
+    /// What `request` is estimated to use, for the host's reservation.
+    fn estimate(&self, request: &ModelRequest) -> RequestEstimate {
+        let sent_history = request.messages.len() - self.current.len();
+        let first = self.history.len() - sent_history;
+        RequestEstimate {
+            input_tokens: self.sizer.request_tokens(first, self.current_tokens),
+            output_tokens: context::ContextSizer::output_reserve(request.max_output_tokens),
+        }
     }
 
     fn request(&self) -> Result<ModelRequest, context::ContextOverflow> {

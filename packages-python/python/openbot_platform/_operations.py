@@ -31,6 +31,9 @@ from .types import (
     CreatedInvitation,
     CreatedOrganization,
     CreatedToken,
+    CreditBalance,
+    CreditEntry,
+    CreditLedgerPage,
     Decision,
     DelegateTool,
     DelegateToolPage,
@@ -44,6 +47,7 @@ from .types import (
     Member,
     MemberPage,
     MemberRole,
+    ModelPrice,
     Organization,
     OrganizationPage,
     OutcomeDecision,
@@ -62,6 +66,8 @@ from .types import (
     ToolDefinition,
     UnknownOutcome,
     UnknownOutcomePage,
+    UsagePage,
+    UsageRow,
 )
 
 __all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]
@@ -75,6 +81,12 @@ OPERATIONS: dict[str, str] = {
     "list_approvals": "list_approvals",
     "get_approval": "get_approval",
     "decide_approval": "decide_approval",
+    "get_credits": "get_credits",
+    "grant_credits": "grant_credits",
+    "credit_ledger": "credit_ledger",
+    "list_prices": "list_prices",
+    "put_price": "put_price",
+    "delete_price": "delete_price",
     "list_bots": "list_bots",
     "create_bot": "create_bot",
     "get_bot": "get_bot",
@@ -132,6 +144,8 @@ OPERATIONS: dict[str, str] = {
     "put_tool": "put_tool",
     "delete_tool": "delete_tool",
     "list_unknown_outcomes": "list_unknown_outcomes",
+    "usage": "usage",
+    "usage_export": "usage_export",
 }
 
 #: The operation of each generated method (a paged list has its `_page` too).
@@ -144,6 +158,13 @@ METHODS: dict[str, str] = {
     "list_approvals_page": "list_approvals",
     "get_approval": "get_approval",
     "_decide_approval": "decide_approval",
+    "get_credits": "get_credits",
+    "grant_credits": "grant_credits",
+    "credit_ledger": "credit_ledger",
+    "credit_ledger_page": "credit_ledger",
+    "list_prices": "list_prices",
+    "put_price": "put_price",
+    "delete_price": "delete_price",
     "list_bots": "list_bots",
     "list_bots_page": "list_bots",
     "_create_bot": "create_bot",
@@ -214,6 +235,9 @@ METHODS: dict[str, str] = {
     "delete_tool": "delete_tool",
     "list_unknown_outcomes": "list_unknown_outcomes",
     "list_unknown_outcomes_page": "list_unknown_outcomes",
+    "usage": "usage",
+    "usage_page": "usage",
+    "usage_export": "usage_export",
 }
 
 
@@ -325,6 +349,169 @@ class AsyncOperations(AsyncCaller):
         """
         answer = await self._call_op("decide_approval", {"id": _ref(id)}, _body({"decision": decision, "reason": reason}))
         return ApprovalRequest.from_dict(answer)
+
+    # -- billing
+
+    async def get_credits(self) -> CreditBalance:
+        """The organization's credits: balance, what calls being sent hold, and what is
+        available. ``GET /v1/billing/credits``.
+        """
+        answer = await self._call_op("get_credits", {})
+        return CreditBalance.from_dict(answer)
+
+    async def grant_credits(
+        self,
+        *,
+        amount_micros: int,
+        note: str | None = None,
+    ) -> CreditBalance:
+        """Grants credits to the organization (a ledger entry and the balance, in one
+        transaction). The first grant puts the organization on credits: from then on a model
+        request whose reservation the credits do not cover is not sent, and its Turn ends
+        `credits_exhausted`. ``POST /v1/billing/credits/grants``.
+        """
+        answer = await self._call_op("grant_credits", {}, _body({"amount_micros": amount_micros, "note": note}))
+        return CreditBalance.from_dict(answer)
+
+    async def credit_ledger_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> CreditLedgerPage:
+        """One page: The organization's credit ledger (grants and charges), newest first. Paged:
+        ask again with `next_cursor` until it is absent. ``GET /v1/billing/credits/ledger``.
+        ``limit``: How many entries a page holds: 1-500, default 50. ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("credit_ledger", {"limit": limit, "cursor": cursor})
+        return CreditLedgerPage.from_dict(answer)
+
+    def credit_ledger(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[CreditEntry]:
+        """Every item, page by page, as an async iterator: The organization's credit ledger
+        (grants and charges), newest first. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/billing/credits/ledger``. ``limit``: How many entries a page holds:
+        1-500, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[CreditEntry], str | None]:
+            found = await self.credit_ledger_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def list_prices(self) -> list[ModelPrice]:
+        """The prices in force: the organization's overrides and the catalog's prices (with the
+        day the catalog was taken) of the models it did not override. ``GET
+        /v1/billing/prices``.
+        """
+        answer = await self._call_op("list_prices", {})
+        return [ModelPrice.from_dict(x) for x in answer]
+
+    async def put_price(
+        self,
+        *,
+        input_micros_per_million: int,
+        model: str,
+        output_micros_per_million: int,
+        cached_input_micros_per_million: int | None = None,
+    ) -> ModelPrice:
+        """Sets the organization's price for a model spec. Calls sent from now on are priced
+        with it; a call already sent keeps the price saved with its reservation. ``PUT
+        /v1/billing/prices``.
+        """
+        answer = await self._call_op("put_price", {}, _body({"input_micros_per_million": input_micros_per_million, "model": model, "output_micros_per_million": output_micros_per_million, "cached_input_micros_per_million": cached_input_micros_per_million}))
+        return ModelPrice.from_dict(answer)
+
+    async def delete_price(self, model: str) -> None:
+        """Removes the organization's price for a model: the catalog's applies again, if it has
+        one. ``DELETE /v1/billing/prices``. ``model``: The model spec whose override to
+        remove.
+        """
+        await self._call_op("delete_price", {"model": model})
+
+    async def usage_page(
+        self,
+        from: datetime | None = None,
+        to: datetime | None = None,
+        group_by: str | None = None,
+        bot_id: str | None = None,
+        chat_id: str | None = None,
+        member_id: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> UsagePage:
+        """One page: Usage and cost of model calls in a time range, one row per group, by key.
+        Cost is the confirmed usage priced at the price in force when each call was sent;
+        calls whose result had no usage are counted apart (`unknown_calls`, with their
+        estimates) and never charged. Paged: ask again with `next_cursor` until it is absent.
+        ``GET /v1/usage``. ``from``: Calls sent at or after this time (RFC 3339).; ``to``:
+        Calls sent before this time (RFC 3339).; ``group_by``: One row per `organization`,
+        `bot`, `chat`, `member` or `model` (the default).; ``bot_id``: Only calls made by
+        this Bot.; ``chat_id``: Only calls for this Chat.; ``member_id``: Only calls of this
+        member's work.; ``model``: Only calls to this model spec.; ``limit``: How many rows a
+        page holds: 1-500, default 50 (not for the CSV export). ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("usage", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        return UsagePage.from_dict(answer)
+
+    def usage(
+        self,
+        from: datetime | None = None,
+        to: datetime | None = None,
+        group_by: str | None = None,
+        bot_id: str | None = None,
+        chat_id: str | None = None,
+        member_id: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[UsageRow]:
+        """Every item, page by page, as an async iterator: Usage and cost of model calls in a
+        time range, one row per group, by key. Cost is the confirmed usage priced at the
+        price in force when each call was sent; calls whose result had no usage are counted
+        apart (`unknown_calls`, with their estimates) and never charged. Paged: ask again
+        with `next_cursor` until it is absent. ``GET /v1/usage``. ``from``: Calls sent at or
+        after this time (RFC 3339).; ``to``: Calls sent before this time (RFC 3339).;
+        ``group_by``: One row per `organization`, `bot`, `chat`, `member` or `model` (the
+        default).; ``bot_id``: Only calls made by this Bot.; ``chat_id``: Only calls for this
+        Chat.; ``member_id``: Only calls of this member's work.; ``model``: Only calls to
+        this model spec.; ``limit``: How many rows a page holds: 1-500, default 50 (not for
+        the CSV export). ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[UsageRow], str | None]:
+            found = await self.usage_page(from, to, group_by, bot_id, chat_id, member_id, model, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def usage_export(
+        self,
+        from: datetime | None = None,
+        to: datetime | None = None,
+        group_by: str | None = None,
+        bot_id: str | None = None,
+        chat_id: str | None = None,
+        member_id: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> FileContent:
+        """The same report as CSV: a header line, then one line per group (at most 10000). ``GET
+        /v1/usage/export``. ``from``: Calls sent at or after this time (RFC 3339).; ``to``:
+        Calls sent before this time (RFC 3339).; ``group_by``: One row per `organization`,
+        `bot`, `chat`, `member` or `model` (the default).; ``bot_id``: Only calls made by
+        this Bot.; ``chat_id``: Only calls for this Chat.; ``member_id``: Only calls of this
+        member's work.; ``model``: Only calls to this model spec.; ``limit``: How many rows a
+        page holds: 1-500, default 50 (not for the CSV export).; ``cursor``: Where the page
+        starts: the `next_cursor` of the page before (not for the CSV export).
+        """
+        answer = await self._call_op("usage_export", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        return FileContent.of(answer)
 
     # -- bots
 
@@ -1251,6 +1438,169 @@ class SyncOperations(SyncCaller):
         """
         answer = self._call_op("decide_approval", {"id": _ref(id)}, _body({"decision": decision, "reason": reason}))
         return ApprovalRequest.from_dict(answer)
+
+    # -- billing
+
+    def get_credits(self) -> CreditBalance:
+        """The organization's credits: balance, what calls being sent hold, and what is
+        available. ``GET /v1/billing/credits``.
+        """
+        answer = self._call_op("get_credits", {})
+        return CreditBalance.from_dict(answer)
+
+    def grant_credits(
+        self,
+        *,
+        amount_micros: int,
+        note: str | None = None,
+    ) -> CreditBalance:
+        """Grants credits to the organization (a ledger entry and the balance, in one
+        transaction). The first grant puts the organization on credits: from then on a model
+        request whose reservation the credits do not cover is not sent, and its Turn ends
+        `credits_exhausted`. ``POST /v1/billing/credits/grants``.
+        """
+        answer = self._call_op("grant_credits", {}, _body({"amount_micros": amount_micros, "note": note}))
+        return CreditBalance.from_dict(answer)
+
+    def credit_ledger_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> CreditLedgerPage:
+        """One page: The organization's credit ledger (grants and charges), newest first. Paged:
+        ask again with `next_cursor` until it is absent. ``GET /v1/billing/credits/ledger``.
+        ``limit``: How many entries a page holds: 1-500, default 50. ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("credit_ledger", {"limit": limit, "cursor": cursor})
+        return CreditLedgerPage.from_dict(answer)
+
+    def credit_ledger(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[CreditEntry]:
+        """Every item, page by page, as an iterator: The organization's credit ledger (grants
+        and charges), newest first. Paged: ask again with `next_cursor` until it is absent.
+        ``GET /v1/billing/credits/ledger``. ``limit``: How many entries a page holds: 1-500,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[CreditEntry], str | None]:
+            found = self.credit_ledger_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def list_prices(self) -> list[ModelPrice]:
+        """The prices in force: the organization's overrides and the catalog's prices (with the
+        day the catalog was taken) of the models it did not override. ``GET
+        /v1/billing/prices``.
+        """
+        answer = self._call_op("list_prices", {})
+        return [ModelPrice.from_dict(x) for x in answer]
+
+    def put_price(
+        self,
+        *,
+        input_micros_per_million: int,
+        model: str,
+        output_micros_per_million: int,
+        cached_input_micros_per_million: int | None = None,
+    ) -> ModelPrice:
+        """Sets the organization's price for a model spec. Calls sent from now on are priced
+        with it; a call already sent keeps the price saved with its reservation. ``PUT
+        /v1/billing/prices``.
+        """
+        answer = self._call_op("put_price", {}, _body({"input_micros_per_million": input_micros_per_million, "model": model, "output_micros_per_million": output_micros_per_million, "cached_input_micros_per_million": cached_input_micros_per_million}))
+        return ModelPrice.from_dict(answer)
+
+    def delete_price(self, model: str) -> None:
+        """Removes the organization's price for a model: the catalog's applies again, if it has
+        one. ``DELETE /v1/billing/prices``. ``model``: The model spec whose override to
+        remove.
+        """
+        self._call_op("delete_price", {"model": model})
+
+    def usage_page(
+        self,
+        from: datetime | None = None,
+        to: datetime | None = None,
+        group_by: str | None = None,
+        bot_id: str | None = None,
+        chat_id: str | None = None,
+        member_id: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> UsagePage:
+        """One page: Usage and cost of model calls in a time range, one row per group, by key.
+        Cost is the confirmed usage priced at the price in force when each call was sent;
+        calls whose result had no usage are counted apart (`unknown_calls`, with their
+        estimates) and never charged. Paged: ask again with `next_cursor` until it is absent.
+        ``GET /v1/usage``. ``from``: Calls sent at or after this time (RFC 3339).; ``to``:
+        Calls sent before this time (RFC 3339).; ``group_by``: One row per `organization`,
+        `bot`, `chat`, `member` or `model` (the default).; ``bot_id``: Only calls made by
+        this Bot.; ``chat_id``: Only calls for this Chat.; ``member_id``: Only calls of this
+        member's work.; ``model``: Only calls to this model spec.; ``limit``: How many rows a
+        page holds: 1-500, default 50 (not for the CSV export). ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("usage", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        return UsagePage.from_dict(answer)
+
+    def usage(
+        self,
+        from: datetime | None = None,
+        to: datetime | None = None,
+        group_by: str | None = None,
+        bot_id: str | None = None,
+        chat_id: str | None = None,
+        member_id: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[UsageRow]:
+        """Every item, page by page, as an iterator: Usage and cost of model calls in a time
+        range, one row per group, by key. Cost is the confirmed usage priced at the price in
+        force when each call was sent; calls whose result had no usage are counted apart
+        (`unknown_calls`, with their estimates) and never charged. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/usage``. ``from``: Calls sent at or after
+        this time (RFC 3339).; ``to``: Calls sent before this time (RFC 3339).; ``group_by``:
+        One row per `organization`, `bot`, `chat`, `member` or `model` (the default).;
+        ``bot_id``: Only calls made by this Bot.; ``chat_id``: Only calls for this Chat.;
+        ``member_id``: Only calls of this member's work.; ``model``: Only calls to this model
+        spec.; ``limit``: How many rows a page holds: 1-500, default 50 (not for the CSV
+        export). ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[UsageRow], str | None]:
+            found = self.usage_page(from, to, group_by, bot_id, chat_id, member_id, model, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def usage_export(
+        self,
+        from: datetime | None = None,
+        to: datetime | None = None,
+        group_by: str | None = None,
+        bot_id: str | None = None,
+        chat_id: str | None = None,
+        member_id: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> FileContent:
+        """The same report as CSV: a header line, then one line per group (at most 10000). ``GET
+        /v1/usage/export``. ``from``: Calls sent at or after this time (RFC 3339).; ``to``:
+        Calls sent before this time (RFC 3339).; ``group_by``: One row per `organization`,
+        `bot`, `chat`, `member` or `model` (the default).; ``bot_id``: Only calls made by
+        this Bot.; ``chat_id``: Only calls for this Chat.; ``member_id``: Only calls of this
+        member's work.; ``model``: Only calls to this model spec.; ``limit``: How many rows a
+        page holds: 1-500, default 50 (not for the CSV export).; ``cursor``: Where the page
+        starts: the `next_cursor` of the page before (not for the CSV export).
+        """
+        answer = self._call_op("usage_export", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        return FileContent.of(answer)
 
     # -- bots
 

@@ -61,6 +61,10 @@ __all__ = [
     "CreatedInvitation",
     "CreatedOrganization",
     "CreatedToken",
+    "CreditBalance",
+    "CreditEntry",
+    "CreditKind",
+    "CreditLedgerPage",
     "DecideApproval",
     "DecideOutcome",
     "Decision",
@@ -83,6 +87,7 @@ __all__ = [
     "FileContentPart",
     "FileId",
     "FileRef",
+    "GrantCredits",
     "Health",
     "HttpTool",
     "HttpToolPage",
@@ -95,17 +100,20 @@ __all__ = [
     "MemberPage",
     "MemberRole",
     "Message",
+    "ModelPrice",
     "ModelStepStartedEvent",
     "Organization",
     "OrganizationPage",
     "OutcomeDecision",
     "OutcomeDecisionRecord",
     "PlanMode",
+    "PriceSource",
     "ProviderSettings",
     "ProviderSettingsPage",
     "PutBudget",
     "PutDelegateTool",
     "PutHttpTool",
+    "PutModelPrice",
     "PutProvider",
     "PutScopeLimit",
     "Resource",
@@ -134,6 +142,8 @@ __all__ = [
     "UnknownOutcome",
     "UnknownOutcomePage",
     "Usage",
+    "UsagePage",
+    "UsageRow",
     "UserMessage",
 ]
 
@@ -858,6 +868,101 @@ class CreatedToken:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CreditBalance:
+    """An organization's credits: what it was granted, minus what its model calls cost, minus
+    what calls being sent now hold.
+    """
+    #: What a new call may still reserve: balance minus holds.
+    available_micros: int
+    #: Grants minus charges, in millionths of a US dollar (negative when confirmed usage went past
+    #: the estimates).
+    balance_micros: int
+    #: Whether the organization is on credits (it has had a grant). An organization that is not is
+    #: never refused for credits; its budgets still apply.
+    enabled: bool
+    #: The estimates of calls being sent now.
+    held_micros: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreditBalance:
+        """A CreditBalance from its JSON form."""
+        return cls(
+            available_micros=data["available_micros"],
+            balance_micros=data["balance_micros"],
+            enabled=data["enabled"],
+            held_micros=data["held_micros"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreditEntry:
+    """One entry of an organization's credit ledger."""
+    #: Positive for a grant, negative for a charge, in millionths of a US dollar.
+    amount_micros: int
+    #: When it was written.
+    created_at: datetime
+    #: Its ID.
+    id: str
+    #: A grant or a charge.
+    kind: CreditKind
+    #: For a charge: the call, e.g. `2/model/1` (step, slot, attempt).
+    call: str | None = None
+    #: For a charge: the execution whose model call it was.
+    execution_id: ExecutionId | None = None
+    #: For a grant by a member: who.
+    member_id: str | None = None
+    #: For a grant: its note.
+    note: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreditEntry:
+        """A CreditEntry from its JSON form."""
+        return cls(
+            amount_micros=data["amount_micros"],
+            created_at=_time(data["created_at"]),
+            id=data["id"],
+            kind=data["kind"],
+            call=data.get("call"),
+            execution_id=data.get("execution_id"),
+            member_id=data.get("member_id"),
+            note=data.get("note"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: What a ledger entry is.
+CreditKind: TypeAlias = Union[Literal["grant"], Literal["charge"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreditLedgerPage:
+    """A page of an organization's credit ledger, newest first."""
+    #: The entries on this page.
+    items: list[CreditEntry]
+    #: The cursor of the next page; absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreditLedgerPage:
+        """A CreditLedgerPage from its JSON form."""
+        return cls(
+            items=[CreditEntry.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class DecideApproval:
     """A decision on a pending request."""
     #: Approve or deny.
@@ -1361,6 +1466,27 @@ class FileRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GrantCredits:
+    """Credits to add to an organization's balance."""
+    #: How much, in millionths of a US dollar (at least 1).
+    amount_micros: int
+    #: Why, for the ledger (at most 500 characters).
+    note: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GrantCredits:
+        """A GrantCredits from its JSON form."""
+        return cls(
+            amount_micros=data["amount_micros"],
+            note=data.get("note"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Health:
     """The node's health."""
     #: Always `ok` when the node answers.
@@ -1601,6 +1727,45 @@ Message: TypeAlias = Union[UserMessage, AssistantMessage, ToolMessage]
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModelPrice:
+    """A model's price per million tokens, in millionths of a US dollar (so `2500000` is $2.50
+    per million tokens).
+    """
+    #: Per million input tokens the provider served from its cache.
+    cached_input_micros_per_million: int
+    #: Per million uncached input tokens.
+    input_micros_per_million: int
+    #: The model spec as Bots name it, e.g. `openai:gpt-4o` or `anthropic:claude-sonnet-4-5`.
+    model: str
+    #: Per million output tokens.
+    output_micros_per_million: int
+    #: The catalog's or the organization's.
+    source: PriceSource
+    #: For a catalog price, the day the table was taken from the providers' price pages
+    #: (`YYYY-MM-DD`).
+    as_of: str | None = None
+    #: For an override, when it was last set.
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelPrice:
+        """A ModelPrice from its JSON form."""
+        return cls(
+            cached_input_micros_per_million=data["cached_input_micros_per_million"],
+            input_micros_per_million=data["input_micros_per_million"],
+            model=data["model"],
+            output_micros_per_million=data["output_micros_per_million"],
+            source=data["source"],
+            as_of=data.get("as_of"),
+            updated_at=_maybe(data.get("updated_at"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Organization:
     """An organization the caller's account belongs to."""
     #: When it was created.
@@ -1712,6 +1877,10 @@ class PlanMode:
     def to_dict(self) -> dict[str, Any]:
         """Its JSON form (fields that are None left out)."""
         return _to_dict(self)
+
+
+#: Where a model's price comes from.
+PriceSource: TypeAlias = Union[Literal["catalog"], Literal["organization"]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1842,6 +2011,35 @@ class PutHttpTool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PutModelPrice:
+    """An organization's price for one model, replacing the catalog's for calls sent from now
+    on.
+    """
+    #: Per million uncached input tokens, in millionths of a US dollar.
+    input_micros_per_million: int
+    #: The model spec as Bots name it (1-500 characters).
+    model: str
+    #: Per million output tokens, in millionths of a US dollar.
+    output_micros_per_million: int
+    #: Per million cached input tokens; the input price when absent.
+    cached_input_micros_per_million: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PutModelPrice:
+        """A PutModelPrice from its JSON form."""
+        return cls(
+            input_micros_per_million=data["input_micros_per_million"],
+            model=data["model"],
+            output_micros_per_million=data["output_micros_per_million"],
+            cached_input_micros_per_million=data.get("cached_input_micros_per_million"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PutProvider:
     """Settings for one provider kind, to set."""
     #: The API key; stored sealed and never returned.
@@ -1905,6 +2103,7 @@ Resource: TypeAlias = Union[
     Literal["tokens"],
     Literal["models"],
     Literal["outcomes"],
+    Literal["billing"],
 ]
 
 
@@ -2201,6 +2400,7 @@ TurnOutcome: TypeAlias = Union[
     Literal["max_steps"],
     Literal["max_time"],
     Literal["max_cost"],
+    Literal["credits_exhausted"],
     Literal["repeated_tool_call"],
     Literal["cancelled"],
 ]
@@ -2292,6 +2492,70 @@ class Usage:
             cost_micros=data.get("cost_micros"),
             input_tokens=data.get("input_tokens"),
             output_tokens=data.get("output_tokens"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsagePage:
+    """A page of a usage report."""
+    #: The rows on this page, by key.
+    items: list[UsageRow]
+    #: The cursor of the next page; absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsagePage:
+        """A UsagePage from its JSON form."""
+        return cls(
+            items=[UsageRow.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageRow:
+    """The model calls of one group in a time range."""
+    #: Confirmed cached input tokens.
+    cached_input_tokens: int
+    #: Model calls sent.
+    calls: int
+    #: Calls whose usage is confirmed (and charged).
+    confirmed_calls: int
+    #: The confirmed cost, in millionths of a US dollar.
+    cost_micros: int
+    #: Confirmed input tokens, including cached ones.
+    input_tokens: int
+    #: Confirmed output tokens.
+    output_tokens: int
+    #: Calls whose result came without usage: nothing was charged for them.
+    unknown_calls: int
+    #: The estimates of the calls with unknown usage (never charged; shown apart).
+    unknown_estimate_micros: int
+    #: The group's key: the organization's, Bot's, Chat's or member's ID, or the model spec. Calls
+    #: with no Chat or member (service work) are left out of those two groupings.
+    key: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageRow:
+        """A UsageRow from its JSON form."""
+        return cls(
+            cached_input_tokens=data["cached_input_tokens"],
+            calls=data["calls"],
+            confirmed_calls=data["confirmed_calls"],
+            cost_micros=data["cost_micros"],
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            unknown_calls=data["unknown_calls"],
+            unknown_estimate_micros=data["unknown_estimate_micros"],
+            key=data.get("key"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,14 +9,12 @@ use super::store::{BudgetRow, BudgetStore, Exhausted, parse_scope};
 use crate::store::{StoreError, now_ms, sql_store};
 
 sql_store! {
-/// The spending of a budget row `b`: every Turn of its Chat, Bot or organization.
+/// The spending of a budget row `b`: the confirmed cost of every model call of its Chat, Bot
+/// (the Bot of the Chat the call's tree works for) or organization, kept as a running total
+/// by each call's settlement (`crate::billing`).
 macro_rules! spent {
     () => {
-        "CASE b.scope \
-             WHEN 'chat' THEN (SELECT CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e WHERE e.chat_id = b.target_id) \
-             WHEN 'bot' THEN (SELECT CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN chats c ON c.id = e.chat_id WHERE c.bot_id = b.target_id) \
-             ELSE (SELECT CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN chats c ON c.id = e.chat_id \
-                   JOIN bots bo ON bo.id = c.bot_id WHERE bo.organization_id = b.organization_id) END"
+        "COALESCE((SELECT t.settled_micros FROM usage_totals t WHERE t.scope = b.scope AND t.target_id = b.target_id), 0)"
     };
 }
 

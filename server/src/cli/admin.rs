@@ -35,6 +35,28 @@ enum AdminCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Credits of an organization, granted by the platform.
+    Credits {
+        #[command(subcommand)]
+        command: CreditsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CreditsCommand {
+    /// Grants credits to an organization as the platform (a ledger entry with no member) and
+    /// prints its balance as JSON. The first grant puts the organization on credits.
+    Grant {
+        /// The organization's ID.
+        #[arg(long)]
+        organization: uuid::Uuid,
+        /// How much, in US dollars, e.g. 25.
+        #[arg(long)]
+        usd: f64,
+        /// Why, for the ledger.
+        #[arg(long)]
+        note: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,6 +94,35 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 .create_token(owner.member_id, token)
                 .await?;
             println!("{secret}");
+            Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::Credits {
+            command:
+                CreditsCommand::Grant {
+                    organization,
+                    usd,
+                    note,
+                },
+        } => {
+            anyhow::ensure!(
+                usd.is_finite() && usd > 0.0 && usd < 1e12,
+                "--usd must be more than 0"
+            );
+            let micros = (usd * 1e6).round() as i64;
+            let config = args.node.config()?;
+            let database = openbot_server::node::open_database(&config).await?;
+            let balance = database
+                .billing
+                .grant_credits(organization, micros, None, note.as_deref())
+                .await?;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "organization_id": organization,
+                    "balance_micros": balance.balance_micros,
+                    "held_micros": balance.held_micros,
+                })
+            );
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::Events { execution, after } => {

@@ -42,6 +42,9 @@ enum Command {
     Budgets(client::budgets::BudgetsArgs),
     /// Shared limits on a server: permits and requests or tokens per window, per scope.
     Limits(client::limits::LimitsArgs),
+    /// Usage and cost of model calls on a server, by organization, Bot, Chat, member or model
+    /// (a table, `--json` lines or `--csv`).
+    Usage(client::usage::UsageArgs),
     /// Chats on a server: send input and stream the reply.
     Chats(client::chats::ChatsArgs),
     /// The organization's HTTP and delegate tools on a server.
@@ -63,6 +66,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(args) => client::approvals::run(args).await,
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
+        Command::Usage(args) => client::usage::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Limits(args) => client::limits::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,

@@ -124,6 +124,7 @@ fn outcome_text(outcome: TurnOutcome) -> &'static str {
         TurnOutcome::MaxSteps => "the step limit was reached",
         TurnOutcome::MaxTime => "the time limit was reached",
         TurnOutcome::MaxCost => "the cost limit was reached",
+        TurnOutcome::CreditsExhausted => "the organization's credits are used up",
         TurnOutcome::Cancelled => "cancelled",
         TurnOutcome::RepeatedToolCall => "the same tool call was repeated too often",
     }

@@ -414,5 +414,6 @@ pub(crate) fn err_kind(err: &StoreError) -> &'static str {
         StoreError::NotWaiting(_) => "not_waiting",
         StoreError::InputWaiting(_) => "input_waiting",
         StoreError::SchemaVersion { .. } => "schema_version",
+        StoreError::Refused(_) => "refused",
     }
 }

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod auth;
+mod billing;
 mod bots;
 mod budgets;
 mod chats;
@@ -64,6 +65,8 @@ pub struct AppState {
     pub outcomes: crate::outcomes::Outcomes,
     /// Configuring shared limits.
     pub limits: crate::limits::LimitsAdmin,
+    /// The billing use cases: prices, credits, usage reports.
+    pub billing: crate::billing::Billing,
 }
 
 impl AppState {
@@ -89,6 +92,7 @@ impl AppState {
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         Self {
+            billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
             limits: crate::limits::LimitsAdmin::new(Arc::clone(&database.limits)),
@@ -176,6 +180,16 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
         .routes(routes!(limits::list_limits))
         .routes(routes!(limits::put_limit, limits::delete_limit))
+        .routes(routes!(
+            billing::list_prices,
+            billing::put_price,
+            billing::delete_price
+        ))
+        .routes(routes!(billing::get_credits))
+        .routes(routes!(billing::grant_credits))
+        .routes(routes!(billing::credit_ledger))
+        .routes(routes!(billing::usage))
+        .routes(routes!(billing::usage_export))
         .routes(routes!(tools::list_tools))
         .routes(routes!(tools::put_tool, tools::delete_tool))
         .routes(routes!(tools::list_delegates))

@@ -46,6 +46,7 @@ impl Caller {
                 Resource::Tokens => "tokens",
                 Resource::Models => "model providers",
                 Resource::Outcomes => "unknown outcomes",
+                Resource::Billing => "usage and billing",
             },
         })
     }

@@ -40,6 +40,10 @@ pub enum StoreError {
     /// after the last input check): nothing was written; the Turn takes it instead.
     #[error("execution {0} has input waiting")]
     InputWaiting(ExecutionId),
+    /// A capability's write refused the transaction it was part of (say, a reservation that
+    /// would overspend): nothing was written. The capability keeps the typed reason.
+    #[error("refused: {0}")]
+    Refused(String),
     /// Stored data could not be read: a bug or damage, not a passing outage.
     #[error("invalid stored data: {0}")]
     Invalid(String),

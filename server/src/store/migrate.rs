@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -105,6 +105,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 17,
         name: "limits",
         sql: include_str!("../../../migrations/sqlite/0017_limits.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "billing",
+        sql: include_str!("../../../migrations/sqlite/0018_billing.sql"),
     },
 ];
 
@@ -193,6 +198,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 17,
         name: "limits",
         sql: include_str!("../../../migrations/postgres/0017_limits.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "billing",
+        sql: include_str!("../../../migrations/postgres/0018_billing.sql"),
     },
 ];
 

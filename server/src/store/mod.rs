@@ -85,11 +85,13 @@ pub trait Store: Send + Sync + 'static {
     /// Saves a result that an owner got after it lost the execution. The result is kept in
     /// the call log (marked late) but publishes nothing and changes no state, except that an
     /// execution waiting in `outcome_unknown` for exactly this call is queued again to use it.
+    /// `writes` commit with it (a late model result's usage settlement).
     async fn save_late_result(
         &self,
         id: ExecutionId,
         generation: i64,
         call: CallWrite,
+        writes: TxWrites,
     ) -> Result<(), StoreError>;
 
     /// Reads an execution.

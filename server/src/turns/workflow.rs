@@ -8,7 +8,7 @@ use openbot_core::model::Model;
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
 use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
 
-use super::host::{AccessGuard, DurableHost, ModelPermits};
+use super::host::{AccessGuard, BillingContext, DurableHost, ModelPermits};
 use super::http_tool::HttpTool;
 use super::input::{SavedTool, ToolRoute, TurnInput};
 use crate::approvals::RuleStore;
@@ -223,12 +223,23 @@ impl Workflow for TurnWorkflow {
                 // A delegated Turn spends the budgets of the Chat its tree works for.
                 let chat = input.tree_chat(cx.execution.chat_id);
                 let bot = input.budget_bot().unwrap_or(identity.bot_id);
+                // A Turn with budgets is billed: each model request reserves its estimate.
+                let billing = self.budgets.as_ref().map(|_| BillingContext {
+                    organization: identity.organization_id,
+                    bot: identity.bot_id.as_uuid(),
+                    budget_bot: bot.as_uuid(),
+                    chat,
+                    member: Some(identity.owner_member_id),
+                    model: input.model.clone(),
+                    catalog: crate::billing::catalog_price(&input.model),
+                });
                 Some(AccessGuard {
                     identity: identity.clone(),
                     store: Arc::clone(store),
                     budgets: self.budgets.as_ref().and_then(|budgets| {
                         chat.map(|chat| (Arc::clone(budgets), ChatId::from(chat), bot))
                     }),
+                    billing,
                 })
             }
             _ => None,
@@ -311,6 +322,11 @@ impl Workflow for TurnWorkflow {
             Err(HostError::Storage(cause)) => Err(PhaseError::Storage(
                 host.take_failure().unwrap_or(StoreError::Invalid(cause)),
             )),
+            // The loop ends the Turn on a refused reservation; it never leaves the loop.
+            Err(HostError::Declined(outcome)) => Err(PhaseError::Failed {
+                category: ErrorCategory::Internal,
+                cause: format!("a refused model request left the Turn loop ({outcome:?})"),
+            }),
             // `run_turn` replays and takes the input; past its bound the phase is tried again.
             Err(HostError::InputArrived) => Err(PhaseError::Storage(
                 host.take_failure()
@@ -374,6 +390,10 @@ impl Workflow for TurnWorkflow {
             state: Some(change),
             handled_signals: handled,
             notice,
+            // A hold of a model call that never got its result ends with the Turn.
+            writes: crate::store::TxWrites::one(crate::billing::Release {
+                execution: cx.execution.id,
+            }),
             ..Commit::default()
         };
         cx.engine

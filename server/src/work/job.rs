@@ -151,6 +151,8 @@ impl ToolJobWorkflow {
                         }
                         _ => None,
                     },
+                    // A tool job sends no model request: nothing to bill.
+                    billing: None,
                 })
             }
             _ => None,
@@ -195,6 +197,13 @@ impl ToolJobWorkflow {
             }
             Err(HostError::Refused { category, cause }) => {
                 return Err(PhaseError::Failed { category, cause });
+            }
+            // A tool job sends no model request: nothing to decline.
+            Err(HostError::Declined(outcome)) => {
+                return Err(PhaseError::Failed {
+                    category: ErrorCategory::Internal,
+                    cause: format!("a tool job's send was refused ({outcome:?})"),
+                });
             }
             // A tool job never ends a Turn: no input check, no input to arrive.
             Err(HostError::InputArrived) => {

@@ -41,6 +41,8 @@ struct Shared {
     /// Requests whose answers are being sent now, and the most there ever were at once.
     in_flight: u32,
     peak_in_flight: u32,
+    /// Answers leave out their usage.
+    no_usage: bool,
 }
 
 /// One request in flight: counted from its arrival until its answer ended or was dropped.
@@ -149,6 +151,16 @@ impl FakeOpenAi {
         self.shared.lock().unwrap().bodies.clone()
     }
 
+    /// Leaves the usage out of every answer from now on.
+    pub fn without_usage(&self) {
+        self.shared.lock().unwrap().no_usage = true;
+    }
+
+    /// The most requests that were being answered at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.shared.lock().unwrap().peak_in_flight as usize
+    }
+
     pub fn piece_delay(&self, delay: Duration) {
         self.shared.lock().unwrap().piece_delay = delay;
     }
@@ -171,7 +183,7 @@ async fn answer(
         .as_array()
         .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
         .unwrap_or(0);
-    let (answer, delay, piece_delay) = {
+    let (answer, delay, piece_delay, no_usage) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
         shared.bodies.push(body.clone());
@@ -187,6 +199,7 @@ async fn answer(
             shared.script.get(position).cloned(),
             delay,
             shared.piece_delay,
+            shared.no_usage,
         )
     };
     let answer = answer.unwrap_or(Answer::Text(vec!["(script ended)"]));
@@ -205,11 +218,13 @@ async fn answer(
         }
     };
     pieces.push(chunk(json!({}), Some(finish)));
-    pieces.push(format!(
-        "data: {}\n\n",
-        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-    ));
+    if !no_usage {
+        pieces.push(format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        ));
+    }
     pieces.push("data: [DONE]\n\n".to_string());
     let stream = futures::stream::unfold(
         (pieces.into_iter(), delay, true, Some(flight)),

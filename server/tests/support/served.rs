@@ -41,6 +41,11 @@ impl Served {
         }
     }
 
+    /// The node's data folder.
+    pub fn data_dir(&self) -> &Path {
+        self.data.path()
+    }
+
     /// SIGKILL: the node dies at once, releasing nothing.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -16,7 +16,7 @@ use crate::store::rows::{
     call_columns, call_from_row, event_from_row, execution_columns, execution_from_row,
 };
 use crate::store::sealing::{CLEARED, Place, RowSeal, SEAL_BATCH, stored_from_row};
-use crate::store::{Store as StoreTrait, StoreError};
+use crate::store::{Store as StoreTrait, StoreError, TxWrites};
 
 sql_store! {
 impl Store {
@@ -501,9 +501,11 @@ impl StoreTrait for Store {
         id: ExecutionId,
         generation: i64,
         call: CallWrite,
+        writes: TxWrites,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool().begin().await?;
         Self::write_call(&mut tx, id, generation, &call, true).await?;
+        run_writes!(writes, &mut tx).await?;
         sqlx::query(
             "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
              WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2",

@@ -87,6 +87,7 @@ impl DurableHost {
             handled_signals,
             notice,
             close_input,
+            writes: self.release_holds(),
             ..Commit::default()
         })
         .await?;

@@ -61,6 +61,9 @@ pub(crate) struct AccessGuard {
     pub(crate) store: Arc<dyn IdentityStore>,
     /// The budgets the Turn spends: those of the Chat its tree works for and that Chat's Bot.
     pub(crate) budgets: Option<(Arc<dyn BudgetStore>, ChatId, BotId)>,
+    /// What its model calls bill; with it, each model request reserves its estimate against
+    /// the budgets and credits in its `sending` commit instead of the read-then-send check.
+    pub(crate) billing: Option<super::BillingContext>,
 }
 
 /// The saved identity still has its rights (a revoked or expired token, a removed member or a
@@ -100,6 +103,10 @@ impl DurableHost {
 
     /// Whether a budget of the Turn's organization, Bot or Chat is used up.
     pub(super) async fn budget_spent(&self) -> Result<bool, HostError> {
+        // A billed Turn's reservation decides, in the database, as the request is marked sent.
+        if self.billing.is_some() {
+            return Ok(false);
+        }
         let Some((budgets, chat, bot, organization)) = &self.budgets else {
             return Ok(false);
         };

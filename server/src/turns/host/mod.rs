@@ -10,8 +10,10 @@
 //!   retries, kept as a late result after a takeover;
 //! - `delivery`: host tools, whose results a caller delivers;
 //! - `children`: waiting for attached children, and a delegated Turn's notice to its source;
-//! - `end`: the Turn's end, saved in one commit.
+//! - `end`: the Turn's end, saved in one commit;
+//! - `billing`: a model request's reservation, its settlement and the release of a hold.
 
+mod billing;
 mod call_log;
 mod children;
 mod delivery;
@@ -40,6 +42,7 @@ use crate::budgets::BudgetStore;
 use crate::engine::{EngineContext, RunScope, Wake};
 use crate::store::{CallPhase, CallWrite, Commit, StoreError};
 use crate::work::{Admission, Admitted};
+pub(crate) use billing::BillingContext;
 use call_log::CallMap;
 pub(crate) use guards::AccessGuard;
 use guards::{CurrentRights, OpenGate, SendGuard};
@@ -83,6 +86,11 @@ pub struct DurableHost {
     /// A call whose tool is known without a model answer (a tool job's one call): step,
     /// index and tool name.
     known_call: Option<(u32, u32, String)>,
+    /// What the Turn's model calls bill (reservations and settlements), if it is billed.
+    billing: Option<BillingContext>,
+    /// The model call this owner reserved and whose result is not saved yet, with the price
+    /// saved with it.
+    held: Mutex<Option<(CallKey, Option<openbot_core::model::Pricing>)>>,
 }
 
 impl DurableHost {
@@ -128,6 +136,8 @@ impl DurableHost {
             source: None,
             closing: std::sync::atomic::AtomicBool::new(false),
             known_call: None,
+            billing: None,
+            held: Mutex::new(None),
         }
     }
 
@@ -161,6 +171,7 @@ impl DurableHost {
             self.budgets = access
                 .budgets
                 .map(|(store, chat, bot)| (store, chat, bot, access.identity.organization_id));
+            self.billing = access.billing;
             self.guards.push(Box::new(CurrentRights {
                 identity: access.identity,
                 store: access.store,
@@ -310,29 +321,21 @@ impl Host for DurableHost {
     }
 
     async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError> {
-        self.check_guards(key).await?;
-        self.barrier().await?;
-        let call = CallWrite {
-            key,
-            phase: CallPhase::Sending,
-            idempotency_key: self.idempotency_key(key),
-            result: None,
-            usage: None,
-        };
-        // A model request also marks its step's input as taken: `take_steering` wrote
-        // nothing when no input waited.
-        let input_step = (key.slot == CallSlot::Model).then_some(key.step);
-        self.commit(Commit {
-            calls: vec![call],
-            events,
-            input_step,
-            ..Commit::default()
-        })
-        .await?;
+        self.send(key, events, crate::store::TxWrites::default())
+            .await?;
         if matches!(key.slot, CallSlot::Tool(_)) {
             fault(FaultPoint::AfterToolSending);
         }
         Ok(())
+    }
+
+    async fn record_model_sending(
+        &self,
+        key: CallKey,
+        events: Vec<EventKind>,
+        estimate: openbot_core::turn::RequestEstimate,
+    ) -> Result<(), HostError> {
+        self.send_model(key, events, estimate).await
     }
 
     async fn record_result(

@@ -44,6 +44,9 @@ impl DurableHost {
             result: Some(sealed),
             usage,
         };
+        // A model call's usage settles its reservation in the same commit.
+        let writes = self.settlement(key, usage);
+        let usage = self.priced(key, usage);
         let handled_signals = self
             .delivered
             .lock()
@@ -81,10 +84,12 @@ impl DurableHost {
             usage,
             handled_signals,
             children,
+            writes: writes.clone(),
             ..Commit::default()
         };
         match self.commit_known_result(key, commit).await {
             Ok(()) => {
+                self.settled(key);
                 self.remember(&call);
                 for intent in &intents {
                     self.remember(intent);
@@ -99,7 +104,7 @@ impl DurableHost {
                 if let Err(err) = self
                     .cx
                     .store
-                    .save_late_result(self.id, self.generation, call)
+                    .save_late_result(self.id, self.generation, call, writes)
                     .await
                 {
                     tracing::warn!(execution = %self.id, error = %err, "could not save a late result");

@@ -1,0 +1,165 @@
+//! Billing in the durable host: a model request's reservation commits with its `sending`
+//! (refused, with nothing written, when it would overspend a budget or the credits), its
+//! settlement with its answer (also a late answer after a takeover), and the release of a
+//! hold that no answer settled with the Turn's end.
+
+use std::sync::{Arc, PoisonError};
+
+use openbot_core::model::Pricing;
+use openbot_core::turn::{CallKey, CallSlot, HostError, RequestEstimate};
+use openbot_schema::{EventKind, TurnOutcome, Usage};
+use uuid::Uuid;
+
+use super::DurableHost;
+use crate::billing::{CallBilling, Refusal, Release, Reservation, Settlement, cost_of};
+use crate::store::{CallPhase, CallWrite, Commit, TxWrite, TxWrites, call_key_name};
+
+/// What every model call of a Turn bills: its organization, Bots, Chat, member and model.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BillingContext {
+    /// The organization whose budgets and credits the Turn spends.
+    pub(crate) organization: Uuid,
+    /// The Bot whose Turn it is.
+    pub(crate) bot: Uuid,
+    /// The Bot of the Chat its tree works for.
+    pub(crate) budget_bot: Uuid,
+    /// The Chat its tree works for.
+    pub(crate) chat: Option<Uuid>,
+    /// The member whose work it is.
+    pub(crate) member: Option<Uuid>,
+    /// The model spec.
+    pub(crate) model: String,
+    /// The catalog's price of the model.
+    pub(crate) catalog: Option<Pricing>,
+}
+
+impl DurableHost {
+    fn call_billing(&self, billing: &BillingContext, key: CallKey) -> CallBilling {
+        CallBilling {
+            execution: self.id,
+            call_key: call_key_name(&key),
+            generation: self.generation,
+            organization: billing.organization,
+            bot: billing.bot,
+            budget_bot: billing.budget_bot,
+            chat: billing.chat,
+            member: billing.member,
+            model: billing.model.clone(),
+            catalog: billing.catalog,
+        }
+    }
+
+    /// Marks a model request `sending` with its reservation in one commit; without billing,
+    /// as any other send.
+    pub(super) async fn send_model(
+        &self,
+        key: CallKey,
+        events: Vec<EventKind>,
+        estimate: RequestEstimate,
+    ) -> Result<(), HostError> {
+        let Some(billing) = &self.billing else {
+            return self.send(key, events, TxWrites::default()).await;
+        };
+        let reservation = Arc::new(Reservation::new(self.call_billing(billing, key), estimate));
+        let write: Arc<dyn TxWrite> = Arc::clone(&reservation) as Arc<dyn TxWrite>;
+        match self.send(key, events, TxWrites(vec![write])).await {
+            Ok(()) => {
+                *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((key, reservation.price()));
+                Ok(())
+            }
+            Err(HostError::Storage(cause)) => match reservation.refusal() {
+                Some(refusal) => {
+                    // The refused commit wrote nothing: this failure is no storage failure.
+                    let _ = self.take_failure();
+                    let outcome = match refusal {
+                        Refusal::Budget { scope, .. } => {
+                            tracing::info!(execution = %self.id, scope = scope.as_str(), "a reservation would overspend a budget; the Turn ends");
+                            TurnOutcome::MaxCost
+                        }
+                        Refusal::Credits { .. } => {
+                            tracing::info!(execution = %self.id, "the organization's credits do not cover the reservation; the Turn ends");
+                            TurnOutcome::CreditsExhausted
+                        }
+                    };
+                    Err(HostError::Declined(outcome))
+                }
+                None => Err(HostError::Storage(cause)),
+            },
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Marks `key` sending with its events and `writes`, after the guards.
+    pub(super) async fn send(
+        &self,
+        key: CallKey,
+        events: Vec<EventKind>,
+        writes: TxWrites,
+    ) -> Result<(), HostError> {
+        self.check_guards(key).await?;
+        self.barrier().await?;
+        let call = CallWrite {
+            key,
+            phase: CallPhase::Sending,
+            idempotency_key: self.idempotency_key(key),
+            result: None,
+            usage: None,
+        };
+        // A model request also marks its step's input as taken: `take_steering` wrote
+        // nothing when no input waited.
+        let input_step = (key.slot == CallSlot::Model).then_some(key.step);
+        self.commit(Commit {
+            calls: vec![call],
+            events,
+            input_step,
+            writes,
+            ..Commit::default()
+        })
+        .await
+    }
+
+    /// The settlement of a model call's result, to commit with it (nothing without billing
+    /// or for a tool call).
+    pub(super) fn settlement(&self, key: CallKey, usage: Option<Usage>) -> TxWrites {
+        match &self.billing {
+            Some(billing) if key.slot == CallSlot::Model => TxWrites::one(Settlement {
+                call: self.call_billing(billing, key),
+                usage,
+            }),
+            _ => TxWrites::default(),
+        }
+    }
+
+    /// `usage` with its cost at the price saved with `key`'s reservation, for the
+    /// execution's totals; as reported when this owner reserved no price for it.
+    pub(super) fn priced(&self, key: CallKey, usage: Option<Usage>) -> Option<Usage> {
+        let usage = usage?;
+        let held = *self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        match held {
+            Some((held_key, Some(price))) if held_key == key => Some(Usage {
+                cost_micros: Some(cost_of(Some(price), &usage).max(0) as u64),
+                ..usage
+            }),
+            _ => Some(usage),
+        }
+    }
+
+    /// Forgets the hold of `key` once its result was saved.
+    pub(super) fn settled(&self, key: CallKey) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.is_some_and(|(held_key, _)| held_key == key) {
+            *held = None;
+        }
+    }
+
+    /// The release of the holds no result settled, to commit with the Turn's end: this
+    /// owner's, and an older owner's that this one never replaced (a Turn that ends at a limit
+    /// before its next request). Nothing without billing.
+    pub(super) fn release_holds(&self) -> TxWrites {
+        match &self.billing {
+            Some(_) => TxWrites::one(Release { execution: self.id }),
+            None => TxWrites::default(),
+        }
+    }
+}
