@@ -109,7 +109,7 @@ export async function typed(): Promise<ExecutionInfo> {
   await client.uploadFile('hi', 'text/plain', {});
   // The generic call: typed by operation.
   const health: string = (await client.call('health')).status;
-  const viaCall: ApiToken[] = await client.call('list_tokens');
+  const viaCall: ApiToken[] = (await client.call('list_tokens')).items;
   void health, viaCall;
   // @ts-expect-error: not an operation of the API
   await client.call('list_everything');
