@@ -58,6 +58,14 @@ macro_rules! define_id {
             }
         }
 
+        // Kotlin and Swift see an ID as its canonical text; text that is no such ID fails to
+        // cross, so no call ever holds a malformed one.
+        #[cfg(feature = "uniffi")]
+        uniffi::custom_type!($name, String, {
+            lower: |id| id.to_string(),
+            try_lift: |text| Ok(text.parse::<$name>()?),
+        });
+
         impl FromStr for $name {
             type Err = IdParseError;
 

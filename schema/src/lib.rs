@@ -13,6 +13,8 @@ mod chat;
 mod error;
 mod event;
 mod execution;
+#[cfg(feature = "uniffi")]
+mod ffi;
 mod file;
 mod ids;
 mod message;
@@ -23,6 +25,10 @@ mod outcome;
 mod tool;
 mod tool_registry;
 mod usage;
+
+// The scaffolding of the uniffi records (see `ffi`), at the crate root where uniffi wants it.
+#[cfg(feature = "uniffi")]
+uniffi::setup_scaffolding!("openbot_schema");
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use approval::{
