@@ -165,6 +165,16 @@ impl OpenBotError {
     pub fn error_reason(&self) -> String {
         self.parts().1.to_string()
     }
+
+    /// For faults: the safe category, e.g. `model_provider`.
+    pub fn error_category(&self) -> Option<String> {
+        self.fault().0.clone()
+    }
+
+    /// For faults: the ID of the sealed failure record.
+    pub fn error_id(&self) -> Option<String> {
+        self.fault().1.clone()
+    }
 }
 
 impl OpenBotError {
@@ -286,6 +296,48 @@ impl OpenBotError {
             | Self::Closed { code, reason, .. }
             | Self::Unavailable { code, reason, .. }
             | Self::RequestFailed { code, reason, .. } => (code, reason),
+        }
+    }
+
+    /// The category and error ID of any variant.
+    fn fault(&self) -> (&Option<String>, &Option<String>) {
+        match self {
+            Self::InvalidInput {
+                category, error_id, ..
+            }
+            | Self::Unauthorized {
+                category, error_id, ..
+            }
+            | Self::Forbidden {
+                category, error_id, ..
+            }
+            | Self::NotFound {
+                category, error_id, ..
+            }
+            | Self::Conflict {
+                category, error_id, ..
+            }
+            | Self::PayloadTooLarge {
+                category, error_id, ..
+            }
+            | Self::UnsupportedMediaType {
+                category, error_id, ..
+            }
+            | Self::RateLimited {
+                category, error_id, ..
+            }
+            | Self::Cancelled {
+                category, error_id, ..
+            }
+            | Self::Closed {
+                category, error_id, ..
+            }
+            | Self::Unavailable {
+                category, error_id, ..
+            }
+            | Self::RequestFailed {
+                category, error_id, ..
+            } => (category, error_id),
         }
     }
 

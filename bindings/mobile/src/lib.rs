@@ -15,11 +15,12 @@
 mod client;
 mod error;
 mod events;
+mod operations;
 mod runtime;
 mod tools;
 mod types;
 
-pub use client::{Client, connect};
+pub use client::{ApiBytes, Client, connect};
 pub use error::OpenBotError;
 pub use events::EventStream;
 pub use tools::{HostTool, ToolCallContext};

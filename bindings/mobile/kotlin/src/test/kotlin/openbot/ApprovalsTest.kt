@@ -13,17 +13,19 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertNotNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
-import uniffi.openbot.ApprovalState
-import uniffi.openbot.BotSpec
+import uniffi.openbot.*
+import uniffi.openbot.schema.ApprovalState
+import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.Client
-import uniffi.openbot.Decision
-import uniffi.openbot.Event
-import uniffi.openbot.EventKind
-import uniffi.openbot.ExecutionState
-import uniffi.openbot.Message
-import uniffi.openbot.ContentPart
+import uniffi.openbot.schema.Decision
+import uniffi.openbot.schema.Event
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.ExecutionKind
+import uniffi.openbot.schema.ExecutionState
+import uniffi.openbot.schema.Message
+import uniffi.openbot.schema.ContentPart
 import uniffi.openbot.OpenBotException
-import uniffi.openbot.ToolDefinition
+import uniffi.openbot.schema.ToolDefinition
 import uniffi.openbot.textInput
 
 private const val UNKNOWN = "019ad1c8-0000-7000-8000-000000000000"
@@ -71,7 +73,7 @@ internal suspend fun Client.payingBot(endpoint: Endpoint): Pair<String, String> 
     val model = scriptedModel(
         """{"steps":[{"tool_calls":[{"id":"call_1","name":"$tool","arguments":{"amount":5}}]},{"text":"I asked for approval."}]}""",
     )
-    val bot = createBot(BotSpec(name = "Payer", model = model, tools = listOf(ToolDefinition(tool, "Pays an amount.", ""))))
+    val bot = createBot(BotSpec(name = "Payer", model = model, tools = listOf(ToolDefinition(tool, "Pays an amount.", OBJECT_SCHEMA))))
     return bot.id to tool
 }
 
@@ -116,7 +118,7 @@ class ApprovalsTest {
     fun `a request ID that is not a UUID is invalid input`() = withClient(Mode.MEMORY) { client ->
         val e = expectError { client.decideApproval("not-an-id", Decision.DENY, "no") }
         assertTrue(e is OpenBotException.InvalidInput, e.toString())
-        assertTrue(e.errorReason().contains("approval request ID"), e.errorReason())
+        assertTrue(e.errorReason().contains("not-an-id"), e.errorReason())
     }
 
     @Test
@@ -126,7 +128,7 @@ class ApprovalsTest {
             val asked = client.askForPayment(botId)
             assertTrue(asked.events.last().kind is EventKind.TurnEnded, "the Turn ends while approval waits")
             assertEquals(tool, asked.requested.call.name)
-            assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(asked.requested.call.argumentsJson))
+            assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(asked.requested.call.arguments))
             assertEquals(asked.requested.call.id, asked.child.callId)
             assertEquals("tool_job", asked.child.kind)
             assertEquals(emptyList<String>(), endpoint.calls.toList(), "nothing runs before the decision")
@@ -147,7 +149,7 @@ class ApprovalsTest {
             assertEquals("job_ended", jobEvents.last().eventType)
             assertEquals(EventKind.JobEnded(ExecutionState.COMPLETED), jobEvents.last().kind)
             val job = client.getExecution(asked.child.childId)
-            assertEquals("tool_job", job.kind)
+            assertEquals(ExecutionKind.TOOL_JOB, job.kind)
             assertEquals(ExecutionState.COMPLETED, job.state)
             assertEquals(1, endpoint.calls.size, "the approved call ran exactly once")
             assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(endpoint.calls.single()))

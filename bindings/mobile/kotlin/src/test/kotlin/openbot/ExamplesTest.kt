@@ -5,14 +5,15 @@ import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
-import uniffi.openbot.ApprovalState
-import uniffi.openbot.BotSpec
-import uniffi.openbot.Decision
-import uniffi.openbot.EventKind
-import uniffi.openbot.ExecutionState
+import uniffi.openbot.*
+import uniffi.openbot.schema.ApprovalState
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.Decision
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.ExecutionState
 import uniffi.openbot.OpenBotException
-import uniffi.openbot.OutcomeDecision
-import uniffi.openbot.TurnOutcome
+import uniffi.openbot.schema.OutcomeDecision
+import uniffi.openbot.schema.TurnOutcome
 import uniffi.openbot.connect
 import uniffi.openbot.textInput
 
@@ -53,7 +54,7 @@ class ExamplesTest {
         val client = connect("memory://")
         val printed = mutableListOf<String>()
         for (request in client.listApprovals(ApprovalState.PENDING)) {      // in memory: none
-            printed += "${request.call.name} ${request.call.argumentsJson} until ${request.expiresAt}"
+            printed += "${request.call.name} ${request.call.arguments} until ${request.expiresAt}"
             client.decideApproval(request.id, Decision.DENY, "not without a ticket")
         }
         assertEquals(emptyList<String>(), printed)
@@ -68,7 +69,7 @@ class ExamplesTest {
         do {
             val page = client.listUnknownOutcomes(20u, cursor)                 // in memory: empty
             for (waiting in page.outcomes) {
-                printed += "${waiting.executionId} ${waiting.call} ${waiting.toolCall.name} ${waiting.toolCall.argumentsJson}"
+                printed += "${waiting.executionId} ${waiting.call} ${waiting.toolCall.name} ${waiting.toolCall.arguments}"
                 client.decideOutcome(waiting.executionId, waiting.call, OutcomeDecision.NOT_APPLIED)
             }
             cursor = page.nextCursor
@@ -92,7 +93,7 @@ class ExamplesTest {
                 while (true) {
                     val event = events.next() ?: break
                     when (val kind = event.kind) {
-                        is EventKind.ApprovalRequested -> printed += "asks: ${kind.call.name} ${kind.call.argumentsJson}"
+                        is EventKind.ApprovalRequested -> printed += "asks: ${kind.call.name} ${kind.call.arguments}"
                         is EventKind.ChildStarted -> childId = kind.childId       // kind.kind == "tool_job"
                         else -> {}
                     }

@@ -10,10 +10,11 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.DynamicTest
 import org.junit.jupiter.api.TestFactory
+import uniffi.openbot.*
 import uniffi.openbot.Client
-import uniffi.openbot.ContentPart
-import uniffi.openbot.Event
-import uniffi.openbot.EventKind
+import uniffi.openbot.schema.ContentPart
+import uniffi.openbot.schema.Event
+import uniffi.openbot.schema.EventKind
 import uniffi.openbot.HostTool
 import uniffi.openbot.textInput
 
