@@ -4,7 +4,6 @@
 package uniffi.openbot
 
 import kotlinx.coroutines.flow.Flow
-import kotlinx.coroutines.flow.flow
 
 /** Every operation of the HTTP API, by its `operationId`, and the `Client` method for it. */
 val OPERATION_METHODS: Map<String, String> = linkedMapOf(
@@ -77,11 +76,5 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
  * again with `next_cursor` until absent). `limit` is the size of each page; the next page is asked
  * for only when the collector wants more.
  */
-fun Client.listUnknownOutcomesFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.UnknownOutcome> = flow {
-    var cursor: String? = null
-    do {
-        val page = listUnknownOutcomes(limit, cursor)
-        for (item in page.outcomes) emit(item)
-        cursor = page.nextCursor
-    } while (cursor != null)
-}
+fun Client.listUnknownOutcomesFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.UnknownOutcome> =
+    pagedFlow({ cursor -> listUnknownOutcomes(limit, cursor) }, { it.outcomes }, { it.nextCursor })
