@@ -3,10 +3,6 @@ package openbot
 import com.google.gson.JsonParser
 import com.sun.net.httpserver.HttpServer
 import java.net.InetSocketAddress
-import java.net.URI
-import java.net.http.HttpClient
-import java.net.http.HttpRequest
-import java.net.http.HttpResponse
 import java.util.Collections
 import java.util.concurrent.atomic.AtomicInteger
 import org.junit.jupiter.api.Assertions.assertEquals
@@ -16,6 +12,9 @@ import org.junit.jupiter.api.Test
 import uniffi.openbot.*
 import uniffi.openbot.schema.ApprovalState
 import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.CreateApprovalRule
+import uniffi.openbot.schema.PutHttpTool
+import uniffi.openbot.schema.RuleAction
 import uniffi.openbot.Client
 import uniffi.openbot.schema.Decision
 import uniffi.openbot.schema.Event
@@ -47,19 +46,6 @@ internal class Endpoint : AutoCloseable {
     override fun close() = server.stop(0)
 }
 
-private val http: HttpClient = HttpClient.newHttpClient()
-
-/** A request to the test server's HTTP API with the admin token; fails on an error answer. */
-private fun api(method: String, path: String, body: String) {
-    val request = HttpRequest.newBuilder(URI.create(Server.url + path))
-        .header("Authorization", "Bearer ${Server.token}")
-        .header("Content-Type", "application/json")
-        .method(method, HttpRequest.BodyPublishers.ofString(body))
-        .build()
-    val response = http.send(request, HttpResponse.BodyHandlers.ofString())
-    check(response.statusCode() in 200..299) { "$method $path answered ${response.statusCode()}: ${response.body()}" }
-}
-
 private val tools = AtomicInteger()
 
 /**
@@ -68,8 +54,8 @@ private val tools = AtomicInteger()
  */
 internal suspend fun Client.payingBot(endpoint: Endpoint): Pair<String, String> {
     val tool = "pay_kt_${tools.incrementAndGet()}"
-    api("PUT", "/v1/tools/$tool", """{"description":"Pays an amount.","input_schema":{"type":"object"},"url":"${endpoint.url}"}""")
-    api("POST", "/v1/approval-rules", """{"tool":"$tool","action":"ask"}""")
+    putTool(tool, PutHttpTool(description = "Pays an amount.", inputSchema = OBJECT_SCHEMA, url = endpoint.url))
+    createRule(CreateApprovalRule(tool = tool, action = RuleAction.ASK))
     val model = scriptedModel(
         """{"steps":[{"tool_calls":[{"id":"call_1","name":"$tool","arguments":{"amount":5}}]},{"text":"I asked for approval."}]}""",
     )
