@@ -26,11 +26,26 @@ class ExamplesTest {
         script.writeText("""{"steps": [{"deltas": ["Hello", ", ", "world!"]}]}""")
 
         val client = connect("memory://")
-        val bot = client.createBot(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}",
-                                           instructions = "Greet people."))
-        val chat = client.createChat(bot.id)
-        val receipt = client.send(chat.id, textInput("Hi"))
+        val bot = client.createBotHandle(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}",
+                                                 instructions = "Greet people."))
+        val chat = bot.createChat()
+        val turn = chat.send("Hi")
+        val end = turn.wait()
+        assertEquals("COMPLETED: Hello, world!", "${end.outcome}: ${end.text}")
+        assertEquals(2, chat.history().size)
+        client.shutdown()
+    }
 
+    @Test
+    fun `the flat calls read the same reply`() = runBlocking {
+        val script = File.createTempFile("hello", ".json")
+        script.deleteOnExit()
+        script.writeText("""{"steps": [{"deltas": ["Hello", ", ", "world!"]}]}""")
+        val client = connect("memory://")
+
+        val bot = client.createBot(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}"))
+        val chat = client.createChat(bot.id)                 // createChat(CreateChat(bot.id))
+        val receipt = client.send(chat.id, textInput("Hi"))
         var reply = ""
         var outcome: TurnOutcome? = null
         client.observe(receipt.executionId).use { events ->
@@ -45,7 +60,6 @@ class ExamplesTest {
         }
         assertEquals("Hello, world!", reply)
         assertEquals(TurnOutcome.COMPLETED, outcome)
-        assertEquals(2, client.history(chat.id).size)
         client.shutdown()
     }
 
