@@ -4,6 +4,7 @@
 
 package uniffi.openbot
 
+import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
 import uniffi.openbot.schema.Bot
@@ -78,7 +79,7 @@ class ChatHandle(val client: Client, val chat: Chat) {
     suspend fun steer(text: String): Turn = Turn(client, client.steer(chat.id, textInput(text, null)))
 
     /** The Chat's messages, oldest first. */
-    suspend fun history(): List<ChatEntry> = client.history(chat.id)
+    suspend fun history(): List<ChatEntry> = client.historyFlow(chat.id).toList()
 
     /** Stops the running Turn; queued input stays queued. */
     suspend fun stop() = client.stop(chat.id)

@@ -70,6 +70,109 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
 )
 
 /**
+ * Every item of `listRules` (The organization's approval rules, oldest first), as a Flow: the API
+ * answers this list whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listRulesFlow(): Flow<uniffi.openbot.schema.ApprovalRule> =
+    pagedFlow({ _: String? -> listRules() }, { it }, { null })
+
+/**
+ * Every item of `listApprovals` (The approval requests the caller may decide, newest first), as a
+ * Flow: the API answers this list whole today; once it is paged, this asks page after page with the
+ * same filters.
+ */
+fun Client.listApprovalsFlow(state: uniffi.openbot.schema.ApprovalState? = null): Flow<uniffi.openbot.schema.ApprovalRequest> =
+    pagedFlow({ _: String? -> listApprovals(state) }, { it }, { null })
+
+/**
+ * Every item of `listBots` (The Bots the caller may use: its own and the organization's shared
+ * ones), as a Flow: the API answers this list whole today; once it is paged, this asks page after
+ * page with the same filters.
+ */
+fun Client.listBotsFlow(): Flow<uniffi.openbot.schema.Bot> =
+    pagedFlow({ _: String? -> listBots() }, { it }, { null })
+
+/**
+ * Every item of `listBudgets` (The organization's budgets with what each scope spent so far), as a
+ * Flow: the API answers this list whole today; once it is paged, this asks page after page with the
+ * same filters.
+ */
+fun Client.listBudgetsFlow(): Flow<uniffi.openbot.schema.Budget> =
+    pagedFlow({ _: String? -> listBudgets() }, { it }, { null })
+
+/**
+ * Every item of `listChats` (The caller's Chats), as a Flow: the API answers this list whole today;
+ * once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listChatsFlow(): Flow<uniffi.openbot.schema.Chat> =
+    pagedFlow({ _: String? -> listChats() }, { it }, { null })
+
+/**
+ * Every item of `history` (The Chat's messages, oldest first), as a Flow: the API answers this list
+ * whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.historyFlow(id: String): Flow<uniffi.openbot.schema.ChatEntry> =
+    pagedFlow({ _: String? -> history(id) }, { it }, { null })
+
+/**
+ * Every item of `listDelegates` (The organization's delegate tools, by name), as a Flow: the API
+ * answers this list whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listDelegatesFlow(): Flow<uniffi.openbot.schema.DelegateTool> =
+    pagedFlow({ _: String? -> listDelegates() }, { it }, { null })
+
+/**
+ * Every item of `listFiles` (The caller's files, newest first), as a Flow: the API answers this
+ * list whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listFilesFlow(): Flow<uniffi.openbot.schema.StoredFile> =
+    pagedFlow({ _: String? -> listFiles() }, { it }, { null })
+
+/**
+ * Every item of `listInvitations` (The organization's invitations), as a Flow: the API answers this
+ * list whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listInvitationsFlow(): Flow<uniffi.openbot.schema.Invitation> =
+    pagedFlow({ _: String? -> listInvitations() }, { it }, { null })
+
+/**
+ * Every item of `listMembers` (The organization's members), as a Flow: the API answers this list
+ * whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listMembersFlow(): Flow<uniffi.openbot.schema.Member> =
+    pagedFlow({ _: String? -> listMembers() }, { it }, { null })
+
+/**
+ * Every item of `listProviders` (The organization's provider settings (without keys)), as a Flow:
+ * the API answers this list whole today; once it is paged, this asks page after page with the same
+ * filters.
+ */
+fun Client.listProvidersFlow(): Flow<uniffi.openbot.schema.ProviderSettings> =
+    pagedFlow({ _: String? -> listProviders() }, { it }, { null })
+
+/**
+ * Every item of `listOrganizations` (The organizations the caller's account belongs to), as a Flow:
+ * the API answers this list whole today; once it is paged, this asks page after page with the same
+ * filters.
+ */
+fun Client.listOrganizationsFlow(): Flow<uniffi.openbot.schema.Organization> =
+    pagedFlow({ _: String? -> listOrganizations() }, { it }, { null })
+
+/**
+ * Every item of `listTokens` (The caller's member's tokens, newest first), as a Flow: the API
+ * answers this list whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listTokensFlow(): Flow<uniffi.openbot.schema.ApiToken> =
+    pagedFlow({ _: String? -> listTokens() }, { it }, { null })
+
+/**
+ * Every item of `listTools` (The organization's HTTP tools, by name), as a Flow: the API answers
+ * this list whole today; once it is paged, this asks page after page with the same filters.
+ */
+fun Client.listToolsFlow(): Flow<uniffi.openbot.schema.HttpTool> =
+    pagedFlow({ _: String? -> listTools() }, { it }, { null })
+
+/**
  * Every item of `listUnknownOutcomes`, page after page (The caller's executions that wait in
  * `outcome_unknown` for a decision, oldest first, each with the call whose outcome is unknown: its
  * key, its tool and the arguments it was sent with (to check in the outside system). Paged: ask

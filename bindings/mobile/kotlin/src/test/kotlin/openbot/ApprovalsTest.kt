@@ -1,5 +1,6 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import com.google.gson.JsonParser
 import com.sun.net.httpserver.HttpServer
 import java.net.InetSocketAddress
@@ -84,13 +85,13 @@ private suspend fun Client.askForPayment(botId: String): Asked {
 }
 
 private suspend fun Client.pending(tool: String) =
-    listApprovals(ApprovalState.PENDING).filter { it.call.name == tool }
+    listApprovalsFlow(ApprovalState.PENDING).toList().filter { it.call.name == tool }
 
 class ApprovalsTest {
     @Test
     fun `in memory listApprovals is empty`() = withClient(Mode.MEMORY) { client ->
-        assertEquals(emptyList<Any>(), client.listApprovals())
-        assertEquals(emptyList<Any>(), client.listApprovals(ApprovalState.PENDING))
+        assertEquals(emptyList<Any>(), client.listApprovalsFlow().toList())
+        assertEquals(emptyList<Any>(), client.listApprovalsFlow(ApprovalState.PENDING).toList())
     }
 
     @Test
@@ -150,7 +151,7 @@ class ApprovalsTest {
             val asked = client.askForPayment(botId)
             client.decideApproval(asked.requested.requestId, Decision.APPROVE)
             client.allEvents(asked.child.childId)
-            val notices = client.history(asked.chatId)
+            val notices = client.historyFlow(asked.chatId).toList()
                 .filter { it.executionId == asked.child.childId }
                 .map { entry ->
                     val content = (entry.message as Message.User).content

@@ -1,5 +1,6 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.delay
@@ -78,7 +79,7 @@ class ClientTest {
             com.google.gson.JsonParser.parseString(bot.spec.tools.single().inputSchema),
         )
         assertEquals(bot, client.getBot(bot.id))
-        assertTrue(client.listBots().any { it.id == bot.id })
+        assertTrue(client.listBotsFlow().toList().any { it.id == bot.id })
     }
 
     @ParameterizedTest(name = "{0}")
@@ -121,7 +122,7 @@ class ClientTest {
         assertEquals(ExecutionState.COMPLETED, execution.state)
         assertTrue(isTerminal(execution.state))
         assertEquals(chat.id, execution.chatId)
-        val history = client.history(chat.id)
+        val history = client.historyFlow(chat.id).toList()
         assertEquals(2, history.size)
         assertEquals(listOf(ContentPart.Text("Hi")), (history[0].message as Message.User).content)
         assertEquals("Hello, world!", ((history[1].message as Message.Assistant).content.single() as ContentPart.Text).text)
@@ -392,7 +393,7 @@ class ClientTest {
     fun `a shut down client fails later calls with closed`(mode: Mode) = runBlocking {
         val client = open(mode)
         client.shutdown()
-        val e = expectError { client.listBots() }
+        val e = expectError { client.listBotsFlow().toList() }
         assertTrue(e is OpenBotException.Closed, e.toString())
         client.close()
     }
@@ -415,7 +416,7 @@ class ClientTest {
         val port = java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress()).use { it.localPort }
         val client = connect("http://127.0.0.1:$port", "token", emptyList())
         try {
-            val e = expectError { client.listBots() }
+            val e = expectError { client.listBotsFlow().toList() }
             assertTrue(e is OpenBotException.Unavailable, e.toString())
         } finally {
             client.close()
@@ -466,7 +467,7 @@ class ClientTest {
         Server.start()
         val client = connect(Server.url, "not-a-token", emptyList())
         try {
-            val e = expectError { client.listBots() }
+            val e = expectError { client.listBotsFlow().toList() }
             assertEquals("unauthorized", e.code)
         } finally {
             client.close()

@@ -1,5 +1,6 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import java.io.File
 import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.Assertions.assertEquals
@@ -67,7 +68,7 @@ class ExamplesTest {
     fun `deciding what is pending runs in memory too`() = runBlocking {
         val client = connect("memory://")
         val printed = mutableListOf<String>()
-        for (request in client.listApprovals(ApprovalState.PENDING)) {      // in memory: none
+        for (request in client.listApprovalsFlow(ApprovalState.PENDING).toList()) {      // in memory: none
             printed += "${request.call.name} ${request.call.arguments} until ${request.expiresAt}"
             client.decideApproval(request.id, Decision.DENY, "not without a ticket")
         }
@@ -113,7 +114,7 @@ class ExamplesTest {
                     }
                 }
             }
-            val request = client.listApprovals(ApprovalState.PENDING).single { it.call.name == tool }
+            val request = client.listApprovalsFlow(ApprovalState.PENDING).toList().single { it.call.name == tool }
             client.decideApproval(request.id, Decision.APPROVE, "invoice 42")
             var ended: ExecutionState? = null
             client.observe(childId!!).use { events ->
@@ -126,7 +127,7 @@ class ExamplesTest {
             assertEquals(listOf("asks: $tool {\"amount\":5}"), printed)
             assertEquals(ExecutionState.COMPLETED, ended)
             assertEquals(1, endpoint.calls.size)
-            assertTrue(client.listApprovals(ApprovalState.PENDING).none { it.call.name == tool })
+            assertTrue(client.listApprovalsFlow(ApprovalState.PENDING).toList().none { it.call.name == tool })
         }
         client.shutdown()
     }

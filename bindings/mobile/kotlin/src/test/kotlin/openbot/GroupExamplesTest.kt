@@ -47,7 +47,7 @@ class GroupExamplesTest {
                            instructions = "Help.", limits = Limits(maxSteps = 5u))
         val bot = client.createBot(spec)
         val renamed = client.updateBot(bot.id, BotUpdate(revision = bot.revision, name = "Helper 2"))
-        println(client.listBots().map { it.spec.name })          // [..., Helper 2]
+        println(client.listBotsFlow().toList().map { it.spec.name })          // [..., Helper 2]
         check(client.getBot(bot.id) == renamed)
         client.deleteBot(bot.id)
     }
@@ -64,7 +64,7 @@ class GroupExamplesTest {
         assertEquals(TurnOutcome.COMPLETED, end.outcome)
         assertEquals("Hello!", end.text)
         serverOnly(mode) {
-            println(client.listChats().size)                     // the caller's Chats
+            println(client.listChatsFlow().toList().size)                     // the caller's Chats
         }
         chat.delete()
     }
@@ -90,10 +90,10 @@ class GroupExamplesTest {
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `approvals`(mode: Mode) = withClient(mode) { client ->
-        println(client.listApprovals().size)                     // in memory: 0, nothing asks
+        println(client.listApprovalsFlow().toList().size)                     // in memory: 0, nothing asks
         serverOnly(mode) {
             val rule = client.createRule(CreateApprovalRule(tool = "wire_money", action = RuleAction.ASK))
-            println(client.listRules().map { "${it.tool} ${it.action}" })   // [wire_money ASK]
+            println(client.listRulesFlow().toList().map { "${it.tool} ${it.action}" })   // [wire_money ASK]
             client.deleteRule(rule.id)
         }
     }
@@ -113,7 +113,7 @@ class GroupExamplesTest {
         serverOnly(mode) {
             val created = client.createToken(CreateToken(name = "ci", rights = listOf(Right(Resource.BOTS, Action.READ))))
             println(created.secret.isNotEmpty())                 // true: shown in this answer only
-            println(client.listTokens().map { it.name })         // [ci, ...]
+            println(client.listTokensFlow().toList().map { it.name })         // [ci, ...]
             client.revokeToken(created.token.id)
         }
     }
@@ -124,13 +124,13 @@ class GroupExamplesTest {
         serverOnly(mode) {
             val invited = client.createInvitation(CreateInvitation(email = "ada-$mode@example.com", role = MemberRole.MEMBER))
             val accepted = client.acceptInvitation(AcceptInvitation(secret = invited.secret))
-            println(client.listMembers().any { it.id == accepted.memberId })   // true
+            println(client.listMembersFlow().toList().any { it.id == accepted.memberId })   // true
             client.removeMember(accepted.memberId)
             val other = client.createInvitation(CreateInvitation(email = "bob-$mode@example.com", role = MemberRole.ADMIN))
             client.revokeInvitation(other.invitation.id)
-            println(client.listInvitations().single { it.id == other.invitation.id }.revokedAt != null)   // true
+            println(client.listInvitationsFlow().toList().single { it.id == other.invitation.id }.revokedAt != null)   // true
             val org = client.createOrganization(CreateOrganization(name = "Lab"))
-            println(client.listOrganizations().map { it.name }.contains(org.organization.name))   // true
+            println(client.listOrganizationsFlow().toList().map { it.name }.contains(org.organization.name))   // true
         }
     }
 
@@ -139,7 +139,7 @@ class GroupExamplesTest {
     fun `models`(mode: Mode) = withClient(mode) { client ->
         serverOnly(mode) {
             client.putProvider("compatible", PutProvider(apiKey = "sk-test", baseUrl = "https://llm.example.com/v1"))
-            println(client.listProviders().map { "${it.kind} ${it.hasKey}" })  // [compatible true]
+            println(client.listProvidersFlow().toList().map { "${it.kind} ${it.hasKey}" })  // [compatible true]
             client.deleteProvider("compatible")
         }
     }
@@ -150,7 +150,7 @@ class GroupExamplesTest {
         val bot = client.createBot(BotSpec(name = "Thrifty", model = scriptedModel("""{"steps":[]}""")))
         serverOnly(mode) {
             client.putBudget("bot", bot.id, PutBudget(maxCostMicros = 5_000_000u))   // 5 USD
-            println(client.listBudgets().map { "${it.scope} ${it.spentMicros}/${it.maxCostMicros}" })
+            println(client.listBudgetsFlow().toList().map { "${it.scope} ${it.spentMicros}/${it.maxCostMicros}" })
             client.deleteBudget("bot", bot.id)
         }
     }
@@ -164,7 +164,7 @@ class GroupExamplesTest {
                                                  url = "https://dictionary.example.com/lookup", retrySafe = true))
             client.putDelegate("research", PutDelegateTool(description = "Researches a topic.", botId = helper.id,
                                                            limits = Limits(maxSteps = 10u)))
-            println(client.listTools().map { it.name } + client.listDelegates().map { it.name })   // [lookup, research]
+            println(client.listToolsFlow().toList().map { it.name } + client.listDelegatesFlow().toList().map { it.name })   // [lookup, research]
             client.deleteTool("lookup")
             client.deleteDelegate("research")
         }
@@ -177,7 +177,7 @@ class GroupExamplesTest {
             val file = client.uploadFile("notes.txt", "remember the milk".toByteArray(), "text/plain")
             val content = client.fileContent(file.id)
             println("${file.size} ${content.contentType} ${content.data.decodeToString()}")   // 17 text/plain remember the milk
-            println(client.listFiles().any { it.id == file.id })   // true
+            println(client.listFilesFlow().toList().any { it.id == file.id })   // true
             client.deleteFile(file.id)
             assertEquals("remember the milk", content.data.decodeToString())
         }

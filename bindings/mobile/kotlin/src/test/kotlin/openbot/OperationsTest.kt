@@ -84,7 +84,7 @@ class OperationsTest {
 
     @Test
     fun `in memory an operation only a server has is invalid input that says so`() = withClient(Mode.MEMORY) { client ->
-        val e = expectError { client.listTokens() }
+        val e = expectError { client.listTokensFlow().toList() }
         assertEquals("invalid_input", e.code)
         assertTrue(e.errorReason().contains("needs an OpenBot server"), e.errorReason())
     }
@@ -92,9 +92,9 @@ class OperationsTest {
     @Test
     fun `a server lists, creates and revokes tokens`() = withClient(Mode.REMOTE) { client ->
         val created = client.createToken(CreateToken(name = "kotlin-ops", rights = listOf(Right(Resource.BOTS, Action.READ))))
-        assertTrue(client.listTokens().any { it.id == created.token.id })
+        assertTrue(client.listTokensFlow().toList().any { it.id == created.token.id })
         client.revokeToken(created.token.id)
-        assertTrue(client.listTokens().single { it.id == created.token.id }.revokedAt != null)
+        assertTrue(client.listTokensFlow().toList().single { it.id == created.token.id }.revokedAt != null)
     }
 
     @Test
@@ -116,6 +116,6 @@ class OperationsTest {
         val missing = "019ad1c8-0000-7000-8000-000000000000"
         val e = expectError { client.deleteBudget("bot", missing) }
         assertEquals("not_found", e.code)
-        assertTrue(client.listBudgets().none { it.targetId == missing })
+        assertTrue(client.listBudgetsFlow().toList().none { it.targetId == missing })
     }
 }

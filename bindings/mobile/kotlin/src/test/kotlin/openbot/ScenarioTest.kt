@@ -1,5 +1,6 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import com.google.gson.JsonArray
 import com.google.gson.JsonObject
 import com.google.gson.JsonParser
@@ -61,7 +62,7 @@ class ScenarioTest {
             val events = client.allEvents(receipt.executionId)
             check(turn.obj("expect"), events, "turn ${index + 1}")
         }
-        scenario["history"]?.let { assertEquals(it.asInt, client.history(chat.id).size, "history") }
+        scenario["history"]?.let { assertEquals(it.asInt, client.historyFlow(chat.id).toList().size, "history") }
         for (expected in scenario.array("errors").map { it.asJsonObject }) {
             val op = expected["op"].asString
             val e = expectError {
