@@ -3,7 +3,10 @@
 //!
 //! The types this crate uses but does not own cross as custom types: a UUID as its canonical
 //! text, a time as a timestamp (`java.time.Instant`, `Date`) and free-form JSON (tool input
-//! schemas and arguments) as JSON text.
+//! schemas and arguments) as JSON text. A value that cannot cross (text that is no UUID, JSON
+//! text that does not parse) fails the call with `invalid_input` of [`OpenBotError`].
+
+use crate::ffi_error::OpenBotError;
 
 /// A time, in UTC.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;
@@ -25,15 +28,22 @@ uniffi::custom_type!(JsonValue, String, {
     lower: |value| value.to_string(),
     try_lift: |text| {
         if text.trim().is_empty() {
-            Ok(JsonValue::Null)
-        } else {
-            Ok(serde_json::from_str(&text)?)
+            return Ok(JsonValue::Null);
         }
+        serde_json::from_str(&text).map_err(|e| {
+            OpenBotError::invalid_input(format!("JSON text that does not parse: {e}")).into()
+        })
     },
 });
 
 uniffi::custom_type!(Uuid, String, {
     remote,
     lower: |id| id.to_string(),
-    try_lift: |text| Ok(Uuid::parse_str(&text)?),
+    try_lift: |text| Uuid::parse_str(&text).map_err(|_| {
+        OpenBotError::invalid_input(format!(
+            "`{}` is not a valid UUID",
+            text.chars().take(64).collect::<String>()
+        ))
+        .into()
+    }),
 });

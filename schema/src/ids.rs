@@ -63,7 +63,9 @@ macro_rules! define_id {
         #[cfg(feature = "uniffi")]
         uniffi::custom_type!($name, String, {
             lower: |id| id.to_string(),
-            try_lift: |text| Ok(text.parse::<$name>()?),
+            try_lift: |text| text
+                .parse::<$name>()
+                .map_err(|e| crate::OpenBotError::invalid_input(e.to_string()).into()),
         });
 
         impl FromStr for $name {

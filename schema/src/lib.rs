@@ -15,6 +15,8 @@ mod event;
 mod execution;
 #[cfg(feature = "uniffi")]
 mod ffi;
+#[cfg(feature = "uniffi")]
+mod ffi_error;
 mod file;
 mod ids;
 mod message;
@@ -41,6 +43,8 @@ pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
+#[cfg(feature = "uniffi")]
+pub use ffi_error::{OpenBotError, category_name};
 pub use file::StoredFile;
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use message::{ContentPart, FileRef, Message};

@@ -112,17 +112,17 @@ def rust_method(op: Operation) -> str:
         sets.append(f'        request.param("{p.name}", {p.name});')
     if op.body == "json":
         args.append(f"body: {rust_type(op.body_schema)}")
-        sets.append("        request.json(&body)?;")
+        sets.append("        request.json(&body).map_err(from_core)?;")
     elif op.body == "bytes":
         args.append("body: Vec<u8>")
         args.append("content_type: String")
         sets.append("        request.bytes(body, &content_type);")
     if op.answer == "json":
         answer = rust_type(op.answer_schema)
-        finish = "Ok(answer.decode()?)"
+        finish = "answer.decode().map_err(from_core)"
     elif op.answer == "bytes":
         answer = "ApiBytes"
-        finish = "Ok(answer.into_bytes()?.into())"
+        finish = "Ok(answer.into_bytes().map_err(from_core)?.into())"
     else:
         answer, finish = "()", "Ok(())"
     attribute = f"    #[uniffi::method(default({', '.join(defaults)}))]\n" if defaults else ""
@@ -153,7 +153,7 @@ def rust_file(operations: list[Operation]) -> str:
         "use openbot_core::ApiRequest;\n"
         "use openbot_schema as schema;\n\n"
         "use crate::client::{ApiBytes, Client};\n"
-        "use crate::error::OpenBotError;\n\n"
+        "use crate::error::{OpenBotError, from_core};\n\n"
         "#[uniffi::export]\n"
         "impl Client {\n" + "\n".join(methods) + "}\n"
     )

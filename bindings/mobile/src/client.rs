@@ -7,7 +7,7 @@ use openbot_core::tool::SharedTool;
 use openbot_core::{ApiAnswer, ApiBody, ApiRequest, ConnectOptions};
 use openbot_schema::{self as schema, ExecutionId};
 
-use crate::error::OpenBotError;
+use crate::error::{OpenBotError, from_core};
 use crate::events::EventStream;
 use crate::runtime::{run, runtime};
 use crate::tools::{ForeignTool, HostTool};
@@ -36,7 +36,7 @@ pub async fn connect(
     let inner = run(async move {
         openbot_core::connect(&uri, options)
             .await
-            .map_err(OpenBotError::from)
+            .map_err(from_core)
     })
     .await?;
     Ok(Arc::new(Client {
@@ -63,7 +63,7 @@ impl Client {
         T: Send + 'static,
     {
         let work = f(Arc::clone(&self.inner));
-        run(async move { work.await.map_err(OpenBotError::from) }).await
+        run(async move { work.await.map_err(from_core) }).await
     }
 }
 
@@ -156,7 +156,7 @@ impl Client {
         body_json: Option<String>,
     ) -> Result<Option<String>, OpenBotError> {
         let op = openbot_core::client::api::operation(&operation_id).ok_or_else(|| {
-            OpenBotError::from(openbot_core::client::api::unknown_operation(&operation_id))
+            from_core(openbot_core::client::api::unknown_operation(&operation_id))
         })?;
         let json = |what: &str, text: &str| {
             serde_json::from_str::<serde_json::Value>(text).map_err(|e| {

@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use futures::StreamExt;
 use openbot_core::ObserveStream;
 
-use crate::error::OpenBotError;
+use crate::error::{OpenBotError, from_core};
 use crate::runtime::runtime;
 use openbot_schema::Event;
 
@@ -30,7 +30,7 @@ impl EventStream {
         let (sender, receiver) = mpsc::channel(READ_AHEAD);
         let reader = runtime()?.spawn(async move {
             while let Some(item) = stream.next().await {
-                let item = item.map_err(OpenBotError::from);
+                let item = item.map_err(from_core);
                 let failed = item.is_err();
                 if sender.send(item).await.is_err() || failed {
                     return;

@@ -23,7 +23,7 @@ mod types;
 pub use client::{ApiBytes, Client, connect};
 pub use error::OpenBotError;
 pub use events::EventStream;
-pub use tools::{HostTool, ToolCallContext};
+pub use tools::{HostTool, HostToolError, ToolCallContext};
 pub use types::*;
 
 uniffi::setup_scaffolding!("openbot");

@@ -9,7 +9,7 @@ use openbot_core::ApiRequest;
 use openbot_schema as schema;
 
 use crate::client::{ApiBytes, Client};
-use crate::error::OpenBotError;
+use crate::error::{OpenBotError, from_core};
 
 #[uniffi::export]
 impl Client {
@@ -18,7 +18,7 @@ impl Client {
     pub async fn list_rules(&self) -> Result<Vec<schema::ApprovalRule>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_rules", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Adds a rule. Rules for the organization or a Bot need an owner or admin; a member may add
@@ -29,9 +29,9 @@ impl Client {
         body: schema::CreateApprovalRule,
     ) -> Result<schema::ApprovalRule, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("create_rule", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Removes a rule; calls of Turns already running are decided by the rules of the moment.
@@ -53,7 +53,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("state", state);
         let answer = self.call_operation("list_approvals", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// One approval request.
@@ -62,7 +62,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("get_approval", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Decides a pending request: approve (the call runs once) or deny (it never runs; the model is
@@ -76,9 +76,9 @@ impl Client {
     ) -> Result<schema::ApprovalRequest, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("decide_approval", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// The Bots the caller may use: its own and the organization's shared ones.
@@ -86,16 +86,16 @@ impl Client {
     pub async fn list_bots(&self) -> Result<Vec<schema::Bot>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_bots", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Creates a Bot owned by the caller; `shared` lets every member of the organization use it.
     /// (`POST /v1/bots`, operation `create_bot`)
     pub async fn create_bot(&self, body: schema::BotSpec) -> Result<schema::Bot, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("create_bot", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Reads a Bot.
@@ -104,7 +104,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("get_bot", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Deletes a Bot that has no Chats left (409 otherwise).
@@ -125,9 +125,9 @@ impl Client {
     ) -> Result<schema::Bot, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("update_bot", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// The organization's budgets with what each scope spent so far.
@@ -135,7 +135,7 @@ impl Client {
     pub async fn list_budgets(&self) -> Result<Vec<schema::Budget>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_budgets", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Sets a budget: the most all Turns of the organization (target: its ID), a Bot or a Chat may
@@ -151,9 +151,9 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("scope", scope);
         request.param("target", target);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("put_budget", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Removes a budget.
@@ -171,7 +171,7 @@ impl Client {
     pub async fn list_chats(&self) -> Result<Vec<schema::Chat>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_chats", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Creates a Chat of the caller with a Bot it may use.
@@ -181,9 +181,9 @@ impl Client {
         body: schema::CreateChat,
     ) -> Result<schema::Chat, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("create_chat", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Reads one of the caller's Chats.
@@ -192,7 +192,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("get_chat", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Deletes a Chat: closes it to input, cancels its Turns, and answers 204 once they ended (202
@@ -211,7 +211,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("history", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
@@ -225,9 +225,9 @@ impl Client {
     ) -> Result<schema::SendReceipt, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("send", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Whether the Chat is in plan mode.
@@ -236,7 +236,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("get_plan_mode", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Turns plan mode on or off. In plan mode the Bot may only propose a plan; a person approves
@@ -249,9 +249,9 @@ impl Client {
     ) -> Result<schema::PlanMode, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("put_plan_mode", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own
@@ -265,9 +265,9 @@ impl Client {
     ) -> Result<schema::SendReceipt, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("steer", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Stops the running Turn; queued input then runs.
@@ -284,7 +284,7 @@ impl Client {
     pub async fn list_delegates(&self) -> Result<Vec<schema::DelegateTool>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_delegates", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Registers a delegate tool under a name (replacing an earlier one): a Bot tool of this name
@@ -297,9 +297,9 @@ impl Client {
     ) -> Result<schema::DelegateTool, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("name", name);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("put_delegate", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Removes a delegate tool; Bot tools of that name become host tools for later Turns.
@@ -317,7 +317,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("get_execution", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its work
@@ -327,7 +327,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("cancel_execution", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Decides the call an execution in `outcome_unknown` waits for: `applied` with its `result`
@@ -344,9 +344,9 @@ impl Client {
     ) -> Result<schema::OutcomeDecisionRecord, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("decide_outcome", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Pauses an execution and its descendants: each stops sending, lets calls in flight save their
@@ -357,7 +357,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("pause_execution", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Resumes a paused execution and its paused descendants. While a parent of it is paused it
@@ -367,7 +367,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("resume_execution", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Delivers the result of a host-tool call the execution waits for (a `tool_call` event with no
@@ -381,7 +381,7 @@ impl Client {
     ) -> Result<(), OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("id", id);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let _answer = self.call_operation("deliver_tool_result", request).await?;
         Ok(())
     }
@@ -391,7 +391,7 @@ impl Client {
     pub async fn list_files(&self) -> Result<Vec<schema::StoredFile>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_files", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Stores a file: the request body is its bytes (at most 20 MiB) and its `Content-Type` its
@@ -407,7 +407,7 @@ impl Client {
         request.param("name", name);
         request.bytes(body, &content_type);
         let answer = self.call_operation("upload_file", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// One of the caller's files.
@@ -416,7 +416,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("get_file", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Deletes one of the caller's files.
@@ -434,7 +434,7 @@ impl Client {
         let mut request = ApiRequest::default();
         request.param("id", id);
         let answer = self.call_operation("file_content", request).await?;
-        Ok(answer.into_bytes()?.into())
+        Ok(answer.into_bytes().map_err(from_core)?.into())
     }
 
     /// Answers while the node runs. Needs no token.
@@ -442,7 +442,7 @@ impl Client {
     pub async fn health(&self) -> Result<schema::Health, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("health", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// The organization's invitations.
@@ -450,7 +450,7 @@ impl Client {
     pub async fn list_invitations(&self) -> Result<Vec<schema::Invitation>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_invitations", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Invites a person as `member` or `admin`; the secret is in this answer only.
@@ -460,9 +460,9 @@ impl Client {
         body: schema::CreateInvitation,
     ) -> Result<schema::CreatedInvitation, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("create_invitation", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Accepts an invitation with its secret (no token needed): the person becomes a member and
@@ -473,9 +473,9 @@ impl Client {
         body: schema::AcceptInvitation,
     ) -> Result<schema::AcceptedInvitation, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("accept_invitation", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Revokes a pending invitation.
@@ -492,7 +492,7 @@ impl Client {
     pub async fn list_members(&self) -> Result<Vec<schema::Member>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_members", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Removes a member (never an owner). Their tokens and sessions stop working at once, also for
@@ -510,7 +510,7 @@ impl Client {
     pub async fn list_providers(&self) -> Result<Vec<schema::ProviderSettings>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_providers", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Sets the organization's settings for a provider: its API key (sealed) and base URL. Turns of
@@ -523,9 +523,9 @@ impl Client {
     ) -> Result<schema::ProviderSettings, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("kind", kind);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("put_provider", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Removes the organization's settings for a provider; its Bots then use the server's.
@@ -542,7 +542,7 @@ impl Client {
     pub async fn list_organizations(&self) -> Result<Vec<schema::Organization>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_organizations", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Creates an organization owned by the caller's account, with the owner's first token there
@@ -553,9 +553,9 @@ impl Client {
         body: schema::CreateOrganization,
     ) -> Result<schema::CreatedOrganization, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("create_organization", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Starts a session for the member of the token (which must hold every right) and sets it as an
@@ -565,7 +565,7 @@ impl Client {
     pub async fn create_session(&self) -> Result<schema::Session, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("create_session", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Ends the session of the cookie and clears it.
@@ -581,7 +581,7 @@ impl Client {
     pub async fn list_tokens(&self) -> Result<Vec<schema::ApiToken>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_tokens", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Creates a token for the caller's member, with no more rights than the caller's token and no
@@ -592,9 +592,9 @@ impl Client {
         body: schema::CreateToken,
     ) -> Result<schema::CreatedToken, OpenBotError> {
         let mut request = ApiRequest::default();
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("create_token", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Revokes one of the caller's member's tokens; it stops working at once.
@@ -611,7 +611,7 @@ impl Client {
     pub async fn list_tools(&self) -> Result<Vec<schema::HttpTool>, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("list_tools", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from now on
@@ -624,9 +624,9 @@ impl Client {
     ) -> Result<schema::HttpTool, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("name", name);
-        request.json(&body)?;
+        request.json(&body).map_err(from_core)?;
         let answer = self.call_operation("put_tool", request).await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 
     /// Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
@@ -654,6 +654,6 @@ impl Client {
         let answer = self
             .call_operation("list_unknown_outcomes", request)
             .await?;
-        Ok(answer.decode()?)
+        answer.decode().map_err(from_core)
     }
 }

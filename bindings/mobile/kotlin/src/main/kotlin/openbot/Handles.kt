@@ -8,6 +8,7 @@ import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
 import uniffi.openbot.schema.Bot
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.BotId
 import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.schema.BotUpdate

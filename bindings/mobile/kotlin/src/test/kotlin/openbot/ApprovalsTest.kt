@@ -24,7 +24,7 @@ import uniffi.openbot.schema.ExecutionKind
 import uniffi.openbot.schema.ExecutionState
 import uniffi.openbot.schema.Message
 import uniffi.openbot.schema.ContentPart
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.ToolDefinition
 import uniffi.openbot.textInput
 

@@ -27,7 +27,7 @@ import uniffi.openbot.HostTool
 import uniffi.openbot.schema.Limits
 import uniffi.openbot.schema.Message
 import uniffi.openbot.ToolCallContext
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.SendDisposition
 import uniffi.openbot.schema.ToolDefinition
 import uniffi.openbot.schema.ToolResult

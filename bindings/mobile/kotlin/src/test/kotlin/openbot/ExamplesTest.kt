@@ -12,7 +12,7 @@ import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.schema.Decision
 import uniffi.openbot.schema.EventKind
 import uniffi.openbot.schema.ExecutionState
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.OutcomeDecision
 import uniffi.openbot.schema.TurnOutcome
 import uniffi.openbot.connect

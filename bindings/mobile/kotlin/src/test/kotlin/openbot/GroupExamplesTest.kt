@@ -6,6 +6,7 @@ import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.params.ParameterizedTest
 import org.junit.jupiter.params.provider.EnumSource
 import uniffi.openbot.*
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.AcceptInvitation
 import uniffi.openbot.schema.Action
 import uniffi.openbot.schema.BotSpec

@@ -11,6 +11,7 @@ import org.junit.jupiter.api.Test
 import org.junit.jupiter.params.ParameterizedTest
 import org.junit.jupiter.params.provider.EnumSource
 import uniffi.openbot.*
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.Action
 import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.schema.CreateToken
@@ -117,5 +118,22 @@ class OperationsTest {
         val e = expectError { client.deleteBudget("bot", missing) }
         assertEquals("not_found", e.code)
         assertTrue(client.listBudgetsFlow().toList().none { it.targetId == missing })
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `an ID in a record that is no UUID is invalid input`(mode: Mode) = withClient(mode) { client ->
+        val e = expectError { client.createChat(uniffi.openbot.schema.CreateChat(botId = "not-an-id")) }
+        assertTrue(e is OpenBotException.InvalidInput, e.toString())
+        assertTrue(e.errorReason().contains("not-an-id"), e.errorReason())
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `JSON text in a record that does not parse is invalid input`(mode: Mode) = withClient(mode) { client ->
+        val tool = uniffi.openbot.schema.ToolDefinition("broken", "Broken.", "{not json")
+        val e = expectError { client.createBot(BotSpec(name = "Broken", model = scriptedModel("""{"steps":[]}"""), tools = listOf(tool))) }
+        assertTrue(e is OpenBotException.InvalidInput, e.toString())
+        assertTrue(e.errorReason().contains("JSON"), e.errorReason())
     }
 }

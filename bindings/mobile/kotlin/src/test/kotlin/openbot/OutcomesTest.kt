@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test
 import uniffi.openbot.*
 import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.schema.EventKind
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.OutcomeDecision
 import uniffi.openbot.schema.ToolDefinition
 import uniffi.openbot.connect

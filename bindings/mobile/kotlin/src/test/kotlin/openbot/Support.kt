@@ -10,7 +10,7 @@ import uniffi.openbot.Client
 import uniffi.openbot.schema.Event
 import uniffi.openbot.EventStream
 import uniffi.openbot.HostTool
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.ToolCallContext
 import uniffi.openbot.connect
 
