@@ -8,6 +8,7 @@ use crate::ids::{BotId, TokenId};
 
 /// A kind of resource a right covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum Resource {
     /// Bots.
@@ -29,6 +30,7 @@ pub enum Resource {
 
 /// What a right allows on its resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Read.
@@ -39,6 +41,7 @@ pub enum Action {
 
 /// One right: an action on a kind of resource. Write does not imply read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct Right {
     /// The resource kind.
@@ -70,6 +73,7 @@ impl Right {
 
 /// A request to create an API token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     /// A name for people, 1-100 characters.
@@ -79,14 +83,17 @@ pub struct CreateToken {
     pub rights: Vec<Right>,
     /// The only Bots the token may use; all when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub bot_ids: Option<Vec<BotId>>,
     /// When the token stops working; never when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// An API token (never its secret).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ApiToken {
     /// Its ID.
     pub id: TokenId,
@@ -96,12 +103,15 @@ pub struct ApiToken {
     pub rights: Vec<Right>,
     /// The only Bots it may use, if limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub bot_ids: Option<Vec<BotId>>,
     /// When it stops working.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub expires_at: Option<DateTime<Utc>>,
     /// When it was revoked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub revoked_at: Option<DateTime<Utc>>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
@@ -109,6 +119,7 @@ pub struct ApiToken {
 
 /// A new token and its secret, which is shown only this once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct CreatedToken {
     /// The token.
     pub token: ApiToken,

@@ -13,6 +13,7 @@ use crate::tool::ToolCall;
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
 )]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum RuleAction {
     /// The call runs.
@@ -25,6 +26,7 @@ pub enum RuleAction {
 
 /// A rule to add. Without `bot_id` and `member_id` it holds for the whole organization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct CreateApprovalRule {
     /// The tool names it matches: a name, or a pattern where `*` stands for any text.
@@ -33,25 +35,30 @@ pub struct CreateApprovalRule {
     /// A pattern (with `*`) the call's arguments, as compact JSON, must match; absent matches
     /// any arguments. E.g. `*"amount":1000*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub arguments: Option<String>,
     /// What happens to a matching call.
     pub action: RuleAction,
     /// Only calls of this Bot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub bot_id: Option<BotId>,
     /// Only calls made for this member. Members may add rules for themselves; other rules
     /// need an admin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub member_id: Option<Uuid>,
     /// How long an `ask` waits for a decision before it expires and grants nothing, in
     /// milliseconds (default one day).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(minimum = 1)]
     pub expires_after_ms: Option<u64>,
 }
 
 /// A rule of an organization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ApprovalRule {
     /// Its ID.
     pub id: Uuid,
@@ -59,14 +66,17 @@ pub struct ApprovalRule {
     pub tool: String,
     /// The arguments pattern, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub arguments: Option<String>,
     /// What it does.
     pub action: RuleAction,
     /// The Bot it is limited to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub bot_id: Option<BotId>,
     /// The member it is limited to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub member_id: Option<Uuid>,
     /// How long its requests wait, in milliseconds.
     pub expires_after_ms: u64,
@@ -76,6 +86,7 @@ pub struct ApprovalRule {
 
 /// Where an approval request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalState {
     /// Waiting for a decision.
@@ -122,6 +133,7 @@ impl ApprovalState {
 
 /// A tool call that waits for (or got) a person's decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ApprovalRequest {
     /// Its ID.
     pub id: Uuid,
@@ -131,6 +143,7 @@ pub struct ApprovalRequest {
     pub execution_id: ExecutionId,
     /// The Chat the decision and the call's result are reported to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub chat_id: Option<ChatId>,
     /// The Bot that asked.
     pub bot_id: BotId,
@@ -144,17 +157,21 @@ pub struct ApprovalRequest {
     pub expires_at: DateTime<Utc>,
     /// When it was decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub decided_at: Option<DateTime<Utc>>,
     /// The member who decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub decided_by: Option<Uuid>,
     /// The reason given with the decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub reason: Option<String>,
 }
 
 /// A person's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// Run the call once.
@@ -165,12 +182,14 @@ pub enum Decision {
 
 /// A decision on a pending request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct DecideApproval {
     /// Approve or deny.
     pub decision: Decision,
     /// Why, for the audit log and the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(max_length = 1000)]
     pub reason: Option<String>,
 }

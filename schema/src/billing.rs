@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 /// Where a model's price comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum PriceSource {
     /// The built-in catalog of the providers' published prices (see `as_of`).
@@ -17,6 +18,7 @@ pub enum PriceSource {
 /// A model's price per million tokens, in millionths of a US dollar (so `2500000` is $2.50
 /// per million tokens).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ModelPrice {
     /// The model spec as Bots name it, e.g. `openai:gpt-4o` or `anthropic:claude-sonnet-4-5`.
     pub model: String,
@@ -39,6 +41,7 @@ pub struct ModelPrice {
 
 /// An organization's price for one model, replacing the catalog's for calls sent from now on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct PutModelPrice {
     /// The model spec as Bots name it (1-500 characters).
@@ -56,6 +59,7 @@ pub struct PutModelPrice {
 /// An organization's credits: what it was granted, minus what its model calls cost, minus
 /// what calls being sent now hold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct CreditBalance {
     /// Whether the organization is on credits (it has had a grant). An organization that is
     /// not is never refused for credits; its budgets still apply.
@@ -71,6 +75,7 @@ pub struct CreditBalance {
 
 /// Credits to add to an organization's balance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct GrantCredits {
     /// How much, in millionths of a US dollar (at least 1).
@@ -84,6 +89,7 @@ pub struct GrantCredits {
 
 /// What a ledger entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum CreditKind {
     /// Credits granted by an owner or admin, or by the platform.
@@ -94,6 +100,7 @@ pub enum CreditKind {
 
 /// One entry of an organization's credit ledger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct CreditEntry {
     /// Its ID.
     pub id: uuid::Uuid,
@@ -119,6 +126,7 @@ pub struct CreditEntry {
 
 /// What a usage report adds up by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum UsageGroup {
     /// One row for the organization.
@@ -160,6 +168,7 @@ impl UsageGroup {
 
 /// The model calls of one group in a time range.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct UsageRow {
     /// The group's key: the organization's, Bot's, Chat's or member's ID, or the model spec.
     /// Calls with no Chat or member (service work) are left out of those two groupings.
@@ -185,6 +194,7 @@ pub struct UsageRow {
 
 /// A page of a usage report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct UsagePage {
     /// The rows on this page, by key.
     pub items: Vec<UsageRow>,
@@ -195,6 +205,7 @@ pub struct UsagePage {
 
 /// A page of an organization's credit ledger, newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct CreditLedgerPage {
     /// The entries on this page.
     pub items: Vec<CreditEntry>,

@@ -9,21 +9,26 @@ use crate::tool::ToolDefinition;
 
 /// Limits on one Turn. A limit that is reached ends the Turn with a matching outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// The most model steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(minimum = 1)]
     pub max_steps: Option<u32>,
     /// The most wall time in milliseconds, counted from the Turn's start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub max_wall_time_ms: Option<u64>,
     /// The most cost in millionths of a US dollar.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub max_cost_micros: Option<u64>,
     /// The loop breaker: how often one tool call (the same tool with the same arguments) may
     /// run in a Turn; asking for it once more ends the Turn with `repeated_tool_call`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(minimum = 1)]
     pub max_repeated_calls: Option<u32>,
 }
@@ -59,6 +64,7 @@ impl Limits {
 
 /// What a Bot is made of, to create one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct BotSpec {
     /// A display name, 1-200 characters.
@@ -66,6 +72,7 @@ pub struct BotSpec {
     pub name: String,
     /// The system instructions.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub instructions: String,
     /// The model, as `provider:model`, e.g. `openai:gpt-4o-mini` or `scripted:answers.json`.
     #[schema(
@@ -74,45 +81,57 @@ pub struct BotSpec {
     pub model: String,
     /// The tools the Bot may call.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub tools: Vec<ToolDefinition>,
     /// Limits on each Turn.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub limits: Limits,
     /// On a server: whether every member of the organization may chat with it (each in
     /// Chats of their own). A Bot that is not shared is its owner's alone.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub shared: bool,
 }
 
 /// A change to a Bot; absent fields stay as they are.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct BotUpdate {
     /// The revision the caller read; a different current revision is a conflict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub revision: Option<u64>,
     /// A new name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub name: Option<String>,
     /// New instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub instructions: Option<String>,
     /// A new model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub model: Option<String>,
     /// New tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub tools: Option<Vec<ToolDefinition>>,
     /// New limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub limits: Option<Limits>,
     /// Share or unshare it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub shared: Option<bool>,
 }
 
 /// A Bot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Bot {
     /// Its ID.
     pub id: BotId,

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 /// What a budget caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetScope {
     /// Every Turn of the organization.
@@ -40,6 +41,7 @@ impl BudgetScope {
 
 /// A budget to set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct PutBudget {
     /// The most all Turns in the scope may cost together, in millionths of a US dollar.
@@ -48,6 +50,7 @@ pub struct PutBudget {
 
 /// A budget and what its scope spent so far.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Budget {
     /// What it caps.
     pub scope: BudgetScope,

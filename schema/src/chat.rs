@@ -9,6 +9,7 @@ use crate::message::{ContentPart, Message};
 
 /// A conversation with a Bot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Chat {
     /// Its ID.
     pub id: ChatId,
@@ -20,6 +21,7 @@ pub struct Chat {
 
 /// A request to create a Chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct CreateChat {
     /// The Bot to chat with.
@@ -28,6 +30,7 @@ pub struct CreateChat {
 
 /// Input for a Chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct SendInput {
     /// The content: at least one part.
@@ -36,6 +39,7 @@ pub struct SendInput {
     /// The caller's name for this request, 1-200 characters. A retry with the same key and the same input gets
     /// the same receipt; the same key with other input is a conflict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(min_length = 1, max_length = 200)]
     pub command_key: Option<String>,
 }
@@ -58,6 +62,7 @@ impl SendInput {
 
 /// What happened to a sent input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum SendDisposition {
     /// It started a new Turn.
@@ -70,6 +75,7 @@ pub enum SendDisposition {
 
 /// The answer to a sent input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct SendReceipt {
     /// The Chat.
     pub chat_id: ChatId,
@@ -81,6 +87,7 @@ pub struct SendReceipt {
 
 /// One entry of a Chat's history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ChatEntry {
     /// The message.
     pub message: Message,
@@ -93,6 +100,7 @@ pub struct ChatEntry {
 /// Whether a Chat is in plan mode: its Bot may only propose a plan (`propose_plan`) until a
 /// person approves one, which switches plan mode off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct PlanMode {
     /// Whether plan mode is on.

@@ -8,6 +8,7 @@ use crate::ids::ErrorId;
 
 /// A stable error code. Clients branch on this, never on the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The input is malformed or breaks a rule; the message says which.
@@ -59,6 +60,7 @@ impl ErrorCode {
 
 /// A safe, public category of a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCategory {
     /// The model provider failed or rejected the request.
@@ -82,6 +84,7 @@ pub enum ErrorCategory {
 
 /// The body of every error answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ErrorBody {
     /// The stable code.
     pub code: ErrorCode,
@@ -89,8 +92,10 @@ pub struct ErrorBody {
     pub message: String,
     /// For faults: the safe category.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub category: Option<ErrorCategory>,
     /// For faults: the ID of the sealed record with the full cause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub error_id: Option<ErrorId>,
 }

@@ -14,6 +14,7 @@ use crate::usage::Usage;
 /// One event of an execution. Sequences start at 1 and have no gaps, so a reader that saw
 /// sequence `n` resumes with `observe(execution, n)` and misses nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Event {
     /// The execution this event belongs to.
     pub execution_id: ExecutionId,
@@ -28,6 +29,7 @@ pub struct Event {
 
 /// What happened, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum EventKind {
@@ -126,6 +128,7 @@ pub enum EventKind {
 
 /// A page of events, the answer to a long poll.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct EventPage {
     /// The events after the cursor, in order.
     pub events: Vec<Event>,

@@ -9,6 +9,7 @@ use crate::usage::Usage;
 
 /// The state of an execution. The last four are end states: nothing changes after them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionState {
     /// Accepted, not started.
@@ -59,6 +60,7 @@ impl ExecutionState {
 
 /// Why a Turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum TurnOutcome {
     /// The model gave its answer.
@@ -81,6 +83,7 @@ pub enum TurnOutcome {
 
 /// What kind of work an execution is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ExecutionKind {
@@ -93,6 +96,7 @@ pub enum ExecutionKind {
 
 /// The public view of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Execution {
     /// Its ID.
     pub id: ExecutionId,
@@ -102,9 +106,11 @@ pub struct Execution {
     pub state: ExecutionState,
     /// The Chat it belongs to, for a Turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub chat_id: Option<ChatId>,
     /// How a Turn ended, once it has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub outcome: Option<TurnOutcome>,
     /// What it used so far.
     pub usage: Usage,
@@ -118,6 +124,7 @@ pub struct Execution {
     /// (a retired workflow kind, a saved record that no longer decodes, storage that kept
     /// failing past its retry budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub reason: Option<String>,
 }
 

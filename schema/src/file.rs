@@ -9,6 +9,7 @@ use crate::message::FileRef;
 
 /// A stored file's description (its bytes are read separately).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct StoredFile {
     /// Its ID.
     pub id: FileId,

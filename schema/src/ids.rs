@@ -58,6 +58,16 @@ macro_rules! define_id {
             }
         }
 
+        // Kotlin and Swift see an ID as its canonical text; text that is no such ID fails to
+        // cross, so no call ever holds a malformed one.
+        #[cfg(feature = "uniffi")]
+        uniffi::custom_type!($name, String, {
+            lower: |id| id.to_string(),
+            try_lift: |text| text
+                .parse::<$name>()
+                .map_err(|e| crate::OpenBotError::invalid_input(e.to_string()).into()),
+        });
+
         impl FromStr for $name {
             type Err = IdParseError;
 

@@ -14,6 +14,10 @@ mod chat;
 mod error;
 mod event;
 mod execution;
+#[cfg(feature = "uniffi")]
+mod ffi;
+#[cfg(feature = "uniffi")]
+mod ffi_error;
 mod file;
 mod ids;
 mod limit;
@@ -26,6 +30,10 @@ mod page;
 mod tool;
 mod tool_registry;
 mod usage;
+
+// The scaffolding of the uniffi records (see `ffi`), at the crate root where uniffi wants it.
+#[cfg(feature = "uniffi")]
+uniffi::setup_scaffolding!("openbot_schema");
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use approval::{
@@ -42,6 +50,8 @@ pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
+#[cfg(feature = "uniffi")]
+pub use ffi_error::{OpenBotError, category_name};
 pub use file::StoredFile;
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use limit::{PutScopeLimit, ScopeLimit, ScopeLimitPage};

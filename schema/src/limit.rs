@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 /// A limit to set on a scope. Every field left out leaves that dimension open; at least one of
 /// `max_concurrent`, `requests_per_window` and `tokens_per_window` is needed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct PutScopeLimit {
     /// How many calls of the scope may be in flight at once, on every node together.
@@ -36,6 +37,7 @@ pub struct PutScopeLimit {
 
 /// A limit on a scope and how many of its permits are held now.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ScopeLimit {
     /// The scope: `organization`, `provider:<kind>`, `bot:<id>` or any name a caller takes.
     pub scope: String,
@@ -72,6 +74,7 @@ impl ScopeLimit {
 
 /// One page of limits, by scope name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ScopeLimitPage {
     /// The limits on this page.
     pub items: Vec<ScopeLimit>,

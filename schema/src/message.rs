@@ -8,6 +8,7 @@ use crate::tool::{ToolCall, ToolResult};
 
 /// One piece of message content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ContentPart {
     /// Plain text.
@@ -39,6 +40,7 @@ impl ContentPart {
 
 /// A reference to a file by ID, with what a model needs to know about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct FileRef {
     /// The stored file.
@@ -47,14 +49,17 @@ pub struct FileRef {
     pub media_type: String,
     /// Its display name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub name: Option<String>,
     /// A URL a model provider can read it from (`https:` or `data:`), when one exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub url: Option<String>,
 }
 
 /// One message of a conversation, in the order the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     /// Input from a person or a service.

@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 /// The node's health.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Health {
     /// Always `ok` when the node answers.
     pub status: String,
@@ -13,6 +14,7 @@ pub struct Health {
 
 /// A started browser session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Session {
     /// When it ends.
     pub expires_at: DateTime<Utc>,

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 /// A member's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum MemberRole {
     /// Created the organization.
@@ -19,6 +20,7 @@ pub enum MemberRole {
 
 /// A member of the caller's organization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Member {
     /// The member's ID.
     pub id: Uuid,
@@ -32,6 +34,7 @@ pub struct Member {
 
 /// A request to invite a person.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct CreateInvitation {
     /// The person's email.
@@ -43,6 +46,7 @@ pub struct CreateInvitation {
 
 /// An invitation (never its secret).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Invitation {
     /// Its ID.
     pub id: Uuid,
@@ -54,14 +58,17 @@ pub struct Invitation {
     pub expires_at: DateTime<Utc>,
     /// When it was accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub accepted_at: Option<DateTime<Utc>>,
     /// When it was revoked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
 /// A new invitation and its secret, shown only this once: give it to the person.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct CreatedInvitation {
     /// The invitation.
     pub invitation: Invitation,
@@ -71,6 +78,7 @@ pub struct CreatedInvitation {
 
 /// Accepting an invitation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct AcceptInvitation {
     /// The invitation's secret.
@@ -80,6 +88,7 @@ pub struct AcceptInvitation {
 
 /// A new member and its first API token, whose secret is shown only this once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct AcceptedInvitation {
     /// The new member.
     pub member_id: Uuid,
@@ -91,6 +100,7 @@ pub struct AcceptedInvitation {
 
 /// A request to create an organization; the caller's account becomes its owner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct CreateOrganization {
     /// Its name, 1-200 characters.
@@ -100,6 +110,7 @@ pub struct CreateOrganization {
 
 /// An organization the caller's account belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Organization {
     /// Its ID.
     pub id: Uuid,
@@ -115,6 +126,7 @@ pub struct Organization {
 
 /// A new organization with its owner's first token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct CreatedOrganization {
     /// The organization.
     pub organization: Organization,

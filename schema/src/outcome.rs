@@ -13,6 +13,7 @@ use crate::tool::ToolCall;
 
 /// A call whose outcome is unknown, and the execution that waits for a decision on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct UnknownOutcome {
     /// The execution that waits (state `outcome_unknown`).
     pub execution_id: ExecutionId,
@@ -20,6 +21,7 @@ pub struct UnknownOutcome {
     pub kind: ExecutionKind,
     /// The Chat it belongs to, for a Turn of a Chat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub chat_id: Option<ChatId>,
     /// The call's key, `<step>/<slot>/<attempt>` (e.g. `1/tool:0/1`), as in the
     /// `call_outcome_unknown` event. A decision names it.
@@ -40,6 +42,7 @@ pub struct UnknownOutcome {
 
 /// What a person found out about a call whose outcome is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeDecision {
     /// It was applied, with the given result: that result becomes the call's saved result and
@@ -75,6 +78,7 @@ impl OutcomeDecision {
 
 /// A decision on the call an execution in `outcome_unknown` waits for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct DecideOutcome {
     /// The call decided, as listed (e.g. `1/tool:0/1`). A decision for another call than the
@@ -86,16 +90,19 @@ pub struct DecideOutcome {
     /// With `applied` (and only then): the call's result as text, given to the model as the
     /// tool's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(max_length = 100000)]
     pub result: Option<String>,
     /// Why, for the audit log; with `give_up`, the reason the execution ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(max_length = 1000)]
     pub reason: Option<String>,
 }
 
 /// A recorded decision: its audit entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct OutcomeDecisionRecord {
     /// Its ID.
     pub id: Uuid,
@@ -107,11 +114,13 @@ pub struct OutcomeDecisionRecord {
     pub decision: OutcomeDecision,
     /// The reason given, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub reason: Option<String>,
     /// The member who decided.
     pub decided_by: Uuid,
     /// The API token the member decided with (absent for a browser session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub token_id: Option<TokenId>,
     /// When.
     pub decided_at: DateTime<Utc>,

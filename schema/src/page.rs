@@ -105,12 +105,14 @@ macro_rules! page {
     ($(#[doc = $doc:literal])* $page:ident of $item:ty) => {
         $(#[doc = $doc])*
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+        #[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
         pub struct $page {
             /// The items on this page, in the list's order.
             pub items: Vec<$item>,
             /// The cursor of the next page (pass it as `cursor`); absent on the last page.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             #[schema(nullable = false)]
+            #[cfg_attr(feature = "uniffi", uniffi(default))]
             pub next_cursor: Option<String>,
         }
 

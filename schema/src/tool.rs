@@ -8,12 +8,14 @@ use crate::message::ContentPart;
 
 /// A tool a model may call: its name, what it does, and the JSON Schema of its input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefinition {
     /// The name the model calls it by: 1-64 of `a-z A-Z 0-9 _ -`.
     pub name: String,
     /// What the tool does, for the model.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub description: String,
     /// The JSON Schema its arguments must match.
     #[schema(value_type = Object)]
@@ -32,6 +34,7 @@ impl ToolDefinition {
 
 /// One tool call asked for by the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ToolCall {
     /// The provider's ID of this call; the result names it.
     pub id: String,
@@ -44,6 +47,7 @@ pub struct ToolCall {
 
 /// The result of one tool call, as given back to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ToolResult {
     /// The ID of the call this answers.
     pub call_id: String,
@@ -53,6 +57,7 @@ pub struct ToolResult {
     pub output: Vec<ContentPart>,
     /// Whether the tool failed; the output then says why, for the model.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub is_error: bool,
 }
 

@@ -7,10 +7,12 @@ use utoipa::ToSchema;
 
 /// An HTTP tool to register under a name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct PutHttpTool {
     /// What the tool does, for the model.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub description: String,
     /// The JSON Schema its arguments must match.
     #[schema(value_type = Object)]
@@ -22,15 +24,18 @@ pub struct PutHttpTool {
     /// Whether the endpoint deduplicates by `Idempotency-Key`, so a call whose answer was lost
     /// may be sent again. Without it such a call is never repeated.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub retry_safe: bool,
     /// Whether each call runs detached in its own execution: the Turn goes on at once, the
     /// call may outlive it, and its result reaches the Chat as a notice.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub background: bool,
 }
 
 /// A registered HTTP tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct HttpTool {
     /// The name Bots use for it.
     pub name: String,
@@ -53,21 +58,25 @@ pub struct HttpTool {
 /// child execution, with a private history of its own, whose final answer comes back to the
 /// calling Chat as a notice. Its arguments are `{"task": "..."}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct PutDelegateTool {
     /// What the delegate does, for the model.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub description: String,
     /// The Bot that does the task. The caller of each Turn must be allowed to use it.
     pub bot_id: crate::ids::BotId,
     /// Limits added to the child's: a child keeps every limit of its source and of its Bot,
     /// and these may only narrow them.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub limits: crate::bot::Limits,
 }
 
 /// A registered delegate tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct DelegateTool {
     /// The name Bots use for it.
     pub name: String,

@@ -7,18 +7,23 @@ use utoipa::ToSchema;
 
 /// Tokens used and, when the price is known, what they cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Usage {
     /// Input tokens, including cached ones.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub input_tokens: u64,
     /// Output tokens.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub output_tokens: u64,
     /// Input tokens the provider served from its cache.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub cached_input_tokens: u64,
     /// The cost in millionths of a US dollar, when the model's price is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub cost_micros: Option<u64>,
 }
 

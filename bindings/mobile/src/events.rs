@@ -10,9 +10,9 @@ use tokio::task::JoinHandle;
 use futures::StreamExt;
 use openbot_core::ObserveStream;
 
-use crate::error::OpenBotError;
+use crate::error::{OpenBotError, from_core};
 use crate::runtime::runtime;
-use crate::types::Event;
+use openbot_schema::Event;
 
 /// Events read ahead of the caller, at most.
 const READ_AHEAD: usize = 64;
@@ -30,7 +30,7 @@ impl EventStream {
         let (sender, receiver) = mpsc::channel(READ_AHEAD);
         let reader = runtime()?.spawn(async move {
             while let Some(item) = stream.next().await {
-                let item = item.map(Event::from).map_err(OpenBotError::from);
+                let item = item.map_err(from_core);
                 let failed = item.is_err();
                 if sender.send(item).await.is_err() || failed {
                     return;

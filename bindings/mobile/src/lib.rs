@@ -15,14 +15,15 @@
 mod client;
 mod error;
 mod events;
+mod operations;
 mod runtime;
 mod tools;
 mod types;
 
-pub use client::{Client, connect};
+pub use client::{ApiBytes, Client, connect};
 pub use error::OpenBotError;
 pub use events::EventStream;
-pub use tools::{HostTool, ToolCallContext};
+pub use tools::{HostTool, HostToolError, ToolCallContext};
 pub use types::*;
 
 uniffi::setup_scaffolding!("openbot");

@@ -9,6 +9,51 @@ use openbot_schema as schema;
 
 use crate::error::OpenBotError;
 
+/// What a host tool throws. Any exception will do (Kotlin: `throw IllegalStateException("no
+/// such city")`); the model is given its message as the call's error result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, uniffi::Error)]
+pub enum HostToolError {
+    /// The tool failed.
+    #[error("{reason}")]
+    Failed {
+        /// Why, for the model.
+        reason: String,
+    },
+}
+
+impl HostToolError {
+    fn into_reason(self) -> String {
+        match self {
+            Self::Failed { reason } => reason,
+        }
+    }
+}
+
+/// Any exception a host tool throws arrives here with its text (Kotlin gives
+/// `ClassName: message`); the model is given the message alone.
+impl From<uniffi::UnexpectedUniFFICallbackError> for HostToolError {
+    fn from(error: uniffi::UnexpectedUniFFICallbackError) -> Self {
+        Self::Failed {
+            reason: strip_class_name(&error.reason).to_string(),
+        }
+    }
+}
+
+/// `java.lang.IllegalStateException: boom` -> `boom`; any other text stays as it is.
+fn strip_class_name(text: &str) -> &str {
+    match text.split_once(": ") {
+        Some((class, rest))
+            if !class.is_empty()
+                && class
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '.' | '$' | '_')) =>
+        {
+            rest
+        }
+        _ => text,
+    }
+}
+
 /// What a host tool knows about the call it serves.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct ToolCallContext {
@@ -32,14 +77,14 @@ pub struct ToolCallContext {
 #[async_trait]
 pub trait HostTool: Send + Sync {
     /// The name of the Bot tool this serves. Asked once, by `connect`.
-    fn name(&self) -> Result<String, OpenBotError>;
+    fn name(&self) -> Result<String, HostToolError>;
 
     /// Runs one call.
     async fn call(
         &self,
         arguments_json: String,
         context: ToolCallContext,
-    ) -> Result<String, OpenBotError>;
+    ) -> Result<String, HostToolError>;
 }
 
 /// A [`HostTool`] as the core's [`Tool`]. The Bot's own definition is what the model sees and

@@ -1,29 +1,31 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import com.google.gson.JsonParser
 import com.sun.net.httpserver.HttpServer
 import java.net.InetSocketAddress
-import java.net.URI
-import java.net.http.HttpClient
-import java.net.http.HttpRequest
-import java.net.http.HttpResponse
 import java.util.Collections
 import java.util.concurrent.atomic.AtomicInteger
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertNotNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
-import uniffi.openbot.ApprovalState
-import uniffi.openbot.BotSpec
+import uniffi.openbot.*
+import uniffi.openbot.schema.ApprovalState
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.CreateApprovalRule
+import uniffi.openbot.schema.PutHttpTool
+import uniffi.openbot.schema.RuleAction
 import uniffi.openbot.Client
-import uniffi.openbot.Decision
-import uniffi.openbot.Event
-import uniffi.openbot.EventKind
-import uniffi.openbot.ExecutionState
-import uniffi.openbot.Message
-import uniffi.openbot.ContentPart
-import uniffi.openbot.OpenBotException
-import uniffi.openbot.ToolDefinition
+import uniffi.openbot.schema.Decision
+import uniffi.openbot.schema.Event
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.ExecutionKind
+import uniffi.openbot.schema.ExecutionState
+import uniffi.openbot.schema.Message
+import uniffi.openbot.schema.ContentPart
+import uniffi.openbot.schema.OpenBotException
+import uniffi.openbot.schema.ToolDefinition
 import uniffi.openbot.textInput
 
 private const val UNKNOWN = "019ad1c8-0000-7000-8000-000000000000"
@@ -45,19 +47,6 @@ internal class Endpoint : AutoCloseable {
     override fun close() = server.stop(0)
 }
 
-private val http: HttpClient = HttpClient.newHttpClient()
-
-/** A request to the test server's HTTP API with the admin token; fails on an error answer. */
-private fun api(method: String, path: String, body: String) {
-    val request = HttpRequest.newBuilder(URI.create(Server.url + path))
-        .header("Authorization", "Bearer ${Server.token}")
-        .header("Content-Type", "application/json")
-        .method(method, HttpRequest.BodyPublishers.ofString(body))
-        .build()
-    val response = http.send(request, HttpResponse.BodyHandlers.ofString())
-    check(response.statusCode() in 200..299) { "$method $path answered ${response.statusCode()}: ${response.body()}" }
-}
-
 private val tools = AtomicInteger()
 
 /**
@@ -66,12 +55,12 @@ private val tools = AtomicInteger()
  */
 internal suspend fun Client.payingBot(endpoint: Endpoint): Pair<String, String> {
     val tool = "pay_kt_${tools.incrementAndGet()}"
-    api("PUT", "/v1/tools/$tool", """{"description":"Pays an amount.","input_schema":{"type":"object"},"url":"${endpoint.url}"}""")
-    api("POST", "/v1/approval-rules", """{"tool":"$tool","action":"ask"}""")
+    putTool(tool, PutHttpTool(description = "Pays an amount.", inputSchema = OBJECT_SCHEMA, url = endpoint.url))
+    createRule(CreateApprovalRule(tool = tool, action = RuleAction.ASK))
     val model = scriptedModel(
         """{"steps":[{"tool_calls":[{"id":"call_1","name":"$tool","arguments":{"amount":5}}]},{"text":"I asked for approval."}]}""",
     )
-    val bot = createBot(BotSpec(name = "Payer", model = model, tools = listOf(ToolDefinition(tool, "Pays an amount.", ""))))
+    val bot = createBot(BotSpec(name = "Payer", model = model, tools = listOf(ToolDefinition(tool, "Pays an amount.", OBJECT_SCHEMA))))
     return bot.id to tool
 }
 
@@ -96,13 +85,13 @@ private suspend fun Client.askForPayment(botId: String): Asked {
 }
 
 private suspend fun Client.pending(tool: String) =
-    listApprovals(ApprovalState.PENDING).filter { it.call.name == tool }
+    listApprovalsFlow(ApprovalState.PENDING).toList().filter { it.call.name == tool }
 
 class ApprovalsTest {
     @Test
     fun `in memory listApprovals is empty`() = withClient(Mode.MEMORY) { client ->
-        assertEquals(emptyList<Any>(), client.listApprovals())
-        assertEquals(emptyList<Any>(), client.listApprovals(ApprovalState.PENDING))
+        assertEquals(emptyList<Any>(), client.listApprovalsFlow().toList())
+        assertEquals(emptyList<Any>(), client.listApprovalsFlow(ApprovalState.PENDING).toList())
     }
 
     @Test
@@ -116,7 +105,7 @@ class ApprovalsTest {
     fun `a request ID that is not a UUID is invalid input`() = withClient(Mode.MEMORY) { client ->
         val e = expectError { client.decideApproval("not-an-id", Decision.DENY, "no") }
         assertTrue(e is OpenBotException.InvalidInput, e.toString())
-        assertTrue(e.errorReason().contains("approval request ID"), e.errorReason())
+        assertTrue(e.errorReason().contains("not-an-id"), e.errorReason())
     }
 
     @Test
@@ -126,7 +115,7 @@ class ApprovalsTest {
             val asked = client.askForPayment(botId)
             assertTrue(asked.events.last().kind is EventKind.TurnEnded, "the Turn ends while approval waits")
             assertEquals(tool, asked.requested.call.name)
-            assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(asked.requested.call.argumentsJson))
+            assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(asked.requested.call.arguments))
             assertEquals(asked.requested.call.id, asked.child.callId)
             assertEquals("tool_job", asked.child.kind)
             assertEquals(emptyList<String>(), endpoint.calls.toList(), "nothing runs before the decision")
@@ -147,7 +136,7 @@ class ApprovalsTest {
             assertEquals("job_ended", jobEvents.last().eventType)
             assertEquals(EventKind.JobEnded(ExecutionState.COMPLETED), jobEvents.last().kind)
             val job = client.getExecution(asked.child.childId)
-            assertEquals("tool_job", job.kind)
+            assertEquals(ExecutionKind.TOOL_JOB, job.kind)
             assertEquals(ExecutionState.COMPLETED, job.state)
             assertEquals(1, endpoint.calls.size, "the approved call ran exactly once")
             assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(endpoint.calls.single()))
@@ -162,7 +151,7 @@ class ApprovalsTest {
             val asked = client.askForPayment(botId)
             client.decideApproval(asked.requested.requestId, Decision.APPROVE)
             client.allEvents(asked.child.childId)
-            val notices = client.history(asked.chatId)
+            val notices = client.historyFlow(asked.chatId).toList()
                 .filter { it.executionId == asked.child.childId }
                 .map { entry ->
                     val content = (entry.message as Message.User).content

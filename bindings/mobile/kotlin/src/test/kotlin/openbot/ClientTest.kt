@@ -1,5 +1,6 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.awaitCancellation
 import kotlinx.coroutines.delay
@@ -14,21 +15,23 @@ import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.params.ParameterizedTest
 import org.junit.jupiter.params.provider.EnumSource
-import uniffi.openbot.BotSpec
-import uniffi.openbot.BotUpdate
+import uniffi.openbot.*
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.BotUpdate
 import uniffi.openbot.Client
-import uniffi.openbot.ContentPart
-import uniffi.openbot.EventKind
-import uniffi.openbot.ExecutionState
+import uniffi.openbot.schema.ContentPart
+import uniffi.openbot.schema.ErrorCategory
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.ExecutionState
 import uniffi.openbot.HostTool
-import uniffi.openbot.Limits
-import uniffi.openbot.Message
+import uniffi.openbot.schema.Limits
+import uniffi.openbot.schema.Message
 import uniffi.openbot.ToolCallContext
-import uniffi.openbot.OpenBotException
-import uniffi.openbot.SendDisposition
-import uniffi.openbot.ToolDefinition
-import uniffi.openbot.ToolResult
-import uniffi.openbot.TurnOutcome
+import uniffi.openbot.schema.OpenBotException
+import uniffi.openbot.schema.SendDisposition
+import uniffi.openbot.schema.ToolDefinition
+import uniffi.openbot.schema.ToolResult
+import uniffi.openbot.schema.TurnOutcome
 import uniffi.openbot.connect
 import uniffi.openbot.isTerminal
 import uniffi.openbot.textInput
@@ -73,10 +76,10 @@ class ClientTest {
         assertEquals("add", bot.spec.tools.single().name)
         assertEquals(
             com.google.gson.JsonParser.parseString(ADD_SCHEMA),
-            com.google.gson.JsonParser.parseString(bot.spec.tools.single().inputSchemaJson),
+            com.google.gson.JsonParser.parseString(bot.spec.tools.single().inputSchema),
         )
         assertEquals(bot, client.getBot(bot.id))
-        assertTrue(client.listBots().any { it.id == bot.id })
+        assertTrue(client.listBotsFlow().toList().any { it.id == bot.id })
     }
 
     @ParameterizedTest(name = "{0}")
@@ -119,7 +122,7 @@ class ClientTest {
         assertEquals(ExecutionState.COMPLETED, execution.state)
         assertTrue(isTerminal(execution.state))
         assertEquals(chat.id, execution.chatId)
-        val history = client.history(chat.id)
+        val history = client.historyFlow(chat.id).toList()
         assertEquals(2, history.size)
         assertEquals(listOf(ContentPart.Text("Hi")), (history[0].message as Message.User).content)
         assertEquals("Hello, world!", ((history[1].message as Message.Assistant).content.single() as ContentPart.Text).text)
@@ -162,7 +165,7 @@ class ClientTest {
     fun `a Kotlin tool's exception reaches the model with its message`(mode: Mode) =
         withClient(mode, listOf(FailTool("explode"))) { client ->
             val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"explode","arguments":{}}]},{"text":"It failed."}]}"""
-            val bot = client.bot(script, listOf(ToolDefinition("explode", "Fails.")))
+            val bot = client.bot(script, listOf(ToolDefinition("explode", "Fails.", OBJECT_SCHEMA)))
             val chat = client.createChat(bot.id)
             val receipt = client.send(chat.id, textInput("Go", null))
             val events = client.allEvents(receipt.executionId)
@@ -186,7 +189,7 @@ class ClientTest {
         withClient(mode, listOf(own)) { client ->
             own.client = client
             val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"bot_name","arguments":{}}]},{"text":"ok"}]}"""
-            val bot = client.bot(script, listOf(ToolDefinition("bot_name", "Names the Bot.")))
+            val bot = client.bot(script, listOf(ToolDefinition("bot_name", "Names the Bot.", OBJECT_SCHEMA)))
             val chat = client.createChat(bot.id)
             val receipt = client.send(chat.id, textInput("Who are you?", null))
             val result = client.allEvents(receipt.executionId)
@@ -214,7 +217,7 @@ class ClientTest {
         }
         withClient(mode, listOf(waiter)) { client ->
             val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"wait","arguments":{}}]},{"text":"never"}]}"""
-            val bot = client.bot(script, listOf(ToolDefinition("wait", "Waits.")))
+            val bot = client.bot(script, listOf(ToolDefinition("wait", "Waits.", OBJECT_SCHEMA)))
             val chat = client.createChat(bot.id)
             val receipt = client.send(chat.id, textInput("Wait", null))
             started.await()
@@ -229,7 +232,7 @@ class ClientTest {
     @EnumSource(Mode::class)
     fun `a tool with no handler waits for a delivered result`(mode: Mode) = withClient(mode) { client ->
         val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"lookup","arguments":{}}]},{"text":"done"}]}"""
-        val bot = client.bot(script, listOf(ToolDefinition("lookup", "Looks up.")))
+        val bot = client.bot(script, listOf(ToolDefinition("lookup", "Looks up.", OBJECT_SCHEMA)))
         val chat = client.createChat(bot.id)
         val receipt = client.send(chat.id, textInput("Look", null))
         client.waitForState(receipt.executionId, ExecutionState.WAITING)
@@ -365,7 +368,7 @@ class ClientTest {
         val last = client.allEvents(receipt.executionId).last()
         val failed = last.kind as? EventKind.Failed ?: throw AssertionError("not a failure: ${last.json}")
         assertEquals("failed", last.eventType)
-        assertEquals("model_provider", failed.category)
+        assertEquals(ErrorCategory.MODEL_PROVIDER, failed.category)
         assertTrue(failed.errorId.matches(Regex("[0-9a-f-]{36}")), failed.errorId)
         assertEquals(ExecutionState.FAILED, client.getExecution(receipt.executionId).state)
     }
@@ -390,7 +393,7 @@ class ClientTest {
     fun `a shut down client fails later calls with closed`(mode: Mode) = runBlocking {
         val client = open(mode)
         client.shutdown()
-        val e = expectError { client.listBots() }
+        val e = expectError { client.listBotsFlow().toList() }
         assertTrue(e is OpenBotException.Closed, e.toString())
         client.close()
     }
@@ -413,7 +416,7 @@ class ClientTest {
         val port = java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress()).use { it.localPort }
         val client = connect("http://127.0.0.1:$port", "token", emptyList())
         try {
-            val e = expectError { client.listBots() }
+            val e = expectError { client.listBotsFlow().toList() }
             assertTrue(e is OpenBotException.Unavailable, e.toString())
         } finally {
             client.close()
@@ -439,7 +442,7 @@ class ClientTest {
         Server.start()
         val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"lookup","arguments":{}}]},{"text":"done"}]}"""
         val first = connect(Server.url, Server.token, emptyList())
-        val bot = first.bot(script, listOf(ToolDefinition("lookup", "Looks up.")))
+        val bot = first.bot(script, listOf(ToolDefinition("lookup", "Looks up.", OBJECT_SCHEMA)))
         val chat = first.createChat(bot.id)
         val receipt = first.send(chat.id, textInput("Look", null))
         withTimeout(WAIT_MS) { first.waitForState(receipt.executionId, ExecutionState.WAITING) }
@@ -464,7 +467,7 @@ class ClientTest {
         Server.start()
         val client = connect(Server.url, "not-a-token", emptyList())
         try {
-            val e = expectError { client.listBots() }
+            val e = expectError { client.listBotsFlow().toList() }
             assertEquals("unauthorized", e.code)
         } finally {
             client.close()
@@ -473,9 +476,9 @@ class ClientTest {
 }
 
 /** Events from the first up to and including the first that matches `until`. */
-private suspend fun Client.allEventsUntil(executionId: String, until: (uniffi.openbot.Event) -> Boolean) =
+private suspend fun Client.allEventsUntil(executionId: String, until: (uniffi.openbot.schema.Event) -> Boolean) =
     observe(executionId, 0UL).use { stream ->
-        val events = mutableListOf<uniffi.openbot.Event>()
+        val events = mutableListOf<uniffi.openbot.schema.Event>()
         while (true) {
             val event = stream.next() ?: break
             events += event

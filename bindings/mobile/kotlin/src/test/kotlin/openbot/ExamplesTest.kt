@@ -1,18 +1,20 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import java.io.File
 import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
-import uniffi.openbot.ApprovalState
-import uniffi.openbot.BotSpec
-import uniffi.openbot.Decision
-import uniffi.openbot.EventKind
-import uniffi.openbot.ExecutionState
-import uniffi.openbot.OpenBotException
-import uniffi.openbot.OutcomeDecision
-import uniffi.openbot.TurnOutcome
+import uniffi.openbot.*
+import uniffi.openbot.schema.ApprovalState
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.Decision
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.ExecutionState
+import uniffi.openbot.schema.OpenBotException
+import uniffi.openbot.schema.OutcomeDecision
+import uniffi.openbot.schema.TurnOutcome
 import uniffi.openbot.connect
 import uniffi.openbot.textInput
 
@@ -25,11 +27,26 @@ class ExamplesTest {
         script.writeText("""{"steps": [{"deltas": ["Hello", ", ", "world!"]}]}""")
 
         val client = connect("memory://")
-        val bot = client.createBot(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}",
-                                           instructions = "Greet people."))
-        val chat = client.createChat(bot.id)
-        val receipt = client.send(chat.id, textInput("Hi"))
+        val bot = client.createBotHandle(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}",
+                                                 instructions = "Greet people."))
+        val chat = bot.createChat()
+        val turn = chat.send("Hi")
+        val end = turn.wait()
+        assertEquals("COMPLETED: Hello, world!", "${end.outcome}: ${end.text}")
+        assertEquals(2, chat.history().size)
+        client.shutdown()
+    }
 
+    @Test
+    fun `the flat calls read the same reply`() = runBlocking {
+        val script = File.createTempFile("hello", ".json")
+        script.deleteOnExit()
+        script.writeText("""{"steps": [{"deltas": ["Hello", ", ", "world!"]}]}""")
+        val client = connect("memory://")
+
+        val bot = client.createBot(BotSpec(name = "Greeter", model = "scripted:${script.absolutePath}"))
+        val chat = client.createChat(bot.id)                 // createChat(CreateChat(bot.id))
+        val receipt = client.send(chat.id, textInput("Hi"))
         var reply = ""
         var outcome: TurnOutcome? = null
         client.observe(receipt.executionId).use { events ->
@@ -44,7 +61,6 @@ class ExamplesTest {
         }
         assertEquals("Hello, world!", reply)
         assertEquals(TurnOutcome.COMPLETED, outcome)
-        assertEquals(2, client.history(chat.id).size)
         client.shutdown()
     }
 
@@ -52,8 +68,8 @@ class ExamplesTest {
     fun `deciding what is pending runs in memory too`() = runBlocking {
         val client = connect("memory://")
         val printed = mutableListOf<String>()
-        for (request in client.listApprovals(ApprovalState.PENDING)) {      // in memory: none
-            printed += "${request.call.name} ${request.call.argumentsJson} until ${request.expiresAt}"
+        for (request in client.listApprovalsFlow(ApprovalState.PENDING).toList()) {      // in memory: none
+            printed += "${request.call.name} ${request.call.arguments} until ${request.expiresAt}"
             client.decideApproval(request.id, Decision.DENY, "not without a ticket")
         }
         assertEquals(emptyList<String>(), printed)
@@ -68,7 +84,7 @@ class ExamplesTest {
         do {
             val page = client.listUnknownOutcomes(20u, cursor)                 // in memory: empty
             for (waiting in page.items) {
-                printed += "${waiting.executionId} ${waiting.call} ${waiting.toolCall.name} ${waiting.toolCall.argumentsJson}"
+                printed += "${waiting.executionId} ${waiting.call} ${waiting.toolCall.name} ${waiting.toolCall.arguments}"
                 client.decideOutcome(waiting.executionId, waiting.call, OutcomeDecision.NOT_APPLIED)
             }
             cursor = page.nextCursor
@@ -92,13 +108,13 @@ class ExamplesTest {
                 while (true) {
                     val event = events.next() ?: break
                     when (val kind = event.kind) {
-                        is EventKind.ApprovalRequested -> printed += "asks: ${kind.call.name} ${kind.call.argumentsJson}"
+                        is EventKind.ApprovalRequested -> printed += "asks: ${kind.call.name} ${kind.call.arguments}"
                         is EventKind.ChildStarted -> childId = kind.childId       // kind.kind == "tool_job"
                         else -> {}
                     }
                 }
             }
-            val request = client.listApprovals(ApprovalState.PENDING).single { it.call.name == tool }
+            val request = client.listApprovalsFlow(ApprovalState.PENDING).toList().single { it.call.name == tool }
             client.decideApproval(request.id, Decision.APPROVE, "invoice 42")
             var ended: ExecutionState? = null
             client.observe(childId!!).use { events ->
@@ -111,7 +127,7 @@ class ExamplesTest {
             assertEquals(listOf("asks: $tool {\"amount\":5}"), printed)
             assertEquals(ExecutionState.COMPLETED, ended)
             assertEquals(1, endpoint.calls.size)
-            assertTrue(client.listApprovals(ApprovalState.PENDING).none { it.call.name == tool })
+            assertTrue(client.listApprovalsFlow(ApprovalState.PENDING).toList().none { it.call.name == tool })
         }
         client.shutdown()
     }

@@ -21,11 +21,12 @@ import org.junit.jupiter.api.Assertions.assertNotNull
 import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
-import uniffi.openbot.BotSpec
-import uniffi.openbot.EventKind
-import uniffi.openbot.OpenBotException
-import uniffi.openbot.OutcomeDecision
-import uniffi.openbot.ToolDefinition
+import uniffi.openbot.*
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.OpenBotException
+import uniffi.openbot.schema.OutcomeDecision
+import uniffi.openbot.schema.ToolDefinition
 import uniffi.openbot.connect
 import uniffi.openbot.textInput
 
@@ -165,7 +166,7 @@ class OutcomesTest {
                     )
                     val first = connect(node.url, node.token, emptyList())
                     val turn = try {
-                        val bot = first.createBot(BotSpec(name = "Payer", model = model, tools = listOf(ToolDefinition("pay", "Pays.", ""))))
+                        val bot = first.createBot(BotSpec(name = "Payer", model = model, tools = listOf(ToolDefinition("pay", "Pays.", OBJECT_SCHEMA))))
                         val chat = first.createChat(bot.id)
                         first.send(chat.id, textInput("Pay 5")).executionId
                     } finally {
@@ -187,7 +188,7 @@ class OutcomesTest {
                         assertEquals(turn, waiting.executionId)
                         assertEquals("1/tool:0/1", waiting.call)
                         assertEquals("pay", waiting.toolCall.name)
-                        assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(waiting.toolCall.argumentsJson))
+                        assertEquals(JsonParser.parseString("""{"amount":5}"""), JsonParser.parseString(waiting.toolCall.arguments))
                         assertEquals(endpoint.keys.first(), waiting.idempotencyKey)
 
                         val record = client.decideOutcome(turn, waiting.call, OutcomeDecision.APPLIED, "paid by hand")

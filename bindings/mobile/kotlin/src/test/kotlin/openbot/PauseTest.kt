@@ -4,9 +4,10 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
-import uniffi.openbot.BotSpec
-import uniffi.openbot.ExecutionState
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.*
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.ExecutionState
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.textInput
 
 /** Pausing and plan mode: refused and off in memory; on a server, set, read back, paused and resumed. */

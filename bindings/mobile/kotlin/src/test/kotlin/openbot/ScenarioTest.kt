@@ -1,5 +1,6 @@
 package openbot
 
+import kotlinx.coroutines.flow.toList
 import com.google.gson.JsonArray
 import com.google.gson.JsonObject
 import com.google.gson.JsonParser
@@ -10,10 +11,11 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.DynamicTest
 import org.junit.jupiter.api.TestFactory
+import uniffi.openbot.*
 import uniffi.openbot.Client
-import uniffi.openbot.ContentPart
-import uniffi.openbot.Event
-import uniffi.openbot.EventKind
+import uniffi.openbot.schema.ContentPart
+import uniffi.openbot.schema.Event
+import uniffi.openbot.schema.EventKind
 import uniffi.openbot.HostTool
 import uniffi.openbot.textInput
 
@@ -60,7 +62,7 @@ class ScenarioTest {
             val events = client.allEvents(receipt.executionId)
             check(turn.obj("expect"), events, "turn ${index + 1}")
         }
-        scenario["history"]?.let { assertEquals(it.asInt, client.history(chat.id).size, "history") }
+        scenario["history"]?.let { assertEquals(it.asInt, client.historyFlow(chat.id).toList().size, "history") }
         for (expected in scenario.array("errors").map { it.asJsonObject }) {
             val op = expected["op"].asString
             val e = expectError {

@@ -5,11 +5,12 @@ import java.nio.file.Files
 import java.util.concurrent.TimeUnit
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import uniffi.openbot.*
 import uniffi.openbot.Client
-import uniffi.openbot.Event
+import uniffi.openbot.schema.Event
 import uniffi.openbot.EventStream
 import uniffi.openbot.HostTool
-import uniffi.openbot.OpenBotException
+import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.ToolCallContext
 import uniffi.openbot.connect
 
@@ -144,8 +145,8 @@ class FailTool(private val name: String) : HostTool {
         throw IllegalStateException("tool failed on purpose")
 }
 
-/** The stable code of any OpenBot error. */
-val OpenBotException.code: String get() = errorCode()
+/** A tool input schema that takes any object. */
+const val OBJECT_SCHEMA = """{"type":"object"}"""
 
 /** Runs `block` and returns the OpenBot error it must throw. */
 suspend fun expectError(block: suspend () -> Unit): OpenBotException {

@@ -5,7 +5,8 @@ package openbot.bench
 import com.sun.jna.Memory
 import com.sun.jna.Native
 import kotlinx.coroutines.runBlocking
-import uniffi.openbot.ExecutionState
+import uniffi.openbot.*
+import uniffi.openbot.schema.ExecutionState
 import uniffi.openbot.connect
 import uniffi.openbot.isTerminal
 import uniffi.openbot.ping
