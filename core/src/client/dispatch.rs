@@ -36,7 +36,7 @@ async fn run<C: Client + ?Sized>(
     match id {
         "create_bot" => ApiAnswer::of(&client.create_bot(request.body_as(id)?).await?),
         "get_bot" => ApiAnswer::of(&client.get_bot(path_id()?.into()).await?),
-        "list_bots" => ApiAnswer::of(&client.list_bots().await?),
+        "list_bots" => page_of(client.list_bots().await?, request, id),
         "update_bot" => ApiAnswer::of(
             &client
                 .update_bot(path_id()?.into(), request.body_as(id)?)
@@ -56,7 +56,7 @@ async fn run<C: Client + ?Sized>(
         ),
         "stop" => empty(client.stop(path_id()?.into()).await),
         "delete_chat" => empty(client.delete_chat(path_id()?.into()).await),
-        "history" => ApiAnswer::of(&client.history(path_id()?.into()).await?),
+        "history" => page_of(client.history(path_id()?.into()).await?, request, id),
         "get_execution" => ApiAnswer::of(&client.get_execution(path_id()?.into()).await?),
         "events" => {
             let after: u64 = request.decoded(id, "after")?.unwrap_or(0);
@@ -72,7 +72,7 @@ async fn run<C: Client + ?Sized>(
         ),
         "list_approvals" => {
             let state: Option<ApprovalState> = request.decoded(id, "state")?;
-            ApiAnswer::of(&client.list_approvals(state).await?)
+            page_of(client.list_approvals(state).await?, request, id)
         }
         "decide_approval" => ApiAnswer::of(
             &client
@@ -149,6 +149,43 @@ async fn events_page<C: Client + ?Sized>(
         ended,
     })
 }
+
+/// A page of a whole list the typed method read, as the paged operation answers it:
+/// `{items, next_cursor}` with the request's `limit` (1-200, default 50) after its `cursor`.
+/// The typed methods read whole lists (the remote one follows the server's cursors), so this
+/// page's cursor is the position in that list: lists are ordered by when their items were
+/// created, so a page stays right while items are added.
+fn page_of<T: serde::Serialize>(
+    items: Vec<T>,
+    request: &ApiRequest,
+    op: &str,
+) -> Result<ApiAnswer, Error> {
+    let limit: u64 = request.decoded(op, "limit")?.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(Error::invalid_input(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let start = match request.decoded::<String>(op, "cursor")? {
+        None => 0,
+        Some(cursor) => cursor
+            .strip_prefix("at-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| Error::invalid_input("cursor must be a `next_cursor` of this list"))?,
+    };
+    let total = items.len();
+    let end = start.saturating_add(limit as usize).min(total);
+    let page: Vec<T> = items.into_iter().skip(start).take(limit as usize).collect();
+    let mut answer = serde_json::json!({ "items": page });
+    if end < total {
+        answer["next_cursor"] = serde_json::Value::String(format!("at-{end}"));
+    }
+    Ok(ApiAnswer::Json(answer))
+}
+
+/// The page size of a list unless asked otherwise, and the most a page holds (as the server's).
+const DEFAULT_PAGE: u64 = 50;
+const MAX_PAGE: u64 = 200;
 
 fn empty(result: Result<(), Error>) -> Result<ApiAnswer, Error> {
     result.map(|()| ApiAnswer::Empty)
