@@ -142,12 +142,12 @@ impl DurableHost {
     ) -> Result<(), HostError> {
         let text = self.drain_text().await?;
         let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut labels = held.labels.clone();
+        let mut names = held.labels.clone();
         if !text.is_empty() {
-            add_label(&mut labels, labels::TEXT);
+            add_label(&mut names, labels::TEXT);
         }
         for label in own {
-            add_label(&mut labels, label);
+            add_label(&mut names, label);
         }
         let mut merged = commit;
         let own_calls = std::mem::take(&mut merged.calls);
@@ -166,7 +166,7 @@ impl DurableHost {
         }
         merged.usage = usage;
         let calls = merged.calls.clone();
-        let fault = commit_starts(&labels);
+        let fault = commit_starts(&names);
         let outcome = match held.known.or(known) {
             Some(key) => self.commit_known_result(key, merged, &fault).await,
             None => self.commit_once(merged, &fault).await,
