@@ -54,6 +54,7 @@ http_tests!(
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
     a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
+    a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_saved_before_it_fails,
     a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
     a_budget_needs_an_admin_and_a_target_of_the_organization,
     limits_are_set_listed_in_pages_and_deleted,
@@ -1376,6 +1377,90 @@ async fn a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more(server:
         1,
         "no model request after the revocation"
     );
+}
+
+/// The last tool result of a step rides in the next commit; when the loop stops first (here the
+/// next model request is refused: the Turn's token was revoked), the result is still saved.
+async fn a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_saved_before_it_fails(
+    server: Server,
+) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["never sent"]),
+    ])
+    .await;
+    let outside = outside::Outside::start(false).await;
+    outside.hold().await;
+    let response = server
+        .http
+        .put(format!("{}/v1/tools/write", server.base))
+        .bearer_auth(&server.owner)
+        .json(
+            &json!({"description": "Writes.", "input_schema": {"type": "object"},
+                      "url": outside.url, "retry_safe": false}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let rights = json!([{"resource": "bots", "action": "read"},
+        {"resource": "chats", "action": "write"}, {"resource": "chats", "action": "read"},
+        {"resource": "executions", "action": "write"}, {"resource": "executions", "action": "read"}]);
+    let created: Value = server
+        .post("/v1/tokens", &server.owner)
+        .json(&json!({"name": "short-lived", "rights": rights}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = created["secret"].as_str().unwrap().to_string();
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&json!({"name": "Writer", "model": model.spec(),
+                      "tools": [{"name": "write", "input_schema": {"type": "object"}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let bot: Value = response.json().await.unwrap();
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&token, &chat, "Write", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    // The write was sent with the token still valid; its answer waits.
+    outside.wait_for_write().await;
+    let revoked = server
+        .delete(
+            &format!("/v1/tokens/{}", created["token"]["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+    outside.release();
+
+    let events = server.finish(&server.owner, execution).await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ErrorCategory::Access), "{events:?}");
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "no model request after the revocation"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::ToolResult { .. }))
+            .count(),
+        1,
+        "the write's result was saved and published before the Turn failed: {events:?}"
+    );
+    assert_eq!(outside.received(), 1);
 }
 
 /// A Bot on a scripted model whose every answer costs 600 micro-dollars; returns the Bot and

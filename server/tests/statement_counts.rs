@@ -15,7 +15,7 @@
 //! A tool step costs the difference between a tool Turn and the text Turn: one model step with
 //! its tool call (the text Turn's step has a text delta the tool step lacks).
 //!
-//! Targets (issue 13), not met today: at most 3 write transactions per step with an unsafe tool
+//! Targets (issue 13), checked too: at most 3 write transactions per step with an unsafe tool
 //! call, at most 2 with a retry-safe one, at most 40 statements for a one-step text Turn.
 //!
 //! How it counts, in the window from just before the send until the runner let the Turn go:
@@ -78,41 +78,38 @@ struct Counts {
     statements: u64,
 }
 
-// Today (2026-12-01, after issue 13 point 1) a tool step costs 4 write transactions (model
-// sending, which also marks the step's input as taken; model result with the tool call's
-// intent; tool sending; tool result) against the targets' 3 (unsafe tool) and 2 (retry-safe
-// tool); no steering transaction when no input waits, and the last input check closes the
-// input in the Turn's end commit. A one-step text Turn sends 56 statements on PostgreSQL
-// against 40. Each model request reads which of its scopes have a shared limit (issue 19,
-// point 5: one statement per model request); billing (issue 19) adds no transaction: 6
-// statements per model request (the reservation in the `sending` commit and the settlement in
-// the answer's) and 1 per Turn (the release of holds in its end commit); docs/benchmarks.md.
+// Today (2026-12-01, issue 13 point 1 done): a step with an unsafe tool call writes 3
+// transactions (model sending, which also carries the last tool result of the step before and
+// marks the step's input as taken; the model answer with the call's intent; tool sending), a
+// step with a retry-safe tool call 2 (its call is saved as sending with the answer); a final
+// answer and its text ride in the Turn's end commit. A text Turn writes 4 (its submission, the
+// claim, model sending, the end) and sends 40 statements on PostgreSQL.
 const PG_TEXT: Counts = Counts {
-    write_transactions: 6,
-    statements: 56,
+    write_transactions: 4,
+    statements: 40,
 };
 const PG_UNSAFE_TOOL: Counts = Counts {
-    write_transactions: 10,
-    statements: 93,
+    write_transactions: 7,
+    statements: 66,
 };
 const PG_SAFE_TOOL: Counts = Counts {
-    write_transactions: 10,
-    statements: 93,
+    write_transactions: 6,
+    statements: 63,
 };
 const SQLITE_TEXT: Counts = Counts {
-    write_transactions: 6,
-    statements: 46,
+    write_transactions: 4,
+    statements: 35,
 };
 const SQLITE_UNSAFE_TOOL: Counts = Counts {
-    write_transactions: 10,
-    statements: 75,
+    write_transactions: 7,
+    statements: 56,
 };
 const SQLITE_SAFE_TOOL: Counts = Counts {
-    write_transactions: 10,
-    statements: 75,
+    write_transactions: 6,
+    statements: 55,
 };
 
-/// Issue 13's targets, printed next to the counts.
+/// Issue 13's targets, checked next to the ceilings.
 const TARGET_UNSAFE_STEP_WRITES: u64 = 3;
 const TARGET_SAFE_STEP_WRITES: u64 = 2;
 const TARGET_TEXT_TURN_STATEMENTS: u64 = 40;
@@ -764,15 +761,31 @@ async fn check(backend: &str, scenario: Scenario, ceiling: Counts) -> Counts {
     counts
 }
 
-fn print_targets(backend: &str, text: Counts, tool: Counts, safe: Counts) {
-    let step = |turn: Counts| turn.write_transactions as i64 - text.write_transactions as i64;
+/// Prints the per-step costs and checks them against issue 13's targets.
+fn check_targets(backend: &str, text: Counts, tool: Counts, safe: Counts) {
+    let step = |turn: Counts| {
+        turn.write_transactions
+            .saturating_sub(text.write_transactions)
+    };
+    let (unsafe_step, safe_step) = (step(tool), step(safe));
     println!(
-        "{backend}: a tool step costs {} write transactions with an unsafe tool (target ≤ \
-         {TARGET_UNSAFE_STEP_WRITES}), {} with a retry-safe one (target ≤ \
+        "{backend}: a tool step costs {unsafe_step} write transactions with an unsafe tool \
+         (target ≤ {TARGET_UNSAFE_STEP_WRITES}), {safe_step} with a retry-safe one (target ≤ \
          {TARGET_SAFE_STEP_WRITES}); a one-step text Turn {} statements (target ≤ \
          {TARGET_TEXT_TURN_STATEMENTS})",
-        step(tool),
-        step(safe),
+        text.statements
+    );
+    assert!(
+        unsafe_step <= TARGET_UNSAFE_STEP_WRITES,
+        "{backend}: a step with an unsafe tool call writes {unsafe_step} transactions"
+    );
+    assert!(
+        safe_step <= TARGET_SAFE_STEP_WRITES,
+        "{backend}: a step with a retry-safe tool call writes {safe_step} transactions"
+    );
+    assert!(
+        text.statements <= TARGET_TEXT_TURN_STATEMENTS,
+        "{backend}: a one-step text Turn sends {} statements",
         text.statements
     );
 }
@@ -782,7 +795,7 @@ async fn turn_counts_on_postgres() {
     let text = check("postgres", Scenario::Text, PG_TEXT).await;
     let tool = check("postgres", Scenario::UnsafeTool, PG_UNSAFE_TOOL).await;
     let safe = check("postgres", Scenario::SafeTool, PG_SAFE_TOOL).await;
-    print_targets("postgres", text, tool, safe);
+    check_targets("postgres", text, tool, safe);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -790,5 +803,5 @@ async fn turn_counts_on_sqlite() {
     let text = check("sqlite", Scenario::Text, SQLITE_TEXT).await;
     let tool = check("sqlite", Scenario::UnsafeTool, SQLITE_UNSAFE_TOOL).await;
     let safe = check("sqlite", Scenario::SafeTool, SQLITE_SAFE_TOOL).await;
-    print_targets("sqlite", text, tool, safe);
+    check_targets("sqlite", text, tool, safe);
 }

@@ -95,8 +95,12 @@ pub struct TurnFailure {
 /// Storage and signals of one execution's Turn.
 ///
 /// A host must keep these promises for the loop to be exact:
-/// - `saved_call` returns what `record_*` stored, also after a takeover (durable hosts).
-/// - `record_result` saves the result and publishes its events together, or neither.
+/// - `saved_call` returns what `record_*` stored, also after a takeover (durable hosts), and
+///   a result the host holds for its next write as soon as `record_result` returned.
+/// - `record_result` saves the result and publishes its events together, or neither. A host
+///   may hold the result that ends a step (the step's last tool result, an answer with no tool
+///   call to run) and save it with its next write, as long as only reads come between: a crash
+///   there is a crash before the result came back, which the call log already handles.
 /// - `take_steering(step, ..)` returns the same input for the same step on replay.
 #[async_trait]
 pub trait Host: Send + Sync {
@@ -132,11 +136,15 @@ pub trait Host: Send + Sync {
     /// The latest record of a call slot, if any.
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError>;
 
-    /// Records that a call is about to be sent.
+    /// Records that a call is about to be sent. A host that saved the intent already (with the
+    /// answer that asked for the call, see `record_answer`) writes nothing.
     async fn record_intent(&self, key: CallKey) -> Result<(), HostError>;
 
     /// Records that a call is being sent (from here on its result may be lost) and publishes
     /// `events` with it, so that an attempt's start event exists exactly when it was sent.
+    /// The host's checks before a send run here. A tool call that may be sent again under the
+    /// same key (its tool deduplicates) may have been saved as sending with its answer; then
+    /// this writes nothing.
     async fn record_sending(&self, key: CallKey, events: Vec<EventKind>) -> Result<(), HostError>;
 
     /// Records that a model request is being sent, as [`Host::record_sending`] does, with what
@@ -163,9 +171,11 @@ pub trait Host: Send + Sync {
 
     /// Saves a model answer as `record_result` does, and may save with it the intents of the
     /// tool calls it asked for that will run (`intents`, each call's first attempt), so that
-    /// the answer and those intents are one write. The loop still calls `record_intent` for each
-    /// call before it is sent; a host that saved the intent here answers that from its log.
-    /// The default saves the answer alone.
+    /// the answer and those intents are one write; a call whose tool may be sent again under
+    /// the same key may be saved as sending at once. The loop still calls `record_intent` and
+    /// `record_sending` for each call before it is sent; a host that saved them here answers
+    /// those from its log. An answer with no intents ends its step: a host may hold it for its
+    /// next write (the Turn's end), as `record_result` says. The default saves the answer alone.
     async fn record_answer(
         &self,
         key: CallKey,
@@ -196,8 +206,9 @@ pub trait Host: Send + Sync {
         call: &ToolCall,
     ) -> Result<ToolResult, HostError>;
 
-    /// Ends the Turn: saves its end and publishes the last event. A host that closes steering
-    /// only here (its `take_steering` with `last` wrote nothing) refuses with
-    /// [`HostError::InputArrived`] when input arrived meanwhile, and saves nothing.
+    /// Ends the Turn: saves its end, with anything it held, and publishes the last event. A
+    /// host that closes steering only here (its `take_steering` with `last` wrote nothing)
+    /// refuses with [`HostError::InputArrived`] when input arrived meanwhile, saves nothing of
+    /// the end, and still holds what it held.
     async fn finish(&self, end: TurnEnd) -> Result<(), HostError>;
 }

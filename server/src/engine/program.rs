@@ -25,6 +25,7 @@ pub const STORAGE_RETRY_BUDGET: u32 = 30;
 
 /// Runs one claimed execution until it ends, waits, or is lost. `lost` fires when the lease
 /// is gone or the node stops: then the phase is dropped and nothing more is written.
+/// `cx.execution` is the row as just read after the claim; the first round goes on from it.
 pub async fn run_program(
     workflow: Arc<dyn Workflow>,
     mut cx: PhaseContext,
@@ -34,11 +35,17 @@ pub async fn run_program(
     let store = Arc::clone(&cx.engine.store);
     let mut backoff = Backoff::new();
     let mut failures = 0u32;
+    // The runner read the row as it started this program: the first round uses it.
+    let mut fresh = Some(cx.execution.clone());
     loop {
         if lost.is_cancelled() {
             return;
         }
-        let row = match store.execution(id).await {
+        let read = match fresh.take() {
+            Some(row) => Ok(row),
+            None => store.execution(id).await,
+        };
+        let row = match read {
             Ok(row) => row,
             Err(err) if err.is_transient() && failures < cx.retry_budget => {
                 failures += 1;

@@ -162,6 +162,16 @@ pub trait Store: Send + Sync + 'static {
         last: bool,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Whether `take_inputs(id, generation, step, false)` would find input: input not yet
+    /// taken, or input `step` took before. One read. Also `true` when `generation` no longer
+    /// owns the execution, so that `take_inputs` answers with its refusal.
+    async fn inputs_waiting(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        step: u32,
+    ) -> Result<bool, StoreError>;
+
     /// Stores a numbered signal and wakes a waiting execution. A `cancel` also moves a
     /// running execution to `cancelling`.
     async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError>;

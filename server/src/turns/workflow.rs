@@ -307,7 +307,12 @@ impl Workflow for TurnWorkflow {
             input: input.input,
             max_output_tokens: input.max_output_tokens,
         };
-        match run_turn(spec, &host).await {
+        let run = run_turn(spec, &host).await;
+        if run.is_err() {
+            // A result the host held for its next commit is saved before the error goes on.
+            host.settle().await;
+        }
+        match run {
             Ok(_) => Ok(()),
             Err(HostError::Fenced) => Err(PhaseError::Fenced),
             Err(HostError::OutcomeUnknown { key }) => Err(PhaseError::OutcomeUnknown(key)),

@@ -20,6 +20,22 @@ impl NodeProcess {
         lease_ms: u64,
         fault_point: Option<&str>,
     ) -> Self {
+        let env: Vec<(&str, &str)> = fault_point
+            .map(|point| ("OPENBOT_FAULT_POINT", point))
+            .into_iter()
+            .collect();
+        Self::start_with(url, keys, name, lease_ms, &env)
+    }
+
+    /// Starts `openbot serve` on the database at `url` with these extra environment variables
+    /// (a fault point, the fault log).
+    pub fn start_with(
+        url: &str,
+        keys: &str,
+        name: &str,
+        lease_ms: u64,
+        env: &[(&str, &str)],
+    ) -> Self {
         let data = tempfile::tempdir().unwrap();
         let log =
             std::fs::File::create(std::env::temp_dir().join(format!("openbot-test-{name}.log")))
@@ -45,10 +61,11 @@ impl NodeProcess {
             .env("OPENBOT_DATA_DIR", data.path())
             .env("OPENBOT_LOG", "info")
             .env_remove("OPENBOT_FAULT_POINT")
+            .env_remove("OPENBOT_FAULT_LOG")
             .stdout(Stdio::null())
             .stderr(log);
-        if let Some(point) = fault_point {
-            command.env("OPENBOT_FAULT_POINT", point);
+        for (name, value) in env {
+            command.env(name, value);
         }
         let child = command.spawn().unwrap();
         Self {

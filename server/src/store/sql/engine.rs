@@ -679,6 +679,28 @@ impl StoreTrait for Store {
         .transpose()
     }
 
+    async fn inputs_waiting(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        step: u32,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
+             AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
+             FROM executions WHERE id = $1 AND generation = $2",
+        )
+        .bind(id.as_uuid())
+        .bind(generation)
+        .bind(step as i32)
+        .fetch_optional(self.reader())
+        .await?;
+        match row {
+            Some(row) => Ok(row.try_get::<bool, _>("waiting")?),
+            None => Ok(true),
+        }
+    }
+
     async fn take_inputs(
         &self,
         id: ExecutionId,
@@ -690,23 +712,9 @@ impl StoreTrait for Store {
         // (`input_step`) is then written by its model request's `sending` commit
         // (`Commit::input_step`), so input that arrives after this read is taken by a later
         // step, never by this one on replay. Only taking input (or, with `last`, closing) writes.
-        if !last {
-            let row = sqlx::query(
-                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
-                 AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
-                 FROM executions WHERE id = $1 AND generation = $2",
-            )
-            .bind(id.as_uuid())
-            .bind(generation)
-            .bind(step as i32)
-            .fetch_optional(self.reader())
-            .await?;
-            // Nothing untaken and nothing this step took before: the answer is empty either way.
-            if let Some(row) = row
-                && !row.try_get::<bool, _>("waiting")?
-            {
-                return Ok(Vec::new());
-            }
+        // Nothing untaken and nothing this step took before: the answer is empty either way.
+        if !last && !self.inputs_waiting(id, generation, step).await? {
+            return Ok(Vec::new());
         }
         let mut tx = self.pool().begin().await?;
         let owned = sqlx::query(concat!("SELECT 1 FROM executions WHERE id = $1 AND generation = $2", for_update!()))

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::DurableHost;
 use crate::billing::{CallBilling, Refusal, Release, Reservation, Settlement, cost_of};
 use crate::store::{CallPhase, CallWrite, Commit, TxWrite, TxWrites, call_key_name};
+use crate::turns::faults::labels;
 
 /// What every model call of a Turn bills: its organization, Bots, Chat, member and model.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +65,7 @@ impl DurableHost {
         let write: Arc<dyn TxWrite> = Arc::clone(&reservation) as Arc<dyn TxWrite>;
         match self.send(key, events, TxWrites(vec![write])).await {
             Ok(()) => {
-                *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+                *self.reserved.lock().unwrap_or_else(PoisonError::into_inner) =
                     Some((key, reservation.price()));
                 Ok(())
             }
@@ -90,7 +91,8 @@ impl DurableHost {
         }
     }
 
-    /// Marks `key` sending with its events and `writes`, after the guards.
+    /// Marks `key` sending with its events and `writes`, after the guards. A retry-safe tool's
+    /// call was saved as `sending` with the answer that asked for it: nothing more to write.
     pub(super) async fn send(
         &self,
         key: CallKey,
@@ -98,7 +100,16 @@ impl DurableHost {
         writes: TxWrites,
     ) -> Result<(), HostError> {
         self.check_guards(key).await?;
-        self.barrier().await?;
+        let saved = matches!(key.slot, CallSlot::Tool(_))
+            && events.is_empty()
+            && writes.0.is_empty()
+            && self
+                .saved_row(key.step, key.slot)
+                .await?
+                .is_some_and(|row| row.key == key && row.phase == CallPhase::Sending);
+        if saved {
+            return Ok(());
+        }
         let call = CallWrite {
             key,
             phase: CallPhase::Sending,
@@ -108,14 +119,21 @@ impl DurableHost {
         };
         // A model request also marks its step's input as taken: `take_steering` wrote
         // nothing when no input waited.
-        let input_step = (key.slot == CallSlot::Model).then_some(key.step);
-        self.commit(Commit {
-            calls: vec![call],
-            events,
-            input_step,
-            writes,
-            ..Commit::default()
-        })
+        let (input_step, label) = match key.slot {
+            CallSlot::Model => (Some(key.step), labels::MODEL_SENDING),
+            CallSlot::Tool(_) => (None, labels::TOOL_SENDING),
+        };
+        self.commit(
+            Commit {
+                calls: vec![call],
+                events,
+                input_step,
+                writes,
+                ..Commit::default()
+            },
+            &[label],
+            None,
+        )
         .await
     }
 
@@ -135,7 +153,7 @@ impl DurableHost {
     /// execution's totals; as reported when this owner reserved no price for it.
     pub(super) fn priced(&self, key: CallKey, usage: Option<Usage>) -> Option<Usage> {
         let usage = usage?;
-        let held = *self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = *self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
         match held {
             Some((held_key, Some(price))) if held_key == key => Some(Usage {
                 cost_micros: Some(cost_of(Some(price), &usage).max(0) as u64),
@@ -147,7 +165,7 @@ impl DurableHost {
 
     /// Forgets the hold of `key` once its result was saved.
     pub(super) fn settled(&self, key: CallKey) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
         if held.is_some_and(|(held_key, _)| held_key == key) {
             *held = None;
         }

@@ -26,13 +26,17 @@ impl DurableHost {
         if open(self).await.map_err(|e| self.fail(e))?.is_empty() {
             return Ok(());
         }
-        self.commit(Commit {
-            state: Some(StateChange {
-                state: ExecutionState::Waiting,
-                ..waiting_free()
-            }),
-            ..Commit::default()
-        })
+        self.commit(
+            Commit {
+                state: Some(StateChange {
+                    state: ExecutionState::Waiting,
+                    ..waiting_free()
+                }),
+                ..Commit::default()
+            },
+            &[crate::turns::faults::labels::STATE],
+            None,
+        )
         .await?;
         let cancelled = self.scope.cancellation();
         loop {
@@ -49,10 +53,14 @@ impl DurableHost {
                 _ = cancelled.cancelled() => return Err(HostError::Abandoned),
             }
         }
-        self.commit(Commit {
-            state: Some(waiting_free()),
-            ..Commit::default()
-        })
+        self.commit(
+            Commit {
+                state: Some(waiting_free()),
+                ..Commit::default()
+            },
+            &[crate::turns::faults::labels::STATE],
+            None,
+        )
         .await
     }
 

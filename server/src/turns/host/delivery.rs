@@ -71,10 +71,14 @@ impl DurableHost {
             release: false,
             reason: None,
         };
-        self.commit(Commit {
-            state: Some(waiting),
-            ..Commit::default()
-        })
+        self.commit(
+            Commit {
+                state: Some(waiting),
+                ..Commit::default()
+            },
+            &[crate::turns::faults::labels::STATE],
+            None,
+        )
         .await?;
         let cancelled = self.scope.cancellation();
         loop {
@@ -88,10 +92,14 @@ impl DurableHost {
                     state: ExecutionState::Running,
                     ..waiting_free()
                 };
-                self.commit(Commit {
-                    state: Some(running),
-                    ..Commit::default()
-                })
+                self.commit(
+                    Commit {
+                        state: Some(running),
+                        ..Commit::default()
+                    },
+                    &[crate::turns::faults::labels::STATE],
+                    None,
+                )
                 .await?;
                 return Ok(result);
             }

@@ -1,4 +1,5 @@
-//! The end of a Turn, saved in one commit.
+//! The end of a Turn, saved in one commit, with what the host held for it (the final answer,
+//! its text).
 
 use openbot_core::turn::{HostError, TurnEnd};
 use openbot_schema::{ErrorId, EventKind, ExecutionState, TurnOutcome};
@@ -6,12 +7,12 @@ use openbot_schema::{ErrorId, EventKind, ExecutionState, TurnOutcome};
 use super::DurableHost;
 use crate::engine::Wake;
 use crate::store::{Commit, StateChange, StoreError};
+use crate::turns::faults::labels;
 
 impl DurableHost {
     /// Saves the Turn's end: its state, its last event, its messages (sealed, for the Chat's
     /// history), the cancel signals it handled and, for a delegated Turn, its notice.
     pub(super) async fn finish_turn(&self, end: TurnEnd) -> Result<(), HostError> {
-        self.barrier().await?;
         let (state, outcome, failure, event) = match &end.outcome {
             Ok(outcome) => {
                 let state = if *outcome == TurnOutcome::Cancelled {
@@ -25,14 +26,21 @@ impl DurableHost {
                     None,
                     EventKind::TurnEnded {
                         outcome: *outcome,
-                        // The saved total: the Turn's own usage and its children's.
-                        usage: self
-                            .cx
-                            .store
-                            .execution(self.id)
-                            .await
-                            .map_err(|e| self.fail(e))?
-                            .usage,
+                        // The saved total (the Turn's own usage and its children's), with
+                        // the final answer's, held for this commit.
+                        usage: {
+                            let mut usage = self
+                                .cx
+                                .store
+                                .execution(self.id)
+                                .await
+                                .map_err(|e| self.fail(e))?
+                                .usage;
+                            if let Some(held) = self.held_usage() {
+                                usage += held;
+                            }
+                            usage
+                        },
                     },
                 )
             }
@@ -81,15 +89,19 @@ impl DurableHost {
         let close_input = self
             .closing
             .swap(false, std::sync::atomic::Ordering::SeqCst);
-        self.commit(Commit {
-            events: vec![event],
-            state: Some(change),
-            handled_signals,
-            notice,
-            close_input,
-            writes: self.release_holds(),
-            ..Commit::default()
-        })
+        self.commit(
+            Commit {
+                events: vec![event],
+                state: Some(change),
+                handled_signals,
+                notice,
+                close_input,
+                writes: self.release_holds(),
+                ..Commit::default()
+            },
+            &[labels::END],
+            None,
+        )
         .await?;
         if let Some((_, parent)) = &self.source {
             self.cx.hub.announce(Wake::Signal(*parent));

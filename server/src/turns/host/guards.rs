@@ -1,6 +1,8 @@
-//! The checks before an outside send, as one chain: a call is marked `sending` only when every
-//! guard passed, in order. A new per-call rule (permits, Vault fields, an App connection's
-//! revision) is one more guard, not another branch of the host.
+//! The checks before an outside send, as one chain: a call is sent, and marked `sending`, only
+//! when every guard passed, in order. (A retry-safe tool's call is saved as `sending` with the
+//! answer that asked for it, before its guards: sending it again repeats nothing, so a refused
+//! one is only a call that may be sent later.) A new per-call rule (permits, Vault fields, an
+//! App connection's revision) is one more guard, not another branch of the host.
 
 use std::sync::Arc;
 

@@ -4,10 +4,12 @@
 //! - `call_log`: this owner's copy of the call log and the saved results read through it;
 //! - `guards`: the chain of checks before an outside send (the phase's gate, current rights),
 //!   and the budget check before a model request;
+//! - `held`: the one commit path: writes held for the next commit (a step's last result, a
+//!   final answer), the text not yet committed, fault labels, and lost replies;
 //! - `permits`: shared permits and rate limits taken before each model request;
-//! - `text`: text deltas committed in batches, and the barrier before every other write;
-//! - `results`: a result saved with the child work admitted for its call, held while its save
-//!   retries, kept as a late result after a takeover;
+//! - `text`: text deltas committed in batches, or taken by the next commit;
+//! - `results`: a result saved with the child work admitted for its call, an answer with its
+//!   calls' intents, held while its save retries, kept as a late result after a takeover;
 //! - `delivery`: host tools, whose results a caller delivers;
 //! - `children`: waiting for attached children, and a delegated Turn's notice to its source;
 //! - `end`: the Turn's end, saved in one commit;
@@ -19,6 +21,7 @@ mod children;
 mod delivery;
 mod end;
 mod guards;
+mod held;
 mod permits;
 mod results;
 mod text;
@@ -36,7 +39,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::faults::{FaultPoint, fault};
+use super::faults::{FaultPoint, fault, labels};
 use super::input::SourceLink;
 use crate::budgets::BudgetStore;
 use crate::engine::{EngineContext, RunScope, Wake};
@@ -46,6 +49,7 @@ pub(crate) use billing::BillingContext;
 use call_log::CallMap;
 pub(crate) use guards::AccessGuard;
 use guards::{CurrentRights, OpenGate, SendGuard};
+use held::Held;
 pub(crate) use permits::ModelPermits;
 use permits::{PermitCheck, model_tokens};
 use text::{TextMessage, TextState, flush_text};
@@ -90,7 +94,11 @@ pub struct DurableHost {
     billing: Option<BillingContext>,
     /// The model call this owner reserved and whose result is not saved yet, with the price
     /// saved with it.
-    held: Mutex<Option<(CallKey, Option<openbot_core::model::Pricing>)>>,
+    reserved: Mutex<Option<(CallKey, Option<openbot_core::model::Pricing>)>>,
+    /// Writes held for the next commit (see `held`).
+    held: Mutex<Held>,
+    /// How many tool calls each step's answer, saved by this host, asked for.
+    step_tools: Mutex<HashMap<u32, u32>>,
 }
 
 impl DurableHost {
@@ -137,7 +145,9 @@ impl DurableHost {
             closing: std::sync::atomic::AtomicBool::new(false),
             known_call: None,
             billing: None,
-            held: Mutex::new(None),
+            reserved: Mutex::new(None),
+            held: Mutex::new(Held::default()),
+            step_tools: Mutex::new(HashMap::new()),
         }
     }
 
@@ -211,18 +221,6 @@ impl DurableHost {
         *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
         host_error
     }
-
-    async fn commit(&self, commit: Commit) -> Result<(), HostError> {
-        let calls = commit.calls.clone();
-        self.cx
-            .commit(self.id, self.generation, commit)
-            .await
-            .map_err(|e| self.fail(e))?;
-        for call in &calls {
-            self.remember(call);
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -240,6 +238,13 @@ impl Host for DurableHost {
     }
 
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
+        // A result held for the next commit is saved as far as the loop is concerned.
+        if let Some((key, result)) = self.held_result(step, slot) {
+            return Ok(Some(CallRecord {
+                key,
+                status: CallStatus::Done { result },
+            }));
+        }
         let Some(row) = self.saved_row(step, slot).await? else {
             return Ok(None);
         };
@@ -294,13 +299,15 @@ impl Host for DurableHost {
             return Ok(());
         }
         // A tool call's intent was saved with the model answer that asked for it
-        // (`record_answer`): it is in the call log, and there is nothing more to write.
+        // (`record_answer`), a retry-safe tool's call even as `sending`: it is in the call log,
+        // and there is nothing more to write.
         let saved = self
             .saved_row(key.step, key.slot)
             .await?
-            .is_some_and(|row| row.key == key && row.phase == CallPhase::Intent);
+            .is_some_and(|row| {
+                row.key == key && matches!(row.phase, CallPhase::Intent | CallPhase::Sending)
+            });
         if !saved {
-            self.barrier().await?;
             let call = CallWrite {
                 key,
                 phase: CallPhase::Intent,
@@ -308,10 +315,14 @@ impl Host for DurableHost {
                 result: None,
                 usage: None,
             };
-            self.commit(Commit {
-                calls: vec![call],
-                ..Commit::default()
-            })
+            self.commit(
+                Commit {
+                    calls: vec![call],
+                    ..Commit::default()
+                },
+                &[labels::TOOL_INTENT],
+                None,
+            )
             .await?;
         }
         if matches!(key.slot, CallSlot::Tool(_)) {
@@ -372,11 +383,14 @@ impl Host for DurableHost {
         {
             return self.send_delta(step, attempt, text);
         }
-        self.barrier().await?;
-        self.commit(Commit {
-            events: vec![event],
-            ..Commit::default()
-        })
+        self.commit(
+            Commit {
+                events: vec![event],
+                ..Commit::default()
+            },
+            &[labels::STATE],
+            None,
+        )
         .await
     }
 
@@ -385,9 +399,24 @@ impl Host for DurableHost {
         step: u32,
         last: bool,
     ) -> Result<Vec<Vec<ContentPart>>, HostError> {
-        self.barrier().await?;
         if last {
             self.wait_for_children().await?;
+        }
+        // Held results and text go before any input this check takes (its events follow
+        // theirs); most checks find nothing waiting and write nothing, so only a read first.
+        if self.unsaved() {
+            let waiting = self
+                .cx
+                .store
+                .inputs_waiting(self.id, self.generation, step)
+                .await
+                .map_err(|e| self.fail(e))?;
+            if !waiting {
+                self.closing
+                    .store(last, std::sync::atomic::Ordering::SeqCst);
+                return Ok(Vec::new());
+            }
+            self.flush().await?;
         }
         // The last check writes nothing when no input waits: the Turn's end closes the input in
         // its own commit, which is refused if input arrived meanwhile (`Commit::close_input`).

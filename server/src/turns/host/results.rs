@@ -1,17 +1,19 @@
 //! Saving a call's result: with the child work admitted for the call and the deliveries it
-//! handles, in one commit; a known result is held while its save retries, and a result that
-//! comes back after a takeover is kept as a late result.
+//! handles, in one commit; a model answer with the intents of the tool calls it asked for (a
+//! retry-safe tool's call already as `sending`); the last result of a step and a final answer
+//! held for the next commit (see `held`); a known result held while its save retries, and a
+//! result that comes back after a takeover kept as a late result.
 
 use std::sync::PoisonError;
 use std::time::Duration;
 
 use openbot_core::turn::{CallKey, CallResult, CallSlot, HostError};
-use openbot_schema::EventKind;
+use openbot_schema::{EventKind, Message};
 
 use super::DurableHost;
-use crate::engine::Wake;
+use super::held::lost_reply;
 use crate::store::{CallPhase, CallWrite, Commit, StoreError};
-use crate::turns::faults::{FaultPoint, fault};
+use crate::turns::faults::{CommitFault, FaultPoint, fault, labels};
 
 /// How long a known result is held while its save is retried (the spec's F03: the provider is
 /// not called again). When it is spent the phase fails on storage: an unsafe write then waits
@@ -20,7 +22,10 @@ pub const RESULT_SAVE_BUDGET: Duration = Duration::from_secs(120);
 
 impl DurableHost {
     /// Saves `key`'s result, and in the same commit the intents of `intents` (the tool calls a
-    /// model answer asked for).
+    /// model answer asked for; a retry-safe tool's call is saved as `sending` at once, since
+    /// sending it again repeats nothing). A plain result (no child work, no delivery) that
+    /// ends its step, the last tool result or an answer that asks for no tool, is held for
+    /// the next commit instead.
     pub(super) async fn save_result(
         &self,
         key: CallKey,
@@ -28,7 +33,9 @@ impl DurableHost {
         events: Vec<EventKind>,
         intents: Vec<CallKey>,
     ) -> Result<(), HostError> {
-        self.barrier().await?;
+        if matches!(key.slot, CallSlot::Tool(_)) {
+            fault(FaultPoint::AfterToolSent);
+        }
         let usage = match &result {
             CallResult::Model { usage, .. } => *usage,
             CallResult::Tool { .. } => None,
@@ -53,12 +60,13 @@ impl DurableHost {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key)
             .unwrap_or_default();
-        let (children, events) = match self
+        let admitted = self
             .admitted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key)
-        {
+            .remove(&key);
+        let plain = handled_signals.is_empty() && admitted.is_none();
+        let (children, events) = match admitted {
             Some(admitted) => {
                 let mut all = events;
                 all.extend(admitted.events);
@@ -66,18 +74,57 @@ impl DurableHost {
             }
             None => (Vec::new(), events),
         };
-        let intents: Vec<CallWrite> = intents
-            .into_iter()
-            .map(|key| CallWrite {
-                key,
-                phase: CallPhase::Intent,
-                idempotency_key: self.idempotency_key(key),
+        let label = match key.slot {
+            CallSlot::Model => labels::ANSWER,
+            CallSlot::Tool(_) => labels::TOOL_RESULT,
+        };
+        let ends_step = match key.slot {
+            CallSlot::Model => intents.is_empty(),
+            CallSlot::Tool(index) => self.last_of_step(key.step, index).await?,
+        };
+        if plain && ends_step {
+            return self.hold(call, result, events, usage, writes, label).await;
+        }
+        let tool_calls = match &result {
+            CallResult::Model {
+                message: Message::Assistant { tool_calls, .. },
+                ..
+            } => tool_calls.as_slice(),
+            _ => &[],
+        };
+        let mut own = vec![label];
+        let mut calls = vec![call];
+        for intent in intents {
+            let safe = match intent.slot {
+                CallSlot::Tool(index) => tool_calls
+                    .get(index as usize)
+                    .and_then(|c| self.retry_safe.get(&c.name))
+                    .copied()
+                    .unwrap_or(false),
+                CallSlot::Model => false,
+            };
+            let (phase, label) = if safe {
+                (CallPhase::Sending, labels::TOOL_SENDING)
+            } else {
+                (CallPhase::Intent, labels::TOOL_INTENT)
+            };
+            if !own.contains(&label) {
+                own.push(label);
+            }
+            calls.push(CallWrite {
+                key: intent,
+                phase,
+                idempotency_key: self.idempotency_key(intent),
                 result: None,
                 usage: None,
-            })
-            .collect();
-        let mut calls = vec![call.clone()];
-        calls.extend(intents.iter().cloned());
+            });
+        }
+        if matches!(key.slot, CallSlot::Model) && calls.len() > 1 {
+            self.step_tools
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.step, calls.len() as u32 - 1);
+        }
         let commit = Commit {
             calls,
             events,
@@ -87,38 +134,31 @@ impl DurableHost {
             writes: writes.clone(),
             ..Commit::default()
         };
-        match self.commit_known_result(key, commit).await {
-            Ok(()) => {
-                self.settled(key);
-                self.remember(&call);
-                for intent in &intents {
-                    self.remember(intent);
-                }
-                if matches!(key.slot, CallSlot::Tool(_)) {
-                    fault(FaultPoint::AfterToolResult);
-                }
-                Ok(())
+        self.commit(commit, &own, Some(key)).await
+    }
+
+    /// Whether every other tool call of `step` has its result saved, so that the result of
+    /// call `index` ends the step. Known only for a step whose answer this host saved.
+    async fn last_of_step(&self, step: u32, index: u32) -> Result<bool, HostError> {
+        let count = self
+            .step_tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&step)
+            .copied();
+        let Some(count) = count else {
+            return Ok(false);
+        };
+        for other in (0..count).filter(|&other| other != index) {
+            let saved = self
+                .saved_row(step, CallSlot::Tool(other))
+                .await?
+                .is_some_and(|row| row.phase == CallPhase::Done);
+            if !saved {
+                return Ok(false);
             }
-            Err(StoreError::Fenced(_)) => {
-                // A late result: kept in the call log, never published by this old owner.
-                if let Err(err) = self
-                    .cx
-                    .store
-                    .save_late_result(self.id, self.generation, call, writes)
-                    .await
-                {
-                    tracing::warn!(execution = %self.id, error = %err, "could not save a late result");
-                } else {
-                    self.cx.hub.announce(Wake::Work);
-                }
-                Err(self.fail(StoreError::Fenced(self.id)))
-            }
-            // The Chat was deleted: its tree starts nothing new, and this Turn stops.
-            Err(StoreError::AdmissionClosed) => Err(HostError::Denied(
-                "the Chat was deleted: it admits no new work".into(),
-            )),
-            Err(err) => Err(self.fail(err)),
         }
+        Ok(true)
     }
 
     /// Commits a step that saves a known result. A passing storage failure does not drop the
@@ -129,18 +169,22 @@ impl DurableHost {
         &self,
         key: CallKey,
         commit: Commit,
+        fault: &CommitFault,
     ) -> Result<(), StoreError> {
         let deadline = tokio::time::Instant::now() + RESULT_SAVE_BUDGET;
         let mut backoff = crate::engine::Backoff::new();
         loop {
-            match self
+            let err = match self
                 .cx
                 .commit(self.id, self.generation, commit.clone())
                 .await
             {
+                Ok(_) if fault.lose_reply() => lost_reply(),
                 Ok(_) => return Ok(()),
-                Err(err) if err.is_transient() && tokio::time::Instant::now() < deadline => {}
-                Err(err) => return Err(err),
+                Err(err) => err,
+            };
+            if !err.is_transient() || tokio::time::Instant::now() >= deadline {
+                return Err(err);
             }
             // The cause stays out of the log: it may carry stored text.
             tracing::warn!(
