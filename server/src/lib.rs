@@ -15,6 +15,7 @@ pub mod outcomes;
 pub mod platform;
 pub mod sealed;
 pub mod store;
+pub mod timing;
 pub mod tools;
 pub mod turns;
 pub mod work;
