@@ -82,31 +82,31 @@ struct Counts {
 // sending, which also marks the step's input as taken; model result with the tool call's
 // intent; tool sending; tool result) against the targets' 3 (unsafe tool) and 2 (retry-safe
 // tool); no steering transaction when no input waits, and the last input check closes the
-// input in the Turn's end commit. A one-step text Turn sends 48 statements on PostgreSQL
-// against 40.
+// input in the Turn's end commit. A one-step text Turn sends 46 statements on PostgreSQL
+// against 40 (48 until the owner started from the row its claim wrote, issue 13 point 4).
 const PG_TEXT: Counts = Counts {
     write_transactions: 6,
-    statements: 48,
+    statements: 46,
 };
 const PG_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 78,
+    statements: 76,
 };
 const PG_SAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 78,
+    statements: 76,
 };
 const SQLITE_TEXT: Counts = Counts {
     write_transactions: 6,
-    statements: 38,
+    statements: 36,
 };
 const SQLITE_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 60,
+    statements: 58,
 };
 const SQLITE_SAFE_TOOL: Counts = Counts {
     write_transactions: 10,
-    statements: 60,
+    statements: 58,
 };
 
 /// Issue 13's targets, printed next to the counts.
