@@ -172,8 +172,7 @@ impl SqliteStore {
                    AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
                    AND kind IN (SELECT value FROM json_each(?5)) \
                  ORDER BY created_at LIMIT ?2) \
-             RETURNING \
-             ",
+             RETURNING ",
             execution_columns!()
         ),
         )
