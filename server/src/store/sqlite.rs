@@ -150,7 +150,7 @@ impl SqliteStore {
     }
 
     /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
-    /// the rows hold each claim's `id`, `kind` and `generation`.
+    /// the rows hold each claimed execution's columns as written (`execution_columns!`).
     pub(crate) async fn claim_rows(
         &self,
         node: &str,
