@@ -18,6 +18,7 @@ pub mod paging;
 pub mod platform;
 pub mod sealed;
 pub mod store;
+pub mod timing;
 pub mod tools;
 pub mod turns;
 pub mod work;

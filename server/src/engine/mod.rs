@@ -98,7 +98,9 @@ impl EngineContext {
         let events = !commit.events.is_empty();
         let outbox = !commit.outbox.is_empty();
         let children = !commit.children.is_empty();
+        let timed = crate::timing::Timed::start();
         let last = self.store.commit(id, generation, commit).await?;
+        timed.end("commit", id);
         if children {
             self.hub.announce(Wake::Work);
         }
@@ -334,8 +336,10 @@ impl Engine {
             admission_gate: submission.admission_gate,
             events: submission.events,
         };
+        let timed = crate::timing::Timed::start();
         let submitted = self.cx.store.submit(new).await?;
         if let Submitted::Created(id) = submitted {
+            timed.end("submit", id);
             self.cx.hub.announce(Wake::Events(id));
             self.cx.hub.announce(Wake::Work);
         }

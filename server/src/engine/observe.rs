@@ -117,6 +117,8 @@ impl Reader {
                 // The hub dropped the channel; read again with a new one.
                 self.watcher = None;
                 tokio::time::sleep(FALLBACK_POLL).await;
+            } else {
+                crate::timing::mark("woke", id);
             }
         }
     }

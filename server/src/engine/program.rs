@@ -25,7 +25,8 @@ pub const STORAGE_RETRY_BUDGET: u32 = 30;
 
 /// Runs one claimed execution until it ends, waits, or is lost. `lost` fires when the lease
 /// is gone or the node stops: then the phase is dropped and nothing more is written.
-/// `cx.execution` is the row as just read after the claim; the first round goes on from it.
+/// `cx.execution` is the row as the claim wrote it: the first pass checks it instead of
+/// reading it again; every later pass reads it anew.
 pub async fn run_program(
     workflow: Arc<dyn Workflow>,
     mut cx: PhaseContext,
@@ -35,32 +36,28 @@ pub async fn run_program(
     let store = Arc::clone(&cx.engine.store);
     let mut backoff = Backoff::new();
     let mut failures = 0u32;
-    // The runner read the row as it started this program: the first round uses it.
-    let mut fresh = Some(cx.execution.clone());
+    let mut claimed_row = true;
     loop {
         if lost.is_cancelled() {
             return;
         }
-        let read = match fresh.take() {
-            Some(row) => Ok(row),
-            None => store.execution(id).await,
-        };
-        let row = match read {
-            Ok(row) => row,
-            Err(err) if err.is_transient() && failures < cx.retry_budget => {
-                failures += 1;
-                tokio::time::sleep(backoff.next_delay()).await;
-                continue;
-            }
-            Err(err) => {
-                tracing::warn!(execution = %id, error_kind = err_kind(&err), "giving the execution up after storage failures");
-                return;
-            }
-        };
-        if row.generation != cx.generation || row.state.is_terminal() {
+        if !std::mem::take(&mut claimed_row) {
+            cx.execution = match store.execution(id).await {
+                Ok(row) => row,
+                Err(err) if err.is_transient() && failures < cx.retry_budget => {
+                    failures += 1;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
+                }
+                Err(err) => {
+                    tracing::warn!(execution = %id, error_kind = err_kind(&err), "giving the execution up after storage failures");
+                    return;
+                }
+            };
+        }
+        if cx.execution.generation != cx.generation || cx.execution.state.is_terminal() {
             return;
         }
-        cx.execution = row;
         let signals = match store.pending_signals(id).await {
             Ok(signals) => signals,
             Err(_) => {

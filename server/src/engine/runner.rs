@@ -89,6 +89,7 @@ impl Runner {
             let free = self.config.capacity.saturating_sub(self.running()) as i64;
             let mut claimed_all = false;
             if free > 0 {
+                let timed = crate::timing::Timed::start();
                 match self
                     .cx
                     .store
@@ -101,6 +102,7 @@ impl Runner {
                     .await
                 {
                     Ok(claims) => {
+                        timed.end_each("claim", claims.iter().map(|c| c.id));
                         claimed_all = claims.len() as i64 == free.min(100);
                         for claim in claims {
                             self.spawn_program(claim);
@@ -175,23 +177,15 @@ impl Runner {
         tokio::spawn(async move {
             let id = claim.id;
             let signals = runner.cx.hub.signal_notify(id);
-            let started = match runner.cx.store.execution(id).await {
-                Ok(execution) => {
-                    let cx = PhaseContext {
-                        engine: Arc::clone(&runner.cx),
-                        execution,
-                        generation: claim.generation,
-                        signals,
-                        retry_budget: runner.config.storage_retry_budget,
-                    };
-                    run_program(workflow, cx, lost.clone()).await;
-                    true
-                }
-                Err(err) => {
-                    tracing::warn!(execution = %id, error_kind = err_kind(&err), "could not read a claimed execution");
-                    false
-                }
+            // The row as the claim wrote it: the program starts without reading it again.
+            let cx = PhaseContext {
+                engine: Arc::clone(&runner.cx),
+                execution: claim.execution,
+                generation: claim.generation,
+                signals,
+                retry_budget: runner.config.storage_retry_budget,
             };
+            run_program(workflow, cx, lost.clone()).await;
             // A newer claim of the same execution by this node (after this owner lost its
             // lease) keeps its entry and its signals.
             let newer_claim = {
@@ -207,8 +201,8 @@ impl Runner {
             if !newer_claim {
                 runner.cx.hub.forget_signals(id);
             }
-            if lost.is_cancelled() || !started {
-                // Stopping or unreadable: let another owner take it at once.
+            if lost.is_cancelled() {
+                // Stopping: let another owner take it at once.
                 let _ = runner.cx.store.release(id, claim.generation).await;
             }
             runner.cx.hub.announce(Wake::Work);

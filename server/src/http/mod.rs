@@ -232,7 +232,7 @@ pub fn openapi_json() -> String {
 pub fn app(state: AppState) -> axum::Router {
     let (router, doc) = api();
     let doc = Arc::new(doc.to_pretty_json().unwrap_or_default());
-    router
+    let router = router
         .route(
             "/v1/openapi.json",
             axum::routing::get(move || {
@@ -247,5 +247,11 @@ pub fn app(state: AppState) -> axum::Router {
         )
         .fallback(|| async { ApiError::not_found("this path") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(state)
+        .with_state(state);
+    if crate::timing::enabled() {
+        // Only with timings on at start: off, requests pass no extra layer.
+        router.layer(axum::middleware::from_fn(crate::timing::time_request))
+    } else {
+        router
+    }
 }

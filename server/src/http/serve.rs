@@ -37,6 +37,11 @@ pub async fn serve(
                 continue;
             }
         };
+        // Answers are whole messages: send each at once, never held back for an ACK
+        // (Nagle's algorithm would wait for the peer's delayed ACK of the last segment).
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!("setting TCP_NODELAY failed: {err}");
+        }
         let service = TowerToHyperService::new(router.clone());
         let mut stopped = stopped.clone();
         tokio::spawn(async move {

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::records::*;
+use super::rows::execution_columns;
 use super::sealing::{CLEARED, RowSeal};
 use crate::sealed::KeyRing;
 
@@ -144,7 +145,7 @@ impl PostgresStore {
     }
 
     /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
-    /// the rows hold each claim's `id`, `kind` and `generation`.
+    /// the rows hold each claimed execution's columns as written (`execution_columns!`).
     pub(crate) async fn claim_rows(
         &self,
         node: &str,
@@ -154,9 +155,9 @@ impl PostgresStore {
     ) -> Result<Vec<sqlx::postgres::PgRow>, StoreError> {
         let now = now_ms();
         let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "WITH candidates AS ( \
-                 SELECT id FROM executions \
+                 SELECT executions.id AS candidate FROM executions \
                  WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
                    AND (owner_node IS NULL OR lease_expires_at < $1) \
                    AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $1) OR owner_node IS NOT NULL) \
@@ -166,8 +167,10 @@ impl PostgresStore {
              UPDATE executions e SET owner_node = $3, generation = e.generation + 1, lease_expires_at = $1 + $4, \
                  state = CASE WHEN e.state IN ('queued', 'waiting') THEN 'running' ELSE e.state END, \
                  wake_at = NULL, updated_at = $1 \
-             FROM candidates c WHERE e.id = c.id \
-             RETURNING e.id, e.kind, e.generation",
+             FROM candidates c WHERE e.id = c.candidate \
+             RETURNING ",
+            execution_columns!()
+        ),
         )
         .bind(now)
         .bind(limit)

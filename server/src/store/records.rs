@@ -201,7 +201,7 @@ impl ExecutionRow {
 }
 
 /// An execution a node claimed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
     /// The execution.
     pub id: ExecutionId,
@@ -209,6 +209,8 @@ pub struct Claim {
     pub kind: String,
     /// The claimer's generation: one more than before.
     pub generation: i64,
+    /// Its row as the claim wrote it, so the owner starts without reading it again.
+    pub execution: ExecutionRow,
 }
 
 /// Where a call is, as stored.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::StoreError;
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::records::*;
+use super::rows::execution_columns;
 use super::sealing::{CLEARED, RowSeal};
 use crate::sealed::KeyRing;
 
@@ -149,7 +150,7 @@ impl SqliteStore {
     }
 
     /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
-    /// the rows hold each claim's `id`, `kind` and `generation`.
+    /// the rows hold each claimed execution's columns as written (`execution_columns!`).
     pub(crate) async fn claim_rows(
         &self,
         node: &str,
@@ -159,7 +160,7 @@ impl SqliteStore {
     ) -> Result<Vec<sqlx::sqlite::SqliteRow>, StoreError> {
         let now = now_ms();
         let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "UPDATE executions SET owner_node = ?3, generation = generation + 1, lease_expires_at = ?1 + ?4, \
                  state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
                  wake_at = NULL, updated_at = ?1 \
@@ -171,7 +172,9 @@ impl SqliteStore {
                    AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
                    AND kind IN (SELECT value FROM json_each(?5)) \
                  ORDER BY created_at LIMIT ?2) \
-             RETURNING id, kind, generation",
+             RETURNING ",
+            execution_columns!()
+        ),
         )
         .bind(now)
         .bind(limit)

@@ -141,6 +141,64 @@ impl TurnWorkflow {
             .insert(cache_key, Arc::clone(&model));
         Ok(model)
     }
+
+    /// The Turn's saved input, its access guard (its identity's current rights checked first:
+    /// restored work is checked before it does anything) and its model; the rights check and
+    /// the model's provider settings are read side by side.
+    async fn start_input(
+        &self,
+        cx: &PhaseContext,
+    ) -> Result<(TurnInput, Option<AccessGuard>, Arc<dyn Model>), PhaseError> {
+        let input: TurnInput = cx
+            .engine
+            .open_json(cx.execution.input_record)
+            .await
+            .map_err(PhaseError::from)?;
+        let access = async {
+            Ok::<_, PhaseError>(match (&input.identity, &self.identity) {
+                (Some(identity), Some(store)) => {
+                    // Restored work is checked before it does anything.
+                    identity
+                        .check_current(store.as_ref())
+                        .await
+                        .map_err(|err| match err {
+                            IdentityCheckError::Denied(cause) => PhaseError::Failed {
+                                category: ErrorCategory::Access,
+                                cause,
+                            },
+                            IdentityCheckError::Store(err) => PhaseError::Storage(err),
+                        })?;
+                    // A delegated Turn spends the budgets of the Chat its tree works for.
+                    let chat = input.tree_chat(cx.execution.chat_id);
+                    let bot = input.budget_bot().unwrap_or(identity.bot_id);
+                    // A Turn with budgets is billed: each model request reserves its estimate.
+                    let billing = self.budgets.as_ref().map(|_| BillingContext {
+                        organization: identity.organization_id,
+                        bot: identity.bot_id.as_uuid(),
+                        budget_bot: bot.as_uuid(),
+                        chat,
+                        member: Some(identity.owner_member_id),
+                        model: input.model.clone(),
+                        catalog: crate::billing::catalog_price(&input.model),
+                    });
+                    Some(AccessGuard {
+                        identity: identity.clone(),
+                        store: Arc::clone(store),
+                        budgets: self.budgets.as_ref().and_then(|budgets| {
+                            chat.map(|chat| (Arc::clone(budgets), ChatId::from(chat), bot))
+                        }),
+                        billing,
+                    })
+                }
+                _ => None,
+            })
+        };
+        let (access, model) =
+            tokio::join!(access, self.model(cx, &input.model, input.organization_id));
+        // The rights check's failure wins, as if it had run first.
+        let access = access?;
+        Ok((input, access, model?))
+    }
 }
 
 /// The tool set of saved tools: each with its route's handler (HTTP tools call their endpoint;
@@ -202,49 +260,20 @@ impl Workflow for TurnWorkflow {
         _phase: &str,
         scope: &RunScope,
     ) -> Result<(), PhaseError> {
-        let input: TurnInput = cx
-            .engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)?;
-        let access = match (&input.identity, &self.identity) {
-            (Some(identity), Some(store)) => {
-                // Restored work is checked before it does anything.
-                identity
-                    .check_current(store.as_ref())
+        // The phase's reads at its start, side by side: the Chat's history needs only the row;
+        // the rights check and the model need the input.
+        let chat_history = async {
+            match cx.execution.chat_id {
+                Some(chat) => crate::chats::chat_history(&cx.engine, chat, Some(cx.execution.id))
                     .await
-                    .map_err(|err| match err {
-                        IdentityCheckError::Denied(cause) => PhaseError::Failed {
-                            category: ErrorCategory::Access,
-                            cause,
-                        },
-                        IdentityCheckError::Store(err) => PhaseError::Storage(err),
-                    })?;
-                // A delegated Turn spends the budgets of the Chat its tree works for.
-                let chat = input.tree_chat(cx.execution.chat_id);
-                let bot = input.budget_bot().unwrap_or(identity.bot_id);
-                // A Turn with budgets is billed: each model request reserves its estimate.
-                let billing = self.budgets.as_ref().map(|_| BillingContext {
-                    organization: identity.organization_id,
-                    bot: identity.bot_id.as_uuid(),
-                    budget_bot: bot.as_uuid(),
-                    chat,
-                    member: Some(identity.owner_member_id),
-                    model: input.model.clone(),
-                    catalog: crate::billing::catalog_price(&input.model),
-                });
-                Some(AccessGuard {
-                    identity: identity.clone(),
-                    store: Arc::clone(store),
-                    budgets: self.budgets.as_ref().and_then(|budgets| {
-                        chat.map(|chat| (Arc::clone(budgets), ChatId::from(chat), bot))
-                    }),
-                    billing,
-                })
+                    .map(|entries| Some(entries.into_iter().map(|entry| entry.message).collect()))
+                    .map_err(PhaseError::from),
+                None => Ok(None),
             }
-            _ => None,
         };
-        let model = self.model(cx, &input.model, input.organization_id).await?;
+        let (history, started) = tokio::join!(chat_history, self.start_input(cx));
+        let (input, access, model) = started?;
+        let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
         let (tools, retry_safe) =
             saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
                 |cause| PhaseError::Failed {
@@ -289,15 +318,6 @@ impl Workflow for TurnWorkflow {
             self.chats.clone(),
         )))
         .with_source(input.source.clone(), cx.execution.parent_id);
-        let history = match cx.execution.chat_id {
-            Some(chat) => crate::chats::chat_history(&cx.engine, chat, Some(cx.execution.id))
-                .await
-                .map_err(PhaseError::from)?
-                .into_iter()
-                .map(|entry| entry.message)
-                .collect(),
-            None => input.history.clone(),
-        };
         let spec = TurnSpec {
             instructions: input.instructions,
             model,

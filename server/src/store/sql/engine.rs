@@ -344,10 +344,12 @@ impl StoreTrait for Store {
         let rows = self.claim_rows(node, kinds, lease_ms, limit).await?;
         rows.iter()
             .map(|row| {
+                let execution: ExecutionRow = execution_from_row!(row)?;
                 Ok(Claim {
-                    id: row.try_get::<Uuid, _>("id")?.into(),
-                    kind: row.try_get("kind")?,
-                    generation: row.try_get("generation")?,
+                    id: execution.id,
+                    kind: execution.kind.clone(),
+                    generation: execution.generation,
+                    execution,
                 })
             })
             .collect()

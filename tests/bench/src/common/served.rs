@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -17,11 +18,17 @@ pub struct Served {
     /// The admin token printed on first start.
     pub token: String,
     /// From spawning the process to its "listening" line, in ms.
+    #[allow(dead_code)] // not every benchmark that includes this file reports it
     pub ready_ms: f64,
     /// The start time the server reports itself, in ms.
+    #[allow(dead_code)] // not every benchmark that includes this file reports it
     pub ready_reported_ms: Option<f64>,
     /// The data folder.
     pub data: tempfile::TempDir,
+    /// The server's timing lines (target `openbot::timing`), as they arrive; empty unless
+    /// started with timings on.
+    #[allow(dead_code)] // read only by the benchmarks that start it with timings
+    pub timings: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Served {
@@ -33,7 +40,18 @@ impl Drop for Served {
 
 impl Served {
     /// Migrates and starts `openbot` on `database_url`, or on SQLite in a new folder.
+    #[allow(dead_code)] // not every benchmark that includes this file starts it this way
     pub fn start(openbot: &Path, database_url: Option<&str>) -> anyhow::Result<Self> {
+        Self::start_with(openbot, database_url, false)
+    }
+
+    /// Like [`Served::start`]; with `timings`, the server logs its timing lines
+    /// (`OPENBOT_LOG=error,openbot::timing=debug`), collected in [`Served::timings`].
+    pub fn start_with(
+        openbot: &Path,
+        database_url: Option<&str>,
+        timings: bool,
+    ) -> anyhow::Result<Self> {
         let data = tempfile::tempdir()?;
         let mut node_args: Vec<String> =
             vec!["--data-dir".into(), data.path().display().to_string()];
@@ -51,7 +69,13 @@ impl Served {
             String::from_utf8_lossy(&migrated.stderr)
         );
         let started = Instant::now();
-        let mut child = Command::new(openbot)
+        let mut command = Command::new(openbot);
+        if timings {
+            command
+                .env("OPENBOT_LOG", "error,openbot::timing=debug")
+                .env("NO_COLOR", "1");
+        }
+        let mut child = command
             .arg("serve")
             .args(&node_args)
             .args(["--bind", "127.0.0.1:0"])
@@ -84,7 +108,17 @@ impl Served {
             }
         };
         let ready_ms = started.elapsed().as_secs_f64() * 1000.0;
-        std::thread::spawn(move || for _ in lines {});
+        let collected = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&collected);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if line.contains("openbot::timing") {
+                    sink.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(line);
+                }
+            }
+        });
         let token = {
             let stdout = child.stdout.take().context("no stdout")?;
             BufReader::new(stdout)
@@ -99,6 +133,7 @@ impl Served {
             ready_ms,
             ready_reported_ms,
             data,
+            timings: collected,
         })
     }
 }
