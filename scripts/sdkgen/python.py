@@ -18,6 +18,8 @@ iterator over every item (async in the async client), and `<name>_page`, one pag
 
 from __future__ import annotations
 
+import keyword
+
 from spec import ROOT, Operation, ref_name
 
 PACKAGE = ROOT / "packages-python" / "python" / "openbot_platform"
@@ -419,12 +421,14 @@ class Method:
                 continue
             inner, _ = types.nullable(p.schema)
             annotation = types.annotation(inner, argument=True)
+            # A parameter named by a Python keyword (`from`) takes a trailing underscore.
+            arg = f"{p.name}_" if keyword.iskeyword(p.name) else p.name
             # Filters and page sizes may be given by position, after the path parameters.
             if p.required:
-                self.args.append(f"{p.name}: {annotation}")
+                self.args.append(f"{arg}: {annotation}")
             else:
-                self.args.append(f"{p.name}: {annotation} | None = None")
-            self.params.append(f'"{p.name}": {p.name}')
+                self.args.append(f"{arg}: {annotation} | None = None")
+            self.params.append(f'"{p.name}": {arg}')
             if p.description:
                 self.docs.append(f"``{p.name}``: {p.description}")
         if op.body == "json":

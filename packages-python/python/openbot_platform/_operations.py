@@ -434,7 +434,7 @@ class AsyncOperations(AsyncCaller):
 
     async def usage_page(
         self,
-        from: datetime | None = None,
+        from_: datetime | None = None,
         to: datetime | None = None,
         group_by: str | None = None,
         bot_id: str | None = None,
@@ -456,12 +456,12 @@ class AsyncOperations(AsyncCaller):
         page holds: 1-500, default 50 (not for the CSV export). ``cursor``: the
         ``next_cursor`` of the page before.
         """
-        answer = await self._call_op("usage", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        answer = await self._call_op("usage", {"from": from_, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
         return UsagePage.from_dict(answer)
 
     def usage(
         self,
-        from: datetime | None = None,
+        from_: datetime | None = None,
         to: datetime | None = None,
         group_by: str | None = None,
         bot_id: str | None = None,
@@ -484,14 +484,14 @@ class AsyncOperations(AsyncCaller):
         the CSV export). ``cursor``: where to start (a page's ``next_cursor``).
         """
         async def page(cursor: str | None) -> tuple[list[UsageRow], str | None]:
-            found = await self.usage_page(from, to, group_by, bot_id, chat_id, member_id, model, limit, cursor=cursor)
+            found = await self.usage_page(from_, to, group_by, bot_id, chat_id, member_id, model, limit, cursor=cursor)
             return found.items, found.next_cursor
 
         return AsyncPages(page, cursor)
 
     async def usage_export(
         self,
-        from: datetime | None = None,
+        from_: datetime | None = None,
         to: datetime | None = None,
         group_by: str | None = None,
         bot_id: str | None = None,
@@ -510,7 +510,7 @@ class AsyncOperations(AsyncCaller):
         page holds: 1-500, default 50 (not for the CSV export).; ``cursor``: Where the page
         starts: the `next_cursor` of the page before (not for the CSV export).
         """
-        answer = await self._call_op("usage_export", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        answer = await self._call_op("usage_export", {"from": from_, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
         return FileContent.of(answer)
 
     # -- bots
@@ -1523,7 +1523,7 @@ class SyncOperations(SyncCaller):
 
     def usage_page(
         self,
-        from: datetime | None = None,
+        from_: datetime | None = None,
         to: datetime | None = None,
         group_by: str | None = None,
         bot_id: str | None = None,
@@ -1545,12 +1545,12 @@ class SyncOperations(SyncCaller):
         page holds: 1-500, default 50 (not for the CSV export). ``cursor``: the
         ``next_cursor`` of the page before.
         """
-        answer = self._call_op("usage", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        answer = self._call_op("usage", {"from": from_, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
         return UsagePage.from_dict(answer)
 
     def usage(
         self,
-        from: datetime | None = None,
+        from_: datetime | None = None,
         to: datetime | None = None,
         group_by: str | None = None,
         bot_id: str | None = None,
@@ -1573,14 +1573,14 @@ class SyncOperations(SyncCaller):
         export). ``cursor``: where to start (a page's ``next_cursor``).
         """
         def page(cursor: str | None) -> tuple[list[UsageRow], str | None]:
-            found = self.usage_page(from, to, group_by, bot_id, chat_id, member_id, model, limit, cursor=cursor)
+            found = self.usage_page(from_, to, group_by, bot_id, chat_id, member_id, model, limit, cursor=cursor)
             return found.items, found.next_cursor
 
         return Pages(page, cursor)
 
     def usage_export(
         self,
-        from: datetime | None = None,
+        from_: datetime | None = None,
         to: datetime | None = None,
         group_by: str | None = None,
         bot_id: str | None = None,
@@ -1599,7 +1599,7 @@ class SyncOperations(SyncCaller):
         page holds: 1-500, default 50 (not for the CSV export).; ``cursor``: Where the page
         starts: the `next_cursor` of the page before (not for the CSV export).
         """
-        answer = self._call_op("usage_export", {"from": from, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
+        answer = self._call_op("usage_export", {"from": from_, "to": to, "group_by": group_by, "bot_id": bot_id, "chat_id": chat_id, "member_id": member_id, "model": model, "limit": limit, "cursor": cursor})
         return FileContent.of(answer)
 
     # -- bots
