@@ -108,8 +108,8 @@ pub async fn send(
     ApiJson(input): ApiJson<SendInput>,
 ) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
-    let chat = chat(&state, &caller, &id).await?;
-    match state.chats.send(&caller, chat.id, input).await {
+    // The use case reads the Chat (and answers 404 when the caller has none by this ID).
+    match state.chats.send(&caller, parse_id(&id)?, input).await {
         Ok(receipt) => Ok((StatusCode::ACCEPTED, Json(receipt))),
         Err(err) => Err(mapped(&state, err).await),
     }
@@ -128,8 +128,8 @@ pub async fn steer(
     ApiJson(input): ApiJson<SendInput>,
 ) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
-    let chat = chat(&state, &caller, &id).await?;
-    match state.chats.steer(&caller, chat.id, input).await {
+    // The use case reads the Chat (and answers 404 when the caller has none by this ID).
+    match state.chats.steer(&caller, parse_id(&id)?, input).await {
         Ok(receipt) => Ok((StatusCode::ACCEPTED, Json(receipt))),
         Err(err) => Err(mapped(&state, err).await),
     }
