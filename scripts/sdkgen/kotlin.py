@@ -150,6 +150,8 @@ def rust_file(operations: list[Operation]) -> str:
         "//! Every operation of the HTTP API as a method of the mobile [`Client`], over the one generic\n"
         "//! `Client::call` of the core: the same in both modes (in memory, an operation only a server\n"
         "//! has fails with `invalid_input`). Requests and answers are the schema's types.\n\n"
+        "// One argument per parameter of the API's operation, as the schema declares them.\n"
+        "#![allow(clippy::too_many_arguments)]\n\n"
         "use openbot_core::ApiRequest;\n"
         "use openbot_schema as schema;\n\n"
         "use crate::client::{ApiBytes, Client};\n"

@@ -153,6 +153,8 @@ def generate(operations: list[Operation], components: dict) -> tuple:
         "//! [`OPERATIONS`] is every operation of the HTTP API; [`Operations`] gives each one that\n"
         "//! the [`Client`] trait does not declare by hand a typed method, in both modes (in memory,\n"
         "//! an operation only a server has fails with `invalid_input`).\n\n"
+        "// One argument per parameter of the API's operation, as the schema declares them.\n"
+        "#![allow(clippy::too_many_arguments)]\n\n"
         "use async_trait::async_trait;\n"
         + (f"use openbot_schema::{{{', '.join(sorted(used))}}};\n" if used else "")
         + "\n"

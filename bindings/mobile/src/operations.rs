@@ -5,6 +5,9 @@
 //! `Client::call` of the core: the same in both modes (in memory, an operation only a server
 //! has fails with `invalid_input`). Requests and answers are the schema's types.
 
+// One argument per parameter of the API's operation, as the schema declares them.
+#![allow(clippy::too_many_arguments)]
+
 use openbot_core::ApiRequest;
 use openbot_schema as schema;
 

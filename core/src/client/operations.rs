@@ -4,6 +4,9 @@
 //! the [`Client`] trait does not declare by hand a typed method, in both modes (in memory,
 //! an operation only a server has fails with `invalid_input`).
 
+// One argument per parameter of the API's operation, as the schema declares them.
+#![allow(clippy::too_many_arguments)]
+
 use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
