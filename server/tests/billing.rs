@@ -149,8 +149,11 @@ async fn concurrent_turns_against_a_small_budget_never_overspend(server: Server)
             .unwrap(),
     )
     .await;
-    assert_eq!(budgets[0]["spent_micros"], json!(5 * completed as u64));
-    assert!(budgets[0]["spent_micros"].as_u64().unwrap() <= budget);
+    assert_eq!(
+        budgets["items"][0]["spent_micros"],
+        json!(5 * completed as u64)
+    );
+    assert!(budgets["items"][0]["spent_micros"].as_u64().unwrap() <= budget);
     let credits = json_of(
         server
             .get("/v1/billing/credits", &server.owner)
