@@ -36,6 +36,7 @@ http_tests!(
     usage_reports_sum_by_group_page_and_export_csv,
     billing_needs_an_admin_and_a_bot_limited_token_sees_its_bot_only,
     prices_list_the_catalog_with_its_date_and_the_organizations_overrides,
+    a_model_spec_with_a_control_character_is_invalid_input_not_a_storage_fault,
 );
 
 async fn json_of(response: reqwest::Response) -> Value {
@@ -860,4 +861,26 @@ async fn prices_list_the_catalog_with_its_date_and_the_organizations_overrides(s
         error_code(again).await,
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+}
+
+async fn a_model_spec_with_a_control_character_is_invalid_input_not_a_storage_fault(
+    server: Server,
+) {
+    // Found by the API contract run on PostgreSQL: a NUL cannot be stored, so it is bad input.
+    for path in [
+        "/v1/billing/prices?model=openai%3Agpt%00x",
+        "/v1/usage?model=a%00b",
+        "/v1/usage?group_by=model&cursor=a%00b",
+    ] {
+        let answer = if path.starts_with("/v1/billing") {
+            server.delete(path, &server.owner).send().await.unwrap()
+        } else {
+            server.get(path, &server.owner).send().await.unwrap()
+        };
+        assert_eq!(
+            error_code(answer).await,
+            (StatusCode::BAD_REQUEST, "invalid_input".into()),
+            "{path}"
+        );
+    }
 }

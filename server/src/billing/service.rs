@@ -199,12 +199,7 @@ impl Billing {
         request: PutModelPrice,
     ) -> Result<ModelPrice, BillingError> {
         Self::check(caller, Action::Write)?;
-        let model = request.model.trim();
-        if model.is_empty() || model.chars().count() > 500 {
-            return Err(BillingError::Invalid(
-                "model must be a model spec of 1-500 characters".into(),
-            ));
-        }
+        let model = checked_model(&request.model)?;
         let limit = i64::MAX as u64 / 100_000_000;
         let price = Pricing {
             input_per_million: request.input_micros_per_million,
@@ -235,6 +230,7 @@ impl Billing {
     /// Removes the organization's price for a model: the catalog's applies again (or none).
     pub async fn delete_price(&self, caller: &Caller, model: &str) -> Result<(), BillingError> {
         Self::check(caller, Action::Write)?;
+        let model = checked_model(model)?;
         if self
             .store
             .delete_price(caller.member.organization_id, model)
@@ -327,6 +323,9 @@ impl Billing {
         {
             return Err(BillingError::Invalid("from must be before to".into()));
         }
+        if let Some(model) = &filter.model {
+            checked_model(model)?;
+        }
         Ok(UsageQuery {
             organization: caller.member.organization_id,
             from: filter.from.map(|t| t.timestamp_millis()),
@@ -356,7 +355,9 @@ impl Billing {
         let limit = page_limit(limit)?;
         let mut query = Self::query(caller, filter)?;
         if let Some(cursor) = cursor {
-            if query.group != UsageGroup::Model && cursor.parse::<Uuid>().is_err() {
+            if (query.group != UsageGroup::Model && cursor.parse::<Uuid>().is_err())
+                || cursor.chars().any(char::is_control)
+            {
                 return Err(bad_cursor());
             }
             query.after = Some(cursor.to_string());
@@ -424,6 +425,18 @@ fn page_limit(limit: Option<u32>) -> Result<u32, BillingError> {
 
 fn bad_cursor() -> BillingError {
     BillingError::Invalid("cursor must be a `next_cursor` of this list".into())
+}
+
+/// A model spec as prices name it: 1-500 characters, no control characters (a NUL cannot be
+/// stored, and no spec has one), surrounding spaces trimmed.
+fn checked_model(model: &str) -> Result<&str, BillingError> {
+    let model = model.trim();
+    if model.is_empty() || model.chars().count() > 500 || model.chars().any(char::is_control) {
+        return Err(BillingError::Invalid(
+            "model must be a model spec of 1-500 characters without control characters".into(),
+        ));
+    }
+    Ok(model)
 }
 
 #[cfg(test)]
