@@ -40,7 +40,7 @@ describe('approvals (memory)', () => {
 
   test('an unknown approval state or decision fails with InvalidInputError', () =>
     withClient(memory, async (client) => {
-      await assert.rejects(client.listApprovals({ state: 'maybe' }), sdk.InvalidInputError);
+      await assert.rejects(async () => client.listApprovals({ state: 'maybe' }).toArray(), sdk.InvalidInputError);
       const id = '019ad1c8-0000-7000-8000-000000000000';
       await assert.rejects(client.decideApproval(id, { decision: 'perhaps' }), sdk.InvalidInputError);
       await assert.rejects(client.decideApproval('not-an-id', { decision: 'deny' }), {
@@ -51,8 +51,8 @@ describe('approvals (memory)', () => {
 
   test('wrong argument types of the approval calls throw TypeError before anything is sent', () =>
     withClient(memory, async (client) => {
-      await assert.rejects(client.listApprovals('pending'), { name: 'TypeError', message: /listApprovals: `options` must be an object/ });
-      await assert.rejects(client.listApprovals({ state: 1 }), { name: 'TypeError', message: /options\.state/ });
+      await assert.rejects(async () => client.listApprovals('pending').toArray(), { name: 'TypeError', message: /listApprovals: `options` must be an object/ });
+      await assert.rejects(async () => client.listApprovals({ state: 1 }).toArray(), { name: 'TypeError', message: /options\.state/ });
       await assert.rejects(client.decideApproval(7, { decision: 'deny' }), { name: 'TypeError', message: /decideApproval: `id` must be a string/ });
       await assert.rejects(client.decideApproval('x', 'deny'), { name: 'TypeError', message: /decideApproval: `body` must be an object/ });
       await assert.rejects(client.decideApproval('x', { decision: 'deny', reason: 3 }), { name: 'TypeError', message: /`body\.reason` must be a string, not number 3/ });

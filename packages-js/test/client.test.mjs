@@ -345,7 +345,7 @@ for (const mode of modes) {
     test('a closed client fails with ClosedError', async () => {
       const client = await mode.connect({});
       await client.close();
-      await assert.rejects(client.listBots(), (e) => {
+      await assert.rejects(async () => client.listBots().toArray(), (e) => {
         assert.ok(e instanceof sdk.ClosedError);
         assert.equal(e.code, 'closed');
         return true;
