@@ -342,7 +342,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_rules: { id: 'list_rules', sdkMethod: 'listRules', method: 'GET', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_rule: { id: 'create_rule', sdkMethod: 'createRule', method: 'POST', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_rule: { id: 'delete_rule', sdkMethod: 'deleteRule', method: 'DELETE', path: '/v1/approval-rules/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_approvals: { id: 'list_approvals', sdkMethod: 'listApprovals', method: 'GET', path: '/v1/approvals', tag: 'approvals', pathParams: [], queryParams: ['limit', 'cursor', 'state'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
+  list_approvals: { id: 'list_approvals', sdkMethod: 'listApprovals', method: 'GET', path: '/v1/approvals', tag: 'approvals', pathParams: [], queryParams: ['state', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   get_approval: { id: 'get_approval', sdkMethod: 'getApproval', method: 'GET', path: '/v1/approvals/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   decide_approval: { id: 'decide_approval', sdkMethod: 'decideApproval', method: 'POST', path: '/v1/approvals/{id}/decision', tag: 'approvals', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   get_credits: { id: 'get_credits', sdkMethod: 'getCredits', method: 'GET', path: '/v1/billing/credits', tag: 'billing', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
@@ -359,7 +359,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_budgets: { id: 'list_budgets', sdkMethod: 'listBudgets', method: 'GET', path: '/v1/budgets', tag: 'budgets', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_budget: { id: 'put_budget', sdkMethod: 'putBudget', method: 'PUT', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_budget: { id: 'delete_budget', sdkMethod: 'deleteBudget', method: 'DELETE', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
-  list_chats: { id: 'list_chats', sdkMethod: 'listChats', method: 'GET', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: ['limit', 'cursor', 'bot'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  list_chats: { id: 'list_chats', sdkMethod: 'listChats', method: 'GET', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: ['bot', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_chat: { id: 'create_chat', sdkMethod: 'createChat', method: 'POST', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   get_chat: { id: 'get_chat', sdkMethod: 'getChat', method: 'GET', path: '/v1/chats/{id}', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_chat: { id: 'delete_chat', sdkMethod: 'deleteChat', method: 'DELETE', path: '/v1/chats/{id}', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
@@ -417,7 +417,7 @@ export interface OperationTypes {
   list_rules: { params: { limit?: number; cursor?: string }; body: undefined; answer: ApprovalRulePage };
   create_rule: { params: Record<string, never>; body: CreateApprovalRule; answer: ApprovalRule };
   delete_rule: { params: { id: string }; body: undefined; answer: undefined };
-  list_approvals: { params: { limit?: number; cursor?: string; state?: ApprovalState }; body: undefined; answer: ApprovalRequestPage };
+  list_approvals: { params: { state?: ApprovalState; limit?: number; cursor?: string }; body: undefined; answer: ApprovalRequestPage };
   get_approval: { params: { id: string }; body: undefined; answer: ApprovalRequest };
   decide_approval: { params: { id: string }; body: DecideApproval; answer: ApprovalRequest };
   get_credits: { params: Record<string, never>; body: undefined; answer: CreditBalance };
@@ -434,7 +434,7 @@ export interface OperationTypes {
   list_budgets: { params: { limit?: number; cursor?: string }; body: undefined; answer: BudgetPage };
   put_budget: { params: { scope: string; target: string }; body: PutBudget; answer: Budget };
   delete_budget: { params: { scope: string; target: string }; body: undefined; answer: undefined };
-  list_chats: { params: { limit?: number; cursor?: string; bot?: string }; body: undefined; answer: ChatPage };
+  list_chats: { params: { bot?: string; limit?: number; cursor?: string }; body: undefined; answer: ChatPage };
   create_chat: { params: Record<string, never>; body: CreateChat; answer: ChatInfo };
   get_chat: { params: { id: string }; body: undefined; answer: ChatInfo };
   delete_chat: { params: { id: string }; body: undefined; answer: undefined };
@@ -533,8 +533,8 @@ export abstract class Operations {
    * ask again with `next_cursor` until it is absent. `GET /v1/approvals` (operation
    * `list_approvals`).
    */
-  listApprovals(options: { limit?: number; cursor?: string; state?: ApprovalState } = {}): Paged<ApprovalRequest> {
-    checkFields('listApprovals', 'options', options, { limit: 'integer?', cursor: 'string?', state: 'string?' });
+  listApprovals(options: { state?: ApprovalState; limit?: number; cursor?: string } = {}): Paged<ApprovalRequest> {
+    checkFields('listApprovals', 'options', options, { state: 'string?', limit: 'integer?', cursor: 'string?' });
     return this.paged('list_approvals', { ...options }, 'items', (info) => info as ApprovalRequest);
   }
 
@@ -678,8 +678,8 @@ export abstract class Operations {
    * The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask again
    * with `next_cursor` until it is absent. `GET /v1/chats` (operation `list_chats`).
    */
-  listChats(options: { limit?: number; cursor?: string; bot?: string } = {}): Paged<Chat> {
-    checkFields('listChats', 'options', options, { limit: 'integer?', cursor: 'string?', bot: 'string?' });
+  listChats(options: { bot?: string; limit?: number; cursor?: string } = {}): Paged<Chat> {
+    checkFields('listChats', 'options', options, { bot: 'string?', limit: 'integer?', cursor: 'string?' });
     return this.paged('list_chats', { ...options }, 'items', (info) => this.toChat(info as Schemas['Chat']));
   }
 

@@ -79,7 +79,10 @@ class Operation:
 
     @property
     def query_params(self) -> list[Param]:
-        return [p for p in self.params if p.location == "query"]
+        """The query parameters, filters first and then the page's `limit` and `cursor`, so that
+        every SDK takes a list's filters first (`list_approvals("pending")`)."""
+        query = [p for p in self.params if p.location == "query"]
+        return sorted(query, key=lambda p: p.name in ("limit", "cursor"))
 
     @property
     def paged(self) -> bool:

@@ -57,17 +57,17 @@ impl Client {
     /// The approval requests the caller may decide, newest first, only in `state` when given.
     /// Paged: ask again with `next_cursor` until it is absent.
     /// (`GET /v1/approvals`, operation `list_approvals`)
-    #[uniffi::method(default(limit = None, cursor = None, state = None))]
+    #[uniffi::method(default(state = None, limit = None, cursor = None))]
     pub async fn list_approvals(
         &self,
+        state: Option<schema::ApprovalState>,
         limit: Option<u32>,
         cursor: Option<String>,
-        state: Option<schema::ApprovalState>,
     ) -> Result<schema::ApprovalRequestPage, OpenBotError> {
         let mut request = ApiRequest::default();
+        request.param("state", state);
         request.param("limit", limit);
         request.param("cursor", cursor);
-        request.param("state", state);
         let answer = self.call_operation("list_approvals", request).await?;
         answer.decode().map_err(from_core)
     }
@@ -270,17 +270,17 @@ impl Client {
     /// The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask again
     /// with `next_cursor` until it is absent.
     /// (`GET /v1/chats`, operation `list_chats`)
-    #[uniffi::method(default(limit = None, cursor = None, bot = None))]
+    #[uniffi::method(default(bot = None, limit = None, cursor = None))]
     pub async fn list_chats(
         &self,
+        bot: Option<String>,
         limit: Option<u32>,
         cursor: Option<String>,
-        bot: Option<String>,
     ) -> Result<schema::ChatPage, OpenBotError> {
         let mut request = ApiRequest::default();
+        request.param("bot", bot);
         request.param("limit", limit);
         request.param("cursor", cursor);
-        request.param("bot", bot);
         let answer = self.call_operation("list_chats", request).await?;
         answer.decode().map_err(from_core)
     }

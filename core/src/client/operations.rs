@@ -63,7 +63,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/approvals",
         path_params: &[],
-        query_params: &["limit", "cursor", "state"],
+        query_params: &["state", "limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -250,7 +250,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/chats",
         path_params: &[],
-        query_params: &["limit", "cursor", "bot"],
+        query_params: &["bot", "limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -1019,15 +1019,15 @@ pub trait Operations: Client {
     /// with `next_cursor` until it is absent.
     async fn list_chats(
         &self,
+        bot: Option<&str>,
         limit: Option<u64>,
         cursor: Option<&str>,
-        bot: Option<&str>,
     ) -> Result<ChatPage, Error> {
         const OP: &str = "list_chats";
         let mut request = ApiRequest::default();
+        request.param("bot", bot);
         request.param("limit", limit);
         request.param("cursor", cursor);
-        request.param("bot", bot);
         self.call(OP, request).await?.decode()
     }
 
@@ -1036,7 +1036,7 @@ pub trait Operations: Client {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.list_chats(None, cursor.as_deref(), bot).await?;
+            let page = self.list_chats(bot, None, cursor.as_deref()).await?;
             items.extend(page.items);
             match page.next_cursor {
                 Some(next) => cursor = Some(next),

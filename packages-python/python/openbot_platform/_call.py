@@ -131,19 +131,24 @@ class AsyncPages(Generic[T]):
 
 class Pages(Generic[T]):
     """Every item of a paged list, as an iterator that asks for the next page when the one
-    before is read (``for item in client.list_...()``)."""
+    before is read (``for item in client.list_...()``). The first page is read at the call, so
+    a list the caller may not read fails there, as any other call does."""
 
     def __init__(self, page: Callable[[str | None], tuple[list[T], str | None]], cursor: str | None) -> None:
         self._page = page
-        self._cursor = cursor
+        self._first = page(cursor)
 
     def __iter__(self) -> Iterator[T]:
-        cursor = self._cursor
+        items, cursor = self._first
         while True:
-            items, cursor = self._page(cursor)
             yield from items
             if not cursor:
                 return
+            items, cursor = self._page(cursor)
+
+    def __len__(self) -> int:
+        """How many items the list has (reads every page)."""
+        return len(self.to_list())
 
     def to_list(self) -> list[T]:
         """Every item, reading every page."""

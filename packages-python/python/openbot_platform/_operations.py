@@ -299,33 +299,33 @@ class AsyncOperations(AsyncCaller):
 
     async def list_approvals_page(
         self,
-        limit: int | None = None,
         state: ApprovalState | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> ApprovalRequestPage:
         """One page: The approval requests the caller may decide, newest first, only in `state`
         when given. Paged: ask again with `next_cursor` until it is absent. ``GET
-        /v1/approvals``. ``limit``: How many items the page holds: 1-200, default 50.;
-        ``state``: Only requests in this state, e.g. `pending`. ``cursor``: the
-        ``next_cursor`` of the page before.
+        /v1/approvals``. ``state``: Only requests in this state, e.g. `pending`.; ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of
+        the page before.
         """
-        answer = await self._call_op("list_approvals", {"limit": limit, "state": state, "cursor": cursor})
+        answer = await self._call_op("list_approvals", {"state": state, "limit": limit, "cursor": cursor})
         return ApprovalRequestPage.from_dict(answer)
 
     def list_approvals(
         self,
-        limit: int | None = None,
         state: ApprovalState | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> AsyncPages[ApprovalRequest]:
         """Every item, page by page, as an async iterator: The approval requests the caller may
         decide, newest first, only in `state` when given. Paged: ask again with `next_cursor`
-        until it is absent. ``GET /v1/approvals``. ``limit``: How many items the page holds:
-        1-200, default 50.; ``state``: Only requests in this state, e.g. `pending`.
+        until it is absent. ``GET /v1/approvals``. ``state``: Only requests in this state,
+        e.g. `pending`.; ``limit``: How many items the page holds: 1-200, default 50.
         ``cursor``: where to start (a page's ``next_cursor``).
         """
         async def page(cursor: str | None) -> tuple[list[ApprovalRequest], str | None]:
-            found = await self.list_approvals_page(limit, state, cursor=cursor)
+            found = await self.list_approvals_page(state, limit, cursor=cursor)
             return found.items, found.next_cursor
 
         return AsyncPages(page, cursor)
@@ -640,32 +640,32 @@ class AsyncOperations(AsyncCaller):
 
     async def list_chats_page(
         self,
-        limit: int | None = None,
         bot: str | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> ChatPage:
         """One page: The caller's Chats, oldest first; with `bot`, only its Chats with that Bot.
-        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/chats``. ``limit``:
-        How many items the page holds: 1-200, default 50.; ``bot``: Only the Chats with this
-        Bot. ``cursor``: the ``next_cursor`` of the page before.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/chats``. ``bot``:
+        Only the Chats with this Bot.; ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
         """
-        answer = await self._call_op("list_chats", {"limit": limit, "bot": bot, "cursor": cursor})
+        answer = await self._call_op("list_chats", {"bot": bot, "limit": limit, "cursor": cursor})
         return ChatPage.from_dict(answer)
 
     def list_chats(
         self,
-        limit: int | None = None,
         bot: str | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> AsyncPages[Chat]:
         """Every item, page by page, as an async iterator: The caller's Chats, oldest first;
         with `bot`, only its Chats with that Bot. Paged: ask again with `next_cursor` until
-        it is absent. ``GET /v1/chats``. ``limit``: How many items the page holds: 1-200,
-        default 50.; ``bot``: Only the Chats with this Bot. ``cursor``: where to start (a
+        it is absent. ``GET /v1/chats``. ``bot``: Only the Chats with this Bot.; ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
         page's ``next_cursor``).
         """
         async def page(cursor: str | None) -> tuple[list[Chat], str | None]:
-            found = await self.list_chats_page(limit, bot, cursor=cursor)
+            found = await self.list_chats_page(bot, limit, cursor=cursor)
             return found.items, found.next_cursor
 
         return AsyncPages(page, cursor)
@@ -1388,33 +1388,33 @@ class SyncOperations(SyncCaller):
 
     def list_approvals_page(
         self,
-        limit: int | None = None,
         state: ApprovalState | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> ApprovalRequestPage:
         """One page: The approval requests the caller may decide, newest first, only in `state`
         when given. Paged: ask again with `next_cursor` until it is absent. ``GET
-        /v1/approvals``. ``limit``: How many items the page holds: 1-200, default 50.;
-        ``state``: Only requests in this state, e.g. `pending`. ``cursor``: the
-        ``next_cursor`` of the page before.
+        /v1/approvals``. ``state``: Only requests in this state, e.g. `pending`.; ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of
+        the page before.
         """
-        answer = self._call_op("list_approvals", {"limit": limit, "state": state, "cursor": cursor})
+        answer = self._call_op("list_approvals", {"state": state, "limit": limit, "cursor": cursor})
         return ApprovalRequestPage.from_dict(answer)
 
     def list_approvals(
         self,
-        limit: int | None = None,
         state: ApprovalState | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> Pages[ApprovalRequest]:
         """Every item, page by page, as an iterator: The approval requests the caller may
         decide, newest first, only in `state` when given. Paged: ask again with `next_cursor`
-        until it is absent. ``GET /v1/approvals``. ``limit``: How many items the page holds:
-        1-200, default 50.; ``state``: Only requests in this state, e.g. `pending`.
+        until it is absent. ``GET /v1/approvals``. ``state``: Only requests in this state,
+        e.g. `pending`.; ``limit``: How many items the page holds: 1-200, default 50.
         ``cursor``: where to start (a page's ``next_cursor``).
         """
         def page(cursor: str | None) -> tuple[list[ApprovalRequest], str | None]:
-            found = self.list_approvals_page(limit, state, cursor=cursor)
+            found = self.list_approvals_page(state, limit, cursor=cursor)
             return found.items, found.next_cursor
 
         return Pages(page, cursor)
@@ -1729,32 +1729,32 @@ class SyncOperations(SyncCaller):
 
     def list_chats_page(
         self,
-        limit: int | None = None,
         bot: str | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> ChatPage:
         """One page: The caller's Chats, oldest first; with `bot`, only its Chats with that Bot.
-        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/chats``. ``limit``:
-        How many items the page holds: 1-200, default 50.; ``bot``: Only the Chats with this
-        Bot. ``cursor``: the ``next_cursor`` of the page before.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/chats``. ``bot``:
+        Only the Chats with this Bot.; ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
         """
-        answer = self._call_op("list_chats", {"limit": limit, "bot": bot, "cursor": cursor})
+        answer = self._call_op("list_chats", {"bot": bot, "limit": limit, "cursor": cursor})
         return ChatPage.from_dict(answer)
 
     def list_chats(
         self,
-        limit: int | None = None,
         bot: str | None = None,
+        limit: int | None = None,
         cursor: str | None = None,
     ) -> Pages[Chat]:
         """Every item, page by page, as an iterator: The caller's Chats, oldest first; with
         `bot`, only its Chats with that Bot. Paged: ask again with `next_cursor` until it is
-        absent. ``GET /v1/chats``. ``limit``: How many items the page holds: 1-200, default
-        50.; ``bot``: Only the Chats with this Bot. ``cursor``: where to start (a page's
+        absent. ``GET /v1/chats``. ``bot``: Only the Chats with this Bot.; ``limit``: How
+        many items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
         ``next_cursor``).
         """
         def page(cursor: str | None) -> tuple[list[Chat], str | None]:
-            found = self.list_chats_page(limit, bot, cursor=cursor)
+            found = self.list_chats_page(bot, limit, cursor=cursor)
             return found.items, found.next_cursor
 
         return Pages(page, cursor)

@@ -94,8 +94,8 @@ fun Client.listRulesFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Approv
  * absent). `limit` is the size of each page; the next page is asked for only when the collector
  * wants more.
  */
-fun Client.listApprovalsFlow(limit: UInt? = null, state: uniffi.openbot.schema.ApprovalState? = null): Flow<uniffi.openbot.schema.ApprovalRequest> =
-    pagedFlow({ cursor -> listApprovals(limit, cursor, state) }, { it.items }, { it.nextCursor })
+fun Client.listApprovalsFlow(state: uniffi.openbot.schema.ApprovalState? = null, limit: UInt? = null): Flow<uniffi.openbot.schema.ApprovalRequest> =
+    pagedFlow({ cursor -> listApprovals(state, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `creditLedger`, page after page (The organization's credit ledger (grants and
@@ -136,8 +136,8 @@ fun Client.listBudgetsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Budg
  * its Chats with that Bot. Paged: ask again with `next_cursor` until it is absent). `limit` is the
  * size of each page; the next page is asked for only when the collector wants more.
  */
-fun Client.listChatsFlow(limit: UInt? = null, bot: String? = null): Flow<uniffi.openbot.schema.Chat> =
-    pagedFlow({ cursor -> listChats(limit, cursor, bot) }, { it.items }, { it.nextCursor })
+fun Client.listChatsFlow(bot: String? = null, limit: UInt? = null): Flow<uniffi.openbot.schema.Chat> =
+    pagedFlow({ cursor -> listChats(bot, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `history`, page after page (The Chat's messages, oldest first: the saved messages
