@@ -683,7 +683,7 @@ def test_a_tool_may_call_the_client_it_runs_in(target: Target, script: Any) -> N
     holder: dict[str, openbot.Client] = {}
 
     def add(a: int, b: int) -> str:
-        bots = holder["client"].list_bots()  # a blocking call from the tool's worker thread
+        bots = list(holder["client"].list_bots())  # a blocking call from the tool's worker thread
         return f"{a + b} ({len(bots) > 0})"
 
     with connect_sync(target, tools={"add": add}) as client:

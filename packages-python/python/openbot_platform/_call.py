@@ -146,10 +146,6 @@ class Pages(Generic[T]):
                 return
             items, cursor = self._page(cursor)
 
-    def __len__(self) -> int:
-        """How many items the list has (reads every page)."""
-        return len(self.to_list())
-
     def to_list(self) -> list[T]:
         """Every item, reading every page."""
         return list(self)
