@@ -37,6 +37,7 @@ http_tests!(
     billing_needs_an_admin_and_a_bot_limited_token_sees_its_bot_only,
     prices_list_the_catalog_with_its_date_and_the_organizations_overrides,
     a_model_spec_with_a_control_character_is_invalid_input_not_a_storage_fault,
+    a_grant_past_the_balance_limit_is_invalid_input_not_a_storage_fault,
 );
 
 async fn json_of(response: reqwest::Response) -> Value {
@@ -883,4 +884,30 @@ async fn a_model_spec_with_a_control_character_is_invalid_input_not_a_storage_fa
             "{path}"
         );
     }
+}
+
+async fn a_grant_past_the_balance_limit_is_invalid_input_not_a_storage_fault(server: Server) {
+    // Found by the API contract run on PostgreSQL: grants that summed past the integer limit.
+    let grant = |amount: u64| {
+        server
+            .http
+            .post(format!("{}/v1/billing/credits/grants", server.base))
+            .bearer_auth(&server.owner)
+            .json(&json!({ "amount_micros": amount }))
+            .send()
+    };
+    for _ in 0..2 {
+        let answer = grant(1_000_000_000_000).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+    }
+    let too_big = grant(1_000_000_000_001).await.unwrap();
+    assert_eq!(
+        error_code(too_big).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    let huge = grant(i64::MAX as u64).await.unwrap();
+    assert_eq!(
+        error_code(huge).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
 }

@@ -263,8 +263,23 @@ impl Billing {
         Self::check(caller, Action::Write)?;
         let amount = i64::try_from(request.amount_micros)
             .ok()
-            .filter(|a| *a > 0)
-            .ok_or_else(|| BillingError::Invalid("amount_micros must be 1 or more".into()))?;
+            .filter(|a| (1..=MAX_GRANT_MICROS).contains(a))
+            .ok_or_else(|| {
+                BillingError::Invalid(format!(
+                    "amount_micros must be from 1 to {MAX_GRANT_MICROS}"
+                ))
+            })?;
+        // The balance stays far from the database's integer limit (a sum past it is a fault).
+        let balance = self
+            .store
+            .credits(caller.member.organization_id)
+            .await?
+            .balance_micros;
+        if balance.saturating_add(amount) > MAX_BALANCE_MICROS {
+            return Err(BillingError::Invalid(format!(
+                "the balance may be at most {MAX_BALANCE_MICROS} micros"
+            )));
+        }
         if request
             .note
             .as_ref()
@@ -426,6 +441,11 @@ fn page_limit(limit: Option<u32>) -> Result<u32, BillingError> {
 fn bad_cursor() -> BillingError {
     BillingError::Invalid("cursor must be a `next_cursor` of this list".into())
 }
+
+/// The most one grant adds: one million US dollars, in millionths.
+const MAX_GRANT_MICROS: i64 = 1_000_000_000_000;
+/// The most credits an organization holds: a billion US dollars, in millionths.
+const MAX_BALANCE_MICROS: i64 = 1_000_000_000_000_000;
 
 /// A model spec as prices name it: 1-500 characters, no control characters (a NUL cannot be
 /// stored, and no spec has one), surrounding spaces trimmed.
