@@ -5,7 +5,6 @@
 //! event streams resume from their last sequence; error answers become the same [`Error`]
 //! with the server's stable code, category and error ID.
 
-mod billing;
 mod call;
 mod host_tools;
 mod observe;

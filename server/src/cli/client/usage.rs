@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use openbot_core::Operations;
 use openbot_schema::UsageRow;
 use uuid::Uuid;
 
@@ -62,33 +63,16 @@ impl Group {
 }
 
 /// Percent-encodes a query value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
-}
-
 impl UsageArgs {
-    fn query(&self) -> String {
-        let mut parts = vec![format!("group_by={}", self.by.as_str())];
-        let mut add = |name: &str, value: Option<String>| {
-            if let Some(value) = value {
-                parts.push(format!("{name}={}", encode(&value)));
-            }
-        };
-        add("from", self.from.map(|t| t.to_rfc3339()));
-        add("to", self.to.map(|t| t.to_rfc3339()));
-        add("bot_id", self.bot.map(|id| id.to_string()));
-        add("chat_id", self.chat.map(|id| id.to_string()));
-        add("member_id", self.member.map(|id| id.to_string()));
-        add("model", self.model.clone());
-        parts.join("&")
+    /// The report's parameters as text: (from, to, bot, chat, member).
+    fn filters(&self) -> [Option<String>; 5] {
+        [
+            self.from.map(|t| t.to_rfc3339()),
+            self.to.map(|t| t.to_rfc3339()),
+            self.bot.map(|id| id.to_string()),
+            self.chat.map(|id| id.to_string()),
+            self.member.map(|id| id.to_string()),
+        ]
     }
 }
 
@@ -121,28 +105,40 @@ fn table(group: &str, rows: &[UsageRow]) -> String {
     lines.join("\n")
 }
 
-/// Runs the command: every page of the report.
+/// Runs the command: every page of the report, through the generated operations.
 pub async fn run(args: UsageArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.remote()?;
-    let query = args.query();
+    let [from, to, bot, chat, member] = args.filters();
+    let group = Some(args.by.as_str());
+    let model = args.model.as_deref();
     if args.csv {
-        print!("{}", client.usage_csv(&query).await?);
+        let csv = client
+            .usage_export(
+                from.as_deref(),
+                to.as_deref(),
+                group,
+                bot.as_deref(),
+                chat.as_deref(),
+                member.as_deref(),
+                model,
+                None,
+                None,
+            )
+            .await?;
+        print!("{}", String::from_utf8_lossy(&csv.data));
         return Ok(ExitCode::SUCCESS);
     }
-    let mut rows = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page_query = match &cursor {
-            Some(cursor) => format!("{query}&limit=500&cursor={}", encode(cursor)),
-            None => format!("{query}&limit=500"),
-        };
-        let page = client.usage(&page_query).await?;
-        rows.extend(page.items);
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
+    let rows = client
+        .usage_all(
+            from.as_deref(),
+            to.as_deref(),
+            group,
+            bot.as_deref(),
+            chat.as_deref(),
+            member.as_deref(),
+            model,
+        )
+        .await?;
     let output = args.server.output();
     if output.json {
         for row in &rows {
@@ -152,18 +148,4 @@ pub async fn run(args: UsageArgs) -> anyhow::Result<ExitCode> {
         output.print(&rows, |rows| table(args.by.as_str(), rows))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::encode;
-
-    #[test]
-    fn query_values_are_percent_encoded() {
-        assert_eq!(
-            encode("2026-12-01T00:00:00+00:00"),
-            "2026-12-01T00%3A00%3A00%2B00%3A00"
-        );
-        assert_eq!(encode("a&b c"), "a%26b%20c");
-    }
 }
