@@ -43,6 +43,8 @@ struct Shared {
     peak_in_flight: u32,
     /// Answers leave out their usage.
     no_usage: bool,
+    /// The prompt and completion tokens answers report, when not the default 10 and 5.
+    reported: Option<(u64, u64)>,
 }
 
 /// One request in flight: counted from its arrival until its answer ended or was dropped.
@@ -156,6 +158,11 @@ impl FakeOpenAi {
         self.shared.lock().unwrap().no_usage = true;
     }
 
+    /// Makes every answer from now on report this usage (prompt and completion tokens).
+    pub fn report_usage(&self, prompt_tokens: u64, completion_tokens: u64) {
+        self.shared.lock().unwrap().reported = Some((prompt_tokens, completion_tokens));
+    }
+
     /// The most requests that were being answered at once.
     pub fn max_in_flight(&self) -> usize {
         self.shared.lock().unwrap().peak_in_flight as usize
@@ -183,7 +190,7 @@ async fn answer(
         .as_array()
         .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
         .unwrap_or(0);
-    let (answer, delay, piece_delay, no_usage) = {
+    let (answer, delay, piece_delay, no_usage, reported) = {
         let mut shared = shared.lock().unwrap();
         *shared.requests.entry(position).or_default() += 1;
         shared.bodies.push(body.clone());
@@ -200,6 +207,7 @@ async fn answer(
             delay,
             shared.piece_delay,
             shared.no_usage,
+            shared.reported.unwrap_or((10, 5)),
         )
     };
     let answer = answer.unwrap_or(Answer::Text(vec!["(script ended)"]));
@@ -222,7 +230,8 @@ async fn answer(
         pieces.push(format!(
             "data: {}\n\n",
             json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+            "usage": {"prompt_tokens": reported.0, "completion_tokens": reported.1,
+                "total_tokens": reported.0 + reported.1}})
         ));
     }
     pieces.push("data: [DONE]\n\n".to_string());

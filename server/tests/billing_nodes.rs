@@ -1,0 +1,413 @@
+//! Usage and billing with real processes (issue 19, point 7): two `openbot serve` nodes on one
+//! PostgreSQL run the Turns that an HTTP front (no runner of its own) submits. A frozen owner's
+//! late answer after a takeover is charged once under its own billing identity; concurrent
+//! Turns over both nodes never spend past a small budget, and the refused ones end `max_cost`.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/nodes.rs"]
+mod nodes;
+#[path = "support/pg.rs"]
+mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+mod api;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{Raw, Server, outcome_of, receipt, test_platform};
+use fake_openai::{Answer, FakeOpenAi};
+use nodes::NodeProcess;
+use openbot_schema::{ExecutionId, TurnOutcome};
+use openbot_server::billing::LedgerRow;
+use openbot_server::engine::Engine;
+use openbot_server::http::{AppState, app};
+use openbot_server::node::{Database, bootstrap};
+use openbot_server::sealed::KeyRing;
+use openbot_server::store::PostgresStore;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A PostgreSQL database, the seal keys its nodes share, and an HTTP front on it that submits
+/// and observes but runs no work: every Turn runs on a node process.
+struct Front {
+    url: String,
+    keys_text: String,
+    server: Server,
+}
+
+impl Front {
+    async fn new() -> Self {
+        let url = pg::fresh_database().await;
+        let (keys, keys_text) = KeyRing::generate("k1");
+        let store = PostgresStore::connect(&url, 8, keys.clone()).await.unwrap();
+        let database = Database::on(Arc::new(store.clone()));
+        let owner = bootstrap(database.identity.as_ref())
+            .await
+            .unwrap()
+            .unwrap();
+        let engine = Arc::new(Engine::open(
+            Arc::clone(&database.store),
+            keys,
+            "front".into(),
+        ));
+        let objects = tempfile::tempdir().unwrap();
+        let objects_store = openbot_server::files::local_objects(objects.path()).unwrap();
+        let state = AppState::new(
+            Arc::clone(&engine),
+            &database,
+            objects_store,
+            test_platform(),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app(state)).await;
+        });
+        let server = Server {
+            base,
+            owner,
+            database,
+            engine,
+            raw: Raw::Postgres(store),
+            http: reqwest::Client::new(),
+            objects,
+        };
+        Self {
+            url,
+            keys_text,
+            server,
+        }
+    }
+
+    fn node(&self, name: &str, lease_ms: u64) -> NodeProcess {
+        NodeProcess::start(&self.url, &self.keys_text, name, lease_ms, None)
+    }
+
+    async fn organization(&self) -> Uuid {
+        self.server.owner_member().await.organization_id
+    }
+
+    /// The organization's ledger entries that are charges.
+    async fn charges(&self) -> Vec<LedgerRow> {
+        let organization = self.organization().await;
+        self.server
+            .database
+            .billing
+            .ledger(organization, None, 500)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == "charge")
+            .collect()
+    }
+
+    /// The state of a call's usage record.
+    async fn record_state(&self, id: ExecutionId, call_key: &str) -> Option<String> {
+        self.server
+            .database
+            .billing
+            .usage_record(id, call_key)
+            .await
+            .unwrap()
+            .map(|r| r.state)
+    }
+}
+
+async fn json_of(response: reqwest::Response) -> Value {
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Prices the fake model at `output` millionths of a dollar per million output tokens and
+/// nothing for input: a request's estimate is its 4096 reserved output tokens at that price.
+async fn price_fake(server: &Server, model: &FakeOpenAi, output: u64) {
+    json_of(
+        server
+            .http
+            .put(format!("{}/v1/billing/prices", server.base))
+            .bearer_auth(&server.owner)
+            .json(&json!({"model": model.spec(), "input_micros_per_million": 0,
+                          "output_micros_per_million": output}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
+async fn grant(server: &Server, micros: u64) {
+    json_of(
+        server
+            .post("/v1/billing/credits/grants", &server.owner)
+            .json(&json!({"amount_micros": micros, "note": "test"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
+/// Sends "go" to `chat` and returns the Turn's execution.
+async fn send(server: &Server, chat: &str) -> String {
+    let sent = receipt(server.send(&server.owner, chat, "go", None).await).await;
+    sent["execution_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_after_a_takeover_is_charged_once_under_its_own_billing_identity() {
+    let front = Front::new().await;
+    let server = &front.server;
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["done"])]).await;
+    // The frozen owner's request is answered while it is frozen: the answer waits in its
+    // socket and is read when it goes on, after the other node took the Turn over.
+    model.delay_first(0, Duration::from_secs(4));
+    model.report_usage(10, 700);
+    price_fake(server, &model, 1_000_000).await;
+    let granted = 1_000_000;
+    grant(server, granted).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+
+    let owner = front.node("billing-owner", 1000);
+    let execution = send(server, &chat).await;
+    server.wait_started(&execution).await;
+    owner.pause();
+    let id: ExecutionId = execution.parse().unwrap();
+    assert_eq!(
+        front.record_state(id, "1/model/1").await.as_deref(),
+        Some("held"),
+        "the first request holds its reservation"
+    );
+
+    let _other = front.node("billing-other", 1000);
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    let row = server.database.store.execution(id).await.unwrap();
+    assert!(row.generation >= 2, "the other node took the Turn over");
+    assert_eq!(
+        front.record_state(id, "1/model/1").await.as_deref(),
+        Some("released"),
+        "the takeover released the old attempt's hold"
+    );
+    let before: Vec<String> = front
+        .charges()
+        .await
+        .into_iter()
+        .filter_map(|c| c.call_key)
+        .collect();
+    assert!(
+        !before.contains(&"1/model/1".to_string()),
+        "the old attempt is not charged before its answer: {before:?}"
+    );
+
+    // The old owner goes on, reads the answer it was sent and saves it late.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    owner.resume();
+    let mut settled = false;
+    for _ in 0..300 {
+        if front.record_state(id, "1/model/1").await.as_deref() == Some("settled") {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(settled, "the late answer's usage settled the old attempt");
+    // Any second save of the late answer would come within the grace the old owner has.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let charges = front.charges().await;
+    let mut per_call: HashMap<(Option<Uuid>, Option<String>), usize> = HashMap::new();
+    for charge in &charges {
+        *per_call
+            .entry((charge.execution_id, charge.call_key.clone()))
+            .or_default() += 1;
+    }
+    assert!(
+        per_call.values().all(|n| *n == 1),
+        "one charge per billing identity: {charges:#?}"
+    );
+    let old = charges
+        .iter()
+        .filter(|c| {
+            c.execution_id == Some(id.as_uuid()) && c.call_key.as_deref() == Some("1/model/1")
+        })
+        .count();
+    assert_eq!(old, 1, "the late answer is charged once: {charges:#?}");
+    // Each request the provider answered is charged once, at its confirmed usage.
+    let cost = 700;
+    assert_eq!(charges.len() as u32, model.total_requests(), "{charges:#?}");
+    assert!(charges.iter().all(|c| c.amount_micros == -cost));
+    let organization = front.organization().await;
+    let credits = server
+        .database
+        .billing
+        .credits(organization)
+        .await
+        .unwrap();
+    assert_eq!(
+        credits.balance_micros,
+        granted as i64 - cost * charges.len() as i64
+    );
+    assert_eq!(credits.held_micros, 0, "nothing is held after the Turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owners_hold_is_released_by_the_takeover_and_only_answered_calls_are_charged() {
+    let front = Front::new().await;
+    let server = &front.server;
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["done"])]).await;
+    model.delay_first(0, Duration::from_secs(600));
+    model.report_usage(10, 700);
+    price_fake(server, &model, 1_000_000).await;
+    let granted = 1_000_000;
+    grant(server, granted).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+
+    let mut owner = front.node("billing-killed", 1000);
+    let execution = send(server, &chat).await;
+    server.wait_started(&execution).await;
+    owner.kill();
+    let id: ExecutionId = execution.parse().unwrap();
+
+    let _other = front.node("billing-taker", 1000);
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(
+        front.record_state(id, "1/model/1").await.as_deref(),
+        Some("released")
+    );
+    let charges = front.charges().await;
+    assert!(
+        charges
+            .iter()
+            .all(|c| c.call_key.as_deref() != Some("1/model/1")),
+        "the killed owner's unanswered request is not charged: {charges:#?}"
+    );
+    // Only answered requests are charged: the killed one's answer never came.
+    assert_eq!(
+        charges.len() as u32 + 1,
+        model.total_requests(),
+        "{charges:#?}"
+    );
+    let credits = server
+        .database
+        .billing
+        .credits(front.organization().await)
+        .await
+        .unwrap();
+    assert_eq!(credits.held_micros, 0, "the killed owner's hold is gone");
+    assert_eq!(
+        credits.balance_micros,
+        granted as i64 - 700 * charges.len() as i64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_turns_on_two_nodes_never_spend_past_a_small_budget() {
+    let front = Front::new().await;
+    let server = &front.server;
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["ok"])]).await;
+    // Every request waits, so that all Turns want to send while the first are in flight.
+    model.delay(0, Duration::from_millis(1500));
+    // $1 per million output tokens: a request reserves its 4096 output tokens (4096) and
+    // costs its confirmed 4000 (4000), so a budget of 10000 covers two calls.
+    price_fake(server, &model, 1_000_000).await;
+    model.report_usage(10, 4000);
+    let cost = 4000;
+    grant(server, 1_000_000).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let budget = 10_000;
+    json_of(
+        server
+            .http
+            .put(format!(
+                "{}/v1/budgets/bot/{}",
+                server.base,
+                bot["id"].as_str().unwrap()
+            ))
+            .bearer_auth(&server.owner)
+            .json(&json!({"max_cost_micros": budget}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let turns = 12;
+    let mut chats = Vec::new();
+    for _ in 0..turns {
+        chats.push(server.chat(&server.owner, &bot).await);
+    }
+    // A long lease: a takeover on a busy machine would only add a (budgeted) repeat.
+    let _a = front.node("budget-a", 5000);
+    let _b = front.node("budget-b", 5000);
+    let mut executions = Vec::new();
+    for chat in &chats {
+        executions.push(send(server, chat).await);
+    }
+    let runs = executions
+        .iter()
+        .map(|e| server.finish(&server.owner, e));
+    let outcomes: Vec<Option<TurnOutcome>> = futures::future::join_all(runs)
+        .await
+        .iter()
+        .map(|events| outcome_of(events))
+        .collect();
+    let completed = outcomes
+        .iter()
+        .filter(|o| **o == Some(TurnOutcome::Completed))
+        .count();
+    let refused = outcomes
+        .iter()
+        .filter(|o| **o == Some(TurnOutcome::MaxCost))
+        .count();
+    assert_eq!(completed + refused, turns, "{outcomes:?}");
+    assert!(completed >= 1, "the budget covers some calls: {outcomes:?}");
+    assert!(
+        refused >= turns - (budget / cost) as usize,
+        "{outcomes:?}"
+    );
+
+    let charges = front.charges().await;
+    let spent: i64 = charges.iter().map(|c| -c.amount_micros).sum();
+    println!(
+        "{completed} completed, {refused} refused max_cost, {} requests sent, {spent} of {budget} spent",
+        model.total_requests()
+    );
+    assert!(spent <= budget, "spent {spent} past the budget {budget}");
+    assert_eq!(charges.len() as u32, model.total_requests());
+    assert!(
+        model.total_requests() as i64 <= budget / cost,
+        "{} requests sent",
+        model.total_requests()
+    );
+    let report: Value = json_of(
+        server
+            .get("/v1/usage?group_by=bot", &server.owner)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let reported: i64 = report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["cost_micros"].as_i64().unwrap())
+        .sum();
+    assert_eq!(reported, spent, "{report:#}");
+    let credits = server
+        .database
+        .billing
+        .credits(front.organization().await)
+        .await
+        .unwrap();
+    assert_eq!(credits.held_micros, 0);
+}
