@@ -148,6 +148,8 @@ export type Message = Schemas['Message'];
  * million tokens).
  */
 export type ModelPrice = Schemas['ModelPrice'];
+/** One page of the prices in force, by model spec (compared by bytes). */
+export type ModelPricePage = Schemas['ModelPricePage'];
 /** An organization the caller's account belongs to. */
 export type Organization = Schemas['Organization'];
 /** One page of organizations, oldest first. */
@@ -348,7 +350,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   get_credits: { id: 'get_credits', sdkMethod: 'getCredits', method: 'GET', path: '/v1/billing/credits', tag: 'billing', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   grant_credits: { id: 'grant_credits', sdkMethod: 'grantCredits', method: 'POST', path: '/v1/billing/credits/grants', tag: 'billing', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   credit_ledger: { id: 'credit_ledger', sdkMethod: 'creditLedger', method: 'GET', path: '/v1/billing/credits/ledger', tag: 'billing', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
-  list_prices: { id: 'list_prices', sdkMethod: 'listPrices', method: 'GET', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_prices: { id: 'list_prices', sdkMethod: 'listPrices', method: 'GET', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_price: { id: 'put_price', sdkMethod: 'putPrice', method: 'PUT', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_price: { id: 'delete_price', sdkMethod: 'deletePrice', method: 'DELETE', path: '/v1/billing/prices', tag: 'billing', pathParams: [], queryParams: ['model'], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_bots: { id: 'list_bots', sdkMethod: 'listBots', method: 'GET', path: '/v1/bots', tag: 'bots', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
@@ -423,7 +425,7 @@ export interface OperationTypes {
   get_credits: { params: Record<string, never>; body: undefined; answer: CreditBalance };
   grant_credits: { params: Record<string, never>; body: GrantCredits; answer: CreditBalance };
   credit_ledger: { params: { limit?: number; cursor?: string }; body: undefined; answer: CreditLedgerPage };
-  list_prices: { params: Record<string, never>; body: undefined; answer: ModelPrice[] };
+  list_prices: { params: { limit?: number; cursor?: string }; body: undefined; answer: ModelPricePage };
   put_price: { params: Record<string, never>; body: PutModelPrice; answer: ModelPrice };
   delete_price: { params: { model: string }; body: undefined; answer: undefined };
   list_bots: { params: { limit?: number; cursor?: string }; body: undefined; answer: BotPage };
@@ -586,11 +588,12 @@ export abstract class Operations {
 
   /**
    * The prices in force: the organization's overrides and the catalog's prices (with the day the
-   * catalog was taken) of the models it did not override. `GET /v1/billing/prices` (operation
-   * `list_prices`).
+   * catalog was taken) of the models it did not override, by model spec. Paged: ask again with
+   * `next_cursor` until it is absent. `GET /v1/billing/prices` (operation `list_prices`).
    */
-  async listPrices(): Promise<ModelPrice[]> {
-    return (await this.invoke('list_prices', {}, undefined)) as ModelPrice[];
+  listPrices(options: { limit?: number; cursor?: string } = {}): Paged<ModelPrice> {
+    checkFields('listPrices', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_prices', { ...options }, 'items', (info) => info as ModelPrice);
   }
 
   /**

@@ -170,7 +170,8 @@ export interface paths {
         };
         /**
          * The prices in force: the organization's overrides and the catalog's prices (with the day
-         *     the catalog was taken) of the models it did not override.
+         *     the catalog was taken) of the models it did not override, by model spec. Paged: ask again
+         *     with `next_cursor` until it is absent.
          */
         get: operations["list_prices"];
         /**
@@ -1950,6 +1951,13 @@ export interface components {
              */
             updated_at?: string | null;
         };
+        /** @description One page of the prices in force, by model spec (compared by bytes). */
+        ModelPricePage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ModelPrice"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
         /** @description An organization the caller's account belongs to. */
         Organization: {
             /**
@@ -2945,7 +2953,12 @@ export interface operations {
     };
     list_prices: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2957,7 +2970,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ModelPrice"][];
+                    "application/json": components["schemas"]["ModelPricePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {

@@ -66,8 +66,8 @@ pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, Unknown
 pub use page::{
     ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
-    MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
-    StoredFilePage, UnknownOutcomePage,
+    MAX_PAGE_LIMIT, MemberPage, ModelPricePage, OrganizationPage, Page, PageQuery,
+    ProviderSettingsPage, StoredFilePage, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

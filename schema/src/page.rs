@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::approval::{ApprovalRequest, ApprovalRule};
+use crate::billing::ModelPrice;
 use crate::bot::Bot;
 use crate::budget::Budget;
 use crate::chat::{Chat, ChatEntry};
@@ -173,6 +174,10 @@ page!(
 page!(
     /// One page of invitations, newest first.
     InvitationPage of Invitation
+);
+page!(
+    /// One page of the prices in force, by model spec (compared by bytes).
+    ModelPricePage of ModelPrice
 );
 page!(
     /// One page of members, oldest first.

@@ -805,7 +805,7 @@ async fn prices_list_the_catalog_with_its_date_and_the_organizations_overrides(s
             .unwrap(),
     )
     .await;
-    let gpt4o = prices
+    let gpt4o = prices["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -839,7 +839,7 @@ async fn prices_list_the_catalog_with_its_date_and_the_organizations_overrides(s
             .unwrap(),
     )
     .await;
-    let listed: Vec<&Value> = prices
+    let listed: Vec<&Value> = prices["items"]
         .as_array()
         .unwrap()
         .iter()

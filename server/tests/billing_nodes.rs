@@ -133,8 +133,10 @@ async fn price_fake(server: &Server, model: &FakeOpenAi, output: u64) {
             .http
             .put(format!("{}/v1/billing/prices", server.base))
             .bearer_auth(&server.owner)
-            .json(&json!({"model": model.spec(), "input_micros_per_million": 0,
-                          "output_micros_per_million": output}))
+            .json(
+                &json!({"model": model.spec(), "input_micros_per_million": 0,
+                          "output_micros_per_million": output}),
+            )
             .send()
             .await
             .unwrap(),
@@ -245,12 +247,7 @@ async fn a_late_answer_after_a_takeover_is_charged_once_under_its_own_billing_id
     assert_eq!(charges.len() as u32, model.total_requests(), "{charges:#?}");
     assert!(charges.iter().all(|c| c.amount_micros == -cost));
     let organization = front.organization().await;
-    let credits = server
-        .database
-        .billing
-        .credits(organization)
-        .await
-        .unwrap();
+    let credits = server.database.billing.credits(organization).await.unwrap();
     assert_eq!(
         credits.balance_micros,
         granted as i64 - cost * charges.len() as i64
@@ -352,9 +349,7 @@ async fn concurrent_turns_on_two_nodes_never_spend_past_a_small_budget() {
     for chat in &chats {
         executions.push(send(server, chat).await);
     }
-    let runs = executions
-        .iter()
-        .map(|e| server.finish(&server.owner, e));
+    let runs = executions.iter().map(|e| server.finish(&server.owner, e));
     let outcomes: Vec<Option<TurnOutcome>> = futures::future::join_all(runs)
         .await
         .iter()
@@ -370,10 +365,7 @@ async fn concurrent_turns_on_two_nodes_never_spend_past_a_small_budget() {
         .count();
     assert_eq!(completed + refused, turns, "{outcomes:?}");
     assert!(completed >= 1, "the budget covers some calls: {outcomes:?}");
-    assert!(
-        refused >= turns - (budget / cost) as usize,
-        "{outcomes:?}"
-    );
+    assert!(refused >= turns - (budget / cost) as usize, "{outcomes:?}");
 
     let charges = front.charges().await;
     let spent: i64 = charges.iter().map(|c| -c.amount_micros).sum();

@@ -30,6 +30,7 @@ http_tests!(
     history_walks_once_in_order_also_inside_a_turn,
     approval_rules_walk_once_in_order,
     budgets_walk_once_in_order,
+    prices_walk_once_in_order_with_overrides_in_place_of_the_catalog,
     delegates_walk_once_in_order,
     files_walk_once_in_order,
     invitations_walk_once_in_order,
@@ -52,6 +53,7 @@ fn routes(chat: &str) -> Vec<String> {
         "/v1/approvals",
         "/v1/approval-rules",
         "/v1/budgets",
+        "/v1/billing/prices",
         "/v1/delegates",
         "/v1/files",
         "/v1/invitations",
@@ -262,6 +264,46 @@ async fn budgets_walk_once_in_order(server: Server) {
     assert_eq!(keys, sorted, "by scope and target");
     made.sort();
     assert_eq!(keys, made, "every budget once");
+}
+
+async fn prices_walk_once_in_order_with_overrides_in_place_of_the_catalog(server: Server) {
+    let catalog: Vec<String> = openbot_server::billing::catalog()
+        .map(|(model, _)| model)
+        .collect();
+    // Overrides of catalog models and of models the catalog does not know, before, between
+    // and after its entries.
+    let overridden = [catalog[0].clone(), catalog[catalog.len() - 1].clone()];
+    let own = [
+        "anthropic:a-custom".to_string(),
+        "compatible:http://127.0.0.1:1/v1:m".to_string(),
+        "openai:zz-custom".to_string(),
+        "aaa:first".to_string(),
+    ];
+    for model in overridden.iter().chain(own.iter()) {
+        ok_json(
+            put(&server, "/v1/billing/prices", &server.owner)
+                .json(&json!({"model": model, "input_micros_per_million": 1,
+                              "output_micros_per_million": 2}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+    }
+    let listed = walked(&server, &server.owner, "/v1/billing/prices").await;
+    let models = field(&listed, "model");
+    let mut expected: Vec<String> = catalog.iter().chain(own.iter()).cloned().collect();
+    expected.sort();
+    assert_eq!(models, expected, "every model once, by model spec");
+    for price in &listed {
+        let model = price["model"].as_str().unwrap().to_string();
+        let source = if overridden.contains(&model) || own.contains(&model) {
+            "organization"
+        } else {
+            "catalog"
+        };
+        assert_eq!(price["source"], source, "{price}");
+    }
 }
 
 async fn delegates_walk_once_in_order(server: Server) {

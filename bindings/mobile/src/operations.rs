@@ -136,10 +136,18 @@ impl Client {
     }
 
     /// The prices in force: the organization's overrides and the catalog's prices (with the day the
-    /// catalog was taken) of the models it did not override.
+    /// catalog was taken) of the models it did not override, by model spec. Paged: ask again with
+    /// `next_cursor` until it is absent.
     /// (`GET /v1/billing/prices`, operation `list_prices`)
-    pub async fn list_prices(&self) -> Result<Vec<schema::ModelPrice>, OpenBotError> {
-        let request = ApiRequest::default();
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_prices(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::ModelPricePage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         let answer = self.call_operation("list_prices", request).await?;
         answer.decode().map_err(from_core)
     }

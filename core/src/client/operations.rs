@@ -14,8 +14,8 @@ use openbot_schema::{
     CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
     CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, GrantCredits,
     Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, ModelPrice,
-    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
-    PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
+    ModelPricePage, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
+    PutBudget, PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
     ScopeLimitPage, Session, StoredFile, StoredFilePage, UsagePage, UsageRow,
 };
 
@@ -129,7 +129,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "GET",
         path: "/v1/billing/prices",
         path_params: &[],
-        query_params: &[],
+        query_params: &["limit", "cursor"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -933,11 +933,32 @@ pub trait Operations: Client {
     }
 
     /// The prices in force: the organization's overrides and the catalog's prices (with the day the
-    /// catalog was taken) of the models it did not override.
-    async fn list_prices(&self) -> Result<Vec<ModelPrice>, Error> {
+    /// catalog was taken) of the models it did not override, by model spec. Paged: ask again with
+    /// `next_cursor` until it is absent.
+    async fn list_prices(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ModelPricePage, Error> {
         const OP: &str = "list_prices";
-        let request = ApiRequest::default();
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_prices`, following its pages to the end.
+    async fn list_prices_all(&self) -> Result<Vec<ModelPrice>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_prices(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// Sets the organization's price for a model spec. Calls sent from now on are priced with it; a

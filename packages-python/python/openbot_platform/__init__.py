@@ -189,6 +189,7 @@ __all__ += [
     "MemberRole",
     "Message",
     "ModelPrice",
+    "ModelPricePage",
     "ModelStepStartedEvent",
     "Organization",
     "OrganizationPage",

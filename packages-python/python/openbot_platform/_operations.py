@@ -48,6 +48,7 @@ from .types import (
     MemberPage,
     MemberRole,
     ModelPrice,
+    ModelPricePage,
     Organization,
     OrganizationPage,
     OutcomeDecision,
@@ -163,6 +164,7 @@ METHODS: dict[str, str] = {
     "credit_ledger": "credit_ledger",
     "credit_ledger_page": "credit_ledger",
     "list_prices": "list_prices",
+    "list_prices_page": "list_prices",
     "put_price": "put_price",
     "delete_price": "delete_price",
     "list_bots": "list_bots",
@@ -402,13 +404,37 @@ class AsyncOperations(AsyncCaller):
 
         return AsyncPages(page, cursor)
 
-    async def list_prices(self) -> list[ModelPrice]:
-        """The prices in force: the organization's overrides and the catalog's prices (with the
-        day the catalog was taken) of the models it did not override. ``GET
-        /v1/billing/prices``.
+    async def list_prices_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ModelPricePage:
+        """One page: The prices in force: the organization's overrides and the catalog's prices
+        (with the day the catalog was taken) of the models it did not override, by model
+        spec. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/billing/prices``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: the ``next_cursor`` of the page before.
         """
-        answer = await self._call_op("list_prices", {})
-        return [ModelPrice.from_dict(x) for x in answer]
+        answer = await self._call_op("list_prices", {"limit": limit, "cursor": cursor})
+        return ModelPricePage.from_dict(answer)
+
+    def list_prices(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ModelPrice]:
+        """Every item, page by page, as an async iterator: The prices in force: the
+        organization's overrides and the catalog's prices (with the day the catalog was
+        taken) of the models it did not override, by model spec. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/billing/prices``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ModelPrice], str | None]:
+            found = await self.list_prices_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
 
     async def put_price(
         self,
@@ -1491,13 +1517,36 @@ class SyncOperations(SyncCaller):
 
         return Pages(page, cursor)
 
-    def list_prices(self) -> list[ModelPrice]:
-        """The prices in force: the organization's overrides and the catalog's prices (with the
-        day the catalog was taken) of the models it did not override. ``GET
-        /v1/billing/prices``.
+    def list_prices_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ModelPricePage:
+        """One page: The prices in force: the organization's overrides and the catalog's prices
+        (with the day the catalog was taken) of the models it did not override, by model
+        spec. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/billing/prices``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: the ``next_cursor`` of the page before.
         """
-        answer = self._call_op("list_prices", {})
-        return [ModelPrice.from_dict(x) for x in answer]
+        answer = self._call_op("list_prices", {"limit": limit, "cursor": cursor})
+        return ModelPricePage.from_dict(answer)
+
+    def list_prices(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ModelPrice]:
+        """Every item, page by page, as an iterator: The prices in force: the organization's
+        overrides and the catalog's prices (with the day the catalog was taken) of the models
+        it did not override, by model spec. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/billing/prices``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ModelPrice], str | None]:
+            found = self.list_prices_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
 
     def put_price(
         self,

@@ -101,6 +101,7 @@ __all__ = [
     "MemberRole",
     "Message",
     "ModelPrice",
+    "ModelPricePage",
     "ModelStepStartedEvent",
     "Organization",
     "OrganizationPage",
@@ -1758,6 +1759,27 @@ class ModelPrice:
             source=data["source"],
             as_of=data.get("as_of"),
             updated_at=_maybe(data.get("updated_at"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPricePage:
+    """One page of the prices in force, by model spec (compared by bytes)."""
+    #: The items on this page, in the list's order.
+    items: list[ModelPrice]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelPricePage:
+        """A ModelPricePage from its JSON form."""
+        return cls(
+            items=[ModelPrice.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,13 +8,14 @@ use chrono::{DateTime, Utc};
 use openbot_core::model::Pricing;
 use openbot_schema::{
     Action, CreditBalance, CreditEntry, CreditKind, CreditLedgerPage, GrantCredits, ModelPrice,
-    PriceSource, PutModelPrice, Resource, UsageGroup, UsagePage, UsageRow,
+    ModelPricePage, PriceSource, PutModelPrice, Resource, UsageGroup, UsagePage, UsageRow,
 };
 use uuid::Uuid;
 
 use super::catalog::{CATALOG_DATE, catalog, catalog_price};
 use super::store::{BillingStore, CreditsRow, LedgerRow, PriceRow, UsageQuery, UsageSums};
 use crate::identity::{AccessError, Caller};
+use crate::paging::Paging;
 use crate::store::StoreError;
 
 /// Rows a usage page or ledger page holds by default.
@@ -168,14 +169,32 @@ impl Billing {
         Ok(())
     }
 
-    /// The prices in force for the caller's organization: its overrides, and the catalog's
-    /// prices of the models it did not override, by model.
-    pub async fn prices(&self, caller: &Caller) -> Result<Vec<ModelPrice>, BillingError> {
+    /// One page of the prices in force for the caller's organization, by model spec
+    /// (compared by bytes): its overrides, and the catalog's prices of the models it did not
+    /// override. The page's position is the last model spec it holds.
+    pub async fn prices(
+        &self,
+        caller: &Caller,
+        paging: &Paging<String>,
+    ) -> Result<ModelPricePage, BillingError> {
         Self::check(caller, Action::Read)?;
-        let own = self.store.prices(caller.member.organization_id).await?;
+        let fetch = paging.fetch();
+        let after = paging.after.as_deref();
+        let own = self
+            .store
+            .prices(caller.member.organization_id, after, fetch)
+            .await?;
+        // When the overrides fill the read, every override up to the last one read is known,
+        // and the page ends at or before it: catalog entries past it wait for a later page
+        // (one of them may be overridden by an override not read yet).
+        let bound = (own.len() as i64 >= fetch)
+            .then(|| own.last().map(|row| row.model.clone()))
+            .flatten();
         let mut all: Vec<ModelPrice> = own.iter().map(price_view).collect();
         for (model, price) in catalog() {
-            if own.iter().all(|row| row.model != model) {
+            let after_cursor = after.is_none_or(|after| model.as_str() > after);
+            let within = bound.as_deref().is_none_or(|bound| model.as_str() <= bound);
+            if after_cursor && within && own.iter().all(|row| row.model != model) {
                 all.push(ModelPrice {
                     model,
                     input_micros_per_million: price.input_per_million,
@@ -188,7 +207,7 @@ impl Billing {
             }
         }
         all.sort_by(|a, b| a.model.cmp(&b.model));
-        Ok(all)
+        Ok(paging.page(all, |price| price.model.clone(), |price| price))
     }
 
     /// Sets the organization's price for a model: calls sent from now on are priced with it

@@ -434,12 +434,20 @@ pub(super) async fn release(tx: &mut Transaction<'_, Db>, id: ExecutionId) -> Re
 
 #[async_trait]
 impl BillingStore for Store {
-    async fn prices(&self, organization: Uuid) -> Result<Vec<PriceRow>, StoreError> {
-        let rows = sqlx::query(
+    async fn prices(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<PriceRow>, StoreError> {
+        let rows = sqlx::query(concat!(
             "SELECT model, input_micros_per_million, output_micros_per_million, cached_input_micros_per_million, updated_at \
-             FROM model_prices WHERE organization_id = $1 ORDER BY model",
-        )
+             FROM model_prices WHERE organization_id = $1 AND (", text_param!("$2"), " IS NULL OR model", bytewise!(), " > $2) \
+             ORDER BY model", bytewise!(), " LIMIT $3"
+        ))
         .bind(organization)
+        .bind(after)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
         rows.iter()

@@ -122,8 +122,14 @@ pub struct UsageRecordRow {
 /// Prices, credits and usage per organization.
 #[async_trait]
 pub trait BillingStore: Send + Sync + 'static {
-    /// The organization's price overrides, by model.
-    async fn prices(&self, organization: Uuid) -> Result<Vec<PriceRow>, StoreError>;
+    /// The organization's price overrides whose model comes after `after`, by model (text
+    /// compared by bytes), at most `limit`.
+    async fn prices(
+        &self,
+        organization: Uuid,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<PriceRow>, StoreError>;
 
     /// Sets the organization's price for `model`, replacing an earlier one.
     async fn put_price(

@@ -8,8 +8,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use openbot_schema::{
-    CreditBalance, CreditLedgerPage, ErrorBody, ErrorCode, GrantCredits, ModelPrice, PutModelPrice,
-    UsageGroup, UsagePage,
+    CreditBalance, CreditLedgerPage, ErrorBody, ErrorCode, GrantCredits, ModelPrice,
+    ModelPricePage, PutModelPrice, UsageGroup, UsagePage,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -19,6 +19,7 @@ use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::billing::{BillingError, UsageFilter};
 use crate::identity::Caller;
+use crate::paging::Paging;
 
 async fn mapped(state: &AppState, err: BillingError) -> ApiError {
     match err {
@@ -32,16 +33,19 @@ async fn mapped(state: &AppState, err: BillingError) -> ApiError {
 }
 
 /// The prices in force: the organization's overrides and the catalog's prices (with the day
-/// the catalog was taken) of the models it did not override.
-#[utoipa::path(get, path = "/v1/billing/prices", tag = "billing",
-    responses((status = 200, body = Vec<ModelPrice>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+/// the catalog was taken) of the models it did not override, by model spec. Paged: ask again
+/// with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/billing/prices", tag = "billing", params(openbot_schema::PageQuery),
+    responses((status = 200, body = ModelPricePage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_prices(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<ModelPrice>>, ApiError> {
-    match state.billing.prices(&caller).await {
-        Ok(prices) => Ok(Json(prices)),
+    ApiQuery(query): ApiQuery<openbot_schema::PageQuery>,
+) -> Result<Json<ModelPricePage>, ApiError> {
+    let paging = Paging::<String>::parse(&query)?;
+    match state.billing.prices(&caller, &paging).await {
+        Ok(page) => Ok(Json(page)),
         Err(err) => Err(mapped(&state, err).await),
     }
 }

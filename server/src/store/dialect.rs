@@ -17,6 +17,7 @@
 //! | `run_writes!(writes, tx)` | capability writes on SQLite | on PostgreSQL |
 //! | `uuid_param!("$N")` | `$N` | `$N::uuid` (a bare `$N IS NULL` has no type there) |
 //! | `text_param!("$N")` | `$N` | `$N::text` |
+//! | `bytewise!()` | nothing (text compares by bytes) | ` COLLATE "C"` (by bytes, as Rust orders text) |
 //!
 //! Everything else that differs is a function of each backend's own file (`sqlite.rs`,
 //! `postgres.rs`): connection setup, migrations and the schema probe, batched inserts and
@@ -81,6 +82,10 @@ macro_rules! sql_store {
             macro_rules! text_param {
                 ($param:literal) => { $param };
             }
+            #[allow(unused_macros)]
+            macro_rules! bytewise {
+                () => { "" };
+            }
             $($body)*
         }
         #[allow(unused_imports)]
@@ -133,6 +138,10 @@ macro_rules! sql_store {
             #[allow(unused_macros)]
             macro_rules! text_param {
                 ($param:literal) => { concat!($param, "::text") };
+            }
+            #[allow(unused_macros)]
+            macro_rules! bytewise {
+                () => { " COLLATE \"C\"" };
             }
             $($body)*
         }

@@ -106,13 +106,13 @@ fun Client.creditLedgerFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Cre
     pagedFlow({ cursor -> creditLedger(limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
- * Every item of `listPrices` (The prices in force: the organization's overrides and the catalog's
- * prices (with the day the catalog was taken) of the models it did not override), as a Flow: the
- * API answers this list whole today; once it is paged, this asks page after page with the same
- * filters.
+ * Every item of `listPrices`, page after page (The prices in force: the organization's overrides
+ * and the catalog's prices (with the day the catalog was taken) of the models it did not override,
+ * by model spec. Paged: ask again with `next_cursor` until it is absent). `limit` is the size of
+ * each page; the next page is asked for only when the collector wants more.
  */
-fun Client.listPricesFlow(): Flow<uniffi.openbot.schema.ModelPrice> =
-    pagedFlow({ _: String? -> listPrices() }, { it }, { null })
+fun Client.listPricesFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.ModelPrice> =
+    pagedFlow({ cursor -> listPrices(limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `listBots`, page after page (The Bots the caller may use: its own and the
