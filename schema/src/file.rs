@@ -36,3 +36,25 @@ impl StoredFile {
         }
     }
 }
+
+/// An organization's file retention: files older than `days` are deleted (their bytes and
+/// their description) by the retention sweep. Without it, files are kept until deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+pub struct FileRetention {
+    /// The retention in days; absent when files are kept until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub days: Option<u32>,
+}
+
+/// Sets an organization's file retention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[serde(deny_unknown_fields)]
+pub struct PutFileRetention {
+    /// Files older than this many days are deleted: 1-36500.
+    #[schema(minimum = 1, maximum = 36500)]
+    pub days: u32,
+}

@@ -52,7 +52,7 @@ pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
 #[cfg(feature = "uniffi")]
 pub use ffi_error::{OpenBotError, category_name};
-pub use file::StoredFile;
+pub use file::{FileRetention, PutFileRetention, StoredFile};
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use limit::{PutScopeLimit, ScopeLimit, ScopeLimitPage};
 pub use message::{ContentPart, FileRef, Message};

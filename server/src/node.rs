@@ -103,6 +103,9 @@ pub struct Database {
     pub files: Arc<dyn crate::files::FileStore>,
     /// Shared limits: permits and token buckets.
     pub limits: Arc<dyn crate::limits::LimitStore>,
+    /// The object store of files' bytes, when the node has one ([`Database::with_objects`]):
+    /// the node then runs file deletions and the retention sweep.
+    pub objects: Option<Arc<dyn object_store::ObjectStore>>,
 }
 
 impl Database {
@@ -133,7 +136,14 @@ impl Database {
             rules: store.clone(),
             limits: store.clone(),
             files: store,
+            objects: None,
         }
+    }
+
+    /// The same database, with the object store its files' bytes live in.
+    pub fn with_objects(mut self, objects: Arc<dyn object_store::ObjectStore>) -> Self {
+        self.objects = Some(objects);
+        self
     }
 }
 
@@ -246,6 +256,14 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         registry.register(Arc::new(crate::chats::ChatDeletionWorkflow::new(
             Arc::clone(&database.chats),
         )));
+        if let Some(objects) = &database.objects {
+            registry.register(Arc::new(crate::files::FileDeletionWorkflow::new(
+                Arc::clone(objects),
+            )));
+            registry.register(Arc::new(crate::files::RetentionSweepWorkflow::new(
+                Arc::clone(&database.files),
+            )));
+        }
     }
     registry
 }
@@ -267,6 +285,15 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
         }
     }
     engine.start_runner(workflows, runner).await;
+    if database.objects.is_some() {
+        // One sweep per deployment: a node finds it there, or submits it.
+        crate::files::ensure_sweep(engine.context())
+            .await
+            .map_err(|e| match e {
+                crate::engine::EngineError::Store(err) => NodeError::Store(err),
+                other => NodeError::Store(StoreError::Invalid(other.to_string())),
+            })?;
+    }
     Ok(engine)
 }
 

@@ -77,6 +77,43 @@ impl std::fmt::Debug for EngineContext {
 }
 
 impl EngineContext {
+    /// Stores new work with capability `writes` in the same transaction (see
+    /// [`Engine::submit_writing`]); a workflow starts other work through it.
+    pub async fn submit<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        request_digest: Option<Vec<u8>>,
+        writes: crate::store::TxWrites,
+    ) -> Result<Submitted, EngineError> {
+        let json =
+            serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
+        let input_digest = match request_digest {
+            Some(digest) => digest,
+            None => submission_digest(&submission, &json),
+        };
+        let input = self.keys.seal(Uuid::now_v7(), &json)?;
+        let new = NewExecution {
+            id: ExecutionId::new(),
+            kind: submission.kind.to_string(),
+            scope: submission.scope,
+            command_key: submission.command_key,
+            input_digest,
+            input,
+            parent_id: submission.parent_id,
+            chat_id: submission.chat_id,
+            admission_gate: submission.admission_gate,
+            events: submission.events,
+        };
+        let timed = crate::timing::Timed::start();
+        let submitted = self.store.submit_writing(new, writes).await?;
+        if let Submitted::Created(id) = submitted {
+            timed.end("submit", id);
+            self.hub.announce(Wake::Events(id));
+            self.hub.announce(Wake::Work);
+        }
+        Ok(submitted)
+    }
+
     /// Seals a value as JSON under a new record ID.
     pub fn seal_json<T: Serialize>(
         &self,
@@ -297,7 +334,19 @@ impl Engine {
         &self,
         submission: Submission<'_, T>,
     ) -> Result<Submitted, EngineError> {
-        self.submit_with(submission, None).await
+        self.submit_inner(submission, None, crate::store::TxWrites::default())
+            .await
+    }
+
+    /// Stores new work with capability `writes` in the same transaction (a row marked for the
+    /// work to finish): both are stored or neither. A retry under the same command key finds
+    /// the earlier execution and runs no write.
+    pub async fn submit_writing<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        writes: crate::store::TxWrites,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_inner(submission, None, writes).await
     }
 
     /// Stores new work under a command key that names another request than the submission
@@ -309,41 +358,21 @@ impl Engine {
         submission: Submission<'_, T>,
         request_digest: Vec<u8>,
     ) -> Result<Submitted, EngineError> {
-        self.submit_with(submission, Some(request_digest)).await
+        self.submit_inner(
+            submission,
+            Some(request_digest),
+            crate::store::TxWrites::default(),
+        )
+        .await
     }
 
-    async fn submit_with<T: Serialize>(
+    async fn submit_inner<T: Serialize>(
         &self,
         submission: Submission<'_, T>,
         request_digest: Option<Vec<u8>>,
+        writes: crate::store::TxWrites,
     ) -> Result<Submitted, EngineError> {
-        let json =
-            serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
-        let input_digest = match request_digest {
-            Some(digest) => digest,
-            None => submission_digest(&submission, &json),
-        };
-        let input = self.cx.keys.seal(Uuid::now_v7(), &json)?;
-        let new = NewExecution {
-            id: ExecutionId::new(),
-            kind: submission.kind.to_string(),
-            scope: submission.scope,
-            command_key: submission.command_key,
-            input_digest,
-            input,
-            parent_id: submission.parent_id,
-            chat_id: submission.chat_id,
-            admission_gate: submission.admission_gate,
-            events: submission.events,
-        };
-        let timed = crate::timing::Timed::start();
-        let submitted = self.cx.store.submit(new).await?;
-        if let Submitted::Created(id) = submitted {
-            timed.end("submit", id);
-            self.cx.hub.announce(Wake::Events(id));
-            self.cx.hub.announce(Wake::Work);
-        }
-        Ok(submitted)
+        self.cx.submit(submission, request_digest, writes).await
     }
 
     /// The events of an execution after sequence `after`, ending after its last event.

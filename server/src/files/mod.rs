@@ -2,10 +2,27 @@
 //! folder of the data folder, `objects/`); the database keeps each file's description, its
 //! owner, the token that stored it and where its bytes are. Lists and reads are the owner's
 //! alone; files have no Bot, so a token limited to some Bots reaches only the files it stored.
+//!
+//! Deleting is durable cross-store work (`deletion`): the row is hidden with its work in one
+//! transaction, the object goes (retried until the store says it is gone), then the row.
+//! Each organization may set a retention in days; a scheduled sweep (`retention`) starts the
+//! deletion of older files.
 
+mod deletion;
+mod retention;
 mod service;
 mod sql;
 mod store;
+mod writes;
 
+pub use deletion::{
+    FILE_DELETION, FileDeletionInput, FileDeletionWorkflow, Started, file_deletion_service,
+    start_deletion,
+};
+pub use retention::{
+    FILE_RETENTION_SWEEP, MAX_RETENTION_DAYS, RetentionSweepWorkflow, STRANDED_AFTER_MS,
+    SWEEP_INTERVAL, SweepReport, ensure_sweep, retention_service, sweep,
+};
 pub use service::{FileError, Files, MAX_FILE_BYTES, local_objects, s3_objects};
 pub use store::{FileAccess, FileRow, FileStore};
+pub use writes::MarkDeleting;

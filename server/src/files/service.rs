@@ -1,4 +1,5 @@
-//! The file use cases: store, list, read and delete a member's files. A token limited to some
+//! The file use cases: store, list, read and delete a member's files, and the organization's
+//! file retention. A token limited to some
 //! Bots reaches only the files it stored itself.
 
 use std::path::Path;
@@ -9,11 +10,17 @@ use chrono::DateTime;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
-use openbot_schema::{Action, FileId, Resource, StoredFile, StoredFilePage};
+use openbot_schema::{
+    Action, FileId, FileRetention, PutFileRetention, Resource, StoredFile, StoredFilePage,
+};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::deletion::{Started, start_deletion};
+use super::retention::MAX_RETENTION_DAYS;
 use super::store::{FileAccess, FileRow, FileStore};
+use super::writes::MarkDeleting;
+use crate::engine::{EngineContext, EngineError};
 use crate::identity::{AccessError, Caller, Credential};
 use crate::paging::{CreatedPosition, Paging};
 use crate::store::{StoreError, now_ms};
@@ -87,6 +94,7 @@ pub fn s3_objects(url: &str) -> Result<Arc<dyn ObjectStore>, FileError> {
 pub struct Files {
     objects: Arc<dyn ObjectStore>,
     store: Arc<dyn FileStore>,
+    engine: Arc<EngineContext>,
 }
 
 fn view(row: &FileRow) -> StoredFile {
@@ -147,9 +155,18 @@ fn access(caller: &Caller) -> FileAccess {
 }
 
 impl Files {
-    /// The use cases on an object store and the descriptions' store.
-    pub fn new(objects: Arc<dyn ObjectStore>, store: Arc<dyn FileStore>) -> Self {
-        Self { objects, store }
+    /// The use cases on an object store and the descriptions' store; deletions run as work
+    /// of `engine`.
+    pub fn new(
+        objects: Arc<dyn ObjectStore>,
+        store: Arc<dyn FileStore>,
+        engine: Arc<EngineContext>,
+    ) -> Self {
+        Self {
+            objects,
+            store,
+            engine,
+        }
     }
 
     /// Stores a file of the caller. The bytes are written first, so a description never
@@ -243,22 +260,81 @@ impl Files {
         Ok(paging.page(rows, |row| (row.created_at, row.id), |row| view(&row)))
     }
 
-    /// Deletes a file of the caller: its description first (it is gone at once), then its
-    /// bytes.
+    /// Deletes a file of the caller: it is hidden at once (its row marked deleting in the
+    /// transaction that submits its deletion work), and the work removes its object, then its
+    /// row (see `deletion`). A file already being deleted is not found.
     pub async fn delete(&self, caller: &Caller, id: FileId) -> Result<(), FileError> {
         caller.require(Resource::Chats, Action::Write)?;
         let row = self
             .store
-            .delete_file(access(caller), id.as_uuid())
+            .file_of(access(caller), id.as_uuid())
             .await?
             .ok_or(FileError::NotFound)?;
-        match self
-            .objects
-            .delete(&ObjectPath::from(row.object_key.as_str()))
-            .await
+        let mark = MarkDeleting::new(row.id, Some(access(caller)));
+        match start_deletion(&self.engine, &row, Some(mark)).await {
+            Ok(Started::Started) => Ok(()),
+            Ok(Started::Already(_) | Started::Missing) => Err(FileError::NotFound),
+            Err(EngineError::Store(err)) => Err(FileError::Store(err)),
+            Err(other) => Err(FileError::Store(StoreError::Invalid(other.to_string()))),
+        }
+    }
+
+    fn check_retention_rights(caller: &Caller, action: Action) -> Result<(), FileError> {
+        caller.require(Resource::Chats, action)?;
+        if action == Action::Write && !caller.is_admin() {
+            return Err(FileError::Forbidden(AccessError {
+                action: "change",
+                resource: "the file retention (it needs the owner or admin role)",
+            }));
+        }
+        Ok(())
+    }
+
+    /// The caller's organization's file retention.
+    pub async fn retention(&self, caller: &Caller) -> Result<FileRetention, FileError> {
+        Self::check_retention_rights(caller, Action::Read)?;
+        let days = self
+            .store
+            .retention(caller.member.organization_id)
+            .await?
+            .and_then(|days| u32::try_from(days).ok());
+        Ok(FileRetention { days })
+    }
+
+    /// Sets the organization's file retention (owner or admin): from the next sweep on,
+    /// files older than `days` are deleted.
+    pub async fn put_retention(
+        &self,
+        caller: &Caller,
+        request: PutFileRetention,
+    ) -> Result<FileRetention, FileError> {
+        Self::check_retention_rights(caller, Action::Write)?;
+        let days = i64::from(request.days);
+        if !(1..=MAX_RETENTION_DAYS).contains(&days) {
+            return Err(FileError::Invalid(format!(
+                "days must be between 1 and {MAX_RETENTION_DAYS}"
+            )));
+        }
+        self.store
+            .put_retention(caller.member.organization_id, days)
+            .await?;
+        Ok(FileRetention {
+            days: Some(request.days),
+        })
+    }
+
+    /// Removes the organization's file retention (owner or admin): files are kept until
+    /// deleted. Not found when it had none.
+    pub async fn delete_retention(&self, caller: &Caller) -> Result<(), FileError> {
+        Self::check_retention_rights(caller, Action::Write)?;
+        if self
+            .store
+            .delete_retention(caller.member.organization_id)
+            .await?
         {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(err) => Err(err.into()),
+            Ok(())
+        } else {
+            Err(FileError::NotFound)
         }
     }
 }

@@ -1,11 +1,14 @@
-//! File descriptions on SQL, written once for SQLite and PostgreSQL.
+//! File descriptions, retention and the rows of file deletion on SQL, written once for
+//! SQLite and PostgreSQL.
 
 use async_trait::async_trait;
-use sqlx::Row as _;
+use futures::future::BoxFuture;
+use sqlx::{Postgres, Row as _, Sqlite, Transaction};
 use uuid::Uuid;
 
 use super::store::{FileAccess, FileRow, FileStore};
-use crate::store::{StoreError, now_ms, sql_store};
+use super::writes::{MarkDeleting, RemoveFileRow, SweepRan};
+use crate::store::{Millis, StoreError, TxWrite, now_ms, sql_store};
 
 sql_store! {
 fn file_row(row: &Row) -> Result<FileRow, StoreError> {
@@ -83,23 +86,180 @@ impl FileStore for Store {
         rows.iter().map(file_row).collect()
     }
 
-    async fn delete_file(
-        &self,
-        access: FileAccess,
-        id: Uuid,
-    ) -> Result<Option<FileRow>, StoreError> {
-        let row = sqlx::query(concat!(
-            "UPDATE files SET deleted_at = $4 WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL AND (",
-            uuid_param!("$3"),
-            " IS NULL OR token_id = $3) RETURNING *"
-        ))
-        .bind(id)
-        .bind(access.owner)
-        .bind(access.stored_by)
+    async fn deleting(&self, id: Uuid) -> Result<Option<bool>, StoreError> {
+        let row: Option<Option<i64>> = sqlx::query_scalar("SELECT deleted_at FROM files WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.reader())
+            .await?;
+        Ok(row.map(|deleted_at| deleted_at.is_some()))
+    }
+
+    async fn retention(&self, organization: Uuid) -> Result<Option<i64>, StoreError> {
+        let days: Option<i64> =
+            sqlx::query_scalar("SELECT CAST(days AS BIGINT) FROM file_retention WHERE organization_id = $1")
+                .bind(organization)
+                .fetch_optional(self.reader())
+                .await?;
+        Ok(days)
+    }
+
+    async fn put_retention(&self, organization: Uuid, days: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO file_retention (organization_id, days, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (organization_id) DO UPDATE SET days = EXCLUDED.days, updated_at = EXCLUDED.updated_at",
+        )
+        .bind(organization)
+        .bind(days)
         .bind(now_ms())
-        .fetch_optional(self.pool())
+        .execute(self.pool())
         .await?;
-        row.as_ref().map(file_row).transpose()
+        Ok(())
+    }
+
+    async fn delete_retention(&self, organization: Uuid) -> Result<bool, StoreError> {
+        let removed = sqlx::query("DELETE FROM file_retention WHERE organization_id = $1")
+            .bind(organization)
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+        Ok(removed > 0)
+    }
+
+    async fn expired_files(&self, now: Millis, limit: i64) -> Result<Vec<FileRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT f.* FROM files f JOIN file_retention r ON r.organization_id = f.organization_id \
+             WHERE f.deleted_at IS NULL AND f.created_at < $1 - CAST(r.days AS BIGINT) * 86400000 \
+             ORDER BY f.created_at, f.id LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(file_row).collect()
+    }
+
+    async fn stranded_deletions(
+        &self,
+        before: Millis,
+        limit: i64,
+    ) -> Result<Vec<FileRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM files WHERE deleted_at IS NOT NULL AND deleted_at < $1 ORDER BY deleted_at, id LIMIT $2",
+        )
+        .bind(before)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(file_row).collect()
+    }
+
+    async fn swept_at(&self, name: &str) -> Result<Option<Millis>, StoreError> {
+        let at: Option<i64> = sqlx::query_scalar("SELECT swept_at FROM file_sweeps WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.reader())
+            .await?;
+        Ok(at)
     }
 }
+
+/// Marks a file in use deleting (one `access` sees, or any, for the platform); returns
+/// whether it did.
+pub(super) async fn mark_deleting(
+    tx: &mut Transaction<'_, Db>,
+    id: Uuid,
+    access: Option<FileAccess>,
+) -> Result<bool, StoreError> {
+    let marked = sqlx::query(concat!(
+        "UPDATE files SET deleted_at = $5 WHERE id = $1 AND deleted_at IS NULL AND (NOT $2 OR (owner_member_id = $3 AND (",
+        uuid_param!("$4"),
+        " IS NULL OR token_id = $4)))"
+    ))
+    .bind(id)
+    .bind(access.is_some())
+    .bind(access.map(|a| a.owner))
+    .bind(access.and_then(|a| a.stored_by))
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(marked == 1)
+}
+
+/// Removes a file's row once its deletion removed its object (only a row marked deleting).
+pub(super) async fn remove_row(tx: &mut Transaction<'_, Db>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM files WHERE id = $1 AND deleted_at IS NOT NULL")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Records that the sweep `name` ran at `at`.
+pub(super) async fn record_sweep(
+    tx: &mut Transaction<'_, Db>,
+    name: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO file_sweeps (name, swept_at) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET swept_at = EXCLUDED.swept_at",
+    )
+    .bind(name)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+}
+
+impl TxWrite for MarkDeleting {
+    fn on_sqlite<'a, 'c>(
+        &'a self,
+        tx: &'a mut Transaction<'c, Sqlite>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(
+            async move { self.outcome(on_sqlite::mark_deleting(tx, self.id, self.access).await?) },
+        )
+    }
+
+    fn on_postgres<'a, 'c>(
+        &'a self,
+        tx: &'a mut Transaction<'c, Postgres>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.outcome(on_postgres::mark_deleting(tx, self.id, self.access).await?)
+        })
+    }
+}
+
+impl TxWrite for RemoveFileRow {
+    fn on_sqlite<'a, 'c>(
+        &'a self,
+        tx: &'a mut Transaction<'c, Sqlite>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(on_sqlite::remove_row(tx, self.id))
+    }
+
+    fn on_postgres<'a, 'c>(
+        &'a self,
+        tx: &'a mut Transaction<'c, Postgres>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(on_postgres::remove_row(tx, self.id))
+    }
+}
+
+impl TxWrite for SweepRan {
+    fn on_sqlite<'a, 'c>(
+        &'a self,
+        tx: &'a mut Transaction<'c, Sqlite>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(on_sqlite::record_sweep(tx, self.name, self.at))
+    }
+
+    fn on_postgres<'a, 'c>(
+        &'a self,
+        tx: &'a mut Transaction<'c, Postgres>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(on_postgres::record_sweep(tx, self.name, self.at))
+    }
 }

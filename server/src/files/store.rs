@@ -57,10 +57,32 @@ pub trait FileStore: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<FileRow>, StoreError>;
 
-    /// Marks a file `access` sees deleted; returns it when it was there.
-    async fn delete_file(
+    /// Whether a file's row is there and being deleted: `None` when it is gone, `Some(true)`
+    /// while its deletion runs, `Some(false)` for a file in use.
+    async fn deleting(&self, id: Uuid) -> Result<Option<bool>, StoreError>;
+
+    /// The organization's retention in days, if it set one.
+    async fn retention(&self, organization: Uuid) -> Result<Option<i64>, StoreError>;
+
+    /// Sets the organization's retention in days.
+    async fn put_retention(&self, organization: Uuid, days: i64) -> Result<(), StoreError>;
+
+    /// Removes the organization's retention (files are kept until deleted); returns whether
+    /// it had one.
+    async fn delete_retention(&self, organization: Uuid) -> Result<bool, StoreError>;
+
+    /// Up to `limit` files in use, oldest first, that are older at `now` than their
+    /// organization's retention.
+    async fn expired_files(&self, now: Millis, limit: i64) -> Result<Vec<FileRow>, StoreError>;
+
+    /// Up to `limit` files marked deleting before `before`, oldest first (rows whose
+    /// deletion work never ran: marked by an older version).
+    async fn stranded_deletions(
         &self,
-        access: FileAccess,
-        id: Uuid,
-    ) -> Result<Option<FileRow>, StoreError>;
+        before: Millis,
+        limit: i64,
+    ) -> Result<Vec<FileRow>, StoreError>;
+
+    /// When the sweep named `name` last ran, if it ever did.
+    async fn swept_at(&self, name: &str) -> Result<Option<Millis>, StoreError>;
 }

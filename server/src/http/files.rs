@@ -8,13 +8,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use openbot_schema::{
-    ErrorBody, ErrorCategory, ErrorCode, FileId, PageQuery, StoredFile, StoredFilePage,
+    ErrorBody, ErrorCategory, ErrorCode, FileId, FileRetention, PageQuery, PutFileRetention,
+    StoredFile, StoredFilePage,
 };
 use serde::Deserialize;
 
 use super::AppState;
 use super::error::ApiError;
-use super::json::ApiQuery;
+use super::json::{ApiJson, ApiQuery};
 use crate::files::{FileError, MAX_FILE_BYTES};
 use crate::identity::Caller;
 use crate::paging::Paging;
@@ -119,7 +120,9 @@ pub async fn get_file(
     }
 }
 
-/// Deletes one of the caller's files.
+/// Deletes one of the caller's files: it is gone at once (not listed, not read); its bytes and
+/// then its description are removed by durable work that retries until the object store
+/// confirms.
 #[utoipa::path(delete, path = "/v1/files/{id}", tag = "files",
     params(("id" = String, Path, description = "The file's ID")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -156,6 +159,52 @@ pub async fn file_content(
             bytes,
         )
             .into_response()),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// The organization's file retention: files older than `days` are deleted by the retention
+/// sweep; `days` is absent when files are kept until deleted.
+#[utoipa::path(get, path = "/v1/files/retention", tag = "files",
+    responses((status = 200, body = FileRetention), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn get_file_retention(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<FileRetention>, ApiError> {
+    match state.files.retention(&caller).await {
+        Ok(retention) => Ok(Json(retention)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Sets the organization's file retention in days (1-36500; owner or admin): from the next
+/// sweep on (at most an hour later), older files are deleted, their bytes and descriptions.
+#[utoipa::path(put, path = "/v1/files/retention", tag = "files", request_body = PutFileRetention,
+    responses((status = 200, body = FileRetention), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn put_file_retention(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<PutFileRetention>,
+) -> Result<Json<FileRetention>, ApiError> {
+    match state.files.put_retention(&caller, request).await {
+        Ok(retention) => Ok(Json(retention)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Removes the organization's file retention (owner or admin): files are kept until deleted.
+#[utoipa::path(delete, path = "/v1/files/retention", tag = "files",
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn delete_file_retention(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<StatusCode, ApiError> {
+    match state.files.delete_retention(&caller).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(FileError::NotFound) => Err(ApiError::not_found("file retention")),
         Err(err) => Err(mapped(&state, err).await),
     }
 }

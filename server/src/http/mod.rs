@@ -89,7 +89,11 @@ impl AppState {
             Arc::clone(&database.rules),
             Arc::clone(&database.identity),
         );
-        let files = crate::files::Files::new(objects, Arc::clone(&database.files));
+        let files = crate::files::Files::new(
+            objects,
+            Arc::clone(&database.files),
+            Arc::clone(engine.context()),
+        );
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         Self {
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
@@ -210,6 +214,11 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(files::upload_file, files::list_files))
         .routes(routes!(files::get_file, files::delete_file))
         .routes(routes!(files::file_content))
+        .routes(routes!(
+            files::get_file_retention,
+            files::put_file_retention,
+            files::delete_file_retention
+        ))
         .routes(routes!(executions::get_execution))
         .routes(routes!(executions::cancel_execution))
         .routes(routes!(executions::pause_execution))

@@ -50,6 +50,15 @@ pub trait Store: Send + Sync + 'static {
     /// with another digest fails with [`StoreError::CommandKeyConflict`].
     async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError>;
 
+    /// [`Store::submit`], with capability `writes` in the same transaction: the execution is
+    /// stored only with them, and a write that fails (or refuses) stores neither. When the
+    /// command key names an earlier execution, the writes are not run.
+    async fn submit_writing(
+        &self,
+        new: NewExecution,
+        writes: TxWrites,
+    ) -> Result<Submitted, StoreError>;
+
     /// Claims up to `limit` executions that need an owner: queued, or owned by a lease that
     /// lapsed, or waiting with a wake time that passed, of the `kinds` this node runs. A Chat's
     /// Turns are claimed one at a time, in order. Each claim adds one to the generation.

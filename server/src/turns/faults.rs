@@ -7,6 +7,7 @@
 //!
 //! - named places of a tool call ([`FaultPoint`]): `after_tool_intent`, `after_tool_sending`
 //!   (marked sending, not yet sent) and `after_tool_sent` (sent, its result not yet saved);
+//!   and of a file deletion: `after_object_deleted` (its object gone, its row not yet);
 //! - commit boundaries of the durable host. Each commit is labelled by what it carries
 //!   ([`labels`]), and `before:<label>` / `after:<label>` abort just before / just after the
 //!   first commit whose labels include `<label>`; `lost_reply:<label>` lets that commit succeed
@@ -46,6 +47,8 @@ pub enum FaultPoint {
     AfterToolSending,
     /// A tool call was sent and answered; its result is not saved yet.
     AfterToolSent,
+    /// A file deletion removed the file's object; its row is not removed yet.
+    AfterObjectDeleted,
 }
 
 impl FaultPoint {
@@ -55,6 +58,7 @@ impl FaultPoint {
             FaultPoint::AfterToolIntent => "after_tool_intent",
             FaultPoint::AfterToolSending => "after_tool_sending",
             FaultPoint::AfterToolSent => "after_tool_sent",
+            FaultPoint::AfterObjectDeleted => "after_object_deleted",
         }
     }
 }

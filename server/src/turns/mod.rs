@@ -1,7 +1,7 @@
 //! Turns on the durable engine: the saved input, the durable host, HTTP tools and the workflow.
 
 mod delivery;
-mod faults;
+pub(crate) mod faults;
 mod host;
 mod http_tool;
 mod input;

@@ -120,10 +120,25 @@ pub async fn server_with(
     platform: openbot_server::platform::Platform,
     runner: RunnerConfig,
 ) -> Server {
+    let objects = tempfile::tempdir().unwrap();
+    let store = openbot_server::files::local_objects(objects.path()).unwrap();
+    server_with_objects(raw, platform, runner, store, objects).await
+}
+
+/// A node as [`server_with`] makes it, whose files' bytes live in `store` (`objects` is the
+/// folder kept with the server).
+pub async fn server_with_objects(
+    raw: Raw,
+    platform: openbot_server::platform::Platform,
+    runner: RunnerConfig,
+    store: Arc<dyn object_store::ObjectStore>,
+    objects: tempfile::TempDir,
+) -> Server {
     let database = match &raw {
         Raw::Sqlite(store, _) => Database::on(Arc::new(store.clone())),
         Raw::Postgres(store) => Database::on(Arc::new(store.clone())),
-    };
+    }
+    .with_objects(Arc::clone(&store));
     let owner = bootstrap(database.identity.as_ref())
         .await
         .unwrap()
@@ -136,8 +151,6 @@ pub async fn server_with(
     engine
         .start_runner(registry(Some(&database), &platform), runner)
         .await;
-    let objects = tempfile::tempdir().unwrap();
-    let store = openbot_server::files::local_objects(objects.path()).unwrap();
     let state = AppState::new(Arc::clone(&engine), &database, store, platform);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -269,6 +269,14 @@ impl StoreTrait for Store {
     }
 
     async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError> {
+        self.submit_writing(new, TxWrites::default()).await
+    }
+
+    async fn submit_writing(
+        &self,
+        new: NewExecution,
+        writes: TxWrites,
+    ) -> Result<Submitted, StoreError> {
         let mut tx = self.pool().begin().await?;
         let now = now_ms();
         let last = new.events.len() as i64;
@@ -328,6 +336,7 @@ impl StoreTrait for Store {
             }
         }
         Self::insert_events(&mut tx, &self.seal, new.id, 1, &new.events).await?;
+        run_writes!(writes, &mut tx).await?;
         tx.commit().await?;
         Ok(Submitted::Created(new.id))
     }
