@@ -121,6 +121,11 @@ export type ExecutionState = Schemas['ExecutionState'];
 export type FileId = Schemas['FileId'];
 /** A reference to a file by ID, with what a model needs to know about it. */
 export type FileRef = Schemas['FileRef'];
+/**
+ * An organization's file retention: files older than `days` are deleted (their bytes and their
+ * description) by the retention sweep. Without it, files are kept until deleted.
+ */
+export type FileRetention = Schemas['FileRetention'];
 /** Credits to add to an organization's balance. */
 export type GrantCredits = Schemas['GrantCredits'];
 /** The node's health. */
@@ -177,6 +182,8 @@ export type PutBudget = Schemas['PutBudget'];
  * as a notice. Its arguments are `{"task": "..."}`.
  */
 export type PutDelegateTool = Schemas['PutDelegateTool'];
+/** Sets an organization's file retention. */
+export type PutFileRetention = Schemas['PutFileRetention'];
 /** An HTTP tool to register under a name. */
 export type PutHttpTool = Schemas['PutHttpTool'];
 /** An organization's price for one model, replacing the catalog's for calls sent from now on. */
@@ -308,6 +315,9 @@ export type OperationId =
   | 'deliver_tool_result'
   | 'list_files'
   | 'upload_file'
+  | 'get_file_retention'
+  | 'put_file_retention'
+  | 'delete_file_retention'
   | 'get_file'
   | 'delete_file'
   | 'file_content'
@@ -383,6 +393,9 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   deliver_tool_result: { id: 'deliver_tool_result', sdkMethod: 'deliverToolResult', method: 'POST', path: '/v1/executions/{id}/tool-results', tag: 'executions', pathParams: ['id'], queryParams: [], body: 'json', answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   list_files: { id: 'list_files', sdkMethod: 'listFiles', method: 'GET', path: '/v1/files', tag: 'files', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   upload_file: { id: 'upload_file', sdkMethod: 'uploadFile', method: 'POST', path: '/v1/files', tag: 'files', pathParams: [], queryParams: ['name'], body: 'bytes', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  get_file_retention: { id: 'get_file_retention', sdkMethod: 'getFileRetention', method: 'GET', path: '/v1/files/retention', tag: 'files', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  put_file_retention: { id: 'put_file_retention', sdkMethod: 'putFileRetention', method: 'PUT', path: '/v1/files/retention', tag: 'files', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_file_retention: { id: 'delete_file_retention', sdkMethod: 'deleteFileRetention', method: 'DELETE', path: '/v1/files/retention', tag: 'files', pathParams: [], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   get_file: { id: 'get_file', sdkMethod: 'getFile', method: 'GET', path: '/v1/files/{id}', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_file: { id: 'delete_file', sdkMethod: 'deleteFile', method: 'DELETE', path: '/v1/files/{id}', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   file_content: { id: 'file_content', sdkMethod: 'fileContent', method: 'GET', path: '/v1/files/{id}/content', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'bytes', paged: false, public: false, handwritten: false, memory: false },
@@ -458,6 +471,9 @@ export interface OperationTypes {
   deliver_tool_result: { params: { id: string }; body: ToolResult; answer: undefined };
   list_files: { params: { limit?: number; cursor?: string }; body: undefined; answer: StoredFilePage };
   upload_file: { params: { name: string }; body: BytesInput; answer: StoredFile };
+  get_file_retention: { params: Record<string, never>; body: undefined; answer: FileRetention };
+  put_file_retention: { params: Record<string, never>; body: PutFileRetention; answer: FileRetention };
+  delete_file_retention: { params: Record<string, never>; body: undefined; answer: undefined };
   get_file: { params: { id: string }; body: undefined; answer: StoredFile };
   delete_file: { params: { id: string }; body: undefined; answer: undefined };
   file_content: { params: { id: string }; body: undefined; answer: Bytes };
@@ -841,13 +857,44 @@ export abstract class Operations {
     return (await this.invoke('upload_file', { ...options }, bytesOf('uploadFile', data, contentType))) as StoredFile;
   }
 
+  /**
+   * The organization's file retention: files older than `days` are deleted by the retention sweep;
+   * `days` is absent when files are kept until deleted. `GET /v1/files/retention` (operation
+   * `get_file_retention`).
+   */
+  async getFileRetention(): Promise<FileRetention> {
+    return (await this.invoke('get_file_retention', {}, undefined)) as FileRetention;
+  }
+
+  /**
+   * Sets the organization's file retention in days (1-36500; owner or admin): from the next sweep
+   * on (at most an hour later), older files are deleted, their bytes and descriptions. `PUT
+   * /v1/files/retention` (operation `put_file_retention`).
+   */
+  async putFileRetention(body: PutFileRetention): Promise<FileRetention> {
+    checkFields('putFileRetention', 'body', body, { days: 'integer!' });
+    return (await this.invoke('put_file_retention', {}, body)) as FileRetention;
+  }
+
+  /**
+   * Removes the organization's file retention (owner or admin): files are kept until deleted.
+   * `DELETE /v1/files/retention` (operation `delete_file_retention`).
+   */
+  async deleteFileRetention(): Promise<void> {
+    await this.invoke('delete_file_retention', {}, undefined);
+  }
+
   /** One of the caller's files. `GET /v1/files/{id}` (operation `get_file`). */
   async getFile(id: string): Promise<StoredFile> {
     checkString('getFile', 'id', id);
     return (await this.invoke('get_file', { id }, undefined)) as StoredFile;
   }
 
-  /** Deletes one of the caller's files. `DELETE /v1/files/{id}` (operation `delete_file`). */
+  /**
+   * Deletes one of the caller's files: it is gone at once (not listed, not read); its bytes and
+   * then its description are removed by durable work that retries until the object store confirms.
+   * `DELETE /v1/files/{id}` (operation `delete_file`).
+   */
   async deleteFile(id: string): Promise<void> {
     checkString('deleteFile', 'id', id);
     await this.invoke('delete_file', { id }, undefined);

@@ -602,6 +602,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/files/retention": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's file retention: files older than `days` are deleted by the retention
+         *     sweep; `days` is absent when files are kept until deleted.
+         */
+        get: operations["get_file_retention"];
+        /**
+         * Sets the organization's file retention in days (1-36500; owner or admin): from the next
+         *     sweep on (at most an hour later), older files are deleted, their bytes and descriptions.
+         */
+        put: operations["put_file_retention"];
+        post?: never;
+        /** Removes the organization's file retention (owner or admin): files are kept until deleted. */
+        delete: operations["delete_file_retention"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/files/{id}": {
         parameters: {
             query?: never;
@@ -613,7 +638,11 @@ export interface paths {
         get: operations["get_file"];
         put?: never;
         post?: never;
-        /** Deletes one of the caller's files. */
+        /**
+         * Deletes one of the caller's files: it is gone at once (not listed, not read); its bytes and
+         *     then its description are removed by durable work that retries until the object store
+         *     confirms.
+         */
         delete: operations["delete_file"];
         options?: never;
         head?: never;
@@ -1768,6 +1797,17 @@ export interface components {
             /** @description A URL a model provider can read it from (`https:` or `data:`), when one exists. */
             url?: string | null;
         };
+        /**
+         * @description An organization's file retention: files older than `days` are deleted (their bytes and
+         *     their description) by the retention sweep. Without it, files are kept until deleted.
+         */
+        FileRetention: {
+            /**
+             * Format: int32
+             * @description The retention in days; absent when files are kept until deleted.
+             */
+            days?: number;
+        };
         /** @description Credits to add to an organization's balance. */
         GrantCredits: {
             /**
@@ -2076,6 +2116,14 @@ export interface components {
              *     and these may only narrow them.
              */
             limits?: components["schemas"]["Limits"];
+        };
+        /** @description Sets an organization's file retention. */
+        PutFileRetention: {
+            /**
+             * Format: int32
+             * @description Files older than this many days are deleted: 1-36500.
+             */
+            days: number;
         };
         /** @description An HTTP tool to register under a name. */
         PutHttpTool: {
@@ -4955,6 +5003,145 @@ export interface operations {
                 };
             };
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_file_retention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileRetention"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_file_retention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutFileRetention"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileRetention"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_file_retention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -269,6 +269,33 @@ fn limits_are_set_listed_and_removed_through_the_cli() {
 }
 
 #[test]
+fn file_retention_is_shown_set_and_cleared_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    assert_eq!(
+        cli.ok(&["files", "retention"]).trim(),
+        "files are kept until deleted"
+    );
+    assert_eq!(
+        cli.ok(&["files", "retention", "set", "30"]).trim(),
+        "files older than 30 days are deleted"
+    );
+    let shown: Value =
+        serde_json::from_str(&cli.ok(&["files", "retention", "show", "--json"])).unwrap();
+    assert_eq!(shown["days"], 30);
+    let refused = cli.run(&["files", "retention", "set", "0"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("invalid_input"));
+    cli.ok(&["files", "retention", "clear"]);
+    let shown: Value = serde_json::from_str(&cli.ok(&["files", "retention", "--json"])).unwrap();
+    assert_eq!(shown, serde_json::json!({}));
+    let unknown = cli.run(&["files", "retention", "clear"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("not_found"));
+}
+
+#[test]
 fn usage_is_reported_as_a_table_json_lines_and_csv() {
     let served = Served::start();
     let cli = Cli::new();

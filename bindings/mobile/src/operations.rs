@@ -553,6 +553,38 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// The organization's file retention: files older than `days` are deleted by the retention
+    /// sweep; `days` is absent when files are kept until deleted.
+    /// (`GET /v1/files/retention`, operation `get_file_retention`)
+    pub async fn get_file_retention(&self) -> Result<schema::FileRetention, OpenBotError> {
+        let request = ApiRequest::default();
+        let answer = self.call_operation("get_file_retention", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Sets the organization's file retention in days (1-36500; owner or admin): from the next
+    /// sweep on (at most an hour later), older files are deleted, their bytes and descriptions.
+    /// (`PUT /v1/files/retention`, operation `put_file_retention`)
+    pub async fn put_file_retention(
+        &self,
+        body: schema::PutFileRetention,
+    ) -> Result<schema::FileRetention, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("put_file_retention", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes the organization's file retention (owner or admin): files are kept until deleted.
+    /// (`DELETE /v1/files/retention`, operation `delete_file_retention`)
+    pub async fn delete_file_retention(&self) -> Result<(), OpenBotError> {
+        let request = ApiRequest::default();
+        let _answer = self
+            .call_operation("delete_file_retention", request)
+            .await?;
+        Ok(())
+    }
+
     /// One of the caller's files.
     /// (`GET /v1/files/{id}`, operation `get_file`)
     pub async fn get_file(&self, id: String) -> Result<schema::StoredFile, OpenBotError> {
@@ -562,7 +594,9 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
-    /// Deletes one of the caller's files.
+    /// Deletes one of the caller's files: it is gone at once (not listed, not read); its bytes and
+    /// then its description are removed by durable work that retries until the object store
+    /// confirms.
     /// (`DELETE /v1/files/{id}`, operation `delete_file`)
     pub async fn delete_file(&self, id: String) -> Result<(), OpenBotError> {
         let mut request = ApiRequest::default();

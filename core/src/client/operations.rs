@@ -12,11 +12,12 @@ use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
     ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
     CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
-    CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, GrantCredits,
-    Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, ModelPrice,
-    ModelPricePage, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
-    PutBudget, PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
-    ScopeLimitPage, Session, StoredFile, StoredFilePage, UsagePage, UsageRow,
+    CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention,
+    GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage,
+    ModelPrice, ModelPricePage, Organization, OrganizationPage, ProviderSettings,
+    ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice,
+    PutProvider, PutScopeLimit, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
+    UsagePage, UsageRow,
 };
 
 use super::Client;
@@ -484,6 +485,39 @@ pub const OPERATIONS: &[Operation] = &[
         query_params: &["name"],
         body: BodyKind::Bytes,
         answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "get_file_retention",
+        method: "GET",
+        path: "/v1/files/retention",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "put_file_retention",
+        method: "PUT",
+        path: "/v1/files/retention",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+    },
+    Operation {
+        id: "delete_file_retention",
+        method: "DELETE",
+        path: "/v1/files/retention",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
         public: false,
         client_method: None,
     },
@@ -1158,6 +1192,30 @@ pub trait Operations: Client {
         self.call(OP, request).await?.decode()
     }
 
+    /// The organization's file retention: files older than `days` are deleted by the retention
+    /// sweep; `days` is absent when files are kept until deleted.
+    async fn get_file_retention(&self) -> Result<FileRetention, Error> {
+        const OP: &str = "get_file_retention";
+        let request = ApiRequest::default();
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Sets the organization's file retention in days (1-36500; owner or admin): from the next
+    /// sweep on (at most an hour later), older files are deleted, their bytes and descriptions.
+    async fn put_file_retention(&self, body: &PutFileRetention) -> Result<FileRetention, Error> {
+        const OP: &str = "put_file_retention";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes the organization's file retention (owner or admin): files are kept until deleted.
+    async fn delete_file_retention(&self) -> Result<(), Error> {
+        const OP: &str = "delete_file_retention";
+        let request = ApiRequest::default();
+        self.call(OP, request).await.map(|_| ())
+    }
+
     /// One of the caller's files.
     async fn get_file(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<StoredFile, Error> {
         const OP: &str = "get_file";
@@ -1166,7 +1224,9 @@ pub trait Operations: Client {
         self.call(OP, request).await?.decode()
     }
 
-    /// Deletes one of the caller's files.
+    /// Deletes one of the caller's files: it is gone at once (not listed, not read); its bytes and
+    /// then its description are removed by durable work that retries until the object store
+    /// confirms.
     async fn delete_file(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
         const OP: &str = "delete_file";
         let mut request = ApiRequest::default();

@@ -38,6 +38,7 @@ from .types import (
     DelegateTool,
     DelegateToolPage,
     Execution,
+    FileRetention,
     Health,
     HttpTool,
     HttpToolPage,
@@ -118,6 +119,9 @@ OPERATIONS: dict[str, str] = {
     "deliver_tool_result": "deliver_tool_result",
     "list_files": "list_files",
     "upload_file": "upload_file",
+    "get_file_retention": "get_file_retention",
+    "put_file_retention": "put_file_retention",
+    "delete_file_retention": "delete_file_retention",
     "get_file": "get_file",
     "delete_file": "delete_file",
     "file_content": "file_content",
@@ -202,6 +206,9 @@ METHODS: dict[str, str] = {
     "list_files": "list_files",
     "list_files_page": "list_files",
     "upload_file": "upload_file",
+    "get_file_retention": "get_file_retention",
+    "put_file_retention": "put_file_retention",
+    "delete_file_retention": "delete_file_retention",
     "get_file": "get_file",
     "delete_file": "delete_file",
     "file_content": "file_content",
@@ -883,13 +890,38 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("upload_file", {"name": name}, data, content_type)
         return StoredFile.from_dict(answer)
 
+    async def get_file_retention(self) -> FileRetention:
+        """The organization's file retention: files older than `days` are deleted by the
+        retention sweep; `days` is absent when files are kept until deleted. ``GET
+        /v1/files/retention``.
+        """
+        answer = await self._call_op("get_file_retention", {})
+        return FileRetention.from_dict(answer)
+
+    async def put_file_retention(self, *, days: int) -> FileRetention:
+        """Sets the organization's file retention in days (1-36500; owner or admin): from the
+        next sweep on (at most an hour later), older files are deleted, their bytes and
+        descriptions. ``PUT /v1/files/retention``.
+        """
+        answer = await self._call_op("put_file_retention", {}, _body({"days": days}))
+        return FileRetention.from_dict(answer)
+
+    async def delete_file_retention(self) -> None:
+        """Removes the organization's file retention (owner or admin): files are kept until
+        deleted. ``DELETE /v1/files/retention``.
+        """
+        await self._call_op("delete_file_retention", {})
+
     async def get_file(self, id: Ref) -> StoredFile:
         """One of the caller's files. ``GET /v1/files/{id}``."""
         answer = await self._call_op("get_file", {"id": _ref(id)})
         return StoredFile.from_dict(answer)
 
     async def delete_file(self, id: Ref) -> None:
-        """Deletes one of the caller's files. ``DELETE /v1/files/{id}``."""
+        """Deletes one of the caller's files: it is gone at once (not listed, not read); its
+        bytes and then its description are removed by durable work that retries until the
+        object store confirms. ``DELETE /v1/files/{id}``.
+        """
         await self._call_op("delete_file", {"id": _ref(id)})
 
     async def file_content(self, id: Ref) -> FileContent:
@@ -1995,13 +2027,38 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("upload_file", {"name": name}, data, content_type)
         return StoredFile.from_dict(answer)
 
+    def get_file_retention(self) -> FileRetention:
+        """The organization's file retention: files older than `days` are deleted by the
+        retention sweep; `days` is absent when files are kept until deleted. ``GET
+        /v1/files/retention``.
+        """
+        answer = self._call_op("get_file_retention", {})
+        return FileRetention.from_dict(answer)
+
+    def put_file_retention(self, *, days: int) -> FileRetention:
+        """Sets the organization's file retention in days (1-36500; owner or admin): from the
+        next sweep on (at most an hour later), older files are deleted, their bytes and
+        descriptions. ``PUT /v1/files/retention``.
+        """
+        answer = self._call_op("put_file_retention", {}, _body({"days": days}))
+        return FileRetention.from_dict(answer)
+
+    def delete_file_retention(self) -> None:
+        """Removes the organization's file retention (owner or admin): files are kept until
+        deleted. ``DELETE /v1/files/retention``.
+        """
+        self._call_op("delete_file_retention", {})
+
     def get_file(self, id: Ref) -> StoredFile:
         """One of the caller's files. ``GET /v1/files/{id}``."""
         answer = self._call_op("get_file", {"id": _ref(id)})
         return StoredFile.from_dict(answer)
 
     def delete_file(self, id: Ref) -> None:
-        """Deletes one of the caller's files. ``DELETE /v1/files/{id}``."""
+        """Deletes one of the caller's files: it is gone at once (not listed, not read); its
+        bytes and then its description are removed by durable work that retries until the
+        object store confirms. ``DELETE /v1/files/{id}``.
+        """
         self._call_op("delete_file", {"id": _ref(id)})
 
     def file_content(self, id: Ref) -> FileContent:

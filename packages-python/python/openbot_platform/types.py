@@ -87,6 +87,7 @@ __all__ = [
     "FileContentPart",
     "FileId",
     "FileRef",
+    "FileRetention",
     "GrantCredits",
     "Health",
     "HttpTool",
@@ -113,6 +114,7 @@ __all__ = [
     "ProviderSettingsPage",
     "PutBudget",
     "PutDelegateTool",
+    "PutFileRetention",
     "PutHttpTool",
     "PutModelPrice",
     "PutProvider",
@@ -1467,6 +1469,26 @@ class FileRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FileRetention:
+    """An organization's file retention: files older than `days` are deleted (their bytes and
+    their description) by the retention sweep. Without it, files are kept until deleted.
+    """
+    #: The retention in days; absent when files are kept until deleted.
+    days: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FileRetention:
+        """A FileRetention from its JSON form."""
+        return cls(
+            days=data.get("days"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class GrantCredits:
     """Credits to add to an organization's balance."""
     #: How much, in millionths of a US dollar (at least 1).
@@ -1992,6 +2014,24 @@ class PutDelegateTool:
             bot_id=data["bot_id"],
             description=data.get("description"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutFileRetention:
+    """Sets an organization's file retention."""
+    #: Files older than this many days are deleted: 1-36500.
+    days: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PutFileRetention:
+        """A PutFileRetention from its JSON form."""
+        return cls(
+            days=data["days"],
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ pub mod bots;
 pub mod budgets;
 pub mod chats;
 pub mod executions;
+pub mod files;
 pub mod limits;
 pub mod login;
 pub mod organizations;
