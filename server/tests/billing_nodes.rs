@@ -14,108 +14,45 @@ mod pg;
 #[macro_use]
 #[path = "support/api.rs"]
 mod api;
+#[path = "support/front.rs"]
+mod front;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use api::{Raw, Server, outcome_of, receipt, test_platform};
+use api::{Server, outcome_of, receipt};
 use fake_openai::{Answer, FakeOpenAi};
-use nodes::NodeProcess;
+use front::Front;
 use openbot_schema::{ExecutionId, TurnOutcome};
 use openbot_server::billing::LedgerRow;
-use openbot_server::engine::Engine;
-use openbot_server::http::{AppState, app};
-use openbot_server::node::{Database, bootstrap};
-use openbot_server::sealed::KeyRing;
-use openbot_server::store::PostgresStore;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-/// A PostgreSQL database, the seal keys its nodes share, and an HTTP front on it that submits
-/// and observes but runs no work: every Turn runs on a node process.
-struct Front {
-    url: String,
-    keys_text: String,
-    server: Server,
+/// The organization's ledger entries that are charges.
+async fn charges(front: &Front) -> Vec<LedgerRow> {
+    let organization = front.organization().await;
+    front
+        .server
+        .database
+        .billing
+        .ledger(organization, None, 500)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "charge")
+        .collect()
 }
 
-impl Front {
-    async fn new() -> Self {
-        let url = pg::fresh_database().await;
-        let (keys, keys_text) = KeyRing::generate("k1");
-        let store = PostgresStore::connect(&url, 8, keys.clone()).await.unwrap();
-        let database = Database::on(Arc::new(store.clone()));
-        let owner = bootstrap(database.identity.as_ref())
-            .await
-            .unwrap()
-            .unwrap();
-        let engine = Arc::new(Engine::open(
-            Arc::clone(&database.store),
-            keys,
-            "front".into(),
-        ));
-        let objects = tempfile::tempdir().unwrap();
-        let objects_store = openbot_server::files::local_objects(objects.path()).unwrap();
-        let state = AppState::new(
-            Arc::clone(&engine),
-            &database,
-            objects_store,
-            test_platform(),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app(state)).await;
-        });
-        let server = Server {
-            base,
-            owner,
-            database,
-            engine,
-            raw: Raw::Postgres(store),
-            http: reqwest::Client::new(),
-            objects,
-        };
-        Self {
-            url,
-            keys_text,
-            server,
-        }
-    }
-
-    fn node(&self, name: &str, lease_ms: u64) -> NodeProcess {
-        NodeProcess::start(&self.url, &self.keys_text, name, lease_ms, None)
-    }
-
-    async fn organization(&self) -> Uuid {
-        self.server.owner_member().await.organization_id
-    }
-
-    /// The organization's ledger entries that are charges.
-    async fn charges(&self) -> Vec<LedgerRow> {
-        let organization = self.organization().await;
-        self.server
-            .database
-            .billing
-            .ledger(organization, None, 500)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.kind == "charge")
-            .collect()
-    }
-
-    /// The state of a call's usage record.
-    async fn record_state(&self, id: ExecutionId, call_key: &str) -> Option<String> {
-        self.server
-            .database
-            .billing
-            .usage_record(id, call_key)
-            .await
-            .unwrap()
-            .map(|r| r.state)
-    }
+/// The state of a call's usage record.
+async fn record_state(front: &Front, id: ExecutionId, call_key: &str) -> Option<String> {
+    front
+        .server
+        .database
+        .billing
+        .usage_record(id, call_key)
+        .await
+        .unwrap()
+        .map(|r| r.state)
 }
 
 async fn json_of(response: reqwest::Response) -> Value {
@@ -183,7 +120,7 @@ async fn a_late_answer_after_a_takeover_is_charged_once_under_its_own_billing_id
     owner.pause();
     let id: ExecutionId = execution.parse().unwrap();
     assert_eq!(
-        front.record_state(id, "1/model/1").await.as_deref(),
+        record_state(&front, id, "1/model/1").await.as_deref(),
         Some("held"),
         "the first request holds its reservation"
     );
@@ -194,12 +131,11 @@ async fn a_late_answer_after_a_takeover_is_charged_once_under_its_own_billing_id
     let row = server.database.store.execution(id).await.unwrap();
     assert!(row.generation >= 2, "the other node took the Turn over");
     assert_eq!(
-        front.record_state(id, "1/model/1").await.as_deref(),
+        record_state(&front, id, "1/model/1").await.as_deref(),
         Some("released"),
         "the takeover released the old attempt's hold"
     );
-    let before: Vec<String> = front
-        .charges()
+    let before: Vec<String> = charges(&front)
         .await
         .into_iter()
         .filter_map(|c| c.call_key)
@@ -214,7 +150,7 @@ async fn a_late_answer_after_a_takeover_is_charged_once_under_its_own_billing_id
     owner.resume();
     let mut settled = false;
     for _ in 0..300 {
-        if front.record_state(id, "1/model/1").await.as_deref() == Some("settled") {
+        if record_state(&front, id, "1/model/1").await.as_deref() == Some("settled") {
             settled = true;
             break;
         }
@@ -224,7 +160,7 @@ async fn a_late_answer_after_a_takeover_is_charged_once_under_its_own_billing_id
     // Any second save of the late answer would come within the grace the old owner has.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let charges = front.charges().await;
+    let charges = charges(&front).await;
     let mut per_call: HashMap<(Option<Uuid>, Option<String>), usize> = HashMap::new();
     for charge in &charges {
         *per_call
@@ -278,10 +214,10 @@ async fn a_killed_owners_hold_is_released_by_the_takeover_and_only_answered_call
     let events = server.finish(&server.owner, &execution).await;
     assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
     assert_eq!(
-        front.record_state(id, "1/model/1").await.as_deref(),
+        record_state(&front, id, "1/model/1").await.as_deref(),
         Some("released")
     );
-    let charges = front.charges().await;
+    let charges = charges(&front).await;
     assert!(
         charges
             .iter()
@@ -367,7 +303,7 @@ async fn concurrent_turns_on_two_nodes_never_spend_past_a_small_budget() {
     assert!(completed >= 1, "the budget covers some calls: {outcomes:?}");
     assert!(refused >= turns - (budget / cost) as usize, "{outcomes:?}");
 
-    let charges = front.charges().await;
+    let charges = charges(&front).await;
     let spent: i64 = charges.iter().map(|c| -c.amount_micros).sum();
     println!(
         "{completed} completed, {refused} refused max_cost, {} requests sent, {spent} of {budget} spent",
