@@ -2040,6 +2040,13 @@ async fn a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store(serv
         .await
         .unwrap();
     assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    // The bytes go with the file's deletion work, which the delete waits for a while.
+    for _ in 0..200 {
+        if !object.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(!object.exists(), "its bytes are gone");
     let gone = server
         .get(&format!("/v1/files/{id}/content"), &server.owner)

@@ -106,6 +106,13 @@ async fn a_files_bytes_live_in_the_s3_bucket_under_the_deployments_prefix() {
     assert_eq!(client.file_content(&stored.id).await.unwrap().data, bytes);
 
     client.delete_file(&stored.id).await.unwrap();
+    // The object goes with the file's deletion work, which the delete waits for a while.
+    for _ in 0..200 {
+        if s3.keys("openbot-files").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(s3.keys("openbot-files").await.is_empty());
     let gone = client.file_content(&stored.id).await.unwrap_err();
     assert_eq!(gone.code, ErrorCode::NotFound, "{gone}");

@@ -51,8 +51,8 @@ pub fn file_deletion_service(organization: Uuid) -> ServiceIdentity {
 /// What starting a file's deletion did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Started {
-    /// The file was marked deleting with its new work.
-    Started,
+    /// The file was marked deleting with its new work, this execution.
+    Started(ExecutionId),
     /// Its deletion was started before (one per file, by its command key): this execution.
     Already(ExecutionId),
     /// The mark found no such file: gone, or not the caller's.
@@ -97,7 +97,7 @@ pub(super) async fn start_deletion_keyed(
         None => TxWrites::default(),
     };
     match engine.submit(submission, None, writes).await {
-        Ok(Submitted::Created(_)) => Ok(Started::Started),
+        Ok(Submitted::Created(id)) => Ok(Started::Started(id)),
         Ok(Submitted::Existing(id)) => Ok(Started::Already(id)),
         Err(_) if mark.as_ref().is_some_and(|m| m.missing()) => Ok(Started::Missing),
         Err(err) => Err(err),

@@ -119,9 +119,10 @@ pub async fn sweep(
         let expired = files.expired_files(now, BATCH).await?;
         let mut started = 0;
         for file in &expired {
-            if start_deletion(engine, file, Some(MarkDeleting::new(file.id, None))).await?
-                == Started::Started
-            {
+            if matches!(
+                start_deletion(engine, file, Some(MarkDeleting::new(file.id, None))).await?,
+                Started::Started(_)
+            ) {
                 started += 1;
             }
         }
@@ -147,7 +148,7 @@ pub async fn sweep(
             }
             other => other,
         };
-        if started == Started::Started {
+        if matches!(started, Started::Started(_)) {
             report.restarted += 1;
         }
     }

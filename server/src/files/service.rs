@@ -25,6 +25,9 @@ use crate::identity::{AccessError, Caller, Credential};
 use crate::paging::{CreatedPosition, Paging};
 use crate::store::{StoreError, now_ms};
 
+/// How long deleting a file waits for its object and row to go before it answers.
+pub const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The largest file the server stores: 20 MiB.
 pub const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
 
@@ -262,7 +265,8 @@ impl Files {
 
     /// Deletes a file of the caller: it is hidden at once (its row marked deleting in the
     /// transaction that submits its deletion work), and the work removes its object, then its
-    /// row (see `deletion`). A file already being deleted is not found.
+    /// row (see `deletion`). Waits up to [`DELETE_WAIT`] for the work to end (it goes on
+    /// either way, also across a restart). A file already being deleted is not found.
     pub async fn delete(&self, caller: &Caller, id: FileId) -> Result<(), FileError> {
         caller.require(Resource::Chats, Action::Write)?;
         let row = self
@@ -272,7 +276,21 @@ impl Files {
             .ok_or(FileError::NotFound)?;
         let mark = MarkDeleting::new(row.id, Some(access(caller)));
         match start_deletion(&self.engine, &row, Some(mark)).await {
-            Ok(Started::Started) => Ok(()),
+            Ok(Started::Started(deletion)) => {
+                let deadline = tokio::time::Instant::now() + DELETE_WAIT;
+                while tokio::time::Instant::now() < deadline
+                    && !self
+                        .engine
+                        .store
+                        .execution(deletion)
+                        .await?
+                        .state
+                        .is_terminal()
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Ok(())
+            }
             Ok(Started::Already(_) | Started::Missing) => Err(FileError::NotFound),
             Err(EngineError::Store(err)) => Err(FileError::Store(err)),
             Err(other) => Err(FileError::Store(StoreError::Invalid(other.to_string()))),
