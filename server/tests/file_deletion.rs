@@ -522,6 +522,21 @@ async fn file_retention_needs_an_admin_and_days_in_range(raw: Raw) {
         error_code(refused).await,
         (StatusCode::FORBIDDEN, "forbidden".to_string())
     );
+    let model = fake_openai::FakeOpenAi::start(Vec::new()).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&bot).await;
+    let refused = server
+        .http
+        .delete(format!("{}/v1/files/retention", server.base))
+        .bearer_auth(&limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(refused).await,
+        (StatusCode::FORBIDDEN, "forbidden".to_string()),
+        "a Bot-limited token of the owner changes no retention"
+    );
     let seen: Value = server
         .get("/v1/files/retention", &member)
         .send()

@@ -305,6 +305,14 @@ impl Files {
                 resource: "the file retention (it needs the owner or admin role)",
             }));
         }
+        // Retention deletes the whole organization's files: a token limited to some Bots
+        // changes none of it.
+        if action == Action::Write && caller.bot_ids.is_some() {
+            return Err(FileError::Forbidden(AccessError {
+                action: "change",
+                resource: "the file retention (a Bot-limited token changes no organization setting)",
+            }));
+        }
         Ok(())
     }
 
