@@ -55,6 +55,7 @@ both!(
     work_left_between_the_object_and_the_row_is_taken_over_and_leaves_no_orphan,
     retention_expiry_deletes_only_files_older_than_the_organizations_days,
     the_retention_sweep_is_a_work_item_that_deletes_expired_files_and_waits_on_its_timer,
+    the_sweep_finishes_rows_left_deleting_without_their_work,
     file_retention_needs_an_admin_and_days_in_range,
 );
 
@@ -473,6 +474,56 @@ async fn the_retention_sweep_is_a_work_item_that_deletes_expired_files_and_waits
     let interval = openbot_server::files::SWEEP_INTERVAL.as_millis() as i64;
     assert_eq!(row.wake_at, Some(swept + interval), "{row:?}");
     assert_eq!(ensure_sweep(engine).await.unwrap(), sweep_id);
+}
+
+/// Marks a row deleting `age_ms` ago with no deletion work, as a version before durable
+/// deletion left it.
+async fn mark_without_work(server: &Server, id: Uuid, age_ms: i64) {
+    let sql = "UPDATE files SET deleted_at = $1 WHERE id = $2";
+    let at = now_ms() - age_ms;
+    let done = match &server.raw {
+        Raw::Sqlite(store, _) => sqlx::query(sql)
+            .bind(at)
+            .bind(id)
+            .execute(store.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+        Raw::Postgres(store) => sqlx::query(sql)
+            .bind(at)
+            .bind(id)
+            .execute(store.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+    };
+    assert_eq!(done, 1);
+}
+
+async fn the_sweep_finishes_rows_left_deleting_without_their_work(raw: Raw) {
+    let (server, flaky) = node(raw).await;
+    let objects: &dyn ObjectStore = flaky.as_ref();
+    let engine = server.engine.context();
+    let files = server.database.files.as_ref();
+    let stranded = stored_file(&server, objects, 0).await;
+    let recent = stored_file(&server, objects, 0).await;
+    mark_without_work(&server, stranded.id, 2 * 3_600_000).await;
+    mark_without_work(&server, recent.id, 60_000).await;
+    let report = sweep(engine, files, now_ms()).await.unwrap();
+    assert_eq!(
+        report.restarted, 1,
+        "only the row left deleting for an hour"
+    );
+    wait_row_gone(&server, &stranded.id.to_string()).await;
+    assert!(!has_object(objects, &ObjectPath::from(stranded.object_key.as_str())).await);
+    assert_eq!(
+        row_state(&server, &recent.id.to_string()).await,
+        Some(true),
+        "a recent mark may still have its work coming"
+    );
+    // Swept again, a row whose work is there (or done) starts nothing new.
+    let report = sweep(engine, files, now_ms()).await.unwrap();
+    assert_eq!(report.restarted, 0);
 }
 
 async fn file_retention_needs_an_admin_and_days_in_range(raw: Raw) {
