@@ -150,6 +150,11 @@ pub struct ConnectOptions {
     /// give its own model (a scripted one, a custom provider) under a name. In memory mode
     /// only: a server runs its own models.
     pub models: HashMap<String, Arc<dyn Model>>,
+    /// Which addresses the registered HTTP tools (`put_tool`) may reach, in memory mode. Unset:
+    /// the server's default rule, internal addresses (loopback, private networks, the cloud
+    /// metadata endpoints) denied, so a tool on `127.0.0.1` needs
+    /// `OutboundPolicy::parse("loopback")` here. A server keeps its operator's policy.
+    pub outbound: Option<crate::outbound::OutboundPolicy>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -165,6 +170,7 @@ impl std::fmt::Debug for ConnectOptions {
                     .collect::<Vec<_>>(),
             )
             .field("models", &self.models.keys().collect::<Vec<_>>())
+            .field("outbound", &self.outbound)
             .finish()
     }
 }
