@@ -678,3 +678,23 @@ async fn an_operation_only_a_server_has_still_says_so_in_memory() {
     assert_eq!(err.code, ErrorCode::InvalidInput);
     assert!(err.message.contains("needs an OpenBot server"), "{err}");
 }
+
+#[tokio::test]
+async fn every_operation_the_table_marks_for_memory_is_answered_there() {
+    let client = memory(vec![], None).await;
+    let marked: Vec<_> = openbot_core::OPERATIONS
+        .iter()
+        .filter(|op| op.memory && op.client_method.is_none())
+        .collect();
+    assert!(!marked.is_empty());
+    for op in marked {
+        // Without parameters most refuse the request, but none for needing a server.
+        if let Err(err) = client.call(op.id, ApiRequest::default()).await {
+            assert!(
+                !err.message.contains("needs an OpenBot server"),
+                "{}: {err}",
+                op.id
+            );
+        }
+    }
+}

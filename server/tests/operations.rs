@@ -10,7 +10,6 @@ mod served;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use openbot_core::memory::MEMORY_OPERATIONS;
 use openbot_core::{
     ApiAnswer, ApiRequest, Client, ConnectOptions, OPERATIONS, Operations, connect,
 };
@@ -78,10 +77,7 @@ fn the_operation_table_holds_every_operation_of_the_schema_and_no_other() {
 #[tokio::test]
 async fn in_memory_an_operation_only_a_server_has_is_invalid_input_that_says_so() {
     let client = memory().await;
-    let server_only: Vec<_> = OPERATIONS
-        .iter()
-        .filter(|op| op.client_method.is_none() && !MEMORY_OPERATIONS.contains(&op.id))
-        .collect();
+    let server_only: Vec<_> = OPERATIONS.iter().filter(|op| !op.memory).collect();
     assert!(!server_only.is_empty());
     for op in server_only {
         let err = client.call(op.id, ApiRequest::default()).await.unwrap_err();

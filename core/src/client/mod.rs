@@ -151,9 +151,10 @@ pub struct ConnectOptions {
     /// only: a server runs its own models.
     pub models: HashMap<String, Arc<dyn Model>>,
     /// Which addresses the registered HTTP tools (`put_tool`) may reach, in memory mode. Unset:
-    /// the server's default rule, internal addresses (loopback, private networks, the cloud
-    /// metadata endpoints) denied, so a tool on `127.0.0.1` needs
-    /// `OutboundPolicy::parse("loopback")` here. A server keeps its operator's policy.
+    /// the allow list of `OPENBOT_OUTBOUND_ALLOW` when set, else the server's default rule:
+    /// internal addresses (loopback, private networks, the cloud metadata endpoints) denied,
+    /// so a tool on `127.0.0.1` needs `OutboundPolicy::parse("loopback")` here (or
+    /// `OPENBOT_OUTBOUND_ALLOW=loopback`). A server keeps its operator's policy.
     pub outbound: Option<crate::outbound::OutboundPolicy>,
 }
 

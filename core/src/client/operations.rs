@@ -35,6 +35,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_rule",
@@ -46,6 +47,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_rule",
@@ -57,6 +59,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_approvals",
@@ -68,6 +71,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("list_approvals"),
+        memory: true,
     },
     Operation {
         id: "get_approval",
@@ -79,6 +83,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "decide_approval",
@@ -90,6 +95,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("decide_approval"),
+        memory: true,
     },
     Operation {
         id: "get_credits",
@@ -101,6 +107,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "grant_credits",
@@ -112,6 +119,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "credit_ledger",
@@ -123,6 +131,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_prices",
@@ -134,6 +143,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_price",
@@ -145,6 +155,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_price",
@@ -156,6 +167,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_bots",
@@ -167,6 +179,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("list_bots"),
+        memory: true,
     },
     Operation {
         id: "create_bot",
@@ -178,6 +191,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("create_bot"),
+        memory: true,
     },
     Operation {
         id: "get_bot",
@@ -189,6 +203,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("get_bot"),
+        memory: true,
     },
     Operation {
         id: "delete_bot",
@@ -200,6 +215,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("delete_bot"),
+        memory: true,
     },
     Operation {
         id: "update_bot",
@@ -211,6 +227,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("update_bot"),
+        memory: true,
     },
     Operation {
         id: "list_budgets",
@@ -222,6 +239,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_budget",
@@ -233,6 +251,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_budget",
@@ -244,6 +263,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_chats",
@@ -255,6 +275,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_chat",
@@ -266,6 +287,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("create_chat"),
+        memory: true,
     },
     Operation {
         id: "get_chat",
@@ -277,6 +299,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("get_chat"),
+        memory: true,
     },
     Operation {
         id: "delete_chat",
@@ -288,6 +311,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("delete_chat"),
+        memory: true,
     },
     Operation {
         id: "history",
@@ -299,6 +323,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("history"),
+        memory: true,
     },
     Operation {
         id: "send",
@@ -310,6 +335,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("send"),
+        memory: true,
     },
     Operation {
         id: "get_plan_mode",
@@ -321,6 +347,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("plan_mode"),
+        memory: true,
     },
     Operation {
         id: "put_plan_mode",
@@ -332,6 +359,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("set_plan_mode"),
+        memory: true,
     },
     Operation {
         id: "steer",
@@ -343,6 +371,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("steer"),
+        memory: true,
     },
     Operation {
         id: "stop",
@@ -354,6 +383,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("stop"),
+        memory: true,
     },
     Operation {
         id: "list_delegates",
@@ -365,6 +395,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "put_delegate",
@@ -376,6 +407,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "delete_delegate",
@@ -387,6 +419,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "get_execution",
@@ -398,6 +431,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("get_execution"),
+        memory: true,
     },
     Operation {
         id: "cancel_execution",
@@ -409,6 +443,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("cancel_execution"),
+        memory: true,
     },
     Operation {
         id: "events",
@@ -420,6 +455,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("observe"),
+        memory: true,
     },
     Operation {
         id: "decide_outcome",
@@ -431,6 +467,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("decide_outcome"),
+        memory: true,
     },
     Operation {
         id: "pause_execution",
@@ -442,6 +479,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("pause_execution"),
+        memory: true,
     },
     Operation {
         id: "resume_execution",
@@ -453,6 +491,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("resume_execution"),
+        memory: true,
     },
     Operation {
         id: "deliver_tool_result",
@@ -464,6 +503,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("deliver_tool_result"),
+        memory: true,
     },
     Operation {
         id: "list_files",
@@ -475,6 +515,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "upload_file",
@@ -486,6 +527,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "get_file",
@@ -497,6 +539,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "delete_file",
@@ -508,6 +551,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "file_content",
@@ -519,6 +563,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Bytes,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "health",
@@ -530,6 +575,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: true,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_invitations",
@@ -541,6 +587,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_invitation",
@@ -552,6 +599,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "accept_invitation",
@@ -563,6 +611,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: true,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "revoke_invitation",
@@ -574,6 +623,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_limits",
@@ -585,6 +635,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_limit",
@@ -596,6 +647,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_limit",
@@ -607,6 +659,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_members",
@@ -618,6 +671,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "remove_member",
@@ -629,6 +683,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_providers",
@@ -640,6 +695,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_provider",
@@ -651,6 +707,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_provider",
@@ -662,6 +719,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_organizations",
@@ -673,6 +731,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_organization",
@@ -684,6 +743,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_session",
@@ -695,6 +755,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "end_session",
@@ -706,6 +767,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: true,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_tokens",
@@ -717,6 +779,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_token",
@@ -728,6 +791,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "revoke_token",
@@ -739,6 +803,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_tools",
@@ -750,6 +815,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "put_tool",
@@ -761,6 +827,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "delete_tool",
@@ -772,6 +839,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "list_unknown_outcomes",
@@ -783,6 +851,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("list_unknown_outcomes"),
+        memory: true,
     },
     Operation {
         id: "usage",
@@ -804,6 +873,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "usage_export",
@@ -825,6 +895,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Bytes,
         public: false,
         client_method: None,
+        memory: false,
     },
 ];
 

@@ -7,8 +7,6 @@ mod files;
 mod operations;
 mod registry;
 
-pub use operations::MEMORY_OPERATIONS;
-
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -96,7 +94,13 @@ impl MemoryClient {
             models: options.models,
             ..State::default()
         };
-        let outbound = Arc::new(options.outbound.unwrap_or_default());
+        let outbound = match options.outbound {
+            Some(policy) => policy,
+            None => OutboundPolicy::from_env(&|name| std::env::var(name).ok()).map_err(|e| {
+                Error::invalid_input(format!("{}: {e}", crate::outbound::ALLOW_VARIABLE))
+            })?,
+        };
+        let outbound = Arc::new(outbound);
         let tool_client = outbound
             .client_builder()
             .connect_timeout(std::time::Duration::from_secs(10))

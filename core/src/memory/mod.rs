@@ -7,6 +7,6 @@ mod client;
 mod host;
 mod sealed;
 
-pub use client::{MEMORY_OPERATIONS, MemoryClient};
+pub use client::MemoryClient;
 pub use host::MemoryHost;
 pub use sealed::SealedErrors;

@@ -13,31 +13,15 @@ use super::MemoryClient;
 use crate::client::api::{ApiAnswer, ApiBody, ApiRequest, Operation, fill_path};
 use crate::error::Error;
 
-/// The operations `memory://` answers that no [`Client`](crate::Client) method declares by
-/// hand (those are answered in both modes); any other is `invalid_input` that says it needs a
-/// server.
-pub const MEMORY_OPERATIONS: &[&str] = &[
-    "list_tools",
-    "put_tool",
-    "delete_tool",
-    "list_delegates",
-    "put_delegate",
-    "delete_delegate",
-    "list_files",
-    "upload_file",
-    "get_file",
-    "delete_file",
-    "file_content",
-];
-
 impl MemoryClient {
-    /// Answers `op` when memory has it (see [`MEMORY_OPERATIONS`]); `None` otherwise.
+    /// Answers `op` when memory has it (the table's [`Operation::memory`], declared in
+    /// scripts/sdkgen/spec.py); `None` otherwise.
     pub(super) fn memory_operation(
         &self,
         op: &Operation,
         request: &ApiRequest,
     ) -> Option<Result<ApiAnswer, Error>> {
-        if !MEMORY_OPERATIONS.contains(&op.id) {
+        if !op.memory {
             return None;
         }
         Some(self.answer(op, request))
