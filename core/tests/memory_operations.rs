@@ -698,3 +698,47 @@ async fn every_operation_the_table_marks_for_memory_is_answered_there() {
         }
     }
 }
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_its_delegated_child() {
+    let parent_model = scripted(json!([
+        call_step("slow", json!({"task": "Take your time."})),
+        {"text": "never"}
+    ]));
+    let child_model = scripted(json!([{"deltas": ["thinking"], "delay_ms": 5000}]));
+    let client = memory(vec![("p", parent_model), ("c", child_model)], None).await;
+    let slow = client.create_bot(bot("Slow", "c", &[])).await.unwrap();
+    client
+        .put_delegate(
+            &"slow",
+            &PutDelegateTool {
+                description: String::new(),
+                bot_id: slow.id,
+                limits: Limits::default(),
+            },
+        )
+        .await
+        .unwrap();
+    let lead = client
+        .create_bot(bot("Lead", "p", &["slow"]))
+        .await
+        .unwrap();
+    let chat = client.create_chat(lead.id).await.unwrap();
+    let receipt = client.send(chat.id, SendInput::text("go")).await.unwrap();
+    let mut stream = client.observe(receipt.execution_id, 0).await.unwrap();
+    let child = loop {
+        let event = stream.next().await.unwrap().unwrap();
+        if let EventKind::ChildStarted { child_id, .. } = event.kind {
+            break child_id;
+        }
+    };
+    client.cancel_execution(receipt.execution_id).await.unwrap();
+    let parent_events = events(&client, receipt.execution_id).await;
+    assert_eq!(outcome(&parent_events), Some(TurnOutcome::Cancelled));
+    let child_events = events(&client, child).await;
+    assert_eq!(
+        outcome(&child_events),
+        Some(TurnOutcome::Cancelled),
+        "{child_events:?}"
+    );
+}
