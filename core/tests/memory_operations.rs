@@ -742,3 +742,39 @@ async fn cancelling_the_parent_cancels_its_delegated_child() {
         "{child_events:?}"
     );
 }
+
+#[tokio::test]
+async fn a_delegated_childs_usage_counts_for_its_parent() {
+    let usage = |input: u64, output: u64| json!({"input_tokens": input, "output_tokens": output});
+    let parent_model = scripted(json!([
+        {"tool_calls": [{"name": "helper", "arguments": {"task": "t"}}], "usage": usage(10, 1)},
+        {"text": "ok", "usage": usage(20, 2)}
+    ]));
+    let child_model = scripted(json!([{"text": "42", "usage": usage(7, 3)}]));
+    let client = memory(vec![("p", parent_model), ("c", child_model)], None).await;
+    let helper = client.create_bot(bot("Helper", "c", &[])).await.unwrap();
+    client
+        .put_delegate(
+            &"helper",
+            &PutDelegateTool {
+                description: String::new(),
+                bot_id: helper.id,
+                limits: Limits::default(),
+            },
+        )
+        .await
+        .unwrap();
+    let lead = client
+        .create_bot(bot("Lead", "p", &["helper"]))
+        .await
+        .unwrap();
+    let chat = client.create_chat(lead.id).await.unwrap();
+    let receipt = client.send(chat.id, SendInput::text("go")).await.unwrap();
+    let events = events(&client, receipt.execution_id).await;
+    let Some(EventKind::TurnEnded { usage, .. }) = events.last().map(|e| &e.kind) else {
+        panic!("the Turn ended: {events:?}");
+    };
+    assert_eq!((usage.input_tokens, usage.output_tokens), (37, 6));
+    let execution = client.get_execution(receipt.execution_id).await.unwrap();
+    assert_eq!(execution.usage, *usage);
+}

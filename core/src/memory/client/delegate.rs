@@ -74,7 +74,7 @@ impl Tool for DelegateTool {
             state.executions.insert(child_id, Arc::clone(&host));
             state.executions.get(&context.execution_id).cloned()
         };
-        if let Some(parent) = parent {
+        if let Some(parent) = &parent {
             parent.log().append(EventKind::ChildStarted {
                 call_id: context.call_id.clone(),
                 child_id,
@@ -103,6 +103,10 @@ impl Tool for DelegateTool {
         };
         let end = run_turn(spec, host.as_ref()).await;
         watcher.abort();
+        if let Some(parent) = &parent {
+            // The child's usage (its own children's included) counts for its parent too.
+            parent.add_child_usage(host.execution().usage);
+        }
         let name = &self.child.bot_name;
         let end = end.map_err(|e| {
             ToolError::new(format!(
