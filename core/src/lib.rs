@@ -8,8 +8,10 @@
 
 mod agent;
 pub mod client;
+pub mod delegation;
 mod error;
 pub mod events;
+pub mod files;
 pub mod memory;
 pub mod model;
 pub mod outbound;

@@ -16,14 +16,20 @@
 //! - Redirects are never followed and proxies from the environment are not used, so neither
 //!   can lead a request around the check.
 //!
-//! A standalone agent (`openbot run`, `memory://`) uses [`OutboundPolicy::allow_all`]: the
-//! person running it chooses its endpoints.
+//! A standalone agent (`openbot run`, `memory://`) uses [`OutboundPolicy::allow_all`] for its
+//! models: the person running it chooses their endpoints. The HTTP tools registered in a
+//! `memory://` Client (`put_tool`) keep the server's default instead, internal addresses
+//! denied, unless its connect options or `OPENBOT_OUTBOUND_ALLOW` (the server's variable)
+//! allow more ([`OutboundPolicy::from_env`]).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
+
+/// The variable that names the allow list, on a server and in `memory://`.
+pub const ALLOW_VARIABLE: &str = "OPENBOT_OUTBOUND_ALLOW";
 
 /// What an operator allows beyond the public internet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +140,15 @@ impl OutboundPolicy {
             });
         }
         Ok(Self { allow })
+    }
+
+    /// The policy `OPENBOT_OUTBOUND_ALLOW` names (the allow list of [`Self::parse`]), read
+    /// through `env`; unset, the default (internal addresses denied).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, OutboundError> {
+        match env(ALLOW_VARIABLE) {
+            Some(list) => Self::parse(&list),
+            None => Ok(Self::default()),
+        }
     }
 
     /// What the policy allows beyond the public internet.
@@ -380,6 +395,22 @@ mod tests {
         );
         assert!(matches!(
             OutboundPolicy::parse("not a/valid"),
+            Err(OutboundError::InvalidEntry(_))
+        ));
+    }
+
+    #[test]
+    fn the_allow_list_comes_from_its_variable_or_is_the_default() {
+        let unset = OutboundPolicy::from_env(&|_| None);
+        assert_eq!(unset, Ok(OutboundPolicy::default()));
+        let loopback = OutboundPolicy::from_env(&|name| {
+            (name == ALLOW_VARIABLE).then(|| "loopback".to_string())
+        })
+        .unwrap_or_default();
+        assert!(loopback.allows(ip("127.0.0.1")));
+        assert!(!loopback.allows(ip("10.0.0.1")));
+        assert!(matches!(
+            OutboundPolicy::from_env(&|_| Some("not a/valid".into())),
             Err(OutboundError::InvalidEntry(_))
         ));
     }

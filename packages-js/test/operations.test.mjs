@@ -233,19 +233,39 @@ describe('every group of operations (server)', () => {
       assert.ok(!again.some((t) => t.id === created.token.id && !t.revoked_at));
     }));
 
-  test('files: upload bytes, read them back with their media type, delete', () =>
-    withClient(remote, async (client) => {
-      const stored = await client.uploadFile(Buffer.from('hello bytes'), 'text/plain', { name: 'hello.txt' });
-      assert.equal(stored.size, 11);
-      assert.equal((await client.getFile(stored.id)).name, 'hello.txt');
-      const content = await client.fileContent(stored.id);
-      assert.ok(Buffer.isBuffer(content.data));
-      assert.equal(content.data.toString('utf8'), 'hello bytes');
-      assert.match(content.contentType, /^text\/plain/);
-      assert.ok((await client.listFiles()).some((f) => f.id === stored.id));
-      await client.deleteFile(stored.id);
-      await assert.rejects(client.getFile(stored.id), sdk.NotFoundError);
-    }));
+  for (const mode of modes) {
+    test(`files: upload bytes, read them back with their media type, delete (${mode.name})`, () =>
+      withClient(mode, async (client) => {
+        const stored = await client.uploadFile(Buffer.from('hello bytes'), 'text/plain', { name: 'hello.txt' });
+        assert.equal(stored.size, 11);
+        assert.equal((await client.getFile(stored.id)).name, 'hello.txt');
+        const content = await client.fileContent(stored.id);
+        assert.ok(Buffer.isBuffer(content.data));
+        assert.equal(content.data.toString('utf8'), 'hello bytes');
+        assert.match(content.contentType, /^text\/plain/);
+        assert.ok((await client.listFiles()).some((f) => f.id === stored.id));
+        await client.deleteFile(stored.id);
+        await assert.rejects(client.getFile(stored.id), sdk.NotFoundError);
+        await assert.rejects(client.uploadFile('x', 'text/plain', { name: 'a/b' }), sdk.InvalidInputError);
+      }));
+
+    test(`tools and delegates: register, list, remove, with bad input refused (${mode.name})`, () =>
+      withClient(mode, async (client) => {
+        const bot = await client.createBot({ name: 'Helper', model: scriptedModel({ steps: [] }) });
+        const tool = await client.putTool('lookup', { url: 'https://tools.example.com/lookup', input_schema: { type: 'object' }, retry_safe: true });
+        assert.equal(tool.retry_safe, true);
+        assert.ok((await client.listTools()).some((t) => t.name === 'lookup'));
+        // The outbound policy refuses the cloud metadata address in both modes.
+        await assert.rejects(client.putTool('meta', { url: 'http://169.254.169.254/', input_schema: { type: 'object' } }), sdk.InvalidInputError);
+        await client.deleteTool('lookup');
+        await assert.rejects(client.deleteTool('lookup'), sdk.NotFoundError);
+        const delegate = await client.putDelegate('helper', { bot_id: bot.id, description: 'Helps.' });
+        assert.equal(delegate.bot_id, bot.id);
+        assert.ok((await client.listDelegates()).some((d) => d.name === 'helper'));
+        await client.deleteDelegate('helper');
+        await bot.delete();
+      }));
+  }
 
   test('members, invitations and organizations', () =>
     withClient(remote, async (client) => {

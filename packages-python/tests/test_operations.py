@@ -95,9 +95,9 @@ def test_a_token_is_created_listed_and_revoked_through_generated_methods(remote:
                 revoked.list_bots()
 
 
-def test_a_file_is_uploaded_as_bytes_and_read_back_with_its_media_type(remote: Target) -> None:
+def test_a_file_is_uploaded_as_bytes_and_read_back_with_its_media_type(target: Target) -> None:
     async def body() -> None:
-        async with await connect_async(remote) as client:
+        async with await connect_async(target) as client:
             stored = await client.upload_file(name="a.bin", data=bytes(range(256)), content_type="application/octet-stream")
             assert (stored.name, stored.size) == ("a.bin", 256)
             content = await client.file_content(stored)
@@ -119,8 +119,8 @@ def test_a_budget_takes_a_bot_handle_as_its_target(remote: Target, script: Any) 
         assert not any(b.target_id == bot.id for b in client.list_budgets())
 
 
-def test_an_http_tool_is_registered_with_its_schema_and_removed(remote: Target) -> None:
-    with connect_sync(remote) as client:
+def test_an_http_tool_is_registered_with_its_schema_and_removed(target: Target) -> None:
+    with connect_sync(target) as client:
         schema = {"type": "object", "properties": {"q": {"type": "string"}}}
         tool = client.put_tool("lookup_py", url="https://example.com/lookup", input_schema=schema,
                                description="Looks up.")

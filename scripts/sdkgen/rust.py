@@ -67,6 +67,7 @@ def table_entry(op: Operation) -> str:
         f"        answer: {answer},\n"
         f"        public: {'true' if op.public else 'false'},\n"
         f"        client_method: {client},\n"
+        f"        memory: {'true' if op.memory else 'false'},\n"
         "    },\n"
     )
 

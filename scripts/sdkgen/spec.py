@@ -45,6 +45,23 @@ CLIENT_METHODS = {
     "put_plan_mode": "set_plan_mode",
 }
 
+# Operations no Client method declares that the in-memory Client answers too, by the same
+# IDs and shapes (core/src/memory/client/operations.rs): what makes sense in one process. Every
+# other operation without a Client method needs a server (`invalid_input` in memory).
+MEMORY_OPERATIONS = {
+    "list_tools",
+    "put_tool",
+    "delete_tool",
+    "list_delegates",
+    "put_delegate",
+    "delete_delegate",
+    "list_files",
+    "upload_file",
+    "get_file",
+    "delete_file",
+    "file_content",
+}
+
 
 @dataclass
 class Param:
@@ -93,6 +110,11 @@ class Operation:
     @property
     def client_method(self) -> str | None:
         return CLIENT_METHODS.get(self.id)
+
+    @property
+    def memory(self) -> bool:
+        """Whether `memory://` answers it: a Client method's, or one of MEMORY_OPERATIONS."""
+        return self.client_method is not None or self.id in MEMORY_OPERATIONS
 
 
 def ref_name(schema: dict | None) -> str | None:

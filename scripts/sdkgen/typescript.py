@@ -258,7 +258,7 @@ def table_entry(op: Operation) -> str:
         f"queryParams: {names(op.query_params)}, body: {body}, answer: '{op.answer}', "
         f"paged: {'true' if op.paged else 'false'}, public: {'true' if op.public else 'false'}, "
         f"handwritten: {'true' if op.id in HANDWRITTEN else 'false'}, "
-        f"memory: {'true' if op.client_method else 'false'} }},\n"
+        f"memory: {'true' if op.memory else 'false'} }},\n"
     )
 
 

@@ -77,10 +77,7 @@ fn the_operation_table_holds_every_operation_of_the_schema_and_no_other() {
 #[tokio::test]
 async fn in_memory_an_operation_only_a_server_has_is_invalid_input_that_says_so() {
     let client = memory().await;
-    let server_only: Vec<_> = OPERATIONS
-        .iter()
-        .filter(|op| op.client_method.is_none())
-        .collect();
+    let server_only: Vec<_> = OPERATIONS.iter().filter(|op| !op.memory).collect();
     assert!(!server_only.is_empty());
     for op in server_only {
         let err = client.call(op.id, ApiRequest::default()).await.unwrap_err();
@@ -199,4 +196,287 @@ async fn a_public_operation_needs_no_token() {
     assert_eq!(anonymous.health().await.unwrap().status, "ok");
     let refused = anonymous.list_tokens(None, None).await.unwrap_err();
     assert_eq!(refused.code, ErrorCode::Unauthorized, "{refused}");
+}
+
+/// The structure of a JSON answer: its keys and the kinds of its values, not the values.
+fn shape(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.first().map(shape).into_iter().collect()),
+        Value::String(_) => json!("string"),
+        Value::Number(_) => json!("number"),
+        Value::Bool(_) => json!("bool"),
+        Value::Null => json!("null"),
+    }
+}
+
+/// What one call answered, as far as both modes must agree: the answer's shape, or the
+/// error's code.
+fn outcome(answer: Result<ApiAnswer, openbot_core::Error>) -> serde_json::Value {
+    match answer {
+        Ok(ApiAnswer::Json(value)) => json!({"json": shape(&value)}),
+        Ok(ApiAnswer::Empty) => json!("empty"),
+        Ok(ApiAnswer::Bytes(bytes)) => json!({
+            "bytes": bytes.data,
+            "type": bytes.content_type.split(';').next().unwrap_or_default(),
+        }),
+        Err(err) => json!({"error": err.code}),
+    }
+}
+
+fn bytes_request(params: serde_json::Value, data: &[u8], content_type: &str) -> ApiRequest {
+    ApiRequest {
+        params: params.as_object().cloned().unwrap_or_default(),
+        body: Some(openbot_core::ApiBody::Bytes {
+            data: data.to_vec(),
+            content_type: content_type.into(),
+        }),
+    }
+}
+
+/// The same calls of the tool, delegate and file operations, with good and bad input, and
+/// what each answered.
+async fn registry_and_files(client: &Arc<dyn Client>) -> Vec<(String, serde_json::Value)> {
+    let (_dir, model) = script(json!([]));
+    let helper = client.create_bot(bot(&model)).await.unwrap();
+    let tool = json!({"description": "Looks up.", "input_schema": {"type": "object"},
+                      "url": "https://tools.example.com/lookup", "retry_safe": true});
+    let mut calls: Vec<(&str, ApiRequest)> = vec![
+        ("list_tools", request(json!({}), None)),
+        (
+            "put_tool",
+            request(json!({"name": "lookup"}), Some(tool.clone())),
+        ),
+        (
+            "put_tool",
+            request(json!({"name": "second"}), Some(tool.clone())),
+        ),
+        ("list_tools", request(json!({"limit": 1}), None)),
+        (
+            "put_tool",
+            request(json!({"name": "bad name"}), Some(tool.clone())),
+        ),
+        (
+            "put_tool",
+            request(
+                json!({"name": "ftp"}),
+                Some(json!({"input_schema": {"type": "object"}, "url": "ftp://example.com/"})),
+            ),
+        ),
+        (
+            "put_tool",
+            request(
+                json!({"name": "meta"}),
+                Some(json!({"input_schema": {"type": "object"}, "url": "http://169.254.169.254/"})),
+            ),
+        ),
+        (
+            "put_tool",
+            request(
+                json!({"name": "x"}),
+                Some(json!({"url": "https://example.com/"})),
+            ),
+        ),
+        ("list_tools", request(json!({"limit": 0}), None)),
+        ("list_tools", request(json!({"cursor": "nonsense"}), None)),
+        ("delete_tool", request(json!({"name": "lookup"}), None)),
+        ("delete_tool", request(json!({"name": "lookup"}), None)),
+        (
+            "put_delegate",
+            request(
+                json!({"name": "helper"}),
+                Some(
+                    json!({"bot_id": helper.id, "description": "Helps.", "limits": {"max_steps": 3}}),
+                ),
+            ),
+        ),
+        (
+            "put_delegate",
+            request(
+                json!({"name": "ghost"}),
+                Some(json!({"bot_id": openbot_schema::BotId::new()})),
+            ),
+        ),
+        (
+            "put_delegate",
+            request(
+                json!({"name": "zero"}),
+                Some(json!({"bot_id": helper.id, "limits": {"max_steps": 0}})),
+            ),
+        ),
+        ("list_delegates", request(json!({}), None)),
+        ("delete_delegate", request(json!({"name": "helper"}), None)),
+        ("delete_delegate", request(json!({"name": "helper"}), None)),
+        ("list_files", request(json!({}), None)),
+        (
+            "upload_file",
+            bytes_request(json!({"name": "a/b"}), b"x", "text/plain"),
+        ),
+        (
+            "upload_file",
+            bytes_request(json!({"name": "a.txt"}), b"x", "plain"),
+        ),
+        ("get_file", request(json!({"id": "not-an-id"}), None)),
+        (
+            "get_file",
+            request(json!({"id": openbot_schema::FileId::new()}), None),
+        ),
+    ];
+    let too_large = vec![0u8; openbot_core::files::MAX_FILE_BYTES + 1];
+    calls.push((
+        "upload_file",
+        bytes_request(
+            json!({"name": "big.bin"}),
+            &too_large,
+            "application/octet-stream",
+        ),
+    ));
+    let mut answers = Vec::new();
+    for (op, request) in calls.drain(..) {
+        answers.push((op.to_string(), outcome(client.call(op, request).await)));
+    }
+    let stored = client
+        .upload_file("notes.txt", b"remember".to_vec(), "text/plain")
+        .await
+        .unwrap();
+    let id = json!({"id": stored.id});
+    for (op, request) in [
+        ("get_file", request(id.clone(), None)),
+        ("list_files", request(json!({"limit": 5}), None)),
+        ("file_content", request(id.clone(), None)),
+        ("delete_file", request(id.clone(), None)),
+        ("file_content", request(id.clone(), None)),
+        ("delete_file", request(id, None)),
+    ] {
+        answers.push((op.to_string(), outcome(client.call(op, request).await)));
+    }
+    client.delete_bot(helper.id).await.unwrap();
+    answers
+}
+
+#[tokio::test]
+async fn the_tool_delegate_and_file_operations_answer_alike_in_memory_and_on_a_server() {
+    let served = Served::start();
+    let in_memory = registry_and_files(&memory().await).await;
+    let on_server = registry_and_files(&remote(&served).await).await;
+    assert_eq!(in_memory.len(), on_server.len());
+    for (memory, server) in in_memory.iter().zip(&on_server) {
+        assert_eq!(memory, server, "memory:// and the server differ");
+    }
+    // The calls reached both sides of every answer kind.
+    let kinds: BTreeSet<String> = in_memory
+        .iter()
+        .map(|(_, answer)| match answer {
+            serde_json::Value::Object(map) => map.keys().next().cloned().unwrap_or_default(),
+            other => other.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from([
+            "bytes".into(),
+            "error".into(),
+            "json".into(),
+            "\"empty\"".into()
+        ])
+    );
+}
+
+/// An endpoint on 127.0.0.1 that answers `sunny` and records each request's JSON body.
+async fn weather_endpoint() -> (String, Arc<std::sync::Mutex<Vec<serde_json::Value>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let app = axum::Router::new().route(
+        "/weather",
+        axum::routing::post(move |axum::Json(body): axum::Json<serde_json::Value>| {
+            let record = Arc::clone(&record);
+            async move {
+                record.lock().unwrap().push(body);
+                "sunny"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/weather", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn a_bots_http_tool_is_called_alike_in_memory_and_on_a_server() {
+    let served = Served::start();
+    let (url, seen) = weather_endpoint().await;
+    let allowed = connect(
+        "memory://",
+        ConnectOptions {
+            outbound: Some(openbot_core::outbound::OutboundPolicy::parse("loopback").unwrap()),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut results = Vec::new();
+    for client in [allowed, remote(&served).await] {
+        let (_dir, model) = script(json!([
+            {"tool_calls": [{"name": "weather", "arguments": {"city": "Oslo"}}]},
+            {"text": "Sunny."}
+        ]));
+        client
+            .put_tool(
+                &"weather",
+                &openbot_schema::PutHttpTool {
+                    description: "The weather.".into(),
+                    input_schema: json!({"type": "object"}),
+                    url: url.clone(),
+                    retry_safe: false,
+                    background: false,
+                },
+            )
+            .await
+            .unwrap();
+        let mut spec = bot(&model);
+        spec.tools = vec![openbot_schema::ToolDefinition {
+            name: "weather".into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let created = client.create_bot(spec).await.unwrap();
+        let chat = client.create_chat(created.id).await.unwrap();
+        let receipt = client
+            .send(
+                chat.id,
+                SendInput {
+                    content: vec![ContentPart::text("weather?")],
+                    command_key: None,
+                },
+            )
+            .await
+            .unwrap();
+        use futures::StreamExt as _;
+        let all: Vec<openbot_schema::Event> = client
+            .observe(receipt.execution_id, 0)
+            .await
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect()
+            .await;
+        let result = all
+            .iter()
+            .find_map(|e| match &e.kind {
+                openbot_schema::EventKind::ToolResult { result, .. } => Some(result.clone()),
+                _ => None,
+            })
+            .expect("the Turn called the tool");
+        results.push((result.name, result.output, result.is_error));
+    }
+    assert_eq!(results[0], results[1], "memory:// and the server differ");
+    assert!(!results[0].2, "{results:?}");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![json!({"city": "Oslo"}), json!({"city": "Oslo"})],
+        "each mode sent the call once"
+    );
 }

@@ -56,6 +56,10 @@ pub struct Operation {
     pub public: bool,
     /// The [`Client`](super::Client) method that declares it by hand, if one does.
     pub client_method: Option<&'static str>,
+    /// Whether the in-memory Client answers it (a hand-declared operation, or one of what
+    /// makes sense in one process: HTTP and delegate tools, files); otherwise it needs a
+    /// server. Declared once, in scripts/sdkgen/spec.py.
+    pub memory: bool,
 }
 
 impl Operation {

@@ -150,6 +150,12 @@ pub struct ConnectOptions {
     /// give its own model (a scripted one, a custom provider) under a name. In memory mode
     /// only: a server runs its own models.
     pub models: HashMap<String, Arc<dyn Model>>,
+    /// Which addresses the registered HTTP tools (`put_tool`) may reach, in memory mode. Unset:
+    /// the allow list of `OPENBOT_OUTBOUND_ALLOW` when set, else the server's default rule:
+    /// internal addresses (loopback, private networks, the cloud metadata endpoints) denied,
+    /// so a tool on `127.0.0.1` needs `OutboundPolicy::parse("loopback")` here (or
+    /// `OPENBOT_OUTBOUND_ALLOW=loopback`). A server keeps its operator's policy.
+    pub outbound: Option<crate::outbound::OutboundPolicy>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -165,6 +171,7 @@ impl std::fmt::Debug for ConnectOptions {
                     .collect::<Vec<_>>(),
             )
             .field("models", &self.models.keys().collect::<Vec<_>>())
+            .field("outbound", &self.outbound)
             .finish()
     }
 }

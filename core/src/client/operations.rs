@@ -36,6 +36,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_rule",
@@ -47,6 +48,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_rule",
@@ -58,6 +60,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_approvals",
@@ -69,6 +72,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("list_approvals"),
+        memory: true,
     },
     Operation {
         id: "get_approval",
@@ -80,6 +84,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "decide_approval",
@@ -91,6 +96,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("decide_approval"),
+        memory: true,
     },
     Operation {
         id: "get_credits",
@@ -102,6 +108,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "grant_credits",
@@ -113,6 +120,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "credit_ledger",
@@ -124,6 +132,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_prices",
@@ -135,6 +144,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_price",
@@ -146,6 +156,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_price",
@@ -157,6 +168,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_bots",
@@ -168,6 +180,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("list_bots"),
+        memory: true,
     },
     Operation {
         id: "create_bot",
@@ -179,6 +192,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("create_bot"),
+        memory: true,
     },
     Operation {
         id: "get_bot",
@@ -190,6 +204,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("get_bot"),
+        memory: true,
     },
     Operation {
         id: "delete_bot",
@@ -201,6 +216,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("delete_bot"),
+        memory: true,
     },
     Operation {
         id: "update_bot",
@@ -212,6 +228,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("update_bot"),
+        memory: true,
     },
     Operation {
         id: "list_budgets",
@@ -223,6 +240,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_budget",
@@ -234,6 +252,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_budget",
@@ -245,6 +264,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_chats",
@@ -256,6 +276,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_chat",
@@ -267,6 +288,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("create_chat"),
+        memory: true,
     },
     Operation {
         id: "get_chat",
@@ -278,6 +300,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("get_chat"),
+        memory: true,
     },
     Operation {
         id: "delete_chat",
@@ -289,6 +312,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("delete_chat"),
+        memory: true,
     },
     Operation {
         id: "history",
@@ -300,6 +324,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("history"),
+        memory: true,
     },
     Operation {
         id: "send",
@@ -311,6 +336,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("send"),
+        memory: true,
     },
     Operation {
         id: "get_plan_mode",
@@ -322,6 +348,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("plan_mode"),
+        memory: true,
     },
     Operation {
         id: "put_plan_mode",
@@ -333,6 +360,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("set_plan_mode"),
+        memory: true,
     },
     Operation {
         id: "steer",
@@ -344,6 +372,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("steer"),
+        memory: true,
     },
     Operation {
         id: "stop",
@@ -355,6 +384,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("stop"),
+        memory: true,
     },
     Operation {
         id: "list_delegates",
@@ -366,6 +396,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "put_delegate",
@@ -377,6 +408,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "delete_delegate",
@@ -388,6 +420,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "get_execution",
@@ -399,6 +432,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("get_execution"),
+        memory: true,
     },
     Operation {
         id: "cancel_execution",
@@ -410,6 +444,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("cancel_execution"),
+        memory: true,
     },
     Operation {
         id: "events",
@@ -421,6 +456,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("observe"),
+        memory: true,
     },
     Operation {
         id: "decide_outcome",
@@ -432,6 +468,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("decide_outcome"),
+        memory: true,
     },
     Operation {
         id: "pause_execution",
@@ -443,6 +480,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("pause_execution"),
+        memory: true,
     },
     Operation {
         id: "resume_execution",
@@ -454,6 +492,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("resume_execution"),
+        memory: true,
     },
     Operation {
         id: "deliver_tool_result",
@@ -465,6 +504,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: Some("deliver_tool_result"),
+        memory: true,
     },
     Operation {
         id: "list_files",
@@ -476,6 +516,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "upload_file",
@@ -487,6 +528,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "get_file_retention",
@@ -498,6 +540,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_file_retention",
@@ -509,6 +552,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_file_retention",
@@ -520,6 +564,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "get_file",
@@ -531,6 +576,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "delete_file",
@@ -542,6 +588,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "file_content",
@@ -553,6 +600,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Bytes,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "health",
@@ -564,6 +612,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: true,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_invitations",
@@ -575,6 +624,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_invitation",
@@ -586,6 +636,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "accept_invitation",
@@ -597,6 +648,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: true,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "revoke_invitation",
@@ -608,6 +660,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_limits",
@@ -619,6 +672,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_limit",
@@ -630,6 +684,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_limit",
@@ -641,6 +696,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_members",
@@ -652,6 +708,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "remove_member",
@@ -663,6 +720,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_providers",
@@ -674,6 +732,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "put_provider",
@@ -685,6 +744,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "delete_provider",
@@ -696,6 +756,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_organizations",
@@ -707,6 +768,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_organization",
@@ -718,6 +780,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_session",
@@ -729,6 +792,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "end_session",
@@ -740,6 +804,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: true,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_tokens",
@@ -751,6 +816,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "create_token",
@@ -762,6 +828,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "revoke_token",
@@ -773,6 +840,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_tools",
@@ -784,6 +852,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "put_tool",
@@ -795,6 +864,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "delete_tool",
@@ -806,6 +876,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Empty,
         public: false,
         client_method: None,
+        memory: true,
     },
     Operation {
         id: "list_unknown_outcomes",
@@ -817,6 +888,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("list_unknown_outcomes"),
+        memory: true,
     },
     Operation {
         id: "usage",
@@ -838,6 +910,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
+        memory: false,
     },
     Operation {
         id: "usage_export",
@@ -859,6 +932,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Bytes,
         public: false,
         client_method: None,
+        memory: false,
     },
 ];
 

@@ -1,4 +1,11 @@
-//! The in-memory Client: Bots, Chats and Turns in this process.
+//! The in-memory Client: Bots, Chats and Turns in this process, and what else makes sense in
+//! one process: the HTTP and delegate tool registry (`registry`), files (`files`), and the
+//! generic call path over them (`operations`).
+
+mod delegate;
+mod files;
+mod operations;
+mod registry;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -12,6 +19,7 @@ use openbot_schema::{
     ExecutionId, SendDisposition, SendInput, SendReceipt, ToolResult,
 };
 use openbot_schema::{DecideOutcome, OutcomeDecisionRecord, UnknownOutcomePage};
+use openbot_schema::{DelegateTool as DelegateToolView, HttpTool as HttpToolView, StoredFile};
 use uuid::Uuid;
 
 use super::host::MemoryHost;
@@ -19,6 +27,7 @@ use super::sealed::SealedErrors;
 use crate::client::{Client, ConnectOptions, ObserveStream};
 use crate::error::Error;
 use crate::model::{Model, ModelSpec, model_from_spec};
+use crate::outbound::OutboundPolicy;
 use crate::tool::{CheckedSchema, SharedTool};
 use crate::turn::{ToolSet, TurnEnd, TurnFailure, TurnSpec, run_turn};
 
@@ -31,6 +40,10 @@ pub struct MemoryClient {
 
 struct Inner {
     handlers: HashMap<String, SharedTool>,
+    /// The rule every registered HTTP tool's request keeps.
+    outbound: Arc<OutboundPolicy>,
+    /// The client of registered HTTP tools, built from `outbound`.
+    tool_client: reqwest::Client,
     errors: SealedErrors,
     state: Mutex<State>,
 }
@@ -47,6 +60,14 @@ struct State {
     tool_sets: HashMap<(BotId, u64), Arc<ToolSet>>,
     /// Command key -> (the request it named, its receipt).
     command_keys: HashMap<String, (String, SendReceipt)>,
+    /// The registered HTTP tools, by name.
+    http_tools: BTreeMap<String, HttpToolView>,
+    /// The registered delegate tools, by name.
+    delegates: BTreeMap<String, DelegateToolView>,
+    /// Stored files by the order they were stored, with their bytes.
+    files: BTreeMap<u64, (StoredFile, bytes::Bytes)>,
+    /// The order number of the next stored file.
+    next_file: u64,
 }
 
 struct ChatState {
@@ -73,9 +94,26 @@ impl MemoryClient {
             models: options.models,
             ..State::default()
         };
+        let outbound = match options.outbound {
+            Some(policy) => policy,
+            None => OutboundPolicy::from_env(&|name| std::env::var(name).ok()).map_err(|e| {
+                Error::invalid_input(format!("{}: {e}", crate::outbound::ALLOW_VARIABLE))
+            })?,
+        };
+        let outbound = Arc::new(outbound);
+        let tool_client = outbound
+            .client_builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .timeout(std::time::Duration::from_secs(300))
+            .build()
+            .map_err(|e| {
+                Error::invalid_input(format!("the HTTP tool client cannot be built: {e}"))
+            })?;
         Ok(Self {
             inner: Arc::new(Inner {
                 handlers,
+                outbound,
+                tool_client,
                 errors: SealedErrors::default(),
                 state: Mutex::new(state),
             }),
@@ -167,21 +205,14 @@ impl State {
         Ok(model)
     }
 
-    fn tool_set(
-        &mut self,
-        bot: &Bot,
-        handlers: &HashMap<String, SharedTool>,
-    ) -> Result<Arc<ToolSet>, Error> {
+    /// The tools of a Turn of `bot`, as the registry is now (cached until the registry or a
+    /// Bot changes).
+    fn tool_set(&mut self, bot: &Bot, inner: &Arc<Inner>) -> Result<Arc<ToolSet>, Error> {
         let key = (bot.id, bot.revision);
         if let Some(set) = self.tool_sets.get(&key) {
             return Ok(Arc::clone(set));
         }
-        let mut set = ToolSet::new();
-        for definition in &bot.spec.tools {
-            set.insert(definition.clone(), handlers.get(&definition.name).cloned())
-                .map_err(|e| Error::invalid_input(e.to_string()))?;
-        }
-        let set = Arc::new(set);
+        let set = Arc::new(self.resolve_tools(bot, 0, bot.spec.limits, inner)?);
         self.tool_sets.insert(key, Arc::clone(&set));
         Ok(set)
     }
@@ -191,7 +222,7 @@ impl State {
         &mut self,
         chat: ChatId,
         input: Vec<ContentPart>,
-        handlers: &HashMap<String, SharedTool>,
+        inner: &Arc<Inner>,
     ) -> Result<TurnSpec, Error> {
         let chat_state = self.chat(chat)?;
         let bot_id = chat_state.chat.bot_id;
@@ -208,7 +239,7 @@ impl State {
         Ok(TurnSpec {
             instructions: bot.spec.instructions.clone(),
             model: self.model(&bot.spec.model)?,
-            tools: self.tool_set(&bot, handlers)?,
+            tools: self.tool_set(&bot, inner)?,
             limits: bot.spec.limits,
             history,
             input,
@@ -290,7 +321,7 @@ impl Inner {
         }
         if let Some((next, input)) = chat_state.queue.pop_front() {
             chat_state.running = Some(Arc::clone(&next));
-            let spec = state.turn_spec(chat, input.clone(), &self.handlers);
+            let spec = state.turn_spec(chat, input.clone(), self);
             self.launch(chat, next, input, spec);
         }
     }
@@ -363,6 +394,8 @@ impl Client for MemoryClient {
             ..current
         };
         state.bots.insert(id, bot.clone());
+        // A delegate tool of another Bot may hand tasks to this one.
+        state.tool_sets.clear();
         Ok(bot)
     }
 
@@ -381,7 +414,7 @@ impl Client for MemoryClient {
             )));
         }
         state.bots.remove(&id);
-        state.tool_sets.retain(|(bot, _), _| *bot != id);
+        state.tool_sets.clear();
         Ok(())
     }
 
@@ -570,7 +603,10 @@ impl Client for MemoryClient {
     ) -> Result<crate::client::ApiAnswer, Error> {
         let op = crate::client::api::operation(operation)
             .ok_or_else(|| crate::client::api::unknown_operation(operation))?;
-        match crate::client::dispatch::client_operation(self, op, &request).await {
+        if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
+            return answer;
+        }
+        match self.memory_operation(op, &request) {
             Some(answer) => answer,
             None => Err(crate::client::api::server_only(op.id)),
         }
@@ -631,7 +667,7 @@ impl MemoryClient {
                     self.inner.errors.clone(),
                 ));
                 // A model that cannot be built is the caller's error, reported now.
-                let spec = state.turn_spec(chat, content.clone(), &self.inner.handlers)?;
+                let spec = state.turn_spec(chat, content.clone(), &self.inner)?;
                 state
                     .executions
                     .insert(host.log().execution_id(), Arc::clone(&host));

@@ -44,6 +44,8 @@ struct State {
     waiting: HashMap<String, oneshot::Sender<ToolResult>>,
     /// Results delivered before the Turn began to wait for them.
     delivered: HashMap<String, ToolResult>,
+    /// The usage of the child Turns its delegate calls ran, included in its own.
+    children_usage: Usage,
     finisher: Option<Finisher>,
 }
 
@@ -63,6 +65,7 @@ impl MemoryHost {
                 open_calls: HashSet::new(),
                 waiting: HashMap::new(),
                 delivered: HashMap::new(),
+                children_usage: Usage::default(),
                 finisher: None,
             }),
         }
@@ -151,6 +154,14 @@ impl MemoryHost {
         Ok(())
     }
 
+    /// Adds the usage of a child Turn (a delegate call's) to this execution's, as a server
+    /// does: the execution and its `turn_ended` event count its children.
+    pub(crate) fn add_child_usage(&self, usage: Usage) {
+        let mut guard = self.state();
+        guard.children_usage += usage;
+        guard.execution.usage += usage;
+    }
+
     /// Delivers the result of a host-tool call.
     pub fn deliver(&self, result: ToolResult) -> Result<(), Error> {
         let mut guard = self.state();
@@ -173,6 +184,7 @@ impl MemoryHost {
     }
 
     fn finish_now(&self, end: TurnEnd) {
+        let mut usage = end.usage;
         let finisher = {
             let mut guard = self.state();
             if guard.execution.state.is_terminal() {
@@ -180,7 +192,8 @@ impl MemoryHost {
             }
             guard.steering_closed = true;
             guard.waiting.clear();
-            guard.execution.usage = end.usage;
+            usage += guard.children_usage;
+            guard.execution.usage = usage;
             guard.execution.updated_at = Utc::now();
             match &end.outcome {
                 Ok(outcome) => {
@@ -198,10 +211,7 @@ impl MemoryHost {
             finisher(&end);
         }
         let last = match end.outcome {
-            Ok(outcome) => EventKind::TurnEnded {
-                outcome,
-                usage: end.usage,
-            },
+            Ok(outcome) => EventKind::TurnEnded { outcome, usage },
             Err(failure) => {
                 let error_id = self.errors.seal(failure.cause);
                 tracing::warn!(execution = %self.log.execution_id(), category = ?failure.category, %error_id, "turn failed");

@@ -3,6 +3,7 @@
 //! model gets an error result that says what is wrong, and the Turn goes on.
 
 mod function;
+mod http;
 mod validate;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use function::FnTool;
+pub use http::{HttpTool, LOST_ANSWER_ATTEMPTS, check_http_tool};
 pub use validate::{ArgumentError, CheckedSchema, SchemaError};
 
 /// What a tool's handler knows about the call it serves.

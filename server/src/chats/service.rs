@@ -21,33 +21,6 @@ use crate::store::{ExecutionRow, KeyWrite, StoreError};
 use crate::tools::ToolStore;
 use crate::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
 
-/// How many levels of delegate tools a Turn offers: a delegate's delegates, and so on.
-pub const MAX_DELEGATION_DEPTH: usize = 3;
-
-/// What the model sees of a delegate tool: one `task` argument.
-fn delegate_definition(
-    delegate: &crate::tools::DelegateToolRow,
-    target: &BotRow,
-) -> openbot_schema::ToolDefinition {
-    let description = if delegate.description.is_empty() {
-        format!(
-            "Hands a task to the Bot {}, which works on it with its own tools and answers.",
-            target.spec.name
-        )
-    } else {
-        delegate.description.clone()
-    };
-    openbot_schema::ToolDefinition {
-        name: delegate.name.clone(),
-        description,
-        input_schema: serde_json::json!({
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-            "required": ["task"]
-        }),
-    }
-}
-
 /// How long deleting a Chat waits for its Turns to release their work.
 pub const DELETE_WAIT: Duration = Duration::from_secs(30);
 
@@ -174,7 +147,8 @@ impl Chats {
 
     /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
     /// calls its endpoint (with the registry's definition); a registered delegate tool starts
-    /// a Turn of its Bot, saved here with that Bot's own tools (to [`MAX_DELEGATION_DEPTH`]);
+    /// a Turn of its Bot, saved here with that Bot's own tools (to
+    /// [`openbot_core::delegation::MAX_DELEGATION_DEPTH`] levels, the rule of both modes);
     /// any other is a host tool.
     async fn saved_tools(
         &self,
@@ -221,7 +195,7 @@ impl Chats {
                 });
                 continue;
             };
-            if depth >= MAX_DELEGATION_DEPTH {
+            if !openbot_core::delegation::offers_delegates(depth) {
                 // Deeper delegation is not offered: the chain ends here.
                 continue;
             }
@@ -239,14 +213,21 @@ impl Chats {
             Box::pin(self.resolve_tools(caller, &target, http, delegates, depth + 1, &mut tools))
                 .await?;
             saved.push(SavedTool {
-                definition: delegate_definition(delegate, &target),
+                definition: openbot_core::delegation::delegate_definition(
+                    &delegate.name,
+                    &delegate.description,
+                    &target.spec.name,
+                ),
                 route: ToolRoute::Delegate(Box::new(DelegateRoute {
                     bot_id: target.id,
                     name: target.spec.name.clone(),
                     instructions: target.spec.instructions.clone(),
                     model: target.spec.model.clone(),
                     tools,
-                    limits: target.spec.limits.tightened_by(delegate.limits),
+                    limits: openbot_core::delegation::route_limits(
+                        target.spec.limits,
+                        delegate.limits,
+                    ),
                 })),
             });
         }

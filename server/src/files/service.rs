@@ -13,7 +13,6 @@ use object_store::path::Path as ObjectPath;
 use openbot_schema::{
     Action, FileId, FileRetention, PutFileRetention, Resource, StoredFile, StoredFilePage,
 };
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::deletion::{Started, start_deletion};
@@ -28,8 +27,8 @@ use crate::store::{StoreError, now_ms};
 /// How long deleting a file waits for its object and row to go before it answers.
 pub const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The largest file the server stores: 20 MiB.
-pub const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
+/// The largest file the server stores: 20 MiB (the rule of both modes, in core).
+pub use openbot_core::files::MAX_FILE_BYTES;
 
 /// Why a file use case failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,38 +110,6 @@ fn view(row: &FileRow) -> StoredFile {
     }
 }
 
-fn check_name(name: &str) -> Result<(), FileError> {
-    let valid = (1..=255).contains(&name.chars().count())
-        && !name.contains(['/', '\\'])
-        && !name.chars().any(char::is_control);
-    if valid {
-        Ok(())
-    } else {
-        Err(FileError::Invalid(
-            "a file name has 1-255 characters and no slash or control character".into(),
-        ))
-    }
-}
-
-fn check_media_type(media_type: &str) -> Result<(), FileError> {
-    let valid = media_type.len() <= 255
-        && media_type.split_once('/').is_some_and(|(kind, sub)| {
-            !kind.is_empty()
-                && !sub.is_empty()
-                && media_type
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() || b == b' ')
-        });
-    if valid {
-        Ok(())
-    } else {
-        Err(FileError::Invalid(format!(
-            "`{}` is not a media type such as text/plain",
-            media_type.chars().take(80).collect::<String>()
-        )))
-    }
-}
-
 /// The files a caller sees: its member's. Files have no Bot, so a token limited to some Bots
 /// sees only the files it stored itself, never the member's others.
 fn access(caller: &Caller) -> FileAccess {
@@ -182,19 +149,12 @@ impl Files {
         bytes: Bytes,
     ) -> Result<StoredFile, FileError> {
         caller.require(Resource::Chats, Action::Write)?;
-        check_name(name)?;
-        check_media_type(media_type)?;
-        if bytes.len() > MAX_FILE_BYTES {
-            return Err(FileError::Invalid(format!(
-                "a file has at most {MAX_FILE_BYTES} bytes"
-            )));
-        }
+        // The one check of an upload, shared with the in-memory Client.
+        openbot_core::files::check_upload(name, media_type, bytes.len())
+            .map_err(|e| FileError::Invalid(e.to_string()))?;
         let id = Uuid::now_v7();
         let key = format!("org-{}/{id}", caller.member.organization_id);
-        let sha256: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha256 = openbot_core::files::sha256_hex(&bytes);
         let row = FileRow {
             id,
             organization_id: caller.member.organization_id,

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
     Action, DelegateTool, DelegateToolPage, ErrorBody, HttpTool, HttpToolPage, PageQuery,
-    PutDelegateTool, PutHttpTool, Resource, ToolDefinition,
+    PutDelegateTool, PutHttpTool, Resource,
 };
 
 use super::AppState;
@@ -75,23 +75,10 @@ pub async fn put_tool(
 ) -> Result<Json<HttpTool>, ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "change the organization's tools")?;
-    let definition = ToolDefinition {
-        name,
-        description: request.description,
-        input_schema: request.input_schema,
-    };
-    openbot_core::tool::CheckedSchema::new(definition.clone())
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
-    let valid_url = reqwest::Url::parse(&request.url)
-        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-    if !valid_url {
-        return Err(ApiError::invalid("url must be an http:// or https:// URL"));
-    }
-    state
-        .platform
-        .outbound()
-        .check_url(&request.url)
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    // The one check of a registration, shared with the in-memory Client.
+    let definition =
+        openbot_core::tool::check_http_tool(&name, &request, state.platform.outbound())
+            .map_err(ApiError::invalid)?;
     let row = HttpToolRow {
         definition,
         url: request.url,
@@ -187,15 +174,8 @@ pub async fn put_delegate(
 ) -> Result<Json<DelegateTool>, ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "change the organization's tools")?;
-    // The name follows the rules of every tool name.
-    let definition = ToolDefinition {
-        name: name.clone(),
-        description: String::new(),
-        input_schema: serde_json::json!({"type": "object"}),
-    };
-    openbot_core::tool::CheckedSchema::new(definition)
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
-    request.limits.check().map_err(ApiError::invalid)?;
+    // The one check of a registration, shared with the in-memory Client.
+    openbot_core::delegation::check_delegate(&name, &request).map_err(ApiError::invalid)?;
     match state.bots.visible_bot(&caller, request.bot_id).await {
         Ok(Some(_)) => {}
         Ok(None) => return Err(ApiError::not_found("bot")),

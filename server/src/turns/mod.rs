@@ -3,7 +3,6 @@
 mod delivery;
 pub(crate) mod faults;
 mod host;
-mod http_tool;
 mod input;
 mod workflow;
 
@@ -11,9 +10,9 @@ pub use delivery::{DeliveryError, deliver_tool_result};
 pub use faults::FaultPoint;
 pub(crate) use host::AccessGuard;
 pub use host::DurableHost;
-pub use http_tool::HttpTool;
 pub use input::{
     DelegateRoute, PROPOSE_PLAN, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput,
     propose_plan_tool,
 };
+pub use openbot_core::tool::HttpTool;
 pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};

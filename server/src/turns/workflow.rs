@@ -9,7 +9,6 @@ use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
 use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
 
 use super::host::{AccessGuard, BillingContext, DurableHost, ModelPermits};
-use super::http_tool::HttpTool;
 use super::input::{SavedTool, ToolRoute, TurnInput};
 use crate::approvals::RuleStore;
 use crate::budgets::BudgetStore;
@@ -17,6 +16,7 @@ use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflo
 use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
 use crate::work::Admission;
+use openbot_core::tool::HttpTool;
 
 pub use crate::platform::EnvReader;
 use crate::platform::Platform;

@@ -4,14 +4,7 @@ use openbot_schema::{ContentPart, ExecutionId, ToolCall};
 
 use crate::turns::{DelegateRoute, SavedNoticeTarget, SourceLink, TurnInput};
 
-/// The task a delegate call gives: its `task` argument, or the arguments as JSON.
-pub(crate) fn task_of(call: &ToolCall) -> String {
-    call.arguments
-        .get("task")
-        .and_then(|t| t.as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| call.arguments.to_string())
-}
+use openbot_core::delegation::{child_limits, task_of};
 
 /// The input of the child Turn of `route` started by a call of the parent Turn `parent`.
 ///
@@ -41,7 +34,7 @@ pub(crate) fn child_turn(
         instructions: route.instructions.clone(),
         model: route.model.clone(),
         tools: route.tools.clone(),
-        limits: route.limits.tightened_by(parent.limits),
+        limits: child_limits(route.limits, parent.limits),
         history: Vec::new(),
         input: vec![ContentPart::text(task_of(call))],
         max_output_tokens: parent.max_output_tokens,

@@ -160,28 +160,28 @@ class GroupExamplesTest {
     @EnumSource(Mode::class)
     fun `tools`(mode: Mode) = withClient(mode) { client ->
         val helper = client.createBot(BotSpec(name = "Researcher", model = scriptedModel("""{"steps":[]}""")))
-        serverOnly(mode) {
-            client.putTool("lookup", PutHttpTool(description = "Looks a word up.", inputSchema = OBJECT_SCHEMA,
-                                                 url = "https://dictionary.example.com/lookup", retrySafe = true))
-            client.putDelegate("research", PutDelegateTool(description = "Researches a topic.", botId = helper.id,
-                                                           limits = Limits(maxSteps = 10u)))
-            println(client.listToolsFlow().toList().map { it.name } + client.listDelegatesFlow().toList().map { it.name })   // [lookup, research]
-            client.deleteTool("lookup")
-            client.deleteDelegate("research")
-        }
+        // Both modes: memory:// keeps the registry in the process.
+        client.putTool("lookup", PutHttpTool(description = "Looks a word up.", inputSchema = OBJECT_SCHEMA,
+                                             url = "https://dictionary.example.com/lookup", retrySafe = true))
+        client.putDelegate("research", PutDelegateTool(description = "Researches a topic.", botId = helper.id,
+                                                       limits = Limits(maxSteps = 10u)))
+        val names = client.listToolsFlow().toList().map { it.name } + client.listDelegatesFlow().toList().map { it.name }
+        println(names)   // [lookup, research]
+        assertTrue(names.containsAll(listOf("lookup", "research")), names.toString())
+        client.deleteTool("lookup")
+        client.deleteDelegate("research")
     }
 
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
     fun `files`(mode: Mode) = withClient(mode) { client ->
-        serverOnly(mode) {
-            val file = client.uploadFile("notes.txt", "remember the milk".toByteArray(), "text/plain")
-            val content = client.fileContent(file.id)
-            println("${file.size} ${content.contentType} ${content.data.decodeToString()}")   // 17 text/plain remember the milk
-            println(client.listFilesFlow().toList().any { it.id == file.id })   // true
-            client.deleteFile(file.id)
-            assertEquals("remember the milk", content.data.decodeToString())
-        }
+        // Both modes: memory:// keeps the bytes in the process.
+        val file = client.uploadFile("notes.txt", "remember the milk".toByteArray(), "text/plain")
+        val content = client.fileContent(file.id)
+        println("${file.size} ${content.contentType} ${content.data.decodeToString()}")   // 17 text/plain remember the milk
+        println(client.listFilesFlow().toList().any { it.id == file.id })   // true
+        client.deleteFile(file.id)
+        assertEquals("remember the milk", content.data.decodeToString())
     }
 
     @ParameterizedTest(name = "{0}")
