@@ -103,6 +103,8 @@ pub struct Database {
     pub files: Arc<dyn crate::files::FileStore>,
     /// Shared limits: permits and token buckets.
     pub limits: Arc<dyn crate::limits::LimitStore>,
+    /// Bots' memories.
+    pub memories: Arc<dyn crate::memories::MemoryStore>,
 }
 
 impl Database {
@@ -119,7 +121,8 @@ impl Database {
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
             + crate::files::FileStore
-            + crate::limits::LimitStore,
+            + crate::limits::LimitStore
+            + crate::memories::MemoryStore,
     {
         Self {
             store: store.clone(),
@@ -132,6 +135,7 @@ impl Database {
             tools: store.clone(),
             rules: store.clone(),
             limits: store.clone(),
+            memories: store.clone(),
             files: store,
         }
     }
@@ -232,7 +236,8 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_budgets(Arc::clone(&database.budgets))
             .with_rules(Arc::clone(&database.rules))
             .with_chats(Arc::clone(&database.chats))
-            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)));
+            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
+            .with_memories(Arc::clone(&database.memories));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),
@@ -245,6 +250,10 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
     if let Some(database) = database {
         registry.register(Arc::new(crate::chats::ChatDeletionWorkflow::new(
             Arc::clone(&database.chats),
+        )));
+        registry.register(Arc::new(crate::memories::MemoryLearningWorkflow::new(
+            platform.clone(),
+            database,
         )));
     }
     registry

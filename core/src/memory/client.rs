@@ -356,6 +356,9 @@ impl Client for MemoryClient {
         if let Some(shared) = update.shared {
             spec.shared = shared;
         }
+        if let Some(memory) = update.memory {
+            spec.memory = memory;
+        }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {
             spec,
