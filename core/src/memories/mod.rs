@@ -8,6 +8,7 @@
 //! `recall` and `forget` (`tools.rs`), and the in-process memory book of `memory://`
 //! (`book.rs`).
 
+pub(crate) mod api;
 mod book;
 mod learning;
 mod rank;

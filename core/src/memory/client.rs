@@ -31,6 +31,8 @@ pub struct MemoryClient {
 
 struct Inner {
     handlers: HashMap<String, SharedTool>,
+    /// The Bots' memories, in this process only.
+    memories: crate::memories::MemoryBook,
     errors: SealedErrors,
     state: Mutex<State>,
 }
@@ -76,6 +78,7 @@ impl MemoryClient {
         Ok(Self {
             inner: Arc::new(Inner {
                 handlers,
+                memories: crate::memories::MemoryBook::new(),
                 errors: SealedErrors::default(),
                 state: Mutex::new(state),
             }),
@@ -192,6 +195,7 @@ impl State {
         chat: ChatId,
         input: Vec<ContentPart>,
         handlers: &HashMap<String, SharedTool>,
+        memory: (&crate::memories::MemoryBook, ExecutionId),
     ) -> Result<TurnSpec, Error> {
         let chat_state = self.chat(chat)?;
         let bot_id = chat_state.chat.bot_id;
@@ -205,10 +209,42 @@ impl State {
             .get(&bot_id)
             .cloned()
             .ok_or_else(|| Error::not_found("bot", bot_id))?;
+        // A Bot with memory recalls before its model requests and has the memory tools, as
+        // on a server (no learning here: that is a server's durable work).
+        let (instructions, tools) = if bot.spec.memory {
+            let (book, execution) = memory;
+            let query: String = input
+                .iter()
+                .filter_map(|p| match p {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let recalled = book.recall(bot_id, &query, crate::memories::DEFAULT_RECALL_TOKENS);
+            let mut set = ToolSet::new();
+            for definition in &bot.spec.tools {
+                set.insert(definition.clone(), handlers.get(&definition.name).cloned())
+                    .map_err(|e| Error::invalid_input(e.to_string()))?;
+            }
+            for tool in crate::memories::memory_tool_set(book.tools(bot_id, execution)) {
+                set.add(tool)
+                    .map_err(|e| Error::invalid_input(e.to_string()))?;
+            }
+            (
+                crate::memories::recall_instructions(&bot.spec.instructions, &recalled),
+                Arc::new(set),
+            )
+        } else {
+            (
+                bot.spec.instructions.clone(),
+                self.tool_set(&bot, handlers)?,
+            )
+        };
         Ok(TurnSpec {
-            instructions: bot.spec.instructions.clone(),
+            instructions,
             model: self.model(&bot.spec.model)?,
-            tools: self.tool_set(&bot, handlers)?,
+            tools,
             limits: bot.spec.limits,
             history,
             input,
@@ -290,7 +326,12 @@ impl Inner {
         }
         if let Some((next, input)) = chat_state.queue.pop_front() {
             chat_state.running = Some(Arc::clone(&next));
-            let spec = state.turn_spec(chat, input.clone(), &self.handlers);
+            let spec = state.turn_spec(
+                chat,
+                input.clone(),
+                &self.handlers,
+                (&self.memories, next.log().execution_id()),
+            );
             self.launch(chat, next, input, spec);
         }
     }
@@ -573,7 +614,11 @@ impl Client for MemoryClient {
     ) -> Result<crate::client::ApiAnswer, Error> {
         let op = crate::client::api::operation(operation)
             .ok_or_else(|| crate::client::api::unknown_operation(operation))?;
-        match crate::client::dispatch::client_operation(self, op, &request).await {
+        if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
+            return answer;
+        }
+        let bot_known = |bot: BotId| self.state().is_ok_and(|s| s.bots.contains_key(&bot));
+        match crate::memories::api::answer(&self.inner.memories, &bot_known, op.id, &request) {
             Some(answer) => answer,
             None => Err(crate::client::api::server_only(op.id)),
         }
@@ -634,7 +679,12 @@ impl MemoryClient {
                     self.inner.errors.clone(),
                 ));
                 // A model that cannot be built is the caller's error, reported now.
-                let spec = state.turn_spec(chat, content.clone(), &self.inner.handlers)?;
+                let spec = state.turn_spec(
+                    chat,
+                    content.clone(),
+                    &self.inner.handlers,
+                    (&self.inner.memories, host.log().execution_id()),
+                )?;
                 state
                     .executions
                     .insert(host.log().execution_id(), Arc::clone(&host));
