@@ -55,6 +55,7 @@ pub(crate) fn child_turn(
         }),
         // A child works on its task; plan mode is its parent's Chat's.
         plan_mode: false,
+        memory: false,
     }
 }
 
@@ -77,6 +78,7 @@ mod tests {
             identity: None,
             source: None,
             plan_mode: false,
+            memory: false,
         }
     }
 
