@@ -35,6 +35,7 @@ http_tests!(
     a_search_stays_within_its_token_budget,
     the_remember_and_forget_tools_write_and_retire_memories_with_evidence,
     learning_after_a_turn_adds_the_helpers_memories_once,
+    a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model,
     a_helper_answer_that_is_not_a_plan_changes_nothing,
     applying_a_learning_plan_twice_writes_it_once,
     the_learning_cursor_never_goes_back,
@@ -632,6 +633,70 @@ async fn learning_after_a_turn_adds_the_helpers_memories_once(server: Server) {
             .len(),
         2
     );
+}
+
+async fn a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Hello, Ada."])]).await;
+    let plan: &'static str = Box::leak(
+        json!({"add": [{"content": "The user's name is Ada."}]})
+            .to_string()
+            .into_boxed_str(),
+    );
+    let helper = FakeOpenAi::start(vec![Answer::Text(vec![plan])]).await;
+    server
+        .http
+        .put(format!("{}/v1/memory-settings", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"helper_model": helper.spec()}))
+        .send()
+        .await
+        .unwrap();
+    let bot = memory_bot(&server, &server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let execution = turn(&server, &server.owner, &chat, "I am Ada.").await;
+    learned(&server, &execution).await;
+    assert_eq!(helper.total_requests(), 1);
+    // The same learning again (a redelivered or repeated start): the cursor says the Chat's
+    // messages are learned, so it asks no model and writes nothing.
+    let owner = server.owner_member().await;
+    let turn_id: openbot_schema::ExecutionId = execution.parse().unwrap();
+    let learning: openbot_server::memories::LearningInput = serde_json::from_value(json!({
+        "identity": learning_identity(&server, &execution).await,
+        "chat_id": chat,
+        "turn": turn_id,
+    }))
+    .unwrap();
+    let submitted = server
+        .engine
+        .submit(openbot_server::engine::Submission {
+            kind: openbot_server::memories::LEARNING,
+            scope: openbot_server::store::Scope::Member(owner.member_id.to_string()),
+            command_key: None,
+            input: &learning,
+            events: Vec::new(),
+            parent_id: None,
+            chat_id: None,
+            admission_gate: None,
+        })
+        .await
+        .unwrap()
+        .execution_id();
+    let events = server.finish(&server.owner, &submitted.to_string()).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(helper.total_requests(), 1, "no second helper call");
+    assert_eq!(
+        contents(&server, &server.owner, &bot).await,
+        ["The user's name is Ada."]
+    );
+}
+
+/// The saved identity of a Turn (the learning of it runs with the same one).
+async fn learning_identity(server: &Server, turn: &str) -> Value {
+    let turn: openbot_schema::ExecutionId = turn.parse().unwrap();
+    let row = server.database.store.execution(turn).await.unwrap();
+    let cx = server.engine.context();
+    let input: openbot_server::turns::TurnInput = cx.open_json(row.input_record).await.unwrap();
+    serde_json::to_value(input.identity.unwrap()).unwrap()
 }
 
 async fn a_helper_answer_that_is_not_a_plan_changes_nothing(server: Server) {

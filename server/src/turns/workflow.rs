@@ -294,7 +294,8 @@ impl Workflow for TurnWorkflow {
         // the tools, and a completed Turn starts its learning in its end commit.
         let mut instructions = input.instructions.clone();
         let mut end_children = Vec::new();
-        if let (true, Some(store), Some(identity)) = (input.memory, &self.memories, &input.identity) {
+        if let (true, Some(store), Some(identity)) = (input.memory, &self.memories, &input.identity)
+        {
             let memories = crate::memories::Memories::for_learning(
                 Arc::clone(store),
                 cx.engine.keys.clone(),
