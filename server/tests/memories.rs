@@ -36,6 +36,7 @@ http_tests!(
     the_remember_and_forget_tools_write_and_retire_memories_with_evidence,
     learning_after_a_turn_adds_the_helpers_memories_once,
     a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model,
+    learning_taken_over_by_another_node_is_applied_once,
     a_helper_answer_that_is_not_a_plan_changes_nothing,
     applying_a_learning_plan_twice_writes_it_once,
     the_learning_cursor_never_goes_back,
@@ -688,6 +689,77 @@ async fn a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model(serve
         contents(&server, &server.owner, &bot).await,
         ["The user's name is Ada."]
     );
+}
+
+async fn learning_taken_over_by_another_node_is_applied_once(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Hello, Ada."])]).await;
+    let plan: &'static str = Box::leak(
+        json!({"add": [{"content": "The user's name is Ada."}]})
+            .to_string()
+            .into_boxed_str(),
+    );
+    let helper = FakeOpenAi::start(vec![Answer::Text(vec![plan])]).await;
+    // The first helper request hangs until its node is gone; the one after answers at once.
+    helper.delay_first(0, Duration::from_secs(30));
+    server
+        .http
+        .put(format!("{}/v1/memory-settings", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"helper_model": helper.spec()}))
+        .send()
+        .await
+        .unwrap();
+    let bot = memory_bot(&server, &server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let execution = turn(&server, &server.owner, &chat, "I am Ada.").await;
+    for _ in 0..200 {
+        if helper.requests_at(0) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        helper.requests_at(0),
+        1,
+        "the learning's helper call is in flight"
+    );
+    // Node A goes away mid-learning; node B takes the learning over.
+    server.engine.shutdown().await;
+    let node_b = openbot_server::engine::Engine::open(
+        std::sync::Arc::clone(&server.database.store),
+        api::test_keys(),
+        "node-b".into(),
+    );
+    node_b
+        .start_runner(
+            openbot_server::node::registry(Some(&server.database), &api::test_platform()),
+            openbot_server::engine::RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 16,
+                storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
+            },
+        )
+        .await;
+    assert_eq!(learned(&server, &execution).await, ["completed"]);
+    assert_eq!(
+        helper.requests_at(0),
+        2,
+        "the lost answer was asked for again"
+    );
+    assert_eq!(
+        contents(&server, &server.owner, &bot).await,
+        ["The user's name is Ada."]
+    );
+    assert_eq!(
+        server
+            .database
+            .memories
+            .cursor(chat.parse().unwrap())
+            .await
+            .unwrap(),
+        2
+    );
+    node_b.shutdown().await;
 }
 
 /// The saved identity of a Turn (the learning of it runs with the same one).

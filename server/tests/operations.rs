@@ -81,8 +81,16 @@ async fn in_memory_an_operation_only_a_server_has_is_invalid_input_that_says_so(
     let server_only: Vec<_> = OPERATIONS
         .iter()
         .filter(|op| op.client_method.is_none())
+        .filter(|op| !openbot_core::memories::IN_MEMORY_OPERATIONS.contains(&op.id))
         .collect();
     assert!(!server_only.is_empty());
+    // The memory operations answer from the in-process memory book (docs/memory.md).
+    for id in openbot_core::memories::IN_MEMORY_OPERATIONS {
+        assert!(
+            OPERATIONS.iter().any(|op| op.id == *id),
+            "{id} is an operation"
+        );
+    }
     for op in server_only {
         let err = client.call(op.id, ApiRequest::default()).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidInput, "{}: {err}", op.id);

@@ -23,6 +23,17 @@ fn parse<T: FromStr>(request: &ApiRequest, op: &str, name: &str) -> Result<T, Er
     })
 }
 
+/// The memory operations `memory://` answers (every other operation of the generated table
+/// that no Client method declares needs a server).
+pub const IN_MEMORY_OPERATIONS: &[&str] = &[
+    "list_memories",
+    "create_memory",
+    "get_memory",
+    "update_memory",
+    "delete_memory",
+    "search_memories",
+];
+
 /// Answers a memory operation of `op` for a Bot that `bot_known` knows; `None` for any other
 /// operation.
 pub(crate) fn answer(
@@ -31,15 +42,7 @@ pub(crate) fn answer(
     op: &str,
     request: &ApiRequest,
 ) -> Option<Result<ApiAnswer, Error>> {
-    if !matches!(
-        op,
-        "list_memories"
-            | "create_memory"
-            | "get_memory"
-            | "update_memory"
-            | "delete_memory"
-            | "search_memories"
-    ) {
+    if !IN_MEMORY_OPERATIONS.contains(&op) {
         return None;
     }
     Some(run(book, bot_known, op, request))

@@ -8,13 +8,15 @@
 //! `recall` and `forget` (`tools.rs`), and the in-process memory book of `memory://`
 //! (`book.rs`).
 
-pub(crate) mod api;
+mod api;
 mod book;
 mod learning;
 mod rank;
 mod select;
 mod tools;
 
+pub use api::IN_MEMORY_OPERATIONS;
+pub(crate) use api::answer;
 pub use book::MemoryBook;
 pub use learning::{
     LEARNING_INSTRUCTIONS, LearnedChange, LearnedMemory, LearningError, LearningPlan,

@@ -618,7 +618,7 @@ impl Client for MemoryClient {
             return answer;
         }
         let bot_known = |bot: BotId| self.state().is_ok_and(|s| s.bots.contains_key(&bot));
-        match crate::memories::api::answer(&self.inner.memories, &bot_known, op.id, &request) {
+        match crate::memories::answer(&self.inner.memories, &bot_known, op.id, &request) {
             Some(answer) => answer,
             None => Err(crate::client::api::server_only(op.id)),
         }
