@@ -37,6 +37,7 @@ http_tests!(
     learning_after_a_turn_adds_the_helpers_memories_once,
     a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model,
     learning_taken_over_by_another_node_is_applied_once,
+    a_helper_call_holds_a_shared_permit_of_the_memory_scope,
     a_helper_answer_that_is_not_a_plan_changes_nothing,
     applying_a_learning_plan_twice_writes_it_once,
     the_learning_cursor_never_goes_back,
@@ -760,6 +761,48 @@ async fn learning_taken_over_by_another_node_is_applied_once(server: Server) {
         2
     );
     node_b.shutdown().await;
+}
+
+async fn a_helper_call_holds_a_shared_permit_of_the_memory_scope(server: Server) {
+    let response = server
+        .http
+        .put(format!("{}/v1/limits/memory", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"max_concurrent": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Hello."])]).await;
+    let helper = FakeOpenAi::start(vec![Answer::Text(vec!["{\"add\": []}"])]).await;
+    helper.delay(0, Duration::from_millis(1500));
+    server
+        .http
+        .put(format!("{}/v1/memory-settings", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"helper_model": helper.spec()}))
+        .send()
+        .await
+        .unwrap();
+    let bot = memory_bot(&server, &server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let execution = turn(&server, &server.owner, &chat, "Hello").await;
+    for _ in 0..200 {
+        if helper.requests_at(0) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let limits = server.walk(&server.owner, "/v1/limits", 50).await;
+    let memory = limits.iter().find(|l| l["scope"] == "memory").unwrap();
+    assert_eq!(
+        memory["in_use"], 1,
+        "the helper call holds the memory scope's permit"
+    );
+    assert_eq!(learned(&server, &execution).await, ["completed"]);
+    let limits = server.walk(&server.owner, "/v1/limits", 50).await;
+    let memory = limits.iter().find(|l| l["scope"] == "memory").unwrap();
+    assert_eq!(memory["in_use"], 0, "given back with the answer");
 }
 
 /// The saved identity of a Turn (the learning of it runs with the same one).

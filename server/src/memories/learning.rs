@@ -44,6 +44,9 @@ use crate::turns::{AccessGuard, BillingContext, DurableHost, ModelPermits};
 /// The execution kind of learning.
 pub const LEARNING: &str = "memory_learning";
 
+/// The shared-limit scope every helper call of learning takes besides a model call's own.
+pub const MEMORY_SCOPE: &str = "memory";
+
 /// The most memories the helper model is shown (the member's own, newest first).
 const SHOWN: i64 = 50;
 
@@ -254,7 +257,14 @@ impl Workflow for MemoryLearningWorkflow {
             identity.organization_id,
             cx.execution.id,
             cx.generation,
-            crate::limits::model_scopes(&model_spec, Some(identity.bot_id.as_uuid())),
+            {
+                // Helper calls also share the `memory` scope, so an operator can bound learning
+                // apart from Turns.
+                let mut scopes =
+                    crate::limits::model_scopes(&model_spec, Some(identity.bot_id.as_uuid()));
+                scopes.push(MEMORY_SCOPE.into());
+                scopes
+            },
             scope.clone(),
         )
         .await;
