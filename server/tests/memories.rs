@@ -38,6 +38,7 @@ http_tests!(
     a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model,
     learning_taken_over_by_another_node_is_applied_once,
     a_helper_call_holds_a_shared_permit_of_the_memory_scope,
+    deleting_a_bot_deletes_its_memories,
     a_helper_answer_that_is_not_a_plan_changes_nothing,
     applying_a_learning_plan_twice_writes_it_once,
     the_learning_cursor_never_goes_back,
@@ -803,6 +804,69 @@ async fn a_helper_call_holds_a_shared_permit_of_the_memory_scope(server: Server)
     let limits = server.walk(&server.owner, "/v1/limits", 50).await;
     let memory = limits.iter().find(|l| l["scope"] == "memory").unwrap();
     assert_eq!(memory["in_use"], 0, "given back with the answer");
+}
+
+async fn deleting_a_bot_deletes_its_memories(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = memory_bot(&server, &server.owner, &model, false).await;
+    let kept = memory_bot(&server, &server.owner, &model, false).await;
+    let memory = created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "Gone with its Bot.", "tags": ["x"], "private": true}),
+    )
+    .await;
+    created(
+        &server,
+        &server.owner,
+        &kept,
+        json!({"content": "Stays.", "private": true}),
+    )
+    .await;
+    let response = server
+        .delete(
+            &format!("/v1/bots/{}", bot["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let id: Uuid = memory["id"].as_str().unwrap().parse().unwrap();
+    let sql = "SELECT CAST(COUNT(*) AS BIGINT) FROM memory_tags WHERE memory_id = $1";
+    let tags: i64 = match &server.raw {
+        Raw::Sqlite(store, _) => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+        Raw::Postgres(store) => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+    };
+    assert_eq!(tags, 0);
+    assert_eq!(
+        server.columns_containing("Gone with its Bot").await,
+        Vec::<String>::new()
+    );
+    let sql = "SELECT CAST(COUNT(*) AS BIGINT) FROM memories WHERE id = $1";
+    let rows: i64 = match &server.raw {
+        Raw::Sqlite(store, _) => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+        Raw::Postgres(store) => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+    };
+    assert_eq!(rows, 0);
+    assert_eq!(contents(&server, &server.owner, &kept).await, ["Stays."]);
 }
 
 /// The saved identity of a Turn (the learning of it runs with the same one).
