@@ -12,6 +12,7 @@ pub mod delegation;
 mod error;
 pub mod events;
 pub mod files;
+pub mod memories;
 pub mod memory;
 pub mod model;
 pub mod outbound;
@@ -37,4 +38,6 @@ mod manual {
     struct Client;
     #[doc = include_str!("../../docs/models.md")]
     struct Models;
+    #[doc = include_str!("../../docs/memory.md")]
+    struct Memory;
 }

@@ -51,6 +51,7 @@ fn bot(name: &str, model: &str, tools: &[&str]) -> BotSpec {
             .collect(),
         limits: Limits::default(),
         shared: false,
+        memory: false,
     }
 }
 

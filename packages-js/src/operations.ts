@@ -65,6 +65,8 @@ export type CreateApprovalRule = Schemas['CreateApprovalRule'];
 export type CreateChat = Schemas['CreateChat'];
 /** A request to invite a person. */
 export type CreateInvitation = Schemas['CreateInvitation'];
+/** A memory to write by hand (its evidence is the request: none). */
+export type CreateMemory = Schemas['CreateMemory'];
 /** A request to create an organization; the caller's account becomes its owner. */
 export type CreateOrganization = Schemas['CreateOrganization'];
 /** A request to create an API token. */
@@ -146,6 +148,30 @@ export type Member = Schemas['Member'];
 export type MemberPage = Schemas['MemberPage'];
 /** A member's role. */
 export type MemberRole = Schemas['MemberRole'];
+/** A memory of a Bot. */
+export type Memory = Schemas['Memory'];
+/** Where a memory came from. A reader must be able to read each part to read the memory. */
+export type MemoryEvidence = Schemas['MemoryEvidence'];
+/** One memory a search found, with its rank's score. */
+export type MemoryHit = Schemas['MemoryHit'];
+/** One page of a Bot's memories, oldest first. */
+export type MemoryPage = Schemas['MemoryPage'];
+/**
+ * A search of a Bot's active memories, ranked by keyword and, where the organization configured an
+ * embeddings model, by vector similarity.
+ */
+export type MemorySearch = Schemas['MemorySearch'];
+/** What a search found, best first. */
+export type MemorySearchResult = Schemas['MemorySearchResult'];
+/** An organization's memory settings. */
+export type MemorySettings = Schemas['MemorySettings'];
+/** Whether a memory is recalled. */
+export type MemoryStatus = Schemas['MemoryStatus'];
+/**
+ * A change to a memory; absent fields stay. Changing only tags or status keeps the content's
+ * ciphertext as it is stored.
+ */
+export type MemoryUpdate = Schemas['MemoryUpdate'];
 /** One message of a conversation, in the order the model sees it. */
 export type Message = Schemas['Message'];
 /**
@@ -290,6 +316,12 @@ export type OperationId =
   | 'get_bot'
   | 'delete_bot'
   | 'update_bot'
+  | 'list_memories'
+  | 'create_memory'
+  | 'search_memories'
+  | 'get_memory'
+  | 'delete_memory'
+  | 'update_memory'
   | 'list_budgets'
   | 'put_budget'
   | 'delete_budget'
@@ -331,6 +363,8 @@ export type OperationId =
   | 'delete_limit'
   | 'list_members'
   | 'remove_member'
+  | 'get_memory_settings'
+  | 'put_memory_settings'
   | 'list_providers'
   | 'put_provider'
   | 'delete_provider'
@@ -368,6 +402,12 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   get_bot: { id: 'get_bot', sdkMethod: 'getBot', method: 'GET', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_bot: { id: 'delete_bot', sdkMethod: 'deleteBot', method: 'DELETE', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   update_bot: { id: 'update_bot', sdkMethod: 'updateBot', method: 'PATCH', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  list_memories: { id: 'list_memories', sdkMethod: 'listMemories', method: 'GET', path: '/v1/bots/{id}/memories', tag: 'memories', pathParams: ['id'], queryParams: ['tag', 'status', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
+  create_memory: { id: 'create_memory', sdkMethod: 'createMemory', method: 'POST', path: '/v1/bots/{id}/memories', tag: 'memories', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  search_memories: { id: 'search_memories', sdkMethod: 'searchMemories', method: 'POST', path: '/v1/bots/{id}/memories/search', tag: 'memories', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  get_memory: { id: 'get_memory', sdkMethod: 'getMemory', method: 'GET', path: '/v1/bots/{id}/memories/{memory}', tag: 'memories', pathParams: ['id', 'memory'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  delete_memory: { id: 'delete_memory', sdkMethod: 'deleteMemory', method: 'DELETE', path: '/v1/bots/{id}/memories/{memory}', tag: 'memories', pathParams: ['id', 'memory'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
+  update_memory: { id: 'update_memory', sdkMethod: 'updateMemory', method: 'PATCH', path: '/v1/bots/{id}/memories/{memory}', tag: 'memories', pathParams: ['id', 'memory'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   list_budgets: { id: 'list_budgets', sdkMethod: 'listBudgets', method: 'GET', path: '/v1/budgets', tag: 'budgets', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_budget: { id: 'put_budget', sdkMethod: 'putBudget', method: 'PUT', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_budget: { id: 'delete_budget', sdkMethod: 'deleteBudget', method: 'DELETE', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
@@ -409,6 +449,8 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   delete_limit: { id: 'delete_limit', sdkMethod: 'deleteLimit', method: 'DELETE', path: '/v1/limits/{scope}', tag: 'limits', pathParams: ['scope'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_members: { id: 'list_members', sdkMethod: 'listMembers', method: 'GET', path: '/v1/members', tag: 'organization', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   remove_member: { id: 'remove_member', sdkMethod: 'removeMember', method: 'DELETE', path: '/v1/members/{id}', tag: 'organization', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  get_memory_settings: { id: 'get_memory_settings', sdkMethod: 'getMemorySettings', method: 'GET', path: '/v1/memory-settings', tag: 'memories', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  put_memory_settings: { id: 'put_memory_settings', sdkMethod: 'putMemorySettings', method: 'PUT', path: '/v1/memory-settings', tag: 'memories', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_providers: { id: 'list_providers', sdkMethod: 'listProviders', method: 'GET', path: '/v1/models/providers', tag: 'models', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_provider: { id: 'put_provider', sdkMethod: 'putProvider', method: 'PUT', path: '/v1/models/providers/{kind}', tag: 'models', pathParams: ['kind'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_provider: { id: 'delete_provider', sdkMethod: 'deleteProvider', method: 'DELETE', path: '/v1/models/providers/{kind}', tag: 'models', pathParams: ['kind'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
@@ -446,6 +488,12 @@ export interface OperationTypes {
   get_bot: { params: { id: string }; body: undefined; answer: BotInfo };
   delete_bot: { params: { id: string }; body: undefined; answer: undefined };
   update_bot: { params: { id: string }; body: BotUpdate; answer: BotInfo };
+  list_memories: { params: { id: string; tag?: string; status?: MemoryStatus; limit?: number; cursor?: string }; body: undefined; answer: MemoryPage };
+  create_memory: { params: { id: string }; body: CreateMemory; answer: Memory };
+  search_memories: { params: { id: string }; body: MemorySearch; answer: MemorySearchResult };
+  get_memory: { params: { id: string; memory: string }; body: undefined; answer: Memory };
+  delete_memory: { params: { id: string; memory: string }; body: undefined; answer: undefined };
+  update_memory: { params: { id: string; memory: string }; body: MemoryUpdate; answer: Memory };
   list_budgets: { params: { limit?: number; cursor?: string }; body: undefined; answer: BudgetPage };
   put_budget: { params: { scope: string; target: string }; body: PutBudget; answer: Budget };
   delete_budget: { params: { scope: string; target: string }; body: undefined; answer: undefined };
@@ -487,6 +535,8 @@ export interface OperationTypes {
   delete_limit: { params: { scope: string }; body: undefined; answer: undefined };
   list_members: { params: { limit?: number; cursor?: string }; body: undefined; answer: MemberPage };
   remove_member: { params: { id: string }; body: undefined; answer: undefined };
+  get_memory_settings: { params: Record<string, never>; body: undefined; answer: MemorySettings };
+  put_memory_settings: { params: Record<string, never>; body: MemorySettings; answer: MemorySettings };
   list_providers: { params: { limit?: number; cursor?: string }; body: undefined; answer: ProviderSettingsPage };
   put_provider: { params: { kind: string }; body: PutProvider; answer: ProviderSettings };
   delete_provider: { params: { kind: string }; body: undefined; answer: undefined };
@@ -661,8 +711,74 @@ export abstract class Operations {
    */
   async updateBot(id: string, body: BotUpdate): Promise<Bot> {
     checkString('updateBot', 'id', id);
-    checkFields('updateBot', 'body', body, { instructions: 'string?', limits: 'object?', model: 'string?', name: 'string?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
+    checkFields('updateBot', 'body', body, { instructions: 'string?', limits: 'object?', memory: 'boolean?', model: 'string?', name: 'string?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
     return this.toBot((await this.invoke('update_bot', { id }, body)) as Schemas['Bot']);
+  }
+
+  /**
+   * A Bot's memories the caller may read, oldest first; with `tag` or `status` only those. Paged:
+   * ask again with `next_cursor` until it is absent. `GET /v1/bots/{id}/memories` (operation
+   * `list_memories`).
+   */
+  listMemories(id: string, options: { tag?: string; status?: MemoryStatus; limit?: number; cursor?: string } = {}): Paged<Memory> {
+    checkString('listMemories', 'id', id);
+    checkFields('listMemories', 'options', options, { tag: 'string?', status: 'string?', limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_memories', { id, ...options }, 'items', (info) => info as Memory);
+  }
+
+  /**
+   * Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's owner or
+   * an admin) one every member of the Bot shares. Its evidence is empty. `POST
+   * /v1/bots/{id}/memories` (operation `create_memory`).
+   */
+  async createMemory(id: string, body: CreateMemory): Promise<Memory> {
+    checkString('createMemory', 'id', id);
+    checkFields('createMemory', 'body', body, { content: 'string!', private: 'boolean?', tags: 'array?' });
+    return (await this.invoke('create_memory', { id }, body)) as Memory;
+  }
+
+  /**
+   * Searches the caller's readable active memories of a Bot, best first within `max_tokens`:
+   * filtered in SQL (rights, owner, tags, status), then ranked by keyword and, where the
+   * organization has an embeddings model, by vector similarity. `POST
+   * /v1/bots/{id}/memories/search` (operation `search_memories`).
+   */
+  async searchMemories(id: string, body: MemorySearch): Promise<MemorySearchResult> {
+    checkString('searchMemories', 'id', id);
+    checkFields('searchMemories', 'body', body, { limit: 'integer?', max_tokens: 'integer?', query: 'string!', tags: 'array?' });
+    return (await this.invoke('search_memories', { id }, body)) as MemorySearchResult;
+  }
+
+  /**
+   * One memory the caller may read, with its evidence. `GET /v1/bots/{id}/memories/{memory}`
+   * (operation `get_memory`).
+   */
+  async getMemory(id: string, memory: string): Promise<Memory> {
+    checkString('getMemory', 'id', id);
+    checkString('getMemory', 'memory', memory);
+    return (await this.invoke('get_memory', { id, memory }, undefined)) as Memory;
+  }
+
+  /**
+   * Deletes a memory with its evidence. `DELETE /v1/bots/{id}/memories/{memory}` (operation
+   * `delete_memory`).
+   */
+  async deleteMemory(id: string, memory: string): Promise<void> {
+    checkString('deleteMemory', 'id', id);
+    checkString('deleteMemory', 'memory', memory);
+    await this.invoke('delete_memory', { id, memory }, undefined);
+  }
+
+  /**
+   * Changes a memory's content, tags or status (`retired` memories are never recalled). Changing
+   * only tags or status keeps the stored ciphertext of its content. `PATCH
+   * /v1/bots/{id}/memories/{memory}` (operation `update_memory`).
+   */
+  async updateMemory(id: string, memory: string, body: MemoryUpdate): Promise<Memory> {
+    checkString('updateMemory', 'id', id);
+    checkString('updateMemory', 'memory', memory);
+    checkFields('updateMemory', 'body', body, { content: 'string?', status: 'string?', tags: 'array?' });
+    return (await this.invoke('update_memory', { id, memory }, body)) as Memory;
   }
 
   /**
@@ -997,6 +1113,25 @@ export abstract class Operations {
   async removeMember(id: string): Promise<void> {
     checkString('removeMember', 'id', id);
     await this.invoke('remove_member', { id }, undefined);
+  }
+
+  /**
+   * The organization's memory settings. `GET /v1/memory-settings` (operation
+   * `get_memory_settings`).
+   */
+  async getMemorySettings(): Promise<MemorySettings> {
+    return (await this.invoke('get_memory_settings', {}, undefined)) as MemorySettings;
+  }
+
+  /**
+   * Sets the organization's embeddings model (`openai:<model>` or `compatible:<base url>:<model>`,
+   * called in OpenAI's `/v1/embeddings` format with the organization's own provider key) and helper
+   * model (learning); owners and admins with the `models` write right. `PUT /v1/memory-settings`
+   * (operation `put_memory_settings`).
+   */
+  async putMemorySettings(body: MemorySettings): Promise<MemorySettings> {
+    checkFields('putMemorySettings', 'body', body, { embeddings_model: 'string?', helper_model: 'string?' });
+    return (await this.invoke('put_memory_settings', {}, body)) as MemorySettings;
   }
 
   /**

@@ -227,6 +227,73 @@ export interface paths {
         patch: operations["update_bot"];
         trace?: never;
     };
+    "/v1/bots/{id}/memories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A Bot's memories the caller may read, oldest first; with `tag` or `status` only those.
+         *     Paged: ask again with `next_cursor` until it is absent.
+         */
+        get: operations["list_memories"];
+        put?: never;
+        /**
+         * Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's owner
+         *     or an admin) one every member of the Bot shares. Its evidence is empty.
+         */
+        post: operations["create_memory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/bots/{id}/memories/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Searches the caller's readable active memories of a Bot, best first within `max_tokens`:
+         *     filtered in SQL (rights, owner, tags, status), then ranked by keyword and, where the
+         *     organization has an embeddings model, by vector similarity.
+         */
+        post: operations["search_memories"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/bots/{id}/memories/{memory}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One memory the caller may read, with its evidence. */
+        get: operations["get_memory"];
+        put?: never;
+        post?: never;
+        /** Deletes a memory with its evidence. */
+        delete: operations["delete_memory"];
+        options?: never;
+        head?: never;
+        /**
+         * Changes a memory's content, tags or status (`retired` memories are never recalled).
+         *     Changing only tags or status keeps the stored ciphertext of its content.
+         */
+        patch: operations["update_memory"];
+        trace?: never;
+    };
     "/v1/budgets": {
         parameters: {
             query?: never;
@@ -825,6 +892,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's memory settings. */
+        get: operations["get_memory_settings"];
+        /**
+         * Sets the organization's embeddings model (`openai:<model>` or `compatible:<base
+         *     url>:<model>`, called in OpenAI's `/v1/embeddings` format with the organization's own
+         *     provider key) and helper model (learning); owners and admins with the `models` write right.
+         */
+        put: operations["put_memory_settings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models/providers": {
         parameters: {
             query?: never;
@@ -1241,6 +1330,11 @@ export interface components {
             instructions?: string;
             /** @description Limits on each Turn. */
             limits?: components["schemas"]["Limits"];
+            /**
+             * @description Whether the Bot has memory: it recalls memories before each Turn's model requests, has
+             *     the tools `remember`, `recall` and `forget`, and learns after each Turn (on a server).
+             */
+            memory?: boolean;
             /** @description The model, as `provider:model`, e.g. `openai:gpt-4o-mini` or `scripted:answers.json`. */
             model: string;
             /** @description A display name, 1-200 characters. */
@@ -1258,6 +1352,8 @@ export interface components {
             /** @description New instructions. */
             instructions?: string | null;
             limits?: components["schemas"]["Limits"] | null;
+            /** @description Switch memory on or off. */
+            memory?: boolean | null;
             /** @description A new model. */
             model?: string | null;
             /** @description A new name. */
@@ -1400,6 +1496,15 @@ export interface components {
             email: string;
             /** @description The role they get: `member` or `admin`. */
             role: components["schemas"]["MemberRole"];
+        };
+        /** @description A memory to write by hand (its evidence is the request: none). */
+        CreateMemory: {
+            /** @description What it says: 1-4000 characters. */
+            content: string;
+            /** @description Keep it as the caller's private memory instead of sharing it with every member of the Bot. */
+            private?: boolean;
+            /** @description Its tags: up to 16, each 1-64 characters. */
+            tags?: string[];
         };
         /** @description A request to create an organization; the caller's account becomes its owner. */
         CreateOrganization: {
@@ -1937,6 +2042,134 @@ export interface components {
          * @enum {string}
          */
         MemberRole: "owner" | "admin" | "member";
+        /** @description A memory of a Bot. */
+        Memory: {
+            /**
+             * Format: uuid
+             * @description The Bot it belongs to.
+             */
+            bot_id: string;
+            /** @description What it says. */
+            content: string;
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            created_at: string;
+            /** @description Where it came from. */
+            evidence: components["schemas"]["MemoryEvidence"];
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The member whose private memory it is; absent for a memory every member of the Bot shares.
+             */
+            owner_member_id?: string;
+            /** @description Whether it is recalled. */
+            status: components["schemas"]["MemoryStatus"];
+            /** @description Its tags. */
+            tags: string[];
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             */
+            updated_at: string;
+        };
+        /** @description Where a memory came from. A reader must be able to read each part to read the memory. */
+        MemoryEvidence: {
+            /**
+             * Format: uuid
+             * @description The Chat it was learned or remembered in.
+             */
+            chat_id?: string;
+            /**
+             * Format: uuid
+             * @description The Turn (or learning execution) that wrote it.
+             */
+            execution_id?: string;
+            /**
+             * Format: int32
+             * @description The position of the message in the Chat's history (0 is the first).
+             */
+            message?: number;
+        };
+        /** @description One memory a search found, with its rank's score. */
+        MemoryHit: {
+            /** @description The memory. */
+            memory: components["schemas"]["Memory"];
+            /**
+             * Format: double
+             * @description Its score: keyword overlap plus, with embeddings, cosine similarity.
+             */
+            score: number;
+        };
+        /** @description One page of a Bot's memories, oldest first. */
+        MemoryPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Memory"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description A search of a Bot's active memories, ranked by keyword and, where the organization
+         *     configured an embeddings model, by vector similarity.
+         */
+        MemorySearch: {
+            /**
+             * Format: int32
+             * @description The most memories to answer: 1-50, default 10.
+             */
+            limit?: number;
+            /**
+             * Format: int32
+             * @description The most tokens the answered memories may hold together (estimated), default 1000.
+             */
+            max_tokens?: number;
+            /** @description What to look for: 1-2000 characters. */
+            query: string;
+            /** @description Only memories with every one of these tags. */
+            tags?: string[];
+        };
+        /** @description What a search found, best first. */
+        MemorySearchResult: {
+            /** @description Whether vector similarity ranked them too (the organization has an embeddings model). */
+            embeddings: boolean;
+            /** @description The memories, best first, within the search's token budget. */
+            items: components["schemas"]["MemoryHit"][];
+        };
+        /** @description An organization's memory settings. */
+        MemorySettings: {
+            /**
+             * @description The embeddings model, as `openai:<model>` or `compatible:<base url>:<model>` (OpenAI's
+             *     `/v1/embeddings` wire format, keys from the model registry); absent: keyword ranking only.
+             */
+            embeddings_model?: string;
+            /**
+             * @description The helper model that learns memories after a Turn, as a Bot's model spec; absent: the
+             *     Bot's own model.
+             */
+            helper_model?: string;
+        };
+        /**
+         * @description Whether a memory is recalled.
+         * @enum {string}
+         */
+        MemoryStatus: "active" | "retired";
+        /**
+         * @description A change to a memory; absent fields stay. Changing only tags or status keeps the content's
+         *     ciphertext as it is stored.
+         */
+        MemoryUpdate: {
+            /** @description New content: 1-4000 characters. */
+            content?: string;
+            /** @description A new status. */
+            status?: components["schemas"]["MemoryStatus"];
+            /** @description New tags (replacing the old ones). */
+            tags?: string[];
+        };
         /** @description One message of a conversation, in the order the model sees it. */
         Message: {
             /** @description The content. */
@@ -3444,6 +3677,403 @@ export interface operations {
                 };
             };
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_memories: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+                /** @description Only memories with this tag. */
+                tag?: string;
+                /** @description Only memories with this status (`active` or `retired`). */
+                status?: components["schemas"]["MemoryStatus"];
+            };
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMemory"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_memories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemorySearch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySearchResult"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+                /** @description The memory's ID */
+                memory: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+                /** @description The memory's ID */
+                memory: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+                /** @description The memory's ID */
+                memory: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryUpdate"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5798,6 +6428,104 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_memory_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySettings"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_memory_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemorySettings"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySettings"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

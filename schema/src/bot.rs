@@ -92,6 +92,11 @@ pub struct BotSpec {
     #[serde(default)]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub shared: bool,
+    /// Whether the Bot has memory: it recalls memories before each Turn's model requests, has
+    /// the tools `remember`, `recall` and `forget`, and learns after each Turn (on a server).
+    #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub memory: bool,
 }
 
 /// A change to a Bot; absent fields stay as they are.
@@ -127,6 +132,10 @@ pub struct BotUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub shared: Option<bool>,
+    /// Switch memory on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub memory: Option<bool>,
 }
 
 /// A Bot.

@@ -21,6 +21,7 @@ mod ffi_error;
 mod file;
 mod ids;
 mod limit;
+mod memory;
 mod message;
 mod models;
 mod node;
@@ -55,6 +56,10 @@ pub use ffi_error::{OpenBotError, category_name};
 pub use file::{FileRetention, PutFileRetention, StoredFile};
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
 pub use limit::{PutScopeLimit, ScopeLimit, ScopeLimitPage};
+pub use memory::{
+    CreateMemory, Memory, MemoryEvidence, MemoryFilter, MemoryHit, MemorySearch,
+    MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate,
+};
 pub use message::{ContentPart, FileRef, Message};
 pub use models::{ProviderSettings, PutProvider};
 pub use node::{Health, Session};
@@ -66,7 +71,7 @@ pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, Unknown
 pub use page::{
     ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
-    MAX_PAGE_LIMIT, MemberPage, ModelPricePage, OrganizationPage, Page, PageQuery,
+    MAX_PAGE_LIMIT, MemberPage, MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery,
     ProviderSettingsPage, StoredFilePage, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};

@@ -12,6 +12,7 @@ use crate::bot::Bot;
 use crate::budget::Budget;
 use crate::chat::{Chat, ChatEntry};
 use crate::file::StoredFile;
+use crate::memory::Memory;
 use crate::models::ProviderSettings;
 use crate::organization::{Invitation, Member, Organization};
 use crate::outcome::UnknownOutcome;
@@ -182,6 +183,10 @@ page!(
 page!(
     /// One page of members, oldest first.
     MemberPage of Member
+);
+page!(
+    /// One page of a Bot's memories, oldest first.
+    MemoryPage of Memory
 );
 page!(
     /// One page of model provider settings, by kind.

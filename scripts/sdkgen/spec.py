@@ -60,6 +60,12 @@ MEMORY_OPERATIONS = {
     "get_file",
     "delete_file",
     "file_content",
+    "list_memories",
+    "create_memory",
+    "get_memory",
+    "update_memory",
+    "delete_memory",
+    "search_memories",
 }
 
 

@@ -11,6 +11,7 @@ pub mod files;
 pub mod http;
 pub mod identity;
 pub mod limits;
+pub mod memories;
 pub mod models;
 pub mod node;
 pub mod outcomes;

@@ -106,6 +106,8 @@ pub struct Database {
     /// The object store of files' bytes, when the node has one ([`Database::with_objects`]):
     /// the node then runs file deletions and the retention sweep.
     pub objects: Option<Arc<dyn object_store::ObjectStore>>,
+    /// Bots' memories.
+    pub memories: Arc<dyn crate::memories::MemoryStore>,
 }
 
 impl Database {
@@ -122,7 +124,8 @@ impl Database {
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
             + crate::files::FileStore
-            + crate::limits::LimitStore,
+            + crate::limits::LimitStore
+            + crate::memories::MemoryStore,
     {
         Self {
             store: store.clone(),
@@ -135,6 +138,7 @@ impl Database {
             tools: store.clone(),
             rules: store.clone(),
             limits: store.clone(),
+            memories: store.clone(),
             files: store,
             objects: None,
         }
@@ -242,7 +246,8 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_budgets(Arc::clone(&database.budgets))
             .with_rules(Arc::clone(&database.rules))
             .with_chats(Arc::clone(&database.chats))
-            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)));
+            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
+            .with_memories(Arc::clone(&database.memories));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),
@@ -264,6 +269,10 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
                 Arc::clone(&database.files),
             )));
         }
+        registry.register(Arc::new(crate::memories::MemoryLearningWorkflow::new(
+            platform.clone(),
+            database,
+        )));
     }
     registry
 }

@@ -611,3 +611,61 @@ fn an_unknown_outcome_is_listed_and_sent_again_on_a_not_applied_decision_through
         "nothing waits for a decision"
     );
 }
+
+#[test]
+fn memories_are_added_listed_searched_edited_and_deleted_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let bot = cli.ok(&[
+        "bots",
+        "create",
+        "--name",
+        "Rememberer",
+        "--model",
+        &cli.model(),
+        "--memory",
+    ]);
+    let bot = bot.trim();
+    let added: Value = serde_json::from_str(&cli.ok(&[
+        "memories",
+        "add",
+        bot,
+        "The user's dog is called Rex.",
+        "--tag",
+        "pets",
+        "--json",
+    ]))
+    .unwrap();
+    let id = added["id"].as_str().unwrap();
+    assert_eq!(added["status"], "active");
+    cli.ok(&["memories", "add", bot, "The user plays the cello."]);
+    let listed = cli.ok(&["memories", "list", bot, "--tag", "pets"]);
+    assert_eq!(
+        listed.trim(),
+        format!("{id}  active  private  The user's dog is called Rex.  [pets]")
+    );
+    let found: Value =
+        serde_json::from_str(&cli.ok(&["memories", "search", bot, "dog called", "--json"]))
+            .unwrap();
+    assert_eq!(found["items"][0]["memory"]["id"], id);
+    let edited: Value = serde_json::from_str(
+        &cli.ok(&["memories", "edit", bot, id, "--status", "retired", "--json"]),
+    )
+    .unwrap();
+    assert_eq!(edited["status"], "retired");
+    assert_eq!(
+        cli.ok(&["memories", "list", bot, "--status", "retired"])
+            .lines()
+            .count(),
+        1
+    );
+    cli.ok(&["memories", "delete", bot, id]);
+    let gone = cli.run(&["memories", "get", bot, id]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("not_found"));
+    let empty = cli.run(&["memories", "add", bot, ""]);
+    assert!(!empty.status.success(), "an empty memory is refused");
+    let settings = cli.ok(&["memories", "settings"]);
+    assert!(settings.contains("keyword ranking"), "{settings}");
+}

@@ -105,6 +105,7 @@ impl Cluster {
             identity: None,
             source: None,
             plan_mode: false,
+            memory: false,
         };
         let submission = Submission {
             kind: TURN,

@@ -32,6 +32,7 @@ fn bot(model: &str) -> BotSpec {
         tools: vec![],
         limits: Limits::default(),
         shared: false,
+        memory: false,
     }
 }
 
@@ -79,6 +80,13 @@ async fn in_memory_an_operation_only_a_server_has_is_invalid_input_that_says_so(
     let client = memory().await;
     let server_only: Vec<_> = OPERATIONS.iter().filter(|op| !op.memory).collect();
     assert!(!server_only.is_empty());
+    // The memory operations answer from the in-process memory book (docs/memory.md).
+    for id in openbot_core::memories::IN_MEMORY_OPERATIONS {
+        assert!(
+            OPERATIONS.iter().any(|op| op.id == *id && op.memory),
+            "{id} is an operation that memory:// answers"
+        );
+    }
     for op in server_only {
         let err = client.call(op.id, ApiRequest::default()).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidInput, "{}: {err}", op.id);

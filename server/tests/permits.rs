@@ -660,6 +660,7 @@ impl Cluster {
             identity: None,
             source: None,
             plan_mode: false,
+            memory: false,
         };
         let submission = Submission {
             kind: TURN,

@@ -231,6 +231,100 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// A Bot's memories the caller may read, oldest first; with `tag` or `status` only those.
+    /// Paged: ask again with `next_cursor` until it is absent.
+    /// (`GET /v1/bots/{id}/memories`, operation `list_memories`)
+    #[uniffi::method(default(tag = None, status = None, limit = None, cursor = None))]
+    pub async fn list_memories(
+        &self,
+        id: String,
+        tag: Option<String>,
+        status: Option<schema::MemoryStatus>,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::MemoryPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("tag", tag);
+        request.param("status", status);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_memories", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's owner
+    /// or an admin) one every member of the Bot shares. Its evidence is empty.
+    /// (`POST /v1/bots/{id}/memories`, operation `create_memory`)
+    pub async fn create_memory(
+        &self,
+        id: String,
+        body: schema::CreateMemory,
+    ) -> Result<schema::Memory, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("create_memory", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Searches the caller's readable active memories of a Bot, best first within `max_tokens`:
+    /// filtered in SQL (rights, owner, tags, status), then ranked by keyword and, where the
+    /// organization has an embeddings model, by vector similarity.
+    /// (`POST /v1/bots/{id}/memories/search`, operation `search_memories`)
+    pub async fn search_memories(
+        &self,
+        id: String,
+        body: schema::MemorySearch,
+    ) -> Result<schema::MemorySearchResult, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("search_memories", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One memory the caller may read, with its evidence.
+    /// (`GET /v1/bots/{id}/memories/{memory}`, operation `get_memory`)
+    pub async fn get_memory(
+        &self,
+        id: String,
+        memory: String,
+    ) -> Result<schema::Memory, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("memory", memory);
+        let answer = self.call_operation("get_memory", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Deletes a memory with its evidence.
+    /// (`DELETE /v1/bots/{id}/memories/{memory}`, operation `delete_memory`)
+    pub async fn delete_memory(&self, id: String, memory: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("memory", memory);
+        let _answer = self.call_operation("delete_memory", request).await?;
+        Ok(())
+    }
+
+    /// Changes a memory's content, tags or status (`retired` memories are never recalled). Changing
+    /// only tags or status keeps the stored ciphertext of its content.
+    /// (`PATCH /v1/bots/{id}/memories/{memory}`, operation `update_memory`)
+    pub async fn update_memory(
+        &self,
+        id: String,
+        memory: String,
+        body: schema::MemoryUpdate,
+    ) -> Result<schema::Memory, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("memory", memory);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("update_memory", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The organization's budgets with what each scope spent so far, by scope and target. Paged:
     /// ask again with `next_cursor` until it is absent.
     /// (`GET /v1/budgets`, operation `list_budgets`)
@@ -739,6 +833,28 @@ impl Client {
         request.param("id", id);
         let _answer = self.call_operation("remove_member", request).await?;
         Ok(())
+    }
+
+    /// The organization's memory settings.
+    /// (`GET /v1/memory-settings`, operation `get_memory_settings`)
+    pub async fn get_memory_settings(&self) -> Result<schema::MemorySettings, OpenBotError> {
+        let request = ApiRequest::default();
+        let answer = self.call_operation("get_memory_settings", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Sets the organization's embeddings model (`openai:<model>` or `compatible:<base
+    /// url>:<model>`, called in OpenAI's `/v1/embeddings` format with the organization's own
+    /// provider key) and helper model (learning); owners and admins with the `models` write right.
+    /// (`PUT /v1/memory-settings`, operation `put_memory_settings`)
+    pub async fn put_memory_settings(
+        &self,
+        body: schema::MemorySettings,
+    ) -> Result<schema::MemorySettings, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("put_memory_settings", request).await?;
+        answer.decode().map_err(from_core)
     }
 
     /// The organization's provider settings (without keys), by kind. Paged: ask again with

@@ -11,13 +11,14 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
     ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
-    CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
-    CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention,
-    GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage,
-    ModelPrice, ModelPricePage, Organization, OrganizationPage, ProviderSettings,
-    ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice,
-    PutProvider, PutScopeLimit, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
-    UsagePage, UsageRow,
+    CreateMemory, CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization,
+    CreatedToken, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
+    FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
+    Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings,
+    MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, Organization, OrganizationPage,
+    ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention,
+    PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit, ScopeLimitPage, Session,
+    StoredFile, StoredFilePage, UsagePage, UsageRow,
 };
 
 use super::Client;
@@ -228,6 +229,78 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("update_bot"),
+        memory: true,
+    },
+    Operation {
+        id: "list_memories",
+        method: "GET",
+        path: "/v1/bots/{id}/memories",
+        path_params: &["id"],
+        query_params: &["tag", "status", "limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "create_memory",
+        method: "POST",
+        path: "/v1/bots/{id}/memories",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "search_memories",
+        method: "POST",
+        path: "/v1/bots/{id}/memories/search",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "get_memory",
+        method: "GET",
+        path: "/v1/bots/{id}/memories/{memory}",
+        path_params: &["id", "memory"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "delete_memory",
+        method: "DELETE",
+        path: "/v1/bots/{id}/memories/{memory}",
+        path_params: &["id", "memory"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "update_memory",
+        method: "PATCH",
+        path: "/v1/bots/{id}/memories/{memory}",
+        path_params: &["id", "memory"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
         memory: true,
     },
     Operation {
@@ -723,6 +796,30 @@ pub const OPERATIONS: &[Operation] = &[
         memory: false,
     },
     Operation {
+        id: "get_memory_settings",
+        method: "GET",
+        path: "/v1/memory-settings",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "put_memory_settings",
+        method: "PUT",
+        path: "/v1/memory-settings",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
         id: "list_providers",
         method: "GET",
         path: "/v1/models/providers",
@@ -1084,6 +1181,118 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("model", model);
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// A Bot's memories the caller may read, oldest first; with `tag` or `status` only those.
+    /// Paged: ask again with `next_cursor` until it is absent.
+    async fn list_memories(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        tag: Option<&str>,
+        status: Option<&MemoryStatus>,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<MemoryPage, Error> {
+        const OP: &str = "list_memories";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("tag", tag);
+        request.param("status", status);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_memories`, following its pages to the end.
+    async fn list_memories_all(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        tag: Option<&str>,
+        status: Option<&MemoryStatus>,
+    ) -> Result<Vec<Memory>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .list_memories(id, tag, status, None, cursor.as_deref())
+                .await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's owner
+    /// or an admin) one every member of the Bot shares. Its evidence is empty.
+    async fn create_memory(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &CreateMemory,
+    ) -> Result<Memory, Error> {
+        const OP: &str = "create_memory";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Searches the caller's readable active memories of a Bot, best first within `max_tokens`:
+    /// filtered in SQL (rights, owner, tags, status), then ranked by keyword and, where the
+    /// organization has an embeddings model, by vector similarity.
+    async fn search_memories(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &MemorySearch,
+    ) -> Result<MemorySearchResult, Error> {
+        const OP: &str = "search_memories";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One memory the caller may read, with its evidence.
+    async fn get_memory(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        memory: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Memory, Error> {
+        const OP: &str = "get_memory";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("memory", memory.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Deletes a memory with its evidence.
+    async fn delete_memory(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        memory: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), Error> {
+        const OP: &str = "delete_memory";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("memory", memory.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Changes a memory's content, tags or status (`retired` memories are never recalled). Changing
+    /// only tags or status keeps the stored ciphertext of its content.
+    async fn update_memory(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        memory: &(dyn std::fmt::Display + Sync),
+        body: &MemoryUpdate,
+    ) -> Result<Memory, Error> {
+        const OP: &str = "update_memory";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("memory", memory.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
     }
 
     /// The organization's budgets with what each scope spent so far, by scope and target. Paged:
@@ -1467,6 +1676,23 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("id", id.to_string());
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// The organization's memory settings.
+    async fn get_memory_settings(&self) -> Result<MemorySettings, Error> {
+        const OP: &str = "get_memory_settings";
+        let request = ApiRequest::default();
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Sets the organization's embeddings model (`openai:<model>` or `compatible:<base
+    /// url>:<model>`, called in OpenAI's `/v1/embeddings` format with the organization's own
+    /// provider key) and helper model (learning); owners and admins with the `models` write right.
+    async fn put_memory_settings(&self, body: &MemorySettings) -> Result<MemorySettings, Error> {
+        const OP: &str = "put_memory_settings";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
     }
 
     /// The organization's provider settings (without keys), by kind. Paged: ask again with

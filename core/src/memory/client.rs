@@ -44,6 +44,8 @@ struct Inner {
     outbound: Arc<OutboundPolicy>,
     /// The client of registered HTTP tools, built from `outbound`.
     tool_client: reqwest::Client,
+    /// The Bots' memories, in this process only.
+    memories: crate::memories::MemoryBook,
     errors: SealedErrors,
     state: Mutex<State>,
 }
@@ -114,6 +116,7 @@ impl MemoryClient {
                 handlers,
                 outbound,
                 tool_client,
+                memories: crate::memories::MemoryBook::new(),
                 errors: SealedErrors::default(),
                 state: Mutex::new(state),
             }),
@@ -223,6 +226,7 @@ impl State {
         chat: ChatId,
         input: Vec<ContentPart>,
         inner: &Arc<Inner>,
+        execution: ExecutionId,
     ) -> Result<TurnSpec, Error> {
         let chat_state = self.chat(chat)?;
         let bot_id = chat_state.chat.bot_id;
@@ -236,10 +240,36 @@ impl State {
             .get(&bot_id)
             .cloned()
             .ok_or_else(|| Error::not_found("bot", bot_id))?;
+        // A Bot with memory recalls before its model requests and has the memory tools, as
+        // on a server (no learning here: that is a server's durable work).
+        let (instructions, tools) = if bot.spec.memory {
+            let book = &inner.memories;
+            let query: String = input
+                .iter()
+                .filter_map(|p| match p {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let recalled = book.recall(bot_id, &query, crate::memories::DEFAULT_RECALL_TOKENS);
+            // The Bot's own tools routed as always, then the memory tools of this Turn.
+            let mut set = self.resolve_tools(&bot, 0, bot.spec.limits, inner)?;
+            for tool in crate::memories::memory_tool_set(book.tools(bot_id, execution)) {
+                set.add(tool)
+                    .map_err(|e| Error::invalid_input(e.to_string()))?;
+            }
+            (
+                crate::memories::recall_instructions(&bot.spec.instructions, &recalled),
+                Arc::new(set),
+            )
+        } else {
+            (bot.spec.instructions.clone(), self.tool_set(&bot, inner)?)
+        };
         Ok(TurnSpec {
-            instructions: bot.spec.instructions.clone(),
+            instructions,
             model: self.model(&bot.spec.model)?,
-            tools: self.tool_set(&bot, inner)?,
+            tools,
             limits: bot.spec.limits,
             history,
             input,
@@ -321,7 +351,7 @@ impl Inner {
         }
         if let Some((next, input)) = chat_state.queue.pop_front() {
             chat_state.running = Some(Arc::clone(&next));
-            let spec = state.turn_spec(chat, input.clone(), self);
+            let spec = state.turn_spec(chat, input.clone(), self, next.log().execution_id());
             self.launch(chat, next, input, spec);
         }
     }
@@ -386,6 +416,9 @@ impl Client for MemoryClient {
         }
         if let Some(shared) = update.shared {
             spec.shared = shared;
+        }
+        if let Some(memory) = update.memory {
+            spec.memory = memory;
         }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {
@@ -606,6 +639,12 @@ impl Client for MemoryClient {
         if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
             return answer;
         }
+        let bot_known = |bot: BotId| self.state().is_ok_and(|s| s.bots.contains_key(&bot));
+        if let Some(answer) =
+            crate::memories::answer(&self.inner.memories, &bot_known, op.id, &request)
+        {
+            return answer;
+        }
         match self.memory_operation(op, &request) {
             Some(answer) => answer,
             None => Err(crate::client::api::server_only(op.id)),
@@ -667,7 +706,12 @@ impl MemoryClient {
                     self.inner.errors.clone(),
                 ));
                 // A model that cannot be built is the caller's error, reported now.
-                let spec = state.turn_spec(chat, content.clone(), &self.inner)?;
+                let spec = state.turn_spec(
+                    chat,
+                    content.clone(),
+                    &self.inner,
+                    host.log().execution_id(),
+                )?;
                 state
                     .executions
                     .insert(host.log().execution_id(), Arc::clone(&host));

@@ -48,6 +48,11 @@ from .types import (
     Member,
     MemberPage,
     MemberRole,
+    Memory,
+    MemoryPage,
+    MemorySearchResult,
+    MemorySettings,
+    MemoryStatus,
     ModelPrice,
     ModelPricePage,
     Organization,
@@ -94,6 +99,12 @@ OPERATIONS: dict[str, str] = {
     "get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "update_bot": "update_bot",
+    "list_memories": "list_memories",
+    "create_memory": "create_memory",
+    "search_memories": "search_memories",
+    "get_memory": "get_memory",
+    "delete_memory": "delete_memory",
+    "update_memory": "update_memory",
     "list_budgets": "list_budgets",
     "put_budget": "put_budget",
     "delete_budget": "delete_budget",
@@ -135,6 +146,8 @@ OPERATIONS: dict[str, str] = {
     "delete_limit": "delete_limit",
     "list_members": "list_members",
     "remove_member": "remove_member",
+    "get_memory_settings": "get_memory_settings",
+    "put_memory_settings": "put_memory_settings",
     "list_providers": "list_providers",
     "put_provider": "put_provider",
     "delete_provider": "delete_provider",
@@ -177,6 +190,13 @@ METHODS: dict[str, str] = {
     "_get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "_update_bot": "update_bot",
+    "list_memories": "list_memories",
+    "list_memories_page": "list_memories",
+    "create_memory": "create_memory",
+    "search_memories": "search_memories",
+    "get_memory": "get_memory",
+    "delete_memory": "delete_memory",
+    "update_memory": "update_memory",
     "list_budgets": "list_budgets",
     "list_budgets_page": "list_budgets",
     "put_budget": "put_budget",
@@ -225,6 +245,8 @@ METHODS: dict[str, str] = {
     "list_members": "list_members",
     "list_members_page": "list_members",
     "remove_member": "remove_member",
+    "get_memory_settings": "get_memory_settings",
+    "put_memory_settings": "put_memory_settings",
     "list_providers": "list_providers",
     "list_providers_page": "list_providers",
     "put_provider": "put_provider",
@@ -584,13 +606,14 @@ class AsyncOperations(AsyncCaller):
         name: str,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        memory: bool | None = None,
         shared: bool | None = None,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
     ) -> Bot:
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "shared": shared, "tools": tools}))
+        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     async def _get_bot(self, id: Ref) -> Bot:
@@ -608,6 +631,7 @@ class AsyncOperations(AsyncCaller):
         *,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        memory: bool | None = None,
         model: str | None = None,
         name: str | None = None,
         revision: int | None = None,
@@ -617,7 +641,7 @@ class AsyncOperations(AsyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
+        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     # -- budgets
@@ -984,6 +1008,124 @@ class AsyncOperations(AsyncCaller):
         /v1/limits/{scope}``.
         """
         await self._call_op("delete_limit", {"scope": scope})
+
+    # -- memories
+
+    async def list_memories_page(
+        self,
+        id: Ref,
+        tag: str | None = None,
+        status: MemoryStatus | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """One page: A Bot's memories the caller may read, oldest first; with `tag` or `status`
+        only those. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/bots/{id}/memories``. ``tag``: Only memories with this tag.; ``status``: Only
+        memories with this status (`active` or `retired`).; ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_memories", {"id": _ref(id), "tag": tag, "status": status, "limit": limit, "cursor": cursor})
+        return MemoryPage.from_dict(answer)
+
+    def list_memories(
+        self,
+        id: Ref,
+        tag: str | None = None,
+        status: MemoryStatus | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Memory]:
+        """Every item, page by page, as an async iterator: A Bot's memories the caller may read,
+        oldest first; with `tag` or `status` only those. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/bots/{id}/memories``. ``tag``: Only memories with this
+        tag.; ``status``: Only memories with this status (`active` or `retired`).; ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Memory], str | None]:
+            found = await self.list_memories_page(id, tag, status, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def create_memory(
+        self,
+        id: Ref,
+        *,
+        content: str,
+        private: bool | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Memory:
+        """Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's
+        owner or an admin) one every member of the Bot shares. Its evidence is empty. ``POST
+        /v1/bots/{id}/memories``.
+        """
+        answer = await self._call_op("create_memory", {"id": _ref(id)}, _body({"content": content, "private": private, "tags": tags}))
+        return Memory.from_dict(answer)
+
+    async def search_memories(
+        self,
+        id: Ref,
+        *,
+        query: str,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> MemorySearchResult:
+        """Searches the caller's readable active memories of a Bot, best first within
+        `max_tokens`: filtered in SQL (rights, owner, tags, status), then ranked by keyword
+        and, where the organization has an embeddings model, by vector similarity. ``POST
+        /v1/bots/{id}/memories/search``.
+        """
+        answer = await self._call_op("search_memories", {"id": _ref(id)}, _body({"query": query, "limit": limit, "max_tokens": max_tokens, "tags": tags}))
+        return MemorySearchResult.from_dict(answer)
+
+    async def get_memory(self, id: Ref, memory: Ref) -> Memory:
+        """One memory the caller may read, with its evidence. ``GET
+        /v1/bots/{id}/memories/{memory}``.
+        """
+        answer = await self._call_op("get_memory", {"id": _ref(id), "memory": _ref(memory)})
+        return Memory.from_dict(answer)
+
+    async def delete_memory(self, id: Ref, memory: Ref) -> None:
+        """Deletes a memory with its evidence. ``DELETE /v1/bots/{id}/memories/{memory}``."""
+        await self._call_op("delete_memory", {"id": _ref(id), "memory": _ref(memory)})
+
+    async def update_memory(
+        self,
+        id: Ref,
+        memory: Ref,
+        *,
+        content: str | None = None,
+        status: MemoryStatus | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Memory:
+        """Changes a memory's content, tags or status (`retired` memories are never recalled).
+        Changing only tags or status keeps the stored ciphertext of its content. ``PATCH
+        /v1/bots/{id}/memories/{memory}``.
+        """
+        answer = await self._call_op("update_memory", {"id": _ref(id), "memory": _ref(memory)}, _body({"content": content, "status": status, "tags": tags}))
+        return Memory.from_dict(answer)
+
+    async def get_memory_settings(self) -> MemorySettings:
+        """The organization's memory settings. ``GET /v1/memory-settings``."""
+        answer = await self._call_op("get_memory_settings", {})
+        return MemorySettings.from_dict(answer)
+
+    async def put_memory_settings(
+        self,
+        *,
+        embeddings_model: str | None = None,
+        helper_model: str | None = None,
+    ) -> MemorySettings:
+        """Sets the organization's embeddings model (`openai:<model>` or `compatible:<base
+        url>:<model>`, called in OpenAI's `/v1/embeddings` format with the organization's own
+        provider key) and helper model (learning); owners and admins with the `models` write
+        right. ``PUT /v1/memory-settings``.
+        """
+        answer = await self._call_op("put_memory_settings", {}, _body({"embeddings_model": embeddings_model, "helper_model": helper_model}))
+        return MemorySettings.from_dict(answer)
 
     # -- models
 
@@ -1721,13 +1863,14 @@ class SyncOperations(SyncCaller):
         name: str,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        memory: bool | None = None,
         shared: bool | None = None,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
     ) -> Bot:
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "shared": shared, "tools": tools}))
+        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     def _get_bot(self, id: Ref) -> Bot:
@@ -1745,6 +1888,7 @@ class SyncOperations(SyncCaller):
         *,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        memory: bool | None = None,
         model: str | None = None,
         name: str | None = None,
         revision: int | None = None,
@@ -1754,7 +1898,7 @@ class SyncOperations(SyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
+        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     # -- budgets
@@ -2121,6 +2265,124 @@ class SyncOperations(SyncCaller):
         /v1/limits/{scope}``.
         """
         self._call_op("delete_limit", {"scope": scope})
+
+    # -- memories
+
+    def list_memories_page(
+        self,
+        id: Ref,
+        tag: str | None = None,
+        status: MemoryStatus | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """One page: A Bot's memories the caller may read, oldest first; with `tag` or `status`
+        only those. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/bots/{id}/memories``. ``tag``: Only memories with this tag.; ``status``: Only
+        memories with this status (`active` or `retired`).; ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_memories", {"id": _ref(id), "tag": tag, "status": status, "limit": limit, "cursor": cursor})
+        return MemoryPage.from_dict(answer)
+
+    def list_memories(
+        self,
+        id: Ref,
+        tag: str | None = None,
+        status: MemoryStatus | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Memory]:
+        """Every item, page by page, as an iterator: A Bot's memories the caller may read,
+        oldest first; with `tag` or `status` only those. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/bots/{id}/memories``. ``tag``: Only memories with this
+        tag.; ``status``: Only memories with this status (`active` or `retired`).; ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Memory], str | None]:
+            found = self.list_memories_page(id, tag, status, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def create_memory(
+        self,
+        id: Ref,
+        *,
+        content: str,
+        private: bool | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Memory:
+        """Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's
+        owner or an admin) one every member of the Bot shares. Its evidence is empty. ``POST
+        /v1/bots/{id}/memories``.
+        """
+        answer = self._call_op("create_memory", {"id": _ref(id)}, _body({"content": content, "private": private, "tags": tags}))
+        return Memory.from_dict(answer)
+
+    def search_memories(
+        self,
+        id: Ref,
+        *,
+        query: str,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> MemorySearchResult:
+        """Searches the caller's readable active memories of a Bot, best first within
+        `max_tokens`: filtered in SQL (rights, owner, tags, status), then ranked by keyword
+        and, where the organization has an embeddings model, by vector similarity. ``POST
+        /v1/bots/{id}/memories/search``.
+        """
+        answer = self._call_op("search_memories", {"id": _ref(id)}, _body({"query": query, "limit": limit, "max_tokens": max_tokens, "tags": tags}))
+        return MemorySearchResult.from_dict(answer)
+
+    def get_memory(self, id: Ref, memory: Ref) -> Memory:
+        """One memory the caller may read, with its evidence. ``GET
+        /v1/bots/{id}/memories/{memory}``.
+        """
+        answer = self._call_op("get_memory", {"id": _ref(id), "memory": _ref(memory)})
+        return Memory.from_dict(answer)
+
+    def delete_memory(self, id: Ref, memory: Ref) -> None:
+        """Deletes a memory with its evidence. ``DELETE /v1/bots/{id}/memories/{memory}``."""
+        self._call_op("delete_memory", {"id": _ref(id), "memory": _ref(memory)})
+
+    def update_memory(
+        self,
+        id: Ref,
+        memory: Ref,
+        *,
+        content: str | None = None,
+        status: MemoryStatus | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Memory:
+        """Changes a memory's content, tags or status (`retired` memories are never recalled).
+        Changing only tags or status keeps the stored ciphertext of its content. ``PATCH
+        /v1/bots/{id}/memories/{memory}``.
+        """
+        answer = self._call_op("update_memory", {"id": _ref(id), "memory": _ref(memory)}, _body({"content": content, "status": status, "tags": tags}))
+        return Memory.from_dict(answer)
+
+    def get_memory_settings(self) -> MemorySettings:
+        """The organization's memory settings. ``GET /v1/memory-settings``."""
+        answer = self._call_op("get_memory_settings", {})
+        return MemorySettings.from_dict(answer)
+
+    def put_memory_settings(
+        self,
+        *,
+        embeddings_model: str | None = None,
+        helper_model: str | None = None,
+    ) -> MemorySettings:
+        """Sets the organization's embeddings model (`openai:<model>` or `compatible:<base
+        url>:<model>`, called in OpenAI's `/v1/embeddings` format with the organization's own
+        provider key) and helper model (learning); owners and admins with the `models` write
+        right. ``PUT /v1/memory-settings``.
+        """
+        answer = self._call_op("put_memory_settings", {}, _body({"embeddings_model": embeddings_model, "helper_model": helper_model}))
+        return MemorySettings.from_dict(answer)
 
     # -- models
 

@@ -56,6 +56,7 @@ __all__ = [
     "CreateApprovalRule",
     "CreateChat",
     "CreateInvitation",
+    "CreateMemory",
     "CreateOrganization",
     "CreateToken",
     "CreatedInvitation",
@@ -100,6 +101,15 @@ __all__ = [
     "Member",
     "MemberPage",
     "MemberRole",
+    "Memory",
+    "MemoryEvidence",
+    "MemoryHit",
+    "MemoryPage",
+    "MemorySearch",
+    "MemorySearchResult",
+    "MemorySettings",
+    "MemoryStatus",
+    "MemoryUpdate",
     "Message",
     "ModelPrice",
     "ModelPricePage",
@@ -460,6 +470,9 @@ class BotSpec:
     instructions: str | None = None
     #: Limits on each Turn.
     limits: Limits | None = None
+    #: Whether the Bot has memory: it recalls memories before each Turn's model requests, has the
+    #: tools `remember`, `recall` and `forget`, and learns after each Turn (on a server).
+    memory: bool | None = None
     #: On a server: whether every member of the organization may chat with it (each in Chats of
     #: their own). A Bot that is not shared is its owner's alone.
     shared: bool | None = None
@@ -474,6 +487,7 @@ class BotSpec:
             name=data["name"],
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
+            memory=data.get("memory"),
             shared=data.get("shared"),
             tools=_maybe(data.get("tools"), lambda v: [ToolDefinition.from_dict(x) for x in v]),
         )
@@ -490,6 +504,8 @@ class BotUpdate:
     instructions: str | None = None
     #: New limits.
     limits: Limits | None = None
+    #: Switch memory on or off.
+    memory: bool | None = None
     #: A new model.
     model: str | None = None
     #: A new name.
@@ -507,6 +523,7 @@ class BotUpdate:
         return cls(
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
+            memory=data.get("memory"),
             model=data.get("model"),
             name=data.get("name"),
             revision=data.get("revision"),
@@ -754,6 +771,30 @@ class CreateInvitation:
         return cls(
             email=data["email"],
             role=data["role"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateMemory:
+    """A memory to write by hand (its evidence is the request: none)."""
+    #: What it says: 1-4000 characters.
+    content: str
+    #: Keep it as the caller's private memory instead of sharing it with every member of the Bot.
+    private: bool | None = None
+    #: Its tags: up to 16, each 1-64 characters.
+    tags: list[str] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreateMemory:
+        """A CreateMemory from its JSON form."""
+        return cls(
+            content=data["content"],
+            private=data.get("private"),
+            tags=_maybe(data.get("tags"), list),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1716,6 +1757,217 @@ class MemberPage:
 
 #: A member's role.
 MemberRole: TypeAlias = Union[Literal["owner"], Literal["admin"], Literal["member"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Memory:
+    """A memory of a Bot."""
+    #: The Bot it belongs to.
+    bot_id: str
+    #: What it says.
+    content: str
+    #: When it was written.
+    created_at: datetime
+    #: Where it came from.
+    evidence: MemoryEvidence
+    #: Its ID.
+    id: str
+    #: Whether it is recalled.
+    status: MemoryStatus
+    #: Its tags.
+    tags: list[str]
+    #: When it last changed.
+    updated_at: datetime
+    #: The member whose private memory it is; absent for a memory every member of the Bot shares.
+    owner_member_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Memory:
+        """A Memory from its JSON form."""
+        return cls(
+            bot_id=data["bot_id"],
+            content=data["content"],
+            created_at=_time(data["created_at"]),
+            evidence=MemoryEvidence.from_dict(data["evidence"]),
+            id=data["id"],
+            status=data["status"],
+            tags=list(data["tags"]),
+            updated_at=_time(data["updated_at"]),
+            owner_member_id=data.get("owner_member_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryEvidence:
+    """Where a memory came from. A reader must be able to read each part to read the memory."""
+    #: The Chat it was learned or remembered in.
+    chat_id: str | None = None
+    #: The Turn (or learning execution) that wrote it.
+    execution_id: str | None = None
+    #: The position of the message in the Chat's history (0 is the first).
+    message: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryEvidence:
+        """A MemoryEvidence from its JSON form."""
+        return cls(
+            chat_id=data.get("chat_id"),
+            execution_id=data.get("execution_id"),
+            message=data.get("message"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryHit:
+    """One memory a search found, with its rank's score."""
+    #: The memory.
+    memory: Memory
+    #: Its score: keyword overlap plus, with embeddings, cosine similarity.
+    score: float
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryHit:
+        """A MemoryHit from its JSON form."""
+        return cls(
+            memory=Memory.from_dict(data["memory"]),
+            score=data["score"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPage:
+    """One page of a Bot's memories, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Memory]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryPage:
+        """A MemoryPage from its JSON form."""
+        return cls(
+            items=[Memory.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemorySearch:
+    """A search of a Bot's active memories, ranked by keyword and, where the organization
+    configured an embeddings model, by vector similarity.
+    """
+    #: What to look for: 1-2000 characters.
+    query: str
+    #: The most memories to answer: 1-50, default 10.
+    limit: int | None = None
+    #: The most tokens the answered memories may hold together (estimated), default 1000.
+    max_tokens: int | None = None
+    #: Only memories with every one of these tags.
+    tags: list[str] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemorySearch:
+        """A MemorySearch from its JSON form."""
+        return cls(
+            query=data["query"],
+            limit=data.get("limit"),
+            max_tokens=data.get("max_tokens"),
+            tags=_maybe(data.get("tags"), list),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemorySearchResult:
+    """What a search found, best first."""
+    #: Whether vector similarity ranked them too (the organization has an embeddings model).
+    embeddings: bool
+    #: The memories, best first, within the search's token budget.
+    items: list[MemoryHit]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemorySearchResult:
+        """A MemorySearchResult from its JSON form."""
+        return cls(
+            embeddings=data["embeddings"],
+            items=[MemoryHit.from_dict(x) for x in data["items"]],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemorySettings:
+    """An organization's memory settings."""
+    #: The embeddings model, as `openai:<model>` or `compatible:<base url>:<model>` (OpenAI's
+    #: `/v1/embeddings` wire format, keys from the model registry); absent: keyword ranking only.
+    embeddings_model: str | None = None
+    #: The helper model that learns memories after a Turn, as a Bot's model spec; absent: the Bot's
+    #: own model.
+    helper_model: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemorySettings:
+        """A MemorySettings from its JSON form."""
+        return cls(
+            embeddings_model=data.get("embeddings_model"),
+            helper_model=data.get("helper_model"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: Whether a memory is recalled.
+MemoryStatus: TypeAlias = Union[Literal["active"], Literal["retired"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryUpdate:
+    """A change to a memory; absent fields stay. Changing only tags or status keeps the
+    content's ciphertext as it is stored.
+    """
+    #: New content: 1-4000 characters.
+    content: str | None = None
+    #: A new status.
+    status: MemoryStatus | None = None
+    #: New tags (replacing the old ones).
+    tags: list[str] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryUpdate:
+        """A MemoryUpdate from its JSON form."""
+        return cls(
+            content=data.get("content"),
+            status=data.get("status"),
+            tags=_maybe(data.get("tags"), list),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
 
 
 class UserMessage(TypedDict):

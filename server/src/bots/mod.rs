@@ -4,5 +4,5 @@
 mod sql;
 mod store;
 
-pub(crate) use store::bot_limit;
 pub use store::{BotRow, BotStore, bot_view, check_spec};
+pub(crate) use store::{bot_limit, parse_spec};

@@ -114,15 +114,27 @@ impl BotStore for Store {
     }
 
     async fn delete_bot(&self, id: BotId) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let done = sqlx::query(
             "UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL \
              AND NOT EXISTS (SELECT 1 FROM chats WHERE bot_id = $1 AND deleted_at IS NULL)",
         )
         .bind(id.as_uuid())
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        if done == 1 {
+            // A deleted Bot's memories go with it, in the same transaction.
+            for sql in [
+                "DELETE FROM memory_tags WHERE memory_id IN (SELECT id FROM memories WHERE bot_id = $1)",
+                "DELETE FROM memories WHERE bot_id = $1",
+                "DELETE FROM memory_cursors WHERE bot_id = $1",
+            ] {
+                sqlx::query(sql).bind(id.as_uuid()).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
         Ok(done == 1)
     }
 }

@@ -350,6 +350,7 @@ impl Chats {
             identity: Some(ExecutionIdentity::for_turn(caller, chat.member_id, bot.id)),
             source: None,
             plan_mode: chat.plan_mode,
+            memory: bot.spec.memory,
         };
         let submission = Submission {
             kind: TURN,

@@ -40,6 +40,8 @@ enum Command {
     Bots(client::bots::BotsArgs),
     /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
     Budgets(client::budgets::BudgetsArgs),
+    /// A Bot's memories on a server: list, add, edit, delete, search; memory settings.
+    Memories(client::memories::MemoriesArgs),
     /// Shared limits on a server: permits and requests or tokens per window, per scope.
     Limits(client::limits::LimitsArgs),
     /// Files on a server: the organization's file retention.
@@ -68,6 +70,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(args) => client::approvals::run(args).await,
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
+        Command::Memories(args) => client::memories::run(args).await,
         Command::Usage(args) => client::usage::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Limits(args) => client::limits::run(args).await,

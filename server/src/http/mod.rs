@@ -15,6 +15,7 @@ mod health;
 mod json;
 mod limits;
 mod members;
+mod memories;
 mod models;
 mod organizations;
 mod outcomes;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub limits: crate::limits::LimitsAdmin,
     /// The billing use cases: prices, credits, usage reports.
     pub billing: crate::billing::Billing,
+    /// The memory use cases.
+    pub memories: crate::memories::Memories,
 }
 
 impl AppState {
@@ -95,7 +98,18 @@ impl AppState {
             Arc::clone(engine.context()),
         );
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
+        let memories = crate::memories::Memories::new(
+            Arc::clone(&database.memories),
+            Arc::clone(&database.bots),
+            engine.context().keys.clone(),
+            crate::memories::Embedder::new(
+                platform.clone(),
+                Arc::clone(&database.models),
+                Arc::clone(engine.context()),
+            ),
+        );
         Self {
+            memories,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -205,6 +219,17 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(approvals::delete_rule))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
+        .routes(routes!(memories::list_memories, memories::create_memory))
+        .routes(routes!(memories::search_memories))
+        .routes(routes!(
+            memories::get_memory,
+            memories::update_memory,
+            memories::delete_memory
+        ))
+        .routes(routes!(
+            memories::get_memory_settings,
+            memories::put_memory_settings
+        ))
         .routes(routes!(chats::create_chat, chats::list_chats))
         .routes(routes!(chats::get_chat, chats::delete_chat))
         .routes(routes!(chats::send, chats::history))

@@ -112,6 +112,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../../migrations/sqlite/0018_billing.sql"),
     },
     Migration {
+        version: 22,
+        name: "memories",
+        sql: include_str!("../../../migrations/sqlite/0022_memories.sql"),
+    },
+    Migration {
         version: 25,
         name: "file_retention",
         sql: include_str!("../../../migrations/sqlite/0025_file_retention.sql"),
@@ -208,6 +213,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 18,
         name: "billing",
         sql: include_str!("../../../migrations/postgres/0018_billing.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "memories",
+        sql: include_str!("../../../migrations/postgres/0022_memories.sql"),
     },
     Migration {
         version: 25,

@@ -127,6 +127,11 @@ pub struct TurnInput {
     /// propose a plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub plan_mode: bool,
+    /// Whether the Turn's Bot had memory on when it was submitted: the Turn recalls and has
+    /// the memory tools, and its completion starts its learning (the Bot's current setting is
+    /// read again only then, so a Turn of a Bot without memory costs no memory query).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory: bool,
 }
 
 impl TurnInput {

@@ -8,8 +8,8 @@ mod workflow;
 
 pub use delivery::{DeliveryError, deliver_tool_result};
 pub use faults::FaultPoint;
-pub(crate) use host::AccessGuard;
 pub use host::DurableHost;
+pub(crate) use host::{AccessGuard, BillingContext, ModelPermits};
 pub use input::{
     DelegateRoute, PROPOSE_PLAN, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput,
     propose_plan_tool,

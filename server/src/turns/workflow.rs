@@ -33,6 +33,7 @@ pub struct TurnWorkflow {
     rules: Option<Arc<dyn RuleStore>>,
     chats: Option<Arc<dyn crate::chats::ChatStore>>,
     limits: Option<crate::limits::Limits>,
+    memories: Option<Arc<dyn crate::memories::MemoryStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -55,6 +56,7 @@ impl TurnWorkflow {
             rules: None,
             chats: None,
             limits: None,
+            memories: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -85,6 +87,13 @@ impl TurnWorkflow {
     /// organization (scopes: the organization, the provider kind, the Bot).
     pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
         self.limits = Some(limits);
+        self
+    }
+
+    /// Gives Turns of Bots with memory their recalled memories and memory tools, and starts
+    /// their learning when they complete.
+    pub fn with_memories(mut self, memories: Arc<dyn crate::memories::MemoryStore>) -> Self {
+        self.memories = Some(memories);
         self
     }
 
@@ -274,13 +283,79 @@ impl Workflow for TurnWorkflow {
         let (history, started) = tokio::join!(chat_history, self.start_input(cx));
         let (input, access, model) = started?;
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
-        let (tools, retry_safe) =
+        let (mut tools, mut retry_safe) =
             saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
                 |cause| PhaseError::Failed {
                     category: ErrorCategory::Configuration,
                     cause,
                 },
             )?;
+        // A Bot with memory: recalled memories join the instructions, the memory tools join
+        // the tools, and a completed Turn starts its learning in its end commit.
+        let mut instructions = input.instructions.clone();
+        let mut end_children = Vec::new();
+        if let (true, Some(store), Some(identity)) = (input.memory, &self.memories, &input.identity)
+        {
+            let memories = crate::memories::Memories::for_learning(
+                Arc::clone(store),
+                cx.engine.keys.clone(),
+                crate::memories::Embedder::new(
+                    self.platform.clone(),
+                    self.registry.clone().ok_or_else(|| PhaseError::Failed {
+                        category: ErrorCategory::Configuration,
+                        cause: "memory needs the model registry".into(),
+                    })?,
+                    Arc::clone(&cx.engine),
+                ),
+            );
+            let chat = cx.execution.chat_id.map(ChatId::from);
+            let memory = crate::memories::turn_memory(
+                &memories,
+                identity,
+                cx.execution.id,
+                chat,
+                &instructions,
+                &input.input,
+            )
+            .await
+            .map_err(|err| match err {
+                crate::memories::MemoryError::Store(err) => PhaseError::Storage(err),
+                other => PhaseError::Failed {
+                    category: ErrorCategory::Internal,
+                    cause: other.to_string(),
+                },
+            })?;
+            if let Some(memory) = memory {
+                instructions = memory.instructions;
+                let set = Arc::get_mut(&mut tools).ok_or_else(|| PhaseError::Failed {
+                    category: ErrorCategory::Internal,
+                    cause: "the tool set is shared".into(),
+                })?;
+                for tool in memory.tools {
+                    let name = tool.definition().name.clone();
+                    set.add(tool).map_err(|e| PhaseError::Failed {
+                        category: ErrorCategory::Configuration,
+                        cause: e.to_string(),
+                    })?;
+                    // `remember` writes one memory per call key; `recall` reads; `forget` retires.
+                    retry_safe.insert(name, true);
+                }
+                if let Some(chat_id) = cx.execution.chat_id {
+                    end_children.push(
+                        crate::memories::learning_child(
+                            &cx.engine.keys,
+                            cx.execution.scope.clone(),
+                            &crate::memories::LearningInput {
+                                identity: identity.clone(),
+                                chat_id,
+                                turn: cx.execution.id,
+                            },
+                        )
+                        .map_err(PhaseError::Storage)?,
+                    );
+                }
+            }
+        }
         let permits = match (&self.limits, input.organization_id) {
             (Some(limits), Some(organization)) => {
                 let bot = input.identity.as_ref().map(|i| i.bot_id.as_uuid());
@@ -317,9 +392,10 @@ impl Workflow for TurnWorkflow {
             self.rules.clone(),
             self.chats.clone(),
         )))
-        .with_source(input.source.clone(), cx.execution.parent_id);
+        .with_source(input.source.clone(), cx.execution.parent_id)
+        .with_end_children(end_children);
         let spec = TurnSpec {
-            instructions: input.instructions,
+            instructions,
             model,
             tools,
             limits: input.limits,

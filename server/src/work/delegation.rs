@@ -48,6 +48,7 @@ pub(crate) fn child_turn(
         }),
         // A child works on its task; plan mode is its parent's Chat's.
         plan_mode: false,
+        memory: false,
     }
 }
 
@@ -70,6 +71,7 @@ mod tests {
             identity: None,
             source: None,
             plan_mode: false,
+            memory: false,
         }
     }
 

@@ -311,6 +311,7 @@ impl Server {
             identity: None,
             source: None,
             plan_mode: false,
+            memory: false,
         };
         let submission = Submission {
             kind: TURN,

@@ -225,6 +225,7 @@ async fn repetition_on(
         identity: None,
         source: None,
         plan_mode: false,
+        memory: false,
     };
     let submission = Submission {
         kind: TURN,

@@ -9,6 +9,7 @@ pub mod executions;
 pub mod files;
 pub mod limits;
 pub mod login;
+pub mod memories;
 pub mod organizations;
 mod output;
 pub mod paging;

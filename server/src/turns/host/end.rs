@@ -69,6 +69,11 @@ impl DurableHost {
             Vec::new()
         };
         let notice = self.source_notice(&end);
+        let children = if matches!(end.outcome, Ok(TurnOutcome::Completed)) {
+            self.end_children.clone()
+        } else {
+            Vec::new()
+        };
         // The Turn's messages, kept for its Chat's history.
         let output = self
             .cx
@@ -96,6 +101,7 @@ impl DurableHost {
                 handled_signals,
                 notice,
                 close_input,
+                children,
                 writes: self.release_holds(),
                 ..Commit::default()
             },

@@ -99,6 +99,8 @@ pub struct DurableHost {
     held: Mutex<Held>,
     /// How many tool calls each step's answer, saved by this host, asked for.
     step_tools: Mutex<HashMap<u32, u32>>,
+    /// Work the Turn's end starts when it completes (its memory learning).
+    end_children: Vec<crate::store::NewChild>,
 }
 
 impl DurableHost {
@@ -148,7 +150,15 @@ impl DurableHost {
             reserved: Mutex::new(None),
             held: Mutex::new(Held::default()),
             step_tools: Mutex::new(HashMap::new()),
+            end_children: Vec::new(),
         }
+    }
+
+    /// Starts `children` in the commit that ends the Turn, when it completes (not when it
+    /// fails or is cancelled).
+    pub(crate) fn with_end_children(mut self, children: Vec<crate::store::NewChild>) -> Self {
+        self.end_children = children;
+        self
     }
 
     /// Names the tool of call `index` of `step` when no model answer holds it (a tool job),

@@ -24,6 +24,12 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "get_bot" to "getBot",
     "delete_bot" to "deleteBot",
     "update_bot" to "updateBot",
+    "list_memories" to "listMemories",
+    "create_memory" to "createMemory",
+    "search_memories" to "searchMemories",
+    "get_memory" to "getMemory",
+    "delete_memory" to "deleteMemory",
+    "update_memory" to "updateMemory",
     "list_budgets" to "listBudgets",
     "put_budget" to "putBudget",
     "delete_budget" to "deleteBudget",
@@ -65,6 +71,8 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "delete_limit" to "deleteLimit",
     "list_members" to "listMembers",
     "remove_member" to "removeMember",
+    "get_memory_settings" to "getMemorySettings",
+    "put_memory_settings" to "putMemorySettings",
     "list_providers" to "listProviders",
     "put_provider" to "putProvider",
     "delete_provider" to "deleteProvider",
@@ -125,6 +133,15 @@ fun Client.listPricesFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Model
  */
 fun Client.listBotsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Bot> =
     pagedFlow({ cursor -> listBots(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listMemories`, page after page (A Bot's memories the caller may read, oldest
+ * first; with `tag` or `status` only those. Paged: ask again with `next_cursor` until it is
+ * absent). `limit` is the size of each page; the next page is asked for only when the collector
+ * wants more.
+ */
+fun Client.listMemoriesFlow(id: String, tag: String? = null, status: uniffi.openbot.schema.MemoryStatus? = null, limit: UInt? = null): Flow<uniffi.openbot.schema.Memory> =
+    pagedFlow({ cursor -> listMemories(id, tag, status, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `listBudgets`, page after page (The organization's budgets with what each scope
