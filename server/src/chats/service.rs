@@ -210,6 +210,7 @@ impl Chats {
                         url: tool.url.clone(),
                         retry_safe: tool.retry_safe,
                         background: tool.background,
+                        template: tool.template.clone(),
                     },
                 });
                 continue;

@@ -22,6 +22,7 @@ mod serve;
 mod sessions;
 mod tokens;
 mod tools;
+mod vaults;
 
 use std::sync::Arc;
 
@@ -67,6 +68,8 @@ pub struct AppState {
     pub limits: crate::limits::LimitsAdmin,
     /// The billing use cases: prices, credits, usage reports.
     pub billing: crate::billing::Billing,
+    /// The Vault use cases: items, fields (write-only values) and rules.
+    pub vaults: crate::vaults::Vaults,
 }
 
 impl AppState {
@@ -91,7 +94,14 @@ impl AppState {
         );
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
+        let vaults = crate::vaults::Vaults::new(
+            Arc::clone(&database.vaults),
+            engine.context().keys.clone(),
+            Arc::clone(&database.bots),
+            Arc::clone(&database.tools),
+        );
         Self {
+            vaults,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -218,6 +228,23 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::deliver_tool_result))
         .routes(routes!(outcomes::list_unknown_outcomes))
         .routes(routes!(outcomes::decide_outcome))
+        .routes(routes!(
+            vaults::list_vault_items,
+            vaults::create_vault_item
+        ))
+        .routes(routes!(
+            vaults::get_vault_item,
+            vaults::delete_vault_item
+        ))
+        .routes(routes!(
+            vaults::put_vault_field,
+            vaults::delete_vault_field
+        ))
+        .routes(routes!(
+            vaults::list_vault_rules,
+            vaults::create_vault_rule
+        ))
+        .routes(routes!(vaults::delete_vault_rule))
         .split_for_parts()
 }
 

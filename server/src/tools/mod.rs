@@ -5,5 +5,7 @@
 
 mod sql;
 mod store;
+mod template;
 
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};
+pub use template::CallTemplate;

@@ -5,16 +5,40 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use openbot_core::outbound::OutboundPolicy;
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
-use openbot_schema::ToolDefinition;
+use openbot_schema::{BotId, ToolDefinition};
 use serde_json::Value;
+
+use crate::tools::CallTemplate;
+use crate::vaults::{OpenError, ReaderPath, VaultOpener};
+
+/// Where an HTTP tool's Vault references are opened, and as whom: the Turn's organization,
+/// member and Bot (the tool's own name completes the reader path).
+#[derive(Debug, Clone)]
+pub struct ToolVault {
+    /// Checks the rules and opens the fields at each send.
+    pub opener: VaultOpener,
+    /// The Turn's organization.
+    pub organization: uuid::Uuid,
+    /// The member the Turn is for.
+    pub member: uuid::Uuid,
+    /// The Turn's Bot.
+    pub bot: BotId,
+}
 
 /// A tool whose calls are POSTed to an endpoint. The response body (text) is the result; a
 /// non-2xx status is a tool error the model sees. The client keeps to the platform's outbound
 /// policy ([`crate::platform::Platform::tool_client`]); an address in the URL is checked
 /// before each call, and a refused request is a tool error that says so.
+///
+/// Vault references in the tool's headers and body fields are opened here, at the send and
+/// for it only: the values go into the request and nowhere else (not the call's events, its
+/// result, an error or a log line). A missing item, field or rule is a tool error naming the
+/// item ID and field, and nothing is sent.
 pub struct HttpTool {
     definition: ToolDefinition,
     url: String,
+    template: CallTemplate,
+    vault: Option<ToolVault>,
     client: reqwest::Client,
     outbound: Arc<OutboundPolicy>,
 }
@@ -30,9 +54,63 @@ impl HttpTool {
         Self {
             definition,
             url,
+            template: CallTemplate::default(),
+            vault: None,
             client,
             outbound,
         }
+    }
+
+    /// Adds `template`'s headers and body fields to each call, opening its Vault references
+    /// with `vault` (without one, a reference is a tool error).
+    pub fn with_template(mut self, template: CallTemplate, vault: Option<ToolVault>) -> Self {
+        self.template = template;
+        self.vault = vault;
+        self
+    }
+
+    /// The headers and body of one call, references opened as of now.
+    async fn request_parts(
+        &self,
+        arguments: &Value,
+    ) -> Result<(Vec<(String, String)>, Value), ToolError> {
+        if self.template.is_empty() {
+            return Ok((Vec::new(), arguments.clone()));
+        }
+        let refs = self
+            .template
+            .references()
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let values = if refs.is_empty() {
+            Default::default()
+        } else {
+            let vault = self.vault.as_ref().ok_or_else(|| {
+                ToolError::new(
+                    "this tool's Vault references cannot be opened here: the work has no member",
+                )
+            })?;
+            let path = ReaderPath {
+                organization: vault.organization,
+                member: vault.member,
+                bot: vault.bot,
+                tool: self.definition.name.clone(),
+            };
+            vault
+                .opener
+                .open(&refs, &path)
+                .await
+                .map_err(|err| match err {
+                    OpenError::Refused(why) => ToolError::new(why),
+                    // The cause is the store's; it holds no value.
+                    OpenError::Store(err) => {
+                        tracing::warn!(tool = %self.definition.name, error = %err, "Vault fields could not be read");
+                        ToolError::new("the Vault could not be read; the call was not sent")
+                    }
+                })?
+        };
+        self.template
+            .render(arguments, &values)
+            .map_err(|e| ToolError::new(e.to_string()))
     }
 }
 
@@ -46,11 +124,23 @@ impl Tool for HttpTool {
         self.outbound
             .check_url(&self.url)
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let response = self
+        let (headers, body) = self.request_parts(&arguments).await?;
+        let mut request = self
             .client
             .post(&self.url)
-            .header("Idempotency-Key", &context.idempotency_key)
-            .json(&arguments)
+            .header("Idempotency-Key", &context.idempotency_key);
+        for (name, value) in headers {
+            let Ok(mut value) = reqwest::header::HeaderValue::from_str(&value) else {
+                // Never the value in the message: it may hold a secret.
+                return Err(ToolError::new(format!(
+                    "the value of header `{name}` is not a valid header value once its Vault references are opened; the call was not sent"
+                )));
+            };
+            value.set_sensitive(true);
+            request = request.header(name, value);
+        }
+        let response = request
+            .json(&body)
             .send()
             .await
             .map_err(|e| match OutboundPolicy::refusal(&e) {

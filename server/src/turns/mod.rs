@@ -11,9 +11,10 @@ pub use delivery::{DeliveryError, deliver_tool_result};
 pub use faults::FaultPoint;
 pub(crate) use host::AccessGuard;
 pub use host::DurableHost;
-pub use http_tool::HttpTool;
+pub use http_tool::{HttpTool, ToolVault};
 pub use input::{
     DelegateRoute, PROPOSE_PLAN, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput,
     propose_plan_tool,
 };
+pub(crate) use workflow::tool_vault;
 pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};

@@ -9,7 +9,7 @@ use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
 use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
 
 use super::host::{AccessGuard, BillingContext, DurableHost, ModelPermits};
-use super::http_tool::HttpTool;
+use super::http_tool::{HttpTool, ToolVault};
 use super::input::{SavedTool, ToolRoute, TurnInput};
 use crate::approvals::RuleStore;
 use crate::budgets::BudgetStore;
@@ -33,6 +33,7 @@ pub struct TurnWorkflow {
     rules: Option<Arc<dyn RuleStore>>,
     chats: Option<Arc<dyn crate::chats::ChatStore>>,
     limits: Option<crate::limits::Limits>,
+    vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -55,6 +56,7 @@ impl TurnWorkflow {
             rules: None,
             chats: None,
             limits: None,
+            vaults: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -85,6 +87,12 @@ impl TurnWorkflow {
     /// organization (scopes: the organization, the provider kind, the Bot).
     pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
         self.limits = Some(limits);
+        self
+    }
+
+    /// Opens the Vault references of HTTP tools from `vaults` as each call is sent.
+    pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
+        self.vaults = Some(vaults);
         self
     }
 
@@ -201,13 +209,32 @@ impl TurnWorkflow {
     }
 }
 
+/// Where a Turn's (or tool job's) HTTP tools open Vault references: as its saved identity's
+/// organization, member and Bot. Work without an identity opens none.
+pub(crate) fn tool_vault(
+    cx: &PhaseContext,
+    vaults: Option<&Arc<dyn crate::vaults::VaultStore>>,
+    identity: Option<&crate::identity::ExecutionIdentity>,
+) -> Option<ToolVault> {
+    let (vaults, identity) = (vaults?, identity?);
+    Some(ToolVault {
+        opener: crate::vaults::VaultOpener::new(Arc::clone(vaults), cx.engine.keys.clone()),
+        organization: identity.organization_id,
+        member: identity.owner_member_id,
+        bot: identity.bot_id,
+    })
+}
+
 /// The tool set of saved tools: each with its route's handler (HTTP tools call their endpoint;
 /// host tools wait for a delivered result; delegate and background calls are answered at
 /// admission and never reach a handler), and which tools may be sent again after a lost answer.
+///
+/// An HTTP tool's Vault references open with `vault` as each call is sent.
 pub fn saved_tool_set(
     saved: &[SavedTool],
     http: &reqwest::Client,
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
+    vault: Option<&ToolVault>,
 ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
     let mut set = ToolSet::new();
     let mut retry_safe = HashMap::new();
@@ -223,15 +250,19 @@ pub fn saved_tool_set(
             ToolRoute::Http {
                 url,
                 retry_safe: safe,
+                template,
                 ..
             } => {
                 retry_safe.insert(tool.definition.name.clone(), *safe);
-                Some(Arc::new(HttpTool::new(
-                    tool.definition.clone(),
-                    url.clone(),
-                    http.clone(),
-                    Arc::clone(outbound),
-                )))
+                Some(Arc::new(
+                    HttpTool::new(
+                        tool.definition.clone(),
+                        url.clone(),
+                        http.clone(),
+                        Arc::clone(outbound),
+                    )
+                    .with_template(template.clone(), vault.cloned()),
+                ))
             }
         };
         set.insert(tool.definition.clone(), handler)
@@ -274,8 +305,14 @@ impl Workflow for TurnWorkflow {
         let (history, started) = tokio::join!(chat_history, self.start_input(cx));
         let (input, access, model) = started?;
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
-        let (tools, retry_safe) =
-            saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
+        let vault = tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
+        let (tools, retry_safe) = saved_tool_set(
+            &input.tools,
+            &self.http,
+            self.platform.outbound(),
+            vault.as_ref(),
+        )
+        .map_err(
                 |cause| PhaseError::Failed {
                     category: ErrorCategory::Configuration,
                     cause,
