@@ -74,6 +74,6 @@ pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
 pub use usage::Usage;
 pub use vault::{
-    CreateVaultItem, CreateVaultRule, PutVaultField, VaultField, VaultItem, VaultOwner, VaultReader,
-    VaultRule,
+    CreateVaultItem, CreateVaultRule, PutVaultField, VaultField, VaultItem, VaultOwner,
+    VaultReader, VaultRule,
 };

@@ -228,22 +228,10 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::deliver_tool_result))
         .routes(routes!(outcomes::list_unknown_outcomes))
         .routes(routes!(outcomes::decide_outcome))
-        .routes(routes!(
-            vaults::list_vault_items,
-            vaults::create_vault_item
-        ))
-        .routes(routes!(
-            vaults::get_vault_item,
-            vaults::delete_vault_item
-        ))
-        .routes(routes!(
-            vaults::put_vault_field,
-            vaults::delete_vault_field
-        ))
-        .routes(routes!(
-            vaults::list_vault_rules,
-            vaults::create_vault_rule
-        ))
+        .routes(routes!(vaults::list_vault_items, vaults::create_vault_item))
+        .routes(routes!(vaults::get_vault_item, vaults::delete_vault_item))
+        .routes(routes!(vaults::put_vault_field, vaults::delete_vault_field))
+        .routes(routes!(vaults::list_vault_rules, vaults::create_vault_rule))
         .routes(routes!(vaults::delete_vault_rule))
         .split_for_parts()
 }

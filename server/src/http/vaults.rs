@@ -29,14 +29,24 @@ pub(super) async fn mapped(state: &AppState, err: VaultError) -> ApiError {
         }
         VaultError::NotFound(what) => ApiError::not_found(what),
         VaultError::Seal => {
-            ApiError::fault(state, ErrorCategory::Internal, "a vault value could not be sealed".into()).await
+            ApiError::fault(
+                state,
+                ErrorCategory::Internal,
+                "a vault value could not be sealed".into(),
+            )
+            .await
         }
         VaultError::Store(err) => ApiError::from_store(state, err, "vault item").await,
     }
 }
 
 fn parse_id(id: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(id).map_err(|_| ApiError::invalid(format!("`{}` is not an ID", id.chars().take(64).collect::<String>())))
+    Uuid::parse_str(id).map_err(|_| {
+        ApiError::invalid(format!(
+            "`{}` is not an ID",
+            id.chars().take(64).collect::<String>()
+        ))
+    })
 }
 
 /// The Vault items the caller sees (the organization's and its own), oldest first, with their

@@ -131,7 +131,10 @@ fn collect_strings(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn render_value(value: &Value, values: &BTreeMap<VaultRef, String>) -> Result<Value, ReferenceError> {
+fn render_value(
+    value: &Value,
+    values: &BTreeMap<VaultRef, String>,
+) -> Result<Value, ReferenceError> {
     Ok(match value {
         Value::String(text) => Value::String(replace_references(text, values)?),
         Value::Array(items) => Value::Array(

@@ -139,17 +139,18 @@ impl Tool for HttpTool {
             value.set_sensitive(true);
             request = request.header(name, value);
         }
-        let response = request
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| match OutboundPolicy::refusal(&e) {
-                Some(refusal) => ToolError::new(refusal),
-                None => ToolError::new(format!(
-                    "the tool endpoint could not be reached: {}",
-                    e.without_url()
-                )),
-            })?;
+        let response =
+            request
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| match OutboundPolicy::refusal(&e) {
+                    Some(refusal) => ToolError::new(refusal),
+                    None => ToolError::new(format!(
+                        "the tool endpoint could not be reached: {}",
+                        e.without_url()
+                    )),
+                })?;
         let status = response.status();
         let body = response.text().await.map_err(|e| {
             ToolError::new(format!(

@@ -312,12 +312,10 @@ impl Workflow for TurnWorkflow {
             self.platform.outbound(),
             vault.as_ref(),
         )
-        .map_err(
-                |cause| PhaseError::Failed {
-                    category: ErrorCategory::Configuration,
-                    cause,
-                },
-            )?;
+        .map_err(|cause| PhaseError::Failed {
+            category: ErrorCategory::Configuration,
+            cause,
+        })?;
         let permits = match (&self.limits, input.organization_id) {
             (Some(limits), Some(organization)) => {
                 let bot = input.identity.as_ref().map(|i| i.bot_id.as_uuid());

@@ -72,7 +72,12 @@ impl VaultOpener {
         for reference in refs {
             let found = self
                 .store
-                .field_for_send(path.organization, reference.item, &reference.field, &readers)
+                .field_for_send(
+                    path.organization,
+                    reference.item,
+                    &reference.field,
+                    &readers,
+                )
                 .await?;
             let Some(found) = found else {
                 return Err(OpenError::Refused(format!(
@@ -80,7 +85,10 @@ impl VaultOpener {
                     reference.item
                 )));
             };
-            if found.owner_member_id.is_some_and(|owner| owner != path.member) {
+            if found
+                .owner_member_id
+                .is_some_and(|owner| owner != path.member)
+            {
                 return Err(OpenError::Refused(format!(
                     "Vault item {} belongs to another member; the call was not sent",
                     reference.item

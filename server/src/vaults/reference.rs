@@ -93,9 +93,11 @@ pub fn replace_references(
     for piece in pieces(text)? {
         match piece {
             Ok(literal) => out.push_str(literal),
-            Err(reference) => out.push_str(values.get(&reference).ok_or_else(|| {
-                ReferenceError::Invalid(format!("{reference} was not opened"))
-            })?),
+            Err(reference) => {
+                out.push_str(values.get(&reference).ok_or_else(|| {
+                    ReferenceError::Invalid(format!("{reference} was not opened"))
+                })?)
+            }
         }
     }
     Ok(out)

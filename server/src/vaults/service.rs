@@ -379,10 +379,7 @@ impl Vaults {
         let rows = self.store.rules(id, paging.after, paging.fetch()).await?;
         let (rows, next_cursor) = paging.finish(rows, |row| row.id);
         Ok(VaultRulePage {
-            items: rows
-                .into_iter()
-                .map(rule_view)
-                .collect::<Result<_, _>>()?,
+            items: rows.into_iter().map(rule_view).collect::<Result<_, _>>()?,
             next_cursor,
         })
     }
