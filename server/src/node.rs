@@ -227,7 +227,23 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
 /// Turns build their models from their organization's provider settings and check their
 /// saved identity's current rights.
 pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
+    registry_with(database, platform, None)
+}
+
+/// [`registry`], with Turns that send the files their messages attach to the model, read from
+/// `objects` (the node's object store).
+pub fn registry_with(
+    database: Option<&Database>,
+    platform: &Platform,
+    objects: Option<Arc<dyn object_store::ObjectStore>>,
+) -> Registry {
     let mut turns = TurnWorkflow::new(platform.clone());
+    if let (Some(database), Some(objects)) = (database, objects) {
+        turns = turns.with_files(crate::files::Files::new(
+            objects,
+            Arc::clone(&database.files),
+        ));
+    }
     let mut jobs = ToolJobWorkflow::new(platform, None, None);
     if let Some(database) = database {
         turns = turns
@@ -256,15 +272,30 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
     registry
 }
 
-/// Opens the engine of a node and starts running work.
-pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, NodeError> {
+/// The node's object store: the S3 bucket of `--objects-url`, else the objects folder.
+pub fn objects(
+    config: &NodeConfig,
+) -> Result<Arc<dyn object_store::ObjectStore>, crate::files::FileError> {
+    match &config.objects_url {
+        Some(url) => crate::files::s3_objects(url),
+        None => crate::files::local_objects(&objects_dir(config)),
+    }
+}
+
+/// Opens the engine of a node and starts running work; its Turns read attached files from
+/// `objects`.
+pub async fn start(
+    config: &NodeConfig,
+    database: &Database,
+    objects: Arc<dyn object_store::ObjectStore>,
+) -> Result<Engine, NodeError> {
     let keys = key_ring(config)?;
     let engine = Engine::open(Arc::clone(&database.store), keys, config.node_name.clone());
     let runner = RunnerConfig {
         lease: config.lease,
         ..RunnerConfig::default()
     };
-    let workflows = registry(Some(database), &config.platform);
+    let workflows = registry_with(Some(database), &config.platform, Some(objects));
     if config.database_url.is_none() {
         // One node: work of a kind this build has no workflow for can run nowhere.
         let ended = engine.interrupt_other_kinds(&workflows.kinds()).await?;

@@ -34,11 +34,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{secret}");
         eprintln!("openbot: first start: the line above is the admin token; it is shown only once");
     }
-    let engine = Arc::new(node::start(&config, &database).await?);
-    let objects = match &config.objects_url {
-        Some(url) => openbot_server::files::s3_objects(url)?,
-        None => openbot_server::files::local_objects(&node::objects_dir(&config))?,
-    };
+    let objects = node::objects(&config)?;
+    let engine = Arc::new(node::start(&config, &database, Arc::clone(&objects)).await?);
     let state = AppState::new(
         Arc::clone(&engine),
         &database,

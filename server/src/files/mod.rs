@@ -3,6 +3,7 @@
 //! owner, the token that stored it and where its bytes are. Lists and reads are the owner's
 //! alone; files have no Bot, so a token limited to some Bots reaches only the files it stored.
 
+mod model_source;
 mod service;
 mod sql;
 mod store;

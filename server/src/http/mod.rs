@@ -81,18 +81,19 @@ impl AppState {
         objects: Arc<dyn object_store::ObjectStore>,
         platform: crate::platform::Platform,
     ) -> Self {
+        let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let chats = crate::chats::Chats::new(
             Arc::clone(&engine),
             Arc::clone(&database.chats),
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
-        );
+        )
+        .with_files(files.clone());
         let approvals = crate::approvals::Approvals::new(
             Arc::clone(&engine),
             Arc::clone(&database.rules),
             Arc::clone(&database.identity),
         );
-        let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         let vaults = crate::vaults::Vaults::new(
             Arc::clone(&database.vaults),

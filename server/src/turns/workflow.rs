@@ -34,6 +34,7 @@ pub struct TurnWorkflow {
     chats: Option<Arc<dyn crate::chats::ChatStore>>,
     limits: Option<crate::limits::Limits>,
     vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
+    files: Option<crate::files::Files>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -57,6 +58,7 @@ impl TurnWorkflow {
             chats: None,
             limits: None,
             vaults: None,
+            files: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -93,6 +95,13 @@ impl TurnWorkflow {
     /// Opens the Vault references of HTTP tools from `vaults` as each call is sent.
     pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
         self.vaults = Some(vaults);
+        self
+    }
+
+    /// Sends the files a Turn's messages attach to its model, read from `files` as the
+    /// Turn's member (only that member's files).
+    pub fn with_files(mut self, files: crate::files::Files) -> Self {
+        self.files = Some(files);
         self
     }
 
@@ -304,6 +313,15 @@ impl Workflow for TurnWorkflow {
         };
         let (history, started) = tokio::join!(chat_history, self.start_input(cx));
         let (input, access, model) = started?;
+        // The model reads attached files as the Turn's member, at each request.
+        let model = match (&self.files, &input.identity) {
+            (Some(files), Some(identity)) => openbot_core::model::WithFiles::wrap(
+                &input.model,
+                model,
+                files.source_for(identity.owner_member_id),
+            ),
+            _ => model,
+        };
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
         let vault = tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
         let (tools, retry_safe) = saved_tool_set(

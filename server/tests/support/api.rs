@@ -9,7 +9,7 @@ use openbot_schema::{ContentPart, Event, EventKind, EventPage, ExecutionId, Limi
 use openbot_server::engine::{Engine, RunnerConfig, Submission};
 use openbot_server::http::{AppState, app};
 use openbot_server::identity::{NewToken, Right, Role, new_secret, secret_hash};
-use openbot_server::node::{Database, bootstrap, registry};
+use openbot_server::node::{Database, bootstrap, registry_with};
 use openbot_server::sealed::KeyRing;
 use openbot_server::store::{PostgresStore, Scope, SqliteStore};
 use openbot_server::turns::{TURN, TurnInput};
@@ -133,11 +133,14 @@ pub async fn server_with(
         test_keys(),
         "node-a".into(),
     ));
-    engine
-        .start_runner(registry(Some(&database), &platform), runner)
-        .await;
     let objects = tempfile::tempdir().unwrap();
     let store = openbot_server::files::local_objects(objects.path()).unwrap();
+    engine
+        .start_runner(
+            registry_with(Some(&database), &platform, Some(Arc::clone(&store))),
+            runner,
+        )
+        .await;
     let state = AppState::new(Arc::clone(&engine), &database, store, platform);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
