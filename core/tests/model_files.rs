@@ -78,9 +78,11 @@ fn attached() -> Attached {
 
 fn request(files: &[&FileRef]) -> ModelRequest {
     let mut content = vec![ContentPart::text("Compare them.")];
-    content.extend(files.iter().map(|f| ContentPart::File {
-        file: (*f).clone(),
-    }));
+    content.extend(
+        files
+            .iter()
+            .map(|f| ContentPart::File { file: (*f).clone() }),
+    );
     ModelRequest {
         messages: vec![Arc::new(Message::User { content })],
         ..ModelRequest::default()
@@ -190,7 +192,9 @@ async fn a_type_the_provider_cannot_take_is_a_clear_error_and_nothing_is_sent() 
         Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap()),
         source,
     );
-    let error = collect(model.as_ref(), request(&[&archive])).await.unwrap_err();
+    let error = collect(model.as_ref(), request(&[&archive]))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&error, ModelError::File(why) if why.contains("`data.zip` (application/zip)")),
         "{error}"
@@ -232,7 +236,9 @@ async fn a_file_the_source_does_not_answer_is_a_clear_error() {
         Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap()),
         files.source,
     );
-    let error = collect(model.as_ref(), request(&[&unknown])).await.unwrap_err();
+    let error = collect(model.as_ref(), request(&[&unknown]))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&error, ModelError::File(why) if why.contains(&unknown.id.to_string())),
         "{error}"
@@ -257,7 +263,9 @@ async fn the_stored_media_type_decides_not_the_claimed_one() {
         Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap()),
         source,
     );
-    let error = collect(model.as_ref(), request(&[&claimed])).await.unwrap_err();
+    let error = collect(model.as_ref(), request(&[&claimed]))
+        .await
+        .unwrap_err();
     assert!(matches!(error, ModelError::File(_)), "{error}");
     assert!(mock.requests().is_empty());
 }

@@ -5,12 +5,12 @@
 //! that names it.
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/api.rs"]
+mod api;
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
 #[path = "support/pg.rs"]
 mod pg;
-#[path = "support/api.rs"]
-mod api;
 
 use api::{Server, error_code, postgres, receipt, server, sqlite};
 use base64::Engine as _;
@@ -53,7 +53,12 @@ async fn upload(server: &Server, token: &str, name: &str, media_type: &str, byte
 }
 
 /// Sends text and the files (each claimed with `claimed` as its media type) to `chat`.
-async fn send_files(server: &Server, token: &str, chat: &str, files: &[(&Value, &str)]) -> reqwest::Response {
+async fn send_files(
+    server: &Server,
+    token: &str,
+    chat: &str,
+    files: &[(&Value, &str)],
+) -> reqwest::Response {
     let mut content = vec![json!({"type": "text", "text": "Compare them."})];
     content.extend(files.iter().map(|(file, claimed)| {
         json!({"type": "file", "file": {"id": file["id"], "media_type": claimed,
@@ -79,10 +84,18 @@ async fn an_attached_image_and_pdf_reach_the_model_with_their_stored_bytes(serve
     let chat = server.chat(&server.owner, &bot).await;
     // The claimed types and URLs are not what is sent: the stored description and bytes are.
     let sent = receipt(
-        send_files(&server, &server.owner, &chat, &[(&image, "application/octet-stream"), (&pdf, "image/png")]).await,
+        send_files(
+            &server,
+            &server.owner,
+            &chat,
+            &[(&image, "application/octet-stream"), (&pdf, "image/png")],
+        )
+        .await,
     )
     .await;
-    server.finish(&server.owner, sent["execution_id"].as_str().unwrap()).await;
+    server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
 
     let bodies = model.bodies();
     assert_eq!(bodies.len(), 1);
@@ -102,9 +115,14 @@ async fn an_attached_image_and_pdf_reach_the_model_with_their_stored_bytes(serve
         ])
     );
     // The history keeps the references, not the bytes.
-    let history = server.items(&format!("/v1/chats/{chat}/messages"), &server.owner).await;
+    let history = server
+        .items(&format!("/v1/chats/{chat}/messages"), &server.owner)
+        .await;
     let first = serde_json::to_string(&history[0]).unwrap();
-    assert!(first.contains(image["id"].as_str().unwrap()) && !first.contains(&b64(PNG)), "{first}");
+    assert!(
+        first.contains(image["id"].as_str().unwrap()) && !first.contains(&b64(PNG)),
+        "{first}"
+    );
     assert!(!first.contains("attacker.example"), "{first}");
 }
 
@@ -115,24 +133,46 @@ async fn a_file_of_another_member_or_token_is_not_found_when_sent(server: Server
     let bot = server.bot(&server.owner, &model, false).await;
     let chat = server.chat(&server.owner, &bot).await;
     let refused = send_files(&server, &server.owner, &chat, &[(&theirs, "image/png")]).await;
-    assert_eq!(error_code(refused).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(refused).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
     let unknown = json!({"id": openbot_schema::FileId::new()});
     let refused = send_files(&server, &server.owner, &chat, &[(&unknown, "image/png")]).await;
-    assert_eq!(error_code(refused).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(refused).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
     // A token limited to the Bot reaches only the files it stored itself.
     let mine = upload(&server, &server.owner, "mine.png", "image/png", PNG).await;
     let limited = server.bot_limited_token(&bot).await;
     let refused = send_files(&server, &limited, &chat, &[(&mine, "image/png")]).await;
-    assert_eq!(error_code(refused).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(refused).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
     let own = upload(&server, &limited, "own.png", "image/png", PNG).await;
     let sent = receipt(send_files(&server, &limited, &chat, &[(&own, "image/png")]).await).await;
-    server.finish(&server.owner, sent["execution_id"].as_str().unwrap()).await;
-    assert_eq!(model.total_requests(), 1, "only the accepted message reached the model");
+    server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "only the accepted message reached the model"
+    );
 }
 
 async fn a_file_the_provider_cannot_take_is_refused_when_sent(server: Server) {
     let model = FakeOpenAi::start(vec![Answer::Text(vec!["-"])]).await;
-    let archive = upload(&server, &server.owner, "data.zip", "application/zip", b"PK\x03\x04").await;
+    let archive = upload(
+        &server,
+        &server.owner,
+        "data.zip",
+        "application/zip",
+        b"PK\x03\x04",
+    )
+    .await;
     let bot = server.bot(&server.owner, &model, false).await;
     let chat = server.chat(&server.owner, &bot).await;
     let refused = send_files(&server, &server.owner, &chat, &[(&archive, "image/png")]).await;
@@ -140,8 +180,13 @@ async fn a_file_the_provider_cannot_take_is_refused_when_sent(server: Server) {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["code"], "invalid_input");
     let message = body["message"].as_str().unwrap();
-    assert!(message.contains("`data.zip` (application/zip)"), "{message}");
+    assert!(
+        message.contains("`data.zip` (application/zip)"),
+        "{message}"
+    );
     assert_eq!(model.total_requests(), 0, "nothing reached the model");
-    let history = server.items(&format!("/v1/chats/{chat}/messages"), &server.owner).await;
+    let history = server
+        .items(&format!("/v1/chats/{chat}/messages"), &server.owner)
+        .await;
     assert!(history.is_empty());
 }

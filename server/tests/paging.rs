@@ -473,7 +473,12 @@ async fn vault_items_and_rules_walk_once_in_order(server: Server) {
         assert_eq!(response.status(), StatusCode::CREATED);
         rules.push(response.json::<Value>().await.unwrap());
     }
-    let listed = walked(&server, &server.owner, &format!("/v1/vault-items/{item}/rules")).await;
+    let listed = walked(
+        &server,
+        &server.owner,
+        &format!("/v1/vault-items/{item}/rules"),
+    )
+    .await;
     assert_eq!(field(&listed, "id"), field(&rules, "id"), "oldest first");
 }
 

@@ -45,6 +45,7 @@ vault_tests!(
     bad_vault_inputs_are_refused,
     another_members_and_another_organizations_items_are_out_of_reach,
     a_token_limited_to_one_bot_adds_rules_only_for_it,
+    a_background_tool_job_opens_its_references_at_its_send,
 );
 
 /// A tool endpoint that records each request's headers and body and answers `done`.
@@ -869,5 +870,49 @@ async fn a_token_limited_to_one_bot_adds_rules_only_for_it(server: Server) {
     assert_eq!(
         rules[0]["reader"],
         json!({"type": "bot", "bot_id": mine["id"]})
+    );
+}
+
+async fn a_background_tool_job_opens_its_references_at_its_send(server: Server) {
+    let secret = secret_value();
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("call_api", json!({"n": 1})),
+        Answer::Text(vec!["Started."]),
+    ])
+    .await;
+    let (url, endpoint) = Recorder::start().await;
+    let (bot, item) = setup(&server, &model, &url, &secret, true, true).await;
+    // The same tool, now detached: each call runs in its own tool job.
+    let response = server
+        .http
+        .put(format!("{}/v1/tools/call_api", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({
+            "input_schema": {"type": "object"},
+            "url": url,
+            "background": true,
+            "headers": {"Authorization": format!("Bearer {{{{vault.{item}.token}}}}")},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    run_turn(&server, &bot).await;
+    for _ in 0..200 {
+        if !endpoint.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1, "the job sent its call");
+    assert_eq!(
+        requests[0].0["authorization"],
+        format!("Bearer {secret}").as_str()
+    );
+    assert_eq!(requests[0].1, json!({"n": 1}));
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
     );
 }

@@ -149,11 +149,7 @@ impl WithFiles {
 
     /// `inner` with files read from `source` when its spec names a provider that reads files;
     /// else `inner` as it is.
-    pub fn wrap(
-        spec: &str,
-        inner: Arc<dyn Model>,
-        source: Arc<dyn FileSource>,
-    ) -> Arc<dyn Model> {
+    pub fn wrap(spec: &str, inner: Arc<dyn Model>, source: Arc<dyn FileSource>) -> Arc<dyn Model> {
         match file_format_of(spec) {
             Some(format) => Arc::new(Self::new(inner, source, format)),
             None => inner,
@@ -176,8 +172,13 @@ impl WithFiles {
             .map_err(|e| ModelError::File(e.to_string()))?;
         let name = file.name.clone().unwrap_or_else(|| file.id.to_string());
         // The stored media type decides, not the one the message claims.
-        check_file(self.format, &name, &read.media_type, read.bytes.len() as u64)
-            .map_err(ModelError::File)?;
+        check_file(
+            self.format,
+            &name,
+            &read.media_type,
+            read.bytes.len() as u64,
+        )
+        .map_err(ModelError::File)?;
         let url = format!(
             "data:{};base64,{}",
             read.media_type,
@@ -289,15 +290,21 @@ mod tests {
             check_file(FileFormat::Anthropic, "a.pdf", "application/pdf", MIB),
             Ok(FileKind::Pdf)
         );
-        let refused = check_file(FileFormat::OpenAiResponses, "a.zip", "application/zip", 1)
-            .unwrap_err();
+        let refused =
+            check_file(FileFormat::OpenAiResponses, "a.zip", "application/zip", 1).unwrap_err();
         assert!(refused.contains("`a.zip` (application/zip)"), "{refused}");
     }
 
     #[test]
     fn a_spec_names_its_file_format() {
-        assert_eq!(file_format_of("openai:gpt-4o"), Some(FileFormat::OpenAiChat));
-        assert_eq!(file_format_of("anthropic:claude"), Some(FileFormat::Anthropic));
+        assert_eq!(
+            file_format_of("openai:gpt-4o"),
+            Some(FileFormat::OpenAiChat)
+        );
+        assert_eq!(
+            file_format_of("anthropic:claude"),
+            Some(FileFormat::Anthropic)
+        );
         assert_eq!(
             file_format_of("compatible:http://127.0.0.1:1/v1:m"),
             Some(FileFormat::OpenAiChat)

@@ -98,7 +98,9 @@ fn user_content(content: &[ContentPart]) -> Value {
 }
 
 fn file_name(file: &openbot_schema::FileRef) -> String {
-    file.name.clone().unwrap_or_else(|| format!("{}.pdf", file.id))
+    file.name
+        .clone()
+        .unwrap_or_else(|| format!("{}.pdf", file.id))
 }
 
 fn tool(tool: &ToolDefinition) -> Value {
