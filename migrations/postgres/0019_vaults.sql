@@ -22,14 +22,18 @@ CREATE TABLE vault_fields (
 );
 
 -- reader_kind is open: bot and tool today, App connections and Code Mode runs next.
+-- reader_scope is what the reader must still be for the rule to hold: a tool's endpoint URL
+-- when the rule was added (a tool registered again on another URL no longer reads); empty for
+-- a Bot.
 CREATE TABLE vault_rules (
     id          UUID PRIMARY KEY,
     item_id     UUID NOT NULL,
     field       TEXT NOT NULL,
     reader_kind TEXT NOT NULL,
     reader_id   TEXT NOT NULL,
+    reader_scope TEXT NOT NULL,
     created_at  BIGINT NOT NULL,
-    UNIQUE (item_id, field, reader_kind, reader_id)
+    UNIQUE (item_id, field, reader_kind, reader_id, reader_scope)
 );
 CREATE INDEX vault_rules_reader ON vault_rules (item_id, reader_kind, reader_id);
 

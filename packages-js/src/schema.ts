@@ -2674,6 +2674,11 @@ export interface components {
             item_id: string;
             /** @description Who may read it. */
             reader: components["schemas"]["VaultReader"];
+            /**
+             * @description For a tool's rule: the endpoint it covers, the tool's URL when the rule was added. Once
+             *     the tool is registered on another URL the rule no longer lets it read.
+             */
+            tool_url?: string | null;
         };
         /** @description One page of a Vault item's rules, oldest first. */
         VaultRulePage: {

@@ -127,6 +127,11 @@ pub struct VaultRule {
     pub field: String,
     /// Who may read it.
     pub reader: VaultReader,
+    /// For a tool's rule: the endpoint it covers, the tool's URL when the rule was added. Once
+    /// the tool is registered on another URL the rule no longer lets it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub tool_url: Option<String>,
     /// When it was added.
     pub created_at: DateTime<Utc>,
 }

@@ -46,6 +46,8 @@ vault_tests!(
     another_members_and_another_organizations_items_are_out_of_reach,
     a_token_limited_to_one_bot_adds_rules_only_for_it,
     a_background_tool_job_opens_its_references_at_its_send,
+    an_endpoint_that_echoes_the_value_does_not_hand_it_to_the_model,
+    a_tool_registered_again_on_another_url_no_longer_reads,
 );
 
 /// A tool endpoint that records each request's headers and body and answers `done`.
@@ -56,6 +58,11 @@ struct Recorder {
 
 impl Recorder {
     async fn start() -> (String, Recorder) {
+        Self::start_answering(false).await
+    }
+
+    /// With `echo`, the answer repeats the request's Authorization header.
+    async fn start_answering(echo: bool) -> (String, Recorder) {
         let recorder = Recorder::default();
         let seen = Arc::clone(&recorder.seen);
         let app = Router::new().route(
@@ -64,8 +71,16 @@ impl Recorder {
                 let seen = Arc::clone(&seen);
                 async move {
                     let body = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    let answer = if echo {
+                        format!(
+                            "you sent {}",
+                            headers["authorization"].to_str().unwrap_or_default()
+                        )
+                    } else {
+                        "done".to_string()
+                    };
                     seen.lock().unwrap().push((headers, body));
-                    "done"
+                    answer
                 }
             }),
         );
@@ -343,7 +358,7 @@ async fn a_removed_rule_is_checked_again_before_the_next_send(server: Server) {
     assert!(
         results[0]
             .1
-            .contains("no Vault rule lets the tool `call_api`"),
+            .contains("no Vault rule lets the tool `call_api` at its endpoint"),
         "{results:?}"
     );
     assert_eq!(endpoint.requests().len(), 1, "the second call was not sent");
@@ -915,4 +930,63 @@ async fn a_background_tool_job_opens_its_references_at_its_send(server: Server) 
         server.columns_containing(&secret).await,
         Vec::<String>::new()
     );
+}
+
+async fn an_endpoint_that_echoes_the_value_does_not_hand_it_to_the_model(server: Server) {
+    let secret = secret_value();
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("call_api", json!({})),
+        Answer::Text(vec!["ok"]),
+    ])
+    .await;
+    let (url, endpoint) = Recorder::start_answering(true).await;
+    let (bot, _) = setup(&server, &model, &url, &secret, true, true).await;
+    let (_, events) = run_turn(&server, &bot).await;
+    assert_eq!(endpoint.requests().len(), 1);
+    assert_eq!(
+        tool_results(&events),
+        vec![(false, "you sent Bearer [vault value]".to_string())]
+    );
+    assert!(model.bodies().iter().all(|b| !b.contains(&secret)));
+    assert!(!serde_json::to_string(&events).unwrap().contains(&secret));
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
+    );
+}
+
+async fn a_tool_registered_again_on_another_url_no_longer_reads(server: Server) {
+    let secret = secret_value();
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("call_api", json!({})),
+        Answer::Text(vec!["refused"]),
+    ])
+    .await;
+    let (url, first) = Recorder::start().await;
+    let (bot, item) = setup(&server, &model, &url, &secret, true, true).await;
+    let rules = server
+        .items(&format!("/v1/vault-items/{item}/rules"), &server.owner)
+        .await;
+    let tool_rule = rules
+        .iter()
+        .find(|r| r["reader"]["type"] == "tool")
+        .unwrap();
+    assert_eq!(tool_rule["tool_url"], url.as_str());
+    // An admin points the tool elsewhere: the item's tool rule covered the old endpoint only.
+    let (elsewhere, second) = Recorder::start().await;
+    assert_eq!(
+        register_tool(&server, &elsewhere, &item).await.status(),
+        StatusCode::OK
+    );
+    let (_, events) = run_turn(&server, &bot).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].0);
+    assert!(
+        results[0]
+            .1
+            .contains("no Vault rule lets the tool `call_api` at its endpoint"),
+        "{results:?}"
+    );
+    assert!(first.requests().is_empty() && second.requests().is_empty());
 }

@@ -2769,6 +2769,9 @@ class VaultRule:
     item_id: str
     #: Who may read it.
     reader: VaultReader
+    #: For a tool's rule: the endpoint it covers, the tool's URL when the rule was added. Once the
+    #: tool is registered on another URL the rule no longer lets it read.
+    tool_url: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> VaultRule:
@@ -2779,6 +2782,7 @@ class VaultRule:
             id=data["id"],
             item_id=data["item_id"],
             reader=data["reader"],
+            tool_url=data.get("tool_url"),
         )
 
     def to_dict(self) -> dict[str, Any]:

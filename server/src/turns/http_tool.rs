@@ -69,13 +69,13 @@ impl HttpTool {
         self
     }
 
-    /// The headers and body of one call, references opened as of now.
+    /// The headers and body of one call, references opened as of now, and the opened values.
     async fn request_parts(
         &self,
         arguments: &Value,
-    ) -> Result<(Vec<(String, String)>, Value), ToolError> {
+    ) -> Result<(Vec<(String, String)>, Value, Vec<String>), ToolError> {
         if self.template.is_empty() {
-            return Ok((Vec::new(), arguments.clone()));
+            return Ok((Vec::new(), arguments.clone(), Vec::new()));
         }
         let refs = self
             .template
@@ -94,6 +94,7 @@ impl HttpTool {
                 member: vault.member,
                 bot: vault.bot,
                 tool: self.definition.name.clone(),
+                tool_url: self.url.clone(),
             };
             vault
                 .opener
@@ -108,10 +109,26 @@ impl HttpTool {
                     }
                 })?
         };
-        self.template
+        let (headers, body) = self
+            .template
             .render(arguments, &values)
-            .map_err(|e| ToolError::new(e.to_string()))
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        Ok((headers, body, values.into_values().collect()))
     }
+}
+
+/// What stands for an opened Vault value in a tool's answer.
+pub const REDACTED: &str = "[vault value]";
+
+/// `text` with every opened value of at least 4 bytes (shorter ones would blank out ordinary
+/// text) replaced by [`REDACTED`].
+fn redacted(mut text: String, opened: &[String]) -> String {
+    for value in opened.iter().filter(|v| v.len() >= 4) {
+        if text.contains(value.as_str()) {
+            text = text.replace(value.as_str(), REDACTED);
+        }
+    }
+    text
 }
 
 #[async_trait]
@@ -124,7 +141,7 @@ impl Tool for HttpTool {
         self.outbound
             .check_url(&self.url)
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let (headers, body) = self.request_parts(&arguments).await?;
+        let (headers, body, opened) = self.request_parts(&arguments).await?;
         let mut request = self
             .client
             .post(&self.url)
@@ -158,6 +175,8 @@ impl Tool for HttpTool {
                 e.without_url()
             ))
         })?;
+        // An endpoint that echoes what it received must not hand a secret to the model.
+        let body = redacted(body, &opened);
         if status.is_success() {
             Ok(ToolOutput::text(body))
         } else {

@@ -19,4 +19,6 @@ pub use reference::{
     ReferenceError, VaultRef, references_in, replace_references, valid_field_name,
 };
 pub use service::{MAX_FIELDS, MAX_VALUE_BYTES, VaultError, Vaults, item_view};
-pub use store::{FieldForSend, ItemRow, RuleRow, SealedField, VaultStore, Visibility, field_place};
+pub use store::{
+    FieldForSend, ItemRow, Reader, RuleRow, SealedField, VaultStore, Visibility, field_place,
+};

@@ -10,7 +10,7 @@ use openbot_schema::BotId;
 use uuid::Uuid;
 
 use super::reference::VaultRef;
-use super::store::{VaultStore, field_place};
+use super::store::{Reader, VaultStore, field_place};
 use crate::sealed::KeyRing;
 use crate::store::StoreError;
 
@@ -26,6 +26,9 @@ pub struct ReaderPath {
     pub bot: BotId,
     /// The HTTP tool's name.
     pub tool: String,
+    /// The HTTP tool's endpoint URL, as the Turn saved it: a tool rule holds only for the URL
+    /// the tool had when the rule was added.
+    pub tool_url: String,
 }
 
 /// Why a send may not read a field. The message is safe to show the model.
@@ -65,8 +68,16 @@ impl VaultOpener {
         path: &ReaderPath,
     ) -> Result<BTreeMap<VaultRef, String>, OpenError> {
         let readers = [
-            ("bot", path.bot.as_uuid().to_string()),
-            ("tool", path.tool.clone()),
+            Reader {
+                kind: "bot",
+                id: path.bot.as_uuid().to_string(),
+                scope: String::new(),
+            },
+            Reader {
+                kind: "tool",
+                id: path.tool.clone(),
+                scope: path.tool_url.clone(),
+            },
         ];
         let mut values = BTreeMap::new();
         for reference in refs {
@@ -108,7 +119,7 @@ impl VaultOpener {
             }
             if found.allowed.get(1) != Some(&true) {
                 return Err(OpenError::Refused(format!(
-                    "no Vault rule lets the tool `{}` read {reference}; the call was not sent",
+                    "no Vault rule lets the tool `{}` at its endpoint read {reference}; the call was not sent",
                     path.tool
                 )));
             }

@@ -105,6 +105,7 @@ fn reader_of(row: &RuleRow) -> Result<VaultReader, StoreError> {
 fn rule_view(row: RuleRow) -> Result<VaultRule, StoreError> {
     Ok(VaultRule {
         reader: reader_of(&row)?,
+        tool_url: (row.reader_kind == "tool").then(|| row.reader_scope.clone()),
         id: row.id,
         item_id: row.item_id,
         field: row.field,
@@ -333,13 +334,13 @@ impl Vaults {
         if request.field != "*" && !item.fields.iter().any(|(name, _)| *name == request.field) {
             return Err(VaultError::NotFound("vault field"));
         }
-        let (kind, reader_id) = match &request.reader {
+        let (kind, reader_id, reader_scope) = match &request.reader {
             VaultReader::Bot { bot_id } => {
                 // Visibility and the token's Bot limit are part of the query.
                 if self.bots.visible_bot(caller, *bot_id).await?.is_none() {
                     return Err(VaultError::NotFound("bot"));
                 }
-                ("bot", bot_id.as_uuid().to_string())
+                ("bot", bot_id.as_uuid().to_string(), String::new())
             }
             VaultReader::Tool { name } => {
                 if caller.bot_ids.is_some() {
@@ -348,10 +349,13 @@ impl Vaults {
                     ));
                 }
                 let tools = self.tools.tools(caller.member.organization_id).await?;
-                if !tools.iter().any(|t| t.definition.name == *name) {
-                    return Err(VaultError::NotFound("tool"));
-                }
-                ("tool", name.clone())
+                let tool = tools
+                    .iter()
+                    .find(|t| t.definition.name == *name)
+                    .ok_or(VaultError::NotFound("tool"))?;
+                // The rule covers the tool at this endpoint only: registering it again on
+                // another URL needs a new rule from the item's owner.
+                ("tool", name.clone(), tool.url.clone())
             }
         };
         let row = self
@@ -362,6 +366,7 @@ impl Vaults {
                 field: request.field,
                 reader_kind: kind.to_string(),
                 reader_id,
+                reader_scope,
                 created_at: now_ms(),
             })
             .await?;

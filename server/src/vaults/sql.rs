@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::Row as _;
 use uuid::Uuid;
 
-use super::store::{FieldForSend, ItemRow, RuleRow, SealedField, VaultStore, Visibility};
+use super::store::{FieldForSend, ItemRow, Reader, RuleRow, SealedField, VaultStore, Visibility};
 use crate::sealed::SealedValue;
 use crate::store::{Millis, StoreError, now_ms, sql_store};
 
@@ -16,6 +16,7 @@ fn rule_row(row: &Row) -> Result<RuleRow, StoreError> {
         field: row.try_get("field")?,
         reader_kind: row.try_get("reader_kind")?,
         reader_id: row.try_get("reader_id")?,
+        reader_scope: row.try_get("reader_scope")?,
         created_at: row.try_get("created_at")?,
     })
 }
@@ -188,8 +189,8 @@ impl VaultStore for Store {
 
     async fn create_rule(&self, rule: &RuleRow) -> Result<RuleRow, StoreError> {
         sqlx::query(
-            "INSERT INTO vault_rules (id, item_id, field, reader_kind, reader_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (item_id, field, reader_kind, reader_id) DO NOTHING",
+            "INSERT INTO vault_rules (id, item_id, field, reader_kind, reader_id, reader_scope, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $7, $6) ON CONFLICT (item_id, field, reader_kind, reader_id, reader_scope) DO NOTHING",
         )
         .bind(rule.id)
         .bind(rule.item_id)
@@ -197,16 +198,18 @@ impl VaultStore for Store {
         .bind(&rule.reader_kind)
         .bind(&rule.reader_id)
         .bind(rule.created_at)
+        .bind(&rule.reader_scope)
         .execute(self.pool())
         .await?;
         let row = sqlx::query(
-            "SELECT id, item_id, field, reader_kind, reader_id, created_at FROM vault_rules \
-             WHERE item_id = $1 AND field = $2 AND reader_kind = $3 AND reader_id = $4",
+            "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules \
+             WHERE item_id = $1 AND field = $2 AND reader_kind = $3 AND reader_id = $4 AND reader_scope = $5",
         )
         .bind(rule.item_id)
         .bind(&rule.field)
         .bind(&rule.reader_kind)
         .bind(&rule.reader_id)
+        .bind(&rule.reader_scope)
         .fetch_one(self.pool())
         .await?;
         rule_row(&row)
@@ -219,7 +222,7 @@ impl VaultStore for Store {
         limit: i64,
     ) -> Result<Vec<RuleRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, item_id, field, reader_kind, reader_id, created_at FROM vault_rules \
+            "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules \
              WHERE item_id = $1 AND id > $2 ORDER BY id LIMIT $3",
         )
         .bind(item)
@@ -232,7 +235,7 @@ impl VaultStore for Store {
 
     async fn rule(&self, id: Uuid) -> Result<Option<RuleRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, item_id, field, reader_kind, reader_id, created_at FROM vault_rules WHERE id = $1",
+            "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(self.reader())
@@ -254,7 +257,7 @@ impl VaultStore for Store {
         organization: Uuid,
         item: Uuid,
         field: &str,
-        readers: &[(&str, String)],
+        readers: &[Reader],
     ) -> Result<Option<FieldForSend>, StoreError> {
         // One transaction, so the rules and the value are of the same moment.
         let mut tx = self.pool().begin().await?;
@@ -282,15 +285,16 @@ impl VaultStore for Store {
             })
             .transpose()?;
         let mut allowed = Vec::with_capacity(readers.len());
-        for (kind, id) in readers {
+        for reader in readers {
             let found = sqlx::query(
                 "SELECT 1 AS one FROM vault_rules WHERE item_id = $1 AND (field = $2 OR field = '*') \
-                 AND reader_kind = $3 AND reader_id = $4 LIMIT 1",
+                 AND reader_kind = $3 AND reader_id = $4 AND reader_scope = $5 LIMIT 1",
             )
             .bind(item)
             .bind(field)
-            .bind(*kind)
-            .bind(id)
+            .bind(reader.kind)
+            .bind(&reader.id)
+            .bind(&reader.scope)
             .fetch_optional(&mut *tx)
             .await?;
             allowed.push(found.is_some());

@@ -53,6 +53,9 @@ pub struct RuleRow {
     pub reader_kind: String,
     /// The Bot's ID or the tool's name.
     pub reader_id: String,
+    /// What the reader must still be: a tool's endpoint URL as the rule was added; empty for a
+    /// Bot.
+    pub reader_scope: String,
     /// When it was added.
     pub created_at: Millis,
 }
@@ -110,14 +113,25 @@ pub trait VaultStore: Send + Sync + 'static {
     async fn delete_rule(&self, id: Uuid) -> Result<bool, StoreError>;
 
     /// For a send: the item (any owner) of `organization`, the field's sealed value, and which
-    /// of `readers` (kind, id) a rule allows to read the field, read in one snapshot.
+    /// of `readers` a rule allows to read the field, read in one snapshot.
     async fn field_for_send(
         &self,
         organization: Uuid,
         item: Uuid,
         field: &str,
-        readers: &[(&str, String)],
+        readers: &[Reader],
     ) -> Result<Option<FieldForSend>, StoreError>;
+}
+
+/// A reader on a send's path, as rules name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reader {
+    /// `bot` or `tool`.
+    pub kind: &'static str,
+    /// The Bot's ID or the tool's name.
+    pub id: String,
+    /// The tool's endpoint URL; empty for a Bot.
+    pub scope: String,
 }
 
 /// What a send needs to know about one referenced field.
