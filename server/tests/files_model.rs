@@ -184,6 +184,17 @@ async fn a_file_the_provider_cannot_take_is_refused_when_sent(server: Server) {
         message.contains("`data.zip` (application/zip)"),
         "{message}"
     );
+    // Steering input is checked the same way.
+    let steered = server
+        .post(&format!("/v1/chats/{chat}/steer"), &server.owner)
+        .json(&json!({"content": [{"type": "file", "file": {"id": archive["id"], "media_type": "image/png"}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(steered).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
     assert_eq!(model.total_requests(), 0, "nothing reached the model");
     let history = server
         .items(&format!("/v1/chats/{chat}/messages"), &server.owner)

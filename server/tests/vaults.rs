@@ -566,6 +566,13 @@ async fn bad_vault_inputs_are_refused(server: Server) {
         (
             server
                 .post("/v1/vault-items", &server.owner)
+                .json(&json!({"name": "a\u{0}b"})),
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+        ),
+        (
+            server
+                .post("/v1/vault-items", &server.owner)
                 .json(&json!({"name": "y", "fields": {"bad name": "v"}})),
             StatusCode::BAD_REQUEST,
             "invalid_input",

@@ -187,8 +187,10 @@ impl Vaults {
     ) -> Result<VaultItem, VaultError> {
         caller.require(Resource::Vaults, Action::Write)?;
         let name = request.name.trim();
-        if name.is_empty() || name.chars().count() > 100 {
-            return Err(VaultError::Invalid("name must be 1-100 characters".into()));
+        if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+            return Err(VaultError::Invalid(
+                "name must be 1-100 characters, none a control character".into(),
+            ));
         }
         if request.owner == VaultOwner::Organization && !caller.is_admin() {
             return Err(VaultError::NotAllowed(
