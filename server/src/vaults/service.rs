@@ -267,7 +267,9 @@ impl Vaults {
             )));
         }
         let sealed = self.seal(id, field, &request.value)?;
-        self.store.put_field(id, &sealed).await?;
+        if !self.store.put_field(id, &sealed).await? {
+            return Err(VaultError::NotFound("vault item"));
+        }
         self.get(caller, id).await
     }
 

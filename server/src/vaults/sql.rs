@@ -122,9 +122,19 @@ impl VaultStore for Store {
         fold_items(&rows)
     }
 
-    async fn put_field(&self, item: Uuid, field: &SealedField) -> Result<(), StoreError> {
+    async fn put_field(&self, item: Uuid, field: &SealedField) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
+        // The item's row first: an item deleted meanwhile gets no orphan field.
+        let touched = sqlx::query("UPDATE vault_items SET updated_at = $2 WHERE id = $1")
+            .bind(item)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if touched == 0 {
+            return Ok(false);
+        }
         sqlx::query(
             "INSERT INTO vault_fields (item_id, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (item_id, name) DO UPDATE SET key_id = EXCLUDED.key_id, sealed = EXCLUDED.sealed, \
@@ -137,13 +147,8 @@ impl VaultStore for Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE vault_items SET updated_at = $2 WHERE id = $1")
-            .bind(item)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
     async fn delete_field(&self, item: Uuid, name: &str) -> Result<bool, StoreError> {

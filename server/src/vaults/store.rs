@@ -86,8 +86,9 @@ pub trait VaultStore: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<ItemRow>, StoreError>;
 
-    /// Sets a field's sealed value (new or replaced) and the item's change time.
-    async fn put_field(&self, item: Uuid, field: &SealedField) -> Result<(), StoreError>;
+    /// Sets a field's sealed value (new or replaced) and the item's change time; `false`
+    /// (and nothing written) when the item is gone.
+    async fn put_field(&self, item: Uuid, field: &SealedField) -> Result<bool, StoreError>;
 
     /// Removes a field and the rules naming it; whether it existed.
     async fn delete_field(&self, item: Uuid, name: &str) -> Result<bool, StoreError>;
