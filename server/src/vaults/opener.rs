@@ -87,7 +87,7 @@ impl VaultOpener {
                     path.organization,
                     reference.item,
                     &reference.field,
-                    &readers,
+                    [&readers[0], &readers[1]],
                 )
                 .await?;
             let Some(found) = found else {

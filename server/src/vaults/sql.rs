@@ -47,6 +47,16 @@ fn fold_items(rows: &[Row]) -> Result<Vec<ItemRow>, StoreError> {
     Ok(items)
 }
 
+/// Whether a rule of item `i` lets the reader (kind, id, scope) read field `$3`.
+macro_rules! allowed {
+    ($kind:literal, $id:literal, $scope:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM vault_rules r WHERE r.item_id = i.id AND (r.field = $3 OR r.field = '*') \
+             AND r.reader_kind = ", $kind, " AND r.reader_id = ", $id, " AND r.reader_scope = ", $scope, ")"
+        )
+    };
+}
+
 /// Items `i` (a subquery) with their fields.
 macro_rules! with_fields {
     ($items:literal) => {
@@ -262,53 +272,41 @@ impl VaultStore for Store {
         organization: Uuid,
         item: Uuid,
         field: &str,
-        readers: &[Reader],
+        readers: [&Reader; 2],
     ) -> Result<Option<FieldForSend>, StoreError> {
-        // One transaction, so the rules and the value are of the same moment.
-        let mut tx = self.pool().begin().await?;
-        let Some(owner) = sqlx::query(
-            "SELECT owner_member_id FROM vault_items WHERE id = $1 AND organization_id = $2",
-        )
+        // One statement, so the item, the value and the rules are of the same moment.
+        let row = sqlx::query(concat!(
+            "SELECT i.owner_member_id, f.key_id, f.sealed, ",
+            allowed!("$4", "$5", "$6"), " AS first_allowed, ",
+            allowed!("$7", "$8", "$9"), " AS second_allowed \
+             FROM vault_items i LEFT JOIN vault_fields f ON f.item_id = i.id AND f.name = $3 \
+             WHERE i.id = $1 AND i.organization_id = $2"
+        ))
         .bind(item)
         .bind(organization)
-        .fetch_optional(&mut *tx)
-        .await?
-        else {
+        .bind(field)
+        .bind(readers[0].kind)
+        .bind(&readers[0].id)
+        .bind(&readers[0].scope)
+        .bind(readers[1].kind)
+        .bind(&readers[1].id)
+        .bind(&readers[1].scope)
+        .fetch_optional(self.reader())
+        .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
-        let owner_member_id: Option<Uuid> = owner.try_get("owner_member_id")?;
-        let value = sqlx::query("SELECT key_id, sealed FROM vault_fields WHERE item_id = $1 AND name = $2")
-            .bind(item)
-            .bind(field)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| {
-                Ok::<_, StoreError>(SealedValue {
-                    key_id: row.try_get("key_id")?,
-                    bytes: row.try_get("sealed")?,
-                })
-            })
-            .transpose()?;
-        let mut allowed = Vec::with_capacity(readers.len());
-        for reader in readers {
-            let found = sqlx::query(
-                "SELECT 1 AS one FROM vault_rules WHERE item_id = $1 AND (field = $2 OR field = '*') \
-                 AND reader_kind = $3 AND reader_id = $4 AND reader_scope = $5 LIMIT 1",
-            )
-            .bind(item)
-            .bind(field)
-            .bind(reader.kind)
-            .bind(&reader.id)
-            .bind(&reader.scope)
-            .fetch_optional(&mut *tx)
-            .await?;
-            allowed.push(found.is_some());
-        }
-        tx.commit().await?;
+        let key_id: Option<String> = row.try_get("key_id")?;
+        let sealed: Option<Vec<u8>> = row.try_get("sealed")?;
         Ok(Some(FieldForSend {
-            owner_member_id,
-            value,
-            allowed,
+            owner_member_id: row.try_get("owner_member_id")?,
+            value: key_id
+                .zip(sealed)
+                .map(|(key_id, bytes)| SealedValue { key_id, bytes }),
+            allowed: vec![
+                row.try_get("first_allowed")?,
+                row.try_get("second_allowed")?,
+            ],
         }))
     }
 }

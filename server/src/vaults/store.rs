@@ -113,14 +113,15 @@ pub trait VaultStore: Send + Sync + 'static {
     /// Removes a rule; whether it existed.
     async fn delete_rule(&self, id: Uuid) -> Result<bool, StoreError>;
 
-    /// For a send: the item (any owner) of `organization`, the field's sealed value, and which
-    /// of `readers` a rule allows to read the field, read in one snapshot.
+    /// For a send: the item (any owner) of `organization`, the field's sealed value, and
+    /// whether a rule lets each of the two readers of the send's path (its Bot and its tool)
+    /// read the field, read in one statement.
     async fn field_for_send(
         &self,
         organization: Uuid,
         item: Uuid,
         field: &str,
-        readers: &[Reader],
+        readers: [&Reader; 2],
     ) -> Result<Option<FieldForSend>, StoreError>;
 }
 
@@ -142,6 +143,6 @@ pub struct FieldForSend {
     pub owner_member_id: Option<Uuid>,
     /// The sealed value, if the field exists.
     pub value: Option<SealedValue>,
-    /// For each reader asked about, in order, whether a rule allows it.
+    /// For each of the two readers, in order, whether a rule allows it.
     pub allowed: Vec<bool>,
 }
