@@ -662,6 +662,18 @@ async fn bad_vault_inputs_are_refused(server: Server) {
             "{header}"
         );
     }
+    let in_url = server
+        .http
+        .put(format!("{}/v1/tools/bad", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"input_schema": {"type": "object"}, "url": format!("http://127.0.0.1:9/x?key={{{{vault.{id}.token}}}}")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(in_url).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
     let reserved = server
         .http
         .put(format!("{}/v1/tools/bad", server.base))

@@ -84,6 +84,12 @@ pub async fn put_tool(
     };
     openbot_core::tool::CheckedSchema::new(definition.clone())
         .map_err(|e| ApiError::invalid(e.to_string()))?;
+    // A URL shows up in logs and errors: secrets go in headers or the body, never there.
+    if request.url.contains("{{vault.") {
+        return Err(ApiError::invalid(
+            "a tool's url may not hold Vault references: put them in headers or body",
+        ));
+    }
     let valid_url = reqwest::Url::parse(&request.url)
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
     if !valid_url {
