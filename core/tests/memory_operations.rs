@@ -62,6 +62,8 @@ fn http_tool(url: &str, retry_safe: bool) -> PutHttpTool {
         url: url.into(),
         retry_safe,
         background: false,
+        headers: Default::default(),
+        body: None,
     }
 }
 

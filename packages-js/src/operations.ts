@@ -71,6 +71,10 @@ export type CreateMemory = Schemas['CreateMemory'];
 export type CreateOrganization = Schemas['CreateOrganization'];
 /** A request to create an API token. */
 export type CreateToken = Schemas['CreateToken'];
+/** A Vault item to create. */
+export type CreateVaultItem = Schemas['CreateVaultItem'];
+/** A rule to add to a Vault item. */
+export type CreateVaultRule = Schemas['CreateVaultRule'];
 /** A new invitation and its secret, shown only this once: give it to the person. */
 export type CreatedInvitation = Schemas['CreatedInvitation'];
 /** A new organization with its owner's first token. */
@@ -221,6 +225,8 @@ export type PutProvider = Schemas['PutProvider'];
  * `max_concurrent`, `requests_per_window` and `tokens_per_window` is needed.
  */
 export type PutScopeLimit = Schemas['PutScopeLimit'];
+/** A field's new value. */
+export type PutVaultField = Schemas['PutVaultField'];
 /** A kind of resource a right covers. */
 export type Resource = Schemas['Resource'];
 /** One right: an action on a kind of resource. Write does not imply read. */
@@ -266,6 +272,24 @@ export type Usage = Schemas['Usage'];
 export type UsagePage = Schemas['UsagePage'];
 /** The model calls of one group in a time range. */
 export type UsageRow = Schemas['UsageRow'];
+/** A field of a Vault item, without its value. */
+export type VaultField = Schemas['VaultField'];
+/** A Vault item: its fields' names, never their values. */
+export type VaultItem = Schemas['VaultItem'];
+/** One page of Vault items, oldest first. */
+export type VaultItemPage = Schemas['VaultItemPage'];
+/** Who owns a Vault item. */
+export type VaultOwner = Schemas['VaultOwner'];
+/**
+ * Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a Turn
+ * reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App connections,
+ * Code Mode runs) join this list.
+ */
+export type VaultReader = Schemas['VaultReader'];
+/** A rule: `reader` may read `field` of an item. */
+export type VaultRule = Schemas['VaultRule'];
+/** One page of a Vault item's rules, oldest first. */
+export type VaultRulePage = Schemas['VaultRulePage'];
 
 /** One operation of the API, as schema/openapi.json declares it. */
 export interface OperationInfo {
@@ -381,6 +405,15 @@ export type OperationId =
   | 'list_unknown_outcomes'
   | 'usage'
   | 'usage_export'
+  | 'list_vault_items'
+  | 'create_vault_item'
+  | 'get_vault_item'
+  | 'delete_vault_item'
+  | 'put_vault_field'
+  | 'delete_vault_field'
+  | 'list_vault_rules'
+  | 'create_vault_rule'
+  | 'delete_vault_rule'
   ;
 
 /** Every operation of the API by its `operationId`. */
@@ -467,6 +500,15 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_unknown_outcomes: { id: 'list_unknown_outcomes', sdkMethod: 'listUnknownOutcomes', method: 'GET', path: '/v1/unknown-outcomes', tag: 'outcomes', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   usage: { id: 'usage', sdkMethod: 'usage', method: 'GET', path: '/v1/usage', tag: 'billing', pathParams: [], queryParams: ['from', 'to', 'group_by', 'bot_id', 'chat_id', 'member_id', 'model', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   usage_export: { id: 'usage_export', sdkMethod: 'usageExport', method: 'GET', path: '/v1/usage/export', tag: 'billing', pathParams: [], queryParams: ['from', 'to', 'group_by', 'bot_id', 'chat_id', 'member_id', 'model', 'limit', 'cursor'], body: null, answer: 'bytes', paged: false, public: false, handwritten: false, memory: false },
+  list_vault_items: { id: 'list_vault_items', sdkMethod: 'listVaultItems', method: 'GET', path: '/v1/vault-items', tag: 'vaults', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  create_vault_item: { id: 'create_vault_item', sdkMethod: 'createVaultItem', method: 'POST', path: '/v1/vault-items', tag: 'vaults', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  get_vault_item: { id: 'get_vault_item', sdkMethod: 'getVaultItem', method: 'GET', path: '/v1/vault-items/{id}', tag: 'vaults', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_vault_item: { id: 'delete_vault_item', sdkMethod: 'deleteVaultItem', method: 'DELETE', path: '/v1/vault-items/{id}', tag: 'vaults', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  put_vault_field: { id: 'put_vault_field', sdkMethod: 'putVaultField', method: 'PUT', path: '/v1/vault-items/{id}/fields/{field}', tag: 'vaults', pathParams: ['id', 'field'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_vault_field: { id: 'delete_vault_field', sdkMethod: 'deleteVaultField', method: 'DELETE', path: '/v1/vault-items/{id}/fields/{field}', tag: 'vaults', pathParams: ['id', 'field'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  list_vault_rules: { id: 'list_vault_rules', sdkMethod: 'listVaultRules', method: 'GET', path: '/v1/vault-items/{id}/rules', tag: 'vaults', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  create_vault_rule: { id: 'create_vault_rule', sdkMethod: 'createVaultRule', method: 'POST', path: '/v1/vault-items/{id}/rules', tag: 'vaults', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_vault_rule: { id: 'delete_vault_rule', sdkMethod: 'deleteVaultRule', method: 'DELETE', path: '/v1/vault-rules/{id}', tag: 'vaults', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
 };
 
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
@@ -553,6 +595,15 @@ export interface OperationTypes {
   list_unknown_outcomes: { params: { limit?: number; cursor?: string }; body: undefined; answer: UnknownOutcomePage };
   usage: { params: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string }; body: undefined; answer: UsagePage };
   usage_export: { params: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string }; body: undefined; answer: Bytes };
+  list_vault_items: { params: { limit?: number; cursor?: string }; body: undefined; answer: VaultItemPage };
+  create_vault_item: { params: Record<string, never>; body: CreateVaultItem; answer: VaultItem };
+  get_vault_item: { params: { id: string }; body: undefined; answer: VaultItem };
+  delete_vault_item: { params: { id: string }; body: undefined; answer: undefined };
+  put_vault_field: { params: { id: string; field: string }; body: PutVaultField; answer: VaultItem };
+  delete_vault_field: { params: { id: string; field: string }; body: undefined; answer: undefined };
+  list_vault_rules: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: VaultRulePage };
+  create_vault_rule: { params: { id: string }; body: CreateVaultRule; answer: VaultRule };
+  delete_vault_rule: { params: { id: string }; body: undefined; answer: undefined };
 }
 
 /**
@@ -1242,7 +1293,7 @@ export abstract class Operations {
    */
   async putTool(name: string, body: PutHttpTool): Promise<HttpTool> {
     checkString('putTool', 'name', name);
-    checkFields('putTool', 'body', body, { background: 'boolean?', description: 'string?', input_schema: 'object!', retry_safe: 'boolean?', url: 'string!' });
+    checkFields('putTool', 'body', body, { background: 'boolean?', body: 'object?', description: 'string?', headers: 'object?', input_schema: 'object!', retry_safe: 'boolean?', url: 'string!' });
     return (await this.invoke('put_tool', { name }, body)) as HttpTool;
   }
 
@@ -1284,5 +1335,95 @@ export abstract class Operations {
   async usageExport(options: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string } = {}): Promise<Bytes> {
     checkFields('usageExport', 'options', options, { from: 'string?', to: 'string?', group_by: 'string?', bot_id: 'string?', chat_id: 'string?', member_id: 'string?', model: 'string?', limit: 'integer?', cursor: 'string?' });
     return (await this.invoke('usage_export', { ...options }, undefined)) as Bytes;
+  }
+
+  /**
+   * The Vault items the caller sees (the organization's and its own), oldest first, with their
+   * fields' names. Paged: ask again with `next_cursor` until it is absent. `GET /v1/vault-items`
+   * (operation `list_vault_items`).
+   */
+  listVaultItems(options: { limit?: number; cursor?: string } = {}): Paged<VaultItem> {
+    checkFields('listVaultItems', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_vault_items', { ...options }, 'items', (info) => info as VaultItem);
+  }
+
+  /**
+   * Creates a Vault item with its fields; each value is sealed and never shown again. The answer
+   * names the fields only. `POST /v1/vault-items` (operation `create_vault_item`).
+   */
+  async createVaultItem(body: CreateVaultItem): Promise<VaultItem> {
+    checkFields('createVaultItem', 'body', body, { fields: 'object?', name: 'string!', owner: 'string?' });
+    return (await this.invoke('create_vault_item', {}, body)) as VaultItem;
+  }
+
+  /**
+   * One Vault item: its name, owner and fields' names (never their values). `GET
+   * /v1/vault-items/{id}` (operation `get_vault_item`).
+   */
+  async getVaultItem(id: string): Promise<VaultItem> {
+    checkString('getVaultItem', 'id', id);
+    return (await this.invoke('get_vault_item', { id }, undefined)) as VaultItem;
+  }
+
+  /**
+   * Deletes a Vault item with its fields and rules. Saved calls that reference it fail with a clear
+   * error from then on; a new item under the same name does not replace it. `DELETE
+   * /v1/vault-items/{id}` (operation `delete_vault_item`).
+   */
+  async deleteVaultItem(id: string): Promise<void> {
+    checkString('deleteVaultItem', 'id', id);
+    await this.invoke('delete_vault_item', { id }, undefined);
+  }
+
+  /**
+   * Sets a field's value (adds the field, or replaces its value); sealed, never shown again. `PUT
+   * /v1/vault-items/{id}/fields/{field}` (operation `put_vault_field`).
+   */
+  async putVaultField(id: string, field: string, body: PutVaultField): Promise<VaultItem> {
+    checkString('putVaultField', 'id', id);
+    checkString('putVaultField', 'field', field);
+    checkFields('putVaultField', 'body', body, { value: 'string!' });
+    return (await this.invoke('put_vault_field', { id, field }, body)) as VaultItem;
+  }
+
+  /**
+   * Removes a field and the rules that name it. `DELETE /v1/vault-items/{id}/fields/{field}`
+   * (operation `delete_vault_field`).
+   */
+  async deleteVaultField(id: string, field: string): Promise<void> {
+    checkString('deleteVaultField', 'id', id);
+    checkString('deleteVaultField', 'field', field);
+    await this.invoke('delete_vault_field', { id, field }, undefined);
+  }
+
+  /**
+   * The rules of a Vault item, oldest first. Paged. `GET /v1/vault-items/{id}/rules` (operation
+   * `list_vault_rules`).
+   */
+  listVaultRules(id: string, options: { limit?: number; cursor?: string } = {}): Paged<VaultRule> {
+    checkString('listVaultRules', 'id', id);
+    checkFields('listVaultRules', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_vault_rules', { id, ...options }, 'items', (info) => info as VaultRule);
+  }
+
+  /**
+   * Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a field (or `*`,
+   * every field). A send needs a rule for each reader on its path: the Turn's Bot and the tool.
+   * Adding the same rule twice answers the existing one. `POST /v1/vault-items/{id}/rules`
+   * (operation `create_vault_rule`).
+   */
+  async createVaultRule(id: string, body: CreateVaultRule): Promise<VaultRule> {
+    checkString('createVaultRule', 'id', id);
+    checkFields('createVaultRule', 'body', body, { field: 'string!' });
+    return (await this.invoke('create_vault_rule', { id }, body)) as VaultRule;
+  }
+
+  /**
+   * Removes a rule; the next send checks the rules again. `DELETE /v1/vault-rules/{id}` (operation
+   * `delete_vault_rule`).
+   */
+  async deleteVaultRule(id: string): Promise<void> {
+    checkString('deleteVaultRule', 'id', id);
+    await this.invoke('delete_vault_rule', { id }, undefined);
   }
 }

@@ -1143,6 +1143,108 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/vault-items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The Vault items the caller sees (the organization's and its own), oldest first, with their
+         *     fields' names. Paged: ask again with `next_cursor` until it is absent.
+         */
+        get: operations["list_vault_items"];
+        put?: never;
+        /**
+         * Creates a Vault item with its fields; each value is sealed and never shown again. The
+         *     answer names the fields only.
+         */
+        post: operations["create_vault_item"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vault-items/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One Vault item: its name, owner and fields' names (never their values). */
+        get: operations["get_vault_item"];
+        put?: never;
+        post?: never;
+        /**
+         * Deletes a Vault item with its fields and rules. Saved calls that reference it fail with a
+         *     clear error from then on; a new item under the same name does not replace it.
+         */
+        delete: operations["delete_vault_item"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vault-items/{id}/fields/{field}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Sets a field's value (adds the field, or replaces its value); sealed, never shown again. */
+        put: operations["put_vault_field"];
+        post?: never;
+        /** Removes a field and the rules that name it. */
+        delete: operations["delete_vault_field"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vault-items/{id}/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The rules of a Vault item, oldest first. Paged. */
+        get: operations["list_vault_rules"];
+        put?: never;
+        /**
+         * Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a field (or
+         *     `*`, every field). A send needs a rule for each reader on its path: the Turn's Bot and the
+         *     tool. Adding the same rule twice answers the existing one.
+         */
+        post: operations["create_vault_rule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vault-rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Removes a rule; the next send checks the rules again. */
+        delete: operations["delete_vault_rule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1524,6 +1626,27 @@ export interface components {
             name: string;
             /** @description What the token may do; no more than the creating token may do. */
             rights: components["schemas"]["Right"][];
+        };
+        /** @description A Vault item to create. */
+        CreateVaultItem: {
+            /** @description Its fields: name (1-64 of a-z A-Z 0-9 _ -) to value (at most 16 KiB). */
+            fields?: {
+                [key: string]: string;
+            };
+            /**
+             * @description A name for people, 1-100 characters. Names need not be unique: references use the
+             *     item's ID.
+             */
+            name: string;
+            /** @description Who owns it: the creating member unless `organization`. */
+            owner?: components["schemas"]["VaultOwner"];
+        };
+        /** @description A rule to add to a Vault item. */
+        CreateVaultRule: {
+            /** @description The field it allows, or `*` for every field of the item. */
+            field: string;
+            /** @description Who may read it. */
+            reader: components["schemas"]["VaultReader"];
         };
         /** @description A new invitation and its secret, shown only this once: give it to the person. */
         CreatedInvitation: {
@@ -1932,8 +2055,14 @@ export interface components {
         HttpTool: {
             /** @description Whether each call runs detached, in its own execution. */
             background: boolean;
+            /** @description The fields added to each call's body (Vault references as written). */
+            body?: Record<string, never> | null;
             /** @description What the tool does, for the model. */
             description: string;
+            /** @description The headers sent with each call (Vault references as written, never their values). */
+            headers?: {
+                [key: string]: string;
+            };
             /** @description The JSON Schema of its arguments. */
             input_schema: Record<string, never>;
             /** @description The name Bots use for it. */
@@ -2365,8 +2494,21 @@ export interface components {
              *     call may outlive it, and its result reaches the Chat as a notice.
              */
             background?: boolean;
+            /**
+             * @description Fields added to each call's JSON body next to its arguments (a field here wins over an
+             *     argument of the same name). Strings in it may hold Vault references too.
+             */
+            body?: Record<string, never> | null;
             /** @description What the tool does, for the model. */
             description?: string;
+            /**
+             * @description Headers sent with each call, name to value. A value may hold Vault references,
+             *     `{{vault.<item-id>.<field>}}`, replaced by the field's value only as the call is sent
+             *     (docs/vaults.md); put secrets there, never in a plain value.
+             */
+            headers?: {
+                [key: string]: string;
+            };
             /** @description The JSON Schema its arguments must match. */
             input_schema: Record<string, never>;
             /**
@@ -2441,11 +2583,16 @@ export interface components {
              */
             window_ms?: number | null;
         };
+        /** @description A field's new value. */
+        PutVaultField: {
+            /** @description The value (at most 16 KiB); sealed at rest, never shown again. */
+            value: string;
+        };
         /**
          * @description A kind of resource a right covers.
          * @enum {string}
          */
-        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing";
+        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults";
         /** @description One right: an action on a kind of resource. Write does not imply read. */
         Right: {
             /** @description The action. */
@@ -2727,6 +2874,107 @@ export interface components {
              * @description The estimates of the calls with unknown usage (never charged; shown apart).
              */
             unknown_estimate_micros: number;
+        };
+        /** @description A field of a Vault item, without its value. */
+        VaultField: {
+            /** @description Its name. */
+            name: string;
+            /**
+             * Format: date-time
+             * @description When its value was last set.
+             */
+            updated_at: string;
+        };
+        /** @description A Vault item: its fields' names, never their values. */
+        VaultItem: {
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /** @description Its fields, by name. */
+            fields: components["schemas"]["VaultField"][];
+            /**
+             * Format: uuid
+             * @description Its ID, which references name.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The owning member, for a member's item.
+             */
+            member_id?: string | null;
+            /** @description Its name. */
+            name: string;
+            /** @description Who owns it. */
+            owner: components["schemas"]["VaultOwner"];
+            /**
+             * Format: date-time
+             * @description When it or a field last changed.
+             */
+            updated_at: string;
+        };
+        /** @description One page of Vault items, oldest first. */
+        VaultItemPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["VaultItem"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description Who owns a Vault item.
+         * @enum {string}
+         */
+        VaultOwner: "member" | "organization";
+        /**
+         * @description Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a
+         *     Turn reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App
+         *     connections, Code Mode runs) join this list.
+         */
+        VaultReader: {
+            /** @description The Bot. */
+            bot_id: components["schemas"]["BotId"];
+            /** @enum {string} */
+            type: "bot";
+        } | {
+            /** @description The tool's name. */
+            name: string;
+            /** @enum {string} */
+            type: "tool";
+        };
+        /** @description A rule: `reader` may read `field` of an item. */
+        VaultRule: {
+            /**
+             * Format: date-time
+             * @description When it was added.
+             */
+            created_at: string;
+            /** @description The field, or `*`. */
+            field: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The item.
+             */
+            item_id: string;
+            /** @description Who may read it. */
+            reader: components["schemas"]["VaultReader"];
+            /**
+             * @description For a tool's rule: the endpoint it covers, the tool's URL when the rule was added. Once
+             *     the tool is registered on another URL the rule no longer lets it read.
+             */
+            tool_url?: string | null;
+        };
+        /** @description One page of a Vault item's rules, oldest first. */
+        VaultRulePage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["VaultRule"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
     };
     responses: never;
@@ -7357,6 +7605,538 @@ export interface operations {
                 };
             };
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_vault_items: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VaultItemPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_vault_item: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateVaultItem"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VaultItem"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_vault_item: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The item's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VaultItem"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_vault_item: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The item's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_vault_field: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The item's ID */
+                id: string;
+                /** @description The field's name: 1-64 of a-z A-Z 0-9 _ - */
+                field: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutVaultField"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VaultItem"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_vault_field: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The item's ID */
+                id: string;
+                /** @description The field's name */
+                field: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_vault_rules: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The item's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VaultRulePage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_vault_rule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The item's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateVaultRule"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VaultRule"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_vault_rule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The rule's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

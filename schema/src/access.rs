@@ -26,6 +26,9 @@ pub enum Resource {
     /// Usage and billing: read sees usage reports, prices and credits; write sets prices and
     /// grants credits (with the owner or admin role).
     Billing,
+    /// Vault items and their rules: read lists them (never values), write creates, changes
+    /// and deletes them (an organization's items with the owner or admin role).
+    Vaults,
 }
 
 /// What a right allows on its resource.
@@ -62,6 +65,7 @@ impl Right {
             Resource::Models,
             Resource::Outcomes,
             Resource::Billing,
+            Resource::Vaults,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

@@ -31,6 +31,7 @@ mod page;
 mod tool;
 mod tool_registry;
 mod usage;
+mod vault;
 
 // The scaffolding of the uniffi records (see `ffi`), at the crate root where uniffi wants it.
 #[cfg(feature = "uniffi")]
@@ -72,8 +73,12 @@ pub use page::{
     ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
     MAX_PAGE_LIMIT, MemberPage, MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery,
-    ProviderSettingsPage, StoredFilePage, UnknownOutcomePage,
+    ProviderSettingsPage, StoredFilePage, UnknownOutcomePage, VaultItemPage, VaultRulePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
 pub use usage::Usage;
+pub use vault::{
+    CreateVaultItem, CreateVaultRule, PutVaultField, VaultField, VaultItem, VaultOwner,
+    VaultReader, VaultRule,
+};

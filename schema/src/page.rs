@@ -237,3 +237,11 @@ mod tests {
         assert_eq!(query.to_query_string(), "limit=5&cursor=a%20b%2B%2F%3D");
     }
 }
+page!(
+    /// One page of Vault items, oldest first.
+    VaultItemPage of crate::vault::VaultItem
+);
+page!(
+    /// One page of a Vault item's rules, oldest first.
+    VaultRulePage of crate::vault::VaultRule
+);

@@ -1,5 +1,7 @@
 //! The tool registry: an organization's HTTP tools, each a declared endpoint.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,6 +33,18 @@ pub struct PutHttpTool {
     #[serde(default)]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub background: bool,
+    /// Headers sent with each call, name to value. A value may hold Vault references,
+    /// `{{vault.<item-id>.<field>}}`, replaced by the field's value only as the call is sent
+    /// (docs/vaults.md); put secrets there, never in a plain value.
+    #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub headers: HashMap<String, String>,
+    /// Fields added to each call's JSON body next to its arguments (a field here wins over an
+    /// argument of the same name). Strings in it may hold Vault references too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub body: Option<Value>,
 }
 
 /// A registered HTTP tool.
@@ -50,6 +64,15 @@ pub struct HttpTool {
     pub retry_safe: bool,
     /// Whether each call runs detached, in its own execution.
     pub background: bool,
+    /// The headers sent with each call (Vault references as written, never their values).
+    #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub headers: HashMap<String, String>,
+    /// The fields added to each call's body (Vault references as written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub body: Option<Value>,
     /// When it was last set.
     pub updated_at: DateTime<Utc>,
 }

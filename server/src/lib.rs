@@ -22,4 +22,5 @@ pub mod store;
 pub mod timing;
 pub mod tools;
 pub mod turns;
+pub mod vaults;
 pub mod work;

@@ -108,6 +108,8 @@ pub struct Database {
     pub objects: Option<Arc<dyn object_store::ObjectStore>>,
     /// Bots' memories.
     pub memories: Arc<dyn crate::memories::MemoryStore>,
+    /// Vault items, their sealed fields and rules.
+    pub vaults: Arc<dyn crate::vaults::VaultStore>,
 }
 
 impl Database {
@@ -125,7 +127,8 @@ impl Database {
             + crate::approvals::RuleStore
             + crate::files::FileStore
             + crate::limits::LimitStore
-            + crate::memories::MemoryStore,
+            + crate::memories::MemoryStore
+            + crate::vaults::VaultStore,
     {
         Self {
             store: store.clone(),
@@ -139,6 +142,7 @@ impl Database {
             rules: store.clone(),
             limits: store.clone(),
             memories: store.clone(),
+            vaults: store.clone(),
             files: store,
             objects: None,
         }
@@ -238,6 +242,13 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
 /// saved identity's current rights.
 pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
     let mut turns = TurnWorkflow::new(platform.clone());
+    // Turns send the files their messages attach to the model, read from the object store.
+    if let Some((database, objects)) = database.and_then(|d| d.objects.as_ref().map(|o| (d, o))) {
+        turns = turns.with_files(crate::files::FileReader::new(
+            Arc::clone(objects),
+            Arc::clone(&database.files),
+        ));
+    }
     let mut jobs = ToolJobWorkflow::new(platform, None, None);
     if let Some(database) = database {
         turns = turns
@@ -247,12 +258,14 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_rules(Arc::clone(&database.rules))
             .with_chats(Arc::clone(&database.chats))
             .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
-            .with_memories(Arc::clone(&database.memories));
+            .with_memories(Arc::clone(&database.memories))
+            .with_vaults(Arc::clone(&database.vaults));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),
             Some(Arc::clone(&database.budgets)),
-        );
+        )
+        .with_vaults(Arc::clone(&database.vaults));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));
@@ -277,7 +290,18 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
     registry
 }
 
-/// Opens the engine of a node and starts running work.
+/// The node's object store: the S3 bucket of `--objects-url`, else the objects folder.
+pub fn objects(
+    config: &NodeConfig,
+) -> Result<Arc<dyn object_store::ObjectStore>, crate::files::FileError> {
+    match &config.objects_url {
+        Some(url) => crate::files::s3_objects(url),
+        None => crate::files::local_objects(&objects_dir(config)),
+    }
+}
+
+/// Opens the engine of a node and starts running work; its Turns read attached files from
+/// the database's object store ([`Database::with_objects`]).
 pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, NodeError> {
     let keys = key_ring(config)?;
     let engine = Engine::open(Arc::clone(&database.store), keys, config.node_name.clone());

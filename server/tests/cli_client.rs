@@ -669,3 +669,110 @@ fn memories_are_added_listed_searched_edited_and_deleted_through_the_cli() {
     let settings = cli.ok(&["memories", "settings"]);
     assert!(settings.contains("keyword ranking"), "{settings}");
 }
+
+#[test]
+fn vault_items_and_rules_are_managed_through_the_cli_and_values_never_printed() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let secret = format!("cli-secret-{}", uuid::Uuid::now_v7().simple());
+    let from_env = format!("env-secret-{}", uuid::Uuid::now_v7().simple());
+    let created = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args([
+            "vaults",
+            "create",
+            "payments",
+            "--field",
+            &format!("token={secret}"),
+            "--field-env",
+            "key=PAYMENTS_KEY",
+            "--json",
+        ])
+        .env("OPENBOT_CONFIG_DIR", cli.config.path())
+        .env("PAYMENTS_KEY", &from_env)
+        .env_remove("OPENBOT_SERVER")
+        .env_remove("OPENBOT_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let item: Value = serde_json::from_slice(&created.stdout).unwrap();
+    let id = item["id"].as_str().unwrap().to_string();
+    let names: Vec<&str> = item["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["key", "token"]);
+
+    let shown = cli.ok(&["vaults", "show", &id]);
+    assert_eq!(
+        shown.trim(),
+        format!("{id}  payments  (member)  fields: key, token")
+    );
+    cli.ok(&["vaults", "set", &id, "token", "--value", "rotated-value"]);
+    let listed = cli.ok(&["vaults", "list"]);
+    assert!(listed.contains(&id), "{listed}");
+
+    let bot = cli.ok(&["bots", "create", "--name", "Payer", "--model", &cli.model()]);
+    let rule: Value = serde_json::from_str(&cli.ok(&[
+        "vaults",
+        "allow",
+        &id,
+        "--field",
+        "token",
+        "--bot",
+        bot.trim(),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(rule["reader"]["bot_id"], bot.trim());
+    let rules = cli.ok(&["vaults", "rules", &id]);
+    assert_eq!(
+        rules.trim(),
+        format!(
+            "{}  bot {} may read token",
+            rule["id"].as_str().unwrap(),
+            bot.trim()
+        )
+    );
+    // A tool with a reference in a header, through `openbot tools put --header`.
+    let tool = cli.ok(&[
+        "tools",
+        "put",
+        "pay",
+        "--url",
+        "http://127.0.0.1:9/pay",
+        "--header",
+        &format!("Authorization=Bearer {{{{vault.{id}.token}}}}"),
+        "--json",
+    ]);
+    let tool: Value = serde_json::from_str(&tool).unwrap();
+    assert_eq!(
+        tool["headers"]["Authorization"],
+        format!("Bearer {{{{vault.{id}.token}}}}")
+    );
+    let unknown = cli.run(&[
+        "vaults", "allow", &id, "--field", "token", "--tool", "missing",
+    ]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("not_found"));
+    cli.ok(&["vaults", "revoke", rule["id"].as_str().unwrap()]);
+    assert_eq!(cli.ok(&["vaults", "rules", &id]).trim(), "no rules");
+    cli.ok(&["vaults", "unset", &id, "key"]);
+    cli.ok(&["vaults", "delete", &id]);
+    let gone = cli.run(&["vaults", "show", &id]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("not_found"));
+    // No command printed a value.
+    for out in [&shown, &listed, &rules] {
+        assert!(
+            !out.contains(&secret) && !out.contains(&from_env) && !out.contains("rotated-value")
+        );
+    }
+    assert!(!String::from_utf8_lossy(&created.stdout).contains(&secret));
+}

@@ -74,6 +74,7 @@ impl Cluster {
                     url: outside.url.clone(),
                     retry_safe,
                     background: false,
+                    template: Default::default(),
                 },
             }],
             limits: Limits::default(),
@@ -555,6 +556,7 @@ fn write_tool(outside: &Outside, background: bool) -> SavedTool {
             url: outside.url.clone(),
             retry_safe: true,
             background,
+            template: Default::default(),
         },
     }
 }

@@ -879,7 +879,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
                     description: "Writes to the outside world.".into(),
                     input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
                 },
-                route: ToolRoute::Http { url: o.url.clone(), retry_safe: false, background: false },
+                route: ToolRoute::Http { url: o.url.clone(), retry_safe: false, background: false, template: Default::default() },
             }]
         })
         .unwrap_or_default();

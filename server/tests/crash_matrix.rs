@@ -95,6 +95,7 @@ impl Cluster {
                     url: outside.url.clone(),
                     retry_safe,
                     background: false,
+                    template: Default::default(),
                 },
             }],
             limits: Limits::default(),

@@ -441,6 +441,8 @@ async fn a_bots_http_tool_is_called_alike_in_memory_and_on_a_server() {
                     url: url.clone(),
                     retry_safe: false,
                     background: false,
+                    headers: Default::default(),
+                    body: None,
                 },
             )
             .await

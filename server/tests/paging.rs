@@ -39,6 +39,7 @@ http_tests!(
     organizations_walk_once_in_order,
     tokens_walk_once_in_order,
     tools_walk_once_in_order,
+    vault_items_and_rules_walk_once_in_order,
     the_last_page_has_no_next_cursor,
     a_limit_outside_1_to_200_is_invalid_input_on_every_list,
     a_cursor_that_does_not_decode_is_invalid_input_on_every_list,
@@ -63,6 +64,7 @@ fn routes(chat: &str) -> Vec<String> {
         "/v1/tokens",
         "/v1/tools",
         "/v1/unknown-outcomes",
+        "/v1/vault-items",
     ]
     .iter()
     .map(|r| r.to_string())
@@ -483,6 +485,43 @@ async fn tools_walk_once_in_order(server: Server) {
         ["add", "fetch", "lookup", "mail", "search"],
         "by name"
     );
+}
+
+async fn vault_items_and_rules_walk_once_in_order(server: Server) {
+    let model = FakeOpenAi::start(Vec::new()).await;
+    let made = bots(&server, &model, 4).await;
+    let mut items = Vec::new();
+    for n in 0..5 {
+        let response = server
+            .post("/v1/vault-items", &server.owner)
+            .json(&json!({"name": format!("item {n}"), "fields": {"token": "v"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        items.push(response.json::<Value>().await.unwrap());
+    }
+    let listed = walked(&server, &server.owner, "/v1/vault-items").await;
+    assert_eq!(field(&listed, "id"), field(&items, "id"), "oldest first");
+    let item = items[0]["id"].as_str().unwrap();
+    let mut rules = Vec::new();
+    for bot in &made {
+        let response = server
+            .post(&format!("/v1/vault-items/{item}/rules"), &server.owner)
+            .json(&json!({"field": "token", "reader": {"type": "bot", "bot_id": bot["id"]}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        rules.push(response.json::<Value>().await.unwrap());
+    }
+    let listed = walked(
+        &server,
+        &server.owner,
+        &format!("/v1/vault-items/{item}/rules"),
+    )
+    .await;
+    assert_eq!(field(&listed, "id"), field(&rules, "id"), "oldest first");
 }
 
 async fn the_last_page_has_no_next_cursor(server: Server) {

@@ -435,6 +435,8 @@ async fn unknown_outcomes_are_listed_and_decided_through_the_client_on_a_server_
                 url,
                 retry_safe: false,
                 background: false,
+                headers: Default::default(),
+                body: None,
             },
         )
         .await

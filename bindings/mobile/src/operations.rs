@@ -1101,4 +1101,120 @@ impl Client {
         let answer = self.call_operation("usage_export", request).await?;
         Ok(answer.into_bytes().map_err(from_core)?.into())
     }
+
+    /// The Vault items the caller sees (the organization's and its own), oldest first, with their
+    /// fields' names. Paged: ask again with `next_cursor` until it is absent.
+    /// (`GET /v1/vault-items`, operation `list_vault_items`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_vault_items(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::VaultItemPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_vault_items", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Creates a Vault item with its fields; each value is sealed and never shown again. The answer
+    /// names the fields only.
+    /// (`POST /v1/vault-items`, operation `create_vault_item`)
+    pub async fn create_vault_item(
+        &self,
+        body: schema::CreateVaultItem,
+    ) -> Result<schema::VaultItem, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("create_vault_item", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One Vault item: its name, owner and fields' names (never their values).
+    /// (`GET /v1/vault-items/{id}`, operation `get_vault_item`)
+    pub async fn get_vault_item(&self, id: String) -> Result<schema::VaultItem, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("get_vault_item", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Deletes a Vault item with its fields and rules. Saved calls that reference it fail with a
+    /// clear error from then on; a new item under the same name does not replace it.
+    /// (`DELETE /v1/vault-items/{id}`, operation `delete_vault_item`)
+    pub async fn delete_vault_item(&self, id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let _answer = self.call_operation("delete_vault_item", request).await?;
+        Ok(())
+    }
+
+    /// Sets a field's value (adds the field, or replaces its value); sealed, never shown again.
+    /// (`PUT /v1/vault-items/{id}/fields/{field}`, operation `put_vault_field`)
+    pub async fn put_vault_field(
+        &self,
+        id: String,
+        field: String,
+        body: schema::PutVaultField,
+    ) -> Result<schema::VaultItem, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("field", field);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("put_vault_field", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes a field and the rules that name it.
+    /// (`DELETE /v1/vault-items/{id}/fields/{field}`, operation `delete_vault_field`)
+    pub async fn delete_vault_field(&self, id: String, field: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("field", field);
+        let _answer = self.call_operation("delete_vault_field", request).await?;
+        Ok(())
+    }
+
+    /// The rules of a Vault item, oldest first. Paged.
+    /// (`GET /v1/vault-items/{id}/rules`, operation `list_vault_rules`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_vault_rules(
+        &self,
+        id: String,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::VaultRulePage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_vault_rules", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a field (or
+    /// `*`, every field). A send needs a rule for each reader on its path: the Turn's Bot and the
+    /// tool. Adding the same rule twice answers the existing one.
+    /// (`POST /v1/vault-items/{id}/rules`, operation `create_vault_rule`)
+    pub async fn create_vault_rule(
+        &self,
+        id: String,
+        body: schema::CreateVaultRule,
+    ) -> Result<schema::VaultRule, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("create_vault_rule", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes a rule; the next send checks the rules again.
+    /// (`DELETE /v1/vault-rules/{id}`, operation `delete_vault_rule`)
+    pub async fn delete_vault_rule(&self, id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let _answer = self.call_operation("delete_vault_rule", request).await?;
+        Ok(())
+    }
 }

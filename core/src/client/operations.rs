@@ -11,14 +11,15 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
     ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
-    CreateMemory, CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization,
-    CreatedToken, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
-    FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
-    Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings,
-    MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, Organization, OrganizationPage,
-    ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention,
-    PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit, ScopeLimitPage, Session,
-    StoredFile, StoredFilePage, UsagePage, UsageRow,
+    CreateMemory, CreateOrganization, CreateToken, CreateVaultItem, CreateVaultRule,
+    CreatedInvitation, CreatedOrganization, CreatedToken, CreditBalance, CreditEntry,
+    CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention, GrantCredits, Health,
+    HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, Memory, MemoryPage,
+    MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice,
+    ModelPricePage, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
+    PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider,
+    PutScopeLimit, PutVaultField, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
+    UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -1031,6 +1032,114 @@ pub const OPERATIONS: &[Operation] = &[
         client_method: None,
         memory: false,
     },
+    Operation {
+        id: "list_vault_items",
+        method: "GET",
+        path: "/v1/vault-items",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "create_vault_item",
+        method: "POST",
+        path: "/v1/vault-items",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "get_vault_item",
+        method: "GET",
+        path: "/v1/vault-items/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "delete_vault_item",
+        method: "DELETE",
+        path: "/v1/vault-items/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "put_vault_field",
+        method: "PUT",
+        path: "/v1/vault-items/{id}/fields/{field}",
+        path_params: &["id", "field"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "delete_vault_field",
+        method: "DELETE",
+        path: "/v1/vault-items/{id}/fields/{field}",
+        path_params: &["id", "field"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "list_vault_rules",
+        method: "GET",
+        path: "/v1/vault-items/{id}/rules",
+        path_params: &["id"],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "create_vault_rule",
+        method: "POST",
+        path: "/v1/vault-items/{id}/rules",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "delete_vault_rule",
+        method: "DELETE",
+        path: "/v1/vault-rules/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
 ];
 
 /// A typed method for each operation the [`Client`] trait does not declare by hand.
@@ -1986,6 +2095,146 @@ pub trait Operations: Client {
         request.param("limit", limit);
         request.param("cursor", cursor);
         self.call(OP, request).await?.into_bytes()
+    }
+
+    /// The Vault items the caller sees (the organization's and its own), oldest first, with their
+    /// fields' names. Paged: ask again with `next_cursor` until it is absent.
+    async fn list_vault_items(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<VaultItemPage, Error> {
+        const OP: &str = "list_vault_items";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_vault_items`, following its pages to the end.
+    async fn list_vault_items_all(&self) -> Result<Vec<VaultItem>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_vault_items(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Creates a Vault item with its fields; each value is sealed and never shown again. The answer
+    /// names the fields only.
+    async fn create_vault_item(&self, body: &CreateVaultItem) -> Result<VaultItem, Error> {
+        const OP: &str = "create_vault_item";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One Vault item: its name, owner and fields' names (never their values).
+    async fn get_vault_item(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<VaultItem, Error> {
+        const OP: &str = "get_vault_item";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Deletes a Vault item with its fields and rules. Saved calls that reference it fail with a
+    /// clear error from then on; a new item under the same name does not replace it.
+    async fn delete_vault_item(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
+        const OP: &str = "delete_vault_item";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Sets a field's value (adds the field, or replaces its value); sealed, never shown again.
+    async fn put_vault_field(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        field: &(dyn std::fmt::Display + Sync),
+        body: &PutVaultField,
+    ) -> Result<VaultItem, Error> {
+        const OP: &str = "put_vault_field";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("field", field.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes a field and the rules that name it.
+    async fn delete_vault_field(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        field: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), Error> {
+        const OP: &str = "delete_vault_field";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("field", field.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// The rules of a Vault item, oldest first. Paged.
+    async fn list_vault_rules(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<VaultRulePage, Error> {
+        const OP: &str = "list_vault_rules";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_vault_rules`, following its pages to the end.
+    async fn list_vault_rules_all(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Vec<VaultRule>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_vault_rules(id, None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a field (or
+    /// `*`, every field). A send needs a rule for each reader on its path: the Turn's Bot and the
+    /// tool. Adding the same rule twice answers the existing one.
+    async fn create_vault_rule(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &CreateVaultRule,
+    ) -> Result<VaultRule, Error> {
+        const OP: &str = "create_vault_rule";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes a rule; the next send checks the rules again.
+    async fn delete_vault_rule(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
+        const OP: &str = "delete_vault_rule";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
     }
 }
 

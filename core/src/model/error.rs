@@ -52,6 +52,10 @@ pub enum ModelError {
     /// The answer's stream ended before it was complete.
     #[error("the provider's stream ended before the answer was complete")]
     Interrupted,
+    /// A file attached to a message cannot be sent: not readable, or a type or size the
+    /// provider does not take. The message says which file and why.
+    #[error("{0}")]
+    File(String),
     /// A scripted model ran out of steps.
     #[error("the scripted model has no output left for step {0}")]
     ScriptExhausted(usize),

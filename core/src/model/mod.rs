@@ -7,6 +7,7 @@
 
 mod anthropic;
 mod error;
+mod files;
 mod http;
 mod openai_chat;
 mod openai_responses;
@@ -21,6 +22,10 @@ use futures::stream::BoxStream;
 
 pub use anthropic::AnthropicMessages;
 pub use error::ModelError;
+pub use files::{
+    FileBytes, FileFormat, FileKind, FileReadError, FileSource, WithFiles, check_file,
+    file_format_of,
+};
 pub use http::{HttpSettings, Pricing};
 pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;

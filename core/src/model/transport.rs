@@ -33,7 +33,7 @@ mod wire;
 pub(crate) use plain::parse_answer;
 pub(crate) use stream::Decoder;
 pub(crate) use wire::{
-    error_from_code, file_placeholder, image_url, malformed, parse_arguments, parts_text, priced,
+    error_from_code, file_placeholder, malformed, parse_arguments, parts_text, priced,
     tool_result_text,
 };
 

@@ -31,6 +31,12 @@ pub fn check_http_tool(
         input_schema: request.input_schema.clone(),
     };
     CheckedSchema::new(definition.clone()).map_err(|e| e.to_string())?;
+    // A URL shows up in logs and errors: secrets go in headers or the body, never there.
+    if request.url.contains("{{vault.") {
+        return Err(
+            "a tool's url may not hold Vault references: put them in headers or body".into(),
+        );
+    }
     let valid_url = reqwest::Url::parse(&request.url)
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
     if !valid_url {
@@ -55,6 +61,42 @@ pub struct HttpTool {
     /// `None`: the host decides about lost answers (a durable call log); otherwise whether
     /// this tool resends them.
     resend: Option<bool>,
+    /// Adds headers and body fields to each call (a server's Vault references), if any.
+    parts: Option<Arc<dyn RequestParts>>,
+}
+
+/// The headers and body of one call, prepared at its send.
+#[derive(Debug, Default)]
+pub struct PreparedCall {
+    /// Extra headers, sent as sensitive (never logged by the HTTP client).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: Value,
+    /// Values that must not reach the model: replaced by [`REDACTED`] in the answer.
+    pub redact: Vec<String>,
+}
+
+/// What builds each call's request from its arguments, at the send and for it only (the
+/// server opens a tool's Vault references here). A refusal is a tool error the model reads;
+/// it must name no secret.
+#[async_trait]
+pub trait RequestParts: Send + Sync {
+    /// The headers and body of one call of `tool` with `arguments`.
+    async fn prepare(&self, tool: &str, arguments: &Value) -> Result<PreparedCall, ToolError>;
+}
+
+/// What stands for a redacted value in a tool's answer.
+pub const REDACTED: &str = "[vault value]";
+
+/// `text` with every value of at least 4 bytes (shorter ones would blank out ordinary text)
+/// replaced by [`REDACTED`].
+fn redacted(mut text: String, values: &[String]) -> String {
+    for value in values.iter().filter(|v| v.len() >= 4) {
+        if text.contains(value.as_str()) {
+            text = text.replace(value.as_str(), REDACTED);
+        }
+    }
+    text
 }
 
 impl HttpTool {
@@ -72,7 +114,15 @@ impl HttpTool {
             client,
             outbound,
             resend: None,
+            parts: None,
         }
+    }
+
+    /// Builds each call's headers and body with `parts` instead of sending the arguments as
+    /// they are.
+    pub fn with_parts(mut self, parts: Arc<dyn RequestParts>) -> Self {
+        self.parts = Some(parts);
+        self
     }
 
     /// Whether a call whose answer was lost in transit (the connection broke after the request
@@ -84,11 +134,20 @@ impl HttpTool {
         self
     }
 
-    async fn send(&self, arguments: &Value, key: &str) -> Result<reqwest::Response, SendError> {
-        self.client
-            .post(&self.url)
-            .header("Idempotency-Key", key)
-            .json(arguments)
+    async fn send(&self, call: &PreparedCall, key: &str) -> Result<reqwest::Response, SendError> {
+        let mut request = self.client.post(&self.url).header("Idempotency-Key", key);
+        for (name, value) in &call.headers {
+            let Ok(mut value) = reqwest::header::HeaderValue::from_str(value) else {
+                // Never the value in the message: it may hold a secret.
+                return Err(SendError::Refused(format!(
+                    "the value of header `{name}` is not a valid header value; the call was not sent"
+                )));
+            };
+            value.set_sensitive(true);
+            request = request.header(name.as_str(), value);
+        }
+        request
+            .json(&call.body)
             .send()
             .await
             .map_err(|e| match OutboundPolicy::refusal(&e) {
@@ -116,9 +175,16 @@ impl Tool for HttpTool {
         self.outbound
             .check_url(&self.url)
             .map_err(|e| ToolError::new(e.to_string()))?;
+        let call = match &self.parts {
+            Some(parts) => parts.prepare(&self.definition.name, &arguments).await?,
+            None => PreparedCall {
+                body: arguments,
+                ..PreparedCall::default()
+            },
+        };
         let mut attempt = 1;
         let response = loop {
-            match self.send(&arguments, &context.idempotency_key).await {
+            match self.send(&call, &context.idempotency_key).await {
                 Ok(response) => break response,
                 Err(SendError::Refused(refusal)) => return Err(ToolError::new(refusal)),
                 Err(SendError::Unreachable(cause)) => {
@@ -163,6 +229,8 @@ impl Tool for HttpTool {
                 e.without_url()
             ))
         })?;
+        // An endpoint that echoes what it received must not hand a secret to the model.
+        let body = redacted(body, &call.redact);
         if status.is_success() {
             Ok(ToolOutput::text(body))
         } else {

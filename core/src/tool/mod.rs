@@ -14,7 +14,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use function::FnTool;
-pub use http::{HttpTool, LOST_ANSWER_ATTEMPTS, check_http_tool};
+pub use http::{
+    HttpTool, LOST_ANSWER_ATTEMPTS, PreparedCall, REDACTED, RequestParts, check_http_tool,
+};
 pub use validate::{ArgumentError, CheckedSchema, SchemaError};
 
 /// What a tool's handler knows about the call it serves.

@@ -75,6 +75,12 @@ from .types import (
     UnknownOutcomePage,
     UsagePage,
     UsageRow,
+    VaultItem,
+    VaultItemPage,
+    VaultOwner,
+    VaultReader,
+    VaultRule,
+    VaultRulePage,
 )
 
 __all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]
@@ -164,6 +170,15 @@ OPERATIONS: dict[str, str] = {
     "list_unknown_outcomes": "list_unknown_outcomes",
     "usage": "usage",
     "usage_export": "usage_export",
+    "list_vault_items": "list_vault_items",
+    "create_vault_item": "create_vault_item",
+    "get_vault_item": "get_vault_item",
+    "delete_vault_item": "delete_vault_item",
+    "put_vault_field": "put_vault_field",
+    "delete_vault_field": "delete_vault_field",
+    "list_vault_rules": "list_vault_rules",
+    "create_vault_rule": "create_vault_rule",
+    "delete_vault_rule": "delete_vault_rule",
 }
 
 #: The operation of each generated method (a paged list has its `_page` too).
@@ -269,6 +284,17 @@ METHODS: dict[str, str] = {
     "usage": "usage",
     "usage_page": "usage",
     "usage_export": "usage_export",
+    "list_vault_items": "list_vault_items",
+    "list_vault_items_page": "list_vault_items",
+    "create_vault_item": "create_vault_item",
+    "get_vault_item": "get_vault_item",
+    "delete_vault_item": "delete_vault_item",
+    "put_vault_field": "put_vault_field",
+    "delete_vault_field": "delete_vault_field",
+    "list_vault_rules": "list_vault_rules",
+    "list_vault_rules_page": "list_vault_rules",
+    "create_vault_rule": "create_vault_rule",
+    "delete_vault_rule": "delete_vault_rule",
 }
 
 
@@ -1513,14 +1539,16 @@ class AsyncOperations(AsyncCaller):
         input_schema: dict[str, Any],
         url: str,
         background: bool | None = None,
+        body: dict[str, Any] | None = None,
         description: str | None = None,
+        headers: dict[str, Any] | None = None,
         retry_safe: bool | None = None,
     ) -> HttpTool:
         """Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from
         now on call its endpoint; Turns already submitted keep the definition they saved.
         ``PUT /v1/tools/{name}``.
         """
-        answer = await self._call_op("put_tool", {"name": name}, _body({"input_schema": input_schema, "url": url, "background": background, "description": description, "retry_safe": retry_safe}))
+        answer = await self._call_op("put_tool", {"name": name}, _body({"input_schema": input_schema, "url": url, "background": background, "body": body, "description": description, "headers": headers, "retry_safe": retry_safe}))
         return HttpTool.from_dict(answer)
 
     async def delete_tool(self, name: str) -> None:
@@ -1528,6 +1556,128 @@ class AsyncOperations(AsyncCaller):
         ``DELETE /v1/tools/{name}``.
         """
         await self._call_op("delete_tool", {"name": name})
+
+    # -- vaults
+
+    async def list_vault_items_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> VaultItemPage:
+        """One page: The Vault items the caller sees (the organization's and its own), oldest
+        first, with their fields' names. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/vault-items``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_vault_items", {"limit": limit, "cursor": cursor})
+        return VaultItemPage.from_dict(answer)
+
+    def list_vault_items(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[VaultItem]:
+        """Every item, page by page, as an async iterator: The Vault items the caller sees (the
+        organization's and its own), oldest first, with their fields' names. Paged: ask again
+        with `next_cursor` until it is absent. ``GET /v1/vault-items``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[VaultItem], str | None]:
+            found = await self.list_vault_items_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def create_vault_item(
+        self,
+        *,
+        name: str,
+        fields: dict[str, Any] | None = None,
+        owner: VaultOwner | None = None,
+    ) -> VaultItem:
+        """Creates a Vault item with its fields; each value is sealed and never shown again. The
+        answer names the fields only. ``POST /v1/vault-items``.
+        """
+        answer = await self._call_op("create_vault_item", {}, _body({"name": name, "fields": fields, "owner": owner}))
+        return VaultItem.from_dict(answer)
+
+    async def get_vault_item(self, id: Ref) -> VaultItem:
+        """One Vault item: its name, owner and fields' names (never their values). ``GET
+        /v1/vault-items/{id}``.
+        """
+        answer = await self._call_op("get_vault_item", {"id": _ref(id)})
+        return VaultItem.from_dict(answer)
+
+    async def delete_vault_item(self, id: Ref) -> None:
+        """Deletes a Vault item with its fields and rules. Saved calls that reference it fail
+        with a clear error from then on; a new item under the same name does not replace it.
+        ``DELETE /v1/vault-items/{id}``.
+        """
+        await self._call_op("delete_vault_item", {"id": _ref(id)})
+
+    async def put_vault_field(self, id: Ref, field: str, *, value: str) -> VaultItem:
+        """Sets a field's value (adds the field, or replaces its value); sealed, never shown
+        again. ``PUT /v1/vault-items/{id}/fields/{field}``.
+        """
+        answer = await self._call_op("put_vault_field", {"id": _ref(id), "field": field}, _body({"value": value}))
+        return VaultItem.from_dict(answer)
+
+    async def delete_vault_field(self, id: Ref, field: str) -> None:
+        """Removes a field and the rules that name it. ``DELETE
+        /v1/vault-items/{id}/fields/{field}``.
+        """
+        await self._call_op("delete_vault_field", {"id": _ref(id), "field": field})
+
+    async def list_vault_rules_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> VaultRulePage:
+        """One page: The rules of a Vault item, oldest first. Paged. ``GET
+        /v1/vault-items/{id}/rules``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_vault_rules", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return VaultRulePage.from_dict(answer)
+
+    def list_vault_rules(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[VaultRule]:
+        """Every item, page by page, as an async iterator: The rules of a Vault item, oldest
+        first. Paged. ``GET /v1/vault-items/{id}/rules``. ``limit``: How many items the page
+        holds: 1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[VaultRule], str | None]:
+            found = await self.list_vault_rules_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def create_vault_rule(
+        self,
+        id: Ref,
+        *,
+        field: str,
+        reader: VaultReader,
+    ) -> VaultRule:
+        """Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a
+        field (or `*`, every field). A send needs a rule for each reader on its path: the
+        Turn's Bot and the tool. Adding the same rule twice answers the existing one. ``POST
+        /v1/vault-items/{id}/rules``.
+        """
+        answer = await self._call_op("create_vault_rule", {"id": _ref(id)}, _body({"field": field, "reader": reader}))
+        return VaultRule.from_dict(answer)
+
+    async def delete_vault_rule(self, id: Ref) -> None:
+        """Removes a rule; the next send checks the rules again. ``DELETE
+        /v1/vault-rules/{id}``.
+        """
+        await self._call_op("delete_vault_rule", {"id": _ref(id)})
 
 
 class SyncOperations(SyncCaller):
@@ -2770,14 +2920,16 @@ class SyncOperations(SyncCaller):
         input_schema: dict[str, Any],
         url: str,
         background: bool | None = None,
+        body: dict[str, Any] | None = None,
         description: str | None = None,
+        headers: dict[str, Any] | None = None,
         retry_safe: bool | None = None,
     ) -> HttpTool:
         """Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from
         now on call its endpoint; Turns already submitted keep the definition they saved.
         ``PUT /v1/tools/{name}``.
         """
-        answer = self._call_op("put_tool", {"name": name}, _body({"input_schema": input_schema, "url": url, "background": background, "description": description, "retry_safe": retry_safe}))
+        answer = self._call_op("put_tool", {"name": name}, _body({"input_schema": input_schema, "url": url, "background": background, "body": body, "description": description, "headers": headers, "retry_safe": retry_safe}))
         return HttpTool.from_dict(answer)
 
     def delete_tool(self, name: str) -> None:
@@ -2785,3 +2937,125 @@ class SyncOperations(SyncCaller):
         ``DELETE /v1/tools/{name}``.
         """
         self._call_op("delete_tool", {"name": name})
+
+    # -- vaults
+
+    def list_vault_items_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> VaultItemPage:
+        """One page: The Vault items the caller sees (the organization's and its own), oldest
+        first, with their fields' names. Paged: ask again with `next_cursor` until it is
+        absent. ``GET /v1/vault-items``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_vault_items", {"limit": limit, "cursor": cursor})
+        return VaultItemPage.from_dict(answer)
+
+    def list_vault_items(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[VaultItem]:
+        """Every item, page by page, as an iterator: The Vault items the caller sees (the
+        organization's and its own), oldest first, with their fields' names. Paged: ask again
+        with `next_cursor` until it is absent. ``GET /v1/vault-items``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[VaultItem], str | None]:
+            found = self.list_vault_items_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def create_vault_item(
+        self,
+        *,
+        name: str,
+        fields: dict[str, Any] | None = None,
+        owner: VaultOwner | None = None,
+    ) -> VaultItem:
+        """Creates a Vault item with its fields; each value is sealed and never shown again. The
+        answer names the fields only. ``POST /v1/vault-items``.
+        """
+        answer = self._call_op("create_vault_item", {}, _body({"name": name, "fields": fields, "owner": owner}))
+        return VaultItem.from_dict(answer)
+
+    def get_vault_item(self, id: Ref) -> VaultItem:
+        """One Vault item: its name, owner and fields' names (never their values). ``GET
+        /v1/vault-items/{id}``.
+        """
+        answer = self._call_op("get_vault_item", {"id": _ref(id)})
+        return VaultItem.from_dict(answer)
+
+    def delete_vault_item(self, id: Ref) -> None:
+        """Deletes a Vault item with its fields and rules. Saved calls that reference it fail
+        with a clear error from then on; a new item under the same name does not replace it.
+        ``DELETE /v1/vault-items/{id}``.
+        """
+        self._call_op("delete_vault_item", {"id": _ref(id)})
+
+    def put_vault_field(self, id: Ref, field: str, *, value: str) -> VaultItem:
+        """Sets a field's value (adds the field, or replaces its value); sealed, never shown
+        again. ``PUT /v1/vault-items/{id}/fields/{field}``.
+        """
+        answer = self._call_op("put_vault_field", {"id": _ref(id), "field": field}, _body({"value": value}))
+        return VaultItem.from_dict(answer)
+
+    def delete_vault_field(self, id: Ref, field: str) -> None:
+        """Removes a field and the rules that name it. ``DELETE
+        /v1/vault-items/{id}/fields/{field}``.
+        """
+        self._call_op("delete_vault_field", {"id": _ref(id), "field": field})
+
+    def list_vault_rules_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> VaultRulePage:
+        """One page: The rules of a Vault item, oldest first. Paged. ``GET
+        /v1/vault-items/{id}/rules``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_vault_rules", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return VaultRulePage.from_dict(answer)
+
+    def list_vault_rules(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[VaultRule]:
+        """Every item, page by page, as an iterator: The rules of a Vault item, oldest first.
+        Paged. ``GET /v1/vault-items/{id}/rules``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[VaultRule], str | None]:
+            found = self.list_vault_rules_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def create_vault_rule(
+        self,
+        id: Ref,
+        *,
+        field: str,
+        reader: VaultReader,
+    ) -> VaultRule:
+        """Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a
+        field (or `*`, every field). A send needs a rule for each reader on its path: the
+        Turn's Bot and the tool. Adding the same rule twice answers the existing one. ``POST
+        /v1/vault-items/{id}/rules``.
+        """
+        answer = self._call_op("create_vault_rule", {"id": _ref(id)}, _body({"field": field, "reader": reader}))
+        return VaultRule.from_dict(answer)
+
+    def delete_vault_rule(self, id: Ref) -> None:
+        """Removes a rule; the next send checks the rules again. ``DELETE
+        /v1/vault-rules/{id}``.
+        """
+        self._call_op("delete_vault_rule", {"id": _ref(id)})

@@ -42,6 +42,7 @@ __all__ = [
     "BotPage",
     "BotSpec",
     "BotUpdate",
+    "BotVaultReader",
     "Budget",
     "BudgetPage",
     "BudgetScope",
@@ -59,6 +60,8 @@ __all__ = [
     "CreateMemory",
     "CreateOrganization",
     "CreateToken",
+    "CreateVaultItem",
+    "CreateVaultRule",
     "CreatedInvitation",
     "CreatedOrganization",
     "CreatedToken",
@@ -129,6 +132,7 @@ __all__ = [
     "PutModelPrice",
     "PutProvider",
     "PutScopeLimit",
+    "PutVaultField",
     "Resource",
     "Right",
     "RuleAction",
@@ -149,6 +153,7 @@ __all__ = [
     "ToolMessage",
     "ToolResult",
     "ToolResultEvent",
+    "ToolVaultReader",
     "TurnEndedEvent",
     "TurnOutcome",
     "TurnStartedEvent",
@@ -158,6 +163,13 @@ __all__ = [
     "UsagePage",
     "UsageRow",
     "UserMessage",
+    "VaultField",
+    "VaultItem",
+    "VaultItemPage",
+    "VaultOwner",
+    "VaultReader",
+    "VaultRule",
+    "VaultRulePage",
 ]
 
 
@@ -840,6 +852,51 @@ class CreateToken:
             rights=[Right.from_dict(x) for x in data["rights"]],
             bot_ids=_maybe(data.get("bot_ids"), list),
             expires_at=_maybe(data.get("expires_at"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateVaultItem:
+    """A Vault item to create."""
+    #: A name for people, 1-100 characters. Names need not be unique: references use the item's ID.
+    name: str
+    #: Its fields: name (1-64 of a-z A-Z 0-9 _ -) to value (at most 16 KiB).
+    fields: dict[str, Any] | None = None
+    #: Who owns it: the creating member unless `organization`.
+    owner: VaultOwner | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreateVaultItem:
+        """A CreateVaultItem from its JSON form."""
+        return cls(
+            name=data["name"],
+            fields=_maybe(data.get("fields"), dict),
+            owner=data.get("owner"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateVaultRule:
+    """A rule to add to a Vault item."""
+    #: The field it allows, or `*` for every field of the item.
+    field: str
+    #: Who may read it.
+    reader: VaultReader
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreateVaultRule:
+        """A CreateVaultRule from its JSON form."""
+        return cls(
+            field=data["field"],
+            reader=data["reader"],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1585,6 +1642,10 @@ class HttpTool:
     updated_at: datetime
     #: The endpoint.
     url: str
+    #: The fields added to each call's body (Vault references as written).
+    body: dict[str, Any] | None = None
+    #: The headers sent with each call (Vault references as written, never their values).
+    headers: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HttpTool:
@@ -1597,6 +1658,8 @@ class HttpTool:
             retry_safe=data["retry_safe"],
             updated_at=_time(data["updated_at"]),
             url=data["url"],
+            body=_maybe(data.get("body"), dict),
+            headers=_maybe(data.get("headers"), dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -2302,8 +2365,15 @@ class PutHttpTool:
     #: Whether each call runs detached in its own execution: the Turn goes on at once, the call may
     #: outlive it, and its result reaches the Chat as a notice.
     background: bool | None = None
+    #: Fields added to each call's JSON body next to its arguments (a field here wins over an
+    #: argument of the same name). Strings in it may hold Vault references too.
+    body: dict[str, Any] | None = None
     #: What the tool does, for the model.
     description: str | None = None
+    #: Headers sent with each call, name to value. A value may hold Vault references,
+    #: `{{vault.<item-id>.<field>}}`, replaced by the field's value only as the call is sent
+    #: (docs/vaults.md); put secrets there, never in a plain value.
+    headers: dict[str, Any] | None = None
     #: Whether the endpoint deduplicates by `Idempotency-Key`, so a call whose answer was lost may
     #: be sent again. Without it such a call is never repeated.
     retry_safe: bool | None = None
@@ -2315,7 +2385,9 @@ class PutHttpTool:
             input_schema=dict(data["input_schema"]),
             url=data["url"],
             background=data.get("background"),
+            body=_maybe(data.get("body"), dict),
             description=data.get("description"),
+            headers=_maybe(data.get("headers"), dict),
             retry_safe=data.get("retry_safe"),
         )
 
@@ -2409,6 +2481,24 @@ class PutScopeLimit:
         return _to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PutVaultField:
+    """A field's new value."""
+    #: The value (at most 16 KiB); sealed at rest, never shown again.
+    value: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PutVaultField:
+        """A PutVaultField from its JSON form."""
+        return cls(
+            value=data["value"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
 #: A kind of resource a right covers.
 Resource: TypeAlias = Union[
     Literal["bots"],
@@ -2418,6 +2508,7 @@ Resource: TypeAlias = Union[
     Literal["models"],
     Literal["outcomes"],
     Literal["billing"],
+    Literal["vaults"],
 ]
 
 
@@ -2870,6 +2961,163 @@ class UsageRow:
             unknown_calls=data["unknown_calls"],
             unknown_estimate_micros=data["unknown_estimate_micros"],
             key=data.get("key"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VaultField:
+    """A field of a Vault item, without its value."""
+    #: Its name.
+    name: str
+    #: When its value was last set.
+    updated_at: datetime
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VaultField:
+        """A VaultField from its JSON form."""
+        return cls(
+            name=data["name"],
+            updated_at=_time(data["updated_at"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VaultItem:
+    """A Vault item: its fields' names, never their values."""
+    #: When it was created.
+    created_at: datetime
+    #: Its fields, by name.
+    fields: list[VaultField]
+    #: Its ID, which references name.
+    id: str
+    #: Its name.
+    name: str
+    #: Who owns it.
+    owner: VaultOwner
+    #: When it or a field last changed.
+    updated_at: datetime
+    #: The owning member, for a member's item.
+    member_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VaultItem:
+        """A VaultItem from its JSON form."""
+        return cls(
+            created_at=_time(data["created_at"]),
+            fields=[VaultField.from_dict(x) for x in data["fields"]],
+            id=data["id"],
+            name=data["name"],
+            owner=data["owner"],
+            updated_at=_time(data["updated_at"]),
+            member_id=data.get("member_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VaultItemPage:
+    """One page of Vault items, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[VaultItem]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VaultItemPage:
+        """A VaultItemPage from its JSON form."""
+        return cls(
+            items=[VaultItem.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: Who owns a Vault item.
+VaultOwner: TypeAlias = Union[Literal["member"], Literal["organization"]]
+
+
+class BotVaultReader(TypedDict):
+    """The Turns of a Bot."""
+    #: The Bot.
+    bot_id: BotId
+    type: Literal["bot"]
+
+
+class ToolVaultReader(TypedDict):
+    """A registered HTTP tool, by name."""
+    #: The tool's name.
+    name: str
+    type: Literal["tool"]
+
+
+#: Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a Turn
+#: reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App connections,
+#: Code Mode runs) join this list.
+VaultReader: TypeAlias = Union[BotVaultReader, ToolVaultReader]
+
+
+@dataclass(frozen=True, kw_only=True)
+class VaultRule:
+    """A rule: `reader` may read `field` of an item."""
+    #: When it was added.
+    created_at: datetime
+    #: The field, or `*`.
+    field: str
+    #: Its ID.
+    id: str
+    #: The item.
+    item_id: str
+    #: Who may read it.
+    reader: VaultReader
+    #: For a tool's rule: the endpoint it covers, the tool's URL when the rule was added. Once the
+    #: tool is registered on another URL the rule no longer lets it read.
+    tool_url: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VaultRule:
+        """A VaultRule from its JSON form."""
+        return cls(
+            created_at=_time(data["created_at"]),
+            field=data["field"],
+            id=data["id"],
+            item_id=data["item_id"],
+            reader=data["reader"],
+            tool_url=data.get("tool_url"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VaultRulePage:
+    """One page of a Vault item's rules, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[VaultRule]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VaultRulePage:
+        """A VaultRulePage from its JSON form."""
+        return cls(
+            items=[VaultRule.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:

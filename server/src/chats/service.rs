@@ -61,6 +61,7 @@ pub struct Chats {
     chats: Arc<dyn ChatStore>,
     bots: Arc<dyn BotStore>,
     tools: Arc<dyn ToolStore>,
+    files: Option<crate::files::Files>,
 }
 
 fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
@@ -91,6 +92,13 @@ fn check_input(input: &SendInput) -> Result<(), ChatError> {
         ));
     }
     Ok(())
+}
+
+fn attaches_files(input: &SendInput) -> bool {
+    input
+        .content
+        .iter()
+        .any(|part| matches!(part, openbot_schema::ContentPart::File { .. }))
 }
 
 fn key_conflict(key: &str) -> ChatError {
@@ -142,7 +150,42 @@ impl Chats {
             chats,
             bots,
             tools,
+            files: None,
         }
+    }
+
+    /// Checks the files each message attaches against `files` as it is sent: the caller's
+    /// right to each, and that the Bot's provider takes its type and size.
+    pub fn with_files(mut self, files: crate::files::Files) -> Self {
+        self.files = Some(files);
+        self
+    }
+
+    /// Checks the files `input` attaches for a message to `chat` (see [`Chats::with_files`]).
+    async fn check_files(
+        &self,
+        caller: &Caller,
+        chat: &ChatRow,
+        input: &mut SendInput,
+    ) -> Result<(), ChatError> {
+        if !attaches_files(input) {
+            return Ok(());
+        }
+        let Some(files) = &self.files else {
+            return Err(ChatError::Invalid(
+                "this server cannot attach files to messages".into(),
+            ));
+        };
+        let bot = self.bot(caller, chat.bot_id).await?;
+        files
+            .check_attached(caller, &bot.spec.model, &mut input.content)
+            .await
+            .map_err(|err| match err {
+                crate::files::FileError::NotFound => ChatError::NotFound("file"),
+                crate::files::FileError::Invalid(message) => ChatError::Invalid(message),
+                crate::files::FileError::Store(err) => ChatError::Store(err),
+                other => ChatError::Store(StoreError::Invalid(other.to_string())),
+            })
     }
 
     /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
@@ -184,6 +227,7 @@ impl Chats {
                         url: tool.url.clone(),
                         retry_safe: tool.retry_safe,
                         background: tool.background,
+                        template: tool.template.clone(),
                     },
                 });
                 continue;
@@ -316,9 +360,13 @@ impl Chats {
         &self,
         caller: &Caller,
         id: ChatId,
-        input: SendInput,
+        mut input: SendInput,
     ) -> Result<SendReceipt, ChatError> {
         check_input(&input)?;
+        if attaches_files(&input) {
+            let chat = self.chat(caller, id).await?;
+            self.check_files(caller, &chat, &mut input).await?;
+        }
         self.submit_input(caller, id, input, None).await
     }
 
@@ -407,10 +455,11 @@ impl Chats {
         &self,
         caller: &Caller,
         id: ChatId,
-        input: SendInput,
+        mut input: SendInput,
     ) -> Result<SendReceipt, ChatError> {
         check_input(&input)?;
-        self.chat(caller, id).await?;
+        let chat = self.chat(caller, id).await?;
+        self.check_files(caller, &chat, &mut input).await?;
         let content =
             serde_json::to_string(&input.content).map_err(|e| ChatError::Invalid(e.to_string()))?;
         let key = input

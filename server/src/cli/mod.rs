@@ -53,6 +53,8 @@ enum Command {
     Chats(client::chats::ChatsArgs),
     /// The organization's HTTP and delegate tools on a server.
     Tools(client::tools::ToolsArgs),
+    /// Vault items on a server: secret fields (never shown) and who may read them.
+    Vaults(client::vaults::VaultsArgs),
     /// Organizations of your account on a server: list, create.
     Organizations(client::organizations::OrganizationsArgs),
     /// Executions on a server: show, follow, cancel.
@@ -77,6 +79,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Files(args) => client::files::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
+        Command::Vaults(args) => client::vaults::run(args).await,
         Command::Organizations(args) => client::organizations::run(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());

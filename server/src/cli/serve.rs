@@ -34,11 +34,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{secret}");
         eprintln!("openbot: first start: the line above is the admin token; it is shown only once");
     }
-    let objects = match &config.objects_url {
-        Some(url) => openbot_server::files::s3_objects(url)?,
-        None => openbot_server::files::local_objects(&node::objects_dir(&config))?,
-    };
-    // The node's file deletions and retention sweep reach the same object store.
+    let objects = node::objects(&config)?;
+    // The node's file deletions, retention sweep and Turns reach the same object store.
     let database = database.with_objects(Arc::clone(&objects));
     let engine = Arc::new(node::start(&config, &database).await?);
     let state = AppState::new(

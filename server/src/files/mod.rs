@@ -9,6 +9,7 @@
 //! deletion of older files.
 
 mod deletion;
+mod model_source;
 mod retention;
 mod service;
 mod sql;
@@ -19,6 +20,7 @@ pub use deletion::{
     FILE_DELETION, FileDeletionInput, FileDeletionWorkflow, Started, file_deletion_service,
     start_deletion,
 };
+pub use model_source::FileReader;
 pub use retention::{
     FILE_RETENTION_SWEEP, MAX_RETENTION_DAYS, RetentionSweepWorkflow, STRANDED_AFTER_MS,
     SWEEP_INTERVAL, SweepReport, ensure_sweep, retention_service, sweep,

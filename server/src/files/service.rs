@@ -94,8 +94,8 @@ pub fn s3_objects(url: &str) -> Result<Arc<dyn ObjectStore>, FileError> {
 /// The file use cases.
 #[derive(Clone)]
 pub struct Files {
-    objects: Arc<dyn ObjectStore>,
-    store: Arc<dyn FileStore>,
+    pub(super) objects: Arc<dyn ObjectStore>,
+    pub(super) store: Arc<dyn FileStore>,
     engine: Arc<EngineContext>,
 }
 
@@ -112,7 +112,7 @@ fn view(row: &FileRow) -> StoredFile {
 
 /// The files a caller sees: its member's. Files have no Bot, so a token limited to some Bots
 /// sees only the files it stored itself, never the member's others.
-fn access(caller: &Caller) -> FileAccess {
+pub(super) fn access(caller: &Caller) -> FileAccess {
     let stored_by = caller.bot_ids.as_ref().map(|_| match caller.credential {
         Credential::Token { id } => id,
         // Sessions are never limited to Bots; should one be, no file names it, so it sees none.

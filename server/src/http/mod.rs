@@ -23,6 +23,7 @@ mod serve;
 mod sessions;
 mod tokens;
 mod tools;
+mod vaults;
 
 use std::sync::Arc;
 
@@ -70,6 +71,8 @@ pub struct AppState {
     pub billing: crate::billing::Billing,
     /// The memory use cases.
     pub memories: crate::memories::Memories,
+    /// The Vault use cases: items, fields (write-only values) and rules.
+    pub vaults: crate::vaults::Vaults,
 }
 
 impl AppState {
@@ -81,21 +84,22 @@ impl AppState {
         objects: Arc<dyn object_store::ObjectStore>,
         platform: crate::platform::Platform,
     ) -> Self {
+        let files = crate::files::Files::new(
+            objects,
+            Arc::clone(&database.files),
+            Arc::clone(engine.context()),
+        );
         let chats = crate::chats::Chats::new(
             Arc::clone(&engine),
             Arc::clone(&database.chats),
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
-        );
+        )
+        .with_files(files.clone());
         let approvals = crate::approvals::Approvals::new(
             Arc::clone(&engine),
             Arc::clone(&database.rules),
             Arc::clone(&database.identity),
-        );
-        let files = crate::files::Files::new(
-            objects,
-            Arc::clone(&database.files),
-            Arc::clone(engine.context()),
         );
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
         let memories = crate::memories::Memories::new(
@@ -108,8 +112,15 @@ impl AppState {
                 Arc::clone(engine.context()),
             ),
         );
+        let vaults = crate::vaults::Vaults::new(
+            Arc::clone(&database.vaults),
+            engine.context().keys.clone(),
+            Arc::clone(&database.bots),
+            Arc::clone(&database.tools),
+        );
         Self {
             memories,
+            vaults,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -252,6 +263,11 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::deliver_tool_result))
         .routes(routes!(outcomes::list_unknown_outcomes))
         .routes(routes!(outcomes::decide_outcome))
+        .routes(routes!(vaults::list_vault_items, vaults::create_vault_item))
+        .routes(routes!(vaults::get_vault_item, vaults::delete_vault_item))
+        .routes(routes!(vaults::put_vault_field, vaults::delete_vault_field))
+        .routes(routes!(vaults::list_vault_rules, vaults::create_vault_rule))
+        .routes(routes!(vaults::delete_vault_rule))
         .split_for_parts()
 }
 

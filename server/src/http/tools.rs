@@ -16,7 +16,7 @@ use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::paging::Paging;
-use crate::tools::{DelegateToolRow, HttpToolRow};
+use crate::tools::{CallTemplate, DelegateToolRow, HttpToolRow};
 
 fn view(row: HttpToolRow) -> HttpTool {
     HttpTool {
@@ -26,6 +26,8 @@ fn view(row: HttpToolRow) -> HttpTool {
         url: row.url,
         retry_safe: row.retry_safe,
         background: row.background,
+        headers: row.template.headers.into_iter().collect(),
+        body: row.template.body.map(serde_json::Value::Object),
         updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
     }
 }
@@ -79,11 +81,28 @@ pub async fn put_tool(
     let definition =
         openbot_core::tool::check_http_tool(&name, &request, state.platform.outbound())
             .map_err(ApiError::invalid)?;
+    let body = match request.body {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Object(map)) => Some(map),
+        Some(_) => return Err(ApiError::invalid("body must be a JSON object")),
+    };
+    let template = CallTemplate {
+        headers: request.headers.into_iter().collect(),
+        body,
+    };
+    let refs = template
+        .check()
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    // References name items by ID: each must be a field the registering member sees now.
+    if let Err(err) = state.vaults.check_references(&caller, &refs).await {
+        return Err(super::vaults::mapped(&state, err).await);
+    }
     let row = HttpToolRow {
         definition,
         url: request.url,
         retry_safe: request.retry_safe,
         background: request.background,
+        template,
         updated_at: 0,
     };
     match state

@@ -112,6 +112,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../../migrations/sqlite/0018_billing.sql"),
     },
     Migration {
+        version: 19,
+        name: "vaults",
+        sql: include_str!("../../../migrations/sqlite/0019_vaults.sql"),
+    },
+    Migration {
         version: 22,
         name: "memories",
         sql: include_str!("../../../migrations/sqlite/0022_memories.sql"),
@@ -213,6 +218,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 18,
         name: "billing",
         sql: include_str!("../../../migrations/postgres/0018_billing.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "vaults",
+        sql: include_str!("../../../migrations/postgres/0019_vaults.sql"),
     },
     Migration {
         version: 22,

@@ -3,7 +3,11 @@
 //! tool its caller answers. A Turn saves each tool's definition and route when it is
 //! submitted, so changing the registry later never changes a saved call.
 
+mod call_parts;
 mod sql;
 mod store;
+mod template;
 
+pub use call_parts::{TemplateParts, ToolVault};
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};
+pub use template::CallTemplate;

@@ -6,6 +6,7 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{DelegateToolRow, HttpToolRow, ToolStore};
+use super::template::CallTemplate;
 use crate::store::{StoreError, now_ms, sql_store};
 
 sql_store! {
@@ -21,6 +22,7 @@ fn tool_row(row: &Row) -> Result<HttpToolRow, StoreError> {
         url: row.try_get("url")?,
         retry_safe: row.try_get("retry_safe")?,
         background: row.try_get("background")?,
+        template: CallTemplate::from_column(row.try_get("call_template")?)?,
         updated_at: row.try_get("updated_at")?,
     })
 }
@@ -46,12 +48,12 @@ impl ToolStore for Store {
         tool: HttpToolRow,
     ) -> Result<HttpToolRow, StoreError> {
         let row = sqlx::query(
-            "INSERT INTO http_tools (organization_id, name, description, input_schema, url, retry_safe, background, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $8, $7) \
+            "INSERT INTO http_tools (organization_id, name, description, input_schema, url, retry_safe, background, call_template, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $7) \
              ON CONFLICT (organization_id, name) DO UPDATE SET description = EXCLUDED.description, \
-                 input_schema = EXCLUDED.input_schema, url = EXCLUDED.url, retry_safe = EXCLUDED.retry_safe, background = EXCLUDED.background, \
+                 input_schema = EXCLUDED.input_schema, url = EXCLUDED.url, retry_safe = EXCLUDED.retry_safe, background = EXCLUDED.background, call_template = EXCLUDED.call_template, \
                  updated_at = EXCLUDED.updated_at \
-             RETURNING name, description, input_schema, url, retry_safe, background, updated_at",
+             RETURNING name, description, input_schema, url, retry_safe, background, call_template, updated_at",
         )
         .bind(organization)
         .bind(&tool.definition.name)
@@ -61,6 +63,7 @@ impl ToolStore for Store {
         .bind(tool.retry_safe)
         .bind(now_ms())
         .bind(tool.background)
+        .bind(tool.template.to_column()?)
         .fetch_one(self.pool())
         .await?;
         tool_row(&row)
@@ -68,7 +71,7 @@ impl ToolStore for Store {
 
     async fn tools(&self, organization: Uuid) -> Result<Vec<HttpToolRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT name, description, input_schema, url, retry_safe, background, updated_at FROM http_tools \
+            "SELECT name, description, input_schema, url, retry_safe, background, call_template, updated_at FROM http_tools \
              WHERE organization_id = $1 ORDER BY name",
         )
         .bind(organization)
@@ -85,7 +88,7 @@ impl ToolStore for Store {
     ) -> Result<Vec<HttpToolRow>, StoreError> {
         // Names are never empty, so the empty name is before every one.
         let rows = sqlx::query(
-            "SELECT name, description, input_schema, url, retry_safe, background, updated_at FROM http_tools \
+            "SELECT name, description, input_schema, url, retry_safe, background, call_template, updated_at FROM http_tools \
              WHERE organization_id = $1 AND name > $2 ORDER BY name LIMIT $3",
         )
         .bind(organization)

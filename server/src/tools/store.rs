@@ -17,6 +17,8 @@ pub struct HttpToolRow {
     pub retry_safe: bool,
     /// Whether each call runs detached, in its own execution.
     pub background: bool,
+    /// The headers and added body fields of each call, Vault references as written.
+    pub template: super::CallTemplate,
     /// When it was last set.
     pub updated_at: Millis,
 }

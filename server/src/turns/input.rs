@@ -21,6 +21,10 @@ pub enum ToolRoute {
         /// result to the Chat as a notice.
         #[serde(default)]
         background: bool,
+        /// Headers and added body fields, with Vault references as written (item IDs and
+        /// field names, never values): they are opened only as each call is sent.
+        #[serde(default, skip_serializing_if = "crate::tools::CallTemplate::is_empty")]
+        template: crate::tools::CallTemplate,
     },
     /// The built-in `propose_plan` of a Turn in plan mode: a call asks a person to approve the
     /// plan; an approved plan switches the Chat out of plan mode.

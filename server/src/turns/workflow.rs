@@ -15,6 +15,7 @@ use crate::budgets::BudgetStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
+use crate::tools::{TemplateParts, ToolVault};
 use crate::work::Admission;
 use openbot_core::tool::HttpTool;
 
@@ -34,6 +35,8 @@ pub struct TurnWorkflow {
     chats: Option<Arc<dyn crate::chats::ChatStore>>,
     limits: Option<crate::limits::Limits>,
     memories: Option<Arc<dyn crate::memories::MemoryStore>>,
+    vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
+    files: Option<crate::files::FileReader>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
 }
@@ -57,6 +60,8 @@ impl TurnWorkflow {
             chats: None,
             limits: None,
             memories: None,
+            vaults: None,
+            files: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -94,6 +99,19 @@ impl TurnWorkflow {
     /// their learning when they complete.
     pub fn with_memories(mut self, memories: Arc<dyn crate::memories::MemoryStore>) -> Self {
         self.memories = Some(memories);
+        self
+    }
+
+    /// Opens the Vault references of HTTP tools from `vaults` as each call is sent.
+    pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
+        self.vaults = Some(vaults);
+        self
+    }
+
+    /// Sends the files a Turn's messages attach to its model, read from `files` as the
+    /// Turn's member (only that member's files).
+    pub fn with_files(mut self, files: crate::files::FileReader) -> Self {
+        self.files = Some(files);
         self
     }
 
@@ -210,13 +228,32 @@ impl TurnWorkflow {
     }
 }
 
+/// Where a Turn's (or tool job's) HTTP tools open Vault references: as its saved identity's
+/// organization, member and Bot. Work without an identity opens none.
+pub(crate) fn tool_vault(
+    cx: &PhaseContext,
+    vaults: Option<&Arc<dyn crate::vaults::VaultStore>>,
+    identity: Option<&crate::identity::ExecutionIdentity>,
+) -> Option<ToolVault> {
+    let (vaults, identity) = (vaults?, identity?);
+    Some(ToolVault {
+        opener: crate::vaults::VaultOpener::new(Arc::clone(vaults), cx.engine.keys.clone()),
+        organization: identity.organization_id,
+        member: identity.owner_member_id,
+        bot: identity.bot_id,
+    })
+}
+
 /// The tool set of saved tools: each with its route's handler (HTTP tools call their endpoint;
 /// host tools wait for a delivered result; delegate and background calls are answered at
 /// admission and never reach a handler), and which tools may be sent again after a lost answer.
+///
+/// An HTTP tool's Vault references open with `vault` as each call is sent.
 pub fn saved_tool_set(
     saved: &[SavedTool],
     http: &reqwest::Client,
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
+    vault: Option<&ToolVault>,
 ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
     let mut set = ToolSet::new();
     let mut retry_safe = HashMap::new();
@@ -232,15 +269,24 @@ pub fn saved_tool_set(
             ToolRoute::Http {
                 url,
                 retry_safe: safe,
+                template,
                 ..
             } => {
                 retry_safe.insert(tool.definition.name.clone(), *safe);
-                Some(Arc::new(HttpTool::new(
+                let mut handler = HttpTool::new(
                     tool.definition.clone(),
                     url.clone(),
                     http.clone(),
                     Arc::clone(outbound),
-                )))
+                );
+                if !template.is_empty() {
+                    handler = handler.with_parts(Arc::new(TemplateParts {
+                        template: template.clone(),
+                        vault: vault.cloned(),
+                        url: url.clone(),
+                    }));
+                }
+                Some(Arc::new(handler))
             }
         };
         set.insert(tool.definition.clone(), handler)
@@ -282,14 +328,27 @@ impl Workflow for TurnWorkflow {
         };
         let (history, started) = tokio::join!(chat_history, self.start_input(cx));
         let (input, access, model) = started?;
+        // The model reads attached files as the Turn's member, at each request.
+        let model = match (&self.files, &input.identity) {
+            (Some(files), Some(identity)) => openbot_core::model::WithFiles::wrap(
+                &input.model,
+                model,
+                files.source_for(identity.owner_member_id),
+            ),
+            _ => model,
+        };
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
-        let (mut tools, mut retry_safe) =
-            saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
-                |cause| PhaseError::Failed {
-                    category: ErrorCategory::Configuration,
-                    cause,
-                },
-            )?;
+        let vault = tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
+        let (mut tools, mut retry_safe) = saved_tool_set(
+            &input.tools,
+            &self.http,
+            self.platform.outbound(),
+            vault.as_ref(),
+        )
+        .map_err(|cause| PhaseError::Failed {
+            category: ErrorCategory::Configuration,
+            cause,
+        })?;
         // A Bot with memory: recalled memories join the instructions, the memory tools join
         // the tools, and a completed Turn starts its learning in its end commit.
         let mut instructions = input.instructions.clone();

@@ -56,6 +56,7 @@ pub struct ToolJobWorkflow {
     budgets: Option<Arc<dyn BudgetStore>>,
     http: reqwest::Client,
     outbound: Arc<openbot_core::outbound::OutboundPolicy>,
+    vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
 }
 
 impl ToolJobWorkflow {
@@ -71,7 +72,14 @@ impl ToolJobWorkflow {
             budgets,
             http: platform.tool_client(),
             outbound: Arc::clone(platform.outbound()),
+            vaults: None,
         }
+    }
+
+    /// Opens the Vault references of the job's HTTP tool from `vaults` as its call is sent.
+    pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
+        self.vaults = Some(vaults);
+        self
     }
 }
 
@@ -157,10 +165,12 @@ impl ToolJobWorkflow {
             }
             _ => None,
         };
+        let vault = crate::turns::tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
         let (tools, retry_safe) = saved_tool_set(
             std::slice::from_ref(&input.tool),
             &self.http,
             &self.outbound,
+            vault.as_ref(),
         )
         .map_err(|e| PhaseError::Failed {
             category: ErrorCategory::Configuration,

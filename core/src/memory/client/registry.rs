@@ -27,6 +27,13 @@ impl MemoryClient {
     pub(super) fn put_tool(&self, name: &str, request: PutHttpTool) -> Result<HttpToolView, Error> {
         let definition =
             check_http_tool(name, &request, &self.inner.outbound).map_err(Error::invalid_input)?;
+        // Headers and body fields are where a server opens Vault references; in one process
+        // there is no Vault, so a tool that needs them is refused rather than sent without.
+        if !request.headers.is_empty() || request.body.as_ref().is_some_and(|b| !b.is_null()) {
+            return Err(Error::invalid_input(
+                "an HTTP tool's headers and body fields need an OpenBot server (they carry Vault references); memory:// sends the call's arguments only",
+            ));
+        }
         let tool = HttpToolView {
             name: definition.name,
             description: definition.description,
@@ -34,6 +41,8 @@ impl MemoryClient {
             url: request.url,
             retry_safe: request.retry_safe,
             background: request.background,
+            headers: Default::default(),
+            body: None,
             updated_at: Utc::now(),
         };
         let mut state = self.state()?;

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::AnthropicMessages;
 use crate::model::ModelRequest;
-use crate::model::transport::{file_placeholder, image_url};
+use crate::model::files::{Attachment, attachment, data_parts};
+use crate::model::transport::file_placeholder;
 
 /// The JSON body for `request`: `system`, the conversation as messages of content blocks (a run
 /// of tool results in one user message; empty messages left out), the tools, `max_tokens` and
@@ -73,15 +74,25 @@ fn content_blocks(content: &[ContentPart]) -> Vec<Value> {
         .collect()
 }
 
-/// An image block from a `data:` URL (as base64) or any other URL; a placeholder otherwise.
+/// An image block from a `data:` URL (as base64) or any other URL, a PDF as a document block
+/// (base64 or URL); a placeholder otherwise.
 fn file_block(file: &FileRef) -> Value {
-    let Some(url) = image_url(file) else {
-        return json!({"type": "text", "text": file_placeholder(file)});
+    let url = match attachment(file) {
+        Attachment::Image(url) => url,
+        Attachment::PdfData(data) => {
+            return json!({
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+            });
+        }
+        Attachment::PdfUrl(url) => {
+            return json!({"type": "document", "source": {"type": "url", "url": url}});
+        }
+        Attachment::Placeholder => {
+            return json!({"type": "text", "text": file_placeholder(file)});
+        }
     };
-    match url
-        .strip_prefix("data:")
-        .and_then(|rest| rest.split_once(";base64,"))
-    {
+    match data_parts(url) {
         Some((media_type, data)) => json!({
             "type": "image",
             "source": {"type": "base64", "media_type": media_type, "data": data},

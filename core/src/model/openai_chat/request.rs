@@ -4,7 +4,8 @@ use openbot_schema::{ContentPart, Message, ToolDefinition};
 use serde_json::{Value, json};
 
 use crate::model::ModelRequest;
-use crate::model::transport::{file_placeholder, image_url, parts_text, tool_result_text};
+use crate::model::files::{Attachment, attachment};
+use crate::model::transport::{file_placeholder, parts_text, tool_result_text};
 
 /// The JSON body for `request`: the instructions as a `system` message, then the conversation,
 /// the tools as functions, and streaming with usage.
@@ -70,7 +71,7 @@ fn message(message: &Message) -> Value {
 }
 
 /// One text part is sent as a plain string, which every compatible server reads; anything else
-/// as a list of `text` and `image_url` parts.
+/// as a list of `text`, `image_url` and (PDF documents) `file` parts.
 fn user_content(content: &[ContentPart]) -> Value {
     match content {
         [] => return json!(""),
@@ -81,13 +82,25 @@ fn user_content(content: &[ContentPart]) -> Value {
         .iter()
         .map(|part| match part {
             ContentPart::Text { text } => json!({"type": "text", "text": text}),
-            ContentPart::File { file } => match image_url(file) {
-                Some(url) => json!({"type": "image_url", "image_url": {"url": url}}),
-                None => json!({"type": "text", "text": file_placeholder(file)}),
+            ContentPart::File { file } => match attachment(file) {
+                Attachment::Image(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+                Attachment::PdfData(_) => json!({"type": "file", "file": {
+                    "filename": file_name(file),
+                    "file_data": file.url,
+                }}),
+                Attachment::PdfUrl(_) | Attachment::Placeholder => {
+                    json!({"type": "text", "text": file_placeholder(file)})
+                }
             },
         })
         .collect();
     Value::Array(parts)
+}
+
+fn file_name(file: &openbot_schema::FileRef) -> String {
+    file.name
+        .clone()
+        .unwrap_or_else(|| format!("{}.pdf", file.id))
 }
 
 fn tool(tool: &ToolDefinition) -> Value {

@@ -4,7 +4,8 @@ use openbot_schema::{ContentPart, Message, ToolDefinition};
 use serde_json::{Value, json};
 
 use crate::model::ModelRequest;
-use crate::model::transport::{file_placeholder, image_url, parts_text, tool_result_text};
+use crate::model::files::{Attachment, attachment};
+use crate::model::transport::{file_placeholder, parts_text, tool_result_text};
 
 /// The JSON body for `request`: `instructions`, the conversation as `input` items, the tools
 /// as functions, streaming, and `store: false`.
@@ -70,9 +71,17 @@ fn user_content(content: &[ContentPart]) -> Value {
         .iter()
         .map(|part| match part {
             ContentPart::Text { text } => json!({"type": "input_text", "text": text}),
-            ContentPart::File { file } => match image_url(file) {
-                Some(url) => json!({"type": "input_image", "image_url": url}),
-                None => json!({"type": "input_text", "text": file_placeholder(file)}),
+            ContentPart::File { file } => match attachment(file) {
+                Attachment::Image(url) => json!({"type": "input_image", "image_url": url}),
+                Attachment::PdfData(_) => json!({
+                    "type": "input_file",
+                    "filename": file.name.clone().unwrap_or_else(|| format!("{}.pdf", file.id)),
+                    "file_data": file.url,
+                }),
+                Attachment::PdfUrl(url) => json!({"type": "input_file", "file_url": url}),
+                Attachment::Placeholder => {
+                    json!({"type": "input_text", "text": file_placeholder(file)})
+                }
             },
         })
         .collect()

@@ -83,13 +83,6 @@ pub(crate) fn file_placeholder(file: &FileRef) -> String {
     format!("[file: {name} ({})]", file.media_type)
 }
 
-/// Whether a file can be sent to a provider as an image: an `image/*` type with a URL.
-pub(crate) fn image_url(file: &FileRef) -> Option<&str> {
-    file.url
-        .as_deref()
-        .filter(|_| file.media_type.starts_with("image/"))
-}
-
 /// A tool result as one text: its parts joined by newlines, files as placeholders, and when it
 /// failed prefixed with `Error: ` so a provider without an error flag still tells the model.
 pub(crate) fn tool_result_text(result: &ToolResult, mark_errors: bool) -> String {

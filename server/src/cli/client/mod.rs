@@ -16,6 +16,7 @@ pub mod paging;
 mod profile;
 pub mod tools;
 pub mod usage;
+pub mod vaults;
 
 use std::sync::Arc;
 

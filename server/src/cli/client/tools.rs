@@ -43,6 +43,14 @@ enum ToolsCommand {
         /// notice.
         #[arg(long)]
         background: bool,
+        /// A header sent with each call, `NAME=VALUE` (repeatable). A value may hold Vault
+        /// references, `{{vault.<item-id>.<field>}}`, opened only as each call is sent.
+        #[arg(long = "header", value_name = "NAME=VALUE")]
+        headers: Vec<String>,
+        /// A file with a JSON object whose fields are added to each call's body (strings may
+        /// hold Vault references).
+        #[arg(long)]
+        body: Option<std::path::PathBuf>,
     },
     /// Lists the HTTP tools.
     List {
@@ -112,7 +120,28 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             schema,
             retry_safe,
             background,
+            headers,
+            body,
         } => {
+            let headers = headers
+                .iter()
+                .map(|header| {
+                    header
+                        .split_once('=')
+                        .map(|(name, value)| (name.trim().to_string(), value.to_string()))
+                        .with_context(|| format!("--header `{header}` is not NAME=VALUE"))
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let body = match body {
+                Some(path) => Some(
+                    serde_json::from_slice(
+                        &std::fs::read(&path)
+                            .with_context(|| format!("cannot read {}", path.display()))?,
+                    )
+                    .with_context(|| format!("{} is not JSON", path.display()))?,
+                ),
+                None => None,
+            };
             let input_schema = match schema {
                 Some(path) => serde_json::from_slice(
                     &std::fs::read(&path)
@@ -127,6 +156,8 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<ExitCode> {
                 url,
                 retry_safe,
                 background,
+                headers,
+                body,
             };
             output.print(&client.put_tool(&name, &tool).await?, line)?;
         }

@@ -1,8 +1,11 @@
 //! The checks before an outside send, as one chain: a call is sent, and marked `sending`, only
 //! when every guard passed, in order. (A retry-safe tool's call is saved as `sending` with the
 //! answer that asked for it, before its guards: sending it again repeats nothing, so a refused
-//! one is only a call that may be sent later.) A new per-call rule (permits, Vault fields, an
-//! App connection's revision) is one more guard, not another branch of the host.
+//! one is only a call that may be sent later.) A new per-call rule (permits, an App
+//! connection's revision) is one more guard, not another branch of the host. Vault fields are
+//! the exception: they are checked and opened inside the HTTP tool's send
+//! (`vaults/opener.rs`), because a refused guard ends the Turn while a missing secret is a
+//! result the model sees, and because there the check and the opening are one read.
 
 use std::sync::Arc;
 

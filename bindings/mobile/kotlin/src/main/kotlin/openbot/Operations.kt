@@ -89,6 +89,15 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "list_unknown_outcomes" to "listUnknownOutcomes",
     "usage" to "usage",
     "usage_export" to "usageExport",
+    "list_vault_items" to "listVaultItems",
+    "create_vault_item" to "createVaultItem",
+    "get_vault_item" to "getVaultItem",
+    "delete_vault_item" to "deleteVaultItem",
+    "put_vault_field" to "putVaultField",
+    "delete_vault_field" to "deleteVaultField",
+    "list_vault_rules" to "listVaultRules",
+    "create_vault_rule" to "createVaultRule",
+    "delete_vault_rule" to "deleteVaultRule",
 )
 
 /**
@@ -259,3 +268,19 @@ fun Client.listUnknownOutcomesFlow(limit: UInt? = null): Flow<uniffi.openbot.sch
  */
 fun Client.usageFlow(from: String? = null, to: String? = null, groupBy: String? = null, botId: String? = null, chatId: String? = null, memberId: String? = null, model: String? = null, limit: UInt? = null): Flow<uniffi.openbot.schema.UsageRow> =
     pagedFlow({ cursor -> usage(from, to, groupBy, botId, chatId, memberId, model, limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listVaultItems`, page after page (The Vault items the caller sees (the
+ * organization's and its own), oldest first, with their fields' names. Paged: ask again with
+ * `next_cursor` until it is absent). `limit` is the size of each page; the next page is asked for
+ * only when the collector wants more.
+ */
+fun Client.listVaultItemsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.VaultItem> =
+    pagedFlow({ cursor -> listVaultItems(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listVaultRules`, page after page (The rules of a Vault item, oldest first. Paged).
+ * `limit` is the size of each page; the next page is asked for only when the collector wants more.
+ */
+fun Client.listVaultRulesFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.schema.VaultRule> =
+    pagedFlow({ cursor -> listVaultRules(id, limit, cursor) }, { it.items }, { it.nextCursor })

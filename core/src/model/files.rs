@@ -1,0 +1,314 @@
+//! Files the model reads: stored files attached to messages, sent in each provider's format.
+//!
+//! A message names a stored file by a [`FileRef`] without its bytes. Before a request,
+//! [`WithFiles`] reads each such file from a [`FileSource`] (the server's object store checked
+//! against the Turn's member, or the in-memory Client's files), checks that the provider takes
+//! it ([`check_file`]: the type and size table below) and inlines it as a `data:` URL, which
+//! each provider's request body then sends in its own format:
+//!
+//! | provider | images (PNG, JPEG, GIF, WebP) | PDF documents |
+//! |---|---|---|
+//! | OpenAI Chat Completions | `image_url` part, at most 20 MiB | `file` part (`file_data`), at most 32 MiB |
+//! | OpenAI Responses | `input_image`, at most 20 MiB | `input_file` (`file_data`), at most 32 MiB |
+//! | Anthropic Messages | `image` block, base64 source, at most 5 MiB | `document` block, base64 source, at most 32 MiB |
+//!
+//! Any other type, or a larger file, is refused with a message that says which file and why.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use openbot_schema::{ContentPart, FileId, FileRef, Message};
+
+use super::{Model, ModelError, ModelRequest, ModelStream};
+
+/// The wire format whose file rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    /// OpenAI Chat Completions (and compatible endpoints).
+    OpenAiChat,
+    /// The OpenAI Responses API.
+    OpenAiResponses,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+/// What a provider takes a file as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// An image.
+    Image,
+    /// A PDF document.
+    Pdf,
+}
+
+const MIB: u64 = 1024 * 1024;
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// Which format a model spec's provider speaks (`openai:`, `compatible:`, `anthropic:`...);
+/// `None` for a provider that reads no files (the scripted model).
+pub fn file_format_of(spec: &str) -> Option<FileFormat> {
+    match super::ModelSpec::parse(spec).ok()? {
+        super::ModelSpec::OpenAi { .. } | super::ModelSpec::Compatible { .. } => {
+            Some(FileFormat::OpenAiChat)
+        }
+        super::ModelSpec::OpenAiResponses { .. } => Some(FileFormat::OpenAiResponses),
+        super::ModelSpec::Anthropic { .. } => Some(FileFormat::Anthropic),
+        super::ModelSpec::Scripted { .. } => None,
+    }
+}
+
+/// Whether `format` takes a file of `media_type` and `size` bytes, and as what; the refusal
+/// says why not (shown to the caller).
+pub fn check_file(
+    format: FileFormat,
+    name: &str,
+    media_type: &str,
+    size: u64,
+) -> Result<FileKind, String> {
+    let media_type = media_type.split(';').next().unwrap_or_default().trim();
+    let (kind, limit) = if IMAGE_TYPES.contains(&media_type) {
+        let limit = match format {
+            FileFormat::Anthropic => 5 * MIB,
+            FileFormat::OpenAiChat | FileFormat::OpenAiResponses => 20 * MIB,
+        };
+        (FileKind::Image, limit)
+    } else if media_type == "application/pdf" {
+        (FileKind::Pdf, 32 * MIB)
+    } else {
+        return Err(format!(
+            "the model cannot read the file `{name}` ({media_type}): it reads PNG, JPEG, GIF and WebP images and PDF documents"
+        ));
+    };
+    if size > limit {
+        return Err(format!(
+            "the file `{name}` is {size} bytes; the model reads {} of at most {} MiB",
+            match kind {
+                FileKind::Image => "images",
+                FileKind::Pdf => "PDF documents",
+            },
+            limit / MIB
+        ));
+    }
+    Ok(kind)
+}
+
+/// A stored file's bytes, as a [`FileSource`] reads them.
+#[derive(Debug, Clone)]
+pub struct FileBytes {
+    /// Its media type.
+    pub media_type: String,
+    /// Its bytes.
+    pub bytes: bytes::Bytes,
+}
+
+/// Why a file could not be read for a model request.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FileReadError {
+    /// Not stored, or not the reader's.
+    #[error("file {0} is not stored, or not readable by this Turn's member")]
+    NotFound(FileId),
+    /// The store failed.
+    #[error("file {id} could not be read: {cause}")]
+    Failed {
+        /// The file.
+        id: FileId,
+        /// What failed.
+        cause: String,
+    },
+}
+
+/// Where a Turn's files are read: it answers only the files its reader may read.
+#[async_trait]
+pub trait FileSource: Send + Sync {
+    /// The bytes of a file.
+    async fn read(&self, id: FileId) -> Result<FileBytes, FileReadError>;
+}
+
+/// A model that reads the files its messages attach: each file reference without a URL is
+/// read from `source`, checked against the provider's rules and inlined as a `data:` URL
+/// (kept for the Turn's next requests, so a file is read once).
+pub struct WithFiles {
+    inner: Arc<dyn Model>,
+    source: Arc<dyn FileSource>,
+    format: FileFormat,
+    read: Mutex<HashMap<FileId, String>>,
+}
+
+impl WithFiles {
+    /// `inner`, reading files from `source` by `format`'s rules.
+    pub fn new(inner: Arc<dyn Model>, source: Arc<dyn FileSource>, format: FileFormat) -> Self {
+        Self {
+            inner,
+            source,
+            format,
+            read: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `inner` with files read from `source` when its spec names a provider that reads files;
+    /// else `inner` as it is.
+    pub fn wrap(spec: &str, inner: Arc<dyn Model>, source: Arc<dyn FileSource>) -> Arc<dyn Model> {
+        match file_format_of(spec) {
+            Some(format) => Arc::new(Self::new(inner, source, format)),
+            None => inner,
+        }
+    }
+
+    async fn data_url(&self, file: &FileRef) -> Result<String, ModelError> {
+        if let Some(url) = self
+            .read
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&file.id)
+        {
+            return Ok(url.clone());
+        }
+        let read = self
+            .source
+            .read(file.id)
+            .await
+            .map_err(|e| ModelError::File(e.to_string()))?;
+        let name = file.name.clone().unwrap_or_else(|| file.id.to_string());
+        // The stored media type decides, not the one the message claims.
+        check_file(
+            self.format,
+            &name,
+            &read.media_type,
+            read.bytes.len() as u64,
+        )
+        .map_err(ModelError::File)?;
+        let url = format!(
+            "data:{};base64,{}",
+            read.media_type,
+            base64::engine::general_purpose::STANDARD.encode(&read.bytes)
+        );
+        self.read
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(file.id, url.clone());
+        Ok(url)
+    }
+
+    /// `message` with its stored files inlined, or `None` when it attaches none.
+    async fn inlined(&self, message: &Message) -> Result<Option<Message>, ModelError> {
+        let Message::User { content } = message else {
+            return Ok(None);
+        };
+        if !content
+            .iter()
+            .any(|part| matches!(part, ContentPart::File { file } if file.url.is_none()))
+        {
+            return Ok(None);
+        }
+        let mut parts = Vec::with_capacity(content.len());
+        for part in content {
+            match part {
+                ContentPart::File { file } if file.url.is_none() => {
+                    let mut file = file.clone();
+                    file.url = Some(self.data_url(&file).await?);
+                    parts.push(ContentPart::File { file });
+                }
+                other => parts.push(other.clone()),
+            }
+        }
+        Ok(Some(Message::User { content: parts }))
+    }
+}
+
+#[async_trait]
+impl Model for WithFiles {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn context_window(&self) -> u32 {
+        self.inner.context_window()
+    }
+
+    async fn stream(&self, mut request: ModelRequest) -> Result<ModelStream, ModelError> {
+        for message in &mut request.messages {
+            if let Some(inlined) = self.inlined(message).await? {
+                *message = Arc::new(inlined);
+            }
+        }
+        self.inner.stream(request).await
+    }
+}
+
+/// A `data:` URL's media type and base64 data.
+pub(crate) fn data_parts(url: &str) -> Option<(&str, &str)> {
+    url.strip_prefix("data:")?.split_once(";base64,")
+}
+
+/// How a file part goes to a provider: an image by URL (`data:` or `https:`), a PDF by its
+/// data or URL, or (a file that was not read: no URL, or a type no provider takes) a text
+/// placeholder.
+pub(crate) enum Attachment<'a> {
+    /// An image at this URL.
+    Image(&'a str),
+    /// A PDF: base64 data of a `data:` URL.
+    PdfData(&'a str),
+    /// A PDF at this `https:` URL.
+    PdfUrl(&'a str),
+    /// Not sendable: the placeholder stands for it.
+    Placeholder,
+}
+
+/// How `file` is sent.
+pub(crate) fn attachment(file: &FileRef) -> Attachment<'_> {
+    let Some(url) = file.url.as_deref() else {
+        return Attachment::Placeholder;
+    };
+    let media_type = file.media_type.split(';').next().unwrap_or_default().trim();
+    if media_type.starts_with("image/") {
+        return Attachment::Image(url);
+    }
+    if media_type == "application/pdf" {
+        return match data_parts(url) {
+            Some((_, data)) => Attachment::PdfData(data),
+            None if url.starts_with("https://") => Attachment::PdfUrl(url),
+            None => Attachment::Placeholder,
+        };
+    }
+    Attachment::Placeholder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_provider_takes_images_and_pdfs_within_its_sizes() {
+        assert_eq!(
+            check_file(FileFormat::OpenAiChat, "a.png", "image/png", 6 * MIB),
+            Ok(FileKind::Image)
+        );
+        assert!(check_file(FileFormat::Anthropic, "a.png", "image/png", 6 * MIB).is_err());
+        assert_eq!(
+            check_file(FileFormat::Anthropic, "a.pdf", "application/pdf", MIB),
+            Ok(FileKind::Pdf)
+        );
+        let refused =
+            check_file(FileFormat::OpenAiResponses, "a.zip", "application/zip", 1).unwrap_err();
+        assert!(refused.contains("`a.zip` (application/zip)"), "{refused}");
+    }
+
+    #[test]
+    fn a_spec_names_its_file_format() {
+        assert_eq!(
+            file_format_of("openai:gpt-4o"),
+            Some(FileFormat::OpenAiChat)
+        );
+        assert_eq!(
+            file_format_of("anthropic:claude"),
+            Some(FileFormat::Anthropic)
+        );
+        assert_eq!(
+            file_format_of("compatible:http://127.0.0.1:1/v1:m"),
+            Some(FileFormat::OpenAiChat)
+        );
+        assert_eq!(file_format_of("scripted:x"), None);
+    }
+}

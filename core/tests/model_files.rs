@@ -1,0 +1,271 @@
+//! Files the model reads: a stored image and a PDF attached to a message reach each provider in
+//! its own format (checked on the exact request bodies a local server of each wire format
+//! receives), and a file the provider cannot take, or cannot be read, is a clear error before
+//! anything is sent.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/mock_provider.rs"]
+mod mock_provider;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mock_provider::{MockProvider, Reply, collect};
+use openbot_core::model::{
+    AnthropicMessages, FileBytes, FileReadError, FileSource, Model, ModelError, ModelRequest,
+    OpenAiChat, OpenAiResponses, WithFiles,
+};
+use openbot_core::schema::{ContentPart, FileId, FileRef, Message};
+use serde_json::{Value, json};
+
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\nimage-bytes";
+const PNG_B64: &str = "iVBORw0KGgppbWFnZS1ieXRlcw==";
+const PDF: &[u8] = b"%PDF-1.7 document";
+const PDF_B64: &str = "JVBERi0xLjcgZG9jdW1lbnQ=";
+
+/// Files by ID, as a store would answer them.
+struct Files(HashMap<FileId, FileBytes>);
+
+#[async_trait]
+impl FileSource for Files {
+    async fn read(&self, id: FileId) -> Result<FileBytes, FileReadError> {
+        self.0.get(&id).cloned().ok_or(FileReadError::NotFound(id))
+    }
+}
+
+struct Attached {
+    source: Arc<Files>,
+    image: FileRef,
+    pdf: FileRef,
+}
+
+fn stored(name: &str, media_type: &str) -> FileRef {
+    FileRef {
+        id: FileId::new(),
+        media_type: media_type.into(),
+        name: Some(name.into()),
+        url: None,
+    }
+}
+
+fn attached() -> Attached {
+    let image = stored("chart.png", "image/png");
+    let pdf = stored("report.pdf", "application/pdf");
+    let source = Files(HashMap::from([
+        (
+            image.id,
+            FileBytes {
+                media_type: "image/png".into(),
+                bytes: PNG.into(),
+            },
+        ),
+        (
+            pdf.id,
+            FileBytes {
+                media_type: "application/pdf".into(),
+                bytes: PDF.into(),
+            },
+        ),
+    ]));
+    Attached {
+        source: Arc::new(source),
+        image,
+        pdf,
+    }
+}
+
+fn request(files: &[&FileRef]) -> ModelRequest {
+    let mut content = vec![ContentPart::text("Compare them.")];
+    content.extend(
+        files
+            .iter()
+            .map(|f| ContentPart::File { file: (*f).clone() }),
+    );
+    ModelRequest {
+        messages: vec![Arc::new(Message::User { content })],
+        ..ModelRequest::default()
+    }
+}
+
+/// Sends `request` through `model` with files from `source` and returns the one body the
+/// server received (it answers 400, so nothing else follows).
+async fn body_sent(
+    mock: &MockProvider,
+    spec: &str,
+    model: Arc<dyn Model>,
+    source: Arc<Files>,
+    request: ModelRequest,
+) -> Value {
+    let model = WithFiles::wrap(spec, model, source);
+    let _ = collect(model.as_ref(), request).await;
+    mock.only_request().body
+}
+
+fn refusing() -> Reply {
+    Reply::status(400, r#"{"error":{"message":"stop here"}}"#)
+}
+
+#[tokio::test]
+async fn openai_chat_gets_an_image_url_part_and_a_file_part() {
+    let files = attached();
+    let mock = MockProvider::start("/v1", [refusing()]).await;
+    let model = Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap());
+    let body = body_sent(
+        &mock,
+        "openai:gpt-4o",
+        model,
+        Arc::clone(&files.source),
+        request(&[&files.image, &files.pdf]),
+    )
+    .await;
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "Compare them."},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG_B64}")}},
+            {"type": "file", "file": {"filename": "report.pdf", "file_data": format!("data:application/pdf;base64,{PDF_B64}")}},
+        ]}])
+    );
+}
+
+#[tokio::test]
+async fn openai_responses_gets_input_image_and_input_file() {
+    let files = attached();
+    let mock = MockProvider::start("/v1", [refusing()]).await;
+    let model = Arc::new(OpenAiResponses::new("gpt-4.1", mock.settings(0)).unwrap());
+    let body = body_sent(
+        &mock,
+        "openai-responses:gpt-4.1",
+        model,
+        Arc::clone(&files.source),
+        request(&[&files.image, &files.pdf]),
+    )
+    .await;
+    assert_eq!(
+        body["input"],
+        json!([{"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "Compare them."},
+            {"type": "input_image", "image_url": format!("data:image/png;base64,{PNG_B64}")},
+            {"type": "input_file", "filename": "report.pdf", "file_data": format!("data:application/pdf;base64,{PDF_B64}")},
+        ]}])
+    );
+}
+
+#[tokio::test]
+async fn anthropic_gets_image_and_document_blocks_with_base64_sources() {
+    let files = attached();
+    let mock = MockProvider::start("", [refusing()]).await;
+    let model = Arc::new(AnthropicMessages::new("claude-sonnet-4-5", mock.settings(0)).unwrap());
+    let body = body_sent(
+        &mock,
+        "anthropic:claude-sonnet-4-5",
+        model,
+        Arc::clone(&files.source),
+        request(&[&files.image, &files.pdf]),
+    )
+    .await;
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "Compare them."},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_B64}},
+        ]}])
+    );
+}
+
+#[tokio::test]
+async fn a_type_the_provider_cannot_take_is_a_clear_error_and_nothing_is_sent() {
+    let archive = stored("data.zip", "application/zip");
+    let source = Arc::new(Files(HashMap::from([(
+        archive.id,
+        FileBytes {
+            media_type: "application/zip".into(),
+            bytes: b"PK".as_slice().into(),
+        },
+    )])));
+    let mock = MockProvider::start("/v1", [refusing()]).await;
+    let model = WithFiles::wrap(
+        "openai:gpt-4o",
+        Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap()),
+        source,
+    );
+    let error = collect(model.as_ref(), request(&[&archive]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::File(why) if why.contains("`data.zip` (application/zip)")),
+        "{error}"
+    );
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn an_image_too_large_for_anthropic_is_a_clear_error() {
+    let big = stored("big.png", "image/png");
+    let source = Arc::new(Files(HashMap::from([(
+        big.id,
+        FileBytes {
+            media_type: "image/png".into(),
+            bytes: vec![0u8; 5 * 1024 * 1024 + 1].into(),
+        },
+    )])));
+    let mock = MockProvider::start("", [refusing()]).await;
+    let model = WithFiles::wrap(
+        "anthropic:claude-sonnet-4-5",
+        Arc::new(AnthropicMessages::new("claude-sonnet-4-5", mock.settings(0)).unwrap()),
+        source,
+    );
+    let error = collect(model.as_ref(), request(&[&big])).await.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::File(why) if why.contains("at most 5 MiB")),
+        "{error}"
+    );
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_file_the_source_does_not_answer_is_a_clear_error() {
+    let files = attached();
+    let unknown = stored("other.png", "image/png");
+    let mock = MockProvider::start("/v1", [refusing()]).await;
+    let model = WithFiles::wrap(
+        "openai:gpt-4o",
+        Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap()),
+        files.source,
+    );
+    let error = collect(model.as_ref(), request(&[&unknown]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::File(why) if why.contains(&unknown.id.to_string())),
+        "{error}"
+    );
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_stored_media_type_decides_not_the_claimed_one() {
+    // A message claims an image; the store says it is an archive.
+    let claimed = stored("photo.png", "image/png");
+    let source = Arc::new(Files(HashMap::from([(
+        claimed.id,
+        FileBytes {
+            media_type: "application/zip".into(),
+            bytes: b"PK".as_slice().into(),
+        },
+    )])));
+    let mock = MockProvider::start("/v1", [refusing()]).await;
+    let model = WithFiles::wrap(
+        "openai:gpt-4o",
+        Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap()),
+        source,
+    );
+    let error = collect(model.as_ref(), request(&[&claimed]))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ModelError::File(_)), "{error}");
+    assert!(mock.requests().is_empty());
+}

@@ -1,0 +1,83 @@
+//! An HTTP tool's headers and body fields ([`CallTemplate`]), with their Vault references
+//! opened at the send and for it only: the values go into the request and nowhere else (not
+//! the call's events, its result, an error or a log line). A missing item, field or rule is a
+//! tool error naming the item ID and field, and nothing is sent.
+
+use async_trait::async_trait;
+use openbot_core::tool::{PreparedCall, RequestParts, ToolError};
+use openbot_schema::BotId;
+use serde_json::Value;
+
+use super::CallTemplate;
+use crate::vaults::{OpenError, ReaderPath, VaultOpener};
+
+/// Where an HTTP tool's Vault references are opened, and as whom: the Turn's organization,
+/// member and Bot (the tool's own name and URL complete the reader path).
+#[derive(Debug, Clone)]
+pub struct ToolVault {
+    /// Checks the rules and opens the fields at each send.
+    pub opener: VaultOpener,
+    /// The Turn's organization.
+    pub organization: uuid::Uuid,
+    /// The member the Turn is for.
+    pub member: uuid::Uuid,
+    /// The Turn's Bot.
+    pub bot: BotId,
+}
+
+/// The [`RequestParts`] of a registered tool with a call template.
+pub struct TemplateParts {
+    /// The tool's headers and body fields.
+    pub template: CallTemplate,
+    /// Where its references open; without one, a reference is a tool error.
+    pub vault: Option<ToolVault>,
+    /// The tool's URL, part of a rule's reader path.
+    pub url: String,
+}
+
+#[async_trait]
+impl RequestParts for TemplateParts {
+    async fn prepare(&self, tool: &str, arguments: &Value) -> Result<PreparedCall, ToolError> {
+        let refs = self
+            .template
+            .references()
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let values = if refs.is_empty() {
+            Default::default()
+        } else {
+            let vault = self.vault.as_ref().ok_or_else(|| {
+                ToolError::new(
+                    "this tool's Vault references cannot be opened here: the work has no member",
+                )
+            })?;
+            let path = ReaderPath {
+                organization: vault.organization,
+                member: vault.member,
+                bot: vault.bot,
+                tool: tool.to_string(),
+                tool_url: self.url.clone(),
+            };
+            vault
+                .opener
+                .open(&refs, &path)
+                .await
+                .map_err(|err| match err {
+                    OpenError::Refused(why) => ToolError::new(why),
+                    // The cause is the store's; it holds no value.
+                    OpenError::Store(err) => {
+                        tracing::warn!(%tool, error = %err, "Vault fields could not be read");
+                        ToolError::new("the Vault could not be read; the call was not sent")
+                    }
+                })?
+        };
+        let (headers, body) = self
+            .template
+            .render(arguments, &values)
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        Ok(PreparedCall {
+            headers,
+            body,
+            redact: values.into_values().collect(),
+        })
+    }
+}
