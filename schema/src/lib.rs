@@ -29,6 +29,7 @@ mod outcome;
 mod page;
 mod tool;
 mod tool_registry;
+mod trigger;
 mod usage;
 
 // The scaffolding of the uniffi records (see `ffi`), at the crate root where uniffi wants it.
@@ -67,8 +68,12 @@ pub use page::{
     ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
     MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
-    StoredFilePage, UnknownOutcomePage,
+    ReminderPage, StoredFilePage, TriggerFiringPage, TriggerPage, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
+pub use trigger::{
+    CreateTrigger, CreatedTrigger, FiringOutcome, Reminder, ReminderState, Trigger, TriggerFiring,
+    TriggerKind, TriggerState,
+};
 pub use usage::Usage;

@@ -15,6 +15,7 @@ use crate::models::ProviderSettings;
 use crate::organization::{Invitation, Member, Organization};
 use crate::outcome::UnknownOutcome;
 use crate::tool_registry::{DelegateTool, HttpTool};
+use crate::trigger::{Reminder, Trigger, TriggerFiring};
 use crate::{ApiToken, BotId};
 
 /// How many items a page holds when the caller names no `limit`.
@@ -227,3 +228,15 @@ mod tests {
         assert_eq!(query.to_query_string(), "limit=5&cursor=a%20b%2B%2F%3D");
     }
 }
+page!(
+    /// One page of triggers, oldest first.
+    TriggerPage of Trigger
+);
+page!(
+    /// One page of a trigger's firings, newest first.
+    TriggerFiringPage of TriggerFiring
+);
+page!(
+    /// One page of a Chat's reminders, by due time.
+    ReminderPage of Reminder
+);

@@ -103,6 +103,10 @@ pub struct Database {
     pub files: Arc<dyn crate::files::FileStore>,
     /// Shared limits: permits and token buckets.
     pub limits: Arc<dyn crate::limits::LimitStore>,
+    /// Triggers and their firings.
+    pub triggers: Arc<dyn crate::triggers::TriggerStore>,
+    /// Reminders.
+    pub reminders: Arc<dyn crate::reminders::ReminderStore>,
 }
 
 impl Database {
@@ -119,7 +123,9 @@ impl Database {
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
             + crate::files::FileStore
-            + crate::limits::LimitStore,
+            + crate::limits::LimitStore
+            + crate::triggers::TriggerStore
+            + crate::reminders::ReminderStore,
     {
         Self {
             store: store.clone(),
@@ -132,6 +138,8 @@ impl Database {
             tools: store.clone(),
             rules: store.clone(),
             limits: store.clone(),
+            triggers: store.clone(),
+            reminders: store.clone(),
             files: store,
         }
     }
@@ -246,6 +254,18 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         registry.register(Arc::new(crate::chats::ChatDeletionWorkflow::new(
             Arc::clone(&database.chats),
         )));
+        let firing = crate::triggers::FiringStores {
+            triggers: Arc::clone(&database.triggers),
+            identity: Arc::clone(&database.identity),
+            chats: Arc::clone(&database.chats),
+            bots: Arc::clone(&database.bots),
+            tools: Arc::clone(&database.tools),
+        };
+        registry.register(Arc::new(crate::reminders::ReminderWorkflow::new(
+            Arc::clone(&database.reminders),
+            firing.clone(),
+        )));
+        registry.register(Arc::new(crate::triggers::ScheduleWorkflow::new(firing)));
     }
     registry
 }

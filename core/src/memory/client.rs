@@ -356,6 +356,9 @@ impl Client for MemoryClient {
         if let Some(shared) = update.shared {
             spec.shared = shared;
         }
+        if let Some(reminders) = update.reminders {
+            spec.reminders = reminders;
+        }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {
             spec,

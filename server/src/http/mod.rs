@@ -18,10 +18,12 @@ mod members;
 mod models;
 mod organizations;
 mod outcomes;
+mod reminders;
 mod serve;
 mod sessions;
 mod tokens;
 mod tools;
+mod triggers;
 
 use std::sync::Arc;
 
@@ -67,6 +69,10 @@ pub struct AppState {
     pub limits: crate::limits::LimitsAdmin,
     /// The billing use cases: prices, credits, usage reports.
     pub billing: crate::billing::Billing,
+    /// The trigger use cases: schedules, webhooks and their firings.
+    pub triggers: crate::triggers::Triggers,
+    /// The reminder use cases.
+    pub reminders: crate::reminders::Reminders,
 }
 
 impl AppState {
@@ -91,7 +97,21 @@ impl AppState {
         );
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
+        let triggers = crate::triggers::Triggers::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.triggers),
+            Arc::clone(&database.chats),
+            chats.clone(),
+            Arc::clone(&database.identity),
+        );
+        let reminders = crate::reminders::Reminders::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.reminders),
+            Arc::clone(&database.chats),
+        );
         Self {
+            triggers,
+            reminders,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -218,6 +238,14 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::deliver_tool_result))
         .routes(routes!(outcomes::list_unknown_outcomes))
         .routes(routes!(outcomes::decide_outcome))
+        .routes(routes!(triggers::create_trigger, triggers::list_triggers))
+        .routes(routes!(triggers::get_trigger, triggers::delete_trigger))
+        .routes(routes!(triggers::pause_trigger))
+        .routes(routes!(triggers::resume_trigger))
+        .routes(routes!(triggers::list_firings))
+        .routes(routes!(triggers::receive_hook))
+        .routes(routes!(reminders::list_reminders))
+        .routes(routes!(reminders::cancel_reminder))
         .split_for_parts()
 }
 

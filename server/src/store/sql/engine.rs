@@ -334,14 +334,15 @@ impl StoreTrait for Store {
 
 
 
-    async fn claim(
+    async fn claim_due(
         &self,
         node: &str,
         kinds: &[&str],
         lease_ms: i64,
         limit: i64,
+        timers_due: Millis,
     ) -> Result<Vec<Claim>, StoreError> {
-        let rows = self.claim_rows(node, kinds, lease_ms, limit).await?;
+        let rows = self.claim_rows(node, kinds, lease_ms, limit, timers_due).await?;
         rows.iter()
             .map(|row| {
                 let execution: ExecutionRow = execution_from_row!(row)?;
