@@ -35,7 +35,7 @@ pub use clock::{Clock, SystemClock, TestClock};
 pub use observe::{FALLBACK_POLL, OBSERVE_PAGE};
 pub use outbox::{OutboxHandler, OutboxHandlers, SIGNAL, SignalMessage};
 pub(crate) use program::err_kind as store_error_kind;
-pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET};
+pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET, WAKE};
 pub use retry::Backoff;
 pub use runner::{Runner, RunnerConfig};
 pub use scope::RunScope;
@@ -195,6 +195,15 @@ impl EngineContext {
             self.hub.announce(Wake::Work);
         }
         Ok(submitted)
+    }
+
+    /// Asks a waiting execution to look at its state again now (its workflow's `next` runs,
+    /// and may wait anew): what a feature does when a row its wait depends on changed.
+    pub async fn wake(&self, id: ExecutionId) -> Result<i64, StoreError> {
+        let number = self.store.signal(id, program::WAKE, "{}").await?;
+        self.hub.announce(Wake::Signal(id));
+        self.hub.announce(Wake::Work);
+        Ok(number)
     }
 
     /// Opens a sealed record and reads it as JSON.

@@ -25,6 +25,6 @@ pub use signature::{
 };
 pub use store::{FiringRow, NewTrigger, TriggerRow, TriggerStore};
 pub use workflow::{
-    FiringStores, ScheduleInput, ScheduleWorkflow, TRIGGER_SCHEDULE, WAKE, schedule_submission,
+    FiringStores, ScheduleInput, ScheduleWorkflow, TRIGGER_SCHEDULE, schedule_submission,
     triggers_service,
 };

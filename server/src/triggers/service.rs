@@ -19,9 +19,9 @@ use super::firing::{SendAs, SendError, Sent, send_as};
 use super::schedule::{Schedule, ScheduleError};
 use super::signature::{SignatureError, new_secret, verify};
 use super::store::{FiringRow, NewTrigger, TriggerRow, TriggerStore};
-use super::workflow::{ScheduleInput, WAKE, schedule_submission};
+use super::workflow::{ScheduleInput, schedule_submission};
 use crate::chats::{ChatStore, Chats};
-use crate::engine::{Engine, Wake};
+use crate::engine::Engine;
 use crate::identity::{AccessError, Caller, IdentityStore};
 use crate::paging::Paging;
 use crate::store::{Millis, StoreError};
@@ -318,13 +318,10 @@ impl Triggers {
             .await?
             .ok_or(TriggerError::NotFound("trigger"))?;
         if let Some(execution) = row.execution_id {
-            let cx = self.engine.context();
-            match cx.store.signal(execution, WAKE, "{}").await {
+            match self.engine.context().wake(execution).await {
                 Ok(_) | Err(StoreError::Ended(_)) => {}
                 Err(err) => return Err(err.into()),
             }
-            cx.hub.announce(Wake::Signal(execution));
-            cx.hub.announce(Wake::Work);
         }
         Ok(trigger_view(&row))
     }

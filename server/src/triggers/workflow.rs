@@ -20,14 +20,11 @@ use crate::bots::BotStore;
 use crate::chats::{ChatStore, Chats};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
 use crate::identity::{IdentityStore, ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, StateChange, StoreError};
+use crate::store::{Commit, StateChange};
 use crate::tools::ToolStore;
 
 /// The execution kind of schedule timers.
 pub const TRIGGER_SCHEDULE: &str = "trigger_schedule";
-
-/// The signal that makes a waiting timer look at its trigger again (a resume).
-pub const WAKE: &str = "wake";
 
 /// The saved input of a schedule's timer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,18 +230,6 @@ fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
     }
 }
 
-async fn wakes(cx: &PhaseContext) -> Result<Vec<i64>, StoreError> {
-    Ok(cx
-        .engine
-        .store
-        .pending_signals(cx.execution.id)
-        .await?
-        .into_iter()
-        .filter(|s| s.kind == WAKE)
-        .map(|s| s.number)
-        .collect())
-}
-
 #[async_trait]
 impl Workflow for ScheduleWorkflow {
     fn kind(&self) -> &'static str {
@@ -254,9 +239,6 @@ impl Workflow for ScheduleWorkflow {
     async fn next(&self, cx: &PhaseContext) -> Result<Next, PhaseError> {
         if cx.execution.state.is_terminal() {
             return Ok(Next::Done);
-        }
-        if !wakes(cx).await?.is_empty() {
-            return Ok(Next::Run("wake".into()));
         }
         let Some(trigger) = self.trigger(cx).await? else {
             return Ok(Next::Run("end".into()));
@@ -279,16 +261,6 @@ impl Workflow for ScheduleWorkflow {
         _scope: &RunScope,
     ) -> Result<(), PhaseError> {
         match phase {
-            "wake" => {
-                let handled = wakes(cx).await?;
-                let commit = Commit {
-                    handled_signals: handled,
-                    ..Commit::default()
-                };
-                cx.engine
-                    .commit(cx.execution.id, cx.generation, commit)
-                    .await?;
-            }
             "end" => {
                 cx.engine
                     .commit(

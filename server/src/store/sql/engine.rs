@@ -391,7 +391,9 @@ impl StoreTrait for Store {
                  cost_micros = CASE WHEN CAST($7 AS BIGINT) IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $7 END, \
                  state = COALESCE($8, state), outcome = COALESCE($9, outcome), \
                  failure_category = COALESCE($10, failure_category), error_id = COALESCE($11, error_id), \
-                 wake_at = CASE WHEN $8 IS NULL THEN wake_at ELSE $12 END, \
+                 wake_at = CASE WHEN $8 IS NULL THEN wake_at \
+                     WHEN $8 = 'waiting' AND EXISTS (SELECT 1 FROM signals g WHERE g.execution_id = $1 \
+                         AND g.handled_at IS NULL AND g.kind IN ('cancel', 'wake')) THEN $15 ELSE $12 END, \
                  unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
                  owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
