@@ -179,7 +179,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// body (UTF-8) goes to the Chat as the trigger's creator: 202 with the firing.
 #[utoipa::path(post, path = "/v1/hooks/{id}", tag = "triggers",
     params(("id" = uuid::Uuid, Path, description = "The webhook trigger")),
-    request_body(content = String, description = "Any UTF-8 body, signed as it is sent", content_type = "application/json"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Any UTF-8 body (JSON or text, with any media type), signed exactly as it is sent"),
     responses((status = 202, body = TriggerFiring), (status = 200, body = TriggerFiring, description = "A repeated delivery ID"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn receive_hook(
     State(state): State<AppState>,

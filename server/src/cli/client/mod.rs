@@ -13,6 +13,7 @@ mod output;
 pub mod paging;
 mod profile;
 pub mod tools;
+pub mod triggers;
 pub mod usage;
 
 use std::sync::Arc;
