@@ -63,7 +63,7 @@ pub fn iso_duration_ms(text: &str) -> Option<Millis> {
     }
     let date_s = part(date, &[('W', 604_800.0), ('D', 86_400.0)])?;
     let time_s = match time {
-        Some(time) if time.is_empty() => return None,
+        Some("") => return None,
         Some(time) => part(time, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)])?,
         None => 0.0,
     };
