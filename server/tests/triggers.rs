@@ -35,6 +35,8 @@ http_tests!(
     triggers_are_listed_in_pages_and_only_to_their_creator,
     a_signed_webhook_delivery_reaches_the_chat_once,
     a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers,
+    concurrent_deliveries_of_one_id_send_one_input,
+    a_webhook_on_a_deleted_chat_is_refused_and_paused,
     a_reminder_reaches_the_chat_at_its_time,
     a_cancelled_reminder_never_reaches_the_chat,
     deleting_a_chat_cancels_its_reminders,
@@ -345,16 +347,17 @@ async fn a_deleted_schedule_ends_its_timer(s: Server) {
         .await
         .unwrap();
     assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
-    eventually("the timer ended", || async {
-        s.database
-            .store
-            .execution(timer.parse().unwrap())
-            .await
-            .unwrap()
-            .state
-            .is_terminal()
-    })
-    .await;
+    let mut row = None;
+    for _ in 0..400 {
+        let now = s.database.store.execution(timer.parse().unwrap()).await.unwrap();
+        if now.state.is_terminal() {
+            row = None;
+            break;
+        }
+        row = Some(now);
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(row.is_none(), "the timer never ended: {row:?}");
     let gone = s
         .get(&format!("/v1/triggers/{id}"), &s.owner)
         .send()
@@ -912,4 +915,48 @@ async fn bad_remind_calls_come_back_to_the_model_as_errors(s: Server) {
         history.contains("\"text\" is a required property"),
         "{history}"
     );
+}
+
+async fn concurrent_deliveries_of_one_id_send_one_input(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Once."])]).await;
+    let chat = chat_with(&s, &model, false).await;
+    let made = create(&s, &s.owner, json!({"chat_id": chat, "kind": "webhook"})).await;
+    let id = made["trigger"]["id"].as_str().unwrap().to_string();
+    let secret = made["signing_secret"].as_str().unwrap().to_string();
+    let now = s.clock.now_ms() / 1000;
+    let answers = futures::future::join_all(
+        (0..6).map(|_| deliver(&s, &id, &secret, now, Some("same"), r#"{"a":1}"#)),
+    )
+    .await;
+    let mut firing_ids = std::collections::BTreeSet::new();
+    for answer in answers {
+        assert!(answer.status().is_success(), "{}", answer.status());
+        let firing: Value = answer.json().await.unwrap();
+        firing_ids.insert(firing["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(firing_ids.len(), 1, "one firing: {firing_ids:?}");
+    let fired = firings(&s, &id).await;
+    assert_eq!(fired.len(), 1);
+    s.finish(&s.owner, fired[0]["execution_id"].as_str().unwrap()).await;
+    assert_eq!(s.history(&s.owner, &chat).await.len(), 2, "one input, one answer");
+    assert_eq!(model.total_requests(), 1);
+}
+
+async fn a_webhook_on_a_deleted_chat_is_refused_and_paused(s: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let chat = chat_with(&s, &model, false).await;
+    let made = create(&s, &s.owner, json!({"chat_id": chat, "kind": "webhook"})).await;
+    let id = made["trigger"]["id"].as_str().unwrap().to_string();
+    let secret = made["signing_secret"].as_str().unwrap().to_string();
+    let deleted = s.delete(&format!("/v1/chats/{chat}"), &s.owner).send().await.unwrap();
+    assert!(deleted.status().is_success());
+    let now = s.clock.now_ms() / 1000;
+    let answer = deliver(&s, &id, &secret, now, Some("late"), "{}").await;
+    assert_eq!(answer.status(), StatusCode::ACCEPTED);
+    let firing: Value = answer.json().await.unwrap();
+    assert_eq!(firing["outcome"], "refused");
+    assert!(firing["reason"].as_str().unwrap().contains("chat"), "{firing}");
+    let paused = trigger(&s, &id).await;
+    assert_eq!(paused["state"], "paused");
+    assert_eq!(model.total_requests(), 0);
 }

@@ -59,12 +59,16 @@ impl Schedule {
 
     /// The first slot strictly after `at`, in milliseconds since the epoch.
     pub fn next_after(&self, at: Millis) -> Option<Millis> {
-        let start: DateTime<Utc> = DateTime::from_timestamp_millis(at)?;
+        // Slots are whole seconds: the search keeps the start's fraction of a second, so it
+        // starts from the whole second (a slot in that same second is not after `at`).
+        let second = at.div_euclid(1000) * 1000;
+        let start: DateTime<Utc> = DateTime::from_timestamp_millis(second)?;
         let local = start.with_timezone(&self.zone);
         self.cron
             .find_next_occurrence(&local, false)
             .ok()
-            .map(|next| next.timestamp_millis())
+            .map(|next| next.timestamp_millis().div_euclid(1000) * 1000)
+            .filter(|next| *next > at)
     }
 }
 
@@ -89,6 +93,16 @@ mod tests {
         assert_eq!(
             schedule.next_after(at("2026-12-01T08:00:00Z")),
             Some(at("2026-12-02T08:00:00Z"))
+        );
+        // A fraction of a second never moves a slot off its whole second.
+        assert_eq!(
+            schedule.next_after(at("2026-12-01T07:59:59.750Z")),
+            Some(at("2026-12-01T08:00:00Z"))
+        );
+        // In summer the same local time is 07:00 UTC.
+        assert_eq!(
+            schedule.next_after(at("2027-07-01T06:00:00.123Z")),
+            Some(at("2027-07-01T07:00:00Z"))
         );
     }
 
