@@ -349,7 +349,12 @@ async fn a_deleted_schedule_ends_its_timer(s: Server) {
     assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
     let mut row = None;
     for _ in 0..400 {
-        let now = s.database.store.execution(timer.parse().unwrap()).await.unwrap();
+        let now = s
+            .database
+            .store
+            .execution(timer.parse().unwrap())
+            .await
+            .unwrap();
         if now.state.is_terminal() {
             row = None;
             break;
@@ -937,8 +942,13 @@ async fn concurrent_deliveries_of_one_id_send_one_input(s: Server) {
     assert_eq!(firing_ids.len(), 1, "one firing: {firing_ids:?}");
     let fired = firings(&s, &id).await;
     assert_eq!(fired.len(), 1);
-    s.finish(&s.owner, fired[0]["execution_id"].as_str().unwrap()).await;
-    assert_eq!(s.history(&s.owner, &chat).await.len(), 2, "one input, one answer");
+    s.finish(&s.owner, fired[0]["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        s.history(&s.owner, &chat).await.len(),
+        2,
+        "one input, one answer"
+    );
     assert_eq!(model.total_requests(), 1);
 }
 
@@ -948,14 +958,21 @@ async fn a_webhook_on_a_deleted_chat_is_refused_and_paused(s: Server) {
     let made = create(&s, &s.owner, json!({"chat_id": chat, "kind": "webhook"})).await;
     let id = made["trigger"]["id"].as_str().unwrap().to_string();
     let secret = made["signing_secret"].as_str().unwrap().to_string();
-    let deleted = s.delete(&format!("/v1/chats/{chat}"), &s.owner).send().await.unwrap();
+    let deleted = s
+        .delete(&format!("/v1/chats/{chat}"), &s.owner)
+        .send()
+        .await
+        .unwrap();
     assert!(deleted.status().is_success());
     let now = s.clock.now_ms() / 1000;
     let answer = deliver(&s, &id, &secret, now, Some("late"), "{}").await;
     assert_eq!(answer.status(), StatusCode::ACCEPTED);
     let firing: Value = answer.json().await.unwrap();
     assert_eq!(firing["outcome"], "refused");
-    assert!(firing["reason"].as_str().unwrap().contains("chat"), "{firing}");
+    assert!(
+        firing["reason"].as_str().unwrap().contains("chat"),
+        "{firing}"
+    );
     let paused = trigger(&s, &id).await;
     assert_eq!(paused["state"], "paused");
     assert_eq!(model.total_requests(), 0);
