@@ -39,6 +39,7 @@ http_tests!(
     a_webhook_on_a_deleted_chat_is_refused_and_paused,
     a_reminder_reaches_the_chat_at_its_time,
     a_cancelled_reminder_never_reaches_the_chat,
+    a_reminder_is_refused_once_the_token_that_set_it_is_revoked,
     deleting_a_chat_cancels_its_reminders,
     a_reminder_survives_a_restart_of_the_node,
     the_remind_tool_is_offered_only_with_the_bot_setting,
@@ -976,4 +977,57 @@ async fn a_webhook_on_a_deleted_chat_is_refused_and_paused(s: Server) {
     let paused = trigger(&s, &id).await;
     assert_eq!(paused["state"], "paused");
     assert_eq!(model.total_requests(), 0);
+}
+
+async fn a_reminder_is_refused_once_the_token_that_set_it_is_revoked(s: Server) {
+    let model = FakeOpenAi::start(reminder_model_script()).await;
+    let chat = chat_with(&s, &model, true).await;
+    let created: Value = s
+        .post("/v1/tokens", &s.owner)
+        .json(&json!({"name": "chatter", "rights": openbot_server::identity::Right::all()}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = created["secret"].as_str().unwrap().to_string();
+    let sent: Value = s
+        .send(&token, &chat, "remind me to water the plants", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    s.finish(&s.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let reminder = s
+        .walk(&s.owner, &format!("/v1/chats/{chat}/reminders"), 50)
+        .await[0]
+        .clone();
+    let revoked = s
+        .delete(
+            &format!("/v1/tokens/{}", created["token"]["id"].as_str().unwrap()),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+    s.clock
+        .advance(until(&s, &reminder["due_at"]) + Duration::from_secs(1));
+    eventually("the reminder was refused", || async {
+        reminder_row(&s, &reminder["id"]).await.state == openbot_schema::ReminderState::Refused
+    })
+    .await;
+    assert_eq!(
+        model.total_requests(),
+        2,
+        "no Turn for the refused reminder"
+    );
+    assert!(
+        reminder_row(&s, &reminder["id"])
+            .await
+            .delivered_execution_id
+            .is_none()
+    );
 }
