@@ -36,6 +36,7 @@ fn memory_bot() -> BotSpec {
         limits: Limits::default(),
         shared: false,
         memory: true,
+        reminders: false,
     }
 }
 

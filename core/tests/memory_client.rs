@@ -38,6 +38,7 @@ fn bot(tools: Vec<ToolDefinition>) -> BotSpec {
         limits: Limits::default(),
         shared: false,
         memory: false,
+        reminders: false,
     }
 }
 

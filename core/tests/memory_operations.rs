@@ -52,6 +52,7 @@ fn bot(name: &str, model: &str, tools: &[&str]) -> BotSpec {
         limits: Limits::default(),
         shared: false,
         memory: false,
+        reminders: false,
     }
 }
 

@@ -71,6 +71,8 @@ export type CreateMemory = Schemas['CreateMemory'];
 export type CreateOrganization = Schemas['CreateOrganization'];
 /** A request to create an API token. */
 export type CreateToken = Schemas['CreateToken'];
+/** A trigger to create. */
+export type CreateTrigger = Schemas['CreateTrigger'];
 /** A Vault item to create. */
 export type CreateVaultItem = Schemas['CreateVaultItem'];
 /** A rule to add to a Vault item. */
@@ -81,6 +83,8 @@ export type CreatedInvitation = Schemas['CreatedInvitation'];
 export type CreatedOrganization = Schemas['CreatedOrganization'];
 /** A new token and its secret, which is shown only this once. */
 export type CreatedToken = Schemas['CreatedToken'];
+/** A trigger just created, with a webhook's signing secret: shown only here, once. */
+export type CreatedTrigger = Schemas['CreatedTrigger'];
 /**
  * An organization's credits: what it was granted, minus what its model calls cost, minus what calls
  * being sent now hold.
@@ -132,6 +136,8 @@ export type FileRef = Schemas['FileRef'];
  * description) by the retention sweep. Without it, files are kept until deleted.
  */
 export type FileRetention = Schemas['FileRetention'];
+/** What became of one firing. */
+export type FiringOutcome = Schemas['FiringOutcome'];
 /** Credits to add to an organization's balance. */
 export type GrantCredits = Schemas['GrantCredits'];
 /** The node's health. */
@@ -227,6 +233,12 @@ export type PutProvider = Schemas['PutProvider'];
 export type PutScopeLimit = Schemas['PutScopeLimit'];
 /** A field's new value. */
 export type PutVaultField = Schemas['PutVaultField'];
+/** A reminder a Bot set with its `remind` tool. */
+export type Reminder = Schemas['Reminder'];
+/** One page of a Chat's reminders, by due time. */
+export type ReminderPage = Schemas['ReminderPage'];
+/** Where a reminder is. */
+export type ReminderState = Schemas['ReminderState'];
 /** A kind of resource a right covers. */
 export type Resource = Schemas['Resource'];
 /** One right: an action on a kind of resource. Write does not imply read. */
@@ -260,6 +272,18 @@ export type ToolCall = Schemas['ToolCall'];
 export type ToolDefinition = Schemas['ToolDefinition'];
 /** The result of one tool call, as given back to the model. */
 export type ToolResult = Schemas['ToolResult'];
+/** A trigger. */
+export type Trigger = Schemas['Trigger'];
+/** One firing of a trigger. */
+export type TriggerFiring = Schemas['TriggerFiring'];
+/** One page of a trigger's firings, newest first. */
+export type TriggerFiringPage = Schemas['TriggerFiringPage'];
+/** What makes a trigger fire. */
+export type TriggerKind = Schemas['TriggerKind'];
+/** One page of triggers, oldest first. */
+export type TriggerPage = Schemas['TriggerPage'];
+/** Whether a trigger fires. */
+export type TriggerState = Schemas['TriggerState'];
 /** Why a Turn ended. */
 export type TurnOutcome = Schemas['TurnOutcome'];
 /** A call whose outcome is unknown, and the execution that waits for a decision on it. */
@@ -357,6 +381,8 @@ export type OperationId =
   | 'send'
   | 'get_plan_mode'
   | 'put_plan_mode'
+  | 'list_reminders'
+  | 'cancel_reminder'
   | 'steer'
   | 'stop'
   | 'list_delegates'
@@ -378,6 +404,7 @@ export type OperationId =
   | 'delete_file'
   | 'file_content'
   | 'health'
+  | 'receive_hook'
   | 'list_invitations'
   | 'create_invitation'
   | 'accept_invitation'
@@ -402,6 +429,13 @@ export type OperationId =
   | 'list_tools'
   | 'put_tool'
   | 'delete_tool'
+  | 'list_triggers'
+  | 'create_trigger'
+  | 'get_trigger'
+  | 'delete_trigger'
+  | 'list_firings'
+  | 'pause_trigger'
+  | 'resume_trigger'
   | 'list_unknown_outcomes'
   | 'usage'
   | 'usage_export'
@@ -452,6 +486,8 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   send: { id: 'send', sdkMethod: 'send', method: 'POST', path: '/v1/chats/{id}/messages', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   get_plan_mode: { id: 'get_plan_mode', sdkMethod: 'planMode', method: 'GET', path: '/v1/chats/{id}/plan-mode', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   put_plan_mode: { id: 'put_plan_mode', sdkMethod: 'setPlanMode', method: 'PUT', path: '/v1/chats/{id}/plan-mode', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
+  list_reminders: { id: 'list_reminders', sdkMethod: 'listReminders', method: 'GET', path: '/v1/chats/{id}/reminders', tag: 'reminders', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  cancel_reminder: { id: 'cancel_reminder', sdkMethod: 'cancelReminder', method: 'DELETE', path: '/v1/chats/{id}/reminders/{reminder_id}', tag: 'reminders', pathParams: ['id', 'reminder_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   steer: { id: 'steer', sdkMethod: 'steer', method: 'POST', path: '/v1/chats/{id}/steer', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   stop: { id: 'stop', sdkMethod: 'stop', method: 'POST', path: '/v1/chats/{id}/stop', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   list_delegates: { id: 'list_delegates', sdkMethod: 'listDelegates', method: 'GET', path: '/v1/delegates', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
@@ -473,6 +509,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   delete_file: { id: 'delete_file', sdkMethod: 'deleteFile', method: 'DELETE', path: '/v1/files/{id}', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   file_content: { id: 'file_content', sdkMethod: 'fileContent', method: 'GET', path: '/v1/files/{id}/content', tag: 'files', pathParams: ['id'], queryParams: [], body: null, answer: 'bytes', paged: false, public: false, handwritten: false, memory: true },
   health: { id: 'health', sdkMethod: 'health', method: 'GET', path: '/v1/health', tag: 'node', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: true, handwritten: false, memory: false },
+  receive_hook: { id: 'receive_hook', sdkMethod: 'receiveHook', method: 'POST', path: '/v1/hooks/{id}', tag: 'triggers', pathParams: ['id'], queryParams: [], body: 'bytes', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
   list_invitations: { id: 'list_invitations', sdkMethod: 'listInvitations', method: 'GET', path: '/v1/invitations', tag: 'organization', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_invitation: { id: 'create_invitation', sdkMethod: 'createInvitation', method: 'POST', path: '/v1/invitations', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   accept_invitation: { id: 'accept_invitation', sdkMethod: 'acceptInvitation', method: 'POST', path: '/v1/invitations/accept', tag: 'organization', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
@@ -497,6 +534,13 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_tools: { id: 'list_tools', sdkMethod: 'listTools', method: 'GET', path: '/v1/tools', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   put_tool: { id: 'put_tool', sdkMethod: 'putTool', method: 'PUT', path: '/v1/tools/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_tool: { id: 'delete_tool', sdkMethod: 'deleteTool', method: 'DELETE', path: '/v1/tools/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
+  list_triggers: { id: 'list_triggers', sdkMethod: 'listTriggers', method: 'GET', path: '/v1/triggers', tag: 'triggers', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  create_trigger: { id: 'create_trigger', sdkMethod: 'createTrigger', method: 'POST', path: '/v1/triggers', tag: 'triggers', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  get_trigger: { id: 'get_trigger', sdkMethod: 'getTrigger', method: 'GET', path: '/v1/triggers/{id}', tag: 'triggers', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_trigger: { id: 'delete_trigger', sdkMethod: 'deleteTrigger', method: 'DELETE', path: '/v1/triggers/{id}', tag: 'triggers', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  list_firings: { id: 'list_firings', sdkMethod: 'listFirings', method: 'GET', path: '/v1/triggers/{id}/firings', tag: 'triggers', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  pause_trigger: { id: 'pause_trigger', sdkMethod: 'pauseTrigger', method: 'POST', path: '/v1/triggers/{id}/pause', tag: 'triggers', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  resume_trigger: { id: 'resume_trigger', sdkMethod: 'resumeTrigger', method: 'POST', path: '/v1/triggers/{id}/resume', tag: 'triggers', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_unknown_outcomes: { id: 'list_unknown_outcomes', sdkMethod: 'listUnknownOutcomes', method: 'GET', path: '/v1/unknown-outcomes', tag: 'outcomes', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   usage: { id: 'usage', sdkMethod: 'usage', method: 'GET', path: '/v1/usage', tag: 'billing', pathParams: [], queryParams: ['from', 'to', 'group_by', 'bot_id', 'chat_id', 'member_id', 'model', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   usage_export: { id: 'usage_export', sdkMethod: 'usageExport', method: 'GET', path: '/v1/usage/export', tag: 'billing', pathParams: [], queryParams: ['from', 'to', 'group_by', 'bot_id', 'chat_id', 'member_id', 'model', 'limit', 'cursor'], body: null, answer: 'bytes', paged: false, public: false, handwritten: false, memory: false },
@@ -547,6 +591,8 @@ export interface OperationTypes {
   send: { params: { id: string }; body: SendInput; answer: SendReceipt };
   get_plan_mode: { params: { id: string }; body: undefined; answer: PlanMode };
   put_plan_mode: { params: { id: string }; body: PlanMode; answer: PlanMode };
+  list_reminders: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: ReminderPage };
+  cancel_reminder: { params: { id: string; reminder_id: string }; body: undefined; answer: Reminder };
   steer: { params: { id: string }; body: SendInput; answer: SendReceipt };
   stop: { params: { id: string }; body: undefined; answer: undefined };
   list_delegates: { params: { limit?: number; cursor?: string }; body: undefined; answer: DelegateToolPage };
@@ -568,6 +614,7 @@ export interface OperationTypes {
   delete_file: { params: { id: string }; body: undefined; answer: undefined };
   file_content: { params: { id: string }; body: undefined; answer: Bytes };
   health: { params: Record<string, never>; body: undefined; answer: Health };
+  receive_hook: { params: { id: string }; body: BytesInput; answer: TriggerFiring };
   list_invitations: { params: { limit?: number; cursor?: string }; body: undefined; answer: InvitationPage };
   create_invitation: { params: Record<string, never>; body: CreateInvitation; answer: CreatedInvitation };
   accept_invitation: { params: Record<string, never>; body: AcceptInvitation; answer: AcceptedInvitation };
@@ -592,6 +639,13 @@ export interface OperationTypes {
   list_tools: { params: { limit?: number; cursor?: string }; body: undefined; answer: HttpToolPage };
   put_tool: { params: { name: string }; body: PutHttpTool; answer: HttpTool };
   delete_tool: { params: { name: string }; body: undefined; answer: undefined };
+  list_triggers: { params: { limit?: number; cursor?: string }; body: undefined; answer: TriggerPage };
+  create_trigger: { params: Record<string, never>; body: CreateTrigger; answer: CreatedTrigger };
+  get_trigger: { params: { id: string }; body: undefined; answer: Trigger };
+  delete_trigger: { params: { id: string }; body: undefined; answer: undefined };
+  list_firings: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: TriggerFiringPage };
+  pause_trigger: { params: { id: string }; body: undefined; answer: Trigger };
+  resume_trigger: { params: { id: string }; body: undefined; answer: Trigger };
   list_unknown_outcomes: { params: { limit?: number; cursor?: string }; body: undefined; answer: UnknownOutcomePage };
   usage: { params: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string }; body: undefined; answer: UsagePage };
   usage_export: { params: { from?: string; to?: string; group_by?: string; bot_id?: string; chat_id?: string; member_id?: string; model?: string; limit?: number; cursor?: string }; body: undefined; answer: Bytes };
@@ -762,7 +816,7 @@ export abstract class Operations {
    */
   async updateBot(id: string, body: BotUpdate): Promise<Bot> {
     checkString('updateBot', 'id', id);
-    checkFields('updateBot', 'body', body, { instructions: 'string?', limits: 'object?', memory: 'boolean?', model: 'string?', name: 'string?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
+    checkFields('updateBot', 'body', body, { instructions: 'string?', limits: 'object?', memory: 'boolean?', model: 'string?', name: 'string?', reminders: 'boolean?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
     return this.toBot((await this.invoke('update_bot', { id }, body)) as Schemas['Bot']);
   }
 
@@ -901,6 +955,27 @@ export abstract class Operations {
     checkString('history', 'id', id);
     checkFields('history', 'options', options, { limit: 'integer?', cursor: 'string?' });
     return this.paged('history', { id, ...options }, 'items', (info) => info as ChatEntry);
+  }
+
+  /**
+   * The reminders of one of the caller's Chats, every state, by due time. Paged: ask again with
+   * `next_cursor` until absent. `GET /v1/chats/{id}/reminders` (operation `list_reminders`).
+   */
+  listReminders(id: string, options: { limit?: number; cursor?: string } = {}): Paged<Reminder> {
+    checkString('listReminders', 'id', id);
+    checkFields('listReminders', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_reminders', { id, ...options }, 'items', (info) => info as Reminder);
+  }
+
+  /**
+   * Cancels a pending reminder of one of the caller's Chats; one that was delivered, refused or
+   * cancelled already answers 409. `DELETE /v1/chats/{id}/reminders/{reminder_id}` (operation
+   * `cancel_reminder`).
+   */
+  async cancelReminder(id: string, reminder_id: string): Promise<Reminder> {
+    checkString('cancelReminder', 'id', id);
+    checkString('cancelReminder', 'reminder_id', reminder_id);
+    return (await this.invoke('cancel_reminder', { id, reminder_id }, undefined)) as Reminder;
   }
 
   /**
@@ -1078,6 +1153,20 @@ export abstract class Operations {
   /** Answers while the node runs. Needs no token. `GET /v1/health` (operation `health`). */
   async health(): Promise<Health> {
     return (await this.invoke('health', {}, undefined)) as Health;
+  }
+
+  /**
+   * A webhook delivery, public (no token). Signed: `x-openbot-timestamp` (Unix seconds, within five
+   * minutes of the server's time), `x-openbot-signature: v1=<hex HMAC-SHA256 of
+   * "{timestamp}.{body}" under the signing secret>`, and `x-openbot-delivery` (the sender's ID of
+   * the delivery: a repeat is answered 200 with the first firing and sends nothing). The body
+   * (UTF-8) goes to the Chat as the trigger's creator: 202 with the firing. `POST /v1/hooks/{id}`
+   * (operation `receive_hook`).
+   */
+  async receiveHook(id: string, data: Uint8Array | string, contentType: string): Promise<TriggerFiring> {
+    checkString('receiveHook', 'id', id);
+    checkString('receiveHook', 'contentType', contentType);
+    return (await this.invoke('receive_hook', { id }, bytesOf('receiveHook', data, contentType))) as TriggerFiring;
   }
 
   /**
@@ -1304,6 +1393,71 @@ export abstract class Operations {
   async deleteTool(name: string): Promise<void> {
     checkString('deleteTool', 'name', name);
     await this.invoke('delete_tool', { name }, undefined);
+  }
+
+  /**
+   * The caller's triggers, oldest first. Paged: ask again with `next_cursor` until absent. `GET
+   * /v1/triggers` (operation `list_triggers`).
+   */
+  listTriggers(options: { limit?: number; cursor?: string } = {}): Paged<Trigger> {
+    checkFields('listTriggers', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_triggers', { ...options }, 'items', (info) => info as Trigger);
+  }
+
+  /**
+   * Creates a trigger on one of the caller's Chats: a `schedule` (a cron expression in an IANA time
+   * zone, with the text it sends) or a `webhook` (its own URL, `hook_path`, and a signing secret
+   * shown only in this answer). Each firing sends as the caller, with the rights its token has
+   * then. `POST /v1/triggers` (operation `create_trigger`).
+   */
+  async createTrigger(body: CreateTrigger): Promise<CreatedTrigger> {
+    checkFields('createTrigger', 'body', body, { chat_id: 'string!', cron: 'string?', kind: 'string!', text: 'string?', time_zone: 'string?' });
+    return (await this.invoke('create_trigger', {}, body)) as CreatedTrigger;
+  }
+
+  /** One of the caller's triggers. `GET /v1/triggers/{id}` (operation `get_trigger`). */
+  async getTrigger(id: string): Promise<Trigger> {
+    checkString('getTrigger', 'id', id);
+    return (await this.invoke('get_trigger', { id }, undefined)) as Trigger;
+  }
+
+  /**
+   * Deletes one of the caller's triggers: it fires no more. `DELETE /v1/triggers/{id}` (operation
+   * `delete_trigger`).
+   */
+  async deleteTrigger(id: string): Promise<void> {
+    checkString('deleteTrigger', 'id', id);
+    await this.invoke('delete_trigger', { id }, undefined);
+  }
+
+  /**
+   * A trigger's firings, newest first: what was sent, what was refused and why, which were catch-up
+   * firings after downtime. Paged: ask again with `next_cursor` until absent. `GET
+   * /v1/triggers/{id}/firings` (operation `list_firings`).
+   */
+  listFirings(id: string, options: { limit?: number; cursor?: string } = {}): Paged<TriggerFiring> {
+    checkString('listFirings', 'id', id);
+    checkFields('listFirings', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_firings', { id, ...options }, 'items', (info) => info as TriggerFiring);
+  }
+
+  /**
+   * Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until resumed.
+   * `POST /v1/triggers/{id}/pause` (operation `pause_trigger`).
+   */
+  async pauseTrigger(id: string): Promise<Trigger> {
+    checkString('pauseTrigger', 'id', id);
+    return (await this.invoke('pause_trigger', { id }, undefined)) as Trigger;
+  }
+
+  /**
+   * Resumes one of the caller's triggers. A schedule fires next at its first slot after now; slots
+   * that passed while it was paused are not caught up. `POST /v1/triggers/{id}/resume` (operation
+   * `resume_trigger`).
+   */
+  async resumeTrigger(id: string): Promise<Trigger> {
+    checkString('resumeTrigger', 'id', id);
+    return (await this.invoke('resume_trigger', { id }, undefined)) as Trigger;
   }
 
   /**

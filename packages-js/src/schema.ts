@@ -424,6 +424,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chats/{id}/reminders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The reminders of one of the caller's Chats, every state, by due time. Paged: ask again
+         *     with `next_cursor` until absent.
+         */
+        get: operations["list_reminders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chats/{id}/reminders/{reminder_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Cancels a pending reminder of one of the caller's Chats; one that was delivered, refused
+         *     or cancelled already answers 409.
+         */
+        delete: operations["cancel_reminder"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/chats/{id}/steer": {
         parameters: {
             query?: never;
@@ -744,6 +784,29 @@ export interface paths {
         get: operations["health"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/hooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A webhook delivery, public (no token). Signed: `x-openbot-timestamp` (Unix seconds, within
+         *     five minutes of the server's time), `x-openbot-signature: v1=<hex HMAC-SHA256 of
+         *     "{timestamp}.{body}" under the signing secret>`, and `x-openbot-delivery` (the sender's ID
+         *     of the delivery: a repeat is answered 200 with the first firing and sends nothing). The
+         *     body (UTF-8) goes to the Chat as the trigger's creator: 202 with the firing.
+         */
+        post: operations["receive_hook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1078,6 +1141,104 @@ export interface paths {
         post?: never;
         /** Removes an HTTP tool; Bot tools of that name become host tools for later Turns. */
         delete: operations["delete_tool"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/triggers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's triggers, oldest first. Paged: ask again with `next_cursor` until absent. */
+        get: operations["list_triggers"];
+        put?: never;
+        /**
+         * Creates a trigger on one of the caller's Chats: a `schedule` (a cron expression in an IANA
+         *     time zone, with the text it sends) or a `webhook` (its own URL, `hook_path`, and a signing
+         *     secret shown only in this answer). Each firing sends as the caller, with the rights its
+         *     token has then.
+         */
+        post: operations["create_trigger"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/triggers/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One of the caller's triggers. */
+        get: operations["get_trigger"];
+        put?: never;
+        post?: never;
+        /** Deletes one of the caller's triggers: it fires no more. */
+        delete: operations["delete_trigger"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/triggers/{id}/firings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A trigger's firings, newest first: what was sent, what was refused and why, which were
+         *     catch-up firings after downtime. Paged: ask again with `next_cursor` until absent.
+         */
+        get: operations["list_firings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/triggers/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until resumed. */
+        post: operations["pause_trigger"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/triggers/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resumes one of the caller's triggers. A schedule fires next at its first slot after now;
+         *     slots that passed while it was paused are not caught up.
+         */
+        post: operations["resume_trigger"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1442,6 +1603,11 @@ export interface components {
             /** @description A display name, 1-200 characters. */
             name: string;
             /**
+             * @description On a server: whether the Bot is offered the `remind` tool, to set reminders whose
+             *     text reaches the Chat later as input.
+             */
+            reminders?: boolean;
+            /**
              * @description On a server: whether every member of the organization may chat with it (each in
              *     Chats of their own). A Bot that is not shared is its owner's alone.
              */
@@ -1460,6 +1626,8 @@ export interface components {
             model?: string | null;
             /** @description A new name. */
             name?: string | null;
+            /** @description Offer the `remind` tool, or stop offering it. */
+            reminders?: boolean | null;
             /**
              * Format: int64
              * @description The revision the caller read; a different current revision is a conflict.
@@ -1627,6 +1795,25 @@ export interface components {
             /** @description What the token may do; no more than the creating token may do. */
             rights: components["schemas"]["Right"][];
         };
+        /** @description A trigger to create. */
+        CreateTrigger: {
+            /** @description The Chat it sends input to: one of the caller's. */
+            chat_id: components["schemas"]["ChatId"];
+            /**
+             * @description A schedule's cron expression: five fields (minute hour day month weekday), or six with
+             *     seconds first, or a nickname such as `@hourly`.
+             */
+            cron?: string | null;
+            /** @description Schedule or webhook. */
+            kind: components["schemas"]["TriggerKind"];
+            /**
+             * @description The text sent at each firing (1-4000 characters): a schedule needs it; a webhook sends
+             *     it before the body it received.
+             */
+            text?: string | null;
+            /** @description A schedule's IANA time zone, e.g. `Europe/Berlin`; `UTC` when absent. */
+            time_zone?: string | null;
+        };
         /** @description A Vault item to create. */
         CreateVaultItem: {
             /** @description Its fields: name (1-64 of a-z A-Z 0-9 _ -) to value (at most 16 KiB). */
@@ -1671,6 +1858,13 @@ export interface components {
             secret: string;
             /** @description The token. */
             token: components["schemas"]["ApiToken"];
+        };
+        /** @description A trigger just created, with a webhook's signing secret: shown only here, once. */
+        CreatedTrigger: {
+            /** @description A webhook's signing secret (`whsec_...`): the HMAC-SHA256 key of its signatures. */
+            signing_secret?: string | null;
+            /** @description The trigger. */
+            trigger: components["schemas"]["Trigger"];
         };
         /**
          * @description An organization's credits: what it was granted, minus what its model calls cost, minus
@@ -2036,6 +2230,11 @@ export interface components {
              */
             days?: number;
         };
+        /**
+         * @description What became of one firing.
+         * @enum {string}
+         */
+        FiringOutcome: "sent" | "refused";
         /** @description Credits to add to an organization's balance. */
         GrantCredits: {
             /**
@@ -2588,6 +2787,45 @@ export interface components {
             /** @description The value (at most 16 KiB); sealed at rest, never shown again. */
             value: string;
         };
+        /** @description A reminder a Bot set with its `remind` tool. */
+        Reminder: {
+            /** @description The Chat its text goes to. */
+            chat_id: components["schemas"]["ChatId"];
+            /**
+             * Format: date-time
+             * @description When it was set.
+             */
+            created_at: string;
+            delivered_execution_id?: components["schemas"]["ExecutionId"] | null;
+            /**
+             * Format: date-time
+             * @description When its text reaches the Chat.
+             */
+            due_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description The Turn that set it. */
+            source_execution_id: components["schemas"]["ExecutionId"];
+            /** @description Pending, delivered, cancelled or refused. */
+            state: components["schemas"]["ReminderState"];
+            /** @description The text. */
+            text: string;
+        };
+        /** @description One page of a Chat's reminders, by due time. */
+        ReminderPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Reminder"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description Where a reminder is.
+         * @enum {string}
+         */
+        ReminderState: "pending" | "delivered" | "cancelled" | "refused";
         /**
          * @description A kind of resource a right covers.
          * @enum {string}
@@ -2747,6 +2985,97 @@ export interface components {
             /** @description What the model sees: text and files. */
             output: components["schemas"]["ContentPart"][];
         };
+        /** @description A trigger. */
+        Trigger: {
+            /** @description The Chat it sends input to. */
+            chat_id: components["schemas"]["ChatId"];
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /** @description A schedule's cron expression. */
+            cron?: string | null;
+            /** @description A webhook's path on this server, `/v1/hooks/{id}`. */
+            hook_path?: string | null;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description Schedule or webhook. */
+            kind: components["schemas"]["TriggerKind"];
+            /**
+             * Format: date-time
+             * @description When a schedule fires next (absent while paused).
+             */
+            next_fire_at?: string | null;
+            /** @description Why it was paused, when the server paused it. */
+            paused_reason?: string | null;
+            /** @description Active or paused. */
+            state: components["schemas"]["TriggerState"];
+            /** @description The text sent at each firing. */
+            text?: string | null;
+            /** @description A schedule's time zone. */
+            time_zone?: string | null;
+        };
+        /** @description One firing of a trigger. */
+        TriggerFiring: {
+            /** @description Whether it stands for one or more slots that passed while no node ran it. */
+            catch_up: boolean;
+            /** @description A webhook delivery's ID. */
+            delivery_id?: string | null;
+            execution_id?: components["schemas"]["ExecutionId"] | null;
+            /**
+             * Format: date-time
+             * @description When it fired.
+             */
+            fired_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description Sent or refused. */
+            outcome: components["schemas"]["FiringOutcome"];
+            /** @description Why it was refused. */
+            reason?: string | null;
+            /**
+             * Format: date-time
+             * @description A schedule's slot this firing stands for; earlier than `fired_at` by the time the
+             *     server was down, for a catch-up firing.
+             */
+            scheduled_for?: string | null;
+            /**
+             * Format: uuid
+             * @description The trigger.
+             */
+            trigger_id: string;
+        };
+        /** @description One page of a trigger's firings, newest first. */
+        TriggerFiringPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["TriggerFiring"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description What makes a trigger fire.
+         * @enum {string}
+         */
+        TriggerKind: "schedule" | "webhook";
+        /** @description One page of triggers, oldest first. */
+        TriggerPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Trigger"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description Whether a trigger fires.
+         * @enum {string}
+         */
+        TriggerState: "active" | "paused";
         /**
          * @description Why a Turn ended.
          * @enum {string}
@@ -5027,6 +5356,121 @@ export interface operations {
             };
         };
     };
+    list_reminders: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The Chat */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReminderPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_reminder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Chat */
+                id: string;
+                /** @description The reminder */
+                reminder_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reminder"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     steer: {
         parameters: {
             query?: never;
@@ -6205,6 +6649,82 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    receive_hook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook trigger */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description Any UTF-8 body (JSON or text, with any media type), signed exactly as it is sent */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
+        responses: {
+            /** @description A repeated delivery ID */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerFiring"];
+                };
+            };
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerFiring"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -7414,6 +7934,374 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_triggers: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_trigger: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTrigger"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedTrigger"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_trigger: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trigger */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trigger"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_trigger: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trigger */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_firings: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The trigger */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerFiringPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pause_trigger: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trigger */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trigger"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    resume_trigger: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trigger */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trigger"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
             401: {
                 headers: {

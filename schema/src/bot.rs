@@ -97,6 +97,11 @@ pub struct BotSpec {
     #[serde(default)]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub memory: bool,
+    /// On a server: whether the Bot is offered the `remind` tool, to set reminders whose
+    /// text reaches the Chat later as input.
+    #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub reminders: bool,
 }
 
 /// A change to a Bot; absent fields stay as they are.
@@ -136,6 +141,10 @@ pub struct BotUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub memory: Option<bool>,
+    /// Offer the `remind` tool, or stop offering it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub reminders: Option<bool>,
 }
 
 /// A Bot.

@@ -30,6 +30,7 @@ mod outcome;
 mod page;
 mod tool;
 mod tool_registry;
+mod trigger;
 mod usage;
 mod vault;
 
@@ -73,10 +74,15 @@ pub use page::{
     ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
     MAX_PAGE_LIMIT, MemberPage, MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery,
-    ProviderSettingsPage, StoredFilePage, UnknownOutcomePage, VaultItemPage, VaultRulePage,
+    ProviderSettingsPage, ReminderPage, StoredFilePage, TriggerFiringPage, TriggerPage,
+    UnknownOutcomePage, VaultItemPage, VaultRulePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};
+pub use trigger::{
+    CreateTrigger, CreatedTrigger, FiringOutcome, Reminder, ReminderState, Trigger, TriggerFiring,
+    TriggerKind, TriggerState,
+};
 pub use usage::Usage;
 pub use vault::{
     CreateVaultItem, CreateVaultRule, PutVaultField, VaultField, VaultItem, VaultOwner,

@@ -17,6 +17,7 @@ use crate::models::ProviderSettings;
 use crate::organization::{Invitation, Member, Organization};
 use crate::outcome::UnknownOutcome;
 use crate::tool_registry::{DelegateTool, HttpTool};
+use crate::trigger::{Reminder, Trigger, TriggerFiring};
 use crate::{ApiToken, BotId};
 
 /// How many items a page holds when the caller names no `limit`.
@@ -244,4 +245,16 @@ page!(
 page!(
     /// One page of a Vault item's rules, oldest first.
     VaultRulePage of crate::vault::VaultRule
+);
+page!(
+    /// One page of triggers, oldest first.
+    TriggerPage of Trigger
+);
+page!(
+    /// One page of a trigger's firings, newest first.
+    TriggerFiringPage of TriggerFiring
+);
+page!(
+    /// One page of a Chat's reminders, by due time.
+    ReminderPage of Reminder
 );

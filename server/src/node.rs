@@ -110,6 +110,10 @@ pub struct Database {
     pub memories: Arc<dyn crate::memories::MemoryStore>,
     /// Vault items, their sealed fields and rules.
     pub vaults: Arc<dyn crate::vaults::VaultStore>,
+    /// Triggers and their firings.
+    pub triggers: Arc<dyn crate::triggers::TriggerStore>,
+    /// Reminders.
+    pub reminders: Arc<dyn crate::reminders::ReminderStore>,
 }
 
 impl Database {
@@ -128,7 +132,9 @@ impl Database {
             + crate::files::FileStore
             + crate::limits::LimitStore
             + crate::memories::MemoryStore
-            + crate::vaults::VaultStore,
+            + crate::vaults::VaultStore
+            + crate::triggers::TriggerStore
+            + crate::reminders::ReminderStore,
     {
         Self {
             store: store.clone(),
@@ -143,6 +149,8 @@ impl Database {
             limits: store.clone(),
             memories: store.clone(),
             vaults: store.clone(),
+            triggers: store.clone(),
+            reminders: store.clone(),
             files: store,
             objects: None,
         }
@@ -286,6 +294,18 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             platform.clone(),
             database,
         )));
+        let firing = crate::triggers::FiringStores {
+            triggers: Arc::clone(&database.triggers),
+            identity: Arc::clone(&database.identity),
+            chats: Arc::clone(&database.chats),
+            bots: Arc::clone(&database.bots),
+            tools: Arc::clone(&database.tools),
+        };
+        registry.register(Arc::new(crate::reminders::ReminderWorkflow::new(
+            Arc::clone(&database.reminders),
+            firing.clone(),
+        )));
+        registry.register(Arc::new(crate::triggers::ScheduleWorkflow::new(firing)));
     }
     registry
 }

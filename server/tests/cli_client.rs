@@ -776,3 +776,127 @@ fn vault_items_and_rules_are_managed_through_the_cli_and_values_never_printed() 
     }
     assert!(!String::from_utf8_lossy(&created.stdout).contains(&secret));
 }
+
+#[test]
+fn triggers_are_created_listed_paused_resumed_and_deleted_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat = cli.chat();
+    let schedule: Value = serde_json::from_str(&cli.ok(&[
+        "triggers",
+        "create",
+        "--chat",
+        &chat,
+        "--cron",
+        "0 9 * * MON-FRI",
+        "--time-zone",
+        "Europe/Berlin",
+        "--text",
+        "Morning summary",
+        "--json",
+    ]))
+    .unwrap();
+    let schedule_id = schedule["trigger"]["id"].as_str().unwrap().to_string();
+    assert_eq!(schedule["trigger"]["kind"], "schedule");
+    assert!(schedule.get("signing_secret").is_none());
+    let hook = cli.ok(&["triggers", "create", "--chat", &chat, "--webhook"]);
+    assert!(hook.contains("webhook /v1/hooks/"), "{hook}");
+    assert!(
+        hook.contains("signing secret (shown once): whsec_"),
+        "{hook}"
+    );
+
+    let listed = cli.ok(&["triggers", "list"]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(
+        listed.contains("schedule \"0 9 * * MON-FRI\" Europe/Berlin  active"),
+        "{listed}"
+    );
+    assert!(!listed.contains("whsec_"));
+    let paused = cli.ok(&["triggers", "pause", &schedule_id]);
+    assert!(paused.contains("paused"), "{paused}");
+    let resumed = cli.ok(&["triggers", "resume", &schedule_id]);
+    assert!(resumed.contains("active  next 20"), "{resumed}");
+    assert_eq!(
+        cli.ok(&["triggers", "firings", &schedule_id]).trim(),
+        "no firings"
+    );
+    cli.ok(&["triggers", "delete", &schedule_id]);
+    let gone = cli.run(&["triggers", "show", &schedule_id]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("not_found"));
+    let bad = cli.run(&[
+        "triggers", "create", "--chat", &chat, "--cron", "not cron", "--text", "x",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_input"));
+    assert_eq!(
+        cli.ok(&["reminders", "list", "--chat", &chat]).trim(),
+        "no reminders"
+    );
+}
+
+#[test]
+fn a_reminder_set_before_the_server_is_killed_reaches_the_chat_after_its_restart() {
+    let mut served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let script = cli.script.path().join("remind.json");
+    std::fs::write(
+        &script,
+        r#"[{"tool_calls": [{"name": "remind", "arguments": {"text": "stretch", "in": 6}}]},
+            {"text": "Reminder set."},
+            {"text": "Time to stretch!"}]"#,
+    )
+    .unwrap();
+    let bot = cli.ok(&[
+        "bots",
+        "create",
+        "--name",
+        "Coach",
+        "--reminders",
+        "--model",
+        &format!("scripted:{}", script.display()),
+    ]);
+    let chat = cli
+        .ok(&["chats", "create", "--bot", bot.trim()])
+        .trim()
+        .to_string();
+    assert_eq!(
+        cli.ok(&["chats", "send", &chat, "remind me to stretch"]),
+        "Reminder set.\n"
+    );
+    let pending = cli.ok(&["reminders", "list", "--chat", &chat]);
+    assert!(pending.contains("pending  stretch"), "{pending}");
+    // SIGKILL before the reminder's time (six seconds after it was set): its timer is only in
+    // the database.
+    served.restart();
+    let still = cli.ok(&["reminders", "list", "--chat", &chat]);
+    assert!(
+        still.contains("pending"),
+        "delivered before the restart: {still}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listed = cli.ok(&["reminders", "list", "--chat", &chat]);
+        if listed.contains("delivered") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never delivered: {listed}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let history = cli.ok(&["chats", "history", &chat]);
+        if history.contains("assistant: Time to stretch!") {
+            assert!(history.contains("user: Reminder: stretch"), "{history}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no answer: {history}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

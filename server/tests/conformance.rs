@@ -102,6 +102,8 @@ conformance!(
     a_late_result_resolves_a_call_whose_outcome_was_unknown,
     events_get_gapless_sequences_in_commit_order,
     a_cancel_signal_moves_running_work_to_cancelling,
+    a_wait_is_claimed_once_the_node_clock_passes_its_wake_time,
+    a_wait_saved_while_a_cancel_or_wake_is_pending_wakes_at_once,
     input_taken_for_a_step_is_the_same_on_replay,
     a_step_that_finds_no_input_is_marked_by_its_model_sending_commit,
     an_end_that_closes_input_is_refused_while_untaken_input_waits,
@@ -512,6 +514,78 @@ async fn a_cancel_signal_moves_running_work_to_cancelling(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(store.pending_signals(claim.id).await.unwrap()[0].number, 2);
+}
+
+fn waiting_until(at: i64) -> Commit {
+    Commit {
+        state: Some(StateChange {
+            state: ExecutionState::Waiting,
+            outcome: None,
+            failure: None,
+            wake_at: Some(at),
+            unknown_call: None,
+            output: None,
+            release: true,
+            reason: None,
+        }),
+        ..Commit::default()
+    }
+}
+
+async fn a_wait_is_claimed_once_the_node_clock_passes_its_wake_time(backend: Backend) {
+    let store = backend.store;
+    let claim = claimed(&store, "node-a").await;
+    let at = now_ms() + 3_600_000;
+    store
+        .commit(claim.id, claim.generation, waiting_until(at))
+        .await
+        .unwrap();
+    // A clock a minute short of the wake time claims nothing; one at it claims the wait.
+    let early = store
+        .claim_due("node-b", &["test"], 60_000, 10, at - 60_000)
+        .await
+        .unwrap();
+    assert!(early.iter().all(|c| c.id != claim.id));
+    let due = store
+        .claim_due("node-b", &["test"], 60_000, 10, at)
+        .await
+        .unwrap();
+    assert!(due.iter().any(|c| c.id == claim.id));
+}
+
+async fn a_wait_saved_while_a_cancel_or_wake_is_pending_wakes_at_once(backend: Backend) {
+    let store = backend.store;
+    for kind in ["cancel", "wake"] {
+        let claim = claimed(&store, "node-a").await;
+        // The signal arrives while the owner saves a wait an hour ahead.
+        store.signal(claim.id, kind, "{}").await.unwrap();
+        store
+            .commit(
+                claim.id,
+                claim.generation,
+                waiting_until(now_ms() + 3_600_000),
+            )
+            .await
+            .unwrap();
+        let row = store.execution(claim.id).await.unwrap();
+        assert!(
+            row.wake_at.is_some_and(|at| at <= now_ms()),
+            "{kind}: the wait wakes at once"
+        );
+        let claims = store.claim("node-b", &["test"], 60_000, 10).await.unwrap();
+        assert!(
+            claims.iter().any(|c| c.id == claim.id),
+            "{kind}: claimed again"
+        );
+    }
+    // Without a pending signal the wait keeps its time.
+    let claim = claimed(&store, "node-a").await;
+    let at = now_ms() + 3_600_000;
+    store
+        .commit(claim.id, claim.generation, waiting_until(at))
+        .await
+        .unwrap();
+    assert_eq!(store.execution(claim.id).await.unwrap().wake_at, Some(at));
 }
 
 async fn input_taken_for_a_step_is_the_same_on_replay(backend: Backend) {

@@ -33,6 +33,7 @@ fn bot(model: &str) -> BotSpec {
         limits: Limits::default(),
         shared: false,
         memory: false,
+        reminders: false,
     }
 }
 

@@ -53,6 +53,7 @@ fn bot(model: &str, tools: Vec<ToolDefinition>) -> BotSpec {
         limits: Limits::default(),
         shared: false,
         memory: false,
+        reminders: false,
     }
 }
 

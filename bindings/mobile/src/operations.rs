@@ -476,6 +476,39 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// The reminders of one of the caller's Chats, every state, by due time. Paged: ask again with
+    /// `next_cursor` until absent.
+    /// (`GET /v1/chats/{id}/reminders`, operation `list_reminders`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_reminders(
+        &self,
+        id: String,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::ReminderPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_reminders", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Cancels a pending reminder of one of the caller's Chats; one that was delivered, refused or
+    /// cancelled already answers 409.
+    /// (`DELETE /v1/chats/{id}/reminders/{reminder_id}`, operation `cancel_reminder`)
+    pub async fn cancel_reminder(
+        &self,
+        id: String,
+        reminder_id: String,
+    ) -> Result<schema::Reminder, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("reminder_id", reminder_id);
+        let answer = self.call_operation("cancel_reminder", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own
     /// input. A retry with the same `command_key` and input answers the same execution and adds
     /// nothing again; the same key with other input, or for another Chat, is a 409 conflict.
@@ -713,6 +746,25 @@ impl Client {
     pub async fn health(&self) -> Result<schema::Health, OpenBotError> {
         let request = ApiRequest::default();
         let answer = self.call_operation("health", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// A webhook delivery, public (no token). Signed: `x-openbot-timestamp` (Unix seconds, within
+    /// five minutes of the server's time), `x-openbot-signature: v1=<hex HMAC-SHA256 of
+    /// "{timestamp}.{body}" under the signing secret>`, and `x-openbot-delivery` (the sender's ID
+    /// of the delivery: a repeat is answered 200 with the first firing and sends nothing). The body
+    /// (UTF-8) goes to the Chat as the trigger's creator: 202 with the firing.
+    /// (`POST /v1/hooks/{id}`, operation `receive_hook`)
+    pub async fn receive_hook(
+        &self,
+        id: String,
+        body: Vec<u8>,
+        content_type: String,
+    ) -> Result<schema::TriggerFiring, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.bytes(body, &content_type);
+        let answer = self.call_operation("receive_hook", request).await?;
         answer.decode().map_err(from_core)
     }
 
@@ -1020,6 +1072,91 @@ impl Client {
         request.param("name", name);
         let _answer = self.call_operation("delete_tool", request).await?;
         Ok(())
+    }
+
+    /// The caller's triggers, oldest first. Paged: ask again with `next_cursor` until absent.
+    /// (`GET /v1/triggers`, operation `list_triggers`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_triggers(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::TriggerPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_triggers", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Creates a trigger on one of the caller's Chats: a `schedule` (a cron expression in an IANA
+    /// time zone, with the text it sends) or a `webhook` (its own URL, `hook_path`, and a signing
+    /// secret shown only in this answer). Each firing sends as the caller, with the rights its
+    /// token has then.
+    /// (`POST /v1/triggers`, operation `create_trigger`)
+    pub async fn create_trigger(
+        &self,
+        body: schema::CreateTrigger,
+    ) -> Result<schema::CreatedTrigger, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("create_trigger", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One of the caller's triggers.
+    /// (`GET /v1/triggers/{id}`, operation `get_trigger`)
+    pub async fn get_trigger(&self, id: String) -> Result<schema::Trigger, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("get_trigger", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Deletes one of the caller's triggers: it fires no more.
+    /// (`DELETE /v1/triggers/{id}`, operation `delete_trigger`)
+    pub async fn delete_trigger(&self, id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let _answer = self.call_operation("delete_trigger", request).await?;
+        Ok(())
+    }
+
+    /// A trigger's firings, newest first: what was sent, what was refused and why, which were
+    /// catch-up firings after downtime. Paged: ask again with `next_cursor` until absent.
+    /// (`GET /v1/triggers/{id}/firings`, operation `list_firings`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_firings(
+        &self,
+        id: String,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::TriggerFiringPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_firings", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until resumed.
+    /// (`POST /v1/triggers/{id}/pause`, operation `pause_trigger`)
+    pub async fn pause_trigger(&self, id: String) -> Result<schema::Trigger, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("pause_trigger", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Resumes one of the caller's triggers. A schedule fires next at its first slot after now;
+    /// slots that passed while it was paused are not caught up.
+    /// (`POST /v1/triggers/{id}/resume`, operation `resume_trigger`)
+    pub async fn resume_trigger(&self, id: String) -> Result<schema::Trigger, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("resume_trigger", request).await?;
+        answer.decode().map_err(from_core)
     }
 
     /// The caller's executions that wait in `outcome_unknown` for a decision, oldest first, each

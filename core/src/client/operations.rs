@@ -11,14 +11,15 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
     ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
-    CreateMemory, CreateOrganization, CreateToken, CreateVaultItem, CreateVaultRule,
-    CreatedInvitation, CreatedOrganization, CreatedToken, CreditBalance, CreditEntry,
-    CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention, GrantCredits, Health,
-    HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, Memory, MemoryPage,
-    MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice,
-    ModelPricePage, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
-    PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider,
-    PutScopeLimit, PutVaultField, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
+    CreateMemory, CreateOrganization, CreateToken, CreateTrigger, CreateVaultItem, CreateVaultRule,
+    CreatedInvitation, CreatedOrganization, CreatedToken, CreatedTrigger, CreditBalance,
+    CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention, GrantCredits,
+    Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, Memory,
+    MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate,
+    ModelPrice, ModelPricePage, Organization, OrganizationPage, ProviderSettings,
+    ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice,
+    PutProvider, PutScopeLimit, PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage,
+    Session, StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage,
     UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
@@ -437,6 +438,30 @@ pub const OPERATIONS: &[Operation] = &[
         memory: true,
     },
     Operation {
+        id: "list_reminders",
+        method: "GET",
+        path: "/v1/chats/{id}/reminders",
+        path_params: &["id"],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "cancel_reminder",
+        method: "DELETE",
+        path: "/v1/chats/{id}/reminders/{reminder_id}",
+        path_params: &["id", "reminder_id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
         id: "steer",
         method: "POST",
         path: "/v1/chats/{id}/steer",
@@ -683,6 +708,18 @@ pub const OPERATIONS: &[Operation] = &[
         path_params: &[],
         query_params: &[],
         body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: true,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "receive_hook",
+        method: "POST",
+        path: "/v1/hooks/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Bytes,
         answer: AnswerKind::Json,
         public: true,
         client_method: None,
@@ -975,6 +1012,90 @@ pub const OPERATIONS: &[Operation] = &[
         public: false,
         client_method: None,
         memory: true,
+    },
+    Operation {
+        id: "list_triggers",
+        method: "GET",
+        path: "/v1/triggers",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "create_trigger",
+        method: "POST",
+        path: "/v1/triggers",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "get_trigger",
+        method: "GET",
+        path: "/v1/triggers/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "delete_trigger",
+        method: "DELETE",
+        path: "/v1/triggers/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "list_firings",
+        method: "GET",
+        path: "/v1/triggers/{id}/firings",
+        path_params: &["id"],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "pause_trigger",
+        method: "POST",
+        path: "/v1/triggers/{id}/pause",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "resume_trigger",
+        method: "POST",
+        path: "/v1/triggers/{id}/resume",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_unknown_outcomes",
@@ -1492,6 +1613,53 @@ pub trait Operations: Client {
         }
     }
 
+    /// The reminders of one of the caller's Chats, every state, by due time. Paged: ask again with
+    /// `next_cursor` until absent.
+    async fn list_reminders(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ReminderPage, Error> {
+        const OP: &str = "list_reminders";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_reminders`, following its pages to the end.
+    async fn list_reminders_all(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Vec<Reminder>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_reminders(id, None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Cancels a pending reminder of one of the caller's Chats; one that was delivered, refused or
+    /// cancelled already answers 409.
+    async fn cancel_reminder(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        reminder_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Reminder, Error> {
+        const OP: &str = "cancel_reminder";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("reminder_id", reminder_id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
     /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is
     /// absent.
     async fn list_delegates(
@@ -1638,6 +1806,24 @@ pub trait Operations: Client {
     async fn health(&self) -> Result<Health, Error> {
         const OP: &str = "health";
         let request = ApiRequest::default();
+        self.call(OP, request).await?.decode()
+    }
+
+    /// A webhook delivery, public (no token). Signed: `x-openbot-timestamp` (Unix seconds, within
+    /// five minutes of the server's time), `x-openbot-signature: v1=<hex HMAC-SHA256 of
+    /// "{timestamp}.{body}" under the signing secret>`, and `x-openbot-delivery` (the sender's ID
+    /// of the delivery: a repeat is answered 200 with the first firing and sends nothing). The body
+    /// (UTF-8) goes to the Chat as the trigger's creator: 202 with the firing.
+    async fn receive_hook(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<TriggerFiring, Error> {
+        const OP: &str = "receive_hook";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.bytes(body, content_type);
         self.call(OP, request).await?.decode()
     }
 
@@ -2003,6 +2189,110 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("name", name.to_string());
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// The caller's triggers, oldest first. Paged: ask again with `next_cursor` until absent.
+    async fn list_triggers(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<TriggerPage, Error> {
+        const OP: &str = "list_triggers";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_triggers`, following its pages to the end.
+    async fn list_triggers_all(&self) -> Result<Vec<Trigger>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_triggers(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Creates a trigger on one of the caller's Chats: a `schedule` (a cron expression in an IANA
+    /// time zone, with the text it sends) or a `webhook` (its own URL, `hook_path`, and a signing
+    /// secret shown only in this answer). Each firing sends as the caller, with the rights its
+    /// token has then.
+    async fn create_trigger(&self, body: &CreateTrigger) -> Result<CreatedTrigger, Error> {
+        const OP: &str = "create_trigger";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One of the caller's triggers.
+    async fn get_trigger(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<Trigger, Error> {
+        const OP: &str = "get_trigger";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Deletes one of the caller's triggers: it fires no more.
+    async fn delete_trigger(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
+        const OP: &str = "delete_trigger";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// A trigger's firings, newest first: what was sent, what was refused and why, which were
+    /// catch-up firings after downtime. Paged: ask again with `next_cursor` until absent.
+    async fn list_firings(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<TriggerFiringPage, Error> {
+        const OP: &str = "list_firings";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_firings`, following its pages to the end.
+    async fn list_firings_all(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Vec<TriggerFiring>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_firings(id, None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until resumed.
+    async fn pause_trigger(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<Trigger, Error> {
+        const OP: &str = "pause_trigger";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Resumes one of the caller's triggers. A schedule fires next at its first slot after now;
+    /// slots that passed while it was paused are not caught up.
+    async fn resume_trigger(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<Trigger, Error> {
+        const OP: &str = "resume_trigger";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
     }
 
     /// Usage and cost of model calls in a time range, one row per group, by key. Cost is the

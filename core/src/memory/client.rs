@@ -420,6 +420,9 @@ impl Client for MemoryClient {
         if let Some(memory) = update.memory {
             spec.memory = memory;
         }
+        if let Some(reminders) = update.reminders {
+            spec.reminders = reminders;
+        }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {
             spec,

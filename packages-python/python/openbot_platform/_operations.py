@@ -26,11 +26,13 @@ from .types import (
     Chat,
     ChatEntry,
     ChatEntryPage,
+    ChatId,
     ChatPage,
     ContentPart,
     CreatedInvitation,
     CreatedOrganization,
     CreatedToken,
+    CreatedTrigger,
     CreditBalance,
     CreditEntry,
     CreditLedgerPage,
@@ -62,6 +64,8 @@ from .types import (
     PlanMode,
     ProviderSettings,
     ProviderSettingsPage,
+    Reminder,
+    ReminderPage,
     Right,
     RuleAction,
     ScopeLimit,
@@ -71,6 +75,11 @@ from .types import (
     StoredFile,
     StoredFilePage,
     ToolDefinition,
+    Trigger,
+    TriggerFiring,
+    TriggerFiringPage,
+    TriggerKind,
+    TriggerPage,
     UnknownOutcome,
     UnknownOutcomePage,
     UsagePage,
@@ -122,6 +131,8 @@ OPERATIONS: dict[str, str] = {
     "send": "send",
     "get_plan_mode": "plan_mode",
     "put_plan_mode": "set_plan_mode",
+    "list_reminders": "list_reminders",
+    "cancel_reminder": "cancel_reminder",
     "steer": "steer",
     "stop": "stop",
     "list_delegates": "list_delegates",
@@ -143,6 +154,7 @@ OPERATIONS: dict[str, str] = {
     "delete_file": "delete_file",
     "file_content": "file_content",
     "health": "health",
+    "receive_hook": "receive_hook",
     "list_invitations": "list_invitations",
     "create_invitation": "create_invitation",
     "accept_invitation": "accept_invitation",
@@ -167,6 +179,13 @@ OPERATIONS: dict[str, str] = {
     "list_tools": "list_tools",
     "put_tool": "put_tool",
     "delete_tool": "delete_tool",
+    "list_triggers": "list_triggers",
+    "create_trigger": "create_trigger",
+    "get_trigger": "get_trigger",
+    "delete_trigger": "delete_trigger",
+    "list_firings": "list_firings",
+    "pause_trigger": "pause_trigger",
+    "resume_trigger": "resume_trigger",
     "list_unknown_outcomes": "list_unknown_outcomes",
     "usage": "usage",
     "usage_export": "usage_export",
@@ -226,6 +245,9 @@ METHODS: dict[str, str] = {
     "_send": "send",
     "_plan_mode": "get_plan_mode",
     "_set_plan_mode": "put_plan_mode",
+    "list_reminders": "list_reminders",
+    "list_reminders_page": "list_reminders",
+    "cancel_reminder": "cancel_reminder",
     "_steer": "steer",
     "stop": "stop",
     "list_delegates": "list_delegates",
@@ -248,6 +270,7 @@ METHODS: dict[str, str] = {
     "delete_file": "delete_file",
     "file_content": "file_content",
     "health": "health",
+    "receive_hook": "receive_hook",
     "list_invitations": "list_invitations",
     "list_invitations_page": "list_invitations",
     "create_invitation": "create_invitation",
@@ -279,6 +302,15 @@ METHODS: dict[str, str] = {
     "list_tools_page": "list_tools",
     "put_tool": "put_tool",
     "delete_tool": "delete_tool",
+    "list_triggers": "list_triggers",
+    "list_triggers_page": "list_triggers",
+    "create_trigger": "create_trigger",
+    "get_trigger": "get_trigger",
+    "delete_trigger": "delete_trigger",
+    "list_firings": "list_firings",
+    "list_firings_page": "list_firings",
+    "pause_trigger": "pause_trigger",
+    "resume_trigger": "resume_trigger",
     "list_unknown_outcomes": "list_unknown_outcomes",
     "list_unknown_outcomes_page": "list_unknown_outcomes",
     "usage": "usage",
@@ -633,13 +665,14 @@ class AsyncOperations(AsyncCaller):
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         memory: bool | None = None,
+        reminders: bool | None = None,
         shared: bool | None = None,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
     ) -> Bot:
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "shared": shared, "tools": tools}))
+        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "reminders": reminders, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     async def _get_bot(self, id: Ref) -> Bot:
@@ -660,6 +693,7 @@ class AsyncOperations(AsyncCaller):
         memory: bool | None = None,
         model: str | None = None,
         name: str | None = None,
+        reminders: bool | None = None,
         revision: int | None = None,
         shared: bool | None = None,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
@@ -667,7 +701,7 @@ class AsyncOperations(AsyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
+        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     # -- budgets
@@ -1388,6 +1422,47 @@ class AsyncOperations(AsyncCaller):
 
         return AsyncPages(page, cursor)
 
+    # -- reminders
+
+    async def list_reminders_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ReminderPage:
+        """One page: The reminders of one of the caller's Chats, every state, by due time.
+        Paged: ask again with `next_cursor` until absent. ``GET /v1/chats/{id}/reminders``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_reminders", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return ReminderPage.from_dict(answer)
+
+    def list_reminders(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Reminder]:
+        """Every item, page by page, as an async iterator: The reminders of one of the caller's
+        Chats, every state, by due time. Paged: ask again with `next_cursor` until absent.
+        ``GET /v1/chats/{id}/reminders``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Reminder], str | None]:
+            found = await self.list_reminders_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def cancel_reminder(self, id: Ref, reminder_id: Ref) -> Reminder:
+        """Cancels a pending reminder of one of the caller's Chats; one that was delivered,
+        refused or cancelled already answers 409. ``DELETE
+        /v1/chats/{id}/reminders/{reminder_id}``.
+        """
+        answer = await self._call_op("cancel_reminder", {"id": _ref(id), "reminder_id": _ref(reminder_id)})
+        return Reminder.from_dict(answer)
+
     # -- sessions
 
     async def create_session(self) -> Session:
@@ -1556,6 +1631,126 @@ class AsyncOperations(AsyncCaller):
         ``DELETE /v1/tools/{name}``.
         """
         await self._call_op("delete_tool", {"name": name})
+
+    # -- triggers
+
+    async def receive_hook(
+        self,
+        id: Ref,
+        *,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+    ) -> TriggerFiring:
+        """A webhook delivery, public (no token). Signed: `x-openbot-timestamp` (Unix seconds,
+        within five minutes of the server's time), `x-openbot-signature: v1=<hex HMAC-SHA256
+        of "{timestamp}.{body}" under the signing secret>`, and `x-openbot-delivery` (the
+        sender's ID of the delivery: a repeat is answered 200 with the first firing and sends
+        nothing). The body (UTF-8) goes to the Chat as the trigger's creator: 202 with the
+        firing. ``POST /v1/hooks/{id}``.
+        """
+        answer = await self._call_op("receive_hook", {"id": _ref(id)}, data, content_type)
+        return TriggerFiring.from_dict(answer)
+
+    async def list_triggers_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TriggerPage:
+        """One page: The caller's triggers, oldest first. Paged: ask again with `next_cursor`
+        until absent. ``GET /v1/triggers``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_triggers", {"limit": limit, "cursor": cursor})
+        return TriggerPage.from_dict(answer)
+
+    def list_triggers(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Trigger]:
+        """Every item, page by page, as an async iterator: The caller's triggers, oldest first.
+        Paged: ask again with `next_cursor` until absent. ``GET /v1/triggers``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Trigger], str | None]:
+            found = await self.list_triggers_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def create_trigger(
+        self,
+        *,
+        chat_id: ChatId,
+        kind: TriggerKind,
+        cron: str | None = None,
+        text: str | None = None,
+        time_zone: str | None = None,
+    ) -> CreatedTrigger:
+        """Creates a trigger on one of the caller's Chats: a `schedule` (a cron expression in an
+        IANA time zone, with the text it sends) or a `webhook` (its own URL, `hook_path`, and
+        a signing secret shown only in this answer). Each firing sends as the caller, with
+        the rights its token has then. ``POST /v1/triggers``.
+        """
+        answer = await self._call_op("create_trigger", {}, _body({"chat_id": chat_id, "kind": kind, "cron": cron, "text": text, "time_zone": time_zone}))
+        return CreatedTrigger.from_dict(answer)
+
+    async def get_trigger(self, id: Ref) -> Trigger:
+        """One of the caller's triggers. ``GET /v1/triggers/{id}``."""
+        answer = await self._call_op("get_trigger", {"id": _ref(id)})
+        return Trigger.from_dict(answer)
+
+    async def delete_trigger(self, id: Ref) -> None:
+        """Deletes one of the caller's triggers: it fires no more. ``DELETE /v1/triggers/{id}``."""
+        await self._call_op("delete_trigger", {"id": _ref(id)})
+
+    async def list_firings_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TriggerFiringPage:
+        """One page: A trigger's firings, newest first: what was sent, what was refused and why,
+        which were catch-up firings after downtime. Paged: ask again with `next_cursor` until
+        absent. ``GET /v1/triggers/{id}/firings``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_firings", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return TriggerFiringPage.from_dict(answer)
+
+    def list_firings(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[TriggerFiring]:
+        """Every item, page by page, as an async iterator: A trigger's firings, newest first:
+        what was sent, what was refused and why, which were catch-up firings after downtime.
+        Paged: ask again with `next_cursor` until absent. ``GET /v1/triggers/{id}/firings``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[TriggerFiring], str | None]:
+            found = await self.list_firings_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def pause_trigger(self, id: Ref) -> Trigger:
+        """Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until
+        resumed. ``POST /v1/triggers/{id}/pause``.
+        """
+        answer = await self._call_op("pause_trigger", {"id": _ref(id)})
+        return Trigger.from_dict(answer)
+
+    async def resume_trigger(self, id: Ref) -> Trigger:
+        """Resumes one of the caller's triggers. A schedule fires next at its first slot after
+        now; slots that passed while it was paused are not caught up. ``POST
+        /v1/triggers/{id}/resume``.
+        """
+        answer = await self._call_op("resume_trigger", {"id": _ref(id)})
+        return Trigger.from_dict(answer)
 
     # -- vaults
 
@@ -2014,13 +2209,14 @@ class SyncOperations(SyncCaller):
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         memory: bool | None = None,
+        reminders: bool | None = None,
         shared: bool | None = None,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
     ) -> Bot:
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "shared": shared, "tools": tools}))
+        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "reminders": reminders, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     def _get_bot(self, id: Ref) -> Bot:
@@ -2041,6 +2237,7 @@ class SyncOperations(SyncCaller):
         memory: bool | None = None,
         model: str | None = None,
         name: str | None = None,
+        reminders: bool | None = None,
         revision: int | None = None,
         shared: bool | None = None,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
@@ -2048,7 +2245,7 @@ class SyncOperations(SyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
+        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     # -- budgets
@@ -2769,6 +2966,47 @@ class SyncOperations(SyncCaller):
 
         return Pages(page, cursor)
 
+    # -- reminders
+
+    def list_reminders_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ReminderPage:
+        """One page: The reminders of one of the caller's Chats, every state, by due time.
+        Paged: ask again with `next_cursor` until absent. ``GET /v1/chats/{id}/reminders``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: the
+        ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_reminders", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return ReminderPage.from_dict(answer)
+
+    def list_reminders(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Reminder]:
+        """Every item, page by page, as an iterator: The reminders of one of the caller's Chats,
+        every state, by due time. Paged: ask again with `next_cursor` until absent. ``GET
+        /v1/chats/{id}/reminders``. ``limit``: How many items the page holds: 1-200, default
+        50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Reminder], str | None]:
+            found = self.list_reminders_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def cancel_reminder(self, id: Ref, reminder_id: Ref) -> Reminder:
+        """Cancels a pending reminder of one of the caller's Chats; one that was delivered,
+        refused or cancelled already answers 409. ``DELETE
+        /v1/chats/{id}/reminders/{reminder_id}``.
+        """
+        answer = self._call_op("cancel_reminder", {"id": _ref(id), "reminder_id": _ref(reminder_id)})
+        return Reminder.from_dict(answer)
+
     # -- sessions
 
     def create_session(self) -> Session:
@@ -2937,6 +3175,126 @@ class SyncOperations(SyncCaller):
         ``DELETE /v1/tools/{name}``.
         """
         self._call_op("delete_tool", {"name": name})
+
+    # -- triggers
+
+    def receive_hook(
+        self,
+        id: Ref,
+        *,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+    ) -> TriggerFiring:
+        """A webhook delivery, public (no token). Signed: `x-openbot-timestamp` (Unix seconds,
+        within five minutes of the server's time), `x-openbot-signature: v1=<hex HMAC-SHA256
+        of "{timestamp}.{body}" under the signing secret>`, and `x-openbot-delivery` (the
+        sender's ID of the delivery: a repeat is answered 200 with the first firing and sends
+        nothing). The body (UTF-8) goes to the Chat as the trigger's creator: 202 with the
+        firing. ``POST /v1/hooks/{id}``.
+        """
+        answer = self._call_op("receive_hook", {"id": _ref(id)}, data, content_type)
+        return TriggerFiring.from_dict(answer)
+
+    def list_triggers_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TriggerPage:
+        """One page: The caller's triggers, oldest first. Paged: ask again with `next_cursor`
+        until absent. ``GET /v1/triggers``. ``limit``: How many items the page holds: 1-200,
+        default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_triggers", {"limit": limit, "cursor": cursor})
+        return TriggerPage.from_dict(answer)
+
+    def list_triggers(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Trigger]:
+        """Every item, page by page, as an iterator: The caller's triggers, oldest first. Paged:
+        ask again with `next_cursor` until absent. ``GET /v1/triggers``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Trigger], str | None]:
+            found = self.list_triggers_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def create_trigger(
+        self,
+        *,
+        chat_id: ChatId,
+        kind: TriggerKind,
+        cron: str | None = None,
+        text: str | None = None,
+        time_zone: str | None = None,
+    ) -> CreatedTrigger:
+        """Creates a trigger on one of the caller's Chats: a `schedule` (a cron expression in an
+        IANA time zone, with the text it sends) or a `webhook` (its own URL, `hook_path`, and
+        a signing secret shown only in this answer). Each firing sends as the caller, with
+        the rights its token has then. ``POST /v1/triggers``.
+        """
+        answer = self._call_op("create_trigger", {}, _body({"chat_id": chat_id, "kind": kind, "cron": cron, "text": text, "time_zone": time_zone}))
+        return CreatedTrigger.from_dict(answer)
+
+    def get_trigger(self, id: Ref) -> Trigger:
+        """One of the caller's triggers. ``GET /v1/triggers/{id}``."""
+        answer = self._call_op("get_trigger", {"id": _ref(id)})
+        return Trigger.from_dict(answer)
+
+    def delete_trigger(self, id: Ref) -> None:
+        """Deletes one of the caller's triggers: it fires no more. ``DELETE /v1/triggers/{id}``."""
+        self._call_op("delete_trigger", {"id": _ref(id)})
+
+    def list_firings_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TriggerFiringPage:
+        """One page: A trigger's firings, newest first: what was sent, what was refused and why,
+        which were catch-up firings after downtime. Paged: ask again with `next_cursor` until
+        absent. ``GET /v1/triggers/{id}/firings``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_firings", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return TriggerFiringPage.from_dict(answer)
+
+    def list_firings(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[TriggerFiring]:
+        """Every item, page by page, as an iterator: A trigger's firings, newest first: what was
+        sent, what was refused and why, which were catch-up firings after downtime. Paged:
+        ask again with `next_cursor` until absent. ``GET /v1/triggers/{id}/firings``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[TriggerFiring], str | None]:
+            found = self.list_firings_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def pause_trigger(self, id: Ref) -> Trigger:
+        """Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until
+        resumed. ``POST /v1/triggers/{id}/pause``.
+        """
+        answer = self._call_op("pause_trigger", {"id": _ref(id)})
+        return Trigger.from_dict(answer)
+
+    def resume_trigger(self, id: Ref) -> Trigger:
+        """Resumes one of the caller's triggers. A schedule fires next at its first slot after
+        now; slots that passed while it was paused are not caught up. ``POST
+        /v1/triggers/{id}/resume``.
+        """
+        answer = self._call_op("resume_trigger", {"id": _ref(id)})
+        return Trigger.from_dict(answer)
 
     # -- vaults
 

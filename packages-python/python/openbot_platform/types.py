@@ -60,11 +60,13 @@ __all__ = [
     "CreateMemory",
     "CreateOrganization",
     "CreateToken",
+    "CreateTrigger",
     "CreateVaultItem",
     "CreateVaultRule",
     "CreatedInvitation",
     "CreatedOrganization",
     "CreatedToken",
+    "CreatedTrigger",
     "CreditBalance",
     "CreditEntry",
     "CreditKind",
@@ -92,6 +94,7 @@ __all__ = [
     "FileId",
     "FileRef",
     "FileRetention",
+    "FiringOutcome",
     "GrantCredits",
     "Health",
     "HttpTool",
@@ -133,6 +136,9 @@ __all__ = [
     "PutProvider",
     "PutScopeLimit",
     "PutVaultField",
+    "Reminder",
+    "ReminderPage",
+    "ReminderState",
     "Resource",
     "Right",
     "RuleAction",
@@ -154,6 +160,12 @@ __all__ = [
     "ToolResult",
     "ToolResultEvent",
     "ToolVaultReader",
+    "Trigger",
+    "TriggerFiring",
+    "TriggerFiringPage",
+    "TriggerKind",
+    "TriggerPage",
+    "TriggerState",
     "TurnEndedEvent",
     "TurnOutcome",
     "TurnStartedEvent",
@@ -485,6 +497,9 @@ class BotSpec:
     #: Whether the Bot has memory: it recalls memories before each Turn's model requests, has the
     #: tools `remember`, `recall` and `forget`, and learns after each Turn (on a server).
     memory: bool | None = None
+    #: On a server: whether the Bot is offered the `remind` tool, to set reminders whose text
+    #: reaches the Chat later as input.
+    reminders: bool | None = None
     #: On a server: whether every member of the organization may chat with it (each in Chats of
     #: their own). A Bot that is not shared is its owner's alone.
     shared: bool | None = None
@@ -500,6 +515,7 @@ class BotSpec:
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
             memory=data.get("memory"),
+            reminders=data.get("reminders"),
             shared=data.get("shared"),
             tools=_maybe(data.get("tools"), lambda v: [ToolDefinition.from_dict(x) for x in v]),
         )
@@ -522,6 +538,8 @@ class BotUpdate:
     model: str | None = None
     #: A new name.
     name: str | None = None
+    #: Offer the `remind` tool, or stop offering it.
+    reminders: bool | None = None
     #: The revision the caller read; a different current revision is a conflict.
     revision: int | None = None
     #: Share or unshare it.
@@ -538,6 +556,7 @@ class BotUpdate:
             memory=data.get("memory"),
             model=data.get("model"),
             name=data.get("name"),
+            reminders=data.get("reminders"),
             revision=data.get("revision"),
             shared=data.get("shared"),
             tools=_maybe(data.get("tools"), lambda v: [ToolDefinition.from_dict(x) for x in v]),
@@ -860,6 +879,38 @@ class CreateToken:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CreateTrigger:
+    """A trigger to create."""
+    #: The Chat it sends input to: one of the caller's.
+    chat_id: ChatId
+    #: Schedule or webhook.
+    kind: TriggerKind
+    #: A schedule's cron expression: five fields (minute hour day month weekday), or six with
+    #: seconds first, or a nickname such as `@hourly`.
+    cron: str | None = None
+    #: The text sent at each firing (1-4000 characters): a schedule needs it; a webhook sends it
+    #: before the body it received.
+    text: str | None = None
+    #: A schedule's IANA time zone, e.g. `Europe/Berlin`; `UTC` when absent.
+    time_zone: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreateTrigger:
+        """A CreateTrigger from its JSON form."""
+        return cls(
+            chat_id=data["chat_id"],
+            kind=data["kind"],
+            cron=data.get("cron"),
+            text=data.get("text"),
+            time_zone=data.get("time_zone"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CreateVaultItem:
     """A Vault item to create."""
     #: A name for people, 1-100 characters. Names need not be unique: references use the item's ID.
@@ -961,6 +1012,27 @@ class CreatedToken:
         return cls(
             secret=data["secret"],
             token=ApiToken.from_dict(data["token"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreatedTrigger:
+    """A trigger just created, with a webhook's signing secret: shown only here, once."""
+    #: The trigger.
+    trigger: Trigger
+    #: A webhook's signing secret (`whsec_...`): the HMAC-SHA256 key of its signatures.
+    signing_secret: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreatedTrigger:
+        """A CreatedTrigger from its JSON form."""
+        return cls(
+            trigger=Trigger.from_dict(data["trigger"]),
+            signing_secret=data.get("signing_secret"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1584,6 +1656,10 @@ class FileRetention:
     def to_dict(self) -> dict[str, Any]:
         """Its JSON form (fields that are None left out)."""
         return _to_dict(self)
+
+
+#: What became of one firing.
+FiringOutcome: TypeAlias = Union[Literal["sent"], Literal["refused"]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2499,6 +2575,75 @@ class PutVaultField:
         return _to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Reminder:
+    """A reminder a Bot set with its `remind` tool."""
+    #: The Chat its text goes to.
+    chat_id: ChatId
+    #: When it was set.
+    created_at: datetime
+    #: When its text reaches the Chat.
+    due_at: datetime
+    #: Its ID.
+    id: str
+    #: The Turn that set it.
+    source_execution_id: ExecutionId
+    #: Pending, delivered, cancelled or refused.
+    state: ReminderState
+    #: The text.
+    text: str
+    #: The Turn its text went to, once delivered.
+    delivered_execution_id: ExecutionId | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Reminder:
+        """A Reminder from its JSON form."""
+        return cls(
+            chat_id=data["chat_id"],
+            created_at=_time(data["created_at"]),
+            due_at=_time(data["due_at"]),
+            id=data["id"],
+            source_execution_id=data["source_execution_id"],
+            state=data["state"],
+            text=data["text"],
+            delivered_execution_id=data.get("delivered_execution_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReminderPage:
+    """One page of a Chat's reminders, by due time."""
+    #: The items on this page, in the list's order.
+    items: list[Reminder]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReminderPage:
+        """A ReminderPage from its JSON form."""
+        return cls(
+            items=[Reminder.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: Where a reminder is.
+ReminderState: TypeAlias = Union[
+    Literal["pending"],
+    Literal["delivered"],
+    Literal["cancelled"],
+    Literal["refused"],
+]
+
+
 #: A kind of resource a right covers.
 Resource: TypeAlias = Union[
     Literal["bots"],
@@ -2797,6 +2942,147 @@ class ToolResult(ToolResultExtras):
     def to_dict(self) -> dict[str, Any]:
         """Its JSON form (fields that are None left out)."""
         return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trigger:
+    """A trigger."""
+    #: The Chat it sends input to.
+    chat_id: ChatId
+    #: When it was created.
+    created_at: datetime
+    #: Its ID.
+    id: str
+    #: Schedule or webhook.
+    kind: TriggerKind
+    #: Active or paused.
+    state: TriggerState
+    #: A schedule's cron expression.
+    cron: str | None = None
+    #: A webhook's path on this server, `/v1/hooks/{id}`.
+    hook_path: str | None = None
+    #: When a schedule fires next (absent while paused).
+    next_fire_at: datetime | None = None
+    #: Why it was paused, when the server paused it.
+    paused_reason: str | None = None
+    #: The text sent at each firing.
+    text: str | None = None
+    #: A schedule's time zone.
+    time_zone: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trigger:
+        """A Trigger from its JSON form."""
+        return cls(
+            chat_id=data["chat_id"],
+            created_at=_time(data["created_at"]),
+            id=data["id"],
+            kind=data["kind"],
+            state=data["state"],
+            cron=data.get("cron"),
+            hook_path=data.get("hook_path"),
+            next_fire_at=_maybe(data.get("next_fire_at"), _time),
+            paused_reason=data.get("paused_reason"),
+            text=data.get("text"),
+            time_zone=data.get("time_zone"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggerFiring:
+    """One firing of a trigger."""
+    #: Whether it stands for one or more slots that passed while no node ran it.
+    catch_up: bool
+    #: When it fired.
+    fired_at: datetime
+    #: Its ID.
+    id: str
+    #: Sent or refused.
+    outcome: FiringOutcome
+    #: The trigger.
+    trigger_id: str
+    #: A webhook delivery's ID.
+    delivery_id: str | None = None
+    #: The Turn the input went to.
+    execution_id: ExecutionId | None = None
+    #: Why it was refused.
+    reason: str | None = None
+    #: A schedule's slot this firing stands for; earlier than `fired_at` by the time the server was
+    #: down, for a catch-up firing.
+    scheduled_for: datetime | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TriggerFiring:
+        """A TriggerFiring from its JSON form."""
+        return cls(
+            catch_up=data["catch_up"],
+            fired_at=_time(data["fired_at"]),
+            id=data["id"],
+            outcome=data["outcome"],
+            trigger_id=data["trigger_id"],
+            delivery_id=data.get("delivery_id"),
+            execution_id=data.get("execution_id"),
+            reason=data.get("reason"),
+            scheduled_for=_maybe(data.get("scheduled_for"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggerFiringPage:
+    """One page of a trigger's firings, newest first."""
+    #: The items on this page, in the list's order.
+    items: list[TriggerFiring]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TriggerFiringPage:
+        """A TriggerFiringPage from its JSON form."""
+        return cls(
+            items=[TriggerFiring.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: What makes a trigger fire.
+TriggerKind: TypeAlias = Union[Literal["schedule"], Literal["webhook"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggerPage:
+    """One page of triggers, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Trigger]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TriggerPage:
+        """A TriggerPage from its JSON form."""
+        return cls(
+            items=[Trigger.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: Whether a trigger fires.
+TriggerState: TypeAlias = Union[Literal["active"], Literal["paused"]]
 
 
 #: Why a Turn ended.

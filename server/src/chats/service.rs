@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::HistoryPosition;
 use super::store::{ChatRow, ChatStore};
 use crate::bots::{BotRow, BotStore};
-use crate::engine::{Engine, EngineError, Submission};
+use crate::engine::{Engine, EngineContext, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
 use crate::paging::Paging;
 use crate::store::{ExecutionRow, KeyWrite, StoreError};
@@ -57,7 +57,7 @@ impl From<EngineError> for ChatError {
 /// The Chat use cases.
 #[derive(Clone)]
 pub struct Chats {
-    engine: Arc<Engine>,
+    engine: Arc<EngineContext>,
     chats: Arc<dyn ChatStore>,
     bots: Arc<dyn BotStore>,
     tools: Arc<dyn ToolStore>,
@@ -141,6 +141,17 @@ impl Chats {
     /// The use cases on these stores.
     pub fn new(
         engine: Arc<Engine>,
+        chats: Arc<dyn ChatStore>,
+        bots: Arc<dyn BotStore>,
+        tools: Arc<dyn ToolStore>,
+    ) -> Self {
+        Self::on_context(Arc::clone(engine.context()), chats, bots, tools)
+    }
+
+    /// The use cases on an engine's shared parts: what a workflow has (its phase's
+    /// [`crate::engine::PhaseContext::engine`]) when it sends input to a Chat.
+    pub fn on_context(
+        engine: Arc<EngineContext>,
         chats: Arc<dyn ChatStore>,
         bots: Arc<dyn BotStore>,
         tools: Arc<dyn ToolStore>,
@@ -386,6 +397,9 @@ impl Chats {
         if chat.plan_mode {
             tools.push(crate::turns::propose_plan_tool());
         }
+        if bot.spec.reminders {
+            tools.push(crate::reminders::remind_tool());
+        }
         let turn = TurnInput {
             instructions: bot.spec.instructions.clone(),
             model: bot.spec.model.clone(),
@@ -426,12 +440,7 @@ impl Chats {
         id: ChatId,
         execution_id: ExecutionId,
     ) -> Result<SendReceipt, ChatError> {
-        let executions = self
-            .engine
-            .context()
-            .store
-            .chat_executions(id.as_uuid())
-            .await?;
+        let executions = self.engine.store.chat_executions(id.as_uuid()).await?;
         let disposition = match advancing(&executions) {
             Some(first) if first.id != execution_id => SendDisposition::Queued,
             _ => SendDisposition::Started,
@@ -471,7 +480,7 @@ impl Chats {
         {
             return Ok(receipt);
         }
-        let store = &self.engine.context().store;
+        let store = &self.engine.store;
         let executions = store.chat_executions(id.as_uuid()).await?;
         if let Some(running) = advancing(&executions) {
             let write = key.as_ref().map(|key| KeyWrite {
@@ -512,7 +521,7 @@ impl Chats {
         id: ChatId,
         key: &SteerKey,
     ) -> Result<Option<SendReceipt>, ChatError> {
-        let store = &self.engine.context().store;
+        let store = &self.engine.store;
         let Some(row) = store.command_key(&caller.scope(), &key.key).await? else {
             return Ok(None);
         };
@@ -553,12 +562,7 @@ impl Chats {
         id: ChatId,
     ) -> Result<Option<ExecutionId>, ChatError> {
         self.chat(caller, id).await?;
-        let executions = self
-            .engine
-            .context()
-            .store
-            .chat_executions(id.as_uuid())
-            .await?;
+        let executions = self.engine.store.chat_executions(id.as_uuid()).await?;
         let Some(running) = advancing(&executions) else {
             return Ok(None);
         };
@@ -586,7 +590,14 @@ impl Chats {
             .execution_id();
         let deadline = tokio::time::Instant::now() + DELETE_WAIT;
         loop {
-            if self.engine.execution(deletion).await?.state.is_terminal() {
+            if self
+                .engine
+                .store
+                .execution(deletion)
+                .await?
+                .state
+                .is_terminal()
+            {
                 return Ok(true);
             }
             if tokio::time::Instant::now() >= deadline {
@@ -606,7 +617,7 @@ impl Chats {
     ) -> Result<ChatEntryPage, ChatError> {
         self.chat(caller, id).await?;
         let rows = super::chat_history_after(
-            self.engine.context(),
+            &self.engine,
             id.as_uuid(),
             paging.after,
             paging.fetch() as usize,

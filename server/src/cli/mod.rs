@@ -59,6 +59,10 @@ enum Command {
     Organizations(client::organizations::OrganizationsArgs),
     /// Executions on a server: show, follow, cancel.
     Executions(client::executions::ExecutionsArgs),
+    /// Triggers on a server: schedules and signed webhooks that send input to a Chat.
+    Triggers(client::triggers::TriggersArgs),
+    /// Reminders a Chat's Bot set on a server: list, cancel.
+    Reminders(client::triggers::RemindersArgs),
 }
 
 /// Runs the chosen subcommand.
@@ -81,6 +85,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tools(args) => client::tools::run(args).await,
         Command::Vaults(args) => client::vaults::run(args).await,
         Command::Organizations(args) => client::organizations::run(args).await,
+        Command::Triggers(args) => client::triggers::run(args).await,
+        Command::Reminders(args) => client::triggers::run_reminders(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());
             Ok(ExitCode::SUCCESS)

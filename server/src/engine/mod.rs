@@ -7,7 +7,9 @@
 //! - `workflow`: the [`Workflow`] trait features implement, and the [`Registry`].
 //! - `signals` / `pg_wake`: wake-ups inside a node and between nodes.
 //! - `observe`: reading an execution's events from a cursor.
+//! - `clock`: the [`Clock`] durable timers are read against (a [`TestClock`] in tests).
 
+mod clock;
 mod observe;
 mod outbox;
 mod pg_wake;
@@ -29,10 +31,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use clock::{Clock, SystemClock, TestClock};
 pub use observe::{FALLBACK_POLL, OBSERVE_PAGE};
 pub use outbox::{OutboxHandler, OutboxHandlers, SIGNAL, SignalMessage};
 pub(crate) use program::err_kind as store_error_kind;
-pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET};
+pub use program::{LATE_RESULT_GRACE, STORAGE_RETRY_BUDGET, WAKE};
 pub use retry::Backoff;
 pub use runner::{Runner, RunnerConfig};
 pub use scope::RunScope;
@@ -66,6 +69,8 @@ pub struct EngineContext {
     pub hub: Arc<Hub>,
     /// This node's name; unique among running nodes.
     pub node: String,
+    /// The time durable timers are read against.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for EngineContext {
@@ -77,43 +82,6 @@ impl std::fmt::Debug for EngineContext {
 }
 
 impl EngineContext {
-    /// Stores new work with capability `writes` in the same transaction (see
-    /// [`Engine::submit_writing`]); a workflow starts other work through it.
-    pub async fn submit<T: Serialize>(
-        &self,
-        submission: Submission<'_, T>,
-        request_digest: Option<Vec<u8>>,
-        writes: crate::store::TxWrites,
-    ) -> Result<Submitted, EngineError> {
-        let json =
-            serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
-        let input_digest = match request_digest {
-            Some(digest) => digest,
-            None => submission_digest(&submission, &json),
-        };
-        let input = self.keys.seal(Uuid::now_v7(), &json)?;
-        let new = NewExecution {
-            id: ExecutionId::new(),
-            kind: submission.kind.to_string(),
-            scope: submission.scope,
-            command_key: submission.command_key,
-            input_digest,
-            input,
-            parent_id: submission.parent_id,
-            chat_id: submission.chat_id,
-            admission_gate: submission.admission_gate,
-            events: submission.events,
-        };
-        let timed = crate::timing::Timed::start();
-        let submitted = self.store.submit_writing(new, writes).await?;
-        if let Submitted::Created(id) = submitted {
-            timed.end("submit", id);
-            self.hub.announce(Wake::Events(id));
-            self.hub.announce(Wake::Work);
-        }
-        Ok(submitted)
-    }
-
     /// Seals a value as JSON under a new record ID.
     pub fn seal_json<T: Serialize>(
         &self,
@@ -169,6 +137,91 @@ impl EngineContext {
         }
         self.hub.announce(Wake::Work);
         Ok(())
+    }
+
+    /// Stores new work, or returns the earlier execution of the same command key and input.
+    ///
+    /// The key's input covers its target as well as its input: the kind, the Chat, the parent
+    /// and the admission gate. The same key and input for another target is a
+    /// [`StoreError::CommandKeyConflict`], never the other target's execution.
+    pub async fn submit<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_with(submission, None, crate::store::TxWrites::default())
+            .await
+    }
+
+    /// Stores new work with capability `writes` in the same transaction (a row marked for the
+    /// work to finish): both are stored or neither. A retry under the same command key finds
+    /// the earlier execution and runs no write.
+    pub async fn submit_writing<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        writes: crate::store::TxWrites,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_with(submission, None, writes).await
+    }
+
+    /// Stores new work under a command key that names another request than the submission
+    /// itself, with that request's digest: a retry of the request finds this execution only
+    /// with the same digest (a steer sent as its own input, whose retry may find a Turn
+    /// running and must not join it).
+    pub async fn submit_as<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        request_digest: Vec<u8>,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_with(
+            submission,
+            Some(request_digest),
+            crate::store::TxWrites::default(),
+        )
+        .await
+    }
+
+    async fn submit_with<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        request_digest: Option<Vec<u8>>,
+        writes: crate::store::TxWrites,
+    ) -> Result<Submitted, EngineError> {
+        let json =
+            serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
+        let input_digest = match request_digest {
+            Some(digest) => digest,
+            None => submission_digest(&submission, &json),
+        };
+        let input = self.keys.seal(Uuid::now_v7(), &json)?;
+        let new = NewExecution {
+            id: ExecutionId::new(),
+            kind: submission.kind.to_string(),
+            scope: submission.scope,
+            command_key: submission.command_key,
+            input_digest,
+            input,
+            parent_id: submission.parent_id,
+            chat_id: submission.chat_id,
+            admission_gate: submission.admission_gate,
+            events: submission.events,
+        };
+        let timed = crate::timing::Timed::start();
+        let submitted = self.store.submit_writing(new, writes).await?;
+        if let Submitted::Created(id) = submitted {
+            timed.end("submit", id);
+            self.hub.announce(Wake::Events(id));
+            self.hub.announce(Wake::Work);
+        }
+        Ok(submitted)
+    }
+
+    /// Asks a waiting execution to look at its state again now (its workflow's `next` runs,
+    /// and may wait anew): what a feature does when a row its wait depends on changed.
+    pub async fn wake(&self, id: ExecutionId) -> Result<i64, StoreError> {
+        let number = self.store.signal(id, program::WAKE, "{}").await?;
+        self.hub.announce(Wake::Signal(id));
+        self.hub.announce(Wake::Work);
+        Ok(number)
     }
 
     /// Opens a sealed record and reads it as JSON.
@@ -250,6 +303,16 @@ impl Engine {
     /// Opens the engine on a store. On PostgreSQL it starts one shared listener and one
     /// notifier for wake-ups between nodes.
     pub fn open(store: Arc<dyn Store>, keys: KeyRing, node: String) -> Self {
+        Self::open_with_clock(store, keys, node, Arc::new(SystemClock))
+    }
+
+    /// Opens the engine as [`Engine::open`] does, reading durable timers against `clock`.
+    pub fn open_with_clock(
+        store: Arc<dyn Store>,
+        keys: KeyRing,
+        node: String,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let stop = CancellationToken::new();
         let mut tasks = Vec::new();
         let hub = match store.notification_pool() {
@@ -275,6 +338,7 @@ impl Engine {
             keys,
             hub,
             node,
+            clock,
         });
         Self {
             cx,
@@ -325,17 +389,13 @@ impl Engine {
         self.runner.lock().await.as_ref().map_or(0, |r| r.running())
     }
 
-    /// Stores new work, or returns the earlier execution of the same command key and input.
-    ///
-    /// The key's input covers its target as well as its input: the kind, the Chat, the parent
-    /// and the admission gate. The same key and input for another target is a
-    /// [`StoreError::CommandKeyConflict`], never the other target's execution.
+    /// Stores new work, or returns the earlier execution of the same command key and input
+    /// (see [`EngineContext::submit`]).
     pub async fn submit<T: Serialize>(
         &self,
         submission: Submission<'_, T>,
     ) -> Result<Submitted, EngineError> {
-        self.submit_inner(submission, None, crate::store::TxWrites::default())
-            .await
+        self.cx.submit(submission).await
     }
 
     /// Stores new work with capability `writes` in the same transaction (a row marked for the
@@ -346,33 +406,17 @@ impl Engine {
         submission: Submission<'_, T>,
         writes: crate::store::TxWrites,
     ) -> Result<Submitted, EngineError> {
-        self.submit_inner(submission, None, writes).await
+        self.cx.submit_writing(submission, writes).await
     }
 
-    /// Stores new work under a command key that names another request than the submission
-    /// itself, with that request's digest: a retry of the request finds this execution only
-    /// with the same digest (a steer sent as its own input, whose retry may find a Turn
-    /// running and must not join it).
+    /// Stores new work under a command key that names another request (see
+    /// [`EngineContext::submit_as`]).
     pub async fn submit_as<T: Serialize>(
         &self,
         submission: Submission<'_, T>,
         request_digest: Vec<u8>,
     ) -> Result<Submitted, EngineError> {
-        self.submit_inner(
-            submission,
-            Some(request_digest),
-            crate::store::TxWrites::default(),
-        )
-        .await
-    }
-
-    async fn submit_inner<T: Serialize>(
-        &self,
-        submission: Submission<'_, T>,
-        request_digest: Option<Vec<u8>>,
-        writes: crate::store::TxWrites,
-    ) -> Result<Submitted, EngineError> {
-        self.cx.submit(submission, request_digest, writes).await
+        self.cx.submit_as(submission, request_digest).await
     }
 
     /// The events of an execution after sequence `after`, ending after its last event.

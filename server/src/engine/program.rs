@@ -16,6 +16,11 @@ use crate::store::{Commit, GIVE_UP, GiveUpPayload, StateChange, StoreError, call
 /// The signal that pauses an execution (see `Engine::pause`).
 pub const PAUSE: &str = "pause";
 
+/// The signal that makes a waiting execution look at its state again (see `Engine::wake`).
+/// A wait saved while a cancel or a wake signal is pending wakes at once, so neither is lost
+/// to a wait its owner was saving when it arrived.
+pub const WAKE: &str = "wake";
+
 /// How long a phase whose lease is lost may still run to save results of calls in flight.
 pub const LATE_RESULT_GRACE: Duration = Duration::from_secs(10);
 
@@ -125,6 +130,12 @@ pub async fn run_program(
         let phase = match next {
             Next::Done => return,
             Next::Wait { until } => {
+                // The wake-ups seen before `next` are answered by this look at the state.
+                let wakes: Vec<i64> = signals
+                    .iter()
+                    .filter(|s| s.kind == WAKE)
+                    .map(|s| s.number)
+                    .collect();
                 let change = StateChange {
                     state: ExecutionState::Waiting,
                     outcome: None,
@@ -137,6 +148,7 @@ pub async fn run_program(
                 };
                 let commit = Commit {
                     state: Some(change),
+                    handled_signals: wakes,
                     ..Commit::default()
                 };
                 if cx.engine.commit(id, cx.generation, commit).await.is_ok() {

@@ -86,6 +86,9 @@ impl Runner {
             if self.stop.is_cancelled() {
                 return;
             }
+            // Made before the claim, so a jump of a test's clock during it still wakes the loop.
+            let jumped = self.cx.clock.jumped();
+            let jump = jumped.as_ref().map(|notify| notify.notified());
             let free = self.config.capacity.saturating_sub(self.running()) as i64;
             let mut claimed_all = false;
             if free > 0 {
@@ -93,11 +96,12 @@ impl Runner {
                 match self
                     .cx
                     .store
-                    .claim(
+                    .claim_due(
                         &self.cx.node,
                         &self.registry.kinds(),
                         lease_ms,
                         free.min(100),
+                        self.cx.clock.now_ms(),
                     )
                     .await
                 {
@@ -131,9 +135,17 @@ impl Runner {
                 Some(at) => Duration::from_millis((at - now_ms()).clamp(0, 60_000) as u64 + 1),
                 None => Duration::from_secs(3600),
             };
+            // A clock that jumps (a test's) wakes the loop to claim the timers it made due.
+            let jump = async move {
+                match jump {
+                    Some(notified) => notified.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
                 _ = self.cx.hub.work() => {}
+                _ = jump => {}
                 _ = self.stop.cancelled() => return,
             }
         }

@@ -96,7 +96,7 @@ pub(super) async fn start_deletion_keyed(
         Some(mark) => TxWrites(vec![Arc::clone(mark) as Arc<dyn crate::store::TxWrite>]),
         None => TxWrites::default(),
     };
-    match engine.submit(submission, None, writes).await {
+    match engine.submit_writing(submission, writes).await {
         Ok(Submitted::Created(id)) => Ok(Started::Started(id)),
         Ok(Submitted::Existing(id)) => Ok(Started::Already(id)),
         Err(_) if mark.as_ref().is_some_and(|m| m.missing()) => Ok(Started::Missing),

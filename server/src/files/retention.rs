@@ -79,14 +79,7 @@ pub async fn ensure_sweep(
     let input = SweepInput::default();
     let mut key = "file-retention-sweep".to_string();
     loop {
-        match engine
-            .submit(
-                sweep_submission(&input, key.clone()),
-                None,
-                TxWrites::default(),
-            )
-            .await?
-        {
+        match engine.submit(sweep_submission(&input, key.clone())).await? {
             Submitted::Created(id) => return Ok(id),
             Submitted::Existing(id) => {
                 if !engine.store.execution(id).await?.state.is_terminal() {

@@ -157,6 +157,9 @@ pub async fn update_bot(
     if let Some(memory) = update.memory {
         spec.memory = memory;
     }
+    if let Some(reminders) = update.reminders {
+        spec.reminders = reminders;
+    }
     check_spec(&spec).map_err(ApiError::invalid)?;
     match state.bots.update_bot(row.id, revision, &spec).await {
         Ok(Some(row)) => Ok(Json(bot_view(row))),

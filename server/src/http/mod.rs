@@ -19,10 +19,12 @@ mod memories;
 mod models;
 mod organizations;
 mod outcomes;
+mod reminders;
 mod serve;
 mod sessions;
 mod tokens;
 mod tools;
+mod triggers;
 mod vaults;
 
 use std::sync::Arc;
@@ -73,6 +75,10 @@ pub struct AppState {
     pub memories: crate::memories::Memories,
     /// The Vault use cases: items, fields (write-only values) and rules.
     pub vaults: crate::vaults::Vaults,
+    /// The trigger use cases: schedules, webhooks and their firings.
+    pub triggers: crate::triggers::Triggers,
+    /// The reminder use cases.
+    pub reminders: crate::reminders::Reminders,
 }
 
 impl AppState {
@@ -118,9 +124,23 @@ impl AppState {
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
         );
+        let triggers = crate::triggers::Triggers::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.triggers),
+            Arc::clone(&database.chats),
+            chats.clone(),
+            Arc::clone(&database.identity),
+        );
+        let reminders = crate::reminders::Reminders::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.reminders),
+            Arc::clone(&database.chats),
+        );
         Self {
             memories,
             vaults,
+            triggers,
+            reminders,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -268,6 +288,14 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(vaults::put_vault_field, vaults::delete_vault_field))
         .routes(routes!(vaults::list_vault_rules, vaults::create_vault_rule))
         .routes(routes!(vaults::delete_vault_rule))
+        .routes(routes!(triggers::create_trigger, triggers::list_triggers))
+        .routes(routes!(triggers::get_trigger, triggers::delete_trigger))
+        .routes(routes!(triggers::pause_trigger))
+        .routes(routes!(triggers::resume_trigger))
+        .routes(routes!(triggers::list_firings))
+        .routes(routes!(triggers::receive_hook))
+        .routes(routes!(reminders::list_reminders))
+        .routes(routes!(reminders::cancel_reminder))
         .split_for_parts()
 }
 

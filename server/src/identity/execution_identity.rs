@@ -76,35 +76,13 @@ impl ExecutionIdentity {
         identity: &dyn IdentityStore,
     ) -> Result<(), IdentityCheckError> {
         let denied = |why: &str| Err(IdentityCheckError::Denied(why.to_string()));
-        let (member, rights, bot_ids) = match self.credential {
-            Credential::Token { id } => {
-                let Some((token, member)) = identity.token_by_id(id).await? else {
-                    return denied("the token's member was removed");
-                };
-                if token.revoked_at.is_some() {
-                    return denied("the token was revoked");
-                }
-                if token.expires_at.is_some_and(|at| at <= now_ms()) {
-                    return denied("the token has expired");
-                }
-                (member, token.rights, token.bot_ids)
-            }
-            Credential::Session { id } => match identity.session_member(id).await? {
-                Some(member) => (member, openbot_schema::Right::all(), None),
-                None => return denied("the session ended"),
-            },
-        };
-        if member.member_id != self.actor_member_id
-            || member.organization_id != self.organization_id
-        {
-            return denied("the credential belongs to someone else now");
-        }
-        let caller = Caller {
-            member,
-            credential: self.credential,
-            rights,
-            bot_ids,
-        };
+        let caller = current_caller(
+            identity,
+            self.credential,
+            self.actor_member_id,
+            self.organization_id,
+        )
+        .await?;
         if caller.require(Resource::Chats, Action::Write).is_err() {
             return denied("the token may no longer write chats");
         }
@@ -127,4 +105,44 @@ impl ExecutionIdentity {
         }
         Ok(())
     }
+}
+
+/// The caller a saved credential stands for now: its current rights and Bot limit, read
+/// anew. Fails with [`IdentityCheckError::Denied`] when the credential was revoked, expired or
+/// ended, or belongs to another member or organization than the one saved with the work.
+pub async fn current_caller(
+    identity: &dyn IdentityStore,
+    credential: Credential,
+    actor_member_id: Uuid,
+    organization_id: Uuid,
+) -> Result<Caller, IdentityCheckError> {
+    let denied = |why: &str| Err(IdentityCheckError::Denied(why.to_string()));
+    let (member, rights, bot_ids) = match credential {
+        Credential::Token { id } => {
+            let Some((token, member)) = identity.token_by_id(id).await? else {
+                return denied("the token's member was removed");
+            };
+            if token.revoked_at.is_some() {
+                return denied("the token was revoked");
+            }
+            if token.expires_at.is_some_and(|at| at <= now_ms()) {
+                return denied("the token has expired");
+            }
+            (member, token.rights, token.bot_ids)
+        }
+        Credential::Session { id } => match identity.session_member(id).await? {
+            Some(member) => (member, openbot_schema::Right::all(), None),
+            None => return denied("the session ended"),
+        },
+    };
+    if member.member_id != actor_member_id || member.organization_id != organization_id {
+        return denied("the credential belongs to someone else now");
+    }
+    let caller = Caller {
+        member,
+        credential,
+        rights,
+        bot_ids,
+    };
+    Ok(caller)
 }

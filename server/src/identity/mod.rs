@@ -10,7 +10,7 @@ mod sql;
 mod store;
 
 pub use caller::{AccessError, Caller};
-pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError};
+pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError, current_caller};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
 pub use service_identity::{InvalidServiceName, ServiceIdentity, ServiceOwner};

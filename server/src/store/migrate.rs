@@ -122,6 +122,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../../migrations/sqlite/0022_memories.sql"),
     },
     Migration {
+        version: 23,
+        name: "triggers",
+        sql: include_str!("../../../migrations/sqlite/0023_triggers.sql"),
+    },
+    Migration {
         version: 25,
         name: "file_retention",
         sql: include_str!("../../../migrations/sqlite/0025_file_retention.sql"),
@@ -228,6 +233,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 22,
         name: "memories",
         sql: include_str!("../../../migrations/postgres/0022_memories.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "triggers",
+        sql: include_str!("../../../migrations/postgres/0023_triggers.sql"),
     },
     Migration {
         version: 25,

@@ -68,6 +68,20 @@ pub trait Store: Send + Sync + 'static {
         kinds: &[&str],
         lease_ms: i64,
         limit: i64,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.claim_due(node, kinds, lease_ms, limit, now_ms()).await
+    }
+
+    /// Claims as [`Store::claim`] does, with the waiting executions whose wake time is at or
+    /// before `timers_due` (the node's [`crate::engine::Clock`]); leases are read against the
+    /// system's time.
+    async fn claim_due(
+        &self,
+        node: &str,
+        kinds: &[&str],
+        lease_ms: i64,
+        limit: i64,
+        timers_due: Millis,
     ) -> Result<Vec<Claim>, StoreError>;
 
     /// Extends the leases of `owned`; returns those this node still owns.

@@ -152,6 +152,7 @@ impl PostgresStore {
         kinds: &[&str],
         lease_ms: i64,
         limit: i64,
+        timers_due: Millis,
     ) -> Result<Vec<sqlx::postgres::PgRow>, StoreError> {
         let now = now_ms();
         let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
@@ -160,7 +161,7 @@ impl PostgresStore {
                  SELECT executions.id AS candidate FROM executions \
                  WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
                    AND (owner_node IS NULL OR lease_expires_at < $1) \
-                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $1) OR owner_node IS NOT NULL) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $6) OR owner_node IS NOT NULL) \
                    AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
                    AND kind = ANY($5) \
                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
@@ -177,6 +178,7 @@ impl PostgresStore {
         .bind(node)
         .bind(lease_ms)
         .bind(&kinds)
+        .bind(timers_due)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows)

@@ -157,6 +157,7 @@ impl SqliteStore {
         kinds: &[&str],
         lease_ms: i64,
         limit: i64,
+        timers_due: Millis,
     ) -> Result<Vec<sqlx::sqlite::SqliteRow>, StoreError> {
         let now = now_ms();
         let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
@@ -168,7 +169,7 @@ impl SqliteStore {
                  SELECT id FROM executions \
                  WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
                    AND (owner_node IS NULL OR lease_expires_at < ?1) \
-                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= ?1) OR owner_node IS NOT NULL) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= ?6) OR owner_node IS NOT NULL) \
                    AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
                    AND kind IN (SELECT value FROM json_each(?5)) \
                  ORDER BY created_at LIMIT ?2) \
@@ -181,6 +182,7 @@ impl SqliteStore {
         .bind(node)
         .bind(lease_ms)
         .bind(serde_json::to_string(&kinds).unwrap_or_default())
+        .bind(timers_due)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows)

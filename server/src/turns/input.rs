@@ -29,6 +29,9 @@ pub enum ToolRoute {
     /// The built-in `propose_plan` of a Turn in plan mode: a call asks a person to approve the
     /// plan; an approved plan switches the Chat out of plan mode.
     Plan,
+    /// The built-in `remind` of a Bot with reminders on: a call sets a reminder, committed
+    /// with its result, whose text reaches the Chat at its time.
+    Remind,
     /// Another Bot: each call starts a Turn of it as a child execution with a private history;
     /// the parent waits for it before it ends, and its answer comes back as a notice.
     Delegate(Box<DelegateRoute>),

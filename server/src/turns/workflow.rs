@@ -259,7 +259,7 @@ pub fn saved_tool_set(
     let mut retry_safe = HashMap::new();
     for tool in saved {
         let handler: Option<openbot_core::tool::SharedTool> = match &tool.route {
-            ToolRoute::Host | ToolRoute::Delegate(_) | ToolRoute::Plan => {
+            ToolRoute::Host | ToolRoute::Delegate(_) | ToolRoute::Plan | ToolRoute::Remind => {
                 // Waiting again for a delivered result repeats nothing outside: the caller
                 // answers a call once, by its ID, and the first answer wins. A delegate call
                 // starts its child in the same commit as its result.

@@ -25,6 +25,8 @@ pub struct Admitted {
     pub children: Vec<NewChild>,
     /// Events published with it (after the result).
     pub events: Vec<EventKind>,
+    /// Rows a capability writes with it (a reminder's).
+    pub writes: crate::store::TxWrites,
 }
 
 /// A call's answer for the model (not an error): what happens to it instead of its result.
@@ -112,7 +114,14 @@ impl Admission {
                 ),
                 children: Vec::new(),
                 events: Vec::new(),
+                writes: Default::default(),
             })),
+            Some((RuleAction::Ask, _)) if matches!(saved.route, ToolRoute::Remind) => {
+                Ok(Some(self.refused(
+                    call,
+                    "A reminder cannot wait for approval; the rules ask for one, so none was set.",
+                )))
+            }
             Some((RuleAction::Ask, expires_after_ms)) => {
                 if matches!(saved.route, ToolRoute::Delegate(_)) {
                     return Ok(Some(Admitted {
@@ -122,6 +131,7 @@ impl Admission {
                         ),
                         children: Vec::new(),
                         events: Vec::new(),
+                        writes: Default::default(),
                     }));
                 }
                 self.ask("approval", call, saved, expires_after_ms)
@@ -129,6 +139,7 @@ impl Admission {
                     .map(Some)
             }
             _ => match &saved.route {
+                ToolRoute::Remind => self.remind(call).map(Some),
                 ToolRoute::Http {
                     background: true, ..
                 } => self.background(key, call, saved).map(Some),
@@ -157,6 +168,7 @@ impl Admission {
                 result: ToolResult::error(call, text),
                 children: Vec::new(),
                 events: Vec::new(),
+                writes: Default::default(),
             })
         };
         Ok(match (on, matches!(saved.route, ToolRoute::Plan)) {
@@ -166,6 +178,54 @@ impl Admission {
             ),
             (false, true) => refuse("Plan mode is off: carry out the approved plan."),
             (false, false) => None,
+        })
+    }
+
+    fn refused(&self, call: &ToolCall, text: &str) -> Admitted {
+        Admitted {
+            result: ToolResult::error(call, text),
+            children: Vec::new(),
+            events: Vec::new(),
+            writes: Default::default(),
+        }
+    }
+
+    /// A `remind` call: the reminder's rows and timer commit with the call's result; a
+    /// mistake in the arguments is an error result the model can fix.
+    fn remind(&self, call: &ToolCall) -> Result<Admitted, StoreError> {
+        let (Some(identity), Some(chat)) = (&self.input.identity, self.tree_chat()) else {
+            return Ok(self.refused(call, "Reminders need a Chat; this Turn has none."));
+        };
+        let args = match crate::reminders::parse_args(&call.arguments, self.cx.clock.now_ms()) {
+            Ok(args) => args,
+            Err(why) => return Ok(self.refused(call, &why)),
+        };
+        let due = DateTime::from_timestamp_millis(args.due_at).unwrap_or_default();
+        let set = crate::reminders::set_reminder(
+            &self.cx,
+            self.parent,
+            self.scope.clone(),
+            chat.into(),
+            identity,
+            args,
+        )?;
+        let child_id = set.child.execution.id;
+        Ok(Admitted {
+            result: answer(
+                call,
+                format!(
+                    "Reminder {} set for {}; its text comes back to this Chat then.",
+                    set.id,
+                    due.to_rfc3339()
+                ),
+            ),
+            children: vec![set.child],
+            events: vec![EventKind::ChildStarted {
+                call_id: call.id.clone(),
+                child_id,
+                kind: crate::reminders::REMINDER.into(),
+            }],
+            writes: crate::store::TxWrites::one(set.write),
         })
     }
 
@@ -280,6 +340,7 @@ impl Admission {
                     kind: TOOL_JOB.into(),
                 },
             ],
+            writes: Default::default(),
         })
     }
 
@@ -308,6 +369,7 @@ impl Admission {
                 child_id: id,
                 kind: TOOL_JOB.into(),
             }],
+            writes: Default::default(),
         })
     }
 
@@ -339,6 +401,7 @@ impl Admission {
                 child_id: id,
                 kind: TURN.into(),
             }],
+            writes: Default::default(),
         })
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use openbot_schema::{ContentPart, Event, EventKind, EventPage, ExecutionId, Limits, TurnOutcome};
-use openbot_server::engine::{Engine, RunnerConfig, Submission};
+use openbot_server::engine::{Engine, RunnerConfig, Submission, TestClock};
 use openbot_server::http::{AppState, app};
 use openbot_server::identity::{NewToken, Right, Role, new_secret, secret_hash};
 use openbot_server::node::{Database, bootstrap, registry};
@@ -93,6 +93,8 @@ pub struct Server {
     pub http: reqwest::Client,
     /// The object store's folder.
     pub objects: tempfile::TempDir,
+    /// The clock of the node's durable timers: the system's time until a test moves it.
+    pub clock: Arc<TestClock>,
 }
 
 pub async fn server(raw: Raw) -> Server {
@@ -143,10 +145,12 @@ pub async fn server_with_objects(
         .await
         .unwrap()
         .unwrap();
-    let engine = Arc::new(Engine::open(
+    let clock = TestClock::new();
+    let engine = Arc::new(Engine::open_with_clock(
         Arc::clone(&database.store),
         test_keys(),
         "node-a".into(),
+        clock.clone(),
     ));
     engine
         .start_runner(registry(Some(&database), &platform), runner)
@@ -165,6 +169,7 @@ pub async fn server_with_objects(
         raw,
         http: reqwest::Client::new(),
         objects,
+        clock,
     }
 }
 #[allow(unused_macros)] // not every suite runs on the default platform

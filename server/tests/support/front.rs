@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use openbot_server::engine::Engine;
+use openbot_server::engine::{Engine, TestClock};
 use openbot_server::http::{AppState, app};
 use openbot_server::node::{Database, bootstrap};
 use openbot_server::sealed::KeyRing;
@@ -35,10 +35,12 @@ impl Front {
             .await
             .unwrap()
             .unwrap();
-        let engine = Arc::new(Engine::open(
+        let clock = TestClock::new();
+        let engine = Arc::new(Engine::open_with_clock(
             Arc::clone(&database.store),
             keys,
             "front".into(),
+            clock.clone(),
         ));
         let state = AppState::new(
             Arc::clone(&engine),
@@ -59,6 +61,7 @@ impl Front {
             raw: Raw::Postgres(store),
             http: reqwest::Client::new(),
             objects,
+            clock,
         };
         Self {
             url,

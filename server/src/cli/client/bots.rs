@@ -43,6 +43,9 @@ enum BotsCommand {
         /// It recalls and learns memories (`openbot memories`).
         #[arg(long)]
         memory: bool,
+        /// Offer it the `remind` tool (reminders that reach the Chat later).
+        #[arg(long)]
+        reminders: bool,
     },
     /// Lists the Bots, oldest first.
     List {
@@ -78,6 +81,7 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
             max_steps,
             shared,
             memory,
+            reminders,
         } => {
             let tools: Vec<ToolDefinition> = match tools {
                 Some(path) => serde_json::from_slice(
@@ -98,6 +102,7 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
                 },
                 shared,
                 memory,
+                reminders,
             };
             let bot = client.create_bot(spec).await?;
             output.print(&bot, |bot| bot.id.to_string())?;

@@ -15,6 +15,7 @@ mod output;
 pub mod paging;
 mod profile;
 pub mod tools;
+pub mod triggers;
 pub mod usage;
 pub mod vaults;
 

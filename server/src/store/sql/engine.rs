@@ -343,14 +343,15 @@ impl StoreTrait for Store {
 
 
 
-    async fn claim(
+    async fn claim_due(
         &self,
         node: &str,
         kinds: &[&str],
         lease_ms: i64,
         limit: i64,
+        timers_due: Millis,
     ) -> Result<Vec<Claim>, StoreError> {
-        let rows = self.claim_rows(node, kinds, lease_ms, limit).await?;
+        let rows = self.claim_rows(node, kinds, lease_ms, limit, timers_due).await?;
         rows.iter()
             .map(|row| {
                 let execution: ExecutionRow = execution_from_row!(row)?;
@@ -399,7 +400,9 @@ impl StoreTrait for Store {
                  cost_micros = CASE WHEN CAST($7 AS BIGINT) IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $7 END, \
                  state = COALESCE($8, state), outcome = COALESCE($9, outcome), \
                  failure_category = COALESCE($10, failure_category), error_id = COALESCE($11, error_id), \
-                 wake_at = CASE WHEN $8 IS NULL THEN wake_at ELSE $12 END, \
+                 wake_at = CASE WHEN $8 IS NULL THEN wake_at \
+                     WHEN $8 = 'waiting' AND (wake_at IS NOT NULL OR EXISTS (SELECT 1 FROM signals g WHERE g.execution_id = $1 \
+                         AND g.handled_at IS NULL AND g.kind IN ('cancel', 'wake'))) THEN $15 ELSE $12 END, \
                  unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
                  owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
                  lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
@@ -811,9 +814,13 @@ impl StoreTrait for Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
+        // On owned work a cancel or wake also marks `wake_at` (unused while owned, reset by the
+        // claim): a wait its owner saves at the same moment sees the mark on the row it locks,
+        // where a PostgreSQL statement's snapshot may not yet show the new signal row.
         sqlx::query(
             "UPDATE executions SET \
-                 wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN $3 ELSE wake_at END, \
+                 wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN $3 \
+                     WHEN owner_node IS NOT NULL AND $2 IN ('cancel', 'wake') THEN $3 ELSE wake_at END, \
                  state = CASE WHEN $2 = 'cancel' THEN 'cancelling' ELSE state END, updated_at = $3 \
              WHERE id = $1",
         )

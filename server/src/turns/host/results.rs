@@ -66,13 +66,13 @@ impl DurableHost {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key);
         let plain = handled_signals.is_empty() && admitted.is_none();
-        let (children, events) = match admitted {
+        let (children, events, admitted_writes) = match admitted {
             Some(admitted) => {
                 let mut all = events;
                 all.extend(admitted.events);
-                (admitted.children, all)
+                (admitted.children, all, admitted.writes)
             }
-            None => (Vec::new(), events),
+            None => (Vec::new(), events, Default::default()),
         };
         let label = match key.slot {
             CallSlot::Model => labels::ANSWER,
@@ -131,7 +131,10 @@ impl DurableHost {
             usage,
             handled_signals,
             children,
-            writes: writes.clone(),
+            // A capability's rows of the admitted call (a reminder's) commit with its result.
+            writes: crate::store::TxWrites(
+                writes.0.iter().cloned().chain(admitted_writes.0).collect(),
+            ),
             ..Commit::default()
         };
         self.commit(commit, &own, Some(key)).await

@@ -41,6 +41,8 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "send" to "send",
     "get_plan_mode" to "getPlanMode",
     "put_plan_mode" to "putPlanMode",
+    "list_reminders" to "listReminders",
+    "cancel_reminder" to "cancelReminder",
     "steer" to "steer",
     "stop" to "stop",
     "list_delegates" to "listDelegates",
@@ -62,6 +64,7 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "delete_file" to "deleteFile",
     "file_content" to "fileContent",
     "health" to "health",
+    "receive_hook" to "receiveHook",
     "list_invitations" to "listInvitations",
     "create_invitation" to "createInvitation",
     "accept_invitation" to "acceptInvitation",
@@ -86,6 +89,13 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "list_tools" to "listTools",
     "put_tool" to "putTool",
     "delete_tool" to "deleteTool",
+    "list_triggers" to "listTriggers",
+    "create_trigger" to "createTrigger",
+    "get_trigger" to "getTrigger",
+    "delete_trigger" to "deleteTrigger",
+    "list_firings" to "listFirings",
+    "pause_trigger" to "pauseTrigger",
+    "resume_trigger" to "resumeTrigger",
     "list_unknown_outcomes" to "listUnknownOutcomes",
     "usage" to "usage",
     "usage_export" to "usageExport",
@@ -178,6 +188,14 @@ fun Client.historyFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.sch
     pagedFlow({ cursor -> history(id, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
+ * Every item of `listReminders`, page after page (The reminders of one of the caller's Chats, every
+ * state, by due time. Paged: ask again with `next_cursor` until absent). `limit` is the size of
+ * each page; the next page is asked for only when the collector wants more.
+ */
+fun Client.listRemindersFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.schema.Reminder> =
+    pagedFlow({ cursor -> listReminders(id, limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
  * Every item of `listDelegates`, page after page (The organization's delegate tools, by name.
  * Paged: ask again with `next_cursor` until it is absent). `limit` is the size of each page; the
  * next page is asked for only when the collector wants more.
@@ -248,6 +266,23 @@ fun Client.listTokensFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.ApiTo
  */
 fun Client.listToolsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.HttpTool> =
     pagedFlow({ cursor -> listTools(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listTriggers`, page after page (The caller's triggers, oldest first. Paged: ask
+ * again with `next_cursor` until absent). `limit` is the size of each page; the next page is asked
+ * for only when the collector wants more.
+ */
+fun Client.listTriggersFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Trigger> =
+    pagedFlow({ cursor -> listTriggers(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listFirings`, page after page (A trigger's firings, newest first: what was sent,
+ * what was refused and why, which were catch-up firings after downtime. Paged: ask again with
+ * `next_cursor` until absent). `limit` is the size of each page; the next page is asked for only
+ * when the collector wants more.
+ */
+fun Client.listFiringsFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.schema.TriggerFiring> =
+    pagedFlow({ cursor -> listFirings(id, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `listUnknownOutcomes`, page after page (The caller's executions that wait in
