@@ -10,6 +10,7 @@ mod agent;
 pub mod client;
 mod error;
 pub mod events;
+pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod outbound;

@@ -6,6 +6,7 @@
 //! these types, so the wire format of the in-memory and the remote Client cannot drift.
 
 mod access;
+mod app;
 mod approval;
 mod billing;
 mod bot;
@@ -36,6 +37,11 @@ mod usage;
 uniffi::setup_scaffolding!("openbot_schema");
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
+pub use app::{
+    APP_TOOL_SEPARATOR, App, AppAuthKind, AppConnection, AppConnectionStatus, AppDiscovery,
+    AppToolAnnotations, AppToolDeclaration, AppTransport, NewApp, NewAppConnection,
+    split_app_tool_name,
+};
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,
     RuleAction,
@@ -64,7 +70,7 @@ pub use organization::{
 };
 pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
 pub use page::{
-    ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
+    ApiTokenPage, AppConnectionPage, AppPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
     ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
     MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
     StoredFilePage, UnknownOutcomePage,
