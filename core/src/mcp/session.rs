@@ -97,21 +97,42 @@ fn service_error(error: ServiceError) -> McpError {
         ServiceError::McpError(data) => McpError::Protocol(data.message.to_string()),
         ServiceError::TransportClosed => McpError::Lost,
         ServiceError::Cancelled { .. } => McpError::Cancelled,
-        other => {
-            let text = other.to_string();
-            if let Some(refusal) = refusal_in(&text) {
-                McpError::Refused(refusal)
-            } else {
-                McpError::Unreachable(text)
-            }
-        }
+        other => match refusal_in(&other) {
+            Some(refusal) => McpError::Refused(refusal),
+            None => McpError::Unreachable(other.to_string()),
+        },
     }
 }
 
-/// The outbound policy's refusal inside a transport error's text, if that is its cause.
-fn refusal_in(text: &str) -> Option<String> {
-    text.find("the outbound policy")
-        .map(|at| text[at..].lines().next().unwrap_or_default().to_string())
+/// The outbound policy's refusal somewhere in an error's chain (the transport keeps reqwest's
+/// error as a source), if that is its cause.
+fn refusal_in(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause = Some(error);
+    while let Some(err) = cause {
+        if let Some(refusal) = OutboundPolicy::refusal(err) {
+            return Some(refusal);
+        }
+        let text = err.to_string();
+        if let Some(at) = text.find("the outbound policy") {
+            return Some(text[at..].lines().next().unwrap_or_default().to_string());
+        }
+        cause = err.source();
+    }
+    None
+}
+
+/// Why the policy refused `url`'s host, when it did: the transport's error does not keep the
+/// resolver's words, so a failed open looks the name up again to tell a refusal apart.
+async fn policy_refusal(policy: &OutboundPolicy, url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?.to_string();
+    let port = parsed.port_or_known_default()?;
+    let addresses: Vec<_> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .ok()?
+        .collect();
+    (!addresses.is_empty() && addresses.iter().all(|a| !policy.allows(a.ip())))
+        .then(|| crate::outbound::OutboundError::NoAllowedAddress(host).to_string())
 }
 
 impl McpSession {
@@ -134,17 +155,17 @@ impl McpSession {
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(header_map(&endpoint.headers)?);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
-                    ().serve(transport).await.map_err(|e| {
-                        if e.is_authorization_required() {
-                            McpError::Unauthorized
-                        } else {
-                            let text = e.to_string();
-                            match refusal_in(&format!("{e:?}")) {
+                    match ().serve(transport).await {
+                        Ok(service) => Ok(service),
+                        Err(e) if e.is_authorization_required() => Err(McpError::Unauthorized),
+                        Err(e) => Err(match refusal_in(&e) {
+                            Some(refusal) => McpError::Refused(refusal),
+                            None => match policy_refusal(&options.outbound, url).await {
                                 Some(refusal) => McpError::Refused(refusal),
-                                None => McpError::Unreachable(text),
-                            }
-                        }
-                    })
+                                None => McpError::Unreachable(e.to_string()),
+                            },
+                        }),
+                    }
                 }
                 AppTransport::Stdio { command, args } => {
                     if !options.allow_stdio {
