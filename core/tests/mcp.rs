@@ -100,7 +100,12 @@ async fn the_request_id_reaches_the_server_in_meta() {
         .await
         .unwrap();
     session
-        .call_tool("write_note", json!({"text": "a"}), "call-7", &CancellationToken::new())
+        .call_tool(
+            "write_note",
+            json!({"text": "a"}),
+            "call-7",
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert!(fixture_log(&log).contains(&"call write_note call-7 a".to_string()));
@@ -185,7 +190,11 @@ async fn a_bad_url_is_refused() {
         &loopback(false),
     )
     .await;
-    assert!(matches!(result, Err(McpError::Refused(_))), "{:?}", result.err());
+    assert!(
+        matches!(result, Err(McpError::Refused(_))),
+        "{:?}",
+        result.err()
+    );
 }
 
 #[tokio::test]
@@ -214,5 +223,8 @@ async fn a_tool_source_names_its_tools_with_the_app_prefix() {
         .iter()
         .map(|t| t.definition().name.clone())
         .collect();
-    assert!(names.contains(&"time__get_current_time".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"time__get_current_time".to_string()),
+        "{names:?}"
+    );
 }

@@ -197,7 +197,10 @@ mod tests {
 
     #[test]
     fn a_bot_tool_name_splits_at_the_first_separator() {
-        assert_eq!(split_app_tool_name("time__get_time"), Some(("time", "get_time")));
+        assert_eq!(
+            split_app_tool_name("time__get_time"),
+            Some(("time", "get_time"))
+        );
         assert_eq!(split_app_tool_name("a__b__c"), Some(("a", "b__c")));
         assert_eq!(split_app_tool_name("plain"), None);
         assert_eq!(split_app_tool_name("__x"), None);

@@ -70,10 +70,10 @@ pub use organization::{
 };
 pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
 pub use page::{
-    ApiTokenPage, AppConnectionPage, AppPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
-    ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
-    MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
-    StoredFilePage, UnknownOutcomePage,
+    ApiTokenPage, AppConnectionPage, AppPage, ApprovalRequestPage, ApprovalRulePage, BotPage,
+    BudgetPage, ChatEntryPage, ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage,
+    HttpToolPage, InvitationPage, MAX_PAGE_LIMIT, MemberPage, OrganizationPage, Page, PageQuery,
+    ProviderSettingsPage, StoredFilePage, UnknownOutcomePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

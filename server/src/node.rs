@@ -103,6 +103,8 @@ pub struct Database {
     pub files: Arc<dyn crate::files::FileStore>,
     /// Shared limits: permits and token buckets.
     pub limits: Arc<dyn crate::limits::LimitStore>,
+    /// Apps and their Connections.
+    pub apps: Arc<dyn crate::apps::AppStore>,
 }
 
 impl Database {
@@ -119,7 +121,8 @@ impl Database {
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
             + crate::files::FileStore
-            + crate::limits::LimitStore,
+            + crate::limits::LimitStore
+            + crate::apps::AppStore,
     {
         Self {
             store: store.clone(),
@@ -132,6 +135,7 @@ impl Database {
             tools: store.clone(),
             rules: store.clone(),
             limits: store.clone(),
+            apps: store.clone(),
             files: store,
         }
     }
@@ -232,12 +236,14 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_budgets(Arc::clone(&database.budgets))
             .with_rules(Arc::clone(&database.rules))
             .with_chats(Arc::clone(&database.chats))
-            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)));
+            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
+            .with_apps(Arc::clone(&database.apps));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),
             Some(Arc::clone(&database.budgets)),
-        );
+        )
+        .with_apps(Arc::clone(&database.apps));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openbot_schema::{AppToolAnnotations, AppToolDeclaration, AppTransport, ContentPart};
+use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, CallToolResult, MetaObject, RequestMetaObject};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
-use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt as _;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -220,7 +220,10 @@ impl McpSession {
             _ => return Err(McpError::Refused("tool arguments must be an object".into())),
         };
         let mut meta = serde_json::Map::new();
-        meta.insert(REQUEST_ID_META.into(), Value::String(request_id.to_string()));
+        meta.insert(
+            REQUEST_ID_META.into(),
+            Value::String(request_id.to_string()),
+        );
         let mut params = CallToolRequestParams::new(name.to_string());
         params.arguments = arguments;
         params.meta = Some(RequestMetaObject(MetaObject(meta)));
@@ -258,7 +261,10 @@ fn declaration(tool: rmcp::model::Tool) -> AppToolDeclaration {
         title: tool.title.clone(),
         description: tool.description.as_deref().unwrap_or_default().to_string(),
         input_schema: Value::Object((*tool.input_schema).clone()),
-        output_schema: tool.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+        output_schema: tool
+            .output_schema
+            .as_ref()
+            .map(|s| Value::Object((**s).clone())),
         annotations,
     }
 }

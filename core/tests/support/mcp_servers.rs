@@ -11,9 +11,11 @@ use openbot_schema::AppTransport;
 
 /// Where `scripts/mcp-install` put the servers; panics with the fix when they are missing.
 pub fn mcp_dir() -> PathBuf {
-    let dir = std::env::var_os("OPENBOT_MCP_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/openbot/mcp")
-    });
+    let dir = std::env::var_os("OPENBOT_MCP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/openbot/mcp")
+        });
     assert!(
         dir.join("venv/bin/mcp-server-time").exists() && everything_in(&dir).exists(),
         "the MCP test servers are not installed in {}: run scripts/mcp-install",
@@ -40,7 +42,10 @@ pub fn everything_stdio() -> AppTransport {
 /// mcp-server-time on stdio.
 pub fn time_stdio() -> AppTransport {
     AppTransport::Stdio {
-        command: mcp_dir().join("venv/bin/mcp-server-time").display().to_string(),
+        command: mcp_dir()
+            .join("venv/bin/mcp-server-time")
+            .display()
+            .to_string(),
         args: vec!["--local-timezone".into(), "UTC".into()],
     }
 }
@@ -95,7 +100,10 @@ pub async fn wait_for_log(log: &std::path::Path, prefix: &str) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the fixture never logged `{prefix}`: {:?}", fixture_log(log));
+    panic!(
+        "the fixture never logged `{prefix}`: {:?}",
+        fixture_log(log)
+    );
 }
 
 /// A server process that is killed when dropped.
@@ -121,7 +129,10 @@ fn free_port() -> u16 {
 
 async fn wait_listening(port: u16) {
     for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -153,7 +164,12 @@ pub async fn fixture_http(log: &std::path::Path, delay: f64) -> Running {
     let port = free_port();
     let child = tokio::process::Command::new(mcp_dir().join("venv/bin/python"))
         .arg(fixture_script())
-        .args(["--log", &log.display().to_string(), "--delay", &delay.to_string()])
+        .args([
+            "--log",
+            &log.display().to_string(),
+            "--delay",
+            &delay.to_string(),
+        ])
         .args(["--http", &port.to_string()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -3,6 +3,7 @@
 //! their errors at this one boundary.
 
 mod approvals;
+mod apps;
 mod auth;
 mod billing;
 mod bots;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub limits: crate::limits::LimitsAdmin,
     /// The billing use cases: prices, credits, usage reports.
     pub billing: crate::billing::Billing,
+    /// The App use cases: Apps, Connections, discovery.
+    pub apps: crate::apps::Apps,
 }
 
 impl AppState {
@@ -83,7 +86,8 @@ impl AppState {
             Arc::clone(&database.chats),
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
-        );
+        )
+        .with_apps(Arc::clone(&database.apps));
         let approvals = crate::approvals::Approvals::new(
             Arc::clone(&engine),
             Arc::clone(&database.rules),
@@ -91,7 +95,15 @@ impl AppState {
         );
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
+        let keys = engine.context().keys.clone();
+        let apps = crate::apps::Apps::new(
+            Arc::clone(&database.apps),
+            keys.clone(),
+            platform.clone(),
+            Arc::new(crate::apps::SealedCredentials::new(keys)),
+        );
         Self {
+            apps,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -194,6 +206,11 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::put_tool, tools::delete_tool))
         .routes(routes!(tools::list_delegates))
         .routes(routes!(tools::put_delegate, tools::delete_delegate))
+        .routes(routes!(apps::list_apps, apps::register_app))
+        .routes(routes!(apps::get_app, apps::remove_app))
+        .routes(routes!(apps::list_connections, apps::open_connection))
+        .routes(routes!(apps::get_connection, apps::remove_connection))
+        .routes(routes!(apps::discover))
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(approvals::get_approval))
         .routes(routes!(approvals::decide_approval))

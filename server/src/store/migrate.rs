@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 20;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -110,6 +110,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 18,
         name: "billing",
         sql: include_str!("../../../migrations/sqlite/0018_billing.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "apps",
+        sql: include_str!("../../../migrations/sqlite/0020_apps.sql"),
     },
 ];
 
@@ -203,6 +208,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 18,
         name: "billing",
         sql: include_str!("../../../migrations/postgres/0018_billing.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "apps",
+        sql: include_str!("../../../migrations/postgres/0020_apps.sql"),
     },
 ];
 

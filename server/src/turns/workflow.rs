@@ -35,6 +35,8 @@ pub struct TurnWorkflow {
     limits: Option<crate::limits::Limits>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
+    apps: Option<Arc<dyn crate::apps::AppStore>>,
+    credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
 }
 
 impl Default for TurnWorkflow {
@@ -56,7 +58,25 @@ impl TurnWorkflow {
             chats: None,
             limits: None,
             models: Mutex::new(HashMap::new()),
+            apps: None,
+            credentials: None,
         }
+    }
+
+    /// Calls App tools through the Connections in `apps`.
+    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
+        self.apps = Some(apps);
+        self
+    }
+
+    /// Asks `credentials` what a Connection sends (default: none and manual credentials,
+    /// opened with the engine's key ring).
+    pub fn with_credentials(
+        mut self,
+        credentials: Arc<dyn crate::apps::ConnectionCredentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 
     /// Reads provider settings from an organization's model registry first.
@@ -208,6 +228,7 @@ pub fn saved_tool_set(
     saved: &[SavedTool],
     http: &reqwest::Client,
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
+    apps: Option<&Arc<crate::apps::Apps>>,
 ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
     let mut set = ToolSet::new();
     let mut retry_safe = HashMap::new();
@@ -231,6 +252,21 @@ pub fn saved_tool_set(
                     url.clone(),
                     http.clone(),
                     Arc::clone(outbound),
+                )))
+            }
+            ToolRoute::App(route) => {
+                // Sent again after a lost result only when the tool says it is read-only or
+                // idempotent; then with the same request ID.
+                retry_safe.insert(tool.definition.name.clone(), route.retry_safe());
+                let apps = apps.ok_or_else(|| {
+                    format!(
+                        "the App tool `{}` needs the App store",
+                        tool.definition.name
+                    )
+                })?;
+                Some(Arc::new(crate::apps::tool::AppTool::new(
+                    (**route).clone(),
+                    Arc::clone(apps),
                 )))
             }
         };
@@ -274,13 +310,22 @@ impl Workflow for TurnWorkflow {
         let (history, started) = tokio::join!(chat_history, self.start_input(cx));
         let (input, access, model) = started?;
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
-        let (tools, retry_safe) =
-            saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
-                |cause| PhaseError::Failed {
-                    category: ErrorCategory::Configuration,
-                    cause,
-                },
-            )?;
+        let apps = crate::apps::phase_apps(
+            self.apps.as_ref(),
+            self.credentials.as_ref(),
+            &cx.engine.keys,
+            &self.platform,
+        );
+        let (tools, retry_safe) = saved_tool_set(
+            &input.tools,
+            &self.http,
+            self.platform.outbound(),
+            apps.as_ref(),
+        )
+        .map_err(|cause| PhaseError::Failed {
+            category: ErrorCategory::Configuration,
+            cause,
+        })?;
         let permits = match (&self.limits, input.organization_id) {
             (Some(limits), Some(organization)) => {
                 let bot = input.identity.as_ref().map(|i| i.bot_id.as_uuid());

@@ -56,6 +56,9 @@ pub struct ToolJobWorkflow {
     budgets: Option<Arc<dyn BudgetStore>>,
     http: reqwest::Client,
     outbound: Arc<openbot_core::outbound::OutboundPolicy>,
+    platform: crate::platform::Platform,
+    apps: Option<Arc<dyn crate::apps::AppStore>>,
+    credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
 }
 
 impl ToolJobWorkflow {
@@ -71,7 +74,25 @@ impl ToolJobWorkflow {
             budgets,
             http: platform.tool_client(),
             outbound: Arc::clone(platform.outbound()),
+            platform: platform.clone(),
+            apps: None,
+            credentials: None,
         }
+    }
+
+    /// Calls App tools through the Connections in `apps`.
+    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
+        self.apps = Some(apps);
+        self
+    }
+
+    /// Asks `credentials` what a Connection sends (default: none and manual credentials).
+    pub fn with_credentials(
+        mut self,
+        credentials: Arc<dyn crate::apps::ConnectionCredentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 }
 
@@ -157,10 +178,17 @@ impl ToolJobWorkflow {
             }
             _ => None,
         };
+        let apps = crate::apps::phase_apps(
+            self.apps.as_ref(),
+            self.credentials.as_ref(),
+            &cx.engine.keys,
+            &self.platform,
+        );
         let (tools, retry_safe) = saved_tool_set(
             std::slice::from_ref(&input.tool),
             &self.http,
             &self.outbound,
+            apps.as_ref(),
         )
         .map_err(|e| PhaseError::Failed {
             category: ErrorCategory::Configuration,
