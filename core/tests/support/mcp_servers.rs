@@ -65,6 +65,16 @@ pub fn fixture_stdio(
     delay: f64,
     description: Option<&std::path::Path>,
 ) -> AppTransport {
+    fixture_stdio_with(log, delay, description, None)
+}
+
+/// [`fixture_stdio`] where only the first call takes `delay` (it leaves `once_marker`).
+pub fn fixture_stdio_with(
+    log: &std::path::Path,
+    delay: f64,
+    description: Option<&std::path::Path>,
+    once_marker: Option<&std::path::Path>,
+) -> AppTransport {
     let mut args = vec![
         fixture_script().display().to_string(),
         "--log".into(),
@@ -75,6 +85,10 @@ pub fn fixture_stdio(
     if let Some(file) = description {
         args.push("--description-file".into());
         args.push(file.display().to_string());
+    }
+    if let Some(marker) = once_marker {
+        args.push("--once-marker".into());
+        args.push(marker.display().to_string());
     }
     AppTransport::Stdio {
         command: mcp_dir().join("venv/bin/python").display().to_string(),

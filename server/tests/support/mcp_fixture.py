@@ -1,7 +1,11 @@
 """A small real MCP server (the `mcp` Python SDK, installed beside mcp-server-time) whose tools the
 App tests steer: how long a call takes, what its declaration says, and a log of what it received.
 
-    python mcp_fixture.py --log FILE [--delay SECONDS] [--description-file FILE] [--http PORT]
+    python mcp_fixture.py --log FILE [--delay SECONDS] [--once-marker FILE]
+                          [--description-file FILE] [--http PORT]
+
+With `--once-marker`, only the first call (of any process) takes the delay: it creates the
+marker; later calls find it and answer at once.
 
 Tools: `write_note` (no hints: a write that must not be repeated blindly) and `read_note`
 (readOnlyHint). Each call appends `call <tool> <request id> <text>` to the log, then
@@ -17,6 +21,7 @@ from mcp.types import ToolAnnotations
 parser = argparse.ArgumentParser()
 parser.add_argument("--log", required=True)
 parser.add_argument("--delay", type=float, default=0.0)
+parser.add_argument("--once-marker")
 parser.add_argument("--description-file")
 parser.add_argument("--http", type=int)
 args = parser.parse_args()
@@ -47,8 +52,15 @@ server = MCPServer("fixture")
 
 async def run(tool: str, text: str, ctx: Context) -> str:
     log(f"call {tool} {request_id(ctx)} {text}")
+    delay = args.delay
+    if args.once_marker:
+        try:
+            with open(args.once_marker, "x"):
+                pass
+        except FileExistsError:
+            delay = 0.0
     try:
-        await asyncio.sleep(args.delay)
+        await asyncio.sleep(delay)
     except asyncio.CancelledError:
         log(f"cancelled {tool}")
         raise
