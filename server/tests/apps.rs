@@ -783,3 +783,86 @@ mod platform_rules {
         }
     }
 }
+
+/// `openbot apps ...` against a node, as a person would run it.
+mod cli {
+    use super::*;
+
+    async fn openbot(
+        server: &Server,
+        config: &std::path::Path,
+        args: &[&str],
+    ) -> std::process::Output {
+        // The server options go first: everything after `--` is a stdio command's arguments.
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
+            .args(&args[..1])
+            .args(["--server", &server.base, "--token", &server.owner])
+            .args(&args[1..])
+            .env("OPENBOT_CONFIG_DIR", config)
+            .env_remove("OPENBOT_SERVER")
+            .env_remove("OPENBOT_TOKEN")
+            .output()
+            .await
+            .unwrap()
+    }
+
+    async fn ok(server: &Server, config: &std::path::Path, args: &[&str]) -> String {
+        let output = openbot(server, config, args).await;
+        assert!(
+            output.status.success(),
+            "openbot {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn add_connect_discover_show_and_remove_from_the_command_line() {
+        let server = super::server(sqlite().await).await;
+        let config = tempfile::tempdir().unwrap();
+        let config = config.path();
+        let AppTransport::Stdio { command, args } = time_stdio() else {
+            unreachable!()
+        };
+        let mut add = vec!["apps", "add", "time", "--command", command.as_str(), "--"];
+        add.extend(args.iter().map(String::as_str));
+        assert!(ok(&server, config, &add).await.contains("stdio:"));
+        let connected = ok(&server, config, &["apps", "connect", "time"]).await;
+        assert!(
+            connected.contains("none") && connected.contains("ready"),
+            "{connected}"
+        );
+        let tools = ok(&server, config, &["apps", "discover", "time"]).await;
+        assert!(tools.contains("get_current_time"), "{tools}");
+        let listed: Value =
+            serde_json::from_str(&ok(&server, config, &["apps", "list", "--json"]).await).unwrap();
+        assert_eq!(listed["items"][0]["name"], "time");
+        let shown = ok(&server, config, &["apps", "show", "time"]).await;
+        assert!(
+            shown.contains("1 tools") || shown.contains("2 tools"),
+            "{shown}"
+        );
+        let connections: Value = serde_json::from_str(
+            &ok(&server, config, &["apps", "connections", "time", "--json"]).await,
+        )
+        .unwrap();
+        assert_eq!(connections["items"].as_array().unwrap().len(), 1);
+        // A header without a colon is refused before anything is sent.
+        let bad = openbot(
+            &server,
+            config,
+            &["apps", "connect", "time", "--header", "nocolon"],
+        )
+        .await;
+        assert!(!bad.status.success());
+        // An unknown App is a clear error.
+        let missing = openbot(&server, config, &["apps", "show", "nope"]).await;
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("no App named"));
+        ok(&server, config, &["apps", "remove", "time"]).await;
+        assert!(
+            ok(&server, config, &["apps", "list"])
+                .await
+                .contains("(no apps)")
+        );
+    }
+}

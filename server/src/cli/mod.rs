@@ -49,6 +49,8 @@ enum Command {
     Chats(client::chats::ChatsArgs),
     /// The organization's HTTP and delegate tools on a server.
     Tools(client::tools::ToolsArgs),
+    /// Apps on a server: MCP servers as tool sources, their Connections and discovery.
+    Apps(client::apps::AppsArgs),
     /// Organizations of your account on a server: list, create.
     Organizations(client::organizations::OrganizationsArgs),
     /// Executions on a server: show, follow, cancel.
@@ -71,6 +73,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Limits(args) => client::limits::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
+        Command::Apps(args) => client::apps::run(args).await,
         Command::Organizations(args) => client::organizations::run(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());

@@ -128,7 +128,7 @@ pub async fn remove_app(
     params(("id" = String, Path, description = "The App's ID"), PageQuery),
     responses((status = 200, body = AppConnectionPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
-pub async fn list_connections(
+pub async fn list_app_connections(
     State(state): State<AppState>,
     caller: Caller,
     Path(app): Path<String>,
@@ -163,7 +163,7 @@ pub async fn list_connections(
     request_body = NewAppConnection,
     responses((status = 201, body = AppConnection), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
     security(("token" = [])))]
-pub async fn open_connection(
+pub async fn open_app_connection(
     State(state): State<AppState>,
     caller: Caller,
     Path(app): Path<String>,
@@ -192,7 +192,7 @@ pub async fn open_connection(
     params(("id" = String, Path, description = "The App's ID"), ("connection" = String, Path, description = "The Connection's ID")),
     responses((status = 200, body = AppConnection), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
-pub async fn get_connection(
+pub async fn get_app_connection(
     State(state): State<AppState>,
     caller: Caller,
     Path((app, connection)): Path<(String, String)>,
@@ -215,7 +215,7 @@ pub async fn get_connection(
     params(("id" = String, Path, description = "The App's ID"), ("connection" = String, Path, description = "The Connection's ID")),
     responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
-pub async fn remove_connection(
+pub async fn remove_app_connection(
     State(state): State<AppState>,
     caller: Caller,
     Path((app, connection)): Path<(String, String)>,
@@ -240,7 +240,7 @@ pub async fn remove_connection(
     params(("id" = String, Path, description = "The App's ID"), ("connection" = String, Path, description = "The Connection's ID")),
     responses((status = 200, body = AppDiscovery), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 502, body = ErrorBody)),
     security(("token" = [])))]
-pub async fn discover(
+pub async fn discover_app_tools(
     State(state): State<AppState>,
     caller: Caller,
     Path((app, connection)): Path<(String, String)>,

@@ -208,9 +208,15 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::put_delegate, tools::delete_delegate))
         .routes(routes!(apps::list_apps, apps::register_app))
         .routes(routes!(apps::get_app, apps::remove_app))
-        .routes(routes!(apps::list_connections, apps::open_connection))
-        .routes(routes!(apps::get_connection, apps::remove_connection))
-        .routes(routes!(apps::discover))
+        .routes(routes!(
+            apps::list_app_connections,
+            apps::open_app_connection
+        ))
+        .routes(routes!(
+            apps::get_app_connection,
+            apps::remove_app_connection
+        ))
+        .routes(routes!(apps::discover_app_tools))
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(approvals::get_approval))
         .routes(routes!(approvals::decide_approval))
