@@ -16,8 +16,13 @@ mod source;
 
 pub use error::McpError;
 pub use session::{McpEndpoint, McpSession, McpToolResult, OpenOptions};
-pub use source::{McpTool, McpToolSource};
+pub use source::{McpTool, McpToolSource, app_tool_definition};
 
 /// The `_meta` key of a `tools/call` that carries OpenBot's request ID for the call: it stays
 /// the same for every try of one call, so a server that deduplicates can tell a retry.
 pub const REQUEST_ID_META: &str = "openbot/requestId";
+
+/// The App and tool a Bot tool name names (`<app>__<tool>`), if it has that form.
+pub fn split_name(name: &str) -> Option<(&str, &str)> {
+    openbot_schema::split_app_tool_name(name)
+}

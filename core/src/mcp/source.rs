@@ -46,24 +46,54 @@ impl McpToolSource {
             .iter()
             .map(|declaration| {
                 Arc::new(McpTool {
-                    definition: ToolDefinition {
-                        name: format!("{}{APP_TOOL_SEPARATOR}{}", self.name, declaration.name),
-                        description: declaration.description.clone(),
-                        input_schema: declaration.input_schema.clone(),
-                    },
+                    definition: app_tool_definition(&self.name, declaration),
                     tool: declaration.name.clone(),
-                    session: Arc::clone(&self.session),
+                    session: Session::Shared(Arc::clone(&self.session)),
                 }) as SharedTool
             })
             .collect()
     }
 }
 
-/// One tool of an MCP server, called over a shared session.
+/// The definition a model sees for the tool `declaration` of the App `app`: named
+/// `<app>__<tool>`, with the declared description and input schema.
+pub fn app_tool_definition(app: &str, declaration: &AppToolDeclaration) -> ToolDefinition {
+    ToolDefinition {
+        name: format!("{app}{APP_TOOL_SEPARATOR}{}", declaration.name),
+        description: declaration.description.clone(),
+        input_schema: declaration.input_schema.clone(),
+    }
+}
+
+enum Session {
+    /// One session for every call, open while the tool lives.
+    Shared(Arc<McpSession>),
+    /// A session of its own for each call, closed before the call returns.
+    PerCall(Box<(McpEndpoint, OpenOptions)>),
+}
+
+/// One tool of an MCP server.
 pub struct McpTool {
     definition: ToolDefinition,
     tool: String,
-    session: Arc<McpSession>,
+    session: Session,
+}
+
+impl McpTool {
+    /// The tool `declaration` of the App `app` at `endpoint`: each call opens a session of
+    /// its own and closes it before it returns.
+    pub fn per_call(
+        app: &str,
+        declaration: &AppToolDeclaration,
+        endpoint: McpEndpoint,
+        options: OpenOptions,
+    ) -> Self {
+        Self {
+            definition: app_tool_definition(app, declaration),
+            tool: declaration.name.clone(),
+            session: Session::PerCall(Box::new((endpoint, options))),
+        }
+    }
 }
 
 #[async_trait]
@@ -73,16 +103,35 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
-        let result = self
-            .session
-            .call_tool(
-                &self.tool,
-                arguments,
-                &context.idempotency_key,
-                &context.cancel,
-            )
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?;
+        let result = match &self.session {
+            Session::Shared(session) => {
+                session
+                    .call_tool(
+                        &self.tool,
+                        arguments,
+                        &context.idempotency_key,
+                        &context.cancel,
+                    )
+                    .await
+            }
+            Session::PerCall(reach) => {
+                let (endpoint, options) = &**reach;
+                let session = McpSession::open(endpoint, options)
+                    .await
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                let result = session
+                    .call_tool(
+                        &self.tool,
+                        arguments,
+                        &context.idempotency_key,
+                        &context.cancel,
+                    )
+                    .await;
+                session.close().await;
+                result
+            }
+        }
+        .map_err(|e| ToolError::new(e.to_string()))?;
         if result.is_error {
             let text = result
                 .content

@@ -43,8 +43,10 @@ struct State {
     executions: HashMap<ExecutionId, Arc<MemoryHost>>,
     /// Models by spec; one instance per spec, so a scripted model's script runs on across Turns.
     models: HashMap<String, Arc<dyn Model>>,
-    /// Tool sets by Bot and revision.
-    tool_sets: HashMap<(BotId, u64), Arc<ToolSet>>,
+    /// Tool sets by Bot, revision and Apps generation.
+    tool_sets: HashMap<(BotId, u64, u64), Arc<ToolSet>>,
+    /// Apps (MCP servers) as tool sources.
+    apps: super::apps::MemoryApps,
     /// Command key -> (the request it named, its receipt).
     command_keys: HashMap<String, (String, SendReceipt)>,
 }
@@ -172,13 +174,22 @@ impl State {
         bot: &Bot,
         handlers: &HashMap<String, SharedTool>,
     ) -> Result<Arc<ToolSet>, Error> {
-        let key = (bot.id, bot.revision);
+        let key = (bot.id, bot.revision, self.apps.generation);
         if let Some(set) = self.tool_sets.get(&key) {
             return Ok(Arc::clone(set));
         }
         let mut set = ToolSet::new();
         for definition in &bot.spec.tools {
-            set.insert(definition.clone(), handlers.get(&definition.name).cloned())
+            // A handler of this process first; else a tool of a discovered App, with the
+            // definition its server declared.
+            let (definition, handler) = match handlers.get(&definition.name) {
+                Some(handler) => (definition.clone(), Some(Arc::clone(handler))),
+                None => match self.apps.tool(&definition.name) {
+                    Some(tool) => (tool.definition().clone(), Some(tool)),
+                    None => (definition.clone(), None),
+                },
+            };
+            set.insert(definition, handler)
                 .map_err(|e| Error::invalid_input(e.to_string()))?;
         }
         let set = Arc::new(set);
@@ -381,7 +392,7 @@ impl Client for MemoryClient {
             )));
         }
         state.bots.remove(&id);
-        state.tool_sets.retain(|(bot, _), _| *bot != id);
+        state.tool_sets.retain(|(bot, _, _), _| *bot != id);
         Ok(())
     }
 
@@ -570,6 +581,9 @@ impl Client for MemoryClient {
     ) -> Result<crate::client::ApiAnswer, Error> {
         let op = crate::client::api::operation(operation)
             .ok_or_else(|| crate::client::api::unknown_operation(operation))?;
+        if super::apps::OPERATIONS.contains(&op.id) {
+            return self.app_operation(op.id, &request).await;
+        }
         match crate::client::dispatch::client_operation(self, op, &request).await {
             Some(answer) => answer,
             None => Err(crate::client::api::server_only(op.id)),
@@ -588,6 +602,30 @@ impl Client for MemoryClient {
 }
 
 impl MemoryClient {
+    /// An App operation; discovery opens its session outside the lock.
+    async fn app_operation(
+        &self,
+        op: &str,
+        request: &crate::client::ApiRequest,
+    ) -> Result<crate::client::ApiAnswer, Error> {
+        let plan = match self.state()?.apps.run(op, request)? {
+            Ok(answer) => return Ok(answer),
+            Err(plan) => plan,
+        };
+        let options = crate::mcp::OpenOptions::standalone();
+        let unavailable = |e: crate::mcp::McpError| {
+            Error::new(openbot_schema::ErrorCode::Unavailable, e.to_string())
+        };
+        let session = crate::mcp::McpSession::open(&plan.endpoint, &options)
+            .await
+            .map_err(unavailable)?;
+        let listed = session.list_tools().await;
+        session.close().await;
+        let tools = listed.map_err(unavailable)?;
+        let discovery = self.state()?.apps.discovered(&plan, tools)?;
+        crate::client::ApiAnswer::of(&discovery)
+    }
+
     fn admit(&self, chat: ChatId, input: SendInput, steer: bool) -> Result<SendReceipt, Error> {
         check_input(&input)?;
         let mut state = self.state()?;

@@ -3,6 +3,7 @@
 //! Nothing here survives the process: a Turn that is running when the process stops is gone,
 //! with its events and history. Use the server for work that must survive a crash.
 
+mod apps;
 mod client;
 mod host;
 mod sealed;
