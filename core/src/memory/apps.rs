@@ -32,8 +32,9 @@ pub(crate) struct MemoryApps {
     pub(crate) generation: u64,
 }
 
-/// The App operations memory mode answers.
-pub(crate) const OPERATIONS: &[&str] = &[
+/// The App operations memory mode answers (no typed Client method declares them; the
+/// generic call path and the generated operations reach them).
+pub const OPERATIONS: &[&str] = &[
     "register_app",
     "list_apps",
     "get_app",

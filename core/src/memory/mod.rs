@@ -8,6 +8,7 @@ mod client;
 mod host;
 mod sealed;
 
+pub use apps::OPERATIONS as APP_OPERATIONS;
 pub use client::MemoryClient;
 pub use host::MemoryHost;
 pub use sealed::SealedErrors;
