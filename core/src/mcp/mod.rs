@@ -3,6 +3,11 @@
 //! on its own (a standalone agent uses it through [`McpToolSource`]) and under the server,
 //! which adds the durable call log, rights and saved declarations around it.
 //!
+//! It lives in core rather than in a crate of its own because `memory://` (core) answers the
+//! App operations with it and it keeps to core's outbound policy: a separate crate would need
+//! core for the policy while core needed it for `memory://`. The bindings get it with core and
+//! build no extra crate.
+//!
 //! Built on the `rmcp` crate. Outbound HTTP goes through the [`OutboundPolicy`]: the client
 //! follows no redirect, uses no proxy from the environment, and reaches internal addresses only
 //! where the policy allows them. A stdio server is started only when the caller says stdio is
