@@ -83,8 +83,14 @@ async fn in_memory_an_operation_only_a_server_has_is_invalid_input_that_says_so(
         .iter()
         .filter(|op| op.client_method.is_none() && !apps.contains(&op.id))
         .collect();
-    let listed = client.call("list_apps", ApiRequest::default()).await.unwrap();
-    assert_eq!(listed.decode::<serde_json::Value>().unwrap()["items"], serde_json::json!([]));
+    let listed = client
+        .call("list_apps", ApiRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.decode::<serde_json::Value>().unwrap()["items"],
+        serde_json::json!([])
+    );
     assert!(!server_only.is_empty());
     for op in server_only {
         let err = client.call(op.id, ApiRequest::default()).await.unwrap_err();
