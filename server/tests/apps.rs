@@ -65,6 +65,7 @@ app_tests!(
     a_bot_naming_an_unknown_app_tool_cannot_send,
     apps_and_connections_are_paged,
     a_removed_app_is_gone_with_its_connections,
+    an_approval_rule_holds_an_app_call_until_a_person_approves_it,
 );
 
 async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
@@ -737,6 +738,52 @@ async fn a_removed_app_is_gone_with_its_connections(server: Server) {
     let chat = server.chat(&server.owner, &bot).await;
     let (status, _) = error_code(server.send(&server.owner, &chat, "Hi", None).await).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+async fn an_approval_rule_holds_an_app_call_until_a_person_approves_it(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    app_ready(&server, "notes", &fixture_stdio(&log, 0.0, None)).await;
+    let rule = server
+        .post("/v1/approval-rules", &server.owner)
+        .json(&json!({"tool": "notes__write_note", "action": "ask"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rule.status(), StatusCode::CREATED);
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "approved note"})),
+        Answer::Text(vec!["asked"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let (_, execution) = start(&server, &bot, "Write").await;
+    let events = server.finish(&server.owner, &execution).await;
+    let request = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { request_id, .. } => Some(request_id.to_string()),
+            _ => None,
+        })
+        .expect("an approval_requested event");
+    assert!(
+        !fixture_log(&log).iter().any(|l| l.starts_with("call")),
+        "nothing is sent before the decision"
+    );
+    let approved = server
+        .post(&format!("/v1/approvals/{request}/decision"), &server.owner)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+    // The approved call runs once, in its tool job, over the saved route.
+    let lines = wait_for_log(&log, "done write_note").await;
+    let calls = lines
+        .iter()
+        .filter(|l| l.starts_with("call write_note"))
+        .count();
+    assert_eq!(calls, 1, "{lines:?}");
 }
 
 /// Apps on a node with the default platform: stdio off, internal addresses denied.

@@ -24,6 +24,12 @@ use crate::store::now_ms;
 /// The most headers a manual Connection sends.
 pub const MAX_HEADERS: usize = 20;
 
+/// The most tools a discovery saves.
+pub const MAX_TOOLS: usize = 1000;
+
+/// The most bytes of tool declarations a discovery saves (as JSON).
+pub const MAX_DISCOVERY_BYTES: usize = 4 * 1024 * 1024;
+
 /// The App use cases. Cheap to clone.
 #[derive(Clone)]
 pub struct Apps {
@@ -318,6 +324,16 @@ impl Apps {
         let listed = session.list_tools().await;
         session.close().await;
         let tools = listed.map_err(upstream)?;
+        // A server cannot make the database keep an unbounded list.
+        let size = serde_json::to_vec(&tools)
+            .map(|b| b.len())
+            .unwrap_or(usize::MAX);
+        if tools.len() > MAX_TOOLS || size > MAX_DISCOVERY_BYTES {
+            return Err(AppError::Upstream(format!(
+                "the App declares more than {MAX_TOOLS} tools or {} MiB of declarations",
+                MAX_DISCOVERY_BYTES / (1024 * 1024)
+            )));
+        }
         let at = now_ms();
         let saved = self
             .store

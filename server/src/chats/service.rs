@@ -214,14 +214,19 @@ impl Chats {
                     "the App `{app_name}` has no tool `{tool}` in its last discovery: run discovery on its connection"
                 ))
             })?;
-        Ok(Some(crate::apps::tool::AppRoute {
+        let route = crate::apps::tool::AppRoute {
             organization_id: organization,
             app_id: app.id,
             app_name: app.name,
             connection_id: connection.id,
             revision: connection.revision,
             declaration,
-        }))
+        };
+        // A declaration a model cannot take (its schema, its name) stops the send, not the Turn.
+        openbot_core::tool::CheckedSchema::new(route.definition()).map_err(|e| {
+            ChatError::Invalid(format!("the App tool `{name}` cannot be offered: {e}"))
+        })?;
+        Ok(Some(route))
     }
 
     /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
