@@ -1,7 +1,7 @@
 //! Apps: MCP servers an organization offers to its Bots as tool sources, the Connections it
 //! opens to them, and the tool declarations discovery reads.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 /// How an App's MCP server is reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AppTransport {
     /// MCP's streamable HTTP transport at `url` (for example `https://mcp.example.com/mcp`).
@@ -26,12 +27,14 @@ pub enum AppTransport {
         command: String,
         /// Its arguments.
         #[serde(default)]
+        #[cfg_attr(feature = "uniffi", uniffi(default))]
         args: Vec<String>,
     },
 }
 
 /// An App to register.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct NewApp {
     /// Its name, unique in the organization: 1-40 of `a-z 0-9 -`, starting with a letter.
@@ -44,6 +47,7 @@ pub struct NewApp {
 
 /// A registered App.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct App {
     /// Its ID.
     pub id: Uuid,
@@ -57,6 +61,7 @@ pub struct App {
 
 /// How a Connection authenticates to its App.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum AppAuthKind {
     /// No credentials.
@@ -69,6 +74,7 @@ pub enum AppAuthKind {
 
 /// Whether a Connection can be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum AppConnectionStatus {
     /// Calls may use it.
@@ -81,18 +87,21 @@ pub enum AppConnectionStatus {
 
 /// A Connection to open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct NewAppConnection {
     /// How it authenticates.
     pub auth: AppAuthKind,
     /// For `manual`: the HTTP headers to send to the App (for example `Authorization`), at
     /// most 20. Sealed at rest; never shown again.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub headers: HashMap<String, String>,
 }
 
 /// A Connection: one organization's link to an App.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct AppConnection {
     /// Its ID.
     pub id: Uuid,
@@ -109,9 +118,11 @@ pub struct AppConnection {
     pub header_names: Vec<String>,
     /// How many tools the last discovery found, if it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub tool_count: Option<u32>,
     /// When the last discovery ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub discovered_at: Option<DateTime<Utc>>,
     /// When it was opened.
     pub created_at: DateTime<Utc>,
@@ -120,22 +131,28 @@ pub struct AppConnection {
 /// What an MCP server says about a tool's behaviour. Hints, not guarantees: OpenBot sends a
 /// call whose result was lost again only when the tool says it is read-only or idempotent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(rename_all = "camelCase")]
 pub struct AppToolAnnotations {
     /// A title for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub title: Option<String>,
     /// The tool does not change its environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub read_only_hint: Option<bool>,
     /// The tool may destroy or overwrite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub destructive_hint: Option<bool>,
     /// Calling it again with the same arguments has no further effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub idempotent_hint: Option<bool>,
     /// The tool reaches beyond the server (the open world).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub open_world_hint: Option<bool>,
 }
 
@@ -148,29 +165,35 @@ impl AppToolAnnotations {
 
 /// One tool of an App as its MCP server declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct AppToolDeclaration {
     /// The tool's name on the server.
     pub name: String,
     /// A title for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub title: Option<String>,
     /// What it does.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub description: String,
     /// The JSON Schema of its arguments.
     #[schema(value_type = Object)]
     pub input_schema: Value,
     /// The JSON Schema of its structured result, if declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
     /// Its behaviour hints.
     #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub annotations: AppToolAnnotations,
 }
 
 /// What a discovery found: every tool of the Connection's App, with schemas and annotations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct AppDiscovery {
     /// The Connection.
     pub connection_id: Uuid,

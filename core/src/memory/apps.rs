@@ -140,14 +140,18 @@ impl MemoryApps {
                     auth: body.auth,
                     status,
                     revision: 1,
-                    header_names: body.headers.keys().cloned().collect(),
+                    header_names: {
+                        let mut names: Vec<String> = body.headers.keys().cloned().collect();
+                        names.sort();
+                        names
+                    },
                     tool_count: None,
                     discovered_at: None,
                     created_at: Utc::now(),
                 };
                 self.connections.push(Connection {
                     view: view.clone(),
-                    headers: body.headers,
+                    headers: body.headers.into_iter().collect(),
                     tools: None,
                 });
                 self.generation += 1;

@@ -203,8 +203,10 @@ impl Apps {
     ) -> Result<AppConnection, AppError> {
         let app = self.live_app(organization, app).await?;
         let id = Uuid::now_v7();
+        // In name order, so the sealed JSON and the listed names do not depend on a hash.
+        let headers: BTreeMap<String, String> = request.headers.into_iter().collect();
         let (status, credentials) = match request.auth {
-            AppAuthKind::None | AppAuthKind::Oauth if !request.headers.is_empty() => {
+            AppAuthKind::None | AppAuthKind::Oauth if !headers.is_empty() => {
                 return Err(AppError::Invalid(
                     "headers are only for manual connections".into(),
                 ));
@@ -212,14 +214,14 @@ impl Apps {
             AppAuthKind::None => (AppConnectionStatus::Ready, None),
             AppAuthKind::Oauth => (AppConnectionStatus::NeedsSignIn, None),
             AppAuthKind::Manual => {
-                check_headers(&request.headers)?;
+                check_headers(&headers)?;
                 if matches!(app.transport, AppTransport::Stdio { .. }) {
                     return Err(AppError::Invalid(
                         "a stdio App takes no headers: connect it with auth none".into(),
                     ));
                 }
-                let plain = serde_json::to_vec(&request.headers)
-                    .map_err(|e| AppError::Invalid(e.to_string()))?;
+                let plain =
+                    serde_json::to_vec(&headers).map_err(|e| AppError::Invalid(e.to_string()))?;
                 let sealed = self
                     .keys
                     .seal_at(&credentials_place(id), &plain)
@@ -234,7 +236,7 @@ impl Apps {
             auth: request.auth,
             status,
             revision: 1,
-            header_names: request.headers.keys().cloned().collect(),
+            header_names: headers.keys().cloned().collect(),
             credentials,
             tools: None,
             discovered_at: None,

@@ -1,6 +1,6 @@
 //! `openbot apps`: the organization's Apps (MCP servers), their Connections and discovery.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -177,8 +177,8 @@ async fn app_id(client: &openbot_core::RemoteClient, app: &str) -> anyhow::Resul
         .ok_or_else(|| anyhow::anyhow!("there is no App named `{app}`"))
 }
 
-fn parse_headers(headers: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut map = BTreeMap::new();
+fn parse_headers(headers: &[String]) -> anyhow::Result<HashMap<String, String>> {
+    let mut map = HashMap::new();
     for header in headers {
         let (name, value) = header
             .split_once(':')
