@@ -36,4 +36,6 @@ mod manual {
     struct Client;
     #[doc = include_str!("../../docs/models.md")]
     struct Models;
+    #[doc = include_str!("../../docs/apps.md")]
+    struct Apps;
 }
