@@ -66,6 +66,7 @@ app_tests!(
     apps_and_connections_are_paged,
     a_removed_app_is_gone_with_its_connections,
     an_approval_rule_holds_an_app_call_until_a_person_approves_it,
+    manual_headers_reach_the_app_on_each_call,
 );
 
 async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
@@ -784,6 +785,63 @@ async fn an_approval_rule_holds_an_app_call_until_a_person_approves_it(server: S
         .filter(|l| l.starts_with("call write_note"))
         .count();
     assert_eq!(calls, 1, "{lines:?}");
+}
+
+async fn manual_headers_reach_the_app_on_each_call(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let fixture = fixture_http(&log, 0.0).await;
+    let transport = AppTransport::Http {
+        url: fixture.url.clone(),
+    };
+    let app: Value = register(&server, &server.owner, "notes", &transport)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let app = app["id"].as_str().unwrap();
+    let connection: Value = connect(
+        &server,
+        &server.owner,
+        app,
+        json!({"auth": "manual", "headers": {"X-Fixture-Key": "key-2718"}}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let connection = connection["id"].as_str().unwrap();
+    assert_eq!(
+        discover(&server, &server.owner, app, connection)
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "over http"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let (_, execution) = start(&server, &bot, "Write").await;
+    let events = server.finish(&server.owner, &execution).await;
+    let results = tool_results(&events);
+    assert_eq!(
+        results[0].output[0].as_text(),
+        Some("write_note: over http"),
+        "{results:?}"
+    );
+    assert!(
+        fixture_log(&log).contains(&"header x-fixture-key key-2718".to_string()),
+        "{:?}",
+        fixture_log(&log)
+    );
+    // Neither the events nor the model saw the header's value.
+    assert!(!serde_json::to_string(&events).unwrap().contains("key-2718"));
+    assert!(!model.bodies().iter().any(|b| b.contains("key-2718")));
+    // Nor did the logs (debug level, rmcp's and reqwest's included).
+    let logs = String::from_utf8_lossy(&api::logs().lock().unwrap()).to_string();
+    assert!(!logs.is_empty() && !logs.contains("key-2718"));
 }
 
 /// Apps on a node with the default platform: stdio off, internal addresses denied.

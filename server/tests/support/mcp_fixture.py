@@ -9,7 +9,8 @@ marker; later calls find it and answer at once.
 
 Tools: `write_note` (no hints: a write that must not be repeated blindly) and `read_note`
 (readOnlyHint). Each call appends `call <tool> <request id> <text>` to the log, then
-`done <tool>` or `cancelled <tool>` (a `notifications/cancelled` from the client).
+`done <tool>` or `cancelled <tool>` (a `notifications/cancelled` from the client); over HTTP
+an `X-Fixture-Key` request header is logged as `header x-fixture-key <value>`.
 """
 
 import argparse
@@ -52,6 +53,9 @@ server = MCPServer("fixture")
 
 async def run(tool: str, text: str, ctx: Context) -> str:
     log(f"call {tool} {request_id(ctx)} {text}")
+    headers = ctx.headers or {}
+    if "x-fixture-key" in headers:
+        log(f"header x-fixture-key {headers['x-fixture-key']}")
     delay = args.delay
     if args.once_marker:
         try:
