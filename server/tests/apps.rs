@@ -67,6 +67,8 @@ app_tests!(
     a_removed_app_is_gone_with_its_connections,
     an_approval_rule_holds_an_app_call_until_a_person_approves_it,
     manual_headers_reach_the_app_on_each_call,
+    a_session_lost_mid_call_of_an_unsafe_tool_waits_in_outcome_unknown,
+    a_session_lost_mid_call_of_a_read_only_tool_is_sent_again_with_the_same_request_id,
 );
 
 async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
@@ -842,6 +844,78 @@ async fn manual_headers_reach_the_app_on_each_call(server: Server) {
     // Nor did the logs (debug level, rmcp's and reqwest's included).
     let logs = String::from_utf8_lossy(&api::logs().lock().unwrap()).to_string();
     assert!(!logs.is_empty() && !logs.contains("key-2718"));
+}
+
+/// Kills the fixture process that logged the last `pid` line, as a crashed MCP server.
+fn kill_fixture(log: &std::path::Path) {
+    let pid = fixture_log(log)
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("pid ").map(str::to_string))
+        .unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
+async fn a_session_lost_mid_call_of_an_unsafe_tool_waits_in_outcome_unknown(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    app_ready(&server, "notes", &fixture_stdio(&log, 60.0, None)).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "pay 5"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let (_, execution) = start(&server, &bot, "Pay").await;
+    wait_for_log(&log, "call write_note").await;
+    kill_fixture(&log);
+    eventually("outcome_unknown", || async {
+        (state(&server, &execution).await == "outcome_unknown").then_some(())
+    })
+    .await;
+    let waiting = server.items("/v1/unknown-outcomes", &server.owner).await;
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let calls = fixture_log(&log)
+        .iter()
+        .filter(|l| l.starts_with("call write_note"))
+        .count();
+    assert_eq!(calls, 1, "the unsafe write was not sent again");
+    assert_eq!(model.total_requests(), 1, "the model got no guessed result");
+}
+
+async fn a_session_lost_mid_call_of_a_read_only_tool_is_sent_again_with_the_same_request_id(
+    server: Server,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let marker = dir.path().join("slow-once");
+    let transport = fixture_stdio_with(&log, 60.0, None, Some(&marker));
+    app_ready(&server, "notes", &transport).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__read_note", json!({"text": "list"})),
+        Answer::Text(vec!["read"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__read_note"]).await;
+    let (_, execution) = start(&server, &bot, "Read").await;
+    wait_for_log(&log, "call read_note").await;
+    kill_fixture(&log);
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    let calls: Vec<String> = fixture_log(&log)
+        .into_iter()
+        .filter(|l| l.starts_with("call read_note"))
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0], calls[1], "the same request ID both times");
+    assert_eq!(
+        tool_results(&events)[0].output[0].as_text(),
+        Some("read_note: list")
+    );
 }
 
 /// Apps on a node with the default platform: stdio off, internal addresses denied.

@@ -106,6 +106,9 @@ impl AppTool {
     }
 }
 
+/// How often a retry-safe call is sent in one phase when its session breaks.
+const MAX_TRIES: u32 = 3;
+
 fn tool_error(err: McpError) -> ToolError {
     ToolError::new(err.to_string())
 }
@@ -149,20 +152,37 @@ impl Tool for AppTool {
             .endpoint(&app, &connection)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let session = McpSession::open(&endpoint, &self.apps.mcp_options())
-            .await
-            .map_err(tool_error)?;
-        let result = session
-            .call_tool(
-                &route.declaration.name,
-                arguments,
-                &context.idempotency_key,
-                &context.cancel,
-            )
-            .await;
-        // Closed before the call returns, so before the phase ends or waits.
-        session.close().await;
-        let result = result.map_err(tool_error)?;
+        let options = self.apps.mcp_options();
+        let mut tries = 0;
+        let result = loop {
+            tries += 1;
+            let session = McpSession::open(&endpoint, &options)
+                .await
+                .map_err(tool_error)?;
+            let result = session
+                .call_tool(
+                    &route.declaration.name,
+                    arguments.clone(),
+                    &context.idempotency_key,
+                    &context.cancel,
+                )
+                .await;
+            // Closed before the call returns, so before the phase ends or waits.
+            session.close().await;
+            match result {
+                // The session broke after the request went out: maybe applied. A read-only or
+                // idempotent tool is asked again with the same request ID; any other waits
+                // for a person's decision.
+                Err(McpError::Lost) if route.retry_safe() && tries < MAX_TRIES => continue,
+                Err(McpError::Lost) if !route.retry_safe() => {
+                    return Err(ToolError::outcome_unknown(format!(
+                        "the session to the App `{}` broke after the call was sent",
+                        route.app_name
+                    )));
+                }
+                other => break other.map_err(tool_error)?,
+            }
+        };
         if result.is_error {
             let text: Vec<&str> = result.content.iter().filter_map(|p| p.as_text()).collect();
             return Err(ToolError::new(if text.is_empty() {

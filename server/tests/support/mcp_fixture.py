@@ -8,13 +8,15 @@ With `--once-marker`, only the first call (of any process) takes the delay: it c
 marker; later calls find it and answer at once.
 
 Tools: `write_note` (no hints: a write that must not be repeated blindly) and `read_note`
-(readOnlyHint). Each call appends `call <tool> <request id> <text>` to the log, then
+(readOnlyHint). Each call appends `pid <process>` and `call <tool> <request id> <text>` to
+the log, then
 `done <tool>` or `cancelled <tool>` (a `notifications/cancelled` from the client); over HTTP
 an `X-Fixture-Key` request header is logged as `header x-fixture-key <value>`.
 """
 
 import argparse
 import asyncio
+import os
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
@@ -52,6 +54,7 @@ server = MCPServer("fixture")
 
 
 async def run(tool: str, text: str, ctx: Context) -> str:
+    log(f"pid {os.getpid()}")
     log(f"call {tool} {request_id(ctx)} {text}")
     headers = ctx.headers or {}
     if "x-fixture-key" in headers:
