@@ -12,6 +12,7 @@ pub mod delegation;
 mod error;
 pub mod events;
 pub mod files;
+pub mod mcp;
 pub mod memories;
 pub mod memory;
 pub mod model;
@@ -40,4 +41,6 @@ mod manual {
     struct Models;
     #[doc = include_str!("../../docs/memory.md")]
     struct Memory;
+    #[doc = include_str!("../../docs/apps.md")]
+    struct Apps;
 }

@@ -21,6 +21,29 @@ export type Action = Schemas['Action'];
 export type ApiToken = Schemas['ApiToken'];
 /** One page of API tokens, newest first. */
 export type ApiTokenPage = Schemas['ApiTokenPage'];
+/** A registered App. */
+export type App = Schemas['App'];
+/** How a Connection authenticates to its App. */
+export type AppAuthKind = Schemas['AppAuthKind'];
+/** A Connection: one organization's link to an App. */
+export type AppConnection = Schemas['AppConnection'];
+/** One page of an App's Connections, oldest first. */
+export type AppConnectionPage = Schemas['AppConnectionPage'];
+/** Whether a Connection can be used. */
+export type AppConnectionStatus = Schemas['AppConnectionStatus'];
+/** What a discovery found: every tool of the Connection's App, with schemas and annotations. */
+export type AppDiscovery = Schemas['AppDiscovery'];
+/** One page of Apps, oldest first. */
+export type AppPage = Schemas['AppPage'];
+/**
+ * What an MCP server says about a tool's behaviour. Hints, not guarantees: OpenBot sends a call
+ * whose result was lost again only when the tool says it is read-only or idempotent.
+ */
+export type AppToolAnnotations = Schemas['AppToolAnnotations'];
+/** One tool of an App as its MCP server declares it. */
+export type AppToolDeclaration = Schemas['AppToolDeclaration'];
+/** How an App's MCP server is reached. */
+export type AppTransport = Schemas['AppTransport'];
 /** A tool call that waits for (or got) a person's decision. */
 export type ApprovalRequest = Schemas['ApprovalRequest'];
 /** One page of approval requests, newest first. */
@@ -191,6 +214,10 @@ export type Message = Schemas['Message'];
 export type ModelPrice = Schemas['ModelPrice'];
 /** One page of the prices in force, by model spec (compared by bytes). */
 export type ModelPricePage = Schemas['ModelPricePage'];
+/** An App to register. */
+export type NewApp = Schemas['NewApp'];
+/** A Connection to open. */
+export type NewAppConnection = Schemas['NewAppConnection'];
 /** An organization the caller's account belongs to. */
 export type Organization = Schemas['Organization'];
 /** One page of organizations, oldest first. */
@@ -353,6 +380,15 @@ export type OperationId =
   | 'list_approvals'
   | 'get_approval'
   | 'decide_approval'
+  | 'list_apps'
+  | 'register_app'
+  | 'get_app'
+  | 'remove_app'
+  | 'list_app_connections'
+  | 'open_app_connection'
+  | 'get_app_connection'
+  | 'remove_app_connection'
+  | 'discover_app_tools'
   | 'get_credits'
   | 'grant_credits'
   | 'credit_ledger'
@@ -458,6 +494,15 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_approvals: { id: 'list_approvals', sdkMethod: 'listApprovals', method: 'GET', path: '/v1/approvals', tag: 'approvals', pathParams: [], queryParams: ['state', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   get_approval: { id: 'get_approval', sdkMethod: 'getApproval', method: 'GET', path: '/v1/approvals/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   decide_approval: { id: 'decide_approval', sdkMethod: 'decideApproval', method: 'POST', path: '/v1/approvals/{id}/decision', tag: 'approvals', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  list_apps: { id: 'list_apps', sdkMethod: 'listApps', method: 'GET', path: '/v1/apps', tag: 'apps', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
+  register_app: { id: 'register_app', sdkMethod: 'registerApp', method: 'POST', path: '/v1/apps', tag: 'apps', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  get_app: { id: 'get_app', sdkMethod: 'getApp', method: 'GET', path: '/v1/apps/{id}', tag: 'apps', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  remove_app: { id: 'remove_app', sdkMethod: 'removeApp', method: 'DELETE', path: '/v1/apps/{id}', tag: 'apps', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
+  list_app_connections: { id: 'list_app_connections', sdkMethod: 'listAppConnections', method: 'GET', path: '/v1/apps/{id}/connections', tag: 'apps', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
+  open_app_connection: { id: 'open_app_connection', sdkMethod: 'openAppConnection', method: 'POST', path: '/v1/apps/{id}/connections', tag: 'apps', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  get_app_connection: { id: 'get_app_connection', sdkMethod: 'getAppConnection', method: 'GET', path: '/v1/apps/{id}/connections/{connection}', tag: 'apps', pathParams: ['id', 'connection'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  remove_app_connection: { id: 'remove_app_connection', sdkMethod: 'removeAppConnection', method: 'DELETE', path: '/v1/apps/{id}/connections/{connection}', tag: 'apps', pathParams: ['id', 'connection'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
+  discover_app_tools: { id: 'discover_app_tools', sdkMethod: 'discoverAppTools', method: 'POST', path: '/v1/apps/{id}/connections/{connection}/discover', tag: 'apps', pathParams: ['id', 'connection'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   get_credits: { id: 'get_credits', sdkMethod: 'getCredits', method: 'GET', path: '/v1/billing/credits', tag: 'billing', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   grant_credits: { id: 'grant_credits', sdkMethod: 'grantCredits', method: 'POST', path: '/v1/billing/credits/grants', tag: 'billing', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   credit_ledger: { id: 'credit_ledger', sdkMethod: 'creditLedger', method: 'GET', path: '/v1/billing/credits/ledger', tag: 'billing', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
@@ -563,6 +608,15 @@ export interface OperationTypes {
   list_approvals: { params: { state?: ApprovalState; limit?: number; cursor?: string }; body: undefined; answer: ApprovalRequestPage };
   get_approval: { params: { id: string }; body: undefined; answer: ApprovalRequest };
   decide_approval: { params: { id: string }; body: DecideApproval; answer: ApprovalRequest };
+  list_apps: { params: { limit?: number; cursor?: string }; body: undefined; answer: AppPage };
+  register_app: { params: Record<string, never>; body: NewApp; answer: App };
+  get_app: { params: { id: string }; body: undefined; answer: App };
+  remove_app: { params: { id: string }; body: undefined; answer: undefined };
+  list_app_connections: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: AppConnectionPage };
+  open_app_connection: { params: { id: string }; body: NewAppConnection; answer: AppConnection };
+  get_app_connection: { params: { id: string; connection: string }; body: undefined; answer: AppConnection };
+  remove_app_connection: { params: { id: string; connection: string }; body: undefined; answer: undefined };
+  discover_app_tools: { params: { id: string; connection: string }; body: undefined; answer: AppDiscovery };
   get_credits: { params: Record<string, never>; body: undefined; answer: CreditBalance };
   grant_credits: { params: Record<string, never>; body: GrantCredits; answer: CreditBalance };
   credit_ledger: { params: { limit?: number; cursor?: string }; body: undefined; answer: CreditLedgerPage };
@@ -727,6 +781,95 @@ export abstract class Operations {
     checkString('decideApproval', 'id', id);
     checkFields('decideApproval', 'body', body, { decision: 'string!', reason: 'string?' });
     return (await this.invoke('decide_approval', { id }, body)) as ApprovalRequest;
+  }
+
+  /**
+   * The organization's Apps, oldest first. Paged: ask again with `next_cursor` until it is absent.
+   * `GET /v1/apps` (operation `list_apps`).
+   */
+  listApps(options: { limit?: number; cursor?: string } = {}): Paged<App> {
+    checkFields('listApps', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_apps', { ...options }, 'items', (info) => info as App);
+  }
+
+  /**
+   * Registers an App: a streamable-HTTP URL (checked against the deployment's outbound policy), or
+   * a stdio command where the operator enabled stdio Apps. Its name is unique in the organization;
+   * Bots name its tools `<name>__<tool>`. `POST /v1/apps` (operation `register_app`).
+   */
+  async registerApp(body: NewApp): Promise<App> {
+    checkFields('registerApp', 'body', body, { name: 'string!' });
+    return (await this.invoke('register_app', {}, body)) as App;
+  }
+
+  /** One App of the organization. `GET /v1/apps/{id}` (operation `get_app`). */
+  async getApp(id: string): Promise<App> {
+    checkString('getApp', 'id', id);
+    return (await this.invoke('get_app', { id }, undefined)) as App;
+  }
+
+  /**
+   * Removes an App and its Connections. Turns submitted later no longer offer its tools; saved
+   * calls that name it fail with a clear result and send nothing. `DELETE /v1/apps/{id}` (operation
+   * `remove_app`).
+   */
+  async removeApp(id: string): Promise<void> {
+    checkString('removeApp', 'id', id);
+    await this.invoke('remove_app', { id }, undefined);
+  }
+
+  /**
+   * An App's Connections that are not removed, oldest first. Paged. `GET /v1/apps/{id}/connections`
+   * (operation `list_app_connections`).
+   */
+  listAppConnections(id: string, options: { limit?: number; cursor?: string } = {}): Paged<AppConnection> {
+    checkString('listAppConnections', 'id', id);
+    checkFields('listAppConnections', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_app_connections', { id, ...options }, 'items', (info) => info as AppConnection);
+  }
+
+  /**
+   * Opens a Connection to an App: `none`, `manual` (headers sealed at rest, never shown again) or
+   * `oauth` (it starts as `needs_sign_in`). `POST /v1/apps/{id}/connections` (operation
+   * `open_app_connection`).
+   */
+  async openAppConnection(id: string, body: NewAppConnection): Promise<AppConnection> {
+    checkString('openAppConnection', 'id', id);
+    checkFields('openAppConnection', 'body', body, { auth: 'string!', headers: 'object?' });
+    return (await this.invoke('open_app_connection', { id }, body)) as AppConnection;
+  }
+
+  /**
+   * One Connection of an App, removed ones too (with status `removed`). `GET
+   * /v1/apps/{id}/connections/{connection}` (operation `get_app_connection`).
+   */
+  async getAppConnection(id: string, connection: string): Promise<AppConnection> {
+    checkString('getAppConnection', 'id', id);
+    checkString('getAppConnection', 'connection', connection);
+    return (await this.invoke('get_app_connection', { id, connection }, undefined)) as AppConnection;
+  }
+
+  /**
+   * Removes a Connection: its credentials are dropped, its revision grows, and saved calls that
+   * name it fail with a clear result and send nothing. `DELETE
+   * /v1/apps/{id}/connections/{connection}` (operation `remove_app_connection`).
+   */
+  async removeAppConnection(id: string, connection: string): Promise<void> {
+    checkString('removeAppConnection', 'id', id);
+    checkString('removeAppConnection', 'connection', connection);
+    await this.invoke('remove_app_connection', { id, connection }, undefined);
+  }
+
+  /**
+   * Discovery: lists every tool of the App over this Connection, with input schemas and
+   * annotations, and saves the list on the Connection. Turns submitted from now on take App tool
+   * declarations from it; Turns already submitted keep the declarations they saved. `POST
+   * /v1/apps/{id}/connections/{connection}/discover` (operation `discover_app_tools`).
+   */
+  async discoverAppTools(id: string, connection: string): Promise<AppDiscovery> {
+    checkString('discoverAppTools', 'id', id);
+    checkString('discoverAppTools', 'connection', connection);
+    return (await this.invoke('discover_app_tools', { id, connection }, undefined)) as AppDiscovery;
   }
 
   /**

@@ -103,6 +103,115 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's Apps, oldest first. Paged: ask again with `next_cursor` until it is
+         *     absent.
+         */
+        get: operations["list_apps"];
+        put?: never;
+        /**
+         * Registers an App: a streamable-HTTP URL (checked against the deployment's outbound
+         *     policy), or a stdio command where the operator enabled stdio Apps. Its name is unique in
+         *     the organization; Bots name its tools `<name>__<tool>`.
+         */
+        post: operations["register_app"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One App of the organization. */
+        get: operations["get_app"];
+        put?: never;
+        post?: never;
+        /**
+         * Removes an App and its Connections. Turns submitted later no longer offer its tools;
+         *     saved calls that name it fail with a clear result and send nothing.
+         */
+        delete: operations["remove_app"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An App's Connections that are not removed, oldest first. Paged. */
+        get: operations["list_app_connections"];
+        put?: never;
+        /**
+         * Opens a Connection to an App: `none`, `manual` (headers sealed at rest, never shown
+         *     again) or `oauth` (it starts as `needs_sign_in`).
+         */
+        post: operations["open_app_connection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/connections/{connection}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One Connection of an App, removed ones too (with status `removed`). */
+        get: operations["get_app_connection"];
+        put?: never;
+        post?: never;
+        /**
+         * Removes a Connection: its credentials are dropped, its revision grows, and saved calls
+         *     that name it fail with a clear result and send nothing.
+         */
+        delete: operations["remove_app_connection"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/connections/{connection}/discover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Discovery: lists every tool of the App over this Connection, with input schemas and
+         *     annotations, and saves the list on the Connection. Turns submitted from now on take App
+         *     tool declarations from it; Turns already submitted keep the declarations they saved.
+         */
+        post: operations["discover_app_tools"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/billing/credits": {
         parameters: {
             query?: never;
@@ -1468,6 +1577,152 @@ export interface components {
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
         };
+        /** @description A registered App. */
+        App: {
+            /**
+             * Format: date-time
+             * @description When it was registered.
+             */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description Its name. */
+            name: string;
+            /** @description Where its MCP server is. */
+            transport: components["schemas"]["AppTransport"];
+        };
+        /**
+         * @description How a Connection authenticates to its App.
+         * @enum {string}
+         */
+        AppAuthKind: "none" | "manual" | "oauth";
+        /** @description A Connection: one organization's link to an App. */
+        AppConnection: {
+            /**
+             * Format: uuid
+             * @description The App.
+             */
+            app_id: string;
+            /** @description How it authenticates. */
+            auth: components["schemas"]["AppAuthKind"];
+            /**
+             * Format: date-time
+             * @description When it was opened.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the last discovery ran.
+             */
+            discovered_at?: string | null;
+            /** @description The names of the headers it sends (never their values). */
+            header_names: string[];
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /**
+             * Format: int64
+             * @description Grows by one with each change of its credentials or status; a saved call names the
+             *     revision it was planned with and fails when the Connection changed since.
+             */
+            revision: number;
+            /** @description Whether calls may use it. */
+            status: components["schemas"]["AppConnectionStatus"];
+            /**
+             * Format: int32
+             * @description How many tools the last discovery found, if it ran.
+             */
+            tool_count?: number | null;
+        };
+        /** @description One page of an App's Connections, oldest first. */
+        AppConnectionPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["AppConnection"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description Whether a Connection can be used.
+         * @enum {string}
+         */
+        AppConnectionStatus: "ready" | "needs_sign_in" | "removed";
+        /** @description What a discovery found: every tool of the Connection's App, with schemas and annotations. */
+        AppDiscovery: {
+            /**
+             * Format: uuid
+             * @description The Connection.
+             */
+            connection_id: string;
+            /**
+             * Format: date-time
+             * @description When it ran.
+             */
+            discovered_at: string;
+            /**
+             * Format: int64
+             * @description The Connection's revision it ran with.
+             */
+            revision: number;
+            /** @description The tools. */
+            tools: components["schemas"]["AppToolDeclaration"][];
+        };
+        /** @description One page of Apps, oldest first. */
+        AppPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["App"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description What an MCP server says about a tool's behaviour. Hints, not guarantees: OpenBot sends a
+         *     call whose result was lost again only when the tool says it is read-only or idempotent.
+         */
+        AppToolAnnotations: {
+            /** @description The tool may destroy or overwrite. */
+            destructiveHint?: boolean | null;
+            /** @description Calling it again with the same arguments has no further effect. */
+            idempotentHint?: boolean | null;
+            /** @description The tool reaches beyond the server (the open world). */
+            openWorldHint?: boolean | null;
+            /** @description The tool does not change its environment. */
+            readOnlyHint?: boolean | null;
+            /** @description A title for people. */
+            title?: string | null;
+        };
+        /** @description One tool of an App as its MCP server declares it. */
+        AppToolDeclaration: {
+            /** @description Its behaviour hints. */
+            annotations?: components["schemas"]["AppToolAnnotations"];
+            /** @description What it does. */
+            description?: string;
+            /** @description The JSON Schema of its arguments. */
+            input_schema: Record<string, never>;
+            /** @description The tool's name on the server. */
+            name: string;
+            /** @description The JSON Schema of its structured result, if declared. */
+            output_schema?: Record<string, never> | null;
+            /** @description A title for people. */
+            title?: string | null;
+        };
+        /** @description How an App's MCP server is reached. */
+        AppTransport: {
+            /** @enum {string} */
+            type: "http";
+            /** @description The endpoint, `http://` or `https://`. */
+            url: string;
+        } | {
+            /** @description Its arguments. */
+            args?: string[];
+            /** @description The program. */
+            command: string;
+            /** @enum {string} */
+            type: "stdio";
+        };
         /** @description A tool call that waits for (or got) a person's decision. */
         ApprovalRequest: {
             /** @description The Bot that asked. */
@@ -2558,6 +2813,28 @@ export interface components {
             items: components["schemas"]["ModelPrice"][];
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
+        };
+        /** @description An App to register. */
+        NewApp: {
+            /**
+             * @description Its name, unique in the organization: 1-40 of `a-z 0-9 -`, starting with a letter.
+             *     A Bot names its tools as `<app name>__<tool name>`.
+             */
+            name: string;
+            /** @description Where its MCP server is. */
+            transport: components["schemas"]["AppTransport"];
+        };
+        /** @description A Connection to open. */
+        NewAppConnection: {
+            /** @description How it authenticates. */
+            auth: components["schemas"]["AppAuthKind"];
+            /**
+             * @description For `manual`: the HTTP headers to send to the App (for example `Authorization`), at
+             *     most 20. Sealed at rest; never shown again.
+             */
+            headers?: {
+                [key: string]: string;
+            };
         };
         /** @description An organization the caller's account belongs to. */
         Organization: {
@@ -3654,6 +3931,514 @@ export interface operations {
                 };
             };
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_apps: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    register_app: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewApp"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["App"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_app: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["App"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_app: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_app_connections: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppConnectionPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    open_app_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewAppConnection"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppConnection"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_app_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+                /** @description The Connection's ID */
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppConnection"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_app_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+                /** @description The Connection's ID */
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    discover_app_tools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App's ID */
+                id: string;
+                /** @description The Connection's ID */
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppDiscovery"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -6,6 +6,7 @@
 //! these types, so the wire format of the in-memory and the remote Client cannot drift.
 
 mod access;
+mod app;
 mod approval;
 mod billing;
 mod bot;
@@ -39,6 +40,11 @@ mod vault;
 uniffi::setup_scaffolding!("openbot_schema");
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
+pub use app::{
+    APP_TOOL_SEPARATOR, App, AppAuthKind, AppConnection, AppConnectionStatus, AppDiscovery,
+    AppToolAnnotations, AppToolDeclaration, AppTransport, NewApp, NewAppConnection,
+    split_app_tool_name,
+};
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,
     RuleAction,
@@ -71,11 +77,11 @@ pub use organization::{
 };
 pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
 pub use page::{
-    ApiTokenPage, ApprovalRequestPage, ApprovalRulePage, BotPage, BudgetPage, ChatEntryPage,
-    ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage,
-    MAX_PAGE_LIMIT, MemberPage, MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery,
-    ProviderSettingsPage, ReminderPage, StoredFilePage, TriggerFiringPage, TriggerPage,
-    UnknownOutcomePage, VaultItemPage, VaultRulePage,
+    ApiTokenPage, AppConnectionPage, AppPage, ApprovalRequestPage, ApprovalRulePage, BotPage,
+    BudgetPage, ChatEntryPage, ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage,
+    HttpToolPage, InvitationPage, MAX_PAGE_LIMIT, MemberPage, MemoryPage, ModelPricePage,
+    OrganizationPage, Page, PageQuery, ProviderSettingsPage, ReminderPage, StoredFilePage,
+    TriggerFiringPage, TriggerPage, UnknownOutcomePage, VaultItemPage, VaultRulePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::app::{App, AppConnection};
 use crate::approval::{ApprovalRequest, ApprovalRule};
 use crate::billing::ModelPrice;
 use crate::bot::Bot;
@@ -141,6 +142,14 @@ macro_rules! page {
     };
 }
 
+page!(
+    /// One page of Apps, oldest first.
+    AppPage of App
+);
+page!(
+    /// One page of an App's Connections, oldest first.
+    AppConnectionPage of AppConnection
+);
 page!(
     /// One page of Bots, oldest first.
     BotPage of Bot

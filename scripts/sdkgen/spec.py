@@ -66,6 +66,15 @@ MEMORY_OPERATIONS = {
     "update_memory",
     "delete_memory",
     "search_memories",
+    "register_app",
+    "list_apps",
+    "get_app",
+    "remove_app",
+    "open_app_connection",
+    "list_app_connections",
+    "get_app_connection",
+    "remove_app_connection",
+    "discover_app_tools",
 }
 
 

@@ -114,6 +114,8 @@ pub struct Database {
     pub triggers: Arc<dyn crate::triggers::TriggerStore>,
     /// Reminders.
     pub reminders: Arc<dyn crate::reminders::ReminderStore>,
+    /// Apps and their Connections.
+    pub apps: Arc<dyn crate::apps::AppStore>,
 }
 
 impl Database {
@@ -134,7 +136,8 @@ impl Database {
             + crate::memories::MemoryStore
             + crate::vaults::VaultStore
             + crate::triggers::TriggerStore
-            + crate::reminders::ReminderStore,
+            + crate::reminders::ReminderStore
+            + crate::apps::AppStore,
     {
         Self {
             store: store.clone(),
@@ -151,6 +154,7 @@ impl Database {
             vaults: store.clone(),
             triggers: store.clone(),
             reminders: store.clone(),
+            apps: store.clone(),
             files: store,
             objects: None,
         }
@@ -267,13 +271,15 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_chats(Arc::clone(&database.chats))
             .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
             .with_memories(Arc::clone(&database.memories))
-            .with_vaults(Arc::clone(&database.vaults));
+            .with_vaults(Arc::clone(&database.vaults))
+            .with_apps(Arc::clone(&database.apps));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),
             Some(Arc::clone(&database.budgets)),
         )
-        .with_vaults(Arc::clone(&database.vaults));
+        .with_vaults(Arc::clone(&database.vaults))
+        .with_apps(Arc::clone(&database.apps));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));

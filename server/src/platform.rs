@@ -28,6 +28,7 @@ pub struct Platform {
     env: EnvReader,
     outbound: Arc<OutboundPolicy>,
     scripted: Option<PathBuf>,
+    stdio_apps: bool,
 }
 
 impl std::fmt::Debug for Platform {
@@ -35,6 +36,7 @@ impl std::fmt::Debug for Platform {
         f.debug_struct("Platform")
             .field("outbound", &self.outbound)
             .field("scripted", &self.scripted)
+            .field("stdio_apps", &self.stdio_apps)
             .finish_non_exhaustive()
     }
 }
@@ -71,6 +73,7 @@ impl Default for Platform {
             env: Arc::new(|name| std::env::var(name).ok()),
             outbound: Arc::new(OutboundPolicy::default()),
             scripted: None,
+            stdio_apps: false,
         }
     }
 }
@@ -96,6 +99,7 @@ impl Platform {
             env: Arc::new(|name| std::env::var(name).ok()),
             outbound: Arc::new(outbound),
             scripted,
+            stdio_apps: false,
         })
     }
 
@@ -108,6 +112,28 @@ impl Platform {
     /// The outbound policy.
     pub fn outbound(&self) -> &Arc<OutboundPolicy> {
         &self.outbound
+    }
+
+    /// The same platform with stdio Apps (MCP servers started as child processes of the
+    /// server) allowed or not. Off by default: a stdio App runs a command on the server's
+    /// machine, so only an operator turns it on (`openbot serve --stdio-apps`).
+    pub fn with_stdio_apps(mut self, allowed: bool) -> Self {
+        self.stdio_apps = allowed;
+        self
+    }
+
+    /// Whether stdio Apps are allowed.
+    pub fn stdio_apps(&self) -> bool {
+        self.stdio_apps
+    }
+
+    /// How MCP sessions of Apps are opened: the outbound policy, stdio only where allowed.
+    pub fn mcp_options(&self) -> openbot_core::mcp::OpenOptions {
+        openbot_core::mcp::OpenOptions {
+            outbound: Arc::clone(&self.outbound),
+            allow_stdio: self.stdio_apps,
+            open_timeout: Duration::from_secs(30),
+        }
     }
 
     /// The HTTP client of HTTP tools: the outbound policy, 10 s to connect, 5 min per call.

@@ -80,6 +80,14 @@ fn the_operation_table_holds_every_operation_of_the_schema_and_no_other() {
 async fn in_memory_an_operation_only_a_server_has_is_invalid_input_that_says_so() {
     let client = memory().await;
     let server_only: Vec<_> = OPERATIONS.iter().filter(|op| !op.memory).collect();
+    let listed = client
+        .call("list_apps", ApiRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.decode::<serde_json::Value>().unwrap()["items"],
+        serde_json::json!([])
+    );
     assert!(!server_only.is_empty());
     // The memory operations answer from the in-process memory book (docs/memory.md).
     for id in openbot_core::memories::IN_MEMORY_OPERATIONS {

@@ -97,6 +97,131 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// The organization's Apps, oldest first. Paged: ask again with `next_cursor` until it is
+    /// absent.
+    /// (`GET /v1/apps`, operation `list_apps`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_apps(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::AppPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_apps", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Registers an App: a streamable-HTTP URL (checked against the deployment's outbound policy),
+    /// or a stdio command where the operator enabled stdio Apps. Its name is unique in the
+    /// organization; Bots name its tools `<name>__<tool>`.
+    /// (`POST /v1/apps`, operation `register_app`)
+    pub async fn register_app(&self, body: schema::NewApp) -> Result<schema::App, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("register_app", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One App of the organization.
+    /// (`GET /v1/apps/{id}`, operation `get_app`)
+    pub async fn get_app(&self, id: String) -> Result<schema::App, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("get_app", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes an App and its Connections. Turns submitted later no longer offer its tools; saved
+    /// calls that name it fail with a clear result and send nothing.
+    /// (`DELETE /v1/apps/{id}`, operation `remove_app`)
+    pub async fn remove_app(&self, id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let _answer = self.call_operation("remove_app", request).await?;
+        Ok(())
+    }
+
+    /// An App's Connections that are not removed, oldest first. Paged.
+    /// (`GET /v1/apps/{id}/connections`, operation `list_app_connections`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_app_connections(
+        &self,
+        id: String,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::AppConnectionPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_app_connections", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Opens a Connection to an App: `none`, `manual` (headers sealed at rest, never shown again)
+    /// or `oauth` (it starts as `needs_sign_in`).
+    /// (`POST /v1/apps/{id}/connections`, operation `open_app_connection`)
+    pub async fn open_app_connection(
+        &self,
+        id: String,
+        body: schema::NewAppConnection,
+    ) -> Result<schema::AppConnection, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("open_app_connection", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One Connection of an App, removed ones too (with status `removed`).
+    /// (`GET /v1/apps/{id}/connections/{connection}`, operation `get_app_connection`)
+    pub async fn get_app_connection(
+        &self,
+        id: String,
+        connection: String,
+    ) -> Result<schema::AppConnection, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("connection", connection);
+        let answer = self.call_operation("get_app_connection", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes a Connection: its credentials are dropped, its revision grows, and saved calls that
+    /// name it fail with a clear result and send nothing.
+    /// (`DELETE /v1/apps/{id}/connections/{connection}`, operation `remove_app_connection`)
+    pub async fn remove_app_connection(
+        &self,
+        id: String,
+        connection: String,
+    ) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("connection", connection);
+        let _answer = self
+            .call_operation("remove_app_connection", request)
+            .await?;
+        Ok(())
+    }
+
+    /// Discovery: lists every tool of the App over this Connection, with input schemas and
+    /// annotations, and saves the list on the Connection. Turns submitted from now on take App tool
+    /// declarations from it; Turns already submitted keep the declarations they saved.
+    /// (`POST /v1/apps/{id}/connections/{connection}/discover`, operation `discover_app_tools`)
+    pub async fn discover_app_tools(
+        &self,
+        id: String,
+        connection: String,
+    ) -> Result<schema::AppDiscovery, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("connection", connection);
+        let answer = self.call_operation("discover_app_tools", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The organization's credits: balance, what calls being sent hold, and what is available.
     /// (`GET /v1/billing/credits`, operation `get_credits`)
     pub async fn get_credits(&self) -> Result<schema::CreditBalance, OpenBotError> {

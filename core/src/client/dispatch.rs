@@ -155,7 +155,7 @@ async fn events_page<C: Client + ?Sized>(
 /// The typed methods read whole lists (the remote one follows the server's cursors), so this
 /// page's cursor is the position in that list: lists are ordered by when their items were
 /// created, so a page stays right while items are added.
-fn page_of<T: serde::Serialize>(
+pub(crate) fn page_of<T: serde::Serialize>(
     items: Vec<T>,
     request: &ApiRequest,
     op: &str,

@@ -9,18 +9,20 @@
 
 use async_trait::async_trait;
 use openbot_schema::{
-    AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
-    ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
-    CreateMemory, CreateOrganization, CreateToken, CreateTrigger, CreateVaultItem, CreateVaultRule,
+    AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, App, AppConnection,
+    AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
+    Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation, CreateMemory,
+    CreateOrganization, CreateToken, CreateTrigger, CreateVaultItem, CreateVaultRule,
     CreatedInvitation, CreatedOrganization, CreatedToken, CreatedTrigger, CreditBalance,
     CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention, GrantCredits,
     Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, Memory,
     MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate,
-    ModelPrice, ModelPricePage, Organization, OrganizationPage, ProviderSettings,
-    ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice,
-    PutProvider, PutScopeLimit, PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage,
-    Session, StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage,
-    UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
+    ModelPrice, ModelPricePage, NewApp, NewAppConnection, Organization, OrganizationPage,
+    ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention,
+    PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, PutVaultField, Reminder, ReminderPage,
+    ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage, Trigger, TriggerFiring,
+    TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule,
+    VaultRulePage,
 };
 
 use super::Client;
@@ -99,6 +101,114 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("decide_approval"),
+        memory: true,
+    },
+    Operation {
+        id: "list_apps",
+        method: "GET",
+        path: "/v1/apps",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "register_app",
+        method: "POST",
+        path: "/v1/apps",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "get_app",
+        method: "GET",
+        path: "/v1/apps/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "remove_app",
+        method: "DELETE",
+        path: "/v1/apps/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "list_app_connections",
+        method: "GET",
+        path: "/v1/apps/{id}/connections",
+        path_params: &["id"],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "open_app_connection",
+        method: "POST",
+        path: "/v1/apps/{id}/connections",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "get_app_connection",
+        method: "GET",
+        path: "/v1/apps/{id}/connections/{connection}",
+        path_params: &["id", "connection"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "remove_app_connection",
+        method: "DELETE",
+        path: "/v1/apps/{id}/connections/{connection}",
+        path_params: &["id", "connection"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: true,
+    },
+    Operation {
+        id: "discover_app_tools",
+        method: "POST",
+        path: "/v1/apps/{id}/connections/{connection}/discover",
+        path_params: &["id", "connection"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
         memory: true,
     },
     Operation {
@@ -1319,6 +1429,147 @@ pub trait Operations: Client {
         const OP: &str = "get_approval";
         let mut request = ApiRequest::default();
         request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// The organization's Apps, oldest first. Paged: ask again with `next_cursor` until it is
+    /// absent.
+    async fn list_apps(&self, limit: Option<u64>, cursor: Option<&str>) -> Result<AppPage, Error> {
+        const OP: &str = "list_apps";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_apps`, following its pages to the end.
+    async fn list_apps_all(&self) -> Result<Vec<App>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_apps(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Registers an App: a streamable-HTTP URL (checked against the deployment's outbound policy),
+    /// or a stdio command where the operator enabled stdio Apps. Its name is unique in the
+    /// organization; Bots name its tools `<name>__<tool>`.
+    async fn register_app(&self, body: &NewApp) -> Result<App, Error> {
+        const OP: &str = "register_app";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One App of the organization.
+    async fn get_app(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<App, Error> {
+        const OP: &str = "get_app";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes an App and its Connections. Turns submitted later no longer offer its tools; saved
+    /// calls that name it fail with a clear result and send nothing.
+    async fn remove_app(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
+        const OP: &str = "remove_app";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// An App's Connections that are not removed, oldest first. Paged.
+    async fn list_app_connections(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<AppConnectionPage, Error> {
+        const OP: &str = "list_app_connections";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_app_connections`, following its pages to the end.
+    async fn list_app_connections_all(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Vec<AppConnection>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .list_app_connections(id, None, cursor.as_deref())
+                .await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Opens a Connection to an App: `none`, `manual` (headers sealed at rest, never shown again)
+    /// or `oauth` (it starts as `needs_sign_in`).
+    async fn open_app_connection(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &NewAppConnection,
+    ) -> Result<AppConnection, Error> {
+        const OP: &str = "open_app_connection";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One Connection of an App, removed ones too (with status `removed`).
+    async fn get_app_connection(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        connection: &(dyn std::fmt::Display + Sync),
+    ) -> Result<AppConnection, Error> {
+        const OP: &str = "get_app_connection";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("connection", connection.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes a Connection: its credentials are dropped, its revision grows, and saved calls that
+    /// name it fail with a clear result and send nothing.
+    async fn remove_app_connection(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        connection: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), Error> {
+        const OP: &str = "remove_app_connection";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("connection", connection.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Discovery: lists every tool of the App over this Connection, with input schemas and
+    /// annotations, and saves the list on the Connection. Turns submitted from now on take App tool
+    /// declarations from it; Turns already submitted keep the declarations they saved.
+    async fn discover_app_tools(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        connection: &(dyn std::fmt::Display + Sync),
+    ) -> Result<AppDiscovery, Error> {
+        const OP: &str = "discover_app_tools";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("connection", connection.to_string());
         self.call(OP, request).await?.decode()
     }
 

@@ -58,8 +58,10 @@ struct State {
     executions: HashMap<ExecutionId, Arc<MemoryHost>>,
     /// Models by spec; one instance per spec, so a scripted model's script runs on across Turns.
     models: HashMap<String, Arc<dyn Model>>,
-    /// Tool sets by Bot and revision.
-    tool_sets: HashMap<(BotId, u64), Arc<ToolSet>>,
+    /// Tool sets by Bot, revision and Apps generation.
+    tool_sets: HashMap<(BotId, u64, u64), Arc<ToolSet>>,
+    /// Apps (MCP servers) as tool sources.
+    apps: super::apps::MemoryApps,
     /// Command key -> (the request it named, its receipt).
     command_keys: HashMap<String, (String, SendReceipt)>,
     /// The registered HTTP tools, by name.
@@ -211,7 +213,7 @@ impl State {
     /// The tools of a Turn of `bot`, as the registry is now (cached until the registry or a
     /// Bot changes).
     fn tool_set(&mut self, bot: &Bot, inner: &Arc<Inner>) -> Result<Arc<ToolSet>, Error> {
-        let key = (bot.id, bot.revision);
+        let key = (bot.id, bot.revision, self.apps.generation);
         if let Some(set) = self.tool_sets.get(&key) {
             return Ok(Arc::clone(set));
         }
@@ -450,7 +452,7 @@ impl Client for MemoryClient {
             )));
         }
         state.bots.remove(&id);
-        state.tool_sets.clear();
+        state.tool_sets.retain(|(bot, _, _), _| *bot != id);
         Ok(())
     }
 
@@ -639,6 +641,9 @@ impl Client for MemoryClient {
     ) -> Result<crate::client::ApiAnswer, Error> {
         let op = crate::client::api::operation(operation)
             .ok_or_else(|| crate::client::api::unknown_operation(operation))?;
+        if super::apps::OPERATIONS.contains(&op.id) {
+            return self.app_operation(op.id, &request).await;
+        }
         if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
             return answer;
         }
@@ -666,6 +671,30 @@ impl Client for MemoryClient {
 }
 
 impl MemoryClient {
+    /// An App operation; discovery opens its session outside the lock.
+    async fn app_operation(
+        &self,
+        op: &str,
+        request: &crate::client::ApiRequest,
+    ) -> Result<crate::client::ApiAnswer, Error> {
+        let plan = match self.state()?.apps.run(op, request)? {
+            Ok(answer) => return Ok(answer),
+            Err(plan) => plan,
+        };
+        let options = crate::mcp::OpenOptions::standalone();
+        let unavailable = |e: crate::mcp::McpError| {
+            Error::new(openbot_schema::ErrorCode::Unavailable, e.to_string())
+        };
+        let session = crate::mcp::McpSession::open(&plan.endpoint, &options)
+            .await
+            .map_err(unavailable)?;
+        let listed = session.list_tools().await;
+        session.close().await;
+        let tools = listed.map_err(unavailable)?;
+        let discovery = self.state()?.apps.discovered(&plan, tools)?;
+        crate::client::ApiAnswer::of(&discovery)
+    }
+
     fn admit(&self, chat: ChatId, input: SendInput, steer: bool) -> Result<SendReceipt, Error> {
         check_input(&input)?;
         let mut state = self.state()?;

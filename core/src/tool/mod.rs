@@ -63,6 +63,10 @@ impl ToolOutput {
 pub struct ToolError {
     /// What went wrong, for the model.
     pub message: String,
+    /// The call may have taken effect but its result is lost (a connection that broke after
+    /// the request was sent): a durable host waits in `outcome_unknown` for a decision instead
+    /// of giving the model an error it might act on by calling again.
+    pub outcome_unknown: bool,
 }
 
 impl ToolError {
@@ -70,6 +74,16 @@ impl ToolError {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            outcome_unknown: false,
+        }
+    }
+
+    /// A call that may have taken effect and whose result is lost. Only for tools whose host
+    /// keeps a call log a person can decide on (the server); the message is the reason.
+    pub fn outcome_unknown(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            outcome_unknown: true,
         }
     }
 }

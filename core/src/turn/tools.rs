@@ -183,6 +183,10 @@ impl ToolSet {
                 output: output.content,
                 is_error: false,
             },
+            // Maybe applied, result lost: never answered with a guess; the host decides.
+            Ok(Err(err)) if err.outcome_unknown => {
+                return Err(HostError::OutcomeUnknown { key });
+            }
             Ok(Err(err)) => ToolResult::error(call, err.message),
             Err(_) => {
                 tracing::warn!(tool = %call.name, "a tool handler panicked");

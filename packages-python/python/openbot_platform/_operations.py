@@ -13,6 +13,13 @@ from .types import (
     AcceptedInvitation,
     ApiToken,
     ApiTokenPage,
+    App,
+    AppAuthKind,
+    AppConnection,
+    AppConnectionPage,
+    AppDiscovery,
+    AppPage,
+    AppTransport,
     ApprovalRequest,
     ApprovalRequestPage,
     ApprovalRule,
@@ -103,6 +110,15 @@ OPERATIONS: dict[str, str] = {
     "list_approvals": "list_approvals",
     "get_approval": "get_approval",
     "decide_approval": "decide_approval",
+    "list_apps": "list_apps",
+    "register_app": "register_app",
+    "get_app": "get_app",
+    "remove_app": "remove_app",
+    "list_app_connections": "list_app_connections",
+    "open_app_connection": "open_app_connection",
+    "get_app_connection": "get_app_connection",
+    "remove_app_connection": "remove_app_connection",
+    "discover_app_tools": "discover_app_tools",
     "get_credits": "get_credits",
     "grant_credits": "grant_credits",
     "credit_ledger": "credit_ledger",
@@ -210,6 +226,17 @@ METHODS: dict[str, str] = {
     "list_approvals_page": "list_approvals",
     "get_approval": "get_approval",
     "_decide_approval": "decide_approval",
+    "list_apps": "list_apps",
+    "list_apps_page": "list_apps",
+    "register_app": "register_app",
+    "get_app": "get_app",
+    "remove_app": "remove_app",
+    "list_app_connections": "list_app_connections",
+    "list_app_connections_page": "list_app_connections",
+    "open_app_connection": "open_app_connection",
+    "get_app_connection": "get_app_connection",
+    "remove_app_connection": "remove_app_connection",
+    "discover_app_tools": "discover_app_tools",
     "get_credits": "get_credits",
     "grant_credits": "grant_credits",
     "credit_ledger": "credit_ledger",
@@ -438,6 +465,122 @@ class AsyncOperations(AsyncCaller):
         """
         answer = await self._call_op("decide_approval", {"id": _ref(id)}, _body({"decision": decision, "reason": reason}))
         return ApprovalRequest.from_dict(answer)
+
+    # -- apps
+
+    async def list_apps_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AppPage:
+        """One page: The organization's Apps, oldest first. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/apps``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_apps", {"limit": limit, "cursor": cursor})
+        return AppPage.from_dict(answer)
+
+    def list_apps(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[App]:
+        """Every item, page by page, as an async iterator: The organization's Apps, oldest
+        first. Paged: ask again with `next_cursor` until it is absent. ``GET /v1/apps``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[App], str | None]:
+            found = await self.list_apps_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def register_app(self, *, name: str, transport: AppTransport) -> App:
+        """Registers an App: a streamable-HTTP URL (checked against the deployment's outbound
+        policy), or a stdio command where the operator enabled stdio Apps. Its name is unique
+        in the organization; Bots name its tools `<name>__<tool>`. ``POST /v1/apps``.
+        """
+        answer = await self._call_op("register_app", {}, _body({"name": name, "transport": transport}))
+        return App.from_dict(answer)
+
+    async def get_app(self, id: Ref) -> App:
+        """One App of the organization. ``GET /v1/apps/{id}``."""
+        answer = await self._call_op("get_app", {"id": _ref(id)})
+        return App.from_dict(answer)
+
+    async def remove_app(self, id: Ref) -> None:
+        """Removes an App and its Connections. Turns submitted later no longer offer its tools;
+        saved calls that name it fail with a clear result and send nothing. ``DELETE
+        /v1/apps/{id}``.
+        """
+        await self._call_op("remove_app", {"id": _ref(id)})
+
+    async def list_app_connections_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AppConnectionPage:
+        """One page: An App's Connections that are not removed, oldest first. Paged. ``GET
+        /v1/apps/{id}/connections``. ``limit``: How many items the page holds: 1-200, default
+        50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_app_connections", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return AppConnectionPage.from_dict(answer)
+
+    def list_app_connections(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[AppConnection]:
+        """Every item, page by page, as an async iterator: An App's Connections that are not
+        removed, oldest first. Paged. ``GET /v1/apps/{id}/connections``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[AppConnection], str | None]:
+            found = await self.list_app_connections_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def open_app_connection(
+        self,
+        id: Ref,
+        *,
+        auth: AppAuthKind,
+        headers: dict[str, Any] | None = None,
+    ) -> AppConnection:
+        """Opens a Connection to an App: `none`, `manual` (headers sealed at rest, never shown
+        again) or `oauth` (it starts as `needs_sign_in`). ``POST /v1/apps/{id}/connections``.
+        """
+        answer = await self._call_op("open_app_connection", {"id": _ref(id)}, _body({"auth": auth, "headers": headers}))
+        return AppConnection.from_dict(answer)
+
+    async def get_app_connection(self, id: Ref, connection: str) -> AppConnection:
+        """One Connection of an App, removed ones too (with status `removed`). ``GET
+        /v1/apps/{id}/connections/{connection}``.
+        """
+        answer = await self._call_op("get_app_connection", {"id": _ref(id), "connection": connection})
+        return AppConnection.from_dict(answer)
+
+    async def remove_app_connection(self, id: Ref, connection: str) -> None:
+        """Removes a Connection: its credentials are dropped, its revision grows, and saved
+        calls that name it fail with a clear result and send nothing. ``DELETE
+        /v1/apps/{id}/connections/{connection}``.
+        """
+        await self._call_op("remove_app_connection", {"id": _ref(id), "connection": connection})
+
+    async def discover_app_tools(self, id: Ref, connection: str) -> AppDiscovery:
+        """Discovery: lists every tool of the App over this Connection, with input schemas and
+        annotations, and saves the list on the Connection. Turns submitted from now on take
+        App tool declarations from it; Turns already submitted keep the declarations they
+        saved. ``POST /v1/apps/{id}/connections/{connection}/discover``.
+        """
+        answer = await self._call_op("discover_app_tools", {"id": _ref(id), "connection": connection})
+        return AppDiscovery.from_dict(answer)
 
     # -- billing
 
@@ -1983,6 +2126,121 @@ class SyncOperations(SyncCaller):
         """
         answer = self._call_op("decide_approval", {"id": _ref(id)}, _body({"decision": decision, "reason": reason}))
         return ApprovalRequest.from_dict(answer)
+
+    # -- apps
+
+    def list_apps_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AppPage:
+        """One page: The organization's Apps, oldest first. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/apps``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_apps", {"limit": limit, "cursor": cursor})
+        return AppPage.from_dict(answer)
+
+    def list_apps(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[App]:
+        """Every item, page by page, as an iterator: The organization's Apps, oldest first.
+        Paged: ask again with `next_cursor` until it is absent. ``GET /v1/apps``. ``limit``:
+        How many items the page holds: 1-200, default 50. ``cursor``: where to start (a
+        page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[App], str | None]:
+            found = self.list_apps_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def register_app(self, *, name: str, transport: AppTransport) -> App:
+        """Registers an App: a streamable-HTTP URL (checked against the deployment's outbound
+        policy), or a stdio command where the operator enabled stdio Apps. Its name is unique
+        in the organization; Bots name its tools `<name>__<tool>`. ``POST /v1/apps``.
+        """
+        answer = self._call_op("register_app", {}, _body({"name": name, "transport": transport}))
+        return App.from_dict(answer)
+
+    def get_app(self, id: Ref) -> App:
+        """One App of the organization. ``GET /v1/apps/{id}``."""
+        answer = self._call_op("get_app", {"id": _ref(id)})
+        return App.from_dict(answer)
+
+    def remove_app(self, id: Ref) -> None:
+        """Removes an App and its Connections. Turns submitted later no longer offer its tools;
+        saved calls that name it fail with a clear result and send nothing. ``DELETE
+        /v1/apps/{id}``.
+        """
+        self._call_op("remove_app", {"id": _ref(id)})
+
+    def list_app_connections_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AppConnectionPage:
+        """One page: An App's Connections that are not removed, oldest first. Paged. ``GET
+        /v1/apps/{id}/connections``. ``limit``: How many items the page holds: 1-200, default
+        50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_app_connections", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return AppConnectionPage.from_dict(answer)
+
+    def list_app_connections(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[AppConnection]:
+        """Every item, page by page, as an iterator: An App's Connections that are not removed,
+        oldest first. Paged. ``GET /v1/apps/{id}/connections``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[AppConnection], str | None]:
+            found = self.list_app_connections_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def open_app_connection(
+        self,
+        id: Ref,
+        *,
+        auth: AppAuthKind,
+        headers: dict[str, Any] | None = None,
+    ) -> AppConnection:
+        """Opens a Connection to an App: `none`, `manual` (headers sealed at rest, never shown
+        again) or `oauth` (it starts as `needs_sign_in`). ``POST /v1/apps/{id}/connections``.
+        """
+        answer = self._call_op("open_app_connection", {"id": _ref(id)}, _body({"auth": auth, "headers": headers}))
+        return AppConnection.from_dict(answer)
+
+    def get_app_connection(self, id: Ref, connection: str) -> AppConnection:
+        """One Connection of an App, removed ones too (with status `removed`). ``GET
+        /v1/apps/{id}/connections/{connection}``.
+        """
+        answer = self._call_op("get_app_connection", {"id": _ref(id), "connection": connection})
+        return AppConnection.from_dict(answer)
+
+    def remove_app_connection(self, id: Ref, connection: str) -> None:
+        """Removes a Connection: its credentials are dropped, its revision grows, and saved
+        calls that name it fail with a clear result and send nothing. ``DELETE
+        /v1/apps/{id}/connections/{connection}``.
+        """
+        self._call_op("remove_app_connection", {"id": _ref(id), "connection": connection})
+
+    def discover_app_tools(self, id: Ref, connection: str) -> AppDiscovery:
+        """Discovery: lists every tool of the App over this Connection, with input schemas and
+        annotations, and saves the list on the Connection. Turns submitted from now on take
+        App tool declarations from it; Turns already submitted keep the declarations they
+        saved. ``POST /v1/apps/{id}/connections/{connection}/discover``.
+        """
+        answer = self._call_op("discover_app_tools", {"id": _ref(id), "connection": connection})
+        return AppDiscovery.from_dict(answer)
 
     # -- billing
 

@@ -30,6 +30,16 @@ __all__ = [
     "Action",
     "ApiToken",
     "ApiTokenPage",
+    "App",
+    "AppAuthKind",
+    "AppConnection",
+    "AppConnectionPage",
+    "AppConnectionStatus",
+    "AppDiscovery",
+    "AppPage",
+    "AppToolAnnotations",
+    "AppToolDeclaration",
+    "AppTransport",
     "ApprovalRequest",
     "ApprovalRequestPage",
     "ApprovalRequestedEvent",
@@ -97,6 +107,7 @@ __all__ = [
     "FiringOutcome",
     "GrantCredits",
     "Health",
+    "HttpAppTransport",
     "HttpTool",
     "HttpToolPage",
     "InputSteeredEvent",
@@ -120,6 +131,8 @@ __all__ = [
     "ModelPrice",
     "ModelPricePage",
     "ModelStepStartedEvent",
+    "NewApp",
+    "NewAppConnection",
     "Organization",
     "OrganizationPage",
     "OutcomeDecision",
@@ -148,6 +161,7 @@ __all__ = [
     "SendInput",
     "SendReceipt",
     "Session",
+    "StdioAppTransport",
     "StoredFile",
     "StoredFilePage",
     "TextContentPart",
@@ -286,6 +300,244 @@ class ApiTokenPage:
     def to_dict(self) -> dict[str, Any]:
         """Its JSON form (fields that are None left out)."""
         return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class App:
+    """A registered App."""
+    #: When it was registered.
+    created_at: datetime
+    #: Its ID.
+    id: str
+    #: Its name.
+    name: str
+    #: Where its MCP server is.
+    transport: AppTransport
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> App:
+        """A App from its JSON form."""
+        return cls(
+            created_at=_time(data["created_at"]),
+            id=data["id"],
+            name=data["name"],
+            transport=data["transport"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: How a Connection authenticates to its App.
+AppAuthKind: TypeAlias = Union[Literal["none"], Literal["manual"], Literal["oauth"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConnection:
+    """A Connection: one organization's link to an App."""
+    #: The App.
+    app_id: str
+    #: How it authenticates.
+    auth: AppAuthKind
+    #: When it was opened.
+    created_at: datetime
+    #: The names of the headers it sends (never their values).
+    header_names: list[str]
+    #: Its ID.
+    id: str
+    #: Grows by one with each change of its credentials or status; a saved call names the revision
+    #: it was planned with and fails when the Connection changed since.
+    revision: int
+    #: Whether calls may use it.
+    status: AppConnectionStatus
+    #: When the last discovery ran.
+    discovered_at: datetime | None = None
+    #: How many tools the last discovery found, if it ran.
+    tool_count: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AppConnection:
+        """A AppConnection from its JSON form."""
+        return cls(
+            app_id=data["app_id"],
+            auth=data["auth"],
+            created_at=_time(data["created_at"]),
+            header_names=list(data["header_names"]),
+            id=data["id"],
+            revision=data["revision"],
+            status=data["status"],
+            discovered_at=_maybe(data.get("discovered_at"), _time),
+            tool_count=data.get("tool_count"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConnectionPage:
+    """One page of an App's Connections, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[AppConnection]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AppConnectionPage:
+        """A AppConnectionPage from its JSON form."""
+        return cls(
+            items=[AppConnection.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: Whether a Connection can be used.
+AppConnectionStatus: TypeAlias = Union[Literal["ready"], Literal["needs_sign_in"], Literal["removed"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppDiscovery:
+    """What a discovery found: every tool of the Connection's App, with schemas and annotations."""
+    #: The Connection.
+    connection_id: str
+    #: When it ran.
+    discovered_at: datetime
+    #: The Connection's revision it ran with.
+    revision: int
+    #: The tools.
+    tools: list[AppToolDeclaration]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AppDiscovery:
+        """A AppDiscovery from its JSON form."""
+        return cls(
+            connection_id=data["connection_id"],
+            discovered_at=_time(data["discovered_at"]),
+            revision=data["revision"],
+            tools=[AppToolDeclaration.from_dict(x) for x in data["tools"]],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppPage:
+    """One page of Apps, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[App]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AppPage:
+        """A AppPage from its JSON form."""
+        return cls(
+            items=[App.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppToolAnnotations:
+    """What an MCP server says about a tool's behaviour. Hints, not guarantees: OpenBot sends a
+    call whose result was lost again only when the tool says it is read-only or idempotent.
+    """
+    #: The tool may destroy or overwrite.
+    destructiveHint: bool | None = None
+    #: Calling it again with the same arguments has no further effect.
+    idempotentHint: bool | None = None
+    #: The tool reaches beyond the server (the open world).
+    openWorldHint: bool | None = None
+    #: The tool does not change its environment.
+    readOnlyHint: bool | None = None
+    #: A title for people.
+    title: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AppToolAnnotations:
+        """A AppToolAnnotations from its JSON form."""
+        return cls(
+            destructiveHint=data.get("destructiveHint"),
+            idempotentHint=data.get("idempotentHint"),
+            openWorldHint=data.get("openWorldHint"),
+            readOnlyHint=data.get("readOnlyHint"),
+            title=data.get("title"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppToolDeclaration:
+    """One tool of an App as its MCP server declares it."""
+    #: The JSON Schema of its arguments.
+    input_schema: dict[str, Any]
+    #: The tool's name on the server.
+    name: str
+    #: Its behaviour hints.
+    annotations: AppToolAnnotations | None = None
+    #: What it does.
+    description: str | None = None
+    #: The JSON Schema of its structured result, if declared.
+    output_schema: dict[str, Any] | None = None
+    #: A title for people.
+    title: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AppToolDeclaration:
+        """A AppToolDeclaration from its JSON form."""
+        return cls(
+            input_schema=dict(data["input_schema"]),
+            name=data["name"],
+            annotations=_maybe(data.get("annotations"), AppToolAnnotations.from_dict),
+            description=data.get("description"),
+            output_schema=_maybe(data.get("output_schema"), dict),
+            title=data.get("title"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+class HttpAppTransport(TypedDict):
+    """MCP's streamable HTTP transport at `url` (for example `https://mcp.example.com/mcp`)."""
+    type: Literal["http"]
+    #: The endpoint, `http://` or `https://`.
+    url: str
+
+
+class _StdioAppTransportKeys(TypedDict):
+    """The keys every StdioAppTransport has."""
+    #: The program.
+    command: str
+    type: Literal["stdio"]
+
+
+class StdioAppTransport(_StdioAppTransportKeys, total=False):
+    """A child process speaking MCP on its standard input and output. Only on a deployment whose
+    operator enabled stdio Apps (`openbot serve --stdio-apps`).
+    """
+    #: Its arguments.
+    args: list[str]
+
+
+#: How an App's MCP server is reached.
+AppTransport: TypeAlias = Union[HttpAppTransport, StdioAppTransport]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2193,6 +2445,50 @@ class ModelPricePage:
         return cls(
             items=[ModelPrice.from_dict(x) for x in data["items"]],
             next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewApp:
+    """An App to register."""
+    #: Its name, unique in the organization: 1-40 of `a-z 0-9 -`, starting with a letter. A Bot
+    #: names its tools as `<app name>__<tool name>`.
+    name: str
+    #: Where its MCP server is.
+    transport: AppTransport
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NewApp:
+        """A NewApp from its JSON form."""
+        return cls(
+            name=data["name"],
+            transport=data["transport"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewAppConnection:
+    """A Connection to open."""
+    #: How it authenticates.
+    auth: AppAuthKind
+    #: For `manual`: the HTTP headers to send to the App (for example `Authorization`), at most 20.
+    #: Sealed at rest; never shown again.
+    headers: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NewAppConnection:
+        """A NewAppConnection from its JSON form."""
+        return cls(
+            auth=data["auth"],
+            headers=_maybe(data.get("headers"), dict),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -62,6 +62,7 @@ pub struct Chats {
     bots: Arc<dyn BotStore>,
     tools: Arc<dyn ToolStore>,
     files: Option<crate::files::Files>,
+    apps: Option<Arc<dyn crate::apps::AppStore>>,
 }
 
 fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
@@ -162,6 +163,7 @@ impl Chats {
             bots,
             tools,
             files: None,
+            apps: None,
         }
     }
 
@@ -199,6 +201,61 @@ impl Chats {
             })
     }
 
+    /// Resolves Bot tools named `<app>__<tool>` to the organization's Apps.
+    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
+        self.apps = Some(apps);
+        self
+    }
+
+    /// The saved route of a Bot tool named `<app>__<tool>`: the App's newest ready
+    /// Connection, at its current revision, with the tool's declaration from its last
+    /// discovery. `None` when the name names no App of the organization (a host tool).
+    async fn app_route(
+        &self,
+        organization: uuid::Uuid,
+        name: &str,
+    ) -> Result<Option<crate::apps::tool::AppRoute>, ChatError> {
+        let (Some(apps), Some((app_name, tool))) =
+            (&self.apps, openbot_schema::split_app_tool_name(name))
+        else {
+            return Ok(None);
+        };
+        let Some(app) = apps.app_named(organization, app_name).await? else {
+            return Ok(None);
+        };
+        let connection = apps
+            .ready_connection(organization, app.id)
+            .await?
+            .ok_or_else(|| {
+                ChatError::Invalid(format!(
+                    "the Bot's tool `{name}` is of the App `{app_name}`, which has no ready connection"
+                ))
+            })?;
+        let declaration = connection
+            .tools
+            .as_ref()
+            .and_then(|tools| tools.iter().find(|t| t.name == tool))
+            .cloned()
+            .ok_or_else(|| {
+                ChatError::Invalid(format!(
+                    "the App `{app_name}` has no tool `{tool}` in its last discovery: run discovery on its connection"
+                ))
+            })?;
+        let route = crate::apps::tool::AppRoute {
+            organization_id: organization,
+            app_id: app.id,
+            app_name: app.name,
+            connection_id: connection.id,
+            revision: connection.revision,
+            declaration,
+        };
+        // A declaration a model cannot take (its schema, its name) stops the send, not the Turn.
+        openbot_core::tool::CheckedSchema::new(route.definition()).map_err(|e| {
+            ChatError::Invalid(format!("the App tool `{name}` cannot be offered: {e}"))
+        })?;
+        Ok(Some(route))
+    }
+
     /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
     /// calls its endpoint (with the registry's definition); a registered delegate tool starts
     /// a Turn of its Bot, saved here with that Bot's own tools (to
@@ -231,6 +288,16 @@ impl Chats {
         saved: &mut Vec<SavedTool>,
     ) -> Result<(), ChatError> {
         for definition in &bot.spec.tools {
+            if let Some(route) = self
+                .app_route(caller.member.organization_id, &definition.name)
+                .await?
+            {
+                saved.push(SavedTool {
+                    definition: route.definition(),
+                    route: ToolRoute::App(Box::new(route)),
+                });
+                continue;
+            }
             if let Some(tool) = http.iter().find(|t| t.definition.name == definition.name) {
                 saved.push(SavedTool {
                     definition: tool.definition.clone(),

@@ -55,6 +55,8 @@ enum Command {
     Tools(client::tools::ToolsArgs),
     /// Vault items on a server: secret fields (never shown) and who may read them.
     Vaults(client::vaults::VaultsArgs),
+    /// Apps on a server: MCP servers as tool sources, their Connections and discovery.
+    Apps(client::apps::AppsArgs),
     /// Organizations of your account on a server: list, create.
     Organizations(client::organizations::OrganizationsArgs),
     /// Executions on a server: show, follow, cancel.
@@ -84,6 +86,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
         Command::Vaults(args) => client::vaults::run(args).await,
+        Command::Apps(args) => client::apps::run(args).await,
         Command::Organizations(args) => client::organizations::run(args).await,
         Command::Triggers(args) => client::triggers::run(args).await,
         Command::Reminders(args) => client::triggers::run_reminders(args).await,

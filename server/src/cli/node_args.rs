@@ -43,6 +43,11 @@ pub struct NodeArgs {
     /// accepts no scripted models.
     #[arg(long, env = "OPENBOT_SCRIPTED_DIR")]
     pub scripted_dir: Option<PathBuf>,
+    /// Allow stdio Apps: MCP servers the server starts as its own child processes from a
+    /// registered command. Off by default; turn it on only where the members who register Apps
+    /// (owners and admins) may run programs on this machine.
+    #[arg(long, env = "OPENBOT_STDIO_APPS")]
+    pub stdio_apps: bool,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -63,7 +68,8 @@ impl NodeArgs {
         let outbound =
             OutboundPolicy::parse(self.outbound_allow.as_deref().unwrap_or(default_allow))
                 .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?;
-        let platform = Platform::new(outbound, self.scripted_dir.as_deref())?;
+        let platform =
+            Platform::new(outbound, self.scripted_dir.as_deref())?.with_stdio_apps(self.stdio_apps);
         Ok(NodeConfig {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),

@@ -3,6 +3,7 @@
 //! their errors at this one boundary.
 
 mod approvals;
+mod apps;
 mod auth;
 mod billing;
 mod bots;
@@ -79,6 +80,8 @@ pub struct AppState {
     pub triggers: crate::triggers::Triggers,
     /// The reminder use cases.
     pub reminders: crate::reminders::Reminders,
+    /// The App use cases: Apps, Connections, discovery.
+    pub apps: crate::apps::Apps,
 }
 
 impl AppState {
@@ -101,7 +104,8 @@ impl AppState {
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
         )
-        .with_files(files.clone());
+        .with_files(files.clone())
+        .with_apps(Arc::clone(&database.apps));
         let approvals = crate::approvals::Approvals::new(
             Arc::clone(&engine),
             Arc::clone(&database.rules),
@@ -136,11 +140,19 @@ impl AppState {
             Arc::clone(&database.reminders),
             Arc::clone(&database.chats),
         );
+        let keys = engine.context().keys.clone();
+        let apps = crate::apps::Apps::new(
+            Arc::clone(&database.apps),
+            keys.clone(),
+            platform.clone(),
+            Arc::new(crate::apps::SealedCredentials::new(keys)),
+        );
         Self {
             memories,
             vaults,
             triggers,
             reminders,
+            apps,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -243,6 +255,17 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::put_tool, tools::delete_tool))
         .routes(routes!(tools::list_delegates))
         .routes(routes!(tools::put_delegate, tools::delete_delegate))
+        .routes(routes!(apps::list_apps, apps::register_app))
+        .routes(routes!(apps::get_app, apps::remove_app))
+        .routes(routes!(
+            apps::list_app_connections,
+            apps::open_app_connection
+        ))
+        .routes(routes!(
+            apps::get_app_connection,
+            apps::remove_app_connection
+        ))
+        .routes(routes!(apps::discover_app_tools))
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(approvals::get_approval))
         .routes(routes!(approvals::decide_approval))

@@ -117,6 +117,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../../migrations/sqlite/0019_vaults.sql"),
     },
     Migration {
+        version: 20,
+        name: "apps",
+        sql: include_str!("../../../migrations/sqlite/0020_apps.sql"),
+    },
+    Migration {
         version: 22,
         name: "memories",
         sql: include_str!("../../../migrations/sqlite/0022_memories.sql"),
@@ -228,6 +233,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 19,
         name: "vaults",
         sql: include_str!("../../../migrations/postgres/0019_vaults.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "apps",
+        sql: include_str!("../../../migrations/postgres/0020_apps.sql"),
     },
     Migration {
         version: 22,

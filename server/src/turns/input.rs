@@ -35,6 +35,9 @@ pub enum ToolRoute {
     /// Another Bot: each call starts a Turn of it as a child execution with a private history;
     /// the parent waits for it before it ends, and its answer comes back as a notice.
     Delegate(Box<DelegateRoute>),
+    /// A tool of an App (an MCP server): sent over the saved Connection if it is still at the
+    /// saved revision, with the saved declaration, without listing the App's tools again.
+    App(Box<crate::apps::tool::AppRoute>),
 }
 
 /// The Bot a delegate tool starts, as saved when the parent Turn was submitted.

@@ -39,6 +39,8 @@ pub struct TurnWorkflow {
     files: Option<crate::files::FileReader>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     http: reqwest::Client,
+    apps: Option<Arc<dyn crate::apps::AppStore>>,
+    credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
 }
 
 impl Default for TurnWorkflow {
@@ -63,7 +65,25 @@ impl TurnWorkflow {
             vaults: None,
             files: None,
             models: Mutex::new(HashMap::new()),
+            apps: None,
+            credentials: None,
         }
+    }
+
+    /// Calls App tools through the Connections in `apps`.
+    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
+        self.apps = Some(apps);
+        self
+    }
+
+    /// Asks `credentials` what a Connection sends (default: none and manual credentials,
+    /// opened with the engine's key ring).
+    pub fn with_credentials(
+        mut self,
+        credentials: Arc<dyn crate::apps::ConnectionCredentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 
     /// Reads provider settings from an organization's model registry first.
@@ -254,6 +274,7 @@ pub fn saved_tool_set(
     http: &reqwest::Client,
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
     vault: Option<&ToolVault>,
+    apps: Option<&Arc<crate::apps::Apps>>,
 ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
     let mut set = ToolSet::new();
     let mut retry_safe = HashMap::new();
@@ -287,6 +308,21 @@ pub fn saved_tool_set(
                     }));
                 }
                 Some(Arc::new(handler))
+            }
+            ToolRoute::App(route) => {
+                // Sent again after a lost result only when the tool says it is read-only or
+                // idempotent; then with the same request ID.
+                retry_safe.insert(tool.definition.name.clone(), route.retry_safe());
+                let apps = apps.ok_or_else(|| {
+                    format!(
+                        "the App tool `{}` needs the App store",
+                        tool.definition.name
+                    )
+                })?;
+                Some(Arc::new(crate::apps::tool::AppTool::new(
+                    (**route).clone(),
+                    Arc::clone(apps),
+                )))
             }
         };
         set.insert(tool.definition.clone(), handler)
@@ -339,11 +375,18 @@ impl Workflow for TurnWorkflow {
         };
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
         let vault = tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
+        let apps = crate::apps::phase_apps(
+            self.apps.as_ref(),
+            self.credentials.as_ref(),
+            &cx.engine.keys,
+            &self.platform,
+        );
         let (mut tools, mut retry_safe) = saved_tool_set(
             &input.tools,
             &self.http,
             self.platform.outbound(),
             vault.as_ref(),
+            apps.as_ref(),
         )
         .map_err(|cause| PhaseError::Failed {
             category: ErrorCategory::Configuration,

@@ -57,6 +57,9 @@ pub struct ToolJobWorkflow {
     http: reqwest::Client,
     outbound: Arc<openbot_core::outbound::OutboundPolicy>,
     vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
+    platform: crate::platform::Platform,
+    apps: Option<Arc<dyn crate::apps::AppStore>>,
+    credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
 }
 
 impl ToolJobWorkflow {
@@ -73,12 +76,30 @@ impl ToolJobWorkflow {
             http: platform.tool_client(),
             outbound: Arc::clone(platform.outbound()),
             vaults: None,
+            platform: platform.clone(),
+            apps: None,
+            credentials: None,
         }
     }
 
     /// Opens the Vault references of the job's HTTP tool from `vaults` as its call is sent.
     pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
         self.vaults = Some(vaults);
+        self
+    }
+
+    /// Calls App tools through the Connections in `apps`.
+    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
+        self.apps = Some(apps);
+        self
+    }
+
+    /// Asks `credentials` what a Connection sends (default: none and manual credentials).
+    pub fn with_credentials(
+        mut self,
+        credentials: Arc<dyn crate::apps::ConnectionCredentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
         self
     }
 }
@@ -166,11 +187,18 @@ impl ToolJobWorkflow {
             _ => None,
         };
         let vault = crate::turns::tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
+        let apps = crate::apps::phase_apps(
+            self.apps.as_ref(),
+            self.credentials.as_ref(),
+            &cx.engine.keys,
+            &self.platform,
+        );
         let (tools, retry_safe) = saved_tool_set(
             std::slice::from_ref(&input.tool),
             &self.http,
             &self.outbound,
             vault.as_ref(),
+            apps.as_ref(),
         )
         .map_err(|e| PhaseError::Failed {
             category: ErrorCategory::Configuration,

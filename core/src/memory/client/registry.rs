@@ -137,11 +137,17 @@ impl State {
                 continue;
             }
             let Some(delegate) = self.delegates.get(&definition.name).cloned() else {
-                set.insert(
-                    definition.clone(),
-                    inner.handlers.get(&definition.name).cloned(),
-                )
-                .map_err(|e| Error::invalid_input(e.to_string()))?;
+                // A handler of this process first; else a tool of a discovered App, with the
+                // definition its server declared; else a host tool.
+                let (definition, handler) = match inner.handlers.get(&definition.name) {
+                    Some(handler) => (definition.clone(), Some(Arc::clone(handler))),
+                    None => match self.apps.tool(&definition.name) {
+                        Some(tool) => (tool.definition().clone(), Some(tool)),
+                        None => (definition.clone(), None),
+                    },
+                };
+                set.insert(definition, handler)
+                    .map_err(|e| Error::invalid_input(e.to_string()))?;
                 continue;
             };
             if !offers_delegates(depth) {

@@ -2,6 +2,7 @@
 //! command goes through the same [`openbot_core::Client`] an SDK program uses.
 
 pub mod approvals;
+pub mod apps;
 pub mod bots;
 pub mod budgets;
 pub mod chats;

@@ -13,6 +13,15 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "list_approvals" to "listApprovals",
     "get_approval" to "getApproval",
     "decide_approval" to "decideApproval",
+    "list_apps" to "listApps",
+    "register_app" to "registerApp",
+    "get_app" to "getApp",
+    "remove_app" to "removeApp",
+    "list_app_connections" to "listAppConnections",
+    "open_app_connection" to "openAppConnection",
+    "get_app_connection" to "getAppConnection",
+    "remove_app_connection" to "removeAppConnection",
+    "discover_app_tools" to "discoverAppTools",
     "get_credits" to "getCredits",
     "grant_credits" to "grantCredits",
     "credit_ledger" to "creditLedger",
@@ -126,6 +135,22 @@ fun Client.listRulesFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Approv
  */
 fun Client.listApprovalsFlow(state: uniffi.openbot.schema.ApprovalState? = null, limit: UInt? = null): Flow<uniffi.openbot.schema.ApprovalRequest> =
     pagedFlow({ cursor -> listApprovals(state, limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listApps`, page after page (The organization's Apps, oldest first. Paged: ask
+ * again with `next_cursor` until it is absent). `limit` is the size of each page; the next page is
+ * asked for only when the collector wants more.
+ */
+fun Client.listAppsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.App> =
+    pagedFlow({ cursor -> listApps(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listAppConnections`, page after page (An App's Connections that are not removed,
+ * oldest first. Paged). `limit` is the size of each page; the next page is asked for only when the
+ * collector wants more.
+ */
+fun Client.listAppConnectionsFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.schema.AppConnection> =
+    pagedFlow({ cursor -> listAppConnections(id, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `creditLedger`, page after page (The organization's credit ledger (grants and

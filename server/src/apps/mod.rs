@@ -1,0 +1,39 @@
+//! Apps: MCP servers an organization offers its Bots as tool sources, and the Connections it
+//! opens to them (none, manual credentials sealed at rest, or OAuth filled by the OAuth
+//! service). Discovery is its own operation and saves the tool list on the Connection; a Bot
+//! names App tools as `<app>__<tool>`, a Turn saves each one's full declaration and the
+//! Connection's revision when it is submitted, and a saved call checks both and sends without
+//! listing again (see [`tool`]).
+
+mod credentials;
+mod error;
+mod service;
+mod sql;
+mod store;
+pub mod tool;
+
+pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
+pub use error::AppError;
+pub use service::{Apps, MAX_HEADERS, app_view, check_app_name, connection_view, upstream};
+pub use store::{AppRow, AppStore, ConnectionRow, credentials_place};
+
+/// The App use cases a phase calls App tools with: over `store`, asking `credentials` (or
+/// the sealed none/manual credentials opened with `keys`). `None` without a store.
+pub fn phase_apps(
+    store: Option<&std::sync::Arc<dyn AppStore>>,
+    credentials: Option<&std::sync::Arc<dyn ConnectionCredentials>>,
+    keys: &crate::sealed::KeyRing,
+    platform: &crate::platform::Platform,
+) -> Option<std::sync::Arc<Apps>> {
+    let store = store?;
+    let credentials = credentials.cloned().unwrap_or_else(|| {
+        std::sync::Arc::new(SealedCredentials::new(keys.clone()))
+            as std::sync::Arc<dyn ConnectionCredentials>
+    });
+    Some(std::sync::Arc::new(Apps::new(
+        std::sync::Arc::clone(store),
+        keys.clone(),
+        platform.clone(),
+        credentials,
+    )))
+}

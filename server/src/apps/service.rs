@@ -1,0 +1,394 @@
+//! The App use cases: register, list and remove Apps; open, list and remove Connections; run
+//! discovery. Rights are checked by the HTTP layer (like the tool registry: `bots` read to
+//! see and discover, `bots` write and the owner or admin role to change); every query here
+//! is scoped to the caller's organization.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::DateTime;
+use openbot_core::mcp::{McpEndpoint, McpError, McpSession};
+use openbot_schema::{
+    App, AppAuthKind, AppConnection, AppConnectionStatus, AppDiscovery, AppTransport, NewApp,
+    NewAppConnection,
+};
+use uuid::Uuid;
+
+use super::credentials::{ConnectionCredentials, CredentialsError};
+use super::error::AppError;
+use super::store::{AppRow, AppStore, ConnectionRow, credentials_place};
+use crate::platform::Platform;
+use crate::sealed::KeyRing;
+use crate::store::now_ms;
+
+/// The most headers a manual Connection sends.
+pub const MAX_HEADERS: usize = 20;
+
+/// The most tools a discovery saves.
+pub const MAX_TOOLS: usize = 1000;
+
+/// The most bytes of tool declarations a discovery saves (as JSON).
+pub const MAX_DISCOVERY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The App use cases. Cheap to clone.
+#[derive(Clone)]
+pub struct Apps {
+    store: Arc<dyn AppStore>,
+    keys: KeyRing,
+    platform: Platform,
+    credentials: Arc<dyn ConnectionCredentials>,
+}
+
+/// The public view of an App.
+pub fn app_view(row: &AppRow) -> App {
+    App {
+        id: row.id,
+        name: row.name.clone(),
+        transport: row.transport.clone(),
+        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
+    }
+}
+
+/// The public view of a Connection: header names, never their values.
+pub fn connection_view(row: &ConnectionRow) -> AppConnection {
+    AppConnection {
+        id: row.id,
+        app_id: row.app_id,
+        auth: row.auth,
+        status: row.status,
+        revision: row.revision,
+        header_names: row.header_names.clone(),
+        tool_count: row
+            .tools
+            .as_ref()
+            .map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
+        discovered_at: row.discovered_at.and_then(DateTime::from_timestamp_millis),
+        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
+    }
+}
+
+/// An App name: 1-40 of `a-z 0-9 -`, starting with a letter (so `<app>__<tool>` splits
+/// unambiguously and fits a model's tool name).
+pub fn check_app_name(name: &str) -> Result<(), AppError> {
+    let ok = (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::Invalid(
+            "an App name is 1-40 of a-z 0-9 -, starting with a letter".into(),
+        ))
+    }
+}
+
+/// How an MCP failure reads for the caller.
+pub fn upstream(err: McpError) -> AppError {
+    match err {
+        McpError::Refused(why) => AppError::Invalid(why),
+        other => AppError::Upstream(other.to_string()),
+    }
+}
+
+impl Apps {
+    /// The use cases on `store`, sealing manual credentials with `keys`, reaching Apps as
+    /// `platform` allows, with `credentials` answering what a Connection sends.
+    pub fn new(
+        store: Arc<dyn AppStore>,
+        keys: KeyRing,
+        platform: Platform,
+        credentials: Arc<dyn ConnectionCredentials>,
+    ) -> Self {
+        Self {
+            store,
+            keys,
+            platform,
+            credentials,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn AppStore> {
+        &self.store
+    }
+
+    /// How MCP sessions are opened on this deployment.
+    pub fn mcp_options(&self) -> openbot_core::mcp::OpenOptions {
+        self.platform.mcp_options()
+    }
+
+    /// What Connections send.
+    pub fn credentials(&self) -> &Arc<dyn ConnectionCredentials> {
+        &self.credentials
+    }
+
+    fn check_transport(&self, transport: &AppTransport) -> Result<(), AppError> {
+        match transport {
+            AppTransport::Http { url } => {
+                let valid = reqwest::Url::parse(url)
+                    .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+                if !valid {
+                    return Err(AppError::Invalid(
+                        "transport.url must be an http:// or https:// URL".into(),
+                    ));
+                }
+                self.platform
+                    .outbound()
+                    .check_url(url)
+                    .map_err(|e| AppError::Invalid(e.to_string()))
+            }
+            AppTransport::Stdio { command, args } => {
+                if !self.platform.stdio_apps() {
+                    return Err(AppError::Invalid(
+                        "stdio Apps are not enabled on this deployment (the operator starts the server with --stdio-apps)".into(),
+                    ));
+                }
+                if command.trim().is_empty() || command.len() > 1000 || args.len() > 100 {
+                    return Err(AppError::Invalid(
+                        "transport.command must be 1-1000 characters with at most 100 args".into(),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Registers an App of the organization.
+    pub async fn register(&self, organization: Uuid, request: NewApp) -> Result<App, AppError> {
+        check_app_name(&request.name)?;
+        self.check_transport(&request.transport)?;
+        let row = AppRow {
+            id: Uuid::now_v7(),
+            organization_id: organization,
+            name: request.name,
+            transport: request.transport,
+            created_at: now_ms(),
+            removed_at: None,
+        };
+        match self.store.create_app(row).await? {
+            Some(row) => Ok(app_view(&row)),
+            None => Err(AppError::Conflict(
+                "the organization has an App of that name".into(),
+            )),
+        }
+    }
+
+    /// A live App of the organization.
+    pub async fn live_app(&self, organization: Uuid, id: Uuid) -> Result<AppRow, AppError> {
+        match self.store.app(organization, id).await? {
+            Some(row) if row.removed_at.is_none() => Ok(row),
+            _ => Err(AppError::NotFound("app")),
+        }
+    }
+
+    /// Removes an App; its Connections are removed with it.
+    pub async fn remove(&self, organization: Uuid, id: Uuid) -> Result<(), AppError> {
+        if self.store.remove_app(organization, id, now_ms()).await? {
+            Ok(())
+        } else {
+            Err(AppError::NotFound("app"))
+        }
+    }
+
+    /// Opens a Connection to an App: `none` (nothing to send), `manual` (the given headers,
+    /// sealed) or `oauth` (no tokens yet: it needs a person to sign in).
+    pub async fn connect(
+        &self,
+        organization: Uuid,
+        member: Uuid,
+        app: Uuid,
+        request: NewAppConnection,
+    ) -> Result<AppConnection, AppError> {
+        let app = self.live_app(organization, app).await?;
+        let id = Uuid::now_v7();
+        // In name order, so the sealed JSON and the listed names do not depend on a hash.
+        let headers: BTreeMap<String, String> = request.headers.into_iter().collect();
+        let (status, credentials) = match request.auth {
+            AppAuthKind::None | AppAuthKind::Oauth if !headers.is_empty() => {
+                return Err(AppError::Invalid(
+                    "headers are only for manual connections".into(),
+                ));
+            }
+            AppAuthKind::None => (AppConnectionStatus::Ready, None),
+            AppAuthKind::Oauth => (AppConnectionStatus::NeedsSignIn, None),
+            AppAuthKind::Manual => {
+                check_headers(&headers)?;
+                if matches!(app.transport, AppTransport::Stdio { .. }) {
+                    return Err(AppError::Invalid(
+                        "a stdio App takes no headers: connect it with auth none".into(),
+                    ));
+                }
+                let plain =
+                    serde_json::to_vec(&headers).map_err(|e| AppError::Invalid(e.to_string()))?;
+                let sealed = self
+                    .keys
+                    .seal_at(&credentials_place(id), &plain)
+                    .map_err(|e| AppError::Upstream(e.to_string()))?;
+                (AppConnectionStatus::Ready, Some(sealed))
+            }
+        };
+        let row = ConnectionRow {
+            id,
+            app_id: app.id,
+            organization_id: organization,
+            auth: request.auth,
+            status,
+            revision: 1,
+            header_names: headers.keys().cloned().collect(),
+            credentials,
+            tools: None,
+            discovered_at: None,
+            created_by: Some(member),
+            created_at: now_ms(),
+        };
+        let row = self.store.create_connection(row).await?;
+        Ok(connection_view(&row))
+    }
+
+    /// A Connection of a live App of the organization, removed ones too.
+    pub async fn connection(
+        &self,
+        organization: Uuid,
+        app: Uuid,
+        id: Uuid,
+    ) -> Result<ConnectionRow, AppError> {
+        self.live_app(organization, app).await?;
+        match self.store.connection(organization, id).await? {
+            Some(row) if row.app_id == app => Ok(row),
+            _ => Err(AppError::NotFound("connection")),
+        }
+    }
+
+    /// Removes a Connection: a new revision, its credentials dropped. Saved calls that name it
+    /// fail with a clear result from now on.
+    pub async fn disconnect(
+        &self,
+        organization: Uuid,
+        app: Uuid,
+        id: Uuid,
+    ) -> Result<(), AppError> {
+        let row = self.connection(organization, app, id).await?;
+        if row.status == AppConnectionStatus::Removed {
+            return Err(AppError::NotFound("connection"));
+        }
+        match self
+            .store
+            .set_status(organization, id, AppConnectionStatus::Removed)
+            .await?
+        {
+            Some(_) => Ok(()),
+            None => Err(AppError::NotFound("connection")),
+        }
+    }
+
+    /// Where a Connection's App is and what to send it now.
+    pub async fn endpoint(
+        &self,
+        app: &AppRow,
+        connection: &ConnectionRow,
+    ) -> Result<McpEndpoint, AppError> {
+        let headers = self
+            .credentials
+            .headers(connection)
+            .await
+            .map_err(|e| match e {
+                CredentialsError::NeedsSignIn | CredentialsError::Removed => {
+                    AppError::Conflict(e.to_string())
+                }
+                CredentialsError::Unreadable => AppError::Upstream(e.to_string()),
+            })?;
+        Ok(McpEndpoint {
+            transport: app.transport.clone(),
+            headers,
+        })
+    }
+
+    /// Discovery: opens a session on the Connection, lists every tool with its schemas and
+    /// annotations, saves the list on the Connection (Bots' Turns take their declarations
+    /// from it) and closes the session.
+    pub async fn discover(
+        &self,
+        organization: Uuid,
+        app: Uuid,
+        id: Uuid,
+    ) -> Result<AppDiscovery, AppError> {
+        let app = self.live_app(organization, app).await?;
+        let row = self.connection(organization, app.id, id).await?;
+        if row.status == AppConnectionStatus::Removed {
+            return Err(AppError::NotFound("connection"));
+        }
+        let endpoint = self.endpoint(&app, &row).await?;
+        let session = McpSession::open(&endpoint, &self.platform.mcp_options())
+            .await
+            .map_err(upstream)?;
+        let listed = session.list_tools().await;
+        session.close().await;
+        let tools = listed.map_err(upstream)?;
+        // A server cannot make the database keep an unbounded list.
+        let size = serde_json::to_vec(&tools)
+            .map(|b| b.len())
+            .unwrap_or(usize::MAX);
+        if tools.len() > MAX_TOOLS || size > MAX_DISCOVERY_BYTES {
+            return Err(AppError::Upstream(format!(
+                "the App declares more than {MAX_TOOLS} tools or {} MiB of declarations",
+                MAX_DISCOVERY_BYTES / (1024 * 1024)
+            )));
+        }
+        let at = now_ms();
+        let saved = self
+            .store
+            .save_discovery(organization, id, row.revision, &tools, at)
+            .await?
+            .ok_or_else(|| {
+                AppError::Conflict("the connection changed during discovery: run it again".into())
+            })?;
+        Ok(AppDiscovery {
+            connection_id: saved.id,
+            revision: saved.revision,
+            tools,
+            discovered_at: DateTime::from_timestamp_millis(at).unwrap_or_default(),
+        })
+    }
+}
+
+fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), AppError> {
+    if headers.is_empty() || headers.len() > MAX_HEADERS {
+        return Err(AppError::Invalid(format!(
+            "a manual connection sends 1-{MAX_HEADERS} headers"
+        )));
+    }
+    for (name, value) in headers {
+        let valid_name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
+        if !valid_name || name.len() > 100 {
+            return Err(AppError::Invalid(format!(
+                "`{}` is not an HTTP header name",
+                name.chars().take(100).collect::<String>()
+            )));
+        }
+        // The value is a secret: the error names only its header.
+        if reqwest::header::HeaderValue::from_str(value).is_err() || value.len() > 8000 {
+            return Err(AppError::Invalid(format!(
+                "the value of header `{name}` is not a valid header value"
+            )));
+        }
+        let lower = name.to_ascii_lowercase();
+        if matches!(
+            lower.as_str(),
+            "host"
+                | "content-length"
+                | "content-type"
+                | "accept"
+                | "mcp-session-id"
+                | "mcp-protocol-version"
+                | "connection"
+                | "transfer-encoding"
+        ) {
+            return Err(AppError::Invalid(format!(
+                "the header `{name}` is set by the MCP transport"
+            )));
+        }
+    }
+    Ok(())
+}

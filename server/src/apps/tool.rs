@@ -1,0 +1,198 @@
+//! App tools in a Turn: the route a Turn saves for each, and the handler of a saved call.
+//!
+//! A saved call finds only its selected kind (an App) and name in the Turn's saved tools,
+//! checks the full saved declaration (the model's definition is built from it and the
+//! arguments were checked against its schema) and the Connection's revision, then opens a
+//! session, sends the call without listing tools again, and closes the session before the
+//! call returns: the session is a resource of the phase that opened it and never outlives it.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use openbot_core::mcp::{McpError, McpSession};
+use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use openbot_schema::{APP_TOOL_SEPARATOR, AppConnectionStatus, AppToolDeclaration, ToolDefinition};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::service::Apps;
+use super::store::ConnectionRow;
+
+/// An App tool as a Turn saves it: which Connection at which revision, and the tool's full
+/// declaration as discovery last read it. A later discovery never changes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppRoute {
+    /// The organization.
+    pub organization_id: Uuid,
+    /// The App.
+    pub app_id: Uuid,
+    /// Its name, for messages.
+    pub app_name: String,
+    /// The Connection calls go through.
+    pub connection_id: Uuid,
+    /// The Connection's revision when the Turn was submitted.
+    pub revision: u64,
+    /// The tool as its server declared it.
+    pub declaration: AppToolDeclaration,
+}
+
+impl AppRoute {
+    /// The name Bots and models use: `<app>__<tool>`.
+    pub fn tool_name(&self) -> String {
+        format!(
+            "{}{APP_TOOL_SEPARATOR}{}",
+            self.app_name, self.declaration.name
+        )
+    }
+
+    /// The definition the model sees, built from the saved declaration.
+    pub fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.tool_name(),
+            description: self.declaration.description.clone(),
+            input_schema: self.declaration.input_schema.clone(),
+        }
+    }
+
+    /// Whether a call whose result was lost may be sent again with the same request ID: the
+    /// tool declared itself read-only or idempotent.
+    pub fn retry_safe(&self) -> bool {
+        self.declaration.annotations.retry_safe()
+    }
+
+    /// Why a Connection as it is now cannot take this saved call, if it cannot.
+    pub fn refusal(&self, current: Option<&ConnectionRow>) -> Option<String> {
+        let name = &self.app_name;
+        let Some(current) = current else {
+            return Some(format!("the App `{name}` has no such connection any more"));
+        };
+        match current.status {
+            AppConnectionStatus::Removed => {
+                return Some(format!(
+                    "the connection to the App `{name}` was removed; the call was not sent"
+                ));
+            }
+            AppConnectionStatus::NeedsSignIn => {
+                return Some(format!(
+                    "the connection to the App `{name}` needs a person to sign in again; the call was not sent"
+                ));
+            }
+            AppConnectionStatus::Ready => {}
+        }
+        (current.revision != self.revision).then(|| {
+            format!(
+                "the connection to the App `{name}` changed since this call was planned (revision {} then, {} now); the call was not sent",
+                self.revision, current.revision
+            )
+        })
+    }
+}
+
+/// The handler of one saved App tool.
+pub struct AppTool {
+    definition: ToolDefinition,
+    route: AppRoute,
+    apps: Arc<Apps>,
+}
+
+impl AppTool {
+    /// A handler for `route`, reaching the App through `apps`.
+    pub fn new(route: AppRoute, apps: Arc<Apps>) -> Self {
+        Self {
+            definition: route.definition(),
+            route,
+            apps,
+        }
+    }
+}
+
+/// How often a retry-safe call is sent in one phase when its session breaks.
+const MAX_TRIES: u32 = 3;
+
+fn tool_error(err: McpError) -> ToolError {
+    ToolError::new(err.to_string())
+}
+
+#[async_trait]
+impl Tool for AppTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    async fn call(
+        &self,
+        arguments: serde_json::Value,
+        context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let route = &self.route;
+        let store = self.apps.store();
+        let unavailable = |_| ToolError::new("the App's records could not be read; try again");
+        let current = store
+            .connection(route.organization_id, route.connection_id)
+            .await
+            .map_err(unavailable)?;
+        if let Some(refusal) = route.refusal(current.as_ref()) {
+            return Err(ToolError::new(refusal));
+        }
+        let Some(connection) = current else {
+            return Err(ToolError::new("the connection is gone"));
+        };
+        let app = match store.app(route.organization_id, route.app_id).await {
+            Ok(Some(app)) if app.removed_at.is_none() => app,
+            Ok(_) => {
+                return Err(ToolError::new(format!(
+                    "the App `{}` was removed; the call was not sent",
+                    route.app_name
+                )));
+            }
+            Err(err) => return Err(unavailable(err)),
+        };
+        let endpoint = self
+            .apps
+            .endpoint(&app, &connection)
+            .await
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let options = self.apps.mcp_options();
+        let mut tries = 0;
+        let result = loop {
+            tries += 1;
+            let session = McpSession::open(&endpoint, &options)
+                .await
+                .map_err(tool_error)?;
+            let result = session
+                .call_tool(
+                    &route.declaration.name,
+                    arguments.clone(),
+                    &context.idempotency_key,
+                    &context.cancel,
+                )
+                .await;
+            // Closed before the call returns, so before the phase ends or waits.
+            session.close().await;
+            match result {
+                // The session broke after the request went out: maybe applied. A read-only or
+                // idempotent tool is asked again with the same request ID; any other waits
+                // for a person's decision.
+                Err(McpError::Lost) if route.retry_safe() && tries < MAX_TRIES => continue,
+                Err(McpError::Lost) if !route.retry_safe() => {
+                    return Err(ToolError::outcome_unknown(format!(
+                        "the session to the App `{}` broke after the call was sent",
+                        route.app_name
+                    )));
+                }
+                other => break other.map_err(tool_error)?,
+            }
+        };
+        if result.is_error {
+            let text: Vec<&str> = result.content.iter().filter_map(|p| p.as_text()).collect();
+            return Err(ToolError::new(if text.is_empty() {
+                "the tool reported an error".to_string()
+            } else {
+                text.join("\n")
+            }));
+        }
+        Ok(ToolOutput {
+            content: result.content,
+        })
+    }
+}
