@@ -26,6 +26,9 @@ pub enum Resource {
     /// Usage and billing: read sees usage reports, prices and credits; write sets prices and
     /// grants credits (with the owner or admin role).
     Billing,
+    /// Apps and their connections: read sees them, write adds, connects (OAuth sign-in
+    /// included) and removes them.
+    Apps,
 }
 
 /// What a right allows on its resource.
@@ -62,6 +65,7 @@ impl Right {
             Resource::Models,
             Resource::Outcomes,
             Resource::Billing,
+            Resource::Apps,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

@@ -6,6 +6,7 @@
 //! these types, so the wire format of the in-memory and the remote Client cannot drift.
 
 mod access;
+mod app_oauth;
 mod approval;
 mod billing;
 mod bot;
@@ -35,6 +36,9 @@ mod usage;
 #[cfg(feature = "uniffi")]
 uniffi::setup_scaffolding!("openbot_schema");
 
+pub use app_oauth::{
+    BeginOAuth, CompleteOAuth, OAuthAuthorization, OAuthCleanup, OAuthConnection,
+};
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,

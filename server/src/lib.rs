@@ -2,6 +2,7 @@
 //! building blocks.
 
 pub mod approvals;
+pub mod apps;
 pub mod billing;
 pub mod bots;
 pub mod budgets;

@@ -103,6 +103,8 @@ pub struct Database {
     pub files: Arc<dyn crate::files::FileStore>,
     /// Shared limits: permits and token buckets.
     pub limits: Arc<dyn crate::limits::LimitStore>,
+    /// OAuth for App connections: connections, browser steps, grants, the grant-use table.
+    pub oauth: Arc<dyn crate::apps::oauth::OAuthStore>,
 }
 
 impl Database {
@@ -119,7 +121,8 @@ impl Database {
             + crate::tools::ToolStore
             + crate::approvals::RuleStore
             + crate::files::FileStore
-            + crate::limits::LimitStore,
+            + crate::limits::LimitStore
+            + crate::apps::oauth::OAuthStore,
     {
         Self {
             store: store.clone(),
@@ -132,6 +135,7 @@ impl Database {
             tools: store.clone(),
             rules: store.clone(),
             limits: store.clone(),
+            oauth: store.clone(),
             files: store,
         }
     }
@@ -246,6 +250,13 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         registry.register(Arc::new(crate::chats::ChatDeletionWorkflow::new(
             Arc::clone(&database.chats),
         )));
+        crate::apps::oauth::OAuth::register(
+            &mut registry,
+            Arc::clone(&database.oauth),
+            platform,
+            &crate::apps::oauth::OAuthConfig::default(),
+            None,
+        );
     }
     registry
 }

@@ -2,6 +2,7 @@
 //! (utoipa), so the two cannot drift. Handlers translate HTTP to the use cases and map
 //! their errors at this one boundary.
 
+mod app_oauth;
 mod approvals;
 mod auth;
 mod billing;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub limits: crate::limits::LimitsAdmin,
     /// The billing use cases: prices, credits, usage reports.
     pub billing: crate::billing::Billing,
+    /// OAuth sign-in of App connections.
+    pub oauth: crate::apps::oauth::OAuth,
 }
 
 impl AppState {
@@ -91,7 +94,15 @@ impl AppState {
         );
         let files = crate::files::Files::new(objects, Arc::clone(&database.files));
         let outcomes = crate::outcomes::Outcomes::new(Arc::clone(&engine));
+        let oauth = crate::apps::oauth::OAuth::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.oauth),
+            &platform,
+            crate::apps::oauth::OAuthConfig::default(),
+            None,
+        );
         Self {
+            oauth,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -218,6 +229,10 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::deliver_tool_result))
         .routes(routes!(outcomes::list_unknown_outcomes))
         .routes(routes!(outcomes::decide_outcome))
+        .routes(routes!(app_oauth::authorize_oauth))
+        .routes(routes!(app_oauth::complete_oauth))
+        .routes(routes!(app_oauth::get_oauth, app_oauth::delete_oauth))
+        .routes(routes!(app_oauth::get_oauth_cleanup))
         .split_for_parts()
 }
 

@@ -47,6 +47,7 @@ impl Caller {
                 Resource::Models => "model providers",
                 Resource::Outcomes => "unknown outcomes",
                 Resource::Billing => "usage and billing",
+                Resource::Apps => "apps",
             },
         })
     }

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 21;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -110,6 +110,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 18,
         name: "billing",
         sql: include_str!("../../../migrations/sqlite/0018_billing.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "app_oauth",
+        sql: include_str!("../../../migrations/sqlite/0021_app_oauth.sql"),
     },
 ];
 
@@ -203,6 +208,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 18,
         name: "billing",
         sql: include_str!("../../../migrations/postgres/0018_billing.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "app_oauth",
+        sql: include_str!("../../../migrations/postgres/0021_app_oauth.sql"),
     },
 ];
 
