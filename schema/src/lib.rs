@@ -36,10 +36,8 @@ mod usage;
 #[cfg(feature = "uniffi")]
 uniffi::setup_scaffolding!("openbot_schema");
 
-pub use app_oauth::{
-    BeginOAuth, CompleteOAuth, OAuthAuthorization, OAuthCleanup, OAuthConnection,
-};
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
+pub use app_oauth::{BeginOAuth, CompleteOAuth, OAuthAuthorization, OAuthCleanup, OAuthConnection};
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,
     RuleAction,

@@ -40,7 +40,12 @@ async fn mapped(state: &AppState, err: OAuthError) -> ApiError {
 }
 
 fn parse(id: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(id).map_err(|_| ApiError::invalid(format!("`{}` is not an ID", id.chars().take(64).collect::<String>())))
+    Uuid::parse_str(id).map_err(|_| {
+        ApiError::invalid(format!(
+            "`{}` is not an ID",
+            id.chars().take(64).collect::<String>()
+        ))
+    })
 }
 
 /// Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),

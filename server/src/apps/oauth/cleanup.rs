@@ -200,6 +200,10 @@ impl CleanupWorkflow {
             &tokens,
         )
         .await;
+        if let Err(failure) = &answer {
+            // The failure names an OAuth error code or a transport kind, never a token.
+            tracing::warn!(cleanup = %row.id, attempt, %failure, "OAuth revocation failed");
+        }
         let result: &'static str = match answer {
             Ok(Revoked::Revoked) => "revoked",
             Ok(Revoked::LocalOnly) => "local_only",
@@ -229,8 +233,14 @@ impl CleanupWorkflow {
         let record = cx.engine.seal_json(&RevokeOutcome::Done {
             result: result.to_string(),
         })?;
-        self.finish(cx, &row, &grant, Some(call(CallPhase::Done, Some(record))), result)
-            .await
+        self.finish(
+            cx,
+            &row,
+            &grant,
+            Some(call(CallPhase::Done, Some(record))),
+            result,
+        )
+        .await
     }
 }
 
@@ -279,7 +289,12 @@ impl Workflow for CleanupWorkflow {
         Ok(Next::Run("revoke".into()))
     }
 
-    async fn run(&self, cx: &PhaseContext, phase: &str, scope: &RunScope) -> Result<(), PhaseError> {
+    async fn run(
+        &self,
+        cx: &PhaseContext,
+        phase: &str,
+        scope: &RunScope,
+    ) -> Result<(), PhaseError> {
         match phase {
             "revoke" => self.revoke(cx, scope).await,
             _ => {

@@ -133,7 +133,10 @@ impl OAuthHttp {
     }
 
     /// Sends a request the oauth2 crate built (token, refresh, revocation), its URL checked.
-    pub async fn send(&self, request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, SendFailure> {
+    pub async fn send(
+        &self,
+        request: oauth2::HttpRequest,
+    ) -> Result<oauth2::HttpResponse, SendFailure> {
         let not_sent = |message: String| SendFailure {
             maybe_sent: false,
             message,

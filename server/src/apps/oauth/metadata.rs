@@ -62,12 +62,10 @@ pub struct Discovered {
 
 /// Discovers the authorization server of the MCP server at `server_url`.
 pub async fn discover(http: &OAuthHttp, server_url: &str) -> Result<Discovered, OAuthError> {
-    let server = http
-        .check(server_url)
-        .map_err(|e| match e {
-            OAuthError::Discovery(m) => OAuthError::Invalid(m),
-            other => other,
-        })?;
+    let server = http.check(server_url).map_err(|e| match e {
+        OAuthError::Discovery(m) => OAuthError::Invalid(m),
+        other => other,
+    })?;
     let resource = resource_metadata(http, &server).await?;
     let claimed = http.check(&resource.resource)?;
     if claimed.origin() != server.origin() {
@@ -104,7 +102,9 @@ async fn resource_metadata(
     let origin = server.origin().ascii_serialization();
     let path = server.path().trim_end_matches('/');
     if !path.is_empty() {
-        candidates.push(format!("{origin}/.well-known/oauth-protected-resource{path}"));
+        candidates.push(format!(
+            "{origin}/.well-known/oauth-protected-resource{path}"
+        ));
     }
     candidates.push(format!("{origin}/.well-known/oauth-protected-resource"));
     for url in candidates {
@@ -126,7 +126,10 @@ async fn server_metadata(http: &OAuthHttp, issuer: &str) -> Result<ServerMetadat
     let candidates = [
         format!("{origin}/.well-known/oauth-authorization-server{path}"),
         format!("{origin}/.well-known/openid-configuration{path}"),
-        format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/')),
+        format!(
+            "{}/.well-known/openid-configuration",
+            issuer.trim_end_matches('/')
+        ),
     ];
     for url in candidates {
         let Some(metadata) = http.get_json::<ServerMetadata>(&url).await? else {

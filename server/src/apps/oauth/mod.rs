@@ -31,7 +31,5 @@ pub use cleanup::{CLEANUP_SERVICE, CleanupWorkflow, OAUTH_CLEANUP};
 pub use error::OAuthError;
 pub use metadata::{Discovered, ServerMetadata};
 pub use service::{OAuth, OAuthConfig};
-pub use store::{
-    ConnectionRow, ConnectionStatusWrite, FlowRow, GrantRow, GrantUseRow, OAuthStore,
-};
+pub use store::{ConnectionRow, ConnectionStatusWrite, FlowRow, GrantRow, GrantUseRow, OAuthStore};
 pub use workflow::{OAUTH_TOKEN, TokenWorkflow};

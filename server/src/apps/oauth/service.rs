@@ -18,6 +18,7 @@ use openbot_schema::{
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::OAuthError;
 use super::cleanup::CleanupWorkflow;
 use super::http::OAuthHttp;
 use super::metadata::discover;
@@ -30,7 +31,6 @@ use super::workflow::{
     OAUTH_TOKEN, Shared, TokenInput, TokenRequest, TokenWorkflow, cleanup_scope, open, seal,
     secret_place, start_cleanup, submit, tokens_place,
 };
-use super::OAuthError;
 use crate::engine::{Engine, Registry};
 use crate::identity::{Action, Caller, ServiceIdentity, ServiceOwner};
 use crate::platform::Platform;
@@ -186,8 +186,8 @@ impl OAuth {
             .as_ref()
             .map(|s| seal(cx, &secret_place(connection_id), s))
             .transpose()?;
-        let metadata = serde_json::to_string(&found.server)
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let metadata =
+            serde_json::to_string(&found.server).map_err(|e| StoreError::Invalid(e.to_string()))?;
         self.store()
             .put_connection(&ConnectionRow {
                 connection_id,
@@ -303,7 +303,8 @@ impl OAuth {
         .await;
         let execution = match submitted {
             Ok(Submitted::Created(id)) => id,
-            Ok(Submitted::Existing(_)) | Err(crate::engine::EngineError::Store(StoreError::CommandKeyConflict(_))) => {
+            Ok(Submitted::Existing(_))
+            | Err(crate::engine::EngineError::Store(StoreError::CommandKeyConflict(_))) => {
                 return Err(OAuthError::StateUsed);
             }
             Err(err) => return Err(err.into()),
@@ -312,7 +313,9 @@ impl OAuth {
             return Err(OAuthError::StateUsed);
         }
         let state = self.wait(execution).await?;
-        let status = self.status_of(&self.own(caller, connection_id).await?).await?;
+        let status = self
+            .status_of(&self.own(caller, connection_id).await?)
+            .await?;
         if state != ExecutionState::Completed {
             return Err(OAuthError::Exchange(
                 status
@@ -372,7 +375,9 @@ impl OAuth {
         let revocation = NewRevocation {
             id: Uuid::now_v7(),
             organization_id: row.organization_id,
-            issuer: grant.as_ref().map_or(row.issuer.clone(), |g| g.issuer.clone()),
+            issuer: grant
+                .as_ref()
+                .map_or(row.issuer.clone(), |g| g.issuer.clone()),
             client_id: grant
                 .as_ref()
                 .map_or(row.client_id.clone(), |g| g.client_id.clone()),
@@ -435,28 +440,33 @@ impl OAuth {
         &self,
         connection_id: Uuid,
     ) -> Result<Vec<(String, String)>, OAuthError> {
+        let mut refreshed = false;
         for _ in 0..2 {
             let Some(row) = self.store().connection(connection_id).await? else {
                 return Err(OAuthError::NotFound);
             };
             if row.status != "ready" {
                 return Err(OAuthError::NeedsSignIn(
-                    row.reason.unwrap_or_else(|| "the connection is not signed in".into()),
+                    row.reason
+                        .unwrap_or_else(|| "the connection is not signed in".into()),
                 ));
             }
             let Some(grant) = (match row.grant_id {
                 Some(id) => self.store().grant(id).await?,
                 None => None,
             }) else {
-                return Err(OAuthError::NeedsSignIn("the connection has no grant".into()));
+                return Err(OAuthError::NeedsSignIn(
+                    "the connection has no grant".into(),
+                ));
             };
             let Some(sealed) = &grant.tokens else {
                 return Err(OAuthError::NeedsSignIn("the grant was revoked".into()));
             };
             let tokens: TokenSet = open(self.engine.context(), &tokens_place(grant.id), sealed)?;
-            let fresh = tokens
-                .expires_at
-                .is_none_or(|at| at > now_ms() + EXPIRY_MARGIN_MS);
+            // A token just refreshed is used while it is valid at all: a server may give
+            // lifetimes shorter than the margin.
+            let margin = if refreshed { 0 } else { EXPIRY_MARGIN_MS };
+            let fresh = tokens.expires_at.is_none_or(|at| at > now_ms() + margin);
             if fresh {
                 return Ok(vec![(
                     "authorization".to_string(),
@@ -499,6 +509,7 @@ impl OAuth {
             .await?
             .execution_id();
             self.wait(execution).await?;
+            refreshed = true;
         }
         Err(OAuthError::NeedsSignIn(
             "the grant could not be refreshed".into(),

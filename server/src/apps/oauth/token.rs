@@ -3,12 +3,11 @@
 //! `resource` parameter (RFC 8707) on the authorization request, the code exchange and every
 //! refresh.
 
-use oauth2::basic::{BasicClient, BasicErrorResponseType, BasicRevocationErrorResponse};
+use oauth2::basic::{BasicClient, BasicErrorResponseType};
 use oauth2::{
     AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
-    EndpointNotSet, EndpointSet, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl,
-    RefreshToken, RequestTokenError, RevocationErrorResponseType, RevocationUrl, Scope,
-    StandardRevocableToken, TokenResponse, TokenUrl,
+    EndpointNotSet, EndpointSet, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken,
+    RequestTokenError, RevocationUrl, Scope, TokenResponse, TokenUrl,
 };
 use serde::{Deserialize, Serialize};
 
@@ -69,7 +68,8 @@ pub enum TokenFailure {
     Lost(String),
 }
 
-type Client = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointMaybeSet, EndpointSet>;
+type Client =
+    BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointMaybeSet, EndpointSet>;
 
 fn client(
     server: &ServerMetadata,
@@ -120,7 +120,11 @@ pub fn authorization_url(
         .authorize_url(move || CsrfToken::new(state))
         .set_pkce_challenge(challenge)
         .add_extra_param("resource", resource);
-    for scope in scope.unwrap_or_default().split(' ').filter(|s| !s.is_empty()) {
+    for scope in scope
+        .unwrap_or_default()
+        .split(' ')
+        .filter(|s| !s.is_empty())
+    {
         request = request.add_scope(Scope::new(scope.to_string()));
     }
     let (url, _) = request.url();
@@ -229,47 +233,90 @@ pub enum Revoked {
 }
 
 /// Revokes a grant's refresh token (which revokes what it granted on most servers) and its
-/// access token. Revoking a token twice is harmless (RFC 7009 answers 200 for an invalid
-/// token), so a retry after a lost answer is safe.
+/// access token with RFC 7009 form requests. Revoking a token twice is harmless (RFC 7009
+/// answers 200 for an invalid token), so a retry after a lost answer is safe. (The oauth2
+/// crate's revocation refuses `http` endpoints; OpenBot's own URL check already allows those
+/// only on this machine.)
 pub async fn revoke(
     http: &OAuthHttp,
     server: &ServerMetadata,
     credentials: &ClientCredentials,
-    redirect_uri: &str,
+    _redirect_uri: &str,
     tokens: &TokenSet,
 ) -> Result<Revoked, TokenFailure> {
-    if server.revocation_endpoint.is_none() {
+    let Some(endpoint) = &server.revocation_endpoint else {
         return Ok(Revoked::LocalOnly);
-    }
-    let client = client(server, credentials, redirect_uri)?;
+    };
     let mut revocable = Vec::new();
     if let Some(refresh) = &tokens.refresh_token {
-        revocable.push(StandardRevocableToken::RefreshToken(RefreshToken::new(
-            refresh.clone(),
-        )));
+        revocable.push((refresh.as_str(), "refresh_token"));
     }
-    revocable.push(StandardRevocableToken::AccessToken(
-        oauth2::AccessToken::new(tokens.access_token.clone()),
-    ));
-    for token in revocable {
-        let request = client
-            .revoke_token(token)
+    revocable.push((tokens.access_token.as_str(), "access_token"));
+    for (token, hint) in revocable {
+        let mut pairs = vec![("token", token), ("token_type_hint", hint)];
+        let mut request = oauth2::http::Request::builder()
+            .method(oauth2::http::Method::POST)
+            .uri(endpoint.as_str())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json");
+        match &credentials.client_secret {
+            Some(secret) => {
+                use base64::Engine as _;
+                let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+                    "{}:{}",
+                    form_encode(&credentials.client_id),
+                    form_encode(secret)
+                ));
+                request = request.header("authorization", format!("Basic {basic}"));
+            }
+            None => pairs.push(("client_id", credentials.client_id.as_str())),
+        }
+        let body = pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", form_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let request = request
+            .body(body.into_bytes())
             .map_err(|e| TokenFailure::NotSent(e.to_string()))?;
-        request
-            .request_async(http)
-            .await
-            .map_err(|e| failure(e, revocation_error))?;
+        let answer = http.send(request).await.map_err(|failure| {
+            if failure.maybe_sent {
+                TokenFailure::Lost(failure.message)
+            } else {
+                TokenFailure::NotSent(failure.message)
+            }
+        })?;
+        let status = answer.status().as_u16();
+        if status == 200 {
+            continue;
+        }
+        let body: serde_json::Value = serde_json::from_slice(answer.body()).unwrap_or_default();
+        match body["error"].as_str() {
+            // The server asks to try later (RFC 7009 2.2.1: 503), or failed: retry.
+            Some(_) if status == 503 || status >= 500 => {
+                return Err(TokenFailure::Lost(format!("the server answered {status}")));
+            }
+            Some(error) => {
+                return Err(TokenFailure::Refused {
+                    error: cut(error),
+                    description: body["error_description"].as_str().map(cut),
+                });
+            }
+            None if status >= 500 => {
+                return Err(TokenFailure::Lost(format!("the server answered {status}")));
+            }
+            None => {
+                return Err(TokenFailure::Refused {
+                    error: format!("http_{status}"),
+                    description: None,
+                });
+            }
+        }
     }
     Ok(Revoked::Revoked)
 }
 
-fn revocation_error(answer: &BasicRevocationErrorResponse) -> (String, Option<String>) {
-    let error = match answer.error() {
-        RevocationErrorResponseType::UnsupportedTokenType => "unsupported_token_type".to_string(),
-        RevocationErrorResponseType::Basic(basic) => match basic {
-            BasicErrorResponseType::Extension(other) => other.clone(),
-            known => known.as_ref().to_string(),
-        },
-    };
-    (error, answer.error_description().cloned())
+/// `application/x-www-form-urlencoded` encoding of one value.
+fn form_encode(value: &str) -> String {
+    oauth2::url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

@@ -24,7 +24,9 @@ use super::store::{
     RecordSend, RotateGrant, SendEnded, UnusedGrant,
 };
 use super::token::{self, ClientCredentials, TokenFailure, TokenSet};
-use crate::engine::{EngineContext, EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow};
+use crate::engine::{
+    EngineContext, EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow,
+};
 use crate::identity::{ServiceIdentity, ServiceOwner};
 use crate::sealed::SealedValue;
 use crate::store::{
@@ -125,8 +127,8 @@ pub(super) async fn submit<T: Serialize>(
     key: String,
     input: &T,
 ) -> Result<crate::store::Submitted, crate::engine::EngineError> {
-    let json = serde_json::to_vec(input)
-        .map_err(|e| crate::engine::EngineError::Input(e.to_string()))?;
+    let json =
+        serde_json::to_vec(input).map_err(|e| crate::engine::EngineError::Input(e.to_string()))?;
     let mut digest = Sha256::new();
     digest.update(kind.as_bytes());
     digest.update([0]);
@@ -302,7 +304,10 @@ impl TokenWorkflow {
             reason: Some(reason.to_string()),
         })];
         if needs_sign_in {
-            writes.extend(self.shared.status_write(input.connection_id, "needs_sign_in"));
+            writes.extend(
+                self.shared
+                    .status_write(input.connection_id, "needs_sign_in"),
+            );
         }
         let commit = Commit {
             calls: call.into_iter().collect(),
@@ -343,7 +348,11 @@ impl TokenWorkflow {
             }),
             ..Commit::default()
         };
-        match cx.engine.commit(cx.execution.id, cx.generation, intent).await {
+        match cx
+            .engine
+            .commit(cx.execution.id, cx.generation, intent)
+            .await
+        {
             // A revocation holds the scope: `next` waits for it to end.
             Err(StoreError::Refused(_)) => return Ok(()),
             other => other?,
@@ -401,7 +410,9 @@ impl TokenWorkflow {
                         )
                         .await
                     }
-                    None => Err(TokenFailure::NotSent("the grant has no refresh token".into())),
+                    None => Err(TokenFailure::NotSent(
+                        "the grant has no refresh token".into(),
+                    )),
                 }
             }
             (TokenRequest::Refresh { .. }, None) => {
@@ -492,10 +503,15 @@ impl TokenWorkflow {
                     }),
                     ..Commit::default()
                 };
-                match cx.engine.commit(cx.execution.id, cx.generation, commit).await {
+                match cx
+                    .engine
+                    .commit(cx.execution.id, cx.generation, commit)
+                    .await
+                {
                     Ok(_) => Ok(()),
                     Err(StoreError::Fenced(_)) => {
-                        self.late(cx, input, connection, client_id, done, tokens).await
+                        self.late(cx, input, connection, client_id, done, tokens)
+                            .await
                     }
                     Err(err) => Err(err.into()),
                 }
@@ -542,10 +558,16 @@ impl TokenWorkflow {
                     writes: TxWrites(writes),
                     ..Commit::default()
                 };
-                match cx.engine.commit(cx.execution.id, cx.generation, commit).await {
+                match cx
+                    .engine
+                    .commit(cx.execution.id, cx.generation, commit)
+                    .await
+                {
                     Ok(_) => {}
                     Err(StoreError::Fenced(_)) => {
-                        return self.late(cx, input, connection, client_id, done, tokens).await;
+                        return self
+                            .late(cx, input, connection, client_id, done, tokens)
+                            .await;
                     }
                     Err(StoreError::Refused(cause)) => {
                         // The connection changed (removed, or signed in by other work): this
@@ -711,7 +733,12 @@ impl Workflow for TokenWorkflow {
         })
     }
 
-    async fn run(&self, cx: &PhaseContext, phase: &str, scope: &RunScope) -> Result<(), PhaseError> {
+    async fn run(
+        &self,
+        cx: &PhaseContext,
+        phase: &str,
+        scope: &RunScope,
+    ) -> Result<(), PhaseError> {
         match phase {
             "send" => self.send(cx, scope).await,
             "lost" => {
