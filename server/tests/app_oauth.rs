@@ -123,6 +123,7 @@ oauth_tests!(
     a_forged_replayed_or_borrowed_state_is_refused,
     metadata_that_points_at_an_internal_address_is_refused_before_any_request,
     oauth_routes_need_the_apps_rights,
+    a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -875,4 +876,41 @@ async fn oauth_routes_need_the_apps_rights(s: Server) {
         error_code(unknown).await,
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+}
+
+async fn a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in(s: Server) {
+    let provider = provider(&[("LOSE_TOKEN_ANSWERS", "1")]);
+    let connection = Uuid::now_v7();
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("lost"), "{body}");
+    let after: Value = s.get(&path(connection, ""), &s.owner).send().await.unwrap().json().await.unwrap();
+    assert_eq!(after["status"], "needs_sign_in");
+    // The provider granted once and was never asked again for that code.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let count: Value = reqwest::Client::new()
+        .get(format!("{}/token-requests", provider.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(count["count"], 1);
+    let err = oauth(&s).access_headers(connection).await.unwrap_err();
+    assert!(matches!(err, OAuthError::NeedsSignIn(_)), "{err:?}");
 }

@@ -7,6 +7,8 @@
 // indicators, refresh token rotation and RFC 7009 revocation. Environment:
 //   NO_REVOCATION=1   no revocation endpoint (the provider advertises none)
 //   ACCESS_TTL=N      access token lifetime in seconds (default 3600)
+//   LOSE_TOKEN_ANSWERS=1  the token endpoint grants, then cuts the connection before its
+//                     answer is written (an answer lost on the way back)
 //
 // The resource server (a second port) answers like an OAuth-protected MCP server:
 //   GET /mcp                                        401 with WWW-Authenticate resource_metadata,
@@ -17,11 +19,14 @@
 //                                                   URL with a cookie jar, logs the test account
 //                                                   in, consents, and answers {"location"}
 //   GET /token-state?token=T                        {"active": bool} for an access or refresh token
+//   GET /token-requests                             {"count": N}: token requests received
 import http from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
 const ACCESS_TTL = Number(process.env.ACCESS_TTL || 3600);
 const NO_REVOCATION = process.env.NO_REVOCATION === '1';
+const LOSE_TOKEN_ANSWERS = process.env.LOSE_TOKEN_ANSWERS === '1';
+let tokenRequests = 0;
 
 function listen(server) {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));
@@ -63,6 +68,14 @@ const provider = new Provider(issuer, {
   cookies: { keys: ['openbot-oauth-tests'] },
 });
 provider.proxy = false;
+
+// Counts token requests; with LOSE_TOKEN_ANSWERS the granted answer never leaves.
+provider.use(async (ctx, next) => {
+  await next();
+  if (ctx.path !== '/token') return;
+  tokenRequests += 1;
+  if (LOSE_TOKEN_ANSWERS && ctx.status === 200) ctx.req.socket.destroy();
+});
 
 // The test account logs in and consents to whatever was asked, without a page.
 provider.use(async (ctx, next) => {
@@ -149,6 +162,9 @@ resourceServer.on('request', async (req, res) => {
     }
     if (url.pathname === '/browser' && req.method === 'POST') {
       return json(res, 200, await browse((await body(req)).url));
+    }
+    if (url.pathname === '/token-requests') {
+      return json(res, 200, { count: tokenRequests });
     }
     if (url.pathname === '/token-state') {
       const value = url.searchParams.get('token');
