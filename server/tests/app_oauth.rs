@@ -898,7 +898,14 @@ async fn a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in(s: S
     let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body["message"].as_str().unwrap().contains("lost"), "{body}");
-    let after: Value = s.get(&path(connection, ""), &s.owner).send().await.unwrap().json().await.unwrap();
+    let after: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(after["status"], "needs_sign_in");
     // The provider granted once and was never asked again for that code.
     tokio::time::sleep(Duration::from_millis(500)).await;
