@@ -278,6 +278,10 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
         }
     }
     engine.start_runner(workflows, runner).await;
+    // Grants handed to cleanup just before a crash get their work now.
+    if let Err(err) = crate::apps::oauth::resume_cleanups(&engine, database.oauth.as_ref()).await {
+        tracing::warn!(error = %err, "could not resume OAuth grant cleanups");
+    }
     Ok(engine)
 }
 

@@ -124,6 +124,7 @@ oauth_tests!(
     metadata_that_points_at_an_internal_address_is_refused_before_any_request,
     oauth_routes_need_the_apps_rights,
     a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
+    a_hand_over_whose_work_never_started_is_found_by_the_sweep,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -920,4 +921,62 @@ async fn a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in(s: S
     assert_eq!(count["count"], 1);
     let err = oauth(&s).access_headers(connection).await.unwrap_err();
     assert!(matches!(err, OAuthError::NeedsSignIn(_)), "{err:?}");
+}
+
+async fn a_hand_over_whose_work_never_started_is_found_by_the_sweep(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, tokens) = tokens(&s, connection).await;
+    let row = s
+        .database
+        .oauth
+        .connection(connection)
+        .await
+        .unwrap()
+        .unwrap();
+    // The removal commits its hand-over, and the process stops before it starts the work.
+    let revocation = openbot_server::apps::oauth::NewRevocation {
+        id: Uuid::now_v7(),
+        organization_id: row.organization_id,
+        issuer: row.issuer.clone(),
+        client_id: row.client_id.clone(),
+        connection_id: connection,
+        grant_id: grant,
+        owner_scope: "service:test".into(),
+    };
+    assert!(
+        s.database
+            .oauth
+            .remove(
+                connection,
+                &revocation,
+                openbot_server::store::TxWrites::default()
+            )
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pending = s
+        .database
+        .oauth
+        .grant_use(revocation.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (pending.state.as_str(), pending.execution_id),
+        ("pending", None)
+    );
+    assert!(active(&provider, tokens["access_token"].as_str().unwrap()).await);
+
+    assert_eq!(oauth(&s).resume_cleanups().await.unwrap(), 1);
+    let id = revocation.id.to_string();
+    assert_eq!(cleanup_result(&s, connection, &id).await, "revoked");
+    assert!(!active(&provider, tokens["access_token"].as_str().unwrap()).await);
+    assert_eq!(
+        oauth(&s).resume_cleanups().await.unwrap(),
+        0,
+        "nothing is left open"
+    );
 }

@@ -30,6 +30,8 @@ mod workflow;
 pub use cleanup::{CLEANUP_SERVICE, CleanupWorkflow, OAUTH_CLEANUP};
 pub use error::OAuthError;
 pub use metadata::{Discovered, ServerMetadata};
-pub use service::{OAuth, OAuthConfig};
-pub use store::{ConnectionRow, ConnectionStatusWrite, FlowRow, GrantRow, GrantUseRow, OAuthStore};
+pub use service::{OAuth, OAuthConfig, resume_cleanups};
+pub use store::{
+    ConnectionRow, ConnectionStatusWrite, FlowRow, GrantRow, GrantUseRow, NewRevocation, OAuthStore,
+};
 pub use workflow::{OAUTH_TOKEN, TokenWorkflow};

@@ -520,19 +520,7 @@ impl OAuth {
     /// revocation, so work that exists is found, not doubled). For a node's start, after a
     /// crash between a hand-over and its work's start. Answers how many it handed.
     pub async fn resume_cleanups(&self) -> Result<usize, OAuthError> {
-        let mut after = None;
-        let mut handed = 0;
-        loop {
-            let page = self.store().open_revocations(after, 100).await?;
-            let Some(last) = page.last() else {
-                return Ok(handed);
-            };
-            after = Some(last.id);
-            for row in &page {
-                start_cleanup(self.engine.context(), row.organization_id, row.id).await?;
-                handed += 1;
-            }
-        }
+        resume_cleanups(&self.engine, self.store()).await
     }
 
     async fn wait(&self, execution: ExecutionId) -> Result<ExecutionState, OAuthError> {
@@ -546,6 +534,24 @@ impl OAuth {
                 return Err(OAuthError::Pending);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Hands every revocation not done to its cleanup work again (see
+/// [`OAuth::resume_cleanups`]); a node runs it when it starts.
+pub async fn resume_cleanups(engine: &Engine, store: &dyn OAuthStore) -> Result<usize, OAuthError> {
+    let mut after = None;
+    let mut handed = 0;
+    loop {
+        let page = store.open_revocations(after, 100).await?;
+        let Some(last) = page.last() else {
+            return Ok(handed);
+        };
+        after = Some(last.id);
+        for row in &page {
+            start_cleanup(engine.context(), row.organization_id, row.id).await?;
+            handed += 1;
         }
     }
 }
