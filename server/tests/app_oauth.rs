@@ -125,6 +125,7 @@ oauth_tests!(
     oauth_routes_need_the_apps_rights,
     a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
     a_hand_over_whose_work_never_started_is_found_by_the_sweep,
+    an_oauth_protected_mcp_server_answers_with_the_connections_credential,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -979,4 +980,81 @@ async fn a_hand_over_whose_work_never_started_is_found_by_the_sweep(s: Server) {
         0,
         "nothing is left open"
     );
+}
+
+/// A real MCP server (npm `@modelcontextprotocol/server-everything`, streamable HTTP) on a
+/// free port; killed when dropped.
+struct Everything {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn everything() -> Everything {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("node")
+        .arg(format!(
+            "{}/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            deps()
+        ))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server-everything did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Everything {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+async fn an_oauth_protected_mcp_server_answers_with_the_connections_credential(s: Server) {
+    let mcp = everything();
+    let provider = provider(&[("MCP_UPSTREAM", mcp.url.as_str())]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "openbot-test", "version": "1"}}
+    });
+    let send = |authorization: Option<String>| {
+        let mut request = reqwest::Client::new()
+            .post(&provider.resource)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.send()
+    };
+    let refused = send(None).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        refused.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("resource_metadata")
+    );
+    let answer = send(Some(authorization(&s, connection).await))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("serverInfo"), "{text}");
 }

@@ -7,6 +7,10 @@
 // indicators, refresh token rotation and RFC 7009 revocation. Environment:
 //   NO_REVOCATION=1   no revocation endpoint (the provider advertises none)
 //   ACCESS_TTL=N      access token lifetime in seconds (default 3600)
+//   MCP_UPSTREAM=URL  make /mcp an OAuth-protected MCP server: a request with a valid token is
+//                     passed on to this streamable-HTTP MCP server (say npm
+//                     @modelcontextprotocol/server-everything on PORT, path /mcp), its
+//                     answer (SSE included) streamed back
 //   LOSE_TOKEN_ANSWERS=1  the token endpoint grants, then cuts the connection before its
 //                     answer is written (an answer lost on the way back)
 //
@@ -25,6 +29,7 @@ import Provider, { errors } from 'oidc-provider';
 
 const ACCESS_TTL = Number(process.env.ACCESS_TTL || 3600);
 const NO_REVOCATION = process.env.NO_REVOCATION === '1';
+const MCP_UPSTREAM = process.env.MCP_UPSTREAM;
 const LOSE_TOKEN_ANSWERS = process.env.LOSE_TOKEN_ANSWERS === '1';
 let tokenRequests = 0;
 
@@ -134,6 +139,19 @@ async function browse(start) {
   return { error: 'too many redirects' };
 }
 
+// Passes an authorized request on to the MCP server, without its token.
+function forward(req, res) {
+  const target = new URL(MCP_UPSTREAM);
+  const headers = { ...req.headers, host: target.host };
+  delete headers.authorization;
+  const upstream = http.request(target, { method: req.method, headers }, (answer) => {
+    res.writeHead(answer.statusCode, answer.headers);
+    answer.pipe(res);
+  });
+  upstream.on('error', () => json(res, 502, { error: 'upstream_unreachable' }));
+  req.pipe(upstream);
+}
+
 resourceServer.on('request', async (req, res) => {
   try {
     const url = new URL(req.url, resourceBase);
@@ -158,6 +176,7 @@ resourceServer.on('request', async (req, res) => {
           'www-authenticate': `Bearer error="invalid_token", resource_metadata="${metadata}", scope="mcp"`,
         });
       }
+      if (MCP_UPSTREAM) return forward(req, res);
       return json(res, 200, { sub: token.accountId, scope: token.scope });
     }
     if (url.pathname === '/browser' && req.method === 'POST') {
