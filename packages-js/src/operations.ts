@@ -161,6 +161,8 @@ export type OAuthAuthorization = Schemas['OAuthAuthorization'];
 export type OAuthCleanup = Schemas['OAuthCleanup'];
 /** A connection's OAuth sign-in. */
 export type OAuthConnection = Schemas['OAuthConnection'];
+/** What removing a sign-in did. */
+export type OAuthRemoval = Schemas['OAuthRemoval'];
 /** An organization the caller's account belongs to. */
 export type Organization = Schemas['Organization'];
 /** One page of organizations, oldest first. */
@@ -438,7 +440,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
 export interface OperationTypes {
   get_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthConnection };
-  delete_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthCleanup };
+  delete_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthRemoval };
   authorize_oauth: { params: { connection_id: string }; body: BeginOAuth; answer: OAuthAuthorization };
   get_oauth_cleanup: { params: { connection_id: string; cleanup_id: string }; body: undefined; answer: OAuthCleanup };
   complete_oauth: { params: { connection_id: string }; body: CompleteOAuth; answer: OAuthConnection };
@@ -540,12 +542,12 @@ export abstract class Operations {
 
   /**
    * Removes the connection's sign-in. Its grant goes to the organization's cleanup service in the
-   * same transaction (202 with that cleanup); 204 when there was no grant. `DELETE
+   * same transaction; the answer names that cleanup (none when there was no grant). `DELETE
    * /v1/app-connections/{connection_id}/oauth` (operation `delete_oauth`).
    */
-  async deleteOauth(connection_id: string): Promise<OAuthCleanup> {
+  async deleteOauth(connection_id: string): Promise<OAuthRemoval> {
     checkString('deleteOauth', 'connection_id', connection_id);
-    return (await this.invoke('delete_oauth', { connection_id }, undefined)) as OAuthCleanup;
+    return (await this.invoke('delete_oauth', { connection_id }, undefined)) as OAuthRemoval;
   }
 
   /**

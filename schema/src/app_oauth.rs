@@ -98,3 +98,15 @@ pub struct OAuthCleanup {
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub result: Option<String>,
 }
+
+/// What removing a sign-in did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+pub struct OAuthRemoval {
+    /// The connection.
+    pub connection_id: uuid::Uuid,
+    /// The cleanup its grant was handed to; absent when it had no grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub cleanup: Option<OAuthCleanup>,
+}

@@ -37,7 +37,9 @@ mod usage;
 uniffi::setup_scaffolding!("openbot_schema");
 
 pub use access::{Action, ApiToken, CreateToken, CreatedToken, Resource, Right};
-pub use app_oauth::{BeginOAuth, CompleteOAuth, OAuthAuthorization, OAuthCleanup, OAuthConnection};
+pub use app_oauth::{
+    BeginOAuth, CompleteOAuth, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
+};
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,
     RuleAction,

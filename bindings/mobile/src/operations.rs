@@ -29,12 +29,12 @@ impl Client {
     }
 
     /// Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
-    /// the same transaction (202 with that cleanup); 204 when there was no grant.
+    /// the same transaction; the answer names that cleanup (none when there was no grant).
     /// (`DELETE /v1/app-connections/{connection_id}/oauth`, operation `delete_oauth`)
     pub async fn delete_oauth(
         &self,
         connection_id: String,
-    ) -> Result<schema::OAuthCleanup, OpenBotError> {
+    ) -> Result<schema::OAuthRemoval, OpenBotError> {
         let mut request = ApiRequest::default();
         request.param("connection_id", connection_id);
         let answer = self.call_operation("delete_oauth", request).await?;

@@ -15,8 +15,8 @@ use openbot_schema::{
     CreatedOrganization, CreatedToken, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool,
     DelegateToolPage, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
     Member, MemberPage, ModelPrice, OAuthAuthorization, OAuthCleanup, OAuthConnection,
-    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
-    PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
+    OAuthRemoval, Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage,
+    PutBudget, PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
     ScopeLimitPage, Session, StoredFile, StoredFilePage, UsagePage, UsageRow,
 };
 
@@ -899,11 +899,11 @@ pub trait Operations: Client {
     }
 
     /// Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
-    /// the same transaction (202 with that cleanup); 204 when there was no grant.
+    /// the same transaction; the answer names that cleanup (none when there was no grant).
     async fn delete_oauth(
         &self,
         connection_id: &(dyn std::fmt::Display + Sync),
-    ) -> Result<OAuthCleanup, Error> {
+    ) -> Result<OAuthRemoval, Error> {
         const OP: &str = "delete_oauth";
         let mut request = ApiRequest::default();
         request.param("connection_id", connection_id.to_string());

@@ -195,6 +195,7 @@ __all__ += [
     "OAuthAuthorization",
     "OAuthCleanup",
     "OAuthConnection",
+    "OAuthRemoval",
     "Organization",
     "OrganizationPage",
     "OutcomeDecision",

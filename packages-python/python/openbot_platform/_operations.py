@@ -51,6 +51,7 @@ from .types import (
     OAuthAuthorization,
     OAuthCleanup,
     OAuthConnection,
+    OAuthRemoval,
     Organization,
     OrganizationPage,
     OutcomeDecision,
@@ -372,13 +373,13 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("get_oauth", {"connection_id": connection_id})
         return OAuthConnection.from_dict(answer)
 
-    async def delete_oauth(self, connection_id: str) -> OAuthCleanup:
+    async def delete_oauth(self, connection_id: str) -> OAuthRemoval:
         """Removes the connection's sign-in. Its grant goes to the organization's cleanup
-        service in the same transaction (202 with that cleanup); 204 when there was no grant.
-        ``DELETE /v1/app-connections/{connection_id}/oauth``.
+        service in the same transaction; the answer names that cleanup (none when there was
+        no grant). ``DELETE /v1/app-connections/{connection_id}/oauth``.
         """
         answer = await self._call_op("delete_oauth", {"connection_id": connection_id})
-        return OAuthCleanup.from_dict(answer)
+        return OAuthRemoval.from_dict(answer)
 
     async def authorize_oauth(
         self,
@@ -1518,13 +1519,13 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("get_oauth", {"connection_id": connection_id})
         return OAuthConnection.from_dict(answer)
 
-    def delete_oauth(self, connection_id: str) -> OAuthCleanup:
+    def delete_oauth(self, connection_id: str) -> OAuthRemoval:
         """Removes the connection's sign-in. Its grant goes to the organization's cleanup
-        service in the same transaction (202 with that cleanup); 204 when there was no grant.
-        ``DELETE /v1/app-connections/{connection_id}/oauth``.
+        service in the same transaction; the answer names that cleanup (none when there was
+        no grant). ``DELETE /v1/app-connections/{connection_id}/oauth``.
         """
         answer = self._call_op("delete_oauth", {"connection_id": connection_id})
-        return OAuthCleanup.from_dict(answer)
+        return OAuthRemoval.from_dict(answer)
 
     def authorize_oauth(
         self,

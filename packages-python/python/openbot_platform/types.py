@@ -107,6 +107,7 @@ __all__ = [
     "OAuthAuthorization",
     "OAuthCleanup",
     "OAuthConnection",
+    "OAuthRemoval",
     "Organization",
     "OrganizationPage",
     "OutcomeDecision",
@@ -1911,6 +1912,27 @@ class OAuthConnection:
             status=data["status"],
             expires_at=_maybe(data.get("expires_at"), _time),
             reason=data.get("reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OAuthRemoval:
+    """What removing a sign-in did."""
+    #: The connection.
+    connection_id: str
+    #: The cleanup its grant was handed to; absent when it had no grant.
+    cleanup: OAuthCleanup | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OAuthRemoval:
+        """A OAuthRemoval from its JSON form."""
+        return cls(
+            connection_id=data["connection_id"],
+            cleanup=_maybe(data.get("cleanup"), OAuthCleanup.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:

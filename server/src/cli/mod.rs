@@ -42,6 +42,8 @@ enum Command {
     Budgets(client::budgets::BudgetsArgs),
     /// Shared limits on a server: permits and requests or tokens per window, per scope.
     Limits(client::limits::LimitsArgs),
+    /// OAuth sign-in of App connections on a server: authorize, complete, status, remove.
+    Oauth(client::oauth::OAuthArgs),
     /// Usage and cost of model calls on a server, by organization, Bot, Chat, member or model
     /// (a table, `--json` lines or `--csv`).
     Usage(client::usage::UsageArgs),
@@ -69,6 +71,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Usage(args) => client::usage::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Limits(args) => client::limits::run(args).await,
+        Command::Oauth(args) => client::oauth::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
         Command::Organizations(args) => client::organizations::run(args).await,

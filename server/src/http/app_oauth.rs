@@ -6,10 +6,9 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use openbot_schema::{
     BeginOAuth, CompleteOAuth, ErrorBody, ErrorCode, OAuthAuthorization, OAuthCleanup,
-    OAuthConnection,
+    OAuthConnection, OAuthRemoval,
 };
 use uuid::Uuid;
 
@@ -108,20 +107,22 @@ pub async fn get_oauth(
 }
 
 /// Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
-/// the same transaction (202 with that cleanup); 204 when there was no grant.
+/// the same transaction; the answer names that cleanup (none when there was no grant).
 #[utoipa::path(delete, path = "/v1/app-connections/{connection_id}/oauth", tag = "apps",
     params(("connection_id" = String, Path, description = "The App connection")),
-    responses((status = 202, body = OAuthCleanup), (status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses((status = 200, body = OAuthRemoval), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn delete_oauth(
     State(state): State<AppState>,
     caller: Caller,
     Path(connection_id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<OAuthRemoval>, ApiError> {
     let id = parse(&connection_id)?;
     match state.oauth.remove(&caller, id).await {
-        Ok(Some(cleanup)) => Ok((StatusCode::ACCEPTED, Json(cleanup)).into_response()),
-        Ok(None) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Ok(cleanup) => Ok(Json(OAuthRemoval {
+            connection_id: id,
+            cleanup,
+        })),
         Err(err) => Err(mapped(&state, err).await),
     }
 }

@@ -8,6 +8,7 @@ pub mod chats;
 pub mod executions;
 pub mod limits;
 pub mod login;
+pub mod oauth;
 pub mod organizations;
 mod output;
 pub mod paging;
