@@ -14,6 +14,8 @@ mod pg;
 #[macro_use]
 #[path = "support/api.rs"]
 mod api;
+#[path = "support/served.rs"]
+mod served;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -1061,4 +1063,91 @@ async fn an_oauth_protected_mcp_server_answers_with_the_connections_credential(s
     assert_eq!(answer.status(), StatusCode::OK);
     let text = answer.text().await.unwrap();
     assert!(text.contains("serverInfo"), "{text}");
+}
+
+/// `openbot ...` with its own config folder; answers its exit status and output.
+fn openbot(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(args)
+        .env("OPENBOT_CONFIG_DIR", config)
+        .env_remove("OPENBOT_SERVER")
+        .env_remove("OPENBOT_TOKEN")
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_signs_a_connection_in_and_removes_it() {
+    let served = served::Served::start_with(&[("OPENBOT_OUTBOUND_ALLOW", "loopback")]);
+    let provider = provider(&[]);
+    let config = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| openbot(config.path(), args);
+    let ok = |args: &[&str]| {
+        let (success, stdout, stderr) = run(args);
+        assert!(success, "openbot {args:?} failed: {stderr}");
+        stdout
+    };
+    ok(&["login", "--server", &served.base, "--token", &served.token]);
+    let connection = Uuid::now_v7().to_string();
+    let step: Value = serde_json::from_str(&ok(&[
+        "oauth",
+        "authorize",
+        &connection,
+        "--server-url",
+        &provider.resource,
+        "--redirect-uri",
+        REDIRECT,
+        "--json",
+    ]))
+    .unwrap();
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    let (success, _, stderr) = run(&[
+        "oauth",
+        "complete",
+        &connection,
+        "--state",
+        "forged",
+        "--code",
+        &code,
+    ]);
+    assert!(!success);
+    assert!(stderr.contains("invalid_input"), "{stderr}");
+    let done = ok(&[
+        "oauth",
+        "complete",
+        &connection,
+        "--state",
+        &state,
+        "--code",
+        &code,
+    ]);
+    assert!(done.contains("ready"), "{done}");
+    let status: Value =
+        serde_json::from_str(&ok(&["oauth", "status", &connection, "--json"])).unwrap();
+    assert_eq!(status["status"], "ready");
+    let removal: Value =
+        serde_json::from_str(&ok(&["oauth", "remove", &connection, "--json"])).unwrap();
+    let cleanup = removal["cleanup"]["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found: Value =
+            serde_json::from_str(&ok(&["oauth", "cleanup", &connection, &cleanup, "--json"]))
+                .unwrap();
+        if found["state"] == "done" {
+            assert_eq!(found["result"], "revoked");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cleanup did not end: {found}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = ok(&["oauth", "status", &connection]);
+    assert!(text.contains("removed"), "{text}");
 }

@@ -48,11 +48,11 @@ enum OAuthCommand {
     Complete {
         /// The App connection.
         connection: String,
-        /// The redirect's `state`.
-        #[arg(long)]
+        /// The redirect's `state` (it may start with `-`).
+        #[arg(long, allow_hyphen_values = true)]
         state: String,
-        /// The redirect's `code`.
-        #[arg(long)]
+        /// The redirect's `code` (it may start with `-`).
+        #[arg(long, allow_hyphen_values = true)]
         code: String,
     },
     /// Removes a sign-in; its grant is revoked by the organization's cleanup service.
