@@ -43,14 +43,16 @@ CREATE TABLE oauth_flows (
 
 CREATE INDEX oauth_flows_connection ON oauth_flows (connection_id);
 
--- Every token answer's grant, installed or not: its tokens sealed for the row, the call that
--- got it, and its state (installed, unused, released, revoked).
+-- Every token answer's grant, installed or not: the metadata of the server that issued it (its
+-- refresh and revocation go there only), its tokens sealed for the row, the call that got it,
+-- and its state (installed, unused, released, revoked).
 CREATE TABLE oauth_grants (
     id               BLOB PRIMARY KEY,
     connection_id    BLOB NOT NULL,
     organization_id  BLOB NOT NULL,
     issuer           TEXT NOT NULL,
     client_id        TEXT NOT NULL,
+    metadata         TEXT NOT NULL,
     tokens_key_id    TEXT,
     tokens_sealed    BLOB,
     expires_at       INTEGER,

@@ -128,6 +128,7 @@ oauth_tests!(
     a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
     a_hand_over_whose_work_never_started_is_found_by_the_sweep,
     an_oauth_protected_mcp_server_answers_with_the_connections_credential,
+    a_signed_in_connection_never_sends_its_grant_to_another_authorization_server,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -1150,4 +1151,45 @@ async fn the_cli_signs_a_connection_in_and_removes_it() {
     }
     let text = ok(&["oauth", "status", &connection]);
     assert!(text.contains("removed"), "{text}");
+}
+
+async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_server(s: Server) {
+    let first = provider(&[]);
+    let second = provider(&[]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &first).await;
+    let moved = s
+        .post(&path(connection, "/authorize"), &s.owner)
+        .json(&json!({ "server_url": second.resource, "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (moved.status(), moved.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("another authorization server"),
+        "{body}"
+    );
+    let after: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (after["status"].as_str(), after["issuer"].as_str()),
+        (Some("ready"), Some(first.issuer.as_str()))
+    );
+    // After removing the sign-in it may sign in there.
+    remove(&s, &s.owner, connection).await;
+    let status = sign_in(&s, &s.owner, connection, &second).await;
+    assert_eq!(
+        (status["status"].as_str(), status["issuer"].as_str()),
+        (Some("ready"), Some(second.issuer.as_str()))
+    );
 }

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::store::{GrantRow, GrantUseRow, RevocationDone};
 use super::token::{self, Revoked, TokenFailure, TokenSet};
-use super::workflow::{CALL, Shared, credentials, metadata_of, open, tokens_place};
+use super::workflow::{CALL, Shared, credentials, open, tokens_place};
 use crate::engine::{Backoff, EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::store::{CallPhase, CallWrite, Commit, StateChange, StoreError, TxWrites, now_ms};
 
@@ -159,10 +159,11 @@ impl CleanupWorkflow {
             .connection(grant.connection_id)
             .await?
             .ok_or_else(|| StoreError::Invalid("the grant's connection is gone".into()))?;
-        let server = metadata_of(&connection)?;
-        if server.revocation_endpoint.is_none() || server.issuer != grant.issuer {
-            // No endpoint to ask (or the connection now signs in elsewhere): the tokens are
-            // forgotten, and the saved result says only that.
+        // The grant's own server, wherever the connection signs in now.
+        let server: super::ServerMetadata = serde_json::from_str(&grant.metadata)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        if server.revocation_endpoint.is_none() {
+            // No endpoint to ask: the tokens are forgotten, and the saved result says only that.
             return self.finish(cx, &row, &grant, None, "local_only").await;
         }
         let credentials = credentials(&cx.engine, &connection, &grant.client_id)?;

@@ -147,6 +147,15 @@ impl OAuth {
             other => other,
         };
         let found = discover(&self.shared.http, &request.server_url).await?;
+        if let Some(row) = &existing
+            && row.grant_id.is_some()
+            && row.issuer != found.server.issuer
+        {
+            // Its grant's tokens belong to the other server: they must never be sent here.
+            return Err(OAuthError::Invalid(
+                "the connection is signed in at another authorization server: remove its sign-in first".into(),
+            ));
+        }
         let scope = request
             .scope
             .clone()

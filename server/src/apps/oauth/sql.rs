@@ -49,6 +49,7 @@ fn grant_row(row: &Row) -> Result<GrantRow, StoreError> {
         organization_id: row.try_get("organization_id")?,
         issuer: row.try_get("issuer")?,
         client_id: row.try_get("client_id")?,
+        metadata: row.try_get("metadata")?,
         tokens: sealed(row.try_get("tokens_key_id")?, row.try_get("tokens_sealed")?),
         expires_at: row.try_get("expires_at")?,
         rotation: row.try_get("rotation")?,
@@ -119,7 +120,7 @@ async fn insert_grant(tx: &mut Transaction<'_, Db>, grant: &GrantRow) -> Result<
     sqlx::query(
         "INSERT INTO oauth_grants (id, connection_id, organization_id, issuer, client_id, \
          tokens_key_id, tokens_sealed, expires_at, rotation, source_execution, source_call, state, \
-         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)",
+         created_at, updated_at, metadata) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)",
     )
     .bind(grant.id)
     .bind(grant.connection_id)
@@ -134,6 +135,7 @@ async fn insert_grant(tx: &mut Transaction<'_, Db>, grant: &GrantRow) -> Result<
     .bind(&grant.source_call)
     .bind(&grant.state)
     .bind(now)
+    .bind(&grant.metadata)
     .execute(&mut **tx)
     .await?;
     Ok(())

@@ -87,6 +87,9 @@ pub struct GrantRow {
     pub issuer: String,
     /// The client.
     pub client_id: String,
+    /// The issuing server's metadata, JSON ([`super::ServerMetadata`]): refresh and
+    /// revocation of this grant go there, wherever the connection signs in later.
+    pub metadata: String,
     /// The tokens ([`super::token::TokenSet`] as JSON), sealed for this row; gone once revoked.
     pub tokens: Option<SealedValue>,
     /// When the access token expires.

@@ -325,8 +325,13 @@ impl TokenWorkflow {
     async fn send(&self, cx: &PhaseContext, scope: &RunScope) -> Result<(), PhaseError> {
         let input = self.input(cx).await?;
         let connection = self.connection(&input).await?;
-        let server = metadata_of(&connection)?;
         let (client_id, grant) = self.client_of(&input, &connection).await?;
+        // A refresh goes to the server that issued the grant.
+        let server = match &grant {
+            Some(grant) => serde_json::from_str(&grant.metadata)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?,
+            None => metadata_of(&connection)?,
+        };
         let credentials = credentials(&cx.engine, &connection, &client_id)?;
         let idempotency_key = CALL.idempotency_key(cx.execution.id);
         let call = |phase, result| CallWrite {
@@ -380,6 +385,20 @@ impl TokenWorkflow {
                     &connection.resource,
                 )
                 .await
+            }
+            (TokenRequest::Refresh { .. }, Some(grant)) if grant.issuer != connection.issuer => {
+                // A grant is only ever sent to the server that issued it.
+                return self
+                    .end_without_grant(
+                        cx,
+                        &input,
+                        None,
+                        ErrorCategory::Access,
+                        "the grant belongs to another authorization server",
+                        true,
+                        "the connection moved to another authorization server; sign in again",
+                    )
+                    .await;
             }
             (TokenRequest::Refresh { .. }, Some(grant)) => {
                 let tokens: TokenSet = match &grant.tokens {
@@ -524,6 +543,7 @@ impl TokenWorkflow {
                     organization_id: input.organization_id,
                     issuer: connection.issuer.clone(),
                     client_id: client_id.to_string(),
+                    metadata: connection.metadata.clone(),
                     tokens: Some(seal(&cx.engine, &tokens_place(grant_id), &tokens)?),
                     expires_at: tokens.expires_at,
                     rotation: 0,
@@ -673,6 +693,7 @@ impl TokenWorkflow {
             organization_id: input.organization_id,
             issuer: connection.issuer.clone(),
             client_id: client_id.to_string(),
+            metadata: connection.metadata.clone(),
             tokens: Some(seal(&cx.engine, &tokens_place(grant_id), tokens)?),
             expires_at: tokens.expires_at,
             rotation: 0,
