@@ -25,7 +25,7 @@ CREATE TABLE oauth_connections (
 );
 
 -- A browser step: the state's hash (the state itself is never stored), the PKCE verifier
--- sealed, who began it, when it expires and when (and by which exchange) it was used.
+-- sealed, the client and redirect URI it was begun with, who began it, when it expires and when (and by which exchange) it was used.
 CREATE TABLE oauth_flows (
     id              UUID PRIMARY KEY,
     connection_id   UUID NOT NULL,
@@ -35,6 +35,7 @@ CREATE TABLE oauth_flows (
     verifier_key_id TEXT NOT NULL,
     verifier_sealed BYTEA NOT NULL,
     client_id       TEXT NOT NULL,
+    redirect_uri    TEXT NOT NULL,
     expires_at      BIGINT NOT NULL,
     used_at         BIGINT,
     execution_id    UUID,

@@ -129,6 +129,7 @@ oauth_tests!(
     a_hand_over_whose_work_never_started_is_found_by_the_sweep,
     an_oauth_protected_mcp_server_answers_with_the_connections_credential,
     a_signed_in_connection_never_sends_its_grant_to_another_authorization_server,
+    a_sign_in_completes_with_the_client_and_redirect_it_began_with,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -1192,4 +1193,35 @@ async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_s
         (status["status"].as_str(), status["issuer"].as_str()),
         (Some("ready"), Some(second.issuer.as_str()))
     );
+}
+
+async fn a_sign_in_completes_with_the_client_and_redirect_it_began_with(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    let first = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    // A second sign-in with another redirect registers another client meanwhile.
+    let second = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": "http://127.0.0.1:9/other" }),
+    )
+    .await;
+    assert_ne!(first["state"], second["state"]);
+    let (code, state) = browse(&provider, first["authorization_url"].as_str().unwrap()).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let (answer, _) = call_resource(&provider, &authorization(&s, connection).await).await;
+    assert_eq!(answer, StatusCode::OK);
 }

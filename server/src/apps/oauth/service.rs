@@ -242,6 +242,7 @@ impl OAuth {
                 state_hash: Sha256::digest(state.as_bytes()).to_vec(),
                 verifier: seal(cx, &verifier_place(flow_id), &verifier)?,
                 client_id,
+                redirect_uri: request.redirect_uri.clone(),
                 expires_at,
                 used_at: None,
             })
@@ -300,6 +301,7 @@ impl OAuth {
                 code: request.code.clone(),
                 verifier,
                 client_id: flow.client_id.clone(),
+                redirect_uri: flow.redirect_uri.clone(),
             },
         };
         let submitted = submit(

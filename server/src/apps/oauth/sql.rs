@@ -447,8 +447,8 @@ impl OAuthStore for Store {
     async fn put_flow(&self, row: &FlowRow) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO oauth_flows (id, connection_id, organization_id, member_id, state_hash, \
-             verifier_key_id, verifier_sealed, client_id, expires_at, used_at, execution_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, $10)",
+             verifier_key_id, verifier_sealed, client_id, expires_at, used_at, execution_id, created_at, \
+             redirect_uri) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, $10, $11)",
         )
         .bind(row.id)
         .bind(row.connection_id)
@@ -460,6 +460,7 @@ impl OAuthStore for Store {
         .bind(&row.client_id)
         .bind(row.expires_at)
         .bind(now_ms())
+        .bind(&row.redirect_uri)
         .execute(self.pool())
         .await?;
         Ok(())
@@ -484,6 +485,7 @@ impl OAuthStore for Store {
                 bytes: row.try_get("verifier_sealed")?,
             },
             client_id: row.try_get("client_id")?,
+            redirect_uri: row.try_get("redirect_uri")?,
             expires_at: row.try_get("expires_at")?,
             used_at: row.try_get("used_at")?,
         }))

@@ -68,6 +68,8 @@ pub struct FlowRow {
     pub verifier: SealedValue,
     /// The client it was begun with.
     pub client_id: String,
+    /// The redirect URI it was begun with (the exchange repeats it).
+    pub redirect_uri: String,
     /// When it expires.
     pub expires_at: Millis,
     /// When it was used.

@@ -53,6 +53,7 @@ pub(super) enum TokenRequest {
         code: String,
         verifier: String,
         client_id: String,
+        redirect_uri: String,
     },
     /// A refresh of the grant at this rotation.
     Refresh { grant_id: Uuid, rotation: i64 },
@@ -374,12 +375,20 @@ impl TokenWorkflow {
             .await?;
         let http = &self.shared.http;
         let answer = match (&input.request, &grant) {
-            (TokenRequest::Exchange { code, verifier, .. }, _) => {
+            (
+                TokenRequest::Exchange {
+                    code,
+                    verifier,
+                    redirect_uri,
+                    ..
+                },
+                _,
+            ) => {
                 token::exchange(
                     http,
                     &server,
                     &credentials,
-                    &connection.redirect_uri,
+                    redirect_uri,
                     code,
                     verifier,
                     &connection.resource,
