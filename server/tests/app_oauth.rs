@@ -43,6 +43,11 @@ fn config() -> OAuthConfig {
 
 /// A node like `api::server`, with OAuth on [`config`].
 async fn server(raw: Raw) -> Server {
+    server_with(raw, config()).await
+}
+
+/// A node like `api::server`, with OAuth on `oauth_config`.
+async fn server_with(raw: Raw, oauth_config: OAuthConfig) -> Server {
     api::logs();
     let platform = test_platform();
     let database = match &raw {
@@ -83,7 +88,7 @@ async fn server(raw: Raw) -> Server {
         Arc::clone(&engine),
         Arc::clone(&database.oauth),
         &platform,
-        config(),
+        oauth_config,
         None,
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1224,4 +1229,48 @@ async fn a_sign_in_completes_with_the_client_and_redirect_it_began_with(s: Serve
     assert_eq!(response.status(), StatusCode::OK);
     let (answer, _) = call_resource(&provider, &authorization(&s, connection).await).await;
     assert_eq!(answer, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_state_is_refused_and_exchanges_nothing() {
+    let s = server_with(
+        sqlite().await,
+        OAuthConfig {
+            flow_ttl: Duration::from_millis(200),
+            ..config()
+        },
+    )
+    .await;
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("expired"),
+        "{body}"
+    );
+    let count: Value = reqwest::Client::new()
+        .get(format!("{}/token-requests", provider.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(count["count"], 0, "no exchange was sent");
 }
