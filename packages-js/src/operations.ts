@@ -54,6 +54,11 @@ export type ApprovalRule = Schemas['ApprovalRule'];
 export type ApprovalRulePage = Schemas['ApprovalRulePage'];
 /** Where an approval request is. */
 export type ApprovalState = Schemas['ApprovalState'];
+/**
+ * Starts a sign-in: OpenBot discovers the MCP server's authorization server, registers a client
+ * there when none is given, and answers the URL to open in a browser.
+ */
+export type BeginOAuth = Schemas['BeginOAuth'];
 /** A Bot. */
 export type BotInfo = Schemas['Bot'];
 /** Names one Bot. */
@@ -80,6 +85,8 @@ export type ChatEntryPage = Schemas['ChatEntryPage'];
 export type ChatId = Schemas['ChatId'];
 /** One page of Chats, oldest first. */
 export type ChatPage = Schemas['ChatPage'];
+/** The browser step's result, handed in by the caller who began it. */
+export type CompleteOAuth = Schemas['CompleteOAuth'];
 /** One piece of message content. */
 export type ContentPart = Schemas['ContentPart'];
 /** A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
@@ -218,6 +225,14 @@ export type ModelPricePage = Schemas['ModelPricePage'];
 export type NewApp = Schemas['NewApp'];
 /** A Connection to open. */
 export type NewAppConnection = Schemas['NewAppConnection'];
+/** The browser step: open `authorization_url`; the redirect brings `code` and `state` back. */
+export type OAuthAuthorization = Schemas['OAuthAuthorization'];
+/** A grant handed to the organization's cleanup service, and its saved result. */
+export type OAuthCleanup = Schemas['OAuthCleanup'];
+/** A connection's OAuth sign-in. */
+export type OAuthConnection = Schemas['OAuthConnection'];
+/** What removing a sign-in did. */
+export type OAuthRemoval = Schemas['OAuthRemoval'];
 /** An organization the caller's account belongs to. */
 export type Organization = Schemas['Organization'];
 /** One page of organizations, oldest first. */
@@ -374,6 +389,11 @@ export interface OperationInfo {
 
 /** Every operation's `operationId`. */
 export type OperationId =
+  | 'get_oauth'
+  | 'delete_oauth'
+  | 'authorize_oauth'
+  | 'get_oauth_cleanup'
+  | 'complete_oauth'
   | 'list_rules'
   | 'create_rule'
   | 'delete_rule'
@@ -488,6 +508,11 @@ export type OperationId =
 
 /** Every operation of the API by its `operationId`. */
 export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
+  get_oauth: { id: 'get_oauth', sdkMethod: 'getOauth', method: 'GET', path: '/v1/app-connections/{connection_id}/oauth', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_oauth: { id: 'delete_oauth', sdkMethod: 'deleteOauth', method: 'DELETE', path: '/v1/app-connections/{connection_id}/oauth', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  authorize_oauth: { id: 'authorize_oauth', sdkMethod: 'authorizeOauth', method: 'POST', path: '/v1/app-connections/{connection_id}/oauth/authorize', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  get_oauth_cleanup: { id: 'get_oauth_cleanup', sdkMethod: 'getOauthCleanup', method: 'GET', path: '/v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}', tag: 'apps', pathParams: ['connection_id', 'cleanup_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  complete_oauth: { id: 'complete_oauth', sdkMethod: 'completeOauth', method: 'POST', path: '/v1/app-connections/{connection_id}/oauth/complete', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_rules: { id: 'list_rules', sdkMethod: 'listRules', method: 'GET', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_rule: { id: 'create_rule', sdkMethod: 'createRule', method: 'POST', path: '/v1/approval-rules', tag: 'approvals', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_rule: { id: 'delete_rule', sdkMethod: 'deleteRule', method: 'DELETE', path: '/v1/approval-rules/{id}', tag: 'approvals', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
@@ -602,6 +627,11 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
 
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
 export interface OperationTypes {
+  get_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthConnection };
+  delete_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthRemoval };
+  authorize_oauth: { params: { connection_id: string }; body: BeginOAuth; answer: OAuthAuthorization };
+  get_oauth_cleanup: { params: { connection_id: string; cleanup_id: string }; body: undefined; answer: OAuthCleanup };
+  complete_oauth: { params: { connection_id: string }; body: CompleteOAuth; answer: OAuthConnection };
   list_rules: { params: { limit?: number; cursor?: string }; body: undefined; answer: ApprovalRulePage };
   create_rule: { params: Record<string, never>; body: CreateApprovalRule; answer: ApprovalRule };
   delete_rule: { params: { id: string }; body: undefined; answer: undefined };
@@ -727,6 +757,60 @@ export abstract class Operations {
   protected abstract toBot(info: Schemas['Bot']): Bot;
   /** @internal The Chat handle of its stored data. */
   protected abstract toChat(info: Schemas['Chat']): Chat;
+
+  /**
+   * The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`. `GET
+   * /v1/app-connections/{connection_id}/oauth` (operation `get_oauth`).
+   */
+  async getOauth(connection_id: string): Promise<OAuthConnection> {
+    checkString('getOauth', 'connection_id', connection_id);
+    return (await this.invoke('get_oauth', { connection_id }, undefined)) as OAuthConnection;
+  }
+
+  /**
+   * Removes the connection's sign-in. Its grant goes to the organization's cleanup service in the
+   * same transaction; the answer names that cleanup (none when there was no grant). `DELETE
+   * /v1/app-connections/{connection_id}/oauth` (operation `delete_oauth`).
+   */
+  async deleteOauth(connection_id: string): Promise<OAuthRemoval> {
+    checkString('deleteOauth', 'connection_id', connection_id);
+    return (await this.invoke('delete_oauth', { connection_id }, undefined)) as OAuthRemoval;
+  }
+
+  /**
+   * Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
+   * registers a client there unless `client_id` is given (RFC 7591), and answers the authorization
+   * URL (PKCE S256, `resource`) and its single-use `state`. `POST
+   * /v1/app-connections/{connection_id}/oauth/authorize` (operation `authorize_oauth`).
+   */
+  async authorizeOauth(connection_id: string, body: BeginOAuth): Promise<OAuthAuthorization> {
+    checkString('authorizeOauth', 'connection_id', connection_id);
+    checkFields('authorizeOauth', 'body', body, { client_id: 'string?', client_secret: 'string?', redirect_uri: 'string!', scope: 'string?', server_url: 'string!' });
+    return (await this.invoke('authorize_oauth', { connection_id }, body)) as OAuthAuthorization;
+  }
+
+  /**
+   * A cleanup of the connection's grants and its saved result (`revoked`, `local_only`, `failed`).
+   * `GET /v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}` (operation
+   * `get_oauth_cleanup`).
+   */
+  async getOauthCleanup(connection_id: string, cleanup_id: string): Promise<OAuthCleanup> {
+    checkString('getOauthCleanup', 'connection_id', connection_id);
+    checkString('getOauthCleanup', 'cleanup_id', cleanup_id);
+    return (await this.invoke('get_oauth_cleanup', { connection_id, cleanup_id }, undefined)) as OAuthCleanup;
+  }
+
+  /**
+   * Completes a sign-in with the redirect's `code` and `state`: only the member who began it, for
+   * this connection, once, before it expires. Answers the connection once the code exchange
+   * (durable work) has ended. `POST /v1/app-connections/{connection_id}/oauth/complete` (operation
+   * `complete_oauth`).
+   */
+  async completeOauth(connection_id: string, body: CompleteOAuth): Promise<OAuthConnection> {
+    checkString('completeOauth', 'connection_id', connection_id);
+    checkFields('completeOauth', 'body', body, { code: 'string!', state: 'string!' });
+    return (await this.invoke('complete_oauth', { connection_id }, body)) as OAuthConnection;
+  }
 
   /**
    * The organization's approval rules, oldest first. Paged: ask again with `next_cursor` until it

@@ -4,6 +4,89 @@
  */
 
 export interface paths {
+    "/v1/app-connections/{connection_id}/oauth": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`. */
+        get: operations["get_oauth"];
+        put?: never;
+        post?: never;
+        /**
+         * Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
+         *     the same transaction; the answer names that cleanup (none when there was no grant).
+         */
+        delete: operations["delete_oauth"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/app-connections/{connection_id}/oauth/authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
+         *     registers a client there unless `client_id` is given (RFC 7591), and answers the
+         *     authorization URL (PKCE S256, `resource`) and its single-use `state`.
+         */
+        post: operations["authorize_oauth"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A cleanup of the connection's grants and its saved result (`revoked`, `local_only`,
+         *     `failed`).
+         */
+        get: operations["get_oauth_cleanup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/app-connections/{connection_id}/oauth/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Completes a sign-in with the redirect's `code` and `state`: only the member who began it,
+         *     for this connection, once, before it expires. Answers the connection once the code
+         *     exchange (durable work) has ended.
+         */
+        post: operations["complete_oauth"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/approval-rules": {
         parameters: {
             query?: never;
@@ -1813,6 +1896,28 @@ export interface components {
          * @enum {string}
          */
         ApprovalState: "pending" | "approved" | "denied" | "expired" | "revoked" | "cancelled";
+        /**
+         * @description Starts a sign-in: OpenBot discovers the MCP server's authorization server, registers a
+         *     client there when none is given, and answers the URL to open in a browser.
+         */
+        BeginOAuth: {
+            /**
+             * @description A client registered with the authorization server beforehand; without it OpenBot
+             *     registers one (RFC 7591).
+             */
+            client_id?: string | null;
+            /** @description That client's secret, if it has one: sealed at rest, never shown again. */
+            client_secret?: string | null;
+            /**
+             * @description Where the authorization server sends the browser back, with `code` and `state`: a
+             *     page of the caller's, which hands both to `.../oauth/complete`.
+             */
+            redirect_uri: string;
+            /** @description The scopes to ask for; the server's advertised scopes unless given. */
+            scope?: string | null;
+            /** @description The MCP server's URL (its streamable-HTTP endpoint): the protected resource. */
+            server_url: string;
+        };
         /** @description A Bot. */
         Bot: {
             /**
@@ -1972,6 +2077,13 @@ export interface components {
             items: components["schemas"]["Chat"][];
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
+        };
+        /** @description The browser step's result, handed in by the caller who began it. */
+        CompleteOAuth: {
+            /** @description The `code` from the redirect. */
+            code: string;
+            /** @description The `state` from the redirect. */
+            state: string;
         };
         /** @description One piece of message content. */
         ContentPart: {
@@ -2836,6 +2948,78 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /** @description The browser step: open `authorization_url`; the redirect brings `code` and `state` back. */
+        OAuthAuthorization: {
+            /** @description The authorization server's URL with the request (PKCE S256, `resource`, `state`). */
+            authorization_url: string;
+            /**
+             * Format: date-time
+             * @description When the step expires.
+             */
+            expires_at: string;
+            /** @description The state this step is known by: single use, bound to the caller and the connection. */
+            state: string;
+        };
+        /** @description A grant handed to the organization's cleanup service, and its saved result. */
+        OAuthCleanup: {
+            /**
+             * Format: uuid
+             * @description The connection whose grant it cleans up.
+             */
+            connection_id: string;
+            /**
+             * Format: uuid
+             * @description The cleanup.
+             */
+            id: string;
+            /**
+             * @description With `done`: `revoked` (RFC 7009), `local_only` (the server has no revocation endpoint:
+             *     the tokens were only forgotten) or `failed` (the server refused for good).
+             */
+            result?: string | null;
+            /**
+             * @description `pending` (waits: the source runs, or the same issuer and client are still in use),
+             *     `reserved` (revoking) or `done`.
+             */
+            state: string;
+        };
+        /** @description A connection's OAuth sign-in. */
+        OAuthConnection: {
+            /** @description The OAuth client OpenBot uses there. */
+            client_id: string;
+            /** @description Whether OpenBot registered that client itself (RFC 7591). */
+            client_registered: boolean;
+            /**
+             * Format: uuid
+             * @description The connection.
+             */
+            connection_id: string;
+            /**
+             * Format: date-time
+             * @description When the current access token expires, if signed in and the server said.
+             */
+            expires_at?: string | null;
+            /** @description The authorization server's issuer. */
+            issuer: string;
+            /** @description The last exchange or refresh that failed, if the connection needs sign-in again. */
+            reason?: string | null;
+            /** @description The protected resource (RFC 8707) tokens are asked for. */
+            resource: string;
+            /**
+             * @description `ready` (signed in), `needs_sign_in` (no grant, or its refresh failed for good) or
+             *     `removed`.
+             */
+            status: string;
+        };
+        /** @description What removing a sign-in did. */
+        OAuthRemoval: {
+            cleanup?: components["schemas"]["OAuthCleanup"] | null;
+            /**
+             * Format: uuid
+             * @description The connection.
+             */
+            connection_id: string;
+        };
         /** @description An organization the caller's account belongs to. */
         Organization: {
             /**
@@ -3107,7 +3291,7 @@ export interface components {
          * @description A kind of resource a right covers.
          * @enum {string}
          */
-        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults";
+        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults" | "apps";
         /** @description One right: an action on a kind of resource. Write does not imply read. */
         Right: {
             /** @description The action. */
@@ -3591,6 +3775,342 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    get_oauth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App connection */
+                connection_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthConnection"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_oauth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App connection */
+                connection_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthRemoval"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    authorize_oauth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App connection */
+                connection_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BeginOAuth"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthAuthorization"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_oauth_cleanup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App connection */
+                connection_id: string;
+                /** @description The cleanup */
+                cleanup_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthCleanup"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    complete_oauth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The App connection */
+                connection_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteOAuth"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthConnection"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_rules: {
         parameters: {
             query?: {

@@ -29,6 +29,9 @@ pub enum Resource {
     /// Vault items and their rules: read lists them (never values), write creates, changes
     /// and deletes them (an organization's items with the owner or admin role).
     Vaults,
+    /// Apps and their connections: read sees them, write adds, connects (OAuth sign-in
+    /// included) and removes them.
+    Apps,
 }
 
 /// What a right allows on its resource.
@@ -66,6 +69,7 @@ impl Right {
             Resource::Outcomes,
             Resource::Billing,
             Resource::Vaults,
+            Resource::Apps,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

@@ -7,6 +7,7 @@
 
 mod access;
 mod app;
+mod app_oauth;
 mod approval;
 mod billing;
 mod bot;
@@ -44,6 +45,9 @@ pub use app::{
     APP_TOOL_SEPARATOR, App, AppAuthKind, AppConnection, AppConnectionStatus, AppDiscovery,
     AppToolAnnotations, AppToolDeclaration, AppTransport, NewApp, NewAppConnection,
     split_app_tool_name,
+};
+pub use app_oauth::{
+    BeginOAuth, CompleteOAuth, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
 };
 pub use approval::{
     ApprovalRequest, ApprovalRule, ApprovalState, CreateApprovalRule, DecideApproval, Decision,

@@ -116,6 +116,8 @@ pub struct Database {
     pub reminders: Arc<dyn crate::reminders::ReminderStore>,
     /// Apps and their Connections.
     pub apps: Arc<dyn crate::apps::AppStore>,
+    /// OAuth for App connections: connections, browser steps, grants, the grant-use table.
+    pub oauth: Arc<dyn crate::apps::oauth::OAuthStore>,
 }
 
 impl Database {
@@ -137,7 +139,8 @@ impl Database {
             + crate::vaults::VaultStore
             + crate::triggers::TriggerStore
             + crate::reminders::ReminderStore
-            + crate::apps::AppStore,
+            + crate::apps::AppStore
+            + crate::apps::oauth::OAuthStore,
     {
         Self {
             store: store.clone(),
@@ -155,6 +158,7 @@ impl Database {
             triggers: store.clone(),
             reminders: store.clone(),
             apps: store.clone(),
+            oauth: store.clone(),
             files: store,
             objects: None,
         }
@@ -312,6 +316,13 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             firing.clone(),
         )));
         registry.register(Arc::new(crate::triggers::ScheduleWorkflow::new(firing)));
+        crate::apps::oauth::OAuth::register(
+            &mut registry,
+            Arc::clone(&database.oauth),
+            platform,
+            &crate::apps::oauth::OAuthConfig::default(),
+            None,
+        );
     }
     registry
 }
@@ -352,6 +363,10 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
                 crate::engine::EngineError::Store(err) => NodeError::Store(err),
                 other => NodeError::Store(StoreError::Invalid(other.to_string())),
             })?;
+    }
+    // Grants handed to cleanup just before a crash get their work now.
+    if let Err(err) = crate::apps::oauth::resume_cleanups(&engine, database.oauth.as_ref()).await {
+        tracing::warn!(error = %err, "could not resume OAuth grant cleanups");
     }
     Ok(engine)
 }

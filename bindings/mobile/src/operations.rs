@@ -16,6 +16,78 @@ use crate::error::{OpenBotError, from_core};
 
 #[uniffi::export]
 impl Client {
+    /// The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
+    /// (`GET /v1/app-connections/{connection_id}/oauth`, operation `get_oauth`)
+    pub async fn get_oauth(
+        &self,
+        connection_id: String,
+    ) -> Result<schema::OAuthConnection, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id);
+        let answer = self.call_operation("get_oauth", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
+    /// the same transaction; the answer names that cleanup (none when there was no grant).
+    /// (`DELETE /v1/app-connections/{connection_id}/oauth`, operation `delete_oauth`)
+    pub async fn delete_oauth(
+        &self,
+        connection_id: String,
+    ) -> Result<schema::OAuthRemoval, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id);
+        let answer = self.call_operation("delete_oauth", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
+    /// registers a client there unless `client_id` is given (RFC 7591), and answers the
+    /// authorization URL (PKCE S256, `resource`) and its single-use `state`.
+    /// (`POST /v1/app-connections/{connection_id}/oauth/authorize`, operation `authorize_oauth`)
+    pub async fn authorize_oauth(
+        &self,
+        connection_id: String,
+        body: schema::BeginOAuth,
+    ) -> Result<schema::OAuthAuthorization, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("authorize_oauth", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// A cleanup of the connection's grants and its saved result (`revoked`, `local_only`,
+    /// `failed`).
+    /// (`GET /v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}`, operation `get_oauth_cleanup`)
+    pub async fn get_oauth_cleanup(
+        &self,
+        connection_id: String,
+        cleanup_id: String,
+    ) -> Result<schema::OAuthCleanup, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id);
+        request.param("cleanup_id", cleanup_id);
+        let answer = self.call_operation("get_oauth_cleanup", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Completes a sign-in with the redirect's `code` and `state`: only the member who began it,
+    /// for this connection, once, before it expires. Answers the connection once the code exchange
+    /// (durable work) has ended.
+    /// (`POST /v1/app-connections/{connection_id}/oauth/complete`, operation `complete_oauth`)
+    pub async fn complete_oauth(
+        &self,
+        connection_id: String,
+        body: schema::CompleteOAuth,
+    ) -> Result<schema::OAuthConnection, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("complete_oauth", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The organization's approval rules, oldest first. Paged: ask again with `next_cursor` until
     /// it is absent.
     /// (`GET /v1/approval-rules`, operation `list_rules`)

@@ -11,18 +11,19 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, App, AppConnection,
     AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
-    Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation, CreateMemory,
-    CreateOrganization, CreateToken, CreateTrigger, CreateVaultItem, CreateVaultRule,
-    CreatedInvitation, CreatedOrganization, CreatedToken, CreatedTrigger, CreditBalance,
-    CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, FileRetention, GrantCredits,
-    Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, Memory,
-    MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate,
-    ModelPrice, ModelPricePage, NewApp, NewAppConnection, Organization, OrganizationPage,
-    ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention,
-    PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, PutVaultField, Reminder, ReminderPage,
-    ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage, Trigger, TriggerFiring,
-    TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule,
-    VaultRulePage,
+    BeginOAuth, Budget, BudgetPage, Chat, ChatPage, CompleteOAuth, CreateApprovalRule,
+    CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
+    CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
+    CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
+    FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
+    Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings,
+    MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp, NewAppConnection,
+    OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval, Organization,
+    OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool,
+    PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, PutVaultField,
+    Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
+    Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem,
+    VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -31,6 +32,66 @@ use crate::error::Error;
 
 /// Every operation of the HTTP API, as schema/openapi.json declares it.
 pub const OPERATIONS: &[Operation] = &[
+    Operation {
+        id: "get_oauth",
+        method: "GET",
+        path: "/v1/app-connections/{connection_id}/oauth",
+        path_params: &["connection_id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "delete_oauth",
+        method: "DELETE",
+        path: "/v1/app-connections/{connection_id}/oauth",
+        path_params: &["connection_id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "authorize_oauth",
+        method: "POST",
+        path: "/v1/app-connections/{connection_id}/oauth/authorize",
+        path_params: &["connection_id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "get_oauth_cleanup",
+        method: "GET",
+        path: "/v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}",
+        path_params: &["connection_id", "cleanup_id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "complete_oauth",
+        method: "POST",
+        path: "/v1/app-connections/{connection_id}/oauth/complete",
+        path_params: &["connection_id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
     Operation {
         id: "list_rules",
         method: "GET",
@@ -1376,6 +1437,73 @@ pub const OPERATIONS: &[Operation] = &[
 /// A typed method for each operation the [`Client`] trait does not declare by hand.
 #[async_trait]
 pub trait Operations: Client {
+    /// The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
+    async fn get_oauth(
+        &self,
+        connection_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<OAuthConnection, Error> {
+        const OP: &str = "get_oauth";
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
+    /// the same transaction; the answer names that cleanup (none when there was no grant).
+    async fn delete_oauth(
+        &self,
+        connection_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<OAuthRemoval, Error> {
+        const OP: &str = "delete_oauth";
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
+    /// registers a client there unless `client_id` is given (RFC 7591), and answers the
+    /// authorization URL (PKCE S256, `resource`) and its single-use `state`.
+    async fn authorize_oauth(
+        &self,
+        connection_id: &(dyn std::fmt::Display + Sync),
+        body: &BeginOAuth,
+    ) -> Result<OAuthAuthorization, Error> {
+        const OP: &str = "authorize_oauth";
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// A cleanup of the connection's grants and its saved result (`revoked`, `local_only`,
+    /// `failed`).
+    async fn get_oauth_cleanup(
+        &self,
+        connection_id: &(dyn std::fmt::Display + Sync),
+        cleanup_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<OAuthCleanup, Error> {
+        const OP: &str = "get_oauth_cleanup";
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id.to_string());
+        request.param("cleanup_id", cleanup_id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Completes a sign-in with the redirect's `code` and `state`: only the member who began it,
+    /// for this connection, once, before it expires. Answers the connection once the code exchange
+    /// (durable work) has ended.
+    async fn complete_oauth(
+        &self,
+        connection_id: &(dyn std::fmt::Display + Sync),
+        body: &CompleteOAuth,
+    ) -> Result<OAuthConnection, Error> {
+        const OP: &str = "complete_oauth";
+        let mut request = ApiRequest::default();
+        request.param("connection_id", connection_id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
     /// The organization's approval rules, oldest first. Paged: ask again with `next_cursor` until
     /// it is absent.
     async fn list_rules(

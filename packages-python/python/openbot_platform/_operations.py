@@ -64,6 +64,10 @@ from .types import (
     MemoryStatus,
     ModelPrice,
     ModelPricePage,
+    OAuthAuthorization,
+    OAuthCleanup,
+    OAuthConnection,
+    OAuthRemoval,
     Organization,
     OrganizationPage,
     OutcomeDecision,
@@ -104,6 +108,11 @@ __all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]
 
 #: Each operation's method (in both clients), by operationId.
 OPERATIONS: dict[str, str] = {
+    "get_oauth": "get_oauth",
+    "delete_oauth": "delete_oauth",
+    "authorize_oauth": "authorize_oauth",
+    "get_oauth_cleanup": "get_oauth_cleanup",
+    "complete_oauth": "complete_oauth",
     "list_rules": "list_rules",
     "create_rule": "create_rule",
     "delete_rule": "delete_rule",
@@ -218,6 +227,11 @@ OPERATIONS: dict[str, str] = {
 
 #: The operation of each generated method (a paged list has its `_page` too).
 METHODS: dict[str, str] = {
+    "get_oauth": "get_oauth",
+    "delete_oauth": "delete_oauth",
+    "authorize_oauth": "authorize_oauth",
+    "get_oauth_cleanup": "get_oauth_cleanup",
+    "complete_oauth": "complete_oauth",
     "list_rules": "list_rules",
     "list_rules_page": "list_rules",
     "create_rule": "create_rule",
@@ -467,6 +481,61 @@ class AsyncOperations(AsyncCaller):
         return ApprovalRequest.from_dict(answer)
 
     # -- apps
+
+    async def get_oauth(self, connection_id: str) -> OAuthConnection:
+        """The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
+        ``GET /v1/app-connections/{connection_id}/oauth``.
+        """
+        answer = await self._call_op("get_oauth", {"connection_id": connection_id})
+        return OAuthConnection.from_dict(answer)
+
+    async def delete_oauth(self, connection_id: str) -> OAuthRemoval:
+        """Removes the connection's sign-in. Its grant goes to the organization's cleanup
+        service in the same transaction; the answer names that cleanup (none when there was
+        no grant). ``DELETE /v1/app-connections/{connection_id}/oauth``.
+        """
+        answer = await self._call_op("delete_oauth", {"connection_id": connection_id})
+        return OAuthRemoval.from_dict(answer)
+
+    async def authorize_oauth(
+        self,
+        connection_id: str,
+        *,
+        redirect_uri: str,
+        server_url: str,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        scope: str | None = None,
+    ) -> OAuthAuthorization:
+        """Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC
+        8414), registers a client there unless `client_id` is given (RFC 7591), and answers
+        the authorization URL (PKCE S256, `resource`) and its single-use `state`. ``POST
+        /v1/app-connections/{connection_id}/oauth/authorize``.
+        """
+        answer = await self._call_op("authorize_oauth", {"connection_id": connection_id}, _body({"redirect_uri": redirect_uri, "server_url": server_url, "client_id": client_id, "client_secret": client_secret, "scope": scope}))
+        return OAuthAuthorization.from_dict(answer)
+
+    async def get_oauth_cleanup(self, connection_id: str, cleanup_id: str) -> OAuthCleanup:
+        """A cleanup of the connection's grants and its saved result (`revoked`, `local_only`,
+        `failed`). ``GET /v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}``.
+        """
+        answer = await self._call_op("get_oauth_cleanup", {"connection_id": connection_id, "cleanup_id": cleanup_id})
+        return OAuthCleanup.from_dict(answer)
+
+    async def complete_oauth(
+        self,
+        connection_id: str,
+        *,
+        code: str,
+        state: str,
+    ) -> OAuthConnection:
+        """Completes a sign-in with the redirect's `code` and `state`: only the member who began
+        it, for this connection, once, before it expires. Answers the connection once the
+        code exchange (durable work) has ended. ``POST
+        /v1/app-connections/{connection_id}/oauth/complete``.
+        """
+        answer = await self._call_op("complete_oauth", {"connection_id": connection_id}, _body({"code": code, "state": state}))
+        return OAuthConnection.from_dict(answer)
 
     async def list_apps_page(
         self,
@@ -2128,6 +2197,61 @@ class SyncOperations(SyncCaller):
         return ApprovalRequest.from_dict(answer)
 
     # -- apps
+
+    def get_oauth(self, connection_id: str) -> OAuthConnection:
+        """The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
+        ``GET /v1/app-connections/{connection_id}/oauth``.
+        """
+        answer = self._call_op("get_oauth", {"connection_id": connection_id})
+        return OAuthConnection.from_dict(answer)
+
+    def delete_oauth(self, connection_id: str) -> OAuthRemoval:
+        """Removes the connection's sign-in. Its grant goes to the organization's cleanup
+        service in the same transaction; the answer names that cleanup (none when there was
+        no grant). ``DELETE /v1/app-connections/{connection_id}/oauth``.
+        """
+        answer = self._call_op("delete_oauth", {"connection_id": connection_id})
+        return OAuthRemoval.from_dict(answer)
+
+    def authorize_oauth(
+        self,
+        connection_id: str,
+        *,
+        redirect_uri: str,
+        server_url: str,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        scope: str | None = None,
+    ) -> OAuthAuthorization:
+        """Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC
+        8414), registers a client there unless `client_id` is given (RFC 7591), and answers
+        the authorization URL (PKCE S256, `resource`) and its single-use `state`. ``POST
+        /v1/app-connections/{connection_id}/oauth/authorize``.
+        """
+        answer = self._call_op("authorize_oauth", {"connection_id": connection_id}, _body({"redirect_uri": redirect_uri, "server_url": server_url, "client_id": client_id, "client_secret": client_secret, "scope": scope}))
+        return OAuthAuthorization.from_dict(answer)
+
+    def get_oauth_cleanup(self, connection_id: str, cleanup_id: str) -> OAuthCleanup:
+        """A cleanup of the connection's grants and its saved result (`revoked`, `local_only`,
+        `failed`). ``GET /v1/app-connections/{connection_id}/oauth/cleanups/{cleanup_id}``.
+        """
+        answer = self._call_op("get_oauth_cleanup", {"connection_id": connection_id, "cleanup_id": cleanup_id})
+        return OAuthCleanup.from_dict(answer)
+
+    def complete_oauth(
+        self,
+        connection_id: str,
+        *,
+        code: str,
+        state: str,
+    ) -> OAuthConnection:
+        """Completes a sign-in with the redirect's `code` and `state`: only the member who began
+        it, for this connection, once, before it expires. Answers the connection once the
+        code exchange (durable work) has ended. ``POST
+        /v1/app-connections/{connection_id}/oauth/complete``.
+        """
+        answer = self._call_op("complete_oauth", {"connection_id": connection_id}, _body({"code": code, "state": state}))
+        return OAuthConnection.from_dict(answer)
 
     def list_apps_page(
         self,

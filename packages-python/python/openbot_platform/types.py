@@ -47,6 +47,7 @@ __all__ = [
     "ApprovalRulePage",
     "ApprovalState",
     "AssistantMessage",
+    "BeginOAuth",
     "Bot",
     "BotId",
     "BotPage",
@@ -63,6 +64,7 @@ __all__ = [
     "ChatId",
     "ChatPage",
     "ChildStartedEvent",
+    "CompleteOAuth",
     "ContentPart",
     "CreateApprovalRule",
     "CreateChat",
@@ -133,6 +135,10 @@ __all__ = [
     "ModelStepStartedEvent",
     "NewApp",
     "NewAppConnection",
+    "OAuthAuthorization",
+    "OAuthCleanup",
+    "OAuthConnection",
+    "OAuthRemoval",
     "Organization",
     "OrganizationPage",
     "OutcomeDecision",
@@ -684,6 +690,40 @@ ApprovalState: TypeAlias = Union[
 
 
 @dataclass(frozen=True, kw_only=True)
+class BeginOAuth:
+    """Starts a sign-in: OpenBot discovers the MCP server's authorization server, registers a
+    client there when none is given, and answers the URL to open in a browser.
+    """
+    #: Where the authorization server sends the browser back, with `code` and `state`: a page of
+    #: the caller's, which hands both to `.../oauth/complete`.
+    redirect_uri: str
+    #: The MCP server's URL (its streamable-HTTP endpoint): the protected resource.
+    server_url: str
+    #: A client registered with the authorization server beforehand; without it OpenBot registers
+    #: one (RFC 7591).
+    client_id: str | None = None
+    #: That client's secret, if it has one: sealed at rest, never shown again.
+    client_secret: str | None = None
+    #: The scopes to ask for; the server's advertised scopes unless given.
+    scope: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BeginOAuth:
+        """A BeginOAuth from its JSON form."""
+        return cls(
+            redirect_uri=data["redirect_uri"],
+            server_url=data["server_url"],
+            client_id=data.get("client_id"),
+            client_secret=data.get("client_secret"),
+            scope=data.get("scope"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Bot(BotExtras):
     """A Bot."""
     #: When it was created.
@@ -961,6 +1001,27 @@ class ChatPage:
         return cls(
             items=[Chat.from_dict(x) for x in data["items"]],
             next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompleteOAuth:
+    """The browser step's result, handed in by the caller who began it."""
+    #: The `code` from the redirect.
+    code: str
+    #: The `state` from the redirect.
+    state: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompleteOAuth:
+        """A CompleteOAuth from its JSON form."""
+        return cls(
+            code=data["code"],
+            state=data["state"],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -2497,6 +2558,120 @@ class NewAppConnection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OAuthAuthorization:
+    """The browser step: open `authorization_url`; the redirect brings `code` and `state` back."""
+    #: The authorization server's URL with the request (PKCE S256, `resource`, `state`).
+    authorization_url: str
+    #: When the step expires.
+    expires_at: datetime
+    #: The state this step is known by: single use, bound to the caller and the connection.
+    state: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OAuthAuthorization:
+        """A OAuthAuthorization from its JSON form."""
+        return cls(
+            authorization_url=data["authorization_url"],
+            expires_at=_time(data["expires_at"]),
+            state=data["state"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OAuthCleanup:
+    """A grant handed to the organization's cleanup service, and its saved result."""
+    #: The connection whose grant it cleans up.
+    connection_id: str
+    #: The cleanup.
+    id: str
+    #: `pending` (waits: the source runs, or the same issuer and client are still in use),
+    #: `reserved` (revoking) or `done`.
+    state: str
+    #: With `done`: `revoked` (RFC 7009), `local_only` (the server has no revocation endpoint: the
+    #: tokens were only forgotten) or `failed` (the server refused for good).
+    result: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OAuthCleanup:
+        """A OAuthCleanup from its JSON form."""
+        return cls(
+            connection_id=data["connection_id"],
+            id=data["id"],
+            state=data["state"],
+            result=data.get("result"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OAuthConnection:
+    """A connection's OAuth sign-in."""
+    #: The OAuth client OpenBot uses there.
+    client_id: str
+    #: Whether OpenBot registered that client itself (RFC 7591).
+    client_registered: bool
+    #: The connection.
+    connection_id: str
+    #: The authorization server's issuer.
+    issuer: str
+    #: The protected resource (RFC 8707) tokens are asked for.
+    resource: str
+    #: `ready` (signed in), `needs_sign_in` (no grant, or its refresh failed for good) or
+    #: `removed`.
+    status: str
+    #: When the current access token expires, if signed in and the server said.
+    expires_at: datetime | None = None
+    #: The last exchange or refresh that failed, if the connection needs sign-in again.
+    reason: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OAuthConnection:
+        """A OAuthConnection from its JSON form."""
+        return cls(
+            client_id=data["client_id"],
+            client_registered=data["client_registered"],
+            connection_id=data["connection_id"],
+            issuer=data["issuer"],
+            resource=data["resource"],
+            status=data["status"],
+            expires_at=_maybe(data.get("expires_at"), _time),
+            reason=data.get("reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OAuthRemoval:
+    """What removing a sign-in did."""
+    #: The connection.
+    connection_id: str
+    #: The cleanup its grant was handed to; absent when it had no grant.
+    cleanup: OAuthCleanup | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OAuthRemoval:
+        """A OAuthRemoval from its JSON form."""
+        return cls(
+            connection_id=data["connection_id"],
+            cleanup=_maybe(data.get("cleanup"), OAuthCleanup.from_dict),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Organization:
     """An organization the caller's account belongs to."""
     #: When it was created.
@@ -2950,6 +3125,7 @@ Resource: TypeAlias = Union[
     Literal["outcomes"],
     Literal["billing"],
     Literal["vaults"],
+    Literal["apps"],
 ]
 
 

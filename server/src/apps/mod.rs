@@ -7,6 +7,7 @@
 
 mod credentials;
 mod error;
+pub mod oauth;
 mod service;
 mod sql;
 mod store;

@@ -46,6 +46,8 @@ enum Command {
     Limits(client::limits::LimitsArgs),
     /// Files on a server: the organization's file retention.
     Files(client::files::FilesArgs),
+    /// OAuth sign-in of App connections on a server: authorize, complete, status, remove.
+    Oauth(client::oauth::OAuthArgs),
     /// Usage and cost of model calls on a server, by organization, Bot, Chat, member or model
     /// (a table, `--json` lines or `--csv`).
     Usage(client::usage::UsageArgs),
@@ -83,6 +85,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chats(args) => client::chats::run(args).await,
         Command::Limits(args) => client::limits::run(args).await,
         Command::Files(args) => client::files::run(args).await,
+        Command::Oauth(args) => client::oauth::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,
         Command::Vaults(args) => client::vaults::run(args).await,

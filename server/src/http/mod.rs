@@ -2,6 +2,7 @@
 //! (utoipa), so the two cannot drift. Handlers translate HTTP to the use cases and map
 //! their errors at this one boundary.
 
+mod app_oauth;
 mod approvals;
 mod apps;
 mod auth;
@@ -82,6 +83,8 @@ pub struct AppState {
     pub reminders: crate::reminders::Reminders,
     /// The App use cases: Apps, Connections, discovery.
     pub apps: crate::apps::Apps,
+    /// OAuth sign-in of App connections.
+    pub oauth: crate::apps::oauth::OAuth,
 }
 
 impl AppState {
@@ -147,12 +150,20 @@ impl AppState {
             platform.clone(),
             Arc::new(crate::apps::SealedCredentials::new(keys)),
         );
+        let oauth = crate::apps::oauth::OAuth::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.oauth),
+            &platform,
+            crate::apps::oauth::OAuthConfig::default(),
+            None,
+        );
         Self {
             memories,
             vaults,
             triggers,
             reminders,
             apps,
+            oauth,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
             engine,
             outcomes,
@@ -319,6 +330,10 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(triggers::receive_hook))
         .routes(routes!(reminders::list_reminders))
         .routes(routes!(reminders::cancel_reminder))
+        .routes(routes!(app_oauth::authorize_oauth))
+        .routes(routes!(app_oauth::complete_oauth))
+        .routes(routes!(app_oauth::get_oauth, app_oauth::delete_oauth))
+        .routes(routes!(app_oauth::get_oauth_cleanup))
         .split_for_parts()
 }
 

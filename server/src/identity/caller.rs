@@ -48,6 +48,7 @@ impl Caller {
                 Resource::Outcomes => "unknown outcomes",
                 Resource::Billing => "usage and billing",
                 Resource::Vaults => "vaults",
+                Resource::Apps => "apps",
             },
         })
     }

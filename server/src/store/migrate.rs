@@ -122,6 +122,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../../migrations/sqlite/0020_apps.sql"),
     },
     Migration {
+        version: 21,
+        name: "app_oauth",
+        sql: include_str!("../../../migrations/sqlite/0021_app_oauth.sql"),
+    },
+    Migration {
         version: 22,
         name: "memories",
         sql: include_str!("../../../migrations/sqlite/0022_memories.sql"),
@@ -238,6 +243,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 20,
         name: "apps",
         sql: include_str!("../../../migrations/postgres/0020_apps.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "app_oauth",
+        sql: include_str!("../../../migrations/postgres/0021_app_oauth.sql"),
     },
     Migration {
         version: 22,

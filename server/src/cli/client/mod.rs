@@ -11,6 +11,7 @@ pub mod files;
 pub mod limits;
 pub mod login;
 pub mod memories;
+pub mod oauth;
 pub mod organizations;
 mod output;
 pub mod paging;

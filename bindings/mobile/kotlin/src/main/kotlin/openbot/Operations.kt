@@ -7,6 +7,11 @@ import kotlinx.coroutines.flow.Flow
 
 /** Every operation of the HTTP API, by its `operationId`, and the `Client` method for it. */
 val OPERATION_METHODS: Map<String, String> = linkedMapOf(
+    "get_oauth" to "getOauth",
+    "delete_oauth" to "deleteOauth",
+    "authorize_oauth" to "authorizeOauth",
+    "get_oauth_cleanup" to "getOauthCleanup",
+    "complete_oauth" to "completeOauth",
     "list_rules" to "listRules",
     "create_rule" to "createRule",
     "delete_rule" to "deleteRule",

@@ -1,0 +1,1279 @@
+//! OAuth 2.1 for App connections end to end, on SQLite and on a real PostgreSQL, against a
+//! real authorization server: npm `oidc-provider` (tests/oauth/provider.mjs, installed by
+//! scripts/oauth-deps) with dynamic registration, PKCE, resource indicators, refresh token
+//! rotation and revocation, and a protected resource that answers like an OAuth-protected MCP
+//! server. The browser step is driven by the provider's test account, which logs in and
+//! consents without a page.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/pg.rs"]
+mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+mod api;
+#[path = "support/served.rs"]
+mod served;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use openbot_server::apps::oauth::{OAuth, OAuthConfig, OAuthError};
+use openbot_server::engine::{Engine, RunnerConfig};
+use openbot_server::http::{AppState, app};
+use openbot_server::identity::secret_hash;
+use openbot_server::node::{Database, bootstrap, registry};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use api::{Raw, Server, error_code, postgres, sqlite, test_keys, test_platform};
+
+/// How OAuth runs in these tests: a cleanup checks a busy grant scope again after 200 ms.
+fn config() -> OAuthConfig {
+    OAuthConfig {
+        recheck: Duration::from_millis(200),
+        ..OAuthConfig::default()
+    }
+}
+
+/// A node like `api::server`, with OAuth on [`config`].
+async fn server(raw: Raw) -> Server {
+    server_with(raw, config()).await
+}
+
+/// A node like `api::server`, with OAuth on `oauth_config`.
+async fn server_with(raw: Raw, oauth_config: OAuthConfig) -> Server {
+    api::logs();
+    let platform = test_platform();
+    let database = match &raw {
+        Raw::Sqlite(store, _) => Database::on(Arc::new(store.clone())),
+        Raw::Postgres(store) => Database::on(Arc::new(store.clone())),
+    };
+    let owner = bootstrap(database.identity.as_ref())
+        .await
+        .unwrap()
+        .unwrap();
+    let clock = openbot_server::engine::TestClock::new();
+    let engine = Arc::new(Engine::open_with_clock(
+        Arc::clone(&database.store),
+        test_keys(),
+        "node-a".into(),
+        clock.clone(),
+    ));
+    let mut workflows = registry(Some(&database), &platform);
+    OAuth::register(
+        &mut workflows,
+        Arc::clone(&database.oauth),
+        &platform,
+        &config(),
+        None,
+    );
+    engine
+        .start_runner(
+            workflows,
+            RunnerConfig {
+                lease: Duration::from_secs(5),
+                capacity: 16,
+                storage_retry_budget: openbot_server::engine::STORAGE_RETRY_BUDGET,
+            },
+        )
+        .await;
+    let objects = tempfile::tempdir().unwrap();
+    let store = openbot_server::files::local_objects(objects.path()).unwrap();
+    let mut state = AppState::new(Arc::clone(&engine), &database, store, platform.clone());
+    state.oauth = OAuth::new(
+        Arc::clone(&engine),
+        Arc::clone(&database.oauth),
+        &platform,
+        oauth_config,
+        None,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(state)).await;
+    });
+    Server {
+        base,
+        owner,
+        database,
+        engine,
+        raw,
+        http: reqwest::Client::new(),
+        objects,
+        clock,
+    }
+}
+
+macro_rules! oauth_tests {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::server(super::sqlite().await).await).await })*
+        }
+        mod on_postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::server(super::postgres().await).await).await })*
+        }
+    };
+}
+
+oauth_tests!(
+    a_connection_signs_in_with_registration_pkce_and_its_resource,
+    an_expired_access_token_is_refreshed_and_the_rotated_refresh_token_replaces_the_old,
+    a_refresh_refused_for_good_leaves_the_connection_needing_sign_in,
+    removing_a_connection_revokes_its_grant_at_the_provider,
+    a_provider_without_revocation_gives_a_saved_local_only_result,
+    cleanup_waits_while_the_same_client_is_installed_and_survives_its_member_leaving,
+    a_forged_replayed_or_borrowed_state_is_refused,
+    metadata_that_points_at_an_internal_address_is_refused_before_any_request,
+    oauth_routes_need_the_apps_rights,
+    a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
+    a_hand_over_whose_work_never_started_is_found_by_the_sweep,
+    an_oauth_protected_mcp_server_answers_with_the_connections_credential,
+    a_signed_in_connection_never_sends_its_grant_to_another_authorization_server,
+    a_sign_in_completes_with_the_client_and_redirect_it_began_with,
+);
+
+/// The folder scripts/oauth-deps installed oidc-provider into.
+fn deps() -> &'static String {
+    static DIR: OnceLock<String> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/oauth-deps");
+        let output = Command::new(script)
+            .output()
+            .expect("scripts/oauth-deps runs");
+        assert!(
+            output.status.success(),
+            "oauth-deps failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    })
+}
+
+/// A running tests/oauth/provider.mjs; killed when dropped.
+struct Provider {
+    child: Child,
+    issuer: String,
+    resource: String,
+    base: String,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn provider(env: &[(&str, &str)]) -> Provider {
+    // ES modules resolve packages next to the file: run a copy inside the install folder.
+    let file = format!("{}/provider-{}.mjs", deps(), Uuid::now_v7().simple());
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/oauth/provider.mjs"),
+        &file,
+    )
+    .unwrap();
+    let mut command = Command::new("node");
+    command
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("node starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let started: Value = serde_json::from_str(&line).expect("the provider prints where it listens");
+    Provider {
+        child,
+        issuer: started["issuer"].as_str().unwrap().into(),
+        resource: started["resource"].as_str().unwrap().into(),
+        base: started["resource_base"].as_str().unwrap().into(),
+    }
+}
+
+const REDIRECT: &str = "http://127.0.0.1:9/oauth/callback";
+
+fn path(connection: Uuid, rest: &str) -> String {
+    format!("/v1/app-connections/{connection}/oauth{rest}")
+}
+
+/// The browser step: follows the authorization URL as the provider's test account and
+/// answers the redirect's `code` and `state`.
+async fn browse(provider: &Provider, url: &str) -> (String, String) {
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/browser", provider.base))
+        .json(&json!({ "url": url }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let location = reqwest::Url::parse(answer["location"].as_str().unwrap_or_else(|| {
+        panic!("the browser step ends at the redirect: {answer}");
+    }))
+    .unwrap();
+    assert!(location.as_str().starts_with(REDIRECT), "{location}");
+    let get = |name: &str| {
+        location
+            .query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string())
+            .unwrap()
+    };
+    (get("code"), get("state"))
+}
+
+async fn begin(s: &Server, token: &str, connection: Uuid, body: Value) -> Value {
+    let response = s
+        .post(&path(connection, "/authorize"), token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.unwrap()
+}
+
+/// Signs a connection in: begin, the browser step, complete. Answers the completed status.
+async fn sign_in(s: &Server, token: &str, connection: Uuid, provider: &Provider) -> Value {
+    sign_in_with(s, token, connection, provider, json!({})).await
+}
+
+async fn sign_in_with(
+    s: &Server,
+    token: &str,
+    connection: Uuid,
+    provider: &Provider,
+    extra: Value,
+) -> Value {
+    let mut body = json!({ "server_url": provider.resource, "redirect_uri": REDIRECT });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let step = begin(s, token, connection, body).await;
+    let (code, state) = browse(provider, step["authorization_url"].as_str().unwrap()).await;
+    assert_eq!(state, step["state"]);
+    let response = s
+        .post(&path(connection, "/complete"), token)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.unwrap()
+}
+
+/// The service as the Apps' MCP client calls it at send time.
+fn oauth(s: &Server) -> OAuth {
+    OAuth::new(
+        Arc::clone(&s.engine),
+        Arc::clone(&s.database.oauth),
+        &test_platform(),
+        config(),
+        None,
+    )
+}
+
+async fn authorization(s: &Server, connection: Uuid) -> String {
+    let headers = oauth(s).access_headers(connection).await.unwrap();
+    assert_eq!(headers.len(), 1);
+    assert_eq!(headers[0].0, "authorization");
+    headers[0].1.clone()
+}
+
+/// The resource server's answer to a request with `authorization`.
+async fn call_resource(provider: &Provider, authorization: &str) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .get(&provider.resource)
+        .header("authorization", authorization)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.json().await.unwrap_or_default())
+}
+
+/// The tokens of the connection's current grant, opened as the server would.
+async fn tokens(s: &Server, connection: Uuid) -> (Uuid, Value) {
+    let row = s
+        .database
+        .oauth
+        .connection(connection)
+        .await
+        .unwrap()
+        .unwrap();
+    let grant = row.grant_id.unwrap();
+    (grant, tokens_of(s, grant).await.unwrap())
+}
+
+async fn tokens_of(s: &Server, grant: Uuid) -> Option<Value> {
+    let row = s.database.oauth.grant(grant).await.unwrap().unwrap();
+    let sealed = row.tokens?;
+    let bytes = test_keys()
+        .open_at(format!("oauth_grants:{grant}").as_bytes(), &sealed)
+        .unwrap();
+    Some(serde_json::from_slice(&bytes).unwrap())
+}
+
+async fn active(provider: &Provider, token: &str) -> bool {
+    let answer: Value = reqwest::Client::new()
+        .get(format!("{}/token-state?token={token}", provider.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["active"].as_bool().unwrap()
+}
+
+/// Reads a cleanup until it is done; answers its result.
+async fn cleanup_result(s: &Server, connection: Uuid, cleanup: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found: Value = s
+            .get(&path(connection, &format!("/cleanups/{cleanup}")), &s.owner)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if found["state"] == "done" {
+            return found["result"].as_str().unwrap().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cleanup did not end: {found}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn remove(s: &Server, token: &str, connection: Uuid) -> String {
+    let response = s.delete(&path(connection, ""), token).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let removal: Value = response.json().await.unwrap();
+    assert_eq!(removal["connection_id"], connection.to_string());
+    assert_eq!(removal["cleanup"]["connection_id"], connection.to_string());
+    assert_eq!(removal["cleanup"]["state"], "pending");
+    removal["cleanup"]["id"].as_str().unwrap().to_string()
+}
+
+async fn a_connection_signs_in_with_registration_pkce_and_its_resource(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let url = reqwest::Url::parse(step["authorization_url"].as_str().unwrap()).unwrap();
+    let query: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
+    assert!(url.as_str().starts_with(&provider.issuer));
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert_eq!(query["resource"], provider.resource);
+    assert_eq!(query["redirect_uri"], REDIRECT);
+    assert_eq!(query["scope"], "mcp", "the resource's advertised scope");
+    assert_eq!(query["state"], step["state"]);
+    let before: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(before["status"], "needs_sign_in");
+    assert_eq!(
+        before["client_registered"], true,
+        "a client registered by RFC 7591"
+    );
+    assert_eq!(before["issuer"], provider.issuer);
+    assert_eq!(query["client_id"], before["client_id"]);
+
+    let (code, state) = browse(&provider, url.as_str()).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let status: Value = response.json().await.unwrap();
+    assert_eq!(status["status"], "ready");
+    assert_eq!(status["resource"], provider.resource);
+    assert!(status["expires_at"].is_string());
+
+    // The MCP server accepts the credential the Apps' client gets at send time.
+    let (answer, body) = call_resource(&provider, &authorization(&s, connection).await).await;
+    assert_eq!(answer, StatusCode::OK, "{body}");
+    assert_eq!(body["sub"], "test-user");
+    assert_eq!(body["scope"], "mcp");
+
+    // The tokens are sealed: no column of the database holds them, nor the code.
+    let (_, tokens) = tokens(&s, connection).await;
+    for secret in [
+        tokens["access_token"].as_str().unwrap(),
+        tokens["refresh_token"].as_str().unwrap(),
+        code.as_str(),
+    ] {
+        assert!(
+            s.columns_containing(secret).await.is_empty(),
+            "a secret is stored in clear"
+        );
+        let logs = String::from_utf8_lossy(&api::logs().lock().unwrap()).to_string();
+        assert!(!logs.contains(secret), "a secret reached the logs");
+    }
+    // The exchange was durable work in the common call log: intent, sending, result.
+    let row = s
+        .database
+        .oauth
+        .grant(
+            s.database
+                .oauth
+                .connection(connection)
+                .await
+                .unwrap()
+                .unwrap()
+                .grant_id
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let calls = s
+        .database
+        .store
+        .calls(openbot_schema::ExecutionId::from(row.source_execution))
+        .await
+        .unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].phase, openbot_server::store::CallPhase::Done);
+    assert_eq!(row.source_call, calls[0].key.to_string());
+}
+
+async fn an_expired_access_token_is_refreshed_and_the_rotated_refresh_token_replaces_the_old(
+    s: Server,
+) {
+    // Access tokens live 5 s: each is within the 30 s refresh margin at once.
+    let provider = provider(&[("ACCESS_TTL", "5")]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, first) = tokens(&s, connection).await;
+    let first_refresh = first["refresh_token"].as_str().unwrap().to_string();
+
+    let header = authorization(&s, connection).await;
+    let (_, second) = tokens(&s, connection).await;
+    assert_ne!(second["access_token"], first["access_token"]);
+    assert_ne!(second["refresh_token"], first["refresh_token"], "rotated");
+    assert_eq!(
+        header,
+        format!("Bearer {}", second["access_token"].as_str().unwrap())
+    );
+    assert!(
+        !active(&provider, &first_refresh).await,
+        "the old refresh token is spent"
+    );
+    let (answer, body) = call_resource(&provider, &header).await;
+    assert_eq!(answer, StatusCode::OK, "{body}");
+
+    // Two callers at once share one refresh: one rotation, one answer.
+    let service = oauth(&s);
+    let (a, b) = tokio::join!(
+        service.access_headers(connection),
+        service.access_headers(connection)
+    );
+    assert_eq!(a.unwrap(), b.unwrap());
+    let row = s.database.oauth.grant(grant).await.unwrap().unwrap();
+    assert_eq!(row.rotation, 2, "one rotation per expiry");
+    let status: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "ready");
+}
+
+async fn a_refresh_refused_for_good_leaves_the_connection_needing_sign_in(s: Server) {
+    let provider = provider(&[("ACCESS_TTL", "1")]);
+    let connection = Uuid::now_v7();
+    let status = sign_in(&s, &s.owner, connection, &provider).await;
+    let (_, tokens) = tokens(&s, connection).await;
+    // Someone else spends the refresh token first: OpenBot's refresh is reuse.
+    let spent = reqwest::Client::new()
+        .post(format!("{}/token", provider.issuer))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=refresh_token&refresh_token={}&client_id={}",
+            tokens["refresh_token"].as_str().unwrap(),
+            status["client_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(spent.status(), StatusCode::OK);
+
+    let err = oauth(&s).access_headers(connection).await.unwrap_err();
+    assert!(matches!(err, OAuthError::NeedsSignIn(_)), "{err:?}");
+    let status: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "needs_sign_in");
+    assert!(
+        status["reason"].as_str().unwrap().contains("invalid_grant"),
+        "{status}"
+    );
+    // It stays so: no refresh is sent again for it.
+    let again = oauth(&s).access_headers(connection).await.unwrap_err();
+    assert!(matches!(again, OAuthError::NeedsSignIn(_)), "{again:?}");
+    // Signing in again makes it ready.
+    let status = sign_in(&s, &s.owner, connection, &provider).await;
+    assert_eq!(status["status"], "ready");
+}
+
+async fn removing_a_connection_revokes_its_grant_at_the_provider(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, tokens) = tokens(&s, connection).await;
+    let access = tokens["access_token"].as_str().unwrap();
+    assert!(active(&provider, access).await);
+
+    let cleanup = remove(&s, &s.owner, connection).await;
+    assert_eq!(cleanup_result(&s, connection, &cleanup).await, "revoked");
+    assert!(
+        !active(&provider, access).await,
+        "the access token is revoked"
+    );
+    assert!(!active(&provider, tokens["refresh_token"].as_str().unwrap()).await);
+    assert!(
+        tokens_of(&s, grant).await.is_none(),
+        "the tokens are dropped"
+    );
+    let status: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "removed");
+    let err = oauth(&s).access_headers(connection).await.unwrap_err();
+    assert!(matches!(err, OAuthError::NeedsSignIn(_)), "{err:?}");
+    // The cleanup was the organization's cleanup service's work, not the member's.
+    let row = s
+        .database
+        .oauth
+        .grant_use(cleanup.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let execution = s
+        .engine
+        .execution(openbot_schema::ExecutionId::from(row.execution_id.unwrap()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(execution.scope, openbot_server::store::Scope::Service(ref name) if name.ends_with("/oauth-cleanup"))
+    );
+    // Removing again finds nothing to clean up.
+    let again = s
+        .delete(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.unwrap();
+    assert!(again.get("cleanup").is_none(), "{again}");
+}
+
+async fn a_provider_without_revocation_gives_a_saved_local_only_result(s: Server) {
+    let provider = provider(&[("NO_REVOCATION", "1")]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, tokens) = tokens(&s, connection).await;
+    let cleanup = remove(&s, &s.owner, connection).await;
+    assert_eq!(cleanup_result(&s, connection, &cleanup).await, "local_only");
+    // Nothing could revoke it there; OpenBot only forgot it, and says so.
+    assert!(active(&provider, tokens["access_token"].as_str().unwrap()).await);
+    assert!(tokens_of(&s, grant).await.is_none());
+}
+
+async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_member_leaving(
+    s: Server,
+) {
+    let provider = provider(&[]);
+    let member_token = s.other_member_token().await;
+    let (_, member) = s
+        .database
+        .identity
+        .token_by_hash(&secret_hash(&member_token))
+        .await
+        .unwrap()
+        .unwrap();
+    // Two connections of the member on one client (the first one's registered client).
+    let first = Uuid::now_v7();
+    let status = sign_in(&s, &member_token, first, &provider).await;
+    let second = Uuid::now_v7();
+    sign_in_with(
+        &s,
+        &member_token,
+        second,
+        &provider,
+        json!({ "client_id": status["client_id"] }),
+    )
+    .await;
+    let (_, first_tokens) = tokens(&s, first).await;
+    let (_, second_tokens) = tokens(&s, second).await;
+
+    let cleanup = remove(&s, &member_token, first).await;
+    // The same issuer and client are still installed: the cleanup waits and revokes nothing.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let waiting: Value = s
+        .get(&path(first, &format!("/cleanups/{cleanup}")), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(waiting["state"], "pending");
+    assert!(active(&provider, second_tokens["access_token"].as_str().unwrap()).await);
+    assert!(active(&provider, first_tokens["access_token"].as_str().unwrap()).await);
+    let (answer, _) = call_resource(&provider, &authorization(&s, second).await).await;
+    assert_eq!(answer, StatusCode::OK);
+
+    // The member leaves the organization; an admin removes the other connection.
+    assert!(
+        s.database
+            .identity
+            .remove_member(member.organization_id, member.member_id)
+            .await
+            .unwrap()
+    );
+    let response = s.get(&path(first, ""), &member_token).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let other = remove(&s, &s.owner, second).await;
+    // Both cleanups finish for the organization, with no member rights left.
+    assert_eq!(cleanup_result(&s, second, &other).await, "revoked");
+    assert_eq!(cleanup_result(&s, first, &cleanup).await, "revoked");
+    assert!(!active(&provider, first_tokens["access_token"].as_str().unwrap()).await);
+    assert!(!active(&provider, second_tokens["access_token"].as_str().unwrap()).await);
+}
+
+async fn a_forged_replayed_or_borrowed_state_is_refused(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    let complete = |token: String, connection: Uuid, state: String, code: String| {
+        let s = &s;
+        async move {
+            s.post(&path(connection, "/complete"), &token)
+                .json(&json!({ "state": state, "code": code }))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // A state nobody began.
+    let forged = complete(
+        s.owner.clone(),
+        connection,
+        "forged-state".into(),
+        code.clone(),
+    )
+    .await;
+    assert_eq!(
+        error_code(forged).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    // Another member of the organization cannot complete the owner's sign-in.
+    let other = s.other_member_token().await;
+    let borrowed = complete(other, connection, state.clone(), code.clone()).await;
+    assert_eq!(
+        error_code(borrowed).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    // Nor can the state sign in another connection.
+    let moved = complete(s.owner.clone(), Uuid::now_v7(), state.clone(), code.clone()).await;
+    assert_eq!(
+        error_code(moved).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    // The owner completes once; a replay is refused and exchanges nothing.
+    let done = complete(s.owner.clone(), connection, state.clone(), code.clone()).await;
+    assert_eq!(done.status(), StatusCode::OK);
+    let grant = s
+        .database
+        .oauth
+        .connection(connection)
+        .await
+        .unwrap()
+        .unwrap()
+        .grant_id;
+    let replay = complete(s.owner.clone(), connection, state.clone(), code.clone()).await;
+    assert_eq!(
+        error_code(replay).await,
+        (StatusCode::CONFLICT, "conflict".into())
+    );
+    assert_eq!(
+        s.database
+            .oauth
+            .connection(connection)
+            .await
+            .unwrap()
+            .unwrap()
+            .grant_id,
+        grant
+    );
+    // A bad code for a fresh state is the authorization server's refusal, and leaves the
+    // connection signed in.
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let refused = complete(
+        s.owner.clone(),
+        connection,
+        step["state"].as_str().unwrap().into(),
+        "not-a-code".into(),
+    )
+    .await;
+    let (status, body) = (refused.status(), refused.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"].as_str().unwrap().contains("invalid_grant"),
+        "{body}"
+    );
+    let after: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["status"], "ready");
+}
+
+async fn metadata_that_points_at_an_internal_address_is_refused_before_any_request(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    for server_url in [
+        // The resource's metadata names an authorization server at the cloud metadata address.
+        format!("{}/internal/mcp", provider.base),
+        "http://169.254.169.254/mcp".to_string(),
+        "http://10.0.0.1/mcp".to_string(),
+        "file:///etc/passwd".to_string(),
+    ] {
+        let response = s
+            .post(&path(connection, "/authorize"), &s.owner)
+            .json(&json!({ "server_url": server_url, "redirect_uri": REDIRECT }))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{server_url}: {body}");
+        assert_eq!(body["code"], "invalid_input");
+    }
+    let internal = s
+        .post(&path(connection, "/authorize"), &s.owner)
+        .json(&json!({ "server_url": format!("{}/internal/mcp", provider.base), "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = internal.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("outbound policy"),
+        "{body}"
+    );
+    // Nothing was saved for the connection.
+    let missing = s.get(&path(connection, ""), &s.owner).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let bad = s
+        .post(&path(connection, "/authorize"), &s.owner)
+        .json(&json!({ "server_url": provider.resource, "redirect_uri": "javascript:alert(1)" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(bad).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+}
+
+async fn oauth_routes_need_the_apps_rights(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let reader = s
+        .token_with(json!([{"resource": "apps", "action": "read"}]))
+        .await;
+    let none = s
+        .token_with(json!([{"resource": "bots", "action": "read"}]))
+        .await;
+    let read = s.get(&path(connection, ""), &reader).send().await.unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+    let denied = s.get(&path(connection, ""), &none).send().await.unwrap();
+    assert_eq!(
+        error_code(denied).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let write = s
+        .delete(&path(connection, ""), &reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(write).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let begin = s
+        .post(&path(connection, "/authorize"), &reader)
+        .json(&json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(begin).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
+    let bad_id = s
+        .get("/v1/app-connections/not-an-id/oauth", &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(bad_id).await,
+        (StatusCode::BAD_REQUEST, "invalid_input".into())
+    );
+    let unknown = s
+        .get(&path(Uuid::now_v7(), ""), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(unknown).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+async fn a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in(s: Server) {
+    let provider = provider(&[("LOSE_TOKEN_ANSWERS", "1")]);
+    let connection = Uuid::now_v7();
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("lost"), "{body}");
+    let after: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["status"], "needs_sign_in");
+    // The provider granted once and was never asked again for that code.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let count: Value = reqwest::Client::new()
+        .get(format!("{}/token-requests", provider.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(count["count"], 1);
+    let err = oauth(&s).access_headers(connection).await.unwrap_err();
+    assert!(matches!(err, OAuthError::NeedsSignIn(_)), "{err:?}");
+}
+
+async fn a_hand_over_whose_work_never_started_is_found_by_the_sweep(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, tokens) = tokens(&s, connection).await;
+    let row = s
+        .database
+        .oauth
+        .connection(connection)
+        .await
+        .unwrap()
+        .unwrap();
+    // The removal commits its hand-over, and the process stops before it starts the work.
+    let revocation = openbot_server::apps::oauth::NewRevocation {
+        id: Uuid::now_v7(),
+        organization_id: row.organization_id,
+        issuer: row.issuer.clone(),
+        client_id: row.client_id.clone(),
+        connection_id: connection,
+        grant_id: grant,
+        owner_scope: "service:test".into(),
+    };
+    assert!(
+        s.database
+            .oauth
+            .remove(
+                connection,
+                &revocation,
+                openbot_server::store::TxWrites::default()
+            )
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pending = s
+        .database
+        .oauth
+        .grant_use(revocation.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (pending.state.as_str(), pending.execution_id),
+        ("pending", None)
+    );
+    assert!(active(&provider, tokens["access_token"].as_str().unwrap()).await);
+
+    assert_eq!(oauth(&s).resume_cleanups().await.unwrap(), 1);
+    let id = revocation.id.to_string();
+    assert_eq!(cleanup_result(&s, connection, &id).await, "revoked");
+    assert!(!active(&provider, tokens["access_token"].as_str().unwrap()).await);
+    assert_eq!(
+        oauth(&s).resume_cleanups().await.unwrap(),
+        0,
+        "nothing is left open"
+    );
+}
+
+/// A real MCP server (npm `@modelcontextprotocol/server-everything`, streamable HTTP) on a
+/// free port; killed when dropped.
+struct Everything {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn everything() -> Everything {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("node")
+        .arg(format!(
+            "{}/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            deps()
+        ))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server-everything did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Everything {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+async fn an_oauth_protected_mcp_server_answers_with_the_connections_credential(s: Server) {
+    let mcp = everything();
+    let provider = provider(&[("MCP_UPSTREAM", mcp.url.as_str())]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "openbot-test", "version": "1"}}
+    });
+    let send = |authorization: Option<String>| {
+        let mut request = reqwest::Client::new()
+            .post(&provider.resource)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.send()
+    };
+    let refused = send(None).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        refused.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("resource_metadata")
+    );
+    let answer = send(Some(authorization(&s, connection).await))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("serverInfo"), "{text}");
+}
+
+/// `openbot ...` with its own config folder; answers its exit status and output.
+fn openbot(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(args)
+        .env("OPENBOT_CONFIG_DIR", config)
+        .env_remove("OPENBOT_SERVER")
+        .env_remove("OPENBOT_TOKEN")
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_signs_a_connection_in_and_removes_it() {
+    let served = served::Served::start_with(&[("OPENBOT_OUTBOUND_ALLOW", "loopback")]);
+    let provider = provider(&[]);
+    let config = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| openbot(config.path(), args);
+    let ok = |args: &[&str]| {
+        let (success, stdout, stderr) = run(args);
+        assert!(success, "openbot {args:?} failed: {stderr}");
+        stdout
+    };
+    ok(&["login", "--server", &served.base, "--token", &served.token]);
+    let connection = Uuid::now_v7().to_string();
+    let step: Value = serde_json::from_str(&ok(&[
+        "oauth",
+        "authorize",
+        &connection,
+        "--server-url",
+        &provider.resource,
+        "--redirect-uri",
+        REDIRECT,
+        "--json",
+    ]))
+    .unwrap();
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    let (success, _, stderr) = run(&[
+        "oauth",
+        "complete",
+        &connection,
+        "--state",
+        "forged",
+        "--code",
+        &code,
+    ]);
+    assert!(!success);
+    assert!(stderr.contains("invalid_input"), "{stderr}");
+    let done = ok(&[
+        "oauth",
+        "complete",
+        &connection,
+        "--state",
+        &state,
+        "--code",
+        &code,
+    ]);
+    assert!(done.contains("ready"), "{done}");
+    let status: Value =
+        serde_json::from_str(&ok(&["oauth", "status", &connection, "--json"])).unwrap();
+    assert_eq!(status["status"], "ready");
+    let removal: Value =
+        serde_json::from_str(&ok(&["oauth", "remove", &connection, "--json"])).unwrap();
+    let cleanup = removal["cleanup"]["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found: Value =
+            serde_json::from_str(&ok(&["oauth", "cleanup", &connection, &cleanup, "--json"]))
+                .unwrap();
+        if found["state"] == "done" {
+            assert_eq!(found["result"], "revoked");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cleanup did not end: {found}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = ok(&["oauth", "status", &connection]);
+    assert!(text.contains("removed"), "{text}");
+}
+
+async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_server(s: Server) {
+    let first = provider(&[]);
+    let second = provider(&[]);
+    let connection = Uuid::now_v7();
+    sign_in(&s, &s.owner, connection, &first).await;
+    let moved = s
+        .post(&path(connection, "/authorize"), &s.owner)
+        .json(&json!({ "server_url": second.resource, "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (moved.status(), moved.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("another authorization server"),
+        "{body}"
+    );
+    let after: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (after["status"].as_str(), after["issuer"].as_str()),
+        (Some("ready"), Some(first.issuer.as_str()))
+    );
+    // After removing the sign-in it may sign in there.
+    remove(&s, &s.owner, connection).await;
+    let status = sign_in(&s, &s.owner, connection, &second).await;
+    assert_eq!(
+        (status["status"].as_str(), status["issuer"].as_str()),
+        (Some("ready"), Some(second.issuer.as_str()))
+    );
+}
+
+async fn a_sign_in_completes_with_the_client_and_redirect_it_began_with(s: Server) {
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    let first = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    // A second sign-in with another redirect registers another client meanwhile.
+    let second = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": "http://127.0.0.1:9/other" }),
+    )
+    .await;
+    assert_ne!(first["state"], second["state"]);
+    let (code, state) = browse(&provider, first["authorization_url"].as_str().unwrap()).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let (answer, _) = call_resource(&provider, &authorization(&s, connection).await).await;
+    assert_eq!(answer, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_state_is_refused_and_exchanges_nothing() {
+    let s = server_with(
+        sqlite().await,
+        OAuthConfig {
+            flow_ttl: Duration::from_millis(200),
+            ..config()
+        },
+    )
+    .await;
+    let provider = provider(&[]);
+    let connection = Uuid::now_v7();
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    let (code, state) = browse(&provider, step["authorization_url"].as_str().unwrap()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let response = s
+        .post(&path(connection, "/complete"), &s.owner)
+        .json(&json!({ "state": state, "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("expired"),
+        "{body}"
+    );
+    let count: Value = reqwest::Client::new()
+        .get(format!("{}/token-requests", provider.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(count["count"], 0, "no exchange was sent");
+}
