@@ -276,14 +276,16 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
             .with_memories(Arc::clone(&database.memories))
             .with_vaults(Arc::clone(&database.vaults))
-            .with_apps(Arc::clone(&database.apps));
+            .with_apps(Arc::clone(&database.apps))
+            .with_oauth(Arc::clone(&database.oauth));
         jobs = ToolJobWorkflow::new(
             platform,
             Some(Arc::clone(&database.identity)),
             Some(Arc::clone(&database.budgets)),
         )
         .with_vaults(Arc::clone(&database.vaults))
-        .with_apps(Arc::clone(&database.apps));
+        .with_apps(Arc::clone(&database.apps))
+        .with_oauth(Arc::clone(&database.oauth));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));
@@ -321,7 +323,7 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             Arc::clone(&database.oauth),
             platform,
             &crate::apps::oauth::OAuthConfig::default(),
-            None,
+            Some(Arc::new(crate::apps::AppStatusWrite)),
         );
     }
     registry
@@ -365,7 +367,9 @@ pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, N
             })?;
     }
     // Grants handed to cleanup just before a crash get their work now.
-    if let Err(err) = crate::apps::oauth::resume_cleanups(&engine, database.oauth.as_ref()).await {
+    if let Err(err) =
+        crate::apps::oauth::resume_cleanups(engine.context(), database.oauth.as_ref()).await
+    {
         tracing::warn!(error = %err, "could not resume OAuth grant cleanups");
     }
     Ok(engine)

@@ -87,7 +87,7 @@ async fn server_with(raw: Raw, oauth_config: OAuthConfig) -> Server {
     let store = openbot_server::files::local_objects(objects.path()).unwrap();
     let mut state = AppState::new(Arc::clone(&engine), &database, store, platform.clone());
     state.oauth = OAuth::new(
-        Arc::clone(&engine),
+        Arc::clone(engine.context()),
         Arc::clone(&database.oauth),
         &platform,
         oauth_config,
@@ -279,7 +279,7 @@ async fn sign_in_with(
 /// The service as the Apps' MCP client calls it at send time.
 fn oauth(s: &Server) -> OAuth {
     OAuth::new(
-        Arc::clone(&s.engine),
+        Arc::clone(s.engine.context()),
         Arc::clone(&s.database.oauth),
         &test_platform(),
         config(),

@@ -8,6 +8,7 @@
 mod credentials;
 mod error;
 pub mod oauth;
+mod oauth_link;
 mod service;
 mod sql;
 mod store;
@@ -15,6 +16,7 @@ pub mod tool;
 
 pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
 pub use error::AppError;
+pub use oauth_link::{AppStatusWrite, OAuthCredentials, phase_credentials};
 pub use service::{Apps, MAX_HEADERS, app_view, check_app_name, connection_view, upstream};
 pub use store::{AppRow, AppStore, ConnectionRow, credentials_place};
 

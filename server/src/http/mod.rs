@@ -144,18 +144,18 @@ impl AppState {
             Arc::clone(&database.chats),
         );
         let keys = engine.context().keys.clone();
+        let oauth = crate::apps::oauth::OAuth::new(
+            Arc::clone(engine.context()),
+            Arc::clone(&database.oauth),
+            &platform,
+            crate::apps::oauth::OAuthConfig::default(),
+            Some(Arc::new(crate::apps::AppStatusWrite)),
+        );
         let apps = crate::apps::Apps::new(
             Arc::clone(&database.apps),
             keys.clone(),
             platform.clone(),
-            Arc::new(crate::apps::SealedCredentials::new(keys)),
-        );
-        let oauth = crate::apps::oauth::OAuth::new(
-            Arc::clone(&engine),
-            Arc::clone(&database.oauth),
-            &platform,
-            crate::apps::oauth::OAuthConfig::default(),
-            None,
+            Arc::new(crate::apps::OAuthCredentials::new(oauth.clone(), keys)),
         );
         Self {
             memories,

@@ -41,6 +41,7 @@ pub struct TurnWorkflow {
     http: reqwest::Client,
     apps: Option<Arc<dyn crate::apps::AppStore>>,
     credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
+    oauth: Option<Arc<dyn crate::apps::oauth::OAuthStore>>,
 }
 
 impl Default for TurnWorkflow {
@@ -67,6 +68,7 @@ impl TurnWorkflow {
             models: Mutex::new(HashMap::new()),
             apps: None,
             credentials: None,
+            oauth: None,
         }
     }
 
@@ -83,6 +85,13 @@ impl TurnWorkflow {
         credentials: Arc<dyn crate::apps::ConnectionCredentials>,
     ) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Gives OAuth Connections their tokens from the OAuth service over `oauth` (refreshed
+    /// as the engine's own work when expired).
+    pub fn with_oauth(mut self, oauth: Arc<dyn crate::apps::oauth::OAuthStore>) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 
@@ -375,9 +384,21 @@ impl Workflow for TurnWorkflow {
         };
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
         let vault = tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
+        // The OAuth service is built only for a phase that may call an App tool.
+        let calls_apps = input
+            .tools
+            .iter()
+            .any(|t| matches!(t.route, ToolRoute::App(_)));
+        let credentials = self.credentials.clone().or_else(|| {
+            calls_apps
+                .then(|| {
+                    crate::apps::phase_credentials(self.oauth.as_ref(), &cx.engine, &self.platform)
+                })
+                .flatten()
+        });
         let apps = crate::apps::phase_apps(
             self.apps.as_ref(),
-            self.credentials.as_ref(),
+            credentials.as_ref(),
             &cx.engine.keys,
             &self.platform,
         );

@@ -60,6 +60,7 @@ pub struct ToolJobWorkflow {
     platform: crate::platform::Platform,
     apps: Option<Arc<dyn crate::apps::AppStore>>,
     credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
+    oauth: Option<Arc<dyn crate::apps::oauth::OAuthStore>>,
 }
 
 impl ToolJobWorkflow {
@@ -79,6 +80,7 @@ impl ToolJobWorkflow {
             platform: platform.clone(),
             apps: None,
             credentials: None,
+            oauth: None,
         }
     }
 
@@ -100,6 +102,13 @@ impl ToolJobWorkflow {
         credentials: Arc<dyn crate::apps::ConnectionCredentials>,
     ) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Gives OAuth Connections their tokens from the OAuth service over `oauth` (refreshed
+    /// as the engine's own work when expired).
+    pub fn with_oauth(mut self, oauth: Arc<dyn crate::apps::oauth::OAuthStore>) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 }
@@ -187,9 +196,18 @@ impl ToolJobWorkflow {
             _ => None,
         };
         let vault = crate::turns::tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
+        // The OAuth service is built only for a phase that may call an App tool.
+        let calls_apps = matches!(input.tool.route, crate::turns::ToolRoute::App(_));
+        let credentials = self.credentials.clone().or_else(|| {
+            calls_apps
+                .then(|| {
+                    crate::apps::phase_credentials(self.oauth.as_ref(), &cx.engine, &self.platform)
+                })
+                .flatten()
+        });
         let apps = crate::apps::phase_apps(
             self.apps.as_ref(),
-            self.credentials.as_ref(),
+            credentials.as_ref(),
             &cx.engine.keys,
             &self.platform,
         );

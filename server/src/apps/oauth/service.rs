@@ -31,7 +31,7 @@ use super::workflow::{
     OAUTH_TOKEN, Shared, TokenInput, TokenRequest, TokenWorkflow, cleanup_scope, open, seal,
     secret_place, start_cleanup, submit, tokens_place,
 };
-use crate::engine::{Engine, Registry};
+use crate::engine::{EngineContext, Registry};
 use crate::identity::{Action, Caller, ServiceIdentity, ServiceOwner};
 use crate::platform::Platform;
 use crate::store::{Millis, StoreError, Submitted, TxWrites, now_ms};
@@ -75,7 +75,7 @@ fn time(at: Millis) -> Option<DateTime<Utc>> {
 /// The OAuth use cases. Cheap to clone.
 #[derive(Clone)]
 pub struct OAuth {
-    engine: Arc<Engine>,
+    engine: Arc<EngineContext>,
     shared: Shared,
     config: OAuthConfig,
 }
@@ -83,7 +83,7 @@ pub struct OAuth {
 impl OAuth {
     /// The use cases on `engine` and `store`, reaching the outside as `platform` allows.
     pub fn new(
-        engine: Arc<Engine>,
+        engine: Arc<EngineContext>,
         store: Arc<dyn OAuthStore>,
         platform: &Platform,
         config: OAuthConfig,
@@ -171,7 +171,7 @@ impl OAuth {
             (None, Some(row)) => {
                 let secret = match &row.secret {
                     Some(sealed) => Some(open::<String>(
-                        self.engine.context(),
+                        &self.engine,
                         &secret_place(connection_id),
                         sealed,
                     )?),
@@ -190,7 +190,7 @@ impl OAuth {
                 (client.client_id, client.client_secret, true)
             }
         };
-        let cx = self.engine.context();
+        let cx = &self.engine;
         let secret = client_secret
             .as_ref()
             .map(|s| seal(cx, &secret_place(connection_id), s))
@@ -291,7 +291,7 @@ impl OAuth {
             return Err(OAuthError::State("it expired: begin the sign-in again"));
         }
         let connection = self.own(caller, connection_id).await?;
-        let cx = self.engine.context();
+        let cx = &self.engine;
         let verifier: String = open(cx, &verifier_place(flow.id), &flow.verifier)?;
         let input = TokenInput {
             organization_id: connection.organization_id,
@@ -409,7 +409,7 @@ impl OAuth {
         if !handed {
             return Ok(None);
         }
-        start_cleanup(self.engine.context(), row.organization_id, revocation.id).await?;
+        start_cleanup(&self.engine, row.organization_id, revocation.id).await?;
         Ok(Some(OAuthCleanup {
             id: revocation.id,
             connection_id,
@@ -473,7 +473,7 @@ impl OAuth {
             let Some(sealed) = &grant.tokens else {
                 return Err(OAuthError::NeedsSignIn("the grant was revoked".into()));
             };
-            let tokens: TokenSet = open(self.engine.context(), &tokens_place(grant.id), sealed)?;
+            let tokens: TokenSet = open(&self.engine, &tokens_place(grant.id), sealed)?;
             // A token just refreshed is used while it is valid at all: a server may give
             // lifetimes shorter than the margin.
             let margin = if refreshed { 0 } else { EXPIRY_MARGIN_MS };
@@ -511,7 +511,7 @@ impl OAuth {
             .map_err(|e| OAuthError::Invalid(e.to_string()))?
             .scope();
             let execution = submit(
-                self.engine.context(),
+                &self.engine,
                 OAUTH_TOKEN,
                 scope,
                 format!("oauth-refresh:{}:{}", grant.id, grant.rotation),
@@ -537,7 +537,7 @@ impl OAuth {
     async fn wait(&self, execution: ExecutionId) -> Result<ExecutionState, OAuthError> {
         let deadline = Instant::now() + self.config.wait;
         loop {
-            let row = self.engine.execution(execution).await?;
+            let row = self.engine.store.execution(execution).await?;
             if row.state.is_terminal() {
                 return Ok(row.state);
             }
@@ -551,7 +551,10 @@ impl OAuth {
 
 /// Hands every revocation not done to its cleanup work again (see
 /// [`OAuth::resume_cleanups`]); a node runs it when it starts.
-pub async fn resume_cleanups(engine: &Engine, store: &dyn OAuthStore) -> Result<usize, OAuthError> {
+pub async fn resume_cleanups(
+    engine: &EngineContext,
+    store: &dyn OAuthStore,
+) -> Result<usize, OAuthError> {
     let mut after = None;
     let mut handed = 0;
     loop {
@@ -561,7 +564,7 @@ pub async fn resume_cleanups(engine: &Engine, store: &dyn OAuthStore) -> Result<
         };
         after = Some(last.id);
         for row in &page {
-            start_cleanup(engine.context(), row.organization_id, row.id).await?;
+            start_cleanup(engine, row.organization_id, row.id).await?;
             handed += 1;
         }
     }

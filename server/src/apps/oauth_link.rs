@@ -1,0 +1,108 @@
+//! Where Apps and OAuth meet: an OAuth Connection's headers come from the OAuth service at
+//! the call boundary, and its status follows its grant in the transaction that changes the
+//! grant (a sign-in makes it `ready`; a refresh refused for good, `needs_sign_in`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use openbot_schema::{AppAuthKind, AppConnectionStatus};
+use uuid::Uuid;
+
+use super::credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
+use super::oauth::{ConnectionStatusWrite, OAuth, OAuthError};
+use super::store::ConnectionRow;
+use crate::sealed::KeyRing;
+use crate::store::{TxWrite, tx_write};
+
+/// Sets an App Connection's status, unless it was removed.
+#[derive(Debug)]
+struct SetConnectionStatus {
+    id: Uuid,
+    status: &'static str,
+}
+
+tx_write!(SetConnectionStatus, |this, tx| {
+    sqlx::query("UPDATE app_connections SET status = $1 WHERE id = $2 AND status <> 'removed'")
+        .bind(this.status)
+        .bind(this.id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+});
+
+/// The [`ConnectionStatusWrite`] of `app_connections`.
+pub struct AppStatusWrite;
+
+impl ConnectionStatusWrite for AppStatusWrite {
+    fn status(&self, connection_id: Uuid, status: &'static str) -> Option<Arc<dyn TxWrite>> {
+        Some(Arc::new(SetConnectionStatus {
+            id: connection_id,
+            status,
+        }))
+    }
+}
+
+/// Credentials of every Connection kind: OAuth ones from the OAuth service (refreshed when
+/// their access token expired), none and manual ones sealed at rest.
+pub struct OAuthCredentials {
+    oauth: OAuth,
+    sealed: SealedCredentials,
+}
+
+impl OAuthCredentials {
+    /// OAuth Connections through `oauth`; the others opened with `keys`.
+    pub fn new(oauth: OAuth, keys: KeyRing) -> Self {
+        Self {
+            oauth,
+            sealed: SealedCredentials::new(keys),
+        }
+    }
+}
+
+#[async_trait]
+impl ConnectionCredentials for OAuthCredentials {
+    async fn headers(
+        &self,
+        connection: &ConnectionRow,
+    ) -> Result<BTreeMap<String, String>, CredentialsError> {
+        if connection.auth != AppAuthKind::Oauth {
+            return self.sealed.headers(connection).await;
+        }
+        if connection.status == AppConnectionStatus::Removed {
+            return Err(CredentialsError::Removed);
+        }
+        match self.oauth.access_headers(connection.id).await {
+            Ok(headers) => Ok(headers.into_iter().collect()),
+            Err(OAuthError::NeedsSignIn(_) | OAuthError::NotFound) => {
+                Err(CredentialsError::NeedsSignIn)
+            }
+            // The cause may name the authorization server; it is logged, never sent on.
+            Err(err) => {
+                tracing::warn!(connection = %connection.id, error = %err, "an OAuth connection's token could not be read");
+                Err(CredentialsError::Unreadable)
+            }
+        }
+    }
+}
+
+/// The credentials a phase's App calls ask, when the node has OAuth (`oauth`): built for
+/// the phase on its engine, so a refresh runs as the engine's own work.
+pub fn phase_credentials(
+    oauth: Option<&Arc<dyn super::oauth::OAuthStore>>,
+    engine: &Arc<crate::engine::EngineContext>,
+    platform: &crate::platform::Platform,
+) -> Option<Arc<dyn ConnectionCredentials>> {
+    let store = oauth?;
+    let service = OAuth::new(
+        Arc::clone(engine),
+        Arc::clone(store),
+        platform,
+        super::oauth::OAuthConfig::default(),
+        Some(Arc::new(AppStatusWrite)),
+    );
+    Some(Arc::new(OAuthCredentials::new(
+        service,
+        engine.keys.clone(),
+    )))
+}
