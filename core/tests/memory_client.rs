@@ -37,6 +37,7 @@ fn bot(tools: Vec<ToolDefinition>) -> BotSpec {
         tools,
         limits: Limits::default(),
         shared: false,
+        code_mode: false,
     }
 }
 

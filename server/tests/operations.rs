@@ -32,6 +32,7 @@ fn bot(model: &str) -> BotSpec {
         tools: vec![],
         limits: Limits::default(),
         shared: false,
+        code_mode: false,
     }
 }
 

@@ -52,6 +52,7 @@ fn bot(model: &str, tools: Vec<ToolDefinition>) -> BotSpec {
         tools,
         limits: Limits::default(),
         shared: false,
+        code_mode: false,
     }
 }
 

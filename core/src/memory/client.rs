@@ -181,6 +181,9 @@ impl State {
             set.insert(definition.clone(), handlers.get(&definition.name).cloned())
                 .map_err(|e| Error::invalid_input(e.to_string()))?;
         }
+        if bot.spec.code_mode {
+            set.enable_code_mode(openbot_codemode::Limits::default());
+        }
         let set = Arc::new(set);
         self.tool_sets.insert(key, Arc::clone(&set));
         Ok(set)
@@ -355,6 +358,9 @@ impl Client for MemoryClient {
         }
         if let Some(shared) = update.shared {
             spec.shared = shared;
+        }
+        if let Some(on) = update.code_mode {
+            spec.code_mode = on;
         }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {

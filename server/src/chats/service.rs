@@ -369,6 +369,8 @@ impl Chats {
             identity: Some(ExecutionIdentity::for_turn(caller, chat.member_id, bot.id)),
             source: None,
             plan_mode: chat.plan_mode,
+            // Plan mode asks for `propose_plan` itself; Code Mode waits until it ends.
+            code_mode: bot.spec.code_mode && !chat.plan_mode,
         };
         let submission = Submission {
             kind: TURN,

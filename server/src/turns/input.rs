@@ -127,6 +127,9 @@ pub struct TurnInput {
     /// propose a plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub plan_mode: bool,
+    /// Code Mode: the model is offered `run_code` and calls the tools from its program.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub code_mode: bool,
 }
 
 impl TurnInput {

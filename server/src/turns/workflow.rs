@@ -206,6 +206,7 @@ impl TurnWorkflow {
 /// admission and never reach a handler), and which tools may be sent again after a lost answer.
 pub fn saved_tool_set(
     saved: &[SavedTool],
+    code_mode: bool,
     http: &reqwest::Client,
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
 ) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
@@ -236,6 +237,9 @@ pub fn saved_tool_set(
         };
         set.insert(tool.definition.clone(), handler)
             .map_err(|e| e.to_string())?;
+    }
+    if code_mode {
+        set.enable_code_mode(openbot_core::codemode::Limits::default());
     }
     Ok((Arc::new(set), retry_safe))
 }
@@ -275,7 +279,7 @@ impl Workflow for TurnWorkflow {
         let (input, access, model) = started?;
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
         let (tools, retry_safe) =
-            saved_tool_set(&input.tools, &self.http, self.platform.outbound()).map_err(
+            saved_tool_set(&input.tools, input.code_mode, &self.http, self.platform.outbound()).map_err(
                 |cause| PhaseError::Failed {
                     category: ErrorCategory::Configuration,
                     cause,

@@ -55,6 +55,7 @@ pub(crate) fn child_turn(
         }),
         // A child works on its task; plan mode is its parent's Chat's.
         plan_mode: false,
+        code_mode: false,
     }
 }
 

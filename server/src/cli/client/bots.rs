@@ -40,6 +40,9 @@ enum BotsCommand {
         /// Every member may chat with it.
         #[arg(long)]
         shared: bool,
+        /// Code Mode: the model calls the tools from one JavaScript program (docs/code-mode.md).
+        #[arg(long)]
+        code_mode: bool,
     },
     /// Lists the Bots, oldest first.
     List {
@@ -74,6 +77,7 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
             tools,
             max_steps,
             shared,
+            code_mode,
         } => {
             let tools: Vec<ToolDefinition> = match tools {
                 Some(path) => serde_json::from_slice(
@@ -93,6 +97,7 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
                     ..Limits::default()
                 },
                 shared,
+                code_mode,
             };
             let bot = client.create_bot(spec).await?;
             output.print(&bot, |bot| bot.id.to_string())?;
