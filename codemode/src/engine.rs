@@ -40,7 +40,10 @@ impl Sandbox {
     /// same error).
     pub fn shared() -> Result<&'static Sandbox, SandboxError> {
         static SHARED: OnceLock<Result<Sandbox, SandboxError>> = OnceLock::new();
-        SHARED.get_or_init(Sandbox::new).as_ref().map_err(Clone::clone)
+        SHARED
+            .get_or_init(Sandbox::new)
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Compiles the guest module in a new engine (what [`Sandbox::shared`] does once).
@@ -51,14 +54,17 @@ impl Sandbox {
         // Same results on every machine: replay compares what the program asks for.
         config.cranelift_nan_canonicalization(true);
         let engine = Engine::new(&config).map_err(|e| SandboxError::Engine(e.to_string()))?;
-        let module = Module::new(&engine, GUEST).map_err(|e| SandboxError::Engine(e.to_string()))?;
+        let module =
+            Module::new(&engine, GUEST).map_err(|e| SandboxError::Engine(e.to_string()))?;
         let mut linker: Linker<State> = Linker::new(&engine);
         imports::define(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
         // Anything else the C library might import traps instead of reaching the host.
         linker
             .define_unknown_imports_as_traps(&module)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
-        let pre = linker.instantiate_pre(&module).map_err(|e| SandboxError::Engine(e.to_string()))?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| SandboxError::Engine(e.to_string()))?;
         Ok(Sandbox { engine, pre })
     }
 

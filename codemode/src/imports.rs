@@ -29,13 +29,23 @@ pub(crate) struct MemoryLimiter {
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> Result<bool> {
         let ok = desired <= self.limit;
         self.denied |= !ok;
         Ok(ok)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> Result<bool> {
         Ok(desired <= 100_000)
     }
 }
@@ -64,7 +74,8 @@ pub(crate) struct State {
 
 impl State {
     fn limit(&mut self, limit: LimitKind, message: String) -> Error {
-        self.stop.get_or_insert(ProgramError::Limit { limit, message });
+        self.stop
+            .get_or_insert(ProgramError::Limit { limit, message });
         Error::msg("code mode limit reached")
     }
 
@@ -91,13 +102,15 @@ fn memory(caller: &mut Caller<'_, State>) -> Result<Memory> {
 fn read(caller: &mut Caller<'_, State>, ptr: i32, len: i32) -> Result<Vec<u8>> {
     let mem = memory(caller)?;
     let mut buf = vec![0u8; len as u32 as usize];
-    mem.read(&*caller, ptr as u32 as usize, &mut buf).map_err(|e| Error::msg(e.to_string()))?;
+    mem.read(&*caller, ptr as u32 as usize, &mut buf)
+        .map_err(|e| Error::msg(e.to_string()))?;
     Ok(buf)
 }
 
 fn write(caller: &mut Caller<'_, State>, ptr: i32, data: &[u8]) -> Result<()> {
     let mem = memory(caller)?;
-    mem.write(&mut *caller, ptr as u32 as usize, data).map_err(|e| Error::msg(e.to_string()))
+    mem.write(&mut *caller, ptr as u32 as usize, data)
+        .map_err(|e| Error::msg(e.to_string()))
 }
 
 fn reply_json(reply: &ToolReply) -> Vec<u8> {
@@ -129,11 +142,18 @@ fn call_tool(mut caller: Caller<'_, State>, ptr: i32, len: i32) -> Result<i32> {
         ));
     }
     let request: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let name = request.get("tool").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = request
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let arguments = request.get("arguments").cloned().unwrap_or(Value::Null);
     let reply = if !state.tools.iter().any(|t| *t == name) {
         // Only names of the declared API leave the sandbox; they do not count as calls.
-        ToolReply::Failed { code: "tool.not_found".into(), message: format!("there is no tool named {name:?}") }
+        ToolReply::Failed {
+            code: "tool.not_found".into(),
+            message: format!("there is no tool named {name:?}"),
+        }
     } else {
         let index = state.calls;
         state.calls += 1;
@@ -141,16 +161,30 @@ fn call_tool(mut caller: Caller<'_, State>, ptr: i32, len: i32) -> Result<i32> {
         let sent = state
             .requests
             .as_ref()
-            .map(|r| r.send(Request { index, name, arguments, reply: tx }).is_ok())
+            .map(|r| {
+                r.send(Request {
+                    index,
+                    name,
+                    arguments,
+                    reply: tx,
+                })
+                .is_ok()
+            })
             .unwrap_or(false);
         let reply = if sent { rx.blocking_recv().ok() } else { None };
         match reply {
             Some(reply) => reply,
-            None => ToolReply::Stop { code: "code_mode.cancelled".into(), message: "the run was cancelled".into() },
+            None => ToolReply::Stop {
+                code: "code_mode.cancelled".into(),
+                message: "the run was cancelled".into(),
+            },
         }
     };
     if let ToolReply::Stop { code, message } = &reply {
-        state.stop.get_or_insert(ProgramError::Stopped { code: code.clone(), message: message.clone() });
+        state.stop.get_or_insert(ProgramError::Stopped {
+            code: code.clone(),
+            message: message.clone(),
+        });
         return Err(Error::msg("code mode run stopped by the host"));
     }
     state.reply = reply_json(&reply);
@@ -159,83 +193,140 @@ fn call_tool(mut caller: Caller<'_, State>, ptr: i32, len: i32) -> Result<i32> {
 
 /// Adds the guest's imports to `linker`.
 pub(crate) fn define(linker: &mut Linker<State>) -> Result<()> {
-    linker.func_wrap("openbot", "input_len", |caller: Caller<'_, State>| caller.data().input.len() as i32)?;
-    linker.func_wrap("openbot", "input_read", |mut caller: Caller<'_, State>, ptr: i32| {
-        let input = std::mem::take(&mut caller.data_mut().input);
-        let done = write(&mut caller, ptr, &input);
-        caller.data_mut().input = input;
-        done
+    linker.func_wrap("openbot", "input_len", |caller: Caller<'_, State>| {
+        caller.data().input.len() as i32
     })?;
-    linker.func_wrap("openbot", "limit", |caller: Caller<'_, State>, which: i32| match which {
-        0 => caller.data().js_heap as i32,
-        _ => caller.data().js_stack as i32,
-    })?;
+    linker.func_wrap(
+        "openbot",
+        "input_read",
+        |mut caller: Caller<'_, State>, ptr: i32| {
+            let input = std::mem::take(&mut caller.data_mut().input);
+            let done = write(&mut caller, ptr, &input);
+            caller.data_mut().input = input;
+            done
+        },
+    )?;
+    linker.func_wrap(
+        "openbot",
+        "limit",
+        |caller: Caller<'_, State>, which: i32| match which {
+            0 => caller.data().js_heap as i32,
+            _ => caller.data().js_stack as i32,
+        },
+    )?;
     linker.func_wrap("openbot", "call_tool", call_tool)?;
-    linker.func_wrap("openbot", "reply_read", |mut caller: Caller<'_, State>, ptr: i32| {
-        let reply = std::mem::take(&mut caller.data_mut().reply);
-        write(&mut caller, ptr, &reply)
-    })?;
-    linker.func_wrap("openbot", "console", |mut caller: Caller<'_, State>, level: i32, ptr: i32, len: i32| {
-        let max = caller.data().max_output;
-        if len as u32 as usize > max {
-            return caller.data_mut().count_output(len as u32 as usize);
-        }
-        let text = String::from_utf8_lossy(&read(&mut caller, ptr, len)?).into_owned();
-        let state = caller.data_mut();
-        state.count_output(text.len())?;
-        let level = match level {
-            1 => "warn",
-            2 => "error",
-            _ => "log",
-        };
-        state.console.push(ConsoleLine { level: level.into(), text });
-        Ok(())
-    })?;
-    linker.func_wrap("openbot", "finish", |mut caller: Caller<'_, State>, ptr: i32, len: i32| {
-        let max = caller.data().max_output;
-        if len as u32 as usize > max {
-            return caller.data_mut().count_output(len as u32 as usize);
-        }
-        let bytes = read(&mut caller, ptr, len)?;
-        let state = caller.data_mut();
-        state.count_output(bytes.len())?;
-        state.result = Some(bytes);
-        Ok(())
-    })?;
+    linker.func_wrap(
+        "openbot",
+        "reply_read",
+        |mut caller: Caller<'_, State>, ptr: i32| {
+            let reply = std::mem::take(&mut caller.data_mut().reply);
+            write(&mut caller, ptr, &reply)
+        },
+    )?;
+    linker.func_wrap(
+        "openbot",
+        "console",
+        |mut caller: Caller<'_, State>, level: i32, ptr: i32, len: i32| {
+            let max = caller.data().max_output;
+            if len as u32 as usize > max {
+                return caller.data_mut().count_output(len as u32 as usize);
+            }
+            let text = String::from_utf8_lossy(&read(&mut caller, ptr, len)?).into_owned();
+            let state = caller.data_mut();
+            state.count_output(text.len())?;
+            let level = match level {
+                1 => "warn",
+                2 => "error",
+                _ => "log",
+            };
+            state.console.push(ConsoleLine {
+                level: level.into(),
+                text,
+            });
+            Ok(())
+        },
+    )?;
+    linker.func_wrap(
+        "openbot",
+        "finish",
+        |mut caller: Caller<'_, State>, ptr: i32, len: i32| {
+            let max = caller.data().max_output;
+            if len as u32 as usize > max {
+                return caller.data_mut().count_output(len as u32 as usize);
+            }
+            let bytes = read(&mut caller, ptr, len)?;
+            let state = caller.data_mut();
+            state.count_output(bytes.len())?;
+            state.result = Some(bytes);
+            Ok(())
+        },
+    )?;
 
     let wasi = "wasi_snapshot_preview1";
-    linker.func_wrap(wasi, "random_get", |mut caller: Caller<'_, State>, ptr: i32, len: i32| {
-        let mut out = Vec::with_capacity(len as u32 as usize);
-        while out.len() < len as u32 as usize {
-            let state = caller.data_mut();
-            let mut hasher = Sha256::new();
-            hasher.update(state.seed.to_le_bytes());
-            hasher.update(state.random_counter.to_le_bytes());
-            state.random_counter += 1;
-            out.extend_from_slice(&hasher.finalize());
-        }
-        out.truncate(len as u32 as usize);
-        write(&mut caller, ptr, &out)?;
-        Ok(0i32)
-    })?;
-    linker.func_wrap(wasi, "clock_time_get", |mut caller: Caller<'_, State>, _id: i32, _precision: i64, out: i32| {
-        let now = caller.data().now_ns;
-        write(&mut caller, out, &now.to_le_bytes())?;
-        Ok(0i32)
-    })?;
-    linker.func_wrap(wasi, "environ_sizes_get", |mut caller: Caller<'_, State>, count: i32, size: i32| {
-        write(&mut caller, count, &0u32.to_le_bytes())?;
-        write(&mut caller, size, &0u32.to_le_bytes())?;
-        Ok(0i32)
-    })?;
-    linker.func_wrap(wasi, "environ_get", |_: Caller<'_, State>, _: i32, _: i32| 0i32)?;
+    linker.func_wrap(
+        wasi,
+        "random_get",
+        |mut caller: Caller<'_, State>, ptr: i32, len: i32| {
+            let mut out = Vec::with_capacity(len as u32 as usize);
+            while out.len() < len as u32 as usize {
+                let state = caller.data_mut();
+                let mut hasher = Sha256::new();
+                hasher.update(state.seed.to_le_bytes());
+                hasher.update(state.random_counter.to_le_bytes());
+                state.random_counter += 1;
+                out.extend_from_slice(&hasher.finalize());
+            }
+            out.truncate(len as u32 as usize);
+            write(&mut caller, ptr, &out)?;
+            Ok(0i32)
+        },
+    )?;
+    linker.func_wrap(
+        wasi,
+        "clock_time_get",
+        |mut caller: Caller<'_, State>, _id: i32, _precision: i64, out: i32| {
+            let now = caller.data().now_ns;
+            write(&mut caller, out, &now.to_le_bytes())?;
+            Ok(0i32)
+        },
+    )?;
+    linker.func_wrap(
+        wasi,
+        "environ_sizes_get",
+        |mut caller: Caller<'_, State>, count: i32, size: i32| {
+            write(&mut caller, count, &0u32.to_le_bytes())?;
+            write(&mut caller, size, &0u32.to_le_bytes())?;
+            Ok(0i32)
+        },
+    )?;
+    linker.func_wrap(
+        wasi,
+        "environ_get",
+        |_: Caller<'_, State>, _: i32, _: i32| 0i32,
+    )?;
     linker.func_wrap(wasi, "fd_close", |_: Caller<'_, State>, _: i32| EBADF)?;
-    linker.func_wrap(wasi, "fd_fdstat_get", |_: Caller<'_, State>, _: i32, _: i32| EBADF)?;
-    linker.func_wrap(wasi, "fd_seek", |_: Caller<'_, State>, _: i32, _: i64, _: i32, _: i32| EBADF)?;
-    linker.func_wrap(wasi, "fd_write", |_: Caller<'_, State>, _: i32, _: i32, _: i32, _: i32| EBADF)?;
-    linker.func_wrap(wasi, "proc_exit", |mut caller: Caller<'_, State>, code: i32| -> Result<()> {
-        caller.data_mut().exit_code = Some(code);
-        Err(Error::msg("guest exited"))
-    })?;
+    linker.func_wrap(
+        wasi,
+        "fd_fdstat_get",
+        |_: Caller<'_, State>, _: i32, _: i32| EBADF,
+    )?;
+    linker.func_wrap(
+        wasi,
+        "fd_seek",
+        |_: Caller<'_, State>, _: i32, _: i64, _: i32, _: i32| EBADF,
+    )?;
+    linker.func_wrap(
+        wasi,
+        "fd_write",
+        |_: Caller<'_, State>, _: i32, _: i32, _: i32, _: i32| EBADF,
+    )?;
+    linker.func_wrap(
+        wasi,
+        "proc_exit",
+        |mut caller: Caller<'_, State>, code: i32| -> Result<()> {
+            caller.data_mut().exit_code = Some(code);
+            Err(Error::msg("guest exited"))
+        },
+    )?;
     Ok(())
 }

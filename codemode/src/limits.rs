@@ -39,6 +39,8 @@ impl Limits {
 
     /// The QuickJS heap limit handed to the guest.
     pub(crate) fn js_heap_bytes(&self) -> u32 {
-        self.memory_bytes.saturating_sub(Self::RESERVED_BYTES).clamp(1 << 20, u32::MAX as u64) as u32
+        self.memory_bytes
+            .saturating_sub(Self::RESERVED_BYTES)
+            .clamp(1 << 20, u32::MAX as u64) as u32
     }
 }

@@ -67,7 +67,9 @@ impl ProgramError {
     /// The stable code of this error.
     pub fn code(&self) -> String {
         match self {
-            Self::Thrown { code: Some(code), .. } => code.clone(),
+            Self::Thrown {
+                code: Some(code), ..
+            } => code.clone(),
             Self::Thrown { .. } => "code_mode.program_error".into(),
             Self::Limit { limit, .. } => limit.code().into(),
             Self::Stopped { code, .. } => code.clone(),
@@ -111,9 +113,15 @@ pub struct RunOutcome {
 impl RunOutcome {
     /// The outcome as the code tool's result for the model: `{ok, value | error, console}`.
     pub fn to_tool_result(&self) -> Value {
-        let console: Vec<Value> = self.console.iter().map(|l| json!({"level": l.level, "text": l.text})).collect();
+        let console: Vec<Value> = self
+            .console
+            .iter()
+            .map(|l| json!({"level": l.level, "text": l.text}))
+            .collect();
         match &self.result {
-            Ok(value) => json!({"ok": true, "value": value, "console": console, "tool_calls": self.tool_calls}),
+            Ok(value) => {
+                json!({"ok": true, "value": value, "console": console, "tool_calls": self.tool_calls})
+            }
             Err(e) => json!({
                 "ok": false,
                 "error": {"code": e.code(), "message": e.message()},

@@ -24,7 +24,12 @@ impl Sandbox {
     /// Runs `input` under `limits`, sending each tool call to `host` and awaiting its reply.
     /// The program's failures and every limit reached are in the outcome's `result`; an
     /// `Err` here means the sandbox itself could not run.
-    pub async fn run(&self, input: RunInput, limits: Limits, host: &dyn ToolHost) -> Result<RunOutcome, SandboxError> {
+    pub async fn run(
+        &self,
+        input: RunInput,
+        limits: Limits,
+        host: &dyn ToolHost,
+    ) -> Result<RunOutcome, SandboxError> {
         if input.code.len() > limits.max_code_bytes as usize {
             return Ok(RunOutcome {
                 result: Err(ProgramError::Limit {
@@ -50,10 +55,14 @@ impl Sandbox {
             })
             .map_err(|e| SandboxError::Run(e.to_string()))?;
         while let Some(request) = incoming.recv().await {
-            let reply = host.call(request.index, &request.name, request.arguments).await;
+            let reply = host
+                .call(request.index, &request.name, request.arguments)
+                .await;
             let _ = request.reply.send(reply);
         }
-        done_rx.await.map_err(|_| SandboxError::Run("the run thread ended without an outcome".into()))?
+        done_rx
+            .await
+            .map_err(|_| SandboxError::Run("the run thread ended without an outcome".into()))?
     }
 }
 
@@ -74,7 +83,10 @@ fn execute(
         input: guest_input.to_string().into_bytes(),
         js_heap: limits.js_heap_bytes(),
         js_stack: limits.js_stack_bytes,
-        limiter: MemoryLimiter { limit: limits.memory_bytes as usize, denied: false },
+        limiter: MemoryLimiter {
+            limit: limits.memory_bytes as usize,
+            denied: false,
+        },
         tools: input.tools,
         calls: 0,
         max_calls: limits.max_tool_calls,
@@ -92,7 +104,9 @@ fn execute(
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
-    store.set_fuel(limits.fuel).map_err(|e| SandboxError::Run(e.to_string()))?;
+    store
+        .set_fuel(limits.fuel)
+        .map_err(|e| SandboxError::Run(e.to_string()))?;
     let ran = pre
         .instantiate(&mut store)
         .and_then(|instance| instance.get_typed_func::<(), ()>(&mut store, "_start"))
@@ -102,14 +116,23 @@ fn execute(
     // The async side stops waiting for calls once the sender is gone.
     state.requests = None;
     let result = classify(ran, &mut state, &limits);
-    Ok(RunOutcome { result, console: state.console, tool_calls: state.calls, fuel_used })
+    Ok(RunOutcome {
+        result,
+        console: state.console,
+        tool_calls: state.calls,
+        fuel_used,
+    })
 }
 
 fn limit(limit: LimitKind, message: String) -> ProgramError {
     ProgramError::Limit { limit, message }
 }
 
-fn classify(ran: wasmtime::Result<()>, state: &mut State, limits: &Limits) -> Result<Value, ProgramError> {
+fn classify(
+    ran: wasmtime::Result<()>,
+    state: &mut State,
+    limits: &Limits,
+) -> Result<Value, ProgramError> {
     if let Some(stop) = state.stop.take() {
         return Err(stop);
     }
@@ -119,14 +142,21 @@ fn classify(ran: wasmtime::Result<()>, state: &mut State, limits: &Limits) -> Re
             return Err(match e.downcast_ref::<Trap>() {
                 Some(Trap::OutOfFuel) => limit(
                     LimitKind::Fuel,
-                    format!("the program used its whole CPU budget ({} fuel); it may loop forever", limits.fuel),
+                    format!(
+                        "the program used its whole CPU budget ({} fuel); it may loop forever",
+                        limits.fuel
+                    ),
                 ),
-                Some(Trap::StackOverflow) => {
-                    limit(LimitKind::Stack, "the program overflowed the stack (too deep recursion)".into())
-                }
+                Some(Trap::StackOverflow) => limit(
+                    LimitKind::Stack,
+                    "the program overflowed the stack (too deep recursion)".into(),
+                ),
                 _ if state.limiter.denied => limit(
                     LimitKind::Memory,
-                    format!("the program used more than {} bytes of memory", limits.memory_bytes),
+                    format!(
+                        "the program used more than {} bytes of memory",
+                        limits.memory_bytes
+                    ),
                 ),
                 _ => ProgramError::Stopped {
                     code: "code_mode.sandbox_trap".into(),
@@ -151,11 +181,28 @@ fn classify(ran: wasmtime::Result<()>, state: &mut State, limits: &Limits) -> Re
     let message = text("message").unwrap_or_default();
     // QuickJS's own limits surface as JavaScript errors; name them as the limits they are.
     if name == "InternalError" && message.contains("out of memory") {
-        return Err(limit(LimitKind::Memory, format!("the program used more than {} bytes of memory", limits.memory_bytes)));
+        return Err(limit(
+            LimitKind::Memory,
+            format!(
+                "the program used more than {} bytes of memory",
+                limits.memory_bytes
+            ),
+        ));
     }
     if name == "RangeError" && message.contains("stack") {
-        return Err(limit(LimitKind::Stack, "the program overflowed the stack (too deep recursion)".into()));
+        return Err(limit(
+            LimitKind::Stack,
+            "the program overflowed the stack (too deep recursion)".into(),
+        ));
     }
-    let code = if name == "ToolError" { text("code") } else { None };
-    Err(ProgramError::Thrown { name, message, code })
+    let code = if name == "ToolError" {
+        text("code")
+    } else {
+        None
+    };
+    Err(ProgramError::Thrown {
+        name,
+        message,
+        code,
+    })
 }

@@ -30,7 +30,11 @@ pub fn declaration(tools: &[ToolSignature]) -> String {
     let mut out = String::from("declare const tools: {\n");
     for tool in tools {
         comment(&mut out, &tool.description, "  ");
-        let key = if identifier_ok(&tool.name) { tool.name.clone() } else { quote(&tool.name) };
+        let key = if identifier_ok(&tool.name) {
+            tool.name.clone()
+        } else {
+            quote(&tool.name)
+        };
         let args = render(&tool.parameters, 1, 0);
         out.push_str(&format!("  {key}(args: {args}): Promise<any>;\n"));
     }
@@ -60,26 +64,41 @@ fn render(schema: &Value, indent: usize, depth: usize) -> String {
         return "unknown".into();
     }
     let Some(obj) = schema.as_object() else {
-        return if schema == &Value::Bool(false) { "never".into() } else { "unknown".into() };
+        return if schema == &Value::Bool(false) {
+            "never".into()
+        } else {
+            "unknown".into()
+        };
     };
     if let Some(value) = obj.get("const") {
         return literal(value);
     }
     if let Some(Value::Array(values)) = obj.get("enum") {
         let parts: Vec<String> = values.iter().map(literal).collect();
-        return if parts.is_empty() { "never".into() } else { parts.join(" | ") };
+        return if parts.is_empty() {
+            "never".into()
+        } else {
+            parts.join(" | ")
+        };
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(options)) = obj.get(key) {
-            let parts: Vec<String> = options.iter().map(|o| render(o, indent, depth + 1)).collect();
+            let parts: Vec<String> = options
+                .iter()
+                .map(|o| render(o, indent, depth + 1))
+                .collect();
             return union(parts);
         }
     }
     match obj.get("type") {
         Some(Value::String(t)) => render_type(t, obj, indent, depth),
-        Some(Value::Array(types)) => {
-            union(types.iter().filter_map(Value::as_str).map(|t| render_type(t, obj, indent, depth)).collect())
-        }
+        Some(Value::Array(types)) => union(
+            types
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|t| render_type(t, obj, indent, depth))
+                .collect(),
+        ),
         _ if obj.contains_key("properties") => render_type("object", obj, indent, depth),
         _ => "unknown".into(),
     }
@@ -114,7 +133,11 @@ fn render_type(t: &str, obj: &Map<String, Value>, indent: usize, depth: usize) -
         "array" => match obj.get("items") {
             Some(items) => {
                 let inner = render(items, indent, depth + 1);
-                if inner.contains(' ') && !inner.starts_with('{') { format!("Array<{inner}>") } else { format!("{inner}[]") }
+                if inner.contains(' ') && !inner.starts_with('{') {
+                    format!("Array<{inner}>")
+                } else {
+                    format!("{inner}[]")
+                }
             }
             None => "unknown[]".into(),
         },
@@ -147,9 +170,20 @@ fn render_object(obj: &Map<String, Value>, indent: usize, depth: usize) -> Strin
         if let Some(d) = schema.get("description").and_then(Value::as_str) {
             comment(&mut out, d, &pad);
         }
-        let key = if identifier_ok(name) { name.clone() } else { quote(name) };
-        let optional = if required.contains(&name.as_str()) { "" } else { "?" };
-        out.push_str(&format!("{pad}{key}{optional}: {};\n", render(schema, indent + 1, depth + 1)));
+        let key = if identifier_ok(name) {
+            name.clone()
+        } else {
+            quote(name)
+        };
+        let optional = if required.contains(&name.as_str()) {
+            ""
+        } else {
+            "?"
+        };
+        out.push_str(&format!(
+            "{pad}{key}{optional}: {};\n",
+            render(schema, indent + 1, depth + 1)
+        ));
     }
     if let Some(v) = extra {
         out.push_str(&format!("{pad}[key: string]: {v};\n"));
@@ -194,7 +228,10 @@ mod tests {
             description: "ends */ early".into(),
             parameters: json!({"type": "object"}),
         }]);
-        assert!(d.contains("\"my-tool\"(args: { [key: string]: unknown })"), "{d}");
+        assert!(
+            d.contains("\"my-tool\"(args: { [key: string]: unknown })"),
+            "{d}"
+        );
         assert!(!d.contains("ends */"), "{d}");
     }
 
@@ -204,7 +241,11 @@ mod tests {
         for _ in 0..20 {
             schema = json!({"type": "object", "properties": {"a": schema}});
         }
-        let d = declaration(&[ToolSignature { name: "deep".into(), description: String::new(), parameters: schema }]);
+        let d = declaration(&[ToolSignature {
+            name: "deep".into(),
+            description: String::new(),
+            parameters: schema,
+        }]);
         assert!(d.contains("unknown"), "{d}");
     }
 }

@@ -3,7 +3,9 @@
 
 use std::sync::Mutex;
 
-use openbot_codemode::{LimitKind, Limits, ProgramError, RunInput, RunOutcome, Sandbox, ToolHost, ToolReply};
+use openbot_codemode::{
+    LimitKind, Limits, ProgramError, RunInput, RunOutcome, Sandbox, ToolHost, ToolReply,
+};
 use serde_json::{Value, json};
 
 /// Echoes each call and records what reached the host.
@@ -15,10 +17,19 @@ struct Echo {
 #[async_trait::async_trait]
 impl ToolHost for Echo {
     async fn call(&self, index: u32, name: &str, arguments: Value) -> ToolReply {
-        self.calls.lock().expect("lock").push((index, name.to_string(), arguments.clone()));
+        self.calls
+            .lock()
+            .expect("lock")
+            .push((index, name.to_string(), arguments.clone()));
         match name {
-            "fail" => ToolReply::Failed { code: "tool.failed".into(), message: "it failed".into() },
-            "stop" => ToolReply::Stop { code: "code_mode.call_order".into(), message: "not the saved call".into() },
+            "fail" => ToolReply::Failed {
+                code: "tool.failed".into(),
+                message: "it failed".into(),
+            },
+            "stop" => ToolReply::Stop {
+                code: "code_mode.call_order".into(),
+                message: "not the saved call".into(),
+            },
             _ => ToolReply::Ok(json!({"echo": arguments, "index": index})),
         }
     }
@@ -31,7 +42,11 @@ async fn run_with(code: &str, limits: Limits, host: &Echo) -> RunOutcome {
         seed: 42,
         now_ms: 1_700_000_000_000,
     };
-    Sandbox::shared().expect("sandbox").run(input, limits, host).await.expect("run")
+    Sandbox::shared()
+        .expect("sandbox")
+        .run(input, limits, host)
+        .await
+        .expect("run")
 }
 
 async fn run(code: &str) -> RunOutcome {
@@ -74,37 +89,67 @@ async fn tool_calls_await_the_host_in_order_with_indexes() {
 
 #[tokio::test]
 async fn a_failed_tool_throws_a_catchable_tool_error() {
-    let out = run("try { await tools.fail({}); } catch (e) { return [e.name, e.code, e.tool, e.message]; }").await;
-    assert_eq!(out.result, Ok(json!(["ToolError", "tool.failed", "fail", "it failed"])));
+    let out = run(
+        "try { await tools.fail({}); } catch (e) { return [e.name, e.code, e.tool, e.message]; }",
+    )
+    .await;
+    assert_eq!(
+        out.result,
+        Ok(json!(["ToolError", "tool.failed", "fail", "it failed"]))
+    );
     let uncaught = run("await tools.fail({});").await;
-    assert!(matches!(&uncaught.result, Err(ProgramError::Thrown { code: Some(c), .. }) if c == "tool.failed"), "{uncaught:?}");
+    assert!(
+        matches!(&uncaught.result, Err(ProgramError::Thrown { code: Some(c), .. }) if c == "tool.failed"),
+        "{uncaught:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_host_stop_ends_the_run_and_cannot_be_caught() {
-    let out = run("try { await tools.stop({}); } catch (e) { return 'caught'; } return 'after';").await;
-    assert!(matches!(&out.result, Err(ProgramError::Stopped { code, .. }) if code == "code_mode.call_order"), "{out:?}");
+    let out =
+        run("try { await tools.stop({}); } catch (e) { return 'caught'; } return 'after';").await;
+    assert!(
+        matches!(&out.result, Err(ProgramError::Stopped { code, .. }) if code == "code_mode.call_order"),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_syntax_error_and_a_throw_are_readable_errors() {
     let out = run("return (;").await;
-    assert!(matches!(&out.result, Err(ProgramError::Thrown { name, .. }) if name == "SyntaxError"), "{out:?}");
+    assert!(
+        matches!(&out.result, Err(ProgramError::Thrown { name, .. }) if name == "SyntaxError"),
+        "{out:?}"
+    );
     let out = run("throw new TypeError('bad input');").await;
-    assert_eq!(out.result.as_ref().err().map(|e| e.message()), Some("TypeError: bad input".into()));
+    assert_eq!(
+        out.result.as_ref().err().map(|e| e.message()),
+        Some("TypeError: bad input".into())
+    );
 }
 
 #[tokio::test]
 async fn an_infinite_loop_runs_out_of_fuel() {
-    let limits = Limits { fuel: 50_000_000, ..Limits::default() };
+    let limits = Limits {
+        fuel: 50_000_000,
+        ..Limits::default()
+    };
     let out = run_with("while (true) {}", limits, &Echo::default()).await;
     assert_eq!(limit_of(&out), Some(LimitKind::Fuel), "{out:?}");
 }
 
 #[tokio::test]
 async fn a_memory_bomb_hits_the_memory_limit() {
-    let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
-    let out = run_with("let a = []; while (true) { a.push('x'.repeat(1 << 16) + a.length); }", limits, &Echo::default()).await;
+    let limits = Limits {
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    };
+    let out = run_with(
+        "let a = []; while (true) { a.push('x'.repeat(1 << 16) + a.length); }",
+        limits,
+        &Echo::default(),
+    )
+    .await;
     assert_eq!(limit_of(&out), Some(LimitKind::Memory), "{out:?}");
 }
 
@@ -116,8 +161,16 @@ async fn deep_recursion_overflows_the_stack() {
 
 #[tokio::test]
 async fn huge_console_output_hits_the_output_limit() {
-    let limits = Limits { max_output_bytes: 10_000, ..Limits::default() };
-    let out = run_with("for (let i = 0; i < 100000; i++) console.log('line ' + i);", limits, &Echo::default()).await;
+    let limits = Limits {
+        max_output_bytes: 10_000,
+        ..Limits::default()
+    };
+    let out = run_with(
+        "for (let i = 0; i < 100000; i++) console.log('line ' + i);",
+        limits,
+        &Echo::default(),
+    )
+    .await;
     assert_eq!(limit_of(&out), Some(LimitKind::Output), "{out:?}");
     let total: usize = out.console.iter().map(|l| l.text.len()).sum();
     assert!(total <= 10_000, "kept {total} bytes");
@@ -128,15 +181,26 @@ async fn huge_console_output_hits_the_output_limit() {
 #[tokio::test]
 async fn too_many_tool_calls_hit_the_call_limit() {
     let host = Echo::default();
-    let limits = Limits { max_tool_calls: 50, ..Limits::default() };
-    let out = run_with("for (let i = 0; i < 5000; i++) { await tools.echo({i}); }", limits, &host).await;
+    let limits = Limits {
+        max_tool_calls: 50,
+        ..Limits::default()
+    };
+    let out = run_with(
+        "for (let i = 0; i < 5000; i++) { await tools.echo({i}); }",
+        limits,
+        &host,
+    )
+    .await;
     assert_eq!(limit_of(&out), Some(LimitKind::ToolCalls), "{out:?}");
     assert_eq!(host.calls.lock().expect("lock").len(), 50);
 }
 
 #[tokio::test]
 async fn a_too_long_program_is_refused_before_it_runs() {
-    let limits = Limits { max_code_bytes: 100, ..Limits::default() };
+    let limits = Limits {
+        max_code_bytes: 100,
+        ..Limits::default()
+    };
     let out = run_with(&"1;".repeat(100), limits, &Echo::default()).await;
     assert_eq!(limit_of(&out), Some(LimitKind::CodeSize));
 }
@@ -149,7 +213,8 @@ async fn files_environment_network_and_modules_are_absent() {
     )
     .await;
     assert_eq!(out.result, Ok(Value::Array(vec![json!("undefined"); 10])));
-    let out = run("try { await import('os'); return 'imported'; } catch (e) { return e.name; }").await;
+    let out =
+        run("try { await import('os'); return 'imported'; } catch (e) { return e.name; }").await;
     assert_ne!(out.result, Ok(json!("imported")), "{out:?}");
 }
 
@@ -165,7 +230,12 @@ async fn time_and_random_are_fixed_by_the_seed() {
     let other = Sandbox::shared()
         .expect("sandbox")
         .run(
-            RunInput { code: code.into(), tools: vec![], seed: 7, now_ms: 5 },
+            RunInput {
+                code: code.into(),
+                tools: vec![],
+                seed: 7,
+                now_ms: 5,
+            },
             Limits::default(),
             &Echo::default(),
         )
@@ -201,17 +271,34 @@ async fn prototype_tampering_cannot_forge_or_redirect_calls() {
     )
     .await;
     let calls = host.calls.lock().expect("lock").clone();
-    assert_eq!(calls, vec![(0, "echo".to_string(), json!({"a": 1}))], "{out:?}");
+    assert_eq!(
+        calls,
+        vec![(0, "echo".to_string(), json!({"a": 1}))],
+        "{out:?}"
+    );
     let value = out.result.expect("value");
     let text = value.to_string();
-    assert!(text.contains("assign:TypeError") && text.contains("add:TypeError") && text.contains("global:TypeError"), "{text}");
-    assert!(!text.contains("forged") && !text.contains("hijacked"), "{text}");
+    assert!(
+        text.contains("assign:TypeError")
+            && text.contains("add:TypeError")
+            && text.contains("global:TypeError"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("forged") && !text.contains("hijacked"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn a_name_outside_the_api_never_reaches_the_host() {
     let host = Echo::default();
-    let out = run_with("return typeof tools.secret_admin_tool;", Limits::default(), &host).await;
+    let out = run_with(
+        "return typeof tools.secret_admin_tool;",
+        Limits::default(),
+        &host,
+    )
+    .await;
     assert_eq!(out.result, Ok(json!("undefined")));
     assert!(host.calls.lock().expect("lock").is_empty());
 }
@@ -219,7 +306,10 @@ async fn a_name_outside_the_api_never_reaches_the_host() {
 #[tokio::test]
 async fn a_program_that_never_settles_is_an_error() {
     let out = run("await new Promise(() => {});").await;
-    assert!(matches!(&out.result, Err(ProgramError::Thrown { message, .. }) | Err(ProgramError::Stopped { message, .. }) if message.contains("settle")), "{out:?}");
+    assert!(
+        matches!(&out.result, Err(ProgramError::Thrown { message, .. }) | Err(ProgramError::Stopped { message, .. }) if message.contains("settle")),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]

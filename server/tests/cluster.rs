@@ -84,6 +84,7 @@ impl Cluster {
             identity: None,
             source: None,
             plan_mode: false,
+            code_mode: false,
         };
         self.submit_input(&input, None).await
     }
@@ -571,6 +572,7 @@ fn turn_input(model: &FakeOpenAi, tools: Vec<SavedTool>) -> TurnInput {
         identity: None,
         source: None,
         plan_mode: false,
+        code_mode: false,
     }
 }
 

@@ -44,8 +44,10 @@ impl Server {
     async fn code_bot(&self, model: &FakeOpenAi) -> Value {
         let response = self
             .post("/v1/bots", &self.owner)
-            .json(&json!({"name": "Coder", "model": model.spec(), "code_mode": true,
-                          "tools": [{"name": "pay", "input_schema": {"type": "object"}}]}))
+            .json(
+                &json!({"name": "Coder", "model": model.spec(), "code_mode": true,
+                          "tools": [{"name": "pay", "input_schema": {"type": "object"}}]}),
+            )
             .send()
             .await
             .unwrap();
@@ -72,12 +74,14 @@ fn results(events: &[Event]) -> Vec<ToolResult> {
 }
 
 fn code_result(events: &[Event]) -> Value {
-    let result = results(events).into_iter().find(|r| r.name == "run_code").expect("a run_code result");
+    let result = results(events)
+        .into_iter()
+        .find(|r| r.name == "run_code")
+        .expect("a run_code result");
     serde_json::from_str(result.output[0].as_text().unwrap()).unwrap()
 }
 
-const TWO_PAYMENTS: &str =
-    "const a = await tools.pay({amount: 1}); const b = await tools.pay({amount: 2}); return [a, b];";
+const TWO_PAYMENTS: &str = "const a = await tools.pay({amount: 1}); const b = await tools.pay({amount: 2}); return [a, b];";
 
 async fn a_program_calls_an_http_tool_twice_and_its_result_reaches_the_model(server: Server) {
     let outside = Outside::start(false).await;
@@ -94,9 +98,17 @@ async fn a_program_calls_an_http_tool_twice_and_its_result_reaches_the_model(ser
     assert_eq!(result["tool_calls"], json!(2));
     assert_eq!(outside.received(), 2);
     // Each call from code is a call of the Turn: its own tool_result, keyed below the code call.
-    let inner: Vec<ToolResult> = results(&events).into_iter().filter(|r| r.name == "pay").collect();
+    let inner: Vec<ToolResult> = results(&events)
+        .into_iter()
+        .filter(|r| r.name == "pay")
+        .collect();
     assert_eq!(inner.len(), 2);
-    assert!(inner.iter().all(|r| r.call_id.contains(".0.") || r.call_id.contains(".1.")), "{inner:?}");
+    assert!(
+        inner
+            .iter()
+            .all(|r| r.call_id.contains(".0.") || r.call_id.contains(".1.")),
+        "{inner:?}"
+    );
     assert_eq!(model.total_requests(), 2);
 }
 
@@ -121,8 +133,18 @@ async fn a_deny_rule_refuses_a_call_from_code_and_the_program_sees_a_tool_error(
     let events = server.run_turn(&bot, "Pay").await;
     let result = code_result(&events);
     assert_eq!(result["value"][1], json!("ToolError"), "{result}");
-    assert!(result["value"][2].as_str().unwrap().contains("do not allow"), "{result}");
-    assert_eq!(outside.received(), 1, "the refused call never reached the endpoint");
+    assert!(
+        result["value"][2]
+            .as_str()
+            .unwrap()
+            .contains("do not allow"),
+        "{result}"
+    );
+    assert_eq!(
+        outside.received(),
+        1,
+        "the refused call never reached the endpoint"
+    );
 }
 
 async fn code_mode_is_turned_on_and_off_by_a_bot_update(server: Server) {

@@ -895,6 +895,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
         identity: None,
         source: None,
         plan_mode: false,
+        code_mode: false,
     }
 }
 

@@ -105,6 +105,7 @@ impl Cluster {
             identity: None,
             source: None,
             plan_mode: false,
+            code_mode: false,
         };
         let submission = Submission {
             kind: TURN,

@@ -660,6 +660,7 @@ impl Cluster {
             identity: None,
             source: None,
             plan_mode: false,
+            code_mode: false,
         };
         let submission = Submission {
             kind: TURN,

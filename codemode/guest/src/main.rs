@@ -82,14 +82,24 @@ fn run() -> Result<(), String> {
     ctx.with(|ctx| -> Result<(), String> {
         let g = ctx.globals();
         let err = |e: rquickjs::Error| e.to_string();
-        g.set("__openbot_call", Function::new(ctx.clone(), tool_call).map_err(err)?).map_err(err)?;
         g.set(
-            "__openbot_console",
-            Function::new(ctx.clone(), |level: u32, text: String| console_line(level, text)).map_err(err)?,
+            "__openbot_call",
+            Function::new(ctx.clone(), tool_call).map_err(err)?,
         )
         .map_err(err)?;
-        g.set("__openbot_finish", Function::new(ctx.clone(), |text: String| report(&text)).map_err(err)?)
-            .map_err(err)?;
+        g.set(
+            "__openbot_console",
+            Function::new(ctx.clone(), |level: u32, text: String| {
+                console_line(level, text)
+            })
+            .map_err(err)?,
+        )
+        .map_err(err)?;
+        g.set(
+            "__openbot_finish",
+            Function::new(ctx.clone(), |text: String| report(&text)).map_err(err)?,
+        )
+        .map_err(err)?;
         g.set("__openbot_input", input).map_err(err)?;
         match ctx.eval::<(), _>(include_str!("prelude.js")) {
             Ok(()) => Ok(()),

@@ -12,7 +12,9 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::UNIX_EPOCH;
 
-use openbot_codemode::{Limits as CodeLimits, RunInput, Sandbox, ToolHost, ToolReply, ToolSignature};
+use openbot_codemode::{
+    Limits as CodeLimits, RunInput, Sandbox, ToolHost, ToolReply, ToolSignature,
+};
 use openbot_schema::{ContentPart, EventKind, ToolCall, ToolDefinition, ToolResult};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -90,7 +92,10 @@ fn text_of(result: &ToolResult) -> String {
 fn reply_of(result: &ToolResult) -> ToolReply {
     let text = text_of(result);
     if result.is_error {
-        return ToolReply::Failed { code: "tool.error".into(), message: text };
+        return ToolReply::Failed {
+            code: "tool.error".into(),
+            message: text,
+        };
     }
     ToolReply::Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
@@ -110,15 +115,26 @@ struct Bridge<'a> {
 impl Bridge<'_> {
     fn stop(&self, err: HostError) -> ToolReply {
         let message = err.to_string();
-        self.failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(err);
-        ToolReply::Stop { code: "code_mode.host_stopped".into(), message }
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(err);
+        ToolReply::Stop {
+            code: "code_mode.host_stopped".into(),
+            message,
+        }
     }
 
     async fn run(&self, index: u32, call: ToolCall) -> Result<ToolReply, HostError> {
-        let slot = CallSlot::Code { tool: self.tool, call: index };
+        let slot = CallSlot::Code {
+            tool: self.tool,
+            call: index,
+        };
         let attempt = match self.host.saved_call(self.step, slot).await? {
             Some(record) => match record.status {
-                CallStatus::Done { result: CallResult::Tool { result } } => {
+                CallStatus::Done {
+                    result: CallResult::Tool { result },
+                } => {
                     if result.call_id != call.id {
                         return Ok(ToolReply::Stop {
                             code: "code_mode.call_order".into(),
@@ -133,7 +149,10 @@ impl Bridge<'_> {
                     return Ok(reply_of(&result));
                 }
                 CallStatus::Done { .. } => {
-                    return Err(HostError::Storage(format!("call {} holds a model result", record.key)));
+                    return Err(HostError::Storage(format!(
+                        "call {} holds a model result",
+                        record.key
+                    )));
                 }
                 CallStatus::Intent => record.key.attempt,
                 // Maybe sent, result lost: never repeated here (as for a direct call).
@@ -142,14 +161,37 @@ impl Bridge<'_> {
                 }
             },
             None => {
-                self.host.publish(EventKind::ToolCall { step: self.step, call: call.clone() }).await?;
+                self.host
+                    .publish(EventKind::ToolCall {
+                        step: self.step,
+                        call: call.clone(),
+                    })
+                    .await?;
                 1
             }
         };
-        let key = CallKey { step: self.step, slot, attempt };
-        let result = self.tools.resolve(self.host, key, &call, self.cancel).await?;
-        let events = vec![EventKind::ToolResult { step: self.step, result: result.clone() }];
-        self.host.record_result(key, CallResult::Tool { result: result.clone() }, events).await?;
+        let key = CallKey {
+            step: self.step,
+            slot,
+            attempt,
+        };
+        let result = self
+            .tools
+            .resolve(self.host, key, &call, self.cancel)
+            .await?;
+        let events = vec![EventKind::ToolResult {
+            step: self.step,
+            result: result.clone(),
+        }];
+        self.host
+            .record_result(
+                key,
+                CallResult::Tool {
+                    result: result.clone(),
+                },
+                events,
+            )
+            .await?;
         Ok(reply_of(&result))
     }
 }
@@ -183,35 +225,68 @@ impl ToolSet {
         let slot = CallSlot::Tool(index);
         let (attempt, recorded) = match host.saved_call(step, slot).await? {
             Some(record) => match record.status {
-                CallStatus::Done { result: CallResult::Tool { result } } => return Ok(result),
+                CallStatus::Done {
+                    result: CallResult::Tool { result },
+                } => return Ok(result),
                 CallStatus::Done { .. } => {
-                    return Err(HostError::Storage(format!("call {} holds a model result", record.key)));
+                    return Err(HostError::Storage(format!(
+                        "call {} holds a model result",
+                        record.key
+                    )));
                 }
                 // The program sends nothing itself: it runs again, and its calls replay.
                 _ => (record.key.attempt, true),
             },
             None => (1, false),
         };
-        let key = CallKey { step, slot, attempt };
+        let key = CallKey {
+            step,
+            slot,
+            attempt,
+        };
         let result = match call.arguments.get("code").and_then(Value::as_str) {
             None => ToolResult::error(call, "run_code needs {\"code\": \"<JavaScript>\"}"),
             Some(source) => {
                 if !recorded {
                     host.record_intent(key).await?;
                 }
-                let bridge = Bridge { tools: self, host, step, tool: index, parent: call, cancel, failure: Mutex::new(None) };
-                let started = host.started_at().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+                let bridge = Bridge {
+                    tools: self,
+                    host,
+                    step,
+                    tool: index,
+                    parent: call,
+                    cancel,
+                    failure: Mutex::new(None),
+                };
+                let started = host
+                    .started_at()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0);
                 let input = RunInput {
                     code: source.to_string(),
-                    tools: self.api_definitions().iter().map(|d| d.name.clone()).collect(),
-                    seed: openbot_codemode::derive_seed(&format!("{}:{step}:{index}", host.execution_id())),
+                    tools: self
+                        .api_definitions()
+                        .iter()
+                        .map(|d| d.name.clone())
+                        .collect(),
+                    seed: openbot_codemode::derive_seed(&format!(
+                        "{}:{step}:{index}",
+                        host.execution_id()
+                    )),
                     now_ms: started,
                 };
                 let ran = match Sandbox::shared() {
                     Ok(sandbox) => sandbox.run(input, code.limits, &bridge).await,
                     Err(err) => Err(err),
                 };
-                if let Some(err) = bridge.failure.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                if let Some(err) = bridge
+                    .failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                {
                     return Err(err);
                 }
                 match ran {
@@ -230,8 +305,13 @@ impl ToolSet {
         };
         host.record_result(
             key,
-            CallResult::Tool { result: result.clone() },
-            vec![EventKind::ToolResult { step, result: result.clone() }],
+            CallResult::Tool {
+                result: result.clone(),
+            },
+            vec![EventKind::ToolResult {
+                step,
+                result: result.clone(),
+            }],
         )
         .await?;
         Ok(result)

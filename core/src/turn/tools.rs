@@ -197,7 +197,10 @@ impl ToolSet {
         if self.code.is_some() && matches!(key.slot, CallSlot::Tool(_)) {
             return Ok(ToolResult::error(
                 call,
-                format!("call `{}` from a program: run_code({{\"code\": \"await tools.{}(...)\"}})", call.name, call.name),
+                format!(
+                    "call `{}` from a program: run_code({{\"code\": \"await tools.{}(...)\"}})",
+                    call.name, call.name
+                ),
             ));
         }
         if let Err(err) = entry.schema.check(&call.arguments) {

@@ -278,13 +278,16 @@ impl Workflow for TurnWorkflow {
         let (history, started) = tokio::join!(chat_history, self.start_input(cx));
         let (input, access, model) = started?;
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
-        let (tools, retry_safe) =
-            saved_tool_set(&input.tools, input.code_mode, &self.http, self.platform.outbound()).map_err(
-                |cause| PhaseError::Failed {
-                    category: ErrorCategory::Configuration,
-                    cause,
-                },
-            )?;
+        let (tools, retry_safe) = saved_tool_set(
+            &input.tools,
+            input.code_mode,
+            &self.http,
+            self.platform.outbound(),
+        )
+        .map_err(|cause| PhaseError::Failed {
+            category: ErrorCategory::Configuration,
+            cause,
+        })?;
         let permits = match (&self.limits, input.organization_id) {
             (Some(limits), Some(organization)) => {
                 let bot = input.identity.as_ref().map(|i| i.bot_id.as_uuid());

@@ -78,6 +78,7 @@ mod tests {
             identity: None,
             source: None,
             plan_mode: false,
+            code_mode: false,
         }
     }
 

@@ -298,6 +298,7 @@ impl Server {
             identity: None,
             source: None,
             plan_mode: false,
+            code_mode: false,
         };
         let submission = Submission {
             kind: TURN,

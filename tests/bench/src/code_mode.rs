@@ -45,7 +45,12 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 }
 
 fn input(code: &str) -> RunInput {
-    RunInput { code: code.into(), tools: vec!["echo".into()], seed: 1, now_ms: 0 }
+    RunInput {
+        code: code.into(),
+        tools: vec!["echo".into()],
+        seed: 1,
+        now_ms: 0,
+    }
 }
 
 fn echo_tool() -> FnTool {
@@ -67,7 +72,11 @@ async fn turn(script: Value, code_mode: bool) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let end = agent.start("go").wait().await?;
     let took = started.elapsed();
-    ensure!(end.outcome == Ok(TurnOutcome::Completed), "the Turn ended {:?}", end.outcome);
+    ensure!(
+        end.outcome == Ok(TurnOutcome::Completed),
+        "the Turn ended {:?}",
+        end.outcome
+    );
     Ok(took)
 }
 
@@ -85,22 +94,37 @@ async fn main() -> anyhow::Result<()> {
         compiles.push(t.elapsed());
     }
     let compile = median(compiles);
-    println!("engine cold start (first Sandbox::shared): {:.1} ms", cold_start.as_secs_f64() * 1e3);
-    println!("engine compile (Sandbox::new, median of 3): {:.1} ms; guest {} bytes", compile.as_secs_f64() * 1e3, Sandbox::guest_bytes());
+    println!(
+        "engine cold start (first Sandbox::shared): {:.1} ms",
+        cold_start.as_secs_f64() * 1e3
+    );
+    println!(
+        "engine compile (Sandbox::new, median of 3): {:.1} ms; guest {} bytes",
+        compile.as_secs_f64() * 1e3,
+        Sandbox::guest_bytes()
+    );
 
     let mut starts = Vec::new();
     for _ in 0..args.rounds {
         let t = Instant::now();
-        let out = shared.run(input("return 1;"), Limits::default(), &Echo).await?;
+        let out = shared
+            .run(input("return 1;"), Limits::default(), &Echo)
+            .await?;
         ensure!(out.result == Ok(json!(1)), "{:?}", out.result);
         starts.push(t.elapsed());
     }
     let run_start = median(starts);
-    println!("one run (return 1), median: {:.2} ms", run_start.as_secs_f64() * 1e3);
+    println!(
+        "one run (return 1), median: {:.2} ms",
+        run_start.as_secs_f64() * 1e3
+    );
 
     let n = args.overhead_calls;
     let code = format!("for (let i = 0; i < {n}; i++) {{ await tools.echo({{i}}); }} return {n};");
-    let limits = Limits { max_tool_calls: n as u32 + 1, ..Limits::default() };
+    let limits = Limits {
+        max_tool_calls: n as u32 + 1,
+        ..Limits::default()
+    };
     let mut loops = Vec::new();
     for _ in 0..args.rounds.min(5) {
         let t = Instant::now();
@@ -109,7 +133,10 @@ async fn main() -> anyhow::Result<()> {
         loops.push(t.elapsed());
     }
     let per_call = median(loops).saturating_sub(run_start) / n as u32;
-    println!("per tool call from code (sandbox to host and back), median: {:.1} us", per_call.as_secs_f64() * 1e6);
+    println!(
+        "per tool call from code (sandbox to host and back), median: {:.1} us",
+        per_call.as_secs_f64() * 1e6
+    );
 
     let calls = args.calls;
     let code = format!(

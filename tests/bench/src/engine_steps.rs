@@ -1579,6 +1579,7 @@ async fn main() -> anyhow::Result<()> {
         identity: None,
         source: None,
         plan_mode: false,
+        code_mode: false,
     };
     let fixture = Arc::new(Fixture {
         lean: args.raw_sql_lean,

@@ -225,6 +225,7 @@ async fn repetition_on(
         identity: None,
         source: None,
         plan_mode: false,
+        code_mode: false,
     };
     let submission = Submission {
         kind: TURN,
