@@ -642,7 +642,7 @@ export abstract class Operations {
    */
   async updateBot(id: string, body: BotUpdate): Promise<Bot> {
     checkString('updateBot', 'id', id);
-    checkFields('updateBot', 'body', body, { instructions: 'string?', limits: 'object?', model: 'string?', name: 'string?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
+    checkFields('updateBot', 'body', body, { code_mode: 'boolean?', instructions: 'string?', limits: 'object?', model: 'string?', name: 'string?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
     return this.toBot((await this.invoke('update_bot', { id }, body)) as Schemas['Bot']);
   }
 

@@ -1207,6 +1207,12 @@ export interface components {
         };
         /** @description What a Bot is made of, to create one. */
         BotSpec: {
+            /**
+             * @description Code Mode: the model is offered one tool, `run_code`, whose description declares the
+             *     Bot's tools as a TypeScript API, and calls them from a JavaScript program run in a
+             *     sandbox (see docs/code-mode.md).
+             */
+            code_mode?: boolean;
             /** @description The system instructions. */
             instructions?: string;
             /** @description Limits on each Turn. */
@@ -1225,6 +1231,8 @@ export interface components {
         };
         /** @description A change to a Bot; absent fields stay as they are. */
         BotUpdate: {
+            /** @description Turn Code Mode on or off. */
+            code_mode?: boolean | null;
             /** @description New instructions. */
             instructions?: string | null;
             limits?: components["schemas"]["Limits"] | null;

@@ -549,6 +549,7 @@ class AsyncOperations(AsyncCaller):
         *,
         model: str,
         name: str,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         shared: bool | None = None,
@@ -557,7 +558,7 @@ class AsyncOperations(AsyncCaller):
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "shared": shared, "tools": tools}))
+        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "code_mode": code_mode, "instructions": instructions, "limits": limits, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     async def _get_bot(self, id: Ref) -> Bot:
@@ -573,6 +574,7 @@ class AsyncOperations(AsyncCaller):
         self,
         id: Ref,
         *,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         model: str | None = None,
@@ -584,7 +586,7 @@ class AsyncOperations(AsyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
+        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     # -- budgets
@@ -1638,6 +1640,7 @@ class SyncOperations(SyncCaller):
         *,
         model: str,
         name: str,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         shared: bool | None = None,
@@ -1646,7 +1649,7 @@ class SyncOperations(SyncCaller):
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "shared": shared, "tools": tools}))
+        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "code_mode": code_mode, "instructions": instructions, "limits": limits, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     def _get_bot(self, id: Ref) -> Bot:
@@ -1662,6 +1665,7 @@ class SyncOperations(SyncCaller):
         self,
         id: Ref,
         *,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         model: str | None = None,
@@ -1673,7 +1677,7 @@ class SyncOperations(SyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
+        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     # -- budgets

@@ -453,6 +453,10 @@ class BotSpec:
     model: str
     #: A display name, 1-200 characters.
     name: str
+    #: Code Mode: the model is offered one tool, `run_code`, whose description declares the Bot's
+    #: tools as a TypeScript API, and calls them from a JavaScript program run in a sandbox (see
+    #: docs/code-mode.md).
+    code_mode: bool | None = None
     #: The system instructions.
     instructions: str | None = None
     #: Limits on each Turn.
@@ -469,6 +473,7 @@ class BotSpec:
         return cls(
             model=data["model"],
             name=data["name"],
+            code_mode=data.get("code_mode"),
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
             shared=data.get("shared"),
@@ -483,6 +488,8 @@ class BotSpec:
 @dataclass(frozen=True, kw_only=True)
 class BotUpdate:
     """A change to a Bot; absent fields stay as they are."""
+    #: Turn Code Mode on or off.
+    code_mode: bool | None = None
     #: New instructions.
     instructions: str | None = None
     #: New limits.
@@ -502,6 +509,7 @@ class BotUpdate:
     def from_dict(cls, data: Mapping[str, Any]) -> BotUpdate:
         """A BotUpdate from its JSON form."""
         return cls(
+            code_mode=data.get("code_mode"),
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
             model=data.get("model"),
