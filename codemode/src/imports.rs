@@ -148,7 +148,7 @@ fn call_tool(mut caller: Caller<'_, State>, ptr: i32, len: i32) -> Result<i32> {
         .unwrap_or_default()
         .to_string();
     let arguments = request.get("arguments").cloned().unwrap_or(Value::Null);
-    let reply = if !state.tools.iter().any(|t| *t == name) {
+    let reply = if !state.tools.contains(&name) {
         // Only names of the declared API leave the sandbox; they do not count as calls.
         ToolReply::Failed {
             code: "tool.not_found".into(),
