@@ -57,6 +57,14 @@ export type ChatEntryPage = Schemas['ChatEntryPage'];
 export type ChatId = Schemas['ChatId'];
 /** One page of Chats, oldest first. */
 export type ChatPage = Schemas['ChatPage'];
+/** One console line of a run. */
+export type CodeConsoleLine = Schemas['CodeConsoleLine'];
+/** A program to run against a Bot's tools (the body of an async JavaScript function). */
+export type CodeRun = Schemas['CodeRun'];
+/** Why a program did not return a value. */
+export type CodeRunError = Schemas['CodeRunError'];
+/** What a program run produced: what the model would read as the `run_code` result. */
+export type CodeRunResult = Schemas['CodeRunResult'];
 /** One piece of message content. */
 export type ContentPart = Schemas['ContentPart'];
 /** A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
@@ -281,6 +289,7 @@ export type OperationId =
   | 'get_bot'
   | 'delete_bot'
   | 'update_bot'
+  | 'run_code'
   | 'list_budgets'
   | 'put_budget'
   | 'delete_budget'
@@ -356,6 +365,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   get_bot: { id: 'get_bot', sdkMethod: 'getBot', method: 'GET', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_bot: { id: 'delete_bot', sdkMethod: 'deleteBot', method: 'DELETE', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   update_bot: { id: 'update_bot', sdkMethod: 'updateBot', method: 'PATCH', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  run_code: { id: 'run_code', sdkMethod: 'runCode', method: 'POST', path: '/v1/bots/{id}/code-runs', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_budgets: { id: 'list_budgets', sdkMethod: 'listBudgets', method: 'GET', path: '/v1/budgets', tag: 'budgets', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_budget: { id: 'put_budget', sdkMethod: 'putBudget', method: 'PUT', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_budget: { id: 'delete_budget', sdkMethod: 'deleteBudget', method: 'DELETE', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
@@ -431,6 +441,7 @@ export interface OperationTypes {
   get_bot: { params: { id: string }; body: undefined; answer: BotInfo };
   delete_bot: { params: { id: string }; body: undefined; answer: undefined };
   update_bot: { params: { id: string }; body: BotUpdate; answer: BotInfo };
+  run_code: { params: { id: string }; body: CodeRun; answer: CodeRunResult };
   list_budgets: { params: { limit?: number; cursor?: string }; body: undefined; answer: BudgetPage };
   put_budget: { params: { scope: string; target: string }; body: PutBudget; answer: Budget };
   delete_budget: { params: { scope: string; target: string }; body: undefined; answer: undefined };
@@ -644,6 +655,19 @@ export abstract class Operations {
     checkString('updateBot', 'id', id);
     checkFields('updateBot', 'body', body, { code_mode: 'boolean?', instructions: 'string?', limits: 'object?', model: 'string?', name: 'string?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
     return this.toBot((await this.invoke('update_bot', { id }, body)) as Schemas['Bot']);
+  }
+
+  /**
+   * Runs a program against the Bot's tools with no model and no Turn, as the model's `run_code`
+   * would, and returns its result. Only HTTP tools that are not background run; each call is
+   * checked against its schema and the approval rules (a call that would ask for approval is
+   * refused). Needs the right to chat with the Bot. `POST /v1/bots/{id}/code-runs` (operation
+   * `run_code`).
+   */
+  async runCode(id: string, body: CodeRun): Promise<CodeRunResult> {
+    checkString('runCode', 'id', id);
+    checkFields('runCode', 'body', body, { code: 'string!' });
+    return (await this.invoke('run_code', { id }, body)) as CodeRunResult;
   }
 
   /**

@@ -226,6 +226,28 @@ export interface paths {
         patch: operations["update_bot"];
         trace?: never;
     };
+    "/v1/bots/{id}/code-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Runs a program against the Bot's tools with no model and no Turn, as the model's
+         *     `run_code` would, and returns its result. Only HTTP tools that are not background run;
+         *     each call is checked against its schema and the approval rules (a call that would ask for
+         *     approval is refused). Needs the right to chat with the Bot.
+         */
+        post: operations["run_code"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/budgets": {
         parameters: {
             query?: never;
@@ -1329,6 +1351,40 @@ export interface components {
             items: components["schemas"]["Chat"][];
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
+        };
+        /** @description One console line of a run. */
+        CodeConsoleLine: {
+            /** @description `log`, `warn` or `error`. */
+            level: string;
+            /** @description The line. */
+            text: string;
+        };
+        /** @description A program to run against a Bot's tools (the body of an async JavaScript function). */
+        CodeRun: {
+            /** @description The program: `await tools.<name>(args)` calls a tool, `return` gives the result. */
+            code: string;
+        };
+        /** @description Why a program did not return a value. */
+        CodeRunError: {
+            /** @description A stable code, e.g. `code_mode.fuel_exhausted` or `code_mode.program_error`. */
+            code: string;
+            /** @description The sentence. */
+            message: string;
+        };
+        /** @description What a program run produced: what the model would read as the `run_code` result. */
+        CodeRunResult: {
+            /** @description The console lines, in order. */
+            console: components["schemas"]["CodeConsoleLine"][];
+            error?: components["schemas"]["CodeRunError"] | null;
+            /** @description Whether the program returned a value. */
+            ok: boolean;
+            /**
+             * Format: int32
+             * @description The tool calls the program made.
+             */
+            tool_calls: number;
+            /** @description The returned value (JSON), when `ok`. */
+            value?: Record<string, never> | null;
         };
         /** @description One piece of message content. */
         ContentPart: {
@@ -3399,6 +3455,88 @@ export interface operations {
                 };
             };
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_code: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CodeRun"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeRunResult"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

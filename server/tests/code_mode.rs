@@ -26,6 +26,9 @@ http_tests!(
     a_program_calls_an_http_tool_twice_and_its_result_reaches_the_model,
     a_deny_rule_refuses_a_call_from_code_and_the_program_sees_a_tool_error,
     code_mode_is_turned_on_and_off_by_a_bot_update,
+    a_program_runs_against_a_bots_tools_without_a_model,
+    a_model_free_run_keeps_the_approval_rules_and_the_limits,
+    a_model_free_run_refuses_bad_input_and_unknown_bots,
 );
 
 impl Server {
@@ -168,4 +171,106 @@ async fn code_mode_is_turned_on_and_off_by_a_bot_update(server: Server) {
         .await
         .unwrap();
     assert!(bad.status().is_client_error(), "{}", bad.status());
+}
+
+async fn code_run(server: &Server, bot: &Value, body: Value) -> reqwest::Response {
+    let id = bot["id"].as_str().unwrap();
+    server
+        .post(&format!("/v1/bots/{id}/code-runs"), &server.owner)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_program_runs_against_a_bots_tools_without_a_model(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let response = code_run(
+        &server,
+        &bot,
+        json!({"code": "console.log('paying'); return await tools.pay({amount: 3});"}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let result: Value = response.json().await.unwrap();
+    assert_eq!(result["ok"], json!(true), "{result}");
+    assert_eq!(result["value"], json!("wrote {\"amount\":3}"));
+    assert_eq!(result["console"][0]["text"], json!("paying"));
+    assert_eq!(result["tool_calls"], json!(1));
+    assert_eq!(outside.received(), 1);
+    assert_eq!(model.total_requests(), 0, "no model is asked");
+}
+
+async fn a_model_free_run_keeps_the_approval_rules_and_the_limits(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    for rule in [
+        json!({"tool": "pay", "arguments": "*\"amount\":2*", "action": "deny"}),
+        json!({"tool": "pay", "arguments": "*\"amount\":9*", "action": "ask"}),
+    ] {
+        let response = server
+            .post("/v1/approval-rules", &server.owner)
+            .json(&rule)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let code = "const out = []; for (const amount of [2, 9]) { try { await tools.pay({amount}); } catch (e) { out.push(e.code); } } return out;";
+    let result: Value = code_run(&server, &bot, json!({"code": code}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        result["value"],
+        json!(["tool.denied", "tool.needs_approval"]),
+        "{result}"
+    );
+    assert_eq!(outside.received(), 0, "neither call reached the endpoint");
+    let result: Value = code_run(&server, &bot, json!({"code": "while (true) {}"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(result["ok"], json!(false));
+    assert_eq!(
+        result["error"]["code"],
+        json!("code_mode.fuel_exhausted"),
+        "{result}"
+    );
+}
+
+async fn a_model_free_run_refuses_bad_input_and_unknown_bots(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let bad = code_run(&server, &bot, json!({"code": "return 1", "extra": true})).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let missing = code_run(&server, &bot, json!({})).await;
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    let unknown = json!({"id": openbot_schema::BotId::new().to_string()});
+    assert_eq!(
+        code_run(&server, &unknown, json!({"code": "return 1"}))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let other = server.other_member_token().await;
+    let id = bot["id"].as_str().unwrap();
+    let response = server
+        .post(&format!("/v1/bots/{id}/code-runs"), &other)
+        .json(&json!({"code": "return 1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::NOT_FOUND,
+        "another member's private Bot is not visible"
+    );
 }

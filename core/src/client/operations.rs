@@ -10,13 +10,14 @@
 use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, ApprovalRequest, ApprovalRule,
-    ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CreateApprovalRule, CreateInvitation,
-    CreateOrganization, CreateToken, CreatedInvitation, CreatedOrganization, CreatedToken,
-    CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, GrantCredits,
-    Health, HttpTool, HttpToolPage, Invitation, InvitationPage, Member, MemberPage, ModelPrice,
-    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
-    PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, ScopeLimit,
-    ScopeLimitPage, Session, StoredFile, StoredFilePage, UsagePage, UsageRow,
+    ApprovalRulePage, Budget, BudgetPage, Chat, ChatPage, CodeRun, CodeRunResult,
+    CreateApprovalRule, CreateInvitation, CreateOrganization, CreateToken, CreatedInvitation,
+    CreatedOrganization, CreatedToken, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool,
+    DelegateToolPage, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
+    Member, MemberPage, ModelPrice, Organization, OrganizationPage, ProviderSettings,
+    ProviderSettingsPage, PutBudget, PutDelegateTool, PutHttpTool, PutModelPrice, PutProvider,
+    PutScopeLimit, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage, UsagePage,
+    UsageRow,
 };
 
 use super::Client;
@@ -211,6 +212,17 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: Some("update_bot"),
+    },
+    Operation {
+        id: "run_code",
+        method: "POST",
+        path: "/v1/bots/{id}/code-runs",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
     },
     Operation {
         id: "list_budgets",
@@ -955,6 +967,22 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("model", model);
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Runs a program against the Bot's tools with no model and no Turn, as the model's `run_code`
+    /// would, and returns its result. Only HTTP tools that are not background run; each call is
+    /// checked against its schema and the approval rules (a call that would ask for approval is
+    /// refused). Needs the right to chat with the Bot.
+    async fn run_code(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &CodeRun,
+    ) -> Result<CodeRunResult, Error> {
+        const OP: &str = "run_code";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
     }
 
     /// The organization's budgets with what each scope spent so far, by scope and target. Paged:

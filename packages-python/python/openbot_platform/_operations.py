@@ -27,6 +27,7 @@ from .types import (
     ChatEntry,
     ChatEntryPage,
     ChatPage,
+    CodeRunResult,
     ContentPart,
     CreatedInvitation,
     CreatedOrganization,
@@ -92,6 +93,7 @@ OPERATIONS: dict[str, str] = {
     "get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "update_bot": "update_bot",
+    "run_code": "run_code",
     "list_budgets": "list_budgets",
     "put_budget": "put_budget",
     "delete_budget": "delete_budget",
@@ -171,6 +173,7 @@ METHODS: dict[str, str] = {
     "_get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "_update_bot": "update_bot",
+    "run_code": "run_code",
     "list_budgets": "list_budgets",
     "list_budgets_page": "list_budgets",
     "put_budget": "put_budget",
@@ -588,6 +591,16 @@ class AsyncOperations(AsyncCaller):
         """
         answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
+
+    async def run_code(self, id: Ref, *, code: str) -> CodeRunResult:
+        """Runs a program against the Bot's tools with no model and no Turn, as the model's
+        `run_code` would, and returns its result. Only HTTP tools that are not background
+        run; each call is checked against its schema and the approval rules (a call that
+        would ask for approval is refused). Needs the right to chat with the Bot. ``POST
+        /v1/bots/{id}/code-runs``.
+        """
+        answer = await self._call_op("run_code", {"id": _ref(id)}, _body({"code": code}))
+        return CodeRunResult.from_dict(answer)
 
     # -- budgets
 
@@ -1679,6 +1692,16 @@ class SyncOperations(SyncCaller):
         """
         answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "model": model, "name": name, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
+
+    def run_code(self, id: Ref, *, code: str) -> CodeRunResult:
+        """Runs a program against the Bot's tools with no model and no Turn, as the model's
+        `run_code` would, and returns its result. Only HTTP tools that are not background
+        run; each call is checked against its schema and the approval rules (a call that
+        would ask for approval is refused). Needs the right to chat with the Bot. ``POST
+        /v1/bots/{id}/code-runs``.
+        """
+        answer = self._call_op("run_code", {"id": _ref(id)}, _body({"code": code}))
+        return CodeRunResult.from_dict(answer)
 
     # -- budgets
 

@@ -261,6 +261,18 @@ impl Chats {
             .ok_or(ChatError::NotFound("chat"))
     }
 
+    /// A Bot the caller may use, with its tools as a Turn would save them (for Code Mode's
+    /// model-free run).
+    pub(crate) async fn bot_tools(
+        &self,
+        caller: &Caller,
+        id: BotId,
+    ) -> Result<(BotRow, Vec<SavedTool>), ChatError> {
+        let bot = self.bot(caller, id).await?;
+        let tools = self.saved_tools(caller, &bot).await?;
+        Ok((bot, tools))
+    }
+
     async fn bot(&self, caller: &Caller, id: BotId) -> Result<BotRow, ChatError> {
         self.bots
             .visible_bot(caller, id)

@@ -8,6 +8,7 @@ mod billing;
 mod bots;
 mod budgets;
 mod chats;
+mod code;
 mod error;
 mod executions;
 mod files;
@@ -201,6 +202,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(approvals::delete_rule))
         .routes(routes!(bots::create_bot, bots::list_bots))
         .routes(routes!(bots::get_bot, bots::update_bot, bots::delete_bot))
+        .routes(routes!(code::run_code))
         .routes(routes!(chats::create_chat, chats::list_chats))
         .routes(routes!(chats::get_chat, chats::delete_chat))
         .routes(routes!(chats::send, chats::history))

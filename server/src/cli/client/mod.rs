@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod bots;
 pub mod budgets;
 pub mod chats;
+pub mod code;
 pub mod executions;
 pub mod limits;
 pub mod login;

@@ -24,6 +24,7 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "get_bot" to "getBot",
     "delete_bot" to "deleteBot",
     "update_bot" to "updateBot",
+    "run_code" to "runCode",
     "list_budgets" to "listBudgets",
     "put_budget" to "putBudget",
     "delete_budget" to "deleteBudget",
