@@ -90,6 +90,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Turns Code Mode on: the model gets one `run_code` tool and calls the tools from a
+    /// JavaScript program run in the sandbox within `limits` (see docs/code-mode.md).
+    pub fn code_mode(mut self, limits: openbot_codemode::Limits) -> Self {
+        self.tools.enable_code_mode(limits);
+        self
+    }
+
     /// Sets the most tokens of each model answer.
     pub fn max_output_tokens(mut self, tokens: u32) -> Self {
         self.max_output_tokens = Some(tokens);

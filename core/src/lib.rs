@@ -26,6 +26,7 @@ pub use client::{
     Operations, RemoteClient, connect,
 };
 pub use error::Error;
+pub use openbot_codemode as codemode;
 pub use openbot_schema as schema;
 
 /// The manual's Rust examples, compiled and run as doc tests.

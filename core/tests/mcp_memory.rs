@@ -79,6 +79,7 @@ async fn a_bot_calls_a_discovered_app_tool_in_memory() {
             shared: false,
             memory: false,
             reminders: false,
+            code_mode: false,
         })
         .await
         .unwrap();

@@ -37,6 +37,7 @@ fn memory_bot() -> BotSpec {
         shared: false,
         memory: true,
         reminders: false,
+        code_mode: false,
     }
 }
 

@@ -39,6 +39,7 @@ fn bot(tools: Vec<ToolDefinition>) -> BotSpec {
         shared: false,
         memory: false,
         reminders: false,
+        code_mode: false,
     }
 }
 
@@ -424,4 +425,45 @@ async fn an_unknown_scheme_is_refused() {
         .err()
         .unwrap();
     assert_eq!(err.code, ErrorCode::InvalidInput);
+}
+
+#[tokio::test]
+async fn a_bot_with_code_mode_calls_its_tools_from_one_program_in_memory() {
+    let model = Recording::new(scripted(json!([
+        {"tool_calls": [{"name": "run_code", "arguments": {"code":
+            "const a = await tools.echo({text: 'x'}); const b = await tools.echo({text: a + 'y'}); return b;"}}]},
+        {"text": "done"}
+    ])));
+    let client = client_with(model.clone()).await;
+    let echo = ToolDefinition {
+        name: "echo".into(),
+        description: "Repeats the text.".into(),
+        input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+    };
+    let spec = BotSpec {
+        code_mode: true,
+        ..bot(vec![echo])
+    };
+    let bot = client.create_bot(spec).await.unwrap();
+    assert!(bot.spec.code_mode);
+    let chat = client.create_chat(bot.id).await.unwrap().id;
+    let receipt = client
+        .send(chat, SendInput::text("echo twice"))
+        .await
+        .unwrap();
+    let events = events(&client, receipt.execution_id).await;
+    assert_eq!(outcome(&events), Some(TurnOutcome::Completed));
+    assert_eq!(model.requests()[0].tools.len(), 1);
+    assert_eq!(model.requests()[0].tools[0].name, "run_code");
+    let results: Vec<ToolResult> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.iter().filter(|r| r.name == "echo").count(), 2);
+    let code = results.iter().find(|r| r.name == "run_code").unwrap();
+    let value: serde_json::Value = serde_json::from_str(code.output[0].as_text().unwrap()).unwrap();
+    assert_eq!(value["value"], json!("xy"), "{value}");
 }

@@ -53,6 +53,7 @@ fn bot(name: &str, model: &str, tools: &[&str]) -> BotSpec {
         shared: false,
         memory: false,
         reminders: false,
+        code_mode: false,
     }
 }
 

@@ -85,6 +85,14 @@ export type ChatEntryPage = Schemas['ChatEntryPage'];
 export type ChatId = Schemas['ChatId'];
 /** One page of Chats, oldest first. */
 export type ChatPage = Schemas['ChatPage'];
+/** One console line of a run. */
+export type CodeConsoleLine = Schemas['CodeConsoleLine'];
+/** A program to run against a Bot's tools (the body of an async JavaScript function). */
+export type CodeRun = Schemas['CodeRun'];
+/** Why a program did not return a value. */
+export type CodeRunError = Schemas['CodeRunError'];
+/** What a program run produced: what the model would read as the `run_code` result. */
+export type CodeRunResult = Schemas['CodeRunResult'];
 /** The browser step's result, handed in by the caller who began it. */
 export type CompleteOAuth = Schemas['CompleteOAuth'];
 /** One piece of message content. */
@@ -420,6 +428,7 @@ export type OperationId =
   | 'get_bot'
   | 'delete_bot'
   | 'update_bot'
+  | 'run_code'
   | 'list_memories'
   | 'create_memory'
   | 'search_memories'
@@ -539,6 +548,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   get_bot: { id: 'get_bot', sdkMethod: 'getBot', method: 'GET', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_bot: { id: 'delete_bot', sdkMethod: 'deleteBot', method: 'DELETE', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   update_bot: { id: 'update_bot', sdkMethod: 'updateBot', method: 'PATCH', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
+  run_code: { id: 'run_code', sdkMethod: 'runCode', method: 'POST', path: '/v1/bots/{id}/code-runs', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_memories: { id: 'list_memories', sdkMethod: 'listMemories', method: 'GET', path: '/v1/bots/{id}/memories', tag: 'memories', pathParams: ['id'], queryParams: ['tag', 'status', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   create_memory: { id: 'create_memory', sdkMethod: 'createMemory', method: 'POST', path: '/v1/bots/{id}/memories', tag: 'memories', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   search_memories: { id: 'search_memories', sdkMethod: 'searchMemories', method: 'POST', path: '/v1/bots/{id}/memories/search', tag: 'memories', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
@@ -658,6 +668,7 @@ export interface OperationTypes {
   get_bot: { params: { id: string }; body: undefined; answer: BotInfo };
   delete_bot: { params: { id: string }; body: undefined; answer: undefined };
   update_bot: { params: { id: string }; body: BotUpdate; answer: BotInfo };
+  run_code: { params: { id: string }; body: CodeRun; answer: CodeRunResult };
   list_memories: { params: { id: string; tag?: string; status?: MemoryStatus; limit?: number; cursor?: string }; body: undefined; answer: MemoryPage };
   create_memory: { params: { id: string }; body: CreateMemory; answer: Memory };
   search_memories: { params: { id: string }; body: MemorySearch; answer: MemorySearchResult };
@@ -1043,8 +1054,21 @@ export abstract class Operations {
    */
   async updateBot(id: string, body: BotUpdate): Promise<Bot> {
     checkString('updateBot', 'id', id);
-    checkFields('updateBot', 'body', body, { instructions: 'string?', limits: 'object?', memory: 'boolean?', model: 'string?', name: 'string?', reminders: 'boolean?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
+    checkFields('updateBot', 'body', body, { code_mode: 'boolean?', instructions: 'string?', limits: 'object?', memory: 'boolean?', model: 'string?', name: 'string?', reminders: 'boolean?', revision: 'integer?', shared: 'boolean?', tools: 'array?' });
     return this.toBot((await this.invoke('update_bot', { id }, body)) as Schemas['Bot']);
+  }
+
+  /**
+   * Runs a program against the Bot's tools with no model and no Turn, as the model's `run_code`
+   * would, and returns its result. Only HTTP tools that are not background run; each call is
+   * checked against its schema and the approval rules (a call that would ask for approval is
+   * refused). Needs the right to chat with the Bot. `POST /v1/bots/{id}/code-runs` (operation
+   * `run_code`).
+   */
+  async runCode(id: string, body: CodeRun): Promise<CodeRunResult> {
+    checkString('runCode', 'id', id);
+    checkFields('runCode', 'body', body, { code: 'string!' });
+    return (await this.invoke('run_code', { id }, body)) as CodeRunResult;
   }
 
   /**

@@ -419,6 +419,28 @@ export interface paths {
         patch: operations["update_bot"];
         trace?: never;
     };
+    "/v1/bots/{id}/code-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Runs a program against the Bot's tools with no model and no Turn, as the model's
+         *     `run_code` would, and returns its result. Only HTTP tools that are not background run;
+         *     each call is checked against its schema and the approval rules (a call that would ask for
+         *     approval is refused). Needs the right to chat with the Bot.
+         */
+        post: operations["run_code"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/bots/{id}/memories": {
         parameters: {
             query?: never;
@@ -1949,6 +1971,12 @@ export interface components {
         };
         /** @description What a Bot is made of, to create one. */
         BotSpec: {
+            /**
+             * @description Code Mode: the model is offered one tool, `run_code`, whose description declares the
+             *     Bot's tools as a TypeScript API, and calls them from a JavaScript program run in a
+             *     sandbox (see docs/code-mode.md).
+             */
+            code_mode?: boolean;
             /** @description The system instructions. */
             instructions?: string;
             /** @description Limits on each Turn. */
@@ -1977,6 +2005,8 @@ export interface components {
         };
         /** @description A change to a Bot; absent fields stay as they are. */
         BotUpdate: {
+            /** @description Turn Code Mode on or off. */
+            code_mode?: boolean | null;
             /** @description New instructions. */
             instructions?: string | null;
             limits?: components["schemas"]["Limits"] | null;
@@ -2077,6 +2107,40 @@ export interface components {
             items: components["schemas"]["Chat"][];
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
+        };
+        /** @description One console line of a run. */
+        CodeConsoleLine: {
+            /** @description `log`, `warn` or `error`. */
+            level: string;
+            /** @description The line. */
+            text: string;
+        };
+        /** @description A program to run against a Bot's tools (the body of an async JavaScript function). */
+        CodeRun: {
+            /** @description The program: `await tools.<name>(args)` calls a tool, `return` gives the result. */
+            code: string;
+        };
+        /** @description Why a program did not return a value. */
+        CodeRunError: {
+            /** @description A stable code, e.g. `code_mode.fuel_exhausted` or `code_mode.program_error`. */
+            code: string;
+            /** @description The sentence. */
+            message: string;
+        };
+        /** @description What a program run produced: what the model would read as the `run_code` result. */
+        CodeRunResult: {
+            /** @description The console lines, in order. */
+            console: components["schemas"]["CodeConsoleLine"][];
+            error?: components["schemas"]["CodeRunError"] | null;
+            /** @description Whether the program returned a value. */
+            ok: boolean;
+            /**
+             * Format: int32
+             * @description The tool calls the program made.
+             */
+            tool_calls: number;
+            /** @description The returned value (JSON), when `ok`. */
+            value?: Record<string, never> | null;
         };
         /** @description The browser step's result, handed in by the caller who began it. */
         CompleteOAuth: {
@@ -5575,6 +5639,88 @@ export interface operations {
                 };
             };
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_code: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Bot's ID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CodeRun"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeRunResult"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -102,6 +102,12 @@ pub struct BotSpec {
     #[serde(default)]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub reminders: bool,
+    /// Code Mode: the model is offered one tool, `run_code`, whose description declares the
+    /// Bot's tools as a TypeScript API, and calls them from a JavaScript program run in a
+    /// sandbox (see docs/code-mode.md).
+    #[serde(default)]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub code_mode: bool,
 }
 
 /// A change to a Bot; absent fields stay as they are.
@@ -145,6 +151,10 @@ pub struct BotUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub reminders: Option<bool>,
+    /// Turn Code Mode on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub code_mode: Option<bool>,
 }
 
 /// A Bot.

@@ -13,6 +13,7 @@ mod billing;
 mod bot;
 mod budget;
 mod chat;
+mod code;
 mod error;
 mod event;
 mod execution;
@@ -60,6 +61,7 @@ pub use billing::{
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use budget::{Budget, BudgetScope, PutBudget};
 pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput, SendReceipt};
+pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};

@@ -7,6 +7,7 @@ pub mod billing;
 pub mod bots;
 pub mod budgets;
 pub mod chats;
+pub mod codemode;
 pub mod engine;
 pub mod files;
 pub mod http;

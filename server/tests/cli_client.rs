@@ -900,3 +900,55 @@ fn a_reminder_set_before_the_server_is_killed_reaches_the_chat_after_its_restart
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_program_runs_against_a_bots_tools_through_openbot_code_run() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let (url, calls) = counting_endpoint();
+    cli.ok(&["tools", "put", "pay", "--url", &url]);
+    std::fs::write(
+        cli.script.path().join("tools.json"),
+        r#"[{"name": "pay", "input_schema": {"type": "object"}}]"#,
+    )
+    .unwrap();
+    let tools = cli.script.path().join("tools.json").display().to_string();
+    let model = cli.model();
+    let bot = cli.ok(&[
+        "bots",
+        "create",
+        "--name",
+        "Coder",
+        "--model",
+        &model,
+        "--tools",
+        &tools,
+        "--code-mode",
+    ]);
+    let program = cli.script.path().join("pay.js");
+    std::fs::write(
+        &program,
+        "console.log('paying'); return await tools.pay({amount: 5});",
+    )
+    .unwrap();
+    let program = program.display().to_string();
+    let printed = cli.ok(&["code", "run", "--bot", bot.trim(), &program]);
+    assert_eq!(printed.trim(), "[log] paying\n\"paid\"", "{printed}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let json: Value =
+        serde_json::from_str(&cli.ok(&["code", "run", "--bot", bot.trim(), &program, "--json"]))
+            .unwrap();
+    assert_eq!(json["ok"], true);
+    let broken = cli.script.path().join("broken.js");
+    std::fs::write(&broken, "while (true) {}").unwrap();
+    let failed = cli.run(&[
+        "code",
+        "run",
+        "--bot",
+        bot.trim(),
+        &broken.display().to_string(),
+    ]);
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stdout).contains("code_mode.fuel_exhausted"));
+}

@@ -143,3 +143,25 @@ fn the_readme_quick_start_answers() {
     assert!(output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("Hello! I am a scripted model"));
 }
+
+#[test]
+fn code_mode_runs_the_models_program_in_the_sandbox() {
+    let file = script(
+        r#"[{"tool_calls": [{"name": "run_code", "arguments": {"code": "return [6 * 7, typeof process];"}}]}, {"text": "done"}]"#,
+    );
+    let model = format!("scripted:{}", file.path().display());
+    let output = openbot(&["run", "--code-mode", "--json", "--model", &model, "Compute"]);
+    assert!(output.status.success(), "{output:?}");
+    let result = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|event| event["type"] == "tool_result")
+        .expect("a tool_result event");
+    let text = result["result"]["output"][0]["text"].as_str().unwrap();
+    let value: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        value["value"],
+        serde_json::json!([42, "undefined"]),
+        "{value}"
+    );
+}

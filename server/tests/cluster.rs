@@ -86,6 +86,7 @@ impl Cluster {
             source: None,
             plan_mode: false,
             memory: false,
+            code_mode: false,
         };
         self.submit_input(&input, None).await
     }
@@ -575,6 +576,7 @@ fn turn_input(model: &FakeOpenAi, tools: Vec<SavedTool>) -> TurnInput {
         source: None,
         plan_mode: false,
         memory: false,
+        code_mode: false,
     }
 }
 
@@ -700,5 +702,74 @@ async fn a_childs_step_limit_is_not_reset_by_a_takeover() {
         ended(&parent_events),
         Some(TurnOutcome::MaxSteps),
         "the parent's own limit holds too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_run_killed_midway_replays_its_saved_call_on_another_node() {
+    let cluster = Cluster::new().await;
+    // The first write, then about a second of computing, then the second write: the owner is
+    // killed while it computes, after the first write's result was saved.
+    let code = "const a = await tools.write({text: 'a'}); let n = 0; \
+                for (let i = 0; i < 2000000; i++) { n += i % 7; } \
+                const b = await tools.write({text: 'b'}); return [a, b, n > 0];";
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("run_code", json!({"code": code})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(false).await;
+    let mut input = turn_input(&model, vec![write_tool(&outside, false)]);
+    input.tools[0].route = ToolRoute::Http {
+        url: outside.url.clone(),
+        retry_safe: false,
+        background: false,
+        template: Default::default(),
+    };
+    input.code_mode = true;
+    let mut owner = cluster.node("code-owner", None);
+    let id = cluster.submit_input(&input, None).await;
+    outside.wait_for_writes(1).await;
+    let first = CallSlot::Code { tool: 0, call: 0 };
+    for _ in 0..200 {
+        let saved = cluster.store.latest_call(id, 1, first).await.unwrap();
+        if saved.is_some_and(|c| c.phase == CallPhase::Done) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    owner.kill();
+    assert_eq!(outside.received(), 1, "killed before the second write");
+
+    let _other = cluster.node("code-other", None);
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed));
+    let results: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } => {
+                Some(format!("{}: {:?}", result.name, result.output))
+            }
+            EventKind::CallOutcomeUnknown { .. } => Some(format!("{:?}", e.kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        outside.received(),
+        2,
+        "the saved write was replayed, not sent again: {results:?}"
+    );
+    let row = cluster.store.execution(id).await.unwrap();
+    assert_eq!(row.generation, 2, "one takeover");
+    let code_call = cluster
+        .store
+        .latest_call(id, 1, CallSlot::Tool(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code_call.phase, CallPhase::Done);
+    assert_eq!(
+        code_call.generation, 2,
+        "the run's result was saved by the new owner"
     );
 }

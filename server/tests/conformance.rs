@@ -970,6 +970,7 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
         source: None,
         plan_mode: false,
         memory: false,
+        code_mode: false,
     }
 }
 

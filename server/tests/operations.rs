@@ -34,6 +34,7 @@ fn bot(model: &str) -> BotSpec {
         shared: false,
         memory: false,
         reminders: false,
+        code_mode: false,
     }
 }
 

@@ -661,6 +661,7 @@ impl Cluster {
             source: None,
             plan_mode: false,
             memory: false,
+            code_mode: false,
         };
         let submission = Submission {
             kind: TURN,

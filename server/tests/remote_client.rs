@@ -54,6 +54,7 @@ fn bot(model: &str, tools: Vec<ToolDefinition>) -> BotSpec {
         shared: false,
         memory: false,
         reminders: false,
+        code_mode: false,
     }
 }
 

@@ -428,6 +428,23 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// Runs a program against the Bot's tools with no model and no Turn, as the model's `run_code`
+    /// would, and returns its result. Only HTTP tools that are not background run; each call is
+    /// checked against its schema and the approval rules (a call that would ask for approval is
+    /// refused). Needs the right to chat with the Bot.
+    /// (`POST /v1/bots/{id}/code-runs`, operation `run_code`)
+    pub async fn run_code(
+        &self,
+        id: String,
+        body: schema::CodeRun,
+    ) -> Result<schema::CodeRunResult, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("run_code", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// A Bot's memories the caller may read, oldest first; with `tag` or `status` only those.
     /// Paged: ask again with `next_cursor` until it is absent.
     /// (`GET /v1/bots/{id}/memories`, operation `list_memories`)

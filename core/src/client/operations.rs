@@ -11,19 +11,19 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, App, AppConnection,
     AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
-    BeginOAuth, Budget, BudgetPage, Chat, ChatPage, CompleteOAuth, CreateApprovalRule,
-    CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
-    CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
-    CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
-    FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
-    Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings,
-    MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp, NewAppConnection,
-    OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval, Organization,
-    OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool,
-    PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, PutVaultField,
-    Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
-    Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem,
-    VaultItemPage, VaultRule, VaultRulePage,
+    BeginOAuth, Budget, BudgetPage, Chat, ChatPage, CodeRun, CodeRunResult, CompleteOAuth,
+    CreateApprovalRule, CreateInvitation, CreateMemory, CreateOrganization, CreateToken,
+    CreateTrigger, CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization,
+    CreatedToken, CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool,
+    DelegateToolPage, FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation,
+    InvitationPage, Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult,
+    MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp,
+    NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
+    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
+    PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
+    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, StoredFile,
+    StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage, UsageRow,
+    VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -403,6 +403,18 @@ pub const OPERATIONS: &[Operation] = &[
         public: false,
         client_method: Some("update_bot"),
         memory: true,
+    },
+    Operation {
+        id: "run_code",
+        method: "POST",
+        path: "/v1/bots/{id}/code-runs",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_memories",
@@ -1790,6 +1802,22 @@ pub trait Operations: Client {
         let mut request = ApiRequest::default();
         request.param("model", model);
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Runs a program against the Bot's tools with no model and no Turn, as the model's `run_code`
+    /// would, and returns its result. Only HTTP tools that are not background run; each call is
+    /// checked against its schema and the approval rules (a call that would ask for approval is
+    /// refused). Needs the right to chat with the Bot.
+    async fn run_code(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &CodeRun,
+    ) -> Result<CodeRunResult, Error> {
+        const OP: &str = "run_code";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
     }
 
     /// A Bot's memories the caller may read, oldest first; with `tag` or `status` only those.

@@ -217,7 +217,11 @@ impl State {
         if let Some(set) = self.tool_sets.get(&key) {
             return Ok(Arc::clone(set));
         }
-        let set = Arc::new(self.resolve_tools(bot, 0, bot.spec.limits, inner)?);
+        let mut set = self.resolve_tools(bot, 0, bot.spec.limits, inner)?;
+        if bot.spec.code_mode {
+            set.enable_code_mode(openbot_codemode::Limits::default());
+        }
+        let set = Arc::new(set);
         self.tool_sets.insert(key, Arc::clone(&set));
         Ok(set)
     }
@@ -260,6 +264,9 @@ impl State {
             for tool in crate::memories::memory_tool_set(book.tools(bot_id, execution)) {
                 set.add(tool)
                     .map_err(|e| Error::invalid_input(e.to_string()))?;
+            }
+            if bot.spec.code_mode {
+                set.enable_code_mode(openbot_codemode::Limits::default());
             }
             (
                 crate::memories::recall_instructions(&bot.spec.instructions, &recalled),
@@ -424,6 +431,9 @@ impl Client for MemoryClient {
         }
         if let Some(reminders) = update.reminders {
             spec.reminders = reminders;
+        }
+        if let Some(on) = update.code_mode {
+            spec.code_mode = on;
         }
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {

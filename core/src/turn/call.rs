@@ -14,6 +14,15 @@ pub enum CallSlot {
     Model,
     /// The step's tool call at this position (from 0) in the model's answer.
     Tool(u32),
+    /// Tool call number `call` (from 0) made by the program of the Code Mode call at
+    /// position `tool` of the step: the code call's key plus the index, so a replay of the
+    /// program finds each saved result in order.
+    Code {
+        /// The code call's position in the model's answer.
+        tool: u32,
+        /// The call's index in the program's run.
+        call: u32,
+    },
 }
 
 /// The stable identity of one call: its step, its slot in the step, and its attempt.
@@ -40,6 +49,9 @@ impl fmt::Display for CallKey {
         match self.slot {
             CallSlot::Model => write!(f, "{}:model:{}", self.step, self.attempt),
             CallSlot::Tool(index) => write!(f, "{}:tool{}:{}", self.step, index, self.attempt),
+            CallSlot::Code { tool, call } => {
+                write!(f, "{}:tool{}.{}:{}", self.step, tool, call, self.attempt)
+            }
         }
     }
 }

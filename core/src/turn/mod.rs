@@ -7,6 +7,7 @@
 //! result is never asked for again.
 
 mod call;
+mod code;
 mod context;
 mod host;
 mod limits;
@@ -14,6 +15,7 @@ mod run;
 mod tools;
 
 pub use call::{CallKey, CallRecord, CallResult, CallSlot, CallStatus};
+pub use code::{CODE_TOOL, code_call_id, code_tool_definition};
 pub use context::{
     ContextOverflow, ContextSizer, DEFAULT_OUTPUT_RESERVE, estimate_message, estimate_text,
 };

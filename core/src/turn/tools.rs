@@ -9,6 +9,7 @@ use openbot_schema::{ToolCall, ToolDefinition, ToolResult};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallKey, CallResult, CallSlot, CallStatus};
+use super::code::{CODE_TOOL, CodeMode, code_tool_definition};
 use super::host::{Host, HostError};
 use crate::tool::{CheckedSchema, SchemaError, SharedTool, ToolContext};
 
@@ -24,6 +25,8 @@ pub struct ToolSet {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
     definitions: Arc<[ToolDefinition]>,
+    /// With Code Mode on: the settings, and the one definition the model sees (`run_code`).
+    code: Option<(CodeMode, Arc<[ToolDefinition]>)>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -67,17 +70,45 @@ impl ToolSet {
         definitions.push(schema.definition().clone());
         self.definitions = definitions.into();
         self.entries.push(Entry { schema, handler });
+        if let Some((code, _)) = self.code.take() {
+            self.enable_code_mode(code.limits);
+        }
         Ok(())
     }
 
-    /// The definitions, in the order added.
-    pub fn definitions(&self) -> &[ToolDefinition] {
-        &self.definitions
+    /// Turns Code Mode on: the model is offered only `run_code`, whose description declares
+    /// these tools as a TypeScript API, and the tools are called from the program it writes,
+    /// within `limits`. Tools added later join the declaration.
+    pub fn enable_code_mode(&mut self, limits: openbot_codemode::Limits) {
+        let definition = code_tool_definition(&self.definitions, &limits);
+        self.code = Some((CodeMode { limits }, vec![definition].into()));
     }
 
-    /// The definitions, shared: every model request of a Turn refers to the same list.
+    /// Whether Code Mode is on.
+    pub fn code_mode(&self) -> bool {
+        self.code.is_some()
+    }
+
+    /// The definitions the model sees, in the order added (only `run_code` with Code Mode on).
+    pub fn definitions(&self) -> &[ToolDefinition] {
+        match &self.code {
+            Some((_, offered)) => offered,
+            None => &self.definitions,
+        }
+    }
+
+    /// The definitions the model sees, shared: every model request of a Turn refers to the
+    /// same list.
     pub fn shared_definitions(&self) -> Arc<[ToolDefinition]> {
-        Arc::clone(&self.definitions)
+        match &self.code {
+            Some((_, offered)) => Arc::clone(offered),
+            None => Arc::clone(&self.definitions),
+        }
+    }
+
+    /// The tools themselves, in the order added (what a program calls with Code Mode on).
+    pub fn api_definitions(&self) -> &[ToolDefinition] {
+        &self.definitions
     }
 
     /// Whether the set has no tools.
@@ -95,6 +126,11 @@ impl ToolSet {
         call: &ToolCall,
         cancel: &CancellationToken,
     ) -> Result<ToolResult, HostError> {
+        if let Some((code, _)) = &self.code
+            && call.name == CODE_TOOL
+        {
+            return self.run_code(code, host, step, index, call, cancel).await;
+        }
         let slot = CallSlot::Tool(index);
         let attempt = match host.saved_call(step, slot).await? {
             Some(record) => match record.status {
@@ -137,7 +173,9 @@ impl ToolSet {
         Ok(result)
     }
 
-    async fn resolve(
+    /// Runs one call under `key` (checked arguments, admission, intent, sending, handler or
+    /// delivery) and returns its result, unrecorded.
+    pub(crate) async fn resolve(
         &self,
         host: &dyn Host,
         key: CallKey,
@@ -155,6 +193,16 @@ impl ToolSet {
                 ),
             ));
         };
+        // With Code Mode on the model calls tools from its program only.
+        if self.code.is_some() && matches!(key.slot, CallSlot::Tool(_)) {
+            return Ok(ToolResult::error(
+                call,
+                format!(
+                    "call `{}` from a program: run_code({{\"code\": \"await tools.{}(...)\"}})",
+                    call.name, call.name
+                ),
+            ));
+        }
         if let Err(err) = entry.schema.check(&call.arguments) {
             return Ok(ToolResult::error(call, err.to_string()));
         }

@@ -35,6 +35,7 @@ from .types import (
     ChatEntryPage,
     ChatId,
     ChatPage,
+    CodeRunResult,
     ContentPart,
     CreatedInvitation,
     CreatedOrganization,
@@ -139,6 +140,7 @@ OPERATIONS: dict[str, str] = {
     "get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "update_bot": "update_bot",
+    "run_code": "run_code",
     "list_memories": "list_memories",
     "create_memory": "create_memory",
     "search_memories": "search_memories",
@@ -265,6 +267,7 @@ METHODS: dict[str, str] = {
     "_get_bot": "get_bot",
     "delete_bot": "delete_bot",
     "_update_bot": "update_bot",
+    "run_code": "run_code",
     "list_memories": "list_memories",
     "list_memories_page": "list_memories",
     "create_memory": "create_memory",
@@ -874,6 +877,7 @@ class AsyncOperations(AsyncCaller):
         *,
         model: str,
         name: str,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         memory: bool | None = None,
@@ -884,7 +888,7 @@ class AsyncOperations(AsyncCaller):
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "reminders": reminders, "shared": shared, "tools": tools}))
+        answer = await self._call_op("create_bot", {}, _body({"model": model, "name": name, "code_mode": code_mode, "instructions": instructions, "limits": limits, "memory": memory, "reminders": reminders, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     async def _get_bot(self, id: Ref) -> Bot:
@@ -900,6 +904,7 @@ class AsyncOperations(AsyncCaller):
         self,
         id: Ref,
         *,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         memory: bool | None = None,
@@ -913,8 +918,18 @@ class AsyncOperations(AsyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
+        answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
+
+    async def run_code(self, id: Ref, *, code: str) -> CodeRunResult:
+        """Runs a program against the Bot's tools with no model and no Turn, as the model's
+        `run_code` would, and returns its result. Only HTTP tools that are not background
+        run; each call is checked against its schema and the approval rules (a call that
+        would ask for approval is refused). Needs the right to chat with the Bot. ``POST
+        /v1/bots/{id}/code-runs``.
+        """
+        answer = await self._call_op("run_code", {"id": _ref(id)}, _body({"code": code}))
+        return CodeRunResult.from_dict(answer)
 
     # -- budgets
 
@@ -2588,6 +2603,7 @@ class SyncOperations(SyncCaller):
         *,
         model: str,
         name: str,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         memory: bool | None = None,
@@ -2598,7 +2614,7 @@ class SyncOperations(SyncCaller):
         """Creates a Bot owned by the caller; `shared` lets every member of the organization use
         it. ``POST /v1/bots``.
         """
-        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "instructions": instructions, "limits": limits, "memory": memory, "reminders": reminders, "shared": shared, "tools": tools}))
+        answer = self._call_op("create_bot", {}, _body({"model": model, "name": name, "code_mode": code_mode, "instructions": instructions, "limits": limits, "memory": memory, "reminders": reminders, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
     def _get_bot(self, id: Ref) -> Bot:
@@ -2614,6 +2630,7 @@ class SyncOperations(SyncCaller):
         self,
         id: Ref,
         *,
+        code_mode: bool | None = None,
         instructions: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         memory: bool | None = None,
@@ -2627,8 +2644,18 @@ class SyncOperations(SyncCaller):
         """Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict. ``PATCH
         /v1/bots/{id}``.
         """
-        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
+        answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
+
+    def run_code(self, id: Ref, *, code: str) -> CodeRunResult:
+        """Runs a program against the Bot's tools with no model and no Turn, as the model's
+        `run_code` would, and returns its result. Only HTTP tools that are not background
+        run; each call is checked against its schema and the approval rules (a call that
+        would ask for approval is refused). Needs the right to chat with the Bot. ``POST
+        /v1/bots/{id}/code-runs``.
+        """
+        answer = self._call_op("run_code", {"id": _ref(id)}, _body({"code": code}))
+        return CodeRunResult.from_dict(answer)
 
     # -- budgets
 

@@ -64,6 +64,10 @@ __all__ = [
     "ChatId",
     "ChatPage",
     "ChildStartedEvent",
+    "CodeConsoleLine",
+    "CodeRun",
+    "CodeRunError",
+    "CodeRunResult",
     "CompleteOAuth",
     "ContentPart",
     "CreateApprovalRule",
@@ -782,6 +786,10 @@ class BotSpec:
     model: str
     #: A display name, 1-200 characters.
     name: str
+    #: Code Mode: the model is offered one tool, `run_code`, whose description declares the Bot's
+    #: tools as a TypeScript API, and calls them from a JavaScript program run in a sandbox (see
+    #: docs/code-mode.md).
+    code_mode: bool | None = None
     #: The system instructions.
     instructions: str | None = None
     #: Limits on each Turn.
@@ -804,6 +812,7 @@ class BotSpec:
         return cls(
             model=data["model"],
             name=data["name"],
+            code_mode=data.get("code_mode"),
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
             memory=data.get("memory"),
@@ -820,6 +829,8 @@ class BotSpec:
 @dataclass(frozen=True, kw_only=True)
 class BotUpdate:
     """A change to a Bot; absent fields stay as they are."""
+    #: Turn Code Mode on or off.
+    code_mode: bool | None = None
     #: New instructions.
     instructions: str | None = None
     #: New limits.
@@ -843,6 +854,7 @@ class BotUpdate:
     def from_dict(cls, data: Mapping[str, Any]) -> BotUpdate:
         """A BotUpdate from its JSON form."""
         return cls(
+            code_mode=data.get("code_mode"),
             instructions=data.get("instructions"),
             limits=_maybe(data.get("limits"), Limits.from_dict),
             memory=data.get("memory"),
@@ -1001,6 +1013,96 @@ class ChatPage:
         return cls(
             items=[Chat.from_dict(x) for x in data["items"]],
             next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeConsoleLine:
+    """One console line of a run."""
+    #: `log`, `warn` or `error`.
+    level: str
+    #: The line.
+    text: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CodeConsoleLine:
+        """A CodeConsoleLine from its JSON form."""
+        return cls(
+            level=data["level"],
+            text=data["text"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeRun:
+    """A program to run against a Bot's tools (the body of an async JavaScript function)."""
+    #: The program: `await tools.<name>(args)` calls a tool, `return` gives the result.
+    code: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CodeRun:
+        """A CodeRun from its JSON form."""
+        return cls(
+            code=data["code"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeRunError:
+    """Why a program did not return a value."""
+    #: A stable code, e.g. `code_mode.fuel_exhausted` or `code_mode.program_error`.
+    code: str
+    #: The sentence.
+    message: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CodeRunError:
+        """A CodeRunError from its JSON form."""
+        return cls(
+            code=data["code"],
+            message=data["message"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeRunResult:
+    """What a program run produced: what the model would read as the `run_code` result."""
+    #: The console lines, in order.
+    console: list[CodeConsoleLine]
+    #: Whether the program returned a value.
+    ok: bool
+    #: The tool calls the program made.
+    tool_calls: int
+    #: Why not, when not `ok`.
+    error: CodeRunError | None = None
+    #: The returned value (JSON), when `ok`.
+    value: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CodeRunResult:
+        """A CodeRunResult from its JSON form."""
+        return cls(
+            console=[CodeConsoleLine.from_dict(x) for x in data["console"]],
+            ok=data["ok"],
+            tool_calls=data["tool_calls"],
+            error=_maybe(data.get("error"), CodeRunError.from_dict),
+            value=_maybe(data.get("value"), dict),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -364,6 +364,18 @@ impl Chats {
             .ok_or(ChatError::NotFound("chat"))
     }
 
+    /// A Bot the caller may use, with its tools as a Turn would save them (for Code Mode's
+    /// model-free run).
+    pub(crate) async fn bot_tools(
+        &self,
+        caller: &Caller,
+        id: BotId,
+    ) -> Result<(BotRow, Vec<SavedTool>), ChatError> {
+        let bot = self.bot(caller, id).await?;
+        let tools = self.saved_tools(caller, &bot).await?;
+        Ok((bot, tools))
+    }
+
     async fn bot(&self, caller: &Caller, id: BotId) -> Result<BotRow, ChatError> {
         self.bots
             .visible_bot(caller, id)
@@ -480,6 +492,8 @@ impl Chats {
             source: None,
             plan_mode: chat.plan_mode,
             memory: bot.spec.memory,
+            // Plan mode asks for `propose_plan` itself; Code Mode waits until it ends.
+            code_mode: bot.spec.code_mode && !chat.plan_mode,
         };
         let submission = Submission {
             kind: TURN,

@@ -38,6 +38,8 @@ enum Command {
     Approvals(client::approvals::ApprovalsArgs),
     /// Bots on a server.
     Bots(client::bots::BotsArgs),
+    /// Code Mode on a server: run a program against a Bot's tools with no model.
+    Code(client::code::CodeArgs),
     /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
     Budgets(client::budgets::BudgetsArgs),
     /// A Bot's memories on a server: list, add, edit, delete, search; memory settings.
@@ -81,6 +83,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
         Command::Memories(args) => client::memories::run(args).await,
+        Command::Code(args) => client::code::run(args).await,
         Command::Usage(args) => client::usage::run(args).await,
         Command::Chats(args) => client::chats::run(args).await,
         Command::Limits(args) => client::limits::run(args).await,

@@ -26,6 +26,9 @@ pub struct RunArgs {
     /// The most wall time, in seconds.
     #[arg(long)]
     max_time: Option<u64>,
+    /// Code Mode: the model gets `run_code` and may compute in the sandbox (docs/code-mode.md).
+    #[arg(long)]
+    code_mode: bool,
     /// Print every event as one JSON line instead of the answer's text.
     #[arg(long)]
     json: bool,
@@ -42,10 +45,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         max_cost_micros: None,
         max_repeated_calls: None,
     };
-    let agent = Agent::builder(model)
+    let mut builder = Agent::builder(model)
         .instructions(args.instructions)
-        .limits(limits)
-        .build()?;
+        .limits(limits);
+    if args.code_mode {
+        builder = builder.code_mode(openbot_core::codemode::Limits::default());
+    }
+    let agent = builder.build()?;
     let turn = agent.start(&args.input);
     let mut events = turn.observe(0);
     let mut printer = Printer::new(args.json);

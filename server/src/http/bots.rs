@@ -160,6 +160,9 @@ pub async fn update_bot(
     if let Some(reminders) = update.reminders {
         spec.reminders = reminders;
     }
+    if let Some(on) = update.code_mode {
+        spec.code_mode = on;
+    }
     check_spec(&spec).map_err(ApiError::invalid)?;
     match state.bots.update_bot(row.id, revision, &spec).await {
         Ok(Some(row)) => Ok(Json(bot_view(row))),

@@ -10,6 +10,7 @@ mod billing;
 mod bots;
 mod budgets;
 mod chats;
+mod code;
 mod error;
 mod executions;
 mod files;
@@ -295,6 +296,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
             memories::get_memory_settings,
             memories::put_memory_settings
         ))
+        .routes(routes!(code::run_code))
         .routes(routes!(chats::create_chat, chats::list_chats))
         .routes(routes!(chats::get_chat, chats::delete_chat))
         .routes(routes!(chats::send, chats::history))

@@ -90,9 +90,12 @@ async fn tool_call_of(
     key: CallKey,
 ) -> Result<ToolCall, OutcomeError> {
     let CallSlot::Tool(index) = key.slot else {
-        return Err(
-            StoreError::Invalid(format!("call {key} of {} is not a tool call", row.id)).into(),
-        );
+        // A Code Mode program's call: its arguments live in the program, not in the answer.
+        return Err(StoreError::Invalid(format!(
+            "call {key} of {} is not a direct tool call (a Code Mode program's calls are decided by rerunning the program)",
+            row.id
+        ))
+        .into());
     };
     if row.kind == TOOL_JOB {
         let input: JobInput = cx.open_json(row.input_record).await?;

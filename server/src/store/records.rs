@@ -581,11 +581,13 @@ pub fn parse_call_key(text: &str) -> Option<openbot_core::turn::CallKey> {
     })
 }
 
-/// A slot's stored name: `model` or `tool:<index>`.
+/// A slot's stored name: `model`, `tool:<index>`, or `code:<tool>:<call>` for a call made by
+/// a Code Mode program.
 pub fn slot_name(slot: CallSlot) -> String {
     match slot {
         CallSlot::Model => "model".into(),
         CallSlot::Tool(index) => format!("tool:{index}"),
+        CallSlot::Code { tool, call } => format!("code:{tool}:{call}"),
     }
 }
 
@@ -593,6 +595,13 @@ pub fn slot_name(slot: CallSlot) -> String {
 pub fn parse_slot(text: &str) -> Option<CallSlot> {
     match text {
         "model" => Some(CallSlot::Model),
+        other if other.starts_with("code:") => {
+            let (tool, call) = other.strip_prefix("code:")?.split_once(':')?;
+            Some(CallSlot::Code {
+                tool: tool.parse().ok()?,
+                call: call.parse().ok()?,
+            })
+        }
         other => other
             .strip_prefix("tool:")?
             .parse()

@@ -142,6 +142,9 @@ pub struct TurnInput {
     /// read again only then, so a Turn of a Bot without memory costs no memory query).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub memory: bool,
+    /// Code Mode: the model is offered `run_code` and calls the tools from its program.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub code_mode: bool,
 }
 
 impl TurnInput {

@@ -14,5 +14,6 @@ pub use input::{
     DelegateRoute, PROPOSE_PLAN, SavedNoticeTarget, SavedTool, SourceLink, ToolRoute, TurnInput,
     propose_plan_tool,
 };
+pub use openbot_core::tool::HttpTool;
 pub(crate) use workflow::tool_vault;
 pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};

@@ -280,6 +280,7 @@ pub(crate) fn tool_vault(
 /// An HTTP tool's Vault references open with `vault` as each call is sent.
 pub fn saved_tool_set(
     saved: &[SavedTool],
+    code_mode: bool,
     http: &reqwest::Client,
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
     vault: Option<&ToolVault>,
@@ -336,6 +337,9 @@ pub fn saved_tool_set(
         };
         set.insert(tool.definition.clone(), handler)
             .map_err(|e| e.to_string())?;
+    }
+    if code_mode {
+        set.enable_code_mode(openbot_core::codemode::Limits::default());
     }
     Ok((Arc::new(set), retry_safe))
 }
@@ -404,6 +408,8 @@ impl Workflow for TurnWorkflow {
         );
         let (mut tools, mut retry_safe) = saved_tool_set(
             &input.tools,
+            // Code Mode is switched on below, once the memory tools are in the set too.
+            false,
             &self.http,
             self.platform.outbound(),
             vault.as_ref(),
@@ -478,6 +484,13 @@ impl Workflow for TurnWorkflow {
                     );
                 }
             }
+        }
+        if input.code_mode {
+            let set = Arc::get_mut(&mut tools).ok_or_else(|| PhaseError::Failed {
+                category: ErrorCategory::Internal,
+                cause: "the tool set is shared".into(),
+            })?;
+            set.enable_code_mode(openbot_core::codemode::Limits::default());
         }
         let permits = match (&self.limits, input.organization_id) {
             (Some(limits), Some(organization)) => {

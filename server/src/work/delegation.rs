@@ -49,6 +49,7 @@ pub(crate) fn child_turn(
         // A child works on its task; plan mode is its parent's Chat's.
         plan_mode: false,
         memory: false,
+        code_mode: false,
     }
 }
 
@@ -72,6 +73,7 @@ mod tests {
             source: None,
             plan_mode: false,
             memory: false,
+            code_mode: false,
         }
     }
 

@@ -213,6 +213,7 @@ impl ToolJobWorkflow {
         );
         let (tools, retry_safe) = saved_tool_set(
             std::slice::from_ref(&input.tool),
+            false,
             &self.http,
             &self.outbound,
             vault.as_ref(),

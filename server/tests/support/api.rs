@@ -317,6 +317,7 @@ impl Server {
             source: None,
             plan_mode: false,
             memory: false,
+            code_mode: false,
         };
         let submission = Submission {
             kind: TURN,

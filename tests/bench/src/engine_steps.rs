@@ -1566,6 +1566,7 @@ async fn main() -> anyhow::Result<()> {
                 url: tool_url.clone(),
                 retry_safe: false,
                 background: false,
+                template: Default::default(),
             },
         }],
         limits: Limits {
@@ -1580,6 +1581,7 @@ async fn main() -> anyhow::Result<()> {
         source: None,
         plan_mode: false,
         memory: false,
+        code_mode: false,
     };
     let fixture = Arc::new(Fixture {
         lean: args.raw_sql_lean,

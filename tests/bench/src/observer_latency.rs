@@ -183,6 +183,7 @@ async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<
         source: None,
         plan_mode: false,
         memory: false,
+        code_mode: false,
     };
     let mut ids = Vec::with_capacity(executions);
     for _ in 0..executions {

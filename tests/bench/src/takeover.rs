@@ -226,6 +226,7 @@ async fn repetition_on(
         source: None,
         plan_mode: false,
         memory: false,
+        code_mode: false,
     };
     let submission = Submission {
         kind: TURN,

@@ -46,6 +46,9 @@ enum BotsCommand {
         /// Offer it the `remind` tool (reminders that reach the Chat later).
         #[arg(long)]
         reminders: bool,
+        /// Code Mode: the model calls the tools from one JavaScript program (docs/code-mode.md).
+        #[arg(long)]
+        code_mode: bool,
     },
     /// Lists the Bots, oldest first.
     List {
@@ -82,6 +85,7 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
             shared,
             memory,
             reminders,
+            code_mode,
         } => {
             let tools: Vec<ToolDefinition> = match tools {
                 Some(path) => serde_json::from_slice(
@@ -103,6 +107,7 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
                 shared,
                 memory,
                 reminders,
+                code_mode,
             };
             let bot = client.create_bot(spec).await?;
             output.print(&bot, |bot| bot.id.to_string())?;

@@ -6,6 +6,7 @@ pub mod apps;
 pub mod bots;
 pub mod budgets;
 pub mod chats;
+pub mod code;
 pub mod executions;
 pub mod files;
 pub mod limits;

@@ -100,7 +100,7 @@ impl DurableHost {
         writes: TxWrites,
     ) -> Result<(), HostError> {
         self.check_guards(key).await?;
-        let saved = matches!(key.slot, CallSlot::Tool(_))
+        let saved = matches!(key.slot, CallSlot::Tool(_) | CallSlot::Code { .. })
             && events.is_empty()
             && writes.0.is_empty()
             && self
@@ -121,7 +121,7 @@ impl DurableHost {
         // nothing when no input waited.
         let (input_step, label) = match key.slot {
             CallSlot::Model => (Some(key.step), labels::MODEL_SENDING),
-            CallSlot::Tool(_) => (None, labels::TOOL_SENDING),
+            CallSlot::Tool(_) | CallSlot::Code { .. } => (None, labels::TOOL_SENDING),
         };
         self.commit(
             Commit {

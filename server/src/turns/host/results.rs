@@ -33,7 +33,7 @@ impl DurableHost {
         events: Vec<EventKind>,
         intents: Vec<CallKey>,
     ) -> Result<(), HostError> {
-        if matches!(key.slot, CallSlot::Tool(_)) {
+        if matches!(key.slot, CallSlot::Tool(_) | CallSlot::Code { .. }) {
             fault(FaultPoint::AfterToolSent);
         }
         let usage = match &result {
@@ -76,11 +76,13 @@ impl DurableHost {
         };
         let label = match key.slot {
             CallSlot::Model => labels::ANSWER,
-            CallSlot::Tool(_) => labels::TOOL_RESULT,
+            CallSlot::Tool(_) | CallSlot::Code { .. } => labels::TOOL_RESULT,
         };
         let ends_step = match key.slot {
             CallSlot::Model => intents.is_empty(),
             CallSlot::Tool(index) => self.last_of_step(key.step, index).await?,
+            // A program's call is followed by the code call's own result.
+            CallSlot::Code { .. } => false,
         };
         if plain && ends_step {
             return self.hold(call, result, events, usage, writes, label).await;
@@ -101,7 +103,7 @@ impl DurableHost {
                     .and_then(|c| self.retry_safe.get(&c.name))
                     .copied()
                     .unwrap_or(false),
-                CallSlot::Model => false,
+                CallSlot::Model | CallSlot::Code { .. } => false,
             };
             let (phase, label) = if safe {
                 (CallPhase::Sending, labels::TOOL_SENDING)

@@ -38,6 +38,7 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "get_bot" to "getBot",
     "delete_bot" to "deleteBot",
     "update_bot" to "updateBot",
+    "run_code" to "runCode",
     "list_memories" to "listMemories",
     "create_memory" to "createMemory",
     "search_memories" to "searchMemories",

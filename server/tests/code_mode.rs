@@ -1,0 +1,276 @@
+//! Code Mode on a server, over the HTTP API on SQLite and on a real PostgreSQL: a Bot with
+//! Code Mode on offers `run_code`, its program's calls reach a registered HTTP tool's real
+//! endpoint with the same rules as direct calls (approval rules), and the result is the tool
+//! result the model reads.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/outside.rs"]
+mod outside;
+#[path = "support/pg.rs"]
+mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+mod api;
+
+use api::{Server, postgres, receipt, server, sqlite};
+use fake_openai::{Answer, FakeOpenAi};
+use openbot_schema::{Event, EventKind, ToolResult};
+use outside::Outside;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+http_tests!(
+    a_program_calls_an_http_tool_twice_and_its_result_reaches_the_model,
+    a_deny_rule_refuses_a_call_from_code_and_the_program_sees_a_tool_error,
+    code_mode_is_turned_on_and_off_by_a_bot_update,
+    a_program_runs_against_a_bots_tools_without_a_model,
+    a_model_free_run_keeps_the_approval_rules_and_the_limits,
+    a_model_free_run_refuses_bad_input_and_unknown_bots,
+);
+
+impl Server {
+    async fn register_http(&self, name: &str, url: &str) {
+        let response = self
+            .http
+            .put(format!("{}/v1/tools/{name}", self.base))
+            .bearer_auth(&self.owner)
+            .json(&json!({"description": "Pays.", "input_schema": {"type": "object", "properties": {"amount": {"type": "number"}}}, "url": url}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    async fn code_bot(&self, model: &FakeOpenAi) -> Value {
+        let response = self
+            .post("/v1/bots", &self.owner)
+            .json(
+                &json!({"name": "Coder", "model": model.spec(), "code_mode": true,
+                          "tools": [{"name": "pay", "input_schema": {"type": "object"}}]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json().await.unwrap()
+    }
+
+    async fn run_turn(&self, bot: &Value, text: &str) -> Vec<Event> {
+        let chat = self.chat(&self.owner, bot).await;
+        let sent = receipt(self.send(&self.owner, &chat, text, None).await).await;
+        let execution = sent["execution_id"].as_str().unwrap().to_string();
+        self.finish(&self.owner, &execution).await
+    }
+}
+
+fn results(events: &[Event]) -> Vec<ToolResult> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn code_result(events: &[Event]) -> Value {
+    let result = results(events)
+        .into_iter()
+        .find(|r| r.name == "run_code")
+        .expect("a run_code result");
+    serde_json::from_str(result.output[0].as_text().unwrap()).unwrap()
+}
+
+const TWO_PAYMENTS: &str = "const a = await tools.pay({amount: 1}); const b = await tools.pay({amount: 2}); return [a, b];";
+
+async fn a_program_calls_an_http_tool_twice_and_its_result_reaches_the_model(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("run_code", json!({"code": TWO_PAYMENTS})),
+        Answer::Text(vec!["Paid twice."]),
+    ])
+    .await;
+    let bot = server.code_bot(&model).await;
+    let events = server.run_turn(&bot, "Pay 1 and 2").await;
+    let result = code_result(&events);
+    assert_eq!(result["ok"], json!(true), "{result}");
+    assert_eq!(result["tool_calls"], json!(2));
+    assert_eq!(outside.received(), 2);
+    // Each call from code is a call of the Turn: its own tool_result, keyed below the code call.
+    let inner: Vec<ToolResult> = results(&events)
+        .into_iter()
+        .filter(|r| r.name == "pay")
+        .collect();
+    assert_eq!(inner.len(), 2);
+    assert!(
+        inner
+            .iter()
+            .all(|r| r.call_id.contains(".0.") || r.call_id.contains(".1.")),
+        "{inner:?}"
+    );
+    assert_eq!(model.total_requests(), 2);
+}
+
+async fn a_deny_rule_refuses_a_call_from_code_and_the_program_sees_a_tool_error(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    let rule = server
+        .post("/v1/approval-rules", &server.owner)
+        .json(&json!({"tool": "pay", "arguments": "*\"amount\":2*", "action": "deny"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rule.status(), StatusCode::CREATED);
+    let code = "const a = await tools.pay({amount: 1}); \
+                try { await tools.pay({amount: 2}); return 'paid'; } catch (e) { return [a, e.name, e.message]; }";
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("run_code", json!({"code": code})),
+        Answer::Text(vec!["One was refused."]),
+    ])
+    .await;
+    let bot = server.code_bot(&model).await;
+    let events = server.run_turn(&bot, "Pay").await;
+    let result = code_result(&events);
+    assert_eq!(result["value"][1], json!("ToolError"), "{result}");
+    assert!(
+        result["value"][2]
+            .as_str()
+            .unwrap()
+            .contains("do not allow"),
+        "{result}"
+    );
+    assert_eq!(
+        outside.received(),
+        1,
+        "the refused call never reached the endpoint"
+    );
+}
+
+async fn code_mode_is_turned_on_and_off_by_a_bot_update(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    assert_eq!(bot["spec"]["code_mode"], json!(true));
+    let id = bot["id"].as_str().unwrap();
+    let response = server
+        .patch(&format!("/v1/bots/{id}"), &server.owner)
+        .json(&json!({"code_mode": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let updated: Value = response.json().await.unwrap();
+    assert_eq!(updated["spec"]["code_mode"], json!(false));
+    let bad = server
+        .patch(&format!("/v1/bots/{id}"), &server.owner)
+        .json(&json!({"code_mode": "yes"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(bad.status().is_client_error(), "{}", bad.status());
+}
+
+async fn code_run(server: &Server, bot: &Value, body: Value) -> reqwest::Response {
+    let id = bot["id"].as_str().unwrap();
+    server
+        .post(&format!("/v1/bots/{id}/code-runs"), &server.owner)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_program_runs_against_a_bots_tools_without_a_model(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let response = code_run(
+        &server,
+        &bot,
+        json!({"code": "console.log('paying'); return await tools.pay({amount: 3});"}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let result: Value = response.json().await.unwrap();
+    assert_eq!(result["ok"], json!(true), "{result}");
+    assert_eq!(result["value"], json!("wrote {\"amount\":3}"));
+    assert_eq!(result["console"][0]["text"], json!("paying"));
+    assert_eq!(result["tool_calls"], json!(1));
+    assert_eq!(outside.received(), 1);
+    assert_eq!(model.total_requests(), 0, "no model is asked");
+}
+
+async fn a_model_free_run_keeps_the_approval_rules_and_the_limits(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    for rule in [
+        json!({"tool": "pay", "arguments": "*\"amount\":2*", "action": "deny"}),
+        json!({"tool": "pay", "arguments": "*\"amount\":9*", "action": "ask"}),
+    ] {
+        let response = server
+            .post("/v1/approval-rules", &server.owner)
+            .json(&rule)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let code = "const out = []; for (const amount of [2, 9]) { try { await tools.pay({amount}); } catch (e) { out.push(e.code); } } return out;";
+    let result: Value = code_run(&server, &bot, json!({"code": code}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        result["value"],
+        json!(["tool.denied", "tool.needs_approval"]),
+        "{result}"
+    );
+    assert_eq!(outside.received(), 0, "neither call reached the endpoint");
+    let result: Value = code_run(&server, &bot, json!({"code": "while (true) {}"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(result["ok"], json!(false));
+    assert_eq!(
+        result["error"]["code"],
+        json!("code_mode.fuel_exhausted"),
+        "{result}"
+    );
+}
+
+async fn a_model_free_run_refuses_bad_input_and_unknown_bots(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let bad = code_run(&server, &bot, json!({"code": "return 1", "extra": true})).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let missing = code_run(&server, &bot, json!({})).await;
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    let unknown = json!({"id": openbot_schema::BotId::new().to_string()});
+    assert_eq!(
+        code_run(&server, &unknown, json!({"code": "return 1"}))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let other = server.other_member_token().await;
+    let id = bot["id"].as_str().unwrap();
+    let response = server
+        .post(&format!("/v1/bots/{id}/code-runs"), &other)
+        .json(&json!({"code": "return 1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::NOT_FOUND,
+        "another member's private Bot is not visible"
+    );
+}
