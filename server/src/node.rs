@@ -285,7 +285,8 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         )
         .with_vaults(Arc::clone(&database.vaults))
         .with_apps(Arc::clone(&database.apps))
-        .with_oauth(Arc::clone(&database.oauth));
+        .with_oauth(Arc::clone(&database.oauth))
+        .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)));
     }
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));

@@ -69,6 +69,7 @@ app_tests!(
     manual_headers_reach_the_app_on_each_call,
     a_session_lost_mid_call_of_an_unsafe_tool_waits_in_outcome_unknown,
     a_session_lost_mid_call_of_a_read_only_tool_is_sent_again_with_the_same_request_id,
+    an_app_call_takes_room_in_its_apps_shared_limit,
 );
 
 async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
@@ -1044,4 +1045,61 @@ mod cli {
                 .contains("(no apps)")
         );
     }
+}
+
+async fn an_app_call_takes_room_in_its_apps_shared_limit(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // Each call takes 2 s, so the first holds the App's one permit while the second waits.
+    app_ready(&server, "notes", &fixture_stdio(&log, 2.0, None)).await;
+    let limit = server
+        .http
+        .put(format!("{}/v1/limits/app:notes", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"max_concurrent": 1, "max_wait_ms": 300}))
+        .send()
+        .await
+        .unwrap();
+    assert!(limit.status().is_success(), "{}", limit.status());
+    // Each Turn is answered by its own step: a call, then text.
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "milk"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let (_, first) = start(&server, &bot, "Note milk").await;
+    let (_, second) = start(&server, &bot, "Note milk too").await;
+    let mut results = tool_results(&server.finish(&server.owner, &first).await);
+    results.extend(tool_results(&server.finish(&server.owner, &second).await));
+    assert_eq!(results.len(), 2, "{results:?}");
+    let refused: Vec<_> = results.iter().filter(|r| r.is_error).collect();
+    assert_eq!(refused.len(), 1, "one call found no room: {results:?}");
+    let text = refused[0].output[0].as_text().unwrap_or_default();
+    assert!(
+        text.contains("app:notes") && text.contains("not sent"),
+        "{text}"
+    );
+    // Only the call that had room reached the App, and its room was given back.
+    let calls = fixture_log(&log)
+        .into_iter()
+        .filter(|l| l.starts_with("call write_note"))
+        .count();
+    assert_eq!(calls, 1);
+    let limits: Value = server
+        .get("/v1/limits", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let notes = limits["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["scope"] == "app:notes")
+        .cloned()
+        .unwrap();
+    assert_eq!(notes["in_use"], 0, "{notes}");
 }

@@ -17,7 +17,9 @@ pub mod tool;
 pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
 pub use error::AppError;
 pub use oauth_link::{AppStatusWrite, OAuthCredentials, phase_credentials};
-pub use service::{Apps, MAX_HEADERS, app_view, check_app_name, connection_view, upstream};
+pub use service::{
+    AppPermits, Apps, MAX_HEADERS, app_scopes, app_view, check_app_name, connection_view, upstream,
+};
 pub use store::{AppRow, AppStore, ConnectionRow, credentials_place};
 
 /// The App use cases a phase calls App tools with: over `store`, asking `credentials` (or
@@ -27,16 +29,21 @@ pub fn phase_apps(
     credentials: Option<&std::sync::Arc<dyn ConnectionCredentials>>,
     keys: &crate::sealed::KeyRing,
     platform: &crate::platform::Platform,
+    permits: Option<AppPermits>,
 ) -> Option<std::sync::Arc<Apps>> {
     let store = store?;
     let credentials = credentials.cloned().unwrap_or_else(|| {
         std::sync::Arc::new(SealedCredentials::new(keys.clone()))
             as std::sync::Arc<dyn ConnectionCredentials>
     });
-    Some(std::sync::Arc::new(Apps::new(
+    let apps = Apps::new(
         std::sync::Arc::clone(store),
         keys.clone(),
         platform.clone(),
         credentials,
-    )))
+    );
+    Some(std::sync::Arc::new(match permits {
+        Some(permits) => apps.with_permits(permits),
+        None => apps,
+    }))
 }

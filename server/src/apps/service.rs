@@ -37,6 +37,23 @@ pub struct Apps {
     keys: KeyRing,
     platform: Platform,
     credentials: Arc<dyn ConnectionCredentials>,
+    /// The shared limits App calls take room in, and the phase's owner generation.
+    permits: Option<AppPermits>,
+}
+
+/// Where a phase's App calls take room: the shared limits (the scopes `apps` and
+/// `app:<name>`), held by the execution's owner generation like its model requests' room.
+#[derive(Clone)]
+pub struct AppPermits {
+    /// The shared limits.
+    pub limits: crate::limits::Limits,
+    /// The phase owner's generation.
+    pub generation: i64,
+}
+
+/// The limit scopes an App call takes room in: every App call, and this App's.
+pub fn app_scopes(app_name: &str) -> Vec<String> {
+    vec!["apps".to_string(), format!("app:{app_name}")]
 }
 
 /// The public view of an App.
@@ -106,7 +123,19 @@ impl Apps {
             keys,
             platform,
             credentials,
+            permits: None,
         }
+    }
+
+    /// The same use cases, whose App calls take room in the shared limits first.
+    pub fn with_permits(mut self, permits: AppPermits) -> Self {
+        self.permits = Some(permits);
+        self
+    }
+
+    /// Where App calls take room, if they do.
+    pub(crate) fn permits(&self) -> Option<&AppPermits> {
+        self.permits.as_ref()
     }
 
     /// The store.

@@ -15,8 +15,9 @@ use openbot_schema::{APP_TOOL_SEPARATOR, AppConnectionStatus, AppToolDeclaration
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::service::Apps;
+use super::service::{Apps, app_scopes};
 use super::store::ConnectionRow;
+use crate::limits::{AcquireError, Holder};
 
 /// An App tool as a Turn saves it: which Connection at which revision, and the tool's full
 /// declaration as discovery last read it. A later discovery never changes it.
@@ -123,6 +124,48 @@ impl Tool for AppTool {
         &self,
         arguments: serde_json::Value,
         context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(permits) = self.apps.permits() else {
+            return self.send(arguments, &context).await;
+        };
+        // Room in the shared limits first, held by this owner's generation: a takeover
+        // neither loses nor doubles it, and the phase's end gives back what a crash kept.
+        let holder = Holder {
+            organization: self.route.organization_id,
+            execution: context.execution_id,
+            generation: permits.generation,
+            slot: format!("app:{}", context.call_id),
+        };
+        let permit = permits
+            .limits
+            .acquire(
+                &holder,
+                &app_scopes(&self.route.app_name),
+                &context.cancel,
+                &|| true,
+            )
+            .await
+            .map_err(|err| match err {
+                AcquireError::Store(_) => {
+                    ToolError::new("the shared limits could not be read; the call was not sent")
+                }
+                other => ToolError::new(format!("{other}; the call was not sent")),
+            })?;
+        let answer = self.send(arguments, &context).await;
+        if let Err(err) = permits.limits.release(&permit, 0).await {
+            // The phase's end gives it back.
+            tracing::warn!(error = %err, "an App call's room could not be given back yet");
+        }
+        answer
+    }
+}
+
+impl AppTool {
+    /// Sends the call on a session of the phase and closes it before answering.
+    async fn send(
+        &self,
+        arguments: serde_json::Value,
+        context: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let route = &self.route;
         let store = self.apps.store();

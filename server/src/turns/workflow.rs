@@ -405,6 +405,10 @@ impl Workflow for TurnWorkflow {
             credentials.as_ref(),
             &cx.engine.keys,
             &self.platform,
+            self.limits.clone().map(|limits| crate::apps::AppPermits {
+                limits,
+                generation: cx.generation,
+            }),
         );
         let (mut tools, mut retry_safe) = saved_tool_set(
             &input.tools,

@@ -61,6 +61,7 @@ pub struct ToolJobWorkflow {
     apps: Option<Arc<dyn crate::apps::AppStore>>,
     credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
     oauth: Option<Arc<dyn crate::apps::oauth::OAuthStore>>,
+    limits: Option<crate::limits::Limits>,
 }
 
 impl ToolJobWorkflow {
@@ -81,6 +82,7 @@ impl ToolJobWorkflow {
             apps: None,
             credentials: None,
             oauth: None,
+            limits: None,
         }
     }
 
@@ -102,6 +104,12 @@ impl ToolJobWorkflow {
         credentials: Arc<dyn crate::apps::ConnectionCredentials>,
     ) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Makes the job's App call take room in the shared `limits` first.
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = Some(limits);
         self
     }
 
@@ -210,6 +218,10 @@ impl ToolJobWorkflow {
             credentials.as_ref(),
             &cx.engine.keys,
             &self.platform,
+            self.limits.clone().map(|limits| crate::apps::AppPermits {
+                limits,
+                generation: cx.generation,
+            }),
         );
         let (tools, retry_safe) = saved_tool_set(
             std::slice::from_ref(&input.tool),
