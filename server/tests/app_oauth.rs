@@ -71,7 +71,7 @@ async fn server_with(raw: Raw, oauth_config: OAuthConfig) -> Server {
         Arc::clone(&database.oauth),
         &platform,
         &config(),
-        None,
+        Some(Arc::new(openbot_server::apps::AppStatusWrite)),
     );
     engine
         .start_runner(
@@ -91,7 +91,7 @@ async fn server_with(raw: Raw, oauth_config: OAuthConfig) -> Server {
         Arc::clone(&database.oauth),
         &platform,
         oauth_config,
-        None,
+        Some(Arc::new(openbot_server::apps::AppStatusWrite)),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -283,7 +283,7 @@ fn oauth(s: &Server) -> OAuth {
         Arc::clone(&s.database.oauth),
         &test_platform(),
         config(),
-        None,
+        Some(Arc::new(openbot_server::apps::AppStatusWrite)),
     )
 }
 

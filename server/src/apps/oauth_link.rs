@@ -15,7 +15,8 @@ use super::store::ConnectionRow;
 use crate::sealed::KeyRing;
 use crate::store::{TxWrite, tx_write};
 
-/// Sets an App Connection's status, unless it was removed.
+/// Sets an App Connection's status, unless it was removed, and only when the OAuth setup
+/// that changes is of the Connection's own organization.
 #[derive(Debug)]
 struct SetConnectionStatus {
     id: Uuid,
@@ -23,11 +24,15 @@ struct SetConnectionStatus {
 }
 
 tx_write!(SetConnectionStatus, |this, tx| {
-    sqlx::query("UPDATE app_connections SET status = $1 WHERE id = $2 AND status <> 'removed'")
-        .bind(this.status)
-        .bind(this.id)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "UPDATE app_connections SET status = $1 WHERE id = $2 AND status <> 'removed' \
+         AND organization_id = (SELECT organization_id FROM oauth_connections \
+         WHERE connection_id = $2)",
+    )
+    .bind(this.status)
+    .bind(this.id)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 });
 
@@ -72,7 +77,11 @@ impl ConnectionCredentials for OAuthCredentials {
         if connection.status == AppConnectionStatus::Removed {
             return Err(CredentialsError::Removed);
         }
-        match self.oauth.access_headers(connection.id).await {
+        match self
+            .oauth
+            .access_headers_of(connection.organization_id, connection.id)
+            .await
+        {
             Ok(headers) => Ok(headers.into_iter().collect()),
             Err(OAuthError::NeedsSignIn(_) | OAuthError::NotFound) => {
                 Err(CredentialsError::NeedsSignIn)

@@ -444,6 +444,21 @@ impl OAuth {
         })
     }
 
+    /// [`OAuth::access_headers`] of a connection of `organization` only: the setup of another
+    /// organization under the same ID is [`OAuthError::NotFound`].
+    pub async fn access_headers_of(
+        &self,
+        organization: Uuid,
+        connection_id: Uuid,
+    ) -> Result<Vec<(String, String)>, OAuthError> {
+        match self.store().connection(connection_id).await? {
+            Some(row) if row.organization_id == organization => {
+                self.access_headers(connection_id).await
+            }
+            _ => Err(OAuthError::NotFound),
+        }
+    }
+
     /// The headers that authorize a request to the connection's MCP server now (an
     /// `Authorization: Bearer` header), refreshing the grant first when its access token
     /// expired. Fails with [`OAuthError::NeedsSignIn`] when there is no usable grant.
