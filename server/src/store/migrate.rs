@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 25;
+pub const SCHEMA_VERSION: i64 = 24;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -137,9 +137,9 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../../migrations/sqlite/0023_triggers.sql"),
     },
     Migration {
-        version: 25,
+        version: 24,
         name: "file_retention",
-        sql: include_str!("../../../migrations/sqlite/0025_file_retention.sql"),
+        sql: include_str!("../../../migrations/sqlite/0024_file_retention.sql"),
     },
 ];
 
@@ -260,9 +260,9 @@ pub(crate) const POSTGRES: &[Migration] = &[
         sql: include_str!("../../../migrations/postgres/0023_triggers.sql"),
     },
     Migration {
-        version: 25,
+        version: 24,
         name: "file_retention",
-        sql: include_str!("../../../migrations/postgres/0025_file_retention.sql"),
+        sql: include_str!("../../../migrations/postgres/0024_file_retention.sql"),
     },
 ];
 
