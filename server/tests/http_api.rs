@@ -529,6 +529,8 @@ async fn cancel_over_http_ends_the_turn_cancelled(server: Server) {
 async fn a_server_fault_answers_request_failed_with_the_error_id_and_no_cause(server: Server) {
     let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
     let id = server.owner_turn(&model).await;
+    // Ended first, so that no owner writes the row again after the damage.
+    server.finish(&server.owner, &id.to_string()).await;
     // Damage the stored row: reading it is now a fault, not a passing outage.
     let damage = "UPDATE executions SET state = 'damaged-beyond-repair'";
     match &server.raw {
