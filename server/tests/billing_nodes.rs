@@ -1,7 +1,8 @@
 //! Usage and billing with real processes (issue 19, point 7): two `openbot serve` nodes on one
 //! PostgreSQL run the Turns that an HTTP front (no runner of its own) submits. A frozen owner's
 //! late answer after a takeover is charged once under its own billing identity; concurrent
-//! Turns over both nodes never spend past a small budget, and the refused ones end `max_cost`.
+//! Turns over both nodes never spend past a small budget, and the refused ones end `max_cost`;
+//! missing, zero and low-estimated usage are recorded as they are.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -338,4 +339,63 @@ async fn concurrent_turns_on_two_nodes_never_spend_past_a_small_budget() {
         .await
         .unwrap();
     assert_eq!(credits.held_micros, 0);
+}
+
+/// The usage record of a one-step Turn's model request.
+async fn usage(front: &Front, id: ExecutionId) -> openbot_server::billing::UsageRecordRow {
+    front
+        .server
+        .database
+        .billing
+        .usage_record(id, "1/model/1")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// One Turn of a new Bot on `model`, run by a real node; returns its execution.
+async fn one_turn(front: &Front, model: &FakeOpenAi) -> ExecutionId {
+    let server = &front.server;
+    price_fake(server, model, 1_000_000).await;
+    let bot = server.bot(&server.owner, model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let execution = send(server, &chat).await;
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    execution.parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_real_node_missing_zero_and_low_estimated_usage_are_recorded_as_they_are() {
+    let front = Front::new().await;
+    grant(&front.server, 1_000_000).await;
+    let _node = front.node("estimates", 5000);
+
+    // Missing usage: unknown, with its estimate (4096 reserved output tokens at $1/M) in its
+    // own field, never a successful zero, and no charge.
+    let missing = FakeOpenAi::start(vec![Answer::Text(vec!["ok"])]).await;
+    missing.without_usage();
+    let record = usage(&front, one_turn(&front, &missing).await).await;
+    assert_eq!(record.state, "unknown");
+    assert_eq!(record.estimate_micros, Some(4096));
+    assert_eq!(record.cost_micros, None);
+    assert!(charges(&front).await.is_empty());
+
+    // Zero usage: confirmed, settled at zero.
+    let zero = FakeOpenAi::start(vec![Answer::Text(vec!["ok"])]).await;
+    zero.report_usage(0, 0);
+    let record = usage(&front, one_turn(&front, &zero).await).await;
+    assert_eq!(record.state, "settled");
+    assert_eq!(record.cost_micros, Some(0));
+
+    // A low estimate: the confirmed 8000 output tokens cost 8000, past the 4096 reserved, and
+    // the charge is the confirmed cost, not the estimate.
+    let low = FakeOpenAi::start(vec![Answer::Text(vec!["ok"])]).await;
+    low.report_usage(0, 8000);
+    let record = usage(&front, one_turn(&front, &low).await).await;
+    assert_eq!(record.state, "settled");
+    assert_eq!(record.estimate_micros, Some(4096));
+    assert_eq!(record.cost_micros, Some(8000));
+    let spent: i64 = charges(&front).await.iter().map(|c| -c.amount_micros).sum();
+    assert_eq!(spent, 8000);
 }
