@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use openbot_schema::{ChatId, EventKind, ExecutionState};
+use openbot_schema::{ChatId, ExecutionState};
 use serde::{Deserialize, Serialize};
 
 use super::store::ChatStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
 use crate::identity::{ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, StateChange, StoreError, now_ms};
+use crate::store::{Commit, StoreError, now_ms};
 
 /// The execution kind of Chat deletions.
 pub const CHAT_DELETION: &str = "chat_deletion";
@@ -66,24 +66,6 @@ impl ChatDeletionWorkflow {
     /// A workflow that closes Chats in `chats`.
     pub fn new(chats: Arc<dyn ChatStore>) -> Self {
         Self { chats }
-    }
-}
-
-fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
-    Commit {
-        events: vec![EventKind::JobEnded { state }],
-        state: Some(StateChange {
-            state,
-            outcome: None,
-            failure: None,
-            wake_at: None,
-            unknown_call: None,
-            output: None,
-            release: true,
-            reason: None,
-        }),
-        handled_signals: signals,
-        ..Commit::default()
     }
 }
 
@@ -156,7 +138,7 @@ impl Workflow for ChatDeletionWorkflow {
             .commit(
                 cx.execution.id,
                 cx.generation,
-                ended(ExecutionState::Completed, Vec::new()),
+                Commit::job_ended(ExecutionState::Completed, Vec::new()),
             )
             .await?;
         Ok(())
@@ -164,7 +146,9 @@ impl Workflow for ChatDeletionWorkflow {
 
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
         let commit = match end {
-            EngineEnd::Cancelled { signals } => ended(ExecutionState::Cancelled, signals),
+            EngineEnd::Cancelled { signals } => {
+                Commit::job_ended(ExecutionState::Cancelled, signals)
+            }
             EngineEnd::Failed { category, cause } => {
                 let failed = cx.failed_end(category, &cause)?;
                 Commit {

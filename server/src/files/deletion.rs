@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
-use openbot_schema::{EventKind, ExecutionId, ExecutionState};
+use openbot_schema::{ExecutionId, ExecutionState};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -25,7 +25,7 @@ use crate::engine::{
     Submission, Workflow,
 };
 use crate::identity::{ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, StateChange, Submitted, TxWrites};
+use crate::store::{Commit, Submitted, TxWrites};
 use crate::turns::faults::{FaultPoint, fault};
 
 /// The execution kind of file deletions.
@@ -118,20 +118,8 @@ impl FileDeletionWorkflow {
 
 fn ended(state: ExecutionState, signals: Vec<i64>, writes: TxWrites) -> Commit {
     Commit {
-        events: vec![EventKind::JobEnded { state }],
-        state: Some(StateChange {
-            state,
-            outcome: None,
-            failure: None,
-            wake_at: None,
-            unknown_call: None,
-            output: None,
-            release: true,
-            reason: None,
-        }),
-        handled_signals: signals,
         writes,
-        ..Commit::default()
+        ..Commit::job_ended(state, signals)
     }
 }
 

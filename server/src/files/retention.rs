@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use openbot_schema::{EventKind, ExecutionState};
+use openbot_schema::ExecutionState;
 use serde::{Deserialize, Serialize};
 
 use super::deletion::{Started, start_deletion, start_deletion_keyed};
@@ -25,7 +25,7 @@ use crate::engine::{
     Workflow,
 };
 use crate::identity::{ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, Millis, StateChange, Submitted, TxWrites, now_ms};
+use crate::store::{Commit, Millis, Submitted, TxWrites, now_ms};
 
 /// The execution kind of the retention sweep.
 pub const FILE_RETENTION_SWEEP: &str = "file_retention_sweep";
@@ -219,23 +219,9 @@ impl Workflow for RetentionSweepWorkflow {
 
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
         let commit = match end {
-            EngineEnd::Cancelled { signals } => Commit {
-                events: vec![EventKind::JobEnded {
-                    state: ExecutionState::Cancelled,
-                }],
-                state: Some(StateChange {
-                    state: ExecutionState::Cancelled,
-                    outcome: None,
-                    failure: None,
-                    wake_at: None,
-                    unknown_call: None,
-                    output: None,
-                    release: true,
-                    reason: None,
-                }),
-                handled_signals: signals,
-                ..Commit::default()
-            },
+            EngineEnd::Cancelled { signals } => {
+                Commit::job_ended(ExecutionState::Cancelled, signals)
+            }
             EngineEnd::Failed { category, cause } => {
                 let failed = cx.failed_end(category, &cause)?;
                 Commit {

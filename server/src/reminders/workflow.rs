@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use openbot_schema::{EventKind, ExecutionState, ReminderState};
+use openbot_schema::{ExecutionState, ReminderState};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::store::{ReminderRow, ReminderStore};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::identity::ExecutionIdentity;
-use crate::store::{Commit, StateChange, StoreError};
+use crate::store::{Commit, StoreError};
 use crate::triggers::{FiringStores, SendAs, SendError, Sent, send_as};
 
 /// The execution kind of reminder timers.
@@ -110,24 +110,6 @@ impl ReminderWorkflow {
     }
 }
 
-fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
-    Commit {
-        events: vec![EventKind::JobEnded { state }],
-        state: Some(StateChange {
-            state,
-            outcome: None,
-            failure: None,
-            wake_at: None,
-            unknown_call: None,
-            output: None,
-            release: true,
-            reason: None,
-        }),
-        handled_signals: signals,
-        ..Commit::default()
-    }
-}
-
 #[async_trait]
 impl Workflow for ReminderWorkflow {
     fn kind(&self) -> &'static str {
@@ -164,7 +146,11 @@ impl Workflow for ReminderWorkflow {
             _ => ExecutionState::Completed,
         };
         cx.engine
-            .commit(cx.execution.id, cx.generation, ended(state, Vec::new()))
+            .commit(
+                cx.execution.id,
+                cx.generation,
+                Commit::job_ended(state, Vec::new()),
+            )
             .await?;
         Ok(())
     }
@@ -177,7 +163,7 @@ impl Workflow for ReminderWorkflow {
                 self.reminders
                     .finish_reminder(input.reminder_id, ReminderState::Cancelled, None)
                     .await?;
-                ended(ExecutionState::Cancelled, signals)
+                Commit::job_ended(ExecutionState::Cancelled, signals)
             }
             EngineEnd::Failed { category, cause } => {
                 let failed = cx.failed_end(category, &cause)?;

@@ -304,6 +304,23 @@ pub struct StateChange {
     pub reason: Option<String>,
 }
 
+impl StateChange {
+    /// The end of work in `state` with no Turn outcome, failure or output: its owner gives
+    /// it up.
+    pub fn ended(state: ExecutionState) -> Self {
+        Self {
+            state,
+            outcome: None,
+            failure: None,
+            output: None,
+            wake_at: None,
+            unknown_call: None,
+            release: true,
+            reason: None,
+        }
+    }
+}
+
 /// Everything one step of an execution commits, together or not at all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Commit {
@@ -333,6 +350,19 @@ pub struct Commit {
     /// input gets a Turn of its own. Refused with [`super::StoreError::InputWaiting`], and
     /// nothing written, when input that no step took waits: it arrived after that check.
     pub close_input: bool,
+}
+
+impl Commit {
+    /// The commit that ends a job (work that is not a Turn) in `state`: its `job_ended`
+    /// event and end state, with the signals it handled.
+    pub fn job_ended(state: ExecutionState, handled_signals: Vec<i64>) -> Self {
+        Self {
+            events: vec![EventKind::JobEnded { state }],
+            state: Some(StateChange::ended(state)),
+            handled_signals,
+            ..Self::default()
+        }
+    }
 }
 
 /// How a child execution starts.

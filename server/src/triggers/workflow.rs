@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use openbot_schema::{EventKind, ExecutionState, FiringOutcome, TriggerState};
+use openbot_schema::{ExecutionState, FiringOutcome, TriggerState};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -20,7 +20,7 @@ use crate::bots::BotStore;
 use crate::chats::{ChatStore, Chats};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
 use crate::identity::{IdentityStore, ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, StateChange};
+use crate::store::Commit;
 use crate::tools::ToolStore;
 
 /// The execution kind of schedule timers.
@@ -212,24 +212,6 @@ fn schedule_of(trigger: &TriggerRow) -> Result<Schedule, String> {
     Schedule::parse(cron, trigger.time_zone.as_deref()).map_err(|e| e.to_string())
 }
 
-fn ended(state: ExecutionState, signals: Vec<i64>) -> Commit {
-    Commit {
-        events: vec![EventKind::JobEnded { state }],
-        state: Some(StateChange {
-            state,
-            outcome: None,
-            failure: None,
-            wake_at: None,
-            unknown_call: None,
-            output: None,
-            release: true,
-            reason: None,
-        }),
-        handled_signals: signals,
-        ..Commit::default()
-    }
-}
-
 #[async_trait]
 impl Workflow for ScheduleWorkflow {
     fn kind(&self) -> &'static str {
@@ -266,7 +248,7 @@ impl Workflow for ScheduleWorkflow {
                     .commit(
                         cx.execution.id,
                         cx.generation,
-                        ended(ExecutionState::Completed, Vec::new()),
+                        Commit::job_ended(ExecutionState::Completed, Vec::new()),
                     )
                     .await?;
             }
@@ -286,7 +268,9 @@ impl Workflow for ScheduleWorkflow {
 
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
         let commit = match end {
-            EngineEnd::Cancelled { signals } => ended(ExecutionState::Cancelled, signals),
+            EngineEnd::Cancelled { signals } => {
+                Commit::job_ended(ExecutionState::Cancelled, signals)
+            }
             EngineEnd::Failed { category, cause } => {
                 let failed = cx.failed_end(category, &cause)?;
                 Commit {

@@ -337,26 +337,13 @@ impl ToolJobWorkflow {
             input,
             StateChange {
                 state: end,
-                ..cancelled_change()
+                ..StateChange::ended(ExecutionState::Cancelled)
             },
             vec![EventKind::JobEnded { state: end }],
             Vec::new(),
             notice,
         )
         .await
-    }
-}
-
-fn cancelled_change() -> StateChange {
-    StateChange {
-        state: ExecutionState::Cancelled,
-        outcome: None,
-        failure: None,
-        wake_at: None,
-        unknown_call: None,
-        output: None,
-        release: true,
-        reason: None,
     }
 }
 
@@ -462,7 +449,7 @@ impl Workflow for ToolJobWorkflow {
                 self.end_with(
                     cx,
                     &input,
-                    cancelled_change(),
+                    StateChange::ended(ExecutionState::Cancelled),
                     vec![EventKind::JobEnded {
                         state: ExecutionState::Cancelled,
                     }],

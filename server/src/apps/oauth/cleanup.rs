@@ -114,16 +114,7 @@ impl CleanupWorkflow {
     ) -> Result<(), PhaseError> {
         let commit = Commit {
             calls: call.into_iter().collect(),
-            state: Some(StateChange {
-                state: ExecutionState::Completed,
-                outcome: None,
-                failure: None,
-                wake_at: None,
-                unknown_call: None,
-                output: None,
-                release: true,
-                reason: None,
-            }),
+            state: Some(StateChange::ended(ExecutionState::Completed)),
             writes: TxWrites::one(RevocationDone {
                 use_id: row.id,
                 grant_id: grant.id,
@@ -304,16 +295,7 @@ impl Workflow for CleanupWorkflow {
                         cx.execution.id,
                         cx.generation,
                         Commit {
-                            state: Some(StateChange {
-                                state: ExecutionState::Completed,
-                                outcome: None,
-                                failure: None,
-                                wake_at: None,
-                                unknown_call: None,
-                                output: None,
-                                release: true,
-                                reason: None,
-                            }),
+                            state: Some(StateChange::ended(ExecutionState::Completed)),
                             ..Commit::default()
                         },
                     )

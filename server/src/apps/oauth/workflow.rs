@@ -225,19 +225,6 @@ pub(super) fn metadata_of(connection: &ConnectionRow) -> Result<ServerMetadata, 
     serde_json::from_str(&connection.metadata).map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
-fn ended(state: ExecutionState) -> StateChange {
-    StateChange {
-        state,
-        outcome: None,
-        failure: None,
-        wake_at: None,
-        unknown_call: None,
-        output: None,
-        release: true,
-        reason: None,
-    }
-}
-
 /// Runs token work.
 pub struct TokenWorkflow {
     shared: Shared,
@@ -521,7 +508,7 @@ impl TokenWorkflow {
                 let sealed = seal(&cx.engine, &tokens_place(*grant_id), &tokens)?;
                 let commit = Commit {
                     calls: vec![done.clone()],
-                    state: Some(ended(ExecutionState::Completed)),
+                    state: Some(StateChange::ended(ExecutionState::Completed)),
                     writes: TxWrites::one(RotateGrant {
                         grant_id: *grant_id,
                         rotation: *rotation,
@@ -583,7 +570,7 @@ impl TokenWorkflow {
                 writes.extend(self.shared.status_write(input.connection_id, "ready"));
                 let commit = Commit {
                     calls: vec![done.clone()],
-                    state: Some(ended(ExecutionState::Completed)),
+                    state: Some(StateChange::ended(ExecutionState::Completed)),
                     writes: TxWrites(writes),
                     ..Commit::default()
                 };
