@@ -101,8 +101,21 @@ impl Tool for DelegateTool {
                 host.cancel();
             })
         };
-        let end = run_turn(spec, host.as_ref()).await;
+        // The child runs as a task of its own, so that it still reaches its end (cancelled)
+        // when the parent stops awaiting this call: a dropped call cancels it.
+        let guard = CancelOnDrop(Some(Arc::clone(&host)));
+        let child = {
+            let host = Arc::clone(&host);
+            tokio::spawn(async move { run_turn(spec, host.as_ref()).await })
+        };
+        let end = child.await;
+        guard.disarm();
         watcher.abort();
+        let end = end.map_err(|e| {
+            ToolError::new(format!(
+                "the delegate's Turn (execution {child_id}) stopped: {e}"
+            ))
+        })?;
         if let Some(parent) = &parent {
             // The child's usage (its own children's included) counts for its parent too.
             parent.add_child_usage(host.execution().usage);
@@ -138,6 +151,23 @@ impl Tool for DelegateTool {
 }
 
 /// A unit enum's wire name (`max_steps`, `model_provider`).
+/// Cancels a child Turn when the call that awaits it is dropped before it ended.
+struct CancelOnDrop(Option<Arc<MemoryHost>>);
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(host) = self.0.take() {
+            host.cancel();
+        }
+    }
+}
+
 fn label(value: impl serde::Serialize) -> String {
     serde_json::to_value(value)
         .ok()
