@@ -34,8 +34,8 @@ pub struct CreateVaultItem {
     /// item's ID.
     #[schema(min_length = 1, max_length = 100)]
     pub name: String,
-    /// Who owns it: the creating member unless `organization`. (No uniffi default: uniffi
-    /// takes no default of an enum type, so Kotlin and Swift callers name it.)
+    /// Who owns it: the creating member unless `organization`.
+    // No uniffi default: uniffi takes none for an enum type, so Kotlin and Swift callers name it.
     #[serde(default)]
     pub owner: VaultOwner,
     /// Its fields: name (1-64 of a-z A-Z 0-9 _ -) to value (at most 16 KiB).
