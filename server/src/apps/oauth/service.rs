@@ -466,6 +466,7 @@ impl OAuth {
         &self,
         connection_id: Uuid,
     ) -> Result<Vec<(String, String)>, OAuthError> {
+        let started = now_ms();
         let mut refreshed = false;
         for _ in 0..2 {
             let Some(row) = self.store().connection(connection_id).await? else {
@@ -489,9 +490,14 @@ impl OAuth {
                 return Err(OAuthError::NeedsSignIn("the grant was revoked".into()));
             };
             let tokens: TokenSet = open(&self.engine, &tokens_place(grant.id), sealed)?;
-            // A token just refreshed is used while it is valid at all: a server may give
-            // lifetimes shorter than the margin.
-            let margin = if refreshed { 0 } else { EXPIRY_MARGIN_MS };
+            // A token got since this call began (by its own refresh or a concurrent caller's)
+            // is used while it is valid at all: a server may give lifetimes shorter than the
+            // margin, and callers that waited on one refresh must not start another.
+            let margin = if refreshed || tokens.obtained_at.is_some_and(|at| at >= started) {
+                0
+            } else {
+                EXPIRY_MARGIN_MS
+            };
             let fresh = tokens.expires_at.is_none_or(|at| at > now_ms() + margin);
             if fresh {
                 return Ok(vec![(

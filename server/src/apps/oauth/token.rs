@@ -38,6 +38,10 @@ pub struct TokenSet {
     /// The scopes granted, if the server said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// When this server got the tokens (ms since the epoch); absent in grants saved before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub obtained_at: Option<i64>,
 }
 
 impl std::fmt::Debug for TokenSet {
@@ -149,6 +153,7 @@ fn token_set(answer: &oauth2::basic::BasicTokenResponse, old_refresh: Option<&st
                 .collect::<Vec<_>>()
                 .join(" ")
         }),
+        obtained_at: Some(now_ms()),
     }
 }
 
