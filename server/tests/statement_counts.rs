@@ -137,9 +137,9 @@ const PROBE_SQL_LITE: &str = "SELECT state AS probe_state FROM executions WHERE 
 /// Statements of the engine's background work, by a piece of their text: left out of the
 /// counts, printed apart.
 const BACKGROUND: &[(&str, &str)] = &[
-    ("WITH candidates AS", "claim loop: claim"),
+    // (pg_stat_statements writes the constant `1` as a parameter)
     (
-        "SET owner_node = ?3, generation = generation + 1",
+        "UPDATE executions SET owner_node = $3, generation = generation + ",
         "claim loop: claim",
     ),
     ("SELECT MIN(t) FROM", "claim loop: next wake"),

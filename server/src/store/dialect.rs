@@ -21,7 +21,7 @@
 //!
 //! Everything else that differs is a function of each backend's own file (`sqlite.rs`,
 //! `postgres.rs`): connection setup, migrations and the schema probe, batched inserts and
-//! updates (a loop on SQLite, `UNNEST` arrays on PostgreSQL), and the claim's outer form.
+//! updates (a loop on SQLite, `UNNEST` arrays on PostgreSQL).
 //!
 //! Both stores have `pool()` (writes) and `reader()` (reads: SQLite's read connections; the one
 //! pool on PostgreSQL). Values bind the same way on both: `bool` is an `INTEGER` 0/1 on SQLite

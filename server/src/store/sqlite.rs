@@ -11,7 +11,6 @@ use std::time::Duration;
 use super::StoreError;
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::records::*;
-use super::rows::execution_columns;
 use super::sealing::{CLEARED, RowSeal};
 use crate::sealed::KeyRing;
 
@@ -147,45 +146,6 @@ impl SqliteStore {
                 .await?;
         }
         Ok(())
-    }
-
-    /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
-    /// the rows hold each claimed execution's columns as written (`execution_columns!`).
-    pub(crate) async fn claim_rows(
-        &self,
-        node: &str,
-        kinds: &[&str],
-        lease_ms: i64,
-        limit: i64,
-        timers_due: Millis,
-    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, StoreError> {
-        let now = now_ms();
-        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-        let rows = sqlx::query(concat!(
-            "UPDATE executions SET owner_node = ?3, generation = generation + 1, lease_expires_at = ?1 + ?4, \
-                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
-                 wake_at = NULL, updated_at = ?1 \
-             WHERE id IN ( \
-                 SELECT id FROM executions \
-                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
-                   AND (owner_node IS NULL OR lease_expires_at < ?1) \
-                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= ?6) OR owner_node IS NOT NULL) \
-                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
-                   AND kind IN (SELECT value FROM json_each(?5)) \
-                 ORDER BY created_at LIMIT ?2) \
-             RETURNING ",
-            execution_columns!()
-        ),
-        )
-        .bind(now)
-        .bind(limit)
-        .bind(node)
-        .bind(lease_ms)
-        .bind(serde_json::to_string(&kinds).unwrap_or_default())
-        .bind(timers_due)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows)
     }
 
     /// Renews this node's leases (see `Store::renew`).

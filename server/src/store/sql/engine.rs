@@ -1,7 +1,7 @@
 //! The engine's rows, written once for SQLite and PostgreSQL: executions, command keys, the
 //! call log, events, Turn input, signals, the outbox, sealed and error records. What differs
 //! between the databases is in `store/dialect.rs` (SQL words) and in each backend's own file
-//! (batched writes, the claim, connection setup).
+//! (batched writes, connection setup).
 
 use async_trait::async_trait;
 use openbot_core::turn::{CallKey, CallSlot};
@@ -20,6 +20,45 @@ use crate::store::{Store as StoreTrait, StoreError, TxWrites};
 
 sql_store! {
 impl Store {
+    /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
+    /// the rows hold each claimed execution's columns as written (`execution_columns!`).
+    /// PostgreSQL locks the candidates with `SKIP LOCKED`, so nodes claim side by side; SQLite
+    /// has one writer.
+    pub(crate) async fn claim_rows(
+        &self,
+        node: &str,
+        kinds: &[&str],
+        lease_ms: i64,
+        limit: i64,
+        timers_due: Millis,
+    ) -> Result<Vec<Row>, StoreError> {
+        let kinds = serde_json::to_string(kinds).unwrap_or_default();
+        let rows = sqlx::query(concat!(
+            "UPDATE executions SET owner_node = $3, generation = generation + 1, lease_expires_at = $1 + $4, \
+                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
+                 wake_at = NULL, updated_at = $1 \
+             WHERE id IN ( \
+                 SELECT id FROM executions \
+                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
+                   AND (owner_node IS NULL OR lease_expires_at < $1) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $6) OR owner_node IS NOT NULL) \
+                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
+                   AND ", text_in!("kind", "$5"), " \
+                 ORDER BY created_at LIMIT $2", skip_locked!(), ") \
+             RETURNING ",
+            execution_columns!()
+        ))
+        .bind(now_ms())
+        .bind(limit)
+        .bind(node)
+        .bind(lease_ms)
+        .bind(kinds)
+        .bind(timers_due)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
     pub(crate) async fn insert_sealed(
         tx: &mut Transaction<'_, Db>,
         execution: Option<ExecutionId>,
