@@ -43,9 +43,11 @@ export declare class NativeClient {
 /**
  * Connects to OpenBot: `memory://` runs Bots and Chats in this process, `http://host:port`
  * (or `https://`) talks to a server with `token`. `tools` are the JavaScript functions that
- * serve the Bots' tools of the same name, in both modes.
+ * serve the Bots' tools of the same name, in both modes. `outbound` is the allow list of
+ * internal addresses the Bots' HTTP tools may reach in memory mode (as
+ * `OPENBOT_OUTBOUND_ALLOW`: `loopback, 10.1.0.0/16`); a server keeps its own policy.
  */
-export declare function connect(uri: string, token: string | undefined | null, tools: Array<ToolHandler>): Promise<NativeClient>
+export declare function connect(uri: string, token: string | undefined | null, tools: Array<ToolHandler>, outbound?: string | undefined | null): Promise<NativeClient>
 
 /**
  * What an operation answered: nothing (`{}`), a JSON document (`json`), or bytes with their

@@ -103,6 +103,13 @@ export interface ConnectOptions {
    * `createBot`), or a bare function for a Bot tool defined in full elsewhere. Used in both modes.
    */
   tools?: Record<string, Tool | ToolFunction>;
+  /**
+   * Which internal addresses the Bots' HTTP tools may reach in memory mode, written as
+   * `OPENBOT_OUTBOUND_ALLOW` is (`'loopback, 10.1.0.0/16'`; `'none'` allows nothing internal).
+   * Unset: `OPENBOT_OUTBOUND_ALLOW`, else internal addresses are refused. A server keeps its
+   * own policy.
+   */
+  outbound?: string;
 }
 
 /** What `createBot` takes: a `BotSpec` whose tools may be names of tools given to `connect`. */
@@ -308,6 +315,7 @@ export class Client extends Operations {
     checkString('connect', 'uri', uri);
     checkObject('connect', 'options', options);
     const token = options.token === undefined ? undefined : checkString('connect', 'options.token', options.token);
+    const outbound = options.outbound === undefined ? undefined : checkString('connect', 'options.outbound', options.outbound);
     const toolErrors = new ToolErrors();
     const running = new Map<string, RunningCall>();
     const handlers: native.ToolHandler[] = [];
@@ -333,7 +341,7 @@ export class Client extends Operations {
         handlers.push(wrapTool(name, fn as ToolFunction, toolErrors, running));
       }
     }
-    const nativeClient = await call(() => native.connect(uri, token, handlers));
+    const nativeClient = await call(() => native.connect(uri, token, handlers, outbound));
     return new Client(nativeClient, toolErrors, definitions);
   }
 

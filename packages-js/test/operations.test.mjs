@@ -327,3 +327,21 @@ describe('every group of operations (server)', () => {
       assert.ok(chats.some((c) => c.id === chat.id));
     }));
 });
+
+describe('the outbound option of connect', () => {
+  const local = { url: 'http://127.0.0.1:9/lookup', input_schema: { type: 'object' } };
+
+  test('in memory, an HTTP tool on loopback is refused unless the allow list names loopback', async () => {
+    const plain = await sdk.connect('memory://');
+    await assert.rejects(plain.putTool('local', local), sdk.InvalidInputError);
+    await plain.close();
+    const allowed = await sdk.connect('memory://', { outbound: 'loopback' });
+    assert.equal((await allowed.putTool('local', local)).name, 'local');
+    await allowed.close();
+  });
+
+  test('an allow list that does not parse is InvalidInputError', async () => {
+    await assert.rejects(sdk.connect('memory://', { outbound: '10.0.0.0/99' }), sdk.InvalidInputError);
+    await assert.rejects(sdk.connect('memory://', { outbound: 7 }), TypeError);
+  });
+});

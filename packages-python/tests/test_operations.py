@@ -130,6 +130,26 @@ def test_an_http_tool_is_registered_with_its_schema_and_removed(target: Target) 
         assert "lookup_py" not in [t.name for t in client.list_tools()]
 
 
+def test_in_memory_an_http_tool_on_loopback_needs_the_outbound_allow_list(memory: Target) -> None:
+    local = {"url": "http://127.0.0.1:9/lookup", "input_schema": {"type": "object"}}
+    with connect_sync(memory) as client:
+        with pytest.raises(openbot.InvalidInputError):
+            client.put_tool("local", **local)
+    with connect_sync(memory, outbound="loopback") as client:
+        assert client.put_tool("local", **local).name == "local"
+
+    async def body() -> None:
+        async with await connect_async(memory, outbound="loopback") as client:
+            assert (await client.put_tool("local", **local)).name == "local"
+
+    run(body())
+
+
+def test_an_outbound_allow_list_that_does_not_parse_is_invalid_input(memory: Target) -> None:
+    with pytest.raises(openbot.InvalidInputError, match="outbound"):
+        connect_sync(memory, outbound="10.0.0.0/99")
+
+
 def test_a_public_operation_answers_the_nodes_health(remote: Target) -> None:
     with connect_sync(remote) as client:
         assert client.health() == openbot.Health(status="ok")

@@ -18,11 +18,14 @@ type Inner = Arc<dyn openbot_core::Client>;
 /// process); `http://host:port` (or `https://`) talks to a server with the API `token`.
 /// `tools` run in this process when a Bot calls a tool of the same name, in both modes; a Bot
 /// tool with no entry here waits for `deliverToolResult`.
-#[uniffi::export(default(token = None, tools = []))]
+/// `outbound` is the allow list of internal addresses the Bots' HTTP tools may reach in
+/// memory mode (as `OPENBOT_OUTBOUND_ALLOW`: `loopback, 10.1.0.0/16`); a server keeps its own.
+#[uniffi::export(default(token = None, tools = [], outbound = None))]
 pub async fn connect(
     uri: String,
     token: Option<String>,
     tools: Vec<Arc<dyn HostTool>>,
+    outbound: Option<String>,
 ) -> Result<Arc<Client>, OpenBotError> {
     let tools = tools
         .into_iter()
@@ -32,7 +35,9 @@ pub async fn connect(
         token,
         tools,
         ..ConnectOptions::default()
-    };
+    }
+    .with_outbound_allow(outbound.as_deref())
+    .map_err(from_core)?;
     let inner = run(async move {
         openbot_core::connect(&uri, options)
             .await

@@ -37,12 +37,15 @@ pub fn noop() {}
 
 /// Connects to OpenBot: `memory://` runs Bots and Chats in this process, `http://host:port`
 /// (or `https://`) talks to a server with `token`. `tools` are the JavaScript functions that
-/// serve the Bots' tools of the same name, in both modes.
+/// serve the Bots' tools of the same name, in both modes. `outbound` is the allow list of
+/// internal addresses the Bots' HTTP tools may reach in memory mode (as
+/// `OPENBOT_OUTBOUND_ALLOW`: `loopback, 10.1.0.0/16`); a server keeps its own policy.
 #[napi]
 pub async fn connect(
     uri: String,
     token: Option<String>,
     tools: Vec<ToolHandler>,
+    outbound: Option<String>,
 ) -> Result<NativeClient> {
     let tools = tools
         .into_iter()
@@ -52,7 +55,9 @@ pub async fn connect(
         token,
         tools,
         ..ConnectOptions::default()
-    };
+    }
+    .with_outbound_allow(outbound.as_deref())
+    .map_err(error::to_js)?;
     let client = openbot_core::connect(&uri, options)
         .await
         .map_err(error::to_js)?;

@@ -309,6 +309,7 @@ type ToolArg = (String, Py<PyAny>, bool);
 fn options(
     token: Option<String>,
     tools: Vec<ToolArg>,
+    outbound: Option<&str>,
     event_loop: Option<&TaskLocals>,
 ) -> PyResult<ConnectOptions> {
     let mut shared: Vec<openbot_core::tool::SharedTool> = Vec::with_capacity(tools.len());
@@ -325,23 +326,26 @@ fn options(
         };
         shared.push(Arc::new(PyTool::new(name, function, event_loop)));
     }
-    Ok(ConnectOptions {
+    ConnectOptions {
         token,
         tools: shared,
         ..ConnectOptions::default()
-    })
+    }
+    .with_outbound_allow(outbound)
+    .map_err(to_py)
 }
 
 /// Connects and waits with the GIL released. Tools must be sync functions.
 #[pyfunction]
-#[pyo3(signature = (uri, token=None, tools=Vec::new()))]
+#[pyo3(signature = (uri, token=None, tools=Vec::new(), outbound=None))]
 pub fn connect_sync(
     py: Python<'_>,
     uri: String,
     token: Option<String>,
     tools: Vec<ToolArg>,
+    outbound: Option<String>,
 ) -> PyResult<NativeClient> {
-    let options = options(token, tools, None)?;
+    let options = options(token, tools, outbound.as_deref(), None)?;
     let client = block_on(
         py,
         async move { openbot_core::connect(&uri, options).await },
@@ -355,7 +359,7 @@ pub fn connect_sync(
 /// Connects; the client comes through `bridge` under `ticket`. Must be called in a running
 /// event loop: async tools run on it.
 #[pyfunction]
-#[pyo3(signature = (bridge, ticket, uri, token=None, tools=Vec::new()))]
+#[pyo3(signature = (bridge, ticket, uri, token=None, tools=Vec::new(), outbound=None))]
 pub fn connect_async(
     py: Python<'_>,
     bridge: &Bridge,
@@ -363,9 +367,10 @@ pub fn connect_async(
     uri: String,
     token: Option<String>,
     tools: Vec<ToolArg>,
+    outbound: Option<String>,
 ) -> PyResult<Started> {
     let locals = TaskLocals::with_running_loop(py)?.copy_context(py)?;
-    let options = options(token, tools, Some(&locals))?;
+    let options = options(token, tools, outbound.as_deref(), Some(&locals))?;
     bridge.start(py, ticket, async move {
         let client = openbot_core::connect(&uri, options).await?;
         Ok(deliver(NativeClient {

@@ -158,6 +158,21 @@ pub struct ConnectOptions {
     pub outbound: Option<crate::outbound::OutboundPolicy>,
 }
 
+impl ConnectOptions {
+    /// Sets [`Self::outbound`] from an allow list written as `OPENBOT_OUTBOUND_ALLOW` is
+    /// (`loopback, 10.1.0.0/16, api.internal`; `none` allows nothing internal); `None` keeps
+    /// the default. The bindings' `outbound` option comes here, so every language reads the
+    /// list the same way. A list that does not parse is `invalid_input`.
+    pub fn with_outbound_allow(mut self, list: Option<&str>) -> Result<Self, Error> {
+        if let Some(list) = list {
+            let policy = crate::outbound::OutboundPolicy::parse(list)
+                .map_err(|e| Error::invalid_input(format!("outbound: {e}")))?;
+            self.outbound = Some(policy);
+        }
+        Ok(self)
+    }
+}
+
 impl std::fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectOptions")
@@ -190,5 +205,32 @@ pub async fn connect(uri: &str, options: ConnectOptions) -> Result<Arc<dyn Clien
         other => Err(Error::invalid_input(format!(
             "unknown scheme `{other}`: use memory:// or http://host:port"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openbot_schema::ErrorCode;
+
+    #[test]
+    fn an_outbound_allow_list_sets_the_policy_and_none_keeps_the_default() {
+        let options = ConnectOptions::default();
+        assert!(options.with_outbound_allow(None).unwrap().outbound.is_none());
+        let options = ConnectOptions::default()
+            .with_outbound_allow(Some("loopback"))
+            .unwrap();
+        let policy = options.outbound.unwrap();
+        assert!(policy.check_url("http://127.0.0.1:9/x").is_ok());
+        assert!(policy.check_url("http://10.0.0.1/x").is_err());
+    }
+
+    #[test]
+    fn an_outbound_allow_list_that_does_not_parse_is_invalid_input() {
+        let err = ConnectOptions::default()
+            .with_outbound_allow(Some("10.0.0.0/99"))
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidInput);
+        assert!(err.to_string().contains("outbound"), "{err}");
     }
 }

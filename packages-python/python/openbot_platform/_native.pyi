@@ -33,6 +33,7 @@ def connect_sync(
     uri: str,
     token: str | None = None,
     tools: list[tuple[str, Callable[[Any], Any], bool]] = ...,
+    outbound: str | None = None,
 ) -> NativeClient:
     """Connects and waits with the GIL released."""
 
@@ -42,6 +43,7 @@ def connect_async(
     uri: str,
     token: str | None = None,
     tools: list[tuple[str, Callable[[Any], Any], bool]] = ...,
+    outbound: str | None = None,
 ) -> _Started:
     """Connects; the NativeClient comes through the bridge. Needs a running event loop."""
 

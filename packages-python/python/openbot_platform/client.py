@@ -274,10 +274,15 @@ class AsyncClient(AsyncOperations):
 
     @classmethod
     async def connect(
-        cls, uri: str, *, token: str | None = None, tools: Tools | None = None
+        cls,
+        uri: str,
+        *,
+        token: str | None = None,
+        tools: Tools | None = None,
+        outbound: str | None = None,
     ) -> AsyncClient:
         """The same as :func:`openbot_platform.connect`."""
-        return await connect(uri, token=token, tools=tools)
+        return await connect(uri, token=token, tools=tools, outbound=outbound)
 
     async def create_bot(
         self,
@@ -430,10 +435,15 @@ class Client(SyncOperations):
 
     @classmethod
     def connect(
-        cls, uri: str, *, token: str | None = None, tools: Tools | None = None
+        cls,
+        uri: str,
+        *,
+        token: str | None = None,
+        tools: Tools | None = None,
+        outbound: str | None = None,
     ) -> Client:
         """The same as :func:`openbot_platform.connect_sync`."""
-        return connect_sync(uri, token=token, tools=tools)
+        return connect_sync(uri, token=token, tools=tools, outbound=outbound)
 
     def create_bot(
         self,
@@ -775,17 +785,22 @@ async def connect(
     *,
     token: str | None = None,
     tools: Tools | None = None,
+    outbound: str | None = None,
 ) -> AsyncClient:
     """Connects to OpenBot: ``memory://`` runs everything in this process, ``http://host:port``
     (with ``token``) talks to a server. ``tools`` are Python functions (sync or async) the
     Bots may call, as a list (named after each function) or a dict of name -> function; async
     ones run on the event loop this is awaited in. A Bot created without ``tools`` gets all
-    of them."""
+    of them. ``outbound`` is the allow list of internal addresses the Bots' HTTP tools may
+    reach in memory mode, written as ``OPENBOT_OUTBOUND_ALLOW`` is (``"loopback,
+    10.1.0.0/16"``); a server keeps its own policy."""
     _uri(uri, token)
     named = _named(tools)
     wrapped = native_tools(named, sync=False)
     native = await _bridge.call(
-        lambda bridge, ticket: _native.connect_async(bridge, ticket, uri, token, wrapped)
+        lambda bridge, ticket: _native.connect_async(
+            bridge, ticket, uri, token, wrapped, outbound
+        )
     )
     return AsyncClient(native, uri, named)
 
@@ -795,9 +810,11 @@ def connect_sync(
     *,
     token: str | None = None,
     tools: Tools | None = None,
+    outbound: str | None = None,
 ) -> Client:
     """Connects like :func:`connect` and returns the blocking :class:`Client`. Async tool
     functions run with ``asyncio.run`` on the tool's worker thread."""
     _uri(uri, token)
     named = _named(tools)
-    return Client(_native.connect_sync(uri, token, native_tools(named, sync=True)), uri, named)
+    native = _native.connect_sync(uri, token, native_tools(named, sync=True), outbound)
+    return Client(native, uri, named)

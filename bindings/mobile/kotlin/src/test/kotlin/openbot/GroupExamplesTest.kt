@@ -8,6 +8,24 @@ import org.junit.jupiter.params.provider.EnumSource
 import uniffi.openbot.*
 import uniffi.openbot.schema.OpenBotException
 import uniffi.openbot.schema.AcceptInvitation
+import uniffi.openbot.schema.AppAuthKind
+import uniffi.openbot.schema.AppConnectionStatus
+import uniffi.openbot.schema.AppTransport
+import uniffi.openbot.schema.CodeRun
+import uniffi.openbot.schema.CreateMemory
+import uniffi.openbot.schema.CreateTrigger
+import uniffi.openbot.schema.CreateVaultItem
+import uniffi.openbot.schema.CreateVaultRule
+import uniffi.openbot.schema.MemorySearch
+import uniffi.openbot.schema.MemoryUpdate
+import uniffi.openbot.schema.NewApp
+import uniffi.openbot.schema.NewAppConnection
+import uniffi.openbot.schema.PutFileRetention
+import uniffi.openbot.schema.PutVaultField
+import uniffi.openbot.schema.TriggerKind
+import uniffi.openbot.schema.TriggerState
+import uniffi.openbot.schema.VaultOwner
+import uniffi.openbot.schema.VaultReader
 import uniffi.openbot.schema.Action
 import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.schema.BotUpdate
@@ -182,6 +200,79 @@ class GroupExamplesTest {
         println(client.listFilesFlow().toList().any { it.id == file.id })   // true
         client.deleteFile(file.id)
         assertEquals("remember the milk", content.data.decodeToString())
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `memories`(mode: Mode) = withClient(mode) { client ->
+        // Both modes: memory:// keeps a Bot's memories in the process.
+        val bot = client.createBot(BotSpec(name = "Remembers", model = scriptedModel("""{"steps":[]}""")))
+        val memory = client.createMemory(bot.id, CreateMemory(content = "The team meets on Tuesdays at 10.", tags = listOf("schedule")))
+        val found = client.searchMemories(bot.id, MemorySearch(query = "team meeting day"))
+        println(found.items.map { it.memory.content })          // [The team meets on Tuesdays at 10.]
+        assertEquals(listOf(memory.id), found.items.map { it.memory.id })
+        client.updateMemory(bot.id, memory.id, MemoryUpdate(tags = listOf("schedule", "team")))   // the ciphertext stays
+        assertEquals(listOf(memory.id), client.listMemoriesFlow(bot.id, tag = "team").toList().map { it.id })
+        client.deleteMemory(bot.id, memory.id)
+        client.deleteBot(bot.id)
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `apps`(mode: Mode) = withClient(mode) { client ->
+        // Both modes; discoverAppTools(app.id, connection.id) lists the tools once the server is reachable.
+        val app = client.registerApp(NewApp(name = "crm-${ProcessHandle.current().pid()}-${mode.name.lowercase()}",
+                                            transport = AppTransport.Http(url = "https://mcp.example.com/mcp")))
+        val connection = client.openAppConnection(app.id, NewAppConnection(auth = AppAuthKind.MANUAL,
+                                                                           headers = mapOf("Authorization" to "Bearer example-token")))
+        println("${connection.auth} ${connection.status} ${connection.headerNames.size}")   // MANUAL READY 1
+        assertEquals(AppConnectionStatus.READY, connection.status)
+        assertTrue(client.listAppConnectionsFlow(app.id).toList().any { it.id == connection.id })
+        client.removeApp(app.id)
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @EnumSource(Mode::class)
+    fun `vaults, code mode, triggers, reminders and file retention`(mode: Mode) = withClient(mode) { client ->
+        val bot = client.createBot(BotSpec(name = "Scheduled", model = scriptedModel("""{"steps":[]}""")))
+        val chat = client.createChat(bot.id)
+        serverOnly(mode) {
+            // Vaults: a field is opened only in the send of a tool whose header names it
+            val item = client.createVaultItem(CreateVaultItem(name = "crm", owner = VaultOwner.MEMBER,
+                                                              fields = mapOf("api_key" to "sk-live-example")))
+            client.putVaultField(item.id, "region", PutVaultField(value = "eu"))
+            client.createVaultRule(item.id, CreateVaultRule(field = "api_key", reader = VaultReader.Bot(botId = bot.id)))
+            client.createVaultRule(item.id, CreateVaultRule(field = "api_key", reader = VaultReader.Tool(name = "crm_lookup")))
+            client.putTool("crm_lookup", PutHttpTool(description = "Finds a customer.", inputSchema = OBJECT_SCHEMA,
+                                                     url = "https://crm.example.com/find",
+                                                     headers = mapOf("Authorization" to "Bearer {{vault.${item.id}.api_key}}")))
+            println("${item.fields.map { it.name }} ${client.listVaultRulesFlow(item.id).toList().size}")   // [api_key] 2
+            assertEquals(2, client.listVaultRulesFlow(item.id).toList().size)
+
+            // Code Mode: a program against the Bot's tools, with no model
+            val run = client.runCode(bot.id, CodeRun(code = "console.log(\"doubling\"); return [1, 2, 3].map((x) => x * 2);"))
+            println("${run.ok} ${run.value} ${run.console.size}")   // true [2,4,6] 1
+            assertEquals("[2,4,6]", run.value)
+
+            // Triggers and reminders
+            val trigger = client.createTrigger(CreateTrigger(chatId = chat.id, kind = TriggerKind.SCHEDULE, cron = "0 9 * * MON-FRI",
+                                                             timeZone = "Europe/Paris", text = "Post the stand-up summary.")).trigger
+            println("${trigger.state} ${client.pauseTrigger(trigger.id).state} ${client.resumeTrigger(trigger.id).state}")   // ACTIVE PAUSED ACTIVE
+            assertEquals(TriggerState.ACTIVE, client.getTrigger(trigger.id).state)
+            val hook = client.createTrigger(CreateTrigger(chatId = chat.id, kind = TriggerKind.WEBHOOK, text = "A delivery arrived."))
+            println("${hook.trigger.hookPath}: a secret of ${hook.signingSecret?.length} characters, shown once")
+            println("${client.listFiringsFlow(trigger.id).toList().size} ${client.listRemindersFlow(chat.id).toList().size}")   // 0 0
+            client.deleteTrigger(trigger.id)
+            client.deleteTrigger(hook.trigger.id)
+
+            // File retention (owner or admin)
+            println(client.putFileRetention(PutFileRetention(days = 30u)).days)   // 30
+            assertEquals(30u, client.getFileRetention().days)
+            client.deleteFileRetention()
+            client.deleteTool("crm_lookup")
+            client.deleteVaultItem(item.id)
+        }
+        client.deleteBot(bot.id)
     }
 
     @ParameterizedTest(name = "{0}")
