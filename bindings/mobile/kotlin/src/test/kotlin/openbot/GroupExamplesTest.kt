@@ -241,11 +241,12 @@ class GroupExamplesTest {
             val item = client.createVaultItem(CreateVaultItem(name = "crm", owner = VaultOwner.MEMBER,
                                                               fields = mapOf("api_key" to "sk-live-example")))
             client.putVaultField(item.id, "region", PutVaultField(value = "eu"))
-            client.createVaultRule(item.id, CreateVaultRule(field = "api_key", reader = VaultReader.Bot(botId = bot.id)))
-            client.createVaultRule(item.id, CreateVaultRule(field = "api_key", reader = VaultReader.Tool(name = "crm_lookup")))
             client.putTool("crm_lookup", PutHttpTool(description = "Finds a customer.", inputSchema = OBJECT_SCHEMA,
                                                      url = "https://crm.example.com/find",
                                                      headers = mapOf("Authorization" to "Bearer {{vault.${item.id}.api_key}}")))
+            // A send reads as the Turn's Bot and as the tool: each needs a rule.
+            client.createVaultRule(item.id, CreateVaultRule(field = "api_key", reader = VaultReader.Bot(botId = bot.id)))
+            client.createVaultRule(item.id, CreateVaultRule(field = "api_key", reader = VaultReader.Tool(name = "crm_lookup")))
             println("${item.fields.map { it.name }} ${client.listVaultRulesFlow(item.id).toList().size}")   // [api_key] 2
             assertEquals(2, client.listVaultRulesFlow(item.id).toList().size)
 
