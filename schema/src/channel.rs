@@ -153,3 +153,23 @@ pub struct ChannelSend {
     /// When the input arrived.
     pub created_at: DateTime<Utc>,
 }
+
+/// The answer to a platform's request: taken, repeated, ignored, or Slack's challenge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+pub struct ChannelAck {
+    /// Always true: the request was valid.
+    pub ok: bool,
+    /// True when the event was taken before (a platform's retry): nothing new was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub repeated: Option<bool>,
+    /// True when the request held no input (another event type, a bot's own message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub ignored: Option<bool>,
+    /// Slack's `url_verification` challenge, answered back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub challenge: Option<String>,
+}

@@ -62,7 +62,7 @@ pub use billing::{
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use budget::{Budget, BudgetScope, PutBudget};
 pub use channel::{
-    Channel, ChannelKind, ChannelSend, ChannelStatus, CreateChannel, SendState, Speaker,
+    Channel, ChannelAck, ChannelKind, ChannelSend, ChannelStatus, CreateChannel, SendState, Speaker,
 };
 pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput, SendReceipt};
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};

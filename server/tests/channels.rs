@@ -44,6 +44,7 @@ http_tests!(
     removal_refuses_input_at_once_and_ends_only_after_the_pending_send,
     bad_channels_are_refused,
     channels_are_listed_in_pages_and_only_to_their_creator,
+    the_cli_creates_lists_shows_and_removes_a_channel,
 );
 
 const SLACK_TOKEN: &str = "xoxb-test-token-1";
@@ -805,4 +806,92 @@ async fn a_sigkill_between_receiving_and_answering_keeps_the_input_once_and_repl
         s.history(&s.owner, chat).await,
         vec!["are you there?".to_string(), "Recovered.".to_string()]
     );
+}
+
+fn cli(s: &Server, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let config = tempfile::tempdir().unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(args)
+        .args(["--server", &s.base, "--token", &s.owner])
+        .env("OPENBOT_CONFIG_DIR", config.path())
+        .env_remove("OPENBOT_SERVER")
+        .env_remove("OPENBOT_TOKEN")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+async fn the_cli_creates_lists_shows_and_removes_a_channel(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Hi from the CLI."])]).await;
+    let fake = FakePlatform::start(TELEGRAM_TOKEN).await;
+    let bot = bot(&s, &model).await;
+    let bot_id = bot["id"].as_str().unwrap().to_string();
+    let base = fake.base.clone();
+    let (s, made) = tokio::task::spawn_blocking(move || {
+        let made = cli(
+            &s,
+            &[
+                "channels",
+                "create",
+                "--kind",
+                "telegram",
+                "--bot",
+                &bot_id,
+                "--api-base-url",
+                &base,
+                "--json",
+            ],
+            &[
+                ("OPENBOT_CHANNEL_BOT_TOKEN", TELEGRAM_TOKEN),
+                ("OPENBOT_CHANNEL_SECRET", SECRET_TOKEN),
+            ],
+        );
+        (s, made)
+    })
+    .await
+    .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let channel: Value = serde_json::from_slice(&made.stdout).unwrap();
+    assert_eq!(channel["kind"], "telegram");
+    let id = channel["id"].as_str().unwrap().to_string();
+    // Without the secret's variable nothing is created.
+    let missing = cli(
+        &s,
+        &["channels", "create", "--kind", "slack", "--bot", &id],
+        &[],
+    );
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("OPENBOT_CHANNEL_BOT_TOKEN"));
+    let taken = post_telegram(
+        &s,
+        &channel,
+        Some(SECRET_TOKEN),
+        &telegram_update(77, "ping"),
+    )
+    .await;
+    assert_eq!(taken.status(), StatusCode::OK);
+    send_in(&s, &channel, "sent").await;
+    let listed = cli(&s, &["channels", "list"], &[]);
+    let text = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(text.contains(&id) && text.contains("active"), "{text}");
+    assert!(!text.contains(TELEGRAM_TOKEN) && !text.contains(SECRET_TOKEN));
+    let sent = cli(&s, &["channels", "sends", &id], &[]);
+    let text = String::from_utf8_lossy(&sent.stdout).to_string();
+    assert!(
+        text.contains("event 77") && text.contains("from 4242 (Grace)") && text.contains("sent"),
+        "{text}"
+    );
+    let removed = cli(&s, &["channels", "delete", &id, "--json"], &[]);
+    let removed: Value = serde_json::from_slice(&removed.stdout).unwrap();
+    assert!(removed["status"] == "removing" || removed["status"] == "removed");
+    eventually("the channel is removed", || async {
+        channel_status(&s, &channel).await == "removed"
+    })
+    .await;
+    let shown = cli(&s, &["channels", "show", &id], &[]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("removed"));
 }

@@ -7,10 +7,9 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use openbot_schema::{
-    Channel, ChannelKind, ChannelPage, ChannelSendPage, CreateChannel, ErrorBody, ErrorCode,
-    PageQuery,
+    Channel, ChannelAck, ChannelKind, ChannelPage, ChannelSendPage, CreateChannel, ErrorBody,
+    ErrorCode, PageQuery,
 };
-use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::AppState;
@@ -141,15 +140,27 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn answer(received: Received) -> (StatusCode, Json<Value>) {
-    match received {
-        Received::Challenge(challenge) => (StatusCode::OK, Json(json!({"challenge": challenge}))),
-        Received::Taken { repeated } => (
-            StatusCode::OK,
-            Json(json!({"ok": true, "repeated": repeated})),
-        ),
-        Received::Ignored => (StatusCode::OK, Json(json!({"ok": true, "ignored": true}))),
-    }
+fn answer(received: Received) -> Json<ChannelAck> {
+    let ack = ChannelAck {
+        ok: true,
+        repeated: None,
+        ignored: None,
+        challenge: None,
+    };
+    Json(match received {
+        Received::Challenge(challenge) => ChannelAck {
+            challenge: Some(challenge),
+            ..ack
+        },
+        Received::Taken { repeated } => ChannelAck {
+            repeated: Some(repeated),
+            ..ack
+        },
+        Received::Ignored => ChannelAck {
+            ignored: Some(true),
+            ..ack
+        },
+    })
 }
 
 /// Slack's Events API request URL, public (no token). Signed by Slack: `X-Slack-Signature`
@@ -160,14 +171,14 @@ fn answer(received: Received) -> (StatusCode, Json<Value>) {
 /// work. A removing Channel answers 409 `conflict`.
 #[utoipa::path(post, path = "/v1/channels/{id}/slack/events", tag = "channels",
     params(("id" = uuid::Uuid, Path, description = "The Slack Channel")),
-    request_body(content = Value, description = "A Slack Events API payload, signed exactly as sent"),
-    responses((status = 200, body = Value, description = "Taken, repeated, ignored, or the challenge"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "A Slack Events API payload (JSON, any media type), signed exactly as sent"),
+    responses((status = 200, body = ChannelAck, description = "Taken, repeated, ignored, or the challenge"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn slack_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Json<ChannelAck>, ApiError> {
     let id = channel_id(&id)?;
     let request = PlatformRequest {
         timestamp: header(&headers, slack::TIMESTAMP_HEADER),
@@ -189,14 +200,14 @@ pub async fn slack_events(
 /// `update_id`. A removing Channel answers 409 `conflict`.
 #[utoipa::path(post, path = "/v1/channels/{id}/telegram", tag = "channels",
     params(("id" = uuid::Uuid, Path, description = "The Telegram Channel")),
-    request_body(content = Value, description = "A Telegram Update"),
-    responses((status = 200, body = Value, description = "Taken, repeated or ignored"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "A Telegram Update (JSON, any media type)"),
+    responses((status = 200, body = ChannelAck, description = "Taken, repeated or ignored"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn telegram_update(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Json<ChannelAck>, ApiError> {
     let id = channel_id(&id)?;
     let request = PlatformRequest {
         timestamp: None,
