@@ -45,6 +45,7 @@ http_tests!(
     bad_channels_are_refused,
     channels_are_listed_in_pages_and_only_to_their_creator,
     the_cli_creates_lists_shows_and_removes_a_channel,
+    concurrent_retries_of_one_event_give_one_input,
 );
 
 const SLACK_TOKEN: &str = "xoxb-test-token-1";
@@ -894,4 +895,28 @@ async fn the_cli_creates_lists_shows_and_removes_a_channel(s: Server) {
     .await;
     let shown = cli(&s, &["channels", "show", &id], &[]);
     assert!(String::from_utf8_lossy(&shown.stdout).contains("removed"));
+}
+
+async fn concurrent_retries_of_one_event_give_one_input(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Once."])]).await;
+    let fake = FakePlatform::start(SLACK_TOKEN).await;
+    let bot = bot(&s, &model).await;
+    let channel = slack_channel(&s, &bot, &fake).await;
+    let body = slack_message("Ev-race", "at once", None);
+    let answers = futures::future::join_all(
+        (0..6).map(|n| slack_event(&s, &channel, &body, (n > 0).then_some(n))),
+    )
+    .await;
+    let mut taken = 0;
+    for answer in answers {
+        assert_eq!(answer.status(), StatusCode::OK);
+        if answer.json::<Value>().await.unwrap()["repeated"] == false {
+            taken += 1;
+        }
+    }
+    assert_eq!(taken, 1, "one request took the event");
+    send_in(&s, &channel, "sent").await;
+    assert_eq!(sends(&s, &channel).await.len(), 1);
+    assert_eq!(fake.count(), 1);
+    assert_eq!(model.total_requests(), 1);
 }
