@@ -46,6 +46,7 @@ http_tests!(
     channels_are_listed_in_pages_and_only_to_their_creator,
     the_cli_creates_lists_shows_and_removes_a_channel,
     concurrent_retries_of_one_event_give_one_input,
+    input_is_refused_once_the_creator_token_is_revoked,
 );
 
 const SLACK_TOKEN: &str = "xoxb-test-token-1";
@@ -919,4 +920,49 @@ async fn concurrent_retries_of_one_event_give_one_input(s: Server) {
     assert_eq!(sends(&s, &channel).await.len(), 1);
     assert_eq!(fake.count(), 1);
     assert_eq!(model.total_requests(), 1);
+}
+
+async fn input_is_refused_once_the_creator_token_is_revoked(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["never"])]).await;
+    let fake = FakePlatform::start(TELEGRAM_TOKEN).await;
+    let bot = bot(&s, &model).await;
+    let response = s
+        .post("/v1/tokens", &s.owner)
+        .json(&json!({"name": "channel maker", "rights": openbot_server::identity::Right::all()}))
+        .send()
+        .await
+        .unwrap();
+    let created: Value = response.json().await.unwrap();
+    let token = created["secret"].as_str().unwrap().to_string();
+    let made = create(
+        &s,
+        &token,
+        json!({"kind": "telegram", "bot_id": bot["id"], "bot_token": TELEGRAM_TOKEN,
+               "secret_token": SECRET_TOKEN, "api_base_url": fake.base}),
+    )
+    .await;
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let channel: Value = made.json().await.unwrap();
+    let revoked = s
+        .delete(
+            &format!("/v1/tokens/{}", created["token"]["id"].as_str().unwrap()),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+    let taken = post_telegram(
+        &s,
+        &channel,
+        Some(SECRET_TOKEN),
+        &telegram_update(1, "hello"),
+    )
+    .await;
+    assert_eq!(taken.status(), StatusCode::OK);
+    let refused = send_in(&s, &channel, "refused").await;
+    assert!(refused["turn_id"].is_null());
+    assert!(!refused["error"].as_str().unwrap().is_empty());
+    assert_eq!(model.total_requests(), 0);
+    assert_eq!(fake.count(), 0);
 }
