@@ -22,6 +22,10 @@ use crate::store::Millis;
 
 /// The most of a platform's answer that is read.
 const MAX_ANSWER: usize = 64 * 1024;
+/// The most characters of a Telegram message (`sendMessage` refuses longer ones).
+const TELEGRAM_MAX_TEXT: usize = 4096;
+/// The most characters of a Slack message (Slack truncates longer ones).
+const SLACK_MAX_TEXT: usize = 40_000;
 /// The most characters of a platform's error that are kept.
 const MAX_ERROR: usize = 300;
 /// The wait after a rate limit that named none, in seconds.
@@ -135,9 +139,10 @@ impl ChannelHttp {
         if let Err(why) = check_base(&self.outbound, reply.base) {
             return SendOutcome::Rejected(why);
         }
+        let text = fit(reply.kind, reply.text);
         let request = match reply.kind {
             ChannelKind::Slack => {
-                let mut body = json!({"channel": reply.to, "text": reply.text});
+                let mut body = json!({"channel": reply.to, "text": text});
                 if let Some(thread) = reply.thread {
                     body["thread_ts"] = json!(thread);
                 }
@@ -149,7 +154,7 @@ impl ChannelHttp {
             ChannelKind::Telegram => self
                 .client
                 .post(format!("{}/bot{}/sendMessage", reply.base, reply.token))
-                .json(&json!({"chat_id": reply.to, "text": reply.text})),
+                .json(&json!({"chat_id": reply.to, "text": text})),
         };
         let response = match request.send().await {
             Ok(response) => response,
@@ -182,6 +187,20 @@ impl ChannelHttp {
             String::new(),
         )
     }
+}
+
+/// The reply cut to what the platform takes, ending in `…` when it was cut.
+fn fit(kind: ChannelKind, text: &str) -> String {
+    let most = match kind {
+        ChannelKind::Slack => SLACK_MAX_TEXT,
+        ChannelKind::Telegram => TELEGRAM_MAX_TEXT,
+    };
+    if text.chars().count() <= most {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(most - 1).collect();
+    cut.push('…');
+    cut
 }
 
 async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
@@ -263,6 +282,15 @@ fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_reply_is_cut_to_what_the_platform_takes() {
+        let long = "x".repeat(5000);
+        let cut = fit(ChannelKind::Telegram, &long);
+        assert_eq!(cut.chars().count(), TELEGRAM_MAX_TEXT);
+        assert!(cut.ends_with('…'));
+        assert_eq!(fit(ChannelKind::Slack, &long), long);
+    }
 
     #[test]
     fn answers_are_classified_by_what_they_prove() {
