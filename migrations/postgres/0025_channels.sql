@@ -37,6 +37,7 @@ CREATE TABLE channel_messages (
     reply_thread        TEXT,
     speaker_user_id     TEXT NOT NULL,
     speaker_name        TEXT,
+    speaker_member_id   UUID,
     text_record         UUID NOT NULL,
     chat_id             UUID,
     turn_id             UUID,
@@ -53,3 +54,13 @@ CREATE TABLE channel_messages (
 -- An input is taken once per platform event.
 CREATE UNIQUE INDEX channel_messages_event ON channel_messages (channel_id, event_id);
 CREATE INDEX channel_messages_open ON channel_messages (channel_id, stage);
+
+-- An outside user linked to a member of the Channel's organization; inputs taken after the
+-- link keep the member with their Speaker.
+CREATE TABLE channel_speakers (
+    channel_id UUID NOT NULL REFERENCES channels (id),
+    user_id    TEXT NOT NULL,
+    member_id  UUID NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (channel_id, user_id)
+);

@@ -206,6 +206,8 @@ export type Invitation = Schemas['Invitation'];
 export type InvitationPage = Schemas['InvitationPage'];
 /** Limits on one Turn. A limit that is reached ends the Turn with a matching outcome. */
 export type Limits = Schemas['Limits'];
+/** A platform user to link to a member of the Channel's organization. */
+export type LinkSpeaker = Schemas['LinkSpeaker'];
 /** A member of the caller's organization. */
 export type Member = Schemas['Member'];
 /** One page of members, oldest first. */
@@ -464,6 +466,8 @@ export type OperationId =
   | 'delete_channel'
   | 'list_channel_sends'
   | 'slack_events'
+  | 'link_speaker'
+  | 'unlink_speaker'
   | 'telegram_update'
   | 'list_chats'
   | 'create_chat'
@@ -591,6 +595,8 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   delete_channel: { id: 'delete_channel', sdkMethod: 'deleteChannel', method: 'DELETE', path: '/v1/channels/{id}', tag: 'channels', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_channel_sends: { id: 'list_channel_sends', sdkMethod: 'listChannelSends', method: 'GET', path: '/v1/channels/{id}/sends', tag: 'channels', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   slack_events: { id: 'slack_events', sdkMethod: 'slackEvents', method: 'POST', path: '/v1/channels/{id}/slack/events', tag: 'channels', pathParams: ['id'], queryParams: [], body: 'bytes', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
+  link_speaker: { id: 'link_speaker', sdkMethod: 'linkSpeaker', method: 'PUT', path: '/v1/channels/{id}/speakers/{user_id}', tag: 'channels', pathParams: ['id', 'user_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  unlink_speaker: { id: 'unlink_speaker', sdkMethod: 'unlinkSpeaker', method: 'DELETE', path: '/v1/channels/{id}/speakers/{user_id}', tag: 'channels', pathParams: ['id', 'user_id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   telegram_update: { id: 'telegram_update', sdkMethod: 'telegramUpdate', method: 'POST', path: '/v1/channels/{id}/telegram', tag: 'channels', pathParams: ['id'], queryParams: [], body: 'bytes', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
   list_chats: { id: 'list_chats', sdkMethod: 'listChats', method: 'GET', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: ['bot', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_chat: { id: 'create_chat', sdkMethod: 'createChat', method: 'POST', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
@@ -718,6 +724,8 @@ export interface OperationTypes {
   delete_channel: { params: { id: string }; body: undefined; answer: Channel };
   list_channel_sends: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: ChannelSendPage };
   slack_events: { params: { id: string }; body: BytesInput; answer: ChannelAck };
+  link_speaker: { params: { id: string; user_id: string }; body: LinkSpeaker; answer: Speaker };
+  unlink_speaker: { params: { id: string; user_id: string }; body: undefined; answer: undefined };
   telegram_update: { params: { id: string }; body: BytesInput; answer: ChannelAck };
   list_chats: { params: { bot?: string; limit?: number; cursor?: string }; body: undefined; answer: ChatPage };
   create_chat: { params: Record<string, never>; body: CreateChat; answer: ChatInfo };
@@ -1267,6 +1275,29 @@ export abstract class Operations {
     checkString('slackEvents', 'id', id);
     checkString('slackEvents', 'contentType', contentType);
     return (await this.invoke('slack_events', { id }, bytesOf('slackEvents', data, contentType))) as ChannelAck;
+  }
+
+  /**
+   * Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's Channels to
+   * a member of its organization: inputs taken from then on keep the member with their Speaker
+   * (`speaker.member_id` in the sends). Replaces an earlier link. `PUT
+   * /v1/channels/{id}/speakers/{user_id}` (operation `link_speaker`).
+   */
+  async linkSpeaker(id: string, user_id: string, body: LinkSpeaker): Promise<Speaker> {
+    checkString('linkSpeaker', 'id', id);
+    checkString('linkSpeaker', 'user_id', user_id);
+    checkFields('linkSpeaker', 'body', body, { member_id: 'string!' });
+    return (await this.invoke('link_speaker', { id, user_id }, body)) as Speaker;
+  }
+
+  /**
+   * Removes a platform user's link to a member; inputs taken before keep theirs. `DELETE
+   * /v1/channels/{id}/speakers/{user_id}` (operation `unlink_speaker`).
+   */
+  async unlinkSpeaker(id: string, user_id: string): Promise<void> {
+    checkString('unlinkSpeaker', 'id', id);
+    checkString('unlinkSpeaker', 'user_id', user_id);
+    await this.invoke('unlink_speaker', { id, user_id }, undefined);
   }
 
   /**

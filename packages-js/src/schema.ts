@@ -643,6 +643,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/channels/{id}/speakers/{user_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+         *     Channels to a member of its organization: inputs taken from then on keep the member with
+         *     their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+         */
+        put: operations["link_speaker"];
+        post?: never;
+        /** Removes a platform user's link to a member; inputs taken before keep theirs. */
+        delete: operations["unlink_speaker"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/channels/{id}/telegram": {
         parameters: {
             query?: never;
@@ -3014,6 +3036,14 @@ export interface components {
              */
             max_wall_time_ms?: number | null;
         };
+        /** @description A platform user to link to a member of the Channel's organization. */
+        LinkSpeaker: {
+            /**
+             * Format: uuid
+             * @description The member.
+             */
+            member_id: string;
+        };
         /** @description A member of the caller's organization. */
         Member: {
             /**
@@ -3699,6 +3729,11 @@ export interface components {
         Speaker: {
             /** @description The name the platform gave with the input, if any. */
             display_name?: string | null;
+            /**
+             * Format: uuid
+             * @description The member of the organization this user was linked to when the input arrived.
+             */
+            member_id?: string | null;
             /** @description Slack or Telegram. */
             platform: components["schemas"]["ChannelKind"];
             /** @description The platform's user ID (Slack `U...`, Telegram's numeric user ID as text). */
@@ -6890,6 +6925,112 @@ export interface operations {
                 };
             };
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    link_speaker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+                /** @description The platform's user ID */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LinkSpeaker"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Speaker"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    unlink_speaker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+                /** @description The platform's user ID */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -93,6 +93,19 @@ pub struct Speaker {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub display_name: Option<String>,
+    /// The member of the organization this user was linked to when the input arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub member_id: Option<Uuid>,
+}
+
+/// A platform user to link to a member of the Channel's organization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpeaker {
+    /// The member.
+    pub member_id: Uuid,
 }
 
 /// What became of a reply.

@@ -62,7 +62,8 @@ pub use billing::{
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use budget::{Budget, BudgetScope, PutBudget};
 pub use channel::{
-    Channel, ChannelAck, ChannelKind, ChannelSend, ChannelStatus, CreateChannel, SendState, Speaker,
+    Channel, ChannelAck, ChannelKind, ChannelSend, ChannelStatus, CreateChannel, LinkSpeaker,
+    SendState, Speaker,
 };
 pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput, SendReceipt};
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};

@@ -47,6 +47,7 @@ http_tests!(
     the_cli_creates_lists_shows_and_removes_a_channel,
     concurrent_retries_of_one_event_give_one_input,
     input_is_refused_once_the_creator_token_is_revoked,
+    a_linked_speaker_keeps_its_member_with_its_input,
 );
 
 const SLACK_TOKEN: &str = "xoxb-test-token-1";
@@ -965,4 +966,61 @@ async fn input_is_refused_once_the_creator_token_is_revoked(s: Server) {
     assert!(!refused["error"].as_str().unwrap().is_empty());
     assert_eq!(model.total_requests(), 0);
     assert_eq!(fake.count(), 0);
+}
+
+async fn a_linked_speaker_keeps_its_member_with_its_input(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Hi."])]).await;
+    let fake = FakePlatform::start(TELEGRAM_TOKEN).await;
+    let bot = bot(&s, &model).await;
+    let channel = telegram_channel(&s, &bot, &fake).await;
+    let id = channel["id"].as_str().unwrap();
+    let member = s.owner_member().await.member_id;
+    let link = |user: &str, member: serde_json::Value| {
+        s.http
+            .put(format!("{}/v1/channels/{id}/speakers/{user}", s.base))
+            .bearer_auth(&s.owner)
+            .json(&json!({"member_id": member}))
+            .send()
+    };
+    let linked = link("4242", json!(member)).await.unwrap();
+    assert_eq!(linked.status(), StatusCode::OK);
+    assert_eq!(
+        linked.json::<Value>().await.unwrap()["member_id"],
+        json!(member)
+    );
+    // A member of no organization of the Channel, and a malformed user ID, are refused.
+    let stranger = link("4242", json!(uuid::Uuid::now_v7())).await.unwrap();
+    assert_eq!(stranger.status(), StatusCode::NOT_FOUND);
+    let bad = link("a%20b", json!(member)).await.unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    post_telegram(
+        &s,
+        &channel,
+        Some(SECRET_TOKEN),
+        &telegram_update(1, "hello"),
+    )
+    .await;
+    let first = send_in(&s, &channel, "sent").await;
+    assert_eq!(first["speaker"]["member_id"], json!(member));
+    let unlinked = s
+        .delete(&format!("/v1/channels/{id}/speakers/4242"), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unlinked.status(), StatusCode::NO_CONTENT);
+    post_telegram(
+        &s,
+        &channel,
+        Some(SECRET_TOKEN),
+        &telegram_update(2, "again"),
+    )
+    .await;
+    eventually("the second reply is sent", || async { fake.count() == 2 }).await;
+    let all = sends(&s, &channel).await;
+    assert!(all[0]["speaker"].get("member_id").is_none(), "{:#}", all[0]);
+    assert_eq!(
+        all[1]["speaker"]["member_id"],
+        json!(member),
+        "an earlier input keeps its link"
+    );
 }

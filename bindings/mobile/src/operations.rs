@@ -673,6 +673,34 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's Channels
+    /// to a member of its organization: inputs taken from then on keep the member with their
+    /// Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+    /// (`PUT /v1/channels/{id}/speakers/{user_id}`, operation `link_speaker`)
+    pub async fn link_speaker(
+        &self,
+        id: String,
+        user_id: String,
+        body: schema::LinkSpeaker,
+    ) -> Result<schema::Speaker, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("user_id", user_id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("link_speaker", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes a platform user's link to a member; inputs taken before keep theirs.
+    /// (`DELETE /v1/channels/{id}/speakers/{user_id}`, operation `unlink_speaker`)
+    pub async fn unlink_speaker(&self, id: String, user_id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("user_id", user_id);
+        let _answer = self.call_operation("unlink_speaker", request).await?;
+        Ok(())
+    }
+
     /// Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must be
     /// the Channel's secret token. An update's `message.text` becomes input, once per `update_id`.
     /// A removing Channel answers 409 `conflict`.

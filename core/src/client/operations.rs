@@ -17,14 +17,14 @@ use openbot_schema::{
     CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
     CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
     FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
-    Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings,
-    MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp, NewAppConnection,
-    OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval, Organization,
-    OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget, PutDelegateTool,
-    PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit, PutVaultField,
-    Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, StoredFile, StoredFilePage,
-    Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem,
-    VaultItemPage, VaultRule, VaultRulePage,
+    LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult,
+    MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp,
+    NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
+    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
+    PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
+    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, Speaker,
+    StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage,
+    UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -594,6 +594,30 @@ pub const OPERATIONS: &[Operation] = &[
         body: BodyKind::Bytes,
         answer: AnswerKind::Json,
         public: true,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "link_speaker",
+        method: "PUT",
+        path: "/v1/channels/{id}/speakers/{user_id}",
+        path_params: &["id", "user_id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "unlink_speaker",
+        method: "DELETE",
+        path: "/v1/channels/{id}/speakers/{user_id}",
+        path_params: &["id", "user_id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
         client_method: None,
         memory: false,
     },
@@ -2183,6 +2207,36 @@ pub trait Operations: Client {
         request.param("id", id.to_string());
         request.bytes(body, content_type);
         self.call(OP, request).await?.decode()
+    }
+
+    /// Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's Channels
+    /// to a member of its organization: inputs taken from then on keep the member with their
+    /// Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+    async fn link_speaker(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        user_id: &(dyn std::fmt::Display + Sync),
+        body: &LinkSpeaker,
+    ) -> Result<Speaker, Error> {
+        const OP: &str = "link_speaker";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("user_id", user_id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes a platform user's link to a member; inputs taken before keep theirs.
+    async fn unlink_speaker(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        user_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), Error> {
+        const OP: &str = "unlink_speaker";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("user_id", user_id.to_string());
+        self.call(OP, request).await.map(|_| ())
     }
 
     /// Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must be

@@ -217,6 +217,7 @@ __all__ += [
     "InvitationPage",
     "JobEndedEvent",
     "Limits",
+    "LinkSpeaker",
     "Member",
     "MemberPage",
     "MemberRole",

@@ -90,6 +90,7 @@ from .types import (
     ScopeLimitPage,
     SendReceipt,
     Session,
+    Speaker,
     StoredFile,
     StoredFilePage,
     ToolDefinition,
@@ -162,6 +163,8 @@ OPERATIONS: dict[str, str] = {
     "delete_channel": "delete_channel",
     "list_channel_sends": "list_channel_sends",
     "slack_events": "slack_events",
+    "link_speaker": "link_speaker",
+    "unlink_speaker": "unlink_speaker",
     "telegram_update": "telegram_update",
     "list_chats": "list_chats",
     "create_chat": "create_chat",
@@ -300,6 +303,8 @@ METHODS: dict[str, str] = {
     "list_channel_sends": "list_channel_sends",
     "list_channel_sends_page": "list_channel_sends",
     "slack_events": "slack_events",
+    "link_speaker": "link_speaker",
+    "unlink_speaker": "unlink_speaker",
     "telegram_update": "telegram_update",
     "list_chats": "list_chats",
     "list_chats_page": "list_chats",
@@ -1116,6 +1121,27 @@ class AsyncOperations(AsyncCaller):
         """
         answer = await self._call_op("slack_events", {"id": _ref(id)}, data, content_type)
         return ChannelAck.from_dict(answer)
+
+    async def link_speaker(
+        self,
+        id: Ref,
+        user_id: str,
+        *,
+        member_id: str,
+    ) -> Speaker:
+        """Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+        Channels to a member of its organization: inputs taken from then on keep the member
+        with their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+        ``PUT /v1/channels/{id}/speakers/{user_id}``.
+        """
+        answer = await self._call_op("link_speaker", {"id": _ref(id), "user_id": user_id}, _body({"member_id": member_id}))
+        return Speaker.from_dict(answer)
+
+    async def unlink_speaker(self, id: Ref, user_id: str) -> None:
+        """Removes a platform user's link to a member; inputs taken before keep theirs. ``DELETE
+        /v1/channels/{id}/speakers/{user_id}``.
+        """
+        await self._call_op("unlink_speaker", {"id": _ref(id), "user_id": user_id})
 
     async def telegram_update(
         self,
@@ -2971,6 +2997,27 @@ class SyncOperations(SyncCaller):
         """
         answer = self._call_op("slack_events", {"id": _ref(id)}, data, content_type)
         return ChannelAck.from_dict(answer)
+
+    def link_speaker(
+        self,
+        id: Ref,
+        user_id: str,
+        *,
+        member_id: str,
+    ) -> Speaker:
+        """Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+        Channels to a member of its organization: inputs taken from then on keep the member
+        with their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+        ``PUT /v1/channels/{id}/speakers/{user_id}``.
+        """
+        answer = self._call_op("link_speaker", {"id": _ref(id), "user_id": user_id}, _body({"member_id": member_id}))
+        return Speaker.from_dict(answer)
+
+    def unlink_speaker(self, id: Ref, user_id: str) -> None:
+        """Removes a platform user's link to a member; inputs taken before keep theirs. ``DELETE
+        /v1/channels/{id}/speakers/{user_id}``.
+        """
+        self._call_op("unlink_speaker", {"id": _ref(id), "user_id": user_id})
 
     def telegram_update(
         self,

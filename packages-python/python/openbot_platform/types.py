@@ -129,6 +129,7 @@ __all__ = [
     "InvitationPage",
     "JobEndedEvent",
     "Limits",
+    "LinkSpeaker",
     "Member",
     "MemberPage",
     "MemberRole",
@@ -2474,6 +2475,24 @@ class Limits:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LinkSpeaker:
+    """A platform user to link to a member of the Channel's organization."""
+    #: The member.
+    member_id: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LinkSpeaker:
+        """A LinkSpeaker from its JSON form."""
+        return cls(
+            member_id=data["member_id"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Member:
     """A member of the caller's organization."""
     #: When they joined.
@@ -3616,6 +3635,8 @@ class Speaker:
     user_id: str
     #: The name the platform gave with the input, if any.
     display_name: str | None = None
+    #: The member of the organization this user was linked to when the input arrived.
+    member_id: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Speaker:
@@ -3624,6 +3645,7 @@ class Speaker:
             platform=data["platform"],
             user_id=data["user_id"],
             display_name=data.get("display_name"),
+            member_id=data.get("member_id"),
         )
 
     def to_dict(self) -> dict[str, Any]:

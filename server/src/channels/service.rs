@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chrono::DateTime;
 use openbot_schema::{
     Action, Channel, ChannelKind, ChannelPage, ChannelSend, ChannelSendPage, ChannelStatus,
-    CreateChannel, Resource, Speaker,
+    CreateChannel, LinkSpeaker, Resource, Speaker,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -25,7 +25,7 @@ use super::store::{ChannelRow, ChannelStore, MessageRow, NewMessage, Stage};
 use super::{slack, telegram};
 use crate::bots::BotStore;
 use crate::engine::{Engine, EngineContext, EngineError};
-use crate::identity::{AccessError, Caller};
+use crate::identity::{AccessError, Caller, IdentityStore};
 use crate::paging::Paging;
 use crate::platform::Platform;
 use crate::store::{Millis, StoreError, Submitted, TxWrites};
@@ -157,6 +157,7 @@ pub fn send_view(kind: ChannelKind, row: MessageRow) -> ChannelSend {
             platform: kind,
             user_id: row.speaker_user_id,
             display_name: row.speaker_name,
+            member_id: row.speaker_member_id,
         },
         chat_id: row.chat_id,
         turn_id: row.turn_id,
@@ -166,6 +167,20 @@ pub fn send_view(kind: ChannelKind, row: MessageRow) -> ChannelSend {
         attempts: row.attempts.max(0) as u32,
         created_at: time(row.created_at),
     }
+}
+
+fn check_user(user_id: &str) -> Result<(), ChannelError> {
+    if user_id.is_empty()
+        || user_id.len() > 64
+        || !user_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(ChannelError::Invalid(
+            "a platform user ID has 1-64 letters, digits, `-` or `_`".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn check_secret(what: &str, value: &str) -> Result<(), ChannelError> {
@@ -186,6 +201,7 @@ pub struct Channels {
     engine: Arc<Engine>,
     channels: Arc<dyn ChannelStore>,
     bots: Arc<dyn BotStore>,
+    identity: Arc<dyn IdentityStore>,
     platform: Platform,
 }
 
@@ -195,12 +211,14 @@ impl Channels {
         engine: Arc<Engine>,
         channels: Arc<dyn ChannelStore>,
         bots: Arc<dyn BotStore>,
+        identity: Arc<dyn IdentityStore>,
         platform: Platform,
     ) -> Self {
         Self {
             engine,
             channels,
             bots,
+            identity,
             platform,
         }
     }
@@ -350,6 +368,49 @@ impl Channels {
         Ok(channel_view(&self.own(caller, id).await?))
     }
 
+    /// Links a platform user of one of the caller's Channels to a member of its organization:
+    /// inputs taken from then on keep the member with their Speaker.
+    pub async fn link_speaker(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        user_id: &str,
+        link: LinkSpeaker,
+    ) -> Result<Speaker, ChannelError> {
+        caller.require(Resource::Chats, Action::Write)?;
+        let channel = self.own(caller, id).await?;
+        check_user(user_id)?;
+        let members = self.identity.members_of(channel.organization_id).await?;
+        if !members.iter().any(|m| m.member.member_id == link.member_id) {
+            return Err(ChannelError::NotFound("member"));
+        }
+        self.channels
+            .link_speaker(id, user_id, link.member_id)
+            .await?;
+        Ok(Speaker {
+            platform: channel.kind,
+            user_id: user_id.to_string(),
+            display_name: None,
+            member_id: Some(link.member_id),
+        })
+    }
+
+    /// Removes a platform user's link; inputs taken before keep theirs.
+    pub async fn unlink_speaker(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        user_id: &str,
+    ) -> Result<(), ChannelError> {
+        caller.require(Resource::Chats, Action::Write)?;
+        self.own(caller, id).await?;
+        if self.channels.unlink_speaker(id, user_id).await? {
+            Ok(())
+        } else {
+            Err(ChannelError::NotFound("speaker"))
+        }
+    }
+
     /// One page of a Channel's inputs with their replies' sends, newest first.
     pub async fn sends(
         &self,
@@ -422,6 +483,10 @@ impl Channels {
         {
             return Ok(Received::Taken { repeated: true });
         }
+        let speaker_member_id = self
+            .channels
+            .speaker_member(channel.id, &message.user_id)
+            .await?;
         let cx = self.engine.context();
         let text = cx
             .keys
@@ -436,6 +501,7 @@ impl Channels {
             reply_thread: message.reply_thread,
             speaker_user_id: message.user_id,
             speaker_name: message.display_name,
+            speaker_member_id,
             text_record: text.id,
             chat_id: None,
             turn_id: None,

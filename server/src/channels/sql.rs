@@ -19,7 +19,7 @@ macro_rules! channel_columns {
 macro_rules! message_columns {
     () => {
         "id, channel_id, event_id, conversation, reply_to, reply_thread, speaker_user_id, \
-         speaker_name, text_record, chat_id, turn_id, stage, send_state, reply_record, \
+         speaker_name, speaker_member_id, text_record, chat_id, turn_id, stage, send_state, reply_record, \
          platform_message_id, error, attempts, retry_at, created_at"
     };
 }
@@ -140,7 +140,7 @@ tx_write!(NewMessage, |this, tx| {
         .execute(&mut **tx)
         .await?;
     sqlx::query(concat!("INSERT INTO channel_messages (", message_columns!(), ", updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, 'received', 'pending', NULL, NULL, NULL, 0, NULL, $10, $10)"))
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL, 'received', 'pending', NULL, NULL, NULL, 0, NULL, $11, $11)"))
     .bind(row.id)
     .bind(row.channel_id)
     .bind(&row.event_id)
@@ -149,6 +149,7 @@ tx_write!(NewMessage, |this, tx| {
     .bind(&row.reply_thread)
     .bind(&row.speaker_user_id)
     .bind(&row.speaker_name)
+    .bind(row.speaker_member_id)
     .bind(row.text_record)
     .bind(row.created_at)
     .execute(&mut **tx)
@@ -187,6 +188,7 @@ fn message_row(row: &Row) -> Result<MessageRow, StoreError> {
         reply_thread: row.try_get("reply_thread")?,
         speaker_user_id: row.try_get("speaker_user_id")?,
         speaker_name: row.try_get("speaker_name")?,
+        speaker_member_id: row.try_get("speaker_member_id")?,
         text_record: row.try_get("text_record")?,
         chat_id: row.try_get::<Option<Uuid>, _>("chat_id")?.map(ChatId::from),
         turn_id: row.try_get::<Option<Uuid>, _>("turn_id")?.map(ExecutionId::from),
@@ -359,6 +361,44 @@ impl ChannelStore for Store {
             .fetch_one(self.pool())
             .await?;
         Ok(open)
+    }
+
+    async fn link_speaker(
+        &self,
+        channel_id: Uuid,
+        user_id: &str,
+        member_id: Uuid,
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO channel_speakers (channel_id, user_id, member_id, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (channel_id, user_id) DO UPDATE SET member_id = excluded.member_id")
+            .bind(channel_id)
+            .bind(user_id)
+            .bind(member_id)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    async fn unlink_speaker(&self, channel_id: Uuid, user_id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM channel_speakers WHERE channel_id = $1 AND user_id = $2")
+            .bind(channel_id)
+            .bind(user_id)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn speaker_member(
+        &self,
+        channel_id: Uuid,
+        user_id: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT member_id FROM channel_speakers WHERE channel_id = $1 AND user_id = $2")
+            .bind(channel_id)
+            .bind(user_id)
+            .fetch_optional(self.pool())
+            .await?)
     }
 
     async fn set_answering(

@@ -70,6 +70,8 @@ pub struct MessageRow {
     pub speaker_user_id: String,
     /// The speaker's name as the platform gave it.
     pub speaker_name: Option<String>,
+    /// The member the speaker was linked to when the input arrived.
+    pub speaker_member_id: Option<Uuid>,
     /// The sealed input text.
     pub text_record: Uuid,
     /// The conversation's Chat, once resolved.
@@ -169,6 +171,24 @@ pub trait ChannelStore: Send + Sync + 'static {
 
     /// How many of a Channel's inputs have not ended.
     async fn open_messages(&self, channel_id: Uuid) -> Result<i64, StoreError>;
+
+    /// Links a platform user to a member (replacing an earlier link).
+    async fn link_speaker(
+        &self,
+        channel_id: Uuid,
+        user_id: &str,
+        member_id: Uuid,
+    ) -> Result<(), StoreError>;
+
+    /// Removes a platform user's link; false when there was none.
+    async fn unlink_speaker(&self, channel_id: Uuid, user_id: &str) -> Result<bool, StoreError>;
+
+    /// The member a platform user is linked to.
+    async fn speaker_member(
+        &self,
+        channel_id: Uuid,
+        user_id: &str,
+    ) -> Result<Option<Uuid>, StoreError>;
 
     /// An input's Turn started: stage `answering`.
     async fn set_answering(

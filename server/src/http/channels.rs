@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use openbot_schema::{
     Channel, ChannelAck, ChannelKind, ChannelPage, ChannelSendPage, CreateChannel, ErrorBody,
-    ErrorCode, PageQuery,
+    ErrorCode, LinkSpeaker, PageQuery, Speaker,
 };
 use uuid::Uuid;
 
@@ -132,6 +132,48 @@ pub async fn list_channel_sends(
     let paging = Paging::parse(&query)?;
     match state.channels.sends(&caller, id, &paging).await {
         Ok(page) => Ok(Json(page)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+/// Channels to a member of its organization: inputs taken from then on keep the member with
+/// their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+#[utoipa::path(put, path = "/v1/channels/{id}/speakers/{user_id}", tag = "channels",
+    params(("id" = uuid::Uuid, Path, description = "The Channel"), ("user_id" = String, Path, description = "The platform's user ID")),
+    request_body = LinkSpeaker,
+    responses((status = 200, body = Speaker), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn link_speaker(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, user_id)): Path<(String, String)>,
+    ApiJson(link): ApiJson<LinkSpeaker>,
+) -> Result<Json<Speaker>, ApiError> {
+    let id = channel_id(&id)?;
+    match state
+        .channels
+        .link_speaker(&caller, id, &user_id, link)
+        .await
+    {
+        Ok(speaker) => Ok(Json(speaker)),
+        Err(err) => Err(mapped(&state, err).await),
+    }
+}
+
+/// Removes a platform user's link to a member; inputs taken before keep theirs.
+#[utoipa::path(delete, path = "/v1/channels/{id}/speakers/{user_id}", tag = "channels",
+    params(("id" = uuid::Uuid, Path, description = "The Channel"), ("user_id" = String, Path, description = "The platform's user ID")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn unlink_speaker(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, user_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let id = channel_id(&id)?;
+    match state.channels.unlink_speaker(&caller, id, &user_id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(err) => Err(mapped(&state, err).await),
     }
 }

@@ -151,6 +151,7 @@ impl AppState {
             Arc::clone(&engine),
             Arc::clone(&database.channels),
             Arc::clone(&database.bots),
+            Arc::clone(&database.identity),
             platform.clone(),
         );
         let keys = engine.context().keys.clone();
@@ -343,6 +344,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(channels::create_channel, channels::list_channels))
         .routes(routes!(channels::get_channel, channels::delete_channel))
         .routes(routes!(channels::list_channel_sends))
+        .routes(routes!(channels::link_speaker, channels::unlink_speaker))
         .routes(routes!(channels::slack_events))
         .routes(routes!(channels::telegram_update))
         .routes(routes!(reminders::list_reminders))

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use openbot_core::Operations;
-use openbot_schema::{BotId, Channel, ChannelKind, ChannelSend, CreateChannel};
+use openbot_schema::{BotId, Channel, ChannelKind, ChannelSend, CreateChannel, LinkSpeaker};
 use uuid::Uuid;
 
 use super::ServerArgs;
@@ -65,6 +65,24 @@ enum ChannelsCommand {
     Delete {
         /// The Channel.
         id: Uuid,
+    },
+    /// Links a platform user (Slack `U...`, Telegram's numeric ID) to a member: inputs taken
+    /// from then on keep the member with their Speaker.
+    LinkSpeaker {
+        /// The Channel.
+        id: Uuid,
+        /// The platform's user ID.
+        user: String,
+        /// The member of the Channel's organization.
+        #[arg(long)]
+        member: Uuid,
+    },
+    /// Removes a platform user's link to a member.
+    UnlinkSpeaker {
+        /// The Channel.
+        id: Uuid,
+        /// The platform's user ID.
+        user: String,
     },
     /// Lists a Channel's inputs and their replies' sends, newest first.
     Sends {
@@ -186,6 +204,20 @@ pub async fn run(args: ChannelsArgs) -> anyhow::Result<ExitCode> {
         ChannelsCommand::Delete { id } => {
             let channel = client.delete_channel(&id).await?;
             output.print(&channel, channel_line)?;
+        }
+        ChannelsCommand::LinkSpeaker { id, user, member } => {
+            let speaker = client
+                .link_speaker(&id, &user, &LinkSpeaker { member_id: member })
+                .await?;
+            output.print(&speaker, |s| {
+                format!("{} linked to member {}", s.user_id, member)
+            })?;
+        }
+        ChannelsCommand::UnlinkSpeaker { id, user } => {
+            client.unlink_speaker(&id, &user).await?;
+            output.print(&serde_json::json!({"unlinked": user}), |_| {
+                format!("{user} unlinked")
+            })?;
         }
         ChannelsCommand::Sends { id, limit, cursor } => {
             let mut items = Vec::new();

@@ -54,6 +54,8 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "delete_channel" to "deleteChannel",
     "list_channel_sends" to "listChannelSends",
     "slack_events" to "slackEvents",
+    "link_speaker" to "linkSpeaker",
+    "unlink_speaker" to "unlinkSpeaker",
     "telegram_update" to "telegramUpdate",
     "list_chats" to "listChats",
     "create_chat" to "createChat",
