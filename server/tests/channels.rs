@@ -48,6 +48,7 @@ http_tests!(
     concurrent_retries_of_one_event_give_one_input,
     input_is_refused_once_the_creator_token_is_revoked,
     a_linked_speaker_keeps_its_member_with_its_input,
+    removal_waits_for_a_running_turn_and_its_reply,
 );
 
 const SLACK_TOKEN: &str = "xoxb-test-token-1";
@@ -1023,4 +1024,46 @@ async fn a_linked_speaker_keeps_its_member_with_its_input(s: Server) {
         json!(member),
         "an earlier input keeps its link"
     );
+}
+
+async fn removal_waits_for_a_running_turn_and_its_reply(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Done thinking."])]).await;
+    // The Turn runs while the Channel is deleted.
+    model.delay(0, Duration::from_millis(1500));
+    let fake = FakePlatform::start(TELEGRAM_TOKEN).await;
+    let bot = bot(&s, &model).await;
+    let channel = telegram_channel(&s, &bot, &fake).await;
+    let id = channel["id"].as_str().unwrap();
+    post_telegram(
+        &s,
+        &channel,
+        Some(SECRET_TOKEN),
+        &telegram_update(3, "think"),
+    )
+    .await;
+    eventually("the Turn asked the model", || async {
+        model.total_requests() == 1
+    })
+    .await;
+    let deleted = s
+        .delete(&format!("/v1/channels/{id}"), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.json::<Value>().await.unwrap()["status"], "removing");
+    s.clock.advance(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        channel_status(&s, &channel).await,
+        "removing",
+        "the Turn still runs"
+    );
+    assert_eq!(fake.count(), 0);
+    // The admitted input is still answered, once, and then the removal ends.
+    send_in(&s, &channel, "sent").await;
+    eventually("the channel is removed", || async {
+        channel_status(&s, &channel).await == "removed"
+    })
+    .await;
+    assert_eq!(fake.count(), 1);
 }
