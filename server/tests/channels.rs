@@ -49,6 +49,7 @@ http_tests!(
     input_is_refused_once_the_creator_token_is_revoked,
     a_linked_speaker_keeps_its_member_with_its_input,
     removal_waits_for_a_running_turn_and_its_reply,
+    removal_waits_for_a_pending_send_whose_result_turns_out_unknown,
 );
 
 const SLACK_TOKEN: &str = "xoxb-test-token-1";
@@ -1066,4 +1067,37 @@ async fn removal_waits_for_a_running_turn_and_its_reply(s: Server) {
     })
     .await;
     assert_eq!(fake.count(), 1);
+}
+
+async fn removal_waits_for_a_pending_send_whose_result_turns_out_unknown(s: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Maybe."])]).await;
+    let fake = FakePlatform::start(SLACK_TOKEN).await;
+    fake.then(&[Mode::HoldLose]);
+    let bot = bot(&s, &model).await;
+    let channel = slack_channel(&s, &bot, &fake).await;
+    let id = channel["id"].as_str().unwrap();
+    let body = slack_message("Ev-unknown", "are you sure?", None);
+    assert_eq!(
+        slack_event(&s, &channel, &body, None).await.status(),
+        StatusCode::OK
+    );
+    eventually("the send is on its way", || async { fake.count() == 1 }).await;
+    s.delete(&format!("/v1/channels/{id}"), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    s.clock.advance(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(channel_status(&s, &channel).await, "removing");
+    fake.release();
+    send_in(&s, &channel, "unknown").await;
+    eventually("the channel is removed", || async {
+        channel_status(&s, &channel).await == "removed"
+    })
+    .await;
+    assert_eq!(
+        fake.count(),
+        1,
+        "an unknown result is recorded, never sent again"
+    );
 }

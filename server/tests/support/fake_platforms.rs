@@ -27,6 +27,8 @@ pub enum Mode {
     Refuse,
     /// Waits for [`FakePlatform::release`], then takes the message.
     Hold,
+    /// Waits for [`FakePlatform::release`], then closes the connection without an answer.
+    HoldLose,
 }
 
 /// One request as the fake read it.
@@ -126,8 +128,12 @@ impl FakePlatform {
             } else {
                 path == format!("/bot{}/sendMessage", self.token)
             };
+            if matches!(mode, Mode::HoldLose) {
+                self.released.notified().await;
+                return;
+            }
             let (status, extra, answer) = match mode {
-                Mode::Lose => return,
+                Mode::Lose | Mode::HoldLose => return,
                 _ if !authorized && slack => {
                     (200, "", json!({"ok": false, "error": "invalid_auth"}))
                 }
