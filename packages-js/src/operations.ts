@@ -75,6 +75,20 @@ export type Budget = Schemas['Budget'];
 export type BudgetPage = Schemas['BudgetPage'];
 /** What a budget caps. */
 export type BudgetScope = Schemas['BudgetScope'];
+/** A Channel. Its secrets are never shown. */
+export type Channel = Schemas['Channel'];
+/** The answer to a platform's request: taken, repeated, ignored, or Slack's challenge. */
+export type ChannelAck = Schemas['ChannelAck'];
+/** The platform a Channel connects to. */
+export type ChannelKind = Schemas['ChannelKind'];
+/** One page of Channels, oldest first. */
+export type ChannelPage = Schemas['ChannelPage'];
+/** One input that reached a Channel and the reply sent for it. */
+export type ChannelSend = Schemas['ChannelSend'];
+/** One page of a Channel's inputs and their replies, newest first. */
+export type ChannelSendPage = Schemas['ChannelSendPage'];
+/** Where a Channel is in its life. */
+export type ChannelStatus = Schemas['ChannelStatus'];
 /** A conversation with a Bot. */
 export type ChatInfo = Schemas['Chat'];
 /** One entry of a Chat's history. */
@@ -99,6 +113,8 @@ export type CompleteOAuth = Schemas['CompleteOAuth'];
 export type ContentPart = Schemas['ContentPart'];
 /** A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
 export type CreateApprovalRule = Schemas['CreateApprovalRule'];
+/** A Channel to create. */
+export type CreateChannel = Schemas['CreateChannel'];
 /** A request to create a Chat. */
 export type CreateChat = Schemas['CreateChat'];
 /** A request to invite a person. */
@@ -190,6 +206,8 @@ export type Invitation = Schemas['Invitation'];
 export type InvitationPage = Schemas['InvitationPage'];
 /** Limits on one Turn. A limit that is reached ends the Turn with a matching outcome. */
 export type Limits = Schemas['Limits'];
+/** A platform user to link to a member of the Channel's organization. */
+export type LinkSpeaker = Schemas['LinkSpeaker'];
 /** A member of the caller's organization. */
 export type Member = Schemas['Member'];
 /** One page of members, oldest first. */
@@ -308,8 +326,12 @@ export type SendDisposition = Schemas['SendDisposition'];
 export type SendInput = Schemas['SendInput'];
 /** The answer to a sent input. */
 export type SendReceipt = Schemas['SendReceipt'];
+/** What became of a reply. */
+export type SendState = Schemas['SendState'];
 /** A started browser session. */
 export type Session = Schemas['Session'];
+/** An outside user whose input reached a Chat. */
+export type Speaker = Schemas['Speaker'];
 /** A stored file's description (its bytes are read separately). */
 export type StoredFile = Schemas['StoredFile'];
 /** One page of stored files, newest first. */
@@ -438,6 +460,15 @@ export type OperationId =
   | 'list_budgets'
   | 'put_budget'
   | 'delete_budget'
+  | 'list_channels'
+  | 'create_channel'
+  | 'get_channel'
+  | 'delete_channel'
+  | 'list_channel_sends'
+  | 'slack_events'
+  | 'link_speaker'
+  | 'unlink_speaker'
+  | 'telegram_update'
   | 'list_chats'
   | 'create_chat'
   | 'get_chat'
@@ -558,6 +589,15 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   list_budgets: { id: 'list_budgets', sdkMethod: 'listBudgets', method: 'GET', path: '/v1/budgets', tag: 'budgets', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   put_budget: { id: 'put_budget', sdkMethod: 'putBudget', method: 'PUT', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_budget: { id: 'delete_budget', sdkMethod: 'deleteBudget', method: 'DELETE', path: '/v1/budgets/{scope}/{target}', tag: 'budgets', pathParams: ['scope', 'target'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  list_channels: { id: 'list_channels', sdkMethod: 'listChannels', method: 'GET', path: '/v1/channels', tag: 'channels', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  create_channel: { id: 'create_channel', sdkMethod: 'createChannel', method: 'POST', path: '/v1/channels', tag: 'channels', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  get_channel: { id: 'get_channel', sdkMethod: 'getChannel', method: 'GET', path: '/v1/channels/{id}', tag: 'channels', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  delete_channel: { id: 'delete_channel', sdkMethod: 'deleteChannel', method: 'DELETE', path: '/v1/channels/{id}', tag: 'channels', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_channel_sends: { id: 'list_channel_sends', sdkMethod: 'listChannelSends', method: 'GET', path: '/v1/channels/{id}/sends', tag: 'channels', pathParams: ['id'], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  slack_events: { id: 'slack_events', sdkMethod: 'slackEvents', method: 'POST', path: '/v1/channels/{id}/slack/events', tag: 'channels', pathParams: ['id'], queryParams: [], body: 'bytes', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
+  link_speaker: { id: 'link_speaker', sdkMethod: 'linkSpeaker', method: 'PUT', path: '/v1/channels/{id}/speakers/{user_id}', tag: 'channels', pathParams: ['id', 'user_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  unlink_speaker: { id: 'unlink_speaker', sdkMethod: 'unlinkSpeaker', method: 'DELETE', path: '/v1/channels/{id}/speakers/{user_id}', tag: 'channels', pathParams: ['id', 'user_id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  telegram_update: { id: 'telegram_update', sdkMethod: 'telegramUpdate', method: 'POST', path: '/v1/channels/{id}/telegram', tag: 'channels', pathParams: ['id'], queryParams: [], body: 'bytes', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
   list_chats: { id: 'list_chats', sdkMethod: 'listChats', method: 'GET', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: ['bot', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
   create_chat: { id: 'create_chat', sdkMethod: 'createChat', method: 'POST', path: '/v1/chats', tag: 'chats', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   get_chat: { id: 'get_chat', sdkMethod: 'getChat', method: 'GET', path: '/v1/chats/{id}', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
@@ -678,6 +718,15 @@ export interface OperationTypes {
   list_budgets: { params: { limit?: number; cursor?: string }; body: undefined; answer: BudgetPage };
   put_budget: { params: { scope: string; target: string }; body: PutBudget; answer: Budget };
   delete_budget: { params: { scope: string; target: string }; body: undefined; answer: undefined };
+  list_channels: { params: { limit?: number; cursor?: string }; body: undefined; answer: ChannelPage };
+  create_channel: { params: Record<string, never>; body: CreateChannel; answer: Channel };
+  get_channel: { params: { id: string }; body: undefined; answer: Channel };
+  delete_channel: { params: { id: string }; body: undefined; answer: Channel };
+  list_channel_sends: { params: { id: string; limit?: number; cursor?: string }; body: undefined; answer: ChannelSendPage };
+  slack_events: { params: { id: string }; body: BytesInput; answer: ChannelAck };
+  link_speaker: { params: { id: string; user_id: string }; body: LinkSpeaker; answer: Speaker };
+  unlink_speaker: { params: { id: string; user_id: string }; body: undefined; answer: undefined };
+  telegram_update: { params: { id: string }; body: BytesInput; answer: ChannelAck };
   list_chats: { params: { bot?: string; limit?: number; cursor?: string }; body: undefined; answer: ChatPage };
   create_chat: { params: Record<string, never>; body: CreateChat; answer: ChatInfo };
   get_chat: { params: { id: string }; body: undefined; answer: ChatInfo };
@@ -1163,6 +1212,104 @@ export abstract class Operations {
     checkString('deleteBudget', 'scope', scope);
     checkString('deleteBudget', 'target', target);
     await this.invoke('delete_budget', { scope, target }, undefined);
+  }
+
+  /**
+   * The caller's Channels, oldest first, with their status. Paged: ask again with `next_cursor`
+   * until absent. `GET /v1/channels` (operation `list_channels`).
+   */
+  listChannels(options: { limit?: number; cursor?: string } = {}): Paged<Channel> {
+    checkFields('listChannels', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_channels', { ...options }, 'items', (info) => info as Channel);
+  }
+
+  /**
+   * Connects a Bot the caller may use to Slack or Telegram. The bot token and the signing secret
+   * (Slack) or secret token (Telegram) are stored sealed and never shown again. `webhook_path` is
+   * the path to give the platform. `POST /v1/channels` (operation `create_channel`).
+   */
+  async createChannel(body: CreateChannel): Promise<Channel> {
+    checkFields('createChannel', 'body', body, { api_base_url: 'string?', bot_id: 'string!', bot_token: 'string!', kind: 'string!', secret_token: 'string?', signing_secret: 'string?' });
+    return (await this.invoke('create_channel', {}, body)) as Channel;
+  }
+
+  /** One of the caller's Channels. `GET /v1/channels/{id}` (operation `get_channel`). */
+  async getChannel(id: string): Promise<Channel> {
+    checkString('getChannel', 'id', id);
+    return (await this.invoke('get_channel', { id }, undefined)) as Channel;
+  }
+
+  /**
+   * Removes one of the caller's Channels: it refuses input at once (status `removing`) and becomes
+   * `removed` once every input's delivery has ended (pending sends sent or rejected, unknown
+   * results recorded, Turns of its Chats ended). 202 with the Channel as it is. `DELETE
+   * /v1/channels/{id}` (operation `delete_channel`).
+   */
+  async deleteChannel(id: string): Promise<Channel> {
+    checkString('deleteChannel', 'id', id);
+    return (await this.invoke('delete_channel', { id }, undefined)) as Channel;
+  }
+
+  /**
+   * A Channel's inputs, newest first, each with its Speaker, its Chat and Turn, and its reply's
+   * send: `pending`, `sent` (with the platform's message ID), `rejected` (with the platform's
+   * error), `unknown` (the answer was lost; never sent again) or `refused`. Paged: ask again with
+   * `next_cursor` until absent. `GET /v1/channels/{id}/sends` (operation `list_channel_sends`).
+   */
+  listChannelSends(id: string, options: { limit?: number; cursor?: string } = {}): Paged<ChannelSend> {
+    checkString('listChannelSends', 'id', id);
+    checkFields('listChannelSends', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_channel_sends', { id, ...options }, 'items', (info) => info as ChannelSend);
+  }
+
+  /**
+   * Slack's Events API request URL, public (no token). Signed by Slack: `X-Slack-Signature` (`v0=`
+   * and the hex HMAC-SHA256 of `v0:{timestamp}:{body}` under the signing secret) and
+   * `X-Slack-Request-Timestamp` (within five minutes). Answers `url_verification` with its
+   * challenge; a `message` event from a person becomes input, once per `event_id` (Slack's retries
+   * answer 200 and send nothing). Answers at once: the Turn and its reply are durable work. A
+   * removing Channel answers 409 `conflict`. `POST /v1/channels/{id}/slack/events` (operation
+   * `slack_events`).
+   */
+  async slackEvents(id: string, data: Uint8Array | string, contentType: string): Promise<ChannelAck> {
+    checkString('slackEvents', 'id', id);
+    checkString('slackEvents', 'contentType', contentType);
+    return (await this.invoke('slack_events', { id }, bytesOf('slackEvents', data, contentType))) as ChannelAck;
+  }
+
+  /**
+   * Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's Channels to
+   * a member of its organization: inputs taken from then on keep the member with their Speaker
+   * (`speaker.member_id` in the sends). Replaces an earlier link. `PUT
+   * /v1/channels/{id}/speakers/{user_id}` (operation `link_speaker`).
+   */
+  async linkSpeaker(id: string, user_id: string, body: LinkSpeaker): Promise<Speaker> {
+    checkString('linkSpeaker', 'id', id);
+    checkString('linkSpeaker', 'user_id', user_id);
+    checkFields('linkSpeaker', 'body', body, { member_id: 'string!' });
+    return (await this.invoke('link_speaker', { id, user_id }, body)) as Speaker;
+  }
+
+  /**
+   * Removes a platform user's link to a member; inputs taken before keep theirs. `DELETE
+   * /v1/channels/{id}/speakers/{user_id}` (operation `unlink_speaker`).
+   */
+  async unlinkSpeaker(id: string, user_id: string): Promise<void> {
+    checkString('unlinkSpeaker', 'id', id);
+    checkString('unlinkSpeaker', 'user_id', user_id);
+    await this.invoke('unlink_speaker', { id, user_id }, undefined);
+  }
+
+  /**
+   * Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must be the
+   * Channel's secret token. An update's `message.text` becomes input, once per `update_id`. A
+   * removing Channel answers 409 `conflict`. `POST /v1/channels/{id}/telegram` (operation
+   * `telegram_update`).
+   */
+  async telegramUpdate(id: string, data: Uint8Array | string, contentType: string): Promise<ChannelAck> {
+    checkString('telegramUpdate', 'id', id);
+    checkString('telegramUpdate', 'contentType', contentType);
+    return (await this.invoke('telegram_update', { id }, bytesOf('telegramUpdate', data, contentType))) as ChannelAck;
   }
 
   /**

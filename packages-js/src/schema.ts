@@ -550,6 +550,142 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's Channels, oldest first, with their status. Paged: ask again with
+         *     `next_cursor` until absent.
+         */
+        get: operations["list_channels"];
+        put?: never;
+        /**
+         * Connects a Bot the caller may use to Slack or Telegram. The bot token and the signing
+         *     secret (Slack) or secret token (Telegram) are stored sealed and never shown again.
+         *     `webhook_path` is the path to give the platform.
+         */
+        post: operations["create_channel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One of the caller's Channels. */
+        get: operations["get_channel"];
+        put?: never;
+        post?: never;
+        /**
+         * Removes one of the caller's Channels: it refuses input at once (status `removing`) and
+         *     becomes `removed` once every input's delivery has ended (pending sends sent or rejected,
+         *     unknown results recorded, Turns of its Chats ended). 202 with the Channel as it is.
+         */
+        delete: operations["delete_channel"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/{id}/sends": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A Channel's inputs, newest first, each with its Speaker, its Chat and Turn, and its
+         *     reply's send: `pending`, `sent` (with the platform's message ID), `rejected` (with the
+         *     platform's error), `unknown` (the answer was lost; never sent again) or `refused`.
+         *     Paged: ask again with `next_cursor` until absent.
+         */
+        get: operations["list_channel_sends"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/{id}/slack/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Slack's Events API request URL, public (no token). Signed by Slack: `X-Slack-Signature`
+         *     (`v0=` and the hex HMAC-SHA256 of `v0:{timestamp}:{body}` under the signing secret) and
+         *     `X-Slack-Request-Timestamp` (within five minutes). Answers `url_verification` with its
+         *     challenge; a `message` event from a person becomes input, once per `event_id` (Slack's
+         *     retries answer 200 and send nothing). Answers at once: the Turn and its reply are durable
+         *     work. A removing Channel answers 409 `conflict`.
+         */
+        post: operations["slack_events"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/{id}/speakers/{user_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+         *     Channels to a member of its organization: inputs taken from then on keep the member with
+         *     their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+         */
+        put: operations["link_speaker"];
+        post?: never;
+        /** Removes a platform user's link to a member; inputs taken before keep theirs. */
+        delete: operations["unlink_speaker"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/{id}/telegram": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must
+         *     be the Channel's secret token. An update's `message.text` becomes input, once per
+         *     `update_id`. A removing Channel answers 409 `conflict`.
+         */
+        post: operations["telegram_update"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/chats": {
         parameters: {
             query?: never;
@@ -2065,6 +2201,110 @@ export interface components {
          * @enum {string}
          */
         BudgetScope: "organization" | "bot" | "chat";
+        /** @description A Channel. Its secrets are never shown. */
+        Channel: {
+            /** @description The platform's API base URL. */
+            api_base_url: string;
+            /** @description The Bot that answers. */
+            bot_id: components["schemas"]["BotId"];
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description Slack or Telegram. */
+            kind: components["schemas"]["ChannelKind"];
+            /** @description Active, removing or removed. */
+            status: components["schemas"]["ChannelStatus"];
+            /**
+             * @description The path the platform posts to on this server: `/v1/channels/{id}/slack/events` or
+             *     `/v1/channels/{id}/telegram`.
+             */
+            webhook_path: string;
+        };
+        /** @description The answer to a platform's request: taken, repeated, ignored, or Slack's challenge. */
+        ChannelAck: {
+            /** @description Slack's `url_verification` challenge, answered back. */
+            challenge?: string | null;
+            /** @description True when the request held no input (another event type, a bot's own message). */
+            ignored?: boolean | null;
+            /** @description Always true: the request was valid. */
+            ok: boolean;
+            /** @description True when the event was taken before (a platform's retry): nothing new was sent. */
+            repeated?: boolean | null;
+        };
+        /**
+         * @description The platform a Channel connects to.
+         * @enum {string}
+         */
+        ChannelKind: "slack" | "telegram";
+        /** @description One page of Channels, oldest first. */
+        ChannelPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Channel"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /** @description One input that reached a Channel and the reply sent for it. */
+        ChannelSend: {
+            /**
+             * Format: int32
+             * @description How many requests were made to send the reply.
+             */
+            attempts: number;
+            /**
+             * Format: uuid
+             * @description The Channel.
+             */
+            channel_id: string;
+            chat_id?: components["schemas"]["ChatId"] | null;
+            /**
+             * @description The platform conversation (Slack channel, with `:thread_ts` in a thread; Telegram
+             *     chat ID).
+             */
+            conversation: string;
+            /**
+             * Format: date-time
+             * @description When the input arrived.
+             */
+            created_at: string;
+            /**
+             * @description The platform's error of a rejection or of the last rate limit, or why the outcome is
+             *     unknown or refused.
+             */
+            error?: string | null;
+            /** @description The platform's ID of the input (Slack `event_id`, Telegram `update_id`): taken once. */
+            event_id: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description The platform's ID of the sent reply (Slack `ts`, Telegram `message_id`). */
+            platform_message_id?: string | null;
+            /** @description Who wrote the input. */
+            speaker: components["schemas"]["Speaker"];
+            /** @description Pending, sent, rejected, unknown or refused. */
+            state: components["schemas"]["SendState"];
+            turn_id?: components["schemas"]["ExecutionId"] | null;
+        };
+        /** @description One page of a Channel's inputs and their replies, newest first. */
+        ChannelSendPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["ChannelSend"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description Where a Channel is in its life.
+         * @enum {string}
+         */
+        ChannelStatus: "active" | "removing" | "removed";
         /** @description A conversation with a Bot. */
         Chat: {
             /** @description The Bot that answers in it. */
@@ -2185,6 +2425,30 @@ export interface components {
             member_id?: string | null;
             /** @description The tool names it matches: a name, or a pattern where `*` stands for any text. */
             tool: string;
+        };
+        /** @description A Channel to create. */
+        CreateChannel: {
+            /**
+             * @description The platform's API base URL; `https://slack.com/api` or `https://api.telegram.org`
+             *     when absent. Reached only as the server's outbound policy allows.
+             */
+            api_base_url?: string | null;
+            /** @description The Bot that answers: one the caller may use. */
+            bot_id: components["schemas"]["BotId"];
+            /**
+             * @description The platform's bot token (Slack `xoxb-...`, Telegram `123456:ABC...`). Stored sealed,
+             *     never shown again.
+             */
+            bot_token: string;
+            /** @description Slack or Telegram. */
+            kind: components["schemas"]["ChannelKind"];
+            /**
+             * @description Telegram: the `secret_token` given to `setWebhook` (1-256 of `A-Z a-z 0-9 _ -`).
+             *     Stored sealed, never shown again.
+             */
+            secret_token?: string | null;
+            /** @description Slack: the app's signing secret. Stored sealed, never shown again. */
+            signing_secret?: string | null;
         };
         /** @description A request to create a Chat. */
         CreateChat: {
@@ -2771,6 +3035,14 @@ export interface components {
              * @description The most wall time in milliseconds, counted from the Turn's start.
              */
             max_wall_time_ms?: number | null;
+        };
+        /** @description A platform user to link to a member of the Channel's organization. */
+        LinkSpeaker: {
+            /**
+             * Format: uuid
+             * @description The member.
+             */
+            member_id: string;
         };
         /** @description A member of the caller's organization. */
         Member: {
@@ -3440,6 +3712,11 @@ export interface components {
             /** @description The execution of the Turn that takes this input. */
             execution_id: components["schemas"]["ExecutionId"];
         };
+        /**
+         * @description What became of a reply.
+         * @enum {string}
+         */
+        SendState: "pending" | "sent" | "rejected" | "unknown" | "refused";
         /** @description A started browser session. */
         Session: {
             /**
@@ -3447,6 +3724,20 @@ export interface components {
              * @description When it ends.
              */
             expires_at: string;
+        };
+        /** @description An outside user whose input reached a Chat. */
+        Speaker: {
+            /** @description The name the platform gave with the input, if any. */
+            display_name?: string | null;
+            /**
+             * Format: uuid
+             * @description The member of the organization this user was linked to when the input arrived.
+             */
+            member_id?: string | null;
+            /** @description Slack or Telegram. */
+            platform: components["schemas"]["ChannelKind"];
+            /** @description The platform's user ID (Slack `U...`, Telegram's numeric user ID as text). */
+            user_id: string;
         };
         /** @description A stored file's description (its bytes are read separately). */
         StoredFile: {
@@ -6296,6 +6587,518 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_channels: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_channel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateChannel"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_channel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_channel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_channel_sends: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelSendPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    slack_events: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Slack Channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description A Slack Events API payload (JSON, any media type), signed exactly as sent */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
+        responses: {
+            /** @description Taken, repeated, ignored, or the challenge */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelAck"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    link_speaker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+                /** @description The platform's user ID */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LinkSpeaker"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Speaker"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    unlink_speaker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Channel */
+                id: string;
+                /** @description The platform's user ID */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    telegram_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Telegram Channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description A Telegram Update (JSON, any media type) */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
+        responses: {
+            /** @description Taken, repeated or ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelAck"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -12,6 +12,7 @@ mod approval;
 mod billing;
 mod bot;
 mod budget;
+mod channel;
 mod chat;
 mod code;
 mod error;
@@ -60,6 +61,10 @@ pub use billing::{
 };
 pub use bot::{Bot, BotSpec, BotUpdate, Limits};
 pub use budget::{Budget, BudgetScope, PutBudget};
+pub use channel::{
+    Channel, ChannelAck, ChannelKind, ChannelSend, ChannelStatus, CreateChannel, LinkSpeaker,
+    SendState, Speaker,
+};
 pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput, SendReceipt};
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode};
@@ -84,10 +89,11 @@ pub use organization::{
 pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
 pub use page::{
     ApiTokenPage, AppConnectionPage, AppPage, ApprovalRequestPage, ApprovalRulePage, BotPage,
-    BudgetPage, ChatEntryPage, ChatFilter, ChatPage, DEFAULT_PAGE_LIMIT, DelegateToolPage,
-    HttpToolPage, InvitationPage, MAX_PAGE_LIMIT, MemberPage, MemoryPage, ModelPricePage,
-    OrganizationPage, Page, PageQuery, ProviderSettingsPage, ReminderPage, StoredFilePage,
-    TriggerFiringPage, TriggerPage, UnknownOutcomePage, VaultItemPage, VaultRulePage,
+    BudgetPage, ChannelPage, ChannelSendPage, ChatEntryPage, ChatFilter, ChatPage,
+    DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage, MAX_PAGE_LIMIT, MemberPage,
+    MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
+    ReminderPage, StoredFilePage, TriggerFiringPage, TriggerPage, UnknownOutcomePage,
+    VaultItemPage, VaultRulePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

@@ -11,6 +11,7 @@ use crate::approval::{ApprovalRequest, ApprovalRule};
 use crate::billing::ModelPrice;
 use crate::bot::Bot;
 use crate::budget::Budget;
+use crate::channel::{Channel, ChannelSend};
 use crate::chat::{Chat, ChatEntry};
 use crate::file::StoredFile;
 use crate::memory::Memory;
@@ -153,6 +154,14 @@ page!(
 page!(
     /// One page of Bots, oldest first.
     BotPage of Bot
+);
+page!(
+    /// One page of Channels, oldest first.
+    ChannelPage of Channel
+);
+page!(
+    /// One page of a Channel's inputs and their replies, newest first.
+    ChannelSendPage of ChannelSend
 );
 page!(
     /// One page of Chats, oldest first.

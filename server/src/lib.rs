@@ -6,6 +6,7 @@ pub mod apps;
 pub mod billing;
 pub mod bots;
 pub mod budgets;
+pub mod channels;
 pub mod chats;
 pub mod codemode;
 pub mod engine;

@@ -114,6 +114,8 @@ pub struct Database {
     pub triggers: Arc<dyn crate::triggers::TriggerStore>,
     /// Reminders.
     pub reminders: Arc<dyn crate::reminders::ReminderStore>,
+    /// Channels, their conversations' Chats and their inputs with their sends.
+    pub channels: Arc<dyn crate::channels::ChannelStore>,
     /// Apps and their Connections.
     pub apps: Arc<dyn crate::apps::AppStore>,
     /// OAuth for App connections: connections, browser steps, grants, the grant-use table.
@@ -139,6 +141,7 @@ impl Database {
             + crate::vaults::VaultStore
             + crate::triggers::TriggerStore
             + crate::reminders::ReminderStore
+            + crate::channels::ChannelStore
             + crate::apps::AppStore
             + crate::apps::oauth::OAuthStore,
     {
@@ -157,6 +160,7 @@ impl Database {
             vaults: store.clone(),
             triggers: store.clone(),
             reminders: store.clone(),
+            channels: store.clone(),
             apps: store.clone(),
             oauth: store.clone(),
             files: store,
@@ -318,6 +322,14 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             Arc::clone(&database.reminders),
             firing.clone(),
         )));
+        registry.register(Arc::new(crate::channels::DeliveryWorkflow::new(
+            Arc::clone(&database.channels),
+            firing.clone(),
+            crate::channels::ChannelHttp::new(platform.outbound()),
+        )));
+        registry.register(Arc::new(crate::channels::RemovalWorkflow::new(Arc::clone(
+            &database.channels,
+        ))));
         registry.register(Arc::new(crate::triggers::ScheduleWorkflow::new(firing)));
         crate::apps::oauth::OAuth::register(
             &mut registry,

@@ -583,6 +583,141 @@ impl Client {
         Ok(())
     }
 
+    /// The caller's Channels, oldest first, with their status. Paged: ask again with `next_cursor`
+    /// until absent.
+    /// (`GET /v1/channels`, operation `list_channels`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_channels(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::ChannelPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_channels", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Connects a Bot the caller may use to Slack or Telegram. The bot token and the signing secret
+    /// (Slack) or secret token (Telegram) are stored sealed and never shown again. `webhook_path`
+    /// is the path to give the platform.
+    /// (`POST /v1/channels`, operation `create_channel`)
+    pub async fn create_channel(
+        &self,
+        body: schema::CreateChannel,
+    ) -> Result<schema::Channel, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("create_channel", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One of the caller's Channels.
+    /// (`GET /v1/channels/{id}`, operation `get_channel`)
+    pub async fn get_channel(&self, id: String) -> Result<schema::Channel, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("get_channel", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes one of the caller's Channels: it refuses input at once (status `removing`) and
+    /// becomes `removed` once every input's delivery has ended (pending sends sent or rejected,
+    /// unknown results recorded, Turns of its Chats ended). 202 with the Channel as it is.
+    /// (`DELETE /v1/channels/{id}`, operation `delete_channel`)
+    pub async fn delete_channel(&self, id: String) -> Result<schema::Channel, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("delete_channel", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// A Channel's inputs, newest first, each with its Speaker, its Chat and Turn, and its reply's
+    /// send: `pending`, `sent` (with the platform's message ID), `rejected` (with the platform's
+    /// error), `unknown` (the answer was lost; never sent again) or `refused`. Paged: ask again
+    /// with `next_cursor` until absent.
+    /// (`GET /v1/channels/{id}/sends`, operation `list_channel_sends`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_channel_sends(
+        &self,
+        id: String,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::ChannelSendPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_channel_sends", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Slack's Events API request URL, public (no token). Signed by Slack: `X-Slack-Signature`
+    /// (`v0=` and the hex HMAC-SHA256 of `v0:{timestamp}:{body}` under the signing secret) and
+    /// `X-Slack-Request-Timestamp` (within five minutes). Answers `url_verification` with its
+    /// challenge; a `message` event from a person becomes input, once per `event_id` (Slack's
+    /// retries answer 200 and send nothing). Answers at once: the Turn and its reply are durable
+    /// work. A removing Channel answers 409 `conflict`.
+    /// (`POST /v1/channels/{id}/slack/events`, operation `slack_events`)
+    pub async fn slack_events(
+        &self,
+        id: String,
+        body: Vec<u8>,
+        content_type: String,
+    ) -> Result<schema::ChannelAck, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.bytes(body, &content_type);
+        let answer = self.call_operation("slack_events", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's Channels
+    /// to a member of its organization: inputs taken from then on keep the member with their
+    /// Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+    /// (`PUT /v1/channels/{id}/speakers/{user_id}`, operation `link_speaker`)
+    pub async fn link_speaker(
+        &self,
+        id: String,
+        user_id: String,
+        body: schema::LinkSpeaker,
+    ) -> Result<schema::Speaker, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("user_id", user_id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("link_speaker", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes a platform user's link to a member; inputs taken before keep theirs.
+    /// (`DELETE /v1/channels/{id}/speakers/{user_id}`, operation `unlink_speaker`)
+    pub async fn unlink_speaker(&self, id: String, user_id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("user_id", user_id);
+        let _answer = self.call_operation("unlink_speaker", request).await?;
+        Ok(())
+    }
+
+    /// Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must be
+    /// the Channel's secret token. An update's `message.text` becomes input, once per `update_id`.
+    /// A removing Channel answers 409 `conflict`.
+    /// (`POST /v1/channels/{id}/telegram`, operation `telegram_update`)
+    pub async fn telegram_update(
+        &self,
+        id: String,
+        body: Vec<u8>,
+        content_type: String,
+    ) -> Result<schema::ChannelAck, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.bytes(body, &content_type);
+        let answer = self.call_operation("telegram_update", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask again
     /// with `next_cursor` until it is absent.
     /// (`GET /v1/chats`, operation `list_chats`)

@@ -11,19 +11,20 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, App, AppConnection,
     AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
-    BeginOAuth, Budget, BudgetPage, Chat, ChatPage, CodeRun, CodeRunResult, CompleteOAuth,
-    CreateApprovalRule, CreateInvitation, CreateMemory, CreateOrganization, CreateToken,
-    CreateTrigger, CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization,
-    CreatedToken, CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool,
-    DelegateToolPage, FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation,
-    InvitationPage, Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult,
+    BeginOAuth, Budget, BudgetPage, Channel, ChannelAck, ChannelPage, ChannelSend, ChannelSendPage,
+    Chat, ChatPage, CodeRun, CodeRunResult, CompleteOAuth, CreateApprovalRule, CreateChannel,
+    CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
+    CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
+    CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
+    FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
+    LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult,
     MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp,
     NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
     Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
     PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
-    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, StoredFile,
-    StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage, UsageRow,
-    VaultItem, VaultItemPage, VaultRule, VaultRulePage,
+    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, Speaker,
+    StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage,
+    UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -521,6 +522,114 @@ pub const OPERATIONS: &[Operation] = &[
         body: BodyKind::None,
         answer: AnswerKind::Empty,
         public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "list_channels",
+        method: "GET",
+        path: "/v1/channels",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "create_channel",
+        method: "POST",
+        path: "/v1/channels",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "get_channel",
+        method: "GET",
+        path: "/v1/channels/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "delete_channel",
+        method: "DELETE",
+        path: "/v1/channels/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "list_channel_sends",
+        method: "GET",
+        path: "/v1/channels/{id}/sends",
+        path_params: &["id"],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "slack_events",
+        method: "POST",
+        path: "/v1/channels/{id}/slack/events",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Bytes,
+        answer: AnswerKind::Json,
+        public: true,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "link_speaker",
+        method: "PUT",
+        path: "/v1/channels/{id}/speakers/{user_id}",
+        path_params: &["id", "user_id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "unlink_speaker",
+        method: "DELETE",
+        path: "/v1/channels/{id}/speakers/{user_id}",
+        path_params: &["id", "user_id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "telegram_update",
+        method: "POST",
+        path: "/v1/channels/{id}/telegram",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Bytes,
+        answer: AnswerKind::Json,
+        public: true,
         client_method: None,
         memory: false,
     },
@@ -1988,6 +2097,162 @@ pub trait Operations: Client {
         request.param("scope", scope.to_string());
         request.param("target", target.to_string());
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// The caller's Channels, oldest first, with their status. Paged: ask again with `next_cursor`
+    /// until absent.
+    async fn list_channels(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ChannelPage, Error> {
+        const OP: &str = "list_channels";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_channels`, following its pages to the end.
+    async fn list_channels_all(&self) -> Result<Vec<Channel>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_channels(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Connects a Bot the caller may use to Slack or Telegram. The bot token and the signing secret
+    /// (Slack) or secret token (Telegram) are stored sealed and never shown again. `webhook_path`
+    /// is the path to give the platform.
+    async fn create_channel(&self, body: &CreateChannel) -> Result<Channel, Error> {
+        const OP: &str = "create_channel";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One of the caller's Channels.
+    async fn get_channel(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<Channel, Error> {
+        const OP: &str = "get_channel";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes one of the caller's Channels: it refuses input at once (status `removing`) and
+    /// becomes `removed` once every input's delivery has ended (pending sends sent or rejected,
+    /// unknown results recorded, Turns of its Chats ended). 202 with the Channel as it is.
+    async fn delete_channel(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<Channel, Error> {
+        const OP: &str = "delete_channel";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// A Channel's inputs, newest first, each with its Speaker, its Chat and Turn, and its reply's
+    /// send: `pending`, `sent` (with the platform's message ID), `rejected` (with the platform's
+    /// error), `unknown` (the answer was lost; never sent again) or `refused`. Paged: ask again
+    /// with `next_cursor` until absent.
+    async fn list_channel_sends(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ChannelSendPage, Error> {
+        const OP: &str = "list_channel_sends";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_channel_sends`, following its pages to the end.
+    async fn list_channel_sends_all(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<Vec<ChannelSend>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_channel_sends(id, None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Slack's Events API request URL, public (no token). Signed by Slack: `X-Slack-Signature`
+    /// (`v0=` and the hex HMAC-SHA256 of `v0:{timestamp}:{body}` under the signing secret) and
+    /// `X-Slack-Request-Timestamp` (within five minutes). Answers `url_verification` with its
+    /// challenge; a `message` event from a person becomes input, once per `event_id` (Slack's
+    /// retries answer 200 and send nothing). Answers at once: the Turn and its reply are durable
+    /// work. A removing Channel answers 409 `conflict`.
+    async fn slack_events(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<ChannelAck, Error> {
+        const OP: &str = "slack_events";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.bytes(body, content_type);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's Channels
+    /// to a member of its organization: inputs taken from then on keep the member with their
+    /// Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+    async fn link_speaker(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        user_id: &(dyn std::fmt::Display + Sync),
+        body: &LinkSpeaker,
+    ) -> Result<Speaker, Error> {
+        const OP: &str = "link_speaker";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("user_id", user_id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes a platform user's link to a member; inputs taken before keep theirs.
+    async fn unlink_speaker(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        user_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), Error> {
+        const OP: &str = "unlink_speaker";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("user_id", user_id.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must be
+    /// the Channel's secret token. An update's `message.text` becomes input, once per `update_id`.
+    /// A removing Channel answers 409 `conflict`.
+    async fn telegram_update(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<ChannelAck, Error> {
+        const OP: &str = "telegram_update";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.bytes(body, content_type);
+        self.call(OP, request).await?.decode()
     }
 
     /// The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask again

@@ -30,6 +30,12 @@ from .types import (
     BotPage,
     Budget,
     BudgetPage,
+    Channel,
+    ChannelAck,
+    ChannelKind,
+    ChannelPage,
+    ChannelSend,
+    ChannelSendPage,
     Chat,
     ChatEntry,
     ChatEntryPage,
@@ -84,6 +90,7 @@ from .types import (
     ScopeLimitPage,
     SendReceipt,
     Session,
+    Speaker,
     StoredFile,
     StoredFilePage,
     ToolDefinition,
@@ -150,6 +157,15 @@ OPERATIONS: dict[str, str] = {
     "list_budgets": "list_budgets",
     "put_budget": "put_budget",
     "delete_budget": "delete_budget",
+    "list_channels": "list_channels",
+    "create_channel": "create_channel",
+    "get_channel": "get_channel",
+    "delete_channel": "delete_channel",
+    "list_channel_sends": "list_channel_sends",
+    "slack_events": "slack_events",
+    "link_speaker": "link_speaker",
+    "unlink_speaker": "unlink_speaker",
+    "telegram_update": "telegram_update",
     "list_chats": "list_chats",
     "create_chat": "create_chat",
     "get_chat": "get_chat",
@@ -279,6 +295,17 @@ METHODS: dict[str, str] = {
     "list_budgets_page": "list_budgets",
     "put_budget": "put_budget",
     "delete_budget": "delete_budget",
+    "list_channels": "list_channels",
+    "list_channels_page": "list_channels",
+    "create_channel": "create_channel",
+    "get_channel": "get_channel",
+    "delete_channel": "delete_channel",
+    "list_channel_sends": "list_channel_sends",
+    "list_channel_sends_page": "list_channel_sends",
+    "slack_events": "slack_events",
+    "link_speaker": "link_speaker",
+    "unlink_speaker": "unlink_speaker",
+    "telegram_update": "telegram_update",
     "list_chats": "list_chats",
     "list_chats_page": "list_chats",
     "_create_chat": "create_chat",
@@ -979,6 +1006,157 @@ class AsyncOperations(AsyncCaller):
     async def delete_budget(self, scope: str, target: Ref) -> None:
         """Removes a budget. ``DELETE /v1/budgets/{scope}/{target}``."""
         await self._call_op("delete_budget", {"scope": scope, "target": _ref(target)})
+
+    # -- channels
+
+    async def list_channels_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ChannelPage:
+        """One page: The caller's Channels, oldest first, with their status. Paged: ask again
+        with `next_cursor` until absent. ``GET /v1/channels``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_channels", {"limit": limit, "cursor": cursor})
+        return ChannelPage.from_dict(answer)
+
+    def list_channels(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Channel]:
+        """Every item, page by page, as an async iterator: The caller's Channels, oldest first,
+        with their status. Paged: ask again with `next_cursor` until absent. ``GET
+        /v1/channels``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Channel], str | None]:
+            found = await self.list_channels_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def create_channel(
+        self,
+        *,
+        bot_id: BotId,
+        bot_token: str,
+        kind: ChannelKind,
+        api_base_url: str | None = None,
+        secret_token: str | None = None,
+        signing_secret: str | None = None,
+    ) -> Channel:
+        """Connects a Bot the caller may use to Slack or Telegram. The bot token and the signing
+        secret (Slack) or secret token (Telegram) are stored sealed and never shown again.
+        `webhook_path` is the path to give the platform. ``POST /v1/channels``.
+        """
+        answer = await self._call_op("create_channel", {}, _body({"bot_id": bot_id, "bot_token": bot_token, "kind": kind, "api_base_url": api_base_url, "secret_token": secret_token, "signing_secret": signing_secret}))
+        return Channel.from_dict(answer)
+
+    async def get_channel(self, id: Ref) -> Channel:
+        """One of the caller's Channels. ``GET /v1/channels/{id}``."""
+        answer = await self._call_op("get_channel", {"id": _ref(id)})
+        return Channel.from_dict(answer)
+
+    async def delete_channel(self, id: Ref) -> Channel:
+        """Removes one of the caller's Channels: it refuses input at once (status `removing`)
+        and becomes `removed` once every input's delivery has ended (pending sends sent or
+        rejected, unknown results recorded, Turns of its Chats ended). 202 with the Channel
+        as it is. ``DELETE /v1/channels/{id}``.
+        """
+        answer = await self._call_op("delete_channel", {"id": _ref(id)})
+        return Channel.from_dict(answer)
+
+    async def list_channel_sends_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ChannelSendPage:
+        """One page: A Channel's inputs, newest first, each with its Speaker, its Chat and Turn,
+        and its reply's send: `pending`, `sent` (with the platform's message ID), `rejected`
+        (with the platform's error), `unknown` (the answer was lost; never sent again) or
+        `refused`. Paged: ask again with `next_cursor` until absent. ``GET
+        /v1/channels/{id}/sends``. ``limit``: How many items the page holds: 1-200, default
+        50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_channel_sends", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return ChannelSendPage.from_dict(answer)
+
+    def list_channel_sends(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[ChannelSend]:
+        """Every item, page by page, as an async iterator: A Channel's inputs, newest first,
+        each with its Speaker, its Chat and Turn, and its reply's send: `pending`, `sent`
+        (with the platform's message ID), `rejected` (with the platform's error), `unknown`
+        (the answer was lost; never sent again) or `refused`. Paged: ask again with
+        `next_cursor` until absent. ``GET /v1/channels/{id}/sends``. ``limit``: How many
+        items the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[ChannelSend], str | None]:
+            found = await self.list_channel_sends_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def slack_events(
+        self,
+        id: Ref,
+        *,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+    ) -> ChannelAck:
+        """Slack's Events API request URL, public (no token). Signed by Slack:
+        `X-Slack-Signature` (`v0=` and the hex HMAC-SHA256 of `v0:{timestamp}:{body}` under
+        the signing secret) and `X-Slack-Request-Timestamp` (within five minutes). Answers
+        `url_verification` with its challenge; a `message` event from a person becomes input,
+        once per `event_id` (Slack's retries answer 200 and send nothing). Answers at once:
+        the Turn and its reply are durable work. A removing Channel answers 409 `conflict`.
+        ``POST /v1/channels/{id}/slack/events``.
+        """
+        answer = await self._call_op("slack_events", {"id": _ref(id)}, data, content_type)
+        return ChannelAck.from_dict(answer)
+
+    async def link_speaker(
+        self,
+        id: Ref,
+        user_id: str,
+        *,
+        member_id: str,
+    ) -> Speaker:
+        """Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+        Channels to a member of its organization: inputs taken from then on keep the member
+        with their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+        ``PUT /v1/channels/{id}/speakers/{user_id}``.
+        """
+        answer = await self._call_op("link_speaker", {"id": _ref(id), "user_id": user_id}, _body({"member_id": member_id}))
+        return Speaker.from_dict(answer)
+
+    async def unlink_speaker(self, id: Ref, user_id: str) -> None:
+        """Removes a platform user's link to a member; inputs taken before keep theirs. ``DELETE
+        /v1/channels/{id}/speakers/{user_id}``.
+        """
+        await self._call_op("unlink_speaker", {"id": _ref(id), "user_id": user_id})
+
+    async def telegram_update(
+        self,
+        id: Ref,
+        *,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+    ) -> ChannelAck:
+        """Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header
+        must be the Channel's secret token. An update's `message.text` becomes input, once
+        per `update_id`. A removing Channel answers 409 `conflict`. ``POST
+        /v1/channels/{id}/telegram``.
+        """
+        answer = await self._call_op("telegram_update", {"id": _ref(id)}, data, content_type)
+        return ChannelAck.from_dict(answer)
 
     # -- chats
 
@@ -2705,6 +2883,156 @@ class SyncOperations(SyncCaller):
     def delete_budget(self, scope: str, target: Ref) -> None:
         """Removes a budget. ``DELETE /v1/budgets/{scope}/{target}``."""
         self._call_op("delete_budget", {"scope": scope, "target": _ref(target)})
+
+    # -- channels
+
+    def list_channels_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ChannelPage:
+        """One page: The caller's Channels, oldest first, with their status. Paged: ask again
+        with `next_cursor` until absent. ``GET /v1/channels``. ``limit``: How many items the
+        page holds: 1-200, default 50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_channels", {"limit": limit, "cursor": cursor})
+        return ChannelPage.from_dict(answer)
+
+    def list_channels(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Channel]:
+        """Every item, page by page, as an iterator: The caller's Channels, oldest first, with
+        their status. Paged: ask again with `next_cursor` until absent. ``GET /v1/channels``.
+        ``limit``: How many items the page holds: 1-200, default 50. ``cursor``: where to
+        start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Channel], str | None]:
+            found = self.list_channels_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def create_channel(
+        self,
+        *,
+        bot_id: BotId,
+        bot_token: str,
+        kind: ChannelKind,
+        api_base_url: str | None = None,
+        secret_token: str | None = None,
+        signing_secret: str | None = None,
+    ) -> Channel:
+        """Connects a Bot the caller may use to Slack or Telegram. The bot token and the signing
+        secret (Slack) or secret token (Telegram) are stored sealed and never shown again.
+        `webhook_path` is the path to give the platform. ``POST /v1/channels``.
+        """
+        answer = self._call_op("create_channel", {}, _body({"bot_id": bot_id, "bot_token": bot_token, "kind": kind, "api_base_url": api_base_url, "secret_token": secret_token, "signing_secret": signing_secret}))
+        return Channel.from_dict(answer)
+
+    def get_channel(self, id: Ref) -> Channel:
+        """One of the caller's Channels. ``GET /v1/channels/{id}``."""
+        answer = self._call_op("get_channel", {"id": _ref(id)})
+        return Channel.from_dict(answer)
+
+    def delete_channel(self, id: Ref) -> Channel:
+        """Removes one of the caller's Channels: it refuses input at once (status `removing`)
+        and becomes `removed` once every input's delivery has ended (pending sends sent or
+        rejected, unknown results recorded, Turns of its Chats ended). 202 with the Channel
+        as it is. ``DELETE /v1/channels/{id}``.
+        """
+        answer = self._call_op("delete_channel", {"id": _ref(id)})
+        return Channel.from_dict(answer)
+
+    def list_channel_sends_page(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ChannelSendPage:
+        """One page: A Channel's inputs, newest first, each with its Speaker, its Chat and Turn,
+        and its reply's send: `pending`, `sent` (with the platform's message ID), `rejected`
+        (with the platform's error), `unknown` (the answer was lost; never sent again) or
+        `refused`. Paged: ask again with `next_cursor` until absent. ``GET
+        /v1/channels/{id}/sends``. ``limit``: How many items the page holds: 1-200, default
+        50. ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_channel_sends", {"id": _ref(id), "limit": limit, "cursor": cursor})
+        return ChannelSendPage.from_dict(answer)
+
+    def list_channel_sends(
+        self,
+        id: Ref,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[ChannelSend]:
+        """Every item, page by page, as an iterator: A Channel's inputs, newest first, each with
+        its Speaker, its Chat and Turn, and its reply's send: `pending`, `sent` (with the
+        platform's message ID), `rejected` (with the platform's error), `unknown` (the answer
+        was lost; never sent again) or `refused`. Paged: ask again with `next_cursor` until
+        absent. ``GET /v1/channels/{id}/sends``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[ChannelSend], str | None]:
+            found = self.list_channel_sends_page(id, limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def slack_events(
+        self,
+        id: Ref,
+        *,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+    ) -> ChannelAck:
+        """Slack's Events API request URL, public (no token). Signed by Slack:
+        `X-Slack-Signature` (`v0=` and the hex HMAC-SHA256 of `v0:{timestamp}:{body}` under
+        the signing secret) and `X-Slack-Request-Timestamp` (within five minutes). Answers
+        `url_verification` with its challenge; a `message` event from a person becomes input,
+        once per `event_id` (Slack's retries answer 200 and send nothing). Answers at once:
+        the Turn and its reply are durable work. A removing Channel answers 409 `conflict`.
+        ``POST /v1/channels/{id}/slack/events``.
+        """
+        answer = self._call_op("slack_events", {"id": _ref(id)}, data, content_type)
+        return ChannelAck.from_dict(answer)
+
+    def link_speaker(
+        self,
+        id: Ref,
+        user_id: str,
+        *,
+        member_id: str,
+    ) -> Speaker:
+        """Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
+        Channels to a member of its organization: inputs taken from then on keep the member
+        with their Speaker (`speaker.member_id` in the sends). Replaces an earlier link.
+        ``PUT /v1/channels/{id}/speakers/{user_id}``.
+        """
+        answer = self._call_op("link_speaker", {"id": _ref(id), "user_id": user_id}, _body({"member_id": member_id}))
+        return Speaker.from_dict(answer)
+
+    def unlink_speaker(self, id: Ref, user_id: str) -> None:
+        """Removes a platform user's link to a member; inputs taken before keep theirs. ``DELETE
+        /v1/channels/{id}/speakers/{user_id}``.
+        """
+        self._call_op("unlink_speaker", {"id": _ref(id), "user_id": user_id})
+
+    def telegram_update(
+        self,
+        id: Ref,
+        *,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+    ) -> ChannelAck:
+        """Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header
+        must be the Channel's secret token. An update's `message.text` becomes input, once
+        per `update_id`. A removing Channel answers 409 `conflict`. ``POST
+        /v1/channels/{id}/telegram``.
+        """
+        answer = self._call_op("telegram_update", {"id": _ref(id)}, data, content_type)
+        return ChannelAck.from_dict(answer)
 
     # -- chats
 

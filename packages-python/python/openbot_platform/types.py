@@ -58,6 +58,13 @@ __all__ = [
     "BudgetPage",
     "BudgetScope",
     "CallOutcomeUnknownEvent",
+    "Channel",
+    "ChannelAck",
+    "ChannelKind",
+    "ChannelPage",
+    "ChannelSend",
+    "ChannelSendPage",
+    "ChannelStatus",
     "Chat",
     "ChatEntry",
     "ChatEntryPage",
@@ -71,6 +78,7 @@ __all__ = [
     "CompleteOAuth",
     "ContentPart",
     "CreateApprovalRule",
+    "CreateChannel",
     "CreateChat",
     "CreateInvitation",
     "CreateMemory",
@@ -121,6 +129,7 @@ __all__ = [
     "InvitationPage",
     "JobEndedEvent",
     "Limits",
+    "LinkSpeaker",
     "Member",
     "MemberPage",
     "MemberRole",
@@ -170,7 +179,9 @@ __all__ = [
     "SendDisposition",
     "SendInput",
     "SendReceipt",
+    "SendState",
     "Session",
+    "Speaker",
     "StdioAppTransport",
     "StoredFile",
     "StoredFilePage",
@@ -927,6 +938,172 @@ BudgetScope: TypeAlias = Union[Literal["organization"], Literal["bot"], Literal[
 
 
 @dataclass(frozen=True, kw_only=True)
+class Channel:
+    """A Channel. Its secrets are never shown."""
+    #: The platform's API base URL.
+    api_base_url: str
+    #: The Bot that answers.
+    bot_id: BotId
+    #: When it was created.
+    created_at: datetime
+    #: Its ID.
+    id: str
+    #: Slack or Telegram.
+    kind: ChannelKind
+    #: Active, removing or removed.
+    status: ChannelStatus
+    #: The path the platform posts to on this server: `/v1/channels/{id}/slack/events` or
+    #: `/v1/channels/{id}/telegram`.
+    webhook_path: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Channel:
+        """A Channel from its JSON form."""
+        return cls(
+            api_base_url=data["api_base_url"],
+            bot_id=data["bot_id"],
+            created_at=_time(data["created_at"]),
+            id=data["id"],
+            kind=data["kind"],
+            status=data["status"],
+            webhook_path=data["webhook_path"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelAck:
+    """The answer to a platform's request: taken, repeated, ignored, or Slack's challenge."""
+    #: Always true: the request was valid.
+    ok: bool
+    #: Slack's `url_verification` challenge, answered back.
+    challenge: str | None = None
+    #: True when the request held no input (another event type, a bot's own message).
+    ignored: bool | None = None
+    #: True when the event was taken before (a platform's retry): nothing new was sent.
+    repeated: bool | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChannelAck:
+        """A ChannelAck from its JSON form."""
+        return cls(
+            ok=data["ok"],
+            challenge=data.get("challenge"),
+            ignored=data.get("ignored"),
+            repeated=data.get("repeated"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: The platform a Channel connects to.
+ChannelKind: TypeAlias = Union[Literal["slack"], Literal["telegram"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelPage:
+    """One page of Channels, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Channel]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChannelPage:
+        """A ChannelPage from its JSON form."""
+        return cls(
+            items=[Channel.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelSend:
+    """One input that reached a Channel and the reply sent for it."""
+    #: How many requests were made to send the reply.
+    attempts: int
+    #: The Channel.
+    channel_id: str
+    #: The platform conversation (Slack channel, with `:thread_ts` in a thread; Telegram chat ID).
+    conversation: str
+    #: When the input arrived.
+    created_at: datetime
+    #: The platform's ID of the input (Slack `event_id`, Telegram `update_id`): taken once.
+    event_id: str
+    #: Its ID.
+    id: str
+    #: Who wrote the input.
+    speaker: Speaker
+    #: Pending, sent, rejected, unknown or refused.
+    state: SendState
+    #: The Chat of the conversation, once the input reached it.
+    chat_id: ChatId | None = None
+    #: The platform's error of a rejection or of the last rate limit, or why the outcome is unknown
+    #: or refused.
+    error: str | None = None
+    #: The platform's ID of the sent reply (Slack `ts`, Telegram `message_id`).
+    platform_message_id: str | None = None
+    #: The Turn that answers, once it started.
+    turn_id: ExecutionId | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChannelSend:
+        """A ChannelSend from its JSON form."""
+        return cls(
+            attempts=data["attempts"],
+            channel_id=data["channel_id"],
+            conversation=data["conversation"],
+            created_at=_time(data["created_at"]),
+            event_id=data["event_id"],
+            id=data["id"],
+            speaker=Speaker.from_dict(data["speaker"]),
+            state=data["state"],
+            chat_id=data.get("chat_id"),
+            error=data.get("error"),
+            platform_message_id=data.get("platform_message_id"),
+            turn_id=data.get("turn_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelSendPage:
+    """One page of a Channel's inputs and their replies, newest first."""
+    #: The items on this page, in the list's order.
+    items: list[ChannelSend]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChannelSendPage:
+        """A ChannelSendPage from its JSON form."""
+        return cls(
+            items=[ChannelSend.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+#: Where a Channel is in its life.
+ChannelStatus: TypeAlias = Union[Literal["active"], Literal["removing"], Literal["removed"]]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Chat:
     """A conversation with a Bot."""
     #: The Bot that answers in it.
@@ -1178,6 +1355,42 @@ class CreateApprovalRule:
             bot_id=data.get("bot_id"),
             expires_after_ms=data.get("expires_after_ms"),
             member_id=data.get("member_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateChannel:
+    """A Channel to create."""
+    #: The Bot that answers: one the caller may use.
+    bot_id: BotId
+    #: The platform's bot token (Slack `xoxb-...`, Telegram `123456:ABC...`). Stored sealed, never
+    #: shown again.
+    bot_token: str
+    #: Slack or Telegram.
+    kind: ChannelKind
+    #: The platform's API base URL; `https://slack.com/api` or `https://api.telegram.org` when
+    #: absent. Reached only as the server's outbound policy allows.
+    api_base_url: str | None = None
+    #: Telegram: the `secret_token` given to `setWebhook` (1-256 of `A-Z a-z 0-9 _ -`). Stored
+    #: sealed, never shown again.
+    secret_token: str | None = None
+    #: Slack: the app's signing secret. Stored sealed, never shown again.
+    signing_secret: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CreateChannel:
+        """A CreateChannel from its JSON form."""
+        return cls(
+            bot_id=data["bot_id"],
+            bot_token=data["bot_token"],
+            kind=data["kind"],
+            api_base_url=data.get("api_base_url"),
+            secret_token=data.get("secret_token"),
+            signing_secret=data.get("signing_secret"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -2254,6 +2467,24 @@ class Limits:
             max_repeated_calls=data.get("max_repeated_calls"),
             max_steps=data.get("max_steps"),
             max_wall_time_ms=data.get("max_wall_time_ms"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkSpeaker:
+    """A platform user to link to a member of the Channel's organization."""
+    #: The member.
+    member_id: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LinkSpeaker:
+        """A LinkSpeaker from its JSON form."""
+        return cls(
+            member_id=data["member_id"],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -3367,6 +3598,16 @@ class SendReceipt:
         return _to_dict(self)
 
 
+#: What became of a reply.
+SendState: TypeAlias = Union[
+    Literal["pending"],
+    Literal["sent"],
+    Literal["rejected"],
+    Literal["unknown"],
+    Literal["refused"],
+]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Session:
     """A started browser session."""
@@ -3378,6 +3619,33 @@ class Session:
         """A Session from its JSON form."""
         return cls(
             expires_at=_time(data["expires_at"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speaker:
+    """An outside user whose input reached a Chat."""
+    #: Slack or Telegram.
+    platform: ChannelKind
+    #: The platform's user ID (Slack `U...`, Telegram's numeric user ID as text).
+    user_id: str
+    #: The name the platform gave with the input, if any.
+    display_name: str | None = None
+    #: The member of the organization this user was linked to when the input arrived.
+    member_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Speaker:
+        """A Speaker from its JSON form."""
+        return cls(
+            platform=data["platform"],
+            user_id=data["user_id"],
+            display_name=data.get("display_name"),
+            member_id=data.get("member_id"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -69,6 +69,8 @@ enum Command {
     Triggers(client::triggers::TriggersArgs),
     /// Reminders a Chat's Bot set on a server: list, cancel.
     Reminders(client::triggers::RemindersArgs),
+    /// Channels on a server: a Bot connected to Slack or Telegram, its inputs and sends.
+    Channels(client::channels::ChannelsArgs),
 }
 
 /// Runs the chosen subcommand.
@@ -96,6 +98,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Organizations(args) => client::organizations::run(args).await,
         Command::Triggers(args) => client::triggers::run(args).await,
         Command::Reminders(args) => client::triggers::run_reminders(args).await,
+        Command::Channels(args) => client::channels::run(args).await,
         Command::Openapi => {
             println!("{}", openbot_server::http::openapi_json());
             Ok(ExitCode::SUCCESS)

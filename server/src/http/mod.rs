@@ -9,6 +9,7 @@ mod auth;
 mod billing;
 mod bots;
 mod budgets;
+mod channels;
 mod chats;
 mod code;
 mod error;
@@ -82,6 +83,8 @@ pub struct AppState {
     pub triggers: crate::triggers::Triggers,
     /// The reminder use cases.
     pub reminders: crate::reminders::Reminders,
+    /// The Channel use cases: Slack and Telegram connections, their inputs and sends.
+    pub channels: crate::channels::Channels,
     /// The App use cases: Apps, Connections, discovery.
     pub apps: crate::apps::Apps,
     /// OAuth sign-in of App connections.
@@ -144,6 +147,13 @@ impl AppState {
             Arc::clone(&database.reminders),
             Arc::clone(&database.chats),
         );
+        let channels = crate::channels::Channels::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.channels),
+            Arc::clone(&database.bots),
+            Arc::clone(&database.identity),
+            platform.clone(),
+        );
         let keys = engine.context().keys.clone();
         let oauth = crate::apps::oauth::OAuth::new(
             Arc::clone(engine.context()),
@@ -163,6 +173,7 @@ impl AppState {
             vaults,
             triggers,
             reminders,
+            channels,
             apps,
             oauth,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
@@ -330,6 +341,12 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(triggers::resume_trigger))
         .routes(routes!(triggers::list_firings))
         .routes(routes!(triggers::receive_hook))
+        .routes(routes!(channels::create_channel, channels::list_channels))
+        .routes(routes!(channels::get_channel, channels::delete_channel))
+        .routes(routes!(channels::list_channel_sends))
+        .routes(routes!(channels::link_speaker, channels::unlink_speaker))
+        .routes(routes!(channels::slack_events))
+        .routes(routes!(channels::telegram_update))
         .routes(routes!(reminders::list_reminders))
         .routes(routes!(reminders::cancel_reminder))
         .routes(routes!(app_oauth::authorize_oauth))

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 24;
+pub const SCHEMA_VERSION: i64 = 25;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -140,6 +140,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 24,
         name: "file_retention",
         sql: include_str!("../../../migrations/sqlite/0024_file_retention.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "channels",
+        sql: include_str!("../../../migrations/sqlite/0025_channels.sql"),
     },
 ];
 
@@ -263,6 +268,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 24,
         name: "file_retention",
         sql: include_str!("../../../migrations/postgres/0024_file_retention.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "channels",
+        sql: include_str!("../../../migrations/postgres/0025_channels.sql"),
     },
 ];
 

@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod apps;
 pub mod bots;
 pub mod budgets;
+pub mod channels;
 pub mod chats;
 pub mod code;
 pub mod executions;

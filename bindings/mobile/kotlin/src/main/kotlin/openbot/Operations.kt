@@ -48,6 +48,15 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "list_budgets" to "listBudgets",
     "put_budget" to "putBudget",
     "delete_budget" to "deleteBudget",
+    "list_channels" to "listChannels",
+    "create_channel" to "createChannel",
+    "get_channel" to "getChannel",
+    "delete_channel" to "deleteChannel",
+    "list_channel_sends" to "listChannelSends",
+    "slack_events" to "slackEvents",
+    "link_speaker" to "linkSpeaker",
+    "unlink_speaker" to "unlinkSpeaker",
+    "telegram_update" to "telegramUpdate",
     "list_chats" to "listChats",
     "create_chat" to "createChat",
     "get_chat" to "getChat",
@@ -200,6 +209,24 @@ fun Client.listMemoriesFlow(id: String, tag: String? = null, status: uniffi.open
  */
 fun Client.listBudgetsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Budget> =
     pagedFlow({ cursor -> listBudgets(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listChannels`, page after page (The caller's Channels, oldest first, with their
+ * status. Paged: ask again with `next_cursor` until absent). `limit` is the size of each page; the
+ * next page is asked for only when the collector wants more.
+ */
+fun Client.listChannelsFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Channel> =
+    pagedFlow({ cursor -> listChannels(limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listChannelSends`, page after page (A Channel's inputs, newest first, each with
+ * its Speaker, its Chat and Turn, and its reply's send: `pending`, `sent` (with the platform's
+ * message ID), `rejected` (with the platform's error), `unknown` (the answer was lost; never sent
+ * again) or `refused`. Paged: ask again with `next_cursor` until absent). `limit` is the size of
+ * each page; the next page is asked for only when the collector wants more.
+ */
+fun Client.listChannelSendsFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.schema.ChannelSend> =
+    pagedFlow({ cursor -> listChannelSends(id, limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `listChats`, page after page (The caller's Chats, oldest first; with `bot`, only
