@@ -16,7 +16,7 @@ pub mod tool;
 
 pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
 pub use error::AppError;
-pub use oauth_link::{AppStatusWrite, OAuthCredentials, phase_credentials};
+pub use oauth_link::{AppStatusWrite, OAuthCredentials, begin_sign_in, phase_credentials};
 pub use service::{
     AppPermits, Apps, MAX_HEADERS, app_scopes, app_view, check_app_name, connection_view, upstream,
 };

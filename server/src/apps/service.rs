@@ -212,8 +212,25 @@ impl Apps {
         }
     }
 
-    /// Removes an App; its Connections are removed with it.
+    /// Removes an App; its Connections are removed with it, each OAuth one handing its grant
+    /// to cleanup in the transaction that removes it.
     pub async fn remove(&self, organization: Uuid, id: Uuid) -> Result<(), AppError> {
+        self.live_app(organization, id).await?;
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .connections_page(organization, id, after, 100)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id);
+            for row in page.iter().filter(|row| row.auth == AppAuthKind::Oauth) {
+                self.credentials
+                    .remove(row)
+                    .await
+                    .map_err(|e| AppError::Upstream(e.to_string()))?;
+            }
+        }
         if self.store.remove_app(organization, id, now_ms()).await? {
             Ok(())
         } else {
@@ -302,6 +319,15 @@ impl Apps {
         if row.status == AppConnectionStatus::Removed {
             return Err(AppError::NotFound("connection"));
         }
+        // An OAuth grant goes to cleanup in the transaction that removes the Connection.
+        if self
+            .credentials
+            .remove(&row)
+            .await
+            .map_err(|e| AppError::Upstream(e.to_string()))?
+        {
+            return Ok(());
+        }
         match self
             .store
             .set_status(organization, id, AppConnectionStatus::Removed)
@@ -309,6 +335,33 @@ impl Apps {
         {
             Some(_) => Ok(()),
             None => Err(AppError::NotFound("connection")),
+        }
+    }
+
+    /// The MCP server an OAuth Connection signs in at: the URL of its App. Only a live
+    /// Connection of a live App of the organization that was opened with auth `oauth` has
+    /// one; [`AppError::NotFound`] for anything else of another organization or removed,
+    /// [`AppError::Conflict`] for a Connection of another kind or a stdio App.
+    pub async fn oauth_server_url(
+        &self,
+        organization: Uuid,
+        connection: Uuid,
+    ) -> Result<String, AppError> {
+        let row = match self.store.connection(organization, connection).await? {
+            Some(row) if row.status != AppConnectionStatus::Removed => row,
+            _ => return Err(AppError::NotFound("connection")),
+        };
+        let app = self.live_app(organization, row.app_id).await?;
+        if row.auth != AppAuthKind::Oauth {
+            return Err(AppError::Conflict(
+                "the connection was not opened with auth oauth: open an OAuth connection to sign in".into(),
+            ));
+        }
+        match app.transport {
+            AppTransport::Http { url } => Ok(url),
+            AppTransport::Stdio { .. } => Err(AppError::Conflict(
+                "a stdio App has no URL to sign in at".into(),
+            )),
         }
     }
 

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 24;
+pub const SCHEMA_VERSION: i64 = 26;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -140,6 +140,12 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 24,
         name: "file_retention",
         sql: include_str!("../../../migrations/sqlite/0024_file_retention.sql"),
+    },
+    // 25 is another branch's; the lead merges both.
+    Migration {
+        version: 26,
+        name: "oauth_connection_keys",
+        sql: include_str!("../../../migrations/sqlite/0026_oauth_connection_keys.sql"),
     },
 ];
 
@@ -263,6 +269,12 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 24,
         name: "file_retention",
         sql: include_str!("../../../migrations/postgres/0024_file_retention.sql"),
+    },
+    // 25 is another branch's; the lead merges both.
+    Migration {
+        version: 26,
+        name: "oauth_connection_keys",
+        sql: include_str!("../../../migrations/postgres/0026_oauth_connection_keys.sql"),
     },
 ];
 
