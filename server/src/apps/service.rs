@@ -39,6 +39,8 @@ pub struct Apps {
     credentials: Arc<dyn ConnectionCredentials>,
     /// The shared limits App calls take room in, and the phase's owner generation.
     permits: Option<AppPermits>,
+    /// Opens Vault references in manual headers for a discovery.
+    vault: Option<crate::vaults::VaultOpener>,
 }
 
 /// Where a phase's App calls take room: the shared limits (the scopes `apps` and
@@ -124,7 +126,15 @@ impl Apps {
             platform,
             credentials,
             permits: None,
+            vault: None,
         }
+    }
+
+    /// The same use cases, whose discoveries open Vault references in manual headers with
+    /// `opener`.
+    pub fn with_vault(mut self, opener: crate::vaults::VaultOpener) -> Self {
+        self.vault = Some(opener);
+        self
     }
 
     /// The same use cases, whose App calls take room in the shared limits first.
@@ -261,6 +271,9 @@ impl Apps {
             AppAuthKind::Oauth => (AppConnectionStatus::NeedsSignIn, None),
             AppAuthKind::Manual => {
                 check_headers(&headers)?;
+                // References are saved as written; the caller checked what they name.
+                super::vault_headers::header_references(&headers)
+                    .map_err(|e| AppError::Invalid(e.to_string()))?;
                 if matches!(app.transport, AppTransport::Stdio { .. }) {
                     return Err(AppError::Invalid(
                         "a stdio App takes no headers: connect it with auth none".into(),
@@ -390,9 +403,13 @@ impl Apps {
     /// Discovery: opens a session on the Connection, lists every tool with its schemas and
     /// annotations, saves the list on the Connection (Bots' Turns take their declarations
     /// from it) and closes the session.
+    ///
+    /// Vault references in manual headers are opened as `member`, through the Connection's
+    /// rule (a discovery has no Bot).
     pub async fn discover(
         &self,
         organization: Uuid,
+        member: Uuid,
         app: Uuid,
         id: Uuid,
     ) -> Result<AppDiscovery, AppError> {
@@ -401,7 +418,29 @@ impl Apps {
         if row.status == AppConnectionStatus::Removed {
             return Err(AppError::NotFound("connection"));
         }
-        let endpoint = self.endpoint(&app, &row).await?;
+        let mut endpoint = self.endpoint(&app, &row).await?;
+        let refs = super::vault_headers::header_references(&endpoint.headers)
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
+        if !refs.is_empty() {
+            let opener = self.vault.as_ref().ok_or_else(|| {
+                AppError::Conflict("Vault references cannot be opened on this node".into())
+            })?;
+            let path = crate::vaults::ReaderPath {
+                organization,
+                member,
+                bot: None,
+                through: crate::vaults::Through::AppConnection {
+                    id: row.id,
+                    app: app.name.clone(),
+                },
+            };
+            let values = opener.open(&refs, &path).await.map_err(|err| match err {
+                crate::vaults::OpenError::Refused(why) => AppError::Conflict(why),
+                crate::vaults::OpenError::Store(err) => AppError::Store(err),
+            })?;
+            endpoint.headers = super::vault_headers::render_headers(&endpoint.headers, &values)
+                .map_err(|e| AppError::Invalid(e.to_string()))?;
+        }
         let session = McpSession::open(&endpoint, &self.platform.mcp_options())
             .await
             .map_err(upstream)?;

@@ -172,6 +172,18 @@ pub async fn open_app_connection(
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "connect Apps")?;
     let app = id(&app, "app")?;
+    // Vault references in manual headers name items by ID: each must be a field the
+    // connecting member sees now (the values are opened only at each request).
+    let headers: std::collections::BTreeMap<String, String> = request
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let refs =
+        crate::apps::header_references(&headers).map_err(|e| ApiError::invalid(e.to_string()))?;
+    if let Err(err) = state.vaults.check_references(&caller, &refs).await {
+        return Err(super::vaults::mapped(&state, err).await);
+    }
     match state
         .apps
         .connect(
@@ -249,7 +261,12 @@ pub async fn discover_app_tools(
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
     match state
         .apps
-        .discover(caller.member.organization_id, app, connection)
+        .discover(
+            caller.member.organization_id,
+            caller.member.member_id,
+            app,
+            connection,
+        )
         .await
     {
         Ok(discovery) => Ok(Json(discovery)),
