@@ -141,6 +141,7 @@ oauth_tests!(
     sign_in_begins_only_at_an_oauth_connection_of_a_registered_app,
     removing_the_app_connection_hands_its_grant_to_cleanup,
     an_oauth_setup_needs_an_app_connection_row,
+    a_turn_calls_an_oauth_protected_mcp_server_refreshing_then_needing_sign_in,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -1532,4 +1533,175 @@ async fn an_expired_state_is_refused_and_exchanges_nothing() {
         .await
         .unwrap();
     assert_eq!(count["count"], 0, "no exchange was sent");
+}
+
+fn tool_results(events: &[openbot_schema::Event]) -> Vec<openbot_schema::ToolResult> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            openbot_schema::EventKind::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A Turn of a scripted model calls a tool of an OAuth-protected MCP server (server-everything
+/// behind the provider's resource server, which checks each bearer token at the provider).
+/// The access token expires before the call, so the call refreshes it within the Turn; then
+/// the refresh token is spent elsewhere and the next Turn's call finds the grant refused for
+/// good: the Connection needs sign-in again and the model reads a clear error, no token.
+async fn a_turn_calls_an_oauth_protected_mcp_server_refreshing_then_needing_sign_in(s: Server) {
+    let mcp = everything();
+    // Access tokens live 5 s: each is within the 30 s refresh margin at once.
+    let provider = provider(&[("MCP_UPSTREAM", mcp.url.as_str()), ("ACCESS_TTL", "5")]);
+    let app = app_at(&s, &provider.resource).await;
+    let name: Value = s
+        .get(&format!("/v1/apps/{app}"), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tool = format!("{}__echo", name["name"].as_str().unwrap());
+    let connection = open_connection(&s, app, json!({"auth": "oauth"})).await;
+    let status = sign_in(&s, &s.owner, connection, &provider).await;
+    let discovered = s
+        .post(
+            &format!("/v1/apps/{app}/connections/{connection}/discover"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(discovered.status(), StatusCode::OK);
+    let (grant, before) = tokens(&s, connection).await;
+    let rotation = s
+        .database
+        .oauth
+        .grant(grant)
+        .await
+        .unwrap()
+        .unwrap()
+        .rotation;
+
+    let model = fake_openai::FakeOpenAi::start(vec![
+        fake_openai::Answer::Tool(
+            Box::leak(tool.clone().into_boxed_str()),
+            json!({"message": "through oauth"}),
+        ),
+        fake_openai::Answer::Text(vec!["done"]),
+        fake_openai::Answer::Tool(
+            Box::leak(tool.clone().into_boxed_str()),
+            json!({"message": "again"}),
+        ),
+        fake_openai::Answer::Text(vec!["needs sign-in"]),
+    ])
+    .await;
+    let bot: Value = s
+        .post("/v1/bots", &s.owner)
+        .json(&json!({"name": "Protected", "model": model.spec(),
+            "tools": [{"name": tool, "input_schema": {"type": "object"}}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chat = s.chat(&s.owner, &bot).await;
+    let sent = api::receipt(s.send(&s.owner, &chat, "Echo", None).await).await;
+    let events = s
+        .finish(&s.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results = tool_results(&events);
+    assert!(!results[0].is_error, "{results:?}");
+    assert!(
+        results[0].output[0]
+            .as_text()
+            .unwrap()
+            .contains("through oauth"),
+        "{results:?}"
+    );
+    // The call refreshed the expired access token during the Turn: a new rotation.
+    let after = s
+        .database
+        .oauth
+        .grant(grant)
+        .await
+        .unwrap()
+        .unwrap()
+        .rotation;
+    assert!(after > rotation, "refreshed: {rotation} -> {after}");
+    let (_, current) = tokens(&s, connection).await;
+    assert_ne!(current["access_token"], before["access_token"]);
+
+    // Someone else spends the refresh token: the next refresh is refused for good.
+    let spent = reqwest::Client::new()
+        .post(format!("{}/token", provider.issuer))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=refresh_token&refresh_token={}&client_id={}",
+            current["refresh_token"].as_str().unwrap(),
+            status["client_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(spent.status(), StatusCode::OK);
+    let spent: Value = spent.json().await.unwrap();
+    let sent = api::receipt(s.send(&s.owner, &chat, "Again", None).await).await;
+    let second = s
+        .finish(&s.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results = tool_results(&second);
+    assert!(results[0].is_error, "{results:?}");
+    let text = results[0].output[0].as_text().unwrap().to_string();
+    assert!(text.contains("sign in"), "{text}");
+    let oauth_status: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(oauth_status["status"], "needs_sign_in");
+    let app_connection: Value = s
+        .get(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(app_connection["status"], "needs_sign_in");
+    // No token reached the model, an event, a row in clear or a log line.
+    let logs = String::from_utf8_lossy(&api::logs().lock().unwrap()).to_string();
+    let everything_seen = format!(
+        "{}{}{}",
+        serde_json::to_string(&events).unwrap(),
+        serde_json::to_string(&second).unwrap(),
+        model.bodies().join("")
+    );
+    for token in [
+        &before["access_token"],
+        &before["refresh_token"],
+        &current["access_token"],
+        &current["refresh_token"],
+        &spent["access_token"],
+    ] {
+        let token = token.as_str().unwrap();
+        assert!(
+            !everything_seen.contains(token),
+            "a token reached the model or an event"
+        );
+        assert!(!logs.contains(token), "a token reached the logs");
+        assert!(
+            s.columns_containing(token).await.is_empty(),
+            "a token is stored in clear"
+        );
+    }
 }

@@ -1223,7 +1223,10 @@ async fn a_manual_connection_opens_its_vault_references_only_at_each_request(ser
     // A Bot uses the App's newest ready Connection: the plain one goes.
     let gone = server
         .delete(
-            &format!("/v1/apps/{app}/connections/{}", plain["id"].as_str().unwrap()),
+            &format!(
+                "/v1/apps/{app}/connections/{}",
+                plain["id"].as_str().unwrap()
+            ),
             &server.owner,
         )
         .send()
