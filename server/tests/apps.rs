@@ -59,7 +59,7 @@ app_tests!(
     a_lost_result_of_a_read_only_tool_is_sent_again_with_the_same_request_id,
     cancelling_a_turn_sends_notifications_cancelled,
     a_member_uses_apps_but_only_owners_and_admins_change_them,
-    a_token_without_the_bots_write_right_cannot_register,
+    a_token_without_the_apps_write_right_cannot_register,
     manual_credentials_are_sealed_and_never_shown,
     bad_app_input_is_refused,
     a_bot_naming_an_unknown_app_tool_cannot_send,
@@ -500,11 +500,21 @@ async fn a_member_uses_apps_but_only_owners_and_admins_change_them(server: Serve
     assert_eq!(other.status(), StatusCode::NOT_FOUND);
 }
 
-async fn a_token_without_the_bots_write_right_cannot_register(server: Server) {
+async fn a_token_without_the_apps_write_right_cannot_register(server: Server) {
     let token = server
-        .token_with(json!([{"resource": "bots", "action": "read"}]))
+        .token_with(json!([{"resource": "apps", "action": "read"}]))
         .await;
     let (status, _) = error_code(register(&server, &token, "time", &time_stdio()).await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let listed = server.get("/v1/apps", &token).send().await.unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    // The `bots` rights, which App routes took before, reach no App route now.
+    let bots = server
+        .token_with(json!([{"resource": "bots", "action": "read"}, {"resource": "bots", "action": "write"}]))
+        .await;
+    let listed = server.get("/v1/apps", &bots).send().await.unwrap();
+    assert_eq!(listed.status(), StatusCode::FORBIDDEN);
+    let (status, _) = error_code(register(&server, &bots, "time", &time_stdio()).await).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let none = server
         .token_with(json!([{"resource": "chats", "action": "read"}]))
