@@ -419,8 +419,13 @@ impl Apps {
             return Err(AppError::NotFound("connection"));
         }
         let mut endpoint = self.endpoint(&app, &row).await?;
-        let refs = super::vault_headers::header_references(&endpoint.headers)
-            .map_err(|e| AppError::Invalid(e.to_string()))?;
+        // Only headers a member wrote hold references (never an OAuth token's text).
+        let refs = if row.auth == AppAuthKind::Manual {
+            super::vault_headers::header_references(&endpoint.headers)
+                .map_err(|e| AppError::Invalid(e.to_string()))?
+        } else {
+            Default::default()
+        };
         if !refs.is_empty() {
             let opener = self.vault.as_ref().ok_or_else(|| {
                 AppError::Conflict("Vault references cannot be opened on this node".into())

@@ -233,8 +233,14 @@ impl AppTool {
             .endpoint(&app, &connection)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let (headers, opened) = self.open_headers(&endpoint.headers, connection.id).await?;
-        endpoint.headers = headers;
+        // Only headers a member wrote hold references: a token an authorization server
+        // issued is sent as it is, whatever text it holds.
+        let mut opened = Vec::new();
+        if connection.auth == openbot_schema::AppAuthKind::Manual {
+            let (headers, values) = self.open_headers(&endpoint.headers, connection.id).await?;
+            endpoint.headers = headers;
+            opened = values;
+        }
         // A server that echoes what it received does not hand an opened value to the model.
         let clean = |text: String| redacted(text, &opened);
         let options = self.apps.mcp_options();
