@@ -838,14 +838,15 @@ export abstract class Operations {
   }
 
   /**
-   * Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
-   * registers a client there unless `client_id` is given (RFC 7591), and answers the authorization
-   * URL (PKCE S256, `resource`) and its single-use `state`. `POST
-   * /v1/app-connections/{connection_id}/oauth/authorize` (operation `authorize_oauth`).
+   * Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL: discovers the
+   * MCP server's authorization server (RFC 9728, RFC 8414), registers a client there unless
+   * `client_id` is given (RFC 7591), and answers the authorization URL (PKCE S256, `resource`) and
+   * its single-use `state`. `POST /v1/app-connections/{connection_id}/oauth/authorize` (operation
+   * `authorize_oauth`).
    */
   async authorizeOauth(connection_id: string, body: BeginOAuth): Promise<OAuthAuthorization> {
     checkString('authorizeOauth', 'connection_id', connection_id);
-    checkFields('authorizeOauth', 'body', body, { client_id: 'string?', client_secret: 'string?', redirect_uri: 'string!', scope: 'string?', server_url: 'string!' });
+    checkFields('authorizeOauth', 'body', body, { client_id: 'string?', client_secret: 'string?', redirect_uri: 'string!', scope: 'string?', server_url: 'string?' });
     return (await this.invoke('authorize_oauth', { connection_id }, body)) as OAuthAuthorization;
   }
 

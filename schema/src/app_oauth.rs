@@ -11,8 +11,12 @@ use utoipa::ToSchema;
 #[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(deny_unknown_fields)]
 pub struct BeginOAuth {
-    /// The MCP server's URL (its streamable-HTTP endpoint): the protected resource.
-    pub server_url: String,
+    /// The MCP server's URL (its streamable-HTTP endpoint): the protected resource. The server
+    /// takes it from the Connection's App; given here, it must be that App's URL (a mismatch
+    /// is `400`). Kept optional for callers that still send it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub server_url: Option<String>,
     /// Where the authorization server sends the browser back, with `code` and `state`: a
     /// page of the caller's, which hands both to `.../oauth/complete`.
     pub redirect_uri: String,

@@ -102,6 +102,11 @@ pub enum VaultReader {
         /// The tool's name.
         name: String,
     },
+    /// A manual App connection, whose headers reference the field (docs/apps.md).
+    AppConnection {
+        /// The Connection.
+        connection_id: Uuid,
+    },
 }
 
 /// A rule to add to a Vault item.

@@ -138,6 +138,10 @@ oauth_tests!(
     an_oauth_protected_mcp_server_answers_with_the_connections_credential,
     a_signed_in_connection_never_sends_its_grant_to_another_authorization_server,
     a_sign_in_completes_with_the_client_and_redirect_it_began_with,
+    sign_in_begins_only_at_an_oauth_connection_of_a_registered_app,
+    removing_the_app_connection_hands_its_grant_to_cleanup,
+    an_oauth_setup_needs_an_app_connection_row,
+    a_turn_calls_an_oauth_protected_mcp_server_refreshing_then_needing_sign_in,
 );
 
 /// The folder scripts/oauth-deps installed oidc-provider into.
@@ -205,6 +209,40 @@ fn provider(env: &[(&str, &str)]) -> Provider {
 
 const REDIRECT: &str = "http://127.0.0.1:9/oauth/callback";
 
+/// Registers an App at `url` and opens an OAuth Connection to it through the API, as the
+/// owner: sign-in begins only at an App the organization registered. Answers the Connection.
+async fn connect(s: &Server, url: &str) -> Uuid {
+    let app = app_at(s, url).await;
+    open_connection(s, app, json!({"auth": "oauth"})).await
+}
+
+/// Registers an App at `url` (a fresh name); answers its ID.
+async fn app_at(s: &Server, url: &str) -> Uuid {
+    let name = format!("mcp-{}", &Uuid::now_v7().simple().to_string()[20..]);
+    let response = s
+        .post("/v1/apps", &s.owner)
+        .json(&json!({"name": name, "transport": {"type": "http", "url": url}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// Opens a Connection to `app` with `body`; answers its ID.
+async fn open_connection(s: &Server, app: Uuid, body: Value) -> Uuid {
+    let response = s
+        .post(&format!("/v1/apps/{app}/connections"), &s.owner)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["id"].as_str().unwrap().parse().unwrap()
+}
+
 fn path(connection: Uuid, rest: &str) -> String {
     format!("/v1/app-connections/{connection}/oauth{rest}")
 }
@@ -259,7 +297,8 @@ async fn sign_in_with(
     provider: &Provider,
     extra: Value,
 ) -> Value {
-    let mut body = json!({ "server_url": provider.resource, "redirect_uri": REDIRECT });
+    // No server_url: the server takes the Connection's App URL.
+    let mut body = json!({ "redirect_uri": REDIRECT });
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
     }
@@ -374,7 +413,7 @@ async fn remove(s: &Server, token: &str, connection: Uuid) -> String {
 
 async fn a_connection_signs_in_with_registration_pkce_and_its_resource(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     let step = begin(
         &s,
         &s.owner,
@@ -472,7 +511,7 @@ async fn an_expired_access_token_is_refreshed_and_the_rotated_refresh_token_repl
 ) {
     // Access tokens live 5 s: each is within the 30 s refresh margin at once.
     let provider = provider(&[("ACCESS_TTL", "5")]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     sign_in(&s, &s.owner, connection, &provider).await;
     let (grant, first) = tokens(&s, connection).await;
     let first_refresh = first["refresh_token"].as_str().unwrap().to_string();
@@ -514,7 +553,7 @@ async fn an_expired_access_token_is_refreshed_and_the_rotated_refresh_token_repl
 
 async fn a_refresh_refused_for_good_leaves_the_connection_needing_sign_in(s: Server) {
     let provider = provider(&[("ACCESS_TTL", "1")]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     let status = sign_in(&s, &s.owner, connection, &provider).await;
     let (_, tokens) = tokens(&s, connection).await;
     // Someone else spends the refresh token first: OpenBot's refresh is reuse.
@@ -556,7 +595,7 @@ async fn a_refresh_refused_for_good_leaves_the_connection_needing_sign_in(s: Ser
 
 async fn removing_a_connection_revokes_its_grant_at_the_provider(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     sign_in(&s, &s.owner, connection, &provider).await;
     let (grant, tokens) = tokens(&s, connection).await;
     let access = tokens["access_token"].as_str().unwrap();
@@ -613,7 +652,7 @@ async fn removing_a_connection_revokes_its_grant_at_the_provider(s: Server) {
 
 async fn a_provider_without_revocation_gives_a_saved_local_only_result(s: Server) {
     let provider = provider(&[("NO_REVOCATION", "1")]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     sign_in(&s, &s.owner, connection, &provider).await;
     let (grant, tokens) = tokens(&s, connection).await;
     let cleanup = remove(&s, &s.owner, connection).await;
@@ -636,9 +675,9 @@ async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_membe
         .unwrap()
         .unwrap();
     // Two connections of the member on one client (the first one's registered client).
-    let first = Uuid::now_v7();
+    let first = connect(&s, &provider.resource).await;
     let status = sign_in(&s, &member_token, first, &provider).await;
-    let second = Uuid::now_v7();
+    let second = connect(&s, &provider.resource).await;
     sign_in_with(
         &s,
         &member_token,
@@ -687,7 +726,7 @@ async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_membe
 
 async fn a_forged_replayed_or_borrowed_state_is_refused(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     let step = begin(
         &s,
         &s.owner,
@@ -792,13 +831,28 @@ async fn a_forged_replayed_or_borrowed_state_is_refused(s: Server) {
 
 async fn metadata_that_points_at_an_internal_address_is_refused_before_any_request(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    // The resource's metadata names an authorization server at the cloud metadata address.
+    let connection = connect(&s, &format!("{}/internal/mcp", provider.base)).await;
+    let internal = s
+        .post(&path(connection, "/authorize"), &s.owner)
+        .json(&json!({ "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (internal.status(), internal.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("outbound policy"),
+        "{body}"
+    );
+    // Internal addresses are no App's: a request naming one is refused before any request.
     for server_url in [
-        // The resource's metadata names an authorization server at the cloud metadata address.
-        format!("{}/internal/mcp", provider.base),
-        "http://169.254.169.254/mcp".to_string(),
-        "http://10.0.0.1/mcp".to_string(),
-        "file:///etc/passwd".to_string(),
+        "http://169.254.169.254/mcp",
+        "http://10.0.0.1/mcp",
+        "file:///etc/passwd",
     ] {
         let response = s
             .post(&path(connection, "/authorize"), &s.owner)
@@ -810,27 +864,20 @@ async fn metadata_that_points_at_an_internal_address_is_refused_before_any_reque
         let body: Value = response.json().await.unwrap();
         assert_eq!(status, StatusCode::BAD_REQUEST, "{server_url}: {body}");
         assert_eq!(body["code"], "invalid_input");
+        let app = s
+            .post("/v1/apps", &s.owner)
+            .json(&json!({"name": "internal", "transport": {"type": "http", "url": server_url}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(app.status(), StatusCode::BAD_REQUEST, "{server_url}");
     }
-    let internal = s
-        .post(&path(connection, "/authorize"), &s.owner)
-        .json(&json!({ "server_url": format!("{}/internal/mcp", provider.base), "redirect_uri": REDIRECT }))
-        .send()
-        .await
-        .unwrap();
-    let body: Value = internal.json().await.unwrap();
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("outbound policy"),
-        "{body}"
-    );
     // Nothing was saved for the connection.
     let missing = s.get(&path(connection, ""), &s.owner).send().await.unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     let bad = s
         .post(&path(connection, "/authorize"), &s.owner)
-        .json(&json!({ "server_url": provider.resource, "redirect_uri": "javascript:alert(1)" }))
+        .json(&json!({ "redirect_uri": "javascript:alert(1)" }))
         .send()
         .await
         .unwrap();
@@ -840,9 +887,216 @@ async fn metadata_that_points_at_an_internal_address_is_refused_before_any_reque
     );
 }
 
+async fn sign_in_begins_only_at_an_oauth_connection_of_a_registered_app(s: Server) {
+    let provider = provider(&[]);
+    let app = app_at(&s, &provider.resource).await;
+    let begin_at = |connection: Uuid, body: Value| {
+        let s = &s;
+        async move {
+            error_code(
+                s.post(&path(connection, "/authorize"), &s.owner)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let redirect = json!({ "redirect_uri": REDIRECT });
+    // No App Connection of that ID: nothing is discovered or registered anywhere.
+    assert_eq!(
+        begin_at(Uuid::now_v7(), redirect.clone()).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    // Connections opened without OAuth do not sign in.
+    let none = open_connection(&s, app, json!({"auth": "none"})).await;
+    let manual = open_connection(
+        &s,
+        app,
+        json!({"auth": "manual", "headers": {"x-api-key": "k-123456"}}),
+    )
+    .await;
+    for connection in [none, manual] {
+        assert_eq!(
+            begin_at(connection, redirect.clone()).await,
+            (StatusCode::CONFLICT, "conflict".into())
+        );
+    }
+    // The request cannot point the sign-in at another server than the App's.
+    let connection = open_connection(&s, app, json!({"auth": "oauth"})).await;
+    let other = self::provider(&[]);
+    let response = s
+        .post(&path(connection, "/authorize"), &s.owner)
+        .json(&json!({ "server_url": other.resource, "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("URL of the connection's App"),
+        "{body}"
+    );
+    let count: Value = reqwest::Client::new()
+        .get(format!("{}/resource-requests", other.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(count["count"], 0, "the other server was never asked");
+    // The App's own URL, given or not, signs in.
+    let step = begin(
+        &s,
+        &s.owner,
+        connection,
+        json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }),
+    )
+    .await;
+    assert!(
+        step["authorization_url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&provider.issuer)
+    );
+    // A removed Connection, or one of a removed App, does not.
+    let removed = s
+        .delete(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        begin_at(connection, redirect.clone()).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+    let fresh = open_connection(&s, app, json!({"auth": "oauth"})).await;
+    let gone = s
+        .delete(&format!("/v1/apps/{app}"), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        begin_at(fresh, redirect).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+}
+
+async fn removing_the_app_connection_hands_its_grant_to_cleanup(s: Server) {
+    let provider = provider(&[]);
+    let app = app_at(&s, &provider.resource).await;
+    let connection = open_connection(&s, app, json!({"auth": "oauth"})).await;
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, tokens) = tokens(&s, connection).await;
+    let access = tokens["access_token"].as_str().unwrap();
+    assert!(active(&provider, access).await);
+    let removed = s
+        .delete(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    // The removal released the grant and handed it to cleanup in the same transaction.
+    let row = s
+        .database
+        .oauth
+        .connection(connection)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((row.status.as_str(), row.grant_id), ("removed", None));
+    let status: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "removed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while active(&provider, access).await {
+        assert!(Instant::now() < deadline, "the grant was never revoked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokens_of(&s, grant).await.is_some() {
+        assert!(Instant::now() < deadline, "the tokens were never dropped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let connection_row = s
+        .get(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(connection_row["status"], "removed");
+    // Removing the whole App does the same for each of its OAuth Connections.
+    let second = open_connection(&s, app, json!({"auth": "oauth"})).await;
+    sign_in(&s, &s.owner, second, &provider).await;
+    let (_, second_tokens) = self::tokens(&s, second).await;
+    let access = second_tokens["access_token"].as_str().unwrap().to_string();
+    let gone = s
+        .delete(&format!("/v1/apps/{app}"), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), StatusCode::NO_CONTENT);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while active(&provider, &access).await {
+        assert!(
+            Instant::now() < deadline,
+            "the App's grant was never revoked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn an_oauth_setup_needs_an_app_connection_row(s: Server) {
+    // The foreign key: OAuth rows of no App Connection are refused by the database.
+    let result = s
+        .database
+        .oauth
+        .put_connection(&openbot_server::apps::oauth::ConnectionRow {
+            connection_id: Uuid::now_v7(),
+            organization_id: s.owner_member().await.organization_id,
+            resource: "http://127.0.0.1:9/mcp".into(),
+            issuer: "http://127.0.0.1:9".into(),
+            metadata: "{}".into(),
+            client_id: "c".into(),
+            client_registered: false,
+            secret: None,
+            redirect_uri: REDIRECT.into(),
+            scope: None,
+            status: "needs_sign_in".into(),
+            grant_id: None,
+            reason: None,
+            created_by: s.owner_member().await.member_id,
+        })
+        .await;
+    assert!(result.is_err(), "{result:?}");
+}
+
 async fn oauth_routes_need_the_apps_rights(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     sign_in(&s, &s.owner, connection, &provider).await;
     let reader = s
         .token_with(json!([{"resource": "apps", "action": "read"}]))
@@ -898,7 +1152,7 @@ async fn oauth_routes_need_the_apps_rights(s: Server) {
 
 async fn a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in(s: Server) {
     let provider = provider(&[("LOSE_TOKEN_ANSWERS", "1")]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     let step = begin(
         &s,
         &s.owner,
@@ -942,7 +1196,7 @@ async fn a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in(s: S
 
 async fn a_hand_over_whose_work_never_started_is_found_by_the_sweep(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     sign_in(&s, &s.owner, connection, &provider).await;
     let (grant, tokens) = tokens(&s, connection).await;
     let row = s
@@ -1043,7 +1297,7 @@ fn everything() -> Everything {
 async fn an_oauth_protected_mcp_server_answers_with_the_connections_credential(s: Server) {
     let mcp = everything();
     let provider = provider(&[("MCP_UPSTREAM", mcp.url.as_str())]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     sign_in(&s, &s.owner, connection, &provider).await;
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -1103,13 +1357,15 @@ async fn the_cli_signs_a_connection_in_and_removes_it() {
         stdout
     };
     ok(&["login", "--server", &served.base, "--token", &served.token]);
-    let connection = Uuid::now_v7().to_string();
+    // The App and its OAuth Connection come first; the sign-in takes the App's URL.
+    ok(&["apps", "add", "protected", "--url", &provider.resource]);
+    let opened: Value =
+        serde_json::from_str(&ok(&["apps", "connect", "protected", "--oauth", "--json"])).unwrap();
+    let connection = opened["id"].as_str().unwrap().to_string();
     let step: Value = serde_json::from_str(&ok(&[
         "oauth",
         "authorize",
         &connection,
-        "--server-url",
-        &provider.resource,
         "--redirect-uri",
         REDIRECT,
         "--json",
@@ -1165,8 +1421,9 @@ async fn the_cli_signs_a_connection_in_and_removes_it() {
 async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_server(s: Server) {
     let first = provider(&[]);
     let second = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &first.resource).await;
     sign_in(&s, &s.owner, connection, &first).await;
+    // The sign-in is at the App's server only: a request naming another is refused.
     let moved = s
         .post(&path(connection, "/authorize"), &s.owner)
         .json(&json!({ "server_url": second.resource, "redirect_uri": REDIRECT }))
@@ -1179,7 +1436,7 @@ async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_s
         body["message"]
             .as_str()
             .unwrap()
-            .contains("another authorization server"),
+            .contains("URL of the connection's App"),
         "{body}"
     );
     let after: Value = s
@@ -1194,9 +1451,9 @@ async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_s
         (after["status"].as_str(), after["issuer"].as_str()),
         (Some("ready"), Some(first.issuer.as_str()))
     );
-    // After removing the sign-in it may sign in there.
-    remove(&s, &s.owner, connection).await;
-    let status = sign_in(&s, &s.owner, connection, &second).await;
+    // Another App's Connection signs in there.
+    let other = connect(&s, &second.resource).await;
+    let status = sign_in(&s, &s.owner, other, &second).await;
     assert_eq!(
         (status["status"].as_str(), status["issuer"].as_str()),
         (Some("ready"), Some(second.issuer.as_str()))
@@ -1205,7 +1462,7 @@ async fn a_signed_in_connection_never_sends_its_grant_to_another_authorization_s
 
 async fn a_sign_in_completes_with_the_client_and_redirect_it_began_with(s: Server) {
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     let first = begin(
         &s,
         &s.owner,
@@ -1245,7 +1502,7 @@ async fn an_expired_state_is_refused_and_exchanges_nothing() {
     )
     .await;
     let provider = provider(&[]);
-    let connection = Uuid::now_v7();
+    let connection = connect(&s, &provider.resource).await;
     let step = begin(
         &s,
         &s.owner,
@@ -1276,4 +1533,175 @@ async fn an_expired_state_is_refused_and_exchanges_nothing() {
         .await
         .unwrap();
     assert_eq!(count["count"], 0, "no exchange was sent");
+}
+
+fn tool_results(events: &[openbot_schema::Event]) -> Vec<openbot_schema::ToolResult> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            openbot_schema::EventKind::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A Turn of a scripted model calls a tool of an OAuth-protected MCP server (server-everything
+/// behind the provider's resource server, which checks each bearer token at the provider).
+/// The access token expires before the call, so the call refreshes it within the Turn; then
+/// the refresh token is spent elsewhere and the next Turn's call finds the grant refused for
+/// good: the Connection needs sign-in again and the model reads a clear error, no token.
+async fn a_turn_calls_an_oauth_protected_mcp_server_refreshing_then_needing_sign_in(s: Server) {
+    let mcp = everything();
+    // Access tokens live 5 s: each is within the 30 s refresh margin at once.
+    let provider = provider(&[("MCP_UPSTREAM", mcp.url.as_str()), ("ACCESS_TTL", "5")]);
+    let app = app_at(&s, &provider.resource).await;
+    let name: Value = s
+        .get(&format!("/v1/apps/{app}"), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tool = format!("{}__echo", name["name"].as_str().unwrap());
+    let connection = open_connection(&s, app, json!({"auth": "oauth"})).await;
+    let status = sign_in(&s, &s.owner, connection, &provider).await;
+    let discovered = s
+        .post(
+            &format!("/v1/apps/{app}/connections/{connection}/discover"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(discovered.status(), StatusCode::OK);
+    let (grant, before) = tokens(&s, connection).await;
+    let rotation = s
+        .database
+        .oauth
+        .grant(grant)
+        .await
+        .unwrap()
+        .unwrap()
+        .rotation;
+
+    let model = fake_openai::FakeOpenAi::start(vec![
+        fake_openai::Answer::Tool(
+            Box::leak(tool.clone().into_boxed_str()),
+            json!({"message": "through oauth"}),
+        ),
+        fake_openai::Answer::Text(vec!["done"]),
+        fake_openai::Answer::Tool(
+            Box::leak(tool.clone().into_boxed_str()),
+            json!({"message": "again"}),
+        ),
+        fake_openai::Answer::Text(vec!["needs sign-in"]),
+    ])
+    .await;
+    let bot: Value = s
+        .post("/v1/bots", &s.owner)
+        .json(&json!({"name": "Protected", "model": model.spec(),
+            "tools": [{"name": tool, "input_schema": {"type": "object"}}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chat = s.chat(&s.owner, &bot).await;
+    let sent = api::receipt(s.send(&s.owner, &chat, "Echo", None).await).await;
+    let events = s
+        .finish(&s.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results = tool_results(&events);
+    assert!(!results[0].is_error, "{results:?}");
+    assert!(
+        results[0].output[0]
+            .as_text()
+            .unwrap()
+            .contains("through oauth"),
+        "{results:?}"
+    );
+    // The call refreshed the expired access token during the Turn: a new rotation.
+    let after = s
+        .database
+        .oauth
+        .grant(grant)
+        .await
+        .unwrap()
+        .unwrap()
+        .rotation;
+    assert!(after > rotation, "refreshed: {rotation} -> {after}");
+    let (_, current) = tokens(&s, connection).await;
+    assert_ne!(current["access_token"], before["access_token"]);
+
+    // Someone else spends the refresh token: the next refresh is refused for good.
+    let spent = reqwest::Client::new()
+        .post(format!("{}/token", provider.issuer))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=refresh_token&refresh_token={}&client_id={}",
+            current["refresh_token"].as_str().unwrap(),
+            status["client_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(spent.status(), StatusCode::OK);
+    let spent: Value = spent.json().await.unwrap();
+    let sent = api::receipt(s.send(&s.owner, &chat, "Again", None).await).await;
+    let second = s
+        .finish(&s.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results = tool_results(&second);
+    assert!(results[0].is_error, "{results:?}");
+    let text = results[0].output[0].as_text().unwrap().to_string();
+    assert!(text.contains("sign in"), "{text}");
+    let oauth_status: Value = s
+        .get(&path(connection, ""), &s.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(oauth_status["status"], "needs_sign_in");
+    let app_connection: Value = s
+        .get(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &s.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(app_connection["status"], "needs_sign_in");
+    // No token reached the model, an event, a row in clear or a log line.
+    let logs = String::from_utf8_lossy(&api::logs().lock().unwrap()).to_string();
+    let everything_seen = format!(
+        "{}{}{}",
+        serde_json::to_string(&events).unwrap(),
+        serde_json::to_string(&second).unwrap(),
+        model.bodies().join("")
+    );
+    for token in [
+        &before["access_token"],
+        &before["refresh_token"],
+        &current["access_token"],
+        &current["refresh_token"],
+        &spent["access_token"],
+    ] {
+        let token = token.as_str().unwrap();
+        assert!(
+            !everything_seen.contains(token),
+            "a token reached the model or an event"
+        );
+        assert!(!logs.contains(token), "a token reached the logs");
+        assert!(
+            s.columns_containing(token).await.is_empty(),
+            "a token is stored in clear"
+        );
+    }
 }

@@ -59,7 +59,7 @@ app_tests!(
     a_lost_result_of_a_read_only_tool_is_sent_again_with_the_same_request_id,
     cancelling_a_turn_sends_notifications_cancelled,
     a_member_uses_apps_but_only_owners_and_admins_change_them,
-    a_token_without_the_bots_write_right_cannot_register,
+    a_token_without_the_apps_write_right_cannot_register,
     manual_credentials_are_sealed_and_never_shown,
     bad_app_input_is_refused,
     a_bot_naming_an_unknown_app_tool_cannot_send,
@@ -70,6 +70,7 @@ app_tests!(
     a_session_lost_mid_call_of_an_unsafe_tool_waits_in_outcome_unknown,
     a_session_lost_mid_call_of_a_read_only_tool_is_sent_again_with_the_same_request_id,
     an_app_call_takes_room_in_its_apps_shared_limit,
+    a_manual_connection_opens_its_vault_references_only_at_each_request,
 );
 
 async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
@@ -499,11 +500,21 @@ async fn a_member_uses_apps_but_only_owners_and_admins_change_them(server: Serve
     assert_eq!(other.status(), StatusCode::NOT_FOUND);
 }
 
-async fn a_token_without_the_bots_write_right_cannot_register(server: Server) {
+async fn a_token_without_the_apps_write_right_cannot_register(server: Server) {
     let token = server
-        .token_with(json!([{"resource": "bots", "action": "read"}]))
+        .token_with(json!([{"resource": "apps", "action": "read"}]))
         .await;
     let (status, _) = error_code(register(&server, &token, "time", &time_stdio()).await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let listed = server.get("/v1/apps", &token).send().await.unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    // The `bots` rights, which App routes took before, reach no App route now.
+    let bots = server
+        .token_with(json!([{"resource": "bots", "action": "read"}, {"resource": "bots", "action": "write"}]))
+        .await;
+    let listed = server.get("/v1/apps", &bots).send().await.unwrap();
+    assert_eq!(listed.status(), StatusCode::FORBIDDEN);
+    let (status, _) = error_code(register(&server, &bots, "time", &time_stdio()).await).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let none = server
         .token_with(json!([{"resource": "chats", "action": "read"}]))
@@ -1102,4 +1113,248 @@ async fn an_app_call_takes_room_in_its_apps_shared_limit(server: Server) {
         .cloned()
         .unwrap();
     assert_eq!(notes["in_use"], 0, "{notes}");
+}
+
+/// Adds a Vault rule letting `reader` read `field` of `item`.
+async fn vault_rule(server: &Server, item: &str, field: &str, reader: Value) -> reqwest::Response {
+    server
+        .post(&format!("/v1/vault-items/{item}/rules"), &server.owner)
+        .json(&json!({"field": field, "reader": reader}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn a_manual_connection_opens_its_vault_references_only_at_each_request(server: Server) {
+    let secret = format!("vk-{}", Uuid::now_v7().simple());
+    let item: Value = server
+        .post("/v1/vault-items", &server.owner)
+        .json(&json!({"name": "fixture", "fields": {"key": secret}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let item = item["id"].as_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let fixture = fixture_http(&log, 0.0).await;
+    let transport = AppTransport::Http {
+        url: fixture.url.clone(),
+    };
+    let app: Value = register(&server, &server.owner, "notes", &transport)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let app = app["id"].as_str().unwrap();
+    let reference = format!("{{{{vault.{item}.key}}}}");
+
+    // References are checked when the Connection is opened: by ID, to a field that exists.
+    for (headers, why) in [
+        (
+            json!({"X-Fixture-Key": "{{vault.fixture.key}}"}),
+            "not a Vault reference",
+        ),
+        (
+            json!({"X-Fixture-Key": format!("{{{{vault.{}.key}}}}", Uuid::now_v7())}),
+            "does not exist",
+        ),
+        (
+            json!({"X-Fixture-Key": format!("{{{{vault.{item}.missing}}}}")}),
+            "does not exist",
+        ),
+        (
+            json!({"X-Fixture-Key": format!("{{{{vault.{item}.key")}),
+            "unclosed",
+        ),
+    ] {
+        let refused = connect(
+            &server,
+            &server.owner,
+            app,
+            json!({"auth": "manual", "headers": headers}),
+        )
+        .await;
+        let (status, body) = (refused.status(), refused.json::<Value>().await.unwrap());
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(why),
+            "{why}: {body}"
+        );
+    }
+    let connection: Value = connect(
+        &server,
+        &server.owner,
+        app,
+        json!({"auth": "manual", "headers": {"X-Fixture-Key": format!("Key {reference}")}}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let connection = connection["id"].as_str().unwrap().to_string();
+
+    // Discovery reads as the member through the Connection: without its rule nothing is sent.
+    let refused = discover(&server, &server.owner, app, &connection).await;
+    let (status, body) = (refused.status(), refused.json::<Value>().await.unwrap());
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the connection {connection}")),
+        "{body}"
+    );
+    assert!(fixture_log(&log).is_empty(), "nothing reached the App");
+    // A rule for an unknown connection, or one of another kind, is refused.
+    let unknown = vault_rule(
+        &server,
+        &item,
+        "key",
+        json!({"type": "app_connection", "connection_id": Uuid::now_v7()}),
+    )
+    .await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let plain: Value = connect(&server, &server.owner, app, json!({"auth": "none"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let other_kind = vault_rule(
+        &server,
+        &item,
+        "key",
+        json!({"type": "app_connection", "connection_id": plain["id"]}),
+    )
+    .await;
+    assert_eq!(other_kind.status(), StatusCode::NOT_FOUND);
+    // A Bot uses the App's newest ready Connection: the plain one goes.
+    let gone = server
+        .delete(
+            &format!(
+                "/v1/apps/{app}/connections/{}",
+                plain["id"].as_str().unwrap()
+            ),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), StatusCode::NO_CONTENT);
+    let rule = vault_rule(
+        &server,
+        &item,
+        "key",
+        json!({"type": "app_connection", "connection_id": connection}),
+    )
+    .await;
+    assert_eq!(rule.status(), StatusCode::CREATED);
+    assert_eq!(
+        discover(&server, &server.owner, app, &connection)
+            .await
+            .status(),
+        StatusCode::OK
+    );
+
+    // A Turn's call reads as its Bot and the Connection: without the Bot's rule, a clear
+    // error result and nothing sent.
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "first"})),
+        Answer::Text(vec!["refused"]),
+        Answer::Tool("notes__write_note", json!({"text": "second"})),
+        Answer::Text(vec!["done"]),
+        Answer::Tool("notes__write_note", json!({"text": "third"})),
+        Answer::Text(vec!["gone"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let calls_before = fixture_log(&log)
+        .iter()
+        .filter(|l| l.starts_with("call "))
+        .count();
+    let (chat, execution) = start(&server, &bot, "Write").await;
+    let events = server.finish(&server.owner, &execution).await;
+    let results = tool_results(&events);
+    assert!(results[0].is_error, "{results:?}");
+    let text = results[0].output[0].as_text().unwrap().to_string();
+    assert!(text.contains("no Vault rule lets the Bot"), "{text}");
+    assert!(text.contains(&item) && text.contains("`key`"), "{text}");
+    assert_eq!(
+        fixture_log(&log)
+            .iter()
+            .filter(|l| l.starts_with("call "))
+            .count(),
+        calls_before,
+        "the call was not sent"
+    );
+    let bot_id = bot["id"].as_str().unwrap();
+    let rule = vault_rule(
+        &server,
+        &item,
+        "key",
+        json!({"type": "bot", "bot_id": bot_id}),
+    )
+    .await;
+    assert_eq!(rule.status(), StatusCode::CREATED);
+    let sent = receipt(server.send(&server.owner, &chat, "Again", None).await).await;
+    let second = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results = tool_results(&second);
+    assert!(!results[0].is_error, "{results:?}");
+    assert!(
+        fixture_log(&log).contains(&format!("header x-fixture-key Key {secret}")),
+        "{:?}",
+        fixture_log(&log)
+    );
+    // The Turn saved the Connection, never the value; the Connection shows header names.
+    let shown = server
+        .get(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!shown.contains(&secret), "{shown}");
+
+    // The field is removed: the next send is a clear error naming it, and nothing is sent.
+    let removed = server
+        .delete(&format!("/v1/vault-items/{item}/fields/key"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert!(removed.status().is_success());
+    let calls_before = fixture_log(&log)
+        .iter()
+        .filter(|l| l.starts_with("call "))
+        .count();
+    let sent = receipt(server.send(&server.owner, &chat, "Once more", None).await).await;
+    let third = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let results = tool_results(&third);
+    assert!(results[0].is_error, "{results:?}");
+    let text = results[0].output[0].as_text().unwrap().to_string();
+    assert!(text.contains("has no field `key`"), "{text}");
+    assert_eq!(
+        fixture_log(&log)
+            .iter()
+            .filter(|l| l.starts_with("call "))
+            .count(),
+        calls_before
+    );
+
+    // The value is in no row, event, message, model request or log line of the run.
+    let mut all = events;
+    all.extend(second);
+    all.extend(third);
+    server
+        .assert_value_nowhere(&secret, &all, &chat, &model)
+        .await;
 }

@@ -756,6 +756,42 @@ fn vault_items_and_rules_are_managed_through_the_cli_and_values_never_printed() 
         tool["headers"]["Authorization"],
         format!("Bearer {{{{vault.{id}.token}}}}")
     );
+    // A manual App connection with a reference in a header reads through its own rule.
+    cli.ok(&[
+        "apps",
+        "add",
+        "payments",
+        "--url",
+        "https://mcp.example.com/mcp",
+    ]);
+    let connection: Value = serde_json::from_str(&cli.ok(&[
+        "apps",
+        "connect",
+        "payments",
+        "--header",
+        &format!("X-Api-Key: {{{{vault.{id}.token}}}}"),
+        "--json",
+    ]))
+    .unwrap();
+    let connection = connection["id"].as_str().unwrap().to_string();
+    let app_rule: Value = serde_json::from_str(&cli.ok(&[
+        "vaults",
+        "allow",
+        &id,
+        "--field",
+        "token",
+        "--app-connection",
+        &connection,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(app_rule["reader"]["connection_id"], connection);
+    let listed_rules = cli.ok(&["vaults", "rules", &id]);
+    assert!(
+        listed_rules.contains(&format!("app connection {connection} may read token")),
+        "{listed_rules}"
+    );
+    cli.ok(&["vaults", "revoke", app_rule["id"].as_str().unwrap()]);
     let unknown = cli.run(&[
         "vaults", "allow", &id, "--field", "token", "--tool", "missing",
     ]);

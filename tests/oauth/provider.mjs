@@ -24,6 +24,7 @@
 //                                                   in, consents, and answers {"location"}
 //   GET /token-state?token=T                        {"active": bool} for an access or refresh token
 //   GET /token-requests                             {"count": N}: token requests received
+//   GET /resource-requests                          {"count": N}: requests to /mcp and its metadata
 import http from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
@@ -32,6 +33,7 @@ const NO_REVOCATION = process.env.NO_REVOCATION === '1';
 const MCP_UPSTREAM = process.env.MCP_UPSTREAM;
 const LOSE_TOKEN_ANSWERS = process.env.LOSE_TOKEN_ANSWERS === '1';
 let tokenRequests = 0;
+let resourceRequests = 0;
 
 function listen(server) {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));
@@ -156,6 +158,12 @@ resourceServer.on('request', async (req, res) => {
   try {
     const url = new URL(req.url, resourceBase);
     const metadata = `${resourceBase}/.well-known/oauth-protected-resource/mcp`;
+    if (url.pathname === '/mcp' || url.pathname.startsWith('/.well-known/oauth-protected-resource')) {
+      resourceRequests += 1;
+    }
+    if (url.pathname === '/resource-requests') {
+      return json(res, 200, { count: resourceRequests });
+    }
     if (url.pathname === '/.well-known/oauth-protected-resource/mcp'
         || url.pathname === '/.well-known/oauth-protected-resource') {
       return json(res, 200, { resource: RESOURCE, authorization_servers: [issuer], scopes_supported: ['mcp'], bearer_methods_supported: ['header'] });

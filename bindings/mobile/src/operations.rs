@@ -41,9 +41,10 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
-    /// Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
-    /// registers a client there unless `client_id` is given (RFC 7591), and answers the
-    /// authorization URL (PKCE S256, `resource`) and its single-use `state`.
+    /// Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL: discovers
+    /// the MCP server's authorization server (RFC 9728, RFC 8414), registers a client there unless
+    /// `client_id` is given (RFC 7591), and answers the authorization URL (PKCE S256, `resource`)
+    /// and its single-use `state`.
     /// (`POST /v1/app-connections/{connection_id}/oauth/authorize`, operation `authorize_oauth`)
     pub async fn authorize_oauth(
         &self,

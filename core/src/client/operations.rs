@@ -1581,9 +1581,10 @@ pub trait Operations: Client {
         self.call(OP, request).await?.decode()
     }
 
-    /// Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
-    /// registers a client there unless `client_id` is given (RFC 7591), and answers the
-    /// authorization URL (PKCE S256, `resource`) and its single-use `state`.
+    /// Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL: discovers
+    /// the MCP server's authorization server (RFC 9728, RFC 8414), registers a client there unless
+    /// `client_id` is given (RFC 7591), and answers the authorization URL (PKCE S256, `resource`)
+    /// and its single-use `state`.
     async fn authorize_oauth(
         &self,
         connection_id: &(dyn std::fmt::Display + Sync),

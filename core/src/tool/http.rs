@@ -89,8 +89,8 @@ pub trait RequestParts: Send + Sync {
 pub const REDACTED: &str = "[vault value]";
 
 /// `text` with every value of at least 4 bytes (shorter ones would blank out ordinary text)
-/// replaced by [`REDACTED`].
-fn redacted(mut text: String, values: &[String]) -> String {
+/// replaced by [`REDACTED`]. Hosts use it for every answer that may echo an opened secret.
+pub fn redacted(mut text: String, values: &[String]) -> String {
     for value in values.iter().filter(|v| v.len() >= 4) {
         if text.contains(value.as_str()) {
             text = text.replace(value.as_str(), REDACTED);

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use function::FnTool;
 pub use http::{
-    HttpTool, LOST_ANSWER_ATTEMPTS, PreparedCall, REDACTED, RequestParts, check_http_tool,
+    HttpTool, LOST_ANSWER_ATTEMPTS, PreparedCall, REDACTED, RequestParts, check_http_tool, redacted,
 };
 pub use validate::{ArgumentError, CheckedSchema, SchemaError};
 

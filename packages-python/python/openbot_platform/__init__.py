@@ -123,6 +123,7 @@ __all__ += [
     "AppConnection",
     "AppConnectionPage",
     "AppConnectionStatus",
+    "AppConnectionVaultReader",
     "AppDiscovery",
     "AppPage",
     "AppToolAnnotations",

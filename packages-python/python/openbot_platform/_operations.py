@@ -532,17 +532,18 @@ class AsyncOperations(AsyncCaller):
         connection_id: str,
         *,
         redirect_uri: str,
-        server_url: str,
         client_id: str | None = None,
         client_secret: str | None = None,
         scope: str | None = None,
+        server_url: str | None = None,
     ) -> OAuthAuthorization:
-        """Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC
-        8414), registers a client there unless `client_id` is given (RFC 7591), and answers
-        the authorization URL (PKCE S256, `resource`) and its single-use `state`. ``POST
+        """Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL:
+        discovers the MCP server's authorization server (RFC 9728, RFC 8414), registers a
+        client there unless `client_id` is given (RFC 7591), and answers the authorization
+        URL (PKCE S256, `resource`) and its single-use `state`. ``POST
         /v1/app-connections/{connection_id}/oauth/authorize``.
         """
-        answer = await self._call_op("authorize_oauth", {"connection_id": connection_id}, _body({"redirect_uri": redirect_uri, "server_url": server_url, "client_id": client_id, "client_secret": client_secret, "scope": scope}))
+        answer = await self._call_op("authorize_oauth", {"connection_id": connection_id}, _body({"redirect_uri": redirect_uri, "client_id": client_id, "client_secret": client_secret, "scope": scope, "server_url": server_url}))
         return OAuthAuthorization.from_dict(answer)
 
     async def get_oauth_cleanup(self, connection_id: str, cleanup_id: str) -> OAuthCleanup:
@@ -2411,17 +2412,18 @@ class SyncOperations(SyncCaller):
         connection_id: str,
         *,
         redirect_uri: str,
-        server_url: str,
         client_id: str | None = None,
         client_secret: str | None = None,
         scope: str | None = None,
+        server_url: str | None = None,
     ) -> OAuthAuthorization:
-        """Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC
-        8414), registers a client there unless `client_id` is given (RFC 7591), and answers
-        the authorization URL (PKCE S256, `resource`) and its single-use `state`. ``POST
+        """Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL:
+        discovers the MCP server's authorization server (RFC 9728, RFC 8414), registers a
+        client there unless `client_id` is given (RFC 7591), and answers the authorization
+        URL (PKCE S256, `resource`) and its single-use `state`. ``POST
         /v1/app-connections/{connection_id}/oauth/authorize``.
         """
-        answer = self._call_op("authorize_oauth", {"connection_id": connection_id}, _body({"redirect_uri": redirect_uri, "server_url": server_url, "client_id": client_id, "client_secret": client_secret, "scope": scope}))
+        answer = self._call_op("authorize_oauth", {"connection_id": connection_id}, _body({"redirect_uri": redirect_uri, "client_id": client_id, "client_secret": client_secret, "scope": scope, "server_url": server_url}))
         return OAuthAuthorization.from_dict(answer)
 
     def get_oauth_cleanup(self, connection_id: str, cleanup_id: str) -> OAuthCleanup:

@@ -35,6 +35,7 @@ __all__ = [
     "AppConnection",
     "AppConnectionPage",
     "AppConnectionStatus",
+    "AppConnectionVaultReader",
     "AppDiscovery",
     "AppPage",
     "AppToolAnnotations",
@@ -712,8 +713,6 @@ class BeginOAuth:
     #: Where the authorization server sends the browser back, with `code` and `state`: a page of
     #: the caller's, which hands both to `.../oauth/complete`.
     redirect_uri: str
-    #: The MCP server's URL (its streamable-HTTP endpoint): the protected resource.
-    server_url: str
     #: A client registered with the authorization server beforehand; without it OpenBot registers
     #: one (RFC 7591).
     client_id: str | None = None
@@ -721,16 +720,20 @@ class BeginOAuth:
     client_secret: str | None = None
     #: The scopes to ask for; the server's advertised scopes unless given.
     scope: str | None = None
+    #: The MCP server's URL (its streamable-HTTP endpoint): the protected resource. The server
+    #: takes it from the Connection's App; given here, it must be that App's URL (a mismatch is
+    #: `400`). Kept optional for callers that still send it.
+    server_url: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BeginOAuth:
         """A BeginOAuth from its JSON form."""
         return cls(
             redirect_uri=data["redirect_uri"],
-            server_url=data["server_url"],
             client_id=data.get("client_id"),
             client_secret=data.get("client_secret"),
             scope=data.get("scope"),
+            server_url=data.get("server_url"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -4192,10 +4195,17 @@ class ToolVaultReader(TypedDict):
     type: Literal["tool"]
 
 
+class AppConnectionVaultReader(TypedDict):
+    """A manual App connection, whose headers reference the field (docs/apps.md)."""
+    #: The Connection.
+    connection_id: str
+    type: Literal["app_connection"]
+
+
 #: Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a Turn
 #: reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App connections,
 #: Code Mode runs) join this list.
-VaultReader: TypeAlias = Union[BotVaultReader, ToolVaultReader]
+VaultReader: TypeAlias = Union[BotVaultReader, ToolVaultReader, AppConnectionVaultReader]
 
 
 @dataclass(frozen=True, kw_only=True)

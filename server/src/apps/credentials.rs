@@ -32,6 +32,15 @@ pub trait ConnectionCredentials: Send + Sync + 'static {
         &self,
         connection: &ConnectionRow,
     ) -> Result<BTreeMap<String, String>, CredentialsError>;
+
+    /// Removes `connection` together with what its credentials hold elsewhere (an OAuth
+    /// grant goes to the organization's cleanup service in the transaction that marks the
+    /// Connection removed). `Ok(false)`: nothing is held elsewhere, and the caller removes
+    /// the Connection itself.
+    async fn remove(&self, connection: &ConnectionRow) -> Result<bool, CredentialsError> {
+        let _ = connection;
+        Ok(false)
+    }
 }
 
 /// Credentials of `none` and `manual` Connections (sealed header values). OAuth Connections

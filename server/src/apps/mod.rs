@@ -13,14 +13,16 @@ mod service;
 mod sql;
 mod store;
 pub mod tool;
+mod vault_headers;
 
 pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
 pub use error::AppError;
-pub use oauth_link::{AppStatusWrite, OAuthCredentials, phase_credentials};
+pub use oauth_link::{AppStatusWrite, OAuthCredentials, begin_sign_in, phase_credentials};
 pub use service::{
     AppPermits, Apps, MAX_HEADERS, app_scopes, app_view, check_app_name, connection_view, upstream,
 };
 pub use store::{AppRow, AppStore, ConnectionRow, credentials_place};
+pub use vault_headers::{header_references, render_headers};
 
 /// The App use cases a phase calls App tools with: over `store`, asking `credentials` (or
 /// the sealed none/manual credentials opened with `keys`). `None` without a store.

@@ -6,12 +6,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use openbot_schema::{AppAuthKind, AppConnectionStatus};
+use openbot_schema::{AppAuthKind, AppConnectionStatus, BeginOAuth, OAuthAuthorization, Resource};
 use uuid::Uuid;
 
 use super::credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
+use super::error::AppError;
 use super::oauth::{ConnectionStatusWrite, OAuth, OAuthError};
+use super::service::Apps;
 use super::store::ConnectionRow;
+use crate::identity::{Action, Caller};
 use crate::sealed::KeyRing;
 use crate::store::{TxWrite, tx_write};
 
@@ -24,12 +27,41 @@ struct SetConnectionStatus {
 }
 
 tx_write!(SetConnectionStatus, |this, tx| {
-    sqlx::query(
+    let changed = sqlx::query(
         "UPDATE app_connections SET status = $1 WHERE id = $2 AND status <> 'removed' \
          AND organization_id = (SELECT organization_id FROM oauth_connections \
          WHERE connection_id = $2)",
     )
     .bind(this.status)
+    .bind(this.id)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    // A grant is never installed on a removed Connection: the refusal rolls the install
+    // back, and the token work hands the grant to cleanup as an unused one.
+    if changed == 0 && this.status == "ready" {
+        return Err(crate::store::StoreError::Refused(
+            "the App connection was removed".into(),
+        ));
+    }
+    Ok(())
+});
+
+/// Marks an App Connection removed (a new revision, manual credentials dropped), in the
+/// transaction that hands its OAuth grant to cleanup.
+#[derive(Debug)]
+struct RemoveConnection {
+    organization: Uuid,
+    id: Uuid,
+}
+
+tx_write!(RemoveConnection, |this, tx| {
+    sqlx::query(
+        "UPDATE app_connections SET status = 'removed', revision = revision + 1, \
+         credentials_key_id = NULL, credentials = NULL \
+         WHERE organization_id = $1 AND id = $2 AND status <> 'removed'",
+    )
+    .bind(this.organization)
     .bind(this.id)
     .execute(&mut **tx)
     .await?;
@@ -93,6 +125,29 @@ impl ConnectionCredentials for OAuthCredentials {
             }
         }
     }
+
+    async fn remove(&self, connection: &ConnectionRow) -> Result<bool, CredentialsError> {
+        if connection.auth != AppAuthKind::Oauth {
+            return Ok(false);
+        }
+        let write: Arc<dyn TxWrite> = Arc::new(RemoveConnection {
+            organization: connection.organization_id,
+            id: connection.id,
+        });
+        match self
+            .oauth
+            .remove_connection(connection.organization_id, connection.id, vec![write])
+            .await
+        {
+            Ok(Some(_)) => Ok(true),
+            // It never began a sign-in: nothing is held elsewhere.
+            Ok(None) => Ok(false),
+            Err(err) => {
+                tracing::warn!(connection = %connection.id, error = %err, "an OAuth connection could not be removed");
+                Err(CredentialsError::Unreadable)
+            }
+        }
+    }
 }
 
 /// The credentials a phase's App calls ask, when the node has OAuth (`oauth`): built for
@@ -114,4 +169,30 @@ pub fn phase_credentials(
         service,
         engine.keys.clone(),
     )))
+}
+
+/// Begins the OAuth sign-in of an App Connection: the caller needs the `apps` write right,
+/// the Connection must be a live `oauth` Connection of a live HTTP App of the caller's
+/// organization, and the MCP server is that App's URL (a `server_url` in the request must
+/// be the same). So a member can make the server discover and register only at an App the
+/// organization registered, and an OAuth setup always belongs to an App Connection.
+pub async fn begin_sign_in(
+    apps: &Apps,
+    oauth: &OAuth,
+    caller: &Caller,
+    connection: Uuid,
+    request: &BeginOAuth,
+) -> Result<OAuthAuthorization, OAuthError> {
+    caller.require(Resource::Apps, Action::Write)?;
+    let server_url = apps
+        .oauth_server_url(caller.member.organization_id, connection)
+        .await
+        .map_err(|err| match err {
+            AppError::NotFound(_) => OAuthError::NotFound,
+            AppError::Conflict(why) | AppError::Invalid(why) | AppError::Upstream(why) => {
+                OAuthError::NotOAuth(why)
+            }
+            AppError::Store(err) => OAuthError::Store(err),
+        })?;
+    oauth.begin(caller, connection, &server_url, request).await
 }

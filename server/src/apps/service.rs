@@ -39,6 +39,8 @@ pub struct Apps {
     credentials: Arc<dyn ConnectionCredentials>,
     /// The shared limits App calls take room in, and the phase's owner generation.
     permits: Option<AppPermits>,
+    /// Opens Vault references in manual headers for a discovery.
+    vault: Option<crate::vaults::VaultOpener>,
 }
 
 /// Where a phase's App calls take room: the shared limits (the scopes `apps` and
@@ -124,7 +126,15 @@ impl Apps {
             platform,
             credentials,
             permits: None,
+            vault: None,
         }
+    }
+
+    /// The same use cases, whose discoveries open Vault references in manual headers with
+    /// `opener`.
+    pub fn with_vault(mut self, opener: crate::vaults::VaultOpener) -> Self {
+        self.vault = Some(opener);
+        self
     }
 
     /// The same use cases, whose App calls take room in the shared limits first.
@@ -212,8 +222,25 @@ impl Apps {
         }
     }
 
-    /// Removes an App; its Connections are removed with it.
+    /// Removes an App; its Connections are removed with it, each OAuth one handing its grant
+    /// to cleanup in the transaction that removes it.
     pub async fn remove(&self, organization: Uuid, id: Uuid) -> Result<(), AppError> {
+        self.live_app(organization, id).await?;
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .connections_page(organization, id, after, 100)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id);
+            for row in page.iter().filter(|row| row.auth == AppAuthKind::Oauth) {
+                self.credentials
+                    .remove(row)
+                    .await
+                    .map_err(|e| AppError::Upstream(e.to_string()))?;
+            }
+        }
         if self.store.remove_app(organization, id, now_ms()).await? {
             Ok(())
         } else {
@@ -244,6 +271,9 @@ impl Apps {
             AppAuthKind::Oauth => (AppConnectionStatus::NeedsSignIn, None),
             AppAuthKind::Manual => {
                 check_headers(&headers)?;
+                // References are saved as written; the caller checked what they name.
+                super::vault_headers::header_references(&headers)
+                    .map_err(|e| AppError::Invalid(e.to_string()))?;
                 if matches!(app.transport, AppTransport::Stdio { .. }) {
                     return Err(AppError::Invalid(
                         "a stdio App takes no headers: connect it with auth none".into(),
@@ -302,6 +332,15 @@ impl Apps {
         if row.status == AppConnectionStatus::Removed {
             return Err(AppError::NotFound("connection"));
         }
+        // An OAuth grant goes to cleanup in the transaction that removes the Connection.
+        if self
+            .credentials
+            .remove(&row)
+            .await
+            .map_err(|e| AppError::Upstream(e.to_string()))?
+        {
+            return Ok(());
+        }
         match self
             .store
             .set_status(organization, id, AppConnectionStatus::Removed)
@@ -309,6 +348,33 @@ impl Apps {
         {
             Some(_) => Ok(()),
             None => Err(AppError::NotFound("connection")),
+        }
+    }
+
+    /// The MCP server an OAuth Connection signs in at: the URL of its App. Only a live
+    /// Connection of a live App of the organization that was opened with auth `oauth` has
+    /// one; [`AppError::NotFound`] for anything else of another organization or removed,
+    /// [`AppError::Conflict`] for a Connection of another kind or a stdio App.
+    pub async fn oauth_server_url(
+        &self,
+        organization: Uuid,
+        connection: Uuid,
+    ) -> Result<String, AppError> {
+        let row = match self.store.connection(organization, connection).await? {
+            Some(row) if row.status != AppConnectionStatus::Removed => row,
+            _ => return Err(AppError::NotFound("connection")),
+        };
+        let app = self.live_app(organization, row.app_id).await?;
+        if row.auth != AppAuthKind::Oauth {
+            return Err(AppError::Conflict(
+                "the connection was not opened with auth oauth: open an OAuth connection to sign in".into(),
+            ));
+        }
+        match app.transport {
+            AppTransport::Http { url } => Ok(url),
+            AppTransport::Stdio { .. } => Err(AppError::Conflict(
+                "a stdio App has no URL to sign in at".into(),
+            )),
         }
     }
 
@@ -337,9 +403,13 @@ impl Apps {
     /// Discovery: opens a session on the Connection, lists every tool with its schemas and
     /// annotations, saves the list on the Connection (Bots' Turns take their declarations
     /// from it) and closes the session.
+    ///
+    /// Vault references in manual headers are opened as `member`, through the Connection's
+    /// rule (a discovery has no Bot).
     pub async fn discover(
         &self,
         organization: Uuid,
+        member: Uuid,
         app: Uuid,
         id: Uuid,
     ) -> Result<AppDiscovery, AppError> {
@@ -348,7 +418,34 @@ impl Apps {
         if row.status == AppConnectionStatus::Removed {
             return Err(AppError::NotFound("connection"));
         }
-        let endpoint = self.endpoint(&app, &row).await?;
+        let mut endpoint = self.endpoint(&app, &row).await?;
+        // Only headers a member wrote hold references (never an OAuth token's text).
+        let refs = if row.auth == AppAuthKind::Manual {
+            super::vault_headers::header_references(&endpoint.headers)
+                .map_err(|e| AppError::Invalid(e.to_string()))?
+        } else {
+            Default::default()
+        };
+        if !refs.is_empty() {
+            let opener = self.vault.as_ref().ok_or_else(|| {
+                AppError::Conflict("Vault references cannot be opened on this node".into())
+            })?;
+            let path = crate::vaults::ReaderPath {
+                organization,
+                member,
+                bot: None,
+                through: crate::vaults::Through::AppConnection {
+                    id: row.id,
+                    app: app.name.clone(),
+                },
+            };
+            let values = opener.open(&refs, &path).await.map_err(|err| match err {
+                crate::vaults::OpenError::Refused(why) => AppError::Conflict(why),
+                crate::vaults::OpenError::Store(err) => AppError::Store(err),
+            })?;
+            endpoint.headers = super::vault_headers::render_headers(&endpoint.headers, &values)
+                .map_err(|e| AppError::Invalid(e.to_string()))?;
+        }
         let session = McpSession::open(&endpoint, &self.platform.mcp_options())
             .await
             .map_err(upstream)?;

@@ -11,13 +11,22 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use openbot_core::mcp::{McpError, McpSession};
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
-use openbot_schema::{APP_TOOL_SEPARATOR, AppConnectionStatus, AppToolDeclaration, ToolDefinition};
+use openbot_schema::{
+    APP_TOOL_SEPARATOR, AppConnectionStatus, AppToolDeclaration, ContentPart, ToolDefinition,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use std::collections::BTreeMap;
+
+use openbot_core::tool::redacted;
+
 use super::service::{Apps, app_scopes};
 use super::store::ConnectionRow;
+use super::vault_headers::{header_references, render_headers};
 use crate::limits::{AcquireError, Holder};
+use crate::tools::ToolVault;
+use crate::vaults::Through;
 
 /// An App tool as a Turn saves it: which Connection at which revision, and the tool's full
 /// declaration as discovery last read it. A later discovery never changes it.
@@ -94,16 +103,45 @@ pub struct AppTool {
     definition: ToolDefinition,
     route: AppRoute,
     apps: Arc<Apps>,
+    vault: Option<ToolVault>,
 }
 
 impl AppTool {
-    /// A handler for `route`, reaching the App through `apps`.
-    pub fn new(route: AppRoute, apps: Arc<Apps>) -> Self {
+    /// A handler for `route`, reaching the App through `apps`; Vault references in a manual
+    /// Connection's headers open with `vault` (the Turn's member and Bot) at each send.
+    pub fn new(route: AppRoute, apps: Arc<Apps>, vault: Option<ToolVault>) -> Self {
         Self {
             definition: route.definition(),
             route,
             apps,
+            vault,
         }
+    }
+
+    /// The headers with their Vault references opened for this send (item, field and both
+    /// rules read again now), and the opened values to keep out of the answer.
+    async fn open_headers(
+        &self,
+        headers: &BTreeMap<String, String>,
+        connection: Uuid,
+    ) -> Result<(BTreeMap<String, String>, Vec<String>), ToolError> {
+        let refs = header_references(headers).map_err(|e| ToolError::new(e.to_string()))?;
+        if refs.is_empty() {
+            return Ok((headers.clone(), Vec::new()));
+        }
+        let vault = self.vault.as_ref().ok_or_else(|| {
+            ToolError::new(
+                "this connection's Vault references cannot be opened here: the work has no member",
+            )
+        })?;
+        let through = Through::AppConnection {
+            id: connection,
+            app: self.route.app_name.clone(),
+        };
+        let values = vault.open(&refs, through).await?;
+        let rendered =
+            render_headers(headers, &values).map_err(|e| ToolError::new(e.to_string()))?;
+        Ok((rendered, values.into_values().collect()))
     }
 }
 
@@ -190,11 +228,21 @@ impl AppTool {
             }
             Err(err) => return Err(unavailable(err)),
         };
-        let endpoint = self
+        let mut endpoint = self
             .apps
             .endpoint(&app, &connection)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?;
+        // Only headers a member wrote hold references: a token an authorization server
+        // issued is sent as it is, whatever text it holds.
+        let mut opened = Vec::new();
+        if connection.auth == openbot_schema::AppAuthKind::Manual {
+            let (headers, values) = self.open_headers(&endpoint.headers, connection.id).await?;
+            endpoint.headers = headers;
+            opened = values;
+        }
+        // A server that echoes what it received does not hand an opened value to the model.
+        let clean = |text: String| redacted(text, &opened);
         let options = self.apps.mcp_options();
         let mut tries = 0;
         let result = loop {
@@ -231,11 +279,17 @@ impl AppTool {
             return Err(ToolError::new(if text.is_empty() {
                 "the tool reported an error".to_string()
             } else {
-                text.join("\n")
+                clean(text.join("\n"))
             }));
         }
-        Ok(ToolOutput {
-            content: result.content,
-        })
+        let content = result
+            .content
+            .into_iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => ContentPart::Text { text: clean(text) },
+                other => other,
+            })
+            .collect();
+        Ok(ToolOutput { content })
     }
 }

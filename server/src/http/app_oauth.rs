@@ -28,7 +28,10 @@ async fn mapped(state: &AppState, err: OAuthError) -> ApiError {
             ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
         }
         OAuthError::NotFound => ApiError::not_found("OAuth connection"),
-        OAuthError::StateUsed | OAuthError::NeedsSignIn(_) => ApiError::conflict(err.to_string()),
+        OAuthError::ServerMismatch(_) => ApiError::invalid(err.to_string()),
+        OAuthError::StateUsed | OAuthError::NeedsSignIn(_) | OAuthError::NotOAuth(_) => {
+            ApiError::conflict(err.to_string())
+        }
         OAuthError::Pending => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Unavailable,
@@ -47,13 +50,14 @@ fn parse(id: &str) -> Result<Uuid, ApiError> {
     })
 }
 
-/// Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
+/// Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL:
+/// discovers the MCP server's authorization server (RFC 9728, RFC 8414),
 /// registers a client there unless `client_id` is given (RFC 7591), and answers the
 /// authorization URL (PKCE S256, `resource`) and its single-use `state`.
 #[utoipa::path(post, path = "/v1/app-connections/{connection_id}/oauth/authorize", tag = "apps",
     params(("connection_id" = String, Path, description = "The App connection")),
     request_body = BeginOAuth,
-    responses((status = 200, body = OAuthAuthorization), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    responses((status = 200, body = OAuthAuthorization), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn authorize_oauth(
     State(state): State<AppState>,
@@ -62,7 +66,7 @@ pub async fn authorize_oauth(
     ApiJson(request): ApiJson<BeginOAuth>,
 ) -> Result<Json<OAuthAuthorization>, ApiError> {
     let id = parse(&connection_id)?;
-    match state.oauth.begin(&caller, id, &request).await {
+    match crate::apps::begin_sign_in(&state.apps, &state.oauth, &caller, id, &request).await {
         Ok(step) => Ok(Json(step)),
         Err(err) => Err(mapped(&state, err).await),
     }

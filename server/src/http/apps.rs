@@ -1,7 +1,8 @@
 //! `/v1/apps`: the organization's Apps (MCP servers), their Connections and discovery.
-//! Seeing Apps and Connections and running discovery need the `bots` read right; registering
-//! and removing Apps and opening and removing Connections need the `bots` write right and the
-//! owner or admin role (like the tool registry). Members use App tools through their Bots.
+//! Seeing Apps and Connections and running discovery need the `apps` read right; registering
+//! and removing Apps and opening and removing Connections need the `apps` write right and the
+//! owner or admin role, like the OAuth routes (tokens made for the `bots` rights, which these
+//! routes took before, no longer reach them). Members use App tools through their Bots.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -45,7 +46,7 @@ pub async fn list_apps(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<AppPage>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
+    caller.require(Resource::Apps, Action::Read)?;
     let paging = Paging::<Uuid>::parse(&query)?;
     match state
         .apps
@@ -69,7 +70,7 @@ pub async fn register_app(
     caller: Caller,
     ApiJson(request): ApiJson<NewApp>,
 ) -> Result<(StatusCode, Json<App>), ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
+    caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "register Apps")?;
     match state
         .apps
@@ -91,7 +92,7 @@ pub async fn get_app(
     caller: Caller,
     Path(app): Path<String>,
 ) -> Result<Json<App>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
+    caller.require(Resource::Apps, Action::Read)?;
     let app = id(&app, "app")?;
     match state
         .apps
@@ -114,7 +115,7 @@ pub async fn remove_app(
     caller: Caller,
     Path(app): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
+    caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "remove Apps")?;
     let app = id(&app, "app")?;
     match state.apps.remove(caller.member.organization_id, app).await {
@@ -134,7 +135,7 @@ pub async fn list_app_connections(
     Path(app): Path<String>,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<AppConnectionPage>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
+    caller.require(Resource::Apps, Action::Read)?;
     let app = id(&app, "app")?;
     let paging = Paging::<Uuid>::parse(&query)?;
     let organization = caller.member.organization_id;
@@ -169,9 +170,21 @@ pub async fn open_app_connection(
     Path(app): Path<String>,
     ApiJson(request): ApiJson<NewAppConnection>,
 ) -> Result<(StatusCode, Json<AppConnection>), ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
+    caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "connect Apps")?;
     let app = id(&app, "app")?;
+    // Vault references in manual headers name items by ID: each must be a field the
+    // connecting member sees now (the values are opened only at each request).
+    let headers: std::collections::BTreeMap<String, String> = request
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let refs =
+        crate::apps::header_references(&headers).map_err(|e| ApiError::invalid(e.to_string()))?;
+    if let Err(err) = state.vaults.check_references(&caller, &refs).await {
+        return Err(super::vaults::mapped(&state, err).await);
+    }
     match state
         .apps
         .connect(
@@ -197,7 +210,7 @@ pub async fn get_app_connection(
     caller: Caller,
     Path((app, connection)): Path<(String, String)>,
 ) -> Result<Json<AppConnection>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
+    caller.require(Resource::Apps, Action::Read)?;
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
     match state
         .apps
@@ -220,7 +233,7 @@ pub async fn remove_app_connection(
     caller: Caller,
     Path((app, connection)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
+    caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "remove App connections")?;
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
     match state
@@ -245,11 +258,16 @@ pub async fn discover_app_tools(
     caller: Caller,
     Path((app, connection)): Path<(String, String)>,
 ) -> Result<Json<AppDiscovery>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
+    caller.require(Resource::Apps, Action::Read)?;
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
     match state
         .apps
-        .discover(caller.member.organization_id, app, connection)
+        .discover(
+            caller.member.organization_id,
+            caller.member.member_id,
+            app,
+            connection,
+        )
         .await
     {
         Ok(discovery) => Ok(Json(discovery)),

@@ -134,7 +134,8 @@ impl AppState {
             engine.context().keys.clone(),
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
-        );
+        )
+        .with_apps(Arc::clone(&database.apps));
         let triggers = crate::triggers::Triggers::new(
             Arc::clone(&engine),
             Arc::clone(&database.triggers),
@@ -166,8 +167,15 @@ impl AppState {
             Arc::clone(&database.apps),
             keys.clone(),
             platform.clone(),
-            Arc::new(crate::apps::OAuthCredentials::new(oauth.clone(), keys)),
-        );
+            Arc::new(crate::apps::OAuthCredentials::new(
+                oauth.clone(),
+                keys.clone(),
+            )),
+        )
+        .with_vault(crate::vaults::VaultOpener::new(
+            Arc::clone(&database.vaults),
+            keys,
+        ));
         Self {
             memories,
             vaults,

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 25;
+pub const SCHEMA_VERSION: i64 = 26;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -145,6 +145,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 25,
         name: "channels",
         sql: include_str!("../../../migrations/sqlite/0025_channels.sql"),
+    },
+    Migration {
+        version: 26,
+        name: "oauth_connection_keys",
+        sql: include_str!("../../../migrations/sqlite/0026_oauth_connection_keys.sql"),
     },
 ];
 
@@ -273,6 +278,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 25,
         name: "channels",
         sql: include_str!("../../../migrations/postgres/0025_channels.sql"),
+    },
+    Migration {
+        version: 26,
+        name: "oauth_connection_keys",
+        sql: include_str!("../../../migrations/postgres/0026_oauth_connection_keys.sql"),
     },
 ];
 

@@ -9,7 +9,9 @@ use openbot_schema::BotId;
 use serde_json::Value;
 
 use super::CallTemplate;
-use crate::vaults::{OpenError, ReaderPath, VaultOpener};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::vaults::{OpenError, ReaderPath, Through, VaultOpener, VaultRef};
 
 /// Where an HTTP tool's Vault references are opened, and as whom: the Turn's organization,
 /// member and Bot (the tool's own name and URL complete the reader path).
@@ -23,6 +25,37 @@ pub struct ToolVault {
     pub member: uuid::Uuid,
     /// The Turn's Bot.
     pub bot: BotId,
+}
+
+impl ToolVault {
+    /// Opens `refs` for one request sent `through` an HTTP tool or an App connection, as
+    /// this Turn's member and Bot: the item, the field and both rules are read again now. A
+    /// refusal is a tool error naming the item ID and field, never a value.
+    pub async fn open(
+        &self,
+        refs: &BTreeSet<VaultRef>,
+        through: Through,
+    ) -> Result<BTreeMap<VaultRef, String>, ToolError> {
+        let path = ReaderPath {
+            organization: self.organization,
+            member: self.member,
+            bot: Some(self.bot),
+            through,
+        };
+        self.opener.open(refs, &path).await.map_err(tool_error)
+    }
+}
+
+/// A refusal as the model reads it; a storage failure is logged (it holds no value) and
+/// read as a plain "could not be read".
+pub fn tool_error(err: OpenError) -> ToolError {
+    match err {
+        OpenError::Refused(why) => ToolError::new(why),
+        OpenError::Store(err) => {
+            tracing::warn!(error = %err, "Vault fields could not be read");
+            ToolError::new("the Vault could not be read; the call was not sent")
+        }
+    }
 }
 
 /// The [`RequestParts`] of a registered tool with a call template.
@@ -50,25 +83,11 @@ impl RequestParts for TemplateParts {
                     "this tool's Vault references cannot be opened here: the work has no member",
                 )
             })?;
-            let path = ReaderPath {
-                organization: vault.organization,
-                member: vault.member,
-                bot: vault.bot,
-                tool: tool.to_string(),
-                tool_url: self.url.clone(),
+            let through = Through::Tool {
+                name: tool.to_string(),
+                url: self.url.clone(),
             };
-            vault
-                .opener
-                .open(&refs, &path)
-                .await
-                .map_err(|err| match err {
-                    OpenError::Refused(why) => ToolError::new(why),
-                    // The cause is the store's; it holds no value.
-                    OpenError::Store(err) => {
-                        tracing::warn!(%tool, error = %err, "Vault fields could not be read");
-                        ToolError::new("the Vault could not be read; the call was not sent")
-                    }
-                })?
+            vault.open(&refs, through).await?
         };
         let (headers, body) = self
             .template

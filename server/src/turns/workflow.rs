@@ -332,6 +332,7 @@ pub fn saved_tool_set(
                 Some(Arc::new(crate::apps::tool::AppTool::new(
                     (**route).clone(),
                     Arc::clone(apps),
+                    vault.cloned(),
                 )))
             }
         };

@@ -1,5 +1,5 @@
 //! Vaults: items of named secret fields, owned by an organization or a member, every value
-//! sealed for its row; rules that say which reader (a Bot, an HTTP tool; App connections and
+//! sealed for its row; rules that say which reader (a Bot, an HTTP tool, an App connection;
 //! Code Mode runs next) may read which field. Values are write-only through the API and are
 //! opened only at the call boundary, in the HTTP tool's send (docs/vaults.md).
 //!
@@ -14,7 +14,7 @@ mod service;
 mod sql;
 mod store;
 
-pub use opener::{OpenError, ReaderPath, VaultOpener};
+pub use opener::{OpenError, ReaderPath, Through, VaultOpener};
 pub use reference::{
     ReferenceError, VaultRef, references_in, replace_references, valid_field_name,
 };

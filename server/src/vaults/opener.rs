@@ -14,21 +14,63 @@ use super::store::{Reader, VaultStore, field_place};
 use crate::sealed::KeyRing;
 use crate::store::StoreError;
 
-/// Who reads at a send: the Turn's organization and member, its Bot, and the tool that sends.
-/// Every one of the Bot and the tool needs a rule for the field.
+/// Who reads at a send: the Turn's organization and member, its Bot, and what sends (an
+/// HTTP tool or an App connection). Each of the Bot and the sender needs a rule for the field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReaderPath {
     /// The organization the Turn works in; items of others are never found.
     pub organization: Uuid,
     /// The member the Turn is for; another member's items are not readable.
     pub member: Uuid,
-    /// The Turn's Bot.
-    pub bot: BotId,
-    /// The HTTP tool's name.
-    pub tool: String,
-    /// The HTTP tool's endpoint URL, as the Turn saved it: a tool rule holds only for the URL
-    /// the tool had when the rule was added.
-    pub tool_url: String,
+    /// The Turn's Bot; `None` for a member's own request without a Bot (an App discovery),
+    /// where the sender's rule alone decides.
+    pub bot: Option<BotId>,
+    /// What sends the request.
+    pub through: Through,
+}
+
+/// What sends the request a reference is opened for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Through {
+    /// An HTTP tool: its name and its endpoint URL as the Turn saved it (a tool rule holds
+    /// only for the URL the tool had when the rule was added).
+    Tool {
+        /// The tool's name.
+        name: String,
+        /// Its endpoint URL.
+        url: String,
+    },
+    /// An App connection's request to its MCP server.
+    AppConnection {
+        /// The Connection.
+        id: Uuid,
+        /// Its App's name, for messages.
+        app: String,
+    },
+}
+
+impl Through {
+    fn reader(&self) -> Reader {
+        match self {
+            Self::Tool { name, url } => Reader {
+                kind: "tool",
+                id: name.clone(),
+                scope: url.clone(),
+            },
+            Self::AppConnection { id, .. } => Reader {
+                kind: "app_connection",
+                id: id.to_string(),
+                scope: String::new(),
+            },
+        }
+    }
+
+    fn named(&self) -> String {
+        match self {
+            Self::Tool { name, .. } => format!("the tool `{name}` at its endpoint"),
+            Self::AppConnection { id, app } => format!("the connection {id} of the App `{app}`"),
+        }
+    }
 }
 
 /// Why a send may not read a field. The message is safe to show the model.
@@ -67,18 +109,17 @@ impl VaultOpener {
         refs: &BTreeSet<VaultRef>,
         path: &ReaderPath,
     ) -> Result<BTreeMap<VaultRef, String>, OpenError> {
-        let readers = [
-            Reader {
+        let sender = path.through.reader();
+        // Without a Bot the sender's rule is asked in both places: it alone decides.
+        let first = match path.bot {
+            Some(bot) => Reader {
                 kind: "bot",
-                id: path.bot.as_uuid().to_string(),
+                id: bot.as_uuid().to_string(),
                 scope: String::new(),
             },
-            Reader {
-                kind: "tool",
-                id: path.tool.clone(),
-                scope: path.tool_url.clone(),
-            },
-        ];
+            None => sender.clone(),
+        };
+        let readers = [first, sender];
         let mut values = BTreeMap::new();
         for reference in refs {
             let found = self
@@ -111,16 +152,17 @@ impl VaultOpener {
                     reference.item, reference.field
                 )));
             };
-            if found.allowed.first() != Some(&true) {
+            if let Some(bot) = path.bot
+                && found.allowed.first() != Some(&true)
+            {
                 return Err(OpenError::Refused(format!(
-                    "no Vault rule lets the Bot {} read {reference}; the call was not sent",
-                    path.bot
+                    "no Vault rule lets the Bot {bot} read {reference}; the call was not sent"
                 )));
             }
             if found.allowed.get(1) != Some(&true) {
                 return Err(OpenError::Refused(format!(
-                    "no Vault rule lets the tool `{}` at its endpoint read {reference}; the call was not sent",
-                    path.tool
+                    "no Vault rule lets {} read {reference}; the call was not sent",
+                    path.through.named()
                 )));
             }
             let plain = self

@@ -57,6 +57,7 @@ pub struct Vaults {
     keys: KeyRing,
     bots: Arc<dyn crate::bots::BotStore>,
     tools: Arc<dyn crate::tools::ToolStore>,
+    apps: Option<Arc<dyn crate::apps::AppStore>>,
 }
 
 fn millis(at: i64) -> chrono::DateTime<chrono::Utc> {
@@ -95,6 +96,9 @@ fn reader_of(row: &RuleRow) -> Result<VaultReader, StoreError> {
         "tool" => Ok(VaultReader::Tool {
             name: row.reader_id.clone(),
         }),
+        "app_connection" => Uuid::parse_str(&row.reader_id)
+            .map(|connection_id| VaultReader::AppConnection { connection_id })
+            .map_err(|_| StoreError::Invalid(format!("vault rule {}: bad connection ID", row.id))),
         other => Err(StoreError::Invalid(format!(
             "vault rule {}: unknown reader kind `{other}`",
             row.id
@@ -142,7 +146,14 @@ impl Vaults {
             keys,
             bots,
             tools,
+            apps: None,
         }
+    }
+
+    /// The same use cases, whose rules may name App connections of `apps`.
+    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
+        self.apps = Some(apps);
+        self
     }
 
     fn seen(caller: &Caller) -> Visibility {
@@ -360,6 +371,29 @@ impl Vaults {
                 // The rule covers the tool at this endpoint only: registering it again on
                 // another URL needs a new rule from the item's owner.
                 ("tool", name.clone(), tool.url.clone())
+            }
+            VaultReader::AppConnection { connection_id } => {
+                if caller.bot_ids.is_some() {
+                    return Err(VaultError::NotAllowed(
+                        "a token limited to some Bots adds rules only for those Bots",
+                    ));
+                }
+                let apps = self
+                    .apps
+                    .as_ref()
+                    .ok_or(VaultError::NotFound("app connection"))?;
+                // A live manual Connection of the caller's organization; its App's URL never
+                // changes, so the ID alone names where the value goes.
+                match apps
+                    .connection(caller.member.organization_id, *connection_id)
+                    .await?
+                {
+                    Some(row)
+                        if row.status != openbot_schema::AppConnectionStatus::Removed
+                            && row.auth == openbot_schema::AppAuthKind::Manual => {}
+                    _ => return Err(VaultError::NotFound("app connection")),
+                }
+                ("app_connection", connection_id.to_string(), String::new())
             }
         };
         let row = self

@@ -451,6 +451,33 @@ impl Server {
         panic!("execution {execution} never sent its model request");
     }
 
+    /// The Vault scan: `value` is in no column of any table, no event of `events`, no
+    /// message of `chat`, no body `model` received, and no log line of the run.
+    pub async fn assert_value_nowhere(
+        &self,
+        value: &str,
+        events: &[Event],
+        chat: &str,
+        model: &FakeOpenAi,
+    ) {
+        assert_eq!(self.columns_containing(value).await, Vec::<String>::new());
+        assert!(
+            !serde_json::to_string(events).unwrap().contains(value),
+            "an event held the value"
+        );
+        for body in model.bodies() {
+            assert!(!body.contains(value), "a model request held the value");
+        }
+        let history = self.history(&self.owner, chat).await.join("\n");
+        assert!(
+            !history.contains(value),
+            "the Chat's history held the value"
+        );
+        let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
+        assert!(!logged.is_empty(), "the run logs at debug level");
+        assert!(!logged.contains(value), "a log line held the value");
+    }
+
     pub async fn history(&self, token: &str, chat: &str) -> Vec<String> {
         let entries = self
             .items(&format!("/v1/chats/{chat}/messages?limit=200"), token)

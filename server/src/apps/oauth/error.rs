@@ -28,6 +28,15 @@ pub enum OAuthError {
     /// The outbound policy refused an address the metadata named.
     #[error("{0}")]
     Refused(String),
+    /// The App Connection does not sign in with OAuth (it was opened with `none` or
+    /// `manual`), or its App has no URL to sign in at.
+    #[error("{0}")]
+    NotOAuth(String),
+    /// The request named another MCP server than the Connection's App.
+    #[error(
+        "server_url is not the URL of the connection's App ({0}): leave it out, the server takes the App's"
+    )]
+    ServerMismatch(String),
     /// The connection has no usable grant: sign in again (`.../oauth/authorize`).
     #[error("the connection needs sign-in: {0}")]
     NeedsSignIn(String),

@@ -121,15 +121,23 @@ impl OAuth {
         }
     }
 
-    /// Starts a sign-in: discovery, a client (registered when none is given), and the
-    /// browser step's URL with a new state and PKCE S256.
+    /// Starts a sign-in at `server_url`, the MCP server of the Connection's App (the caller
+    /// resolved it from the App, never from the request: see `apps::begin_sign_in`):
+    /// discovery, a client (registered when none is given), and the browser step's URL with
+    /// a new state and PKCE S256. A `server_url` in the request must be the same URL.
     pub async fn begin(
         &self,
         caller: &Caller,
         connection_id: Uuid,
+        server_url: &str,
         request: &BeginOAuth,
     ) -> Result<OAuthAuthorization, OAuthError> {
         caller.require(Resource::Apps, Action::Write)?;
+        if let Some(asked) = &request.server_url
+            && !same_url(asked, server_url)
+        {
+            return Err(OAuthError::ServerMismatch(server_url.to_string()));
+        }
         let redirect = reqwest::Url::parse(&request.redirect_uri)
             .map_err(|e| OAuthError::Invalid(format!("redirect_uri is not a URL: {e}")))?;
         if !matches!(redirect.scheme(), "http" | "https") || request.redirect_uri.len() > 2000 {
@@ -137,16 +145,13 @@ impl OAuth {
                 "redirect_uri must be an http(s) URL of at most 2000 characters".into(),
             ));
         }
-        if request.server_url.len() > 2000 {
-            return Err(OAuthError::Invalid("server_url is too long".into()));
-        }
         let existing = match self.store().connection(connection_id).await? {
             Some(row) if row.organization_id != caller.member.organization_id => {
                 return Err(OAuthError::NotFound);
             }
             other => other,
         };
-        let found = discover(&self.shared.http, &request.server_url).await?;
+        let found = discover(&self.shared.http, server_url).await?;
         if let Some(row) = &existing
             && row.grant_id.is_some()
             && row.issuer != found.server.issuer
@@ -379,6 +384,35 @@ impl OAuth {
     ) -> Result<Option<OAuthCleanup>, OAuthError> {
         caller.require(Resource::Apps, Action::Write)?;
         let row = self.own(caller, connection_id).await?;
+        let extra = self.shared.status_write(connection_id, "needs_sign_in");
+        self.hand_over(&row, extra).await
+    }
+
+    /// Removes the OAuth setup of `organization`'s connection with `extra` writes in the same
+    /// transaction (the Apps side removes its Connection there), handing its grant to the
+    /// organization's cleanup service. `Ok(None)` and nothing written when the connection
+    /// never began a sign-in; `Ok(Some(None))` when it had no grant to hand over.
+    pub async fn remove_connection(
+        &self,
+        organization: Uuid,
+        connection_id: Uuid,
+        extra: Vec<Arc<dyn crate::store::TxWrite>>,
+    ) -> Result<Option<Option<OAuthCleanup>>, OAuthError> {
+        match self.store().connection(connection_id).await? {
+            Some(row) if row.organization_id == organization => {
+                Ok(Some(self.hand_over(&row, extra).await?))
+            }
+            Some(_) => Err(OAuthError::NotFound),
+            None => Ok(None),
+        }
+    }
+
+    async fn hand_over(
+        &self,
+        row: &ConnectionRow,
+        extra: Vec<Arc<dyn crate::store::TxWrite>>,
+    ) -> Result<Option<OAuthCleanup>, OAuthError> {
+        let connection_id = row.connection_id;
         let grant = match row.grant_id {
             Some(id) => self.store().grant(id).await?,
             None => None,
@@ -396,8 +430,11 @@ impl OAuth {
             grant_id: grant.as_ref().map_or(Uuid::nil(), |g| g.id),
             owner_scope: cleanup_scope(row.organization_id).to_stored(),
         };
-        let extra = TxWrites(self.shared.status_write(connection_id, "needs_sign_in"));
-        let handed = match self.store().remove(connection_id, &revocation, extra).await {
+        let handed = match self
+            .store()
+            .remove(connection_id, &revocation, TxWrites(extra))
+            .await
+        {
             Ok(handed) => handed,
             Err(StoreError::Refused(_)) => {
                 return Err(OAuthError::Exchange(
@@ -602,6 +639,15 @@ fn shared(
         http: OAuthHttp::new(platform.outbound()),
         status,
         recheck_ms: millis(config.recheck),
+    }
+}
+
+/// Whether two URLs name the same resource (parsed, so `HTTP://Host:80/mcp` is
+/// `http://host/mcp`); an unparsable one matches only itself.
+fn same_url(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 

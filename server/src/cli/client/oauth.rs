@@ -28,9 +28,10 @@ enum OAuthCommand {
     Authorize {
         /// The App connection.
         connection: String,
-        /// The MCP server's URL.
+        /// The MCP server's URL; optional: the server takes it from the Connection's App
+        /// (given, it must match).
         #[arg(long)]
-        server_url: String,
+        server_url: Option<String>,
         /// Where the browser comes back with `code` and `state`.
         #[arg(long)]
         redirect_uri: String,

@@ -93,11 +93,14 @@ enum VaultsCommand {
         #[arg(long)]
         field: String,
         /// The Bot that may read it.
-        #[arg(long, conflicts_with = "tool", required_unless_present = "tool")]
+        #[arg(long, conflicts_with_all = ["tool", "app_connection"], required_unless_present_any = ["tool", "app_connection"])]
         bot: Option<openbot_schema::BotId>,
         /// The HTTP tool that may read it.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "app_connection")]
         tool: Option<String>,
+        /// The manual App connection (its ID) whose headers may read it.
+        #[arg(long)]
+        app_connection: Option<uuid::Uuid>,
     },
     /// Removes a rule.
     Revoke {
@@ -128,6 +131,7 @@ fn rule_line(rule: &VaultRule) -> String {
     let reader = match &rule.reader {
         VaultReader::Bot { bot_id } => format!("bot {bot_id}"),
         VaultReader::Tool { name } => format!("tool {name}"),
+        VaultReader::AppConnection { connection_id } => format!("app connection {connection_id}"),
     };
     format!("{}  {reader} may read {}", rule.id, rule.field)
 }
@@ -238,11 +242,13 @@ pub async fn run(args: VaultsArgs) -> anyhow::Result<ExitCode> {
             field,
             bot,
             tool,
+            app_connection,
         } => {
-            let reader = match (bot, tool) {
-                (Some(bot_id), _) => VaultReader::Bot { bot_id },
-                (None, Some(name)) => VaultReader::Tool { name },
-                (None, None) => anyhow::bail!("pass --bot or --tool"),
+            let reader = match (bot, tool, app_connection) {
+                (Some(bot_id), _, _) => VaultReader::Bot { bot_id },
+                (None, Some(name), _) => VaultReader::Tool { name },
+                (None, None, Some(connection_id)) => VaultReader::AppConnection { connection_id },
+                (None, None, None) => anyhow::bail!("pass --bot, --tool or --app-connection"),
             };
             let rule = client
                 .create_vault_rule(&id, &CreateVaultRule { field, reader })
