@@ -275,9 +275,15 @@ impl State {
         } else {
             (bot.spec.instructions.clone(), self.tool_set(&bot, inner)?)
         };
+        // The model reads the files its messages attach from this process's files.
+        let model = crate::model::WithFiles::wrap(
+            &bot.spec.model,
+            self.model(&bot.spec.model)?,
+            files::MemoryFiles::of(inner),
+        );
         Ok(TurnSpec {
             instructions,
-            model: self.model(&bot.spec.model)?,
+            model,
             tools,
             limits: bot.spec.limits,
             history,
@@ -727,8 +733,20 @@ impl MemoryClient {
             }
             None => None,
         };
-        let chat_state = state.chat(chat)?;
         let mut content = input.content;
+        if content
+            .iter()
+            .any(|part| matches!(part, ContentPart::File { .. }))
+        {
+            let bot_id = state.chat(chat)?.chat.bot_id;
+            let spec = state
+                .bots
+                .get(&bot_id)
+                .map(|bot| bot.spec.model.clone())
+                .ok_or_else(|| Error::not_found("bot", bot_id))?;
+            state.check_attached(&spec, &mut content)?;
+        }
+        let chat_state = state.chat(chat)?;
         let receipt = match chat_state.running.clone() {
             Some(running) if steer => match running.steer(content) {
                 Ok(()) => SendReceipt {
