@@ -1026,7 +1026,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
-        memory: false,
+        memory: true,
     },
     Operation {
         id: "put_memory_settings",
@@ -1038,7 +1038,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
-        memory: false,
+        memory: true,
     },
     Operation {
         id: "list_providers",

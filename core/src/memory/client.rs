@@ -4,6 +4,7 @@
 
 mod delegate;
 mod files;
+mod learning;
 mod operations;
 mod registry;
 
@@ -72,6 +73,8 @@ struct State {
     files: BTreeMap<u64, (StoredFile, bytes::Bytes)>,
     /// The order number of the next stored file.
     next_file: u64,
+    /// The helper model that learns after Turns (`put_memory_settings`); none: no learning.
+    helper_model: Option<String>,
 }
 
 struct ChatState {
@@ -361,6 +364,13 @@ impl Inner {
         {
             chat_state.running = None;
         }
+        // A completed Turn of a Bot with memory learns (when a helper model is set).
+        if matches!(end.outcome, Ok(openbot_schema::TurnOutcome::Completed)) {
+            self.start_learning(&mut state, chat, execution);
+        }
+        let Some(chat_state) = state.chats.get_mut(&chat) else {
+            return;
+        };
         if chat_state.deleted || chat_state.running.is_some() {
             return;
         }
@@ -662,6 +672,14 @@ impl Client for MemoryClient {
         }
         if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
             return answer;
+        }
+        match op.id {
+            "get_memory_settings" => return crate::client::ApiAnswer::of(&self.memory_settings()?),
+            "put_memory_settings" => {
+                let settings = request.body_as(op.id)?;
+                return crate::client::ApiAnswer::of(&self.put_memory_settings(settings)?);
+            }
+            _ => {}
         }
         let bot_known = |bot: BotId| self.state().is_ok_and(|s| s.bots.contains_key(&bot));
         if let Some(answer) =
