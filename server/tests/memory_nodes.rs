@@ -48,10 +48,10 @@ async fn learning_of(server: &Server, turn: &str) -> Option<(Uuid, String)> {
 /// Waits until the learning of `turn` ended; its ID and end state.
 async fn learning_ended(server: &Server, turn: &str) -> (Uuid, String) {
     for _ in 0..600 {
-        if let Some((id, state)) = learning_of(server, turn).await {
-            if ["completed", "failed", "cancelled", "interrupted"].contains(&state.as_str()) {
-                return (id, state);
-            }
+        if let Some((id, state)) = learning_of(server, turn).await
+            && ["completed", "failed", "cancelled", "interrupted"].contains(&state.as_str())
+        {
+            return (id, state);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -40,10 +40,10 @@ impl MemoryClient {
             ));
         }
         let mut state = self.state()?;
-        if let Some(spec) = &settings.helper_model {
-            if !state.models.contains_key(spec) {
-                ModelSpec::parse(spec).map_err(|e| Error::invalid_input(e.to_string()))?;
-            }
+        if let Some(spec) = &settings.helper_model
+            && !state.models.contains_key(spec)
+        {
+            ModelSpec::parse(spec).map_err(|e| Error::invalid_input(e.to_string()))?;
         }
         state.helper_model = settings.helper_model;
         drop(state);
