@@ -44,4 +44,6 @@ mod manual {
     struct Memory;
     #[doc = include_str!("../../docs/apps.md")]
     struct Apps;
+    #[doc = include_str!("../../docs/files.md")]
+    struct Files;
 }

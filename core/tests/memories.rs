@@ -126,11 +126,27 @@ async fn memories_are_listed_searched_edited_and_deleted_in_memory() {
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
-    // The memory settings are a server's.
+    // No helper model until one is set; embeddings are a server's.
     assert_eq!(
-        client.get_memory_settings().await.unwrap_err().code,
-        ErrorCode::InvalidInput
+        client.get_memory_settings().await.unwrap(),
+        openbot_schema::MemorySettings::default()
     );
+    let err = client
+        .put_memory_settings(&openbot_schema::MemorySettings {
+            embeddings_model: Some("compatible:http://127.0.0.1:1/v1:e5".into()),
+            helper_model: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    let err = client
+        .put_memory_settings(&openbot_schema::MemorySettings {
+            embeddings_model: None,
+            helper_model: Some("no-such-provider:x".into()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
 }
 
 #[tokio::test]
@@ -171,5 +187,104 @@ async fn a_memory_bot_in_memory_remembers_with_a_tool_and_recalls_into_the_next_
         request.instructions.contains("The user's name is Ada."),
         "{}",
         request.instructions
+    );
+}
+
+/// Waits until `bot` has `n` memories (learning runs after the Turn's end, in the background).
+async fn memories_after_learning(
+    client: &Arc<dyn Client>,
+    bot: openbot_schema::BotId,
+    n: usize,
+) -> Vec<openbot_schema::Memory> {
+    for _ in 0..200 {
+        let memories = client.list_memories_all(&bot, None, None).await.unwrap();
+        if memories.len() >= n {
+            return memories;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("learning wrote fewer than {n} memories");
+}
+
+#[tokio::test]
+async fn with_a_helper_model_a_turn_in_memory_learns_and_the_next_learning_reads_only_new_messages()
+{
+    let model = scripted(json!([
+        {"text": "Nice to meet you, Ada."},
+        {"text": "Tea it is."},
+        {"text": "Goodbye."}
+    ]));
+    let plan = json!({"add": [{"content": "The user's name is Ada.", "tags": ["profile"]}]});
+    let helper = Recording::new(scripted(json!([
+        {"text": plan.to_string()},
+        {"text": "not a plan"},
+        {"text": "{\"add\": []}"}
+    ])));
+    let options = ConnectOptions {
+        models: HashMap::from([
+            ("test".to_string(), model as Arc<dyn Model>),
+            ("helper".to_string(), helper.clone() as Arc<dyn Model>),
+        ]),
+        ..ConnectOptions::default()
+    };
+    let client = connect("memory://", options).await.unwrap();
+    let settings = client
+        .put_memory_settings(&openbot_schema::MemorySettings {
+            embeddings_model: None,
+            helper_model: Some("helper".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(settings.helper_model.as_deref(), Some("helper"));
+    let bot = client.create_bot(memory_bot()).await.unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap().id;
+    let first = client
+        .send(chat, SendInput::text("Hi, I am Ada."))
+        .await
+        .unwrap();
+    finish(&client, first.execution_id).await;
+    let memories = memories_after_learning(&client, bot.id, 1).await;
+    assert_eq!(memories[0].content, "The user's name is Ada.");
+    assert_eq!(memories[0].tags, ["profile"]);
+    assert_eq!(memories[0].evidence.chat_id, Some(chat));
+    assert_eq!(memories[0].evidence.execution_id, Some(first.execution_id));
+    assert_eq!(memories[0].evidence.message, Some(1));
+    let asked = &helper.requests()[0];
+    assert!(asked.instructions.contains("long-term memory"));
+
+    // The helper's next answer is not a plan: nothing changes and the cursor stays, so the
+    // learning after that reads those messages again, with the new ones.
+    let second = client
+        .send(chat, SendInput::text("I like tea."))
+        .await
+        .unwrap();
+    finish(&client, second.execution_id).await;
+    let third = client.send(chat, SendInput::text("Bye.")).await.unwrap();
+    finish(&client, third.execution_id).await;
+    for _ in 0..200 {
+        if helper.requests().len() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let requests = helper.requests();
+    assert_eq!(requests.len(), 3, "one helper call per completed Turn");
+    let text = |r: &openbot_core::model::ModelRequest| format!("{:?}", r.messages);
+    assert!(
+        !text(&requests[1]).contains("Hi, I am Ada."),
+        "from the cursor on"
+    );
+    assert!(text(&requests[2]).contains("I like tea.") && text(&requests[2]).contains("Bye."));
+    assert!(
+        text(&requests[2]).contains("The user's name is Ada."),
+        "shown with its ID"
+    );
+    assert_eq!(
+        client
+            .list_memories_all(&bot.id, None, None)
+            .await
+            .unwrap()
+            .len(),
+        1
     );
 }

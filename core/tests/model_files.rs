@@ -269,3 +269,168 @@ async fn the_stored_media_type_decides_not_the_claimed_one() {
     assert!(matches!(error, ModelError::File(_)), "{error}");
     assert!(mock.requests().is_empty());
 }
+
+// The same in `memory://`: a file uploaded to the in-memory Client and attached to a message
+// reaches the Bot's provider in its format, checked by the same rules as on a server.
+
+mod in_memory {
+    use super::*;
+    use futures::StreamExt as _;
+    use openbot_core::{ConnectOptions, Operations, connect};
+    use openbot_schema::ErrorCode;
+    use openbot_schema::{BotSpec, Limits, SendInput};
+
+    /// An in-memory Client whose model `spec` is `model`, and a Chat of a Bot of that model.
+    async fn chat_with(
+        spec: &str,
+        model: Arc<dyn Model>,
+    ) -> (Arc<dyn openbot_core::Client>, openbot_schema::ChatId) {
+        let options = ConnectOptions {
+            models: HashMap::from([(spec.to_string(), model)]),
+            ..ConnectOptions::default()
+        };
+        let client = connect("memory://", options).await.unwrap();
+        let bot = client
+            .create_bot(BotSpec {
+                name: "Reader".into(),
+                instructions: "Read the files.".into(),
+                model: spec.into(),
+                tools: vec![],
+                limits: Limits::default(),
+                shared: false,
+                memory: false,
+                reminders: false,
+                code_mode: false,
+            })
+            .await
+            .unwrap();
+        let chat = client.create_chat(bot.id).await.unwrap();
+        (client, chat.id)
+    }
+
+    /// A message with the text and the stored files, named as a caller would name them
+    /// (a claimed media type and URL the check replaces with the stored ones).
+    fn message(files: &[&openbot_schema::StoredFile]) -> SendInput {
+        let mut content = vec![ContentPart::text("Compare them.")];
+        content.extend(files.iter().map(|f| ContentPart::File {
+            file: FileRef {
+                id: f.id,
+                media_type: "text/plain".into(),
+                name: None,
+                url: Some("https://attacker.example/x.png".into()),
+            },
+        }));
+        SendInput {
+            content,
+            command_key: None,
+        }
+    }
+
+    async fn run(
+        client: &Arc<dyn openbot_core::Client>,
+        chat: openbot_schema::ChatId,
+        input: SendInput,
+    ) {
+        let receipt = client.send(chat, input).await.unwrap();
+        client
+            .observe(receipt.execution_id, 0)
+            .await
+            .unwrap()
+            .count()
+            .await;
+    }
+
+    #[tokio::test]
+    async fn an_uploaded_file_reaches_openai_chat_as_image_and_file_parts() {
+        let mock = MockProvider::start("/v1", [refusing()]).await;
+        let model = Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap());
+        let (client, chat) = chat_with("openai:gpt-4o", model).await;
+        let image = client
+            .upload_file("chart.png", PNG.to_vec(), "image/png")
+            .await
+            .unwrap();
+        let pdf = client
+            .upload_file("report.pdf", PDF.to_vec(), "application/pdf")
+            .await
+            .unwrap();
+        run(&client, chat, message(&[&image, &pdf])).await;
+        let body = mock.only_request().body;
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "Compare them."},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG_B64}")}},
+                {"type": "file", "file": {"filename": "report.pdf", "file_data": format!("data:application/pdf;base64,{PDF_B64}")}},
+            ]})
+        );
+        assert!(!body.to_string().contains("attacker.example"));
+    }
+
+    #[tokio::test]
+    async fn an_uploaded_file_reaches_anthropic_as_image_and_document_blocks() {
+        let mock = MockProvider::start("", [refusing()]).await;
+        let model =
+            Arc::new(AnthropicMessages::new("claude-sonnet-4-5", mock.settings(0)).unwrap());
+        let (client, chat) = chat_with("anthropic:claude-sonnet-4-5", model).await;
+        let image = client
+            .upload_file("chart.png", PNG.to_vec(), "image/png")
+            .await
+            .unwrap();
+        let pdf = client
+            .upload_file("report.pdf", PDF.to_vec(), "application/pdf")
+            .await
+            .unwrap();
+        run(&client, chat, message(&[&image, &pdf])).await;
+        assert_eq!(
+            mock.only_request().body["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "Compare them."},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_B64}},
+            ]}])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_the_provider_cannot_take_is_refused_when_sent_and_nothing_is_sent() {
+        let mock = MockProvider::start("", [refusing()]).await;
+        let model =
+            Arc::new(AnthropicMessages::new("claude-sonnet-4-5", mock.settings(0)).unwrap());
+        let (client, chat) = chat_with("anthropic:claude-sonnet-4-5", model).await;
+        let archive = client
+            .upload_file("data.zip", b"PK".to_vec(), "application/zip")
+            .await
+            .unwrap();
+        let refused = client.send(chat, message(&[&archive])).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidInput);
+        assert!(
+            refused.message.contains("`data.zip` (application/zip)"),
+            "{}",
+            refused.message
+        );
+        // Larger than Anthropic takes an image (5 MiB), though the store keeps it.
+        let large = client
+            .upload_file("large.png", vec![0; 6 * 1024 * 1024], "image/png")
+            .await
+            .unwrap();
+        let refused = client.send(chat, message(&[&large])).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidInput);
+        assert!(refused.message.contains("large.png"), "{}", refused.message);
+        assert!(mock.requests().is_empty(), "nothing reached the provider");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_stored_is_not_found_when_sent() {
+        let mock = MockProvider::start("/v1", [refusing()]).await;
+        let model = Arc::new(OpenAiChat::new("openai", "gpt-4o", mock.settings(0)).unwrap());
+        let (client, chat) = chat_with("openai:gpt-4o", model).await;
+        let image = client
+            .upload_file("chart.png", PNG.to_vec(), "image/png")
+            .await
+            .unwrap();
+        client.delete_file(&image.id).await.unwrap();
+        let refused = client.send(chat, message(&[&image])).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::NotFound);
+        assert!(mock.requests().is_empty());
+    }
+}

@@ -66,6 +66,8 @@ MEMORY_OPERATIONS = {
     "update_memory",
     "delete_memory",
     "search_memories",
+    "get_memory_settings",
+    "put_memory_settings",
     "register_app",
     "list_apps",
     "get_app",

@@ -671,6 +671,58 @@ fn memories_are_added_listed_searched_edited_and_deleted_through_the_cli() {
 }
 
 #[test]
+fn a_memory_a_turn_remembered_is_shown_searched_and_edited_with_its_evidence_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let script = cli.script.path().join("remember.json");
+    std::fs::write(
+        &script,
+        r#"[{"tool_calls": [{"name": "remember", "arguments": {"content": "The user's cat is called Tom.", "tags": ["pets"]}}]}, {"text": "Noted."}]"#,
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    let bot = cli.ok(&[
+        "bots",
+        "create",
+        "--name",
+        "Rememberer",
+        "--model",
+        &model,
+        "--memory",
+    ]);
+    let bot = bot.trim();
+    let chat = cli.ok(&["chats", "create", "--bot", bot]);
+    let chat = chat.trim();
+    cli.ok(&["chats", "send", chat, "Remember: my cat is Tom."]);
+    let listed: Value =
+        serde_json::from_str(&cli.ok(&["memories", "list", bot, "--json"])).unwrap();
+    let memory = &listed["items"][0];
+    assert_eq!(memory["content"], "The user's cat is called Tom.");
+    assert_eq!(memory["evidence"]["chat_id"], chat);
+    let id = memory["id"].as_str().unwrap();
+    let execution = memory["evidence"]["execution_id"].as_str().unwrap();
+    let shown = cli.ok(&["memories", "get", bot, id]);
+    assert!(
+        shown.contains(&format!("chat: {chat}"))
+            && shown.contains(&format!("execution: {execution}")),
+        "{shown}"
+    );
+    let found: Value =
+        serde_json::from_str(&cli.ok(&["memories", "search", bot, "cat called", "--json"]))
+            .unwrap();
+    assert_eq!(found["items"][0]["memory"]["evidence"]["chat_id"], chat);
+    let edited: Value =
+        serde_json::from_str(&cli.ok(&["memories", "edit", bot, id, "--tag", "cats", "--json"]))
+            .unwrap();
+    assert_eq!(edited["tags"], serde_json::json!(["cats"]));
+    assert_eq!(
+        edited["evidence"], memory["evidence"],
+        "an edit keeps the evidence"
+    );
+}
+
+#[test]
 fn vault_items_and_rules_are_managed_through_the_cli_and_values_never_printed() {
     let served = Served::start();
     let cli = Cli::new();

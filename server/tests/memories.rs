@@ -42,6 +42,9 @@ http_tests!(
     a_helper_answer_that_is_not_a_plan_changes_nothing,
     applying_a_learning_plan_twice_writes_it_once,
     the_learning_cursor_never_goes_back,
+    learning_changes_only_what_its_chats_member_may_change,
+    a_bots_owner_learns_shared_memories,
+    the_remember_tool_writes_shared_memories_only_for_the_bots_owner_or_an_admin,
     bad_memory_requests_are_refused_with_their_codes,
     without_embeddings_search_ranks_by_keyword,
 );
@@ -1039,6 +1042,260 @@ async fn the_learning_cursor_never_goes_back(server: Server) {
         [0]
     );
     assert_eq!(store.cursor(chat_id).await.unwrap(), 6);
+    assert!(contents(&server, &server.owner, &bot).await.is_empty());
+}
+
+/// What the learning of `turn` did, from its sealed output.
+async fn learning_result(server: &Server, turn: &str) -> openbot_server::memories::LearningResult {
+    let turn: Uuid = turn.parse().unwrap();
+    let sql = "SELECT id FROM executions WHERE parent_id = $1 AND kind = 'memory_learning'";
+    let id: Uuid = match &server.raw {
+        Raw::Sqlite(store, _) => sqlx::query_scalar(sql)
+            .bind(turn)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+        Raw::Postgres(store) => sqlx::query_scalar(sql)
+            .bind(turn)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+    };
+    let row = server.database.store.execution(id.into()).await.unwrap();
+    server
+        .engine
+        .context()
+        .open_json(row.output_record.expect("a learning keeps its result"))
+        .await
+        .unwrap()
+}
+
+/// A memory's status as the database holds it.
+async fn stored_status(server: &Server, id: Uuid) -> String {
+    let sql = "SELECT status FROM memories WHERE id = $1";
+    match &server.raw {
+        Raw::Sqlite(store, _) => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+        Raw::Postgres(store) => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+    }
+}
+
+async fn put_helper(server: &Server, helper: &FakeOpenAi) {
+    let response = server
+        .http
+        .put(format!("{}/v1/memory-settings", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"helper_model": helper.spec()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+async fn learning_changes_only_what_its_chats_member_may_change(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Noted."])]).await;
+    let bot = memory_bot(&server, &server.owner, &model, true).await;
+    let bot_id: BotId = bot["id"].as_str().unwrap().parse().unwrap();
+    let other = server.other_member_token().await;
+    let shared = created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "Office hours are 9 to 5."}),
+    )
+    .await;
+    let owners = created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "The owner's door code is 4711.", "private": true}),
+    )
+    .await;
+    let own = created(
+        &server,
+        &other,
+        &bot,
+        json!({"content": "I prefer tea.", "private": true}),
+    )
+    .await;
+    let other_id: Uuid = own["owner_member_id"].as_str().unwrap().parse().unwrap();
+    // The member's own memory whose evidence Chat is deleted: nobody may read it now.
+    let gone_chat = server.chat(&other, &bot).await;
+    let hidden = Uuid::now_v7();
+    let mut row = sealed_row(&server, hidden, bot_id, other_id).await;
+    row.evidence_chat_id = Some(gone_chat.parse().unwrap());
+    let owner = server.owner_member().await;
+    let as_other = reader(owner.organization_id, bot_id, other_id);
+    assert_eq!(
+        server
+            .database
+            .memories
+            .apply(&as_other, &[MemoryOp::Insert(Box::new(row))])
+            .await
+            .unwrap(),
+        [1]
+    );
+    let response = server
+        .delete(&format!("/v1/chats/{gone_chat}"), &other)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+
+    // A helper that names what the member may not change besides what it may.
+    let plan: &'static str = Box::leak(
+        json!({
+            "add": [
+                {"content": "The user lives in Oslo.", "tags": ["home"]},
+                {"content": "Everyone leaves at 4.", "shared": true},
+            ],
+            "change": [
+                {"id": shared["id"], "content": "Office hours are 8 to 4."},
+                {"id": own["id"], "tags": ["drinks"]},
+            ],
+            "retire": [owners["id"], hidden],
+        })
+        .to_string()
+        .into_boxed_str(),
+    );
+    let helper = FakeOpenAi::start(vec![Answer::Text(vec![plan])]).await;
+    put_helper(&server, &helper).await;
+    let chat = server.chat(&other, &bot).await;
+    let execution = turn(&server, &other, &chat, "I moved to Oslo.").await;
+    assert_eq!(learned(&server, &execution).await, ["completed"]);
+    let shown = &helper.bodies()[0];
+    assert!(shown.contains("I prefer tea."), "its own memory is shown");
+    assert!(
+        !shown.contains("4711") && !shown.contains(&hidden.to_string()),
+        "nothing it may not read is shown"
+    );
+
+    // What it may do is applied...
+    let mut theirs = contents(&server, &other, &bot).await;
+    theirs.sort();
+    assert_eq!(
+        theirs,
+        [
+            "I prefer tea.",
+            "Office hours are 9 to 5.",
+            "The user lives in Oslo."
+        ]
+    );
+    let path = format!(
+        "/v1/bots/{}/memories/{}",
+        bot["id"].as_str().unwrap(),
+        own["id"].as_str().unwrap()
+    );
+    let changed: Value = server
+        .get(&path, &other)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(changed["tags"], json!(["drinks"]));
+    // ...the rest is left as it was.
+    let mut mine = contents(&server, &server.owner, &bot).await;
+    mine.sort();
+    assert_eq!(
+        mine,
+        ["Office hours are 9 to 5.", "The owner's door code is 4711."],
+        "no shared memory written, the shared and the owner's ones unchanged"
+    );
+    let owners_id: Uuid = owners["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stored_status(&server, owners_id).await, "active");
+    assert_eq!(stored_status(&server, hidden).await, "active");
+    assert_eq!(
+        server
+            .database
+            .memories
+            .cursor(chat.parse().unwrap())
+            .await
+            .unwrap(),
+        2
+    );
+    // Each refused operation is recorded with its learning.
+    let result = learning_result(&server, &execution).await;
+    assert_eq!((result.added, result.changed, result.retired), (1, 1, 0));
+    let shared_id: Uuid = shared["id"].as_str().unwrap().parse().unwrap();
+    let refused: Vec<_> = result
+        .refused
+        .iter()
+        .map(|r| (r.kind.as_str(), r.index, r.memory_id))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("add", 1, None),
+            ("change", 0, Some(shared_id)),
+            ("retire", 0, Some(owners_id)),
+            ("retire", 1, Some(hidden)),
+        ]
+    );
+    assert!(
+        result.refused.iter().all(|r| !r.reason.contains("4711")),
+        "a reason never carries content"
+    );
+}
+
+async fn a_bots_owner_learns_shared_memories(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["Noted."])]).await;
+    let bot = memory_bot(&server, &server.owner, &model, true).await;
+    let plan: &'static str = Box::leak(
+        json!({"add": [{"content": "The team meets on Mondays.", "shared": true}]})
+            .to_string()
+            .into_boxed_str(),
+    );
+    let helper = FakeOpenAi::start(vec![Answer::Text(vec![plan])]).await;
+    put_helper(&server, &helper).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let execution = turn(&server, &server.owner, &chat, "We meet on Mondays.").await;
+    assert_eq!(learned(&server, &execution).await, ["completed"]);
+    let memories = server
+        .walk(
+            &server.owner,
+            &format!("/v1/bots/{}/memories", bot["id"].as_str().unwrap()),
+            10,
+        )
+        .await;
+    assert_eq!(memories.len(), 1);
+    assert!(memories[0]["owner_member_id"].is_null(), "a shared memory");
+    assert!(
+        learning_result(&server, &execution)
+            .await
+            .refused
+            .is_empty()
+    );
+}
+
+async fn the_remember_tool_writes_shared_memories_only_for_the_bots_owner_or_an_admin(
+    server: Server,
+) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool(
+            "remember",
+            json!({"content": "Everyone gets a bonus.", "shared": true}),
+        ),
+        Answer::Text(vec!["I could not."]),
+    ])
+    .await;
+    let bot = memory_bot(&server, &server.owner, &model, true).await;
+    let other = server.other_member_token().await;
+    let chat = server.chat(&other, &bot).await;
+    turn(&server, &other, &chat, "Remember for everyone: a bonus.").await;
+    assert!(
+        model.bodies()[1].contains("only the Bot's owner and admins write shared memories"),
+        "the model learns why"
+    );
+    assert!(contents(&server, &other, &bot).await.is_empty());
     assert!(contents(&server, &server.owner, &bot).await.is_empty());
 }
 

@@ -1135,7 +1135,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
-        memory: false,
+        memory: true,
     },
     Operation {
         id: "put_memory_settings",
@@ -1147,7 +1147,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
-        memory: false,
+        memory: true,
     },
     Operation {
         id: "list_providers",

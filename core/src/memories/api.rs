@@ -1,7 +1,8 @@
 //! The memory operations of `memory://`: the generated `list_memories`, `create_memory`,
 //! `get_memory`, `update_memory`, `delete_memory` and `search_memories` answered from the
 //! in-process [`MemoryBook`], so code written against a server's memories runs in memory too.
-//! The memory settings (embeddings, helper model) are a server's: they stay server-only.
+//! The memory settings are answered by the in-memory Client (a helper model that learns in
+//! process; embeddings are a server's).
 
 use std::str::FromStr;
 
@@ -32,6 +33,9 @@ pub const IN_MEMORY_OPERATIONS: &[&str] = &[
     "update_memory",
     "delete_memory",
     "search_memories",
+    // Answered by the Client itself (`memory/client/learning.rs`): the helper model only.
+    "get_memory_settings",
+    "put_memory_settings",
 ];
 
 /// Answers a memory operation of `op` for a Bot that `bot_known` knows; `None` for any other
@@ -42,7 +46,7 @@ pub(crate) fn answer(
     op: &str,
     request: &ApiRequest,
 ) -> Option<Result<ApiAnswer, Error>> {
-    if !IN_MEMORY_OPERATIONS.contains(&op) {
+    if !IN_MEMORY_OPERATIONS.contains(&op) || op.ends_with("_memory_settings") {
         return None;
     }
     Some(run(book, bot_known, op, request))

@@ -22,6 +22,8 @@ struct Shelves {
     memories: Vec<Memory>,
     /// Which memory a tool call's idempotency key wrote.
     keys: HashMap<String, uuid::Uuid>,
+    /// Each Chat's learning cursor: how many history entries learning has taken.
+    cursors: HashMap<openbot_schema::ChatId, usize>,
 }
 
 /// Every Bot's memories of one in-memory Client.
@@ -188,6 +190,73 @@ impl MemoryBook {
         .into_iter()
         .map(|hit| (hit.memory.id, hit.memory.content))
         .collect()
+    }
+
+    /// A Chat's learning cursor: how many of its history entries learning has taken.
+    pub fn cursor(&self, chat: openbot_schema::ChatId) -> usize {
+        self.lock().cursors.get(&chat).copied().unwrap_or(0)
+    }
+
+    /// `bot`'s newest active memories, at most `limit`: what a helper model is shown.
+    pub fn active(&self, bot: BotId, limit: usize) -> Vec<(uuid::Uuid, String)> {
+        self.lock()
+            .memories
+            .iter()
+            .rev()
+            .filter(|m| m.bot_id == bot && m.status == MemoryStatus::Active)
+            .take(limit)
+            .map(|m| (m.id, m.content.clone()))
+            .collect()
+    }
+
+    /// Applies a checked learning plan for `bot` learned from `chat`'s history entries `from`
+    /// to `to`, at once under the book's lock: the cursor moves by compare-and-set (when it
+    /// is no longer at `from`, other learning got further and nothing of this plan is
+    /// applied), then the memories are written. Whether it was applied.
+    pub fn apply_plan(
+        &self,
+        bot: BotId,
+        chat: openbot_schema::ChatId,
+        (from, to): (usize, usize),
+        plan: &super::CheckedPlan,
+        evidence: MemoryEvidence,
+    ) -> bool {
+        let mut shelves = self.lock();
+        let at = shelves.cursors.get(&chat).copied().unwrap_or(0);
+        if at != from || to <= from {
+            return false;
+        }
+        shelves.cursors.insert(chat, to);
+        let now = Utc::now();
+        for (_, add) in &plan.add {
+            shelves.memories.push(Memory {
+                id: uuid::Uuid::now_v7(),
+                bot_id: bot,
+                owner_member_id: None,
+                content: add.content.clone(),
+                tags: add.tags.iter().map(|t| t.trim().to_string()).collect(),
+                status: MemoryStatus::Active,
+                evidence: evidence.clone(),
+                created_at: now,
+                updated_at: now,
+            });
+        }
+        for memory in shelves.memories.iter_mut().filter(|m| m.bot_id == bot) {
+            if let Some(change) = plan.change.iter().find(|c| c.id == memory.id) {
+                if let Some(content) = &change.content {
+                    memory.content = content.clone();
+                }
+                if let Some(tags) = &change.tags {
+                    memory.tags = tags.iter().map(|t| t.trim().to_string()).collect();
+                }
+                memory.updated_at = now;
+            }
+            if plan.retire.contains(&memory.id) {
+                memory.status = MemoryStatus::Retired;
+                memory.updated_at = now;
+            }
+        }
+        true
     }
 
     /// The tool backend of one Turn of `bot` (its evidence: `execution`).

@@ -19,8 +19,8 @@ pub use api::IN_MEMORY_OPERATIONS;
 pub(crate) use api::answer;
 pub use book::MemoryBook;
 pub use learning::{
-    LEARNING_INSTRUCTIONS, LearnedChange, LearnedMemory, LearningError, LearningPlan,
-    learning_input, parse_plan,
+    CheckedPlan, LEARNING_INSTRUCTIONS, LearnedChange, LearnedMemory, LearningError, LearningPlan,
+    PlanRights, RefusedOperation, learning_input, parse_plan,
 };
 pub use rank::{cosine, keyword_scores, terms};
 pub use select::{

@@ -4,6 +4,7 @@
 
 mod delegate;
 mod files;
+mod learning;
 mod operations;
 mod registry;
 
@@ -72,6 +73,8 @@ struct State {
     files: BTreeMap<u64, (StoredFile, bytes::Bytes)>,
     /// The order number of the next stored file.
     next_file: u64,
+    /// The helper model that learns after Turns (`put_memory_settings`); none: no learning.
+    helper_model: Option<String>,
 }
 
 struct ChatState {
@@ -275,9 +278,15 @@ impl State {
         } else {
             (bot.spec.instructions.clone(), self.tool_set(&bot, inner)?)
         };
+        // The model reads the files its messages attach from this process's files.
+        let model = crate::model::WithFiles::wrap(
+            &bot.spec.model,
+            self.model(&bot.spec.model)?,
+            files::MemoryFiles::of(inner),
+        );
         Ok(TurnSpec {
             instructions,
-            model: self.model(&bot.spec.model)?,
+            model,
             tools,
             limits: bot.spec.limits,
             history,
@@ -355,6 +364,13 @@ impl Inner {
         {
             chat_state.running = None;
         }
+        // A completed Turn of a Bot with memory learns (when a helper model is set).
+        if matches!(end.outcome, Ok(openbot_schema::TurnOutcome::Completed)) {
+            self.start_learning(&mut state, chat, execution);
+        }
+        let Some(chat_state) = state.chats.get_mut(&chat) else {
+            return;
+        };
         if chat_state.deleted || chat_state.running.is_some() {
             return;
         }
@@ -657,6 +673,14 @@ impl Client for MemoryClient {
         if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
             return answer;
         }
+        match op.id {
+            "get_memory_settings" => return crate::client::ApiAnswer::of(&self.memory_settings()?),
+            "put_memory_settings" => {
+                let settings = request.body_as(op.id)?;
+                return crate::client::ApiAnswer::of(&self.put_memory_settings(settings)?);
+            }
+            _ => {}
+        }
         let bot_known = |bot: BotId| self.state().is_ok_and(|s| s.bots.contains_key(&bot));
         if let Some(answer) =
             crate::memories::answer(&self.inner.memories, &bot_known, op.id, &request)
@@ -727,8 +751,20 @@ impl MemoryClient {
             }
             None => None,
         };
-        let chat_state = state.chat(chat)?;
         let mut content = input.content;
+        if content
+            .iter()
+            .any(|part| matches!(part, ContentPart::File { .. }))
+        {
+            let bot_id = state.chat(chat)?.chat.bot_id;
+            let spec = state
+                .bots
+                .get(&bot_id)
+                .map(|bot| bot.spec.model.clone())
+                .ok_or_else(|| Error::not_found("bot", bot_id))?;
+            state.check_attached(&spec, &mut content)?;
+        }
+        let chat_state = state.chat(chat)?;
         let receipt = match chat_state.running.clone() {
             Some(running) if steer => match running.steer(content) {
                 Ok(()) => SendReceipt {

@@ -94,6 +94,27 @@ pub fn check_file(
     Ok(kind)
 }
 
+/// Checks a file a message attaches as the message is sent, from the stored description of
+/// the file it names (both hosts check attachments with this): a provider of `format` (`None`:
+/// one that reads no files) must take its stored type and size, and `file` is set from the
+/// description (media type and name) without a URL, so the model reads the stored bytes, never
+/// a URL or type the caller gave. The refusal says which file and why.
+pub fn attach_stored(
+    format: Option<FileFormat>,
+    file: &mut FileRef,
+    name: &str,
+    media_type: &str,
+    size: u64,
+) -> Result<(), String> {
+    if let Some(format) = format {
+        check_file(format, name, media_type, size)?;
+    }
+    file.media_type = media_type.to_string();
+    file.name = Some(name.to_string());
+    file.url = None;
+    Ok(())
+}
+
 /// A stored file's bytes, as a [`FileSource`] reads them.
 #[derive(Debug, Clone)]
 pub struct FileBytes {

@@ -23,8 +23,8 @@ use futures::stream::BoxStream;
 pub use anthropic::AnthropicMessages;
 pub use error::ModelError;
 pub use files::{
-    FileBytes, FileFormat, FileKind, FileReadError, FileSource, WithFiles, check_file,
-    file_format_of,
+    FileBytes, FileFormat, FileKind, FileReadError, FileSource, WithFiles, attach_stored,
+    check_file, file_format_of,
 };
 pub use http::{HttpSettings, Pricing};
 pub use openai_chat::OpenAiChat;

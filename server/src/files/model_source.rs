@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
-use openbot_core::model::{FileBytes, FileReadError, FileSource, check_file, file_format_of};
+use openbot_core::model::{FileBytes, FileReadError, FileSource, attach_stored, file_format_of};
 use openbot_schema::{ContentPart, FileId};
 use uuid::Uuid;
 
@@ -38,13 +38,14 @@ impl Files {
                 .file_of(access(caller), file.id.as_uuid())
                 .await?
                 .ok_or(FileError::NotFound)?;
-            if let Some(format) = format {
-                check_file(format, &row.name, &row.media_type, row.size.max(0) as u64)
-                    .map_err(FileError::Invalid)?;
-            }
-            file.media_type = row.media_type;
-            file.name = Some(row.name);
-            file.url = None;
+            attach_stored(
+                format,
+                file,
+                &row.name,
+                &row.media_type,
+                row.size.max(0) as u64,
+            )
+            .map_err(FileError::Invalid)?;
         }
         Ok(())
     }

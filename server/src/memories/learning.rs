@@ -18,7 +18,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use openbot_core::memories::{LEARNING_INSTRUCTIONS, learning_input, parse_plan};
+use openbot_core::memories::{
+    LEARNING_INSTRUCTIONS, PlanRights, RefusedOperation, learning_input, parse_plan,
+};
 use openbot_core::turn::{
     CallKey, CallRecord, CallResult, CallSlot, Host, HostError, RequestEstimate, ToolSet, TurnEnd,
     TurnSpec, run_turn,
@@ -33,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::service::keyed_id;
 use super::sql::MemoryWrite;
-use super::store::{MemoryOp, MemoryQuery, MemoryStore, Reader};
+use super::store::{MemoryOp, MemoryQuery, MemoryStore};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
 use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
 use crate::platform::Platform;
@@ -59,6 +61,21 @@ pub struct LearningInput {
     pub chat_id: uuid::Uuid,
     /// The Turn that ended.
     pub turn: ExecutionId,
+}
+
+/// What a learning did, saved sealed as its execution's output: how many operations of its
+/// plan it applied, and each one it refused with the reason (an operation the Chat's member
+/// may not do: another member's or an unreadable memory, a shared one without the right).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LearningResult {
+    /// Memories added.
+    pub added: usize,
+    /// Memories changed.
+    pub changed: usize,
+    /// Memories retired.
+    pub retired: usize,
+    /// The operations not applied.
+    pub refused: Vec<RefusedOperation>,
 }
 
 /// The learning child a completed Turn's end commit starts (queued, detached, no Chat queue
@@ -118,8 +135,13 @@ impl MemoryLearningWorkflow {
         &self,
         cx: &PhaseContext,
         writes: crate::store::TxWrites,
+        result: &LearningResult,
     ) -> Result<(), PhaseError> {
         let usage = cx.engine.store.execution(cx.execution.id).await?.usage;
+        let output = cx
+            .engine
+            .seal_json(result)
+            .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
         let commit = Commit {
             events: vec![EventKind::TurnEnded {
                 outcome: TurnOutcome::Completed,
@@ -131,7 +153,7 @@ impl MemoryLearningWorkflow {
                 failure: None,
                 wake_at: None,
                 unknown_call: None,
-                output: None,
+                output: Some(output),
                 release: true,
                 reason: None,
             }),
@@ -192,16 +214,24 @@ impl Workflow for MemoryLearningWorkflow {
                 IdentityCheckError::Denied(cause) => failed(ErrorCategory::Access, cause),
                 IdentityCheckError::Store(err) => PhaseError::Storage(err),
             })?;
-        let Some((true, bot_model)) = self.memories.bot_memory(identity.bot_id).await? else {
+        let bot = match self.memories.bot_memory(identity.bot_id).await? {
+            Some(bot) if bot.on => bot,
             // Memory was switched off (or the Bot deleted) since the Turn: nothing to learn.
-            return self.end_with(cx, Default::default()).await;
+            _ => {
+                return self
+                    .end_with(cx, Default::default(), &LearningResult::default())
+                    .await;
+            }
         };
-        let reader = Reader {
-            organization_id: identity.organization_id,
-            bot_id: identity.bot_id,
-            member_id: identity.owner_member_id,
-            may_change_shared: false,
-        };
+        let bot_model = bot.model;
+        // The Chat's member with its current rights: shared memories only as the API allows.
+        let reader =
+            super::work_reader(&identity, Some(self.identity.as_ref()), bot.owner_member_id)
+                .await
+                .map_err(|err| match err {
+                    IdentityCheckError::Denied(cause) => failed(ErrorCategory::Access, cause),
+                    IdentityCheckError::Store(err) => PhaseError::Storage(err),
+                })?;
         let from = self.memories.cursor(input.chat_id).await?;
         let history: Vec<Message> = crate::chats::chat_history(&cx.engine, input.chat_id, None)
             .await
@@ -211,7 +241,9 @@ impl Workflow for MemoryLearningWorkflow {
             .collect();
         let to = history.len() as i64;
         if to <= from {
-            return self.end_with(cx, Default::default()).await;
+            return self
+                .end_with(cx, Default::default(), &LearningResult::default())
+                .await;
         }
         let fresh = &history[usize::try_from(from).unwrap_or(0)..];
         // The memories the helper may change: the member's own active ones.
@@ -353,8 +385,26 @@ impl Workflow for MemoryLearningWorkflow {
                 _ => None,
             })
             .unwrap_or_default();
-        let plan = parse_plan(&answer, &known)
+        let rights = PlanRights {
+            changeable: known,
+            may_share: reader.may_change_shared,
+        };
+        let plan = parse_plan(&answer, &rights)
             .map_err(|e| failed(ErrorCategory::ModelProvider, e.to_string()))?;
+        let result = LearningResult {
+            added: plan.add.len(),
+            changed: plan.change.len(),
+            retired: plan.retire.len(),
+            refused: plan.refused.clone(),
+        };
+        if !result.refused.is_empty() {
+            // The count and kinds only: the reasons stay in the sealed result.
+            tracing::info!(
+                execution = %cx.execution.id,
+                refused = result.refused.len(),
+                "learning refused operations its member may not do"
+            );
+        }
 
         let mut ops = vec![MemoryOp::Cursor {
             chat_id: input.chat_id,
@@ -366,7 +416,8 @@ impl Workflow for MemoryLearningWorkflow {
             execution_id: Some(input.turn),
             message: u32::try_from(to - 1).ok(),
         };
-        for (index, add) in plan.add.iter().enumerate() {
+        for (index, add) in &plan.add {
+            // Keyed by its place in the answer, so a refused one before it changes no ID.
             let id = keyed_id(cx.execution.id, &format!("add:{index}"));
             let row = service
                 .new_row(
@@ -405,8 +456,12 @@ impl Workflow for MemoryLearningWorkflow {
                 status: Some("retired".into()),
             });
         }
-        self.end_with(cx, crate::store::TxWrites::one(MemoryWrite { reader, ops }))
-            .await
+        self.end_with(
+            cx,
+            crate::store::TxWrites::one(MemoryWrite { reader, ops }),
+            &result,
+        )
+        .await
     }
 
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {

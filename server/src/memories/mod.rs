@@ -8,6 +8,8 @@
 //! - `embeddings.rs`: the organization's embeddings model (OpenAI's `/v1/embeddings` format).
 //! - `recall.rs`: what a Turn recalls before its model requests.
 //! - `learning.rs`: the `memory_learning` workflow that learns after a Turn.
+//! - `work_reader.rs`: who a Turn's tools and a learning act as (shared memories only with the
+//!   API's rights).
 
 mod embeddings;
 mod learning;
@@ -16,9 +18,13 @@ mod seal;
 mod service;
 mod sql;
 mod store;
+mod work_reader;
 
 pub use embeddings::{EmbedError, Embedder};
-pub use learning::{LEARNING, LearningInput, MemoryLearningWorkflow, learning_child};
+pub use learning::{
+    LEARNING, LearningInput, LearningResult, MemoryLearningWorkflow, learning_child,
+};
 pub use recall::{TurnMemory, turn_memory};
 pub use service::{Memories, MemoryError};
-pub use store::{MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
+pub use store::{BotMemory, MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
+pub use work_reader::work_reader;

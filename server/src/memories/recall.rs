@@ -7,8 +7,8 @@ use openbot_core::tool::SharedTool;
 use openbot_schema::{ChatId, ContentPart, ExecutionId};
 
 use super::service::{Memories, MemoryError};
-use super::store::Reader;
-use crate::identity::ExecutionIdentity;
+use super::work_reader::work_reader;
+use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
 
 /// A Turn's memory: its instructions with what it recalled, and its memory tools.
 pub struct TurnMemory {
@@ -21,25 +21,27 @@ pub struct TurnMemory {
 }
 
 /// The memory of a Turn of `identity`'s Bot when the Bot has memory on (else `None`): recall
-/// for `input` (the Turn's input text) within [`DEFAULT_RECALL_TOKENS`], as the Chat's member.
+/// for `input` (the Turn's input text) within [`DEFAULT_RECALL_TOKENS`], as the Chat's member
+/// (whose tools write shared memories only with the rights `rights` says it has now).
 pub async fn turn_memory(
     memories: &Memories,
     identity: &ExecutionIdentity,
+    rights: Option<&dyn IdentityStore>,
     execution: ExecutionId,
     chat: Option<ChatId>,
     instructions: &str,
     input: &[ContentPart],
 ) -> Result<Option<TurnMemory>, MemoryError> {
-    match memories.store().bot_memory(identity.bot_id).await? {
-        Some((true, _)) => {}
+    let bot = match memories.store().bot_memory(identity.bot_id).await? {
+        Some(bot) if bot.on => bot,
         _ => return Ok(None),
-    }
-    let reader = Reader {
-        organization_id: identity.organization_id,
-        bot_id: identity.bot_id,
-        member_id: identity.owner_member_id,
-        may_change_shared: false,
     };
+    let reader = work_reader(identity, rights, bot.owner_member_id)
+        .await
+        .map_err(|err| match err {
+            IdentityCheckError::Denied(cause) => MemoryError::Forbidden(cause),
+            IdentityCheckError::Store(err) => MemoryError::Store(err),
+        })?;
     let query: String = input
         .iter()
         .filter_map(|part| match part {

@@ -507,6 +507,12 @@ pub(crate) fn keyed_id(execution: ExecutionId, key: &str) -> Uuid {
 #[async_trait]
 impl MemoryTools for TurnTools {
     async fn remember(&self, key: &str, args: RememberArgs) -> Result<Uuid, ToolError> {
+        // The same rule as writing by hand; the store refuses such a row too.
+        if args.shared && !self.reader.may_change_shared {
+            return Err(ToolError::new(
+                "only the Bot's owner and admins write shared memories; remember it privately",
+            ));
+        }
         let id = keyed_id(self.execution, key);
         let row = self
             .memories

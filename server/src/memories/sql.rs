@@ -11,7 +11,7 @@ use openbot_schema::BotId;
 use sqlx::Row as _;
 use uuid::Uuid;
 
-use super::store::{MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
+use super::store::{BotMemory, MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
 use crate::sealed::SealedValue;
 use crate::store::{StoreError, now_ms, sql_store};
 
@@ -147,6 +147,15 @@ pub(crate) async fn run_ops(
                 .rows_affected();
                 stale = moved == 0;
                 moved
+            }
+            // Another member's private memory, or a shared one without the right, is never
+            // written, whichever path built the row.
+            MemoryOp::Insert(row)
+                if row
+                    .owner_member_id
+                    .map_or(!reader.may_change_shared, |owner| owner != reader.member_id) =>
+            {
+                0
             }
             MemoryOp::Insert(row) => {
                 let (embedding_key, embedding, model) = match &row.embedding {
@@ -314,16 +323,22 @@ impl MemoryStore for Store {
         Ok(changed)
     }
 
-    async fn bot_memory(&self, bot: BotId) -> Result<Option<(bool, String)>, StoreError> {
-        let spec: Option<String> =
-            sqlx::query_scalar("SELECT spec FROM bots WHERE id = $1 AND deleted_at IS NULL")
-                .bind(bot.as_uuid())
-                .fetch_optional(self.reader())
-                .await?;
-        match spec {
-            Some(text) => {
+    async fn bot_memory(&self, bot: BotId) -> Result<Option<BotMemory>, StoreError> {
+        let row = sqlx::query(
+            "SELECT spec, owner_member_id FROM bots WHERE id = $1 AND deleted_at IS NULL",
+        )
+        .bind(bot.as_uuid())
+        .fetch_optional(self.reader())
+        .await?;
+        match row {
+            Some(row) => {
+                let text: String = row.try_get("spec")?;
                 let spec = crate::bots::parse_spec(&text)?;
-                Ok(Some((spec.memory, spec.model)))
+                Ok(Some(BotMemory {
+                    on: spec.memory,
+                    model: spec.model,
+                    owner_member_id: row.try_get("owner_member_id")?,
+                }))
             }
             None => Ok(None),
         }

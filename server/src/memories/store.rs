@@ -64,7 +64,9 @@ pub enum MemoryOp {
         /// Where it ends now.
         to: i64,
     },
-    /// Writes a new memory; a memory with its ID already there stays (a retried write).
+    /// Writes a new memory; a memory with its ID already there stays (a retried write). Only
+    /// the reader's own private memory, or a shared one when it may change shared memories;
+    /// any other is not written (0 rows).
     Insert(Box<MemoryRow>),
     /// Changes a memory the reader may change; tags and status changes leave the sealed
     /// content as it is.
@@ -86,6 +88,17 @@ pub enum MemoryOp {
         /// The memory.
         id: Uuid,
     },
+}
+
+/// A Bot as memory work sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotMemory {
+    /// Whether memory is on.
+    pub on: bool,
+    /// Its model spec.
+    pub model: String,
+    /// The member who owns it (who may change its shared memories, besides admins).
+    pub owner_member_id: Uuid,
 }
 
 /// What to read.
@@ -124,8 +137,8 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// skipped after a cursor that moved on).
     async fn apply(&self, reader: &Reader, ops: &[MemoryOp]) -> Result<Vec<u64>, StoreError>;
 
-    /// Whether a Bot that is not deleted has memory on now, and its model spec.
-    async fn bot_memory(&self, bot: BotId) -> Result<Option<(bool, String)>, StoreError>;
+    /// Whether a Bot that is not deleted has memory on now, its model spec and owner.
+    async fn bot_memory(&self, bot: BotId) -> Result<Option<BotMemory>, StoreError>;
 
     /// A Chat's learning cursor: how many history entries learning has taken.
     async fn cursor(&self, chat_id: Uuid) -> Result<i64, StoreError>;

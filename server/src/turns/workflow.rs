@@ -446,6 +446,7 @@ impl Workflow for TurnWorkflow {
             let memory = crate::memories::turn_memory(
                 &memories,
                 identity,
+                self.identity.as_deref(),
                 cx.execution.id,
                 chat,
                 &instructions,
@@ -454,6 +455,10 @@ impl Workflow for TurnWorkflow {
             .await
             .map_err(|err| match err {
                 crate::memories::MemoryError::Store(err) => PhaseError::Storage(err),
+                crate::memories::MemoryError::Forbidden(cause) => PhaseError::Failed {
+                    category: ErrorCategory::Access,
+                    cause,
+                },
                 other => PhaseError::Failed {
                     category: ErrorCategory::Internal,
                     cause: other.to_string(),

@@ -1,13 +1,20 @@
 //! Files in memory: upload, list, read and delete, with the server's limits
 //! ([`crate::files`]) and its description of a file. The bytes live in this process only.
+//! Files attached to a message reach the model as on a server: checked when the message is
+//! sent ([`attach_stored`]: stored, and of a type and size the Bot's provider takes), read by
+//! the Turn's model requests through [`crate::model::WithFiles`] from these bytes.
 
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
 use bytes::Bytes;
-use openbot_schema::{ErrorCode, FileId, StoredFile};
+use openbot_schema::{ContentPart, ErrorCode, FileId, StoredFile};
 
-use super::MemoryClient;
+use super::{Inner, MemoryClient, State};
 use crate::client::ApiBytes;
 use crate::error::Error;
 use crate::files::{FileRuleError, check_upload, new_file};
+use crate::model::{FileBytes, FileReadError, FileSource, attach_stored, file_format_of};
 
 impl MemoryClient {
     /// Stores a file of `bytes` under `name` with its media type.
@@ -70,5 +77,63 @@ impl MemoryClient {
         let (order, _, _) = self.file_entry(id)?;
         self.state()?.files.remove(&order);
         Ok(())
+    }
+}
+
+impl State {
+    /// Checks the files `content` attaches for a message to a Bot of model `spec`, as a
+    /// server does: each must be stored (else `not_found`) and of a type and size the provider
+    /// takes (else `invalid_input`, saying which file and why); each reference is set from the
+    /// stored description, so the model reads the stored bytes.
+    pub(super) fn check_attached(
+        &self,
+        spec: &str,
+        content: &mut [ContentPart],
+    ) -> Result<(), Error> {
+        let format = file_format_of(spec);
+        for part in content.iter_mut() {
+            let ContentPart::File { file } = part else {
+                continue;
+            };
+            let (stored, _) = self
+                .files
+                .values()
+                .find(|(stored, _)| stored.id == file.id)
+                .ok_or_else(|| Error::not_found("file", file.id))?;
+            attach_stored(format, file, &stored.name, &stored.media_type, stored.size)
+                .map_err(Error::invalid_input)?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the Turns of this process read the files their messages attach: the stored bytes,
+/// as they are when a request is sent (a file deleted since is not found).
+pub(super) struct MemoryFiles(pub(super) Weak<Inner>);
+
+impl MemoryFiles {
+    /// The files of `inner`.
+    pub(super) fn of(inner: &Arc<Inner>) -> Arc<dyn FileSource> {
+        Arc::new(Self(Arc::downgrade(inner)))
+    }
+}
+
+#[async_trait]
+impl FileSource for MemoryFiles {
+    async fn read(&self, id: FileId) -> Result<FileBytes, FileReadError> {
+        let inner = self.0.upgrade().ok_or_else(|| FileReadError::Failed {
+            id,
+            cause: "the in-memory runtime is closed".into(),
+        })?;
+        let state = inner.lock();
+        state
+            .files
+            .values()
+            .find(|(stored, _)| stored.id == id)
+            .map(|(stored, bytes)| FileBytes {
+                media_type: stored.media_type.clone(),
+                bytes: bytes.clone(),
+            })
+            .ok_or(FileReadError::NotFound(id))
     }
 }
