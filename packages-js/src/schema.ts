@@ -35,7 +35,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Begins a sign-in: discovers the MCP server's authorization server (RFC 9728, RFC 8414),
+         * Begins a sign-in of an App Connection opened with auth `oauth`, at its App's URL:
+         *     discovers the MCP server's authorization server (RFC 9728, RFC 8414),
          *     registers a client there unless `client_id` is given (RFC 7591), and answers the
          *     authorization URL (PKCE S256, `resource`) and its single-use `state`.
          */
@@ -2073,8 +2074,12 @@ export interface components {
             redirect_uri: string;
             /** @description The scopes to ask for; the server's advertised scopes unless given. */
             scope?: string | null;
-            /** @description The MCP server's URL (its streamable-HTTP endpoint): the protected resource. */
-            server_url: string;
+            /**
+             * @description The MCP server's URL (its streamable-HTTP endpoint): the protected resource. The server
+             *     takes it from the Connection's App; given here, it must be that App's URL (a mismatch
+             *     is `400`). Kept optional for callers that still send it.
+             */
+            server_url?: string | null;
         };
         /** @description A Bot. */
         Bot: {
@@ -4086,6 +4091,14 @@ export interface components {
             name: string;
             /** @enum {string} */
             type: "tool";
+        } | {
+            /**
+             * Format: uuid
+             * @description The Connection.
+             */
+            connection_id: string;
+            /** @enum {string} */
+            type: "app_connection";
         };
         /** @description A rule: `reader` may read `field` of an item. */
         VaultRule: {
@@ -4295,6 +4308,14 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
