@@ -1,15 +1,19 @@
 //! An HTTP tool's headers and body fields ([`CallTemplate`]), with their Vault references
 //! opened at the send and for it only: the values go into the request and nowhere else (not
 //! the call's events, its result, an error or a log line). A missing item, field or rule is a
-//! tool error naming the item ID and field, and nothing is sent.
+//! tool error naming the item ID and field, and nothing is sent. A Code Mode program's call
+//! may carry references in its arguments' strings too; they open the same way, with a rule
+//! for the Bot's Code Mode runs besides the Bot's and the tool's.
 
 use async_trait::async_trait;
 use openbot_core::tool::{PreparedCall, RequestParts, ToolError};
 use openbot_schema::BotId;
 use serde_json::Value;
 
-use super::CallTemplate;
-use crate::vaults::{OpenError, ReaderPath, VaultOpener};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{CallTemplate, argument_references, render_arguments};
+use crate::vaults::{OpenError, ReaderPath, VaultOpener, VaultRef};
 
 /// Where an HTTP tool's Vault references are opened, and as whom: the Turn's organization,
 /// member and Bot (the tool's own name and URL complete the reader path).
@@ -35,44 +39,72 @@ pub struct TemplateParts {
     pub url: String,
 }
 
+impl TemplateParts {
+    async fn open(
+        &self,
+        tool: &str,
+        refs: &BTreeSet<VaultRef>,
+        from_code: bool,
+    ) -> Result<BTreeMap<VaultRef, String>, ToolError> {
+        if refs.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let vault = self.vault.as_ref().ok_or_else(|| {
+            ToolError::new(
+                "this tool's Vault references cannot be opened here: the work has no member",
+            )
+        })?;
+        let path = ReaderPath {
+            organization: vault.organization,
+            member: vault.member,
+            bot: vault.bot,
+            tool: tool.to_string(),
+            tool_url: self.url.clone(),
+        };
+        vault
+            .opener
+            .open(refs, &path, from_code)
+            .await
+            .map_err(|err| match err {
+                OpenError::Refused(why) => ToolError::new(why),
+                // The cause is the store's; it holds no value.
+                OpenError::Store(err) => {
+                    tracing::warn!(%tool, error = %err, "Vault fields could not be read");
+                    ToolError::new("the Vault could not be read; the call was not sent")
+                }
+            })
+    }
+}
+
 #[async_trait]
 impl RequestParts for TemplateParts {
-    async fn prepare(&self, tool: &str, arguments: &Value) -> Result<PreparedCall, ToolError> {
+    async fn prepare(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        from_code: bool,
+    ) -> Result<PreparedCall, ToolError> {
         let refs = self
             .template
             .references()
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let values = if refs.is_empty() {
-            Default::default()
+        // Only a program's arguments open references: a model's direct call sends its text
+        // as written.
+        let code_refs = if from_code {
+            argument_references(arguments).map_err(|e| ToolError::new(e.to_string()))?
         } else {
-            let vault = self.vault.as_ref().ok_or_else(|| {
-                ToolError::new(
-                    "this tool's Vault references cannot be opened here: the work has no member",
-                )
-            })?;
-            let path = ReaderPath {
-                organization: vault.organization,
-                member: vault.member,
-                bot: vault.bot,
-                tool: tool.to_string(),
-                tool_url: self.url.clone(),
-            };
-            vault
-                .opener
-                .open(&refs, &path)
-                .await
-                .map_err(|err| match err {
-                    OpenError::Refused(why) => ToolError::new(why),
-                    // The cause is the store's; it holds no value.
-                    OpenError::Store(err) => {
-                        tracing::warn!(%tool, error = %err, "Vault fields could not be read");
-                        ToolError::new("the Vault could not be read; the call was not sent")
-                    }
-                })?
+            BTreeSet::new()
+        };
+        let mut values = self.open(tool, &refs, false).await?;
+        values.extend(self.open(tool, &code_refs, true).await?);
+        let arguments = if code_refs.is_empty() {
+            arguments.clone()
+        } else {
+            render_arguments(arguments, &values).map_err(|e| ToolError::new(e.to_string()))?
         };
         let (headers, body) = self
             .template
-            .render(arguments, &values)
+            .render(&arguments, &values)
             .map_err(|e| ToolError::new(e.to_string()))?;
         Ok(PreparedCall {
             headers,

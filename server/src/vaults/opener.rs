@@ -61,12 +61,20 @@ impl VaultOpener {
         Self { store, keys }
     }
 
-    /// Checks and opens every reference for `path`, or refuses the whole send.
+    /// Checks and opens every reference for `path`, or refuses the whole send. With
+    /// `from_code` the references came from a Code Mode program's arguments: the Bot's Code
+    /// Mode runs need a rule as well.
     pub async fn open(
         &self,
         refs: &BTreeSet<VaultRef>,
         path: &ReaderPath,
+        from_code: bool,
     ) -> Result<BTreeMap<VaultRef, String>, OpenError> {
+        let code_reader = Reader {
+            kind: "code_mode",
+            id: path.bot.as_uuid().to_string(),
+            scope: String::new(),
+        };
         let readers = [
             Reader {
                 kind: "bot",
@@ -87,7 +95,12 @@ impl VaultOpener {
                     path.organization,
                     reference.item,
                     &reference.field,
-                    [&readers[0], &readers[1]],
+                    // Without code the Bot stands third: its answer repeats the first.
+                    [
+                        &readers[0],
+                        &readers[1],
+                        if from_code { &code_reader } else { &readers[0] },
+                    ],
                 )
                 .await?;
             let Some(found) = found else {
@@ -121,6 +134,12 @@ impl VaultOpener {
                 return Err(OpenError::Refused(format!(
                     "no Vault rule lets the tool `{}` at its endpoint read {reference}; the call was not sent",
                     path.tool
+                )));
+            }
+            if found.allowed.get(2) != Some(&true) {
+                return Err(OpenError::Refused(format!(
+                    "no Vault rule lets the Code Mode runs of the Bot {} read {reference}; the call was not sent",
+                    path.bot
                 )));
             }
             let plain = self

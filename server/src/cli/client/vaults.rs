@@ -93,11 +93,15 @@ enum VaultsCommand {
         #[arg(long)]
         field: String,
         /// The Bot that may read it.
-        #[arg(long, conflicts_with = "tool", required_unless_present = "tool")]
+        #[arg(long, conflicts_with_all = ["tool", "code_mode"], required_unless_present_any = ["tool", "code_mode"])]
         bot: Option<openbot_schema::BotId>,
         /// The HTTP tool that may read it.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "code_mode")]
         tool: Option<String>,
+        /// The Bot whose Code Mode runs may pass it to a tool (`{{vault.<item>.<field>}}` in a
+        /// program's tool arguments).
+        #[arg(long)]
+        code_mode: Option<openbot_schema::BotId>,
     },
     /// Removes a rule.
     Revoke {
@@ -128,6 +132,7 @@ fn rule_line(rule: &VaultRule) -> String {
     let reader = match &rule.reader {
         VaultReader::Bot { bot_id } => format!("bot {bot_id}"),
         VaultReader::Tool { name } => format!("tool {name}"),
+        VaultReader::CodeMode { bot_id } => format!("Code Mode runs of bot {bot_id}"),
     };
     format!("{}  {reader} may read {}", rule.id, rule.field)
 }
@@ -238,11 +243,13 @@ pub async fn run(args: VaultsArgs) -> anyhow::Result<ExitCode> {
             field,
             bot,
             tool,
+            code_mode,
         } => {
-            let reader = match (bot, tool) {
-                (Some(bot_id), _) => VaultReader::Bot { bot_id },
-                (None, Some(name)) => VaultReader::Tool { name },
-                (None, None) => anyhow::bail!("pass --bot or --tool"),
+            let reader = match (bot, tool, code_mode) {
+                (Some(bot_id), _, _) => VaultReader::Bot { bot_id },
+                (None, Some(name), _) => VaultReader::Tool { name },
+                (None, None, Some(bot_id)) => VaultReader::CodeMode { bot_id },
+                (None, None, None) => anyhow::bail!("pass --bot, --tool or --code-mode"),
             };
             let rule = client
                 .create_vault_rule(&id, &CreateVaultRule { field, reader })
