@@ -153,6 +153,7 @@ __all__ += [
     "ChatPage",
     "ChildStartedEvent",
     "CodeConsoleLine",
+    "CodeModeVaultReader",
     "CodeRun",
     "CodeRunError",
     "CodeRunResult",
