@@ -545,6 +545,16 @@ async fn code_runs(client: &Arc<dyn Client>, url: &str) -> Vec<(String, serde_js
         ("no such tool", "return typeof tools.nothing;"),
         ("frozen api", "'use strict'; tools.weather = 1;"),
     ];
+    let typed = client
+        .run_code(
+            &created.id,
+            &openbot_schema::CodeRun {
+                code: "return await tools.weather({city: 'Oslo'})".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(typed.value, Some(json!("sunny")), "{typed:?}");
     let mut out = Vec::new();
     for (what, code) in programs {
         let answer = client
@@ -616,6 +626,7 @@ async fn a_model_free_code_run_answers_alike_in_memory_and_on_a_server() {
     );
     assert_eq!(memory[6].1, json!({"error": "not_found"}));
     assert_eq!(memory[7].1, json!({"error": "invalid_input"}));
-    // Each mode sent the two good calls once; the refused ones reached nothing.
-    assert_eq!(seen.lock().unwrap().len(), 4);
+    // Each mode sent the typed call and the two good calls once; the refused ones reached
+    // nothing.
+    assert_eq!(seen.lock().unwrap().len(), 6);
 }
