@@ -630,3 +630,24 @@ async fn a_model_free_code_run_answers_alike_in_memory_and_on_a_server() {
     // nothing.
     assert_eq!(seen.lock().unwrap().len(), 6);
 }
+
+#[tokio::test]
+async fn a_server_ends_a_code_run_at_its_configured_wall_time() {
+    // 50 ms: far less than the default fuel takes to run out, so the wall time ends the loop.
+    let served = Served::start_with(&[("OPENBOT_CODE_WALL_MS", "50")]);
+    let client = remote(&served).await;
+    let (_dir, model) = script(json!([{"text": "unused"}]));
+    let created = client.create_bot(bot(&model)).await.unwrap();
+    let answer = client
+        .run_code(
+            &created.id,
+            &openbot_schema::CodeRun {
+                code: "while (true) {}".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let error = answer.error.expect("the run failed");
+    assert_eq!(error.code, "code_mode.deadline_exceeded", "{error:?}");
+    assert!(error.message.contains("50 ms"), "{error:?}");
+}
