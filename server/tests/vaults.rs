@@ -1225,6 +1225,15 @@ async fn a_model_free_code_run_opens_a_reference_at_the_send(server: Server) {
         "{answer}"
     );
     assert_eq!(endpoint.requests().len(), 1);
+    // A reference by name, or unclosed, is refused before anything is sent.
+    for bad in ["{{vault.api.key}}", "{{vault.0195"] {
+        let code = format!("await tools.call_api({{secret: '{bad}'}});");
+        let answer = json_of(run(code).await.unwrap(), StatusCode::OK).await;
+        assert_eq!(answer["ok"], json!(false), "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("Vault reference"), "{answer}");
+    }
+    assert_eq!(endpoint.requests().len(), 1);
     assert_eq!(
         server.columns_containing(&secret).await,
         Vec::<String>::new()
