@@ -42,6 +42,7 @@ http_tests!(
     a_failed_audit_write_rolls_the_decision_back,
     a_lost_call_from_code_is_listed_and_an_applied_decision_replays_the_program_with_it,
     a_not_applied_decision_on_a_call_from_code_sends_it_again_exactly_once,
+    a_lost_call_from_code_to_a_retry_safe_tool_is_sent_again_under_the_same_key,
 );
 
 /// The call a Code Mode Turn waits for: call 0 of the program of step 1's first code call.
@@ -762,4 +763,43 @@ async fn a_not_applied_decision_on_a_call_from_code_sends_it_again_exactly_once(
     let keys = outside.keys();
     assert_eq!(keys.len(), 2, "a new attempt has its own key: {keys:?}");
     assert_ne!(keys[0], keys[1]);
+}
+
+async fn a_lost_call_from_code_to_a_retry_safe_tool_is_sent_again_under_the_same_key(
+    server: Server,
+) {
+    let outside = Outside::unanswering(1).await;
+    let model = FakeOpenAi::start(code_script()).await;
+    let bot = server.code_writing_bot(&outside, &model).await;
+    // The same tool, registered as deduplicating by its idempotency key.
+    let registered = server
+        .http
+        .put(format!("{}/v1/tools/write", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"description": "Writes.", "input_schema": {"type": "object"}, "url": outside.url, "retry_safe": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::OK);
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Pay 5", None).await).await;
+    let id = sent["execution_id"].as_str().unwrap().to_string();
+    outside.wait_for_writes(1).await;
+    server.steal(&id).await;
+
+    let events = server.finish(&server.owner, &id).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::CallOutcomeUnknown { .. })),
+        "a retry-safe call never waits for a decision"
+    );
+    assert_eq!(outside.received(), 2, "sent again once");
+    assert_eq!(
+        outside.keys().len(),
+        1,
+        "under the same key: {:?}",
+        outside.keys()
+    );
 }
