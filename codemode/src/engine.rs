@@ -7,6 +7,9 @@ use crate::imports::{self, State};
 /// The guest module, built by scripts/build-codemode-guest and embedded by build.rs.
 static GUEST: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));
 
+/// How often the ticker advances the engine's epoch: the granularity of the wall-time limit.
+pub(crate) const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Native stack wasm code may use; the run thread gets room above it.
 pub(crate) const MAX_WASM_STACK: usize = 2 << 20;
 
@@ -50,6 +53,8 @@ impl Sandbox {
     pub fn new() -> Result<Sandbox, SandboxError> {
         let mut config = Config::new();
         config.consume_fuel(true);
+        // Wall time beside fuel: fuel does not advance while a program waits for the host.
+        config.epoch_interruption(true);
         config.max_wasm_stack(MAX_WASM_STACK);
         // Same results on every machine: replay compares what the program asks for.
         config.cranelift_nan_canonicalization(true);
@@ -65,11 +70,34 @@ impl Sandbox {
         let pre = linker
             .instantiate_pre(&module)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
+        start_ticker(&engine)?;
         Ok(Sandbox { engine, pre })
+    }
+
+    /// The epoch ticks a run of `wall_ms` may last (at least one).
+    pub(crate) fn deadline_ticks(wall_ms: u64) -> u64 {
+        (wall_ms / EPOCH_TICK.as_millis() as u64).max(1)
     }
 
     /// Size of the embedded guest module in bytes.
     pub fn guest_bytes() -> usize {
         GUEST.len()
     }
+}
+
+/// One thread per engine (so one per process for [`Sandbox::shared`]) that advances its epoch
+/// every [`EPOCH_TICK`]; it ends when the engine is dropped.
+fn start_ticker(engine: &Engine) -> Result<(), SandboxError> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("codemode-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .map(drop)
+        .map_err(|e| SandboxError::Engine(format!("the epoch ticker could not start: {e}")))
 }

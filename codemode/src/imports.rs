@@ -68,6 +68,9 @@ pub(crate) struct State {
     pub stop: Option<ProgramError>,
     pub exit_code: Option<i32>,
     pub now_ns: u64,
+    /// When the run's wall time ends, and its length for the message.
+    pub deadline: std::time::Instant,
+    pub wall_message: String,
     pub seed: u64,
     pub random_counter: u64,
 }
@@ -77,6 +80,12 @@ impl State {
         self.stop
             .get_or_insert(ProgramError::Limit { limit, message });
         Error::msg("code mode limit reached")
+    }
+
+    /// The wall-time error, recorded as the run's ending.
+    pub(crate) fn deadline_passed(&mut self) -> Error {
+        let message = self.wall_message.clone();
+        self.limit(LimitKind::WallTime, message)
     }
 
     fn count_output(&mut self, bytes: usize) -> Result<()> {
@@ -134,6 +143,10 @@ fn call_tool(mut caller: Caller<'_, State>, ptr: i32, len: i32) -> Result<i32> {
     }
     let bytes = read(&mut caller, ptr, len)?;
     let state = caller.data_mut();
+    // No new call starts after the deadline, however cheap the calls were in fuel.
+    if std::time::Instant::now() >= state.deadline {
+        return Err(state.deadline_passed());
+    }
     if state.calls >= state.max_calls {
         let max = state.max_calls;
         return Err(state.limit(

@@ -18,7 +18,7 @@ mod typescript;
 
 pub use engine::{Sandbox, SandboxError};
 pub use host::{ToolHost, ToolReply};
-pub use limits::Limits;
+pub use limits::{DEFAULT_WALL_MS, Limits};
 pub use outcome::{ConsoleLine, LimitKind, ProgramError, RunOutcome, RunResult};
 pub use run::RunInput;
 pub use seed::{derive_seed, sub_key};

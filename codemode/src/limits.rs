@@ -16,6 +16,18 @@ pub struct Limits {
     pub max_output_bytes: u32,
     /// Size of the program text in bytes.
     pub max_code_bytes: u32,
+    /// Wall time one run may take, in milliseconds, its tool calls' waits included: checked
+    /// by wasmtime's epoch interruption while the program computes and before each tool call
+    /// (a call in flight is not cut off; it ends by its own rules).
+    #[serde(default = "default_wall_ms")]
+    pub wall_ms: u64,
+}
+
+/// The default of [`Limits::wall_ms`]: 30 seconds.
+pub const DEFAULT_WALL_MS: u64 = 30_000;
+
+fn default_wall_ms() -> u64 {
+    DEFAULT_WALL_MS
 }
 
 impl Default for Limits {
@@ -27,6 +39,7 @@ impl Default for Limits {
             max_tool_calls: 200,
             max_output_bytes: 64 << 10,
             max_code_bytes: 64 << 10,
+            wall_ms: DEFAULT_WALL_MS,
         }
     }
 }
@@ -36,6 +49,14 @@ impl Limits {
     /// its data and its Rust allocations, so a memory bomb hits QuickJS's limit (a catchable
     /// "out of memory") before the wasm memory limit.
     pub(crate) const RESERVED_BYTES: u64 = 12 << 20;
+
+    /// What the model reads when the wall time ran out.
+    pub(crate) fn wall_time_message(&self) -> String {
+        format!(
+            "the program ran longer than its wall time of {} ms; make fewer or faster calls",
+            self.wall_ms
+        )
+    }
 
     /// The QuickJS heap limit handed to the guest.
     pub(crate) fn js_heap_bytes(&self) -> u32 {

@@ -17,6 +17,8 @@ pub enum LimitKind {
     Output,
     /// The program text is too long.
     CodeSize,
+    /// The run took longer than its wall time ([`crate::Limits::wall_ms`]).
+    WallTime,
 }
 
 impl LimitKind {
@@ -29,6 +31,7 @@ impl LimitKind {
             Self::ToolCalls => "code_mode.tool_call_limit",
             Self::Output => "code_mode.output_limit",
             Self::CodeSize => "code_mode.code_too_long",
+            Self::WallTime => "code_mode.deadline_exceeded",
         }
     }
 }

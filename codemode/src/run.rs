@@ -99,6 +99,8 @@ fn execute(
         stop: None,
         exit_code: None,
         now_ns: (input.now_ms.max(0) as u64).saturating_mul(1_000_000),
+        deadline: std::time::Instant::now() + std::time::Duration::from_millis(limits.wall_ms),
+        wall_message: limits.wall_time_message(),
         seed: input.seed,
         random_counter: 0,
     };
@@ -107,6 +109,8 @@ fn execute(
     store
         .set_fuel(limits.fuel)
         .map_err(|e| SandboxError::Run(e.to_string()))?;
+    store.set_epoch_deadline(Sandbox::deadline_ticks(limits.wall_ms));
+    store.epoch_deadline_trap();
     let ran = pre
         .instantiate(&mut store)
         .and_then(|instance| instance.get_typed_func::<(), ()>(&mut store, "_start"))
@@ -147,6 +151,7 @@ fn classify(
                         limits.fuel
                     ),
                 ),
+                Some(Trap::Interrupt) => limit(LimitKind::WallTime, limits.wall_time_message()),
                 Some(Trap::StackOverflow) => limit(
                     LimitKind::Stack,
                     "the program overflowed the stack (too deep recursion)".into(),

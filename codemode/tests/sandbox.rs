@@ -30,6 +30,10 @@ impl ToolHost for Echo {
                 code: "code_mode.call_order".into(),
                 message: "not the saved call".into(),
             },
+            "slow" => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                ToolReply::Ok(json!(index))
+            }
             _ => ToolReply::Ok(json!({"echo": arguments, "index": index})),
         }
     }
@@ -38,7 +42,7 @@ impl ToolHost for Echo {
 async fn run_with(code: &str, limits: Limits, host: &Echo) -> RunOutcome {
     let input = RunInput {
         code: code.into(),
-        tools: vec!["echo".into(), "fail".into(), "stop".into()],
+        tools: vec!["echo".into(), "fail".into(), "stop".into(), "slow".into()],
         seed: 42,
         now_ms: 1_700_000_000_000,
     };
@@ -136,6 +140,50 @@ async fn an_infinite_loop_runs_out_of_fuel() {
     };
     let out = run_with("while (true) {}", limits, &Echo::default()).await;
     assert_eq!(limit_of(&out), Some(LimitKind::Fuel), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_loop_with_fuel_to_spare_ends_at_the_wall_time() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        wall_ms: 300,
+        ..Limits::default()
+    };
+    let out = run_with("while (true) {}", limits, &Echo::default()).await;
+    assert_eq!(limit_of(&out), Some(LimitKind::WallTime), "{out:?}");
+    assert_eq!(
+        out.result
+            .as_ref()
+            .map_err(ProgramError::code)
+            .err()
+            .as_deref(),
+        Some("code_mode.deadline_exceeded")
+    );
+}
+
+#[tokio::test]
+async fn many_cheap_slow_calls_end_at_the_wall_time() {
+    let host = Echo::default();
+    let limits = Limits {
+        wall_ms: 300,
+        max_tool_calls: 100_000,
+        ..Limits::default()
+    };
+    // Each call costs little fuel but waits for the host: fuel alone would let it run for
+    // 10,000 x 20 ms.
+    let out = run_with(
+        "for (let i = 0; i < 10000; i++) { await tools.slow({i}); } return 'done';",
+        limits,
+        &host,
+    )
+    .await;
+    assert_eq!(limit_of(&out), Some(LimitKind::WallTime), "{out:?}");
+    let calls = host.calls.lock().expect("lock").len();
+    assert!(
+        calls > 0 && calls < 10_000,
+        "{calls} calls reached the host"
+    );
+    assert!(out.fuel_used < limits.fuel, "{out:?}");
 }
 
 #[tokio::test]

@@ -378,8 +378,8 @@ export type VaultItemPage = Schemas['VaultItemPage'];
 export type VaultOwner = Schemas['VaultOwner'];
 /**
  * Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a Turn
- * reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App connections,
- * Code Mode runs) join this list.
+ * reads as the Turn's Bot and as the tool, so both need one; a reference a Code Mode program passed
+ * reads as its Code Mode run as well. (App connections join this list.)
  */
 export type VaultReader = Schemas['VaultReader'];
 /** A rule: `reader` may read `field` of an item. */
@@ -579,7 +579,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   get_bot: { id: 'get_bot', sdkMethod: 'getBot', method: 'GET', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_bot: { id: 'delete_bot', sdkMethod: 'deleteBot', method: 'DELETE', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
   update_bot: { id: 'update_bot', sdkMethod: 'updateBot', method: 'PATCH', path: '/v1/bots/{id}', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
-  run_code: { id: 'run_code', sdkMethod: 'runCode', method: 'POST', path: '/v1/bots/{id}/code-runs', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  run_code: { id: 'run_code', sdkMethod: 'runCode', method: 'POST', path: '/v1/bots/{id}/code-runs', tag: 'bots', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   list_memories: { id: 'list_memories', sdkMethod: 'listMemories', method: 'GET', path: '/v1/bots/{id}/memories', tag: 'memories', pathParams: ['id'], queryParams: ['tag', 'status', 'limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   create_memory: { id: 'create_memory', sdkMethod: 'createMemory', method: 'POST', path: '/v1/bots/{id}/memories', tag: 'memories', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   search_memories: { id: 'search_memories', sdkMethod: 'searchMemories', method: 'POST', path: '/v1/bots/{id}/memories/search', tag: 'memories', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },

@@ -4078,8 +4078,8 @@ export interface components {
         VaultOwner: "member" | "organization";
         /**
          * @description Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a
-         *     Turn reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App
-         *     connections, Code Mode runs) join this list.
+         *     Turn reads as the Turn's Bot and as the tool, so both need one; a reference a Code Mode
+         *     program passed reads as its Code Mode run as well. (App connections join this list.)
          */
         VaultReader: {
             /** @description The Bot. */
@@ -4099,6 +4099,11 @@ export interface components {
             connection_id: string;
             /** @enum {string} */
             type: "app_connection";
+        } | {
+            /** @description The Bot. */
+            bot_id: components["schemas"]["BotId"];
+            /** @enum {string} */
+            type: "code_mode";
         };
         /** @description A rule: `reader` may read `field` of an item. */
         VaultRule: {

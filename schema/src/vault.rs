@@ -86,8 +86,8 @@ pub struct VaultItem {
 }
 
 /// Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a
-/// Turn reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App
-/// connections, Code Mode runs) join this list.
+/// Turn reads as the Turn's Bot and as the tool, so both need one; a reference a Code Mode
+/// program passed reads as its Code Mode run as well. (App connections join this list.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -106,6 +106,13 @@ pub enum VaultReader {
     AppConnection {
         /// The Connection.
         connection_id: Uuid,
+    },
+    /// The Code Mode runs of a Bot (its Turns' `run_code` and the model-free code run): a
+    /// program may pass a `{{vault.<item>.<field>}}` reference in a tool call's arguments,
+    /// opened at the HTTP tool's send. The Bot and the tool need their own rules too.
+    CodeMode {
+        /// The Bot.
+        bot_id: BotId,
     },
 }
 

@@ -77,6 +77,7 @@ MEMORY_OPERATIONS = {
     "get_app_connection",
     "remove_app_connection",
     "discover_app_tools",
+    "run_code",
 }
 
 

@@ -29,6 +29,7 @@ pub struct Platform {
     outbound: Arc<OutboundPolicy>,
     scripted: Option<PathBuf>,
     stdio_apps: bool,
+    code_limits: openbot_core::codemode::Limits,
 }
 
 impl std::fmt::Debug for Platform {
@@ -74,6 +75,7 @@ impl Default for Platform {
             outbound: Arc::new(OutboundPolicy::default()),
             scripted: None,
             stdio_apps: false,
+            code_limits: openbot_core::codemode::Limits::default(),
         }
     }
 }
@@ -100,6 +102,7 @@ impl Platform {
             outbound: Arc::new(outbound),
             scripted,
             stdio_apps: false,
+            code_limits: openbot_core::codemode::Limits::default(),
         })
     }
 
@@ -120,6 +123,19 @@ impl Platform {
     pub fn with_stdio_apps(mut self, allowed: bool) -> Self {
         self.stdio_apps = allowed;
         self
+    }
+
+    /// The same platform with Code Mode runs limited to `wall_ms` of wall time each
+    /// (`openbot serve --code-wall-ms`; default [`openbot_core::codemode::DEFAULT_WALL_MS`]).
+    pub fn with_code_wall_ms(mut self, wall_ms: u64) -> Self {
+        self.code_limits.wall_ms = wall_ms.max(1);
+        self
+    }
+
+    /// The limits of every Code Mode run on this node (a Turn's `run_code` and the model-free
+    /// run).
+    pub fn code_limits(&self) -> openbot_core::codemode::Limits {
+        self.code_limits
     }
 
     /// Whether stdio Apps are allowed.

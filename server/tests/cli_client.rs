@@ -844,6 +844,44 @@ fn vault_items_and_rules_are_managed_through_the_cli_and_values_never_printed() 
         "{listed_rules}"
     );
     cli.ok(&["vaults", "revoke", app_rule["id"].as_str().unwrap()]);
+    // The Bot's Code Mode programs may pass the field to a tool.
+    let code_rule = cli.ok(&[
+        "vaults",
+        "allow",
+        &id,
+        "--field",
+        "key",
+        "--code-mode",
+        bot.trim(),
+    ]);
+    assert!(
+        code_rule.contains(&format!(
+            "Code Mode runs of bot {} may read key",
+            bot.trim()
+        )),
+        "{code_rule}"
+    );
+    let both = cli.run(&[
+        "vaults",
+        "allow",
+        &id,
+        "--field",
+        "key",
+        "--code-mode",
+        bot.trim(),
+        "--bot",
+        bot.trim(),
+    ]);
+    assert!(!both.status.success(), "one reader per rule");
+    let rule_of_code = cli.ok(&["vaults", "rules", &id, "--json"]);
+    let code_id = serde_json::from_str::<Value>(&rule_of_code).unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["reader"]["type"] == "code_mode")
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .unwrap();
+    cli.ok(&["vaults", "revoke", &code_id]);
     let unknown = cli.run(&[
         "vaults", "allow", &id, "--field", "token", "--tool", "missing",
     ]);

@@ -500,3 +500,154 @@ async fn a_bots_http_tool_is_called_alike_in_memory_and_on_a_server() {
         "each mode sent the call once"
     );
 }
+
+/// The model-free code run (`run_code`) with good and bad input, and what each answered in
+/// full (the program's results are deterministic, so both modes must agree on every value).
+async fn code_runs(client: &Arc<dyn Client>, url: &str) -> Vec<(String, serde_json::Value)> {
+    client
+        .put_tool(
+            &"weather",
+            &openbot_schema::PutHttpTool {
+                description: "The weather.".into(),
+                input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+                url: url.into(),
+                retry_safe: false,
+                background: false,
+                headers: Default::default(),
+                body: None,
+            },
+        )
+        .await
+        .unwrap();
+    let (_dir, model) = script(json!([{"text": "unused"}]));
+    let mut spec = bot(&model);
+    spec.tools = ["weather", "local"]
+        .into_iter()
+        .map(|name| openbot_schema::ToolDefinition {
+            name: name.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        })
+        .collect();
+    let created = client.create_bot(spec).await.unwrap();
+    let id = created.id.to_string();
+    let programs = [
+        (
+            "two calls",
+            "const a = await tools.weather({city: 'Oslo'}); console.log('got', a); return [a, await tools.weather({city: 'Bern'})];",
+        ),
+        (
+            "a host tool",
+            "try { await tools.local({}); } catch (e) { return [e.name, e.code, e.message]; }",
+        ),
+        ("bad arguments", "await tools.weather({town: 1});"),
+        ("a syntax error", "return (;"),
+        ("no such tool", "return typeof tools.nothing;"),
+        ("frozen api", "'use strict'; tools.weather = 1;"),
+    ];
+    let typed = client
+        .run_code(
+            &created.id,
+            &openbot_schema::CodeRun {
+                code: "return await tools.weather({city: 'Oslo'})".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(typed.value, Some(json!("sunny")), "{typed:?}");
+    let mut out = Vec::new();
+    for (what, code) in programs {
+        let answer = client
+            .call(
+                "run_code",
+                request(json!({"id": id}), Some(json!({"code": code}))),
+            )
+            .await;
+        let value = match answer {
+            Ok(ApiAnswer::Json(value)) => value,
+            other => outcome(other),
+        };
+        out.push((what.to_string(), value));
+    }
+    let bad = [
+        (
+            "unknown bot",
+            json!({"id": openbot_schema::BotId::new().to_string()}),
+            Some(json!({"code": "return 1"})),
+        ),
+        (
+            "bad id",
+            json!({"id": "nope"}),
+            Some(json!({"code": "return 1"})),
+        ),
+        ("no body", json!({"id": id}), None),
+        (
+            "no code",
+            json!({"id": id}),
+            Some(json!({"program": "return 1"})),
+        ),
+    ];
+    for (what, params, body) in bad {
+        out.push((
+            what.to_string(),
+            outcome(client.call("run_code", request(params, body)).await),
+        ));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_model_free_code_run_answers_alike_in_memory_and_on_a_server() {
+    let served = Served::start();
+    let (url, seen) = weather_endpoint().await;
+    let allowed = connect(
+        "memory://",
+        ConnectOptions {
+            outbound: Some(openbot_core::outbound::OutboundPolicy::parse("loopback").unwrap()),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let memory = code_runs(&allowed, &url).await;
+    let server = code_runs(&remote(&served).await, &url).await;
+    assert_eq!(memory, server, "memory:// and the server differ");
+    assert_eq!(memory[0].1["ok"], json!(true), "{memory:?}");
+    assert_eq!(memory[0].1["value"], json!(["sunny", "sunny"]));
+    assert_eq!(
+        memory[1].1["value"][1],
+        json!("tool.needs_turn"),
+        "{memory:?}"
+    );
+    assert_eq!(
+        memory[2].1["error"]["code"],
+        json!("tool.invalid_arguments"),
+        "{memory:?}"
+    );
+    assert_eq!(memory[6].1, json!({"error": "not_found"}));
+    assert_eq!(memory[7].1, json!({"error": "invalid_input"}));
+    // Each mode sent the typed call and the two good calls once; the refused ones reached
+    // nothing.
+    assert_eq!(seen.lock().unwrap().len(), 6);
+}
+
+#[tokio::test]
+async fn a_server_ends_a_code_run_at_its_configured_wall_time() {
+    // 50 ms: far less than the default fuel takes to run out, so the wall time ends the loop.
+    let served = Served::start_with(&[("OPENBOT_CODE_WALL_MS", "50")]);
+    let client = remote(&served).await;
+    let (_dir, model) = script(json!([{"text": "unused"}]));
+    let created = client.create_bot(bot(&model)).await.unwrap();
+    let answer = client
+        .run_code(
+            &created.id,
+            &openbot_schema::CodeRun {
+                code: "while (true) {}".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let error = answer.error.expect("the run failed");
+    assert_eq!(error.code, "code_mode.deadline_exceeded", "{error:?}");
+    assert!(error.message.contains("50 ms"), "{error:?}");
+}

@@ -40,7 +40,16 @@ http_tests!(
     a_second_decision_for_the_same_call_is_a_conflict,
     a_decision_for_another_call_is_a_conflict,
     a_failed_audit_write_rolls_the_decision_back,
+    a_lost_call_from_code_is_listed_and_an_applied_decision_replays_the_program_with_it,
+    a_not_applied_decision_on_a_call_from_code_sends_it_again_exactly_once,
+    a_lost_call_from_code_to_a_retry_safe_tool_is_sent_again_under_the_same_key,
 );
+
+/// The call a Code Mode Turn waits for: call 0 of the program of step 1's first code call.
+const CODE_CALL: &str = "1/code:0:0/1";
+
+/// A program that writes once and returns what the write answered.
+const WRITING_PROGRAM: &str = "const r = await tools.write({text: 'pay 5'}); return {r};";
 
 /// The call every test's Turn waits for: step 1, the first tool call, first attempt.
 const CALL: &str = "1/tool:0/1";
@@ -121,6 +130,25 @@ impl Server {
         }
         // The runner learns when the taker's lease lapses.
         self.engine.context().hub.announce(Wake::Work);
+    }
+
+    /// The same Bot with Code Mode on: its model writes from a program.
+    async fn code_writing_bot(&self, outside: &Outside, model: &FakeOpenAi) -> Value {
+        let bot = self.writing_bot(outside, model).await;
+        let updated = self
+            .http
+            .patch(format!(
+                "{}/v1/bots/{}",
+                self.base,
+                bot["id"].as_str().unwrap()
+            ))
+            .bearer_auth(&self.owner)
+            .json(&json!({"code_mode": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(updated.status(), StatusCode::OK);
+        updated.json().await.unwrap()
     }
 
     async fn state(&self, id: &str) -> String {
@@ -642,4 +670,136 @@ async fn a_bot_limited_token_neither_lists_nor_decides_another_bots_unknown_outc
         .await
         .unwrap();
     assert_eq!(page["items"].as_array().map(Vec::len), Some(1));
+}
+
+fn code_script() -> Vec<Answer> {
+    vec![
+        Answer::Tool("run_code", json!({"code": WRITING_PROGRAM})),
+        Answer::Text(vec!["done"]),
+    ]
+}
+
+async fn a_lost_call_from_code_is_listed_and_an_applied_decision_replays_the_program_with_it(
+    server: Server,
+) {
+    let outside = Outside::unanswering(1).await;
+    let model = FakeOpenAi::start(code_script()).await;
+    let bot = server.code_writing_bot(&outside, &model).await;
+    let id = server.unknown_turn(&bot, &outside, 1).await;
+
+    let page: Value = server
+        .unknown_outcomes(&server.owner, "")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let outcome = &page["items"][0];
+    assert_eq!(outcome["call"], CODE_CALL, "{page}");
+    assert_eq!(outcome["tool_call"]["name"], "write");
+    assert_eq!(outcome["tool_call"]["arguments"], json!({"text": "pay 5"}));
+    assert_eq!(
+        outside.keys(),
+        vec![outcome["idempotency_key"].as_str().unwrap().to_string()]
+    );
+    // A decision must name the call the execution waits for, not the code call itself.
+    let wrong = server
+        .decide_outcome(
+            &server.owner,
+            &id,
+            json!({"call": "1/tool:0/1", "decision": "applied", "result": "x"}),
+        )
+        .await;
+    assert_eq!(wrong.status(), StatusCode::CONFLICT);
+
+    let decided = server
+        .decide_outcome(
+            &server.owner,
+            &id,
+            json!({"call": CODE_CALL, "decision": "applied", "result": "paid, receipt 42"}),
+        )
+        .await;
+    assert_eq!(decided.status(), StatusCode::OK);
+    let events = server.finish(&server.owner, &id).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 1, "the write was not sent again");
+    // The program ran again and got the decided result at its call.
+    let code = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } if result.name == "run_code" => {
+                Some(serde_json::from_str::<Value>(result.output[0].as_text().unwrap()).unwrap())
+            }
+            _ => None,
+        })
+        .expect("the code call's result");
+    assert_eq!(code["ok"], json!(true), "{code}");
+    assert_eq!(code["value"], json!({"r": "paid, receipt 42"}));
+    assert!(
+        model.bodies().last().unwrap().contains("paid, receipt 42"),
+        "the model goes on with the program's result"
+    );
+    assert_eq!(server.audit(&id).await.len(), 1);
+}
+
+async fn a_not_applied_decision_on_a_call_from_code_sends_it_again_exactly_once(server: Server) {
+    let outside = Outside::unanswering(1).await;
+    let model = FakeOpenAi::start(code_script()).await;
+    let bot = server.code_writing_bot(&outside, &model).await;
+    let id = server.unknown_turn(&bot, &outside, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(outside.received(), 1, "nothing is sent without a decision");
+
+    let decided = server
+        .decide_outcome(
+            &server.owner,
+            &id,
+            json!({"call": CODE_CALL, "decision": "not_applied"}),
+        )
+        .await;
+    assert_eq!(decided.status(), StatusCode::OK);
+    let events = server.finish(&server.owner, &id).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(outside.received(), 2, "sent again exactly once");
+    let keys = outside.keys();
+    assert_eq!(keys.len(), 2, "a new attempt has its own key: {keys:?}");
+    assert_ne!(keys[0], keys[1]);
+}
+
+async fn a_lost_call_from_code_to_a_retry_safe_tool_is_sent_again_under_the_same_key(
+    server: Server,
+) {
+    let outside = Outside::unanswering(1).await;
+    let model = FakeOpenAi::start(code_script()).await;
+    let bot = server.code_writing_bot(&outside, &model).await;
+    // The same tool, registered as deduplicating by its idempotency key.
+    let registered = server
+        .http
+        .put(format!("{}/v1/tools/write", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({"description": "Writes.", "input_schema": {"type": "object"}, "url": outside.url, "retry_safe": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::OK);
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Pay 5", None).await).await;
+    let id = sent["execution_id"].as_str().unwrap().to_string();
+    outside.wait_for_writes(1).await;
+    server.steal(&id).await;
+
+    let events = server.finish(&server.owner, &id).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::CallOutcomeUnknown { .. })),
+        "a retry-safe call never waits for a decision"
+    );
+    assert_eq!(outside.received(), 2, "sent again once");
+    assert_eq!(
+        outside.keys().len(),
+        1,
+        "under the same key: {:?}",
+        outside.keys()
+    );
 }

@@ -13,7 +13,7 @@ mod pg;
 
 use std::sync::{Arc, Mutex};
 
-use api::{Server, error_code, postgres, receipt, server, sqlite};
+use api::{Server, error_code, logs, postgres, receipt, server, sqlite};
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
@@ -48,6 +48,10 @@ vault_tests!(
     a_background_tool_job_opens_its_references_at_its_send,
     an_endpoint_that_echoes_the_value_does_not_hand_it_to_the_model,
     a_tool_registered_again_on_another_url_no_longer_reads,
+    a_reference_from_code_reaches_the_endpoint_and_nothing_else,
+    a_reference_from_code_without_a_code_mode_rule_is_a_clear_error,
+    a_model_free_code_run_opens_a_reference_at_the_send,
+    a_direct_model_call_does_not_open_a_reference_in_its_arguments,
 );
 
 /// A tool endpoint that records each request's headers and body and answers `done`.
@@ -997,4 +1001,252 @@ async fn a_tool_registered_again_on_another_url_no_longer_reads(server: Server) 
         "{results:?}"
     );
     assert!(first.requests().is_empty() && second.requests().is_empty());
+}
+
+/// A Bot with Code Mode on and the tool `call_api`.
+async fn code_bot(server: &Server, model: &FakeOpenAi) -> Value {
+    json_of(
+        server
+            .post("/v1/bots", &server.owner)
+            .json(
+                &json!({"name": "Coder", "model": model.spec(), "code_mode": true,
+                          "tools": [{"name": "call_api", "input_schema": {"type": "object"}}]}),
+            )
+            .send()
+            .await
+            .unwrap(),
+        StatusCode::CREATED,
+    )
+    .await
+}
+
+/// An item with `secret` in field `key`, the tool `call_api` (its template reads field
+/// `token`), and rules for the Bot, the tool and, as asked, the Bot's Code Mode runs.
+async fn code_setup(
+    server: &Server,
+    bot: &Value,
+    url: &str,
+    secret: &str,
+    code_rule: bool,
+) -> String {
+    let item = create_item(
+        server,
+        &server.owner,
+        json!({"name": "api", "fields": {"token": "tok-plain-header", "key": secret}}),
+    )
+    .await;
+    let id = item["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        register_tool(server, url, &id).await.status(),
+        StatusCode::OK
+    );
+    allow(
+        server,
+        &server.owner,
+        &id,
+        "*",
+        json!({"type": "bot", "bot_id": bot["id"]}),
+    )
+    .await;
+    allow(
+        server,
+        &server.owner,
+        &id,
+        "*",
+        json!({"type": "tool", "name": "call_api"}),
+    )
+    .await;
+    if code_rule {
+        let rule = allow(
+            server,
+            &server.owner,
+            &id,
+            "key",
+            json!({"type": "code_mode", "bot_id": bot["id"]}),
+        )
+        .await;
+        assert_eq!(rule["reader"]["type"], json!("code_mode"), "{rule}");
+    }
+    id
+}
+
+/// A program that passes field `key` of `item` to `call_api` and returns what it answered.
+fn program_with_reference(item: &str) -> String {
+    format!(
+        "const answer = await tools.call_api({{secret: 'Key {{{{vault.{item}.key}}}}', n: 1}}); \
+         console.log('answer', answer); return {{answer}};"
+    )
+}
+
+fn code_result(events: &[Event]) -> Value {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } if result.name == "run_code" => {
+                Some(serde_json::from_str(result.output[0].as_text().unwrap()).unwrap())
+            }
+            _ => None,
+        })
+        .expect("a run_code result")
+}
+
+async fn a_reference_from_code_reaches_the_endpoint_and_nothing_else(server: Server) {
+    let secret = secret_value();
+    let (url, endpoint) = Recorder::start().await;
+    // The item's ID is known only after setup: the model's program is written then.
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = code_bot(&server, &model).await;
+    let item = code_setup(&server, &bot, &url, &secret, true).await;
+    model.push(Answer::Tool(
+        "run_code",
+        json!({"code": program_with_reference(&item)}),
+    ));
+    model.push(Answer::Text(vec!["Called."]));
+    let (chat, events) = run_turn(&server, &bot).await;
+
+    let result = code_result(&events);
+    assert_eq!(result["ok"], json!(true), "{result}");
+    assert_eq!(result["value"], json!({"answer": "done"}));
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1);
+    let (headers, body) = &requests[0];
+    assert_eq!(body["secret"], json!(format!("Key {secret}")), "{body}");
+    assert_eq!(body["n"], json!(1));
+    assert_eq!(headers["authorization"], "Bearer tok-plain-header");
+
+    // The sandbox saw the reference only; the call log keeps it as written.
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
+    );
+    let events_json = serde_json::to_string(&events).unwrap();
+    assert!(!events_json.contains(&secret));
+    assert!(
+        events_json.contains(&format!("{{{{vault.{item}.key}}}}")),
+        "{events_json}"
+    );
+    for body in model.bodies() {
+        assert!(!body.contains(&secret), "a model request held the value");
+    }
+    let history = server.history(&server.owner, &chat).await.join("\n");
+    assert!(!history.contains(&secret));
+    let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
+    assert!(!logged.contains(&secret), "a log line held the value");
+}
+
+async fn a_reference_from_code_without_a_code_mode_rule_is_a_clear_error(server: Server) {
+    let secret = secret_value();
+    let (url, endpoint) = Recorder::start().await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = code_bot(&server, &model).await;
+    // Rules for the Bot and the tool, none for its Code Mode runs.
+    let item = code_setup(&server, &bot, &url, &secret, false).await;
+    model.push(Answer::Tool(
+        "run_code",
+        json!({"code": program_with_reference(&item)}),
+    ));
+    model.push(Answer::Text(vec!["Refused."]));
+    let (_, events) = run_turn(&server, &bot).await;
+
+    let result = code_result(&events);
+    assert_eq!(result["ok"], json!(false), "{result}");
+    assert_eq!(result["error"]["code"], json!("tool.error"), "{result}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("Code Mode runs") && message.contains(&item) && message.contains("`key`"),
+        "{message}"
+    );
+    assert!(endpoint.requests().is_empty(), "nothing was sent");
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
+    );
+}
+
+async fn a_model_free_code_run_opens_a_reference_at_the_send(server: Server) {
+    let secret = secret_value();
+    let (url, endpoint) = Recorder::start_answering(true).await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = code_bot(&server, &model).await;
+    let item = code_setup(&server, &bot, &url, &secret, true).await;
+    let bot_id = bot["id"].as_str().unwrap();
+    let run = |code: String| {
+        server
+            .post(&format!("/v1/bots/{bot_id}/code-runs"), &server.owner)
+            .json(&json!({"code": code}))
+            .send()
+    };
+    let answer = json_of(
+        run(program_with_reference(&item)).await.unwrap(),
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].1["secret"], json!(format!("Key {secret}")));
+    assert!(!answer.to_string().contains(&secret), "{answer}");
+
+    // A field without a Code Mode rule: the program reads a clear error, nothing is sent.
+    let other = format!("{{{{vault.{item}.token}}}}");
+    let code = format!(
+        "try {{ await tools.call_api({{secret: '{other}'}}); return 'sent'; }} catch (e) {{ return e.message; }}"
+    );
+    let answer = json_of(run(code).await.unwrap(), StatusCode::OK).await;
+    let message = answer["value"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Code Mode runs") && message.contains("`token`"),
+        "{answer}"
+    );
+    assert_eq!(endpoint.requests().len(), 1);
+    // A reference to an item that does not exist.
+    let code = format!(
+        "await tools.call_api({{secret: '{{{{vault.{}.key}}}}'}});",
+        uuid::Uuid::now_v7()
+    );
+    let answer = json_of(run(code).await.unwrap(), StatusCode::OK).await;
+    assert_eq!(answer["ok"], json!(false), "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{answer}"
+    );
+    assert_eq!(endpoint.requests().len(), 1);
+    // A reference by name, or unclosed, is refused before anything is sent.
+    for bad in ["{{vault.api.key}}", "{{vault.0195"] {
+        let code = format!("await tools.call_api({{secret: '{bad}'}});");
+        let answer = json_of(run(code).await.unwrap(), StatusCode::OK).await;
+        assert_eq!(answer["ok"], json!(false), "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("Vault reference"), "{answer}");
+    }
+    assert_eq!(endpoint.requests().len(), 1);
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
+    );
+    let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
+    assert!(!logged.contains(&secret), "a log line held the value");
+}
+
+async fn a_direct_model_call_does_not_open_a_reference_in_its_arguments(server: Server) {
+    let secret = secret_value();
+    let (url, endpoint) = Recorder::start().await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = tool_bot(&server, &model).await;
+    let item = code_setup(&server, &bot, &url, &secret, true).await;
+    let reference = format!("{{{{vault.{item}.key}}}}");
+    model.push(Answer::Tool("call_api", json!({"secret": reference})));
+    model.push(Answer::Text(vec!["ok"]));
+    run_turn(&server, &bot).await;
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1);
+    // Sent as written: only a program's calls open references in their arguments.
+    assert_eq!(requests[0].1["secret"], json!(reference));
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
+    );
 }

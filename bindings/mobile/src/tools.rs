@@ -128,6 +128,7 @@ impl Tool for ForeignTool {
             call_id,
             idempotency_key,
             cancel,
+            from_code: _,
         } = context;
         let info = ToolCallContext {
             execution_id: execution_id.to_string(),

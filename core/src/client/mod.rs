@@ -216,7 +216,13 @@ mod tests {
     #[test]
     fn an_outbound_allow_list_sets_the_policy_and_none_keeps_the_default() {
         let options = ConnectOptions::default();
-        assert!(options.with_outbound_allow(None).unwrap().outbound.is_none());
+        assert!(
+            options
+                .with_outbound_allow(None)
+                .unwrap()
+                .outbound
+                .is_none()
+        );
         let options = ConnectOptions::default()
             .with_outbound_allow(Some("loopback"))
             .unwrap();

@@ -415,7 +415,7 @@ pub const OPERATIONS: &[Operation] = &[
         answer: AnswerKind::Json,
         public: false,
         client_method: None,
-        memory: false,
+        memory: true,
     },
     Operation {
         id: "list_memories",

@@ -1,7 +1,8 @@
 //! The in-memory Client: Bots, Chats and Turns in this process, and what else makes sense in
 //! one process: the HTTP and delegate tool registry (`registry`), files (`files`), and the
-//! generic call path over them (`operations`).
+//! generic call path over them (`operations`), and the model-free code run (`code_run`).
 
+mod code_run;
 mod delegate;
 mod files;
 mod learning;
@@ -669,6 +670,10 @@ impl Client for MemoryClient {
             .ok_or_else(|| crate::client::api::unknown_operation(operation))?;
         if super::apps::OPERATIONS.contains(&op.id) {
             return self.app_operation(op.id, &request).await;
+        }
+        if op.id == "run_code" {
+            crate::client::api::fill_path(op, &request)?;
+            return self.run_code_operation(&request).await;
         }
         if let Some(answer) = crate::client::dispatch::client_operation(self, op, &request).await {
             return answer;

@@ -81,8 +81,14 @@ pub struct PreparedCall {
 /// it must name no secret.
 #[async_trait]
 pub trait RequestParts: Send + Sync {
-    /// The headers and body of one call of `tool` with `arguments`.
-    async fn prepare(&self, tool: &str, arguments: &Value) -> Result<PreparedCall, ToolError>;
+    /// The headers and body of one call of `tool` with `arguments`; `from_code` when a Code
+    /// Mode program made the call ([`ToolContext::from_code`]).
+    async fn prepare(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        from_code: bool,
+    ) -> Result<PreparedCall, ToolError>;
 }
 
 /// What stands for a redacted value in a tool's answer.
@@ -176,7 +182,11 @@ impl Tool for HttpTool {
             .check_url(&self.url)
             .map_err(|e| ToolError::new(e.to_string()))?;
         let call = match &self.parts {
-            Some(parts) => parts.prepare(&self.definition.name, &arguments).await?,
+            Some(parts) => {
+                parts
+                    .prepare(&self.definition.name, &arguments, context.from_code)
+                    .await?
+            }
             None => PreparedCall {
                 body: arguments,
                 ..PreparedCall::default()

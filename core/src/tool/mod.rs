@@ -33,6 +33,9 @@ pub struct ToolContext {
     pub idempotency_key: String,
     /// Cancelled when the Turn is cancelled; long tools should stop then.
     pub cancel: CancellationToken,
+    /// Whether a Code Mode program made the call (`await tools.x()`): on a server, only such
+    /// a call's arguments may carry Vault references, opened at the send.
+    pub from_code: bool,
 }
 
 /// A tool's answer: what the model sees.

@@ -155,7 +155,10 @@ impl Bridge<'_> {
                     )));
                 }
                 CallStatus::Intent => record.key.attempt,
-                // Maybe sent, result lost: never repeated here (as for a direct call).
+                // Maybe sent, result lost: a retry-safe tool is sent again under the same key
+                // (its endpoint deduplicates), as a direct call would be.
+                CallStatus::Sending if self.host.tool_retry_safe(&call.name) => record.key.attempt,
+                // Otherwise never repeated here (as for a direct call).
                 CallStatus::Sending | CallStatus::Unknown => {
                     return Err(HostError::OutcomeUnknown { key: record.key });
                 }

@@ -133,6 +133,14 @@ pub trait Host: Send + Sync {
         Ok(None)
     }
 
+    /// Whether the tool `name` may be sent again under the same key after its answer was lost
+    /// (its endpoint deduplicates by the idempotency key). The Code Mode bridge asks this for a
+    /// program's call found `Sending` on replay: that call is not in the model's answer, so
+    /// the host cannot tell by the slot as it does for a direct call. Default: no.
+    fn tool_retry_safe(&self, _name: &str) -> bool {
+        false
+    }
+
     /// The latest record of a call slot, if any.
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError>;
 

@@ -220,6 +220,7 @@ impl ToolSet {
             call_id: call.id.clone(),
             idempotency_key: key.idempotency_key(host.execution_id()),
             cancel: cancel.child_token(),
+            from_code: matches!(key.slot, CallSlot::Code { .. }),
         };
         let outcome = AssertUnwindSafe(handler.call(call.arguments.clone(), context))
             .catch_unwind()

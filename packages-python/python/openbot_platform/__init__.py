@@ -161,6 +161,7 @@ __all__ += [
     "ChatPage",
     "ChildStartedEvent",
     "CodeConsoleLine",
+    "CodeModeVaultReader",
     "CodeRun",
     "CodeRunError",
     "CodeRunResult",

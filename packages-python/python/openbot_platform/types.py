@@ -73,6 +73,7 @@ __all__ = [
     "ChatPage",
     "ChildStartedEvent",
     "CodeConsoleLine",
+    "CodeModeVaultReader",
     "CodeRun",
     "CodeRunError",
     "CodeRunResult",
@@ -4202,10 +4203,20 @@ class AppConnectionVaultReader(TypedDict):
     type: Literal["app_connection"]
 
 
+class CodeModeVaultReader(TypedDict):
+    """The Code Mode runs of a Bot (its Turns' `run_code` and the model-free code run): a
+    program may pass a `{{vault.<item>.<field>}}` reference in a tool call's arguments,
+    opened at the HTTP tool's send. The Bot and the tool need their own rules too.
+    """
+    #: The Bot.
+    bot_id: BotId
+    type: Literal["code_mode"]
+
+
 #: Who may read a field. Each reader on a call's path needs a rule: an HTTP tool's send in a Turn
-#: reads as the Turn's Bot and as the tool, so both need one. More reader kinds (App connections,
-#: Code Mode runs) join this list.
-VaultReader: TypeAlias = Union[BotVaultReader, ToolVaultReader, AppConnectionVaultReader]
+#: reads as the Turn's Bot and as the tool, so both need one; a reference a Code Mode program
+#: passed reads as its Code Mode run as well. (App connections join this list.)
+VaultReader: TypeAlias = Union[BotVaultReader, ToolVaultReader, AppConnectionVaultReader, CodeModeVaultReader]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -439,10 +439,13 @@ impl Apps {
                     app: app.name.clone(),
                 },
             };
-            let values = opener.open(&refs, &path).await.map_err(|err| match err {
-                crate::vaults::OpenError::Refused(why) => AppError::Conflict(why),
-                crate::vaults::OpenError::Store(err) => AppError::Store(err),
-            })?;
+            let values = opener
+                .open(&refs, &path, false)
+                .await
+                .map_err(|err| match err {
+                    crate::vaults::OpenError::Refused(why) => AppError::Conflict(why),
+                    crate::vaults::OpenError::Store(err) => AppError::Store(err),
+                })?;
             endpoint.headers = super::vault_headers::render_headers(&endpoint.headers, &values)
                 .map_err(|e| AppError::Invalid(e.to_string()))?;
         }

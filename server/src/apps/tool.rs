@@ -138,7 +138,7 @@ impl AppTool {
             id: connection,
             app: self.route.app_name.clone(),
         };
-        let values = vault.open(&refs, through).await?;
+        let values = vault.open(&refs, through, false).await?;
         let rendered =
             render_headers(headers, &values).map_err(|e| ToolError::new(e.to_string()))?;
         Ok((rendered, values.into_values().collect()))

@@ -48,6 +48,10 @@ pub struct NodeArgs {
     /// (owners and admins) may run programs on this machine.
     #[arg(long, env = "OPENBOT_STDIO_APPS")]
     pub stdio_apps: bool,
+    /// The wall time one Code Mode run may take, in milliseconds (its tool calls' waits
+    /// included); a run past it ends with `code_mode.deadline_exceeded`.
+    #[arg(long, env = "OPENBOT_CODE_WALL_MS", default_value_t = openbot_core::codemode::DEFAULT_WALL_MS)]
+    pub code_wall_ms: u64,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -68,8 +72,9 @@ impl NodeArgs {
         let outbound =
             OutboundPolicy::parse(self.outbound_allow.as_deref().unwrap_or(default_allow))
                 .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?;
-        let platform =
-            Platform::new(outbound, self.scripted_dir.as_deref())?.with_stdio_apps(self.stdio_apps);
+        let platform = Platform::new(outbound, self.scripted_dir.as_deref())?
+            .with_stdio_apps(self.stdio_apps)
+            .with_code_wall_ms(self.code_wall_ms);
         Ok(NodeConfig {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),

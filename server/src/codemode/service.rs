@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use openbot_core::codemode::{Limits, RunInput, Sandbox, ToolHost, ToolReply};
+use openbot_core::codemode::{RunInput, Sandbox, ToolHost, ToolReply};
 use openbot_core::tool::{CheckedSchema, ToolContext};
 use openbot_schema::{
     Action, BotId, CodeConsoleLine, CodeRun, CodeRunError as RunError, CodeRunResult, ContentPart,
@@ -13,7 +13,9 @@ use crate::approvals::{ApprovalError, Approvals, RuleRow, verdict};
 use crate::chats::{ChatError, Chats};
 use crate::identity::Caller;
 use crate::platform::Platform;
+use crate::tools::{TemplateParts, ToolVault};
 use crate::turns::{HttpTool, SavedTool, ToolRoute};
+use crate::vaults::Vaults;
 
 /// Why a program could not be run (its own failures are in the result).
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +44,8 @@ struct DirectTools {
     http: reqwest::Client,
     outbound: Arc<openbot_core::outbound::OutboundPolicy>,
     run: ExecutionId,
+    /// Where references in headers, body fields and the program's arguments open.
+    vault: ToolVault,
 }
 
 fn failed(code: &str, message: impl Into<String>) -> ToolReply {
@@ -85,6 +89,7 @@ impl ToolHost for DirectTools {
         let ToolRoute::Http {
             url,
             background: false,
+            template,
             ..
         } = &tool.route
         else {
@@ -98,13 +103,19 @@ impl ToolHost for DirectTools {
             url.clone(),
             self.http.clone(),
             Arc::clone(&self.outbound),
-        );
+        )
+        .with_parts(Arc::new(TemplateParts {
+            template: template.clone(),
+            vault: Some(self.vault.clone()),
+            url: url.clone(),
+        }));
         let context = ToolContext {
             execution_id: self.run,
             step: 0,
             call_id: call.id.clone(),
             idempotency_key: call.id.clone(),
             cancel: CancellationToken::new(),
+            from_code: true,
         };
         match openbot_core::tool::Tool::call(&handler, call.arguments, context).await {
             Ok(output) => {
@@ -131,6 +142,7 @@ impl ToolHost for DirectTools {
 pub async fn run_program(
     chats: &Chats,
     approvals: &Approvals,
+    vaults: &Vaults,
     platform: &Platform,
     caller: &Caller,
     bot_id: BotId,
@@ -156,10 +168,16 @@ pub async fn run_program(
         http: platform.tool_client(),
         outbound: Arc::clone(platform.outbound()),
         run: id,
+        vault: ToolVault {
+            opener: vaults.opener(),
+            organization: caller.member.organization_id,
+            member: caller.member.member_id,
+            bot: bot.id,
+        },
     };
     let sandbox = Sandbox::shared().map_err(|e| CodeRunError::Sandbox(e.to_string()))?;
     let outcome = sandbox
-        .run(input, Limits::default(), &host)
+        .run(input, platform.code_limits(), &host)
         .await
         .map_err(|e| CodeRunError::Sandbox(e.to_string()))?;
     let console = outcome

@@ -61,6 +61,7 @@ pub async fn run_code(
     match run_program(
         &state.chats,
         &state.approvals,
+        &state.vaults,
         &state.platform,
         &caller,
         id,

@@ -82,20 +82,24 @@ fn record_view(row: OutcomeDecisionRow) -> Result<OutcomeDecisionRecord, StoreEr
     })
 }
 
-/// The tool call behind a call of `row`: a tool job's one saved call, or the call in the
-/// saved model answer of a Turn's step.
+/// The tool call behind a call of `row`: a tool job's one saved call, the call in the saved
+/// model answer of a Turn's step, or, for a call a Code Mode program made, the call its
+/// `tool_call` event published (its arguments live in the program, not in the answer).
 async fn tool_call_of(
     cx: &EngineContext,
     row: &ExecutionRow,
     key: CallKey,
 ) -> Result<ToolCall, OutcomeError> {
-    let CallSlot::Tool(index) = key.slot else {
-        // A Code Mode program's call: its arguments live in the program, not in the answer.
-        return Err(StoreError::Invalid(format!(
-            "call {key} of {} is not a direct tool call (a Code Mode program's calls are decided by rerunning the program)",
-            row.id
-        ))
-        .into());
+    let index = match key.slot {
+        CallSlot::Tool(index) => index,
+        CallSlot::Code { tool, call } => return code_call_of(cx, row, key, tool, call).await,
+        CallSlot::Model => {
+            return Err(StoreError::Invalid(format!(
+                "call {key} of {} is a model call, not a tool call",
+                row.id
+            ))
+            .into());
+        }
     };
     if row.kind == TOOL_JOB {
         let input: JobInput = cx.open_json(row.input_record).await?;
@@ -112,6 +116,17 @@ async fn tool_call_of(
                 key.step, row.id
             ))
         })?;
+    answer_call(cx, row, key, model, index).await
+}
+
+/// Call `index` of the model answer saved in `model` for `key`'s step.
+async fn answer_call(
+    cx: &EngineContext,
+    row: &ExecutionRow,
+    key: CallKey,
+    model: Uuid,
+    index: u32,
+) -> Result<ToolCall, OutcomeError> {
     match cx.open_json::<CallResult>(model).await? {
         CallResult::Model {
             message: Message::Assistant { tool_calls, .. },
@@ -127,6 +142,53 @@ async fn tool_call_of(
             StoreError::Invalid(format!("step {} of {} holds no answer", key.step, row.id)).into(),
         ),
     }
+}
+
+/// Call `call` of the program of code call `tool` in `key`'s step: the last `tool_call` event
+/// of that step whose ID is the code call's ID, the index and a fingerprint (the ID the
+/// program's replay compares, so a decided result is returned to the same call only).
+async fn code_call_of(
+    cx: &EngineContext,
+    row: &ExecutionRow,
+    key: CallKey,
+    tool: u32,
+    call: u32,
+) -> Result<ToolCall, OutcomeError> {
+    let model = cx
+        .store
+        .latest_call(row.id, key.step, CallSlot::Model)
+        .await?
+        .and_then(|call| call.result_record)
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "step {} of {} has no saved answer",
+                key.step, row.id
+            ))
+        })?;
+    let parent = answer_call(cx, row, key, model, tool).await?;
+    let prefix = format!("{}.{call}.", parent.id);
+    let mut found = None;
+    let mut after = 0;
+    loop {
+        let page = cx.store.events(row.id, after, 500).await?;
+        let Some(last) = page.last() else { break };
+        after = last.sequence as i64;
+        for event in page {
+            if let EventKind::ToolCall { step, call } = event.kind
+                && step == key.step
+                && call.id.starts_with(&prefix)
+            {
+                found = Some(call);
+            }
+        }
+    }
+    found.ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "call {key} of {} has no published tool call",
+            row.id
+        ))
+        .into()
+    })
 }
 
 impl Outcomes {

@@ -10,4 +10,4 @@ mod template;
 
 pub use call_parts::{TemplateParts, ToolVault};
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};
-pub use template::CallTemplate;
+pub use template::{CallTemplate, argument_references, render_arguments};

@@ -122,6 +122,25 @@ impl CallTemplate {
     }
 }
 
+/// The Vault references in the strings of a Code Mode call's arguments (at any depth).
+pub fn argument_references(arguments: &Value) -> Result<BTreeSet<VaultRef>, ReferenceError> {
+    let mut strings = Vec::new();
+    collect_strings(arguments, &mut strings);
+    let mut refs = BTreeSet::new();
+    for text in strings {
+        refs.extend(references_in(&text)?);
+    }
+    Ok(refs)
+}
+
+/// `arguments` with every reference in its strings replaced by its value from `values`.
+pub fn render_arguments(
+    arguments: &Value,
+    values: &BTreeMap<VaultRef, String>,
+) -> Result<Value, ReferenceError> {
+    render_value(arguments, values)
+}
+
 fn collect_strings(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(text) => out.push(text.clone()),

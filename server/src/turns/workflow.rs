@@ -310,7 +310,9 @@ pub fn saved_tool_set(
                     http.clone(),
                     Arc::clone(outbound),
                 );
-                if !template.is_empty() {
+                // With a Vault, also for an empty template: a program's call may carry
+                // references in its arguments.
+                if !template.is_empty() || vault.is_some() {
                     handler = handler.with_parts(Arc::new(TemplateParts {
                         template: template.clone(),
                         vault: vault.cloned(),
@@ -500,7 +502,7 @@ impl Workflow for TurnWorkflow {
                 category: ErrorCategory::Internal,
                 cause: "the tool set is shared".into(),
             })?;
-            set.enable_code_mode(openbot_core::codemode::Limits::default());
+            set.enable_code_mode(self.platform.code_limits());
         }
         let permits = match (&self.limits, input.organization_id) {
             (Some(limits), Some(organization)) => {

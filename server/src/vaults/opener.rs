@@ -103,11 +103,14 @@ impl VaultOpener {
         Self { store, keys }
     }
 
-    /// Checks and opens every reference for `path`, or refuses the whole send.
+    /// Checks and opens every reference for `path`, or refuses the whole send. With
+    /// `from_code` the references came from a Code Mode program's arguments: the Bot's Code
+    /// Mode runs need a rule as well.
     pub async fn open(
         &self,
         refs: &BTreeSet<VaultRef>,
         path: &ReaderPath,
+        from_code: bool,
     ) -> Result<BTreeMap<VaultRef, String>, OpenError> {
         let sender = path.through.reader();
         // Without a Bot the sender's rule is asked in both places: it alone decides.
@@ -119,7 +122,21 @@ impl VaultOpener {
             },
             None => sender.clone(),
         };
-        let readers = [first, sender];
+        // Without code the first reader stands third: its answer repeats the first.
+        let third = match (from_code, path.bot) {
+            (false, _) => first.clone(),
+            (true, Some(bot)) => Reader {
+                kind: "code_mode",
+                id: bot.as_uuid().to_string(),
+                scope: String::new(),
+            },
+            (true, None) => {
+                return Err(OpenError::Refused(
+                    "a Code Mode program's references need its Bot; the call was not sent".into(),
+                ));
+            }
+        };
+        let readers = [first, sender, third];
         let mut values = BTreeMap::new();
         for reference in refs {
             let found = self
@@ -128,7 +145,7 @@ impl VaultOpener {
                     path.organization,
                     reference.item,
                     &reference.field,
-                    [&readers[0], &readers[1]],
+                    [&readers[0], &readers[1], &readers[2]],
                 )
                 .await?;
             let Some(found) = found else {
@@ -163,6 +180,12 @@ impl VaultOpener {
                 return Err(OpenError::Refused(format!(
                     "no Vault rule lets {} read {reference}; the call was not sent",
                     path.through.named()
+                )));
+            }
+            if found.allowed.get(2) != Some(&true) {
+                return Err(OpenError::Refused(format!(
+                    "no Vault rule lets the Code Mode runs of the Bot {} read {reference}; the call was not sent",
+                    path.bot.map(|b| b.to_string()).unwrap_or_default()
                 )));
             }
             let plain = self

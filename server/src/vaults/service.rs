@@ -99,6 +99,9 @@ fn reader_of(row: &RuleRow) -> Result<VaultReader, StoreError> {
         "app_connection" => Uuid::parse_str(&row.reader_id)
             .map(|connection_id| VaultReader::AppConnection { connection_id })
             .map_err(|_| StoreError::Invalid(format!("vault rule {}: bad connection ID", row.id))),
+        "code_mode" => Uuid::parse_str(&row.reader_id)
+            .map(|id| VaultReader::CodeMode { bot_id: id.into() })
+            .map_err(|_| StoreError::Invalid(format!("vault rule {}: bad Bot ID", row.id))),
         other => Err(StoreError::Invalid(format!(
             "vault rule {}: unknown reader kind `{other}`",
             row.id
@@ -154,6 +157,12 @@ impl Vaults {
     pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
         self.apps = Some(apps);
         self
+    }
+
+    /// An opener over the same store and keys, for sends outside a Turn (the model-free code
+    /// run).
+    pub fn opener(&self) -> super::VaultOpener {
+        super::VaultOpener::new(Arc::clone(&self.store), self.keys.clone())
     }
 
     fn seen(caller: &Caller) -> Visibility {
@@ -356,6 +365,12 @@ impl Vaults {
                     return Err(VaultError::NotFound("bot"));
                 }
                 ("bot", bot_id.as_uuid().to_string(), String::new())
+            }
+            VaultReader::CodeMode { bot_id } => {
+                if self.bots.visible_bot(caller, *bot_id).await?.is_none() {
+                    return Err(VaultError::NotFound("bot"));
+                }
+                ("code_mode", bot_id.as_uuid().to_string(), String::new())
             }
             VaultReader::Tool { name } => {
                 if caller.bot_ids.is_some() {

@@ -272,13 +272,14 @@ impl VaultStore for Store {
         organization: Uuid,
         item: Uuid,
         field: &str,
-        readers: [&Reader; 2],
+        readers: [&Reader; 3],
     ) -> Result<Option<FieldForSend>, StoreError> {
         // One statement, so the item, the value and the rules are of the same moment.
         let row = sqlx::query(concat!(
             "SELECT i.owner_member_id, f.key_id, f.sealed, ",
             allowed!("$4", "$5", "$6"), " AS first_allowed, ",
-            allowed!("$7", "$8", "$9"), " AS second_allowed \
+            allowed!("$7", "$8", "$9"), " AS second_allowed, ",
+            allowed!("$10", "$11", "$12"), " AS third_allowed \
              FROM vault_items i LEFT JOIN vault_fields f ON f.item_id = i.id AND f.name = $3 \
              WHERE i.id = $1 AND i.organization_id = $2"
         ))
@@ -291,6 +292,9 @@ impl VaultStore for Store {
         .bind(readers[1].kind)
         .bind(&readers[1].id)
         .bind(&readers[1].scope)
+        .bind(readers[2].kind)
+        .bind(&readers[2].id)
+        .bind(&readers[2].scope)
         .fetch_optional(self.reader())
         .await?;
         let Some(row) = row else {
@@ -306,6 +310,7 @@ impl VaultStore for Store {
             allowed: vec![
                 row.try_get("first_allowed")?,
                 row.try_get("second_allowed")?,
+                row.try_get("third_allowed")?,
             ],
         }))
     }

@@ -49,7 +49,7 @@ pub struct RuleRow {
     pub item_id: Uuid,
     /// The field or `*`.
     pub field: String,
-    /// `bot` or `tool` (more kinds later).
+    /// `bot`, `tool` or `code_mode` (more kinds later).
     pub reader_kind: String,
     /// The Bot's ID or the tool's name.
     pub reader_id: String,
@@ -114,21 +114,21 @@ pub trait VaultStore: Send + Sync + 'static {
     async fn delete_rule(&self, id: Uuid) -> Result<bool, StoreError>;
 
     /// For a send: the item (any owner) of `organization`, the field's sealed value, and
-    /// whether a rule lets each of the two readers of the send's path (its Bot and its tool)
-    /// read the field, read in one statement.
+    /// whether a rule lets each of the three readers of the send's path (its Bot, its tool,
+    /// and its Code Mode run or the Bot again) read the field, read in one statement.
     async fn field_for_send(
         &self,
         organization: Uuid,
         item: Uuid,
         field: &str,
-        readers: [&Reader; 2],
+        readers: [&Reader; 3],
     ) -> Result<Option<FieldForSend>, StoreError>;
 }
 
 /// A reader on a send's path, as rules name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reader {
-    /// `bot` or `tool`.
+    /// `bot`, `tool` or `code_mode`.
     pub kind: &'static str,
     /// The Bot's ID or the tool's name.
     pub id: String,
@@ -143,6 +143,6 @@ pub struct FieldForSend {
     pub owner_member_id: Option<Uuid>,
     /// The sealed value, if the field exists.
     pub value: Option<SealedValue>,
-    /// For each of the two readers, in order, whether a rule allows it.
+    /// For each of the three readers, in order, whether a rule allows it.
     pub allowed: Vec<bool>,
 }

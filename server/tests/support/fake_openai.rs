@@ -97,6 +97,12 @@ impl FakeOpenAi {
         }
     }
 
+    /// Adds an answer at the end of the script (for answers that name what a test creates
+    /// after the provider started).
+    pub fn push(&self, answer: Answer) {
+        self.shared.lock().unwrap().script.push(answer);
+    }
+
     /// The model spec that reaches this server.
     pub fn spec(&self) -> String {
         format!("compatible:{}:fake-model", self.base_url)

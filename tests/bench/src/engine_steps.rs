@@ -451,6 +451,7 @@ impl Fixture {
             call_id: call.id.clone(),
             idempotency_key: key.idempotency_key(id),
             cancel: CancellationToken::new(),
+            from_code: false,
         };
         let output = self
             .tool

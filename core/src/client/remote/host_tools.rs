@@ -127,6 +127,7 @@ impl HostTools {
             call_id: call.id.clone(),
             idempotency_key: format!("{id}:{}", call.id),
             cancel: cancel.clone(),
+            from_code: false,
         };
         let outcome = tokio::select! {
             outcome = AssertUnwindSafe(handler.call(call.arguments.clone(), context)).catch_unwind() => outcome,

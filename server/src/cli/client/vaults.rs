@@ -93,14 +93,18 @@ enum VaultsCommand {
         #[arg(long)]
         field: String,
         /// The Bot that may read it.
-        #[arg(long, conflicts_with_all = ["tool", "app_connection"], required_unless_present_any = ["tool", "app_connection"])]
+        #[arg(long, conflicts_with_all = ["tool", "app_connection", "code_mode"], required_unless_present_any = ["tool", "app_connection", "code_mode"])]
         bot: Option<openbot_schema::BotId>,
         /// The HTTP tool that may read it.
-        #[arg(long, conflicts_with = "app_connection")]
+        #[arg(long, conflicts_with_all = ["app_connection", "code_mode"])]
         tool: Option<String>,
         /// The manual App connection (its ID) whose headers may read it.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "code_mode")]
         app_connection: Option<uuid::Uuid>,
+        /// The Bot whose Code Mode runs may pass it to a tool (`{{vault.<item>.<field>}}` in a
+        /// program's tool arguments).
+        #[arg(long)]
+        code_mode: Option<openbot_schema::BotId>,
     },
     /// Removes a rule.
     Revoke {
@@ -132,6 +136,7 @@ fn rule_line(rule: &VaultRule) -> String {
         VaultReader::Bot { bot_id } => format!("bot {bot_id}"),
         VaultReader::Tool { name } => format!("tool {name}"),
         VaultReader::AppConnection { connection_id } => format!("app connection {connection_id}"),
+        VaultReader::CodeMode { bot_id } => format!("Code Mode runs of bot {bot_id}"),
     };
     format!("{}  {reader} may read {}", rule.id, rule.field)
 }
@@ -243,12 +248,18 @@ pub async fn run(args: VaultsArgs) -> anyhow::Result<ExitCode> {
             bot,
             tool,
             app_connection,
+            code_mode,
         } => {
-            let reader = match (bot, tool, app_connection) {
-                (Some(bot_id), _, _) => VaultReader::Bot { bot_id },
-                (None, Some(name), _) => VaultReader::Tool { name },
-                (None, None, Some(connection_id)) => VaultReader::AppConnection { connection_id },
-                (None, None, None) => anyhow::bail!("pass --bot, --tool or --app-connection"),
+            let reader = match (bot, tool, app_connection, code_mode) {
+                (Some(bot_id), ..) => VaultReader::Bot { bot_id },
+                (None, Some(name), ..) => VaultReader::Tool { name },
+                (None, None, Some(connection_id), _) => {
+                    VaultReader::AppConnection { connection_id }
+                }
+                (None, None, None, Some(bot_id)) => VaultReader::CodeMode { bot_id },
+                (None, None, None, None) => {
+                    anyhow::bail!("pass --bot, --tool, --app-connection or --code-mode")
+                }
             };
             let rule = client
                 .create_vault_rule(&id, &CreateVaultRule { field, reader })

@@ -247,6 +247,10 @@ impl Host for DurableHost {
         self.started_at
     }
 
+    fn tool_retry_safe(&self, name: &str) -> bool {
+        self.retry_safe.get(name).copied().unwrap_or(false)
+    }
+
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
         // A result held for the next commit is saved as far as the loop is concerned.
         if let Some((key, result)) = self.held_result(step, slot) {
