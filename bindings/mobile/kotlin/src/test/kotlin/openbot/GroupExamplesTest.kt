@@ -233,9 +233,13 @@ class GroupExamplesTest {
 
     @ParameterizedTest(name = "{0}")
     @EnumSource(Mode::class)
-    fun `vaults, code mode, triggers, reminders and file retention`(mode: Mode) = withClient(mode) { client ->
+    fun `vaults, code mode, triggers, reminders, channels and file retention`(mode: Mode) = withClient(mode) { client ->
         val bot = client.createBot(BotSpec(name = "Scheduled", model = scriptedModel("""{"steps":[]}""")))
         val chat = client.createChat(bot.id)
+        // Code Mode (both modes): a program against the Bot's tools, with no model
+        val run = client.runCode(bot.id, CodeRun(code = "console.log(\"doubling\"); return [1, 2, 3].map((x) => x * 2);"))
+        println("${run.ok} ${run.value} ${run.console.size}")   // true [2,4,6] 1
+        assertEquals("[2,4,6]", run.value)
         serverOnly(mode) {
             // Vaults: a field is opened only in the send of a tool whose header names it
             val item = client.createVaultItem(CreateVaultItem(name = "crm", owner = VaultOwner.MEMBER,
@@ -250,11 +254,6 @@ class GroupExamplesTest {
             println("${item.fields.map { it.name }} ${client.listVaultRulesFlow(item.id).toList().size}")   // [api_key] 2
             assertEquals(2, client.listVaultRulesFlow(item.id).toList().size)
 
-            // Code Mode: a program against the Bot's tools, with no model
-            val run = client.runCode(bot.id, CodeRun(code = "console.log(\"doubling\"); return [1, 2, 3].map((x) => x * 2);"))
-            println("${run.ok} ${run.value} ${run.console.size}")   // true [2,4,6] 1
-            assertEquals("[2,4,6]", run.value)
-
             // Triggers and reminders
             val trigger = client.createTrigger(CreateTrigger(chatId = chat.id, kind = TriggerKind.SCHEDULE, cron = "0 9 * * MON-FRI",
                                                              timeZone = "Europe/Paris", text = "Post the stand-up summary.")).trigger
@@ -265,6 +264,13 @@ class GroupExamplesTest {
             println("${client.listFiringsFlow(trigger.id).toList().size} ${client.listRemindersFlow(chat.id).toList().size}")   // 0 0
             client.deleteTrigger(trigger.id)
             client.deleteTrigger(hook.trigger.id)
+
+            // Channels: a Telegram bot answered by this Bot; its secrets are never shown again
+            val channel = client.createChannel(CreateChannel(kind = ChannelKind.TELEGRAM, botId = bot.id,
+                                                             botToken = "123456:ABC-example", secretToken = "a-long-random-secret"))
+            println("${channel.webhookPath.endsWith("/telegram")} ${client.listChannelSendsFlow(channel.id).toList().size}")   // true 0
+            assertEquals(0, client.listChannelSendsFlow(channel.id).toList().size)
+            client.deleteChannel(channel.id)
 
             // File retention (owner or admin)
             println(client.putFileRetention(PutFileRetention(days = 30u)).days)   // 30
