@@ -311,12 +311,7 @@ impl Channels {
     /// One of the caller's Channels.
     async fn own(&self, caller: &Caller, id: Uuid) -> Result<ChannelRow, ChannelError> {
         match self.channels.channel(id).await? {
-            Some(row)
-                if row.member_id == caller.member.member_id
-                    && row.organization_id == caller.member.organization_id =>
-            {
-                Ok(row)
-            }
+            Some(row) if caller.owns(row.organization_id, row.member_id) => Ok(row),
             _ => Err(ChannelError::NotFound("channel")),
         }
     }

@@ -145,22 +145,6 @@ impl Workflow for ChatDeletionWorkflow {
     }
 
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
-        let commit = match end {
-            EngineEnd::Cancelled { signals } => {
-                Commit::job_ended(ExecutionState::Cancelled, signals)
-            }
-            EngineEnd::Failed { category, cause } => {
-                let failed = cx.failed_end(category, &cause)?;
-                Commit {
-                    events: vec![failed.event],
-                    state: Some(failed.change),
-                    ..Commit::default()
-                }
-            }
-        };
-        cx.engine
-            .commit(cx.execution.id, cx.generation, commit)
-            .await?;
-        Ok(())
+        cx.commit_plain_end(end).await
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 use super::EngineContext;
 use super::scope::RunScope;
-use crate::store::{ExecutionRow, Millis, StateChange, StoreError};
+use crate::store::{Commit, ExecutionRow, Millis, StateChange, StoreError};
 
 /// What one owner of an execution knows while it runs a phase.
 #[derive(Clone)]
@@ -41,6 +41,36 @@ pub struct FailedEnd {
 }
 
 impl PhaseContext {
+    /// The commit of a failed end: its `failed` event and state (see [`Self::failed_end`]),
+    /// nothing else.
+    pub fn failed_commit(
+        &self,
+        category: ErrorCategory,
+        cause: &str,
+    ) -> Result<Commit, PhaseError> {
+        let failed = self.failed_end(category, cause)?;
+        Ok(Commit {
+            events: vec![failed.event],
+            state: Some(failed.change),
+            ..Commit::default()
+        })
+    }
+
+    /// Commits an end the engine asked for with nothing of the workflow's own: a cancel as
+    /// `job_ended` with the signals it handles, a failure as [`Self::failed_commit`].
+    pub async fn commit_plain_end(&self, end: EngineEnd) -> Result<(), PhaseError> {
+        let commit = match end {
+            EngineEnd::Cancelled { signals } => {
+                Commit::job_ended(ExecutionState::Cancelled, signals)
+            }
+            EngineEnd::Failed { category, cause } => self.failed_commit(category, &cause)?,
+        };
+        self.engine
+            .commit(self.execution.id, self.generation, commit)
+            .await?;
+        Ok(())
+    }
+
     /// Seals `cause` and builds the failed end of this execution; logs only its category and
     /// error ID.
     pub fn failed_end(

@@ -188,14 +188,7 @@ impl Workflow for FileDeletionWorkflow {
             EngineEnd::Cancelled { signals } => {
                 ended(ExecutionState::Cancelled, signals, TxWrites::default())
             }
-            EngineEnd::Failed { category, cause } => {
-                let failed = cx.failed_end(category, &cause)?;
-                Commit {
-                    events: vec![failed.event],
-                    state: Some(failed.change),
-                    ..Commit::default()
-                }
-            }
+            EngineEnd::Failed { category, cause } => cx.failed_commit(category, &cause)?,
         };
         cx.engine
             .commit(cx.execution.id, cx.generation, commit)

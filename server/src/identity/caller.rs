@@ -58,6 +58,12 @@ impl Caller {
         matches!(self.member.role, Role::Owner | Role::Admin)
     }
 
+    /// Whether a record of `member` in `organization` is the caller's own (a member's records
+    /// are never another's, whatever the role).
+    pub fn owns(&self, organization: uuid::Uuid, member: uuid::Uuid) -> bool {
+        self.member.organization_id == organization && self.member.member_id == member
+    }
+
     /// The storage scope of the caller's own work.
     pub fn scope(&self) -> crate::store::Scope {
         crate::store::Scope::Member(self.member.member_id.to_string())

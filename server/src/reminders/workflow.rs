@@ -165,14 +165,7 @@ impl Workflow for ReminderWorkflow {
                     .await?;
                 Commit::job_ended(ExecutionState::Cancelled, signals)
             }
-            EngineEnd::Failed { category, cause } => {
-                let failed = cx.failed_end(category, &cause)?;
-                Commit {
-                    events: vec![failed.event],
-                    state: Some(failed.change),
-                    ..Commit::default()
-                }
-            }
+            EngineEnd::Failed { category, cause } => cx.failed_commit(category, &cause)?,
         };
         cx.engine
             .commit(cx.execution.id, cx.generation, commit)

@@ -261,12 +261,7 @@ impl Triggers {
     /// One of the caller's triggers.
     async fn own(&self, caller: &Caller, id: Uuid) -> Result<TriggerRow, TriggerError> {
         match self.triggers.trigger(id).await? {
-            Some(row)
-                if row.member_id == caller.member.member_id
-                    && row.organization_id == caller.member.organization_id =>
-            {
-                Ok(row)
-            }
+            Some(row) if caller.owns(row.organization_id, row.member_id) => Ok(row),
             _ => Err(TriggerError::NotFound("trigger")),
         }
     }

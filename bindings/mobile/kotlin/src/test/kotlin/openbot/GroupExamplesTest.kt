@@ -279,6 +279,7 @@ class GroupExamplesTest {
             client.deleteTool("crm_lookup")
             client.deleteVaultItem(item.id)
         }
+        client.deleteChat(chat.id)
         client.deleteBot(bot.id)
     }
 
