@@ -2385,7 +2385,7 @@ export interface components {
              */
             tool_calls: number;
             /** @description The returned value (JSON), when `ok`. */
-            value?: Record<string, never> | null;
+            value?: unknown;
         };
         /** @description The browser step's result, handed in by the caller who began it. */
         CompleteOAuth: {

@@ -41,7 +41,6 @@ pub struct CodeRunResult {
     pub ok: bool,
     /// The returned value (JSON), when `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub value: Option<Value>,
     /// Why not, when not `ok`.

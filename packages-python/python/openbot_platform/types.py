@@ -1273,7 +1273,7 @@ class CodeRunResult:
     #: Why not, when not `ok`.
     error: CodeRunError | None = None
     #: The returned value (JSON), when `ok`.
-    value: dict[str, Any] | None = None
+    value: Any | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CodeRunResult:
@@ -1283,7 +1283,7 @@ class CodeRunResult:
             ok=data["ok"],
             tool_calls=data["tool_calls"],
             error=_maybe(data.get("error"), CodeRunError.from_dict),
-            value=_maybe(data.get("value"), dict),
+            value=data.get("value"),
         )
 
     def to_dict(self) -> dict[str, Any]:
