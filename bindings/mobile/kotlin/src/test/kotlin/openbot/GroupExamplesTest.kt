@@ -11,7 +11,9 @@ import uniffi.openbot.schema.AcceptInvitation
 import uniffi.openbot.schema.AppAuthKind
 import uniffi.openbot.schema.AppConnectionStatus
 import uniffi.openbot.schema.AppTransport
+import uniffi.openbot.schema.ChannelKind
 import uniffi.openbot.schema.CodeRun
+import uniffi.openbot.schema.CreateChannel
 import uniffi.openbot.schema.CreateMemory
 import uniffi.openbot.schema.CreateTrigger
 import uniffi.openbot.schema.CreateVaultItem
