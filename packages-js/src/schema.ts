@@ -3688,10 +3688,10 @@ export interface components {
         };
         /** @description One page of limits, by scope name. */
         ScopeLimitPage: {
-            /** @description The limits on this page. */
+            /** @description The items on this page, in the list's order. */
             items: components["schemas"]["ScopeLimit"][];
-            /** @description The cursor of the next page; absent on the last page. */
-            next_cursor?: string | null;
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /**
          * @description What happened to a sent input.

@@ -74,7 +74,7 @@ pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
 pub use ffi_error::{OpenBotError, category_name};
 pub use file::{FileRetention, PutFileRetention, StoredFile};
 pub use ids::{BotId, ChatId, ErrorId, ExecutionId, FileId, IdParseError, TokenId};
-pub use limit::{PutScopeLimit, ScopeLimit, ScopeLimitPage};
+pub use limit::{PutScopeLimit, ScopeLimit};
 pub use memory::{
     CreateMemory, Memory, MemoryEvidence, MemoryFilter, MemoryHit, MemorySearch,
     MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate,
@@ -92,8 +92,8 @@ pub use page::{
     BudgetPage, ChannelPage, ChannelSendPage, ChatEntryPage, ChatFilter, ChatPage,
     DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage, MAX_PAGE_LIMIT, MemberPage,
     MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
-    ReminderPage, StoredFilePage, TriggerFiringPage, TriggerPage, UnknownOutcomePage,
-    VaultItemPage, VaultRulePage,
+    ReminderPage, ScopeLimitPage, StoredFilePage, TriggerFiringPage, TriggerPage,
+    UnknownOutcomePage, VaultItemPage, VaultRulePage,
 };
 pub use tool::{ToolCall, ToolDefinition, ToolResult};
 pub use tool_registry::{DelegateTool, HttpTool, PutDelegateTool, PutHttpTool};

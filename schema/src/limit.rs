@@ -71,14 +71,3 @@ impl ScopeLimit {
                 .all(|b| b.is_ascii_alphanumeric() || b":._-".contains(&b))
     }
 }
-
-/// One page of limits, by scope name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
-pub struct ScopeLimitPage {
-    /// The limits on this page.
-    pub items: Vec<ScopeLimit>,
-    /// The cursor of the next page; absent on the last page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}

@@ -276,3 +276,7 @@ page!(
     /// One page of a Chat's reminders, by due time.
     ReminderPage of Reminder
 );
+page!(
+    /// One page of limits, by scope name.
+    ScopeLimitPage of crate::limit::ScopeLimit
+);

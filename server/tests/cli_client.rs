@@ -256,12 +256,23 @@ fn limits_are_set_listed_and_removed_through_the_cli() {
         "memory  1000 tokens per 60000 ms  wait at most 60000 ms\n\
          provider:openai  0 of 4 permits in use  500 requests per 60000 ms  wait at most 60000 ms"
     );
-    // Without --limit every page is listed; with it, only that page.
-    let all: Value = serde_json::from_str(&cli.ok(&["limits", "list", "--json"])).unwrap();
-    assert_eq!(all.as_array().unwrap().len(), 2);
+    // One page as the API gives it; --all follows the cursors.
     let first: Value =
         serde_json::from_str(&cli.ok(&["limits", "list", "--limit", "1", "--json"])).unwrap();
-    assert_eq!(first.as_array().unwrap().len(), 1);
+    assert_eq!(first["items"].as_array().unwrap().len(), 1);
+    let cursor = first["next_cursor"].as_str().unwrap().to_string();
+    let second: Value = serde_json::from_str(&cli.ok(&[
+        "limits", "list", "--limit", "1", "--cursor", &cursor, "--json",
+    ]))
+    .unwrap();
+    assert_eq!(second["items"][0]["scope"], "provider:openai");
+    let all: Value =
+        serde_json::from_str(&cli.ok(&["limits", "list", "--limit", "1", "--all", "--json"]))
+            .unwrap();
+    assert_eq!(all["items"].as_array().unwrap().len(), 2);
+    assert!(all.get("next_cursor").is_none());
+    let text = cli.ok(&["limits", "list", "--limit", "1"]);
+    assert!(text.contains(&format!("next: {cursor}")), "{text}");
     cli.ok(&["limits", "delete", "memory"]);
     let unknown = cli.run(&["limits", "delete", "memory"]);
     assert!(!unknown.status.success());

@@ -3534,9 +3534,9 @@ class ScopeLimit:
 @dataclass(frozen=True, kw_only=True)
 class ScopeLimitPage:
     """One page of limits, by scope name."""
-    #: The limits on this page.
+    #: The items on this page, in the list's order.
     items: list[ScopeLimit]
-    #: The cursor of the next page; absent on the last page.
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
     next_cursor: str | None = None
 
     @classmethod

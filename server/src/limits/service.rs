@@ -306,7 +306,7 @@ impl LimitsAdmin {
         Self { store }
     }
 
-    /// The caller's organization's limits by scope name, `limit` (default 50, at most 100) a
+    /// The caller's organization's limits by scope name, `limit` (default 50, at most 200) a
     /// page, after `cursor` (a page's `next_cursor`).
     pub async fn list(
         &self,

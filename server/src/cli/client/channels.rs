@@ -5,10 +5,14 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use openbot_core::Operations;
-use openbot_schema::{BotId, Channel, ChannelKind, ChannelSend, CreateChannel, LinkSpeaker};
+use openbot_schema::{
+    BotId, Channel, ChannelKind, ChannelPage, ChannelSend, ChannelSendPage, CreateChannel,
+    LinkSpeaker,
+};
 use uuid::Uuid;
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot channels`.
 #[derive(Debug, Args)]
@@ -47,14 +51,10 @@ enum ChannelsCommand {
         #[arg(long)]
         api_base_url: Option<String>,
     },
-    /// Lists your Channels (every page, or one with --limit).
+    /// Lists your Channels, oldest first.
     List {
-        /// How many a page holds (1-200); with it only that page is listed.
-        #[arg(long)]
-        limit: Option<u32>,
-        /// Where the page starts: a `next_cursor` of an earlier page.
-        #[arg(long)]
-        cursor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Shows a Channel and its status.
     Show {
@@ -88,12 +88,8 @@ enum ChannelsCommand {
     Sends {
         /// The Channel.
         id: Uuid,
-        /// How many a page holds (1-200); with it only that page is listed.
-        #[arg(long)]
-        limit: Option<u32>,
-        /// Where the page starts: a `next_cursor` of an earlier page.
-        #[arg(long)]
-        cursor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
 
@@ -141,14 +137,6 @@ fn send_line(s: &ChannelSend) -> String {
     parts.join("  ")
 }
 
-fn lines<T>(items: &[T], empty: &str, line: fn(&T) -> String) -> String {
-    if items.is_empty() {
-        empty.to_string()
-    } else {
-        items.iter().map(line).collect::<Vec<_>>().join("\n")
-    }
-}
-
 fn secret(name: &str) -> anyhow::Result<String> {
     std::env::var(name).map_err(|_| anyhow::anyhow!("set {name} to the secret first"))
 }
@@ -182,20 +170,16 @@ pub async fn run(args: ChannelsArgs) -> anyhow::Result<ExitCode> {
             let channel = client.create_channel(&request).await?;
             output.print(&channel, channel_line)?;
         }
-        ChannelsCommand::List { limit, cursor } => {
-            let mut items = Vec::new();
-            let mut cursor = cursor;
-            loop {
-                let page = client
-                    .list_channels(limit.map(u64::from), cursor.as_deref())
-                    .await?;
-                items.extend(page.items);
-                cursor = page.next_cursor;
-                if cursor.is_none() || limit.is_some() {
-                    break;
-                }
-            }
-            output.print(&items, |items| lines(items, "no channels", channel_line))?;
+        ChannelsCommand::List { page } => {
+            list::<ChannelPage>(
+                &client,
+                "/v1/channels",
+                &page,
+                output,
+                channel_line,
+                "no channels",
+            )
+            .await?;
         }
         ChannelsCommand::Show { id } => {
             let channel = client.get_channel(&id).await?;
@@ -219,20 +203,16 @@ pub async fn run(args: ChannelsArgs) -> anyhow::Result<ExitCode> {
                 format!("{user} unlinked")
             })?;
         }
-        ChannelsCommand::Sends { id, limit, cursor } => {
-            let mut items = Vec::new();
-            let mut cursor = cursor;
-            loop {
-                let page = client
-                    .list_channel_sends(&id, limit.map(u64::from), cursor.as_deref())
-                    .await?;
-                items.extend(page.items);
-                cursor = page.next_cursor;
-                if cursor.is_none() || limit.is_some() {
-                    break;
-                }
-            }
-            output.print(&items, |items| lines(items, "no inputs", send_line))?;
+        ChannelsCommand::Sends { id, page } => {
+            list::<ChannelSendPage>(
+                &client,
+                &format!("/v1/channels/{id}/sends"),
+                &page,
+                output,
+                send_line,
+                "no inputs",
+            )
+            .await?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -4,9 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use openbot_core::Operations;
-use openbot_schema::{PutScopeLimit, ScopeLimit};
+use openbot_schema::{PutScopeLimit, ScopeLimit, ScopeLimitPage};
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot limits`.
 #[derive(Debug, Args)]
@@ -19,14 +20,10 @@ pub struct LimitsArgs {
 
 #[derive(Debug, Subcommand)]
 enum LimitsCommand {
-    /// Lists the limits and the permits each has in use (every page, or one with --limit).
+    /// Lists the limits and the permits each has in use, by scope name.
     List {
-        /// How many a page holds (1-100); with it only that page is listed.
-        #[arg(long)]
-        limit: Option<u32>,
-        /// Where the page starts: a `next_cursor` of an earlier page.
-        #[arg(long)]
-        cursor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Sets the limit of a scope: `organization`, `provider:<kind>`, `bot:<id>` or any name.
     Set {
@@ -75,27 +72,8 @@ pub async fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.remote()?;
     let output = args.server.output();
     match args.command {
-        LimitsCommand::List { limit, cursor } => {
-            let mut items = Vec::new();
-            let mut cursor = cursor;
-            loop {
-                let page = client
-                    .list_limits(limit.map(u64::from), cursor.as_deref())
-                    .await?;
-                items.extend(page.items);
-                cursor = page.next_cursor;
-                // With --limit only the asked page is listed.
-                if cursor.is_none() || limit.is_some() {
-                    break;
-                }
-            }
-            output.print(&items, |items| {
-                if items.is_empty() {
-                    "no limits".to_string()
-                } else {
-                    items.iter().map(line).collect::<Vec<_>>().join("\n")
-                }
-            })?;
+        LimitsCommand::List { page } => {
+            list::<ScopeLimitPage>(&client, "/v1/limits", &page, output, line, "no limits").await?;
         }
         LimitsCommand::Set {
             scope,

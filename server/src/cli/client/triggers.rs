@@ -5,10 +5,14 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use openbot_core::Operations;
-use openbot_schema::{CreateTrigger, Reminder, Trigger, TriggerFiring, TriggerKind};
+use openbot_schema::{
+    CreateTrigger, Reminder, ReminderPage, Trigger, TriggerFiring, TriggerFiringPage, TriggerKind,
+    TriggerPage,
+};
 use uuid::Uuid;
 
 use super::ServerArgs;
+use super::paging::{PageArgs, list};
 
 /// Arguments of `openbot triggers`.
 #[derive(Debug, Args)]
@@ -40,14 +44,10 @@ enum TriggersCommand {
         #[arg(long)]
         text: Option<String>,
     },
-    /// Lists your triggers (every page, or one with --limit).
+    /// Lists your triggers, oldest first.
     List {
-        /// How many a page holds (1-200); with it only that page is listed.
-        #[arg(long)]
-        limit: Option<u32>,
-        /// Where the page starts: a `next_cursor` of an earlier page.
-        #[arg(long)]
-        cursor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Shows a trigger.
     Show {
@@ -69,16 +69,12 @@ enum TriggersCommand {
         /// The trigger.
         id: Uuid,
     },
-    /// Lists a trigger's firings, newest first (every page, or one with --limit).
+    /// Lists a trigger's firings, newest first.
     Firings {
         /// The trigger.
         id: Uuid,
-        /// How many a page holds (1-200); with it only that page is listed.
-        #[arg(long)]
-        limit: Option<u32>,
-        /// Where the page starts: a `next_cursor` of an earlier page.
-        #[arg(long)]
-        cursor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
 
@@ -132,14 +128,6 @@ fn firing_line(f: &TriggerFiring) -> String {
     parts.join("  ")
 }
 
-fn lines<T>(items: &[T], empty: &str, line: fn(&T) -> String) -> String {
-    if items.is_empty() {
-        empty.to_string()
-    } else {
-        items.iter().map(line).collect::<Vec<_>>().join("\n")
-    }
-}
-
 /// Runs `openbot triggers`, through the generated operations.
 pub async fn run(args: TriggersArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.remote()?;
@@ -172,20 +160,16 @@ pub async fn run(args: TriggersArgs) -> anyhow::Result<ExitCode> {
                 text
             })?;
         }
-        TriggersCommand::List { limit, cursor } => {
-            let mut items = Vec::new();
-            let mut cursor = cursor;
-            loop {
-                let page = client
-                    .list_triggers(limit.map(u64::from), cursor.as_deref())
-                    .await?;
-                items.extend(page.items);
-                cursor = page.next_cursor;
-                if cursor.is_none() || limit.is_some() {
-                    break;
-                }
-            }
-            output.print(&items, |items| lines(items, "no triggers", trigger_line))?;
+        TriggersCommand::List { page } => {
+            list::<TriggerPage>(
+                &client,
+                "/v1/triggers",
+                &page,
+                output,
+                trigger_line,
+                "no triggers",
+            )
+            .await?;
         }
         TriggersCommand::Show { id } => {
             let trigger = client.get_trigger(&id).await?;
@@ -205,20 +189,16 @@ pub async fn run(args: TriggersArgs) -> anyhow::Result<ExitCode> {
                 format!("deleted trigger {id}")
             })?;
         }
-        TriggersCommand::Firings { id, limit, cursor } => {
-            let mut items = Vec::new();
-            let mut cursor = cursor;
-            loop {
-                let page = client
-                    .list_firings(&id, limit.map(u64::from), cursor.as_deref())
-                    .await?;
-                items.extend(page.items);
-                cursor = page.next_cursor;
-                if cursor.is_none() || limit.is_some() {
-                    break;
-                }
-            }
-            output.print(&items, |items| lines(items, "no firings", firing_line))?;
+        TriggersCommand::Firings { id, page } => {
+            list::<TriggerFiringPage>(
+                &client,
+                &format!("/v1/triggers/{id}/firings"),
+                &page,
+                output,
+                firing_line,
+                "no firings",
+            )
+            .await?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -240,6 +220,8 @@ enum RemindersCommand {
         /// The Chat.
         #[arg(long)]
         chat: Uuid,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Cancels a pending reminder.
     Cancel {
@@ -264,9 +246,16 @@ pub async fn run_reminders(args: RemindersArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.remote()?;
     let output = args.server.output();
     match args.command {
-        RemindersCommand::List { chat } => {
-            let items = client.list_reminders_all(&chat).await?;
-            output.print(&items, |items| lines(items, "no reminders", reminder_line))?;
+        RemindersCommand::List { chat, page } => {
+            list::<ReminderPage>(
+                &client,
+                &format!("/v1/chats/{chat}/reminders"),
+                &page,
+                output,
+                reminder_line,
+                "no reminders",
+            )
+            .await?;
         }
         RemindersCommand::Cancel { chat, id } => {
             let reminder = client.cancel_reminder(&chat, &id).await?;
