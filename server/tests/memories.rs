@@ -33,6 +33,8 @@ http_tests!(
     memory_content_is_never_stored_in_the_clear,
     recall_puts_active_memories_into_the_model_request_within_the_budget,
     a_search_stays_within_its_token_budget,
+    a_search_opens_the_content_of_the_memories_it_selects_only,
+    a_memory_written_before_digests_is_still_ranked_and_found,
     the_remember_and_forget_tools_write_and_retire_memories_with_evidence,
     learning_after_a_turn_adds_the_helpers_memories_once,
     a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model,
@@ -123,6 +125,28 @@ async fn stored_bytes(server: &Server, id: &str) -> Vec<u8> {
             .fetch_one(store.pool())
             .await
             .unwrap(),
+    }
+}
+
+/// Runs `sql` (one `$1`: a memory's ID) on the test's database, as a writer with the database's
+/// own rights would.
+async fn write_raw(server: &Server, sql: &'static str, id: &str) {
+    let id: Uuid = id.parse().unwrap();
+    match &server.raw {
+        Raw::Sqlite(store, _) => {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(store.pool())
+                .await
+                .unwrap();
+        }
+        Raw::Postgres(store) => {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(store.pool())
+                .await
+                .unwrap();
+        }
     }
 }
 
@@ -932,6 +956,8 @@ async fn sealed_row(server: &Server, id: Uuid, bot: BotId, member: Uuid) -> Memo
         evidence_execution_id: None,
         evidence_message: None,
         content: keys.seal_at(&place, b"learned once").unwrap(),
+        // A row as written before digests: recall opens its content to rank it.
+        digest: None,
         embedding: None,
         created_at: 0,
         updated_at: 0,
@@ -1467,6 +1493,91 @@ async fn without_embeddings_search_ranks_by_keyword(server: Server) {
         found["items"][0]["memory"]["content"],
         "The user's dog is called Rex."
     );
+    assert!(
+        found["items"][0]["score"].as_f64().unwrap() > found["items"][1]["score"].as_f64().unwrap()
+    );
+}
+
+async fn a_search_opens_the_content_of_the_memories_it_selects_only(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = memory_bot(&server, &server.owner, &model, false).await;
+    let cello = created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "The user plays the cello.", "private": true}),
+    )
+    .await;
+    created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "The user's dog is called Rex.", "private": true}),
+    )
+    .await;
+    // The cello's ciphertext no longer opens: ranking must not need it.
+    let cello_id = cello["id"].as_str().unwrap();
+    let damaged = if matches!(server.raw, Raw::Sqlite(..)) {
+        "UPDATE memories SET sealed = X'00' WHERE id = $1"
+    } else {
+        "UPDATE memories SET sealed = '\\x00'::bytea WHERE id = $1"
+    };
+    write_raw(&server, damaged, cello_id).await;
+    let found = search(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"query": "what is the dog called", "limit": 1}),
+    )
+    .await;
+    assert_eq!(
+        found["items"][0]["memory"]["content"],
+        "The user's dog is called Rex."
+    );
+    // Selecting the damaged one opens it, and that fails: the damage is real.
+    let selected = server
+        .post(
+            &format!("/v1/bots/{}/memories/search", bot["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .json(&json!({"query": "cello", "limit": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert!(!selected.status().is_success(), "{}", selected.status());
+}
+
+async fn a_memory_written_before_digests_is_still_ranked_and_found(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = memory_bot(&server, &server.owner, &model, false).await;
+    let old = created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "The user's dog is called Rex.", "private": true}),
+    )
+    .await;
+    created(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"content": "The user plays the cello.", "private": true}),
+    )
+    .await;
+    write_raw(
+        &server,
+        "UPDATE memories SET digest_key_id = NULL, digest = NULL WHERE id = $1",
+        old["id"].as_str().unwrap(),
+    )
+    .await;
+    let found = search(
+        &server,
+        &server.owner,
+        &bot,
+        json!({"query": "what is the dog called"}),
+    )
+    .await;
+    assert_eq!(found["items"][0]["memory"]["id"], old["id"]);
     assert!(
         found["items"][0]["score"].as_f64().unwrap() > found["items"][1]["score"].as_f64().unwrap()
     );

@@ -12,6 +12,7 @@ use openbot_schema::{
     MemorySearchResult, MemoryStatus, MemoryUpdate,
 };
 
+use super::rank::TermDigest;
 use super::select::{Candidate, DEFAULT_RECALL_TOKENS, select_within_budget};
 use super::tools::{ForgetArgs, MemoryTools, RecallArgs, RememberArgs};
 use super::{check_content, check_tags};
@@ -110,7 +111,7 @@ impl MemoryBook {
             .iter()
             .map(|m| Candidate {
                 id: m.id,
-                content: m.content.clone(),
+                digest: TermDigest::of(&m.content),
                 embedding: None,
             })
             .collect();

@@ -22,7 +22,7 @@ pub use learning::{
     CheckedPlan, LEARNING_INSTRUCTIONS, LearnedChange, LearnedMemory, LearningError, LearningPlan,
     PlanRights, RefusedOperation, learning_input, parse_plan,
 };
-pub use rank::{cosine, keyword_scores, terms};
+pub use rank::{TermDigest, cosine, digest_scores, keyword_scores, term_hash, terms};
 pub use select::{
     Candidate, DEFAULT_RECALL_TOKENS, Selected, recall_instructions, select_within_budget,
 };

@@ -1,6 +1,11 @@
 //! Ranking: keyword relevance (BM25 over the candidates) and cosine similarity of embeddings.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::turn::estimate_text;
 
 /// The words of a text as ranking sees them: lower case, letters and digits, two characters
 /// or more.
@@ -11,39 +16,75 @@ pub fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// What keyword ranking needs of one text, without its words: how many terms it has, its
+/// estimated tokens, and how often each term occurs, each term as the first 8 bytes of its
+/// SHA-256. A server seals it beside the content, so ranking a candidate never opens the
+/// content itself; only the memories that are selected are opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TermDigest {
+    /// The number of terms ([`terms`]) of the text.
+    pub length: u32,
+    /// The text's estimated tokens as a recalled memory takes them.
+    pub tokens: u64,
+    /// Each term's hash and how often it occurs.
+    pub counts: BTreeMap<u64, u32>,
+}
+
+impl TermDigest {
+    /// The digest of `text`.
+    pub fn of(text: &str) -> Self {
+        let words = terms(text);
+        let mut counts = BTreeMap::new();
+        for word in &words {
+            *counts.entry(term_hash(word)).or_default() += 1;
+        }
+        Self {
+            length: u32::try_from(words.len()).unwrap_or(u32::MAX),
+            tokens: estimate_text(text) + 4,
+            counts,
+        }
+    }
+}
+
+/// A term as a digest keeps it.
+pub fn term_hash(term: &str) -> u64 {
+    let digest = Sha256::digest(term.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
 /// The BM25 score of each document for `query` (k1 = 1.2, b = 0.75), with the document
 /// frequencies of the candidates themselves: a word every candidate has counts little.
 /// A document with no query word scores 0.
 pub fn keyword_scores(query: &str, documents: &[&str]) -> Vec<f64> {
+    let digests: Vec<TermDigest> = documents.iter().map(|d| TermDigest::of(d)).collect();
+    digest_scores(query, &digests.iter().collect::<Vec<_>>())
+}
+
+/// [`keyword_scores`] over the documents' digests.
+pub fn digest_scores(query: &str, documents: &[&TermDigest]) -> Vec<f64> {
     const K1: f64 = 1.2;
     const B: f64 = 0.75;
-    let query: HashSet<String> = terms(query).into_iter().collect();
+    let query: BTreeSet<u64> = terms(query).iter().map(|t| term_hash(t)).collect();
     if query.is_empty() || documents.is_empty() {
         return vec![0.0; documents.len()];
     }
-    let docs: Vec<Vec<String>> = documents.iter().map(|d| terms(d)).collect();
-    let n = docs.len() as f64;
-    let average = docs.iter().map(Vec::len).sum::<usize>() as f64 / n;
-    let mut frequency: HashMap<&str, f64> = HashMap::new();
-    for doc in &docs {
-        let unique: HashSet<&str> = doc.iter().map(String::as_str).collect();
-        for word in unique {
-            if query.contains(word) {
-                *frequency.entry(word).or_default() += 1.0;
-            }
+    let n = documents.len() as f64;
+    let average = documents.iter().map(|d| f64::from(d.length)).sum::<f64>() / n;
+    let mut frequency: HashMap<u64, f64> = HashMap::new();
+    for doc in documents {
+        for word in query.iter().filter(|w| doc.counts.contains_key(w)) {
+            *frequency.entry(*word).or_default() += 1.0;
         }
     }
-    docs.iter()
+    documents
+        .iter()
         .map(|doc| {
-            let length = doc.len() as f64;
-            let mut counts: HashMap<&str, f64> = HashMap::new();
-            for word in doc {
-                if query.contains(word.as_str()) {
-                    *counts.entry(word.as_str()).or_default() += 1.0;
-                }
-            }
-            counts
+            let length = f64::from(doc.length);
+            query
                 .iter()
+                .filter_map(|word| doc.counts.get(word).map(|tf| (word, f64::from(*tf))))
                 .map(|(word, tf)| {
                     let df = frequency.get(word).copied().unwrap_or(0.0);
                     let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
@@ -88,6 +129,23 @@ mod tests {
         );
         assert!(scores[0] > 0.0);
         assert_eq!(scores[1], 0.0);
+    }
+
+    #[test]
+    fn a_digest_ranks_as_its_text_does_and_keeps_no_word() {
+        let texts = [
+            "the cat sat on the mat",
+            "a dog and a cat",
+            "nothing of the kind",
+        ];
+        let digests: Vec<TermDigest> = texts.iter().map(|t| TermDigest::of(t)).collect();
+        assert_eq!(
+            digest_scores("cat mat", &digests.iter().collect::<Vec<_>>()),
+            keyword_scores("cat mat", &texts)
+        );
+        let kept = serde_json::to_string(&digests[0]).unwrap();
+        assert!(!kept.contains("cat") && !kept.contains("mat"), "{kept}");
+        assert_eq!(digests[0].counts.get(&term_hash("the")), Some(&2));
     }
 
     #[test]

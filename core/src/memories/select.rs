@@ -1,19 +1,19 @@
 //! Selecting memories for a model request: the best-ranked candidates that fit a token budget,
 //! and how they join the request (a section appended to the system instructions).
 
-use super::rank::{cosine, keyword_scores};
-use crate::turn::estimate_text;
+use super::rank::{TermDigest, cosine, digest_scores};
 
 /// The token budget of the memories a Turn recalls before its model requests.
 pub const DEFAULT_RECALL_TOKENS: u32 = 1000;
 
-/// A memory that passed the filters (owner, tags, status, rights), opened for ranking.
+/// A memory that passed the filters (owner, tags, status, rights), as ranking reads it: its
+/// content's digest, never its content.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// Its ID.
     pub id: uuid::Uuid,
-    /// Its content.
-    pub content: String,
+    /// Its content's digest.
+    pub digest: TermDigest,
     /// Its embedding, if it has one from the model that embedded the query.
     pub embedding: Option<Vec<f32>>,
 }
@@ -42,8 +42,8 @@ pub fn select_within_budget(
     budget: u32,
     limit: usize,
 ) -> Vec<Selected> {
-    let texts: Vec<&str> = candidates.iter().map(|c| c.content.as_str()).collect();
-    let keyword = keyword_scores(query, &texts);
+    let digests: Vec<&TermDigest> = candidates.iter().map(|c| &c.digest).collect();
+    let keyword = digest_scores(query, &digests);
     let top = keyword.iter().cloned().fold(0.0f64, f64::max);
     let mut ranked: Vec<Selected> = candidates
         .iter()
@@ -56,7 +56,7 @@ pub fn select_within_budget(
             Selected {
                 index,
                 score,
-                tokens: estimate_text(&candidate.content) + 4,
+                tokens: candidate.digest.tokens,
             }
         })
         .collect();
@@ -104,7 +104,7 @@ mod tests {
     fn candidate(content: &str) -> Candidate {
         Candidate {
             id: uuid::Uuid::now_v7(),
-            content: content.into(),
+            digest: TermDigest::of(content),
             embedding: None,
         }
     }

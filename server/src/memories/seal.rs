@@ -4,10 +4,19 @@
 
 use uuid::Uuid;
 
+use openbot_core::memories::TermDigest;
+
+use super::store::SealedContent;
 use crate::sealed::{KeyRing, SealError, SealedValue};
 
 fn content_place(id: Uuid) -> Vec<u8> {
     let mut out = b"openbot:memories\0".to_vec();
+    out.extend_from_slice(id.as_bytes());
+    out
+}
+
+fn digest_place(id: Uuid) -> Vec<u8> {
+    let mut out = b"openbot:memory_digests\0".to_vec();
     out.extend_from_slice(id.as_bytes());
     out
 }
@@ -18,13 +27,28 @@ fn embedding_place(id: Uuid) -> Vec<u8> {
     out
 }
 
-/// Seals a memory's content.
+/// Seals a memory's content, and beside it the digest ranking reads instead of it.
 pub(crate) fn seal_content(
     keys: &KeyRing,
     id: Uuid,
     content: &str,
-) -> Result<SealedValue, SealError> {
-    keys.seal_at(&content_place(id), content.as_bytes())
+) -> Result<SealedContent, SealError> {
+    let digest =
+        serde_json::to_vec(&TermDigest::of(content)).map_err(|_| SealError::DamagedValue)?;
+    Ok(SealedContent {
+        content: keys.seal_at(&content_place(id), content.as_bytes())?,
+        digest: keys.seal_at(&digest_place(id), &digest)?,
+    })
+}
+
+/// Opens a memory's content digest.
+pub(crate) fn open_digest(
+    keys: &KeyRing,
+    id: Uuid,
+    value: &SealedValue,
+) -> Result<TermDigest, SealError> {
+    let bytes = keys.open_at(&digest_place(id), value)?;
+    serde_json::from_slice(&bytes).map_err(|_| SealError::DamagedValue)
 }
 
 /// Opens a memory's content.

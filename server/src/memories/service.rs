@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::DateTime;
 use openbot_core::memories::{
     Candidate, DEFAULT_RECALL_TOKENS, ForgetArgs, MemoryTools, RecallArgs, RememberArgs,
-    check_content, check_tags, select_within_budget,
+    TermDigest, check_content, check_tags, select_within_budget,
 };
 use openbot_core::tool::ToolError;
 use openbot_schema::{
@@ -18,7 +18,7 @@ use openbot_schema::{
 use uuid::Uuid;
 
 use super::embeddings::{Embedder, parse_spec};
-use super::seal::{open_content, open_embedding, seal_content, seal_embedding};
+use super::seal::{open_content, open_digest, open_embedding, seal_content, seal_embedding};
 use super::store::{MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
 use crate::bots::BotStore;
 use crate::identity::Caller;
@@ -217,6 +217,7 @@ impl Memories {
         check_content(content).map_err(MemoryError::Invalid)?;
         let tags = check_tags(tags).map_err(MemoryError::Invalid)?;
         let embedding = self.embed_one(reader.organization_id, id, content).await?;
+        let sealed = seal_content(&self.keys, id, content)?;
         Ok(MemoryRow {
             id,
             bot_id: reader.bot_id,
@@ -226,7 +227,8 @@ impl Memories {
             evidence_chat_id: evidence.chat_id.map(|c| c.as_uuid()),
             evidence_execution_id: evidence.execution_id.map(|e| e.as_uuid()),
             evidence_message: evidence.message.map(i64::from),
-            content: seal_content(&self.keys, id, content)?,
+            content: sealed.content,
+            digest: Some(sealed.digest),
             embedding,
             created_at: 0,
             updated_at: 0,
@@ -394,9 +396,11 @@ impl Memories {
             },
             None => None,
         };
-        let mut memories = Vec::with_capacity(rows.len());
+        // Ranking reads each candidate's digest, never its content: only the selected
+        // memories are opened (a memory from before digests is opened to rank it).
         let mut candidates = Vec::with_capacity(rows.len());
-        for row in rows {
+        let mut opened: Vec<Option<Memory>> = Vec::with_capacity(rows.len());
+        for row in &rows {
             // An embedding counts only from the model that embedded the query.
             let embedding = match (&row.embedding, &spec, &query_vector) {
                 (Some((value, model)), Some(spec), Some(_)) if model == spec => {
@@ -404,24 +408,35 @@ impl Memories {
                 }
                 _ => None,
             };
-            let memory = self.open(row)?;
+            let (digest, memory) = match &row.digest {
+                Some(value) => (open_digest(&self.keys, row.id, value)?, None),
+                None => {
+                    let memory = self.open(row.clone())?;
+                    (TermDigest::of(&memory.content), Some(memory))
+                }
+            };
             candidates.push(Candidate {
-                id: memory.id,
-                content: memory.content.clone(),
+                id: row.id,
+                digest,
                 embedding,
             });
-            memories.push(memory);
+            opened.push(memory);
         }
         let selected =
             select_within_budget(query, query_vector.as_deref(), &candidates, budget, limit);
+        let mut items = Vec::with_capacity(selected.len());
+        for s in selected {
+            let memory = match opened[s.index].take() {
+                Some(memory) => memory,
+                None => self.open(rows[s.index].clone())?,
+            };
+            items.push(MemoryHit {
+                memory,
+                score: s.score,
+            });
+        }
         Ok(MemorySearchResult {
-            items: selected
-                .into_iter()
-                .map(|s| MemoryHit {
-                    memory: memories[s.index].clone(),
-                    score: s.score,
-                })
-                .collect(),
+            items,
             embeddings: query_vector.is_some(),
         })
     }

@@ -11,7 +11,9 @@ use openbot_schema::BotId;
 use sqlx::Row as _;
 use uuid::Uuid;
 
-use super::store::{BotMemory, MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
+use super::store::{
+    BotMemory, MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader, SealedContent,
+};
 use crate::sealed::SealedValue;
 use crate::store::{StoreError, now_ms, sql_store};
 
@@ -43,7 +45,7 @@ macro_rules! columns {
     () => {
         "m.id, m.bot_id, m.owner_member_id, m.status, m.tags, m.evidence_chat_id, \
          m.evidence_execution_id, m.evidence_message, m.key_id, m.sealed, m.embedding_key_id, \
-         m.embedding, m.embedding_model, m.created_at, m.updated_at"
+         m.embedding, m.embedding_model, m.digest_key_id, m.digest, m.created_at, m.updated_at"
     };
 }
 
@@ -57,6 +59,8 @@ fn memory_row(row: &Row) -> Result<MemoryRow, StoreError> {
     let embedding_key: Option<String> = row.try_get("embedding_key_id")?;
     let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
     let embedding_model: Option<String> = row.try_get("embedding_model")?;
+    let digest_key: Option<String> = row.try_get("digest_key_id")?;
+    let digest: Option<Vec<u8>> = row.try_get("digest")?;
     let bot: Uuid = row.try_get("bot_id")?;
     Ok(MemoryRow {
         id: row.try_get("id")?,
@@ -74,6 +78,10 @@ fn memory_row(row: &Row) -> Result<MemoryRow, StoreError> {
         },
         embedding: match (embedding_key, embedding, embedding_model) {
             (Some(key_id), Some(bytes), Some(model)) => Some((SealedValue { key_id, bytes }, model)),
+            _ => None,
+        },
+        digest: match (digest_key, digest) {
+            (Some(key_id), Some(bytes)) => Some(SealedValue { key_id, bytes }),
             _ => None,
         },
         created_at: row.try_get("created_at")?,
@@ -165,8 +173,9 @@ pub(crate) async fn run_ops(
                 let inserted = sqlx::query(
                     "INSERT INTO memories (id, organization_id, bot_id, owner_member_id, status, tags, \
                      evidence_chat_id, evidence_execution_id, evidence_message, key_id, sealed, \
-                     embedding_key_id, embedding, embedding_model, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15) \
+                     embedding_key_id, embedding, embedding_model, digest_key_id, digest, \
+                     created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $16, $17, $15, $15) \
                      ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(row.id)
@@ -184,6 +193,8 @@ pub(crate) async fn run_ops(
                 .bind(embedding)
                 .bind(model)
                 .bind(now)
+                .bind(row.digest.as_ref().map(|d| &d.key_id))
+                .bind(row.digest.as_ref().map(|d| &d.bytes))
                 .execute(&mut **tx)
                 .await?
                 .rows_affected();
@@ -221,13 +232,15 @@ pub(crate) async fn run_ops(
                     }
                     // Only a content change writes the content's columns.
                     if let Some((sealed, embedding)) = content {
+                        let SealedContent { content: sealed, digest } = sealed;
                         let (embedding_key, embedding, model) = match embedding {
                             Some((value, model)) => (Some(value.key_id.clone()), Some(value.bytes.clone()), Some(model.clone())),
                             None => (None, None, None),
                         };
                         sqlx::query(
                             "UPDATE memories SET key_id = $2, sealed = $3, embedding_key_id = $4, \
-                             embedding = $5, embedding_model = $6 WHERE id = $1",
+                             embedding = $5, embedding_model = $6, digest_key_id = $7, digest = $8 \
+                             WHERE id = $1",
                         )
                         .bind(id)
                         .bind(&sealed.key_id)
@@ -235,6 +248,8 @@ pub(crate) async fn run_ops(
                         .bind(embedding_key)
                         .bind(embedding)
                         .bind(model)
+                        .bind(&digest.key_id)
+                        .bind(&digest.bytes)
                         .execute(&mut **tx)
                         .await?;
                     }

@@ -42,12 +42,24 @@ pub struct MemoryRow {
     pub evidence_message: Option<i64>,
     /// The content's key and sealed bytes.
     pub content: crate::sealed::SealedValue,
+    /// The content's sealed digest, which ranking opens instead of the content; `None` for a
+    /// memory written before digests were kept (its content is opened to rank it).
+    pub digest: Option<crate::sealed::SealedValue>,
     /// The embedding's key and sealed bytes, and its model.
     pub embedding: Option<(crate::sealed::SealedValue, String)>,
     /// When it was written.
     pub created_at: Millis,
     /// When it last changed.
     pub updated_at: Millis,
+}
+
+/// A memory's content sealed with its digest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SealedContent {
+    /// The content.
+    pub content: crate::sealed::SealedValue,
+    /// What ranking reads of it (`openbot_core::memories::TermDigest`).
+    pub digest: crate::sealed::SealedValue,
 }
 
 /// One change to memories, applied in order in one transaction that holds the Bot's memory
@@ -74,10 +86,7 @@ pub enum MemoryOp {
         /// The memory.
         id: Uuid,
         /// New sealed content with its new embedding (or none).
-        content: Option<(
-            crate::sealed::SealedValue,
-            Option<(crate::sealed::SealedValue, String)>,
-        )>,
+        content: Option<(SealedContent, Option<(crate::sealed::SealedValue, String)>)>,
         /// New tags.
         tags: Option<Vec<String>>,
         /// A new status.

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 26;
+pub const SCHEMA_VERSION: i64 = 27;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -150,6 +150,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 26,
         name: "oauth_connection_keys",
         sql: include_str!("../../../migrations/sqlite/0026_oauth_connection_keys.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "memory_digests",
+        sql: include_str!("../../../migrations/sqlite/0027_memory_digests.sql"),
     },
 ];
 
@@ -283,6 +288,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 26,
         name: "oauth_connection_keys",
         sql: include_str!("../../../migrations/postgres/0026_oauth_connection_keys.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "memory_digests",
+        sql: include_str!("../../../migrations/postgres/0027_memory_digests.sql"),
     },
 ];
 
