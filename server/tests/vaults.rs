@@ -46,6 +46,7 @@ vault_tests!(
     another_members_and_another_organizations_items_are_out_of_reach,
     a_token_limited_to_one_bot_adds_rules_only_for_it,
     a_background_tool_job_opens_its_references_at_its_send,
+    a_reference_from_code_to_a_background_tool_opens_in_its_job,
     an_endpoint_that_echoes_the_value_does_not_hand_it_to_the_model,
     a_tool_registered_again_on_another_url_no_longer_reads,
     a_reference_from_code_reaches_the_endpoint_and_nothing_else,
@@ -1132,6 +1133,53 @@ async fn a_reference_from_code_reaches_the_endpoint_and_nothing_else(server: Ser
     assert!(!history.contains(&secret));
     let logged = String::from_utf8_lossy(&logs().lock().unwrap()).to_string();
     assert!(!logged.contains(&secret), "a log line held the value");
+}
+
+async fn a_reference_from_code_to_a_background_tool_opens_in_its_job(server: Server) {
+    let secret = secret_value();
+    let (url, endpoint) = Recorder::start().await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = code_bot(&server, &model).await;
+    let item = code_setup(&server, &bot, &url, &secret, true).await;
+    // The same tool, detached: the program's call runs in a tool job of its own.
+    let response = server
+        .http
+        .put(format!("{}/v1/tools/call_api", server.base))
+        .bearer_auth(&server.owner)
+        .json(&json!({
+            "input_schema": {"type": "object"},
+            "url": url,
+            "background": true,
+            "headers": {"Authorization": format!("Bearer {{{{vault.{item}.token}}}}")},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    model.push(Answer::Tool(
+        "run_code",
+        json!({"code": program_with_reference(&item)}),
+    ));
+    model.push(Answer::Text(vec!["Started."]));
+    let (_, events) = run_turn(&server, &bot).await;
+    assert_eq!(code_result(&events)["ok"], json!(true));
+    for _ in 0..200 {
+        if !endpoint.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1, "the job sent the program's call");
+    assert_eq!(requests[0].1["secret"], json!(format!("Key {secret}")));
+    assert_eq!(requests[0].0["authorization"], "Bearer tok-plain-header");
+    // The job's saved input keeps the reference, never the value.
+    assert_eq!(
+        server.columns_containing(&secret).await,
+        Vec::<String>::new()
+    );
+    let events_json = serde_json::to_string(&events).unwrap();
+    assert!(!events_json.contains(&secret));
 }
 
 async fn a_reference_from_code_without_a_code_mode_rule_is_a_clear_error(server: Server) {

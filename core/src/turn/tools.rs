@@ -131,7 +131,39 @@ impl ToolSet {
         {
             return self.run_code(code, host, step, index, call, cancel).await;
         }
-        let slot = CallSlot::Tool(index);
+        self.run_in_slot(host, step, CallSlot::Tool(index), call, cancel)
+            .await
+    }
+
+    /// Runs, apart from its program, a call that a Code Mode program made (a background
+    /// tool's job runs it): in slot `Code { tool: 0, call: index }` of `step`, so its handler
+    /// sees [`ToolContext::from_code`] (a Vault reference in its arguments opens as the
+    /// program's would), and a retry-safe tool found `Sending` is sent again under its key
+    /// as the program's bridge does.
+    pub async fn run_program_call(
+        &self,
+        host: &dyn Host,
+        step: u32,
+        index: u32,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, HostError> {
+        let slot = CallSlot::Code {
+            tool: 0,
+            call: index,
+        };
+        self.run_in_slot(host, step, slot, call, cancel).await
+    }
+
+    async fn run_in_slot(
+        &self,
+        host: &dyn Host,
+        step: u32,
+        slot: CallSlot,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, HostError> {
+        let from_code = matches!(slot, CallSlot::Code { .. });
         let attempt = match host.saved_call(step, slot).await? {
             Some(record) => match record.status {
                 CallStatus::Done {
@@ -139,6 +171,11 @@ impl ToolSet {
                 } => return Ok(result),
                 // Never sent: the same attempt can go now.
                 CallStatus::Intent => record.key.attempt,
+                // A program's call is not in the model's answer: the host tells by the tool's
+                // name whether its endpoint deduplicates.
+                CallStatus::Sending if from_code && host.tool_retry_safe(&call.name) => {
+                    record.key.attempt
+                }
                 // Maybe sent, result lost: never repeated here. A host that knows the tool is
                 // safe to repeat reports such a call as `Intent` instead.
                 CallStatus::Sending | CallStatus::Unknown => {

@@ -90,6 +90,11 @@ async fn tool_call_of(
     row: &ExecutionRow,
     key: CallKey,
 ) -> Result<ToolCall, OutcomeError> {
+    // A tool job holds its one call, whoever asked for it (a model or a program).
+    if row.kind == TOOL_JOB {
+        let input: JobInput = cx.open_json(row.input_record).await?;
+        return Ok(input.call);
+    }
     let index = match key.slot {
         CallSlot::Tool(index) => index,
         CallSlot::Code { tool, call } => return code_call_of(cx, row, key, tool, call).await,
@@ -101,10 +106,6 @@ async fn tool_call_of(
             .into());
         }
     };
-    if row.kind == TOOL_JOB {
-        let input: JobInput = cx.open_json(row.input_record).await?;
-        return Ok(input.call);
-    }
     let model = cx
         .store
         .latest_call(row.id, key.step, CallSlot::Model)

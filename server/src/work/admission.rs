@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use chrono::DateTime;
-use openbot_core::turn::CallKey;
+use openbot_core::turn::{CallKey, CallSlot};
 use openbot_schema::{EventKind, ExecutionId, RuleAction, ToolCall, ToolResult};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -87,7 +87,7 @@ impl Admission {
         else {
             return Ok(None);
         };
-        if let Some(answer) = self.plan_mode(call, saved).await? {
+        if let Some(answer) = self.plan_mode(key, call, saved).await? {
             return Ok(Some(answer));
         }
         let verdict = match (&self.input.identity, &self.rules) {
@@ -134,7 +134,7 @@ impl Admission {
                         writes: Default::default(),
                     }));
                 }
-                self.ask("approval", call, saved, expires_after_ms)
+                self.ask("approval", key, call, saved, expires_after_ms)
                     .await
                     .map(Some)
             }
@@ -153,6 +153,7 @@ impl Admission {
     /// plan mode (also once a plan was approved during this Turn) calls go on as usual.
     async fn plan_mode(
         &self,
+        key: CallKey,
         call: &ToolCall,
         saved: &SavedTool,
     ) -> Result<Option<Admitted>, StoreError> {
@@ -172,7 +173,10 @@ impl Admission {
             })
         };
         Ok(match (on, matches!(saved.route, ToolRoute::Plan)) {
-            (true, true) => Some(self.ask("plan", call, saved, DEFAULT_EXPIRY_MS).await?),
+            (true, true) => Some(
+                self.ask("plan", key, call, saved, DEFAULT_EXPIRY_MS)
+                    .await?,
+            ),
             (true, false) => refuse(
                 "Plan mode: nothing runs until a person approves a plan. Propose it with propose_plan.",
             ),
@@ -243,7 +247,13 @@ impl Admission {
         self.input.tree_chat(self.chat_id)
     }
 
-    fn job(&self, call: &ToolCall, saved: &SavedTool, request_id: Option<Uuid>) -> JobInput {
+    fn job(
+        &self,
+        key: CallKey,
+        call: &ToolCall,
+        saved: &SavedTool,
+        request_id: Option<Uuid>,
+    ) -> JobInput {
         JobInput {
             tool: saved.clone(),
             call: call.clone(),
@@ -255,6 +265,7 @@ impl Admission {
             notice: self.notice_target(),
             request_id,
             budget: self.input.budget_bot().map(|bot| (self.tree_chat(), bot)),
+            from_code: matches!(key.slot, CallSlot::Code { .. }),
         }
     }
 
@@ -288,6 +299,7 @@ impl Admission {
     async fn ask(
         &self,
         kind: &str,
+        key: CallKey,
         call: &ToolCall,
         saved: &SavedTool,
         expires_after_ms: u64,
@@ -299,7 +311,7 @@ impl Admission {
         let expires_at = now_ms().saturating_add(expires_after_ms.min(i64::MAX as u64) as i64);
         let execution = self.child(
             TOOL_JOB,
-            &self.job(call, saved, Some(request_id)),
+            &self.job(key, call, saved, Some(request_id)),
             Vec::new(),
         )?;
         let job_id = execution.id;
@@ -346,11 +358,11 @@ impl Admission {
 
     fn background(
         &self,
-        _key: CallKey,
+        key: CallKey,
         call: &ToolCall,
         saved: &SavedTool,
     ) -> Result<Admitted, StoreError> {
-        let execution = self.child(TOOL_JOB, &self.job(call, saved, None), Vec::new())?;
+        let execution = self.child(TOOL_JOB, &self.job(key, call, saved, None), Vec::new())?;
         let id = execution.id;
         let text = format!(
             "The call `{}` runs in the background (execution {id}); its result comes as a notice.",

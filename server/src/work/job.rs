@@ -48,6 +48,10 @@ pub struct JobInput {
     /// The Chat and Bot whose budgets the tree spends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<(Option<Uuid>, BotId)>,
+    /// Whether a Code Mode program made the call: its arguments' Vault references open at
+    /// the send, as the program's own calls' do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_code: bool,
 }
 
 /// Runs tool jobs.
@@ -250,7 +254,13 @@ impl ToolJobWorkflow {
         let cancel = scope.cancellation();
         // A cancelled job stops waiting for its call (as a Turn does): it ends `cancelled`.
         let run = tokio::select! {
-            run = tools.run_call(&host, 1, 0, &input.call, &cancel) => run,
+            run = async {
+                if input.from_code {
+                    tools.run_program_call(&host, 1, 0, &input.call, &cancel).await
+                } else {
+                    tools.run_call(&host, 1, 0, &input.call, &cancel).await
+                }
+            } => run,
             _ = cancel.cancelled() => return Err(PhaseError::Cancelled),
         };
         let result: ToolResult = match run {
