@@ -399,8 +399,9 @@ impl Memories {
         // Ranking reads each candidate's digest, never its content: only the selected
         // memories are opened (a memory from before digests is opened to rank it).
         let mut candidates = Vec::with_capacity(rows.len());
-        let mut opened: Vec<Option<Memory>> = Vec::with_capacity(rows.len());
-        for row in &rows {
+        // Each candidate as it stands: still sealed, or opened to rank it.
+        let mut held: Vec<Option<Result<Memory, MemoryRow>>> = Vec::with_capacity(rows.len());
+        for row in rows {
             // An embedding counts only from the model that embedded the query.
             let embedding = match (&row.embedding, &spec, &query_vector) {
                 (Some((value, model)), Some(spec), Some(_)) if model == spec => {
@@ -408,27 +409,30 @@ impl Memories {
                 }
                 _ => None,
             };
-            let (digest, memory) = match &row.digest {
-                Some(value) => (open_digest(&self.keys, row.id, value)?, None),
+            let id = row.id;
+            let (digest, row) = match &row.digest {
+                Some(value) => (open_digest(&self.keys, id, value)?, Err(row)),
                 None => {
-                    let memory = self.open(row.clone())?;
-                    (TermDigest::of(&memory.content), Some(memory))
+                    let memory = self.open(row)?;
+                    (TermDigest::of(&memory.content), Ok(memory))
                 }
             };
             candidates.push(Candidate {
-                id: row.id,
+                id,
                 digest,
                 embedding,
             });
-            opened.push(memory);
+            held.push(Some(row));
         }
         let selected =
             select_within_budget(query, query_vector.as_deref(), &candidates, budget, limit);
         let mut items = Vec::with_capacity(selected.len());
         for s in selected {
-            let memory = match opened[s.index].take() {
-                Some(memory) => memory,
-                None => self.open(rows[s.index].clone())?,
+            let memory = match held[s.index].take() {
+                Some(Ok(memory)) => memory,
+                Some(Err(row)) => self.open(row)?,
+                // Each candidate is selected once at most.
+                None => continue,
             };
             items.push(MemoryHit {
                 memory,

@@ -122,19 +122,24 @@ impl VaultOpener {
             },
             None => sender.clone(),
         };
-        // Without code the first reader stands third: its answer repeats the first.
-        let third = match (from_code, path.bot) {
-            (false, _) => first.clone(),
-            (true, Some(bot)) => Reader {
-                kind: "code_mode",
-                id: bot.as_uuid().to_string(),
-                scope: String::new(),
-            },
+        // The Bot whose Code Mode runs must also read, when a program passed the references.
+        let code_bot = match (from_code, path.bot) {
+            (false, _) => None,
+            (true, Some(bot)) => Some(bot),
             (true, None) => {
                 return Err(OpenError::Refused(
                     "a Code Mode program's references need its Bot; the call was not sent".into(),
                 ));
             }
+        };
+        // Without code the first reader stands third: its answer repeats the first.
+        let third = match code_bot {
+            Some(bot) => Reader {
+                kind: "code_mode",
+                id: bot.as_uuid().to_string(),
+                scope: String::new(),
+            },
+            None => first.clone(),
         };
         let readers = [first, sender, third];
         let mut values = BTreeMap::new();
@@ -182,10 +187,11 @@ impl VaultOpener {
                     path.through.named()
                 )));
             }
-            if found.allowed.get(2) != Some(&true) {
+            if let Some(bot) = code_bot
+                && found.allowed.get(2) != Some(&true)
+            {
                 return Err(OpenError::Refused(format!(
-                    "no Vault rule lets the Code Mode runs of the Bot {} read {reference}; the call was not sent",
-                    path.bot.map(|b| b.to_string()).unwrap_or_default()
+                    "no Vault rule lets the Code Mode runs of the Bot {bot} read {reference}; the call was not sent"
                 )));
             }
             let plain = self
