@@ -32,6 +32,7 @@ http_tests!(
     credits_that_do_not_cover_the_reservation_end_the_turn_credits_exhausted,
     a_call_costs_its_confirmed_usage_at_the_price_saved_when_it_was_sent,
     late_usage_after_a_takeover_is_charged_once_and_a_duplicate_never_twice,
+    a_call_reserved_twice_keeps_its_first_price_and_is_charged_at_it,
     a_receipt_for_unknown_usage_settles_once,
     usage_reports_sum_by_group_page_and_export_csv,
     billing_needs_an_admin_and_a_bot_limited_token_sees_its_bot_only,
@@ -407,6 +408,7 @@ async fn late_usage_after_a_takeover_is_charged_once_and_a_duplicate_never_twice
     let first = std::sync::Arc::new(Reservation::new(
         billing_of(id, model_key(1), old.generation, organization),
         estimate,
+        false,
     ));
     store
         .commit(id, old.generation, sending(model_key(1), first.clone()))
@@ -423,10 +425,12 @@ async fn late_usage_after_a_takeover_is_charged_once_and_a_duplicate_never_twice
         .unwrap()
         .remove(0);
     assert!(new.generation > old.generation);
-    // The new owner's attempt releases the old attempt's hold in its own reservation.
+    // The new owner's attempt releases the old attempt's hold in its own reservation (its
+    // call log shows the old attempt sent without a result).
     let second = std::sync::Arc::new(Reservation::new(
         billing_of(id, model_key(2), new.generation, organization),
         estimate,
+        true,
     ));
     store
         .commit(id, new.generation, sending(model_key(2), second.clone()))
@@ -454,9 +458,11 @@ async fn late_usage_after_a_takeover_is_charged_once_and_a_duplicate_never_twice
         ..Usage::default()
     };
     for _ in 0..2 {
+        // The old owner wrote the record: it settles without reading it.
         let settle = Settlement {
             call: billing_of(id, model_key(1), old.generation, organization),
             usage: Some(late),
+            record_price: first.record_price(),
         };
         store
             .save_late_result(
@@ -488,6 +494,7 @@ async fn late_usage_after_a_takeover_is_charged_once_and_a_duplicate_never_twice
         let settle = Settlement {
             call: billing_of(id, model_key(2), new.generation, organization),
             usage: Some(usage),
+            record_price: second.record_price(),
         };
         store
             .commit(
@@ -530,6 +537,97 @@ async fn late_usage_after_a_takeover_is_charged_once_and_a_duplicate_never_twice
     );
 }
 
+/// A reservation that finds the call's record already written (the same attempt reserved
+/// before) writes nothing and does not claim the record's price: its settlement reads the
+/// price saved with the record, not the one in force now.
+async fn a_call_reserved_twice_keeps_its_first_price_and_is_charged_at_it(server: Server) {
+    let store = &server.database.store;
+    let billing = &server.database.billing;
+    let organization = server.owner_member().await.organization_id;
+    grant(&server, 1_000_000).await;
+    let id = bare_execution(&server).await;
+    let owner = store
+        .claim("node-x", &["billing-test"], 60_000, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    let estimate = RequestEstimate {
+        input_tokens: 10,
+        output_tokens: 10,
+    };
+    let first = std::sync::Arc::new(Reservation::new(
+        billing_of(id, model_key(1), owner.generation, organization),
+        estimate,
+        false,
+    ));
+    store
+        .commit(id, owner.generation, sending(model_key(1), first.clone()))
+        .await
+        .unwrap();
+    assert!(first.record_price().is_some(), "the first wrote the record");
+    // The organization's own price for the model, ten times the catalog's, comes later.
+    json_of(
+        server
+            .http
+            .put(format!("{}/v1/billing/prices", server.base))
+            .bearer_auth(&server.owner)
+            .json(
+                &json!({"model": "openai:gpt-4o", "input_micros_per_million": 10_000_000,
+                          "output_micros_per_million": 10_000_000}),
+            )
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let again = std::sync::Arc::new(Reservation::new(
+        billing_of(id, model_key(1), owner.generation, organization),
+        estimate,
+        true,
+    ));
+    store
+        .commit(id, owner.generation, sending(model_key(1), again.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.record_price(),
+        None,
+        "the record was there: not this one's"
+    );
+    let usage = Usage {
+        input_tokens: 3,
+        output_tokens: 4,
+        ..Usage::default()
+    };
+    store
+        .commit(
+            id,
+            owner.generation,
+            Commit {
+                calls: vec![done(&server, model_key(1), usage)],
+                writes: TxWrites::one(Settlement {
+                    call: billing_of(id, model_key(1), owner.generation, organization),
+                    usage: Some(usage),
+                    record_price: again.record_price(),
+                }),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    let record = billing
+        .usage_record(id, "1/model/1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.state, "settled");
+    assert_eq!(
+        record.cost_micros,
+        Some(7),
+        "7 tokens at the catalog's $1/M"
+    );
+}
+
 async fn a_receipt_for_unknown_usage_settles_once(server: Server) {
     let store = &server.database.store;
     let billing = &server.database.billing;
@@ -545,6 +643,7 @@ async fn a_receipt_for_unknown_usage_settles_once(server: Server) {
     let zero = std::sync::Arc::new(Reservation::new(
         billing_of(id, model_key(1), owner.generation, organization),
         RequestEstimate::default(),
+        false,
     ));
     store
         .commit(id, owner.generation, sending(model_key(1), zero))
@@ -563,6 +662,7 @@ async fn a_receipt_for_unknown_usage_settles_once(server: Server) {
     let settle = Settlement {
         call: billing_of(id, model_key(1), owner.generation, organization),
         usage: None,
+        record_price: None,
     };
     let mut answer = done(&server, model_key(1), Usage::default());
     answer.usage = None;
@@ -610,6 +710,7 @@ async fn a_receipt_for_unknown_usage_settles_once(server: Server) {
     let settle = Settlement {
         call: billing_of(id, model_key(3), owner.generation, organization),
         usage: Some(receipt),
+        record_price: None,
     };
     store
         .commit(

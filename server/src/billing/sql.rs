@@ -123,49 +123,75 @@ async fn charge(
 
 /// Settles the record of `call_key` with confirmed `usage` unless it is settled already,
 /// pricing it at its saved price and adding the cost to its scopes' totals; returns the
-/// organization and cost when it did.
+/// organization and cost when it did. `known` is the saved price when the caller wrote the
+/// record itself: one `UPDATE … RETURNING` then does it, without reading the record first.
 async fn settle_record(
     tx: &mut Transaction<'_, Db>,
     execution: ExecutionId,
     call_key: &str,
     usage: &Usage,
+    known: Option<Option<Pricing>>,
 ) -> Result<Option<(Uuid, i64)>, StoreError> {
-    let row = sqlx::query(concat!(
-        "SELECT organization_id, budget_bot_id, chat_id, state, input_price, output_price, cached_price \
-         FROM usage_records WHERE execution_id = $1 AND call_key = $2",
-        for_update!()
-    ))
-    .bind(execution.as_uuid())
-    .bind(call_key)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let state: String = row.try_get("state")?;
-    if state == "settled" {
-        return Ok(None);
-    }
-    let price = match (
-        row.try_get::<Option<i64>, _>("input_price")?,
-        row.try_get::<Option<i64>, _>("output_price")?,
-        row.try_get::<Option<i64>, _>("cached_price")?,
-    ) {
-        (Some(input), Some(output), Some(cached)) => Some(pricing(input, output, cached)),
-        _ => None,
+    let (cost, row) = match known {
+        Some(price) => {
+            let cost = cost_of(price, usage);
+            let row = sqlx::query(
+                "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
+                     cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled' \
+                 RETURNING organization_id, budget_bot_id, chat_id",
+            )
+            .bind(execution.as_uuid())
+            .bind(call_key)
+            .bind(to_i64(usage.input_tokens))
+            .bind(to_i64(usage.output_tokens))
+            .bind(to_i64(usage.cached_input_tokens))
+            .bind(cost)
+            .bind(now_ms())
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some(row) = row else { return Ok(None) };
+            (cost, row)
+        }
+        None => {
+            let row = sqlx::query(concat!(
+                "SELECT organization_id, budget_bot_id, chat_id, state, input_price, output_price, cached_price \
+                 FROM usage_records WHERE execution_id = $1 AND call_key = $2",
+                for_update!()
+            ))
+            .bind(execution.as_uuid())
+            .bind(call_key)
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some(row) = row else { return Ok(None) };
+            let state: String = row.try_get("state")?;
+            if state == "settled" {
+                return Ok(None);
+            }
+            let price = match (
+                row.try_get::<Option<i64>, _>("input_price")?,
+                row.try_get::<Option<i64>, _>("output_price")?,
+                row.try_get::<Option<i64>, _>("cached_price")?,
+            ) {
+                (Some(input), Some(output), Some(cached)) => Some(pricing(input, output, cached)),
+                _ => None,
+            };
+            let cost = cost_of(price, usage);
+            sqlx::query(
+                "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
+                     cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled'",
+            )
+            .bind(execution.as_uuid())
+            .bind(call_key)
+            .bind(to_i64(usage.input_tokens))
+            .bind(to_i64(usage.output_tokens))
+            .bind(to_i64(usage.cached_input_tokens))
+            .bind(cost)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+            (cost, row)
+        }
     };
-    let cost = cost_of(price, usage);
-    sqlx::query(
-        "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
-             cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled'",
-    )
-    .bind(execution.as_uuid())
-    .bind(call_key)
-    .bind(to_i64(usage.input_tokens))
-    .bind(to_i64(usage.output_tokens))
-    .bind(to_i64(usage.cached_input_tokens))
-    .bind(cost)
-    .bind(now_ms())
-    .execute(&mut **tx)
-    .await?;
     let organization: Uuid = row.try_get("organization_id")?;
     add_totals(tx, organization, row.try_get("budget_bot_id")?, row.try_get("chat_id")?, cost).await?;
     Ok(Some((organization, cost)))
@@ -258,101 +284,37 @@ pub(super) async fn reserve(
     let now = now_ms();
     // Model requests of one execution go one at a time: a hold still there is of an attempt
     // that ended otherwise, or of an older owner (a takeover).
-    sqlx::query("UPDATE usage_records SET state = 'released', settled_at = $2 WHERE execution_id = $1 AND state = 'held'")
-        .bind(call.execution.as_uuid())
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    let own = sqlx::query(
-        "SELECT input_micros_per_million, output_micros_per_million, cached_input_micros_per_million \
-         FROM model_prices WHERE organization_id = $1 AND model = $2",
+    if reservation.release_earlier {
+        release(tx, call.execution).await?;
+    }
+    // One read for what most organizations lack: a price override, budgets, a credit account.
+    let found = sqlx::query(
+        "SELECT p.input_micros_per_million, p.output_micros_per_million, p.cached_input_micros_per_million, \
+             EXISTS (SELECT 1 FROM budgets b WHERE b.organization_id = $1 AND ( \
+                 (b.scope = 'organization' AND b.target_id = $1) OR (b.scope = 'bot' AND b.target_id = $3) \
+                 OR (b.scope = 'chat' AND b.target_id = $4))) AS has_budgets, \
+             EXISTS (SELECT 1 FROM credit_accounts a WHERE a.organization_id = $1) AS has_account \
+         FROM (SELECT 1 AS one) o LEFT JOIN model_prices p ON p.organization_id = $1 AND p.model = $2",
     )
     .bind(call.organization)
     .bind(&call.model)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let price = match own {
-        Some(row) => Some(pricing(
-            row.try_get("input_micros_per_million")?,
-            row.try_get("output_micros_per_million")?,
-            row.try_get("cached_input_micros_per_million")?,
-        )),
-        None => call.catalog,
-    };
-    let estimate = estimate_of(price, reservation.estimate);
-    let budgets = sqlx::query(concat!(
-        "SELECT scope, target_id, max_cost_micros FROM budgets WHERE organization_id = $1 AND ( \
-             (scope = 'organization' AND target_id = $1) OR (scope = 'bot' AND target_id = $2) \
-             OR (scope = 'chat' AND target_id = $3)) ORDER BY scope, target_id",
-        for_update!()
-    ))
-    .bind(call.organization)
     .bind(call.budget_bot)
     .bind(call.chat)
-    .fetch_all(&mut **tx)
+    .fetch_one(&mut **tx)
     .await?;
-    let balance: Option<i64> = sqlx::query_scalar(concat!(
-        "SELECT balance_micros FROM credit_accounts WHERE organization_id = $1",
-        for_update!()
-    ))
-    .bind(call.organization)
-    .fetch_optional(&mut **tx)
-    .await?;
-    if !budgets.is_empty() || balance.is_some() {
-        // A statement after the locks: it sees every hold committed before them. Only the
-        // sums of scopes with a budget (and the holds, on credits) are read.
-        let has = |name: &str| {
-            budgets
-                .iter()
-                .any(|b| b.try_get::<String, _>("scope").is_ok_and(|s| s == name))
-        };
-        let used = sqlx::query(concat!(
-            "SELECT CASE WHEN $4 THEN ", used!("organization", "organization_id", "$1"), " ELSE 0 END AS organization_used, \
-                 CASE WHEN $5 THEN ", used!("bot", "budget_bot_id", "$2"), " ELSE 0 END AS bot_used, \
-                 CASE WHEN $6 THEN ", used!("chat", "chat_id", "$3"), " ELSE 0 END AS chat_used, \
-                 CASE WHEN $7 THEN (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) \
-                     FROM usage_records u WHERE u.organization_id = $1 AND u.state = 'held') ELSE 0 END AS held"
-        ))
-        .bind(call.organization)
-        .bind(call.budget_bot)
-        .bind(call.chat)
-        .bind(has("organization"))
-        .bind(has("bot"))
-        .bind(has("chat"))
-        .bind(balance.is_some())
-        .fetch_one(&mut **tx)
-        .await?;
-        for budget in &budgets {
-            let scope = parse_scope(&budget.try_get::<String, _>("scope")?)?;
-            let max: i64 = budget.try_get("max_cost_micros")?;
-            let used_micros: i64 = used.try_get(match scope {
-                openbot_schema::BudgetScope::Organization => "organization_used",
-                openbot_schema::BudgetScope::Bot => "bot_used",
-                openbot_schema::BudgetScope::Chat => "chat_used",
-            })?;
-            if used_micros >= max || used_micros.saturating_add(estimate) > max {
-                reservation.set_outcome(Err(Refusal::Budget {
-                    scope,
-                    max_micros: max,
-                    used_micros,
-                    estimate_micros: estimate,
-                }));
-                return Err(StoreError::Refused(format!("the {} budget would be overspent", scope.as_str())));
-            }
-        }
-        if let Some(balance) = balance {
-            let held: i64 = used.try_get("held")?;
-            let available = balance.saturating_sub(held);
-            if available <= 0 || available < estimate {
-                reservation.set_outcome(Err(Refusal::Credits {
-                    available_micros: available,
-                    estimate_micros: estimate,
-                }));
-                return Err(StoreError::Refused("the organization's credits are used up".into()));
-            }
-        }
+    let price = match (
+        found.try_get::<Option<i64>, _>("input_micros_per_million")?,
+        found.try_get::<Option<i64>, _>("output_micros_per_million")?,
+        found.try_get::<Option<i64>, _>("cached_input_micros_per_million")?,
+    ) {
+        (Some(input), Some(output), Some(cached)) => Some(pricing(input, output, cached)),
+        _ => call.catalog,
+    };
+    let estimate = estimate_of(price, reservation.estimate);
+    if found.try_get("has_budgets")? || found.try_get("has_account")? {
+        check_limits(tx, reservation, estimate).await?;
     }
-    sqlx::query(
+    let written = sqlx::query(
         "INSERT INTO usage_records (execution_id, call_key, generation, organization_id, bot_id, budget_bot_id, chat_id, \
              member_id, model, input_price, output_price, cached_price, estimate_input_tokens, estimate_output_tokens, \
              estimate_micros, state, created_at) \
@@ -376,8 +338,94 @@ pub(super) async fn reserve(
     .bind(estimate)
     .bind(now)
     .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    reservation.set_written(price, written == 1);
+    Ok(())
+}
+
+/// Locks the budgets above the call and the credit account, then, in a statement with a
+/// fresh snapshot, checks the call's estimate against what is spent and held; refuses the
+/// transaction when it would overspend.
+async fn check_limits(
+    tx: &mut Transaction<'_, Db>,
+    reservation: &Reservation,
+    estimate: i64,
+) -> Result<(), StoreError> {
+    let call = &reservation.call;
+    let budgets = sqlx::query(concat!(
+        "SELECT scope, target_id, max_cost_micros FROM budgets WHERE organization_id = $1 AND ( \
+             (scope = 'organization' AND target_id = $1) OR (scope = 'bot' AND target_id = $2) \
+             OR (scope = 'chat' AND target_id = $3)) ORDER BY scope, target_id",
+        for_update!()
+    ))
+    .bind(call.organization)
+    .bind(call.budget_bot)
+    .bind(call.chat)
+    .fetch_all(&mut **tx)
     .await?;
-    reservation.set_outcome(Ok(price));
+    let balance: Option<i64> = sqlx::query_scalar(concat!(
+        "SELECT balance_micros FROM credit_accounts WHERE organization_id = $1",
+        for_update!()
+    ))
+    .bind(call.organization)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if budgets.is_empty() && balance.is_none() {
+        return Ok(());
+    }
+    // A statement after the locks: it sees every hold committed before them. Only the sums
+    // of scopes with a budget (and the holds, on credits) are read.
+    let has = |name: &str| {
+        budgets
+            .iter()
+            .any(|b| b.try_get::<String, _>("scope").is_ok_and(|s| s == name))
+    };
+    let used = sqlx::query(concat!(
+        "SELECT CASE WHEN $4 THEN ", used!("organization", "organization_id", "$1"), " ELSE 0 END AS organization_used, \
+             CASE WHEN $5 THEN ", used!("bot", "budget_bot_id", "$2"), " ELSE 0 END AS bot_used, \
+             CASE WHEN $6 THEN ", used!("chat", "chat_id", "$3"), " ELSE 0 END AS chat_used, \
+             CASE WHEN $7 THEN (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) \
+                 FROM usage_records u WHERE u.organization_id = $1 AND u.state = 'held') ELSE 0 END AS held"
+    ))
+    .bind(call.organization)
+    .bind(call.budget_bot)
+    .bind(call.chat)
+    .bind(has("organization"))
+    .bind(has("bot"))
+    .bind(has("chat"))
+    .bind(balance.is_some())
+    .fetch_one(&mut **tx)
+    .await?;
+    for budget in &budgets {
+        let scope = parse_scope(&budget.try_get::<String, _>("scope")?)?;
+        let max: i64 = budget.try_get("max_cost_micros")?;
+        let used_micros: i64 = used.try_get(match scope {
+            openbot_schema::BudgetScope::Organization => "organization_used",
+            openbot_schema::BudgetScope::Bot => "bot_used",
+            openbot_schema::BudgetScope::Chat => "chat_used",
+        })?;
+        if used_micros >= max || used_micros.saturating_add(estimate) > max {
+            reservation.set_refused(Refusal::Budget {
+                scope,
+                max_micros: max,
+                used_micros,
+                estimate_micros: estimate,
+            });
+            return Err(StoreError::Refused(format!("the {} budget would be overspent", scope.as_str())));
+        }
+    }
+    if let Some(balance) = balance {
+        let held: i64 = used.try_get("held")?;
+        let available = balance.saturating_sub(held);
+        if available <= 0 || available < estimate {
+            reservation.set_refused(Refusal::Credits {
+                available_micros: available,
+                estimate_micros: estimate,
+            });
+            return Err(StoreError::Refused("the organization's credits are used up".into()));
+        }
+    }
     Ok(())
 }
 
@@ -390,7 +438,7 @@ pub(super) async fn settle(
     match &settlement.usage {
         Some(usage) => {
             if let Some((organization, cost)) =
-                settle_record(tx, call.execution, &call.call_key, usage).await?
+                settle_record(tx, call.execution, &call.call_key, usage, settlement.record_price).await?
             {
                 return charge(tx, organization, call.execution, &call.call_key, cost).await;
             }
@@ -663,7 +711,7 @@ impl BillingStore for Store {
         usage: Usage,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool().begin().await?;
-        let settled = settle_record(&mut tx, execution, call_key, &usage).await?;
+        let settled = settle_record(&mut tx, execution, call_key, &usage, None).await?;
         if let Some((organization, cost)) = settled {
             charge(&mut tx, organization, execution, call_key, cost).await?;
         }

@@ -59,24 +59,37 @@ pub enum Refusal {
 }
 
 /// The reservation of one model request, written with its `sending`: releases the
-/// execution's earlier holds, reads the price in force, locks the budgets above the call and
-/// the credit account, and inserts the hold, or refuses the whole transaction (see
-/// [`Reservation::refusal`]).
+/// execution's earlier holds (when one may remain), reads the price in force, locks the
+/// budgets above the call and the credit account (when there are any), and inserts the hold,
+/// or refuses the whole transaction (see [`Reservation::refusal`]).
 #[derive(Debug)]
 pub struct Reservation {
     /// The call.
     pub call: CallBilling,
     /// Its estimate.
     pub estimate: RequestEstimate,
-    outcome: Mutex<Option<Result<Option<Pricing>, Refusal>>>,
+    /// Whether a hold of an earlier request may remain (an attempt that ended without a
+    /// result, or an older owner's): it is released first. The caller answers from the call
+    /// log, which shows every request whose hold no result settled as not done.
+    pub release_earlier: bool,
+    outcome: Mutex<Option<Result<Reserved, Refusal>>>,
+}
+
+/// What a reservation wrote.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reserved {
+    price: Option<Pricing>,
+    wrote_record: bool,
 }
 
 impl Reservation {
-    /// A reservation for `call` of `estimate`.
-    pub fn new(call: CallBilling, estimate: RequestEstimate) -> Self {
+    /// A reservation for `call` of `estimate`; `release_earlier` says whether an earlier
+    /// hold may remain.
+    pub fn new(call: CallBilling, estimate: RequestEstimate, release_earlier: bool) -> Self {
         Self {
             call,
             estimate,
+            release_earlier,
             outcome: Mutex::new(None),
         }
     }
@@ -92,13 +105,29 @@ impl Reservation {
     /// The price saved with the hold (`None`: the model has no price), once it was written.
     pub fn price(&self) -> Option<Pricing> {
         match &*self.outcome.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(Ok(price)) => *price,
+            Some(Ok(reserved)) => reserved.price,
             _ => None,
         }
     }
 
-    pub(super) fn set_outcome(&self, outcome: Result<Option<Pricing>, Refusal>) {
-        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+    /// The price of the call's usage record when this reservation wrote that record (not
+    /// when a record of the same call was there already): what its settlement charges at.
+    pub fn record_price(&self) -> Option<Option<Pricing>> {
+        match &*self.outcome.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(Ok(reserved)) if reserved.wrote_record => Some(reserved.price),
+            _ => None,
+        }
+    }
+
+    pub(super) fn set_written(&self, price: Option<Pricing>, wrote_record: bool) {
+        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(Ok(Reserved {
+            price,
+            wrote_record,
+        }));
+    }
+
+    pub(super) fn set_refused(&self, refusal: Refusal) {
+        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(Err(refusal));
     }
 }
 
@@ -111,6 +140,10 @@ pub struct Settlement {
     pub call: CallBilling,
     /// The confirmed usage, if the result had any.
     pub usage: Option<Usage>,
+    /// The price saved with the call's record, when the settling owner wrote that record
+    /// itself ([`Reservation::record_price`]): the record is then settled without reading
+    /// it first. `None`: read the record's own price.
+    pub record_price: Option<Option<Pricing>>,
 }
 
 /// Releases the holds an execution still has (its Turn ended with a call that has no result).

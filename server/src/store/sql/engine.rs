@@ -449,7 +449,7 @@ impl StoreTrait for Store {
                  input_step = CASE WHEN CAST($18 AS INTEGER) IS NULL OR input_step >= $18 THEN input_step ELSE $18 END, \
                  input_closed = CASE WHEN $19 THEN TRUE ELSE input_closed END \
              WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
-             RETURNING last_sequence",
+             RETURNING last_sequence, parent_id",
         )
         .bind(id.as_uuid())
         .bind(generation)
@@ -523,7 +523,9 @@ impl StoreTrait for Store {
         if !commit.handled_signals.is_empty() {
             Self::mark_handled(&mut tx, id, &commit.handled_signals, now).await?;
         }
-        if let Some(usage) = &commit.usage {
+        // A root execution has no ancestor to add its usage to.
+        let parent: Option<Uuid> = row.try_get("parent_id")?;
+        if let Some(usage) = commit.usage.as_ref().filter(|_| parent.is_some()) {
             Self::roll_up_usage(&mut tx, id, usage).await?;
         }
         if let Err(err) =

@@ -61,12 +61,25 @@ impl DurableHost {
         let Some(billing) = &self.billing else {
             return self.send(key, events, TxWrites::default()).await;
         };
-        let reservation = Arc::new(Reservation::new(self.call_billing(billing, key), estimate));
+        // Results held for this commit are settled in it before the reservation's rows.
+        let release_earlier = self.hold_may_remain(&self.held_results()).await?;
+        let reservation = Arc::new(Reservation::new(
+            self.call_billing(billing, key),
+            estimate,
+            release_earlier,
+        ));
         let write: Arc<dyn TxWrite> = Arc::clone(&reservation) as Arc<dyn TxWrite>;
         match self.send(key, events, TxWrites(vec![write])).await {
             Ok(()) => {
-                *self.reserved.lock().unwrap_or_else(PoisonError::into_inner) =
-                    Some((key, reservation.price()));
+                if release_earlier {
+                    self.earlier_request_open
+                        .store(false, std::sync::atomic::Ordering::SeqCst);
+                }
+                *self.reserved.lock().unwrap_or_else(PoisonError::into_inner) = Some(OpenHold {
+                    key,
+                    price: reservation.price(),
+                    record_price: reservation.record_price(),
+                });
                 Ok(())
             }
             Err(HostError::Storage(cause)) => match reservation.refusal() {
@@ -144,6 +157,12 @@ impl DurableHost {
             Some(billing) if key.slot == CallSlot::Model => TxWrites::one(Settlement {
                 call: self.call_billing(billing, key),
                 usage,
+                record_price: self
+                    .reserved
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .filter(|held| held.key == key)
+                    .and_then(|held| held.record_price),
             }),
             _ => TxWrites::default(),
         }
@@ -155,7 +174,11 @@ impl DurableHost {
         let usage = usage?;
         let held = *self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
         match held {
-            Some((held_key, Some(price))) if held_key == key => Some(Usage {
+            Some(OpenHold {
+                key: held_key,
+                price: Some(price),
+                ..
+            }) if held_key == key => Some(Usage {
                 cost_micros: Some(cost_of(Some(price), &usage).max(0) as u64),
                 ..usage
             }),
@@ -166,18 +189,42 @@ impl DurableHost {
     /// Forgets the hold of `key` once its result was saved.
     pub(super) fn settled(&self, key: CallKey) {
         let mut held = self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
-        if held.is_some_and(|(held_key, _)| held_key == key) {
+        if held.is_some_and(|held| held.key == key) {
             *held = None;
         }
     }
 
     /// The release of the holds no result settled, to commit with the Turn's end: this
     /// owner's, and an older owner's that this one never replaced (a Turn that ends at a limit
-    /// before its next request). Nothing without billing.
-    pub(super) fn release_holds(&self) -> TxWrites {
-        match &self.billing {
-            Some(_) => TxWrites::one(Release { execution: self.id }),
-            None => TxWrites::default(),
+    /// before its next request). Nothing without billing, or when no hold can remain once
+    /// the calls `settling` (held for the end's commit) are settled.
+    pub(super) async fn release_holds(&self, settling: &[CallKey]) -> Result<TxWrites, HostError> {
+        if self.billing.is_none() || !self.hold_may_remain(settling).await? {
+            return Ok(TxWrites::default());
         }
+        Ok(TxWrites::one(Release { execution: self.id }))
     }
+
+    /// Whether the execution may still hold a reservation no result settled. A hold is
+    /// written with its request's `sending` and settled with its result, so it can remain
+    /// only for a request sent without a saved result: one of an earlier phase (the call log
+    /// shows it), or this owner's last one, unless its result is among `settling` (held for
+    /// the commit this answer is for). Every reservation releases the earlier holds.
+    async fn hold_may_remain(&self, settling: &[CallKey]) -> Result<bool, HostError> {
+        if self.earlier_request_open().await? {
+            return Ok(true);
+        }
+        let own = *self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(own.is_some_and(|held| !settling.contains(&held.key)))
+    }
+}
+
+/// The model call this owner reserved and whose result is not saved yet.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OpenHold {
+    key: CallKey,
+    /// The price in force when it was reserved.
+    price: Option<Pricing>,
+    /// The price saved with its usage record, when this owner wrote that record.
+    record_price: Option<Option<Pricing>>,
 }

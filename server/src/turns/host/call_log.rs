@@ -22,6 +22,34 @@ impl DurableHost {
         step: u32,
         slot: CallSlot,
     ) -> Result<Option<CallRow>, HostError> {
+        self.load_calls().await?;
+        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(calls
+            .as_ref()
+            .and_then(|map| map.get(&(step, slot)).cloned()))
+    }
+
+    /// Whether any latest row of a call slot in this owner's copy of the call log matches.
+    pub(super) async fn any_call(
+        &self,
+        matches: impl Fn(&CallRow) -> bool,
+    ) -> Result<bool, HostError> {
+        self.load_calls().await?;
+        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(calls.as_ref().is_some_and(|map| map.values().any(matches)))
+    }
+
+    /// Whether the call log, as this phase read it, holds a model request marked `sending`
+    /// (any attempt, also one a later attempt's row hides) whose result was never saved.
+    pub(super) async fn earlier_request_open(&self) -> Result<bool, HostError> {
+        self.load_calls().await?;
+        Ok(self
+            .earlier_request_open
+            .load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Reads the call log once per phase.
+    async fn load_calls(&self) -> Result<(), HostError> {
         let loaded = self
             .calls
             .lock()
@@ -34,6 +62,13 @@ impl DurableHost {
                 .calls(self.id)
                 .await
                 .map_err(|e| self.fail(e))?;
+            let open = rows.iter().any(|row| {
+                row.key.slot == CallSlot::Model
+                    && row.phase != CallPhase::Done
+                    && !rows
+                        .iter()
+                        .any(|done| done.key == row.key && done.phase == CallPhase::Done)
+            });
             let mut map = HashMap::new();
             for row in rows {
                 keep_latest(&mut map, row);
@@ -41,12 +76,11 @@ impl DurableHost {
             let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
             if calls.is_none() {
                 *calls = Some(map);
+                self.earlier_request_open
+                    .store(open, std::sync::atomic::Ordering::SeqCst);
             }
         }
-        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(calls
-            .as_ref()
-            .and_then(|map| map.get(&(step, slot)).cloned()))
+        Ok(())
     }
 
     /// Notes a call this owner committed.

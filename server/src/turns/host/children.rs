@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use openbot_core::turn::{HostError, TurnEnd};
+use openbot_core::turn::{CallSlot, HostError, TurnEnd};
 use openbot_schema::ExecutionState;
 
 use super::DurableHost;
@@ -16,8 +16,15 @@ const CHILDREN_POLL: Duration = Duration::from_millis(500);
 
 impl DurableHost {
     /// Waits while the Turn has attached children (delegated Turns) that have not ended: their
-    /// notices come in as input. Returns at once when it has none.
+    /// notices come in as input. Returns at once when it has none, without a read when it
+    /// made no tool call (a child is admitted for a tool call and committed with its result).
     pub(super) async fn wait_for_children(&self) -> Result<(), HostError> {
+        if !self
+            .any_call(|row| !matches!(row.key.slot, CallSlot::Model))
+            .await?
+        {
+            return Ok(());
+        }
         let open = |this: &Self| {
             let store = Arc::clone(&this.cx.store);
             let id = this.id;

@@ -91,6 +91,7 @@ impl DurableHost {
         };
         // After a last input check that found nothing, this commit closes the input; input that
         // arrived after that check refuses it (`HostError::InputArrived`), and the Turn goes on.
+        let writes = self.release_holds(&self.held_results()).await?;
         let close_input = self
             .closing
             .swap(false, std::sync::atomic::Ordering::SeqCst);
@@ -102,7 +103,7 @@ impl DurableHost {
                 notice,
                 close_input,
                 children,
-                writes: self.release_holds(),
+                writes,
                 ..Commit::default()
             },
             &[labels::END],

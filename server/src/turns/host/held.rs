@@ -106,6 +106,18 @@ impl DurableHost {
             .usage
     }
 
+    /// The calls whose held results the next commit saves.
+    pub(super) fn held_results(&self) -> Vec<CallKey> {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .calls
+            .iter()
+            .filter(|call| call.phase == CallPhase::Done)
+            .map(|call| call.key)
+            .collect()
+    }
+
     /// Whether anything waits for a commit: a held result or text deltas.
     pub(super) fn unsaved(&self) -> bool {
         self.text_waiting()

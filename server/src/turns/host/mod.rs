@@ -94,7 +94,10 @@ pub struct DurableHost {
     billing: Option<BillingContext>,
     /// The model call this owner reserved and whose result is not saved yet, with the price
     /// saved with it.
-    reserved: Mutex<Option<(CallKey, Option<openbot_core::model::Pricing>)>>,
+    reserved: Mutex<Option<billing::OpenHold>>,
+    /// The call log read for this phase shows a model request sent without a saved result
+    /// (its hold may remain) that no reservation of this owner released yet.
+    earlier_request_open: std::sync::atomic::AtomicBool,
     /// Writes held for the next commit (see `held`).
     held: Mutex<Held>,
     /// How many tool calls each step's answer, saved by this host, asked for.
@@ -148,6 +151,7 @@ impl DurableHost {
             known_call: None,
             billing: None,
             reserved: Mutex::new(None),
+            earlier_request_open: std::sync::atomic::AtomicBool::new(false),
             held: Mutex::new(Held::default()),
             step_tools: Mutex::new(HashMap::new()),
             end_children: Vec::new(),
