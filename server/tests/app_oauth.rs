@@ -85,18 +85,20 @@ async fn server_with(raw: Raw, oauth_config: OAuthConfig) -> Server {
         .await;
     let objects = tempfile::tempdir().unwrap();
     let store = openbot_server::files::local_objects(objects.path()).unwrap();
-    let mut state = AppState::new(Arc::clone(&engine), &database, store, platform.clone());
-    state.oauth = OAuth::new(
-        Arc::clone(engine.context()),
-        Arc::clone(&database.oauth),
-        &platform,
-        oauth_config,
-        Some(Arc::new(openbot_server::apps::AppStatusWrite)),
+    let state = AppState::new(Arc::clone(&engine), &database, store, platform.clone()).with_oauth(
+        OAuth::new(
+            Arc::clone(engine.context()),
+            Arc::clone(&database.oauth),
+            &platform,
+            oauth_config,
+            Some(Arc::new(openbot_server::apps::AppStatusWrite)),
+        ),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app(state)).await;
+        // The node's own server loop, as `openbot serve` runs it.
+        let _ = openbot_server::http::serve(listener, app(state), std::future::pending()).await;
     });
     Server {
         base,

@@ -124,7 +124,7 @@ async fn charge(
 /// Settles the record of `call_key` with confirmed `usage` unless it is settled already,
 /// pricing it at its saved price and adding the cost to its scopes' totals; returns the
 /// organization and cost when it did. `known` is the saved price when the caller wrote the
-/// record itself: one `UPDATE … RETURNING` then does it, without reading the record first.
+/// record itself: the `UPDATE … RETURNING` then does it, without reading the record first.
 async fn settle_record(
     tx: &mut Transaction<'_, Db>,
     execution: ExecutionId,
@@ -132,69 +132,62 @@ async fn settle_record(
     usage: &Usage,
     known: Option<Option<Pricing>>,
 ) -> Result<Option<(Uuid, i64)>, StoreError> {
-    let (cost, row) = match known {
-        Some(price) => {
-            let cost = cost_of(price, usage);
-            let row = sqlx::query(
-                "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
-                     cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled' \
-                 RETURNING organization_id, budget_bot_id, chat_id",
-            )
-            .bind(execution.as_uuid())
-            .bind(call_key)
-            .bind(to_i64(usage.input_tokens))
-            .bind(to_i64(usage.output_tokens))
-            .bind(to_i64(usage.cached_input_tokens))
-            .bind(cost)
-            .bind(now_ms())
-            .fetch_optional(&mut **tx)
-            .await?;
-            let Some(row) = row else { return Ok(None) };
-            (cost, row)
-        }
-        None => {
-            let row = sqlx::query(concat!(
-                "SELECT organization_id, budget_bot_id, chat_id, state, input_price, output_price, cached_price \
-                 FROM usage_records WHERE execution_id = $1 AND call_key = $2",
-                for_update!()
-            ))
-            .bind(execution.as_uuid())
-            .bind(call_key)
-            .fetch_optional(&mut **tx)
-            .await?;
-            let Some(row) = row else { return Ok(None) };
-            let state: String = row.try_get("state")?;
-            if state == "settled" {
-                return Ok(None);
-            }
-            let price = match (
-                row.try_get::<Option<i64>, _>("input_price")?,
-                row.try_get::<Option<i64>, _>("output_price")?,
-                row.try_get::<Option<i64>, _>("cached_price")?,
-            ) {
-                (Some(input), Some(output), Some(cached)) => Some(pricing(input, output, cached)),
-                _ => None,
-            };
-            let cost = cost_of(price, usage);
-            sqlx::query(
-                "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
-                     cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled'",
-            )
-            .bind(execution.as_uuid())
-            .bind(call_key)
-            .bind(to_i64(usage.input_tokens))
-            .bind(to_i64(usage.output_tokens))
-            .bind(to_i64(usage.cached_input_tokens))
-            .bind(cost)
-            .bind(now_ms())
-            .execute(&mut **tx)
-            .await?;
-            (cost, row)
-        }
+    let price = match known {
+        Some(price) => price,
+        None => match saved_price(tx, execution, call_key).await? {
+            Some(price) => price,
+            None => return Ok(None),
+        },
     };
+    let cost = cost_of(price, usage);
+    let row = sqlx::query(
+        "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
+             cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled' \
+         RETURNING organization_id, budget_bot_id, chat_id",
+    )
+    .bind(execution.as_uuid())
+    .bind(call_key)
+    .bind(to_i64(usage.input_tokens))
+    .bind(to_i64(usage.output_tokens))
+    .bind(to_i64(usage.cached_input_tokens))
+    .bind(cost)
+    .bind(now_ms())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
     let organization: Uuid = row.try_get("organization_id")?;
     add_totals(tx, organization, row.try_get("budget_bot_id")?, row.try_get("chat_id")?, cost).await?;
     Ok(Some((organization, cost)))
+}
+
+/// The price saved with the record of `call_key`, locked (`None`: no record, or settled
+/// already; `Some(None)`: the model had no price).
+async fn saved_price(
+    tx: &mut Transaction<'_, Db>,
+    execution: ExecutionId,
+    call_key: &str,
+) -> Result<Option<Option<Pricing>>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT state, input_price, output_price, cached_price \
+         FROM usage_records WHERE execution_id = $1 AND call_key = $2",
+        for_update!()
+    ))
+    .bind(execution.as_uuid())
+    .bind(call_key)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    if row.try_get::<String, _>("state")? == "settled" {
+        return Ok(None);
+    }
+    Ok(Some(match (
+        row.try_get::<Option<i64>, _>("input_price")?,
+        row.try_get::<Option<i64>, _>("output_price")?,
+        row.try_get::<Option<i64>, _>("cached_price")?,
+    ) {
+        (Some(input), Some(output), Some(cached)) => Some(pricing(input, output, cached)),
+        _ => None,
+    }))
 }
 
 /// Adds a settled call's cost to the totals of its organization, Bot and Chat, in that order

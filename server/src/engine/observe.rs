@@ -86,10 +86,12 @@ impl Reader {
             // Mark wake-ups seen before reading, so one that lands during the read is kept.
             let wake = *watcher.borrow_and_update();
             // Readers at the head share one read of the log per wake-up; others read their own.
-            match self
-                .tail
-                .read(self.store.as_ref(), self.id, self.cursor, wake)
-                .await
+            // The reads are boxed: a waiting reader keeps room only for its wake-up.
+            match Box::pin(
+                self.tail
+                    .read(self.store.as_ref(), self.id, self.cursor, wake),
+            )
+            .await
             {
                 Ok(events) if !events.is_empty() => {
                     self.page = events.into_iter();
@@ -103,7 +105,7 @@ impl Reader {
             }
             // Nothing after the cursor: the end, if the execution ended (one shared read of its
             // row per wake-up).
-            match self.tail.ended(self.store.as_ref(), self.id, wake).await {
+            match Box::pin(self.tail.ended(self.store.as_ref(), self.id, wake)).await {
                 Ok(Some(last)) if self.cursor >= last => return None,
                 Ok(_) => {}
                 Err(err) => {
@@ -116,7 +118,7 @@ impl Reader {
             if watcher.changed().await.is_err() {
                 // The hub dropped the channel; read again with a new one.
                 self.watcher = None;
-                tokio::time::sleep(FALLBACK_POLL).await;
+                Box::pin(tokio::time::sleep(FALLBACK_POLL)).await;
             } else {
                 crate::timing::mark("woke", id);
             }

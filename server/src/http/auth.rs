@@ -78,7 +78,7 @@ impl FromRequestParts<AppState> for Caller {
     ) -> Result<Self, Self::Rejection> {
         let Some(header) = parts.headers.get(AUTHORIZATION) else {
             return match session_secret(parts) {
-                Some(secret) => session_caller(parts, state, &secret).await,
+                Some(secret) => Box::pin(session_caller(parts, state, &secret)).await,
                 None => Err(ApiError::unauthorized(
                     "send an API token: `Authorization: Bearer <token>`",
                 )),

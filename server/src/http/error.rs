@@ -89,7 +89,16 @@ impl ApiError {
             StoreError::CommandKeyConflict(key) => {
                 Self::conflict(format!("command key `{key}` was used for other input"))
             }
-            other => Self::fault(state, ErrorCategory::Storage, other.to_string()).await,
+            // Boxed: every handler awaits this on its error path, and an idle long poll
+            // would keep room for the fault's future.
+            other => {
+                Box::pin(Self::fault(
+                    state,
+                    ErrorCategory::Storage,
+                    other.to_string(),
+                ))
+                .await
+            }
         }
     }
 }

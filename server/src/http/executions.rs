@@ -24,6 +24,7 @@ use utoipa::IntoParams;
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
+use super::lean::CanDefer;
 use crate::engine::OBSERVE_PAGE;
 use crate::identity::Caller;
 use crate::store::{ExecutionRow, event_type};
@@ -228,11 +229,13 @@ pub async fn events(
     caller: Caller,
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
+    CanDefer(can_defer): CanDefer,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     caller.require(Resource::Executions, Action::Read)?;
     let id = parse_id(&id)?;
-    let row = visible(&state, &caller, id).await?;
+    // Boxed reads: a long poll's handler waits with only what it holds (see `page`).
+    let row = Box::pin(visible(&state, &caller, id)).await?;
     let last_event_id = HeaderName::from_static("last-event-id");
     let after = match headers.get(&last_event_id) {
         Some(value) => value
@@ -253,7 +256,19 @@ pub async fn events(
         return Ok(stream(state, id, after).into_response());
     }
     let wait = Duration::from_secs(query.wait.unwrap_or(0).min(MAX_WAIT_SECONDS));
-    Ok(Json(page(&state, id, after, wait, row.state.is_terminal()).await?).into_response())
+    let ended = row.state.is_terminal();
+    drop(row);
+    if can_defer && !wait.is_zero() && !ended {
+        // The connection waits outside this handler (see `http/lean.rs`), holding only the
+        // page's future: the same answer, status included.
+        return Ok(super::lean::deferred(async move {
+            match page(&state, id, after, wait, ended).await {
+                Ok(page) => Json(page).into_response(),
+                Err(err) => err.into_response(),
+            }
+        }));
+    }
+    Ok(Json(Box::pin(page(&state, id, after, wait, ended)).await?).into_response())
 }
 
 async fn page(

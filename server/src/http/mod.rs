@@ -17,6 +17,7 @@ mod executions;
 mod files;
 mod health;
 mod json;
+mod lean;
 mod limits;
 mod members;
 mod memories;
@@ -46,9 +47,22 @@ pub use serve::serve;
 use crate::engine::Engine;
 use crate::identity::IdentityStore;
 
-/// What every handler shares.
+/// What every handler shares: one allocation, so that a request's `State` is one reference
+/// count (an event stream keeps it for its life).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The use cases and stores behind [`AppState`].
+#[derive(Clone)]
+pub struct Shared {
     /// The engine of this node.
     pub engine: Arc<Engine>,
     /// Organizations, members and tokens.
@@ -92,6 +106,12 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The same state with `oauth` as its App sign-in (a node with its own OAuth settings).
+    pub fn with_oauth(mut self, oauth: crate::apps::oauth::OAuth) -> Self {
+        std::sync::Arc::make_mut(&mut self.0).oauth = oauth;
+        self
+    }
+
     /// The state of a node's HTTP API over its engine, its database and its object store,
     /// checking what members configure against `platform`.
     pub fn new(
@@ -176,7 +196,7 @@ impl AppState {
             Arc::clone(&database.vaults),
             keys,
         ));
-        Self {
+        Self(Arc::new(Shared {
             memories,
             vaults,
             triggers,
@@ -197,7 +217,7 @@ impl AppState {
             tools: Arc::clone(&database.tools),
             chats,
             platform,
-        }
+        }))
     }
 }
 

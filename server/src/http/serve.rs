@@ -2,9 +2,11 @@
 //!
 //! `axum::serve` runs each connection as hyper-util's protocol-detecting connection (the
 //! HTTP/1 and HTTP/2 states side by side in one task), and an idle observer cost the node some
-//! 64 KiB (`observer-memory`, docs/benchmarks.md). Here each connection is hyper's HTTP/1
-//! connection alone, 12-17 KiB: its task, hyper's read and write buffers (8 KiB each,
-//! allocated by hyper) and the request's own state.
+//! 64 KiB (`observer-memory`, docs/benchmarks.md). Here a connection whose requests are an
+//! execution's events is answered by [`super::lean`] (its socket, its task and the handler's
+//! state), and any other connection, from its first other request on, by hyper's HTTP/1
+//! connection alone (12-17 KiB: its task, hyper's read and write buffers of 8 KiB each and the
+//! request's own state).
 
 use std::future::Future;
 use std::time::Duration;
@@ -42,19 +44,14 @@ pub async fn serve(
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!("setting TCP_NODELAY failed: {err}");
         }
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
-            // hyper's defaults, as `axum::serve` had them (no timer, so no header timeout).
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            let mut connection = std::pin::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => return,
-                _ = stopped.wait_for(|stop| *stop) => {}
-            }
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
+            let Some(stream) = serve_events(stream, &router, &mut stopped).await else {
+                return;
+            };
+            // Boxed: a connection served by `lean` never needs the room of hyper's state.
+            Box::pin(serve_hyper(stream, router, stopped)).await;
         });
     }
     drop(listener);
@@ -62,4 +59,47 @@ pub async fn serve(
     drop(stopped);
     stop.closed().await;
     Ok(())
+}
+
+/// Serves the connection with hyper's HTTP/1 connection until it closes; on shutdown, lets
+/// its request in flight finish.
+async fn serve_hyper(
+    stream: tokio::net::TcpStream,
+    router: axum::Router,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let service = TowerToHyperService::new(router);
+    // hyper's defaults, as `axum::serve` had them (no timer, so no header timeout).
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        () = super::lean::stopping(&mut stopped) => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
+
+/// Answers the connection's requests while they are events requests (see [`super::lean`]);
+/// returns the connection, its next request unread, when one is not, and `None` when it
+/// closed.
+async fn serve_events(
+    mut stream: tokio::net::TcpStream,
+    router: &axum::Router,
+    stopped: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<tokio::net::TcpStream> {
+    loop {
+        let head = tokio::select! {
+            head = super::lean::peek_head(&stream) => head.ok()?,
+            () = super::lean::stopping(stopped) => return None,
+        };
+        let Some(head) = head else {
+            return Some(stream);
+        };
+        match super::lean::answer(&mut stream, head, router, stopped).await {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return None,
+        }
+    }
 }

@@ -15,8 +15,9 @@ use crate::store::SealedBlob;
 /// Keys by ID; new records are sealed with the current key, old ones open with theirs.
 #[derive(Clone)]
 pub struct KeyRing {
-    current: String,
-    keys: BTreeMap<String, XChaCha20Poly1305>,
+    current: std::sync::Arc<str>,
+    /// Shared: a ring is cloned into every service that seals, and per request.
+    keys: std::sync::Arc<BTreeMap<String, XChaCha20Poly1305>>,
 }
 
 impl fmt::Debug for KeyRing {
@@ -106,7 +107,10 @@ impl KeyRing {
             keys.insert(id.to_string(), cipher);
         }
         let current = current.ok_or_else(|| KeyRingError::Invalid("no keys".into()))?;
-        Ok(Self { current, keys })
+        Ok(Self {
+            current: current.into(),
+            keys: std::sync::Arc::new(keys),
+        })
     }
 
     /// A ring of one new random key, and its text form for [`KeyRing::parse`].
@@ -114,8 +118,11 @@ impl KeyRing {
         let key = XChaCha20Poly1305::generate_key(&mut OsRng);
         let text = format!("{id}:{}", BASE64.encode(key));
         let ring = Self {
-            current: id.to_string(),
-            keys: BTreeMap::from([(id.to_string(), XChaCha20Poly1305::new(&key))]),
+            current: id.into(),
+            keys: std::sync::Arc::new(BTreeMap::from([(
+                id.to_string(),
+                XChaCha20Poly1305::new(&key),
+            )])),
         };
         (ring, text)
     }
@@ -146,7 +153,7 @@ impl KeyRing {
     /// Seals `plaintext` as record `id`. The record ID is bound to the ciphertext, so a sealed
     /// value cannot be moved to another record.
     pub fn seal(&self, id: Uuid, plaintext: &[u8]) -> Result<SealedBlob, SealError> {
-        let cipher = self.keys.get(&self.current).ok_or(SealError::Seal)?;
+        let cipher = self.keys.get(&*self.current).ok_or(SealError::Seal)?;
         let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
         let ciphertext = cipher
             .encrypt(
@@ -159,7 +166,7 @@ impl KeyRing {
             .map_err(|_| SealError::Seal)?;
         Ok(SealedBlob {
             id,
-            key_id: self.current.clone(),
+            key_id: self.current.to_string(),
             nonce: nonce.to_vec(),
             ciphertext,
         })
@@ -169,7 +176,7 @@ impl KeyRing {
     /// value: its table and row key). The place is bound to the ciphertext, so the value opens
     /// only with the same `place` and cannot be moved to another row.
     pub fn seal_at(&self, place: &[u8], plaintext: &[u8]) -> Result<SealedValue, SealError> {
-        let cipher = self.keys.get(&self.current).ok_or(SealError::Seal)?;
+        let cipher = self.keys.get(&*self.current).ok_or(SealError::Seal)?;
         let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
         let ciphertext = cipher
             .encrypt(
@@ -184,7 +191,7 @@ impl KeyRing {
         bytes.extend_from_slice(&nonce);
         bytes.extend_from_slice(&ciphertext);
         Ok(SealedValue {
-            key_id: self.current.clone(),
+            key_id: self.current.to_string(),
             bytes,
         })
     }

@@ -51,7 +51,8 @@ impl Front {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
-            let _ = axum::serve(listener, app(state)).await;
+            // The node's own server loop, as `openbot serve` runs it.
+            let _ = openbot_server::http::serve(listener, app(state), std::future::pending()).await;
         });
         let server = Server {
             base,

@@ -140,6 +140,7 @@ async fn setup(database: &Database, keys: KeyRing, history: u64) -> anyhow::Resu
                 output_tokens: 10,
                 ..Usage::default()
             }),
+            record_price: None,
         });
         setup
             .store
@@ -180,7 +181,10 @@ async fn run(name: &str, setup: &Setup) -> anyhow::Result<()> {
             .await?;
         plain.push(started.elapsed());
         step += 1;
-        let write: Arc<dyn TxWrite> = Arc::new(Reservation::new(setup.billing(step), estimate));
+        // The request before has no result here, so its hold is released first, as the
+        // host does then.
+        let write: Arc<dyn TxWrite> =
+            Arc::new(Reservation::new(setup.billing(step), estimate, true));
         let started = Instant::now();
         setup
             .store
