@@ -113,10 +113,9 @@ pub(super) async fn answer(
     let close = head.close;
     // Boxed: the request's futures (the router's, the handler's) are freed once it answered,
     // and an open stream keeps only what `BodyWriter` holds.
-    let Some(response) = Box::pin(route(stream, head, router)).await? else {
+    let Some(mut response) = Box::pin(route(stream, head, router)).await? else {
         return Ok(false);
     };
-    let mut response = response;
     if let Some(later) = take_deferred(&mut response) {
         drop(response);
         response = match until_peer_gone(stream, later).await {

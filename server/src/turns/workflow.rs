@@ -378,8 +378,12 @@ impl Workflow for TurnWorkflow {
                 None => Ok(None),
             }
         };
-        let (history, started) = tokio::join!(chat_history, self.start_input(cx));
+        // The call log too: the host reads it before the first model request otherwise.
+        let call_log = cx.engine.store.calls(cx.execution.id);
+        let (history, started, call_log) =
+            tokio::join!(chat_history, self.start_input(cx), call_log);
         let (input, access, model) = started?;
+        let call_log = call_log.map_err(PhaseError::Storage)?;
         // The model reads attached files as the Turn's member, at each request.
         let model = match (&self.files, &input.identity) {
             (Some(files), Some(identity)) => openbot_core::model::WithFiles::wrap(
@@ -541,7 +545,8 @@ impl Workflow for TurnWorkflow {
             self.chats.clone(),
         )))
         .with_source(input.source.clone(), cx.execution.parent_id)
-        .with_end_children(end_children);
+        .with_end_children(end_children)
+        .with_calls(call_log);
         let spec = TurnSpec {
             instructions,
             model,

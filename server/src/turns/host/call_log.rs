@@ -48,6 +48,33 @@ impl DurableHost {
             .load(std::sync::atomic::Ordering::SeqCst))
     }
 
+    /// Starts from `rows`, the call log the phase read at its start beside its other reads.
+    pub(crate) fn with_calls(self, rows: Vec<CallRow>) -> Self {
+        self.keep_calls(rows);
+        self
+    }
+
+    /// Keeps `rows` as this owner's copy of the call log, unless it has one.
+    fn keep_calls(&self, rows: Vec<CallRow>) {
+        let open = rows.iter().any(|row| {
+            row.key.slot == CallSlot::Model
+                && row.phase != CallPhase::Done
+                && !rows
+                    .iter()
+                    .any(|done| done.key == row.key && done.phase == CallPhase::Done)
+        });
+        let mut map = HashMap::new();
+        for row in rows {
+            keep_latest(&mut map, row);
+        }
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        if calls.is_none() {
+            *calls = Some(map);
+            self.earlier_request_open
+                .store(open, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
     /// Reads the call log once per phase.
     async fn load_calls(&self) -> Result<(), HostError> {
         let loaded = self
@@ -62,23 +89,7 @@ impl DurableHost {
                 .calls(self.id)
                 .await
                 .map_err(|e| self.fail(e))?;
-            let open = rows.iter().any(|row| {
-                row.key.slot == CallSlot::Model
-                    && row.phase != CallPhase::Done
-                    && !rows
-                        .iter()
-                        .any(|done| done.key == row.key && done.phase == CallPhase::Done)
-            });
-            let mut map = HashMap::new();
-            for row in rows {
-                keep_latest(&mut map, row);
-            }
-            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-            if calls.is_none() {
-                *calls = Some(map);
-                self.earlier_request_open
-                    .store(open, std::sync::atomic::Ordering::SeqCst);
-            }
+            self.keep_calls(rows);
         }
         Ok(())
     }
