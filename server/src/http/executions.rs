@@ -258,17 +258,18 @@ pub async fn events(
     let wait = Duration::from_secs(query.wait.unwrap_or(0).min(MAX_WAIT_SECONDS));
     let ended = row.state.is_terminal();
     drop(row);
+    let answer = async move {
+        page(&state, id, after, wait, ended)
+            .await
+            .map(Json)
+            .into_response()
+    };
     if can_defer && !wait.is_zero() && !ended {
         // The connection waits outside this handler (see `http/lean.rs`), holding only the
         // page's future: the same answer, status included.
-        return Ok(super::lean::deferred(async move {
-            match page(&state, id, after, wait, ended).await {
-                Ok(page) => Json(page).into_response(),
-                Err(err) => err.into_response(),
-            }
-        }));
+        return Ok(super::lean::deferred(answer));
     }
-    Ok(Json(Box::pin(page(&state, id, after, wait, ended)).await?).into_response())
+    Ok(Box::pin(answer).await)
 }
 
 async fn page(

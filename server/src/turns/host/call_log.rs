@@ -56,12 +56,15 @@ impl DurableHost {
 
     /// Keeps `rows` as this owner's copy of the call log, unless it has one.
     fn keep_calls(&self, rows: Vec<CallRow>) {
+        let done: std::collections::HashSet<CallKey> = rows
+            .iter()
+            .filter(|row| row.phase == CallPhase::Done)
+            .map(|row| row.key)
+            .collect();
         let open = rows.iter().any(|row| {
             row.key.slot == CallSlot::Model
                 && row.phase != CallPhase::Done
-                && !rows
-                    .iter()
-                    .any(|done| done.key == row.key && done.phase == CallPhase::Done)
+                && !done.contains(&row.key)
         });
         let mut map = HashMap::new();
         for row in rows {
