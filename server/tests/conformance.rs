@@ -101,6 +101,8 @@ conformance!(
     a_late_result_is_saved_but_not_published,
     a_late_result_resolves_a_call_whose_outcome_was_unknown,
     events_get_gapless_sequences_in_commit_order,
+    a_commit_after_another_writer_moved_the_sequence_stays_gapless,
+    a_commit_writes_its_results_calls_events_and_output_together,
     a_cancel_signal_moves_running_work_to_cancelling,
     a_wait_is_claimed_once_the_node_clock_passes_its_wake_time,
     a_wait_saved_while_a_cancel_or_wake_is_pending_wakes_at_once,
@@ -488,6 +490,119 @@ async fn events_get_gapless_sequences_in_commit_order(backend: Backend) {
     assert_eq!(events[3].kind, delta("c"));
     assert_eq!(store.events(claim.id, 2, 1).await.unwrap()[0].sequence, 3);
     assert_eq!(store.execution(claim.id).await.unwrap().last_sequence, 4);
+}
+
+/// A store remembers where its last commit left an execution (PostgreSQL then writes the next
+/// commit in one statement); another writer moving the execution on makes that a stale hint,
+/// never a gap or a reused sequence.
+async fn a_commit_after_another_writer_moved_the_sequence_stays_gapless(backend: Backend) {
+    let store = Arc::clone(&backend.store);
+    let claim = claimed(&store, "node-a").await;
+    let commit = |text: &str| Commit {
+        events: vec![delta(text)],
+        ..Commit::default()
+    };
+    store
+        .commit(claim.id, claim.generation, commit("a"))
+        .await
+        .unwrap();
+    let other = backend.reopen(store_keys().0).await;
+    let moved = other
+        .commit(claim.id, claim.generation, commit("b"))
+        .await
+        .unwrap();
+    assert_eq!(moved, 3); // after `turn_started` (1) and "a" (2)
+    let last = store
+        .commit(claim.id, claim.generation, commit("c"))
+        .await
+        .unwrap();
+    assert_eq!(last, 4);
+    store
+        .commit(claim.id, claim.generation, commit("d"))
+        .await
+        .unwrap();
+    let events = store.events(claim.id, 1, 100).await.unwrap();
+    let kinds: Vec<(u64, EventKind)> = events.into_iter().map(|e| (e.sequence, e.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (2, delta("a")),
+            (3, delta("b")),
+            (4, delta("c")),
+            (5, delta("d"))
+        ]
+    );
+}
+
+/// Everything of a commit lands with it: the sealed results, the calls in their phases, the
+/// events and an ended execution's output, also when the commit follows another one.
+async fn a_commit_writes_its_results_calls_events_and_output_together(backend: Backend) {
+    let store = backend.store;
+    let keys = store_keys().0;
+    let claim = claimed(&store, "node-a").await;
+    let sending = Commit {
+        calls: vec![call(model_key(1, 1), CallPhase::Sending, None)],
+        events: vec![delta("a")],
+        input_step: Some(1),
+        ..Commit::default()
+    };
+    store
+        .commit(claim.id, claim.generation, sending)
+        .await
+        .unwrap();
+    let answer = keys.seal(Uuid::now_v7(), b"answer").unwrap();
+    let output = keys.seal(Uuid::now_v7(), b"output").unwrap();
+    let usage = openbot_schema::Usage {
+        input_tokens: 5,
+        output_tokens: 7,
+        ..Default::default()
+    };
+    let end = Commit {
+        calls: vec![
+            CallWrite {
+                usage: Some(usage),
+                ..call(model_key(1, 1), CallPhase::Done, Some(answer.clone()))
+            },
+            call(tool_key(1), CallPhase::Intent, None),
+        ],
+        events: vec![delta("b"), delta("c")],
+        state: Some(StateChange {
+            output: Some(output.clone()),
+            ..StateChange::ended(ExecutionState::Completed)
+        }),
+        usage: Some(usage),
+        ..Commit::default()
+    };
+    // After `turn_started` (1) and "a" (2).
+    assert_eq!(
+        store.commit(claim.id, claim.generation, end).await.unwrap(),
+        4
+    );
+    let calls = store.calls(claim.id).await.unwrap();
+    let phases: Vec<(CallKey, CallPhase)> = calls.iter().map(|c| (c.key, c.phase)).collect();
+    assert_eq!(
+        phases,
+        [
+            (model_key(1, 1), CallPhase::Done),
+            (tool_key(1), CallPhase::Intent)
+        ]
+    );
+    assert_eq!(calls[0].result_record, Some(answer.id));
+    assert_eq!(calls[0].usage.map(|u| u.output_tokens), Some(7));
+    assert_eq!(store.sealed(answer.id).await.unwrap(), Some(answer));
+    let row = store.execution(claim.id).await.unwrap();
+    assert_eq!(row.state, ExecutionState::Completed);
+    assert_eq!(row.output_record, Some(output.id));
+    assert_eq!(row.usage.input_tokens, 5);
+    assert_eq!(store.sealed(output.id).await.unwrap(), Some(output));
+    let sequences: Vec<u64> = store
+        .events(claim.id, 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    assert_eq!(sequences, [1, 2, 3, 4]);
 }
 
 async fn a_cancel_signal_moves_running_work_to_cancelling(backend: Backend) {

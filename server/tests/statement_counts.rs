@@ -87,18 +87,20 @@ struct Counts {
 // statements on PostgreSQL: limits 1 per model request, the reservation 2 (one read of the
 // price override, budgets and credit account; the hold), the settlement 1 (`UPDATE …
 // RETURNING`); holds are released only when one may remain, a root Turn rolls no usage up,
-// and a Turn without tool calls reads no children.
+// and a Turn without tool calls reads no children. Since 2026-12-02 PostgreSQL writes a
+// commit's row update, results, calls and events as one statement (`commit_at_once`): 33, and
+// a commit with nothing more to write (tool sending) sends no `BEGIN`/`COMMIT`.
 const PG_TEXT: Counts = Counts {
     write_transactions: 4,
-    statements: 39,
+    statements: 33,
 };
 const PG_UNSAFE_TOOL: Counts = Counts {
     write_transactions: 7,
-    statements: 68,
+    statements: 51,
 };
 const PG_SAFE_TOOL: Counts = Counts {
     write_transactions: 6,
-    statements: 65,
+    statements: 51,
 };
 const SQLITE_TEXT: Counts = Counts {
     write_transactions: 4,

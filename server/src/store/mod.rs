@@ -14,6 +14,8 @@ mod rows;
 pub(crate) mod sealing;
 mod sql;
 mod sqlite;
+mod statements;
+mod tips;
 #[macro_use]
 mod tx_write;
 

@@ -12,6 +12,7 @@ use super::StoreError;
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::records::*;
 use super::sealing::{CLEARED, RowSeal};
+use super::tips::Tip;
 use crate::sealed::KeyRing;
 
 /// A store on SQLite.
@@ -120,6 +121,23 @@ impl SqliteStore {
     pub(crate) fn notifications(&self) -> Option<sqlx::PgPool> {
         None
     }
+
+    /// SQLite has no one-statement commit (its statements run in this process, so sending
+    /// several costs little): every commit is written the usual way.
+    pub(crate) async fn commit_at_once(
+        &self,
+        _id: ExecutionId,
+        _generation: i64,
+        _commit: &Commit,
+    ) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
+
+    /// Keeps no tips (see `commit_at_once`).
+    pub(crate) fn remember_tip(&self, _id: ExecutionId, _tip: Tip) {}
+
+    /// Keeps no tips (see `commit_at_once`).
+    pub(crate) fn forget_tip(&self, _id: ExecutionId) {}
 
     /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
     /// row, the kind in the clear.

@@ -16,6 +16,8 @@ use crate::store::rows::{
     call_columns, call_from_row, event_from_row, execution_columns, execution_from_row,
 };
 use crate::store::sealing::{CLEARED, Place, RowSeal, SEAL_BATCH, stored_from_row};
+use crate::store::statements::{bind_commit_update, call_upsert, commit_update};
+use crate::store::tips::Tip;
 use crate::store::{Store as StoreTrait, StoreError, TxWrites};
 
 sql_store! {
@@ -132,17 +134,12 @@ impl Store {
         }
         let usage = call.usage.unwrap_or_default();
         let now = now_ms();
-        sqlx::query(
+        sqlx::query(concat!(
             "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
                  has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15) \
-             ON CONFLICT (execution_id, step, slot, attempt) DO UPDATE SET \
-                 status = EXCLUDED.status, result_record = EXCLUDED.result_record, has_usage = EXCLUDED.has_usage, \
-                 input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, \
-                 cached_tokens = EXCLUDED.cached_tokens, cost_micros = EXCLUDED.cost_micros, \
-                 generation = EXCLUDED.generation, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at \
-             WHERE calls.status <> 'done'",
-        )
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+            call_upsert!()
+        ))
         .bind(id.as_uuid())
         .bind(call.key.step as i32)
         .bind(slot_name(call.key.slot))
@@ -273,6 +270,100 @@ impl Store {
 
     /// Why a guarded update touched no row: the execution is missing, ended, or owned by a
     /// newer generation.
+    /// Whether `commit` writes nothing beyond its execution's row, its calls, events and
+    /// output: then `commit_rest` has nothing to do.
+    #[allow(dead_code)] // SQLite writes every commit the usual way
+    pub(crate) fn rest_is_empty(commit: &Commit, has_parent: bool) -> bool {
+        !commit.close_input
+            && commit.state.as_ref().is_none_or(|s| s.failure.is_none())
+            && commit.handled_signals.is_empty()
+            && (commit.usage.is_none() || !has_parent)
+            && commit.children.is_empty()
+            && commit.notice.is_none()
+            && commit.outbox.is_empty()
+            && commit.writes.0.is_empty()
+    }
+
+    /// What `commit` writes besides its execution's row, calls, events and output, in `tx`
+    /// after those: the check that closing input finds none waiting, the failure record, the
+    /// handled signals, the usage roll-up, children, the notice, the outbox and the
+    /// capabilities' rows. An error leaves `tx` to be rolled back.
+    pub(crate) async fn commit_rest(
+        tx: &mut Transaction<'_, Db>,
+        seal: &RowSeal,
+        id: ExecutionId,
+        commit: &Commit,
+        has_parent: bool,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if commit.close_input {
+            // Input added before this commit is seen here; input added after it finds the input
+            // closed (`add_input` reads the row under its lock).
+            let waiting: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 AND taken_step IS NULL)",
+            )
+            .bind(id.as_uuid())
+            .fetch_one(&mut **tx)
+            .await?;
+            if waiting {
+                return Err(StoreError::InputWaiting(id));
+            }
+        }
+        if let Some((category, blob)) = commit.state.as_ref().and_then(|s| s.failure.as_ref()) {
+            sqlx::query(
+                "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(blob.id)
+            .bind(id.as_uuid())
+            .bind(category_name(*category))
+            .bind(&blob.key_id)
+            .bind(&blob.nonce)
+            .bind(&blob.ciphertext)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        if !commit.handled_signals.is_empty() {
+            Self::mark_handled(tx, id, &commit.handled_signals, now).await?;
+        }
+        // A root execution has no ancestor to add its usage to.
+        if let Some(usage) = commit.usage.as_ref().filter(|_| has_parent) {
+            Self::roll_up_usage(tx, id, usage).await?;
+        }
+        Self::insert_children(tx, seal, id, &commit.children, now).await?;
+        if let Some(notice) = &commit.notice {
+            Self::write_notice(tx, seal, id, notice, now).await?;
+        }
+        for (kind, payload) in &commit.outbox {
+            sqlx::query("INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES ($1, $2, $3, $4)")
+                .bind(id.as_uuid())
+                .bind(kind)
+                .bind(payload)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
+        }
+        run_writes!(commit.writes, tx).await?;
+        Ok(())
+    }
+
+    /// Keeps what `commit`, written at `last`, left of execution `id` for the next commit's
+    /// one statement, or forgets it when its owner let it go.
+    pub(crate) fn after_commit(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: &Commit,
+        last: i64,
+        has_parent: bool,
+    ) {
+        if commit.state.as_ref().is_some_and(|s| s.release || s.state.is_terminal()) {
+            self.forget_tip(id);
+        } else {
+            self.remember_tip(id, Tip { generation, last_sequence: last, has_parent });
+        }
+    }
+
     pub(crate) async fn refusal(
         tx: &mut Transaction<'_, Db>,
         id: ExecutionId,
@@ -394,6 +485,14 @@ impl StoreTrait for Store {
         rows.iter()
             .map(|row| {
                 let execution: ExecutionRow = execution_from_row!(row)?;
+                self.remember_tip(
+                    execution.id,
+                    Tip {
+                        generation: execution.generation,
+                        last_sequence: execution.last_sequence,
+                        has_parent: execution.parent_id.is_some(),
+                    },
+                );
                 Ok(Claim {
                     id: execution.id,
                     kind: execution.kind.clone(),
@@ -414,6 +513,7 @@ impl StoreTrait for Store {
     }
 
     async fn release(&self, id: ExecutionId, generation: i64) -> Result<(), StoreError> {
+        self.forget_tip(id);
         sqlx::query("UPDATE executions SET owner_node = NULL, lease_expires_at = NULL WHERE id = $1 AND generation = $2")
             .bind(id.as_uuid())
             .bind(generation)
@@ -428,70 +528,30 @@ impl StoreTrait for Store {
         generation: i64,
         commit: Commit,
     ) -> Result<i64, StoreError> {
+        // Where the backend can, the commit's rows go in one statement (PostgreSQL, when this
+        // store wrote the execution last); otherwise, or when that finds the tip stale, below.
+        if let Some(last) = self.commit_at_once(id, generation, &commit).await? {
+            return Ok(last);
+        }
         let mut tx = self.pool().begin().await?;
         let now = now_ms();
-        let usage = commit.usage.unwrap_or_default();
-        let state = commit.state.as_ref();
-        let failure = state.and_then(|s| s.failure.as_ref());
-        let row = sqlx::query(
-            "UPDATE executions SET last_sequence = last_sequence + $3, \
-                 input_tokens = input_tokens + $4, output_tokens = output_tokens + $5, cached_tokens = cached_tokens + $6, \
-                 cost_micros = CASE WHEN CAST($7 AS BIGINT) IS NULL THEN cost_micros ELSE COALESCE(cost_micros, 0) + $7 END, \
-                 state = COALESCE($8, state), outcome = COALESCE($9, outcome), \
-                 failure_category = COALESCE($10, failure_category), error_id = COALESCE($11, error_id), \
-                 wake_at = CASE WHEN $8 IS NULL THEN wake_at \
-                     WHEN $8 = 'waiting' AND (wake_at IS NOT NULL OR EXISTS (SELECT 1 FROM signals g WHERE g.execution_id = $1 \
-                         AND g.handled_at IS NULL AND g.kind IN ('cancel', 'wake'))) THEN $15 ELSE $12 END, \
-                 unknown_call = CASE WHEN $8 IS NULL THEN unknown_call ELSE $13 END, \
-                 owner_node = CASE WHEN $14 THEN NULL ELSE owner_node END, \
-                 lease_expires_at = CASE WHEN $14 THEN NULL ELSE lease_expires_at END, \
-                 updated_at = $15, output_record = COALESCE($16, output_record), reason = COALESCE($17, reason), \
-                 input_step = CASE WHEN CAST($18 AS INTEGER) IS NULL OR input_step >= $18 THEN input_step ELSE $18 END, \
-                 input_closed = CASE WHEN $19 THEN TRUE ELSE input_closed END \
-             WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') \
-             RETURNING last_sequence, parent_id",
+        let row = bind_commit_update!(
+            sqlx::query(concat!(commit_update!(), " RETURNING last_sequence, parent_id")),
+            id,
+            generation,
+            &commit,
+            now
         )
-        .bind(id.as_uuid())
-        .bind(generation)
-        .bind(commit.events.len() as i64)
-        .bind(usage.input_tokens as i64)
-        .bind(usage.output_tokens as i64)
-        .bind(usage.cached_input_tokens as i64)
-        .bind(commit.usage.and_then(|u| u.cost_micros).map(|c| c as i64))
-        .bind(state.map(|s| s.state.as_str()))
-        .bind(state.and_then(|s| s.outcome).map(outcome_name))
-        .bind(failure.map(|(category, _)| category_name(*category)))
-        .bind(failure.map(|(_, blob)| blob.id))
-        .bind(state.and_then(|s| s.wake_at))
-        .bind(state.and_then(|s| s.unknown_call.as_ref()).map(call_key_name))
-        .bind(state.is_some_and(|s| s.release))
-        .bind(now)
-        .bind(state.and_then(|s| s.output.as_ref()).map(|blob| blob.id))
-        .bind(state.and_then(|s| s.reason.as_deref()))
-        .bind(commit.input_step.map(|step| step as i32))
-        .bind(commit.close_input)
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
+            self.forget_tip(id);
             let refusal = Self::refusal(&mut tx, id, generation).await;
             tx.rollback().await?;
             return Err(refusal);
         };
-        if commit.close_input {
-            // Input added before this commit is seen here; input added after it finds the input
-            // closed (`add_input` reads the row under its lock).
-            let waiting: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 AND taken_step IS NULL)",
-            )
-            .bind(id.as_uuid())
-            .fetch_one(&mut *tx)
-            .await?;
-            if waiting {
-                tx.rollback().await?;
-                return Err(StoreError::InputWaiting(id));
-            }
-        }
         let last: i64 = row.try_get("last_sequence")?;
+        let parent: Option<Uuid> = row.try_get("parent_id")?;
         for call in &commit.calls {
             Self::write_call(&mut tx, id, generation, call, false).await?;
         }
@@ -503,51 +563,15 @@ impl StoreTrait for Store {
             &commit.events,
         )
         .await?;
-        if let Some(output) = state.and_then(|s| s.output.as_ref()) {
+        if let Some(output) = commit.state.as_ref().and_then(|s| s.output.as_ref()) {
             Self::insert_sealed(&mut tx, Some(id), output).await?;
         }
-        if let Some((category, blob)) = failure {
-            sqlx::query(
-                "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(blob.id)
-            .bind(id.as_uuid())
-            .bind(category_name(*category))
-            .bind(&blob.key_id)
-            .bind(&blob.nonce)
-            .bind(&blob.ciphertext)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !commit.handled_signals.is_empty() {
-            Self::mark_handled(&mut tx, id, &commit.handled_signals, now).await?;
-        }
-        // A root execution has no ancestor to add its usage to.
-        let parent: Option<Uuid> = row.try_get("parent_id")?;
-        if let Some(usage) = commit.usage.as_ref().filter(|_| parent.is_some()) {
-            Self::roll_up_usage(&mut tx, id, usage).await?;
-        }
-        if let Err(err) =
-            Self::insert_children(&mut tx, &self.seal, id, &commit.children, now).await
-        {
+        if let Err(err) = Self::commit_rest(&mut tx, &self.seal, id, &commit, parent.is_some(), now).await {
             tx.rollback().await?;
             return Err(err);
         }
-        if let Some(notice) = &commit.notice {
-            Self::write_notice(&mut tx, &self.seal, id, notice, now).await?;
-        }
-        for (kind, payload) in &commit.outbox {
-            sqlx::query("INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES ($1, $2, $3, $4)")
-                .bind(id.as_uuid())
-                .bind(kind)
-                .bind(payload)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        run_writes!(commit.writes, &mut tx).await?;
         tx.commit().await?;
+        self.after_commit(id, generation, &commit, last, parent.is_some());
         Ok(last)
     }
 
@@ -798,6 +822,8 @@ impl StoreTrait for Store {
             .execute(&mut *tx)
             .await?;
         if !fresh.is_empty() {
+            // Its events move the execution's last sequence past the tip.
+            self.forget_tip(id);
             let events = steered_events(&fresh)?;
             let last: i64 = sqlx::query_scalar(
                 "UPDATE executions SET last_sequence = last_sequence + $2 WHERE id = $1 RETURNING last_sequence",
