@@ -103,6 +103,7 @@ conformance!(
     events_get_gapless_sequences_in_commit_order,
     a_commit_after_another_writer_moved_the_sequence_stays_gapless,
     a_commit_writes_its_results_calls_events_and_output_together,
+    commits_of_many_executions_at_once_land_or_are_refused_each_alone,
     a_cancel_signal_moves_running_work_to_cancelling,
     a_wait_is_claimed_once_the_node_clock_passes_its_wake_time,
     a_wait_saved_while_a_cancel_or_wake_is_pending_wakes_at_once,
@@ -603,6 +604,45 @@ async fn a_commit_writes_its_results_calls_events_and_output_together(backend: B
         .map(|e| e.sequence)
         .collect();
     assert_eq!(sequences, [1, 2, 3, 4]);
+}
+
+/// Commits of several executions at the same time (SQLite writes those waiting for its writer
+/// in one transaction): each lands whole, and a refused one writes nothing and refuses no other.
+async fn commits_of_many_executions_at_once_land_or_are_refused_each_alone(backend: Backend) {
+    let store = backend.store;
+    let mut claims = Vec::new();
+    for _ in 0..8 {
+        claims.push(claimed(&store, "node-a").await);
+    }
+    let commits = claims.iter().enumerate().map(|(i, claim)| {
+        let store = Arc::clone(&store);
+        // The fourth commit comes from an old owner.
+        let generation = if i == 3 {
+            claim.generation - 1
+        } else {
+            claim.generation
+        };
+        let commit = Commit {
+            calls: vec![call(model_key(1, 1), CallPhase::Sending, None)],
+            events: vec![delta(&format!("text {i}"))],
+            ..Commit::default()
+        };
+        async move { store.commit(claim.id, generation, commit).await }
+    });
+    let answers = futures::future::join_all(commits).await;
+    for (i, (claim, answer)) in claims.iter().zip(answers).enumerate() {
+        let events = store.events(claim.id, 1, 10).await.unwrap();
+        let calls = store.calls(claim.id).await.unwrap();
+        if i == 3 {
+            assert!(matches!(answer, Err(StoreError::Fenced(_))), "{answer:?}");
+            assert!(events.is_empty() && calls.is_empty());
+        } else {
+            assert_eq!(answer.unwrap(), 2);
+            assert_eq!(events.len(), 1);
+            assert_eq!(events[0].kind, delta(&format!("text {i}")));
+            assert_eq!(calls.len(), 1);
+        }
+    }
 }
 
 async fn a_cancel_signal_moves_running_work_to_cancelling(backend: Backend) {

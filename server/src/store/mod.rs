@@ -7,6 +7,7 @@
 #[macro_use]
 mod dialect;
 mod error;
+mod group_commit;
 mod migrate;
 mod postgres;
 pub mod records;

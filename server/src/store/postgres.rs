@@ -296,6 +296,62 @@ impl PostgresStore {
             .map_err(StoreError::from)
     }
 
+    /// Writes `commit` the usual way, in a transaction of its own (`write_commit`), and keeps
+    /// what it left as the execution's tip.
+    pub(crate) async fn commit_in_transaction(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        match Self::write_commit(&mut tx, &self.seal, id, generation, &commit).await {
+            Ok((last, has_parent)) => match tx.commit().await {
+                Ok(()) => {
+                    self.after_commit(id, generation, &commit, last, has_parent);
+                    Ok(last)
+                }
+                Err(err) => {
+                    self.tips.forget(id);
+                    Err(err.into())
+                }
+            },
+            Err(err) => {
+                self.tips.forget(id);
+                tx.rollback().await?;
+                Err(err)
+            }
+        }
+    }
+
+    /// Keeps what `commit`, written at `last`, left of execution `id` for the next commit's
+    /// one statement, or forgets it when its owner let it go.
+    pub(crate) fn after_commit(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: &Commit,
+        last: i64,
+        has_parent: bool,
+    ) {
+        if commit
+            .state
+            .as_ref()
+            .is_some_and(|s| s.release || s.state.is_terminal())
+        {
+            self.tips.forget(id);
+        } else {
+            self.tips.set(
+                id,
+                Tip {
+                    generation,
+                    last_sequence: last,
+                    has_parent,
+                },
+            );
+        }
+    }
+
     /// Keeps `tip` of execution `id` for its next commit.
     pub(crate) fn remember_tip(&self, id: ExecutionId, tip: Tip) {
         self.tips.set(id, tip);

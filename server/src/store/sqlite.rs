@@ -5,10 +5,12 @@ use openbot_schema::{EventKind, ExecutionId};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Acquire, Sqlite, Transaction};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::StoreError;
+use super::group_commit::{Group, Pending};
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::records::*;
 use super::sealing::{CLEARED, RowSeal};
@@ -24,6 +26,8 @@ pub struct SqliteStore {
     pub(crate) reader: SqlitePool,
     /// Seals and opens the payloads of events, Turn input, notices and requests.
     pub(crate) seal: RowSeal,
+    /// The commits waiting for the writer (`group_commit.rs`).
+    pub(crate) group: Arc<Group>,
 }
 
 impl SqliteStore {
@@ -37,6 +41,7 @@ impl SqliteStore {
             pool,
             reader,
             seal: RowSeal::new(keys),
+            group: Arc::default(),
         };
         let found = store.schema_version().await?;
         if found != SCHEMA_VERSION {
@@ -131,6 +136,68 @@ impl SqliteStore {
         _commit: &Commit,
     ) -> Result<Option<i64>, StoreError> {
         Ok(None)
+    }
+
+    /// Writes `commit` with the commits of other executions waiting for the writer at the
+    /// same time, in one transaction (`group_commit.rs`).
+    pub(crate) async fn commit_in_transaction(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<i64, StoreError> {
+        self.group
+            .commit(id, generation, commit, |group| self.write_group(group))
+            .await
+    }
+
+    /// Writes `group` in one transaction, each commit in a savepoint when there are several
+    /// (one alone needs none), and answers each one after the `COMMIT`: a refused commit is
+    /// rolled back alone; if the transaction fails, every commit hears a passing failure.
+    async fn write_group(&self, group: Vec<Pending>) {
+        let alone = group.len() == 1;
+        let mut results = Vec::with_capacity(group.len());
+        let written: Result<(), sqlx::Error> = async {
+            let mut tx = self.pool.begin().await?;
+            for pending in &group {
+                let (id, generation, commit) = (pending.id, pending.generation, &pending.commit);
+                let result = if alone {
+                    Self::write_commit(&mut tx, &self.seal, id, generation, commit).await
+                } else {
+                    let mut savepoint = (&mut tx).begin().await?;
+                    let result =
+                        Self::write_commit(&mut savepoint, &self.seal, id, generation, commit)
+                            .await;
+                    match &result {
+                        Ok(_) => savepoint.commit().await?,
+                        Err(_) => savepoint.rollback().await?,
+                    }
+                    result
+                };
+                results.push(result.map(|(last, _)| last));
+            }
+            if alone && results.iter().any(Result::is_err) {
+                tx.rollback().await
+            } else {
+                tx.commit().await
+            }
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                for (pending, result) in group.into_iter().zip(results) {
+                    let _ = pending.answer.send(result);
+                }
+            }
+            Err(err) => {
+                // Nothing of the group is known to have landed; each commit's owner checks.
+                let message = err.to_string();
+                for pending in group {
+                    let failure = sqlx::Error::Protocol(format!("group commit: {message}"));
+                    let _ = pending.answer.send(Err(StoreError::Unavailable(failure)));
+                }
+            }
+        }
     }
 
     /// Keeps no tips (see `commit_at_once`).

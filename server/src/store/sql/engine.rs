@@ -272,6 +272,44 @@ impl Store {
     /// newer generation.
     /// Whether `commit` writes nothing beyond its execution's row, its calls, events and
     /// output: then `commit_rest` has nothing to do.
+    /// Writes `commit` of execution `id` by its owner at `generation` in `tx`, the usual way:
+    /// the row's update (refused when the generation or the state says so), the calls, the
+    /// events, the output, then `commit_rest`. Returns the last sequence and whether the
+    /// execution has a parent. On an error the caller rolls `tx` back.
+    pub(crate) async fn write_commit(
+        tx: &mut Transaction<'_, Db>,
+        seal: &RowSeal,
+        id: ExecutionId,
+        generation: i64,
+        commit: &Commit,
+    ) -> Result<(i64, bool), StoreError> {
+        let now = now_ms();
+        let row = bind_commit_update!(
+            sqlx::query(concat!(commit_update!(), " RETURNING last_sequence, parent_id")),
+            id,
+            generation,
+            commit,
+            now
+        )
+        .fetch_optional(&mut **tx)
+        .await?;
+        let Some(row) = row else {
+            return Err(Self::refusal(tx, id, generation).await);
+        };
+        let last: i64 = row.try_get("last_sequence")?;
+        let has_parent = row.try_get::<Option<Uuid>, _>("parent_id")?.is_some();
+        for call in &commit.calls {
+            Self::write_call(tx, id, generation, call, false).await?;
+        }
+        Self::insert_events(tx, seal, id, last - commit.events.len() as i64 + 1, &commit.events)
+            .await?;
+        if let Some(output) = commit.state.as_ref().and_then(|s| s.output.as_ref()) {
+            Self::insert_sealed(tx, Some(id), output).await?;
+        }
+        Self::commit_rest(tx, seal, id, commit, has_parent, now).await?;
+        Ok((last, has_parent))
+    }
+
     #[allow(dead_code)] // SQLite writes every commit the usual way
     pub(crate) fn rest_is_empty(commit: &Commit, has_parent: bool) -> bool {
         !commit.close_input
@@ -345,23 +383,6 @@ impl Store {
         }
         run_writes!(commit.writes, tx).await?;
         Ok(())
-    }
-
-    /// Keeps what `commit`, written at `last`, left of execution `id` for the next commit's
-    /// one statement, or forgets it when its owner let it go.
-    pub(crate) fn after_commit(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        commit: &Commit,
-        last: i64,
-        has_parent: bool,
-    ) {
-        if commit.state.as_ref().is_some_and(|s| s.release || s.state.is_terminal()) {
-            self.forget_tip(id);
-        } else {
-            self.remember_tip(id, Tip { generation, last_sequence: last, has_parent });
-        }
     }
 
     pub(crate) async fn refusal(
@@ -533,46 +554,7 @@ impl StoreTrait for Store {
         if let Some(last) = self.commit_at_once(id, generation, &commit).await? {
             return Ok(last);
         }
-        let mut tx = self.pool().begin().await?;
-        let now = now_ms();
-        let row = bind_commit_update!(
-            sqlx::query(concat!(commit_update!(), " RETURNING last_sequence, parent_id")),
-            id,
-            generation,
-            &commit,
-            now
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
-            self.forget_tip(id);
-            let refusal = Self::refusal(&mut tx, id, generation).await;
-            tx.rollback().await?;
-            return Err(refusal);
-        };
-        let last: i64 = row.try_get("last_sequence")?;
-        let parent: Option<Uuid> = row.try_get("parent_id")?;
-        for call in &commit.calls {
-            Self::write_call(&mut tx, id, generation, call, false).await?;
-        }
-        Self::insert_events(
-            &mut tx,
-            &self.seal,
-            id,
-            last - commit.events.len() as i64 + 1,
-            &commit.events,
-        )
-        .await?;
-        if let Some(output) = commit.state.as_ref().and_then(|s| s.output.as_ref()) {
-            Self::insert_sealed(&mut tx, Some(id), output).await?;
-        }
-        if let Err(err) = Self::commit_rest(&mut tx, &self.seal, id, &commit, parent.is_some(), now).await {
-            tx.rollback().await?;
-            return Err(err);
-        }
-        tx.commit().await?;
-        self.after_commit(id, generation, &commit, last, parent.is_some());
-        Ok(last)
+        self.commit_in_transaction(id, generation, commit).await
     }
 
     async fn save_late_result(
