@@ -607,23 +607,40 @@ async fn a_commit_writes_its_results_calls_events_and_output_together(backend: B
 }
 
 /// Commits of several executions at the same time (SQLite writes those waiting for its writer
-/// in one transaction): each lands whole, and a refused one writes nothing and refuses no other.
+/// in one transaction, PostgreSQL those that need only their rows in one statement): each lands
+/// whole, and one that is refused or fails writes nothing and costs no other its commit. Among
+/// them: one from an old owner (refused), one whose execution another writer moved on since
+/// this store's last commit (lands after that writer's event), one the database rejects (its
+/// result record's ID is taken).
 async fn commits_of_many_executions_at_once_land_or_are_refused_each_alone(backend: Backend) {
-    let store = backend.store;
+    let store = Arc::clone(&backend.store);
     let mut claims = Vec::new();
     for _ in 0..8 {
         claims.push(claimed(&store, "node-a").await);
     }
+    let (old_owner, moved, rejected) = (3, 5, 6);
+    let other = backend.reopen(store_keys().0).await;
+    let other_event = Commit {
+        events: vec![delta("elsewhere")],
+        ..Commit::default()
+    };
+    let moved_claim = &claims[moved];
+    other
+        .commit(moved_claim.id, moved_claim.generation, other_event)
+        .await
+        .unwrap();
+    let taken = keys().seal(Uuid::now_v7(), b"taken").unwrap();
+    store.put_sealed(None, taken.clone()).await.unwrap();
     let commits = claims.iter().enumerate().map(|(i, claim)| {
         let store = Arc::clone(&store);
-        // The fourth commit comes from an old owner.
-        let generation = if i == 3 {
+        let generation = if i == old_owner {
             claim.generation - 1
         } else {
             claim.generation
         };
+        let result = (i == rejected).then(|| taken.clone());
         let commit = Commit {
-            calls: vec![call(model_key(1, 1), CallPhase::Sending, None)],
+            calls: vec![call(model_key(1, 1), CallPhase::Done, result)],
             events: vec![delta(&format!("text {i}"))],
             ..Commit::default()
         };
@@ -631,15 +648,27 @@ async fn commits_of_many_executions_at_once_land_or_are_refused_each_alone(backe
     });
     let answers = futures::future::join_all(commits).await;
     for (i, (claim, answer)) in claims.iter().zip(answers).enumerate() {
-        let events = store.events(claim.id, 1, 10).await.unwrap();
+        let texts: Vec<EventKind> = store
+            .events(claim.id, 1, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
         let calls = store.calls(claim.id).await.unwrap();
-        if i == 3 {
+        if i == old_owner {
             assert!(matches!(answer, Err(StoreError::Fenced(_))), "{answer:?}");
-            assert!(events.is_empty() && calls.is_empty());
+            assert!(texts.is_empty() && calls.is_empty());
+        } else if i == rejected {
+            assert!(answer.is_err(), "{answer:?}");
+            assert!(texts.is_empty() && calls.is_empty());
+        } else if i == moved {
+            assert_eq!(answer.unwrap(), 3);
+            assert_eq!(texts, [delta("elsewhere"), delta(&format!("text {i}"))]);
+            assert_eq!(calls.len(), 1);
         } else {
             assert_eq!(answer.unwrap(), 2);
-            assert_eq!(events.len(), 1);
-            assert_eq!(events[0].kind, delta(&format!("text {i}")));
+            assert_eq!(texts, [delta(&format!("text {i}"))]);
             assert_eq!(calls.len(), 1);
         }
     }

@@ -1,67 +1,63 @@
-//! Group commit on SQLite: its one writer connection writes commits one after another, each
-//! with its own `fsync`, so the commits of executions that wait for the writer at the same time
-//! are written in one transaction, each inside a savepoint of its own: a refused or failed
-//! commit is rolled back alone, and every commit of the group is answered only after the one
-//! `COMMIT`. No commit waits for company: whoever finds the writer free writes what is queued,
-//! alone if nothing else is.
+//! Group commit: commits of executions that wait for the database at the same time are
+//! written together, so they share one transaction's `fsync` (and on PostgreSQL one statement)
+//! instead of each paying for its own. SQLite's one writer writes a group in one transaction,
+//! each commit in a savepoint of its own (`SqliteStore::write_group`); PostgreSQL writes the
+//! commits that need nothing but their rows in one statement (`PostgresStore::write_group`).
+//! Every commit of a group is answered only after the group is written. No commit waits for
+//! company: whoever finds a writer's turn free writes what is queued, alone if nothing else is.
 
 use std::sync::Mutex;
 
-use openbot_schema::ExecutionId;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::StoreError;
-use super::records::Commit;
 
-/// A commit waiting for the writer, with where its answer goes.
-pub(crate) struct Pending {
-    pub id: ExecutionId,
-    pub generation: i64,
-    pub commit: Commit,
-    pub answer: oneshot::Sender<Result<i64, StoreError>>,
+/// A job waiting for a writer, with where its answer goes.
+pub(crate) struct Pending<J, T> {
+    /// What to write.
+    pub job: J,
+    /// Its answer.
+    pub answer: oneshot::Sender<Result<T, StoreError>>,
 }
 
-/// The commits waiting for the writer, and the turn to write them.
-#[derive(Default)]
-pub(crate) struct Group {
-    queue: Mutex<Vec<Pending>>,
-    /// Held by whoever writes a group; fair, so groups go in the order their writers came.
-    writer: tokio::sync::Mutex<()>,
+/// The jobs waiting for a writer, and the writers' turns.
+pub(crate) struct Group<J, T> {
+    queue: Mutex<Vec<Pending<J, T>>>,
+    /// One permit per group that may be written at once; fair, so groups go in the order their
+    /// writers came.
+    turns: Semaphore,
 }
 
-impl std::fmt::Debug for Group {
+impl<J, T> std::fmt::Debug for Group<J, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Group").finish_non_exhaustive()
     }
 }
 
-/// How many commits one transaction writes at most.
+/// How many commits one group holds at most.
 const MAX_GROUP: usize = 64;
 
-impl Group {
-    /// Queues `commit` and returns its answer: written by a caller before this one, or by this
-    /// one with whatever else is queued once the writer is free (in groups of at most
+impl<J, T> Group<J, T> {
+    /// A group with `writers` groups written at once at most.
+    pub(crate) fn new(writers: usize) -> Self {
+        Self {
+            queue: Mutex::new(Vec::new()),
+            turns: Semaphore::new(writers.max(1)),
+        }
+    }
+
+    /// Queues `job` and returns its answer: written by a caller before this one, or by this
+    /// one with whatever else is queued once it has a writer's turn (in groups of at most
     /// `MAX_GROUP`, until its own is written). `write` writes a group in order and answers each
-    /// of its commits.
-    pub(crate) async fn commit<W, F>(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        commit: Commit,
-        write: W,
-    ) -> Result<i64, StoreError>
+    /// of its jobs.
+    pub(crate) async fn submit<W, F>(&self, job: J, write: W) -> Result<T, StoreError>
     where
-        W: Fn(Vec<Pending>) -> F,
+        W: Fn(Vec<Pending<J, T>>) -> F,
         F: std::future::Future<Output = ()>,
     {
         let (answer, mut answered) = oneshot::channel();
-        self.lock_queue().push(Pending {
-            id,
-            generation,
-            commit,
-            answer,
-        });
-        let _turn = self.writer.lock().await;
+        self.lock_queue().push(Pending { job, answer });
+        let _turn = self.turns.acquire().await.map_err(|_| lost())?;
         loop {
             match answered.try_recv() {
                 Ok(result) => return result,
@@ -74,15 +70,14 @@ impl Group {
                 queue.drain(..take).collect::<Vec<_>>()
             };
             if group.is_empty() {
-                // Every group is answered before its writer lets go: unreachable, but never wait
-                // for an answer that cannot come.
-                return Err(lost());
+                // Another writer holds this job's group and answers it before it lets go.
+                return answered.await.unwrap_or_else(|_| Err(lost()));
             }
             write(group).await;
         }
     }
 
-    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Vec<Pending<J, T>>> {
         self.queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -101,10 +96,14 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::store::records::Commit;
+    use openbot_schema::ExecutionId;
+
+    type Job = (ExecutionId, Commit);
 
     /// Writes a group by answering each commit with its place in the group, and notes the
     /// group's size; the first group waits a while, as a slow `fsync` would.
-    async fn write(sizes: Arc<Mutex<Vec<usize>>>, group: Vec<Pending>) {
+    async fn write(sizes: Arc<Mutex<Vec<usize>>>, group: Vec<Pending<Job, i64>>) {
         let first = sizes.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
         sizes
             .lock()
@@ -120,14 +119,14 @@ mod tests {
 
     #[tokio::test]
     async fn commits_that_wait_for_a_busy_writer_are_written_as_one_group() {
-        let group = Arc::new(Group::default());
+        let group = Arc::new(Group::<Job, i64>::new(1));
         let sizes = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..5 {
             let (group, sizes) = (Arc::clone(&group), Arc::clone(&sizes));
             tasks.push(tokio::spawn(async move {
                 group
-                    .commit(ExecutionId::new(), 1, Commit::default(), |pending| {
+                    .submit((ExecutionId::new(), Commit::default()), |pending| {
                         write(Arc::clone(&sizes), pending)
                     })
                     .await
@@ -147,12 +146,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_commit_whose_group_was_dropped_unanswered_hears_a_passing_failure() {
-        let group = Group::default();
+        let group = Group::<Job, i64>::new(1);
         let answer = group
-            .commit(
-                ExecutionId::new(),
-                1,
-                Commit::default(),
+            .submit(
+                (ExecutionId::new(), Commit::default()),
                 |pending| async move {
                     drop(pending);
                 },

@@ -9,6 +9,7 @@ mod dialect;
 mod error;
 mod group_commit;
 mod migrate;
+mod pg_commits;
 mod postgres;
 pub mod records;
 mod rows;

@@ -10,39 +10,13 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::StoreError;
+use super::group_commit::Group;
 use super::migrate::{self, Backend, SCHEMA_VERSION};
+use super::pg_commits::{GROUP_WRITERS, RowsJob, Written};
 use super::records::*;
 use super::sealing::{CLEARED, RowSeal};
-use super::statements::{bind_commit_update, call_upsert, commit_update};
 use super::tips::{Tip, Tips};
 use crate::sealed::KeyRing;
-
-/// A commit's rows in one statement (`PostgresStore::commit_at_once`): the update of
-/// `commit_update!` (`$1`-`$19`) where the last sequence is still `$20`, then, from its row,
-/// the sealed records (`$21`-`$24`), the calls (`$25`-`$35`) and the events (`$36`-`$40`).
-/// Without the row, nothing is inserted and no row comes back.
-const COMMIT_AT_ONCE: &str = concat!(
-    "WITH u AS (",
-    commit_update!(),
-    " AND last_sequence = $20 RETURNING last_sequence), \
-     s AS (INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) \
-         SELECT r.id, $1, r.key_id, r.nonce, r.ciphertext, $15 \
-         FROM u, UNNEST($21::uuid[], $22::text[], $23::bytea[], $24::bytea[]) AS r(id, key_id, nonce, ciphertext)), \
-     c AS (INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
-             has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
-         SELECT $1, k.step, k.slot, k.attempt, k.status, k.idempotency_key, k.result_record, k.has_usage, \
-             k.input_tokens, k.output_tokens, k.cached_tokens, k.cost_micros, $2, FALSE, $15, $15 \
-         FROM u, UNNEST($25::integer[], $26::text[], $27::integer[], $28::text[], $29::text[], $30::uuid[], \
-             $31::boolean[], $32::bigint[], $33::bigint[], $34::bigint[], $35::bigint[]) \
-             AS k(step, slot, attempt, status, idempotency_key, result_record, has_usage, \
-                 input_tokens, output_tokens, cached_tokens, cost_micros)",
-    call_upsert!(),
-    "), \
-     e AS (INSERT INTO events (execution_id, sequence, kind, payload, key_id, sealed, at) \
-         SELECT $1, v.sequence, v.kind, $36, v.key_id, v.sealed, $15 \
-         FROM u, UNNEST($37::bigint[], $38::text[], $39::text[], $40::bytea[]) AS v(sequence, kind, key_id, sealed)) \
-     SELECT last_sequence FROM u"
-);
 
 /// A store on PostgreSQL.
 #[derive(Debug, Clone)]
@@ -52,6 +26,8 @@ pub struct PostgresStore {
     pub(crate) seal: RowSeal,
     /// What this store last wrote of the executions its node runs (`commit_at_once`).
     pub(crate) tips: Arc<Tips>,
+    /// The commits waiting to be written together (`pg_commits.rs`).
+    pub(crate) group: Arc<Group<RowsJob, Written>>,
 }
 
 impl PostgresStore {
@@ -81,6 +57,7 @@ impl PostgresStore {
             pool,
             seal: RowSeal::new(keys),
             tips: Arc::default(),
+            group: Arc::new(Group::new(GROUP_WRITERS)),
         };
         let found = store.schema_version().await?;
         if found != SCHEMA_VERSION {
@@ -134,166 +111,6 @@ impl PostgresStore {
     /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
     pub(crate) fn notifications(&self) -> Option<sqlx::PgPool> {
         Some(self.pool.clone())
-    }
-
-    /// Writes `commit` in one statement when this store wrote the execution last (its tip):
-    /// the row's update, checked against the generation and the tip's last sequence, and, only
-    /// when it matched, the sealed results and output, the calls and the events, sealed for
-    /// the sequences the tip gives. A commit with more to write (`commit_rest`) runs that after
-    /// the statement, in one transaction. `None`, with nothing written, when there is no tip,
-    /// the commit writes one call twice (one upsert cannot change a row twice) or the row did
-    /// not match: the caller then writes the commit the usual way, which finds out why.
-    pub(crate) async fn commit_at_once(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        commit: &Commit,
-    ) -> Result<Option<i64>, StoreError> {
-        let Some(tip) = self.tips.get(id, generation) else {
-            return Ok(None);
-        };
-        let calls = &commit.calls;
-        if calls
-            .iter()
-            .enumerate()
-            .any(|(i, call)| calls[..i].iter().any(|earlier| earlier.key == call.key))
-        {
-            return Ok(None);
-        }
-        let written = self.one_statement(id, generation, commit, tip).await;
-        match written {
-            Ok(Some(last)) => {
-                self.after_commit(id, generation, commit, last, tip.has_parent);
-                Ok(Some(last))
-            }
-            Ok(None) => {
-                self.tips.forget(id);
-                Ok(None)
-            }
-            Err(err) => {
-                self.tips.forget(id);
-                Err(err)
-            }
-        }
-    }
-
-    async fn one_statement(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        commit: &Commit,
-        tip: Tip,
-    ) -> Result<Option<i64>, StoreError> {
-        let mut sequences = Vec::with_capacity(commit.events.len());
-        let mut kinds = Vec::with_capacity(commit.events.len());
-        let mut event_keys = Vec::with_capacity(commit.events.len());
-        let mut event_bytes = Vec::with_capacity(commit.events.len());
-        for (i, event) in commit.events.iter().enumerate() {
-            let sequence = tip.last_sequence + 1 + i as i64;
-            let value = self.seal.seal_event(id, sequence, event)?;
-            sequences.push(sequence);
-            kinds.push(event_type(event));
-            event_keys.push(value.key_id);
-            event_bytes.push(value.bytes);
-        }
-        let output = commit.state.as_ref().and_then(|s| s.output.as_ref());
-        let blobs: Vec<&SealedBlob> = commit
-            .calls
-            .iter()
-            .filter_map(|call| call.result.as_ref())
-            .chain(output)
-            .collect();
-        let calls = &commit.calls;
-        let usage = |call: &CallWrite| call.usage.unwrap_or_default();
-        let now = now_ms();
-        let query = bind_commit_update!(sqlx::query(COMMIT_AT_ONCE), id, generation, commit, now)
-            .bind(tip.last_sequence)
-            .bind(blobs.iter().map(|b| b.id).collect::<Vec<_>>())
-            .bind(blobs.iter().map(|b| b.key_id.as_str()).collect::<Vec<_>>())
-            .bind(blobs.iter().map(|b| b.nonce.as_slice()).collect::<Vec<_>>())
-            .bind(
-                blobs
-                    .iter()
-                    .map(|b| b.ciphertext.as_slice())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(calls.iter().map(|c| c.key.step as i32).collect::<Vec<_>>())
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| slot_name(c.key.slot))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| c.key.attempt as i32)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(calls.iter().map(|c| c.phase.as_str()).collect::<Vec<_>>())
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| c.idempotency_key.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| c.result.as_ref().map(|b| b.id))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(calls.iter().map(|c| c.usage.is_some()).collect::<Vec<_>>())
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| usage(c).input_tokens as i64)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| usage(c).output_tokens as i64)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| usage(c).cached_input_tokens as i64)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                calls
-                    .iter()
-                    .map(|c| usage(c).cost_micros.map(|m| m as i64))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(CLEARED)
-            .bind(sequences)
-            .bind(kinds)
-            .bind(event_keys)
-            .bind(event_bytes);
-        let row = if Self::rest_is_empty(commit, tip.has_parent) {
-            // One statement is one transaction: nothing else to wait for.
-            query.fetch_optional(&self.pool).await?
-        } else {
-            let mut tx = self.pool.begin().await?;
-            let Some(row) = query.fetch_optional(&mut *tx).await? else {
-                tx.rollback().await?;
-                return Ok(None);
-            };
-            if let Err(err) =
-                Self::commit_rest(&mut tx, &self.seal, id, commit, tip.has_parent, now).await
-            {
-                tx.rollback().await?;
-                return Err(err);
-            }
-            tx.commit().await?;
-            Some(row)
-        };
-        row.map(|row| row.try_get::<i64, _>("last_sequence"))
-            .transpose()
-            .map_err(StoreError::from)
     }
 
     /// Writes `commit` the usual way, in a transaction of its own (`write_commit`), and keeps
@@ -412,6 +229,9 @@ impl PostgresStore {
         if owned.is_empty() {
             return Ok(Vec::new());
         }
+        // In the order of their IDs, as group commits lock them (`pg_commits.rs`).
+        let mut owned = owned.to_vec();
+        owned.sort_by_key(|(id, _)| id.as_uuid());
         let ids: Vec<Uuid> = owned.iter().map(|(id, _)| id.as_uuid()).collect();
         let generations: Vec<i64> = owned.iter().map(|(_, g)| *g).collect();
         let rows = sqlx::query(

@@ -17,6 +17,9 @@ use super::sealing::{CLEARED, RowSeal};
 use super::tips::Tip;
 use crate::sealed::KeyRing;
 
+/// A commit waiting for the writer: the execution, its owner's generation, the commit.
+type Job = (ExecutionId, i64, Commit);
+
 /// A store on SQLite.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -26,8 +29,8 @@ pub struct SqliteStore {
     pub(crate) reader: SqlitePool,
     /// Seals and opens the payloads of events, Turn input, notices and requests.
     pub(crate) seal: RowSeal,
-    /// The commits waiting for the writer (`group_commit.rs`).
-    pub(crate) group: Arc<Group>,
+    /// The commits waiting for the writer (`group_commit.rs`): one group at a time.
+    pub(crate) group: Arc<Group<Job, i64>>,
 }
 
 impl SqliteStore {
@@ -41,7 +44,7 @@ impl SqliteStore {
             pool,
             reader,
             seal: RowSeal::new(keys),
-            group: Arc::default(),
+            group: Arc::new(Group::new(1)),
         };
         let found = store.schema_version().await?;
         if found != SCHEMA_VERSION {
@@ -127,15 +130,15 @@ impl SqliteStore {
         None
     }
 
-    /// SQLite has no one-statement commit (its statements run in this process, so sending
-    /// several costs little): every commit is written the usual way.
+    /// SQLite has no one-statement commit (no data-modifying CTEs; its statements run in this
+    /// process): every commit is written the usual way, grouped (`commit_in_transaction`).
     pub(crate) async fn commit_at_once(
         &self,
         _id: ExecutionId,
         _generation: i64,
-        _commit: &Commit,
-    ) -> Result<Option<i64>, StoreError> {
-        Ok(None)
+        commit: Commit,
+    ) -> Result<Result<i64, Commit>, StoreError> {
+        Ok(Err(commit))
     }
 
     /// Writes `commit` with the commits of other executions waiting for the writer at the
@@ -147,20 +150,20 @@ impl SqliteStore {
         commit: Commit,
     ) -> Result<i64, StoreError> {
         self.group
-            .commit(id, generation, commit, |group| self.write_group(group))
+            .submit((id, generation, commit), |group| self.write_group(group))
             .await
     }
 
     /// Writes `group` in one transaction, each commit in a savepoint when there are several
     /// (one alone needs none), and answers each one after the `COMMIT`: a refused commit is
     /// rolled back alone; if the transaction fails, every commit hears a passing failure.
-    async fn write_group(&self, group: Vec<Pending>) {
+    async fn write_group(&self, group: Vec<Pending<Job, i64>>) {
         let alone = group.len() == 1;
         let mut results = Vec::with_capacity(group.len());
         let written: Result<(), sqlx::Error> = async {
             let mut tx = self.pool.begin().await?;
             for pending in &group {
-                let (id, generation, commit) = (pending.id, pending.generation, &pending.commit);
+                let (id, generation, commit) = (pending.job.0, pending.job.1, &pending.job.2);
                 let result = if alone {
                     Self::write_commit(&mut tx, &self.seal, id, generation, commit).await
                 } else {

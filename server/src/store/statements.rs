@@ -1,10 +1,12 @@
-//! SQL text both backends' files send, where one backend sends it inside a larger statement
-//! (PostgreSQL's one-statement commit, `PostgresStore::commit_at_once`) and the shared code
-//! sends it alone: written once here.
+//! SQL text the shared code (`sql/engine.rs`) and a backend's own file both send: written once
+//! here. PostgreSQL's commits in one statement (`pg_commits.rs`) update the execution's row
+//! with the same `SET` as `commit_update!`, written for a row of values instead of parameters;
+//! the conformance suite runs every commit behaviour on both paths.
 
 /// A commit's update of its execution's row, checked against the owner's generation and an
 /// unended state; `$1` the execution, `$2` the generation, `$3`-`$19` as
-/// `bind_commit_update!` binds them. The caller adds its `RETURNING`.
+/// `bind_commit_update!` binds them. The caller adds its `RETURNING`. Keep it in step with
+/// `COMMITS_AT_ONCE` (`pg_commits.rs`).
 macro_rules! commit_update {
     () => {
         "UPDATE executions SET last_sequence = last_sequence + $3, \

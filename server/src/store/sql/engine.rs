@@ -551,10 +551,10 @@ impl StoreTrait for Store {
     ) -> Result<i64, StoreError> {
         // Where the backend can, the commit's rows go in one statement (PostgreSQL, when this
         // store wrote the execution last); otherwise, or when that finds the tip stale, below.
-        if let Some(last) = self.commit_at_once(id, generation, &commit).await? {
-            return Ok(last);
+        match self.commit_at_once(id, generation, commit).await? {
+            Ok(last) => Ok(last),
+            Err(commit) => self.commit_in_transaction(id, generation, commit).await,
         }
-        self.commit_in_transaction(id, generation, commit).await
     }
 
     async fn save_late_result(
