@@ -229,15 +229,16 @@ impl PostgresStore {
         if owned.is_empty() {
             return Ok(Vec::new());
         }
-        // In the order of their IDs, as group commits lock them (`pg_commits.rs`).
-        let mut owned = owned.to_vec();
-        owned.sort_by_key(|(id, _)| id.as_uuid());
         let ids: Vec<Uuid> = owned.iter().map(|(id, _)| id.as_uuid()).collect();
         let generations: Vec<i64> = owned.iter().map(|(_, g)| *g).collect();
         let rows = sqlx::query(
-            "UPDATE executions e SET lease_expires_at = $1 \
+            // The rows locked in the order of their IDs first, as group commits lock them
+            // (`pg_commits.rs`), so the two never wait for each other in a circle.
+            "WITH l AS (SELECT x.id FROM executions x WHERE x.id = ANY($2) ORDER BY x.id FOR NO KEY UPDATE) \
+             UPDATE executions e SET lease_expires_at = $1 \
              FROM UNNEST($2::uuid[], $3::bigint[]) AS o(id, generation) \
              WHERE e.id = o.id AND e.generation = o.generation AND e.owner_node = $4 \
+                 AND (SELECT count(*) FROM l) >= 0 \
              RETURNING e.id",
         )
         .bind(now_ms() + lease_ms)
