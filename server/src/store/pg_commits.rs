@@ -24,9 +24,11 @@ use super::tips::Tip;
 use super::{PostgresStore, StoreError};
 
 /// How many groups are written at once. Fewer, larger groups cost less CPU (on 2 cores, 32
-/// Turns: 1 writer 0.71 ms per step, 2 writers 0.82 ms, docs/benchmarks.md); two keep commits
-/// moving while one group waits on a row lock (an input being added, a renewal).
-pub(crate) const GROUP_WRITERS: usize = 2;
+/// Turns: 1 writer 0.71 ms per step and 2,002 steps/s, 2 writers 0.82 ms and 1,848,
+/// docs/benchmarks.md). The price of one: while its group waits on a row lock (an input being
+/// added, a renewal: milliseconds; a frozen client's transaction: at most the 5 s the server
+/// gives it), the node's other commits wait too.
+pub(crate) const GROUP_WRITERS: usize = 1;
 
 /// A commit to write in one statement: its execution, the owner's generation, the commit and
 /// the tip it starts from.
