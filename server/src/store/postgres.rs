@@ -113,7 +113,7 @@ impl PostgresStore {
         Some(self.pool.clone())
     }
 
-    /// Writes `commit` the usual way, in a transaction of its own (`write_commit`), and keeps
+    /// Writes `commit` the usual way, in a transaction of its own (`write_together`), and keeps
     /// what it left as the execution's tip.
     pub(crate) async fn commit_in_transaction(
         &self,
@@ -121,21 +121,18 @@ impl PostgresStore {
         generation: i64,
         commit: Commit,
     ) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        match Self::write_commit(&mut tx, &self.seal, id, generation, &commit).await {
-            Ok((last, has_parent)) => match tx.commit().await {
-                Ok(()) => {
-                    self.after_commit(id, generation, &commit, last, has_parent);
-                    Ok(last)
-                }
-                Err(err) => {
-                    self.tips.forget(id);
-                    Err(err.into())
-                }
-            },
+        let written = self.write_together(&[(id, generation, &commit)]).await;
+        match written.map_err(StoreError::from).and_then(|mut results| {
+            results
+                .pop()
+                .unwrap_or_else(|| Err(super::group_commit::lost()))
+        }) {
+            Ok((last, has_parent)) => {
+                self.after_commit(id, generation, &commit, last, has_parent);
+                Ok(last)
+            }
             Err(err) => {
                 self.tips.forget(id);
-                tx.rollback().await?;
                 Err(err)
             }
         }

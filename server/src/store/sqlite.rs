@@ -5,7 +5,7 @@ use openbot_schema::{EventKind, ExecutionId};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Acquire, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,42 +154,14 @@ impl SqliteStore {
             .await
     }
 
-    /// Writes `group` in one transaction, each commit in a savepoint when there are several
-    /// (one alone needs none), and answers each one after the `COMMIT`: a refused commit is
-    /// rolled back alone; if the transaction fails, every commit hears a passing failure.
+    /// Writes `group` in one transaction (`write_together`) and answers each commit after the
+    /// `COMMIT`; if the transaction fails, every commit hears a passing failure.
     async fn write_group(&self, group: Vec<Pending<Job, i64>>) {
-        let alone = group.len() == 1;
-        let mut results = Vec::with_capacity(group.len());
-        let written: Result<(), sqlx::Error> = async {
-            let mut tx = self.pool.begin().await?;
-            for pending in &group {
-                let (id, generation, commit) = (pending.job.0, pending.job.1, &pending.job.2);
-                let result = if alone {
-                    Self::write_commit(&mut tx, &self.seal, id, generation, commit).await
-                } else {
-                    let mut savepoint = (&mut tx).begin().await?;
-                    let result =
-                        Self::write_commit(&mut savepoint, &self.seal, id, generation, commit)
-                            .await;
-                    match &result {
-                        Ok(_) => savepoint.commit().await?,
-                        Err(_) => savepoint.rollback().await?,
-                    }
-                    result
-                };
-                results.push(result.map(|(last, _)| last));
-            }
-            if alone && results.iter().any(Result::is_err) {
-                tx.rollback().await
-            } else {
-                tx.commit().await
-            }
-        }
-        .await;
-        match written {
-            Ok(()) => {
+        let commits: Vec<_> = group.iter().map(|p| (p.job.0, p.job.1, &p.job.2)).collect();
+        match self.write_together(&commits).await {
+            Ok(results) => {
                 for (pending, result) in group.into_iter().zip(results) {
-                    let _ = pending.answer.send(result);
+                    let _ = pending.answer.send(result.map(|(last, _)| last));
                 }
             }
             Err(err) => {

@@ -310,6 +310,41 @@ impl Store {
         Ok((last, has_parent))
     }
 
+    /// Writes `commits` the usual way (`write_commit`) in one transaction, each in a savepoint
+    /// of its own when there are several (one alone needs none): a refused commit is rolled
+    /// back alone, and the results hold for the database only once this returns `Ok` (after
+    /// the `COMMIT`). An `Err` is the transaction's own failure: nothing is known to have
+    /// landed.
+    pub(crate) async fn write_together(
+        &self,
+        commits: &[(ExecutionId, i64, &Commit)],
+    ) -> Result<Vec<Result<(i64, bool), StoreError>>, sqlx::Error> {
+        let alone = commits.len() == 1;
+        let mut results = Vec::with_capacity(commits.len());
+        let mut tx = self.pool().begin().await?;
+        for &(id, generation, commit) in commits {
+            let result = if alone {
+                Self::write_commit(&mut tx, &self.seal, id, generation, commit).await
+            } else {
+                let mut savepoint = sqlx::Acquire::begin(&mut tx).await?;
+                let result =
+                    Self::write_commit(&mut savepoint, &self.seal, id, generation, commit).await;
+                match &result {
+                    Ok(_) => savepoint.commit().await?,
+                    Err(_) => savepoint.rollback().await?,
+                }
+                result
+            };
+            results.push(result);
+        }
+        if alone && results.iter().any(Result::is_err) {
+            tx.rollback().await?;
+        } else {
+            tx.commit().await?;
+        }
+        Ok(results)
+    }
+
     #[allow(dead_code)] // SQLite writes every commit the usual way
     pub(crate) fn rest_is_empty(commit: &Commit, has_parent: bool) -> bool {
         !commit.close_input
