@@ -126,6 +126,10 @@ conformance!(
     a_row_sealed_under_an_old_key_opens_after_a_key_rotation,
     clear_text_rows_of_an_older_build_are_read_beside_sealed_ones,
     migrate_seals_the_clear_text_rows_of_an_older_build,
+    events_are_read_with_the_end_that_follows_them,
+    an_observer_ends_when_its_execution_ends_without_an_end_event,
+    a_claim_says_whether_signals_wait_for_the_execution,
+    a_chats_executions_are_read_with_their_outputs_in_one_read,
 );
 
 fn keys() -> KeyRing {
@@ -2060,4 +2064,165 @@ async fn migrate_seals_the_clear_text_rows_of_an_older_build(backend: Backend) {
     read_back(&backend.store, &rows, marker).await;
     let again = openbot_server::node::migrate(&config).await.unwrap();
     assert_eq!(again.sealed_rows, Some(0), "nothing is sealed twice");
+}
+
+async fn events_are_read_with_the_end_that_follows_them(backend: Backend) {
+    let store = backend.store;
+    let claim = claimed(&store, "node-a").await;
+    let open = store.events_to_end(claim.id, 0, 100).await.unwrap();
+    assert_eq!(open.events.len(), 1, "the submit's event");
+    assert_eq!(open.ended_at, None, "still running");
+    let last = store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                events: vec![delta("a"), delta("b")],
+                state: Some(StateChange::ended(ExecutionState::Completed)),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    let page = store.events_to_end(claim.id, 0, 100).await.unwrap();
+    let sequences: Vec<u64> = page.events.iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, [1, 2, 3]);
+    assert_eq!(page.ended_at, Some(last));
+    assert_eq!(last, 3);
+    let short = store.events_to_end(claim.id, 1, 1).await.unwrap();
+    assert_eq!(short.events.len(), 1, "the page's limit holds");
+    assert_eq!(short.events[0].sequence, 2);
+    assert_eq!(
+        short.ended_at,
+        Some(last),
+        "the end is known before it is read"
+    );
+    let after = store.events_to_end(claim.id, last, 100).await.unwrap();
+    assert!(after.events.is_empty());
+    assert_eq!(after.ended_at, Some(last));
+    assert!(matches!(
+        store.events_to_end(ExecutionId::new(), 0, 100).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn an_observer_ends_when_its_execution_ends_without_an_end_event(backend: Backend) {
+    let store = backend.store;
+    let engine = engine_on(&store, &keys(), "node-a");
+    let claim = claimed(&store, "node-a").await;
+    let mut observed = engine.observe(claim.id, 0);
+    assert_eq!(observed.next().await.unwrap().unwrap().sequence, 1);
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                events: vec![delta("a")],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    // An end with no event of its own (as some jobs end), announced once with the event.
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                state: Some(StateChange::ended(ExecutionState::Completed)),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    engine
+        .context()
+        .hub
+        .announce(openbot_server::engine::Wake::Events(claim.id));
+    let rest = tokio::time::timeout(
+        openbot_server::engine::FALLBACK_POLL / 2,
+        observed.collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the stream ends at the wake-up, not at a fallback poll");
+    let sequences: Vec<u64> = rest.into_iter().map(|e| e.unwrap().sequence).collect();
+    assert_eq!(sequences, [2]);
+    engine.shutdown().await;
+}
+
+async fn a_claim_says_whether_signals_wait_for_the_execution(backend: Backend) {
+    let store = backend.store;
+    let quiet = store
+        .submit(new_execution(&keys(), member(), None, b"quiet"))
+        .await
+        .unwrap()
+        .execution_id();
+    let signalled = store
+        .submit(new_execution(&keys(), member(), None, b"signalled"))
+        .await
+        .unwrap()
+        .execution_id();
+    store.signal(signalled, "wake", "{}").await.unwrap();
+    let claims = store.claim("node-a", &["test"], 60_000, 10).await.unwrap();
+    let pending = |id: ExecutionId| claims.iter().find(|c| c.id == id).unwrap().signals_pending;
+    assert!(!pending(quiet));
+    assert!(pending(signalled));
+}
+
+async fn a_chats_executions_are_read_with_their_outputs_in_one_read(backend: Backend) {
+    let store = backend.store;
+    let keys = keys();
+    let chat = Uuid::now_v7();
+    let mut ids = Vec::new();
+    for (i, output) in [Some("first"), None, Some("third"), Some("fourth")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut new = new_execution(&keys, member(), None, format!("{i}").as_bytes());
+        new.chat_id = Some(chat);
+        let id = store.submit(new).await.unwrap().execution_id();
+        let claim = store
+            .claim("node-a", &["test"], 60_000, 1)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert_eq!(claim.id, id, "a Chat's executions are claimed in order");
+        let output = output.map(|text| keys.seal(Uuid::now_v7(), text.as_bytes()).unwrap());
+        store
+            .commit(
+                id,
+                claim.generation,
+                Commit {
+                    state: Some(StateChange {
+                        output: output.clone(),
+                        ..StateChange::ended(ExecutionState::Completed)
+                    }),
+                    ..Commit::default()
+                },
+            )
+            .await
+            .unwrap();
+        ids.push((id, output));
+    }
+    let all = store.chat_outputs(chat, None).await.unwrap();
+    assert_eq!(
+        all.iter().map(|o| o.id).collect::<Vec<_>>(),
+        ids.iter().map(|(id, _)| *id).collect::<Vec<_>>()
+    );
+    for (read, (_, output)) in all.iter().zip(&ids) {
+        assert_eq!(read.output, *output);
+        assert_eq!(read.output_record, output.as_ref().map(|blob| blob.id));
+    }
+    let opened = keys.open(all[3].output.as_ref().unwrap()).unwrap();
+    assert_eq!(opened, b"fourth");
+    let before_third = store.chat_outputs(chat, Some(ids[2].0)).await.unwrap();
+    assert_eq!(before_third.len(), 2, "only the executions before it");
+    assert!(
+        store
+            .chat_outputs(Uuid::now_v7(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

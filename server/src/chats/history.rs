@@ -24,15 +24,18 @@ pub async fn chat_history(
     chat: uuid::Uuid,
     before: Option<ExecutionId>,
 ) -> Result<Vec<HistoryEntry>, EngineError> {
-    let executions = cx.store.chat_executions(chat).await?;
-    let notices = cx.store.chat_notices(chat).await?;
+    // The executions with their outputs and the notices: two reads side by side.
+    let (executions, notices) = tokio::try_join!(
+        cx.store.chat_outputs(chat, before),
+        cx.store.chat_notices(chat)
+    )?;
     let mut history = Vec::new();
     for execution in executions {
-        if before.is_some_and(|before| execution.id >= before) {
-            break;
-        }
-        if let Some(output) = execution.output_record {
-            let messages: Vec<Message> = cx.open_json(output).await?;
+        if let Some(record) = execution.output_record {
+            let blob = execution
+                .output
+                .ok_or_else(|| StoreError::Invalid(format!("sealed record {record} is missing")))?;
+            let messages: Vec<Message> = cx.open_blob_json(&blob)?;
             history.extend(messages.into_iter().map(|message| HistoryEntry {
                 message,
                 execution_id: execution.id,

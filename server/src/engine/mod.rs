@@ -234,9 +234,20 @@ impl EngineContext {
             .sealed(id)
             .await?
             .ok_or_else(|| StoreError::Invalid(format!("sealed record {id} is missing")))?;
-        let bytes = self.keys.open(&blob)?;
+        self.open_blob_json(&blob)
+    }
+
+    /// Opens a sealed record already read and reads it as JSON.
+    pub fn open_blob_json<T: serde::de::DeserializeOwned>(
+        &self,
+        blob: &crate::store::SealedBlob,
+    ) -> Result<T, EngineError> {
+        let bytes = self.keys.open(blob)?;
         serde_json::from_slice(&bytes).map_err(|e| {
-            EngineError::Store(StoreError::Invalid(format!("sealed record {id}: {e}")))
+            EngineError::Store(StoreError::Invalid(format!(
+                "sealed record {}: {e}",
+                blob.id
+            )))
         })
     }
 }

@@ -224,11 +224,16 @@ impl Tail {
                 _ => cursor,
             }
         };
-        let read = store.events(id, from, OBSERVE_PAGE).await?;
+        // The execution's end comes with the events: no second read for it at this wake-up.
+        let page = store.events_to_end(id, from, OBSERVE_PAGE).await?;
+        let read = page.events;
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !matches!(state.ended, Some((_, Some(_)))) {
+            state.ended = Some((wake, page.ended_at));
+        }
         let contiguous = state
             .events
             .back()
@@ -251,7 +256,8 @@ impl Tail {
     }
 
     /// The last sequence of the execution if it ended, from one read of its row per wake-up
-    /// shared by the readers at its head. An execution that ended stays ended.
+    /// shared by the readers at its head; the tail's read of the log at that wake-up counts
+    /// as one. An execution that ended stays ended.
     async fn ended(
         &self,
         store: &dyn Store,

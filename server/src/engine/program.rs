@@ -46,7 +46,8 @@ pub async fn run_program(
         if lost.is_cancelled() {
             return;
         }
-        if !std::mem::take(&mut claimed_row) {
+        let first_pass = std::mem::take(&mut claimed_row);
+        if !first_pass {
             cx.execution = match store.execution(id).await {
                 Ok(row) => row,
                 Err(err) if err.is_transient() && failures < cx.retry_budget => {
@@ -63,7 +64,13 @@ pub async fn run_program(
         if cx.execution.generation != cx.generation || cx.execution.state.is_terminal() {
             return;
         }
-        let signals = match store.pending_signals(id).await {
+        // The claim said whether signals waited; every later pass reads them.
+        let signals = if first_pass && !cx.signals_pending {
+            Ok(Vec::new())
+        } else {
+            store.pending_signals(id).await
+        };
+        let signals = match signals {
             Ok(signals) => signals,
             Err(_) => {
                 failures += 1;

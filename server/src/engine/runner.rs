@@ -196,6 +196,7 @@ impl Runner {
                 generation: claim.generation,
                 signals,
                 retry_budget: runner.config.storage_retry_budget,
+                signals_pending: claim.signals_pending,
             };
             run_program(workflow, cx, lost.clone()).await;
             // A newer claim of the same execution by this node (after this owner lost its

@@ -26,6 +26,9 @@ pub struct PhaseContext {
     pub signals: Arc<Notify>,
     /// How often in a row a phase may fail on storage before the execution is interrupted.
     pub retry_budget: u32,
+    /// Whether `execution` had unhandled signals when it was read (the claim's answer); the
+    /// first pass of the program reads the signals only then.
+    pub signals_pending: bool,
 }
 
 /// A failed end, ready to commit: the full cause sealed under a new error record, the public

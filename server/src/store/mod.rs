@@ -156,6 +156,16 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<Event>, StoreError>;
 
+    /// [`Store::events`] and, from the same read, whether the execution has ended: an end it
+    /// reports comes with every event before it. [`StoreError::NotFound`] when there is no
+    /// such execution.
+    async fn events_to_end(
+        &self,
+        id: ExecutionId,
+        after: i64,
+        limit: i64,
+    ) -> Result<TailPage, StoreError>;
+
     /// Adds input to a running Turn; `None` when it has ended or no longer takes input. With a
     /// `key`, the key is recorded for this execution in the same transaction; a key that is
     /// already recorded adds nothing and fails with [`StoreError::CommandKeyConflict`] (read
@@ -276,6 +286,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// A Chat's executions, in the order they were submitted.
     async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError>;
+
+    /// A Chat's executions submitted before `before` (all of them when `None`), in order,
+    /// each with its sealed output record when it has one: its history, in one read.
+    async fn chat_outputs(
+        &self,
+        chat_id: Uuid,
+        before: Option<ExecutionId>,
+    ) -> Result<Vec<ChatOutput>, StoreError>;
 
     /// Up to `limit` of a Chat's executions in the order they were submitted, from the
     /// execution `from` on (itself included), for paging its history.

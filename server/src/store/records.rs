@@ -2,7 +2,7 @@
 
 use openbot_core::turn::{CallKey, CallSlot};
 use openbot_schema::{
-    BotId, ErrorCategory, EventKind, ExecutionId, ExecutionState, TurnOutcome, Usage,
+    BotId, ErrorCategory, Event, EventKind, ExecutionId, ExecutionState, TurnOutcome, Usage,
 };
 use uuid::Uuid;
 
@@ -211,6 +211,9 @@ pub struct Claim {
     pub generation: i64,
     /// Its row as the claim wrote it, so the owner starts without reading it again.
     pub execution: ExecutionRow,
+    /// Whether it had unhandled signals when claimed: without, the owner's first pass reads
+    /// none (a signal that arrives later wakes the phase's watcher).
+    pub signals_pending: bool,
 }
 
 /// Where a call is, as stored.
@@ -567,6 +570,28 @@ pub struct NoticeWrite {
     pub target: NoticeTarget,
     /// The content parts, as JSON (the form of Turn input).
     pub content: String,
+}
+
+/// Events after a cursor and the execution's end, read together (`Store::events_to_end`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TailPage {
+    /// The events, in order.
+    pub events: Vec<Event>,
+    /// The execution's last sequence when it had ended at the read, else `None`.
+    pub ended_at: Option<i64>,
+}
+
+/// One of a Chat's executions as its history reads it (`Store::chat_outputs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatOutput {
+    /// The execution.
+    pub id: ExecutionId,
+    /// When it last changed (its messages' time in the history).
+    pub updated_at: Millis,
+    /// Its output record's ID, when it saved one.
+    pub output_record: Option<Uuid>,
+    /// That record, read with it; `None` with an ID when the record is missing.
+    pub output: Option<SealedBlob>,
 }
 
 /// A notice kept as Chat history.

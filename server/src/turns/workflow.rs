@@ -378,12 +378,18 @@ impl Workflow for TurnWorkflow {
                 None => Ok(None),
             }
         };
-        // The call log too: the host reads it before the first model request otherwise.
+        // The call log and the first input check too: the host reads them before the first
+        // model request otherwise.
         let call_log = cx.engine.store.calls(cx.execution.id);
-        let (history, started, call_log) =
-            tokio::join!(chat_history, self.start_input(cx), call_log);
+        let inputs_waiting = cx
+            .engine
+            .store
+            .inputs_waiting(cx.execution.id, cx.generation, 1);
+        let (history, started, call_log, inputs_waiting) =
+            tokio::join!(chat_history, self.start_input(cx), call_log, inputs_waiting);
         let (input, access, model) = started?;
         let call_log = call_log.map_err(PhaseError::Storage)?;
+        let inputs_waiting = inputs_waiting.map_err(PhaseError::Storage)?;
         // The model reads attached files as the Turn's member, at each request.
         let model = match (&self.files, &input.identity) {
             (Some(files), Some(identity)) => openbot_core::model::WithFiles::wrap(
@@ -546,7 +552,8 @@ impl Workflow for TurnWorkflow {
         )))
         .with_source(input.source.clone(), cx.execution.parent_id)
         .with_end_children(end_children)
-        .with_calls(call_log);
+        .with_calls(call_log)
+        .with_first_inputs_waiting(inputs_waiting);
         let spec = TurnSpec {
             instructions,
             model,

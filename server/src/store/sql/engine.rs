@@ -23,7 +23,8 @@ use crate::store::{Store as StoreTrait, StoreError, TxWrites};
 sql_store! {
 impl Store {
     /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
-    /// the rows hold each claimed execution's columns as written (`execution_columns!`).
+    /// the rows hold each claimed execution's columns as written (`execution_columns!`) and
+    /// whether it has unhandled signals (`signals_pending`).
     /// PostgreSQL locks the candidates with `SKIP LOCKED`, so nodes claim side by side; SQLite
     /// has one writer.
     pub(crate) async fn claim_rows(
@@ -48,7 +49,8 @@ impl Store {
                    AND ", text_in!("kind", "$5"), " \
                  ORDER BY created_at LIMIT $2", skip_locked!(), ") \
              RETURNING ",
-            execution_columns!()
+            execution_columns!(),
+            ", EXISTS (SELECT 1 FROM signals s WHERE s.execution_id = executions.id AND s.handled_at IS NULL) AS signals_pending"
         ))
         .bind(now_ms())
         .bind(limit)
@@ -554,6 +556,7 @@ impl StoreTrait for Store {
                     kind: execution.kind.clone(),
                     generation: execution.generation,
                     execution,
+                    signals_pending: row.try_get("signals_pending")?,
                 })
             })
             .collect()
@@ -704,6 +707,40 @@ impl StoreTrait for Store {
         rows.iter()
             .map(|row| event_from_row!(row, id, self.seal))
             .collect()
+    }
+
+    async fn events_to_end(
+        &self,
+        id: ExecutionId,
+        after: i64,
+        limit: i64,
+    ) -> Result<TailPage, StoreError> {
+        // One statement, one snapshot: an end it sees comes with all the events before it.
+        let rows = sqlx::query(
+            "SELECT x.state, x.last_sequence, e.sequence, e.payload, e.key_id, e.sealed, e.at \
+             FROM executions x LEFT JOIN events e ON e.execution_id = x.id AND e.sequence > $2 \
+             WHERE x.id = $1 ORDER BY e.sequence LIMIT $3",
+        )
+        .bind(id.as_uuid())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        let first = rows.first().ok_or(StoreError::NotFound(id))?;
+        let state: String = first.try_get("state")?;
+        let state = parse_state(&state)
+            .ok_or_else(|| StoreError::Invalid(format!("execution row: bad state {state}")))?;
+        let ended_at = state
+            .is_terminal()
+            .then(|| first.try_get::<i64, _>("last_sequence"))
+            .transpose()?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("sequence")?.is_some() {
+                events.push(event_from_row!(row, id, self.seal)?);
+            }
+        }
+        Ok(TailPage { events, ended_at })
     }
 
     async fn add_input(
@@ -1134,6 +1171,43 @@ impl StoreTrait for Store {
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(|row| execution_from_row!(row)).collect()
+    }
+
+    async fn chat_outputs(
+        &self,
+        chat_id: Uuid,
+        before: Option<ExecutionId>,
+    ) -> Result<Vec<ChatOutput>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT e.id, e.updated_at, e.output_record, s.key_id, s.nonce, s.ciphertext \
+             FROM executions e LEFT JOIN sealed_records s ON s.id = e.output_record \
+             WHERE e.chat_id = $1 AND e.id < $2 ORDER BY e.id",
+        )
+        .bind(chat_id)
+        .bind(before.map_or(crate::paging::LAST_ID, |id| id.as_uuid()))
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let output_record: Option<Uuid> = row.try_get("output_record")?;
+                let key_id: Option<String> = row.try_get("key_id")?;
+                let output = match (output_record, key_id) {
+                    (Some(id), Some(key_id)) => Some(SealedBlob {
+                        id,
+                        key_id,
+                        nonce: row.try_get("nonce")?,
+                        ciphertext: row.try_get("ciphertext")?,
+                    }),
+                    _ => None,
+                };
+                Ok(ChatOutput {
+                    id: ExecutionId::from(row.try_get::<Uuid, _>("id")?),
+                    updated_at: row.try_get("updated_at")?,
+                    output_record,
+                    output,
+                })
+            })
+            .collect()
     }
 
     async fn chat_executions_from(

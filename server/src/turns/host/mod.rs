@@ -104,6 +104,9 @@ pub struct DurableHost {
     step_tools: Mutex<HashMap<u32, u32>>,
     /// Work the Turn's end starts when it completes (its memory learning).
     end_children: Vec<crate::store::NewChild>,
+    /// The phase start's answer to whether input waits for step 1, read beside its other
+    /// start reads; the Turn's first input check uses it once instead of reading again.
+    first_inputs_waiting: Mutex<Option<bool>>,
 }
 
 impl DurableHost {
@@ -155,7 +158,19 @@ impl DurableHost {
             held: Mutex::new(Held::default()),
             step_tools: Mutex::new(HashMap::new()),
             end_children: Vec::new(),
+            first_inputs_waiting: Mutex::new(None),
         }
+    }
+
+    /// Gives the Turn's first input check (step 1) the answer the phase's start read
+    /// (`Store::inputs_waiting` for step 1): input that arrives after that read is taken by a
+    /// later step, as after any check.
+    pub(crate) fn with_first_inputs_waiting(self, waiting: bool) -> Self {
+        *self
+            .first_inputs_waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(waiting);
+        self
     }
 
     /// Starts `children` in the commit that ends the Turn, when it completes (not when it
@@ -419,6 +434,19 @@ impl Host for DurableHost {
     ) -> Result<Vec<Vec<ContentPart>>, HostError> {
         if last {
             self.wait_for_children().await?;
+        }
+        let read_at_start = match (step, last) {
+            (1, false) => self
+                .first_inputs_waiting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+            _ => None,
+        };
+        if read_at_start == Some(false) {
+            self.closing
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+            return Ok(Vec::new());
         }
         // Held results and text go before any input this check takes (its events follow
         // theirs); most checks find nothing waiting and write nothing, so only a read first.

@@ -13,7 +13,7 @@ use openbot_core::turn::{CallKey, CallResult, CallSlot};
 use openbot_schema::ErrorCategory;
 
 use super::DurableHost;
-use super::guards::{Refusal, SendGuard};
+use super::guards::{Passed, Refusal, SendGuard};
 use crate::engine::RunScope;
 use crate::limits::{AcquireError, Holder, Limits, Permit};
 use crate::store::StoreError;
@@ -94,9 +94,9 @@ pub(super) struct PermitCheck(pub(super) Arc<ModelPermits>);
 
 #[async_trait]
 impl SendGuard for PermitCheck {
-    async fn check(&self, key: CallKey) -> Result<(), Refusal> {
+    async fn check(&self, key: CallKey) -> Result<Passed, Refusal> {
         if key.slot != CallSlot::Model {
-            return Ok(());
+            return Ok(Passed::Looked);
         }
         let permits = &self.0;
         let gate = permits.scope.clone();
@@ -112,11 +112,15 @@ impl SendGuard for PermitCheck {
             .await
         {
             Ok(permit) => {
-                if !permit.scopes().is_empty() {
+                // No limit applies: nothing was taken or waited for.
+                let passed = if permit.scopes().is_empty() {
+                    Passed::Looked
+                } else {
                     permits.took.store(true, Ordering::SeqCst);
-                }
+                    Passed::Took
+                };
                 *permits.held() = Some(permit);
-                Ok(())
+                Ok(passed)
             }
             Err(AcquireError::Cancelled) => Err(Refusal::Closed),
             Err(AcquireError::NotOwner(id)) => Err(Refusal::Storage(StoreError::Fenced(id))),
