@@ -220,27 +220,8 @@ async fn a_build_without_fault_points_ignores_the_fault_variable() {
         .await
         .unwrap();
     let execution = sent["execution_id"].as_str().unwrap();
-    let mut ended = false;
-    let mut after = 0;
-    for _ in 0..50 {
-        let page: serde_json::Value = http
-            .get(format!(
-                "{}/v1/executions/{execution}/events?after={after}&wait=10",
-                server.base
-            ))
-            .bearer_auth(&server.token)
-            .send()
-            .await
-            .expect("the server is still up: it did not abort at the fault point")
-            .json()
-            .await
-            .unwrap();
-        after = page["next_after"].as_u64().unwrap();
-        if page["ended"].as_bool().unwrap() {
-            ended = true;
-            break;
-        }
-    }
+    // The server is still up: it did not abort at the fault point.
+    let (_, ended) = server.events_to_end(execution).await;
     assert!(ended, "the Turn ended");
     assert_eq!(outside.received(), 1, "the tool was called once");
 }

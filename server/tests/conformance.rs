@@ -130,6 +130,10 @@ conformance!(
     an_observer_ends_when_its_execution_ends_without_an_end_event,
     a_claim_says_whether_signals_wait_for_the_execution,
     a_chats_executions_are_read_with_their_outputs_in_one_read,
+    a_submission_that_names_a_node_claims_its_work_for_it,
+    a_chats_turn_claimed_by_its_submission_waits_for_the_earlier_turn,
+    a_claim_written_by_a_submission_lapses_like_any_lease,
+    a_retried_submission_claims_nothing,
 );
 
 fn keys() -> KeyRing {
@@ -2224,5 +2228,167 @@ async fn a_chats_executions_are_read_with_their_outputs_in_one_read(backend: Bac
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+fn node_a(lease_ms: i64) -> ClaimFor {
+    ClaimFor {
+        node: "node-a".into(),
+        lease_ms,
+    }
+}
+
+async fn a_submission_that_names_a_node_claims_its_work_for_it(backend: Backend) {
+    let store = backend.store;
+    let new = new_execution(&keys(), member(), None, b"x");
+    let last = new.events.len() as i64;
+    let (submitted, claim) = store
+        .submit_claiming(new, TxWrites::default(), Some(&node_a(60_000)))
+        .await
+        .unwrap();
+    let claim = claim.expect("claimed by its submission");
+    assert_eq!(claim.id, submitted.execution_id());
+    assert_eq!(claim.generation, 1);
+    assert!(!claim.signals_pending);
+    assert_eq!(claim.execution.state, ExecutionState::Running);
+    assert_eq!(claim.execution.owner_node.as_deref(), Some("node-a"));
+    assert_eq!(claim.execution.last_sequence, last);
+    assert_eq!(store.execution(claim.id).await.unwrap(), claim.execution);
+    assert!(
+        store
+            .claim("node-b", &["test"], 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is kept"
+    );
+    // The owner commits on the generation its submission wrote.
+    store
+        .commit(
+            claim.id,
+            claim.generation,
+            Commit {
+                events: vec![delta("a")],
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    // Without a node named, the work waits for a claim.
+    let (_, none) = store
+        .submit_claiming(
+            new_execution(&keys(), member(), None, b"y"),
+            TxWrites::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    assert_eq!(
+        store
+            .claim("node-b", &["test"], 60_000, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn a_chats_turn_claimed_by_its_submission_waits_for_the_earlier_turn(backend: Backend) {
+    let store = backend.store;
+    let chat = Uuid::now_v7();
+    let in_chat = |digest: &[u8]| {
+        let mut new = new_execution(&keys(), member(), None, digest);
+        new.chat_id = Some(chat);
+        new
+    };
+    let (_, first) = store
+        .submit_claiming(in_chat(b"1"), TxWrites::default(), Some(&node_a(60_000)))
+        .await
+        .unwrap();
+    let first = first.expect("the Chat's first Turn starts at once");
+    let (second, claim) = store
+        .submit_claiming(in_chat(b"2"), TxWrites::default(), Some(&node_a(60_000)))
+        .await
+        .unwrap();
+    assert!(claim.is_none(), "the earlier Turn is still open");
+    let second = second.execution_id();
+    let row = store.execution(second).await.unwrap();
+    assert_eq!(row.state, ExecutionState::Queued);
+    assert_eq!(row.owner_node, None);
+    assert_eq!(row.generation, 0);
+    store
+        .commit(
+            first.id,
+            first.generation,
+            Commit {
+                state: Some(StateChange::ended(ExecutionState::Completed)),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    let claims = store.claim("node-b", &["test"], 60_000, 10).await.unwrap();
+    assert_eq!(claims.iter().map(|c| c.id).collect::<Vec<_>>(), [second]);
+    assert_eq!(claims[0].generation, 1);
+}
+
+async fn a_claim_written_by_a_submission_lapses_like_any_lease(backend: Backend) {
+    let store = backend.store;
+    let (_, claim) = store
+        .submit_claiming(
+            new_execution(&keys(), member(), None, b"x"),
+            TxWrites::default(),
+            Some(&node_a(1)),
+        )
+        .await
+        .unwrap();
+    let old = claim.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let taken = store.claim("node-b", &["test"], 60_000, 10).await.unwrap();
+    assert_eq!(taken.len(), 1, "a dead submitter's work is taken over");
+    assert_eq!(taken[0].id, old.id);
+    assert_eq!(taken[0].generation, 2);
+    let stale = store
+        .commit(
+            old.id,
+            old.generation,
+            Commit {
+                events: vec![delta("late")],
+                ..Commit::default()
+            },
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced(_))), "{stale:?}");
+}
+
+async fn a_retried_submission_claims_nothing(backend: Backend) {
+    let store = backend.store;
+    let (first, claim) = store
+        .submit_claiming(
+            new_execution(&keys(), member(), Some("k"), b"x"),
+            TxWrites::default(),
+            Some(&node_a(60_000)),
+        )
+        .await
+        .unwrap();
+    assert!(claim.is_some());
+    let (again, claim) = store
+        .submit_claiming(
+            new_execution(&keys(), member(), Some("k"), b"x"),
+            TxWrites::default(),
+            Some(&node_a(60_000)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, Submitted::Existing(first.execution_id()));
+    assert!(claim.is_none(), "the earlier execution keeps its owner");
+    assert_eq!(
+        store
+            .execution(first.execution_id())
+            .await
+            .unwrap()
+            .generation,
+        1
     );
 }

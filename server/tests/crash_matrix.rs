@@ -26,6 +26,8 @@ mod nodes;
 mod outside;
 #[path = "support/pg.rs"]
 mod pg;
+#[path = "support/served.rs"]
+mod served;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -518,4 +520,87 @@ async fn every_crash_point_of_a_turn_with_an_unsafe_write_has_its_one_allowed_ou
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_of_a_turn_with_a_retry_safe_write_has_its_one_allowed_outcome() {
     matrix(true).await;
+}
+
+/// One more boundary, outside the durable host: a send that claims its own Turn (the node had
+/// room) commits the Turn already owned by the node, then hands it to the runner. A node that
+/// dies in between leaves a Turn whose lease lapses like any other: the restarted node takes it
+/// over, the send's retry under its command key answers the same Turn, and the Turn runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_its_send_claimed_is_taken_over_when_the_node_dies_before_running_it() {
+    let mut server = tokio::task::spawn_blocking(served::Served::start)
+        .await
+        .unwrap();
+    let script = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+    std::fs::write(script.path(), r#"[{"deltas": ["hello"]}]"#).unwrap();
+    // The same address and token after each restart.
+    let (base, token) = (server.base.clone(), server.token.clone());
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        http.post(format!("{base}{path}"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+    };
+    let bot: serde_json::Value = post(
+        "/v1/bots",
+        json!({"name": "B", "model": format!("scripted:{}", script.path().display())}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let chat: serde_json::Value = post("/v1/chats", json!({"bot_id": bot["id"]}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // Armed only now: the node's own work submitted at its first start is claimed the same way.
+    server = tokio::task::spawn_blocking(move || {
+        server.restart_with(&[("OPENBOT_FAULT_POINT", "after_submission_claimed")]);
+        server
+    })
+    .await
+    .unwrap();
+    let messages = format!("/v1/chats/{}/messages", chat["id"].as_str().unwrap());
+    let message = json!({"content": [{"type": "text", "text": "Hi"}], "command_key": "send-1"});
+    let lost = post(&messages, message.clone()).await;
+    assert!(lost.is_err(), "the node died before answering: {lost:?}");
+
+    let restarted = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    let retried: serde_json::Value = post(&messages, message.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let execution = retried["execution_id"].as_str().unwrap();
+    let (events, ended) = restarted.events_to_end(execution).await;
+    assert!(ended, "the Turn ended");
+    let sequences: Vec<u64> = events
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        sequences,
+        (1..=sequences.len() as u64).collect::<Vec<_>>(),
+        "no event lost or repeated"
+    );
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "turn_started").count(), 1);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "model_step_started").count(),
+        1,
+        "the Turn ran once: {kinds:?}"
+    );
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "turn_ended", "{end}");
+    assert_eq!(end["outcome"], "completed", "{end}");
 }

@@ -217,9 +217,31 @@ async fn a_damaged_record_interrupts_its_turn_and_stops_no_other_chat(server: Se
     let bot = server.bot(&server.owner, &model, false).await;
     let damaged_chat = server.chat(&server.owner, &bot).await;
     let other_chat = server.chat(&server.owner, &bot).await;
+    // A Turn that starts from its send runs on the input its send held; the damage shows on a
+    // Turn that is read back from the database: one queued behind the Chat's running Turn.
+    model.delay_first(0, Duration::from_millis(1500));
+    let first = receipt(
+        server
+            .send(&server.owner, &damaged_chat, "First", None)
+            .await,
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while model.in_flight() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first Turn asks its model"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     sealed_records_damaged(&server, true).await;
     let damaged = receipt(server.send(&server.owner, &damaged_chat, "Hi", None).await).await;
     sealed_records_damaged(&server, false).await;
+    assert_eq!(damaged["disposition"], "queued", "{damaged}");
+    let first_events = server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(outcome_of(&first_events), Some(TurnOutcome::Completed));
     let damaged = damaged["execution_id"].as_str().unwrap().to_string();
     let events = server.finish(&server.owner, &damaged).await;
     let failed = events.iter().find_map(|e| match &e.kind {

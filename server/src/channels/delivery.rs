@@ -97,11 +97,7 @@ impl DeliveryWorkflow {
         &self,
         cx: &PhaseContext,
     ) -> Result<Option<(ChannelRow, MessageRow)>, PhaseError> {
-        let input: DeliveryInput = cx
-            .engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)?;
+        let input: DeliveryInput = cx.input().await.map_err(PhaseError::from)?;
         let Some(channel) = self.channels.channel(input.channel_id).await? else {
             return Ok(None);
         };

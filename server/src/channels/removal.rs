@@ -57,10 +57,7 @@ impl RemovalWorkflow {
     }
 
     async fn input(&self, cx: &PhaseContext) -> Result<RemovalInput, PhaseError> {
-        cx.engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)
+        cx.input().await.map_err(PhaseError::from)
     }
 
     /// Whether something linked to the Channel has not ended.

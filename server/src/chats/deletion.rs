@@ -89,11 +89,7 @@ impl Workflow for ChatDeletionWorkflow {
         _phase: &str,
         scope: &RunScope,
     ) -> Result<(), PhaseError> {
-        let input: DeletionInput = cx
-            .engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)?;
+        let input: DeletionInput = cx.input().await.map_err(PhaseError::from)?;
         // Closing the gate first: from here on nothing new starts in the Chat's tree.
         self.chats.delete_chat(input.chat_id).await?;
         let cancelled = scope.cancellation();

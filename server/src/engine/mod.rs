@@ -10,6 +10,7 @@
 //! - `clock`: the [`Clock`] durable timers are read against (a [`TestClock`] in tests).
 
 mod clock;
+mod intake;
 mod observe;
 mod outbox;
 mod pg_wake;
@@ -71,6 +72,8 @@ pub struct EngineContext {
     pub node: String,
     /// The time durable timers are read against.
     pub clock: Arc<dyn Clock>,
+    /// This node's runner, for work a submission claims itself.
+    pub(crate) intake: intake::Intake,
 }
 
 impl std::fmt::Debug for EngineContext {
@@ -205,12 +208,21 @@ impl EngineContext {
             admission_gate: submission.admission_gate,
             events: submission.events,
         };
+        // With room on this node's runner the submission claims its own work (`intake.rs`).
+        let room = self.intake.reserve(submission.kind);
+        let claim_for = room.as_ref().map(intake::Room::claim_for);
         let timed = crate::timing::Timed::start();
-        let submitted = self.store.submit_writing(new, writes).await?;
+        let (submitted, claim) = self
+            .store
+            .submit_claiming(new, writes, claim_for.as_ref())
+            .await?;
         if let Submitted::Created(id) = submitted {
             timed.end("submit", id);
             self.hub.announce(Wake::Events(id));
-            self.hub.announce(Wake::Work);
+            match (room, claim) {
+                (Some(room), Some(claim)) => room.start(claim),
+                _ => self.hub.announce(Wake::Work),
+            }
         }
         Ok(submitted)
     }
@@ -350,6 +362,7 @@ impl Engine {
             hub,
             node,
             clock,
+            intake: intake::Intake::default(),
         });
         Self {
             cx,

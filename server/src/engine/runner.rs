@@ -10,10 +10,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::EngineContext;
+use super::intake::Reserved;
 use super::program::{err_kind, interrupt, run_program};
 use super::signals::Wake;
 use super::workflow::{PhaseContext, Registry};
-use crate::store::{Claim, now_ms};
+use crate::store::{Claim, ClaimFor, now_ms};
 
 /// How a node runs work.
 #[derive(Debug, Clone)]
@@ -48,6 +49,8 @@ pub struct Runner {
     registry: Registry,
     config: RunnerConfig,
     owned: Mutex<HashMap<ExecutionId, Owned>>,
+    /// Places submissions hold for work they claim themselves (`intake.rs`).
+    reserved: Reserved,
     stop: CancellationToken,
 }
 
@@ -64,8 +67,10 @@ impl Runner {
             registry,
             config,
             owned: Mutex::new(HashMap::new()),
+            reserved: Reserved::default(),
             stop,
         });
+        runner.cx.intake.open(&runner);
         let claims = tokio::spawn(Arc::clone(&runner).claim_loop());
         let renewals = tokio::spawn(Arc::clone(&runner).renew_loop());
         (runner, vec![claims, renewals])
@@ -80,6 +85,33 @@ impl Runner {
         self.owned().len()
     }
 
+    /// Takes a place for a submission of `kind` that claims its own execution: only for a
+    /// kind this node runs, while it runs and has room.
+    pub(crate) fn reserve(&self, kind: &str) -> bool {
+        !self.stop.is_cancelled()
+            && self.registry.get(kind).is_some()
+            && self.registry.retired(kind).is_none()
+            && self.reserved.take(self.running(), self.config.capacity)
+    }
+
+    /// Gives back a place a submission held.
+    pub(crate) fn unreserve(&self) {
+        self.reserved.give_back();
+    }
+
+    /// What a submission writes to claim its execution for this node.
+    pub(crate) fn claim_for(&self) -> ClaimFor {
+        ClaimFor {
+            node: self.cx.node.clone(),
+            lease_ms: self.config.lease.as_millis() as i64,
+        }
+    }
+
+    /// Runs an execution its submission claimed for this node.
+    pub(crate) fn start_claimed(self: &Arc<Self>, claim: Claim) {
+        self.spawn_program(claim);
+    }
+
     async fn claim_loop(self: Arc<Self>) {
         let lease_ms = self.config.lease.as_millis() as i64;
         loop {
@@ -89,7 +121,10 @@ impl Runner {
             // Made before the claim, so a jump of a test's clock during it still wakes the loop.
             let jumped = self.cx.clock.jumped();
             let jump = jumped.as_ref().map(|notify| notify.notified());
-            let free = self.config.capacity.saturating_sub(self.running()) as i64;
+            let free =
+                self.config
+                    .capacity
+                    .saturating_sub(self.running() + self.reserved.held()) as i64;
             let mut claimed_all = false;
             if free > 0 {
                 let timed = crate::timing::Timed::start();
@@ -197,6 +232,7 @@ impl Runner {
                 signals,
                 retry_budget: runner.config.storage_retry_budget,
                 signals_pending: claim.signals_pending,
+                input: claim.input,
             };
             run_program(workflow, cx, lost.clone()).await;
             // A newer claim of the same execution by this node (after this owner lost its

@@ -9,8 +9,8 @@ use openbot_core::turn::CallKey;
 use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState};
 use tokio::sync::Notify;
 
-use super::EngineContext;
 use super::scope::RunScope;
+use super::{EngineContext, EngineError};
 use crate::store::{Commit, ExecutionRow, Millis, StateChange, StoreError};
 
 /// What one owner of an execution knows while it runs a phase.
@@ -29,6 +29,8 @@ pub struct PhaseContext {
     /// Whether `execution` had unhandled signals when it was read (the claim's answer); the
     /// first pass of the program reads the signals only then.
     pub signals_pending: bool,
+    /// The execution's sealed input, when the claim brought it (see [`Self::input`]).
+    pub input: Option<crate::store::SealedBlob>,
 }
 
 /// A failed end, ready to commit: the full cause sealed under a new error record, the public
@@ -44,6 +46,17 @@ pub struct FailedEnd {
 }
 
 impl PhaseContext {
+    /// The execution's input, read as JSON: from the claim when it brought the sealed record
+    /// (its submission claimed it), else from the store.
+    pub async fn input<T: serde::de::DeserializeOwned>(&self) -> Result<T, EngineError> {
+        match &self.input {
+            Some(blob) if blob.id == self.execution.input_record => {
+                self.engine.open_blob_json(blob)
+            }
+            _ => self.engine.open_json(self.execution.input_record).await,
+        }
+    }
+
     /// The commit of a failed end: its `failed` event and state (see [`Self::failed_end`]),
     /// nothing else.
     pub fn failed_commit(

@@ -143,11 +143,7 @@ impl Workflow for FileDeletionWorkflow {
         _phase: &str,
         scope: &RunScope,
     ) -> Result<(), PhaseError> {
-        let input: FileDeletionInput = cx
-            .engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)?;
+        let input: FileDeletionInput = cx.input().await.map_err(PhaseError::from)?;
         let path = ObjectPath::from(input.object_key.as_str());
         let cancelled = scope.cancellation();
         let mut backoff = Backoff::new();

@@ -201,11 +201,7 @@ impl Workflow for MemoryLearningWorkflow {
         _phase: &str,
         scope: &RunScope,
     ) -> Result<(), PhaseError> {
-        let input: LearningInput = cx
-            .engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)?;
+        let input: LearningInput = cx.input().await.map_err(PhaseError::from)?;
         let identity = input.identity.clone();
         identity
             .check_current(self.identity.as_ref())

@@ -41,10 +41,7 @@ impl ReminderWorkflow {
     }
 
     async fn input(&self, cx: &PhaseContext) -> Result<ReminderInput, PhaseError> {
-        cx.engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)
+        cx.input().await.map_err(PhaseError::from)
     }
 
     async fn row(&self, cx: &PhaseContext) -> Result<(ReminderInput, ReminderRow), PhaseError> {

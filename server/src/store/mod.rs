@@ -63,6 +63,18 @@ pub trait Store: Send + Sync + 'static {
         writes: TxWrites,
     ) -> Result<Submitted, StoreError>;
 
+    /// [`Store::submit_writing`] that, with `claim`, also claims the new execution for that
+    /// node in the same transaction when it may start now (a Chat's Turn only when no earlier
+    /// Turn of the Chat is still open, as [`Store::claim`] orders them): generation 1, the
+    /// lease from now, `running`. The claim is returned only for a new execution it took; an
+    /// earlier execution of the command key, or one that must wait, is left to the claims.
+    async fn submit_claiming(
+        &self,
+        new: NewExecution,
+        writes: TxWrites,
+        claim: Option<&ClaimFor>,
+    ) -> Result<(Submitted, Option<Claim>), StoreError>;
+
     /// Claims up to `limit` executions that need an owner: queued, or owned by a lease that
     /// lapsed, or waiting with a wake time that passed, of the `kinds` this node runs. A Chat's
     /// Turns are claimed one at a time, in order. Each claim adds one to the generation.

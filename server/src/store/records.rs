@@ -214,6 +214,18 @@ pub struct Claim {
     /// Whether it had unhandled signals when claimed: without, the owner's first pass reads
     /// none (a signal that arrives later wakes the phase's watcher).
     pub signals_pending: bool,
+    /// Its sealed input when the claimer holds it already (a submission that claimed its own
+    /// work), so the owner does not read it again.
+    pub input: Option<SealedBlob>,
+}
+
+/// A node's claim written by the submission of new work itself ([`crate::store::Store::submit_claiming`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimFor {
+    /// The node that runs the work.
+    pub node: String,
+    /// How long its lease lasts from the submission.
+    pub lease_ms: i64,
 }
 
 /// Where a call is, as stored.

@@ -97,10 +97,7 @@ impl ScheduleWorkflow {
     }
 
     async fn input(&self, cx: &PhaseContext) -> Result<ScheduleInput, PhaseError> {
-        cx.engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)
+        cx.input().await.map_err(PhaseError::from)
     }
 
     async fn trigger(&self, cx: &PhaseContext) -> Result<Option<TriggerRow>, PhaseError> {

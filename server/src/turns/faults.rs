@@ -7,7 +7,8 @@
 //!
 //! - named places of a tool call ([`FaultPoint`]): `after_tool_intent`, `after_tool_sending`
 //!   (marked sending, not yet sent) and `after_tool_sent` (sent, its result not yet saved);
-//!   and of a file deletion: `after_object_deleted` (its object gone, its row not yet);
+//!   of a file deletion: `after_object_deleted` (its object gone, its row not yet); and of a
+//!   submission that claimed its own work: `after_submission_claimed` (committed, not started);
 //! - commit boundaries of the durable host. Each commit is labelled by what it carries
 //!   ([`labels`]), and `before:<label>` / `after:<label>` abort just before / just after the
 //!   first commit whose labels include `<label>`; `lost_reply:<label>` lets that commit succeed
@@ -49,6 +50,8 @@ pub enum FaultPoint {
     AfterToolSent,
     /// A file deletion removed the file's object; its row is not removed yet.
     AfterObjectDeleted,
+    /// A submission claimed its own work for this node; the work has not started yet.
+    AfterSubmissionClaimed,
 }
 
 impl FaultPoint {
@@ -59,6 +62,7 @@ impl FaultPoint {
             FaultPoint::AfterToolSending => "after_tool_sending",
             FaultPoint::AfterToolSent => "after_tool_sent",
             FaultPoint::AfterObjectDeleted => "after_object_deleted",
+            FaultPoint::AfterSubmissionClaimed => "after_submission_claimed",
         }
     }
 }

@@ -205,11 +205,7 @@ impl TurnWorkflow {
         &self,
         cx: &PhaseContext,
     ) -> Result<(TurnInput, Option<AccessGuard>, Arc<dyn Model>), PhaseError> {
-        let input: TurnInput = cx
-            .engine
-            .open_json(cx.execution.input_record)
-            .await
-            .map_err(PhaseError::from)?;
+        let input: TurnInput = cx.input().await.map_err(PhaseError::from)?;
         let access = async {
             Ok::<_, PhaseError>(match (&input.identity, &self.identity) {
                 (Some(identity), Some(store)) => {
@@ -600,11 +596,7 @@ impl Workflow for TurnWorkflow {
         let usage = cx.execution.usage;
         // A delegated Turn tells its source how it ended, whoever ends it.
         let notice = if cx.execution.parent_id.is_some() {
-            let input: TurnInput = cx
-                .engine
-                .open_json(cx.execution.input_record)
-                .await
-                .map_err(PhaseError::from)?;
+            let input: TurnInput = cx.input().await.map_err(PhaseError::from)?;
             input.source.map(|source| {
                 let how = match &end {
                     EngineEnd::Cancelled { .. } => "was cancelled".to_string(),

@@ -126,10 +126,7 @@ impl ToolJobWorkflow {
 }
 
 async fn input_of(cx: &PhaseContext) -> Result<JobInput, PhaseError> {
-    cx.engine
-        .open_json(cx.execution.input_record)
-        .await
-        .map_err(PhaseError::from)
+    cx.input().await.map_err(PhaseError::from)
 }
 
 /// Closes a request in the name of the platform (no member decided).

@@ -56,6 +56,11 @@ impl Served {
 
     /// Starts the node again on the same data folder and port.
     pub fn restart(&mut self) {
+        self.restart_with(&[]);
+    }
+
+    /// The same, with these variables in the server's environment.
+    pub fn restart_with(&mut self, env: &[(&str, &str)]) {
         self.kill();
         let bind = self.base.trim_start_matches("http://").to_string();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -66,9 +71,39 @@ impl Served {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let (child, base, _) = serve(self.data.path(), &bind, &[]);
+        let (child, base, _) = serve(self.data.path(), &bind, env);
         assert_eq!(base, self.base);
         self.child = Some(child);
+    }
+}
+
+impl Served {
+    /// Long polls the events of `execution` (at most 50 polls of up to 10 s each) until the
+    /// page that ends it: every event read, in order, and whether the end was read.
+    pub async fn events_to_end(&self, execution: &str) -> (Vec<serde_json::Value>, bool) {
+        let http = reqwest::Client::new();
+        let mut events = Vec::new();
+        let mut after = 0;
+        for _ in 0..50 {
+            let page: serde_json::Value = http
+                .get(format!(
+                    "{}/v1/executions/{execution}/events?after={after}&wait=10",
+                    self.base
+                ))
+                .bearer_auth(&self.token)
+                .send()
+                .await
+                .expect("the server is up")
+                .json()
+                .await
+                .unwrap();
+            events.extend(page["events"].as_array().unwrap().iter().cloned());
+            after = page["next_after"].as_u64().unwrap();
+            if page["ended"].as_bool().unwrap() {
+                return (events, true);
+            }
+        }
+        (events, false)
     }
 }
 

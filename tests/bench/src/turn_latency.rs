@@ -271,7 +271,8 @@ fn parse_line(line: &str) -> Option<Line> {
 ///
 /// From the client sending the message: `http_in` (to the router), `before_submit` (the send's
 /// checks and reads), `submit` (its commit), `claim_wait` (from that commit to the runner's
-/// claim starting), `claim` (the claim's transaction), `phase_start` (the claimed Turn's reads
+/// claim starting, or to the Turn's handoff to the runner when its send claimed it), `claim`
+/// (the claim's transaction; none when the send claimed the Turn), `phase_start` (the claimed Turn's reads
 /// before its first commit), `step_commits` (the Turn's commits, the end's included),
 /// `between_commits` (the engine's work between them: the model, checks and reads), then from
 /// the end's commit: `wake` (to the waiting long poll's wake-up), `answer` (from that wake-up,
@@ -412,7 +413,9 @@ impl Timeline {
                 .with_context(|| format!("no `{part}` of execution {}", turn.execution))
         };
         let submit = one("submit")?;
-        let claim = one("claim")?;
+        // A Turn its send claimed has no claim of its own: its handoff to the runner (a point)
+        // stands in for it.
+        let claim = one("claim").or_else(|_| one("handoff"))?;
         let (start, end) = (turn.start(), turn.end());
         let mut commits: Vec<&Line> = lines
             .iter()

@@ -61,7 +61,7 @@ impl CleanupWorkflow {
         &self,
         cx: &PhaseContext,
     ) -> Result<(CleanupInput, GrantUseRow, GrantRow), PhaseError> {
-        let input: CleanupInput = cx.engine.open_json(cx.execution.input_record).await?;
+        let input: CleanupInput = cx.input().await?;
         let missing = |what: &str| {
             PhaseError::Storage(StoreError::Invalid(format!(
                 "cleanup {}: its {what} is missing",

@@ -236,7 +236,7 @@ impl TokenWorkflow {
     }
 
     async fn input(&self, cx: &PhaseContext) -> Result<TokenInput, PhaseError> {
-        Ok(cx.engine.open_json(cx.execution.input_record).await?)
+        Ok(cx.input().await?)
     }
 
     async fn connection(&self, input: &TokenInput) -> Result<ConnectionRow, PhaseError> {

@@ -21,6 +21,17 @@ use crate::store::tips::Tip;
 use crate::store::{Store as StoreTrait, StoreError, TxWrites};
 
 sql_store! {
+/// Whether the Chat `$chat` has a Turn before `$id` that has not ended: a Chat's Turns run
+/// one at a time, in order.
+macro_rules! open_turn_before {
+    ($chat:literal, $id:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = ", $chat, " AND p.id < ", $id,
+            " AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))"
+        )
+    };
+}
+
 impl Store {
     /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
     /// the rows hold each claimed execution's columns as written (`execution_columns!`) and
@@ -45,7 +56,7 @@ impl Store {
                  WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
                    AND (owner_node IS NULL OR lease_expires_at < $1) \
                    AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $6) OR owner_node IS NOT NULL) \
-                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) \
+                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT ", open_turn_before!("executions.chat_id", "executions.id"), ") \
                    AND ", text_in!("kind", "$5"), " \
                  ORDER BY created_at LIMIT $2", skip_locked!(), ") \
              RETURNING ",
@@ -61,6 +72,32 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows)
+    }
+
+    /// The claim of an execution this store just claimed, its tip remembered for the
+    /// owner's commits.
+    fn claimed(
+        &self,
+        execution: ExecutionRow,
+        signals_pending: bool,
+        input: Option<SealedBlob>,
+    ) -> Claim {
+        self.remember_tip(
+            execution.id,
+            Tip {
+                generation: execution.generation,
+                last_sequence: execution.last_sequence,
+                has_parent: execution.parent_id.is_some(),
+            },
+        );
+        Claim {
+            id: execution.id,
+            kind: execution.kind.clone(),
+            generation: execution.generation,
+            execution,
+            signals_pending,
+            input,
+        }
     }
 
     pub(crate) async fn insert_sealed(
@@ -465,6 +502,15 @@ impl StoreTrait for Store {
         new: NewExecution,
         writes: TxWrites,
     ) -> Result<Submitted, StoreError> {
+        Ok(self.submit_claiming(new, writes, None).await?.0)
+    }
+
+    async fn submit_claiming(
+        &self,
+        new: NewExecution,
+        writes: TxWrites,
+        claim: Option<&ClaimFor>,
+    ) -> Result<(Submitted, Option<Claim>), StoreError> {
         let mut tx = self.pool().begin().await?;
         let now = now_ms();
         let last = new.events.len() as i64;
@@ -480,10 +526,17 @@ impl StoreTrait for Store {
             }
         }
         Self::insert_sealed(&mut tx, Some(new.id), &new.input).await?;
-        sqlx::query(
-            "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at) \
-             VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $8)",
-        )
+        // Claimed in the same statement when a node is named and the work may start now.
+        let row = sqlx::query(concat!(
+            "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at, \
+                 owner_node, generation, lease_expires_at) \
+             SELECT $1, $2, CASE WHEN c.starts THEN 'running' ELSE 'queued' END, $3, $4, $5, $6, $7, $8, $8, \
+                 CASE WHEN c.starts THEN ", text_param!("$9"), " END, CASE WHEN c.starts THEN 1 ELSE 0 END, CASE WHEN c.starts THEN $8 + $10 END \
+             FROM (SELECT (", text_param!("$9"), " IS NOT NULL AND (", uuid_param!("$5"), " IS NULL OR NOT ",
+                 open_turn_before!("$5", "$1"), ")) AS starts) c \
+             RETURNING ",
+            execution_columns!()
+        ))
         .bind(new.id.as_uuid())
         .bind(&new.kind)
         .bind(new.scope.to_stored())
@@ -492,8 +545,11 @@ impl StoreTrait for Store {
         .bind(new.input.id)
         .bind(last)
         .bind(now)
-        .execute(&mut *tx)
+        .bind(claim.map(|c| c.node.as_str()))
+        .bind(claim.map_or(0, |c| c.lease_ms))
+        .fetch_one(&mut *tx)
         .await?;
+        let execution: ExecutionRow = execution_from_row!(&row)?;
         if let Some(key) = &new.command_key {
             let inserted = sqlx::query(
                 "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) VALUES ($1, $2, $3, $4, $5) \
@@ -517,7 +573,7 @@ impl StoreTrait for Store {
                 let digest: Vec<u8> = row.try_get("input_digest")?;
                 let existing: Uuid = row.try_get("execution_id")?;
                 return if digest == new.input_digest {
-                    Ok(Submitted::Existing(existing.into()))
+                    Ok((Submitted::Existing(existing.into()), None))
                 } else {
                     Err(StoreError::CommandKeyConflict(key.clone()))
                 };
@@ -526,7 +582,12 @@ impl StoreTrait for Store {
         Self::insert_events(&mut tx, &self.seal, new.id, 1, &new.events).await?;
         run_writes!(writes, &mut tx).await?;
         tx.commit().await?;
-        Ok(Submitted::Created(new.id))
+        // Nothing can signal work before it is stored.
+        let claimed = match execution.owner_node {
+            Some(_) => Some(self.claimed(execution, false, Some(new.input))),
+            None => None,
+        };
+        Ok((Submitted::Created(new.id), claimed))
     }
 
 
@@ -543,21 +604,7 @@ impl StoreTrait for Store {
         rows.iter()
             .map(|row| {
                 let execution: ExecutionRow = execution_from_row!(row)?;
-                self.remember_tip(
-                    execution.id,
-                    Tip {
-                        generation: execution.generation,
-                        last_sequence: execution.last_sequence,
-                        has_parent: execution.parent_id.is_some(),
-                    },
-                );
-                Ok(Claim {
-                    id: execution.id,
-                    kind: execution.kind.clone(),
-                    generation: execution.generation,
-                    execution,
-                    signals_pending: row.try_get("signals_pending")?,
-                })
+                Ok(self.claimed(execution, row.try_get("signals_pending")?, None))
             })
             .collect()
     }
