@@ -13,7 +13,7 @@ use axum::http::header::{ACCEPT, HeaderName};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use openbot_schema::{
     Action, ErrorBody, ErrorCategory, EventPage, Execution, ExecutionId, ExecutionKind, Resource,
     ToolResult,
@@ -279,20 +279,35 @@ async fn page(
     wait: Duration,
     ended: bool,
 ) -> Result<EventPage, ApiError> {
-    let store = &state.engine.context().store;
-    let read = |after: u64| async move { store.events(id, after as i64, OBSERVE_PAGE).await };
-    let mut events = match read(after).await {
-        Ok(events) => events,
-        Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
-    };
-    if events.is_empty() && !ended && !wait.is_zero() {
-        // Nothing yet: wait for the next event, then answer everything committed by then.
+    let mut events = Vec::new();
+    if ended || wait.is_zero() {
+        let store = &state.engine.context().store;
+        events = match store.events(id, after as i64, OBSERVE_PAGE).await {
+            Ok(events) => events,
+            Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+        };
+    } else {
+        // Through the node's observer: readers at the execution's head share one read of the
+        // log per wake-up (many long polls of one Turn cost one query, not one each), and a
+        // reader behind reads its own page. It waits for the first event, then the page is
+        // what the observer read with it.
         let mut observer = state.engine.observe(id, after);
         match tokio::time::timeout(wait, observer.next()).await {
-            Ok(Some(Ok(_))) => {
-                events = match read(after).await {
-                    Ok(events) => events,
-                    Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+            Ok(Some(Ok(first))) => {
+                let ends = first.kind.is_terminal();
+                events.push(first);
+                while !ends && events.len() < OBSERVE_PAGE as usize {
+                    // Only what it holds already: no wait for later events.
+                    match observer.next().now_or_never() {
+                        Some(Some(Ok(event))) => {
+                            let terminal = event.kind.is_terminal();
+                            events.push(event);
+                            if terminal {
+                                break;
+                            }
+                        }
+                        _ => break,
+                    }
                 }
             }
             Ok(Some(Err(err))) => return Err(ApiError::from_store(state, err, "execution").await),
