@@ -53,7 +53,7 @@ impl Room {
     pub(crate) fn start(self, claim: Claim) {
         crate::timing::mark("handoff", claim.id);
         fault(FaultPoint::AfterSubmissionClaimed);
-        self.runner.start_claimed(claim);
+        self.runner.spawn_program(claim);
     }
 }
 

@@ -107,11 +107,6 @@ impl Runner {
         }
     }
 
-    /// Runs an execution its submission claimed for this node.
-    pub(crate) fn start_claimed(self: &Arc<Self>, claim: Claim) {
-        self.spawn_program(claim);
-    }
-
     async fn claim_loop(self: Arc<Self>) {
         let lease_ms = self.config.lease.as_millis() as i64;
         loop {
@@ -186,7 +181,8 @@ impl Runner {
         }
     }
 
-    fn spawn_program(self: &Arc<Self>, claim: Claim) {
+    /// Runs a claimed execution: the claim loop's, or one its submission claimed (`intake.rs`).
+    pub(super) fn spawn_program(self: &Arc<Self>, claim: Claim) {
         if let Some(why) = self.registry.retired(&claim.kind) {
             let cx = Arc::clone(&self.cx);
             tokio::spawn(async move {

@@ -279,33 +279,26 @@ async fn page(
     wait: Duration,
     ended: bool,
 ) -> Result<EventPage, ApiError> {
-    let mut events = Vec::new();
-    if ended || wait.is_zero() {
+    let events = if ended || wait.is_zero() {
         let store = &state.engine.context().store;
-        events = match store.events(id, after as i64, OBSERVE_PAGE).await {
+        match store.events(id, after as i64, OBSERVE_PAGE).await {
             Ok(events) => events,
             Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
-        };
+        }
     } else {
         // Through the node's observer: readers at the execution's head share one read of the
         // log per wake-up (many long polls of one Turn cost one query, not one each), and a
         // reader behind reads its own page. It waits for the first event, then the page is
-        // what the observer read with it.
+        // what the observer read with it (it ends after a terminal event).
         let mut observer = state.engine.observe(id, after);
+        let mut events = Vec::new();
         match tokio::time::timeout(wait, observer.next()).await {
             Ok(Some(Ok(first))) => {
-                let ends = first.kind.is_terminal();
                 events.push(first);
-                while !ends && events.len() < OBSERVE_PAGE as usize {
-                    // Only what it holds already: no wait for later events.
+                // Only what it holds already: no wait for later events.
+                while events.len() < OBSERVE_PAGE as usize {
                     match observer.next().now_or_never() {
-                        Some(Some(Ok(event))) => {
-                            let terminal = event.kind.is_terminal();
-                            events.push(event);
-                            if terminal {
-                                break;
-                            }
-                        }
+                        Some(Some(Ok(event))) => events.push(event),
                         _ => break,
                     }
                 }
@@ -313,7 +306,8 @@ async fn page(
             Ok(Some(Err(err))) => return Err(ApiError::from_store(state, err, "execution").await),
             Ok(None) | Err(_) => {}
         }
-    }
+        events
+    };
     let last = events.last().map(|e| e.sequence).unwrap_or(after);
     let ended = match events.last() {
         Some(event) => event.kind.is_terminal(),
