@@ -28,6 +28,7 @@ http_tests!(
     an_events_request_without_a_token_is_refused_as_on_any_connection,
     a_reader_that_asks_to_close_gets_its_answer_and_then_the_close,
     a_long_poll_that_waits_is_answered_when_the_next_event_is_committed,
+    more_long_polls_at_once_than_are_routed_at_once_are_all_answered,
 );
 
 /// An ended one-step text Turn: its execution's ID.
@@ -272,4 +273,55 @@ async fn a_long_poll_that_waits_is_answered_when_the_next_event_is_committed(ser
             .iter()
             .all(|e| e["sequence"].as_u64().unwrap() > after)
     );
+}
+
+/// More readers at once than the node routes at once (64; the others wait with their head):
+/// each is routed in its turn, waits, and is answered with the next event.
+async fn more_long_polls_at_once_than_are_routed_at_once_are_all_answered(server: Server) {
+    const READERS: usize = 100;
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["late"])]).await;
+    model.delay(0, Duration::from_millis(1500));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "hi", None).await).await;
+    let id = sent["execution_id"].as_str().unwrap().to_string();
+    server.wait_started(&id).await;
+    let now: Value = server
+        .get(&format!("/v1/executions/{id}/events"), &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let after = now["next_after"].as_u64().unwrap();
+    let request = format!(
+        "GET /v1/executions/{id}/events?after={after}&wait=30 HTTP/1.1\r\nHost: test\r\n\
+         Authorization: Bearer {}\r\n\r\n",
+        server.owner
+    );
+    let mut streams = Vec::with_capacity(READERS);
+    for _ in 0..READERS {
+        let mut stream = connect(&server).await;
+        stream.write_all(request.as_bytes()).await.unwrap();
+        streams.push(stream);
+    }
+    let readers = streams.into_iter().map(|mut stream| async move {
+        let (status, _, body) = read_answer(&mut stream).await;
+        (status, serde_json::from_str::<Value>(&body).unwrap())
+    });
+    let answers = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(readers))
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), READERS);
+    for (status, page) in answers {
+        assert_eq!(status, 200, "{page}");
+        let events = page["events"].as_array().unwrap();
+        assert!(!events.is_empty(), "{page}");
+        assert!(
+            events
+                .iter()
+                .all(|e| e["sequence"].as_u64().unwrap() > after)
+        );
+    }
 }

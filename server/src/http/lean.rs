@@ -19,12 +19,18 @@ use axum::http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 /// The largest request head answered here; a larger one goes to hyper.
 const HEAD_LIMIT: usize = 2048;
 /// The most header fields of a request answered here.
 const MAX_HEADERS: usize = 32;
+/// The most events requests routed at once (authentication, rights, the handler's first
+/// pass); the others wait holding only their parsed head. A burst of readers (10,000
+/// reconnecting after a restart) then costs the node their heads, not 10,000 handlers'
+/// transient state and database reads queued at once, which the allocator keeps after the
+/// burst (`observer-memory`, docs/benchmarks.md).
+pub(super) const ROUTED_AT_ONCE: usize = 64;
 
 /// A parsed request head, still unread in the socket.
 pub(super) struct Head {
@@ -104,16 +110,18 @@ fn is_events_path(path: &str) -> bool {
 
 /// Reads `head` from `stream`, answers it through `router` and writes the answer; returns
 /// whether the connection stays open for another request.
+/// At most [`ROUTED_AT_ONCE`] requests are routed at once across the node (`routing`).
 pub(super) async fn answer(
     stream: &mut TcpStream,
     head: Head,
     router: &axum::Router,
+    routing: &Semaphore,
     stopped: &mut watch::Receiver<bool>,
 ) -> std::io::Result<bool> {
     let close = head.close;
     // Boxed: the request's futures (the router's, the handler's) are freed once it answered,
     // and an open stream keeps only what `BodyWriter` holds.
-    let Some(mut response) = Box::pin(route(stream, head, router)).await? else {
+    let Some(mut response) = Box::pin(route(stream, head, router, routing)).await? else {
         return Ok(false);
     };
     if let Some(later) = take_deferred(&mut response) {
@@ -218,12 +226,19 @@ async fn until_peer_gone<T>(stream: &TcpStream, answer: impl Future<Output = T>)
     }
 }
 
-/// Reads the head and runs the router; `None` when the reader went away first.
+/// Reads the head and runs the router once `routing` has room; `None` when the reader went
+/// away first.
 async fn route(
     stream: &mut TcpStream,
     head: Head,
     router: &axum::Router,
+    routing: &Semaphore,
 ) -> std::io::Result<Option<axum::response::Response>> {
+    // The semaphore is never closed; a closed one would only mean no limit.
+    let _routing = match until_peer_gone(stream, routing.acquire()).await {
+        Some(permit) => permit.ok(),
+        None => return Ok(None),
+    };
     let mut consumed = vec![0u8; head.len];
     stream.read_exact(&mut consumed).await?;
     drop(consumed);

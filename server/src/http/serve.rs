@@ -24,6 +24,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let routing = std::sync::Arc::new(tokio::sync::Semaphore::new(super::lean::ROUTED_AT_ONCE));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -46,8 +47,9 @@ pub async fn serve(
         }
         let router = router.clone();
         let mut stopped = stopped.clone();
+        let routing = std::sync::Arc::clone(&routing);
         tokio::spawn(async move {
-            let Some(stream) = serve_events(stream, &router, &mut stopped).await else {
+            let Some(stream) = serve_events(stream, &router, &routing, &mut stopped).await else {
                 return;
             };
             // Boxed: a connection served by `lean` never needs the room of hyper's state.
@@ -87,6 +89,7 @@ async fn serve_hyper(
 async fn serve_events(
     mut stream: tokio::net::TcpStream,
     router: &axum::Router,
+    routing: &tokio::sync::Semaphore,
     stopped: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Option<tokio::net::TcpStream> {
     loop {
@@ -97,7 +100,7 @@ async fn serve_events(
         let Some(head) = head else {
             return Some(stream);
         };
-        match super::lean::answer(&mut stream, head, router, stopped).await {
+        match super::lean::answer(&mut stream, head, router, routing, stopped).await {
             Ok(true) => {}
             Ok(false) | Err(_) => return None,
         }

@@ -9,8 +9,9 @@
 //! connection each, at most `--connecting` connects at once), each after the Turn's last event
 //! so it waits idle. Connected means: an SSE observer got its response head; a long poll's
 //! request was accepted (the server's open file count grew by N) and none was answered. Then
-//! the VmRSS once it stops growing, and (after - baseline) / N in bytes. VmRSS counts the
-//! process's resident pages (heap, stacks); it does not count the kernel's socket buffers.
+//! the VmRSS once it stops growing and the server is idle, and (after - baseline) / N in
+//! bytes. VmRSS counts the process's resident pages (heap, stacks); it does not count the
+//! kernel's socket buffers.
 //! Also reported: the server's CPU use over 4 s with all observers idle.
 //!
 //! Prints, never asserts; each scenario ends within the long polls' 60 s. The last line of the
@@ -250,16 +251,19 @@ async fn scenario(args: &Args, kind: &str, count: usize) -> anyhow::Result<Figur
         }
     }
     let open_s = started.elapsed().as_secs_f64();
-    // Settled: VmRSS grew by less than 0.2 % over 1 s (at most 15 s).
+    // Settled: over 1 s, VmRSS grew by less than 0.2 % and the server used less than 5 % of
+    // a core (requests still being routed would show as CPU), at most 15 s.
     let settle_deadline = Instant::now() + Duration::from_secs(15);
     let mut previous = rss_bytes(pid)?;
+    let mut ticks = cpu_ticks(pid)?;
     let after = loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = rss_bytes(pid)?;
-        if now <= previous + previous / 500 || Instant::now() > settle_deadline {
+        let (now, ticks_now) = (rss_bytes(pid)?, cpu_ticks(pid)?);
+        let quiet = ticks_now - ticks < 5;
+        if (now <= previous + previous / 500 && quiet) || Instant::now() > settle_deadline {
             break now.max(previous);
         }
-        previous = now;
+        (previous, ticks) = (now, ticks_now);
     };
     // Idle CPU with the observers connected (their fallback wake-ups included).
     let (ticks_before, idle_from) = (cpu_ticks(pid)?, Instant::now());
