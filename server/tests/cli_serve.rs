@@ -10,10 +10,10 @@ mod pg;
 #[path = "support/served.rs"]
 mod served;
 
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Output, Stdio};
 
 use openbot_server::store::SCHEMA_VERSION;
-use std::time::Duration;
 
 fn openbot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_openbot"))
@@ -93,17 +93,37 @@ fn a_postgres_node_needs_the_shared_sealing_keys() {
     );
 }
 
-#[test]
-fn a_node_stops_cleanly_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().to_str().unwrap();
-    assert!(openbot(&["migrate", "--data-dir", path]).status.success());
-    let child = Command::new(env!("CARGO_BIN_EXE_openbot"))
+/// Starts `openbot serve` on the data folder `path` and returns once it printed that it
+/// listens, with the rest of its standard error still to read.
+fn serve_until_listening(
+    path: &str,
+    unset: &[&str],
+) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_openbot"));
+    command
         .args(["serve", "--data-dir", path, "--bind", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for name in unset {
+        command.env_remove(name);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        assert_ne!(
+            stderr.read_line(&mut line).unwrap(),
+            0,
+            "the node ended before it listened"
+        );
+    }
+    (child, stderr)
+}
+
+/// Sends SIGTERM to `child`; returns whether it exited successfully and the rest of its
+/// standard error.
+fn terminate(mut child: std::process::Child, mut stderr: impl Read) -> (bool, String) {
     assert!(
         Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -111,9 +131,23 @@ fn a_node_stops_cleanly_on_sigterm() {
             .unwrap()
             .success()
     );
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).ends_with("openbot: stopping; releasing work"));
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    (child.wait().unwrap().success(), rest.trim().to_string())
+}
+
+#[test]
+fn a_node_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    assert!(openbot(&["migrate", "--data-dir", path]).status.success());
+    let (child, stderr) = serve_until_listening(path, &[]);
+    let (success, rest) = terminate(child, stderr);
+    assert!(success, "{rest}");
+    assert!(
+        rest.ends_with("openbot: stopping; releasing work"),
+        "{rest}"
+    );
 }
 
 #[test]
@@ -121,41 +155,22 @@ fn serve_with_no_flags_keeps_its_database_keys_and_objects_in_the_data_folder() 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap();
     assert!(openbot(&["migrate", "--data-dir", path]).status.success());
-    let child = Command::new(env!("CARGO_BIN_EXE_openbot"))
-        .args(["serve", "--data-dir", path, "--bind", "127.0.0.1:0"])
-        .env_remove("OPENBOT_SEAL_KEYS")
-        .env_remove("OPENBOT_OBJECTS_DIR")
-        .env_remove("OPENBOT_DATABASE_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id().to_string();
-    // The folder is set up before the node listens; wait for that, then look.
-    let objects = dir.path().join("objects");
-    for _ in 0..200 {
-        if objects.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (child, stderr) = serve_until_listening(
+        path,
+        &[
+            "OPENBOT_SEAL_KEYS",
+            "OPENBOT_OBJECTS_DIR",
+            "OPENBOT_DATABASE_URL",
+        ],
+    );
     for entry in ["openbot.db", "seal-keys", "objects"] {
         assert!(
             dir.path().join(entry).exists(),
             "{entry} is in the data folder"
         );
     }
-    // Its signal handler is in place once it serves, shortly after the folder is set up.
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let finished = child.wait_with_output().unwrap();
-    assert!(finished.status.success(), "{}", stderr(&finished));
+    let (success, rest) = terminate(child, stderr);
+    assert!(success, "{rest}");
 }
 
 /// Fault points exist only in builds with the `fault-points` feature (the fault tests'
@@ -233,7 +248,6 @@ async fn a_single_node_interrupts_work_of_a_kind_it_has_no_workflow_for() {
     use openbot_server::engine::{Engine, Submission};
     use openbot_server::sealed::KeyRing;
     use openbot_server::store::{Scope, SqliteStore};
-    use std::io::{BufRead, BufReader};
 
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap().to_string();

@@ -24,6 +24,9 @@ pub struct ServeArgs {
 /// Runs the node.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
+    // Registered first: a signal during start-up stops the node once it serves, instead of
+    // killing it with the default action.
+    let stop = shutdown_signal();
     let config = args.node.config()?;
     let database = node::open_database(&config).await?;
     let listener = tokio::net::TcpListener::bind(args.bind)
@@ -54,30 +57,38 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         config.node_name,
         started.elapsed().as_millis()
     );
-    openbot_server::http::serve(listener, app(state), shutdown_signal()).await?;
+    openbot_server::http::serve(listener, app(state), stop).await?;
     eprintln!("openbot: stopping; releasing work");
     engine.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn shutdown_signal() {
+/// Registers for SIGINT and SIGTERM now; the future ends at the first of them.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let signals = signal(SignalKind::interrupt()).and_then(|interrupt| {
+            signal(SignalKind::terminate()).map(|terminate| (interrupt, terminate))
+        });
+        async move {
+            match signals {
+                Ok((mut interrupt, mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
