@@ -134,6 +134,11 @@ conformance!(
     a_chats_turn_claimed_by_its_submission_waits_for_the_earlier_turn,
     a_claim_written_by_a_submission_lapses_like_any_lease,
     a_retried_submission_claims_nothing,
+    a_damaged_claimable_row_is_handed_back_apart_while_the_others_are_claimed,
+    damaged_executions_are_interrupted_and_other_work_runs,
+    a_statement_the_database_refuses_is_invalid_data_not_an_outage,
+    reading_an_execution_takes_no_lock,
+    signals_that_cannot_be_read_interrupt_the_execution_instead_of_looping,
 );
 
 fn keys() -> KeyRing {
@@ -737,12 +742,12 @@ async fn a_wait_is_claimed_once_the_node_clock_passes_its_wake_time(backend: Bac
         .claim_due("node-b", &["test"], 60_000, 10, at - 60_000)
         .await
         .unwrap();
-    assert!(early.iter().all(|c| c.id != claim.id));
+    assert!(early.claims.iter().all(|c| c.id != claim.id));
     let due = store
         .claim_due("node-b", &["test"], 60_000, 10, at)
         .await
         .unwrap();
-    assert!(due.iter().any(|c| c.id == claim.id));
+    assert!(due.claims.iter().any(|c| c.id == claim.id));
 }
 
 async fn a_wait_saved_while_a_cancel_or_wake_is_pending_wakes_at_once(backend: Backend) {
@@ -2391,4 +2396,217 @@ async fn a_retried_submission_claims_nothing(backend: Backend) {
             .generation,
         1
     );
+}
+
+// ---- damage and refusals (issue 32, points 5, 6 and 9) ----
+
+/// The three ways a claimable row was found damaged: a scope, an outcome and an unknown call
+/// this build cannot read.
+const DAMAGE: [(&str, &str); 3] = [
+    ("scope", "nobody"),
+    ("outcome", "exploded"),
+    ("unknown_call", "not/a/key"),
+];
+
+async fn damage(backend: &Backend, id: ExecutionId, column: &str, value: &str) {
+    backend
+        .raw(
+            &format!("UPDATE executions SET {column} = $1 WHERE id = $2"),
+            vec![P::Text(value.into()), P::Id(id.as_uuid())],
+        )
+        .await;
+}
+
+async fn a_damaged_claimable_row_is_handed_back_apart_while_the_others_are_claimed(
+    backend: Backend,
+) {
+    let store = Arc::clone(&backend.store);
+    let mut damaged = Vec::new();
+    for (column, value) in DAMAGE {
+        let id = store
+            .submit(new_execution(&keys(), member(), None, b"x"))
+            .await
+            .unwrap()
+            .execution_id();
+        damage(&backend, id, column, value).await;
+        damaged.push(id);
+    }
+    let sound = store
+        .submit(new_execution(&keys(), member(), None, b"x"))
+        .await
+        .unwrap()
+        .execution_id();
+    let claimed = store
+        .claim_due("node-a", &["test"], 60_000, 10, now_ms())
+        .await
+        .unwrap();
+    let claims: Vec<ExecutionId> = claimed.claims.iter().map(|c| c.id).collect();
+    assert_eq!(
+        claims,
+        [sound],
+        "the sound row is claimed in the same batch"
+    );
+    let mut apart: Vec<ExecutionId> = claimed.damaged.iter().map(|d| d.id).collect();
+    apart.sort_by_key(|id| id.as_uuid());
+    damaged.sort_by_key(|id| id.as_uuid());
+    assert_eq!(
+        apart, damaged,
+        "each damaged row comes back, owned by the claim"
+    );
+    assert!(claimed.damaged.iter().all(|d| d.generation == 1));
+    // Owned by this claim: another node's claim does not take them again.
+    let again = store
+        .claim_due("node-b", &["test"], 60_000, 10, now_ms())
+        .await
+        .unwrap();
+    assert!(again.claims.is_empty() && again.damaged.is_empty());
+}
+
+async fn damaged_executions_are_interrupted_and_other_work_runs(backend: Backend) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["fine"])]).await;
+    let keys = keys();
+    let input = turn_input(&model.spec(), None);
+    // Submitted before any runner, so the damaged ones are the oldest claimable work.
+    let before = engine_on(&backend.store, &keys, "node-a");
+    let mut damaged = Vec::new();
+    for (column, value) in DAMAGE {
+        let id = submit_turn(&before, &input).await;
+        damage(&backend, id, column, value).await;
+        damaged.push(id);
+    }
+    let sound = submit_turn(&before, &input).await;
+    let engine = running_engine(&backend.store, &keys).await;
+    let events = all_events(&engine, sound, 0).await;
+    assert!(
+        matches!(
+            events.last().unwrap().kind,
+            EventKind::TurnEnded {
+                outcome: TurnOutcome::Completed,
+                ..
+            }
+        ),
+        "{events:?}"
+    );
+    for id in damaged {
+        let mut state = None;
+        for _ in 0..500 {
+            state = backend
+                .raw(
+                    "SELECT state FROM executions WHERE id = $1",
+                    vec![P::Id(id.as_uuid())],
+                )
+                .await;
+            if state.as_deref() == Some("interrupted") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(state.as_deref(), Some("interrupted"), "{id}");
+        let reason = backend
+            .raw(
+                "SELECT reason FROM executions WHERE id = $1",
+                vec![P::Id(id.as_uuid())],
+            )
+            .await
+            .unwrap_or_default();
+        assert!(reason.contains("can no longer be read"), "{reason}");
+        let error_records = backend
+            .raw(
+                "SELECT CAST(COUNT(*) AS TEXT) FROM error_records WHERE execution_id = $1",
+                vec![P::Id(id.as_uuid())],
+            )
+            .await;
+        assert_eq!(error_records.as_deref(), Some("1"), "the cause is sealed");
+    }
+    engine.shutdown().await;
+    before.shutdown().await;
+}
+
+async fn a_statement_the_database_refuses_is_invalid_data_not_an_outage(backend: Backend) {
+    let store = backend.store;
+    let claim = claimed(&store, "node-a").await;
+    let taken = keys().seal(Uuid::now_v7(), b"taken").unwrap();
+    store.put_sealed(None, taken.clone()).await.unwrap();
+    // The result record's ID is taken: the database refuses the row (a unique constraint).
+    let commit = Commit {
+        calls: vec![call(model_key(1, 1), CallPhase::Done, Some(taken))],
+        ..Commit::default()
+    };
+    let err = store
+        .commit(claim.id, claim.generation, commit)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+    assert!(!err.is_transient(), "never retried as an outage");
+}
+
+async fn reading_an_execution_takes_no_lock(backend: Backend) {
+    let claim = claimed(&backend.store, "node-a").await;
+    match &backend.db {
+        Db::Postgres(url) => {
+            // Another transaction holds the row's lock, as an owner's commit does.
+            let holder = sqlx::PgPool::connect(url).await.unwrap();
+            let mut tx = holder.begin().await.unwrap();
+            sqlx::query("SELECT 1 FROM executions WHERE id = $1 FOR UPDATE")
+                .bind(claim.id.as_uuid())
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            // And a store whose every transaction is read-only, as on a read replica, where
+            // a locking read fails at once.
+            let replica_url = format!(
+                "{url}{}options=-c%20default_transaction_read_only%3Don%20-c%20lock_timeout%3D2000",
+                if url.contains('?') { "&" } else { "?" }
+            );
+            let replica = PostgresStore::connect(&replica_url, 2, store_keys().0)
+                .await
+                .unwrap();
+            let row = replica.execution(claim.id).await.unwrap();
+            assert_eq!(row.generation, claim.generation);
+            tx.rollback().await.unwrap();
+        }
+        Db::Sqlite(_) => {
+            // One writer holds the database; a read beside an open write still answers.
+            let row = backend.store.execution(claim.id).await.unwrap();
+            assert_eq!(row.generation, claim.generation);
+        }
+    }
+}
+
+/// Reading signals failed on a path that never counted its retries: now every storage failure
+/// of the program loop goes by the same rules, and damage ends the execution at once.
+async fn signals_that_cannot_be_read_interrupt_the_execution_instead_of_looping(backend: Backend) {
+    let before = engine_on(&backend.store, &keys(), "node-a");
+    let id = submit_sleepy(&before, now_ms() + 3_600_000).await;
+    backend.store.signal(id, "wake", "{}").await.unwrap();
+    // The signal's row no longer reads as one.
+    match &backend.db {
+        Db::Sqlite(_) => {
+            backend
+                .raw(
+                    "UPDATE signals SET number = 'not a number' WHERE execution_id = $1",
+                    vec![P::Id(id.as_uuid())],
+                )
+                .await;
+        }
+        Db::Postgres(_) => {
+            for change in [
+                "ALTER TABLE signals ALTER COLUMN payload DROP DEFAULT",
+                "ALTER TABLE signals ALTER COLUMN payload TYPE bytea USING convert_to(payload, 'UTF8')",
+            ] {
+                backend.raw(change, Vec::new()).await;
+            }
+        }
+    }
+    let engine = sleepy_engine(&backend.store).await;
+    let row = wait_for_state(&backend.store, id, ExecutionState::Interrupted).await;
+    assert!(
+        row.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("can no longer be read")),
+        "{:?}",
+        row.reason
+    );
+    engine.shutdown().await;
+    before.shutdown().await;
 }

@@ -27,7 +27,7 @@ use futures::stream::BoxStream;
 use openbot_schema::{Event, EventKind, ExecutionId};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -340,11 +340,11 @@ impl Engine {
         let mut tasks = Vec::new();
         let hub = match store.notification_pool() {
             Some(pool) => {
-                let (sender, receiver) = mpsc::unbounded_channel();
-                let hub = Hub::shared(sender);
+                let outgoing = Arc::new(signals::Outgoing::default());
+                let hub = Hub::shared(Arc::clone(&outgoing));
                 tasks.push(pg_wake::spawn_notifier(
                     pool.clone(),
-                    receiver,
+                    outgoing,
                     stop.clone(),
                 ));
                 tasks.push(pg_wake::spawn_listener(
@@ -531,6 +531,7 @@ impl Engine {
                     openbot_schema::ErrorCategory::Configuration,
                     &reason,
                     &reason,
+                    crate::store::TxWrites::default(),
                 )
                 .await;
                 // An execution that could not be ended is not read again in this pass.

@@ -1,33 +1,28 @@
 //! Wake-ups between nodes over PostgreSQL LISTEN/NOTIFY.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::signals::{CHANNEL, Hub, Wake, decode_batch, encode_batch};
+use super::signals::{CHANNEL, Hub, Outgoing, decode_batch, encode_batch};
 
 /// Sends the wake-ups of this node to the others: each batch of wake-ups that arrived while
 /// the previous `NOTIFY` was in flight goes out as one notification, outside any transaction.
+/// What waits is bounded ([`Outgoing`]), however long the database does not answer.
 pub fn spawn_notifier(
     pool: PgPool,
-    mut wakes: mpsc::UnboundedReceiver<Wake>,
+    wakes: Arc<Outgoing>,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let first = tokio::select! {
-                wake = wakes.recv() => match wake { Some(wake) => wake, None => return },
+            let batch = tokio::select! {
+                batch = wakes.next_batch() => batch,
                 _ = stop.cancelled() => return,
             };
-            let mut batch = HashSet::from([first]);
-            while let Ok(wake) = wakes.try_recv() {
-                batch.insert(wake);
-            }
             for payload in encode_batch(&batch) {
                 let sent = sqlx::query("SELECT pg_notify($1, $2)")
                     .bind(CHANNEL)

@@ -11,7 +11,9 @@ use super::EngineContext;
 use super::retry::Backoff;
 use super::scope::RunScope;
 use super::workflow::{EngineEnd, Next, PhaseContext, PhaseError, Workflow};
-use crate::store::{Commit, GIVE_UP, GiveUpPayload, StateChange, StoreError, call_key_name};
+use crate::store::{
+    Commit, GIVE_UP, GiveUpPayload, StateChange, StoreError, TxWrites, call_key_name,
+};
 
 /// The signal that pauses an execution (see `Engine::pause`).
 pub const PAUSE: &str = "pause";
@@ -55,9 +57,18 @@ pub async fn run_program(
                     tokio::time::sleep(backoff.next_delay()).await;
                     continue;
                 }
-                Err(err) => {
+                Err(err) if err.is_transient() => {
                     tracing::warn!(execution = %id, error_kind = err_kind(&err), "giving the execution up after storage failures");
                     return;
+                }
+                // Damage, not an outage: ended here, not retried.
+                Err(err) => {
+                    match storage_failed(workflow.as_ref(), &cx, err, &mut failures, &mut backoff)
+                        .await
+                    {
+                        Flow::Continue => continue,
+                        Flow::Stop => return,
+                    }
                 }
             };
         }
@@ -72,10 +83,12 @@ pub async fn run_program(
         };
         let signals = match signals {
             Ok(signals) => signals,
-            Err(_) => {
-                failures += 1;
-                tokio::time::sleep(backoff.next_delay()).await;
-                continue;
+            Err(err) => {
+                match storage_failed(workflow.as_ref(), &cx, err, &mut failures, &mut backoff).await
+                {
+                    Flow::Continue => continue,
+                    Flow::Stop => return,
+                }
             }
         };
         let cancels: Vec<i64> = signals
@@ -118,10 +131,13 @@ pub async fn run_program(
                 Ok(true) => return,
                 // Resumed before the pause took hold: go on.
                 Ok(false) => continue,
-                Err(_) => {
-                    failures += 1;
-                    tokio::time::sleep(backoff.next_delay()).await;
-                    continue;
+                Err(err) => {
+                    match storage_failed(workflow.as_ref(), &cx, err, &mut failures, &mut backoff)
+                        .await
+                    {
+                        Flow::Continue => continue,
+                        Flow::Stop => return,
+                    }
                 }
             }
         }
@@ -158,12 +174,21 @@ pub async fn run_program(
                     handled_signals: wakes,
                     ..Commit::default()
                 };
-                if cx.engine.commit(id, cx.generation, commit).await.is_ok() {
-                    return;
+                match cx.engine.commit(id, cx.generation, commit).await {
+                    Ok(_) => return,
+                    Err(err) => match storage_failed(
+                        workflow.as_ref(),
+                        &cx,
+                        err,
+                        &mut failures,
+                        &mut backoff,
+                    )
+                    .await
+                    {
+                        Flow::Continue => continue,
+                        Flow::Stop => return,
+                    },
                 }
-                failures += 1;
-                tokio::time::sleep(backoff.next_delay()).await;
-                continue;
             }
             Next::Run(phase) => phase,
         };
@@ -209,6 +234,18 @@ enum Flow {
     Stop,
 }
 
+/// A storage failure of the program loop itself (reading signals, pausing, saving a wait):
+/// the same rules as a phase's, so the retry budget bounds every path and damage interrupts.
+async fn storage_failed(
+    workflow: &dyn Workflow,
+    cx: &PhaseContext,
+    err: StoreError,
+    failures: &mut u32,
+    backoff: &mut Backoff,
+) -> Flow {
+    handle(workflow, cx, PhaseError::Storage(err), failures, backoff).await
+}
+
 async fn handle(
     workflow: &dyn Workflow,
     cx: &PhaseContext,
@@ -235,6 +272,7 @@ async fn handle(
                     ErrorCategory::Storage,
                     &reason,
                     &format!("{reason}: {err}"),
+                    workflow.ending_writes(cx.execution.id),
                 )
                 .await;
                 return Flow::Stop;
@@ -252,6 +290,7 @@ async fn handle(
                 ErrorCategory::Storage,
                 "a saved record of this execution can no longer be read",
                 &format!("invalid stored data: {err}"),
+                workflow.ending_writes(cx.execution.id),
             )
             .await;
             Flow::Stop
@@ -324,6 +363,7 @@ async fn finish(workflow: &dyn Workflow, cx: &PhaseContext, end: EngineEnd) {
                     ErrorCategory::Storage,
                     "a saved record of this execution can no longer be read",
                     &format!("invalid stored data: {err}"),
+                    workflow.ending_writes(cx.execution.id),
                 )
                 .await;
                 return;
@@ -345,6 +385,7 @@ pub(crate) async fn interrupt(
     category: ErrorCategory,
     reason: &str,
     cause: &str,
+    writes: TxWrites,
 ) {
     let Ok(blob) = cx.keys.seal(uuid::Uuid::now_v7(), cause.as_bytes()) else {
         tracing::warn!(execution = %id, "could not seal the cause of an interruption");
@@ -364,6 +405,8 @@ pub(crate) async fn interrupt(
             release: true,
             reason: Some(reason.to_string()),
         }),
+        // What the kind's every end writes (e.g. a Turn's billing holds released).
+        writes,
         ..Commit::default()
     };
     let mut backoff = Backoff::new();

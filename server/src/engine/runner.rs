@@ -14,7 +14,7 @@ use super::intake::Reserved;
 use super::program::{err_kind, interrupt, run_program};
 use super::signals::Wake;
 use super::workflow::{PhaseContext, Registry};
-use crate::store::{Claim, ClaimFor, now_ms};
+use crate::store::{Claim, ClaimFor, Claimed, DamagedClaim, TxWrites, now_ms};
 
 /// How a node runs work.
 #[derive(Debug, Clone)]
@@ -135,11 +135,14 @@ impl Runner {
                     )
                     .await
                 {
-                    Ok(claims) => {
+                    Ok(Claimed { claims, damaged }) => {
                         timed.end_each("claim", claims.iter().map(|c| c.id));
-                        claimed_all = claims.len() as i64 == free.min(100);
+                        claimed_all = (claims.len() + damaged.len()) as i64 == free.min(100);
                         for claim in claims {
                             self.spawn_program(claim);
+                        }
+                        for damaged in damaged {
+                            self.set_aside(damaged);
                         }
                     }
                     Err(err) => tracing::warn!(error_kind = err_kind(&err), "claiming work failed"),
@@ -181,6 +184,31 @@ impl Runner {
         }
     }
 
+    /// Ends a claimed execution whose row cannot be read: `interrupted`, with the cause sealed.
+    /// Its own Chat's next Turn, and every other execution, go on.
+    fn set_aside(self: &Arc<Self>, damaged: DamagedClaim) {
+        let cx = Arc::clone(&self.cx);
+        let writes = damaged
+            .kind
+            .as_deref()
+            .and_then(|kind| self.registry.get(kind))
+            .map(|workflow| workflow.ending_writes(damaged.id))
+            .unwrap_or_default();
+        tokio::spawn(async move {
+            interrupt(
+                &cx,
+                damaged.id,
+                damaged.generation,
+                ErrorCategory::Storage,
+                "a saved record of this execution can no longer be read",
+                &format!("invalid stored data: {}", damaged.cause),
+                writes,
+            )
+            .await;
+            cx.hub.announce(Wake::Work);
+        });
+    }
+
     /// Runs a claimed execution: the claim loop's, or one its submission claimed (`intake.rs`).
     pub(super) fn spawn_program(self: &Arc<Self>, claim: Claim) {
         if let Some(why) = self.registry.retired(&claim.kind) {
@@ -194,6 +222,7 @@ impl Runner {
                     ErrorCategory::Configuration,
                     &reason,
                     &reason,
+                    TxWrites::default(),
                 )
                 .await;
                 cx.hub.announce(Wake::Work);

@@ -9,13 +9,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use openbot_schema::ExecutionId;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, watch};
 
 /// The PostgreSQL channel every node listens on.
 pub const CHANNEL: &str = "openbot";
 
 /// The most bytes of one notification payload (PostgreSQL allows just under 8000).
 const PAYLOAD_LIMIT: usize = 7_800;
+
+/// The most distinct wake-ups that wait for the notifier; past it they are folded into one
+/// [`Wake::All`], so a database that stops taking `NOTIFY` costs bounded memory.
+pub const OUTGOING_LIMIT: usize = 4_096;
 
 /// Something another part of the system should look at.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -28,6 +32,8 @@ pub enum Wake {
     Work,
     /// Outbox messages wait for delivery.
     Outbox,
+    /// Anything may have changed: every watcher, the runner and the outbox look again.
+    All,
 }
 
 impl Wake {
@@ -37,6 +43,7 @@ impl Wake {
             Wake::Signal(id) => format!("s{id}"),
             Wake::Work => "w".into(),
             Wake::Outbox => "o".into(),
+            Wake::All => "a".into(),
         }
     }
 
@@ -47,6 +54,7 @@ impl Wake {
             "s" => rest.parse().ok().map(Wake::Signal),
             "w" => Some(Wake::Work),
             "o" => Some(Wake::Outbox),
+            "a" => Some(Wake::All),
             _ => None,
         }
     }
@@ -86,7 +94,58 @@ pub struct Hub {
     signals: Mutex<HashMap<ExecutionId, Arc<Notify>>>,
     work: Notify,
     outbox: Notify,
-    outgoing: Option<mpsc::UnboundedSender<Wake>>,
+    outgoing: Option<Arc<Outgoing>>,
+}
+
+/// The wake-ups of this node that wait to go to the others: a set (a wake-up waiting twice
+/// goes once) of at most [`OUTGOING_LIMIT`], then one [`Wake::All`].
+#[derive(Debug, Default)]
+pub struct Outgoing {
+    waiting: Mutex<HashSet<Wake>>,
+    ready: Notify,
+}
+
+impl Outgoing {
+    /// Adds a wake-up to send.
+    pub fn push(&self, wake: Wake) {
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            if !waiting.contains(&Wake::All) {
+                if waiting.len() >= OUTGOING_LIMIT {
+                    waiting.clear();
+                    waiting.insert(Wake::All);
+                } else {
+                    waiting.insert(wake);
+                }
+            }
+        }
+        self.ready.notify_one();
+    }
+
+    /// Waits until wake-ups wait, and takes them all.
+    pub async fn next_batch(&self) -> HashSet<Wake> {
+        loop {
+            let batch =
+                std::mem::take(&mut *self.waiting.lock().unwrap_or_else(PoisonError::into_inner));
+            if !batch.is_empty() {
+                return batch;
+            }
+            self.ready.notified().await;
+        }
+    }
+
+    /// How many wake-ups wait.
+    pub fn len(&self) -> usize {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Hub {
@@ -96,11 +155,11 @@ impl Hub {
     }
 
     /// A hub that also sends every wake-up to other nodes through `outgoing`.
-    pub fn shared(outgoing: mpsc::UnboundedSender<Wake>) -> Arc<Self> {
+    pub fn shared(outgoing: Arc<Outgoing>) -> Arc<Self> {
         Arc::new(Self::with_outgoing(Some(outgoing)))
     }
 
-    fn with_outgoing(outgoing: Option<mpsc::UnboundedSender<Wake>>) -> Self {
+    fn with_outgoing(outgoing: Option<Arc<Outgoing>>) -> Self {
         Self {
             watchers: Mutex::new(HashMap::new()),
             tails: Mutex::new(HashMap::new()),
@@ -116,8 +175,7 @@ impl Hub {
     pub fn announce(&self, wake: Wake) {
         self.deliver(&wake);
         if let Some(outgoing) = &self.outgoing {
-            // The notifier ends only when the node stops; then nobody needs the wake-up.
-            let _ = outgoing.send(wake);
+            outgoing.push(wake);
         }
     }
 
@@ -147,6 +205,7 @@ impl Hub {
             }
             Wake::Work => self.work.notify_one(),
             Wake::Outbox => self.outbox.notify_one(),
+            Wake::All => self.deliver_all(),
         }
     }
 
@@ -300,5 +359,24 @@ mod tests {
         assert!(payloads.iter().all(|p| p.len() <= PAYLOAD_LIMIT));
         let back: HashSet<Wake> = payloads.iter().flat_map(|p| decode_batch(p)).collect();
         assert_eq!(back, wakes);
+    }
+
+    #[tokio::test]
+    async fn wake_ups_waiting_for_the_notifier_are_bounded_and_fold_into_one_that_wakes_all() {
+        let outgoing = Outgoing::default();
+        // The same wake-up twice waits once.
+        outgoing.push(Wake::Work);
+        outgoing.push(Wake::Work);
+        assert_eq!(outgoing.len(), 1);
+        // A notifier that never gets to send: memory stays bounded.
+        for _ in 0..OUTGOING_LIMIT * 3 {
+            outgoing.push(Wake::Events(ExecutionId::new()));
+        }
+        assert!(outgoing.len() <= OUTGOING_LIMIT);
+        let batch = outgoing.next_batch().await;
+        assert_eq!(batch, HashSet::from([Wake::All]), "folded into one");
+        assert!(outgoing.is_empty());
+        // Another node reads it as a wake-up of everything.
+        assert_eq!(decode_batch(&encode_batch(&batch)[0]), [Wake::All]);
     }
 }

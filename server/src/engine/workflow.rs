@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use openbot_core::turn::CallKey;
-use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionState};
+use openbot_schema::{ErrorCategory, ErrorId, EventKind, ExecutionId, ExecutionState};
 use tokio::sync::Notify;
 
 use super::scope::RunScope;
 use super::{EngineContext, EngineError};
-use crate::store::{Commit, ExecutionRow, Millis, StateChange, StoreError};
+use crate::store::{Commit, ExecutionRow, Millis, StateChange, StoreError, TxWrites};
 
 /// What one owner of an execution knows while it runs a phase.
 #[derive(Clone)]
@@ -201,6 +201,14 @@ pub trait Workflow: Send + Sync + 'static {
 
     /// Saves the end state of an execution the engine ends.
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError>;
+
+    /// What every end of an execution of this kind writes besides its state, without reading
+    /// anything (say, releasing what it reserved): the engine adds it to an interruption,
+    /// which ends work without asking the workflow, since what broke may be a record its
+    /// `end` would read. Each write must be safe to run on any end, once or again.
+    fn ending_writes(&self, _id: ExecutionId) -> TxWrites {
+        TxWrites::default()
+    }
 
     /// Work that may run only once the phase's resources closed.
     async fn after(&self, _cx: &PhaseContext, _phase: &str) -> Result<(), PhaseError> {

@@ -76,12 +76,86 @@ impl StoreError {
 }
 
 impl From<sqlx::Error> for StoreError {
+    /// Only a failure that can pass (the connection, the pool, a lock or serialization
+    /// conflict, a server shutting down or short of resources) is an outage to retry. A
+    /// statement the database refused (a constraint, a type, a syntax error), a value that does
+    /// not decode and a missing column are bugs or damage: [`StoreError::Invalid`], reported
+    /// and never retried as if the database were away.
     fn from(err: sqlx::Error) -> Self {
-        match err {
-            sqlx::Error::ColumnDecode { .. }
-            | sqlx::Error::Decode(_)
-            | sqlx::Error::TypeNotFound { .. } => StoreError::Invalid(err.to_string()),
-            other => StoreError::Unavailable(other),
+        if outage(&err) {
+            StoreError::Unavailable(err)
+        } else {
+            StoreError::Invalid(err.to_string())
+        }
+    }
+}
+
+/// Whether `err` may pass if the same statement is tried again later.
+fn outage(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                postgres_transient(pg.code())
+            } else if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                db.code()
+                    .and_then(|code| code.parse::<i64>().ok())
+                    .is_some_and(sqlite_transient)
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+/// PostgreSQL's SQLSTATEs of a passing failure: classes 08 (connection), 53 (insufficient
+/// resources), 57 (operator intervention: shutdown, cancel), 58 (system error), and the
+/// serialization failure and deadlock of class 40.
+fn postgres_transient(code: &str) -> bool {
+    matches!(code.get(..2), Some("08" | "53" | "57" | "58")) || code == "40001" || code == "40P01"
+}
+
+/// SQLite's result codes of a passing failure, by their primary code (the low byte of an
+/// extended code): BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN, PROTOCOL.
+fn sqlite_transient(code: i64) -> bool {
+    matches!(code & 0xff, 5 | 6 | 7 | 10 | 13 | 14 | 15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{postgres_transient, sqlite_transient};
+
+    #[test]
+    fn postgres_connection_and_conflict_codes_are_outages() {
+        for code in [
+            "08006", "08003", "53300", "57P01", "40001", "40P01", "58030",
+        ] {
+            assert!(postgres_transient(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn postgres_constraint_and_data_codes_are_not_outages() {
+        // unique, foreign key, not null, check, invalid text, undefined column
+        for code in ["23505", "23503", "23502", "23514", "22P02", "42703"] {
+            assert!(!postgres_transient(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn sqlite_busy_and_io_codes_are_outages_and_constraints_are_not() {
+        for code in [5, 517, 6, 10, 13] {
+            assert!(sqlite_transient(code), "{code}");
+        }
+        // SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY, _NOTNULL, SQLITE_MISMATCH
+        for code in [2067, 1555, 1299, 20] {
+            assert!(!sqlite_transient(code), "{code}");
         }
     }
 }

@@ -85,12 +85,16 @@ pub trait Store: Send + Sync + 'static {
         lease_ms: i64,
         limit: i64,
     ) -> Result<Vec<Claim>, StoreError> {
-        self.claim_due(node, kinds, lease_ms, limit, now_ms()).await
+        Ok(self
+            .claim_due(node, kinds, lease_ms, limit, now_ms())
+            .await?
+            .claims)
     }
 
     /// Claims as [`Store::claim`] does, with the waiting executions whose wake time is at or
     /// before `timers_due` (the node's [`crate::engine::Clock`]); leases are read against the
-    /// system's time.
+    /// system's time. A claimed row that cannot be read fails only itself: it comes back in
+    /// [`Claimed::damaged`], owned by this claim, and the others are claimed as usual.
     async fn claim_due(
         &self,
         node: &str,
@@ -98,7 +102,7 @@ pub trait Store: Send + Sync + 'static {
         lease_ms: i64,
         limit: i64,
         timers_due: Millis,
-    ) -> Result<Vec<Claim>, StoreError>;
+    ) -> Result<Claimed, StoreError>;
 
     /// Extends the leases of `owned`; returns those this node still owns.
     async fn renew(

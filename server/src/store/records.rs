@@ -219,6 +219,30 @@ pub struct Claim {
     pub input: Option<SealedBlob>,
 }
 
+/// What one claim took: the executions to run, and those whose row could not be read.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    /// The executions claimed, in claim order.
+    pub claims: Vec<Claim>,
+    /// Executions claimed whose row is damaged (a value this build cannot read). The claim
+    /// owns them at `generation`, so the claimer ends them (`interrupted`, with the cause
+    /// sealed) instead of leaving them in every later batch.
+    pub damaged: Vec<DamagedClaim>,
+}
+
+/// An execution a claim took whose row could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedClaim {
+    /// The execution.
+    pub id: ExecutionId,
+    /// The claimer's generation.
+    pub generation: i64,
+    /// Its workflow kind, when that much of the row could be read.
+    pub kind: Option<String>,
+    /// Why its row could not be read (for the sealed error record, never for logs).
+    pub cause: String,
+}
+
 /// A node's claim written by the submission of new work itself ([`crate::store::Store::submit_claiming`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimFor {

@@ -599,14 +599,34 @@ impl StoreTrait for Store {
         lease_ms: i64,
         limit: i64,
         timers_due: Millis,
-    ) -> Result<Vec<Claim>, StoreError> {
+    ) -> Result<Claimed, StoreError> {
         let rows = self.claim_rows(node, kinds, lease_ms, limit, timers_due).await?;
-        rows.iter()
-            .map(|row| {
+        let mut claimed = Claimed::default();
+        for row in &rows {
+            // A closure: the row macro's `?` returns from it, not from this function.
+            let read = || -> Result<Claim, StoreError> {
                 let execution: ExecutionRow = execution_from_row!(row)?;
-                Ok(self.claimed(execution, row.try_get("signals_pending")?, None))
-            })
-            .collect()
+                let signals_pending: bool = row.try_get("signals_pending")?;
+                Ok(self.claimed(execution, signals_pending, None))
+            };
+            let read = read();
+            match read {
+                Ok(claim) => claimed.claims.push(claim),
+                // The claim owns the row now: it goes to the claimer to be ended, so one
+                // damaged row never holds back the rest of the batch, here or on other nodes.
+                Err(err) => {
+                    let id: Uuid = row.try_get("id")?;
+                    let generation: i64 = row.try_get("generation")?;
+                    claimed.damaged.push(DamagedClaim {
+                        id: id.into(),
+                        generation,
+                        kind: row.try_get("kind").ok(),
+                        cause: err.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(claimed)
     }
 
     async fn renew(
@@ -669,8 +689,7 @@ impl StoreTrait for Store {
         let row = sqlx::query(concat!(
             "SELECT ",
             execution_columns!(),
-            " FROM executions WHERE id = $1",
-            for_update!()
+            " FROM executions WHERE id = $1"
         ))
         .bind(id.as_uuid())
         .fetch_optional(self.reader())
