@@ -39,6 +39,7 @@ http_tests!(
     prices_list_the_catalog_with_its_date_and_the_organizations_overrides,
     a_model_spec_with_a_control_character_is_invalid_input_not_a_storage_fault,
     a_grant_past_the_balance_limit_is_invalid_input_not_a_storage_fault,
+    an_interrupted_turn_releases_its_billing_hold,
 );
 
 async fn json_of(response: reqwest::Response) -> Value {
@@ -1011,4 +1012,90 @@ async fn a_grant_past_the_balance_limit_is_invalid_input_not_a_storage_fault(ser
         error_code(huge).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
     );
+}
+
+/// A Turn whose owner reserved a model request and died, and whose row was then damaged: the
+/// node that claims it ends it `interrupted`, and that end releases the hold, which would
+/// otherwise count against the credits for good. Other work runs meanwhile.
+async fn an_interrupted_turn_releases_its_billing_hold(server: Server) {
+    let store = &server.database.store;
+    let billing = &server.database.billing;
+    let organization = server.owner_member().await.organization_id;
+    grant(&server, 1_000_000).await;
+    let id = bare_execution(&server).await;
+    let owner = store
+        .claim("node-x", &["billing-test"], 60_000, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    let reservation = std::sync::Arc::new(Reservation::new(
+        billing_of(id, model_key(1), owner.generation, organization),
+        RequestEstimate {
+            input_tokens: 100,
+            output_tokens: 50,
+        },
+        false,
+    ));
+    store
+        .commit(id, owner.generation, sending(model_key(1), reservation))
+        .await
+        .unwrap();
+    assert_eq!(
+        billing.credits(organization).await.unwrap().held_micros,
+        150
+    );
+    // The owner is gone and the row is a Turn's that this build cannot read.
+    server
+        .raw_execute(
+            "UPDATE executions SET kind = 'turn', scope = 'nobody', lease_expires_at = 0 WHERE id = $1",
+            id.as_uuid(),
+        )
+        .await;
+    // A new Turn wakes the node's claims, and runs.
+    let (bot, _script) = priced_bot(&server).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    assert_eq!(
+        turn(&server, &chat, "hello").await,
+        Some(TurnOutcome::Completed)
+    );
+    let mut state = None;
+    for _ in 0..500 {
+        state = server
+            .raw_text("SELECT state FROM executions WHERE id = $1", id.as_uuid())
+            .await;
+        if state.as_deref() == Some("interrupted") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.as_deref(), Some("interrupted"));
+    let record = billing
+        .usage_record(id, "1/model/1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.state, "released");
+    assert_eq!(billing.credits(organization).await.unwrap().held_micros, 0);
+}
+
+/// A Bot on a free one-answer scripted model that repeats, and the folder of its script.
+async fn priced_bot(server: &Server) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("free.json");
+    std::fs::write(
+        &script,
+        json!({"steps": [{"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1, "cost_micros": 0}}],
+               "repeat": true})
+        .to_string(),
+    )
+    .unwrap();
+    let spec = json!({"name": "Free", "model": format!("scripted:{}", script.display())});
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    (response.json().await.unwrap(), dir)
 }

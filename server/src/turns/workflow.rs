@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use openbot_core::model::Model;
+use openbot_core::model::{Model, ModelSpec};
 use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
-use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionState, TurnOutcome};
+use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionId, ExecutionState, TurnOutcome};
 
 use super::host::{AccessGuard, BillingContext, DurableHost, ModelPermits};
 use super::input::{SavedTool, ToolRoute, TurnInput};
@@ -158,7 +158,9 @@ impl TurnWorkflow {
     }
 
     /// The model a spec names, built with the organization's provider settings by the
-    /// platform's key rule, shared while those settings stay the same.
+    /// platform's key rule, shared while those settings stay the same. A scripted model is
+    /// built anew for each phase: its place in the script then comes from the Chat's own
+    /// history (one answer a step), never from other Chats' Turns on the same server.
     async fn model(
         &self,
         cx: &PhaseContext,
@@ -191,6 +193,9 @@ impl TurnWorkflow {
                 category: ErrorCategory::Configuration,
                 cause: e.to_string(),
             })?;
+        if matches!(ModelSpec::parse(spec), Ok(ModelSpec::Scripted { .. })) {
+            return Ok(model);
+        }
         self.models
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -592,6 +597,12 @@ impl Workflow for TurnWorkflow {
         }
     }
 
+    /// A Turn's every end releases the billing holds no result settled (a blind update:
+    /// nothing to release writes nothing).
+    fn ending_writes(&self, id: ExecutionId) -> crate::store::TxWrites {
+        crate::store::TxWrites::one(crate::billing::Release { execution: id })
+    }
+
     async fn end(&self, cx: &PhaseContext, end: EngineEnd) -> Result<(), PhaseError> {
         let usage = cx.execution.usage;
         // A delegated Turn tells its source how it ended, whoever ends it.
@@ -644,9 +655,7 @@ impl Workflow for TurnWorkflow {
             handled_signals: handled,
             notice,
             // A hold of a model call that never got its result ends with the Turn.
-            writes: crate::store::TxWrites::one(crate::billing::Release {
-                execution: cx.execution.id,
-            }),
+            writes: self.ending_writes(cx.execution.id),
             ..Commit::default()
         };
         cx.engine

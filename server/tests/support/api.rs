@@ -501,6 +501,52 @@ impl Server {
 }
 
 impl Server {
+    /// Runs one statement on the node's database as it is (as damage or an older build
+    /// would), with `$1` bound to `id`.
+    #[allow(dead_code)]
+    pub async fn raw_execute(&self, sql: &str, id: uuid::Uuid) {
+        match &self.raw {
+            Raw::Sqlite(store, _) => {
+                sqlx::query(sqlx::AssertSqlSafe(sql.replace("$1", "?1")))
+                    .bind(id)
+                    .execute(store.pool())
+                    .await
+                    .unwrap();
+            }
+            Raw::Postgres(store) => {
+                sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+                    .bind(id)
+                    .execute(store.pool())
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    /// The first column of the first row of a query on the node's database, as text, with
+    /// `$1` bound to `id`.
+    #[allow(dead_code)]
+    pub async fn raw_text(&self, sql: &str, id: uuid::Uuid) -> Option<String> {
+        match &self.raw {
+            Raw::Sqlite(store, _) => sqlx::query_scalar::<_, Option<String>>(sqlx::AssertSqlSafe(
+                sql.replace("$1", "?1"),
+            ))
+            .bind(id)
+            .fetch_optional(store.pool())
+            .await
+            .unwrap()
+            .flatten(),
+            Raw::Postgres(store) => {
+                sqlx::query_scalar::<_, Option<String>>(sqlx::AssertSqlSafe(sql.to_string()))
+                    .bind(id)
+                    .fetch_optional(store.pool())
+                    .await
+                    .unwrap()
+                    .flatten()
+            }
+        }
+    }
+
     /// The `table.column`s of the node's database in which some row holds `needle`: what a
     /// dump of the database would show.
     pub async fn columns_containing(&self, needle: &str) -> Vec<String> {
