@@ -38,6 +38,7 @@ http_tests!(
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
+    a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
     a_command_key_used_for_another_chat_is_a_conflict,
     input_sent_while_a_turn_runs_waits_its_turn_in_order,
     steering_input_joins_the_running_turn,
@@ -56,6 +57,8 @@ http_tests!(
     a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
     a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_saved_before_it_fails,
     a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
+    a_scripted_model_follows_each_chat_from_its_first_step,
+    an_exhausted_script_fails_the_turn_as_a_configuration_error,
     a_budget_needs_an_admin_and_a_target_of_the_organization,
     limits_are_set_listed_in_pages_and_deleted,
     a_limit_needs_an_admin_and_valid_settings,
@@ -612,6 +615,30 @@ async fn a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict
         2,
         "one Turn"
     );
+    assert_eq!(model.total_requests(), 1);
+}
+
+async fn a_retried_send_after_the_bot_changed_answers_the_recorded_turn(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["once"])]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let first = receipt(server.send(&server.owner, &chat, "Hi", Some("k1")).await).await;
+    // The answer was lost; meanwhile someone changed the Bot. The retry is the same request.
+    let changed = server
+        .patch(
+            &format!("/v1/bots/{}", bot["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .json(&json!({"instructions": "Answer in French."}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), StatusCode::OK);
+    let again = receipt(server.send(&server.owner, &chat, "Hi", Some("k1")).await).await;
+    assert_eq!(first["execution_id"], again["execution_id"]);
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
     assert_eq!(model.total_requests(), 1);
 }
 
@@ -1488,6 +1515,59 @@ async fn costly_bot(server: &Server) -> (Value, tempfile::TempDir) {
     (response.json().await.unwrap(), dir)
 }
 
+/// A Bot on a one-step scripted model (not repeating), and the folder that keeps the script.
+async fn one_step_bot(server: &Server) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hello.json");
+    std::fs::write(&script, json!([{"text": "Hello!"}]).to_string()).unwrap();
+    let spec = json!({"name": "Greeter", "model": format!("scripted:{}", script.display())});
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    (response.json().await.unwrap(), dir)
+}
+
+async fn a_scripted_model_follows_each_chat_from_its_first_step(server: Server) {
+    let (bot, _script) = one_step_bot(&server).await;
+    let (other_bot, _other_script) = one_step_bot(&server).await;
+    // Three Chats on one server, two Bots on the same kind of script: each starts at step one.
+    for bot in [&bot, &bot, &other_bot] {
+        let chat = server.chat(&server.owner, bot).await;
+        let sent = receipt(server.send(&server.owner, &chat, "Hi", None).await).await;
+        let events = server
+            .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+            .await;
+        assert_eq!(
+            outcome_of(&events),
+            Some(TurnOutcome::Completed),
+            "{events:?}"
+        );
+    }
+}
+
+async fn an_exhausted_script_fails_the_turn_as_a_configuration_error(server: Server) {
+    let (bot, _script) = one_step_bot(&server).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let first = receipt(server.send(&server.owner, &chat, "Hi", None).await).await;
+    server
+        .finish(&server.owner, first["execution_id"].as_str().unwrap())
+        .await;
+    // The Chat's second answer would be the script's second step, which it does not have.
+    let second = receipt(server.send(&server.owner, &chat, "Again", None).await).await;
+    let events = server
+        .finish(&server.owner, second["execution_id"].as_str().unwrap())
+        .await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ErrorCategory::Configuration), "{events:?}");
+}
+
 async fn a_used_up_chat_budget_ends_the_next_turn_before_its_model_request(server: Server) {
     let (bot, _script) = costly_bot(&server).await;
     let chat = server.chat(&server.owner, &bot).await;
@@ -1988,6 +2068,12 @@ async fn a_stored_file_is_its_owners_and_its_bytes_live_in_the_object_store(serv
         .await
         .unwrap();
     assert_eq!(content.headers()["content-type"], "text/plain");
+    // Served as a download, never sniffed or shown as a page of the API's origin.
+    assert_eq!(content.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(
+        content.headers()["content-disposition"],
+        "attachment; filename=\"notes.txt\"; filename*=UTF-8''notes.txt"
+    );
     assert_eq!(content.bytes().await.unwrap().as_ref(), b"hello files");
     let organization = server.owner_member().await.organization_id;
     let object = server

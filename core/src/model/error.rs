@@ -56,8 +56,11 @@ pub enum ModelError {
     /// provider does not take. The message says which file and why.
     #[error("{0}")]
     File(String),
-    /// A scripted model ran out of steps.
-    #[error("the scripted model has no output left for step {0}")]
+    /// A scripted model ran out of steps: a configuration error (the script is too short for
+    /// the conversation), never a provider fault.
+    #[error(
+        "the scripted model has no step {0}: its script has fewer steps than this conversation asks for (each answer in a Chat takes the next step; start a new Chat, or make the script longer or repeating)"
+    )]
     ScriptExhausted(usize),
 }
 

@@ -329,7 +329,9 @@ impl<'h> TurnRun<'h> {
                 }
                 Err(err) => {
                     let category = match err {
-                        ModelError::Configuration(_) => ErrorCategory::Configuration,
+                        ModelError::Configuration(_) | ModelError::ScriptExhausted(_) => {
+                            ErrorCategory::Configuration
+                        }
                         ModelError::Timeout => ErrorCategory::Timeout,
                         ModelError::Transport(_) => ErrorCategory::Network,
                         _ => ErrorCategory::ModelProvider,

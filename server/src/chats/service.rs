@@ -134,6 +134,17 @@ impl SteerKey {
     }
 }
 
+/// What a send's command key stands for: "send", the Chat and the content the caller sent.
+/// Only the caller's request: nothing the server adds (the Bot's settings, the credential
+/// that carried it), so a retry after the Bot changed is still the same request.
+fn send_digest(chat: ChatId, content: &str) -> Vec<u8> {
+    let mut digest = Sha256::new();
+    digest.update(b"send\0");
+    digest.update(chat.as_uuid().as_bytes());
+    digest.update(content.as_bytes());
+    digest.finalize().to_vec()
+}
+
 fn advancing(executions: &[ExecutionRow]) -> Option<&ExecutionRow> {
     executions.iter().find(|e| !e.state.is_terminal())
 }
@@ -453,11 +464,24 @@ impl Chats {
         mut input: SendInput,
     ) -> Result<SendReceipt, ChatError> {
         check_input(&input)?;
+        let chat = self.chat(caller, id).await?;
+        let content =
+            serde_json::to_string(&input.content).map_err(|e| ChatError::Invalid(e.to_string()))?;
+        let digest = send_digest(id, &content);
+        // A retry of a recorded send answers what it answered, before any other check can
+        // refuse it (a closed gate, a Bot since changed).
+        if let Some(key) = input.command_key.as_deref()
+            && let Some(row) = self.engine.store.command_key(&caller.scope(), key).await?
+        {
+            if row.input_digest != digest {
+                return Err(key_conflict(key));
+            }
+            return self.own_receipt(id, row.execution_id).await;
+        }
         if attaches_files(&input) {
-            let chat = self.chat(caller, id).await?;
             self.check_files(caller, &chat, &mut input).await?;
         }
-        self.submit_input(caller, id, input, None).await
+        self.submit_input(caller, id, input, Some(digest)).await
     }
 
     /// Submits input as its own Turn; with `request_digest` its command key stands for that
