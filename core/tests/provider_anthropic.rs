@@ -611,3 +611,54 @@ async fn the_model_needs_a_key_and_is_named_with_its_provider() {
     );
     assert!(matches!(no_key, Err(ModelError::Configuration(_))));
 }
+
+#[tokio::test]
+async fn a_tool_results_image_and_pdf_are_image_and_document_blocks_in_its_tool_result() {
+    let mock = MockProvider::start("/v1", [Reply::Events(hello_stream())]).await;
+    let shot = ToolCall {
+        id: "toolu_1".into(),
+        name: "screenshot".into(),
+        arguments: json!({}),
+    };
+    let request = ModelRequest {
+        instructions: String::new(),
+        messages: vec![
+            Message::user("Look"),
+            Message::Assistant {
+                content: vec![],
+                tool_calls: vec![shot.clone()],
+            },
+            Message::Tool {
+                result: ToolResult {
+                    output: vec![
+                        ContentPart::text("Here it is:"),
+                        ContentPart::media("image/png", "iVBORw0KGgo="),
+                        ContentPart::media("application/pdf", "JVBERi0="),
+                    ],
+                    ..ToolResult::text(&shot, "")
+                },
+            },
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
+        tools: Vec::new().into(),
+        max_output_tokens: None,
+    };
+    collect(&model(&mock, 0), request).await.unwrap();
+    let messages = mock.only_request().body["messages"].clone();
+    assert_eq!(
+        messages[2],
+        json!({"role": "user", "content": [{
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [
+                {"type": "text", "text": "Here it is:"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": "iVBORw0KGgo="}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                                "data": "JVBERi0="}},
+            ],
+        }]})
+    );
+}

@@ -728,3 +728,66 @@ async fn the_api_key_appears_in_no_error_message() {
     errors.iter().for_each(assert_no_key);
     assert!(!format!("{model:?}").contains(API_KEY));
 }
+
+/// Two parallel calls: the first's result holds text, a PNG and a WAV; the second's text.
+fn results_with_an_image() -> ModelRequest {
+    let shot = ToolCall {
+        id: "call_1".into(),
+        name: "screenshot".into(),
+        arguments: json!({}),
+    };
+    let time = ToolCall {
+        id: "call_2".into(),
+        name: "time".into(),
+        arguments: json!({}),
+    };
+    let screenshot = ToolResult {
+        output: vec![
+            ContentPart::text("Here it is:"),
+            ContentPart::media("image/png", "iVBORw0KGgo="),
+            ContentPart::media("audio/wav", "UklGRg=="),
+        ],
+        ..ToolResult::text(&shot, "")
+    };
+    ModelRequest {
+        instructions: String::new(),
+        messages: vec![
+            Message::user("Look"),
+            Message::Assistant {
+                content: vec![],
+                tool_calls: vec![shot, time.clone()],
+            },
+            Message::Tool { result: screenshot },
+            Message::Tool {
+                result: ToolResult::text(&time, "noon"),
+            },
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
+        tools: Vec::new().into(),
+        max_output_tokens: None,
+    }
+}
+
+#[tokio::test]
+async fn a_tool_results_image_follows_the_tool_messages_as_a_user_image_url_part() {
+    let mock = MockProvider::start("/v1", [Reply::Events(hello_stream())]).await;
+    collect(&model(&mock, 0), results_with_an_image())
+        .await
+        .unwrap();
+    let messages = mock.only_request().body["messages"].clone();
+    let wav = "[file: media (audio/wav) not sent: the model cannot read the file `media` (audio/wav): it reads PNG, JPEG, GIF and WebP images and PDF documents]";
+    assert_eq!(
+        messages.as_array().unwrap()[2..],
+        [
+            json!({"role": "tool", "tool_call_id": "call_1",
+                   "content": format!("Here it is:\n[file: media (image/png)]\n{wav}")}),
+            json!({"role": "tool", "tool_call_id": "call_2", "content": "noon"}),
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "The files of the result of tool call `call_1` (screenshot):"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ]}),
+        ]
+    );
+}

@@ -686,3 +686,67 @@ async fn the_model_is_named_with_its_provider() {
     );
     assert!(matches!(no_key, Err(ModelError::Configuration(_))));
 }
+
+#[tokio::test]
+async fn a_tool_results_image_is_an_input_image_in_its_function_call_output() {
+    let mock = MockProvider::start("/v1", [Reply::Events(hello_stream())]).await;
+    let shot = ToolCall {
+        id: "call_1".into(),
+        name: "screenshot".into(),
+        arguments: json!({}),
+    };
+    let report = ToolCall {
+        id: "call_2".into(),
+        name: "report".into(),
+        arguments: json!({}),
+    };
+    let request = ModelRequest {
+        instructions: String::new(),
+        messages: vec![
+            Message::user("Look"),
+            Message::Assistant {
+                content: vec![],
+                tool_calls: vec![shot.clone(), report.clone()],
+            },
+            Message::Tool {
+                result: ToolResult {
+                    output: vec![
+                        ContentPart::text("Here it is:"),
+                        ContentPart::media("image/png", "iVBORw0KGgo="),
+                    ],
+                    ..ToolResult::text(&shot, "")
+                },
+            },
+            Message::Tool {
+                result: ToolResult {
+                    output: vec![ContentPart::Media {
+                        media_type: "application/pdf".into(),
+                        data: "JVBERi0=".into(),
+                        name: Some("file:///q3.pdf".into()),
+                    }],
+                    ..ToolResult::text(&report, "")
+                },
+            },
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
+        tools: Vec::new().into(),
+        max_output_tokens: None,
+    };
+    collect(&model(&mock, 0), request).await.unwrap();
+    let input = mock.only_request().body["input"].clone();
+    assert_eq!(
+        input.as_array().unwrap()[3..],
+        [
+            json!({"type": "function_call_output", "call_id": "call_1", "output": [
+                {"type": "input_text", "text": "Here it is:"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+            ]}),
+            json!({"type": "function_call_output", "call_id": "call_2", "output": [
+                {"type": "input_file", "filename": "q3.pdf",
+                 "file_data": "data:application/pdf;base64,JVBERi0="},
+            ]}),
+        ]
+    );
+}

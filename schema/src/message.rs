@@ -21,6 +21,20 @@ pub enum ContentPart {
         /// The file.
         file: FileRef,
     },
+    /// Bytes given inline, as a tool's result carries them to the model (an MCP tool's image,
+    /// audio or binary resource): saved with the result and sent to the model in its
+    /// provider's format, which takes PNG, JPEG, GIF and WebP images and PDF documents (any
+    /// other type reaches it as a placeholder text).
+    Media {
+        /// The media type, e.g. `image/png`.
+        media_type: String,
+        /// The bytes, base64 (standard alphabet, padded).
+        data: String,
+        /// A name for it (an MCP resource's URI), when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "uniffi", uniffi(default))]
+        name: Option<String>,
+    },
 }
 
 impl ContentPart {
@@ -33,7 +47,16 @@ impl ContentPart {
     pub fn as_text(&self) -> Option<&str> {
         match self {
             ContentPart::Text { text } => Some(text),
-            ContentPart::File { .. } => None,
+            ContentPart::File { .. } | ContentPart::Media { .. } => None,
+        }
+    }
+
+    /// A part holding `data` (base64) of `media_type`.
+    pub fn media(media_type: impl Into<String>, data: impl Into<String>) -> Self {
+        ContentPart::Media {
+            media_type: media_type.into(),
+            data: data.into(),
+            name: None,
         }
     }
 }

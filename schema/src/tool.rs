@@ -80,3 +80,39 @@ impl ToolResult {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_saved_before_media_parts_still_reads() {
+        let saved = r#"{"call_id":"c1","name":"lookup","output":[{"type":"text","text":"{\"a\":1}"},{"type":"file","file":{"id":"0190b1a2-0000-7000-8000-000000000001","media_type":"image/png"}}]}"#;
+        let result: ToolResult = serde_json::from_str(saved).unwrap();
+        assert_eq!(result.output[0], ContentPart::text("{\"a\":1}"));
+        assert!(
+            matches!(&result.output[1], ContentPart::File { file } if file.media_type == "image/png")
+        );
+        assert!(!result.is_error);
+    }
+
+    #[test]
+    fn a_media_part_round_trips_with_its_type_and_bytes() {
+        let result = ToolResult {
+            call_id: "c1".into(),
+            name: "shot".into(),
+            output: vec![
+                ContentPart::text("see"),
+                ContentPart::media("image/png", "iVBORw0KGgo="),
+            ],
+            is_error: false,
+        };
+        let saved = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            saved["output"][1],
+            serde_json::json!({"type": "media", "media_type": "image/png", "data": "iVBORw0KGgo="})
+        );
+        assert_eq!(serde_json::from_value::<ToolResult>(saved).unwrap(), result);
+    }
+}

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use openbot_schema::{AppToolAnnotations, AppToolDeclaration, AppTransport, ContentPart};
 use rmcp::ServiceExt as _;
-use rmcp::model::{CallToolRequestParams, CallToolResult, MetaObject, RequestMetaObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, MetaObject, RequestMetaObject,
+    ResourceContents,
+};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::{
@@ -62,7 +65,7 @@ impl OpenOptions {
 /// A tool call's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpToolResult {
-    /// What the model sees: text parts, other content as JSON text.
+    /// What the model sees: text, and images, audio and binary resources as media parts.
     pub content: Vec<ContentPart>,
     /// Whether the tool reported an error (`isError`).
     pub is_error: bool,
@@ -270,15 +273,7 @@ fn declaration(tool: rmcp::model::Tool) -> AppToolDeclaration {
 }
 
 fn tool_result(result: CallToolResult) -> McpToolResult {
-    let mut content = Vec::new();
-    for block in &result.content {
-        match block.as_text() {
-            Some(text) => content.push(ContentPart::text(text.text.clone())),
-            None => content.push(ContentPart::text(
-                serde_json::to_string(block).unwrap_or_default(),
-            )),
-        }
-    }
+    let mut content: Vec<ContentPart> = result.content.into_iter().map(part).collect();
     if content.is_empty()
         && let Some(structured) = &result.structured_content
     {
@@ -287,5 +282,50 @@ fn tool_result(result: CallToolResult) -> McpToolResult {
     McpToolResult {
         content,
         is_error: result.is_error == Some(true),
+    }
+}
+
+/// One MCP content block as the model sees it: text as text; an image, audio or a binary
+/// resource as a media part with its type and bytes (each provider sends what it can read); a
+/// text resource as its text under its URI; a resource link as a line naming it.
+fn part(block: ContentBlock) -> ContentPart {
+    match block {
+        ContentBlock::Text(text) => ContentPart::text(text.text),
+        ContentBlock::Image(image) => ContentPart::media(image.mime_type, image.data),
+        ContentBlock::Audio(audio) => ContentPart::media(audio.mime_type, audio.data),
+        ContentBlock::Resource(embedded) => match embedded.resource {
+            ResourceContents::TextResourceContents { uri, text, .. } => {
+                ContentPart::text(format!("[resource: {uri}]\n{text}"))
+            }
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => ContentPart::Media {
+                media_type: mime_type.unwrap_or_else(|| "application/octet-stream".into()),
+                data: blob,
+                name: Some(uri),
+            },
+            other => ContentPart::text(serde_json::to_string(&other).unwrap_or_default()),
+        },
+        ContentBlock::ResourceLink(link) => {
+            let media_type = link
+                .mime_type
+                .as_deref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
+            let description = link
+                .description
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            ContentPart::text(format!(
+                "[resource link: {} {}{media_type}{description}]",
+                link.name, link.uri
+            ))
+        }
+        // A block kind this client does not know yet: its JSON, so nothing is lost.
+        other => ContentPart::text(serde_json::to_string(&other).unwrap_or_default()),
     }
 }

@@ -14,14 +14,16 @@
 //!
 //! Any other type, or a larger file, is refused with a message that says which file and why.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use openbot_schema::{ContentPart, FileId, FileRef, Message};
+use openbot_schema::{ContentPart, FileId, FileRef, Message, ToolResult};
 
 use super::{Model, ModelError, ModelRequest, ModelStream};
+use crate::model::transport::{file_placeholder, parts_text};
 
 /// The wire format whose file rules apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,7 +179,10 @@ impl WithFiles {
         }
     }
 
-    async fn data_url(&self, file: &FileRef) -> Result<String, ModelError> {
+    /// The `data:` URL of a stored file: `Refused` when it is not readable by the Turn (not
+    /// stored, not its member's) or the provider does not take it, `Failed` when the store
+    /// failed (the request may be tried again).
+    async fn data_url(&self, file: &FileRef) -> Result<String, Unread> {
         if let Some(url) = self
             .read
             .lock()
@@ -186,11 +191,10 @@ impl WithFiles {
         {
             return Ok(url.clone());
         }
-        let read = self
-            .source
-            .read(file.id)
-            .await
-            .map_err(|e| ModelError::File(e.to_string()))?;
+        let read = self.source.read(file.id).await.map_err(|e| match e {
+            FileReadError::NotFound(_) => Unread::Refused(e.to_string()),
+            FileReadError::Failed { .. } => Unread::Failed(e.to_string()),
+        })?;
         let name = file.name.clone().unwrap_or_else(|| file.id.to_string());
         // The stored media type decides, not the one the message claims.
         check_file(
@@ -199,7 +203,7 @@ impl WithFiles {
             &read.media_type,
             read.bytes.len() as u64,
         )
-        .map_err(ModelError::File)?;
+        .map_err(Unread::Refused)?;
         let url = format!(
             "data:{};base64,{}",
             read.media_type,
@@ -212,10 +216,15 @@ impl WithFiles {
         Ok(url)
     }
 
-    /// `message` with its stored files inlined, or `None` when it attaches none.
+    /// `message` with its stored files inlined, or `None` when it names none to read. A user
+    /// message's file that cannot be read fails the request (the caller attached it); a tool
+    /// result's file the Turn cannot read or the provider does not take reaches the model as a
+    /// text saying why, so the model can go on.
     async fn inlined(&self, message: &Message) -> Result<Option<Message>, ModelError> {
-        let Message::User { content } = message else {
-            return Ok(None);
+        let content = match message {
+            Message::User { content } => content,
+            Message::Tool { result } => &result.output,
+            Message::Assistant { .. } => return Ok(None),
         };
         if !content
             .iter()
@@ -223,19 +232,46 @@ impl WithFiles {
         {
             return Ok(None);
         }
+        let from_tool = matches!(message, Message::Tool { .. });
         let mut parts = Vec::with_capacity(content.len());
         for part in content {
             match part {
                 ContentPart::File { file } if file.url.is_none() => {
-                    let mut file = file.clone();
-                    file.url = Some(self.data_url(&file).await?);
-                    parts.push(ContentPart::File { file });
+                    match self.data_url(file).await {
+                        Ok(url) => {
+                            let mut file = file.clone();
+                            file.url = Some(url);
+                            parts.push(ContentPart::File { file });
+                        }
+                        Err(Unread::Refused(why)) if from_tool => parts.push(ContentPart::text(
+                            format!("{} not sent: {why}", file_placeholder(file)),
+                        )),
+                        Err(Unread::Refused(why) | Unread::Failed(why)) => {
+                            return Err(ModelError::File(why));
+                        }
+                    }
                 }
                 other => parts.push(other.clone()),
             }
         }
-        Ok(Some(Message::User { content: parts }))
+        Ok(Some(match message {
+            Message::Tool { result } => Message::Tool {
+                result: ToolResult {
+                    output: parts,
+                    ..result.clone()
+                },
+            },
+            _ => Message::User { content: parts },
+        }))
     }
+}
+
+/// Why a stored file was not inlined.
+enum Unread {
+    /// It is not the Turn's to read, or the provider does not take it.
+    Refused(String),
+    /// The store failed.
+    Failed(String),
 }
 
 #[async_trait]
@@ -269,8 +305,8 @@ pub(crate) fn data_parts(url: &str) -> Option<(&str, &str)> {
 pub(crate) enum Attachment<'a> {
     /// An image at this URL.
     Image(&'a str),
-    /// A PDF: base64 data of a `data:` URL.
-    PdfData(&'a str),
+    /// A PDF in a `data:` URL.
+    PdfData,
     /// A PDF at this `https:` URL.
     PdfUrl(&'a str),
     /// Not sendable: the placeholder stands for it.
@@ -288,12 +324,120 @@ pub(crate) fn attachment(file: &FileRef) -> Attachment<'_> {
     }
     if media_type == "application/pdf" {
         return match data_parts(url) {
-            Some((_, data)) => Attachment::PdfData(data),
+            Some(_) => Attachment::PdfData,
             None if url.starts_with("https://") => Attachment::PdfUrl(url),
             None => Attachment::Placeholder,
         };
     }
     Attachment::Placeholder
+}
+
+/// How a file or media part goes to a provider of one format.
+pub(crate) enum Outgoing<'a> {
+    /// An image at this URL (`data:` or `https:`).
+    Image(Cow<'a, str>),
+    /// A PDF document as a `data:` URL, with a file name.
+    Pdf {
+        /// `data:application/pdf;base64,...`.
+        url: Cow<'a, str>,
+        /// Its name.
+        filename: String,
+    },
+    /// A PDF at this `https:` URL.
+    PdfUrl(&'a str),
+    /// Not sendable: this text stands for it.
+    Text(String),
+}
+
+impl Outgoing<'_> {
+    /// Whether it is a file the provider reads (not a text standing for one).
+    pub(crate) fn is_file(&self) -> bool {
+        !matches!(self, Outgoing::Text(_))
+    }
+}
+
+/// How `part` goes to a provider of `format`: `None` for text. A stored file goes as
+/// [`WithFiles`] inlined it (a placeholder when it was not read); a media part goes inline when
+/// the provider takes its type and size ([`check_file`]), else as a text saying why not.
+pub(crate) fn outgoing(part: &ContentPart, format: FileFormat) -> Option<Outgoing<'_>> {
+    match part {
+        ContentPart::Text { .. } => None,
+        ContentPart::File { file } => Some(match attachment(file) {
+            Attachment::Image(url) => Outgoing::Image(Cow::Borrowed(url)),
+            Attachment::PdfData => Outgoing::Pdf {
+                url: Cow::Borrowed(file.url.as_deref().unwrap_or_default()),
+                filename: file
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{}.pdf", file.id)),
+            },
+            Attachment::PdfUrl(url) => Outgoing::PdfUrl(url),
+            Attachment::Placeholder => Outgoing::Text(file_placeholder(file)),
+        }),
+        ContentPart::Media {
+            media_type,
+            data,
+            name,
+        } => {
+            let media_type = media_type.split(';').next().unwrap_or_default().trim();
+            let name = name.as_deref().unwrap_or("media");
+            let Some(size) = base64_size(data) else {
+                return Some(Outgoing::Text(format!(
+                    "[file: {name} ({media_type}) not sent: its data is not base64]"
+                )));
+            };
+            Some(match check_file(format, name, media_type, size) {
+                Ok(FileKind::Image) => {
+                    Outgoing::Image(Cow::Owned(format!("data:{media_type};base64,{data}")))
+                }
+                Ok(FileKind::Pdf) => Outgoing::Pdf {
+                    url: Cow::Owned(format!("data:application/pdf;base64,{data}")),
+                    filename: name.rsplit('/').next().unwrap_or(name).to_string(),
+                },
+                Err(refusal) => {
+                    Outgoing::Text(format!("[file: {name} ({media_type}) not sent: {refusal}]"))
+                }
+            })
+        }
+    }
+}
+
+/// A tool result as one text for a provider of `format`: its texts, each file it carries as a
+/// placeholder (or, when the provider cannot read it, the text saying why), joined by
+/// newlines; prefixed with `Error: ` when it failed and `mark_errors` asks for it.
+pub(crate) fn result_text(result: &ToolResult, format: FileFormat, mark_errors: bool) -> String {
+    let texts: Vec<String> = result
+        .output
+        .iter()
+        .map(|part| match outgoing(part, format) {
+            Some(Outgoing::Text(text)) => text,
+            _ => parts_text(std::slice::from_ref(part)),
+        })
+        .collect();
+    let text = texts.join("\n");
+    if mark_errors && result.is_error {
+        format!("Error: {text}")
+    } else {
+        text
+    }
+}
+
+/// The decoded size of padded standard base64 `data`, or `None` when it is not that.
+fn base64_size(data: &str) -> Option<u64> {
+    let bytes = data.as_bytes();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let padding = bytes.iter().rev().take_while(|&&b| b == b'=').count();
+    let body = &bytes[..bytes.len() - padding];
+    if padding > 2
+        || !body
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    {
+        return None;
+    }
+    Some((bytes.len() / 4 * 3 - padding) as u64)
 }
 
 #[cfg(test)]

@@ -34,7 +34,6 @@ pub(crate) use plain::parse_answer;
 pub(crate) use stream::Decoder;
 pub(crate) use wire::{
     error_from_code, file_placeholder, malformed, parse_arguments, parts_text, priced,
-    tool_result_text,
 };
 
 /// The first wait before a retry; each further retry waits twice as long.

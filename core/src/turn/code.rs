@@ -82,7 +82,7 @@ fn text_of(result: &ToolResult) -> String {
         .iter()
         .filter_map(|p| match p {
             ContentPart::Text { text } => Some(text.as_str()),
-            ContentPart::File { .. } => None,
+            ContentPart::File { .. } | ContentPart::Media { .. } => None,
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -57,8 +57,8 @@ pub fn estimate_message(message: &Message) -> u64 {
             .iter()
             .map(|part| match part {
                 ContentPart::Text { text } => estimate_text(text),
-                // Providers bill images by size; a reference costs a fixed, generous amount.
-                ContentPart::File { .. } => 1000,
+                // Providers bill images by size; a file costs a fixed, generous amount.
+                ContentPart::File { .. } | ContentPart::Media { .. } => 1000,
             })
             .sum()
     };

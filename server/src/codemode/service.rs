@@ -124,7 +124,7 @@ impl ToolHost for DirectTools {
                     .iter()
                     .filter_map(|p| match p {
                         ContentPart::Text { text } => Some(text.as_str()),
-                        ContentPart::File { .. } => None,
+                        ContentPart::File { .. } | ContentPart::Media { .. } => None,
                     })
                     .collect();
                 let text = text.join("\n");

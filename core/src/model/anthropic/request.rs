@@ -1,12 +1,12 @@
 //! The Messages API request body.
 
-use openbot_schema::{ContentPart, FileRef, Message, ToolCall, ToolDefinition, ToolResult};
+use openbot_schema::{ContentPart, Message, ToolCall, ToolDefinition, ToolResult};
 use serde_json::{Value, json};
 
 use super::AnthropicMessages;
 use crate::model::ModelRequest;
-use crate::model::files::{Attachment, attachment, data_parts};
-use crate::model::transport::file_placeholder;
+use crate::model::files::{FileFormat, Outgoing, data_parts, outgoing};
+use crate::model::transport::parts_text;
 
 /// The JSON body for `request`: `system`, the conversation as messages of content blocks (a run
 /// of tool results in one user message; empty messages left out), the tools, `max_tokens` and
@@ -61,43 +61,48 @@ fn push(messages: &mut Vec<Value>, role: &str, blocks: Vec<Value>) {
     }
 }
 
-/// Text blocks (empty ones left out: the API rejects them) and image blocks; other files as
-/// a text placeholder.
+/// Text blocks (empty ones left out: the API rejects them), image and document blocks; other
+/// files as a text saying what they are. A tool result's content takes the same blocks.
 fn content_blocks(content: &[ContentPart]) -> Vec<Value> {
     content
         .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if text.is_empty() => None,
-            ContentPart::Text { text } => Some(json!({"type": "text", "text": text})),
-            ContentPart::File { file } => Some(file_block(file)),
+        .filter_map(|part| match outgoing(part, FileFormat::Anthropic) {
+            None => match part.as_text() {
+                Some("") | None => None,
+                Some(text) => Some(json!({"type": "text", "text": text})),
+            },
+            Some(file) => Some(file_block(file, part)),
         })
         .collect()
 }
 
 /// An image block from a `data:` URL (as base64) or any other URL, a PDF as a document block
-/// (base64 or URL); a placeholder otherwise.
-fn file_block(file: &FileRef) -> Value {
-    let url = match attachment(file) {
-        Attachment::Image(url) => url,
-        Attachment::PdfData(data) => {
-            return json!({
-                "type": "document",
-                "source": {"type": "base64", "media_type": "application/pdf", "data": data},
-            });
+/// (base64 or URL); a text otherwise.
+fn file_block(file: Outgoing<'_>, part: &ContentPart) -> Value {
+    let url = match file {
+        Outgoing::Image(url) => url,
+        Outgoing::Pdf { url, .. } => {
+            return match data_parts(&url) {
+                Some((_, data)) => json!({
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+                }),
+                None => json!({"type": "text", "text": parts_text(std::slice::from_ref(part))}),
+            };
         }
-        Attachment::PdfUrl(url) => {
+        Outgoing::PdfUrl(url) => {
             return json!({"type": "document", "source": {"type": "url", "url": url}});
         }
-        Attachment::Placeholder => {
-            return json!({"type": "text", "text": file_placeholder(file)});
-        }
+        Outgoing::Text(text) => return json!({"type": "text", "text": text}),
     };
-    match data_parts(url) {
+    match data_parts(&url) {
         Some((media_type, data)) => json!({
             "type": "image",
             "source": {"type": "base64", "media_type": media_type, "data": data},
         }),
-        None if url.starts_with("data:") => json!({"type": "text", "text": file_placeholder(file)}),
+        None if url.starts_with("data:") => {
+            json!({"type": "text", "text": parts_text(std::slice::from_ref(part))})
+        }
         None => json!({"type": "image", "source": {"type": "url", "url": url}}),
     }
 }

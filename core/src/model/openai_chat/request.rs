@@ -1,11 +1,11 @@
 //! The Chat Completions request body.
 
-use openbot_schema::{ContentPart, Message, ToolDefinition};
+use openbot_schema::{ContentPart, Message, ToolDefinition, ToolResult};
 use serde_json::{Value, json};
 
 use crate::model::ModelRequest;
-use crate::model::files::{Attachment, attachment};
-use crate::model::transport::{file_placeholder, parts_text, tool_result_text};
+use crate::model::files::{FileFormat, Outgoing, outgoing, result_text};
+use crate::model::transport::parts_text;
 
 /// The JSON body for `request`: the instructions as a `system` message, then the conversation,
 /// the tools as functions, and streaming with usage.
@@ -14,7 +14,20 @@ pub(super) fn body(model: &str, is_openai: bool, request: &ModelRequest) -> Valu
     if !request.instructions.is_empty() {
         messages.push(json!({"role": "system", "content": request.instructions}));
     }
-    messages.extend(request.messages.iter().map(|m| message(m)));
+    // A tool message carries text only: the files of a run of tool results follow the run in
+    // one user message (tool messages must directly follow their assistant message).
+    let mut files: Vec<Value> = Vec::new();
+    for m in &request.messages {
+        if let Message::Tool { result } = m.as_ref() {
+            files.extend(result_files(result));
+        } else if !files.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut files)}));
+        }
+        messages.push(message(m));
+    }
+    if !files.is_empty() {
+        messages.push(json!({"role": "user", "content": files}));
+    }
     let mut body = json!({
         "model": model,
         "messages": messages,
@@ -65,7 +78,7 @@ fn message(message: &Message) -> Value {
         Message::Tool { result } => json!({
             "role": "tool",
             "tool_call_id": result.call_id,
-            "content": tool_result_text(result, true),
+            "content": result_text(result, FileFormat::OpenAiChat, true),
         }),
     }
 }
@@ -80,27 +93,48 @@ fn user_content(content: &[ContentPart]) -> Value {
     }
     let parts: Vec<Value> = content
         .iter()
-        .map(|part| match part {
-            ContentPart::Text { text } => json!({"type": "text", "text": text}),
-            ContentPart::File { file } => match attachment(file) {
-                Attachment::Image(url) => json!({"type": "image_url", "image_url": {"url": url}}),
-                Attachment::PdfData(_) => json!({"type": "file", "file": {
-                    "filename": file_name(file),
-                    "file_data": file.url,
-                }}),
-                Attachment::PdfUrl(_) | Attachment::Placeholder => {
-                    json!({"type": "text", "text": file_placeholder(file)})
-                }
-            },
+        .map(|part| match outgoing(part, FileFormat::OpenAiChat) {
+            None => json!({"type": "text", "text": part.as_text().unwrap_or_default()}),
+            Some(file) => file_part(file, part),
         })
         .collect();
     Value::Array(parts)
 }
 
-fn file_name(file: &openbot_schema::FileRef) -> String {
-    file.name
-        .clone()
-        .unwrap_or_else(|| format!("{}.pdf", file.id))
+fn file_part(file: Outgoing<'_>, part: &ContentPart) -> Value {
+    match file {
+        Outgoing::Image(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+        Outgoing::Pdf { url, filename } => json!({"type": "file", "file": {
+            "filename": filename,
+            "file_data": url,
+        }}),
+        Outgoing::PdfUrl(_) => {
+            json!({"type": "text", "text": parts_text(std::slice::from_ref(part))})
+        }
+        Outgoing::Text(text) => json!({"type": "text", "text": text}),
+    }
+}
+
+/// The user-message parts that carry a tool result's files: a line naming the call, then each
+/// file this API reads (`image_url`, `file`); none when the result has none.
+fn result_files(result: &ToolResult) -> Vec<Value> {
+    let files: Vec<Value> = result
+        .output
+        .iter()
+        .filter_map(|part| {
+            let file = outgoing(part, FileFormat::OpenAiChat)?;
+            (file.is_file() && !matches!(file, Outgoing::PdfUrl(_))).then(|| file_part(file, part))
+        })
+        .collect();
+    if files.is_empty() {
+        return files;
+    }
+    let mut parts = vec![json!({"type": "text", "text": format!(
+        "The files of the result of tool call `{}` ({}):",
+        result.call_id, result.name
+    )})];
+    parts.extend(files);
+    parts
 }
 
 fn tool(tool: &ToolDefinition) -> Value {

@@ -1,11 +1,11 @@
 //! The Responses API request body.
 
-use openbot_schema::{ContentPart, Message, ToolDefinition};
+use openbot_schema::{ContentPart, Message, ToolDefinition, ToolResult};
 use serde_json::{Value, json};
 
 use crate::model::ModelRequest;
-use crate::model::files::{Attachment, attachment};
-use crate::model::transport::{file_placeholder, parts_text, tool_result_text};
+use crate::model::files::{FileFormat, Outgoing, outgoing, result_text};
+use crate::model::transport::parts_text;
 
 /// The JSON body for `request`: `instructions`, the conversation as `input` items, the tools
 /// as functions, streaming, and `store: false`.
@@ -58,7 +58,7 @@ fn push_items(message: &Message, input: &mut Vec<Value>) {
         Message::Tool { result } => input.push(json!({
             "type": "function_call_output",
             "call_id": result.call_id,
-            "output": tool_result_text(result, true),
+            "output": tool_output(result),
         })),
     }
 }
@@ -67,24 +67,40 @@ fn user_content(content: &[ContentPart]) -> Value {
     if content.is_empty() {
         return json!([{"type": "input_text", "text": ""}]);
     }
-    content
+    content.iter().map(input_part).collect()
+}
+
+/// One content part as an `input_text`, `input_image` or `input_file` part.
+fn input_part(part: &ContentPart) -> Value {
+    match outgoing(part, FileFormat::OpenAiResponses) {
+        None => json!({"type": "input_text", "text": part.as_text().unwrap_or_default()}),
+        Some(Outgoing::Image(url)) => json!({"type": "input_image", "image_url": url}),
+        Some(Outgoing::Pdf { url, filename }) => json!({
+            "type": "input_file",
+            "filename": filename,
+            "file_data": url,
+        }),
+        Some(Outgoing::PdfUrl(url)) => json!({"type": "input_file", "file_url": url}),
+        Some(Outgoing::Text(text)) => json!({"type": "input_text", "text": text}),
+    }
+}
+
+/// A `function_call_output`'s `output`: a string when the result is text only, else a list of
+/// `input_text`, `input_image` and `input_file` parts (a failed result starts with `Error:`).
+fn tool_output(result: &ToolResult) -> Value {
+    let has_file = result
+        .output
         .iter()
-        .map(|part| match part {
-            ContentPart::Text { text } => json!({"type": "input_text", "text": text}),
-            ContentPart::File { file } => match attachment(file) {
-                Attachment::Image(url) => json!({"type": "input_image", "image_url": url}),
-                Attachment::PdfData(_) => json!({
-                    "type": "input_file",
-                    "filename": file.name.clone().unwrap_or_else(|| format!("{}.pdf", file.id)),
-                    "file_data": file.url,
-                }),
-                Attachment::PdfUrl(url) => json!({"type": "input_file", "file_url": url}),
-                Attachment::Placeholder => {
-                    json!({"type": "input_text", "text": file_placeholder(file)})
-                }
-            },
-        })
-        .collect()
+        .any(|part| outgoing(part, FileFormat::OpenAiResponses).is_some_and(|file| file.is_file()));
+    if !has_file {
+        return json!(result_text(result, FileFormat::OpenAiResponses, true));
+    }
+    let mut parts = Vec::with_capacity(result.output.len() + 1);
+    if result.is_error {
+        parts.push(json!({"type": "input_text", "text": "Error:"}));
+    }
+    parts.extend(result.output.iter().map(input_part));
+    Value::Array(parts)
 }
 
 fn tool(tool: &ToolDefinition) -> Value {

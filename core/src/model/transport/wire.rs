@@ -1,6 +1,6 @@
 //! Small pieces of request and answer mapping that all providers share.
 
-use openbot_schema::{ContentPart, FileRef, ToolResult, Usage};
+use openbot_schema::{ContentPart, FileRef, Usage};
 use serde_json::Value;
 
 use super::{MAX_MESSAGE_CHARS, cut};
@@ -83,24 +83,21 @@ pub(crate) fn file_placeholder(file: &FileRef) -> String {
     format!("[file: {name} ({})]", file.media_type)
 }
 
-/// A tool result as one text: its parts joined by newlines, files as placeholders, and when it
-/// failed prefixed with `Error: ` so a provider without an error flag still tells the model.
-pub(crate) fn tool_result_text(result: &ToolResult, mark_errors: bool) -> String {
-    let text = parts_text(&result.output);
-    if mark_errors && result.is_error {
-        format!("Error: {text}")
-    } else {
-        text
-    }
+/// The text that stands for a media part: `[file: name (media/type)]`.
+pub(crate) fn media_placeholder(media_type: &str, name: Option<&str>) -> String {
+    format!("[file: {} ({media_type})]", name.unwrap_or("media"))
 }
 
-/// Content parts as one text: texts joined by newlines, files as placeholders.
+/// Content parts as one text: texts joined by newlines, files and media as placeholders.
 pub(crate) fn parts_text(parts: &[ContentPart]) -> String {
     let texts: Vec<String> = parts
         .iter()
         .map(|part| match part {
             ContentPart::Text { text } => text.clone(),
             ContentPart::File { file } => file_placeholder(file),
+            ContentPart::Media {
+                media_type, name, ..
+            } => media_placeholder(media_type, name.as_deref()),
         })
         .collect();
     texts.join("\n")
