@@ -15,8 +15,8 @@ use futures::StreamExt;
 use mcp_servers::*;
 use openbot_core::{Client, ConnectOptions, Operations, connect};
 use openbot_schema::{
-    AppAuthKind, BotSpec, ErrorCode, Event, EventKind, Limits, NewApp, NewAppConnection, SendInput,
-    ToolDefinition,
+    AppAuthKind, BotSpec, ContentPart, ErrorCode, Event, EventKind, Limits, Message, NewApp,
+    NewAppConnection, SendInput, ToolDefinition,
 };
 use serde_json::json;
 use support::scripted;
@@ -165,4 +165,87 @@ async fn app_operations_refuse_bad_input_in_memory() {
         .await
         .unwrap_err();
     assert_eq!(failed.code, ErrorCode::Unavailable);
+}
+
+#[tokio::test]
+async fn an_app_tools_image_reaches_the_model_as_an_image_part() {
+    let model = support::Recording::new(scripted(json!([
+        {"tool_calls": [{"name": "everything__get-tiny-image", "arguments": {}}]},
+        {"text": "the MCP logo"}
+    ])));
+    let options = ConnectOptions {
+        models: HashMap::from([("test".to_string(), model.clone() as _)]),
+        ..ConnectOptions::default()
+    };
+    let client = connect("memory://", options).await.unwrap();
+    let app = client
+        .register_app(&NewApp {
+            name: "everything".into(),
+            transport: everything_stdio(),
+        })
+        .await
+        .unwrap();
+    let connection = client.open_app_connection(&app.id, &none()).await.unwrap();
+    client
+        .discover_app_tools(&app.id, &connection.id)
+        .await
+        .unwrap();
+    let bot = client
+        .create_bot(BotSpec {
+            name: "Viewer".into(),
+            instructions: String::new(),
+            model: "test".into(),
+            tools: vec![ToolDefinition {
+                name: "everything__get-tiny-image".into(),
+                description: String::new(),
+                input_schema: json!({"type": "object"}),
+            }],
+            limits: Limits::default(),
+            shared: false,
+            memory: false,
+            reminders: false,
+            code_mode: false,
+        })
+        .await
+        .unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let receipt = client
+        .send(chat.id, SendInput::text("show me"))
+        .await
+        .unwrap();
+    let _: Vec<Event> = client
+        .observe(receipt.execution_id, 0)
+        .await
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let result = requests[1]
+        .messages
+        .iter()
+        .find_map(|m| match m.as_ref() {
+            Message::Tool { result } => Some(result.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(!result.is_error, "{result:?}");
+    assert_eq!(
+        result.output[0].as_text(),
+        Some("Here's the image you requested:")
+    );
+    let ContentPart::Media {
+        media_type, data, ..
+    } = &result.output[1]
+    else {
+        panic!("the image is not a media part: {:?}", result.output[1]);
+    };
+    assert_eq!(media_type, "image/png");
+    // The PNG signature, base64: the bytes themselves, not a JSON text of them.
+    assert!(data.starts_with("iVBORw0KGgo"), "{data:.40}");
+    assert_eq!(
+        result.output[2].as_text(),
+        Some("The image above is the MCP logo.")
+    );
 }

@@ -24,7 +24,7 @@ use api::{
 };
 use fake_openai::{Answer, FakeOpenAi};
 use mcp_servers::*;
-use openbot_schema::{AppTransport, EventKind, ExecutionId, TurnOutcome};
+use openbot_schema::{AppTransport, ContentPart, EventKind, ExecutionId, TurnOutcome};
 use openbot_server::engine::Wake;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -53,6 +53,7 @@ app_tests!(
     discovery_over_streamable_http_reaches_the_server,
     a_turn_calls_an_app_tool_and_the_model_sees_its_result,
     a_turn_calls_the_time_server,
+    an_app_tools_image_reaches_the_model_and_is_replayed_the_same_after_a_takeover,
     a_saved_declaration_is_kept_when_the_server_changes,
     a_saved_call_on_a_removed_connection_fails_clearly_and_sends_nothing,
     a_lost_result_of_an_unsafe_tool_waits_in_outcome_unknown,
@@ -286,6 +287,78 @@ async fn a_turn_calls_an_app_tool_and_the_model_sees_its_result(server: Server) 
         model.bodies()[0].contains("\"required\":[\"text\"]"),
         "{}",
         model.bodies()[0]
+    );
+}
+
+/// An MCP image goes to the model as an image (a Chat Completions model: a user message of
+/// `image_url` parts after the tool messages); its saved result is sent the same by the owner
+/// that takes the Turn over.
+async fn an_app_tools_image_reaches_the_model_and_is_replayed_the_same_after_a_takeover(
+    server: Server,
+) {
+    app_ready(&server, "everything", &everything_stdio()).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("everything__get-tiny-image", json!({})),
+        Answer::Text(vec!["the MCP logo"]),
+    ])
+    .await;
+    // The request after the result (saved with its sending) waits until the Turn is taken over.
+    model.delay_first(1, Duration::from_secs(60));
+    let bot = bot_with(&server, &model, &["everything__get-tiny-image"]).await;
+    let (_, execution) = start(&server, &bot, "Show me the logo").await;
+    eventually("the request after the tool result", || async {
+        (model.requests_at(1) == 1).then_some(())
+    })
+    .await;
+    steal(&server, &execution).await;
+    let events = server.finish(&server.owner, &execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    assert_eq!(
+        model.requests_at(0),
+        1,
+        "the saved answer is not asked for again"
+    );
+    assert_eq!(model.requests_at(1), 2, "the new owner asks again");
+    let result = &tool_results(&events)[0];
+    assert!(
+        matches!(&result.output[1], ContentPart::Media { media_type, data, .. }
+            if media_type == "image/png" && data.starts_with("iVBORw0KGgo")),
+        "{:?}",
+        result.output
+    );
+    let after: Vec<Value> = model
+        .bodies()
+        .iter()
+        .map(|body| serde_json::from_str::<Value>(body).unwrap())
+        .filter(|body| {
+            body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool")
+        })
+        .collect();
+    assert_eq!(after.len(), 2);
+    assert_eq!(
+        after[0]["messages"], after[1]["messages"],
+        "the saved result is replayed as it was first sent"
+    );
+    let messages = after[1]["messages"].as_array().unwrap();
+    let files = messages.last().unwrap();
+    assert_eq!(files["role"], "user");
+    let url = files["content"][1]["image_url"]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{url:.60}"
+    );
+    let tool = &messages[messages.len() - 2];
+    assert_eq!(tool["role"], "tool");
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .contains("[file: media (image/png)]"),
+        "{tool}"
     );
 }
 
