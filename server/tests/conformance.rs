@@ -139,6 +139,8 @@ conformance!(
     a_statement_the_database_refuses_is_invalid_data_not_an_outage,
     reading_an_execution_takes_no_lock,
     signals_that_cannot_be_read_interrupt_the_execution_instead_of_looping,
+    a_cancel_reaches_the_whole_open_tree_once_however_often_it_is_asked,
+    cancelling_the_descendants_of_an_ended_execution_leaves_it_alone,
 );
 
 fn keys() -> KeyRing {
@@ -2609,4 +2611,85 @@ async fn signals_that_cannot_be_read_interrupt_the_execution_instead_of_looping(
     );
     engine.shutdown().await;
     before.shutdown().await;
+}
+
+/// A root, its child and grandchild, and a child that already ended.
+async fn tree(store: &Arc<dyn Store>) -> (ExecutionId, ExecutionId, ExecutionId, ExecutionId) {
+    let keys = keys();
+    let submit = |parent: Option<ExecutionId>| {
+        let mut new = new_execution(&keys, member(), None, b"x");
+        new.parent_id = parent;
+        let store = Arc::clone(store);
+        async move { store.submit(new).await.unwrap().execution_id() }
+    };
+    let root = submit(None).await;
+    let child = submit(Some(root)).await;
+    let grandchild = submit(Some(child)).await;
+    let ended = submit(Some(root)).await;
+    let claims = store.claim("node-a", &["test"], 60_000, 10).await.unwrap();
+    let claim = claims.iter().find(|c| c.id == ended).unwrap();
+    store
+        .commit(
+            ended,
+            claim.generation,
+            Commit {
+                state: Some(StateChange::ended(ExecutionState::Completed)),
+                ..Commit::default()
+            },
+        )
+        .await
+        .unwrap();
+    (root, child, grandchild, ended)
+}
+
+async fn cancel_signals(backend: &Backend, id: ExecutionId) -> String {
+    backend
+        .raw(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM signals WHERE execution_id = $1 AND kind = 'cancel'",
+            vec![P::Id(id.as_uuid())],
+        )
+        .await
+        .unwrap()
+}
+
+async fn a_cancel_reaches_the_whole_open_tree_once_however_often_it_is_asked(backend: Backend) {
+    let store = Arc::clone(&backend.store);
+    let (root, child, grandchild, ended) = tree(&store).await;
+    let first = store.cancel_tree(root, true).await.unwrap();
+    let mut reached = first.cancelling.clone();
+    reached.sort_by_key(|id| id.as_uuid());
+    let mut open = vec![root, child, grandchild];
+    open.sort_by_key(|id| id.as_uuid());
+    assert_eq!(reached, open, "the open tree, and not the ended child");
+    // Asked again (a retried request, a deletion's next look): nothing more is written.
+    for _ in 0..5 {
+        let again = store.cancel_tree(root, true).await.unwrap();
+        assert_eq!(again.root, first.root, "the waiting cancel answers");
+    }
+    for id in [root, child, grandchild] {
+        assert_eq!(cancel_signals(&backend, id).await, "1", "{id}");
+        let row = store.execution(id).await.unwrap();
+        assert_eq!(row.state, ExecutionState::Cancelling);
+    }
+    assert_eq!(cancel_signals(&backend, ended).await, "0");
+    assert_eq!(
+        store.execution(ended).await.unwrap().state,
+        ExecutionState::Completed
+    );
+}
+
+async fn cancelling_the_descendants_of_an_ended_execution_leaves_it_alone(backend: Backend) {
+    let store = Arc::clone(&backend.store);
+    let (root, child, grandchild, ended) = tree(&store).await;
+    assert!(matches!(
+        store.cancel_tree(ended, true).await,
+        Err(StoreError::Ended(_))
+    ));
+    let below = store.cancel_tree(root, false).await.unwrap();
+    assert_eq!(below.root, None);
+    assert_eq!(below.cancelling.len(), 2);
+    assert_eq!(cancel_signals(&backend, root).await, "0");
+    for id in [child, grandchild] {
+        assert_eq!(cancel_signals(&backend, id).await, "1", "{id}");
+    }
 }

@@ -36,6 +36,7 @@ http_tests!(
     long_polling_waits_for_events_and_says_when_the_end_was_read,
     cancel_over_http_ends_the_turn_cancelled,
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
+    a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_later,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
     a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
@@ -527,6 +528,56 @@ async fn cancel_over_http_ends_the_turn_cancelled(server: Server) {
         error_code(again).await,
         (StatusCode::CONFLICT, "conflict".into())
     );
+}
+
+/// The error recorder fails too (here its table is away): the answer keeps its category and
+/// error ID, and the record is saved once the database takes it again.
+async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_later(
+    server: Server,
+) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let id = server.owner_turn(&model).await;
+    server.finish(&server.owner, &id.to_string()).await;
+    let nil = uuid::Uuid::nil();
+    server
+        .raw_execute(
+            "UPDATE executions SET state = 'damaged-beyond-repair' WHERE id <> $1",
+            nil,
+        )
+        .await;
+    server
+        .raw_execute(
+            "ALTER TABLE error_records RENAME TO error_records_away",
+            nil,
+        )
+        .await;
+    let response = server
+        .get(&format!("/v1/executions/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "request_failed");
+    assert_eq!(body["category"], "storage");
+    let error_id: uuid::Uuid = body["error_id"].as_str().unwrap().parse().unwrap();
+    server
+        .raw_execute(
+            "ALTER TABLE error_records_away RENAME TO error_records",
+            nil,
+        )
+        .await;
+    let mut saved = None;
+    for _ in 0..200 {
+        saved = server.database.store.error_record(error_id).await.unwrap();
+        if saved.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, blob) = saved.expect("the record is saved once the database takes it");
+    let cause = String::from_utf8(server.engine.context().keys.open(&blob).unwrap()).unwrap();
+    assert!(cause.contains("bad state"), "{cause}");
 }
 
 async fn a_server_fault_answers_request_failed_with_the_error_id_and_no_cause(server: Server) {

@@ -16,13 +16,17 @@ use serde::{Deserialize, Serialize};
 use super::store::ChatStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
 use crate::identity::{ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, StoreError, now_ms};
+use crate::store::{Commit, now_ms};
 
 /// The execution kind of Chat deletions.
 pub const CHAT_DELETION: &str = "chat_deletion";
 
-/// How often a deletion looks again at work that has not closed yet.
+/// How soon a deletion looks again at work that has not closed yet; each look waits twice
+/// as long as the one before, up to [`RECHECK_MAX`].
 const RECHECK: Duration = Duration::from_millis(100);
+
+/// The longest wait between two looks.
+const RECHECK_MAX: Duration = Duration::from_secs(2);
 
 /// The saved input of a deletion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,41 +97,27 @@ impl Workflow for ChatDeletionWorkflow {
         // Closing the gate first: from here on nothing new starts in the Chat's tree.
         self.chats.delete_chat(input.chat_id).await?;
         let cancelled = scope.cancellation();
+        let mut wait = RECHECK;
         loop {
             let executions = cx
                 .engine
                 .store
                 .chat_executions(input.chat_id.as_uuid())
                 .await?;
-            let mut open = false;
+            let mut open = 0;
             for execution in &executions {
-                if !execution.state.is_terminal() {
-                    open = true;
-                    if execution.state != ExecutionState::Cancelling {
-                        match cx.engine.cancel(execution.id).await {
-                            Ok(_) | Err(StoreError::Ended(_)) => {}
-                            Err(err) => return Err(err.into()),
-                        }
-                    }
-                }
-                if !cx
-                    .engine
-                    .store
-                    .open_descendants(execution.id)
-                    .await?
-                    .is_empty()
-                {
-                    open = true;
-                    cx.engine.cancel_descendants(execution.id).await?;
-                }
+                // Each tree in one transaction; a cancel that waits already is not sent again,
+                // so a look writes only for work that started since the last one.
+                open += cx.engine.cancel_tree(execution.id).await?;
             }
-            if !open {
+            if open == 0 {
                 break;
             }
             tokio::select! {
-                _ = tokio::time::sleep(RECHECK) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = cancelled.cancelled() => return Err(PhaseError::Cancelled),
             }
+            wait = (wait * 2).min(RECHECK_MAX);
         }
         tracing::info!(chat = %input.chat_id, at = now_ms(), "chat deleted; its work closed");
         cx.engine

@@ -124,22 +124,37 @@ impl EngineContext {
     /// Asks an execution and every descendant that has not ended to stop; returns the cancel
     /// signal's number.
     pub async fn cancel(&self, id: ExecutionId) -> Result<i64, StoreError> {
-        let number = self.store.signal(id, "cancel", "{}").await?;
-        self.hub.announce(Wake::Signal(id));
-        self.cancel_descendants(id).await?;
-        Ok(number)
+        let tree = self.store.cancel_tree(id, true).await?;
+        self.wake_cancelled(&tree.cancelling);
+        tree.root.ok_or(StoreError::Ended(id))
     }
 
     /// Asks every descendant of `id` that has not ended to stop, also when `id` itself ended.
     pub async fn cancel_descendants(&self, id: ExecutionId) -> Result<(), StoreError> {
-        for child in self.store.open_descendants(id).await? {
-            match self.store.signal(child, "cancel", "{}").await {
-                Ok(_) | Err(StoreError::Ended(_)) => self.hub.announce(Wake::Signal(child)),
-                Err(err) => return Err(err),
-            }
-        }
-        self.hub.announce(Wake::Work);
+        let tree = self.store.cancel_tree(id, false).await?;
+        self.wake_cancelled(&tree.cancelling);
         Ok(())
+    }
+
+    /// Cancels `id` (when it has not ended) and every open descendant, each tree in one
+    /// transaction; returns how many of them have not ended yet.
+    pub async fn cancel_tree(&self, id: ExecutionId) -> Result<usize, StoreError> {
+        let tree = match self.store.cancel_tree(id, true).await {
+            Err(StoreError::Ended(_)) => self.store.cancel_tree(id, false).await?,
+            other => other?,
+        };
+        self.wake_cancelled(&tree.cancelling);
+        Ok(tree.cancelling.len())
+    }
+
+    /// Wakes the owners of executions a cancel reached, and the claims of the unowned ones.
+    fn wake_cancelled(&self, cancelling: &[ExecutionId]) {
+        for id in cancelling {
+            self.hub.announce(Wake::Signal(*id));
+        }
+        if !cancelling.is_empty() {
+            self.hub.announce(Wake::Work);
+        }
     }
 
     /// Stores new work, or returns the earlier execution of the same command key and input.

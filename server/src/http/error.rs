@@ -2,6 +2,8 @@
 //! fault answers `request_failed` with a safe category and an error ID (also in the
 //! `openbot-error-id` header); its full cause goes only to a sealed error record.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use openbot_schema::{ErrorBody, ErrorCategory, ErrorCode, ErrorId};
@@ -126,6 +128,53 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The most error records that wait at once to be saved again; past it a record is given up
+/// (with a warning naming its ID), so a long outage costs bounded memory.
+pub const ERROR_RECORDS_WAITING: usize = 1_000;
+
+/// How long a record that waits is tried again before it is given up.
+const SAVE_LATER_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Saves a sealed error record the database refused, in the background: again and again with
+/// a growing pause (100 ms to 5 s) for up to ten minutes. The record is sealed already, so
+/// nothing of its cause is held in the clear meanwhile.
+pub(crate) fn save_later(
+    store: Arc<dyn crate::store::Store>,
+    category: String,
+    blob: crate::store::SealedBlob,
+) {
+    use std::sync::atomic::Ordering;
+    let error_id = ErrorId::from(blob.id);
+    if WAITING.fetch_add(1, Ordering::Relaxed) >= ERROR_RECORDS_WAITING {
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        tracing::warn!(%error_id, "too many error records wait to be saved; this one is given up");
+        return;
+    }
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(pause).await;
+            match store.put_error_record(None, &category, blob.clone()).await {
+                Ok(()) => {
+                    tracing::info!(%error_id, "saved an error record that had waited");
+                    break;
+                }
+                Err(_) if started.elapsed() < SAVE_LATER_FOR => {
+                    pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                }
+                Err(err) => {
+                    tracing::warn!(%error_id, error_kind = crate::engine::store_error_kind(&err), "an error record could not be saved; given up");
+                    break;
+                }
+            }
+        }
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// The error ID of a sealed fault, for logs: never the cause.

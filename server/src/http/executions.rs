@@ -323,32 +323,55 @@ async fn page(
     })
 }
 
+/// A `request_failed` event with the error body's fields, written by hand: the body is a
+/// few plain fields, so it always encodes.
+fn failure_event(failure: &ApiError) -> SseEvent {
+    let data = serde_json::json!({
+        "code": "request_failed",
+        "message": failure.body.message,
+        "category": failure.body.category,
+        "error_id": failure.body.error_id.map(|id| id.to_string()),
+    });
+    SseEvent::default()
+        .event("request_failed")
+        .data(data.to_string())
+}
+
 fn stream(state: AppState, id: ExecutionId, after: u64) -> impl IntoResponse {
     let observer = state.engine.observe(id, after);
     let events = futures::stream::unfold(
         (observer, state, false),
-        |(mut observer, state, done)| async move {
+        move |(mut observer, state, done)| async move {
             if done {
                 return None;
             }
             match observer.next().await? {
-                Ok(event) => {
-                    let sse = SseEvent::default()
-                        .id(event.sequence.to_string())
-                        .event(event_type(&event.kind))
-                        .json_data(&event)
-                        .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
-                    Some((Ok::<_, Infallible>(sse), (observer, state, false)))
-                }
+                Ok(event) => match SseEvent::default()
+                    .id(event.sequence.to_string())
+                    .event(event_type(&event.kind))
+                    .json_data(&event)
+                {
+                    Ok(sse) => Some((Ok::<_, Infallible>(sse), (observer, state, false))),
+                    // Never skipped silently: the reader gets a failure with an error ID (the
+                    // cause sealed) and ends here, and may resume from its last cursor.
+                    Err(err) => {
+                        let failure = ApiError::fault(
+                            &state,
+                            ErrorCategory::Internal,
+                            format!(
+                                "event {} of execution {id} could not be encoded: {err}",
+                                event.sequence
+                            ),
+                        )
+                        .await;
+                        Some((Ok(failure_event(&failure)), (observer, state, true)))
+                    }
+                },
                 Err(err) => {
                     // After the stream started, a fault is sent as a failure event with the same
                     // fields as the error body; the full cause is sealed.
                     let failure = ApiError::from_store(&state, err, "execution").await;
-                    let sse = SseEvent::default()
-                        .event("request_failed")
-                        .json_data(&failure.body)
-                        .unwrap_or_else(|_| SseEvent::default().comment("request failed"));
-                    Some((Ok(sse), (observer, state, true)))
+                    Some((Ok(failure_event(&failure)), (observer, state, true)))
                 }
             }
         },

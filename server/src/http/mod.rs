@@ -223,6 +223,9 @@ impl AppState {
 
 impl AppState {
     /// Seals a fault's full cause and returns its ID; only the ID and category are logged.
+    /// A record the database does not take now (the very fault may be the database) is
+    /// saved later: [`error::save_later`] tries again in the background, so the ID the answer
+    /// gives comes to name a record.
     pub async fn seal_error(&self, category: ErrorCategory, cause: String) -> ErrorId {
         let cx = self.engine.context();
         let id = uuid::Uuid::now_v7();
@@ -230,13 +233,13 @@ impl AppState {
         match cx.keys.seal(id, cause.as_bytes()) {
             Ok(blob) => {
                 let category_name = crate::store::category_name(category);
-                if cx
+                if let Err(err) = cx
                     .store
-                    .put_error_record(None, &category_name, blob)
+                    .put_error_record(None, &category_name, blob.clone())
                     .await
-                    .is_err()
                 {
-                    tracing::warn!(%error_id, "could not save a sealed error record");
+                    tracing::warn!(%error_id, error_kind = crate::engine::store_error_kind(&err), "could not save a sealed error record; trying again later");
+                    error::save_later(Arc::clone(&cx.store), category_name, blob);
                 }
             }
             Err(_) => tracing::warn!(%error_id, "could not seal an error record"),

@@ -115,16 +115,24 @@ fn outage(err: &sqlx::Error) -> bool {
 }
 
 /// PostgreSQL's SQLSTATEs of a passing failure: classes 08 (connection), 53 (insufficient
-/// resources), 57 (operator intervention: shutdown, cancel), 58 (system error), and the
-/// serialization failure and deadlock of class 40.
+/// resources), 57 (operator intervention: shutdown, cancel), 58 (system error), the
+/// serialization failure and deadlock of class 40, and P0001, an exception a trigger raised:
+/// OpenBot's schema has no triggers or functions, so one is an operator holding writes back
+/// for a while (as during maintenance), which passes.
 fn postgres_transient(code: &str) -> bool {
-    matches!(code.get(..2), Some("08" | "53" | "57" | "58")) || code == "40001" || code == "40P01"
+    matches!(code.get(..2), Some("08" | "53" | "57" | "58"))
+        || matches!(code, "40001" | "40P01" | "P0001")
 }
 
+/// SQLite's extended result code of a write a trigger refused (`RAISE(ABORT, ...)`): as on
+/// PostgreSQL, an operator's hold on writes, not a constraint of OpenBot's schema.
+const SQLITE_CONSTRAINT_TRIGGER: i64 = 1811;
+
 /// SQLite's result codes of a passing failure, by their primary code (the low byte of an
-/// extended code): BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN, PROTOCOL.
+/// extended code): BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN, PROTOCOL; and a trigger's
+/// refusal.
 fn sqlite_transient(code: i64) -> bool {
-    matches!(code & 0xff, 5 | 6 | 7 | 10 | 13 | 14 | 15)
+    code == SQLITE_CONSTRAINT_TRIGGER || matches!(code & 0xff, 5 | 6 | 7 | 10 | 13 | 14 | 15)
 }
 
 #[cfg(test)]
@@ -150,7 +158,7 @@ mod tests {
 
     #[test]
     fn sqlite_busy_and_io_codes_are_outages_and_constraints_are_not() {
-        for code in [5, 517, 6, 10, 13] {
+        for code in [5, 517, 6, 10, 13, 1811] {
             assert!(sqlite_transient(code), "{code}");
         }
         // SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY, _NOTNULL, SQLITE_MISMATCH

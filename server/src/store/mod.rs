@@ -229,6 +229,17 @@ pub trait Store: Send + Sync + 'static {
     /// running execution to `cancelling`.
     async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError>;
 
+    /// Cancels a tree in one transaction: every execution of it that has not ended (`id`
+    /// itself with `with_root`, and all its descendants) gets a cancel signal, unless one
+    /// waits for it already (signals deduplicate), and moves to `cancelling` as
+    /// [`Store::signal`] does. A crash cannot leave part of the tree uncancelled. With
+    /// `with_root`, an `id` that ended is [`StoreError::Ended`] and nothing is written.
+    async fn cancel_tree(
+        &self,
+        id: ExecutionId,
+        with_root: bool,
+    ) -> Result<CancelledTree, StoreError>;
+
     /// The signals not yet handled, in order.
     async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError>;
 

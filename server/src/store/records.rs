@@ -219,6 +219,17 @@ pub struct Claim {
     pub input: Option<SealedBlob>,
 }
 
+/// What [`crate::store::Store::cancel_tree`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CancelledTree {
+    /// The number of the root's cancel signal (the one that waited already, if any), with
+    /// `with_root`.
+    pub root: Option<i64>,
+    /// Every execution of the tree that has a cancel signal waiting now, root included:
+    /// the ones to wake.
+    pub cancelling: Vec<ExecutionId>,
+}
+
 /// What one claim took: the executions to run, and those whose row could not be read.
 #[derive(Debug, Default)]
 pub struct Claimed {

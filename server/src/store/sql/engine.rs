@@ -1020,6 +1020,78 @@ impl StoreTrait for Store {
         Ok(number)
     }
 
+    async fn cancel_tree(
+        &self,
+        id: ExecutionId,
+        with_root: bool,
+    ) -> Result<CancelledTree, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let root_state: Option<String> =
+            sqlx::query_scalar("SELECT state FROM executions WHERE id = $1")
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
+        let root_state = root_state.ok_or(StoreError::NotFound(id))?;
+        if with_root && parse_state(&root_state).is_none_or(|s| s.is_terminal()) {
+            return Err(StoreError::Ended(id));
+        }
+        // The open part of the tree, locked in ID order (as commits lock rows), so no commit
+        // of the tree lands between the reading and the signals.
+        let open: Vec<Uuid> = sqlx::query_scalar(concat!(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE id = $1 \
+                 UNION ALL SELECT e.id FROM executions e JOIN tree t ON e.parent_id = t.id) \
+             SELECT id FROM executions WHERE id IN (SELECT id FROM tree) AND (id <> $1 OR $2) \
+                 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') ORDER BY id",
+            for_update!()
+        ))
+        .bind(id.as_uuid())
+        .bind(with_root)
+        .fetch_all(&mut *tx)
+        .await?;
+        let now = now_ms();
+        let mut cancelled = CancelledTree::default();
+        for execution in open {
+            let waiting: Option<i64> = sqlx::query_scalar(
+                "SELECT MIN(number) FROM signals WHERE execution_id = $1 AND kind = 'cancel' AND handled_at IS NULL",
+            )
+            .bind(execution)
+            .fetch_one(&mut *tx)
+            .await?;
+            let number = match waiting {
+                Some(number) => number,
+                None => {
+                    let number: i64 = sqlx::query_scalar(
+                        "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
+                         SELECT $1, COALESCE(MAX(number), 0) + 1, 'cancel', '{}', $2 FROM signals WHERE execution_id = $1 RETURNING number",
+                    )
+                    .bind(execution)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    // As `signal` marks a cancel (see there).
+                    sqlx::query(
+                        "UPDATE executions SET \
+                             wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN $2 \
+                                 WHEN owner_node IS NOT NULL THEN $2 ELSE wake_at END, \
+                             state = 'cancelling', updated_at = $2 \
+                         WHERE id = $1",
+                    )
+                    .bind(execution)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    number
+                }
+            };
+            if execution == id.as_uuid() {
+                cancelled.root = Some(number);
+            }
+            cancelled.cancelling.push(execution.into());
+        }
+        tx.commit().await?;
+        Ok(cancelled)
+    }
+
     async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT number, kind, payload FROM signals WHERE execution_id = $1 AND handled_at IS NULL ORDER BY number",
