@@ -2405,6 +2405,15 @@ export interface components {
             file: components["schemas"]["FileRef"];
             /** @enum {string} */
             type: "file";
+        } | {
+            /** @description The bytes, base64 (standard alphabet, padded). */
+            data: string;
+            /** @description The media type, e.g. `image/png`. */
+            media_type: string;
+            /** @description A name for it (an MCP resource's URI), when it has one. */
+            name?: string | null;
+            /** @enum {string} */
+            type: "media";
         };
         /** @description A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
         CreateApprovalRule: {

@@ -220,6 +220,7 @@ __all__ += [
     "JobEndedEvent",
     "Limits",
     "LinkSpeaker",
+    "MediaContentPart",
     "Member",
     "MemberPage",
     "MemberRole",

@@ -132,6 +132,7 @@ __all__ = [
     "JobEndedEvent",
     "Limits",
     "LinkSpeaker",
+    "MediaContentPart",
     "Member",
     "MemberPage",
     "MemberRole",
@@ -1326,8 +1327,27 @@ class FileContentPart(TypedDict):
     type: Literal["file"]
 
 
+class _MediaContentPartKeys(TypedDict):
+    """The keys every MediaContentPart has."""
+    #: The bytes, base64 (standard alphabet, padded).
+    data: str
+    #: The media type, e.g. `image/png`.
+    media_type: str
+    type: Literal["media"]
+
+
+class MediaContentPart(_MediaContentPartKeys, total=False):
+    """Bytes given inline, as a tool's result carries them to the model (an MCP tool's image,
+    audio or binary resource): saved with the result and sent to the model in its provider's
+    format, which takes PNG, JPEG, GIF and WebP images and PDF documents (any other type
+    reaches it as a placeholder text).
+    """
+    #: A name for it (an MCP resource's URI), when it has one.
+    name: str | None
+
+
 #: One piece of message content.
-ContentPart: TypeAlias = Union[TextContentPart, FileContentPart]
+ContentPart: TypeAlias = Union[TextContentPart, FileContentPart, MediaContentPart]
 
 
 @dataclass(frozen=True, kw_only=True)
