@@ -434,3 +434,56 @@ mod in_memory {
         assert!(mock.requests().is_empty());
     }
 }
+
+#[tokio::test]
+async fn a_tool_results_stored_file_is_sent_and_one_not_readable_is_a_text_saying_why() {
+    let files = attached();
+    let mock = MockProvider::start("/v1", [refusing()]).await;
+    let model = Arc::new(AnthropicMessages::new("claude-sonnet-4-5", mock.settings(0)).unwrap());
+    let call = openbot_core::schema::ToolCall {
+        id: "toolu_1".into(),
+        name: "render".into(),
+        arguments: json!({}),
+    };
+    let missing = stored("gone.png", "image/png");
+    let result = openbot_core::schema::ToolResult {
+        output: vec![
+            ContentPart::File {
+                file: files.image.clone(),
+            },
+            ContentPart::File {
+                file: missing.clone(),
+            },
+        ],
+        ..openbot_core::schema::ToolResult::text(&call, "")
+    };
+    let request = ModelRequest {
+        messages: vec![
+            Arc::new(Message::user("Render it")),
+            Arc::new(Message::Assistant {
+                content: vec![],
+                tool_calls: vec![call],
+            }),
+            Arc::new(Message::Tool { result }),
+        ],
+        ..ModelRequest::default()
+    };
+    let body = body_sent(
+        &mock,
+        "anthropic:claude-sonnet-4-5",
+        model,
+        Arc::clone(&files.source),
+        request,
+    )
+    .await;
+    assert_eq!(
+        body["messages"][2]["content"][0]["content"],
+        json!([
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},
+            {"type": "text", "text": format!(
+                "[file: gone.png (image/png)] not sent: file {} is not stored, or not readable by this Turn's member",
+                missing.id
+            )},
+        ])
+    );
+}
