@@ -425,7 +425,7 @@ pub(crate) fn result_text(result: &ToolResult, format: FileFormat, mark_errors: 
 /// The decoded size of padded standard base64 `data`, or `None` when it is not that.
 fn base64_size(data: &str) -> Option<u64> {
     let bytes = data.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let padding = bytes.iter().rev().take_while(|&&b| b == b'=').count();
@@ -458,6 +458,24 @@ mod tests {
         let refused =
             check_file(FileFormat::OpenAiResponses, "a.zip", "application/zip", 1).unwrap_err();
         assert!(refused.contains("`a.zip` (application/zip)"), "{refused}");
+    }
+
+    #[test]
+    fn a_media_part_the_provider_cannot_take_is_a_text_saying_why() {
+        let text = |part: &ContentPart, format| match outgoing(part, format) {
+            Some(Outgoing::Text(text)) => text,
+            _ => panic!("sent as a file"),
+        };
+        let not_base64 = ContentPart::media("image/png", "not base64!");
+        assert!(text(&not_base64, FileFormat::Anthropic).contains("not base64"));
+        let big = ContentPart::media("image/png", "A".repeat(8 * 1024 * 1024));
+        assert!(text(&big, FileFormat::Anthropic).contains("at most 5 MiB"));
+        assert!(matches!(
+            outgoing(&big, FileFormat::OpenAiChat),
+            Some(Outgoing::Image(_))
+        ));
+        assert_eq!(base64_size("iVBORw0KGgo="), Some(8));
+        assert_eq!(base64_size("JVBERi0xLjcgZG9jdW1lbnQ="), Some(17));
     }
 
     #[test]
