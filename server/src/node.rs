@@ -299,6 +299,9 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         registry.register(Arc::new(crate::chats::ChatDeletionWorkflow::new(
             Arc::clone(&database.chats),
         )));
+        registry.register(Arc::new(crate::bots::BotDeletionWorkflow::new(Arc::clone(
+            &database.bots,
+        ))));
         if let Some(objects) = &database.objects {
             registry.register(Arc::new(crate::files::FileDeletionWorkflow::new(
                 Arc::clone(objects),

@@ -51,6 +51,7 @@ http_tests!(
     a_member_cannot_read_or_send_to_another_members_chat,
     a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_own_chats,
     a_stale_bot_revision_is_a_conflict,
+    deleting_a_shared_bot_closes_every_members_chats,
     a_session_cookie_works_from_the_same_origin_only,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
@@ -1009,6 +1010,60 @@ async fn a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_ow
         StatusCode::FORBIDDEN,
         "only the owner changes a shared Bot"
     );
+}
+
+async fn deleting_a_shared_bot_closes_every_members_chats(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["slow"])]).await;
+    model.delay(0, Duration::from_secs(30));
+    let bot = server.bot(&server.owner, &model, true).await;
+    // Another member's Chat, with a Turn running: nobody but that member sees it.
+    let other = server.other_member_token().await;
+    let chat = server.chat(&other, &bot).await;
+    let sent = receipt(server.send(&other, &chat, "Hi", None).await).await;
+    let turn = sent["execution_id"].as_str().unwrap().to_string();
+    for _ in 0..200 {
+        if model.in_flight() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(model.in_flight(), 1, "the Turn is asking the model");
+    let path = format!("/v1/bots/{}", bot["id"].as_str().unwrap());
+    let deleted = server.delete(&path, &server.owner).send().await.unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let gone = server.get(&path, &other).send().await.unwrap();
+    assert_eq!(gone.status(), StatusCode::NOT_FOUND);
+    let no_new = server
+        .post("/v1/chats", &other)
+        .json(&json!({"bot_id": bot["id"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_new.status(), StatusCode::NOT_FOUND);
+    // The other member's Turn is cancelled and the Chat closed, as a Chat's deletion does.
+    let events = server.finish(&other, &turn).await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Cancelled),
+        "{events:?}"
+    );
+    let mut status = StatusCode::OK;
+    for _ in 0..200 {
+        status = server
+            .get(&format!("/v1/chats/{chat}"), &other)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status == StatusCode::NOT_FOUND {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Asked again: the Bot is gone.
+    let again = server.delete(&path, &server.owner).send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_FOUND);
 }
 
 async fn a_stale_bot_revision_is_a_conflict(server: Server) {

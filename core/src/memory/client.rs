@@ -464,22 +464,30 @@ impl Client for MemoryClient {
         Ok(bot)
     }
 
+    /// Deletes the Bot at once (nobody starts a Chat with it any more), then closes its
+    /// Chats as `delete_chat` does: their Turns are cancelled and have ended on return.
     async fn delete_bot(&self, id: BotId) -> Result<(), Error> {
-        let mut state = self.state()?;
-        if !state.bots.contains_key(&id) {
-            return Err(Error::not_found("bot", id));
+        let chats: Vec<ChatId> = {
+            let mut state = self.state()?;
+            if state.bots.remove(&id).is_none() {
+                return Err(Error::not_found("bot", id));
+            }
+            state.tool_sets.retain(|(bot, _, _), _| *bot != id);
+            state
+                .chats
+                .values()
+                .filter(|c| c.chat.bot_id == id && !c.deleted)
+                .map(|c| c.chat.id)
+                .collect()
+        };
+        for chat in chats {
+            match self.delete_chat(chat).await {
+                Ok(()) => {}
+                // Deleted meanwhile by its own request.
+                Err(err) if err.code == openbot_schema::ErrorCode::NotFound => {}
+                Err(err) => return Err(err),
+            }
         }
-        if state
-            .chats
-            .values()
-            .any(|c| c.chat.bot_id == id && !c.deleted)
-        {
-            return Err(Error::conflict(format!(
-                "bot {id} still has chats: delete them first"
-            )));
-        }
-        state.bots.remove(&id);
-        state.tool_sets.retain(|(bot, _, _), _| *bot != id);
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! The Bot store on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
-use openbot_schema::{BotId, BotSpec};
+use openbot_schema::{BotId, BotSpec, ChatId};
 use sqlx::Row as _;
 use uuid::Uuid;
 
@@ -113,29 +113,48 @@ impl BotStore for Store {
         row.as_ref().map(bot_row).transpose()
     }
 
-    async fn delete_bot(&self, id: BotId) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let done = sqlx::query(
-            "UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL \
-             AND NOT EXISTS (SELECT 1 FROM chats WHERE bot_id = $1 AND deleted_at IS NULL)",
+    async fn live_chats(&self, id: BotId) -> Result<Vec<ChatId>, StoreError> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM chats WHERE bot_id = $1 AND deleted_at IS NULL ORDER BY id",
         )
         .bind(id.as_uuid())
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if done == 1 {
-            // A deleted Bot's memories go with it, in the same transaction.
-            for sql in [
-                "DELETE FROM memory_tags WHERE memory_id IN (SELECT id FROM memories WHERE bot_id = $1)",
-                "DELETE FROM memories WHERE bot_id = $1",
-                "DELETE FROM memory_cursors WHERE bot_id = $1",
-            ] {
-                sqlx::query(sql).bind(id.as_uuid()).execute(&mut *tx).await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(done == 1)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(ids.into_iter().map(ChatId::from).collect())
     }
 }
+
+/// Marks a Bot deleted, with its memories, in `tx` (see [`MarkBotDeleted`]).
+pub(super) async fn mark_deleted(tx: &mut sqlx::Transaction<'_, Db>, id: BotId) -> Result<(), StoreError> {
+    sqlx::query("UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
+        .bind(id.as_uuid())
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+    // A deleted Bot's memories go with it, in the same transaction.
+    for sql in [
+        "DELETE FROM memory_tags WHERE memory_id IN (SELECT id FROM memories WHERE bot_id = $1)",
+        "DELETE FROM memories WHERE bot_id = $1",
+        "DELETE FROM memory_cursors WHERE bot_id = $1",
+    ] {
+        sqlx::query(sql).bind(id.as_uuid()).execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+}
+
+impl crate::store::TxWrite for super::MarkBotDeleted {
+    fn on_sqlite<'a, 'c>(
+        &'a self,
+        tx: &'a mut sqlx::Transaction<'c, sqlx::Sqlite>,
+    ) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(on_sqlite::mark_deleted(tx, self.bot))
+    }
+
+    fn on_postgres<'a, 'c>(
+        &'a self,
+        tx: &'a mut sqlx::Transaction<'c, sqlx::Postgres>,
+    ) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(on_postgres::mark_deleted(tx, self.bot))
+    }
 }

@@ -57,8 +57,8 @@ pub trait BotStore: Send + Sync + 'static {
         spec: &BotSpec,
     ) -> Result<Option<BotRow>, StoreError>;
 
-    /// Deletes a Bot that has no Chats left; returns whether it was deleted (`false`: it has Chats).
-    async fn delete_bot(&self, id: BotId) -> Result<bool, StoreError>;
+    /// The Chats of a Bot that are not deleted, every member's.
+    async fn live_chats(&self, id: BotId) -> Result<Vec<openbot_schema::ChatId>, StoreError>;
 }
 
 /// The public view of a stored Bot.

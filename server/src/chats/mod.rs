@@ -9,7 +9,10 @@ mod service;
 mod sql;
 mod store;
 
-pub use deletion::{CHAT_DELETION, ChatDeletionWorkflow, DeletionInput, deletion_service};
+pub use deletion::{
+    CHAT_DELETION, ChatDeletionWorkflow, DeletionInput, deletion_service,
+    deletion_submission as chat_deletion_submission,
+};
 pub use history::{HistoryEntry, HistoryPosition, chat_history, chat_history_after};
 pub(crate) use plan::PlanApproved;
 pub use service::{ChatError, Chats};

@@ -173,9 +173,11 @@ pub async fn update_bot(
     }
 }
 
-/// Deletes a Bot that has no Chats left (409 otherwise).
+/// Deletes a Bot: from this answer on nobody sees it, starts a Chat with it or sends to its
+/// Chats; every member's Chats with it are then closed as a Chat's deletion closes them
+/// (their Turns cancelled), durably, in the background.
 #[utoipa::path(delete, path = "/v1/bots/{id}", tag = "bots", params(("id" = uuid::Uuid, Path, description = "The Bot")),
-    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn delete_bot(
     State(state): State<AppState>,
@@ -185,11 +187,16 @@ pub async fn delete_bot(
     caller.require(Resource::Bots, Action::Write)?;
     let row = visible(&state, &caller, parse_id(&id)?).await?;
     may_change(&caller, &row)?;
-    match state.bots.delete_bot(row.id).await {
-        Ok(true) => Ok(StatusCode::NO_CONTENT),
-        Ok(false) => Err(ApiError::conflict(
-            "the Bot still has Chats: delete them first",
-        )),
-        Err(err) => Err(ApiError::from_store(&state, err, "bot").await),
+    match crate::bots::delete_bot(&state.engine, row.organization_id, row.id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(crate::engine::EngineError::Store(err)) => {
+            Err(ApiError::from_store(&state, err, "bot").await)
+        }
+        Err(err) => Err(ApiError::fault(
+            &state,
+            openbot_schema::ErrorCategory::Internal,
+            err.to_string(),
+        )
+        .await),
     }
 }
