@@ -1090,8 +1090,9 @@ export abstract class Operations {
   }
 
   /**
-   * Deletes a Bot that has no Chats left (409 otherwise). `DELETE /v1/bots/{id}` (operation
-   * `delete_bot`).
+   * Deletes a Bot: from this answer on nobody sees it, starts a Chat with it or sends to its Chats;
+   * every member's Chats with it are then closed as a Chat's deletion closes them (their Turns
+   * cancelled), durably, in the background. `DELETE /v1/bots/{id}` (operation `delete_bot`).
    */
   async deleteBot(id: string): Promise<void> {
     checkString('deleteBot', 'id', id);

@@ -412,7 +412,11 @@ export interface paths {
         get: operations["get_bot"];
         put?: never;
         post?: never;
-        /** Deletes a Bot that has no Chats left (409 otherwise). */
+        /**
+         * Deletes a Bot: from this answer on nobody sees it, starts a Chat with it or sends to its
+         *     Chats; every member's Chats with it are then closed as a Chat's deletion closes them
+         *     (their Turns cancelled), durably, in the background.
+         */
         delete: operations["delete_bot"];
         options?: never;
         head?: never;
@@ -2894,8 +2898,13 @@ export interface components {
              * @description When its state last changed.
              */
             updated_at: string;
-            /** @description What it used so far. */
+            /** @description What it used so far: the sum of what its model replies reported. */
             usage: components["schemas"]["Usage"];
+            /**
+             * @description Whether every model reply so far reported its usage. `false`: at least one did not
+             *     (its usage is unknown, not zero), so `usage` is a lower bound, not the whole.
+             */
+            usage_known?: boolean;
         };
         /**
          * Format: uuid
@@ -5875,14 +5884,6 @@ export interface operations {
                 };
             };
             404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            409: {
                 headers: {
                     [name: string]: unknown;
                 };

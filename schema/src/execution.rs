@@ -94,6 +94,12 @@ pub enum ExecutionKind {
     ToolJob,
 }
 
+/// What an execution view written before `usage_known` existed means: nothing was known
+/// to be missing.
+fn usage_known_default() -> bool {
+    true
+}
+
 /// The public view of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
@@ -112,8 +118,13 @@ pub struct Execution {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub outcome: Option<TurnOutcome>,
-    /// What it used so far.
+    /// What it used so far: the sum of what its model replies reported.
     pub usage: Usage,
+    /// Whether every model reply so far reported its usage. `false`: at least one did not
+    /// (its usage is unknown, not zero), so `usage` is a lower bound, not the whole.
+    #[serde(default = "usage_known_default")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = true))]
+    pub usage_known: bool,
     /// The sequence of its last event; 0 before the first.
     pub last_sequence: u64,
     /// When it was created.

@@ -40,6 +40,7 @@ http_tests!(
     a_model_spec_with_a_control_character_is_invalid_input_not_a_storage_fault,
     a_grant_past_the_balance_limit_is_invalid_input_not_a_storage_fault,
     an_interrupted_turn_releases_its_billing_hold,
+    an_execution_whose_reply_had_no_usage_says_its_usage_is_unknown,
 );
 
 async fn json_of(response: reqwest::Response) -> Value {
@@ -1098,4 +1099,34 @@ async fn priced_bot(server: &Server) -> (Value, tempfile::TempDir) {
         .unwrap();
     assert_eq!(response.status(), StatusCode::CREATED);
     (response.json().await.unwrap(), dir)
+}
+
+async fn an_execution_whose_reply_had_no_usage_says_its_usage_is_unknown(server: Server) {
+    let reported = FakeOpenAi::start(vec![Answer::Text(vec!["ok"])]).await;
+    let silent = FakeOpenAi::start(vec![Answer::Text(vec!["ok"])]).await;
+    silent.without_usage();
+    let mut known = Vec::new();
+    for model in [&reported, &silent] {
+        let bot = server.bot(&server.owner, model, false).await;
+        let chat = server.chat(&server.owner, &bot).await;
+        let sent = receipt(server.send(&server.owner, &chat, "hi", None).await).await;
+        let id = sent["execution_id"].as_str().unwrap();
+        server.finish(&server.owner, id).await;
+        let view = json_of(
+            server
+                .get(&format!("/v1/executions/{id}"), &server.owner)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        known.push((
+            view["usage_known"].clone(),
+            view["usage"]["input_tokens"].clone(),
+        ));
+    }
+    // A real count is known; a reply without usage is unknown, not a zero like a real one.
+    assert_eq!(known[0].0, true);
+    assert_ne!(known[0].1, 0);
+    assert_eq!(known[1], (Value::Bool(false), Value::from(0)));
 }

@@ -406,7 +406,9 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
-    /// Deletes a Bot that has no Chats left (409 otherwise).
+    /// Deletes a Bot: from this answer on nobody sees it, starts a Chat with it or sends to its
+    /// Chats; every member's Chats with it are then closed as a Chat's deletion closes them (their
+    /// Turns cancelled), durably, in the background.
     /// (`DELETE /v1/bots/{id}`, operation `delete_bot`)
     pub async fn delete_bot(&self, id: String) -> Result<(), OpenBotError> {
         let mut request = ApiRequest::default();

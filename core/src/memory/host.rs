@@ -81,6 +81,7 @@ impl MemoryHost {
             chat_id,
             outcome: None,
             usage: Usage::default(),
+            usage_known: true,
             last_sequence: 0,
             created_at: now,
             updated_at: now,
@@ -284,8 +285,10 @@ impl Host for MemoryHost {
                     guard
                         .open_calls
                         .extend(tool_calls.iter().map(|c| c.id.clone()));
-                    if let Some(usage) = usage {
-                        guard.execution.usage += *usage;
+                    match usage {
+                        Some(usage) => guard.execution.usage += *usage,
+                        // Unknown, which is not zero: the view says so.
+                        None => guard.execution.usage_known = false,
                     }
                 }
                 CallResult::Tool { result } => {

@@ -925,7 +925,10 @@ class AsyncOperations(AsyncCaller):
         return Bot.from_dict(answer)
 
     async def delete_bot(self, id: Ref) -> None:
-        """Deletes a Bot that has no Chats left (409 otherwise). ``DELETE /v1/bots/{id}``."""
+        """Deletes a Bot: from this answer on nobody sees it, starts a Chat with it or sends to
+        its Chats; every member's Chats with it are then closed as a Chat's deletion closes
+        them (their Turns cancelled), durably, in the background. ``DELETE /v1/bots/{id}``.
+        """
         await self._call_op("delete_bot", {"id": _ref(id)})
 
     async def _update_bot(
@@ -2803,7 +2806,10 @@ class SyncOperations(SyncCaller):
         return Bot.from_dict(answer)
 
     def delete_bot(self, id: Ref) -> None:
-        """Deletes a Bot that has no Chats left (409 otherwise). ``DELETE /v1/bots/{id}``."""
+        """Deletes a Bot: from this answer on nobody sees it, starts a Chat with it or sends to
+        its Chats; every member's Chats with it are then closed as a Chat's deletion closes
+        them (their Turns cancelled), durably, in the background. ``DELETE /v1/bots/{id}``.
+        """
         self._call_op("delete_bot", {"id": _ref(id)})
 
     def _update_bot(

@@ -2205,7 +2205,7 @@ class Execution(ExecutionExtras):
     state: ExecutionState
     #: When its state last changed.
     updated_at: datetime
-    #: What it used so far.
+    #: What it used so far: the sum of what its model replies reported.
     usage: Usage
     #: The Chat it belongs to, for a Turn.
     chat_id: ChatId | None = None
@@ -2215,6 +2215,9 @@ class Execution(ExecutionExtras):
     #: retired workflow kind, a saved record that no longer decodes, storage that kept failing past
     #: its retry budget).
     reason: str | None = None
+    #: Whether every model reply so far reported its usage. `false`: at least one did not (its
+    #: usage is unknown, not zero), so `usage` is a lower bound, not the whole.
+    usage_known: bool | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Execution:
@@ -2230,6 +2233,7 @@ class Execution(ExecutionExtras):
             chat_id=data.get("chat_id"),
             outcome=data.get("outcome"),
             reason=data.get("reason"),
+            usage_known=data.get("usage_known"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -71,6 +71,16 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
         }
     };
     let time = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
+    // A model reply saved without usage leaves its tokens unknown, which is not zero.
+    let calls = match state.engine.context().store.calls(row.id).await {
+        Ok(calls) => calls,
+        Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+    };
+    let usage_known = !calls.iter().any(|call| {
+        call.key.slot == openbot_core::turn::CallSlot::Model
+            && call.phase == crate::store::CallPhase::Done
+            && call.usage.is_none()
+    });
     Ok(Execution {
         id: row.id,
         kind,
@@ -78,6 +88,7 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
         chat_id: row.chat_id.map(Into::into),
         outcome: row.outcome,
         usage: row.usage,
+        usage_known,
         last_sequence: row.last_sequence.max(0) as u64,
         created_at: time(row.created_at),
         updated_at: time(row.updated_at),
