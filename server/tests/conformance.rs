@@ -141,6 +141,7 @@ conformance!(
     signals_that_cannot_be_read_interrupt_the_execution_instead_of_looping,
     a_cancel_reaches_the_whole_open_tree_once_however_often_it_is_asked,
     cancelling_the_descendants_of_an_ended_execution_leaves_it_alone,
+    an_event_that_cannot_be_written_rolls_back_the_input_and_its_execution,
 );
 
 fn keys() -> KeyRing {
@@ -2692,4 +2693,77 @@ async fn cancelling_the_descendants_of_an_ended_execution_leaves_it_alone(backen
     for id in [child, grandchild] {
         assert_eq!(cancel_signals(&backend, id).await, "1", "{id}");
     }
+}
+
+/// F02: a submission's events are written with its input, its execution and its command key,
+/// or none of them is: an event the database refuses leaves nothing behind, and the same
+/// request later creates its execution afresh.
+async fn an_event_that_cannot_be_written_rolls_back_the_input_and_its_execution(backend: Backend) {
+    let store = Arc::clone(&backend.store);
+    let count = |table: &'static str| {
+        let backend = &backend;
+        async move {
+            backend
+                .raw(
+                    &format!("SELECT CAST(COUNT(*) AS TEXT) FROM {table}"),
+                    Vec::new(),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let before = (
+        count("executions").await,
+        count("sealed_records").await,
+        count("command_keys").await,
+    );
+    let refuse = match &backend.db {
+        Db::Sqlite(_) => vec![
+            "CREATE TRIGGER refuse_events BEFORE INSERT ON events \
+             BEGIN SELECT RAISE(ABORT, 'no events today'); END",
+        ],
+        Db::Postgres(_) => vec![
+            "CREATE FUNCTION refuse_events() RETURNS trigger AS $$ BEGIN \
+             RAISE EXCEPTION 'no events today'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse_events BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_events()",
+        ],
+    };
+    for statement in refuse {
+        backend.raw(statement, Vec::new()).await;
+    }
+    let new = new_execution(&keys(), member(), Some("req-events"), b"same");
+    let id = new.id;
+    assert!(store.submit(new).await.is_err());
+    assert_eq!(
+        (
+            count("executions").await,
+            count("sealed_records").await,
+            count("command_keys").await,
+        ),
+        before,
+        "neither the execution, its input nor its command key stayed"
+    );
+    assert!(matches!(
+        store.execution(id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    backend
+        .raw(
+            match &backend.db {
+                Db::Sqlite(_) => "DROP TRIGGER refuse_events",
+                Db::Postgres(_) => "DROP TRIGGER refuse_events ON events",
+            },
+            Vec::new(),
+        )
+        .await;
+    let again = store
+        .submit(new_execution(
+            &keys(),
+            member(),
+            Some("req-events"),
+            b"same",
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(again, Submitted::Created(_)), "{again:?}");
 }

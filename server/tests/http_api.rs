@@ -52,6 +52,8 @@ http_tests!(
     a_private_bot_is_its_owners_and_a_shared_bot_gives_each_member_their_own_chats,
     a_stale_bot_revision_is_a_conflict,
     deleting_a_shared_bot_closes_every_members_chats,
+    concurrent_deletions_of_a_chat_run_one_deletion_and_both_answer,
+    sends_racing_a_deletion_are_refused_or_cancelled_and_none_outlives_it,
     a_session_cookie_works_from_the_same_origin_only,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
@@ -943,6 +945,100 @@ async fn deleting_a_chat_cancels_its_turns_and_admits_nothing_more(server: Serve
         error_code(after).await,
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+}
+
+/// F10: two deletions of one Chat at once start one deletion; both answer once it is done.
+async fn concurrent_deletions_of_a_chat_run_one_deletion_and_both_answer(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["never"])]).await;
+    model.delay(0, Duration::from_secs(30));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let running = receipt(server.send(&server.owner, &chat, "a", None).await).await;
+    let path = format!("/v1/chats/{chat}");
+    let (first, second) = tokio::join!(
+        server.delete(&path, &server.owner).send(),
+        server.delete(&path, &server.owner).send()
+    );
+    let statuses = [first.unwrap().status(), second.unwrap().status()];
+    // Each is answered once the work ended, or is a 404 when it came after the Chat was gone.
+    assert!(
+        statuses.contains(&StatusCode::NO_CONTENT)
+            && statuses
+                .iter()
+                .all(|s| *s == StatusCode::NO_CONTENT || *s == StatusCode::NOT_FOUND),
+        "{statuses:?}"
+    );
+    let deletions = server
+        .raw_text(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM executions WHERE kind = 'chat_deletion' AND id <> $1",
+            uuid::Uuid::nil(),
+        )
+        .await;
+    assert_eq!(deletions.as_deref(), Some("1"), "one deletion for both");
+    let turn: Value = server
+        .get(
+            &format!(
+                "/v1/executions/{}",
+                running["execution_id"].as_str().unwrap()
+            ),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["state"], "cancelled");
+}
+
+/// F10: messages sent while the Chat is being deleted either got in before its gate closed,
+/// and were cancelled with it, or are refused; nothing admitted is still open afterwards.
+async fn sends_racing_a_deletion_are_refused_or_cancelled_and_none_outlives_it(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["slow"])]).await;
+    model.delay(0, Duration::from_secs(30));
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    receipt(server.send(&server.owner, &chat, "first", None).await).await;
+    let sends = (0..8).map(|i| {
+        let text = format!("racing {i}");
+        let server = &server;
+        let chat = &chat;
+        async move { server.send(&server.owner, chat, &text, None).await }
+    });
+    let delete = server
+        .delete(&format!("/v1/chats/{chat}"), &server.owner)
+        .send();
+    let (answers, deleted) = tokio::join!(futures::future::join_all(sends), delete);
+    assert_eq!(deleted.unwrap().status(), StatusCode::NO_CONTENT);
+    let mut admitted = Vec::new();
+    for answer in answers {
+        match answer.status() {
+            StatusCode::ACCEPTED | StatusCode::OK | StatusCode::CREATED => {
+                let body: Value = answer.json().await.unwrap();
+                admitted.push(body["execution_id"].as_str().unwrap().to_string());
+            }
+            StatusCode::NOT_FOUND | StatusCode::CONFLICT => {}
+            other => panic!("a send answered {other}"),
+        }
+    }
+    for id in admitted {
+        let state = server
+            .raw_text(
+                "SELECT state FROM executions WHERE id = $1",
+                id.parse().unwrap(),
+            )
+            .await;
+        assert_eq!(state.as_deref(), Some("cancelled"), "{id}");
+    }
+    let open = server
+        .raw_text(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM executions WHERE kind = 'turn' \
+             AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND id <> $1",
+            uuid::Uuid::nil(),
+        )
+        .await;
+    assert_eq!(open.as_deref(), Some("0"), "no Turn outlives the deletion");
 }
 
 async fn a_member_cannot_read_or_send_to_another_members_chat(server: Server) {
