@@ -31,6 +31,7 @@ http_tests!(
     a_firing_is_refused_and_the_trigger_paused_once_the_creator_token_is_revoked,
     a_paused_schedule_does_not_fire_and_a_resumed_one_fires_at_its_next_slot,
     a_deleted_schedule_ends_its_timer,
+    a_schedule_and_its_timer_are_stored_together_or_not_at_all,
     bad_triggers_are_refused,
     triggers_are_listed_in_pages_and_only_to_their_creator,
     a_signed_webhook_delivery_reaches_the_chat_once,
@@ -381,6 +382,64 @@ async fn a_deleted_schedule_ends_its_timer(s: Server) {
     assert_eq!(again.status(), StatusCode::NOT_FOUND);
     s.clock.advance(Duration::from_secs(7200));
     assert_eq!(model.total_requests(), 0);
+}
+
+/// The trigger's row and the timer that fires it are one transaction: when the timer cannot
+/// be stored, no trigger row is left behind (not even a deleted one), and a created schedule
+/// names its timer from the start.
+async fn a_schedule_and_its_timer_are_stored_together_or_not_at_all(s: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let chat = chat_with(&s, &model, false).await;
+    let nil = uuid::Uuid::nil();
+    let (refuse, allow): (Vec<&str>, Vec<&str>) = match &s.raw {
+        api::Raw::Sqlite(..) => (
+            vec![
+                "CREATE TRIGGER refuse_timers BEFORE INSERT ON command_keys \
+                 BEGIN SELECT RAISE(ABORT, 'no timers today'); END",
+            ],
+            vec!["DROP TRIGGER refuse_timers"],
+        ),
+        api::Raw::Postgres(_) => (
+            vec![
+                "CREATE FUNCTION refuse_timers() RETURNS trigger AS $$ BEGIN \
+                 RAISE EXCEPTION USING ERRCODE = '23514', MESSAGE = 'no timers today'; END $$ LANGUAGE plpgsql",
+                "CREATE TRIGGER refuse_timers BEFORE INSERT ON command_keys FOR EACH ROW EXECUTE FUNCTION refuse_timers()",
+            ],
+            vec![
+                "DROP TRIGGER refuse_timers ON command_keys",
+                "DROP FUNCTION refuse_timers()",
+            ],
+        ),
+    };
+    for statement in refuse {
+        s.raw_execute(statement, nil).await;
+    }
+    let refused = s
+        .post("/v1/triggers", &s.owner)
+        .json(&json!({"chat_id": chat, "kind": "schedule", "cron": "0 * * * *", "text": "hourly"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(refused.status().is_server_error(), "{}", refused.status());
+    let rows = s
+        .raw_text(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM triggers WHERE id <> $1",
+            nil,
+        )
+        .await;
+    assert_eq!(rows.as_deref(), Some("0"), "no trigger without its timer");
+    for statement in allow {
+        s.raw_execute(statement, nil).await;
+    }
+    let made = hourly(&s, &s.owner, &chat).await;
+    let timer = timer_of(&s, made["id"].as_str().unwrap()).await;
+    let row = s
+        .database
+        .store
+        .execution(timer.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(row.kind, "trigger_schedule");
 }
 
 async fn bad_triggers_are_refused(s: Server) {

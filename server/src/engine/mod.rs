@@ -166,7 +166,7 @@ impl EngineContext {
         &self,
         submission: Submission<'_, T>,
     ) -> Result<Submitted, EngineError> {
-        self.submit_with(submission, None, crate::store::TxWrites::default())
+        self.submit_with(submission, None, |_| crate::store::TxWrites::default())
             .await
     }
 
@@ -178,7 +178,7 @@ impl EngineContext {
         submission: Submission<'_, T>,
         writes: crate::store::TxWrites,
     ) -> Result<Submitted, EngineError> {
-        self.submit_with(submission, None, writes).await
+        self.submit_with(submission, None, |_| writes).await
     }
 
     /// Stores new work under a command key that names another request than the submission
@@ -190,19 +190,29 @@ impl EngineContext {
         submission: Submission<'_, T>,
         request_digest: Vec<u8>,
     ) -> Result<Submitted, EngineError> {
-        self.submit_with(
-            submission,
-            Some(request_digest),
-            crate::store::TxWrites::default(),
-        )
+        self.submit_with(submission, Some(request_digest), |_| {
+            crate::store::TxWrites::default()
+        })
         .await
+    }
+
+    /// Stores new work as [`EngineContext::submit_writing`] does, with writes made for the
+    /// new execution's ID (a row that names its work, such as a schedule's trigger): both are
+    /// stored or neither. A retry under the same command key finds the earlier execution and
+    /// runs no write.
+    pub async fn submit_writing_for<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        writes: impl FnOnce(ExecutionId) -> crate::store::TxWrites,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_with(submission, None, writes).await
     }
 
     async fn submit_with<T: Serialize>(
         &self,
         submission: Submission<'_, T>,
         request_digest: Option<Vec<u8>>,
-        writes: crate::store::TxWrites,
+        writes: impl FnOnce(ExecutionId) -> crate::store::TxWrites,
     ) -> Result<Submitted, EngineError> {
         let json =
             serde_json::to_vec(submission.input).map_err(|e| EngineError::Input(e.to_string()))?;
@@ -211,8 +221,10 @@ impl EngineContext {
             None => submission_digest(&submission, &json),
         };
         let input = self.keys.seal(Uuid::now_v7(), &json)?;
+        let id = ExecutionId::new();
+        let writes = writes(id);
         let new = NewExecution {
-            id: ExecutionId::new(),
+            id,
             kind: submission.kind.to_string(),
             scope: submission.scope,
             command_key: submission.command_key,
@@ -446,6 +458,16 @@ impl Engine {
         writes: crate::store::TxWrites,
     ) -> Result<Submitted, EngineError> {
         self.cx.submit_writing(submission, writes).await
+    }
+
+    /// Stores new work with writes made for its new ID (see
+    /// [`EngineContext::submit_writing_for`]).
+    pub async fn submit_writing_for<T: Serialize>(
+        &self,
+        submission: Submission<'_, T>,
+        writes: impl FnOnce(ExecutionId) -> crate::store::TxWrites,
+    ) -> Result<Submitted, EngineError> {
+        self.cx.submit_writing_for(submission, writes).await
     }
 
     /// Stores new work under a command key that names another request (see

@@ -24,7 +24,7 @@ use crate::chats::{ChatStore, Chats};
 use crate::engine::Engine;
 use crate::identity::{AccessError, Caller, IdentityStore};
 use crate::paging::Paging;
-use crate::store::{Millis, StoreError};
+use crate::store::{Millis, StoreError, TxWrites};
 
 /// The most characters of a trigger's text.
 pub const MAX_TEXT_CHARS: usize = 4000;
@@ -228,30 +228,41 @@ impl Triggers {
             paused_reason: None,
             created_at: now,
         };
-        let mut stored = self
-            .triggers
-            .create_trigger(NewTrigger {
-                row,
-                secret: sealed,
-            })
-            .await?;
-        if stored.kind == TriggerKind::Schedule {
-            let input = ScheduleInput { trigger_id: id };
-            let submitted = self
-                .engine
-                .submit(schedule_submission(caller.member.organization_id, &input))
-                .await;
-            let execution = match submitted {
-                Ok(submitted) => submitted.execution_id(),
-                Err(err) => {
-                    // No timer, no trigger: nothing is left that would never fire.
-                    let _ = self.triggers.delete_trigger(id).await;
-                    return Err(TriggerError::Store(StoreError::Invalid(err.to_string())));
-                }
-            };
-            self.triggers.set_trigger_execution(id, execution).await?;
-            stored.execution_id = Some(execution);
-        }
+        let stored = match row.kind {
+            // The trigger and its timer in one transaction: no active trigger without the
+            // work that fires it, whatever stops in between.
+            TriggerKind::Schedule => {
+                let input = ScheduleInput { trigger_id: id };
+                let mut row = row;
+                let submitted = self
+                    .engine
+                    .submit_writing_for(
+                        schedule_submission(caller.member.organization_id, &input),
+                        |execution| {
+                            row.execution_id = Some(execution);
+                            TxWrites::one(NewTrigger {
+                                row: row.clone(),
+                                secret: sealed,
+                            })
+                        },
+                    )
+                    .await
+                    .map_err(|err| match err {
+                        crate::engine::EngineError::Store(err) => TriggerError::Store(err),
+                        other => TriggerError::Store(StoreError::Invalid(other.to_string())),
+                    })?;
+                row.execution_id = Some(submitted.execution_id());
+                row
+            }
+            TriggerKind::Webhook => {
+                self.triggers
+                    .create_trigger(NewTrigger {
+                        row,
+                        secret: sealed,
+                    })
+                    .await?
+            }
+        };
         Ok(CreatedTrigger {
             trigger: trigger_view(&stored),
             signing_secret: secret,

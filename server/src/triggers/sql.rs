@@ -113,10 +113,13 @@ fn firing_row(row: &Row) -> Result<FiringRow, StoreError> {
     })
 }
 
-#[async_trait]
-impl TriggerStore for Store {
-    async fn create_trigger(&self, new: NewTrigger) -> Result<TriggerRow, StoreError> {
-        let mut tx = self.pool().begin().await?;
+/// Inserts a trigger with its sealed secret in `tx`: the one insert of a trigger, in a
+/// transaction of its own or in the one that submits its schedule (`NewTrigger` as a
+/// `TxWrite`).
+pub(super) async fn insert_trigger(
+    tx: &mut sqlx::Transaction<'_, Db>,
+    new: &NewTrigger,
+) -> Result<TriggerRow, StoreError> {
         let now = now_ms();
         if let Some(blob) = &new.secret {
             sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
@@ -125,7 +128,7 @@ impl TriggerStore for Store {
                 .bind(&blob.nonce)
                 .bind(&blob.ciphertext)
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
         }
         let row = &new.row;
@@ -147,10 +150,19 @@ impl TriggerStore for Store {
         .bind(row.next_fire_at)
         .bind(&row.paused_reason)
         .bind(row.created_at)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
-        tx.commit().await?;
         trigger_row(&stored)
+}
+
+
+#[async_trait]
+impl TriggerStore for Store {
+    async fn create_trigger(&self, new: NewTrigger) -> Result<TriggerRow, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let stored = insert_trigger(&mut tx, &new).await?;
+        tx.commit().await?;
+        Ok(stored)
     }
 
     async fn trigger(&self, id: Uuid) -> Result<Option<TriggerRow>, StoreError> {
@@ -286,4 +298,20 @@ impl TriggerStore for Store {
         rows.iter().map(firing_row).collect()
     }
 }
+}
+
+impl crate::store::TxWrite for NewTrigger {
+    fn on_sqlite<'a, 'c>(
+        &'a self,
+        tx: &'a mut sqlx::Transaction<'c, sqlx::Sqlite>,
+    ) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { on_sqlite::insert_trigger(tx, self).await.map(|_| ()) })
+    }
+
+    fn on_postgres<'a, 'c>(
+        &'a self,
+        tx: &'a mut sqlx::Transaction<'c, sqlx::Postgres>,
+    ) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { on_postgres::insert_trigger(tx, self).await.map(|_| ()) })
+    }
 }
