@@ -55,6 +55,7 @@ http_tests!(
     concurrent_deletions_of_a_chat_run_one_deletion_and_both_answer,
     sends_racing_a_deletion_are_refused_or_cancelled_and_none_outlives_it,
     a_session_cookie_works_from_the_same_origin_only,
+    long_lived_work_is_refused_to_a_browser_session,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
@@ -1197,6 +1198,62 @@ async fn a_stale_bot_revision_is_a_conflict(server: Server) {
 }
 
 // ---- browser sessions ----
+
+/// A Trigger or a Channel acts through the credential that created it, for as long as it
+/// lives; a browser session ends after a day, so such work is refused to one, with a message
+/// that says why and what to use instead. Nothing is created.
+async fn long_lived_work_is_refused_to_a_browser_session(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let started = server
+        .post("/v1/sessions", &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), StatusCode::CREATED);
+    let cookie = started.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let origin = server.base.clone();
+    let post = |path: &str, body: Value| {
+        server
+            .http
+            .post(format!("{}{path}", server.base))
+            .header("cookie", &cookie)
+            .header("origin", &origin)
+            .json(&body)
+            .send()
+    };
+    let trigger = post(
+        "/v1/triggers",
+        json!({"chat_id": chat, "kind": "schedule", "cron": "0 * * * *", "text": "hourly"}),
+    )
+    .await
+    .unwrap();
+    let channel = post(
+        "/v1/channels",
+        json!({"bot_id": bot["id"], "kind": "telegram", "bot_token": "123:abc"}),
+    )
+    .await
+    .unwrap();
+    for refused in [trigger, channel] {
+        let status = refused.status();
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains("browser session") && message.contains("API token"),
+            "{message}"
+        );
+    }
+    assert!(server.items("/v1/triggers", &server.owner).await.is_empty());
+    assert!(server.items("/v1/channels", &server.owner).await.is_empty());
+}
 
 async fn a_session_cookie_works_from_the_same_origin_only(server: Server) {
     let started = server

@@ -45,6 +45,7 @@ http_tests!(
     a_reminder_survives_a_restart_of_the_node,
     the_remind_tool_is_offered_only_with_the_bot_setting,
     bad_remind_calls_come_back_to_the_model_as_errors,
+    a_reminder_asked_for_in_a_browser_session_comes_back_to_the_model_as_refused,
 );
 
 /// A Bot (reminders on or off) and one of its Chats, for the owner.
@@ -1088,5 +1089,50 @@ async fn a_reminder_is_refused_once_the_token_that_set_it_is_revoked(s: Server) 
             .await
             .delivered_execution_id
             .is_none()
+    );
+}
+
+/// A reminder acts through the credential of the Turn that set it, when it is due; a
+/// browser session ends after a day, so a Turn sent through one gets the call back as an
+/// error that says why, and no reminder is set.
+async fn a_reminder_asked_for_in_a_browser_session_comes_back_to_the_model_as_refused(s: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("remind", json!({"text": "water the plants", "in": 600})),
+        Answer::Text(vec!["I cannot."]),
+    ])
+    .await;
+    let chat = chat_with(&s, &model, true).await;
+    let started = s.post("/v1/sessions", &s.owner).send().await.unwrap();
+    assert_eq!(started.status(), StatusCode::CREATED);
+    let cookie = started.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let sent: Value = s
+        .http
+        .post(format!("{}/v1/chats/{chat}/messages", s.base))
+        .header("cookie", &cookie)
+        .header("origin", &s.base)
+        .json(&json!({"content": [{"type": "text", "text": "remind me"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    s.finish(&s.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert!(
+        s.walk(&s.owner, &format!("/v1/chats/{chat}/reminders"), 50)
+            .await
+            .is_empty()
+    );
+    let history = s.history(&s.owner, &chat).await.join("\n");
+    assert!(
+        history.contains("browser session") && history.contains("API token"),
+        "{history}"
     );
 }

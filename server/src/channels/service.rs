@@ -231,6 +231,10 @@ impl Channels {
         new: CreateChannel,
     ) -> Result<Channel, ChannelError> {
         caller.require(Resource::Chats, Action::Write)?;
+        caller
+            .credential
+            .for_long_lived_work("a Channel")
+            .map_err(ChannelError::Invalid)?;
         self.bots
             .visible_bot(caller, new.bot_id)
             .await?

@@ -26,6 +26,21 @@ pub enum Credential {
     },
 }
 
+impl Credential {
+    /// Refuses a browser session as the credential of long-lived work (a Trigger, a Channel,
+    /// a reminder): such work is checked against its credential each time it acts, and a
+    /// session ends after 24 hours, so the work would stop with it without anyone noticing.
+    /// An API token lasts until it expires or is revoked, which its creator chose.
+    pub fn for_long_lived_work(&self, what: &str) -> Result<(), String> {
+        match self {
+            Credential::Token { .. } => Ok(()),
+            Credential::Session { .. } => Err(format!(
+                "{what} outlives the browser session that would create it (sessions end after 24 hours, and the {what} would stop with it): create it with an API token"
+            )),
+        }
+    }
+}
+
 /// The identity of a piece of work, saved with it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionIdentity {

@@ -177,6 +177,10 @@ impl Triggers {
             )
             .await?
             .ok_or(TriggerError::NotFound("chat"))?;
+        caller
+            .credential
+            .for_long_lived_work("a Trigger")
+            .map_err(TriggerError::Invalid)?;
         let now = self.engine.context().clock.now_ms();
         let id = Uuid::now_v7();
         let (next_fire_at, secret) = match new.kind {

@@ -200,6 +200,9 @@ impl Admission {
         let (Some(identity), Some(chat)) = (&self.input.identity, self.tree_chat()) else {
             return Ok(self.refused(call, "Reminders need a Chat; this Turn has none."));
         };
+        if let Err(why) = identity.credential.for_long_lived_work("a reminder") {
+            return Ok(self.refused(call, &why));
+        }
         let args = match crate::reminders::parse_args(&call.arguments, self.cx.clock.now_ms()) {
             Ok(args) => args,
             Err(why) => return Ok(self.refused(call, &why)),
