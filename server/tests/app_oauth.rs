@@ -132,7 +132,7 @@ oauth_tests!(
     removing_a_connection_revokes_its_grant_at_the_provider,
     a_provider_without_revocation_gives_a_saved_local_only_result,
     cleanup_waits_while_the_same_client_is_installed_and_survives_its_member_leaving,
-    a_forged_replayed_or_borrowed_state_is_refused,
+    a_forged_or_borrowed_state_is_refused_and_a_replay_gets_the_first_outcome,
     metadata_that_points_at_an_internal_address_is_refused_before_any_request,
     oauth_routes_need_the_apps_rights,
     a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
@@ -726,7 +726,7 @@ async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_membe
     assert!(!active(&provider, second_tokens["access_token"].as_str().unwrap()).await);
 }
 
-async fn a_forged_replayed_or_borrowed_state_is_refused(s: Server) {
+async fn a_forged_or_borrowed_state_is_refused_and_a_replay_gets_the_first_outcome(s: Server) {
     let provider = provider(&[]);
     let connection = connect(&s, &provider.resource).await;
     let step = begin(
@@ -772,9 +772,11 @@ async fn a_forged_replayed_or_borrowed_state_is_refused(s: Server) {
         error_code(moved).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
     );
-    // The owner completes once; a replay is refused and exchanges nothing.
+    // The owner completes once; a replay (its answer was lost) gets the first outcome and
+    // exchanges nothing.
     let done = complete(s.owner.clone(), connection, state.clone(), code.clone()).await;
     assert_eq!(done.status(), StatusCode::OK);
+    let done: Value = done.json().await.unwrap();
     let grant = s
         .database
         .oauth
@@ -784,10 +786,9 @@ async fn a_forged_replayed_or_borrowed_state_is_refused(s: Server) {
         .unwrap()
         .grant_id;
     let replay = complete(s.owner.clone(), connection, state.clone(), code.clone()).await;
-    assert_eq!(
-        error_code(replay).await,
-        (StatusCode::CONFLICT, "conflict".into())
-    );
+    assert_eq!(replay.status(), StatusCode::OK);
+    let replay: Value = replay.json().await.unwrap();
+    assert_eq!(replay, done, "the first outcome, again");
     assert_eq!(
         s.database
             .oauth

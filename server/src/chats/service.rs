@@ -481,19 +481,20 @@ impl Chats {
         if attaches_files(&input) {
             self.check_files(caller, &chat, &mut input).await?;
         }
-        self.submit_input(caller, id, input, Some(digest)).await
+        self.submit_input(caller, chat, input, Some(digest)).await
     }
 
-    /// Submits input as its own Turn; with `request_digest` its command key stands for that
-    /// request (a steer) instead of the Turn's submission.
+    /// Submits input as its own Turn in `chat` (the caller's, read by the request already);
+    /// with `request_digest` its command key stands for that request instead of the Turn's
+    /// submission.
     async fn submit_input(
         &self,
         caller: &Caller,
-        id: ChatId,
+        chat: ChatRow,
         input: SendInput,
         request_digest: Option<Vec<u8>>,
     ) -> Result<SendReceipt, ChatError> {
-        let chat = self.chat(caller, id).await?;
+        let id = chat.id;
         // Rights are checked now, not when the Chat was created.
         let bot = self.bot(caller, chat.bot_id).await?;
         let mut tools = self.saved_tools(caller, &bot).await?;
@@ -610,7 +611,7 @@ impl Chats {
             }
         }
         let sent = key.as_ref().map(|key| key.sent.clone());
-        match self.submit_input(caller, id, input, sent).await {
+        match self.submit_input(caller, chat, input, sent).await {
             Err(ChatError::Conflict(message)) if key.is_some() => {
                 self.answered_or_conflict(caller, id, key, message).await
             }

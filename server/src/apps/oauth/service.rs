@@ -290,7 +290,8 @@ impl OAuth {
             return Err(OAuthError::State("another member began this sign-in"));
         }
         if flow.used_at.is_some() {
-            return Err(OAuthError::StateUsed);
+            // A retry of a step whose answer was lost: the first outcome, never a new exchange.
+            return self.first_outcome(caller, connection_id, flow.id).await;
         }
         if flow.expires_at < now_ms() {
             return Err(OAuthError::State("it expired: begin the sign-in again"));
@@ -319,15 +320,45 @@ impl OAuth {
         .await;
         let execution = match submitted {
             Ok(Submitted::Created(id)) => id,
+            // The same step at the same time, or after a crash before the state was marked
+            // used: the exchange stored first answers.
             Ok(Submitted::Existing(_))
             | Err(crate::engine::EngineError::Store(StoreError::CommandKeyConflict(_))) => {
-                return Err(OAuthError::StateUsed);
+                return self.first_outcome(caller, connection_id, flow.id).await;
             }
             Err(err) => return Err(err.into()),
         };
         if !self.store().use_flow(flow.id, execution.as_uuid()).await? {
-            return Err(OAuthError::StateUsed);
+            return self.first_outcome(caller, connection_id, flow.id).await;
         }
+        self.outcome(caller, connection_id, execution).await
+    }
+
+    /// The outcome of the code exchange a completed sign-in step started first (found by its
+    /// command key, which only the member who began the sign-in holds).
+    async fn first_outcome(
+        &self,
+        caller: &Caller,
+        connection_id: Uuid,
+        flow: Uuid,
+    ) -> Result<OAuthConnection, OAuthError> {
+        let key = format!("oauth-exchange:{flow}");
+        match self.engine.store.command_key(&caller.scope(), &key).await? {
+            Some(first) => {
+                self.outcome(caller, connection_id, first.execution_id)
+                    .await
+            }
+            None => Err(OAuthError::StateUsed),
+        }
+    }
+
+    /// Waits for a code exchange and answers the connection's status, or why it failed.
+    async fn outcome(
+        &self,
+        caller: &Caller,
+        connection_id: Uuid,
+        execution: ExecutionId,
+    ) -> Result<OAuthConnection, OAuthError> {
         let state = self.wait(execution).await?;
         let status = self
             .status_of(&self.own(caller, connection_id).await?)
