@@ -132,6 +132,7 @@ oauth_tests!(
     removing_a_connection_revokes_its_grant_at_the_provider,
     a_provider_without_revocation_gives_a_saved_local_only_result,
     cleanup_waits_while_the_same_client_is_installed_and_survives_its_member_leaving,
+    a_cleanup_taken_over_keeps_its_owner_private_data_and_grant_reservation,
     a_forged_or_borrowed_state_is_refused_and_a_replay_gets_the_first_outcome,
     metadata_that_points_at_an_internal_address_is_refused_before_any_request,
     oauth_routes_need_the_apps_rights,
@@ -723,6 +724,119 @@ async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_membe
     assert_eq!(cleanup_result(&s, second, &other).await, "revoked");
     assert_eq!(cleanup_result(&s, first, &cleanup).await, "revoked");
     assert!(!active(&provider, first_tokens["access_token"].as_str().unwrap()).await);
+    assert!(!active(&provider, second_tokens["access_token"].as_str().unwrap()).await);
+}
+
+/// F11: a cleanup that waits (its client is still installed) is taken over by another node:
+/// the new owner runs it under the same owner (the organization's cleanup service), the
+/// grant stays reserved for it and sealed, the installed connection keeps working, and the
+/// revocation happens once, when the client is no longer installed.
+async fn a_cleanup_taken_over_keeps_its_owner_private_data_and_grant_reservation(s: Server) {
+    let provider = provider(&[]);
+    let member_token = s.other_member_token().await;
+    let first = connect(&s, &provider.resource).await;
+    let status = sign_in(&s, &member_token, first, &provider).await;
+    let second = connect(&s, &provider.resource).await;
+    sign_in_with(
+        &s,
+        &member_token,
+        second,
+        &provider,
+        json!({ "client_id": status["client_id"] }),
+    )
+    .await;
+    let (_, first_tokens) = tokens(&s, first).await;
+    let (_, second_tokens) = tokens(&s, second).await;
+    let first_access = first_tokens["access_token"].as_str().unwrap().to_string();
+    let cleanup = remove(&s, &member_token, first).await;
+    let cleanup_id: Uuid = cleanup.parse().unwrap();
+    let read = |sql: &'static str, id: Uuid| {
+        let s = &s;
+        async move { s.raw_text(sql, id).await.unwrap_or_default() }
+    };
+    let owner_scope = read(
+        "SELECT owner_scope FROM grant_uses WHERE id = $1",
+        cleanup_id,
+    )
+    .await;
+    assert!(!owner_scope.is_empty());
+    // Its execution, found by the command key its hand-over submitted it under.
+    let by_key =
+        format!("SELECT execution_id FROM command_keys WHERE key = 'oauth-cleanup:{cleanup_id}'");
+    let execution: Uuid = match &s.raw {
+        api::Raw::Sqlite(store, _) => sqlx::query_scalar::<_, Uuid>(sqlx::AssertSqlSafe(by_key))
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+        api::Raw::Postgres(store) => sqlx::query_scalar::<_, Uuid>(sqlx::AssertSqlSafe(by_key))
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+    };
+    let scope = read("SELECT scope FROM executions WHERE id = $1", execution).await;
+    let generation = |s: &'static str| read(s, execution);
+    let before: i64 = generation("SELECT CAST(generation AS TEXT) FROM executions WHERE id = $1")
+        .await
+        .parse()
+        .unwrap();
+    // Another node takes it, then goes away: its lease lapses and this node takes it back.
+    let lease = chrono::Utc::now().timestamp_millis() + 1_000;
+    s.raw_execute(
+        &format!(
+            "UPDATE executions SET generation = generation + 1, owner_node = 'thief', lease_expires_at = {lease} WHERE id = $1"
+        ),
+        execution,
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now: i64 = generation("SELECT CAST(generation AS TEXT) FROM executions WHERE id = $1")
+            .await
+            .parse()
+            .unwrap();
+        let owner = read(
+            "SELECT COALESCE(owner_node, '') FROM executions WHERE id = $1",
+            execution,
+        )
+        .await;
+        if now >= before + 2 || (now > before && owner != "thief") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cleanup was never taken back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Same owner, still waiting, the grant still reserved for it and its tokens still sealed.
+    assert_eq!(
+        read("SELECT scope FROM executions WHERE id = $1", execution).await,
+        scope
+    );
+    assert_eq!(
+        read(
+            "SELECT owner_scope FROM grant_uses WHERE id = $1",
+            cleanup_id
+        )
+        .await,
+        owner_scope
+    );
+    assert_eq!(
+        read("SELECT state FROM grant_uses WHERE id = $1", cleanup_id).await,
+        "pending"
+    );
+    assert!(s.columns_containing(&first_access).await.is_empty());
+    assert!(
+        active(&provider, &first_access).await,
+        "nothing revoked while installed"
+    );
+    let (answer, _) = call_resource(&provider, &authorization(&s, second).await).await;
+    assert_eq!(answer, StatusCode::OK);
+    // Once the client is no longer installed, both revoke, each once.
+    let other = remove(&s, &s.owner, second).await;
+    assert_eq!(cleanup_result(&s, second, &other).await, "revoked");
+    assert_eq!(cleanup_result(&s, first, &cleanup).await, "revoked");
+    assert!(!active(&provider, &first_access).await);
     assert!(!active(&provider, second_tokens["access_token"].as_str().unwrap()).await);
 }
 
