@@ -1081,24 +1081,13 @@ async fn an_interrupted_turn_releases_its_billing_hold(server: Server) {
 
 /// A Bot on a free one-answer scripted model that repeats, and the folder of its script.
 async fn priced_bot(server: &Server) -> (Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("free.json");
-    std::fs::write(
-        &script,
-        json!({"steps": [{"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1, "cost_micros": 0}}],
-               "repeat": true})
-        .to_string(),
-    )
-    .unwrap();
-    let spec = json!({"name": "Free", "model": format!("scripted:{}", script.display())});
-    let response = server
-        .post("/v1/bots", &server.owner)
-        .json(&spec)
-        .send()
+    server
+        .scripted_bot(
+            "Free",
+            json!({"steps": [{"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1, "cost_micros": 0}}],
+                   "repeat": true}),
+        )
         .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    (response.json().await.unwrap(), dir)
 }
 
 async fn an_execution_whose_reply_had_no_usage_says_its_usage_is_unknown(server: Server) {

@@ -1206,19 +1206,7 @@ async fn long_lived_work_is_refused_to_a_browser_session(server: Server) {
     let model = FakeOpenAi::start(vec![]).await;
     let bot = server.bot(&server.owner, &model, false).await;
     let chat = server.chat(&server.owner, &bot).await;
-    let started = server
-        .post("/v1/sessions", &server.owner)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(started.status(), StatusCode::CREATED);
-    let cookie = started.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let cookie = server.session_cookie().await;
     let origin = server.base.clone();
     let post = |path: &str, body: Value| {
         server
@@ -1754,40 +1742,20 @@ async fn a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_save
 /// A Bot on a scripted model whose every answer costs 600 micro-dollars; returns the Bot and
 /// the folder that keeps the script.
 async fn costly_bot(server: &Server) -> (Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("costly.json");
-    std::fs::write(
-        &script,
-        json!({"steps": [{"text": "paid", "usage": {"input_tokens": 10, "output_tokens": 5, "cost_micros": 600}}],
-               "repeat": true})
-        .to_string(),
-    )
-    .unwrap();
-    let spec = json!({"name": "Costly", "model": format!("scripted:{}", script.display())});
-    let response = server
-        .post("/v1/bots", &server.owner)
-        .json(&spec)
-        .send()
+    server
+        .scripted_bot(
+            "Costly",
+            json!({"steps": [{"text": "paid", "usage": {"input_tokens": 10, "output_tokens": 5, "cost_micros": 600}}],
+                   "repeat": true}),
+        )
         .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    (response.json().await.unwrap(), dir)
 }
 
 /// A Bot on a one-step scripted model (not repeating), and the folder that keeps the script.
 async fn one_step_bot(server: &Server) -> (Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("hello.json");
-    std::fs::write(&script, json!([{"text": "Hello!"}]).to_string()).unwrap();
-    let spec = json!({"name": "Greeter", "model": format!("scripted:{}", script.display())});
-    let response = server
-        .post("/v1/bots", &server.owner)
-        .json(&spec)
-        .send()
+    server
+        .scripted_bot("Greeter", json!([{"text": "Hello!"}]))
         .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    (response.json().await.unwrap(), dir)
 }
 
 async fn a_scripted_model_follows_each_chat_from_its_first_step(server: Server) {

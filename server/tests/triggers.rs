@@ -1102,15 +1102,7 @@ async fn a_reminder_asked_for_in_a_browser_session_comes_back_to_the_model_as_re
     ])
     .await;
     let chat = chat_with(&s, &model, true).await;
-    let started = s.post("/v1/sessions", &s.owner).send().await.unwrap();
-    assert_eq!(started.status(), StatusCode::CREATED);
-    let cookie = started.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let cookie = s.session_cookie().await;
     let sent: Value = s
         .http
         .post(format!("{}/v1/chats/{chat}/messages", s.base))

@@ -501,6 +501,38 @@ impl Server {
 }
 
 impl Server {
+    /// A Bot of the owner on a scripted model whose script is `script` (written to a folder
+    /// of its own, returned so that it outlives the Bot's Turns).
+    #[allow(dead_code)]
+    pub async fn scripted_bot(&self, name: &str, script: Value) -> (Value, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("script.json");
+        std::fs::write(&file, script.to_string()).unwrap();
+        let spec = json!({"name": name, "model": format!("scripted:{}", file.display())});
+        let response = self
+            .post("/v1/bots", &self.owner)
+            .json(&spec)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        (response.json().await.unwrap(), dir)
+    }
+
+    /// A browser session of the owner: the `cookie` header's value.
+    #[allow(dead_code)]
+    pub async fn session_cookie(&self) -> String {
+        let started = self.post("/v1/sessions", &self.owner).send().await.unwrap();
+        assert_eq!(started.status(), StatusCode::CREATED);
+        started.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
     /// Runs one statement on the node's database as it is (as damage or an older build
     /// would), with `$1` bound to `id`.
     #[allow(dead_code)]

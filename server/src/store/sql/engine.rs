@@ -20,6 +20,16 @@ use crate::store::statements::{bind_commit_update, call_upsert, commit_update};
 use crate::store::tips::Tip;
 use crate::store::{Store as StoreTrait, StoreError, TxWrites};
 
+/// Marks an execution that got signal `$2` at `$3`. On owned work a cancel or wake also marks
+/// `wake_at` (unused while owned, reset by the claim): a wait its owner saves at the same
+/// moment sees the mark on the row it locks, where a PostgreSQL statement's snapshot may not
+/// yet show the new signal row. A cancel moves it to `cancelling`.
+const MARK_SIGNALLED: &str = "UPDATE executions SET \
+     wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN $3 \
+         WHEN owner_node IS NOT NULL AND $2 IN ('cancel', 'wake') THEN $3 ELSE wake_at END, \
+     state = CASE WHEN $2 = 'cancel' THEN 'cancelling' ELSE state END, updated_at = $3 \
+     WHERE id = $1";
+
 sql_store! {
 /// Whether the Chat `$chat` has a Turn before `$id` that has not ended: a Chat's Turns run
 /// one at a time, in order.
@@ -1001,21 +1011,12 @@ impl StoreTrait for Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        // On owned work a cancel or wake also marks `wake_at` (unused while owned, reset by the
-        // claim): a wait its owner saves at the same moment sees the mark on the row it locks,
-        // where a PostgreSQL statement's snapshot may not yet show the new signal row.
-        sqlx::query(
-            "UPDATE executions SET \
-                 wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN $3 \
-                     WHEN owner_node IS NOT NULL AND $2 IN ('cancel', 'wake') THEN $3 ELSE wake_at END, \
-                 state = CASE WHEN $2 = 'cancel' THEN 'cancelling' ELSE state END, updated_at = $3 \
-             WHERE id = $1",
-        )
-        .bind(id.as_uuid())
-        .bind(kind)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(MARK_SIGNALLED)
+            .bind(id.as_uuid())
+            .bind(kind)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(number)
     }
@@ -1068,18 +1069,12 @@ impl StoreTrait for Store {
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await?;
-                    // As `signal` marks a cancel (see there).
-                    sqlx::query(
-                        "UPDATE executions SET \
-                             wake_at = CASE WHEN state IN ('waiting', 'outcome_unknown') AND owner_node IS NULL THEN $2 \
-                                 WHEN owner_node IS NOT NULL THEN $2 ELSE wake_at END, \
-                             state = 'cancelling', updated_at = $2 \
-                         WHERE id = $1",
-                    )
-                    .bind(execution)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                    sqlx::query(MARK_SIGNALLED)
+                        .bind(execution)
+                        .bind("cancel")
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
                     number
                 }
             };
