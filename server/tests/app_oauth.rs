@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use openbot_server::apps::oauth::{OAuth, OAuthConfig, OAuthError};
 use openbot_server::engine::{Engine, RunnerConfig};
 use openbot_server::http::{AppState, app};
-use openbot_server::identity::secret_hash;
+use openbot_server::identity::{Role, secret_hash};
 use openbot_server::node::{Database, bootstrap, registry};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -136,6 +136,7 @@ oauth_tests!(
     a_forged_or_borrowed_state_is_refused_and_a_replay_gets_the_first_outcome,
     metadata_that_points_at_an_internal_address_is_refused_before_any_request,
     oauth_routes_need_the_apps_rights,
+    a_plain_member_cannot_sign_the_organizations_connection_in_or_out,
     a_lost_code_exchange_answer_is_never_asked_again_and_needs_sign_in,
     a_hand_over_whose_work_never_started_is_found_by_the_sweep,
     an_oauth_protected_mcp_server_answers_with_the_connections_credential,
@@ -669,7 +670,7 @@ async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_membe
     s: Server,
 ) {
     let provider = provider(&[]);
-    let member_token = s.other_member_token().await;
+    let member_token = s.member_token_as(Role::Admin, "admin@example.com").await;
     let (_, member) = s
         .database
         .identity
@@ -733,7 +734,7 @@ async fn cleanup_waits_while_the_same_client_is_installed_and_survives_its_membe
 /// revocation happens once, when the client is no longer installed.
 async fn a_cleanup_taken_over_keeps_its_owner_private_data_and_grant_reservation(s: Server) {
     let provider = provider(&[]);
-    let member_token = s.other_member_token().await;
+    let member_token = s.member_token_as(Role::Admin, "admin@example.com").await;
     let first = connect(&s, &provider.resource).await;
     let status = sign_in(&s, &member_token, first, &provider).await;
     let second = connect(&s, &provider.resource).await;
@@ -873,8 +874,8 @@ async fn a_forged_or_borrowed_state_is_refused_and_a_replay_gets_the_first_outco
         error_code(forged).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
     );
-    // Another member of the organization cannot complete the owner's sign-in.
-    let other = s.other_member_token().await;
+    // Another admin of the organization cannot complete the owner's sign-in.
+    let other = s.member_token_as(Role::Admin, "admin@example.com").await;
     let borrowed = complete(other, connection, state.clone(), code.clone()).await;
     assert_eq!(
         error_code(borrowed).await,
@@ -1209,6 +1210,47 @@ async fn an_oauth_setup_needs_an_app_connection_row(s: Server) {
         })
         .await;
     assert!(result.is_err(), "{result:?}");
+}
+
+/// Signing a Connection in decides whose account every Bot acts as at the MCP server: a
+/// plain member, whatever their token's rights, can neither begin nor complete a sign-in nor
+/// sign the Connection out; the admin's grant stays.
+async fn a_plain_member_cannot_sign_the_organizations_connection_in_or_out(s: Server) {
+    let provider = provider(&[]);
+    let connection = connect(&s, &provider.resource).await;
+    sign_in(&s, &s.owner, connection, &provider).await;
+    let (grant, _) = tokens(&s, connection).await;
+    let member = s.other_member_token().await;
+    let begin = s
+        .post(&path(connection, "/authorize"), &member)
+        .json(&json!({ "server_url": provider.resource, "redirect_uri": REDIRECT }))
+        .send()
+        .await
+        .unwrap();
+    let complete = s
+        .post(&path(connection, "/complete"), &member)
+        .json(&json!({ "state": "s", "code": "c" }))
+        .send()
+        .await
+        .unwrap();
+    let sign_out = s
+        .delete(&path(connection, ""), &member)
+        .send()
+        .await
+        .unwrap();
+    for refused in [begin, complete, sign_out] {
+        assert_eq!(
+            error_code(refused).await,
+            (StatusCode::FORBIDDEN, "forbidden".into())
+        );
+    }
+    assert_eq!(
+        tokens(&s, connection).await.0,
+        grant,
+        "the admin's grant stays"
+    );
+    let (answer, _) = call_resource(&provider, &authorization(&s, connection).await).await;
+    assert_eq!(answer, StatusCode::OK);
 }
 
 async fn oauth_routes_need_the_apps_rights(s: Server) {

@@ -27,6 +27,9 @@ async fn mapped(state: &AppState, err: OAuthError) -> ApiError {
         OAuthError::Forbidden(err) => {
             ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
         }
+        OAuthError::NotAdmin => {
+            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+        }
         OAuthError::NotFound => ApiError::not_found("OAuth connection"),
         OAuthError::ServerMismatch(_) => ApiError::invalid(err.to_string()),
         OAuthError::StateUsed | OAuthError::NeedsSignIn(_) | OAuthError::NotOAuth(_) => {

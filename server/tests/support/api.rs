@@ -259,11 +259,17 @@ impl Server {
 
     /// A token of a new member of the owner's organization, with every right.
     pub async fn other_member_token(&self) -> String {
+        self.member_token_as(Role::Member, "other@example.com")
+            .await
+    }
+
+    /// An all-rights token of a new member of the owner's organization with `role`.
+    pub async fn member_token_as(&self, role: Role, email: &str) -> String {
         let owner = self.owner_member().await;
         let member = self
             .database
             .identity
-            .add_member(owner.organization_id, "other@example.com", Role::Member)
+            .add_member(owner.organization_id, email, role)
             .await
             .unwrap();
         let secret = new_secret();

@@ -13,6 +13,9 @@ pub enum OAuthError {
     /// The token lacks the right.
     #[error(transparent)]
     Forbidden(#[from] AccessError),
+    /// Only owners and admins sign the organization's App Connections in or out.
+    #[error("only owners and admins sign App connections in or out")]
+    NotAdmin,
     /// The connection (or browser step) does not exist for this caller.
     #[error("no such OAuth connection")]
     NotFound,

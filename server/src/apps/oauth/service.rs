@@ -132,7 +132,7 @@ impl OAuth {
         server_url: &str,
         request: &BeginOAuth,
     ) -> Result<OAuthAuthorization, OAuthError> {
-        caller.require(Resource::Apps, Action::Write)?;
+        may_sign(caller)?;
         if let Some(asked) = &request.server_url
             && !same_url(asked, server_url)
         {
@@ -268,7 +268,7 @@ impl OAuth {
         connection_id: Uuid,
         request: &CompleteOAuth,
     ) -> Result<OAuthConnection, OAuthError> {
-        caller.require(Resource::Apps, Action::Write)?;
+        may_sign(caller)?;
         if request.code.is_empty() || request.code.len() > 4096 || request.state.len() > 512 {
             return Err(OAuthError::Invalid(
                 "code (at most 4096 characters) and state are needed".into(),
@@ -413,7 +413,7 @@ impl OAuth {
         caller: &Caller,
         connection_id: Uuid,
     ) -> Result<Option<OAuthCleanup>, OAuthError> {
-        caller.require(Resource::Apps, Action::Write)?;
+        may_sign(caller)?;
         let row = self.own(caller, connection_id).await?;
         let extra = self.shared.status_write(connection_id, "needs_sign_in");
         self.hand_over(&row, extra).await
@@ -685,4 +685,17 @@ fn same_url(a: &str, b: &str) -> bool {
 /// The place a browser step's PKCE verifier is sealed for.
 fn verifier_place(flow_id: Uuid) -> Vec<u8> {
     format!("oauth_flows:{flow_id}:verifier").into_bytes()
+}
+
+/// Who may sign an App Connection in or out: the `apps` write right and the role that opens
+/// Connections (owner or admin), since every Bot of the organization then acts at the MCP
+/// server as the account that signed in. A plain member could otherwise replace an admin's
+/// grant with their own account, or sign the Connection out for everyone.
+fn may_sign(caller: &Caller) -> Result<(), OAuthError> {
+    caller.require(Resource::Apps, Action::Write)?;
+    if caller.is_admin() {
+        Ok(())
+    } else {
+        Err(OAuthError::NotAdmin)
+    }
 }
