@@ -156,6 +156,9 @@ fn memory_host() -> MemoryHost {
 /// Stops (as a fenced owner does) at the first write that matches.
 struct StopAt<'a> {
     inner: &'a MemoryHost,
+    /// How much later than the inner host's its start reads (as after a pause, whose time
+    /// moves the start a time limit counts from).
+    later_ms: u64,
     sending: Option<CallSlot>,
     result: Option<CallSlot>,
 }
@@ -169,7 +172,7 @@ impl Host for StopAt<'_> {
         self.inner.cancellation()
     }
     fn started_at(&self) -> std::time::SystemTime {
-        self.inner.started_at()
+        self.inner.started_at() + std::time::Duration::from_millis(self.later_ms)
     }
     async fn saved_call(&self, step: u32, slot: CallSlot) -> Result<Option<CallRecord>, HostError> {
         self.inner.saved_call(step, slot).await
@@ -223,6 +226,7 @@ async fn a_run_stopped_midway_replays_its_saved_calls_and_runs_only_the_rest() {
     let second = CallSlot::Code { tool: 0, call: 1 };
     let stopped = StopAt {
         inner: &host,
+        later_ms: 0,
         sending: Some(second),
         result: None,
     };
@@ -248,6 +252,7 @@ async fn a_call_sent_before_the_owner_stopped_is_outcome_unknown_on_replay() {
     let second = CallSlot::Code { tool: 0, call: 1 };
     let stopped = StopAt {
         inner: &host,
+        later_ms: 0,
         sending: None,
         result: Some(second),
     };
@@ -274,6 +279,7 @@ async fn a_stale_owner_cannot_save_the_runs_result() {
     let host = memory_host();
     let stopped = StopAt {
         inner: &host,
+        later_ms: 0,
         sending: None,
         result: Some(CallSlot::Tool(0)),
     };
@@ -345,6 +351,7 @@ async fn the_same_call_draws_the_same_time_and_random_numbers_on_replay() {
     let host = memory_host();
     let stopped = StopAt {
         inner: &host,
+        later_ms: 0,
         sending: None,
         result: Some(CallSlot::Tool(0)),
     };
@@ -368,4 +375,51 @@ async fn the_same_call_draws_the_same_time_and_random_numbers_on_replay() {
     assert_eq!(value[0], json!(started));
     // Another execution is another identity: another seed.
     assert_ne!(code_result(&other)["value"][1], value[1]);
+}
+
+#[tokio::test]
+async fn a_program_run_again_after_its_start_moved_sees_its_saved_time() {
+    // The program passes its time to its calls: a moved clock would ask for other calls than
+    // the saved ones and end with `code_mode.call_order`.
+    let code = "const t = Date.now(); const a = await tools.add({a: t, b: 0}); \
+                const b = await tools.add({a: t, b: 1}); return [t, a, b];";
+    let runs = Arc::new(AtomicUsize::new(0));
+    let host = memory_host();
+    let stopped = StopAt {
+        inner: &host,
+        later_ms: 0,
+        sending: Some(CallSlot::Code { tool: 0, call: 1 }),
+        result: None,
+    };
+    run_turn(spec(code, Arc::clone(&runs)), &stopped)
+        .await
+        .unwrap_err();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // Run again with a start that reads 5 s later (a pause, a takeover's limit start).
+    let moved = StopAt {
+        inner: &host,
+        later_ms: 5_000,
+        sending: None,
+        result: None,
+    };
+    let end = run_turn(spec(code, Arc::clone(&runs)), &moved)
+        .await
+        .unwrap();
+    let result = code_result(&end);
+    assert_eq!(result["ok"], json!(true), "{result}");
+    let started = host
+        .started_at()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(
+        result["value"][0],
+        json!(started),
+        "the time saved at the first start"
+    );
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "the first call replayed, the second ran once"
+    );
 }

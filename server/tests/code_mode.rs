@@ -29,6 +29,7 @@ http_tests!(
     a_program_runs_against_a_bots_tools_without_a_model,
     a_model_free_run_keeps_the_approval_rules_and_the_limits,
     a_model_free_run_refuses_bad_input_and_unknown_bots,
+    a_paused_program_resumes_with_the_time_it_saw_before_the_pause,
 );
 
 impl Server {
@@ -273,4 +274,71 @@ async fn a_model_free_run_refuses_bad_input_and_unknown_bots(server: Server) {
         StatusCode::NOT_FOUND,
         "another member's private Bot is not visible"
     );
+}
+
+/// The program passes its `Date.now()` to both writes. Paused while its first write is out,
+/// it lets that write save its result, stops before the second and waits; resumed later (its
+/// limit start moved by the pause), it runs again from the start, reads the time it saved when
+/// it first started, replays the first write and sends only the second.
+async fn a_paused_program_resumes_with_the_time_it_saw_before_the_pause(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    let code = "const t = Date.now(); const a = await tools.pay({amount: 1, t}); \
+                const b = await tools.pay({amount: 2, t}); return [t, a, b];";
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("run_code", json!({"code": code})),
+        Answer::Text(vec!["Paid twice."]),
+    ])
+    .await;
+    let bot = server.code_bot(&model).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    outside.hold().await;
+    let sent = receipt(server.send(&server.owner, &chat, "Pay", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    outside.wait_for_writes(1).await;
+    let paused = server
+        .post(&format!("/v1/executions/{execution}/pause"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.status(), StatusCode::ACCEPTED);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    outside.release();
+    // Paused: the first write saved its result and the second was not sent.
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        let execution: Value = server
+            .get(&format!("/v1/executions/{execution}"), &server.owner)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state = execution["state"].clone();
+        if state == json!("waiting") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(state, json!("waiting"), "the paused Turn waits");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(outside.received(), 1, "nothing is sent while paused");
+    let resumed = server
+        .post(&format!("/v1/executions/{execution}/resume"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), StatusCode::ACCEPTED);
+    let events = server.finish(&server.owner, &execution).await;
+    let result = code_result(&events);
+    assert_eq!(result["ok"], json!(true), "{result}");
+    let t = result["value"][0].as_i64().unwrap();
+    for write in [&result["value"][1], &result["value"][2]] {
+        assert!(
+            write.as_str().unwrap().contains(&format!("\"t\":{t}")),
+            "both writes carry the same time: {result}"
+        );
+    }
+    assert_eq!(outside.received(), 2, "the first write was not sent again");
 }

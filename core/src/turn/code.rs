@@ -8,6 +8,11 @@
 //! the start and gets the saved result of each call it already made. A call is the same call
 //! when its tool and arguments are (its ID carries their fingerprint); a program that asks for
 //! a different call at a saved index ends with `code_mode.call_order`.
+//!
+//! Time: `Date.now()` is fixed per run. Its value is saved in the call log when the program
+//! first starts (slot `Code { tool, call: CODE_CLOCK_CALL }`, see [`program_clock`]) and read
+//! back on every replay, so a program that runs again after a pause, a takeover or a restart
+//! sees exactly the time it saw before (and makes the same calls).
 
 use std::sync::{Mutex, PoisonError};
 use std::time::UNIX_EPOCH;
@@ -67,6 +72,59 @@ pub fn code_tool_definition(api: &[ToolDefinition], limits: &CodeLimits) -> Tool
             "additionalProperties": false
         }),
     }
+}
+
+/// The call index under which a code call's program keeps its fixed time (`Date.now()`) in
+/// the call log: `CallSlot::Code { tool, call: CODE_CLOCK_CALL }`, beyond any index a program
+/// can reach (its calls are limited far below). Its record is a saved tool result whose text
+/// is the time in milliseconds since the epoch; nothing is sent for it and it has no events.
+pub const CODE_CLOCK_CALL: u32 = u32::MAX;
+
+/// The fixed time of the program of the code call at position `tool` of `step`: the time saved
+/// when the program first started, or, on its first start, `now_ms`, saved now (before the
+/// program runs, so every later run reads the same). A pause, a takeover or a restart never
+/// moves it.
+pub async fn program_clock(
+    host: &dyn Host,
+    step: u32,
+    tool: u32,
+    parent: &ToolCall,
+    now_ms: i64,
+) -> Result<i64, HostError> {
+    let slot = CallSlot::Code {
+        tool,
+        call: CODE_CLOCK_CALL,
+    };
+    if let Some(record) = host.saved_call(step, slot).await? {
+        return match record.status {
+            CallStatus::Done {
+                result: CallResult::Tool { result },
+            } => text_of(&result).trim().parse::<i64>().map_err(|_| {
+                HostError::Storage(format!(
+                    "the saved time {} of a program is no time",
+                    record.key
+                ))
+            }),
+            _ => Err(HostError::Storage(format!(
+                "the saved time {} of a program holds no result",
+                record.key
+            ))),
+        };
+    }
+    let key = CallKey {
+        step,
+        slot,
+        attempt: 1,
+    };
+    let result = ToolResult {
+        call_id: format!("{}.clock", parent.id),
+        name: "Date.now".into(),
+        output: vec![ContentPart::text(now_ms.to_string())],
+        is_error: false,
+    };
+    host.record_result(key, CallResult::Tool { result }, Vec::new())
+        .await?;
+    Ok(now_ms)
 }
 
 /// The ID of call `index` of the code call `parent`: the same call (tool and arguments) always
@@ -262,11 +320,15 @@ impl ToolSet {
                     cancel,
                     failure: Mutex::new(None),
                 };
+                // The Turn's start as it reads when the program first starts, saved then: a
+                // later run reads the saved time (a pause moves the start a time limit counts
+                // from, never the program's clock).
                 let started = host
                     .started_at()
                     .duration_since(UNIX_EPOCH)
                     .map(|d| d.as_millis() as i64)
                     .unwrap_or(0);
+                let started = program_clock(host, step, index, call, started).await?;
                 let input = RunInput {
                     code: source.to_string(),
                     tools: self

@@ -31,6 +31,8 @@ pub mod labels {
     pub const TOOL_SENDING: &str = "tool_sending";
     /// A tool call's result.
     pub const TOOL_RESULT: &str = "tool_result";
+    /// A Code Mode program's fixed time, saved when the program first starts.
+    pub const CODE_CLOCK: &str = "code_clock";
     /// Text deltas.
     pub const TEXT: &str = "text";
     /// A waiting state (children, a delivery) or other events.

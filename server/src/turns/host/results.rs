@@ -7,7 +7,7 @@
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use openbot_core::turn::{CallKey, CallResult, CallSlot, HostError};
+use openbot_core::turn::{CODE_CLOCK_CALL, CallKey, CallResult, CallSlot, HostError};
 use openbot_schema::{EventKind, Message};
 
 use super::DurableHost;
@@ -33,7 +33,9 @@ impl DurableHost {
         events: Vec<EventKind>,
         intents: Vec<CallKey>,
     ) -> Result<(), HostError> {
-        if matches!(key.slot, CallSlot::Tool(_) | CallSlot::Code { .. }) {
+        // A program's saved time (`program_clock`) is no call: nothing was sent for it.
+        let clock = matches!(key.slot, CallSlot::Code { call, .. } if call == CODE_CLOCK_CALL);
+        if matches!(key.slot, CallSlot::Tool(_) | CallSlot::Code { .. }) && !clock {
             fault(FaultPoint::AfterToolSent);
         }
         let usage = match &result {
@@ -76,6 +78,7 @@ impl DurableHost {
         };
         let label = match key.slot {
             CallSlot::Model => labels::ANSWER,
+            CallSlot::Code { .. } if clock => labels::CODE_CLOCK,
             CallSlot::Tool(_) | CallSlot::Code { .. } => labels::TOOL_RESULT,
         };
         let ends_step = match key.slot {
