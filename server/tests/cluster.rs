@@ -384,7 +384,14 @@ async fn f03_a_frozen_owners_late_result_is_saved_not_published() {
     .await;
     let outside = Outside::start(false).await;
     outside.hold().await;
-    let owner = cluster.node("f03e-owner", None);
+    // Named in pg_stat_activity, so its own connections can be cut.
+    let owner = NodeProcess::start(
+        &format!("{}?application_name=f03e-owner", cluster.url),
+        &cluster.keys_text,
+        "f03e-owner",
+        1000,
+        None,
+    );
     let id = cluster.submit(&model, &outside, false).await;
     outside.wait_for_write().await;
     owner.pause();
@@ -396,6 +403,18 @@ async fn f03_a_frozen_owners_late_result_is_saved_not_published() {
         })
         .await;
     assert_eq!(cluster.store.execution(id).await.unwrap().generation, 2);
+    // The frozen owner's database connections are terminated while it sleeps, as a server
+    // does with a client that stopped answering: it must come back on new ones.
+    let admin = sqlx::PgPool::connect(&cluster.url).await.unwrap();
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = 'f03e-owner') t",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert!(cut > 0, "the owner had connections to cut");
+    admin.close().await;
 
     // The old owner wakes up and gets its answer: too late to publish, kept in the call log,
     // and the execution that waited for exactly this result goes on with it.

@@ -42,12 +42,18 @@ impl PostgresStore {
     ) -> Result<Self, StoreError> {
         // A frozen or dead client must not hold row locks for long: its transaction is ended
         // by the server, so takeover is never blocked by a lock of a lost owner.
-        let options = PgConnectOptions::from_str(url)?
-            .application_name("openbot")
-            .options([
-                ("idle_in_transaction_session_timeout", "5000"),
-                ("statement_timeout", "60000"),
-            ]);
+        let options = PgConnectOptions::from_str(url)?;
+        // The URL's `application_name` (an operator naming a node's connections) is kept.
+        let named = options.get_application_name().is_some();
+        let options = if named {
+            options
+        } else {
+            options.application_name("openbot")
+        };
+        let options = options.options([
+            ("idle_in_transaction_session_timeout", "5000"),
+            ("statement_timeout", "60000"),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
