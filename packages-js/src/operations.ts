@@ -1118,7 +1118,7 @@ export abstract class Operations {
    */
   async runCode(id: string, body: CodeRun): Promise<CodeRunResult> {
     checkString('runCode', 'id', id);
-    checkFields('runCode', 'body', body, { code: 'string!' });
+    checkFields('runCode', 'body', body, { code: 'string!', command_key: 'string?' });
     return (await this.invoke('run_code', { id }, body)) as CodeRunResult;
   }
 

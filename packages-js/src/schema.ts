@@ -438,6 +438,14 @@ export interface paths {
          *     `run_code` would, and returns its result. Only HTTP tools that are not background run;
          *     each call is checked against its schema and the approval rules (a call that would ask for
          *     approval is refused). Needs the right to chat with the Bot.
+         * @description The run is an execution of its own (`execution_id` in the answer; its events show each
+         *     call): its calls are saved in its call log, so a takeover or a restart never sends a saved
+         *     call again nor repeats a write whose answer was lost (that run waits in `outcome_unknown`
+         *     for a decision). A retry with the same `command_key` and program answers the same
+         *     execution and its saved result and sends nothing again; the same key with another program
+         *     or Bot is a 409 conflict. The answer waits for the run's end up to its wall time plus 10 s;
+         *     a run that has not ended by then is answered `202` with `error.code` `code_mode.running`
+         *     and its `execution_id` (a retry with the same key waits again).
          */
         post: operations["run_code"];
         delete?: never;
@@ -2368,6 +2376,12 @@ export interface components {
         CodeRun: {
             /** @description The program: `await tools.<name>(args)` calls a tool, `return` gives the result. */
             code: string;
+            /**
+             * @description The caller's name for this run: a retry with the same key and program answers the same
+             *     execution and its result, and sends nothing again; the same key with another program
+             *     or Bot is a 409 conflict.
+             */
+            command_key?: string | null;
         };
         /** @description Why a program did not return a value. */
         CodeRunError: {
@@ -2381,6 +2395,7 @@ export interface components {
             /** @description The console lines, in order. */
             console: components["schemas"]["CodeConsoleLine"][];
             error?: components["schemas"]["CodeRunError"] | null;
+            execution_id?: components["schemas"]["ExecutionId"] | null;
             /** @description Whether the program returned a value. */
             ok: boolean;
             /**
@@ -2915,7 +2930,7 @@ export interface components {
          * @description What kind of work an execution is.
          * @enum {string}
          */
-        ExecutionKind: "turn" | "tool_job";
+        ExecutionKind: "turn" | "tool_job" | "code_run";
         /**
          * @description The state of an execution. The last four are end states: nothing changes after them.
          * @enum {string}
@@ -5991,7 +6006,17 @@ export interface operations {
             };
         };
         responses: {
+            /** @description The run ended: its result */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeRunResult"];
+                };
+            };
+            /** @description The run has not ended yet: `code_mode.running` and its execution */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6024,6 +6049,14 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -92,6 +92,9 @@ pub enum ExecutionKind {
     /// One tool call run in its own execution: a background tool, or a call that waited for
     /// approval. It reports its result to its source Chat as a notice.
     ToolJob,
+    /// A Code Mode program run against a Bot's tools with no model (`POST
+    /// /v1/bots/{id}/code-runs`).
+    CodeRun,
 }
 
 /// What an execution view written before `usage_known` existed means: nothing was known

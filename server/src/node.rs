@@ -310,6 +310,12 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
                 Arc::clone(&database.files),
             )));
         }
+        registry.register(Arc::new(crate::codemode::CodeRunWorkflow::new(
+            platform.clone(),
+            Arc::clone(&database.identity),
+            Arc::clone(&database.rules),
+            Arc::clone(&database.vaults),
+        )));
         registry.register(Arc::new(crate::memories::MemoryLearningWorkflow::new(
             platform.clone(),
             database,

@@ -15,7 +15,7 @@ mod pg;
 #[path = "support/api.rs"]
 mod api;
 
-use api::{Server, postgres, receipt, server, sqlite};
+use api::{Raw, Server, postgres, receipt, server, sqlite};
 use fake_openai::{Answer, FakeOpenAi};
 use openbot_schema::{Event, EventKind, ToolResult};
 use outside::Outside;
@@ -30,6 +30,8 @@ http_tests!(
     a_model_free_run_keeps_the_approval_rules_and_the_limits,
     a_model_free_run_refuses_bad_input_and_unknown_bots,
     a_paused_program_resumes_with_the_time_it_saw_before_the_pause,
+    a_retried_code_run_writes_once_and_other_input_under_its_key_conflicts,
+    a_code_run_taken_over_midway_never_repeats_its_writes,
 );
 
 impl Server {
@@ -341,4 +343,197 @@ async fn a_paused_program_resumes_with_the_time_it_saw_before_the_pause(server: 
         );
     }
     assert_eq!(outside.received(), 2, "the first write was not sent again");
+}
+
+async fn code_run_json(server: &Server, bot: &Value, body: Value) -> (StatusCode, Value) {
+    let response = code_run(server, bot, body).await;
+    (response.status(), response.json().await.unwrap())
+}
+
+/// A model-free run is an execution with a command key: a retry answers the first run's
+/// execution and saved result and sends nothing again; another program under the key is a
+/// conflict; without a key each request is a run of its own.
+async fn a_retried_code_run_writes_once_and_other_input_under_its_key_conflicts(server: Server) {
+    let outside = Outside::start(false).await;
+    server.register_http("pay", &outside.url).await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.code_bot(&model).await;
+    let code = "console.log('paying'); return await tools.pay({amount: 5});";
+    let body = json!({"code": code, "command_key": "pay-5"});
+    let (status, first) = code_run_json(&server, &bot, body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["ok"], json!(true), "{first}");
+    assert_eq!(first["value"], json!("wrote {\"amount\":5}"));
+    let execution = first["execution_id"].as_str().unwrap().to_string();
+    assert_eq!(outside.received(), 1);
+
+    // The run is an execution of its own, its write a call of its call log.
+    let view: Value = server
+        .get(&format!("/v1/executions/{execution}"), &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["kind"], json!("code_run"), "{view}");
+    assert_eq!(view["state"], json!("completed"), "{view}");
+    let events = server.finish(&server.owner, &execution).await;
+    assert!(
+        events.iter().any(|e| matches!(&e.kind,
+            EventKind::ToolCall { call, .. } if call.name == "pay")),
+        "{events:?}"
+    );
+    assert_eq!(code_result(&events)["value"], first["value"]);
+
+    // A retry (a lost answer): the same execution and result, nothing sent again.
+    let (status, again) = code_run_json(&server, &bot, body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again, first);
+    assert_eq!(outside.received(), 1, "the retry sent nothing");
+
+    // Another program under the same key is a conflict, and sends nothing.
+    let other = code_run(
+        &server,
+        &bot,
+        json!({"code": "return await tools.pay({amount: 6});", "command_key": "pay-5"}),
+    )
+    .await;
+    assert_eq!(other.status(), StatusCode::CONFLICT);
+    assert_eq!(outside.received(), 1);
+
+    // Without a key, each request is a run of its own.
+    let (_, one) = code_run_json(&server, &bot, json!({"code": code})).await;
+    let (_, two) = code_run_json(&server, &bot, json!({"code": code})).await;
+    assert_ne!(one["execution_id"], two["execution_id"]);
+    assert_eq!(outside.received(), 3);
+}
+
+impl Server {
+    /// Takes the code run's lease from its owner, as a node that took over and died would:
+    /// the owner stops at its next renewal, and once the taker's lease lapses the engine takes
+    /// the run back and runs its program again from its call log.
+    async fn steal_code_run(&self) {
+        let lease = chrono::Utc::now().timestamp_millis() + 3_000;
+        let taken = match &self.raw {
+            Raw::Sqlite(store, _) => sqlx::query(
+                "UPDATE executions SET generation = generation + 1, owner_node = 'thief', \
+                 lease_expires_at = ?1 WHERE kind = 'code_run'",
+            )
+            .bind(lease)
+            .execute(store.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+            Raw::Postgres(store) => sqlx::query(
+                "UPDATE executions SET generation = generation + 1, owner_node = 'thief', \
+                 lease_expires_at = $1 WHERE kind = 'code_run'",
+            )
+            .bind(lease)
+            .execute(store.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+        };
+        assert_eq!(taken, 1, "one code run to take over");
+        self.engine
+            .context()
+            .hub
+            .announce(openbot_server::engine::Wake::Work);
+    }
+}
+
+/// The program writes to `pay` (answered) and then to `send`, whose answer never comes. The
+/// run is taken over while that write is out: the new owner runs the program again, answers
+/// `pay` from the call log (not sent again) and, since `send` was maybe applied and has no
+/// retry rule, waits in `outcome_unknown` instead of sending it again. The route answers 202
+/// with the execution; once the write is decided `applied`, a retry under the same command
+/// key answers the completed run, and each endpoint got exactly one write.
+async fn a_code_run_taken_over_midway_never_repeats_its_writes(server: Server) {
+    let pay = Outside::start(false).await;
+    let send = Outside::unanswering(1).await;
+    server.register_http("pay", &pay.url).await;
+    server.register_http("send", &send.url).await;
+    let model = FakeOpenAi::start(vec![]).await;
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(
+            &json!({"name": "Coder", "model": model.spec(), "code_mode": true,
+            "tools": [{"name": "pay", "input_schema": {"type": "object"}},
+                      {"name": "send", "input_schema": {"type": "object"}}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let bot: Value = response.json().await.unwrap();
+    let body = json!({"code": "const a = await tools.pay({amount: 1}); \
+                                const b = await tools.send({amount: 2}); return [a, b];",
+                      "command_key": "pay-and-send"});
+    let first = {
+        let (base, owner, http) = (
+            server.base.clone(),
+            server.owner.clone(),
+            server.http.clone(),
+        );
+        let (id, body) = (bot["id"].as_str().unwrap().to_string(), body.clone());
+        tokio::spawn(async move {
+            let response = http
+                .post(format!("{base}/v1/bots/{id}/code-runs"))
+                .bearer_auth(owner)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.json::<Value>().await.unwrap())
+        })
+    };
+    send.wait_for_writes(1).await;
+    server.steal_code_run().await;
+    let (status, waiting) = first.await.unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED, "{waiting}");
+    assert_eq!(
+        waiting["error"]["code"],
+        json!("code_mode.outcome_unknown"),
+        "{waiting}"
+    );
+    let execution = waiting["execution_id"].as_str().unwrap().to_string();
+    assert_eq!(pay.received(), 1, "the saved write was not sent again");
+    assert_eq!(send.received(), 1, "the lost write was not sent again");
+
+    let page: Value = server
+        .get("/v1/unknown-outcomes", &server.owner)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let outcome = &page["items"][0];
+    assert_eq!(outcome["execution_id"], json!(execution), "{page}");
+    assert_eq!(outcome["kind"], json!("code_run"), "{page}");
+    assert_eq!(outcome["tool_call"]["name"], json!("send"), "{page}");
+    let call = outcome["call"].as_str().unwrap().to_string();
+    let decided = server
+        .post(
+            &format!("/v1/executions/{execution}/outcome"),
+            &server.owner,
+        )
+        .json(&json!({"call": call, "decision": "applied", "result": "sent, receipt 7"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), StatusCode::OK);
+
+    let (status, done) = code_run_json(&server, &bot, body).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["ok"], json!(true), "{done}");
+    assert_eq!(
+        done["value"],
+        json!(["wrote {\"amount\":1}", "sent, receipt 7"]),
+        "{done}"
+    );
+    assert_eq!(done["execution_id"], json!(execution));
+    assert_eq!(pay.received(), 1);
+    assert_eq!(send.received(), 1);
 }

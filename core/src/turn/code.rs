@@ -37,6 +37,16 @@ pub(crate) struct CodeMode {
     pub limits: CodeLimits,
 }
 
+/// A check of each new call a program makes, before anything of it is recorded: a refusal
+/// answers the program's `await` with a `ToolError` of that code and message, records nothing
+/// and sends nothing. A run again asks again for a call with no saved record, so a check
+/// should decide by the call and what it was given (the model-free run's approval rules and
+/// routes: `server/src/codemode`). A Turn has none: its host's admission decides.
+pub trait ProgramCallCheck: Send + Sync {
+    /// `Some((code, message))` refuses the call.
+    fn refuse(&self, call: &ToolCall) -> Option<(String, String)>;
+}
+
 /// The `run_code` definition for these tools: its description carries their TypeScript
 /// declaration.
 pub fn code_tool_definition(api: &[ToolDefinition], limits: &CodeLimits) -> ToolDefinition {
@@ -166,6 +176,8 @@ struct Bridge<'a> {
     tool: u32,
     parent: &'a ToolCall,
     cancel: &'a CancellationToken,
+    /// Refuses new calls before the call log (see [`ProgramCallCheck`]).
+    check: Option<&'a dyn ProgramCallCheck>,
     /// A host failure stops the run; the code call then fails with it, not with a result.
     failure: Mutex<Option<HostError>>,
 }
@@ -222,6 +234,9 @@ impl Bridge<'_> {
                 }
             },
             None => {
+                if let Some((code, message)) = self.check.and_then(|check| check.refuse(&call)) {
+                    return Ok(ToolReply::Failed { code, message });
+                }
                 self.host
                     .publish(EventKind::ToolCall {
                         step: self.step,
@@ -318,6 +333,7 @@ impl ToolSet {
                     tool: index,
                     parent: call,
                     cancel,
+                    check: self.program_check(),
                     failure: Mutex::new(None),
                 };
                 // The Turn's start as it reads when the program first starts, saved then: a

@@ -15,7 +15,9 @@ mod run;
 mod tools;
 
 pub use call::{CallKey, CallRecord, CallResult, CallSlot, CallStatus};
-pub use code::{CODE_CLOCK_CALL, CODE_TOOL, code_call_id, code_tool_definition, program_clock};
+pub use code::{
+    CODE_CLOCK_CALL, CODE_TOOL, ProgramCallCheck, code_call_id, code_tool_definition, program_clock,
+};
 pub use context::{
     ContextOverflow, ContextSizer, DEFAULT_OUTPUT_RESERVE, estimate_message, estimate_text,
 };

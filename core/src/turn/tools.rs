@@ -9,7 +9,7 @@ use openbot_schema::{ToolCall, ToolDefinition, ToolResult};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallKey, CallResult, CallSlot, CallStatus};
-use super::code::{CODE_TOOL, CodeMode, code_tool_definition};
+use super::code::{CODE_TOOL, CodeMode, ProgramCallCheck, code_tool_definition};
 use super::host::{Host, HostError};
 use crate::tool::{CheckedSchema, SchemaError, SharedTool, ToolContext};
 
@@ -27,6 +27,8 @@ pub struct ToolSet {
     definitions: Arc<[ToolDefinition]>,
     /// With Code Mode on: the settings, and the one definition the model sees (`run_code`).
     code: Option<(CodeMode, Arc<[ToolDefinition]>)>,
+    /// What refuses a program's new calls before the call log, if anything.
+    program_check: Option<Arc<dyn ProgramCallCheck>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -82,6 +84,16 @@ impl ToolSet {
     pub fn enable_code_mode(&mut self, limits: openbot_codemode::Limits) {
         let definition = code_tool_definition(&self.definitions, &limits);
         self.code = Some((CodeMode { limits }, vec![definition].into()));
+    }
+
+    /// Checks each new call a Code Mode program makes with `check` before the call log: a
+    /// refused call answers the program with the check's error and records nothing.
+    pub fn check_program_calls(&mut self, check: Arc<dyn ProgramCallCheck>) {
+        self.program_check = Some(check);
+    }
+
+    pub(crate) fn program_check(&self) -> Option<&dyn ProgramCallCheck> {
+        self.program_check.as_deref()
     }
 
     /// Whether Code Mode is on.

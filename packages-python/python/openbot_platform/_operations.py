@@ -952,14 +952,20 @@ class AsyncOperations(AsyncCaller):
         answer = await self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
-    async def run_code(self, id: Ref, *, code: str) -> CodeRunResult:
+    async def run_code(
+        self,
+        id: Ref,
+        *,
+        code: str,
+        command_key: str | None = None,
+    ) -> CodeRunResult:
         """Runs a program against the Bot's tools with no model and no Turn, as the model's
         `run_code` would, and returns its result. Only HTTP tools that are not background
         run; each call is checked against its schema and the approval rules (a call that
         would ask for approval is refused). Needs the right to chat with the Bot. ``POST
         /v1/bots/{id}/code-runs``.
         """
-        answer = await self._call_op("run_code", {"id": _ref(id)}, _body({"code": code}))
+        answer = await self._call_op("run_code", {"id": _ref(id)}, _body({"code": code, "command_key": command_key}))
         return CodeRunResult.from_dict(answer)
 
     # -- budgets
@@ -2833,14 +2839,20 @@ class SyncOperations(SyncCaller):
         answer = self._call_op("update_bot", {"id": _ref(id)}, _body({"code_mode": code_mode, "instructions": instructions, "limits": limits, "memory": memory, "model": model, "name": name, "reminders": reminders, "revision": revision, "shared": shared, "tools": tools}))
         return Bot.from_dict(answer)
 
-    def run_code(self, id: Ref, *, code: str) -> CodeRunResult:
+    def run_code(
+        self,
+        id: Ref,
+        *,
+        code: str,
+        command_key: str | None = None,
+    ) -> CodeRunResult:
         """Runs a program against the Bot's tools with no model and no Turn, as the model's
         `run_code` would, and returns its result. Only HTTP tools that are not background
         run; each call is checked against its schema and the approval rules (a call that
         would ask for approval is refused). Needs the right to chat with the Bot. ``POST
         /v1/bots/{id}/code-runs``.
         """
-        answer = self._call_op("run_code", {"id": _ref(id)}, _body({"code": code}))
+        answer = self._call_op("run_code", {"id": _ref(id)}, _body({"code": code, "command_key": command_key}))
         return CodeRunResult.from_dict(answer)
 
     # -- budgets

@@ -1228,12 +1228,17 @@ class CodeRun:
     """A program to run against a Bot's tools (the body of an async JavaScript function)."""
     #: The program: `await tools.<name>(args)` calls a tool, `return` gives the result.
     code: str
+    #: The caller's name for this run: a retry with the same key and program answers the same
+    #: execution and its result, and sends nothing again; the same key with another program or Bot
+    #: is a 409 conflict.
+    command_key: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CodeRun:
         """A CodeRun from its JSON form."""
         return cls(
             code=data["code"],
+            command_key=data.get("command_key"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1273,6 +1278,9 @@ class CodeRunResult:
     tool_calls: int
     #: Why not, when not `ok`.
     error: CodeRunError | None = None
+    #: The run's execution (on a server): its events (`GET /v1/executions/{id}/events`) show each
+    #: call; a run that had not ended when the answer was given (202) ends there.
+    execution_id: ExecutionId | None = None
     #: The returned value (JSON), when `ok`.
     value: Any | None = None
 
@@ -1284,6 +1292,7 @@ class CodeRunResult:
             ok=data["ok"],
             tool_calls=data["tool_calls"],
             error=_maybe(data.get("error"), CodeRunError.from_dict),
+            execution_id=data.get("execution_id"),
             value=data.get("value"),
         )
 
@@ -2246,7 +2255,7 @@ ExecutionId: TypeAlias = str
 
 
 #: What kind of work an execution is.
-ExecutionKind: TypeAlias = Union[Literal["turn"], Literal["tool_job"]]
+ExecutionKind: TypeAlias = Union[Literal["turn"], Literal["tool_job"], Literal["code_run"]]
 
 
 #: The state of an execution. The last four are end states: nothing changes after them.

@@ -176,14 +176,6 @@ impl Approvals {
         Ok(rule_view(self.rules.add_rule(organization, row).await?))
     }
 
-    /// Every rule of the caller's organization, to judge a call with `rules::verdict`.
-    pub(crate) async fn organization_rules(
-        &self,
-        caller: &Caller,
-    ) -> Result<Vec<super::rules::RuleRow>, ApprovalError> {
-        Ok(self.rules.rules(caller.member.organization_id).await?)
-    }
-
     /// One page of the organization's rules, oldest first.
     pub async fn rules(
         &self,

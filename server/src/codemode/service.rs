@@ -1,21 +1,26 @@
+//! The model-free run's use case: submit the run as a `code_run` execution under its command
+//! key, then wait (bounded) for its saved result.
+
 use std::sync::Arc;
+use std::time::Duration;
 
-use openbot_core::codemode::{RunInput, Sandbox, ToolHost, ToolReply};
-use openbot_core::tool::{CheckedSchema, ToolContext};
+use futures::StreamExt;
 use openbot_schema::{
-    Action, BotId, CodeConsoleLine, CodeRun, CodeRunError as RunError, CodeRunResult, ContentPart,
-    ExecutionId, Resource, RuleAction, ToolCall,
+    Action, BotId, CodeRun, CodeRunError as RunError, CodeRunResult, ErrorCategory, EventKind,
+    ExecutionId, ExecutionState, Resource,
 };
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use sha2::{Digest, Sha256};
 
-use crate::approvals::{ApprovalError, Approvals, RuleRow, verdict};
+use super::workflow::{CODE_RUN, CodeRunInput};
 use crate::chats::{ChatError, Chats};
-use crate::identity::Caller;
+use crate::engine::{Engine, EngineError, Submission};
+use crate::identity::{Caller, ExecutionIdentity};
 use crate::platform::Platform;
-use crate::tools::{TemplateParts, ToolVault};
-use crate::turns::{HttpTool, SavedTool, ToolRoute};
-use crate::vaults::Vaults;
+use crate::store::{ExecutionRow, StoreError};
+
+/// How much longer than the run's wall time the route waits for its end before it answers
+/// `202` with the execution to observe.
+const WAIT_MARGIN: Duration = Duration::from_secs(10);
 
 /// Why a program could not be run (its own failures are in the result).
 #[derive(Debug, thiserror::Error)]
@@ -23,188 +28,230 @@ pub enum CodeRunError {
     /// The Bot or its tools could not be read, or the caller may not use them.
     #[error(transparent)]
     Chat(#[from] ChatError),
-    /// The approval rules could not be read.
-    #[error(transparent)]
-    Rules(#[from] ApprovalError),
     /// The caller's token lacks the right.
     #[error("{0}")]
     Forbidden(String),
-    /// The sandbox could not run.
-    #[error("{0}")]
-    Sandbox(String),
+    /// The command key was used for another request.
+    #[error("command key `{0}` was used for other input")]
+    Conflict(String),
+    /// The run could not be stored or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
-/// Calls a Bot's tools for a program with no Turn: only tools that run here and now (HTTP
-/// tools that are not background) and that the approval rules allow without asking.
-struct DirectTools {
-    tools: Vec<SavedTool>,
-    rules: Vec<RuleRow>,
-    bot: BotId,
-    member: uuid::Uuid,
-    http: reqwest::Client,
-    outbound: Arc<openbot_core::outbound::OutboundPolicy>,
-    run: ExecutionId,
-    /// Where references in headers, body fields and the program's arguments open.
-    vault: ToolVault,
-}
-
-fn failed(code: &str, message: impl Into<String>) -> ToolReply {
-    ToolReply::Failed {
-        code: code.into(),
-        message: message.into(),
-    }
-}
-
-#[async_trait::async_trait]
-impl ToolHost for DirectTools {
-    async fn call(&self, index: u32, name: &str, arguments: Value) -> ToolReply {
-        let Some(tool) = self.tools.iter().find(|t| t.definition.name == name) else {
-            return failed("tool.not_found", format!("there is no tool named {name:?}"));
-        };
-        let call = ToolCall {
-            id: format!("{}.{index}", self.run),
-            name: name.into(),
-            arguments,
-        };
-        match CheckedSchema::new(tool.definition.clone()) {
-            Ok(schema) => {
-                if let Err(err) = schema.check(&call.arguments) {
-                    return failed("tool.invalid_arguments", err.to_string());
-                }
-            }
-            Err(err) => return failed("tool.invalid_definition", err.to_string()),
-        }
-        match verdict(&self.rules, &call, self.bot, self.member).action {
-            RuleAction::Allow => {}
-            RuleAction::Deny => {
-                return failed("tool.denied", "the approval rules do not allow this call");
-            }
-            RuleAction::Ask => {
-                return failed(
-                    "tool.needs_approval",
-                    "this call needs approval: run it in a Turn of a Chat",
-                );
-            }
-        }
-        let ToolRoute::Http {
-            url,
-            background: false,
-            template,
-            ..
-        } = &tool.route
-        else {
-            return failed(
-                "tool.needs_turn",
-                format!("`{name}` runs only in a Turn of a Chat"),
-            );
-        };
-        let handler = HttpTool::new(
-            tool.definition.clone(),
-            url.clone(),
-            self.http.clone(),
-            Arc::clone(&self.outbound),
-        )
-        .with_parts(Arc::new(TemplateParts {
-            template: template.clone(),
-            vault: Some(self.vault.clone()),
-            url: url.clone(),
-        }));
-        let context = ToolContext {
-            execution_id: self.run,
-            step: 0,
-            call_id: call.id.clone(),
-            idempotency_key: call.id.clone(),
-            cancel: CancellationToken::new(),
-            from_code: true,
-        };
-        match openbot_core::tool::Tool::call(&handler, call.arguments, context).await {
-            Ok(output) => {
-                let text: Vec<&str> = output
-                    .content
-                    .iter()
-                    .filter_map(|p| match p {
-                        ContentPart::Text { text } => Some(text.as_str()),
-                        ContentPart::File { .. } | ContentPart::Media { .. } => None,
-                    })
-                    .collect();
-                let text = text.join("\n");
-                ToolReply::Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
-            }
-            Err(err) => failed("tool.error", err.message),
+impl From<EngineError> for CodeRunError {
+    fn from(err: EngineError) -> Self {
+        match err {
+            EngineError::Store(StoreError::CommandKeyConflict(key)) => Self::Conflict(key),
+            EngineError::Store(err) => Self::Store(err),
+            other => Self::Store(StoreError::Invalid(other.to_string())),
         }
     }
+}
+
+/// What the route answers: the run's result, and whether the run had ended (`false`: the
+/// bounded wait ran out, and the result only names the execution).
+#[derive(Debug)]
+pub struct CodeRunAnswer {
+    /// Whether the run ended.
+    pub ended: bool,
+    /// Its result, with its execution.
+    pub result: CodeRunResult,
+}
+
+/// What a run's command key stands for: its kind, its Bot and its program (not the Bot's
+/// tools or rules at the time, so a retry after a change still finds its run).
+fn run_digest(bot: BotId, code: &str) -> Vec<u8> {
+    let mut digest = Sha256::new();
+    digest.update(CODE_RUN.as_bytes());
+    digest.update([0]);
+    digest.update(bot.to_string().as_bytes());
+    digest.update([0]);
+    digest.update(code.as_bytes());
+    digest.finalize().to_vec()
 }
 
 /// Runs `run.code` against the tools of Bot `bot_id` with Code Mode's limits, with no model
-/// and no Turn: the caller needs the right to chat (`chats` write) and may use the Bot; each
-/// call is checked against the tool's schema and the approval rules (a call that would ask
-/// for approval is refused) and goes out through the outbound policy.
+/// and no Turn, as a `code_run` execution: the caller needs the right to chat (`chats` write)
+/// and may use the Bot; each call is checked against the tool's schema and the approval rules
+/// (a call that would ask for approval is refused), goes out through the outbound policy and
+/// is saved in the run's call log. With a command key, a retry answers the first run's
+/// execution and result and sends nothing again; another program or Bot under the same key
+/// is a conflict. Waits for the run's end up to its wall time plus a margin.
 pub async fn run_program(
+    engine: &Arc<Engine>,
     chats: &Chats,
-    approvals: &Approvals,
-    vaults: &Vaults,
     platform: &Platform,
     caller: &Caller,
     bot_id: BotId,
     run: CodeRun,
-) -> Result<CodeRunResult, CodeRunError> {
+) -> Result<CodeRunAnswer, CodeRunError> {
     caller
         .require(Resource::Chats, Action::Write)
         .map_err(|e| CodeRunError::Forbidden(e.to_string()))?;
-    let (bot, tools) = chats.bot_tools(caller, bot_id).await?;
-    let rules = approvals.organization_rules(caller).await?;
-    let id = ExecutionId::new();
-    let input = RunInput {
-        code: run.code,
-        tools: tools.iter().map(|t| t.definition.name.clone()).collect(),
-        seed: openbot_core::codemode::derive_seed(&id.to_string()),
-        now_ms: chrono::Utc::now().timestamp_millis(),
+    let digest = run_digest(bot_id, &run.code);
+    let store = &engine.context().store;
+    // A retry of a recorded run answers that run, before any other check can refuse it (a
+    // Bot since changed): nothing is submitted or sent again.
+    let existing = match run.command_key.as_deref() {
+        Some(key) => match store.command_key(&caller.scope(), key).await? {
+            Some(row) if row.input_digest != digest => {
+                return Err(CodeRunError::Conflict(key.into()));
+            }
+            Some(row) => Some(row.execution_id),
+            None => None,
+        },
+        None => None,
     };
-    let host = DirectTools {
-        tools,
-        rules,
-        bot: bot.id,
-        member: caller.member.member_id,
-        http: platform.tool_client(),
-        outbound: Arc::clone(platform.outbound()),
-        run: id,
-        vault: ToolVault {
-            opener: vaults.opener(),
-            organization: caller.member.organization_id,
-            member: caller.member.member_id,
-            bot: bot.id,
-        },
+    let id = match existing {
+        Some(id) => id,
+        None => {
+            let (bot, tools) = chats.bot_tools(caller, bot_id).await?;
+            let input = CodeRunInput {
+                bot_id: bot.id,
+                code: run.code,
+                tools,
+                identity: ExecutionIdentity::for_turn(caller, caller.member.member_id, bot.id),
+            };
+            let submission = Submission {
+                kind: CODE_RUN,
+                scope: caller.scope(),
+                command_key: run.command_key,
+                input: &input,
+                events: vec![EventKind::ToolCall {
+                    step: 1,
+                    call: input.call(),
+                }],
+                parent_id: None,
+                chat_id: None,
+                admission_gate: None,
+            };
+            engine.submit_as(submission, digest).await?.execution_id()
+        }
     };
-    let sandbox = Sandbox::shared().map_err(|e| CodeRunError::Sandbox(e.to_string()))?;
-    let outcome = sandbox
-        .run(input, platform.code_limits(), &host)
-        .await
-        .map_err(|e| CodeRunError::Sandbox(e.to_string()))?;
-    let console = outcome
-        .console
-        .iter()
-        .map(|l| CodeConsoleLine {
-            level: l.level.clone(),
-            text: l.text.clone(),
-        })
-        .collect();
-    Ok(match outcome.result {
-        Ok(value) => CodeRunResult {
-            ok: true,
-            value: Some(value),
-            error: None,
-            console,
-            tool_calls: outcome.tool_calls,
-        },
-        Err(e) => CodeRunResult {
-            ok: false,
-            value: None,
-            error: Some(RunError {
-                code: e.code(),
-                message: e.message(),
-            }),
-            console,
-            tool_calls: outcome.tool_calls,
-        },
+    let bound = Duration::from_millis(platform.code_limits().wall_ms) + WAIT_MARGIN;
+    wait_for(engine, id, bound).await
+}
+
+/// Waits up to `bound` for run `id` to end, then answers what it saved.
+async fn wait_for(
+    engine: &Arc<Engine>,
+    id: ExecutionId,
+    bound: Duration,
+) -> Result<CodeRunAnswer, CodeRunError> {
+    let row = engine.execution(id).await?;
+    // An ended run, or one that waits for a decision on a lost write, is answered at once.
+    if row.state.is_terminal() || row.state == ExecutionState::OutcomeUnknown {
+        return answer_of(engine, row).await;
+    }
+    // From the run's last event on: the stream ends after the execution's last event; a run
+    // that waits (a pause) keeps it open until the bound.
+    let mut events = engine.observe(id, row.last_sequence.max(0) as u64);
+    let waited = tokio::time::timeout(bound, async {
+        while let Some(event) = events.next().await {
+            // A lost write waits for a person's decision: answer now with the execution.
+            if matches!(event?.kind, EventKind::CallOutcomeUnknown { .. }) {
+                break;
+            }
+        }
+        Ok::<(), StoreError>(())
+    })
+    .await;
+    if let Ok(Err(err)) = waited {
+        return Err(err.into());
+    }
+    let row = engine.execution(id).await?;
+    answer_of(engine, row).await
+}
+
+fn unfinished(id: ExecutionId, code: &str, message: String) -> CodeRunResult {
+    CodeRunResult {
+        ok: false,
+        value: None,
+        error: Some(RunError {
+            code: code.into(),
+            message,
+        }),
+        console: Vec::new(),
+        tool_calls: 0,
+        execution_id: Some(id),
+    }
+}
+
+async fn answer_of(engine: &Arc<Engine>, row: ExecutionRow) -> Result<CodeRunAnswer, CodeRunError> {
+    let id = row.id;
+    let result = match row.state {
+        ExecutionState::Completed => {
+            let output = row.output_record.ok_or_else(|| {
+                StoreError::Invalid(format!("the completed code run {id} has no output"))
+            })?;
+            let mut result: CodeRunResult = engine
+                .context()
+                .open_json(output)
+                .await
+                .map_err(CodeRunError::from)?;
+            result.execution_id = Some(id);
+            result
+        }
+        ExecutionState::Failed => {
+            let category = row.failure_category.unwrap_or(ErrorCategory::Internal);
+            let error = row
+                .error_id
+                .map(|e| format!(", error {e}"))
+                .unwrap_or_default();
+            unfinished(
+                id,
+                "code_mode.run_failed",
+                format!(
+                    "the run failed ({}{error})",
+                    crate::store::category_name(category)
+                ),
+            )
+        }
+        ExecutionState::Cancelled => {
+            unfinished(id, "code_mode.cancelled", "the run was cancelled".into())
+        }
+        ExecutionState::Interrupted => unfinished(
+            id,
+            "code_mode.interrupted",
+            format!(
+                "the run was interrupted: {}",
+                row.reason.as_deref().unwrap_or("no reason saved")
+            ),
+        ),
+        ExecutionState::OutcomeUnknown => {
+            return Ok(CodeRunAnswer {
+                ended: false,
+                result: unfinished(
+                    id,
+                    "code_mode.outcome_unknown",
+                    format!(
+                        "a write of the program was maybe sent and its answer was lost: the run \
+                         waits for a decision (GET /v1/unknown-outcomes, POST \
+                         /v1/executions/{id}/outcome), then send the request again with the \
+                         same command key for its result"
+                    ),
+                ),
+            });
+        }
+        state => {
+            return Ok(CodeRunAnswer {
+                ended: false,
+                result: unfinished(
+                    id,
+                    "code_mode.running",
+                    format!(
+                        "the run has not ended yet (state `{}`): read its events at \
+                         /v1/executions/{id}/events, or send the request again with the same \
+                         command key for its result",
+                        state.as_str()
+                    ),
+                ),
+            });
+        }
+    };
+    Ok(CodeRunAnswer {
+        ended: true,
+        result,
     })
 }

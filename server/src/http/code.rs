@@ -22,15 +22,10 @@ async fn mapped(state: &AppState, err: CodeRunError) -> ApiError {
         CodeRunError::Forbidden(message) => {
             ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
         }
-        CodeRunError::Rules(err) => ApiError::invalid(err.to_string()),
-        CodeRunError::Sandbox(message) => {
-            tracing::warn!(%message, "the Code Mode sandbox failed");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::Unavailable,
-                "Code Mode is unavailable on this server",
-            )
+        CodeRunError::Conflict(key) => {
+            ApiError::conflict(format!("command key `{key}` was used for other input"))
         }
+        CodeRunError::Store(err) => ApiError::from_store(state, err, "code run").await,
     }
 }
 
@@ -38,16 +33,25 @@ async fn mapped(state: &AppState, err: CodeRunError) -> ApiError {
 /// `run_code` would, and returns its result. Only HTTP tools that are not background run;
 /// each call is checked against its schema and the approval rules (a call that would ask for
 /// approval is refused). Needs the right to chat with the Bot.
+///
+/// The run is an execution of its own (`execution_id` in the answer; its events show each
+/// call): its calls are saved in its call log, so a takeover or a restart never sends a saved
+/// call again nor repeats a write whose answer was lost (that run waits in `outcome_unknown`
+/// for a decision). A retry with the same `command_key` and program answers the same
+/// execution and its saved result and sends nothing again; the same key with another program
+/// or Bot is a 409 conflict. The answer waits for the run's end up to its wall time plus 10 s;
+/// a run that has not ended by then is answered `202` with `error.code` `code_mode.running`
+/// and its `execution_id` (a retry with the same key waits again).
 #[utoipa::path(post, path = "/v1/bots/{id}/code-runs", tag = "bots", request_body = CodeRun,
     params(("id" = String, Path, description = "The Bot's ID")),
-    responses((status = 200, body = CodeRunResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)),
+    responses((status = 200, body = CodeRunResult, description = "The run ended: its result"), (status = 202, body = CodeRunResult, description = "The run has not ended yet: `code_mode.running` and its execution"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn run_code(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(run): ApiJson<CodeRun>,
-) -> Result<Json<CodeRunResult>, ApiError> {
+) -> Result<(StatusCode, Json<CodeRunResult>), ApiError> {
     let id: BotId = id
         .parse()
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))?;
@@ -59,9 +63,8 @@ pub async fn run_code(
         return Err(ApiError::not_found("bot"));
     }
     match run_program(
+        &state.engine,
         &state.chats,
-        &state.approvals,
-        &state.vaults,
         &state.platform,
         &caller,
         id,
@@ -69,7 +72,14 @@ pub async fn run_code(
     )
     .await
     {
-        Ok(result) => Ok(Json(result)),
+        Ok(answer) => {
+            let status = if answer.ended {
+                StatusCode::OK
+            } else {
+                StatusCode::ACCEPTED
+            };
+            Ok((status, Json(answer.result)))
+        }
         Err(err) => Err(mapped(&state, err).await),
     }
 }

@@ -62,6 +62,7 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
     let kind = match row.kind.as_str() {
         crate::turns::TURN => ExecutionKind::Turn,
         crate::work::TOOL_JOB => ExecutionKind::ToolJob,
+        crate::codemode::CODE_RUN => ExecutionKind::CodeRun,
         other => {
             let cause = format!(
                 "execution {} has kind `{other}`, which has no public view",

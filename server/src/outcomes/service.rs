@@ -155,19 +155,24 @@ async fn code_call_of(
     tool: u32,
     call: u32,
 ) -> Result<ToolCall, OutcomeError> {
-    let model = cx
-        .store
-        .latest_call(row.id, key.step, CallSlot::Model)
-        .await?
-        .and_then(|call| call.result_record)
-        .ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "step {} of {} has no saved answer",
-                key.step, row.id
-            ))
-        })?;
-    let parent = answer_call(cx, row, key, model, tool).await?;
-    let prefix = format!("{}.{call}.", parent.id);
+    // A model-free code run has no model answer: its program is its one code call.
+    let parent = if row.kind == crate::codemode::CODE_RUN {
+        crate::codemode::CODE_CALL_ID.to_string()
+    } else {
+        let model = cx
+            .store
+            .latest_call(row.id, key.step, CallSlot::Model)
+            .await?
+            .and_then(|call| call.result_record)
+            .ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "step {} of {} has no saved answer",
+                    key.step, row.id
+                ))
+            })?;
+        answer_call(cx, row, key, model, tool).await?.id
+    };
+    let prefix = format!("{parent}.{call}.");
     let mut found = None;
     let mut after = 0;
     loop {
@@ -202,6 +207,7 @@ impl Outcomes {
         match row.kind.as_str() {
             TURN => Ok(ExecutionKind::Turn),
             TOOL_JOB => Ok(ExecutionKind::ToolJob),
+            crate::codemode::CODE_RUN => Ok(ExecutionKind::CodeRun),
             other => Err(StoreError::Invalid(format!(
                 "execution {} of kind `{other}` has no public view",
                 row.id

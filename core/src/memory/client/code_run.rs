@@ -166,6 +166,8 @@ impl MemoryClient {
                 error: None,
                 console,
                 tool_calls: outcome.tool_calls,
+                // In process: no execution to observe.
+                execution_id: None,
             },
             Err(e) => CodeRunResult {
                 ok: false,
@@ -176,6 +178,8 @@ impl MemoryClient {
                 }),
                 console,
                 tool_calls: outcome.tool_calls,
+                // In process: no execution to observe.
+                execution_id: None,
             },
         };
         ApiAnswer::of(&result)

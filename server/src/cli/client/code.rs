@@ -59,7 +59,15 @@ pub async fn run(args: CodeArgs) -> anyhow::Result<ExitCode> {
                 std::fs::read_to_string(&file)
                     .with_context(|| format!("cannot read {}", file.display()))?
             };
-            let result = client.run_code(&bot, &CodeRun { code }).await?;
+            let result = client
+                .run_code(
+                    &bot,
+                    &CodeRun {
+                        code,
+                        command_key: None,
+                    },
+                )
+                .await?;
             output.print(&result, text)?;
             Ok(if result.ok {
                 ExitCode::SUCCESS
