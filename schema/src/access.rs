@@ -32,6 +32,14 @@ pub enum Resource {
     /// Apps and their connections: read sees them, write adds, connects (OAuth sign-in
     /// included) and removes them.
     Apps,
+    /// The organization's members and invitations: read lists members, write invites and
+    /// removes them and lists and revokes invitations (with the owner or admin role, and only
+    /// from a token that holds every right and no Bot limit: what an invitation hands out is
+    /// never more than the token that made it holds).
+    Members,
+    /// Organizations: read lists the caller's, write creates one (with the owner or admin
+    /// role, from a token that holds every right and no Bot limit, as its first token has).
+    Organizations,
 }
 
 /// What a right allows on its resource.
@@ -70,6 +78,8 @@ impl Right {
             Resource::Billing,
             Resource::Vaults,
             Resource::Apps,
+            Resource::Members,
+            Resource::Organizations,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

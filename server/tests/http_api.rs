@@ -56,6 +56,8 @@ http_tests!(
     sends_racing_a_deletion_are_refused_or_cancelled_and_none_outlives_it,
     a_session_cookie_works_from_the_same_origin_only,
     long_lived_work_is_refused_to_a_browser_session,
+    a_narrowed_token_can_never_hand_out_a_membership_or_an_organization,
+    members_and_organizations_are_read_only_with_their_rights,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
@@ -1198,6 +1200,100 @@ async fn a_stale_bot_revision_is_a_conflict(server: Server) {
 }
 
 // ---- browser sessions ----
+
+/// An owner's token narrowed to a right or a Bot cannot invite (an admin would get an
+/// every-right token), remove members, manage invitations or create an organization (whose
+/// first token holds every right): a token never leads to more than it holds.
+async fn a_narrowed_token_can_never_hand_out_a_membership_or_an_organization(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let narrowed = [
+        server
+            .token_with(json!([{"resource": "bots", "action": "read"}]))
+            .await,
+        // Members write, but not every right: it may not hand out more than it holds.
+        server
+            .token_with(json!([{"resource": "members", "action": "write"}, {"resource": "organizations", "action": "write"}]))
+            .await,
+        server.bot_limited_token(&bot).await,
+    ];
+    let member = server.other_member_token().await;
+    let other_member: Value = server.items("/v1/members", &server.owner).await[1].clone();
+    for token in &narrowed {
+        let invite = server
+            .post("/v1/invitations", token)
+            .json(&json!({"email": "new@example.com", "role": "admin"}))
+            .send()
+            .await
+            .unwrap();
+        let organization = server
+            .post("/v1/organizations", token)
+            .json(&json!({"name": "Mine"}))
+            .send()
+            .await
+            .unwrap();
+        for refused in [invite, organization] {
+            assert_eq!(
+                error_code(refused).await,
+                (StatusCode::FORBIDDEN, "forbidden".into())
+            );
+        }
+    }
+    // Removing members and managing invitations: not with a right short of members write,
+    // nor limited to a Bot.
+    for token in [&narrowed[0], &narrowed[2]] {
+        let removed = server
+            .delete(
+                &format!("/v1/members/{}", other_member["id"].as_str().unwrap()),
+                token,
+            )
+            .send()
+            .await
+            .unwrap();
+        let listed = server.get("/v1/invitations", token).send().await.unwrap();
+        for refused in [removed, listed] {
+            assert_eq!(
+                error_code(refused).await,
+                (StatusCode::FORBIDDEN, "forbidden".into())
+            );
+        }
+    }
+    // Nothing was handed out or taken away.
+    assert!(
+        server
+            .items("/v1/invitations", &server.owner)
+            .await
+            .is_empty()
+    );
+    assert_eq!(server.items("/v1/members", &server.owner).await.len(), 2);
+    assert_eq!(
+        server.items("/v1/organizations", &server.owner).await.len(),
+        1
+    );
+    let still = server.get("/v1/bots", &member).send().await.unwrap();
+    assert_eq!(still.status(), StatusCode::OK, "the member is still there");
+}
+
+/// A token without the `members` or `organizations` read right lists neither (a zero-right
+/// token once listed every member's email).
+async fn members_and_organizations_are_read_only_with_their_rights(server: Server) {
+    let none = server
+        .token_with(json!([{"resource": "bots", "action": "read"}]))
+        .await;
+    for path in ["/v1/members", "/v1/organizations"] {
+        let refused = server.get(path, &none).send().await.unwrap();
+        assert_eq!(
+            error_code(refused).await,
+            (StatusCode::FORBIDDEN, "forbidden".into()),
+            "{path}"
+        );
+    }
+    let reader = server
+        .token_with(json!([{"resource": "members", "action": "read"}, {"resource": "organizations", "action": "read"}]))
+        .await;
+    assert_eq!(server.items("/v1/members", &reader).await.len(), 1);
+    assert_eq!(server.items("/v1/organizations", &reader).await.len(), 1);
+}
 
 /// A Trigger or a Channel acts through the credential that created it, for as long as it
 /// lives; a browser session ends after a day, so such work is refused to one, with a message

@@ -6,8 +6,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
-    AcceptInvitation, AcceptedInvitation, CreateInvitation, CreatedInvitation, ErrorBody,
-    Invitation, InvitationPage, Member, MemberPage, MemberRole, PageQuery,
+    AcceptInvitation, AcceptedInvitation, Action, CreateInvitation, CreatedInvitation, ErrorBody,
+    Invitation, InvitationPage, Member, MemberPage, MemberRole, PageQuery, Resource,
 };
 
 use super::AppState;
@@ -52,6 +52,21 @@ fn parse_id(id: &str) -> Result<uuid::Uuid, ApiError> {
     })
 }
 
+/// Managing members: the `members` write right, the owner or admin role, and a token not
+/// limited to some Bots (membership is the whole organization's).
+fn manage(caller: &Caller) -> Result<(), ApiError> {
+    caller.require(Resource::Members, Action::Write)?;
+    require_admin(caller, "manage members")?;
+    if caller.bot_ids.is_some() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            openbot_schema::ErrorCode::Forbidden,
+            "a token limited to some Bots does not manage members",
+        ));
+    }
+    Ok(())
+}
+
 /// The organization's members, oldest first. Paged: ask again with `next_cursor` until it
 /// is absent.
 #[utoipa::path(get, path = "/v1/members", tag = "organization", params(PageQuery),
@@ -62,6 +77,7 @@ pub async fn list_members(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<MemberPage>, ApiError> {
+    caller.require(Resource::Members, Action::Read)?;
     let paging = Paging::parse(&query)?;
     match state
         .identity
@@ -92,7 +108,7 @@ pub async fn remove_member(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_admin(&caller, "manage members")?;
+    manage(&caller)?;
     match state
         .identity
         .remove_member(caller.member.organization_id, parse_id(&id)?)
@@ -113,7 +129,9 @@ pub async fn create_invitation(
     caller: Caller,
     ApiJson(request): ApiJson<CreateInvitation>,
 ) -> Result<(StatusCode, Json<CreatedInvitation>), ApiError> {
-    require_admin(&caller, "manage members")?;
+    manage(&caller)?;
+    // An invitation hands out a whole membership with an every-right first token.
+    caller.require_unrestricted(Resource::Members)?;
     let role = match request.role {
         MemberRole::Member => Role::Member,
         MemberRole::Admin => Role::Admin,
@@ -161,7 +179,7 @@ pub async fn list_invitations(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<InvitationPage>, ApiError> {
-    require_admin(&caller, "manage members")?;
+    manage(&caller)?;
     let paging = Paging::parse(&query)?;
     match state
         .identity
@@ -186,7 +204,7 @@ pub async fn revoke_invitation(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_admin(&caller, "manage members")?;
+    manage(&caller)?;
     match state
         .identity
         .revoke_invitation(caller.member.organization_id, parse_id(&id)?)

@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::DateTime;
 use openbot_schema::{
-    CreateOrganization, CreatedOrganization, ErrorBody, Organization, OrganizationPage, PageQuery,
+    Action, CreateOrganization, CreatedOrganization, ErrorBody, Organization, OrganizationPage,
+    PageQuery, Resource,
 };
 
 use super::AppState;
@@ -36,6 +37,7 @@ pub async fn list_organizations(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<OrganizationPage>, ApiError> {
+    caller.require(Resource::Organizations, Action::Read)?;
     let paging = Paging::parse(&query)?;
     match state
         .identity
@@ -62,6 +64,8 @@ pub async fn create_organization(
     ApiJson(request): ApiJson<CreateOrganization>,
 ) -> Result<(StatusCode, Json<CreatedOrganization>), ApiError> {
     require_admin(&caller, "create organizations")?;
+    // A new organization's first token holds every right: only a token that holds as much.
+    caller.require_unrestricted(Resource::Organizations)?;
     let name = request.name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::invalid("name must have 1-200 characters"));

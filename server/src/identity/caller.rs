@@ -49,8 +49,26 @@ impl Caller {
                 Resource::Billing => "usage and billing",
                 Resource::Vaults => "vaults",
                 Resource::Apps => "apps",
+                Resource::Members => "members",
+                Resource::Organizations => "organizations",
             },
         })
+    }
+
+    /// Fails unless the token holds every right there is and no Bot limit, and the member is
+    /// an owner or admin: what hands out a whole membership or organization (an invitation,
+    /// a new organization's first token) may come only from a token that holds as much.
+    pub fn require_unrestricted(&self, resource: Resource) -> Result<(), AccessError> {
+        self.require(resource, Action::Write)?;
+        let holds_all = Right::all().iter().all(|right| self.rights.contains(right));
+        if holds_all && self.bot_ids.is_none() && self.is_admin() {
+            Ok(())
+        } else {
+            Err(AccessError {
+                action: "hand out",
+                resource: "a membership or an organization (it takes an owner's or admin's token with every right and no Bot limit)",
+            })
+        }
     }
 
     /// Whether the caller may manage everything of its organization.

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 27;
+pub const SCHEMA_VERSION: i64 = 28;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -155,6 +155,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 27,
         name: "memory_digests",
         sql: include_str!("../../../migrations/sqlite/0027_memory_digests.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "member_rights",
+        sql: include_str!("../../../migrations/sqlite/0028_member_rights.sql"),
     },
 ];
 
@@ -293,6 +298,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 27,
         name: "memory_digests",
         sql: include_str!("../../../migrations/postgres/0027_memory_digests.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "member_rights",
+        sql: include_str!("../../../migrations/postgres/0028_member_rights.sql"),
     },
 ];
 
