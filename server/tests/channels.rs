@@ -44,6 +44,7 @@ http_tests!(
     removal_refuses_input_at_once_and_ends_only_after_the_pending_send,
     bad_channels_are_refused,
     channels_are_listed_in_pages_and_only_to_their_creator,
+    a_token_limited_to_one_bot_reaches_only_that_bots_channels,
     the_cli_creates_lists_shows_and_removes_a_channel,
     concurrent_retries_of_one_event_give_one_input,
     input_is_refused_once_the_creator_token_is_revoked,
@@ -724,6 +725,54 @@ async fn bad_channels_are_refused(s: Server) {
         default.json::<Value>().await.unwrap()["api_base_url"],
         "https://api.telegram.org"
     );
+}
+
+/// A token limited to Bot A neither lists, reads, deletes nor reads the sends of Bot B's
+/// Channel, though the same member made both.
+async fn a_token_limited_to_one_bot_reaches_only_that_bots_channels(s: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let fake = FakePlatform::start(SLACK_TOKEN).await;
+    let a = bot(&s, &model).await;
+    let b = bot(&s, &model).await;
+    let mine = slack_channel(&s, &a, &fake).await["id"].clone();
+    let other = slack_channel(&s, &b, &fake).await["id"].clone();
+    let limited = s.bot_limited_token(&a).await;
+    let listed: Vec<Value> = s
+        .walk(&limited, "/v1/channels", 10)
+        .await
+        .into_iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert_eq!(listed, [mine.clone()]);
+    let other = other.as_str().unwrap();
+    for path in [
+        format!("/v1/channels/{other}"),
+        format!("/v1/channels/{other}/sends"),
+    ] {
+        let hidden = s.get(&path, &limited).send().await.unwrap();
+        assert_eq!(hidden.status(), StatusCode::NOT_FOUND, "{path}");
+    }
+    let delete = s
+        .delete(&format!("/v1/channels/{other}"), &limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), StatusCode::NOT_FOUND);
+    let still = s
+        .get(&format!("/v1/channels/{other}"), &s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.json::<Value>().await.unwrap()["status"], "active");
+    let own = s
+        .get(
+            &format!("/v1/channels/{}", mine.as_str().unwrap()),
+            &limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
 }
 
 async fn channels_are_listed_in_pages_and_only_to_their_creator(s: Server) {

@@ -34,6 +34,7 @@ http_tests!(
     a_schedule_and_its_timer_are_stored_together_or_not_at_all,
     bad_triggers_are_refused,
     triggers_are_listed_in_pages_and_only_to_their_creator,
+    a_token_limited_to_one_bot_reaches_only_that_bots_triggers,
     a_signed_webhook_delivery_reaches_the_chat_once,
     a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers,
     concurrent_deliveries_of_one_id_send_one_input,
@@ -441,6 +442,55 @@ async fn a_schedule_and_its_timer_are_stored_together_or_not_at_all(s: Server) {
         .await
         .unwrap();
     assert_eq!(row.kind, "trigger_schedule");
+}
+
+/// A token limited to Bot A neither lists, reads, pauses nor deletes the trigger of a Chat
+/// with Bot B, though the same member made both.
+async fn a_token_limited_to_one_bot_reaches_only_that_bots_triggers(s: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let a = s.bot(&s.owner, &model, false).await;
+    let b = s.bot(&s.owner, &model, false).await;
+    let chat_a = s.chat(&s.owner, &a).await;
+    let chat_b = s.chat(&s.owner, &b).await;
+    let mine = hourly(&s, &s.owner, &chat_a).await["id"].clone();
+    let other = hourly(&s, &s.owner, &chat_b).await["id"].clone();
+    let limited = s.bot_limited_token(&a).await;
+    let listed: Vec<Value> = s
+        .walk(&limited, "/v1/triggers", 10)
+        .await
+        .into_iter()
+        .map(|t| t["id"].clone())
+        .collect();
+    assert_eq!(listed, [mine.clone()]);
+    let other = other.as_str().unwrap();
+    let read = s
+        .get(&format!("/v1/triggers/{other}"), &limited)
+        .send()
+        .await
+        .unwrap();
+    let pause = s
+        .post(&format!("/v1/triggers/{other}/pause"), &limited)
+        .send()
+        .await
+        .unwrap();
+    let delete = s
+        .delete(&format!("/v1/triggers/{other}"), &limited)
+        .send()
+        .await
+        .unwrap();
+    for refused in [read, pause, delete] {
+        assert_eq!(refused.status(), StatusCode::NOT_FOUND);
+    }
+    assert_eq!(trigger(&s, other).await["state"], "active");
+    let own = s
+        .post(
+            &format!("/v1/triggers/{}/pause", mine.as_str().unwrap()),
+            &limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
 }
 
 async fn bad_triggers_are_refused(s: Server) {

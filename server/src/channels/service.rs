@@ -312,10 +312,19 @@ impl Channels {
         Ok(channel_view(&stored))
     }
 
-    /// One of the caller's Channels.
+    /// One of the caller's Channels, within its token's Bot limit: every read and change of
+    /// one goes through here.
     async fn own(&self, caller: &Caller, id: Uuid) -> Result<ChannelRow, ChannelError> {
         match self.channels.channel(id).await? {
-            Some(row) if caller.owns(row.organization_id, row.member_id) => Ok(row),
+            Some(row)
+                if caller.owns(row.organization_id, row.member_id)
+                    && caller
+                        .bot_ids
+                        .as_deref()
+                        .is_none_or(|bots| bots.contains(&row.bot_id)) =>
+            {
+                Ok(row)
+            }
             _ => Err(ChannelError::NotFound("channel")),
         }
     }
@@ -329,7 +338,12 @@ impl Channels {
         caller.require(Resource::Chats, Action::Read)?;
         let rows = self
             .channels
-            .channels_of(caller.member.member_id, paging.after, paging.fetch())
+            .channels_of(
+                caller.member.member_id,
+                caller.bot_ids.as_deref(),
+                paging.after,
+                paging.fetch(),
+            )
             .await?;
         Ok(paging.page(rows, |row| row.id, |row| channel_view(&row)))
     }

@@ -250,13 +250,16 @@ impl ChannelStore for Store {
     async fn channels_of(
         &self,
         member_id: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<ChannelRow>, StoreError> {
-        let rows = sqlx::query(concat!("SELECT ", channel_columns!(), " FROM channels WHERE member_id = $1 AND id > $2 ORDER BY id LIMIT $3"))
+        let rows = sqlx::query(concat!("SELECT ", channel_columns!(), " FROM channels WHERE member_id = $1 AND id > $2 AND ",
+                in_bot_limit!("bot_id", "$4"), " ORDER BY id LIMIT $3"))
             .bind(member_id)
             .bind(after.unwrap_or(crate::paging::FIRST_ID))
             .bind(limit)
+            .bind(crate::store::bot_limit_json(bot_ids)?)
             .fetch_all(self.reader())
             .await?;
         rows.iter().map(channel_row).collect()

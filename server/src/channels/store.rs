@@ -118,10 +118,12 @@ pub trait ChannelStore: Send + Sync + 'static {
     /// A Channel (also a removed one).
     async fn channel(&self, id: Uuid) -> Result<Option<ChannelRow>, StoreError>;
 
-    /// The member's Channels, oldest first, after `after`.
+    /// The member's Channels, oldest first, after `after`; with `bot_ids`, only those of
+    /// one of those Bots (in the query).
     async fn channels_of(
         &self,
         member_id: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<ChannelRow>, StoreError>;

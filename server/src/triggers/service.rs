@@ -273,12 +273,23 @@ impl Triggers {
         })
     }
 
-    /// One of the caller's triggers.
+    /// One of the caller's triggers, within its token's Bot limit (the Chat's Bot): every
+    /// read and change of one goes through here.
     async fn own(&self, caller: &Caller, id: Uuid) -> Result<TriggerRow, TriggerError> {
-        match self.triggers.trigger(id).await? {
-            Some(row) if caller.owns(row.organization_id, row.member_id) => Ok(row),
-            _ => Err(TriggerError::NotFound("trigger")),
+        let row = match self.triggers.trigger(id).await? {
+            Some(row) if caller.owns(row.organization_id, row.member_id) => row,
+            _ => return Err(TriggerError::NotFound("trigger")),
+        };
+        if let Some(bots) = caller.bot_ids.as_deref() {
+            let chat = self
+                .chat_store
+                .chat_of(caller.member.member_id, row.chat_id, Some(bots))
+                .await?;
+            if chat.is_none() {
+                return Err(TriggerError::NotFound("trigger"));
+            }
         }
+        Ok(row)
     }
 
     /// One page of the caller's triggers, oldest first.
@@ -290,7 +301,12 @@ impl Triggers {
         caller.require(Resource::Chats, Action::Read)?;
         let rows = self
             .triggers
-            .triggers_of(caller.member.member_id, paging.after, paging.fetch())
+            .triggers_of(
+                caller.member.member_id,
+                caller.bot_ids.as_deref(),
+                paging.after,
+                paging.fetch(),
+            )
             .await?;
         Ok(paging.page(rows, |row| row.id, |row| trigger_view(&row)))
     }

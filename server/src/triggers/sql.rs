@@ -176,14 +176,17 @@ impl TriggerStore for Store {
     async fn triggers_of(
         &self,
         member_id: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<TriggerRow>, StoreError> {
         let rows = sqlx::query(concat!("SELECT ", trigger_columns!(), " FROM triggers WHERE member_id = $1 AND deleted_at IS NULL AND id > $2 \
+             AND ($4 IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = triggers.chat_id AND ", in_bot_limit!("c.bot_id", "$4"), ")) \
              ORDER BY id LIMIT $3"))
         .bind(member_id)
         .bind(after.unwrap_or(crate::paging::FIRST_ID))
         .bind(limit)
+        .bind(crate::store::bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(trigger_row).collect()

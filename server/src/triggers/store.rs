@@ -83,10 +83,12 @@ pub trait TriggerStore: Send + Sync + 'static {
     /// A trigger that is not deleted.
     async fn trigger(&self, id: Uuid) -> Result<Option<TriggerRow>, StoreError>;
 
-    /// The member's triggers that are not deleted, oldest first, after `after`.
+    /// The member's triggers that are not deleted, oldest first, after `after`; with
+    /// `bot_ids`, only those whose Chat's Bot is one of them (in the query).
     async fn triggers_of(
         &self,
         member_id: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<TriggerRow>, StoreError>;
