@@ -3665,7 +3665,7 @@ export interface components {
          * @description A kind of resource a right covers.
          * @enum {string}
          */
-        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults" | "apps";
+        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults" | "apps" | "members" | "organizations";
         /** @description One right: an action on a kind of resource. Write does not imply read. */
         Right: {
             /** @description The action. */

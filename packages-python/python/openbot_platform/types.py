@@ -3496,6 +3496,8 @@ Resource: TypeAlias = Union[
     Literal["billing"],
     Literal["vaults"],
     Literal["apps"],
+    Literal["members"],
+    Literal["organizations"],
 ]
 
 
