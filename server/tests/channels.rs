@@ -743,7 +743,7 @@ async fn a_token_limited_to_one_bot_reaches_only_that_bots_channels(s: Server) {
         .into_iter()
         .map(|c| c["id"].clone())
         .collect();
-    assert_eq!(listed, [mine.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&mine));
     let other = other.as_str().unwrap();
     for path in [
         format!("/v1/channels/{other}"),

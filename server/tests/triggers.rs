@@ -461,7 +461,7 @@ async fn a_token_limited_to_one_bot_reaches_only_that_bots_triggers(s: Server) {
         .into_iter()
         .map(|t| t["id"].clone())
         .collect();
-    assert_eq!(listed, [mine.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&mine));
     let other = other.as_str().unwrap();
     let read = s
         .get(&format!("/v1/triggers/{other}"), &limited)
