@@ -58,6 +58,7 @@ http_tests!(
     long_lived_work_is_refused_to_a_browser_session,
     a_narrowed_token_can_never_hand_out_a_membership_or_an_organization,
     members_and_organizations_are_read_only_with_their_rights,
+    a_token_limited_to_one_bot_changes_no_setting_of_the_whole_organization,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
@@ -1272,6 +1273,84 @@ async fn a_narrowed_token_can_never_hand_out_a_membership_or_an_organization(ser
     );
     let still = server.get("/v1/bots", &member).send().await.unwrap();
     assert_eq!(still.status(), StatusCode::OK, "the member is still there");
+}
+
+/// An owner's token limited to Bot A sets no limit, no memory setting and no approval rule
+/// that reaches other Bots; a rule for Bot A itself it may add and remove.
+async fn a_token_limited_to_one_bot_changes_no_setting_of_the_whole_organization(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let a = server.bot(&server.owner, &model, false).await;
+    let b = server.bot(&server.owner, &model, false).await;
+    let limited = server.bot_limited_token(&a).await;
+    let set = put_limit(
+        &server,
+        &limited,
+        "organization",
+        json!({"max_concurrent": 1}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let owner_set = put_limit(
+        &server,
+        &server.owner,
+        "memory",
+        json!({"max_concurrent": 2}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(owner_set.status(), StatusCode::OK);
+    let deleted = server
+        .delete("/v1/limits/memory", &limited)
+        .send()
+        .await
+        .unwrap();
+    let memory = server
+        .http
+        .put(format!("{}/v1/memory-settings", server.base))
+        .bearer_auth(&limited)
+        .json(&json!({"helper_model": "openai:gpt-4o-mini"}))
+        .send()
+        .await
+        .unwrap();
+    let rule = |bot: Option<&Value>| {
+        let mut body = json!({"tool": "write", "action": "ask"});
+        if let Some(bot) = bot {
+            body["bot_id"] = bot["id"].clone();
+        }
+        server
+            .post("/v1/approval-rules", &limited)
+            .json(&body)
+            .send()
+    };
+    let everyone = rule(None).await.unwrap();
+    let other_bot = rule(Some(&b)).await.unwrap();
+    for refused in [set, deleted, memory, everyone, other_bot] {
+        assert_eq!(
+            error_code(refused).await,
+            (StatusCode::FORBIDDEN, "forbidden".into())
+        );
+    }
+    assert_eq!(server.items("/v1/limits", &server.owner).await.len(), 1);
+    assert!(
+        server
+            .items("/v1/approval-rules", &server.owner)
+            .await
+            .is_empty()
+    );
+    let own = rule(Some(&a)).await.unwrap();
+    assert_eq!(own.status(), StatusCode::CREATED);
+    let own: Value = own.json().await.unwrap();
+    let removed = server
+        .delete(
+            &format!("/v1/approval-rules/{}", own["id"].as_str().unwrap()),
+            &limited,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
 }
 
 /// A token without the `members` or `organizations` read right lists neither (a zero-right

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use chrono::DateTime;
 use openbot_schema::{
     Action, ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState,
-    CreateApprovalRule, DecideApproval, Decision, Resource, ToolCall,
+    BotId, CreateApprovalRule, DecideApproval, Decision, Resource, ToolCall,
 };
 use uuid::Uuid;
 
@@ -136,6 +136,7 @@ impl Approvals {
         rule: CreateApprovalRule,
     ) -> Result<ApprovalRule, ApprovalError> {
         caller.require(Resource::Chats, Action::Write)?;
+        within_bot_limit(caller, rule.bot_id)?;
         let own = rule.member_id == Some(caller.member.member_id) && rule.bot_id.is_none();
         if !own && !caller.is_admin() {
             return Err(ApprovalError::Forbidden(
@@ -199,6 +200,7 @@ impl Approvals {
             .rule(organization, id)
             .await?
             .ok_or(ApprovalError::NotFound("rule"))?;
+        within_bot_limit(caller, rule.bot_id)?;
         let own = rule.member_id == Some(caller.member.member_id) && rule.bot_id.is_none();
         if !own && !caller.is_admin() {
             return Err(ApprovalError::Forbidden(
@@ -359,5 +361,17 @@ impl Approvals {
             ));
         }
         Ok(request_view(written)?)
+    }
+}
+
+/// A token limited to some Bots adds and removes only rules for one of its Bots: any other
+/// rule reaches Bots beyond its limit.
+fn within_bot_limit(caller: &Caller, bot: Option<BotId>) -> Result<(), ApprovalError> {
+    match (caller.bot_ids.as_deref(), bot) {
+        (None, _) => Ok(()),
+        (Some(bots), Some(bot)) if bots.contains(&bot) => Ok(()),
+        (Some(_), _) => Err(ApprovalError::Forbidden(
+            "a token limited to some Bots changes only rules for one of its Bots".into(),
+        )),
     }
 }

@@ -70,7 +70,7 @@ fn manage(caller: &Caller) -> Result<(), ApiError> {
 /// The organization's members, oldest first. Paged: ask again with `next_cursor` until it
 /// is absent.
 #[utoipa::path(get, path = "/v1/members", tag = "organization", params(PageQuery),
-    responses((status = 200, body = MemberPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = MemberPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_members(
     State(state): State<AppState>,

@@ -214,6 +214,7 @@ pub async fn put_memory_settings(
     ApiJson(settings): ApiJson<MemorySettings>,
 ) -> Result<Json<MemorySettings>, ApiError> {
     caller.require(Resource::Models, Action::Write)?;
+    caller.require_whole_organization()?;
     require_admin(&caller, "change memory settings")?;
     for spec in settings
         .embeddings_model

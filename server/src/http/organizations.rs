@@ -30,7 +30,7 @@ fn view(row: OrganizationRow) -> Organization {
 /// The organizations the caller's account belongs to, oldest first. Paged: ask again with
 /// `next_cursor` until it is absent.
 #[utoipa::path(get, path = "/v1/organizations", tag = "organization", params(PageQuery),
-    responses((status = 200, body = OrganizationPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = OrganizationPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn list_organizations(
     State(state): State<AppState>,

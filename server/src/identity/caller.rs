@@ -71,6 +71,19 @@ impl Caller {
         }
     }
 
+    /// Fails for a token limited to some Bots: a setting of the whole organization (limits,
+    /// memory settings, an approval rule not for one of its Bots) reaches every Bot, more
+    /// than such a token holds.
+    pub fn require_whole_organization(&self) -> Result<(), AccessError> {
+        match self.bot_ids {
+            None => Ok(()),
+            Some(_) => Err(AccessError {
+                action: "change",
+                resource: "settings of the whole organization (it is limited to some Bots)",
+            }),
+        }
+    }
+
     /// Whether the caller may manage everything of its organization.
     pub fn is_admin(&self) -> bool {
         matches!(self.member.role, Role::Owner | Role::Admin)

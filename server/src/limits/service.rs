@@ -342,6 +342,7 @@ impl LimitsAdmin {
         request: &PutScopeLimit,
     ) -> Result<ScopeLimit, LimitsError> {
         caller.require(Resource::Models, Action::Write)?;
+        caller.require_whole_organization()?;
         if !caller.is_admin() {
             return Err(LimitsError::NotAdmin);
         }
@@ -357,6 +358,7 @@ impl LimitsAdmin {
     /// Removes the limit of `scope` and its permits: calls of the scope are no longer limited.
     pub async fn delete(&self, caller: &Caller, scope: &str) -> Result<(), LimitsError> {
         caller.require(Resource::Models, Action::Write)?;
+        caller.require_whole_organization()?;
         if !caller.is_admin() {
             return Err(LimitsError::NotAdmin);
         }
