@@ -165,6 +165,11 @@ export type ErrorBody = Schemas['ErrorBody'];
 /** Names one sealed failure record; the only thing about a fault that is made public. */
 export type ErrorId = Schemas['ErrorId'];
 /**
+ * A sealed error record, opened for the platform operator (`GET /v1/admin/errors/{id}`): the full
+ * cause an error answer or a failed execution keeps behind its error ID.
+ */
+export type ErrorRecord = Schemas['ErrorRecord'];
+/**
  * One event of an execution. Sequences start at 1 and have no gaps, so a reader that saw sequence
  * `n` resumes with `observe(execution, n)` and misses nothing.
  */
@@ -419,6 +424,7 @@ export interface OperationInfo {
 
 /** Every operation's `operationId`. */
 export type OperationId =
+  | 'get_error'
   | 'get_oauth'
   | 'delete_oauth'
   | 'authorize_oauth'
@@ -548,6 +554,7 @@ export type OperationId =
 
 /** Every operation of the API by its `operationId`. */
 export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
+  get_error: { id: 'get_error', sdkMethod: 'getError', method: 'GET', path: '/v1/admin/errors/{id}', tag: 'admin', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   get_oauth: { id: 'get_oauth', sdkMethod: 'getOauth', method: 'GET', path: '/v1/app-connections/{connection_id}/oauth', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_oauth: { id: 'delete_oauth', sdkMethod: 'deleteOauth', method: 'DELETE', path: '/v1/app-connections/{connection_id}/oauth', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   authorize_oauth: { id: 'authorize_oauth', sdkMethod: 'authorizeOauth', method: 'POST', path: '/v1/app-connections/{connection_id}/oauth/authorize', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
@@ -677,6 +684,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
 
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
 export interface OperationTypes {
+  get_error: { params: { id: string }; body: undefined; answer: ErrorRecord };
   get_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthConnection };
   delete_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthRemoval };
   authorize_oauth: { params: { connection_id: string }; body: BeginOAuth; answer: OAuthAuthorization };
@@ -817,6 +825,17 @@ export abstract class Operations {
   protected abstract toBot(info: Schemas['Bot']): Bot;
   /** @internal The Chat handle of its stored data. */
   protected abstract toChat(info: Schemas['Chat']): Chat;
+
+  /**
+   * Reads a sealed error record: the error ID, its category, when it happened, the execution that
+   * failed with it (if any) and the full cause, opened. Only for the platform operator, with an
+   * operator token; every read (found or not) is written to the operator audit first. `GET
+   * /v1/admin/errors/{id}` (operation `get_error`).
+   */
+  async getError(id: string): Promise<ErrorRecord> {
+    checkString('getError', 'id', id);
+    return (await this.invoke('get_error', { id }, undefined)) as ErrorRecord;
+  }
 
   /**
    * The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`. `GET

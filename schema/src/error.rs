@@ -99,3 +99,22 @@ pub struct ErrorBody {
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub error_id: Option<ErrorId>,
 }
+
+/// A sealed error record, opened for the platform operator (`GET /v1/admin/errors/{id}`):
+/// the full cause an error answer or a failed execution keeps behind its error ID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+pub struct ErrorRecord {
+    /// The error ID the answer or the `failed` event gave.
+    pub error_id: ErrorId,
+    /// The fault's category.
+    pub category: ErrorCategory,
+    /// When the fault happened.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The execution that failed with it, for an execution's failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default))]
+    pub execution_id: Option<crate::ids::ExecutionId>,
+    /// The full cause, opened from its sealed record.
+    pub cause: String,
+}

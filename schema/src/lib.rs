@@ -67,7 +67,7 @@ pub use channel::{
 };
 pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput, SendReceipt};
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};
-pub use error::{ErrorBody, ErrorCategory, ErrorCode};
+pub use error::{ErrorBody, ErrorCategory, ErrorCode, ErrorRecord};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
 #[cfg(feature = "uniffi")]

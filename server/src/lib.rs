@@ -17,6 +17,7 @@ pub mod limits;
 pub mod memories;
 pub mod models;
 pub mod node;
+pub mod operator;
 pub mod outcomes;
 pub mod paging;
 pub mod platform;

@@ -120,6 +120,8 @@ pub struct Database {
     pub apps: Arc<dyn crate::apps::AppStore>,
     /// OAuth for App connections: connections, browser steps, grants, the grant-use table.
     pub oauth: Arc<dyn crate::apps::oauth::OAuthStore>,
+    /// Operator tokens, error records as the operator reads them, and the operator audit.
+    pub operator: Arc<dyn crate::operator::OperatorStore>,
 }
 
 impl Database {
@@ -143,7 +145,8 @@ impl Database {
             + crate::reminders::ReminderStore
             + crate::channels::ChannelStore
             + crate::apps::AppStore
-            + crate::apps::oauth::OAuthStore,
+            + crate::apps::oauth::OAuthStore
+            + crate::operator::OperatorStore,
     {
         Self {
             store: store.clone(),
@@ -163,6 +166,7 @@ impl Database {
             channels: store.clone(),
             apps: store.clone(),
             oauth: store.clone(),
+            operator: store.clone(),
             files: store,
             objects: None,
         }

@@ -1089,3 +1089,183 @@ fn a_program_runs_against_a_bots_tools_through_openbot_code_run() {
     assert!(!failed.status.success());
     assert!(String::from_utf8_lossy(&failed.stdout).contains("code_mode.fuel_exhausted"));
 }
+
+/// GET `path` on `served` with `token`: the status and the JSON body.
+fn http_get(served: &Served, path: &str, token: &str) -> (u16, Value) {
+    let url = format!("{}{path}", served.base);
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let response = reqwest::Client::new()
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+/// POST `body` to `path` on `served` with `token`: the status and the JSON body.
+fn http_post(served: &Served, path: &str, token: &str, body: Value) -> (u16, Value) {
+    let url = format!("{}{path}", served.base);
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let response = reqwest::Client::new()
+            .post(url)
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+#[test]
+fn only_the_operator_reads_an_error_records_cause_and_each_read_is_audited() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    // A Turn whose model refuses the request: it fails with a sealed cause and an error ID.
+    let script = cli.script.path().join("refuse.json");
+    std::fs::write(&script, r#"[{"error": "invalid_request"}]"#).unwrap();
+    let model = format!("scripted:{}", script.display());
+    let bot = cli.ok(&["bots", "create", "--name", "Refused", "--model", &model]);
+    let chat = cli.ok(&["chats", "create", "--bot", bot.trim()]);
+    let sent = cli.run(&["chats", "send", chat.trim(), "Hi", "--json"]);
+    let events: Vec<Value> = String::from_utf8_lossy(&sent.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let failed = events
+        .iter()
+        .find(|e| e["type"] == "failed")
+        .unwrap_or_else(|| panic!("a failed event: {events:?}"));
+    let error_id = failed["error_id"].as_str().unwrap().to_string();
+    let path = format!("/v1/admin/errors/{error_id}");
+
+    // The organization's owner is no operator, and neither is a member.
+    let (status, body) = http_get(&served, &path, &served.token);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.get("cause").is_none());
+    let (status, invited) = http_post(
+        &served,
+        "/v1/invitations",
+        &served.token,
+        serde_json::json!({"email": "member@example.com", "role": "member"}),
+    );
+    assert_eq!(status, 201, "{invited}");
+    let (status, accepted) = http_post(
+        &served,
+        "/v1/invitations/accept",
+        "",
+        serde_json::json!({"secret": invited["secret"]}),
+    );
+    assert_eq!(status, 201, "{accepted}");
+    let member = accepted["token_secret"].as_str().unwrap();
+    let (status, body) = http_get(&served, &path, member);
+    assert_eq!(status, 403, "{body}");
+    let (status, _) = http_get(&served, &path, "ob_not_a_token");
+    assert_eq!(status, 401);
+
+    // The operator's token reads the record, opened.
+    let data_dir = served.data_dir().display().to_string();
+    let operator = cli.ok(&[
+        "admin",
+        "--data-dir",
+        &data_dir,
+        "operator-token",
+        "create",
+        "--name",
+        "oncall",
+    ]);
+    let operator = operator.trim();
+    let (status, record) = http_get(&served, &path, operator);
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["error_id"], error_id.as_str());
+    assert_eq!(record["category"], failed["category"]);
+    assert!(record["created_at"].is_string());
+    assert!(
+        record["cause"].as_str().unwrap().contains("scripted"),
+        "{record}"
+    );
+    assert_eq!(record["execution_id"], failed["execution_id"]);
+    // An operator token is no member's token: member routes do not take it.
+    let (status, _) = http_get(&served, "/v1/bots", operator);
+    assert_eq!(status, 401);
+    let unknown = format!("/v1/admin/errors/{}", uuid::Uuid::now_v7());
+    assert_eq!(http_get(&served, &unknown, operator).0, 404);
+
+    // On the database's machine: `openbot admin errors show`, as text and as JSON.
+    let shown = cli.ok(&[
+        "admin",
+        "--data-dir",
+        &data_dir,
+        "errors",
+        "show",
+        &error_id,
+    ]);
+    assert!(
+        shown.contains(&error_id) && shown.contains("scripted"),
+        "{shown}"
+    );
+    let shown: Value = serde_json::from_str(&cli.ok(&[
+        "admin",
+        "--data-dir",
+        &data_dir,
+        "errors",
+        "show",
+        &error_id,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(shown, record);
+    // Or through the server, with the operator token (a member's token is refused).
+    let remote: Value = serde_json::from_str(&cli.ok(&[
+        "admin",
+        "errors",
+        "show",
+        &error_id,
+        "--json",
+        "--server",
+        &served.base,
+        "--operator-token",
+        operator,
+    ]))
+    .unwrap();
+    assert_eq!(remote, record);
+    let refused = cli.run(&[
+        "admin",
+        "errors",
+        "show",
+        &error_id,
+        "--server",
+        &served.base,
+        "--operator-token",
+        &served.token,
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("forbidden"));
+
+    // Every read is in the operator audit: who read which error ID.
+    let audit = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let path = openbot_server::node::sqlite_path(served.data_dir());
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let rows: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT actor, action, subject FROM operator_audit WHERE subject = $1 ORDER BY at, id",
+        )
+        .bind(&error_id)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        rows
+    });
+    let actors: Vec<&str> = audit.iter().map(|(actor, _, _)| actor.as_str()).collect();
+    assert_eq!(audit.len(), 4, "{audit:?}");
+    assert_eq!(actors[0], "token:oncall");
+    assert!(actors[1].starts_with("local:") && actors[2].starts_with("local:"));
+    assert_eq!(actors[3], "token:oncall");
+    assert!(audit.iter().all(|(_, action, _)| action == "error.read"));
+}

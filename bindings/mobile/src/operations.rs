@@ -16,6 +16,17 @@ use crate::error::{OpenBotError, from_core};
 
 #[uniffi::export]
 impl Client {
+    /// Reads a sealed error record: the error ID, its category, when it happened, the execution
+    /// that failed with it (if any) and the full cause, opened. Only for the platform operator,
+    /// with an operator token; every read (found or not) is written to the operator audit first.
+    /// (`GET /v1/admin/errors/{id}`, operation `get_error`)
+    pub async fn get_error(&self, id: String) -> Result<schema::ErrorRecord, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("get_error", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
     /// (`GET /v1/app-connections/{connection_id}/oauth`, operation `get_oauth`)
     pub async fn get_oauth(

@@ -16,10 +16,10 @@ use openbot_schema::{
     CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
     CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
     CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
-    FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage,
-    LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult,
-    MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage, NewApp,
-    NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
+    ErrorRecord, FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation,
+    InvitationPage, LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch,
+    MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage,
+    NewApp, NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
     Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
     PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
     PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, Speaker,
@@ -33,6 +33,18 @@ use crate::error::Error;
 
 /// Every operation of the HTTP API, as schema/openapi.json declares it.
 pub const OPERATIONS: &[Operation] = &[
+    Operation {
+        id: "get_error",
+        method: "GET",
+        path: "/v1/admin/errors/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
     Operation {
         id: "get_oauth",
         method: "GET",
@@ -1558,6 +1570,16 @@ pub const OPERATIONS: &[Operation] = &[
 /// A typed method for each operation the [`Client`] trait does not declare by hand.
 #[async_trait]
 pub trait Operations: Client {
+    /// Reads a sealed error record: the error ID, its category, when it happened, the execution
+    /// that failed with it (if any) and the full cause, opened. Only for the platform operator,
+    /// with an operator token; every read (found or not) is written to the operator audit first.
+    async fn get_error(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<ErrorRecord, Error> {
+        const OP: &str = "get_error";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
     /// The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
     async fn get_oauth(
         &self,

@@ -195,6 +195,7 @@ __all__ += [
     "ErrorCategory",
     "ErrorCode",
     "ErrorId",
+    "ErrorRecord",
     "Event",
     "EventKind",
     "EventPage",

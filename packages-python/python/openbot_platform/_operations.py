@@ -53,6 +53,7 @@ from .types import (
     Decision,
     DelegateTool,
     DelegateToolPage,
+    ErrorRecord,
     Execution,
     FileRetention,
     Health,
@@ -116,6 +117,7 @@ __all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]
 
 #: Each operation's method (in both clients), by operationId.
 OPERATIONS: dict[str, str] = {
+    "get_error": "get_error",
     "get_oauth": "get_oauth",
     "delete_oauth": "delete_oauth",
     "authorize_oauth": "authorize_oauth",
@@ -245,6 +247,7 @@ OPERATIONS: dict[str, str] = {
 
 #: The operation of each generated method (a paged list has its `_page` too).
 METHODS: dict[str, str] = {
+    "get_error": "get_error",
     "get_oauth": "get_oauth",
     "delete_oauth": "delete_oauth",
     "authorize_oauth": "authorize_oauth",
@@ -403,6 +406,17 @@ METHODS: dict[str, str] = {
 
 class AsyncOperations(AsyncCaller):
     """Every API operation as a method of the async client."""
+
+    # -- admin
+
+    async def get_error(self, id: Ref) -> ErrorRecord:
+        """Reads a sealed error record: the error ID, its category, when it happened, the
+        execution that failed with it (if any) and the full cause, opened. Only for the
+        platform operator, with an operator token; every read (found or not) is written to
+        the operator audit first. ``GET /v1/admin/errors/{id}``.
+        """
+        answer = await self._call_op("get_error", {"id": _ref(id)})
+        return ErrorRecord.from_dict(answer)
 
     # -- approvals
 
@@ -2292,6 +2306,17 @@ class AsyncOperations(AsyncCaller):
 
 class SyncOperations(SyncCaller):
     """Every API operation as a method of the blocking client."""
+
+    # -- admin
+
+    def get_error(self, id: Ref) -> ErrorRecord:
+        """Reads a sealed error record: the error ID, its category, when it happened, the
+        execution that failed with it (if any) and the full cause, opened. Only for the
+        platform operator, with an operator token; every read (found or not) is written to
+        the operator audit first. ``GET /v1/admin/errors/{id}``.
+        """
+        answer = self._call_op("get_error", {"id": _ref(id)})
+        return ErrorRecord.from_dict(answer)
 
     # -- approvals
 

@@ -107,6 +107,7 @@ __all__ = [
     "ErrorCategory",
     "ErrorCode",
     "ErrorId",
+    "ErrorRecord",
     "Event",
     "EventKind",
     "EventPage",
@@ -1960,6 +1961,38 @@ ErrorCode: TypeAlias = Union[
 
 #: Names one sealed failure record; the only thing about a fault that is made public.
 ErrorId: TypeAlias = str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorRecord:
+    """A sealed error record, opened for the platform operator (`GET /v1/admin/errors/{id}`):
+    the full cause an error answer or a failed execution keeps behind its error ID.
+    """
+    #: The fault's category.
+    category: ErrorCategory
+    #: The full cause, opened from its sealed record.
+    cause: str
+    #: When the fault happened.
+    created_at: datetime
+    #: The error ID the answer or the `failed` event gave.
+    error_id: ErrorId
+    #: The execution that failed with it, for an execution's failure.
+    execution_id: ExecutionId | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ErrorRecord:
+        """A ErrorRecord from its JSON form."""
+        return cls(
+            category=data["category"],
+            cause=data["cause"],
+            created_at=_time(data["created_at"]),
+            error_id=data["error_id"],
+            execution_id=data.get("execution_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
 
 
 #: The `type` of every Event, in the schema's order.

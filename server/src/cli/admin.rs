@@ -5,9 +5,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use futures::StreamExt;
-use openbot_schema::ExecutionId;
+use openbot_schema::{ErrorId, ExecutionId};
 use openbot_server::engine::Engine;
 use openbot_server::identity::{NewToken, Right, new_secret, secret_hash};
+use openbot_server::operator::{OperatorActor, read_error};
+use openbot_server::store::category_name;
 
 use super::node_args::NodeArgs;
 
@@ -39,6 +41,52 @@ enum AdminCommand {
     Credits {
         #[command(subcommand)]
         command: CreditsCommand,
+    },
+    /// Error records: the sealed cause behind an error ID (each read is audited).
+    Errors {
+        #[command(subcommand)]
+        command: ErrorsCommand,
+    },
+    /// Operator tokens: the platform operator's credential for `/v1/admin/...` (no member's).
+    OperatorToken {
+        #[command(subcommand)]
+        command: OperatorTokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ErrorsCommand {
+    /// Opens an error record: its category, time, execution (if any) and full cause. The read
+    /// is written to the operator audit (as `local:<account>`) before the cause is opened.
+    Show {
+        /// The error ID an answer (`openbot-error-id`) or a `failed` event gave.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Read it through this server's `GET /v1/admin/errors/{id}` instead of the database
+        /// (with an operator token: --operator-token or OPENBOT_OPERATOR_TOKEN).
+        #[arg(long)]
+        server: Option<String>,
+        /// The operator token, with --server.
+        #[arg(
+            long,
+            env = "OPENBOT_OPERATOR_TOKEN",
+            hide_env_values = true,
+            requires = "server"
+        )]
+        operator_token: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum OperatorTokenCommand {
+    /// Creates an operator token and prints its secret (shown only once). It works only on
+    /// `/v1/admin/...` routes, and no member's token works there.
+    Create {
+        /// A name for the token, kept in the audit of what it reads.
+        #[arg(long, default_value = "operator")]
+        name: String,
     },
 }
 
@@ -125,6 +173,63 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        AdminCommand::Errors {
+            command:
+                ErrorsCommand::Show {
+                    id,
+                    json,
+                    server,
+                    operator_token,
+                },
+        } => {
+            let id: ErrorId = id.parse()?;
+            let record = match server {
+                Some(server) => {
+                    use openbot_core::Operations;
+                    let options = openbot_core::ConnectOptions {
+                        token: operator_token,
+                        ..openbot_core::ConnectOptions::default()
+                    };
+                    openbot_core::RemoteClient::new(&server, options)?
+                        .get_error(&id)
+                        .await?
+                }
+                None => {
+                    let config = args.node.config()?;
+                    let database = openbot_server::node::open_database(&config).await?;
+                    let keys = openbot_server::node::key_ring(&config)?;
+                    let actor = OperatorActor::Local(local_account());
+                    read_error(database.operator.as_ref(), &keys, id, &actor)
+                        .await?
+                        .ok_or_else(|| anyhow::anyhow!("no error record has the ID {id}"))?
+                }
+            };
+            if json {
+                println!("{}", serde_json::to_string(&record)?);
+            } else {
+                println!("error     {}", record.error_id);
+                println!("category  {}", category_name(record.category));
+                println!("time      {}", record.created_at.to_rfc3339());
+                if let Some(execution) = record.execution_id {
+                    println!("execution {execution}");
+                }
+                println!("cause     {}", record.cause);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::OperatorToken {
+            command: OperatorTokenCommand::Create { name },
+        } => {
+            let config = args.node.config()?;
+            let database = openbot_server::node::open_database(&config).await?;
+            let secret = new_secret();
+            database
+                .operator
+                .create_operator_token(uuid::Uuid::now_v7(), &name, &secret_hash(&secret))
+                .await?;
+            println!("{secret}");
+            Ok(ExitCode::SUCCESS)
+        }
         AdminCommand::Events { execution, after } => {
             let id: ExecutionId = execution.parse()?;
             let config = args.node.config()?;
@@ -142,4 +247,23 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The account that runs this command, for the operator audit: `USER@host` when known.
+fn local_account() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "unknown".to_string());
+    match hostname() {
+        Some(host) => format!("{user}@{host}"),
+        None => user,
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
 }

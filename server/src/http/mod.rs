@@ -2,6 +2,7 @@
 //! (utoipa), so the two cannot drift. Handlers translate HTTP to the use cases and map
 //! their errors at this one boundary.
 
+mod admin;
 mod app_oauth;
 mod approvals;
 mod apps;
@@ -103,6 +104,8 @@ pub struct Shared {
     pub apps: crate::apps::Apps,
     /// OAuth sign-in of App connections.
     pub oauth: crate::apps::oauth::OAuth,
+    /// The platform operator's tokens, its reads of error records and their audit.
+    pub operator: Arc<dyn crate::operator::OperatorStore>,
 }
 
 impl AppState {
@@ -211,6 +214,7 @@ impl AppState {
             files,
             approvals,
             identity: Arc::clone(&database.identity),
+            operator: Arc::clone(&database.operator),
             bots: Arc::clone(&database.bots),
             models: Arc::clone(&database.models),
             budgets: Arc::clone(&database.budgets),
@@ -274,6 +278,7 @@ impl utoipa::Modify for BearerAuth {
 pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::health))
+        .routes(routes!(admin::get_error))
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(sessions::create_session, sessions::end_session))

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 28;
+pub const SCHEMA_VERSION: i64 = 29;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -160,6 +160,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 28,
         name: "member_rights",
         sql: include_str!("../../../migrations/sqlite/0028_member_rights.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "operator",
+        sql: include_str!("../../../migrations/sqlite/0029_operator.sql"),
     },
 ];
 
@@ -303,6 +308,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 28,
         name: "member_rights",
         sql: include_str!("../../../migrations/postgres/0028_member_rights.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "operator",
+        sql: include_str!("../../../migrations/postgres/0029_operator.sql"),
     },
 ];
 

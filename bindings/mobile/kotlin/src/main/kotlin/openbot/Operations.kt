@@ -7,6 +7,7 @@ import kotlinx.coroutines.flow.Flow
 
 /** Every operation of the HTTP API, by its `operationId`, and the `Client` method for it. */
 val OPERATION_METHODS: Map<String, String> = linkedMapOf(
+    "get_error" to "getError",
     "get_oauth" to "getOauth",
     "delete_oauth" to "deleteOauth",
     "authorize_oauth" to "authorizeOauth",
