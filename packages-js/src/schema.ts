@@ -4,6 +4,27 @@
  */
 
 export interface paths {
+    "/v1/admin/errors/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Reads a sealed error record: the error ID, its category, when it happened, the execution
+         *     that failed with it (if any) and the full cause, opened. Only for the platform operator,
+         *     with an operator token; every read (found or not) is written to the operator audit first.
+         */
+        get: operations["get_error"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/app-connections/{connection_id}/oauth": {
         parameters: {
             query?: never;
@@ -2740,6 +2761,24 @@ export interface components {
          */
         ErrorId: string;
         /**
+         * @description A sealed error record, opened for the platform operator (`GET /v1/admin/errors/{id}`):
+         *     the full cause an error answer or a failed execution keeps behind its error ID.
+         */
+        ErrorRecord: {
+            /** @description The fault's category. */
+            category: components["schemas"]["ErrorCategory"];
+            /** @description The full cause, opened from its sealed record. */
+            cause: string;
+            /**
+             * Format: date-time
+             * @description When the fault happened.
+             */
+            created_at: string;
+            /** @description The error ID the answer or the `failed` event gave. */
+            error_id: components["schemas"]["ErrorId"];
+            execution_id?: components["schemas"]["ExecutionId"] | null;
+        };
+        /**
          * @description One event of an execution. Sequences start at 1 and have no gaps, so a reader that saw
          *     sequence `n` resumes with `observe(execution, n)` and misses nothing.
          */
@@ -4181,6 +4220,60 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    get_error: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The error ID an answer or a `failed` event gave */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorRecord"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_oauth: {
         parameters: {
             query?: never;
