@@ -1269,3 +1269,258 @@ fn only_the_operator_reads_an_error_records_cause_and_each_read_is_audited() {
     assert_eq!(actors[3], "token:oncall");
     assert!(audit.iter().all(|(_, action, _)| action == "error.read"));
 }
+
+impl Cli {
+    /// Runs with these variables in the command's environment.
+    fn ok_with(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_openbot"))
+            .args(args)
+            .env("OPENBOT_CONFIG_DIR", self.config.path())
+            .env_remove("OPENBOT_SERVER")
+            .env_remove("OPENBOT_TOKEN")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "openbot {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        serde_json::from_str(&self.ok(&args)).unwrap()
+    }
+}
+
+#[test]
+fn members_invitations_and_tokens_are_managed_through_the_cli() {
+    let served = Served::start();
+    let owner = Cli::new();
+    owner.login(&served);
+    let invited = owner.json(&[
+        "invitations",
+        "create",
+        "ann@example.com",
+        "--role",
+        "admin",
+    ]);
+    assert_eq!(invited["invitation"]["role"], "admin");
+    let secret = invited["secret"].as_str().unwrap();
+    let other = owner.json(&["invitations", "create", "bob@example.com"]);
+    let listed = owner.json(&["invitations", "list", "--all"]);
+    assert_eq!(listed["items"].as_array().unwrap().len(), 2);
+    let text = owner.ok(&["invitations", "list"]);
+    assert!(
+        text.contains("ann@example.com  admin  open until"),
+        "{text}"
+    );
+    let bob = other["invitation"]["id"].as_str().unwrap();
+    owner.ok(&["invitations", "revoke", bob]);
+    assert!(owner.ok(&["invitations", "list"]).contains("revoked"));
+
+    // Accepting needs no login: the secret is the proof.
+    let ann = Cli::new();
+    let accepted = ann.json(&["invitations", "accept", secret, "--server", &served.base]);
+    let ann_token = accepted["token_secret"].as_str().unwrap().to_string();
+    let ann_member = accepted["member_id"].as_str().unwrap().to_string();
+    ann.ok(&["login", "--server", &served.base, "--token", &ann_token]);
+    let members = owner.json(&["members", "list"]);
+    let emails: Vec<&str> = members["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["email"].as_str().unwrap())
+        .collect();
+    assert!(emails.contains(&"ann@example.com"), "{members}");
+    assert!(
+        owner
+            .ok(&["members", "list"])
+            .contains("ann@example.com  admin")
+    );
+
+    // A narrower token: it reads Bots and cannot create one.
+    let created = ann.json(&["tokens", "create", "reader", "--right", "bots:read"]);
+    assert_eq!(
+        created["token"]["rights"],
+        serde_json::json!([{"resource": "bots", "action": "read"}])
+    );
+    let reader = created["secret"].as_str().unwrap().to_string();
+    let reader_id = created["token"]["id"].as_str().unwrap().to_string();
+    let as_reader = ["--server", served.base.as_str(), "--token", reader.as_str()];
+    ann.ok(&[&["bots", "list"][..], &as_reader].concat());
+    let refused = ann.run(
+        &[
+            &["bots", "create", "--name", "B", "--model", "x:y"][..],
+            &as_reader,
+        ]
+        .concat(),
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("forbidden"));
+    let bad = ann.run(&["tokens", "create", "x", "--right", "bots:delete"]);
+    assert!(!bad.status.success());
+    let tokens = ann.json(&["tokens", "list", "--all"]);
+    assert!(
+        tokens["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == reader_id.as_str()),
+        "{tokens}"
+    );
+    assert!(ann.ok(&["tokens", "list"]).contains("reader  1 rights"));
+    ann.ok(&["tokens", "revoke", &reader_id]);
+    let revoked = ann.run(&[&["bots", "list"][..], &as_reader].concat());
+    assert!(String::from_utf8_lossy(&revoked.stderr).contains("unauthorized"));
+
+    // Removing a member ends their access.
+    let removed = owner.json(&["members", "remove", &ann_member]);
+    assert_eq!(removed["removed"], ann_member.as_str());
+    let gone = ann.run(&["bots", "list"]);
+    assert!(!gone.status.success());
+}
+
+#[test]
+fn providers_prices_and_credits_are_managed_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    assert_eq!(cli.ok(&["health"]).trim(), "ok");
+
+    let set: Value = serde_json::from_str(&cli.ok_with(
+        &[
+            "providers",
+            "set",
+            "openai",
+            "--api-key-env",
+            "TEST_KEY",
+            "--json",
+        ],
+        &[("TEST_KEY", "sk-test-secret")],
+    ))
+    .unwrap();
+    assert_eq!(set["kind"], "openai");
+    assert_eq!(set["has_key"], true);
+    let listed = cli.ok(&["providers", "list"]);
+    assert!(listed.contains("openai  key set"), "{listed}");
+    assert!(
+        !cli.ok(&["providers", "list", "--json"])
+            .contains("sk-test-secret")
+    );
+    cli.ok(&["providers", "delete", "openai"]);
+    assert_eq!(
+        cli.json(&["providers", "list"])["items"],
+        serde_json::json!([])
+    );
+    assert!(!cli.run(&["providers", "set", "openai"]).status.success());
+
+    let price = cli.json(&[
+        "prices",
+        "set",
+        "openai:my-model",
+        "--input-usd",
+        "2.5",
+        "--output-usd",
+        "10",
+    ]);
+    assert_eq!(price["input_micros_per_million"], 2_500_000);
+    assert_eq!(price["output_micros_per_million"], 10_000_000);
+    assert_eq!(price["source"], "organization");
+    let prices = cli.json(&["prices", "list", "--all"]);
+    assert!(
+        prices["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["model"] == "openai:my-model"),
+        "{prices}"
+    );
+    assert!(
+        cli.ok(&["prices", "list", "--all"])
+            .contains("openai:my-model  in $2.500000")
+    );
+    cli.ok(&["prices", "delete", "openai:my-model"]);
+    let gone = cli.run(&["prices", "delete", "openai:my-model"]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("not_found"));
+
+    assert_eq!(cli.json(&["credits", "show"])["enabled"], false);
+    let granted = cli.json(&["credits", "grant", "--usd", "25", "--note", "welcome"]);
+    assert_eq!(granted["balance_micros"], 25_000_000);
+    assert!(cli.ok(&["credits", "show"]).contains("balance $25.000000"));
+    let ledger = cli.json(&["credits", "ledger"]);
+    assert_eq!(ledger["items"][0]["kind"], "grant");
+    assert_eq!(ledger["items"][0]["note"], "welcome");
+    assert!(
+        cli.ok(&["credits", "ledger", "--all"])
+            .contains("grant  $25.000000  welcome")
+    );
+}
+
+#[test]
+fn files_are_uploaded_listed_downloaded_and_deleted_through_the_cli() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let path = cli.script.path().join("notes.txt");
+    std::fs::write(&path, "meeting at noon\n").unwrap();
+    let id = cli.ok(&["files", "upload", path.to_str().unwrap()]);
+    let id = id.trim();
+    let shown = cli.json(&["files", "show", id]);
+    assert_eq!(shown["name"], "notes.txt");
+    assert_eq!(shown["media_type"], "text/plain");
+    assert_eq!(shown["size"], 16);
+    let listed = cli.json(&["files", "list", "--all"]);
+    assert_eq!(listed["items"][0]["id"], id);
+    assert!(
+        cli.ok(&["files", "list"])
+            .contains(&format!("{id}  notes.txt  text/plain  16 bytes"))
+    );
+    assert_eq!(cli.ok(&["files", "download", id]), "meeting at noon\n");
+    let out = cli.script.path().join("copy.txt");
+    let written = cli.json(&["files", "download", id, "--output", out.to_str().unwrap()]);
+    assert_eq!(written["size"], 16);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "meeting at noon\n");
+    cli.ok(&["files", "delete", id]);
+    let gone = cli.run(&["files", "show", id]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("not_found"));
+}
+
+#[test]
+fn bots_update_chats_get_and_executions_deliver_reach_their_operations() {
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let chat = cli.chat();
+    let shown = cli.json(&["chats", "get", &chat]);
+    assert_eq!(shown["id"], chat.as_str());
+    let bot = shown["bot_id"].as_str().unwrap().to_string();
+    let updated = cli.json(&["bots", "update", &bot, "--name", "Renamed"]);
+    assert_eq!(updated["spec"]["name"], "Renamed");
+    assert!(cli.ok(&["bots", "get", &bot]).contains("Renamed"));
+    let receipt: Value =
+        serde_json::from_str(&cli.ok(&["chats", "send", &chat, "Hi", "--json", "--no-wait"]))
+            .unwrap();
+    let execution = receipt["execution_id"].as_str().unwrap();
+    cli.ok(&["executions", "observe", execution]);
+    // The Turn ended: no call waits for a result, and the server says so.
+    let late = cli.run(&[
+        "executions",
+        "deliver",
+        execution,
+        "--call",
+        "c1",
+        "--tool",
+        "t",
+        "--result",
+        "ok",
+    ]);
+    assert!(!late.status.success());
+    assert!(
+        String::from_utf8_lossy(&late.stderr).contains("conflict"),
+        "{}",
+        String::from_utf8_lossy(&late.stderr)
+    );
+}

@@ -2,6 +2,8 @@
 
 mod admin;
 mod client;
+#[cfg(test)]
+mod coverage;
 mod migrate;
 mod node_args;
 mod printer;
@@ -46,8 +48,22 @@ enum Command {
     Memories(client::memories::MemoriesArgs),
     /// Shared limits on a server: permits and requests or tokens per window, per scope.
     Limits(client::limits::LimitsArgs),
-    /// Files on a server: the organization's file retention.
+    /// Files on a server: upload, list, show, download, delete; the organization's retention.
     Files(client::files::FilesArgs),
+    /// Members of your organization on a server: list, remove.
+    Members(client::members::MembersArgs),
+    /// Invitations to your organization on a server: create, list, revoke, accept.
+    Invitations(client::members::InvitationsArgs),
+    /// Your API tokens on a server: list, create, revoke.
+    Tokens(client::tokens::TokensArgs),
+    /// The organization's model providers on a server: API keys and base URLs.
+    Providers(client::providers::ProvidersArgs),
+    /// Model prices on a server: the catalog's and the organization's.
+    Prices(client::billing::PricesArgs),
+    /// The organization's credits on a server: balance, grants, ledger.
+    Credits(client::billing::CreditsArgs),
+    /// Whether a server answers.
+    Health(client::health::HealthArgs),
     /// OAuth sign-in of App connections on a server: authorize, complete, status, remove.
     Oauth(client::oauth::OAuthArgs),
     /// Usage and cost of model calls on a server, by organization, Bot, Chat, member or model
@@ -90,6 +106,13 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chats(args) => client::chats::run(args).await,
         Command::Limits(args) => client::limits::run(args).await,
         Command::Files(args) => client::files::run(args).await,
+        Command::Members(args) => client::members::run(args).await,
+        Command::Invitations(args) => client::members::run_invitations(args).await,
+        Command::Tokens(args) => client::tokens::run(args).await,
+        Command::Providers(args) => client::providers::run(args).await,
+        Command::Prices(args) => client::billing::run_prices(args).await,
+        Command::Credits(args) => client::billing::run_credits(args).await,
+        Command::Health(args) => client::health::run(args).await,
         Command::Oauth(args) => client::oauth::run(args).await,
         Command::Executions(args) => client::executions::run(args).await,
         Command::Tools(args) => client::tools::run(args).await,

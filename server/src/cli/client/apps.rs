@@ -73,6 +73,13 @@ enum AppsCommand {
         #[command(flatten)]
         page: PageArgs,
     },
+    /// Shows one Connection of an App.
+    Connection {
+        /// The App's ID or name.
+        app: String,
+        /// The Connection's ID.
+        connection: String,
+    },
     /// Removes a Connection.
     Disconnect {
         /// The App's ID or name.
@@ -265,6 +272,11 @@ pub async fn run(args: AppsArgs) -> anyhow::Result<ExitCode> {
                 "(no connections)",
             )
             .await?;
+        }
+        AppsCommand::Connection { app, connection } => {
+            let id = app_id(&client, &app).await?;
+            let connection = client.get_app_connection(&id, &connection).await?;
+            output.print(&connection, connection_line)?;
         }
         AppsCommand::Disconnect { app, connection } => {
             let id = app_id(&client, &app).await?;

@@ -1,10 +1,10 @@
-//! `openbot bots`: create, list, show and delete Bots.
+//! `openbot bots`: create, list, show, update and delete Bots.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use openbot_schema::{Bot, BotId, BotPage, BotSpec, Limits, ToolDefinition};
+use openbot_schema::{Bot, BotId, BotPage, BotSpec, BotUpdate, Limits, ToolDefinition};
 
 use super::ServerArgs;
 use super::paging::{PageArgs, list};
@@ -59,6 +59,29 @@ enum BotsCommand {
     Get {
         /// The Bot's ID.
         id: BotId,
+    },
+    /// Changes a Bot: only what is given changes.
+    Update {
+        /// The Bot's ID.
+        id: BotId,
+        /// Only if the Bot is still at this revision (else `conflict`).
+        #[arg(long)]
+        revision: Option<u64>,
+        /// Its new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Its new model.
+        #[arg(long)]
+        model: Option<String>,
+        /// Its new system instructions.
+        #[arg(long)]
+        instructions: Option<String>,
+        /// A JSON file with its new list of tool definitions.
+        #[arg(long)]
+        tools: Option<std::path::PathBuf>,
+        /// Whether every member may chat with it.
+        #[arg(long)]
+        shared: Option<bool>,
     },
     /// Deletes a Bot that has no Chats.
     Delete {
@@ -118,6 +141,39 @@ pub async fn run(args: BotsArgs) -> anyhow::Result<ExitCode> {
         }
         BotsCommand::Get { id } => {
             let bot = client.get_bot(id).await?;
+            output.print(&bot, line)?;
+        }
+        BotsCommand::Update {
+            id,
+            revision,
+            name,
+            model,
+            instructions,
+            tools,
+            shared,
+        } => {
+            let tools: Option<Vec<ToolDefinition>> = match tools {
+                Some(path) => Some(
+                    serde_json::from_slice(
+                        &std::fs::read(&path)
+                            .with_context(|| format!("cannot read {}", path.display()))?,
+                    )
+                    .with_context(|| {
+                        format!("{} is not a list of tool definitions", path.display())
+                    })?,
+                ),
+                None => None,
+            };
+            let update = BotUpdate {
+                revision,
+                name,
+                instructions,
+                model,
+                tools,
+                shared,
+                ..BotUpdate::default()
+            };
+            let bot = client.update_bot(id, update).await?;
             output.print(&bot, line)?;
         }
         BotsCommand::Delete { id } => {

@@ -21,6 +21,11 @@ pub struct ChatsArgs {
 
 #[derive(Debug, Subcommand)]
 enum ChatsCommand {
+    /// Shows a Chat.
+    Get {
+        /// The Chat.
+        chat: ChatId,
+    },
     /// Creates a Chat with a Bot and prints its ID.
     Create {
         /// The Bot.
@@ -109,6 +114,12 @@ pub async fn run(args: ChatsArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.connect().await?;
     let output = args.server.output();
     match args.command {
+        ChatsCommand::Get { chat } => {
+            let chat = client.get_chat(chat).await?;
+            output.print(&chat, |chat: &Chat| {
+                format!("{}  bot {}", chat.id, chat.bot_id)
+            })?;
+        }
         ChatsCommand::Create { bot } => {
             let chat = client.create_chat(bot).await?;
             output.print(&chat, |chat: &Chat| chat.id.to_string())?;

@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 use openbot_core::Client;
 use openbot_schema::{
-    DecideOutcome, Execution, ExecutionId, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome,
-    UnknownOutcomePage,
+    ContentPart, DecideOutcome, Execution, ExecutionId, OutcomeDecision, OutcomeDecisionRecord,
+    ToolResult, UnknownOutcome, UnknownOutcomePage,
 };
 
 use super::ServerArgs;
@@ -27,6 +27,24 @@ pub struct ExecutionsArgs {
 
 #[derive(Debug, Subcommand)]
 enum ExecutionsCommand {
+    /// Delivers the result of a host tool call the execution waits for (a tool the caller's
+    /// program runs); the Turn goes on with it.
+    Deliver {
+        /// The execution's ID.
+        id: ExecutionId,
+        /// The tool call's ID (from its `tool_call` event).
+        #[arg(long)]
+        call: String,
+        /// The tool's name.
+        #[arg(long)]
+        tool: String,
+        /// The result text the model reads.
+        #[arg(long)]
+        result: String,
+        /// The tool failed: the result is its error.
+        #[arg(long)]
+        error: bool,
+    },
     /// Shows an execution's state, outcome and usage.
     Get {
         /// The execution's ID.
@@ -149,6 +167,23 @@ pub async fn run(args: ExecutionsArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.connect().await?;
     let output = args.server.output();
     match args.command {
+        ExecutionsCommand::Deliver {
+            id,
+            call,
+            tool,
+            result,
+            error,
+        } => {
+            let delivered = ToolResult {
+                call_id: call,
+                name: tool,
+                output: vec![ContentPart::Text { text: result }],
+                is_error: error,
+            };
+            client.deliver_tool_result(id, delivered.clone()).await?;
+            output.print(&delivered, |d| format!("delivered {} to {id}", d.call_id))?;
+            Ok(ExitCode::SUCCESS)
+        }
         ExecutionsCommand::Get { id } => {
             output.print(&client.get_execution(id).await?, line)?;
             Ok(ExitCode::SUCCESS)

@@ -1,8 +1,10 @@
-//! The CLI as a client of a server: `openbot login`, `bots`, `chats`, `executions`. Every
+//! The CLI as a client of a server: `openbot login`, `bots`, `chats`, `executions`, ... (one file
+//! per area; `super::coverage` maps every operation of the API to its command). Every
 //! command goes through the same [`openbot_core::Client`] an SDK program uses.
 
 pub mod approvals;
 pub mod apps;
+pub mod billing;
 pub mod bots;
 pub mod budgets;
 pub mod channels;
@@ -10,14 +12,18 @@ pub mod chats;
 pub mod code;
 pub mod executions;
 pub mod files;
+pub mod health;
 pub mod limits;
 pub mod login;
+pub mod members;
 pub mod memories;
 pub mod oauth;
 pub mod organizations;
 mod output;
 pub mod paging;
 mod profile;
+pub mod providers;
+pub mod tokens;
 pub mod tools;
 pub mod triggers;
 pub mod usage;

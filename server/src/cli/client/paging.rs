@@ -12,13 +12,13 @@ use super::Output;
 pub struct PageArgs {
     /// How many a page holds (1-200, default 50).
     #[arg(long)]
-    limit: Option<u32>,
+    pub limit: Option<u32>,
     /// Start after this cursor (the `next:` of the page before).
     #[arg(long, conflicts_with = "all")]
-    cursor: Option<String>,
+    pub cursor: Option<String>,
     /// Follow the cursors and list everything, as one page.
     #[arg(long)]
-    all: bool,
+    pub all: bool,
 }
 
 /// Lists the page `args` asks for of the list at `path` (which may hold a filter), or with
