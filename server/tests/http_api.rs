@@ -59,6 +59,8 @@ http_tests!(
     a_narrowed_token_can_never_hand_out_a_membership_or_an_organization,
     members_and_organizations_are_read_only_with_their_rights,
     a_token_limited_to_one_bot_changes_no_setting_of_the_whole_organization,
+    a_token_limited_to_one_bot_reads_nothing_of_another_bot,
+    a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_tool_app_or_other_budget,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
@@ -1347,6 +1349,187 @@ async fn a_token_limited_to_one_bot_changes_no_setting_of_the_whole_organization
             &format!("/v1/approval-rules/{}", own["id"].as_str().unwrap()),
             &limited,
         )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+}
+
+/// A token limited to Bot A lists and reads nothing of Bot B: not the Bot, not B's limit
+/// (`bot:<B>`), not a rule for B only, not B's memories; what applies to every Bot (the
+/// organization's limit, a rule for every Bot) it sees.
+async fn a_token_limited_to_one_bot_reads_nothing_of_another_bot(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let a = server.bot(&server.owner, &model, false).await;
+    let b = server.bot(&server.owner, &model, false).await;
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let limited = server.bot_limited_token(&a).await;
+    for scope in [
+        "organization".to_string(),
+        format!("bot:{a_id}"),
+        format!("bot:{b_id}"),
+    ] {
+        let set = put_limit(&server, &server.owner, &scope, json!({"max_concurrent": 2}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(set.status(), StatusCode::OK);
+    }
+    for bot in [None, Some(a_id), Some(b_id)] {
+        let mut body = json!({"tool": "write", "action": "ask"});
+        if let Some(bot) = bot {
+            body["bot_id"] = json!(bot);
+        }
+        let added = server
+            .post("/v1/approval-rules", &server.owner)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(added.status(), StatusCode::CREATED);
+    }
+    let memory = server
+        .post(&format!("/v1/bots/{b_id}/memories"), &server.owner)
+        .json(&json!({"content": "B's secret plan", "private": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(memory.status(), StatusCode::CREATED);
+    let memory: Value = memory.json().await.unwrap();
+
+    let scopes: Vec<String> = server
+        .items("/v1/limits", &limited)
+        .await
+        .iter()
+        .map(|l| l["scope"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(scopes, [format!("bot:{a_id}"), "organization".to_string()]);
+    let rule_bots: Vec<Value> = server
+        .items("/v1/approval-rules", &limited)
+        .await
+        .iter()
+        .map(|r| r["bot_id"].clone())
+        .collect();
+    assert_eq!(rule_bots, [Value::Null, json!(a_id)]);
+    let bots: Vec<Value> = server
+        .items("/v1/bots", &limited)
+        .await
+        .iter()
+        .map(|b| b["id"].clone())
+        .collect();
+    assert_eq!(bots, [json!(a_id)]);
+    assert_not_found(
+        server
+            .get(&format!("/v1/bots/{b_id}"), &limited)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let memory_id = memory["id"].as_str().unwrap();
+    for response in [
+        server.get(&format!("/v1/bots/{b_id}/memories"), &limited),
+        server.get(&format!("/v1/bots/{b_id}/memories/{memory_id}"), &limited),
+        server
+            .post(&format!("/v1/bots/{b_id}/memories/search"), &limited)
+            .json(&json!({"query": "plan"})),
+        server
+            .post(&format!("/v1/bots/{b_id}/memories"), &limited)
+            .json(&json!({"content": "planted"})),
+    ] {
+        assert_not_found(response.send().await.unwrap()).await;
+    }
+    assert_eq!(
+        server
+            .items(&format!("/v1/bots/{b_id}/memories"), &server.owner)
+            .await
+            .len(),
+        1,
+        "nothing was planted in B"
+    );
+}
+
+/// An owner's token limited to Bot A registers no HTTP tool, delegate or App (the
+/// organization's, which every Bot may reach), sets no budget of the organization or of Bot
+/// B, and lists no budget of B; Bot A's own budget it sets and removes.
+async fn a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_tool_app_or_other_budget(
+    server: Server,
+) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let a = server.bot(&server.owner, &model, false).await;
+    let b = server.bot(&server.owner, &model, false).await;
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let limited = server.bot_limited_token(&a).await;
+    let put = |path: String, token: &str, body: Value| {
+        server
+            .http
+            .put(format!("{}{path}", server.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let budget = json!({"max_cost_micros": 1000});
+    let organization = server.owner_member().await.organization_id;
+    let refused = [
+        put(
+            "/v1/tools/write".into(),
+            &limited,
+            json!({"description": "Writes.", "input_schema": {"type": "object"},
+                   "url": "https://tools.example/write"}),
+        )
+        .await
+        .unwrap(),
+        put(
+            "/v1/delegates/research".into(),
+            &limited,
+            json!({"bot_id": b_id}),
+        )
+        .await
+        .unwrap(),
+        server
+            .post("/v1/apps", &limited)
+            .json(&json!({"name": "time", "transport": {"type": "http", "url": "https://mcp.example/mcp"}}))
+            .send()
+            .await
+            .unwrap(),
+        put(format!("/v1/budgets/organization/{organization}"), &limited, budget.clone())
+            .await
+            .unwrap(),
+        put(format!("/v1/budgets/bot/{b_id}"), &limited, budget.clone())
+            .await
+            .unwrap(),
+    ];
+    for response in refused {
+        assert_eq!(
+            error_code(response).await,
+            (StatusCode::FORBIDDEN, "forbidden".into())
+        );
+    }
+    for path in ["/v1/tools", "/v1/delegates", "/v1/apps", "/v1/budgets"] {
+        assert!(server.items(path, &server.owner).await.is_empty(), "{path}");
+    }
+    let own = put(format!("/v1/budgets/bot/{a_id}"), &limited, budget.clone())
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    let other = put(
+        format!("/v1/budgets/bot/{b_id}"),
+        &server.owner,
+        budget.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    let seen: Vec<Value> = server
+        .items("/v1/budgets", &limited)
+        .await
+        .iter()
+        .map(|b| b["target_id"].clone())
+        .collect();
+    assert_eq!(seen, [json!(a_id)]);
+    assert_eq!(server.items("/v1/budgets", &server.owner).await.len(), 2);
+    let removed = server
+        .delete(&format!("/v1/budgets/bot/{a_id}"), &limited)
         .send()
         .await
         .unwrap();

@@ -177,7 +177,8 @@ impl Approvals {
         Ok(rule_view(self.rules.add_rule(organization, row).await?))
     }
 
-    /// One page of the organization's rules, oldest first.
+    /// One page of the organization's rules, oldest first; a token limited to some Bots sees
+    /// the rules for every Bot and those for its Bots, never another Bot's.
     pub async fn rules(
         &self,
         caller: &Caller,
@@ -186,7 +187,12 @@ impl Approvals {
         caller.require(Resource::Chats, Action::Read)?;
         let rows = self
             .rules
-            .rules_page(caller.member.organization_id, paging.after, paging.fetch())
+            .rules_page(
+                caller.member.organization_id,
+                caller.bot_ids.as_deref(),
+                paging.after,
+                paging.fetch(),
+            )
             .await?;
         Ok(paging.page(rows, |row| (row.created_at, row.id), rule_view))
     }

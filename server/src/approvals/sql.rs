@@ -58,18 +58,23 @@ impl RuleStore for Store {
     async fn rules_page(
         &self,
         organization: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<crate::paging::CreatedPosition>,
         limit: i64,
     ) -> Result<Vec<RuleRow>, StoreError> {
         let (after_at, after_id) = after.unwrap_or((i64::MIN, crate::paging::FIRST_ID));
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT * FROM approval_rules WHERE organization_id = $1 \
-             AND (created_at > $2 OR (created_at = $2 AND id > $3)) ORDER BY created_at, id LIMIT $4",
-        )
+             AND (created_at > $2 OR (created_at = $2 AND id > $3)) \
+             AND (bot_id IS NULL OR ",
+            in_bot_limit!("bot_id", "$5"),
+            ") ORDER BY created_at, id LIMIT $4"
+        ))
         .bind(organization)
         .bind(after_at)
         .bind(after_id)
         .bind(limit)
+        .bind(crate::store::bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(rule_row).collect()

@@ -16,10 +16,12 @@ pub trait RuleStore: Send + Sync + 'static {
     async fn rules(&self, organization: Uuid) -> Result<Vec<RuleRow>, StoreError>;
 
     /// Up to `limit` of the organization's rules, oldest first, after the rule at `after`
-    /// (its creation time and ID) when given.
+    /// (its creation time and ID) when given; with `bot_ids`, only the rules for every Bot and
+    /// those for one of `bot_ids`.
     async fn rules_page(
         &self,
         organization: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<crate::paging::CreatedPosition>,
         limit: i64,
     ) -> Result<Vec<RuleRow>, StoreError>;

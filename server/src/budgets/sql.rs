@@ -81,6 +81,7 @@ impl BudgetStore for Store {
     async fn budgets_page(
         &self,
         organization: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<(String, Uuid)>,
         limit: i64,
     ) -> Result<Vec<BudgetRow>, StoreError> {
@@ -89,12 +90,20 @@ impl BudgetStore for Store {
             "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
             spent!(),
             " AS spent_micros FROM budgets b WHERE b.organization_id = $1 \
-             AND (b.scope > $2 OR (b.scope = $2 AND b.target_id > $3)) ORDER BY b.scope, b.target_id LIMIT $4"
+             AND (b.scope > $2 OR (b.scope = $2 AND b.target_id > $3)) \
+             AND (",
+            text_param!("$5"),
+            " IS NULL OR b.scope = 'organization' OR (b.scope = 'bot' AND ",
+            bot_in!("b.target_id", "$5"),
+            ") OR (b.scope = 'chat' AND EXISTS (SELECT 1 FROM chats c WHERE c.id = b.target_id AND ",
+            bot_in!("c.bot_id", "$5"),
+            "))) ORDER BY b.scope, b.target_id LIMIT $4"
         ))
         .bind(organization)
         .bind(after_scope)
         .bind(after_target)
         .bind(limit)
+        .bind(crate::store::bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(budget_row).collect()

@@ -49,10 +49,12 @@ pub trait BudgetStore: Send + Sync + 'static {
     async fn budgets(&self, organization: Uuid) -> Result<Vec<BudgetRow>, StoreError>;
 
     /// Up to `limit` of the organization's budgets by scope and target, after the budget at
-    /// `after` (its scope's name and target) when given.
+    /// `after` (its scope's name and target) when given; with `bot_ids`, the organization's
+    /// budget and those of these Bots and their Chats only.
     async fn budgets_page(
         &self,
         organization: Uuid,
+        bot_ids: Option<&[openbot_schema::BotId]>,
         after: Option<(String, Uuid)>,
         limit: i64,
     ) -> Result<Vec<BudgetRow>, StoreError>;

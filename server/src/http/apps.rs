@@ -72,6 +72,7 @@ pub async fn register_app(
 ) -> Result<(StatusCode, Json<App>), ApiError> {
     caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "register Apps")?;
+    caller.require_whole_organization()?;
     match state
         .apps
         .register(caller.member.organization_id, request)
@@ -117,6 +118,7 @@ pub async fn remove_app(
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "remove Apps")?;
+    caller.require_whole_organization()?;
     let app = id(&app, "app")?;
     match state.apps.remove(caller.member.organization_id, app).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
@@ -172,6 +174,7 @@ pub async fn open_app_connection(
 ) -> Result<(StatusCode, Json<AppConnection>), ApiError> {
     caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "connect Apps")?;
+    caller.require_whole_organization()?;
     let app = id(&app, "app")?;
     // Vault references in manual headers name items by ID: each must be a field the
     // connecting member sees now (the values are opened only at each request).
@@ -235,6 +238,7 @@ pub async fn remove_app_connection(
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "remove App connections")?;
+    caller.require_whole_organization()?;
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
     match state
         .apps

@@ -1,6 +1,7 @@
 //! `/v1/budgets`: spending caps on every Turn of the organization, a Bot or a Chat. Listing
 //! needs the `models` read right; setting and removing need the `models` write right and the
-//! owner or admin role.
+//! owner or admin role. A token limited to some Bots lists the organization's budget and its
+//! Bots' and their Chats' budgets, and sets or removes only its Bots' budgets.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -41,6 +42,17 @@ fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
     Ok((scope, target))
 }
 
+/// A token limited to some Bots sets and removes the budgets of those Bots only: the
+/// organization's budget and a Chat's reach further than its Bots.
+fn within_bot_limit(caller: &Caller, scope: BudgetScope, target: Uuid) -> Result<(), ApiError> {
+    match &caller.bot_ids {
+        Some(bots) if scope == BudgetScope::Bot && bots.iter().any(|b| b.as_uuid() == target) => {
+            Ok(())
+        }
+        _ => Ok(caller.require_whole_organization()?),
+    }
+}
+
 /// The organization's budgets with what each scope spent so far, by scope and target. Paged:
 /// ask again with `next_cursor` until it is absent.
 #[utoipa::path(get, path = "/v1/budgets", tag = "budgets", params(PageQuery),
@@ -57,6 +69,7 @@ pub async fn list_budgets(
         .budgets
         .budgets_page(
             caller.member.organization_id,
+            caller.bot_ids.as_deref(),
             paging.after.clone(),
             paging.fetch(),
         )
@@ -89,6 +102,7 @@ pub async fn put_budget(
     caller.require(Resource::Models, Action::Write)?;
     require_admin(&caller, "change budgets")?;
     let (scope, target_id) = target(&scope, &target_id)?;
+    within_bot_limit(&caller, scope, target_id)?;
     let max = i64::try_from(request.max_cost_micros)
         .map_err(|_| ApiError::invalid("max_cost_micros is too large"))?;
     match state
@@ -116,6 +130,7 @@ pub async fn delete_budget(
     caller.require(Resource::Models, Action::Write)?;
     require_admin(&caller, "change budgets")?;
     let (scope, target_id) = target(&scope, &target_id)?;
+    within_bot_limit(&caller, scope, target_id)?;
     match state
         .budgets
         .delete_budget(caller.member.organization_id, scope, target_id)

@@ -8,13 +8,13 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    Action, BotId, CreateMemory, ErrorBody, ErrorCode, Memory, MemoryFilter, MemoryPage,
-    MemorySearch, MemorySearchResult, MemorySettings, MemoryUpdate, PageQuery, Resource,
+    BotId, CreateMemory, ErrorBody, ErrorCode, Memory, MemoryFilter, MemoryPage, MemorySearch,
+    MemorySearchResult, MemorySettings, MemoryUpdate, PageQuery,
 };
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, require_admin};
+use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::memories::MemoryError;
@@ -65,7 +65,6 @@ pub async fn list_memories(
     ApiQuery(query): ApiQuery<PageQuery>,
     ApiQuery(filter): ApiQuery<MemoryFilter>,
 ) -> Result<Json<MemoryPage>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
     let (bot, _) = ids(&bot, None)?;
     let paging = Paging::<Uuid>::parse(&query)?;
     match state.memories.list(&caller, bot, &filter, &paging).await {
@@ -87,7 +86,6 @@ pub async fn create_memory(
     Path(bot): Path<String>,
     ApiJson(request): ApiJson<CreateMemory>,
 ) -> Result<(StatusCode, Json<Memory>), ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
     let (bot, _) = ids(&bot, None)?;
     match state.memories.create(&caller, bot, request).await {
         Ok(memory) => Ok((StatusCode::CREATED, Json(memory))),
@@ -105,7 +103,6 @@ pub async fn get_memory(
     caller: Caller,
     Path((bot, memory)): Path<(String, String)>,
 ) -> Result<Json<Memory>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
     let (bot, memory) = ids(&bot, Some(&memory))?;
     match state
         .memories
@@ -130,7 +127,6 @@ pub async fn update_memory(
     Path((bot, memory)): Path<(String, String)>,
     ApiJson(update): ApiJson<MemoryUpdate>,
 ) -> Result<Json<Memory>, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
     let (bot, memory) = ids(&bot, Some(&memory))?;
     match state
         .memories
@@ -152,7 +148,6 @@ pub async fn delete_memory(
     caller: Caller,
     Path((bot, memory)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
     let (bot, memory) = ids(&bot, Some(&memory))?;
     match state
         .memories
@@ -178,7 +173,6 @@ pub async fn search_memories(
     Path(bot): Path<String>,
     ApiJson(search): ApiJson<MemorySearch>,
 ) -> Result<Json<MemorySearchResult>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
     let (bot, _) = ids(&bot, None)?;
     match state.memories.search(&caller, bot, &search).await {
         Ok(found) => Ok(Json(found)),
@@ -194,8 +188,7 @@ pub async fn get_memory_settings(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<MemorySettings>, ApiError> {
-    caller.require(Resource::Models, Action::Read)?;
-    match state.memories.settings(caller.member.organization_id).await {
+    match state.memories.settings(&caller).await {
         Ok(settings) => Ok(Json(settings)),
         Err(err) => Err(mapped(&state, err).await),
     }
@@ -213,22 +206,10 @@ pub async fn put_memory_settings(
     caller: Caller,
     ApiJson(settings): ApiJson<MemorySettings>,
 ) -> Result<Json<MemorySettings>, ApiError> {
-    caller.require(Resource::Models, Action::Write)?;
-    caller.require_whole_organization()?;
-    require_admin(&caller, "change memory settings")?;
-    for spec in settings
-        .embeddings_model
-        .iter()
-        .chain(&settings.helper_model)
-    {
-        state
-            .platform
-            .check_model(spec)
-            .map_err(ApiError::invalid)?;
-    }
+    let platform = &state.platform;
     match state
         .memories
-        .put_settings(caller.member.organization_id, &settings)
+        .put_settings(&caller, &settings, |spec| platform.check_model(spec))
         .await
     {
         Ok(settings) => Ok(Json(settings)),

@@ -77,6 +77,7 @@ pub async fn put_tool(
 ) -> Result<Json<HttpTool>, ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "change the organization's tools")?;
+    caller.require_whole_organization()?;
     // The one check of a registration, shared with the in-memory Client.
     let definition =
         openbot_core::tool::check_http_tool(&name, &request, state.platform.outbound())
@@ -127,6 +128,7 @@ pub async fn delete_tool(
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "change the organization's tools")?;
+    caller.require_whole_organization()?;
     match state
         .tools
         .delete_tool(caller.member.organization_id, &name)
@@ -193,6 +195,7 @@ pub async fn put_delegate(
 ) -> Result<Json<DelegateTool>, ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "change the organization's tools")?;
+    caller.require_whole_organization()?;
     // The one check of a registration, shared with the in-memory Client.
     openbot_core::delegation::check_delegate(&name, &request).map_err(ApiError::invalid)?;
     match state.bots.visible_bot(&caller, request.bot_id).await {
@@ -229,6 +232,7 @@ pub async fn delete_delegate(
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Bots, Action::Write)?;
     require_admin(&caller, "change the organization's tools")?;
+    caller.require_whole_organization()?;
     match state
         .tools
         .delete_delegate(caller.member.organization_id, &name)

@@ -30,9 +30,14 @@ pub fn model_scopes(model_spec: &str, bot: Option<Uuid>) -> Vec<String> {
     let provider = model_spec.split(':').next().unwrap_or(model_spec);
     let mut scopes = vec!["organization".to_string(), format!("provider:{provider}")];
     if let Some(bot) = bot {
-        scopes.push(format!("bot:{bot}"));
+        scopes.push(bot_scope(bot));
     }
     scopes
+}
+
+/// The name of a Bot's own scope.
+pub fn bot_scope(bot: Uuid) -> String {
+    format!("bot:{bot}")
 }
 
 /// Why no room was taken.
@@ -307,7 +312,8 @@ impl LimitsAdmin {
     }
 
     /// The caller's organization's limits by scope name, `limit` (default 50, at most 200) a
-    /// page, after `cursor` (a page's `next_cursor`).
+    /// page, after `cursor` (a page's `next_cursor`). A token limited to some Bots sees the
+    /// scopes of every Bot and its own Bots' `bot:<id>` scopes, never another Bot's.
     pub async fn list(
         &self,
         caller: &Caller,
@@ -319,10 +325,15 @@ impl LimitsAdmin {
                 LimitsError::Invalid("cursor must be a `next_cursor` of this list".into())
             })?;
         }
+        let bot_scopes: Option<Vec<String>> = caller
+            .bot_ids
+            .as_ref()
+            .map(|bots| bots.iter().map(|bot| bot_scope(bot.as_uuid())).collect());
         let rows = self
             .store
             .limits(
                 caller.member.organization_id,
+                bot_scopes.as_deref(),
                 paging.after.as_deref(),
                 paging.fetch(),
             )

@@ -161,19 +161,26 @@ impl LimitStore for Store {
     async fn limits(
         &self,
         organization: Uuid,
+        bot_scopes: Option<&[String]>,
         after: Option<&str>,
         count: i64,
     ) -> Result<Vec<LimitRow>, StoreError> {
+        let bot_scopes = bot_scopes.map(json).transpose()?;
         let rows = sqlx::query(concat!(
             listed!(),
             " AND (",
             text_param!("$3"),
-            " IS NULL OR l.scope > $3) ORDER BY l.scope LIMIT $4"
+            " IS NULL OR l.scope > $3) AND (",
+            text_param!("$5"),
+            " IS NULL OR substr(l.scope, 1, 4) <> 'bot:' OR ",
+            text_in!("l.scope", "$5"),
+            ") ORDER BY l.scope LIMIT $4"
         ))
         .bind(organization)
         .bind(now_ms())
         .bind(after)
         .bind(count)
+        .bind(bot_scopes)
         .fetch_all(self.reader())
         .await?;
         rows.iter().map(limit_row).collect()

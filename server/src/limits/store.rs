@@ -83,10 +83,13 @@ pub trait LimitStore: Send + Sync + 'static {
         settings: &LimitSettings,
     ) -> Result<LimitRow, StoreError>;
 
-    /// The organization's limits by scope name, after `after`, at most `count`.
+    /// The organization's limits by scope name, after `after`, at most `count`; with
+    /// `bot_scopes` (`bot:<id>` names), of the Bots' scopes only those named (the scopes of
+    /// every Bot, such as `organization` and `provider:*`, are always listed).
     async fn limits(
         &self,
         organization: Uuid,
+        bot_scopes: Option<&[String]>,
         after: Option<&str>,
         count: i64,
     ) -> Result<Vec<LimitRow>, StoreError>;

@@ -12,8 +12,9 @@ use openbot_core::memories::{
 };
 use openbot_core::tool::ToolError;
 use openbot_schema::{
-    BotId, ChatId, CreateMemory, ExecutionId, Memory, MemoryEvidence, MemoryFilter, MemoryHit,
-    MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate,
+    Action, BotId, ChatId, CreateMemory, ExecutionId, Memory, MemoryEvidence, MemoryFilter,
+    MemoryHit, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus,
+    MemoryUpdate, Resource,
 };
 use uuid::Uuid;
 
@@ -41,12 +42,19 @@ pub enum MemoryError {
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
+
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A sealed part could not be sealed or opened.
     #[error(transparent)]
     Sealed(#[from] SealError),
+}
+
+impl From<crate::identity::AccessError> for MemoryError {
+    fn from(err: crate::identity::AccessError) -> Self {
+        Self::Forbidden(err.to_string())
+    }
 }
 
 /// The memory use cases.
@@ -94,8 +102,15 @@ impl Memories {
         &self.store
     }
 
-    /// The caller as a reader of a Bot it may see.
-    async fn reader(&self, caller: &Caller, bot: BotId) -> Result<Reader, MemoryError> {
+    /// The caller as a reader of a Bot it may see, once its token holds the `bots` right of
+    /// `action`.
+    async fn reader(
+        &self,
+        caller: &Caller,
+        bot: BotId,
+        action: Action,
+    ) -> Result<Reader, MemoryError> {
+        caller.require(Resource::Bots, action)?;
         let bots = self.bots.as_ref().ok_or(MemoryError::NotFound("bot"))?;
         let row = bots
             .visible_bot(caller, bot)
@@ -137,7 +152,7 @@ impl Memories {
         filter: &MemoryFilter,
         paging: &Paging<Uuid>,
     ) -> Result<MemoryPage, MemoryError> {
-        let reader = self.reader(caller, bot).await?;
+        let reader = self.reader(caller, bot, Action::Read).await?;
         let rows = self
             .store
             .memories(
@@ -164,7 +179,7 @@ impl Memories {
 
     /// One memory the caller may read.
     pub async fn get(&self, caller: &Caller, bot: BotId, id: Uuid) -> Result<Memory, MemoryError> {
-        let reader = self.reader(caller, bot).await?;
+        let reader = self.reader(caller, bot, Action::Read).await?;
         let row = self
             .store
             .memory(&reader, id)
@@ -181,7 +196,7 @@ impl Memories {
         bot: BotId,
         request: CreateMemory,
     ) -> Result<Memory, MemoryError> {
-        let reader = self.reader(caller, bot).await?;
+        let reader = self.reader(caller, bot, Action::Write).await?;
         if !request.private && !reader.may_change_shared {
             return Err(MemoryError::Forbidden(
                 "only the Bot's owner and admins write shared memories; write a private one".into(),
@@ -268,7 +283,7 @@ impl Memories {
         id: Uuid,
         update: MemoryUpdate,
     ) -> Result<Memory, MemoryError> {
-        let reader = self.reader(caller, bot).await?;
+        let reader = self.reader(caller, bot, Action::Write).await?;
         let tags = update
             .tags
             .as_deref()
@@ -314,7 +329,7 @@ impl Memories {
 
     /// Deletes a memory the caller may change, with its evidence.
     pub async fn delete(&self, caller: &Caller, bot: BotId, id: Uuid) -> Result<(), MemoryError> {
-        let reader = self.reader(caller, bot).await?;
+        let reader = self.reader(caller, bot, Action::Write).await?;
         let changed = self
             .store
             .apply(&reader, &[MemoryOp::Delete { id }])
@@ -346,7 +361,7 @@ impl Memories {
             return Err(MemoryError::Invalid("max_tokens must be 1-100000".into()));
         }
         let tags = check_tags(&search.tags).map_err(MemoryError::Invalid)?;
-        let reader = self.reader(caller, bot).await?;
+        let reader = self.reader(caller, bot, Action::Read).await?;
         self.ranked(&reader, &search.query, &tags, budget, limit as usize)
             .await
     }
@@ -445,8 +460,13 @@ impl Memories {
         })
     }
 
-    /// The organization's memory settings.
-    pub async fn settings(&self, organization: Uuid) -> Result<MemorySettings, MemoryError> {
+    /// The caller's organization's memory settings (the `models` read right).
+    pub async fn settings(&self, caller: &Caller) -> Result<MemorySettings, MemoryError> {
+        caller.require(Resource::Models, Action::Read)?;
+        self.settings_of(caller.member.organization_id).await
+    }
+
+    async fn settings_of(&self, organization: Uuid) -> Result<MemorySettings, MemoryError> {
         let (embeddings_model, helper_model) = self.store.settings(organization).await?;
         Ok(MemorySettings {
             embeddings_model,
@@ -454,12 +474,30 @@ impl Memories {
         })
     }
 
-    /// Sets the organization's memory settings (checked model specs).
+    /// Sets the caller's organization's memory settings: an owner or admin with the `models`
+    /// write right and no Bot limit (they reach every Bot). Each model spec must parse and
+    /// pass `allowed` (the platform's catalog) before anything is saved.
     pub async fn put_settings(
         &self,
-        organization: Uuid,
+        caller: &Caller,
         settings: &MemorySettings,
+        allowed: impl Fn(&str) -> Result<(), String>,
     ) -> Result<MemorySettings, MemoryError> {
+        caller.require(Resource::Models, Action::Write)?;
+        caller.require_whole_organization()?;
+        if !caller.is_admin() {
+            return Err(MemoryError::Forbidden(
+                "only an owner or admin may change memory settings".into(),
+            ));
+        }
+        let organization = caller.member.organization_id;
+        for spec in settings
+            .embeddings_model
+            .iter()
+            .chain(&settings.helper_model)
+        {
+            allowed(spec).map_err(MemoryError::Invalid)?;
+        }
         if let Some(spec) = &settings.embeddings_model {
             parse_spec(spec).map_err(|e| MemoryError::Invalid(e.to_string()))?;
         }
@@ -474,7 +512,7 @@ impl Memories {
                 settings.helper_model.as_deref(),
             )
             .await?;
-        self.settings(organization).await
+        self.settings_of(organization).await
     }
 
     /// The model tools of one Turn, acting as the Turn's Chat member.

@@ -690,9 +690,11 @@ fn verifier_place(flow_id: Uuid) -> Vec<u8> {
 /// Who may sign an App Connection in or out: the `apps` write right and the role that opens
 /// Connections (owner or admin), since every Bot of the organization then acts at the MCP
 /// server as the account that signed in. A plain member could otherwise replace an admin's
-/// grant with their own account, or sign the Connection out for everyone.
+/// grant with their own account, or sign the Connection out for everyone; a token limited to
+/// some Bots could do the same for the Bots beyond its limit.
 fn may_sign(caller: &Caller) -> Result<(), OAuthError> {
     caller.require(Resource::Apps, Action::Write)?;
+    caller.require_whole_organization()?;
     if caller.is_admin() {
         Ok(())
     } else {
