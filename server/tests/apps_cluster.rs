@@ -13,79 +13,65 @@ mod mcp_servers;
 mod nodes;
 #[path = "support/pg.rs"]
 mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+#[allow(unused_macros)]
+mod api;
+#[path = "support/front.rs"]
+mod front;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
+use front::Front;
 use futures::StreamExt;
 use mcp_servers::*;
 use nodes::NodeProcess;
 use openbot_core::mcp::{McpEndpoint, McpSession, OpenOptions};
 use openbot_schema::{
-    AppAuthKind, AppConnectionStatus, ContentPart, Event, EventKind, ExecutionId, ExecutionState,
-    Limits, TurnOutcome,
+    AppAuthKind, AppConnectionStatus, Event, EventKind, ExecutionId, ExecutionState, TurnOutcome,
 };
 use openbot_server::apps::tool::AppRoute;
 use openbot_server::apps::{AppRow, AppStore, ConnectionRow};
-use openbot_server::engine::{Engine, Submission};
-use openbot_server::identity::{IdentityStore, NewToken};
-use openbot_server::sealed::KeyRing;
-use openbot_server::store::{PostgresStore, Scope, Store, now_ms};
-use openbot_server::turns::{SavedTool, TURN, ToolRoute, TurnInput};
+use openbot_server::engine::Engine;
+use openbot_server::store::{PostgresStore, Store, now_ms};
 use serde_json::json;
 use uuid::Uuid;
 
+/// A database, an HTTP front (an engine with no runner) that submits through the public API
+/// with the owner's token, and the store to set up Apps with.
 struct Cluster {
-    url: String,
-    keys_text: String,
     store: Arc<PostgresStore>,
-    engine: Engine,
+    engine: Arc<Engine>,
+    front: Front,
 }
 
 impl Cluster {
     async fn new() -> Self {
-        let url = pg::fresh_database().await;
-        let (keys, keys_text): (KeyRing, String) = KeyRing::generate("k1");
-        let store = Arc::new(PostgresStore::connect(&url, 8, keys.clone()).await.unwrap());
-        let engine = Engine::open(
-            Arc::clone(&store) as Arc<dyn Store>,
-            keys,
-            "test-client".into(),
-        );
+        let front = Front::new().await;
+        let store = match &front.server.raw {
+            api::Raw::Postgres(store) => Arc::new(store.clone()),
+            api::Raw::Sqlite(..) => unreachable!("the front is on PostgreSQL"),
+        };
         Self {
-            url,
-            keys_text,
             store,
-            engine,
+            engine: Arc::clone(&front.server.engine),
+            front,
         }
     }
 
     fn node(&self, name: &str) -> NodeProcess {
-        NodeProcess::start_with(
-            &self.url,
-            &self.keys_text,
-            name,
-            1000,
-            &[("OPENBOT_STDIO_APPS", "true")],
-        )
+        self.front
+            .node_with(name, 1000, &[("OPENBOT_STDIO_APPS", "true")])
     }
 
     /// An App on `transport` with a ready `none` Connection whose discovery ran; returns the
     /// route of its tool `tool`.
     async fn app(&self, transport: openbot_schema::AppTransport, tool: &str) -> AppRoute {
-        let (_, token) = NewToken::with_every_right("admin");
-        self.store
-            .bootstrap("default", "admin@localhost", token)
-            .await
-            .unwrap();
-        let organization = self
-            .store
-            .first_owner()
-            .await
-            .unwrap()
-            .unwrap()
-            .organization_id;
+        // Stdio Apps are the deployment's choice (`OPENBOT_STDIO_APPS`), not the API's: the
+        // App and its Connection are set up in the store, as an operator's tooling would.
+        let organization = self.front.organization().await;
         let app = self
             .store
             .create_app(AppRow {
@@ -141,38 +127,15 @@ impl Cluster {
         }
     }
 
+    /// Sends "go" to a new Chat of a new Bot on `model` that has the App tool of `route`,
+    /// through the API.
     async fn submit(&self, model: &FakeOpenAi, route: AppRoute) -> ExecutionId {
-        let input = TurnInput {
-            instructions: String::new(),
-            model: model.spec(),
-            tools: vec![SavedTool {
-                definition: route.definition(),
-                route: ToolRoute::App(Box::new(route)),
-            }],
-            limits: Limits::default(),
-            history: Vec::new(),
-            input: vec![ContentPart::text("go")],
-            max_output_tokens: None,
-            organization_id: None,
-            identity: None,
-            source: None,
-            plan_mode: false,
-            memory: false,
-            code_mode: false,
-        };
-        let submission = Submission {
-            kind: TURN,
-            scope: Scope::Member("m1".into()),
-            command_key: None,
-            input: &input,
-            events: vec![EventKind::TurnStarted {
-                input: input.input.clone(),
-            }],
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        };
-        self.engine.submit(submission).await.unwrap().execution_id()
+        let definition = route.definition();
+        let bot = self
+            .front
+            .create_bot(json!({"name": "Notes", "model": model.spec(), "tools": [definition]}))
+            .await;
+        self.front.start_turn(&bot).await.1
     }
 
     async fn events(&self, id: ExecutionId) -> Vec<Event> {

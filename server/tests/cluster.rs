@@ -12,100 +12,69 @@ mod nodes;
 mod outside;
 #[path = "support/pg.rs"]
 mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+#[allow(unused_macros)]
+mod api;
+#[path = "support/front.rs"]
+mod front;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fake_openai::{Answer, FakeOpenAi};
+use front::{Front, tool};
 use futures::StreamExt;
 use nodes::NodeProcess;
-use openbot_core::turn::{CallKey, CallResult, CallSlot};
-use openbot_schema::{
-    ContentPart, Event, EventKind, ExecutionId, ExecutionState, Limits, ToolDefinition, ToolResult,
-    TurnOutcome,
-};
-use openbot_server::engine::{Engine, Submission, Wake};
-use openbot_server::sealed::KeyRing;
-use openbot_server::store::{CallPhase, PostgresStore, Scope, Store};
-use openbot_server::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
+use openbot_core::turn::CallSlot;
+use openbot_schema::{Event, EventKind, ExecutionId, ExecutionState, TurnOutcome};
+use openbot_server::engine::Engine;
+use openbot_server::store::{CallPhase, Store};
 use outside::Outside;
 use serde_json::json;
 
-/// A database, its shared keys, and a client-side engine (no runner) to submit and observe.
+/// A database, its shared keys, and an HTTP front (an engine with no runner) that submits
+/// through the public API with the owner's token and observes; every execution runs on a
+/// node process.
 struct Cluster {
     url: String,
     keys_text: String,
-    keys: KeyRing,
     store: Arc<dyn Store>,
-    engine: Engine,
+    engine: Arc<Engine>,
+    front: Front,
 }
 
 impl Cluster {
     async fn new() -> Self {
-        let url = pg::fresh_database().await;
-        let (keys, keys_text) = KeyRing::generate("k1");
-        let store: Arc<dyn Store> =
-            Arc::new(PostgresStore::connect(&url, 8, keys.clone()).await.unwrap());
-        let engine = Engine::open(Arc::clone(&store), keys.clone(), "test-client".into());
+        let front = Front::new().await;
         Self {
-            url,
-            keys_text,
-            keys,
-            store,
-            engine,
+            url: front.url.clone(),
+            keys_text: front.keys_text.clone(),
+            store: Arc::clone(&front.server.database.store),
+            engine: Arc::clone(&front.server.engine),
+            front,
         }
     }
 
     fn node(&self, name: &str, fault_point: Option<&str>) -> NodeProcess {
-        NodeProcess::start(&self.url, &self.keys_text, name, 1000, fault_point)
+        let env: Vec<(&str, &str)> = fault_point
+            .map(|point| ("OPENBOT_FAULT_POINT", point))
+            .into_iter()
+            .collect();
+        self.front.node_with(name, 1000, &env)
     }
 
+    /// A Turn of a new Bot on `model` with the organization's HTTP tool `write` (posting to
+    /// `outside`), sent to a new Chat through the API.
     async fn submit(&self, model: &FakeOpenAi, outside: &Outside, retry_safe: bool) -> ExecutionId {
-        let input = TurnInput {
-            instructions: String::new(),
-            model: model.spec(),
-            tools: vec![SavedTool {
-                definition: ToolDefinition {
-                    name: "write".into(),
-                    description: "Writes to the outside world.".into(),
-                    input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-                },
-                route: ToolRoute::Http {
-                    url: outside.url.clone(),
-                    retry_safe,
-                    background: false,
-                    template: Default::default(),
-                },
-            }],
-            limits: Limits::default(),
-            history: Vec::new(),
-            input: vec![ContentPart::text("go")],
-            max_output_tokens: None,
-            organization_id: None,
-            identity: None,
-            source: None,
-            plan_mode: false,
-            memory: false,
-            code_mode: false,
-        };
-        self.submit_input(&input, None).await
-    }
-
-    /// Submits a Turn with this input, in a Chat when `chat` is given.
-    async fn submit_input(&self, input: &TurnInput, chat: Option<uuid::Uuid>) -> ExecutionId {
-        let submission = Submission {
-            kind: TURN,
-            scope: Scope::Member("m1".into()),
-            command_key: None,
-            input,
-            events: vec![EventKind::TurnStarted {
-                input: input.input.clone(),
-            }],
-            parent_id: None,
-            chat_id: chat,
-            admission_gate: None,
-        };
-        self.engine.submit(submission).await.unwrap().execution_id()
+        self.front
+            .put_write_tool(&outside.url, retry_safe, false)
+            .await;
+        let bot = self
+            .front
+            .create_bot(json!({"name": "Writer", "model": model.spec(), "tools": [tool("write")]}))
+            .await;
+        self.front.start_turn(&bot).await.1
     }
 
     /// The first child a Turn started.
@@ -297,26 +266,14 @@ async fn f03_a_lost_result_of_an_unsafe_write_waits_in_outcome_unknown_until_a_d
         "the maybe-sent write was not repeated"
     );
 
-    // The decision: the write is known to have happened, with this result.
-    let call = openbot_schema::ToolCall {
-        id: "call_0".into(),
-        name: "write".into(),
-        arguments: json!({}),
-    };
-    let result = CallResult::Tool {
-        result: ToolResult::text(&call, "written by hand"),
-    };
-    let blob = cluster
-        .keys
-        .seal(uuid::Uuid::now_v7(), &serde_json::to_vec(&result).unwrap())
-        .unwrap();
-    let key = CallKey {
-        step: 1,
-        slot: CallSlot::Tool(0),
-        attempt: 1,
-    };
-    cluster.store.resolve_unknown(id, key, blob).await.unwrap();
-    cluster.engine.context().hub.announce(Wake::Work);
+    // The decision, through the API: the write is known to have happened, with this result.
+    cluster
+        .front
+        .decide_outcome(
+            id,
+            json!({"call": "1/tool:0/1", "decision": "applied", "result": "written by hand"}),
+        )
+        .await;
     let events = cluster.events(id, Duration::from_secs(60)).await;
     assert_eq!(ended(&events), Some(TurnOutcome::Completed));
     assert_eq!(outside.received(), 0);
@@ -565,40 +522,6 @@ async fn f04_two_readers_in_two_processes_read_from_their_cursors() {
 
 use sqlx::Connection as _;
 
-fn write_tool(outside: &Outside, background: bool) -> SavedTool {
-    SavedTool {
-        definition: ToolDefinition {
-            name: "write".into(),
-            description: "Writes to the outside world.".into(),
-            input_schema: json!({"type": "object"}),
-        },
-        route: ToolRoute::Http {
-            url: outside.url.clone(),
-            retry_safe: true,
-            background,
-            template: Default::default(),
-        },
-    }
-}
-
-fn turn_input(model: &FakeOpenAi, tools: Vec<SavedTool>) -> TurnInput {
-    TurnInput {
-        instructions: String::new(),
-        model: model.spec(),
-        tools,
-        limits: Limits::default(),
-        history: Vec::new(),
-        input: vec![ContentPart::text("go")],
-        max_output_tokens: None,
-        organization_id: None,
-        identity: None,
-        source: None,
-        plan_mode: false,
-        memory: false,
-        code_mode: false,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_tools_result_is_delivered_once_after_its_owner_is_killed() {
     let cluster = Cluster::new().await;
@@ -610,14 +533,12 @@ async fn a_background_tools_result_is_delivered_once_after_its_owner_is_killed()
     let outside = Outside::start(true).await;
     outside.hold().await;
     let mut owner = cluster.node("bg-owner", None);
-    let chat = uuid::Uuid::now_v7();
-    cluster.store.open_gate(chat).await.unwrap();
-    let turn = cluster
-        .submit_input(
-            &turn_input(&model, vec![write_tool(&outside, true)]),
-            Some(chat),
-        )
+    cluster.front.put_write_tool(&outside.url, true, true).await;
+    let bot = cluster
+        .front
+        .create_bot(json!({"name": "Writer", "model": model.spec(), "tools": [tool("write")]}))
         .await;
+    let (chat, turn) = cluster.front.start_turn(&bot).await;
     let job = cluster.first_child(turn).await;
     assert_eq!(
         ended(&cluster.events(turn, Duration::from_secs(60)).await),
@@ -666,30 +587,27 @@ async fn a_childs_step_limit_is_not_reset_by_a_takeover() {
     ])
     .await;
     let outside = Outside::start(true).await;
-    let helper = SavedTool {
-        definition: ToolDefinition {
-            name: "helper".into(),
-            description: "Hands a task to a helper.".into(),
-            input_schema: json!({"type": "object"}),
-        },
-        route: ToolRoute::Delegate(Box::new(DelegateRoute {
-            bot_id: openbot_schema::BotId::new(),
-            name: "Helper".into(),
-            instructions: String::new(),
-            model: child.spec(),
-            tools: vec![write_tool(&outside, false)],
-            limits: Limits::default(),
-        })),
-    };
-    let mut input = turn_input(&parent, vec![helper]);
+    cluster
+        .front
+        .put_write_tool(&outside.url, true, false)
+        .await;
+    let helper = cluster
+        .front
+        .create_bot(json!({"name": "Helper", "model": child.spec(), "tools": [tool("write")]}))
+        .await;
+    cluster.front.put_delegate("helper", &helper).await;
     // The parent's limit is the child's too.
-    input.limits.max_steps = Some(2);
+    let bot = cluster
+        .front
+        .create_bot(
+            json!({"name": "Parent", "model": parent.spec(), "tools": [tool("helper")],
+            "limits": {"max_steps": 2}}),
+        )
+        .await;
     // The child's second write is held; its owner dies then.
     child.delay(1, Duration::ZERO);
     let mut owner = cluster.node("limit-owner", None);
-    let chat = uuid::Uuid::now_v7();
-    cluster.store.open_gate(chat).await.unwrap();
-    let turn = cluster.submit_input(&input, Some(chat)).await;
+    let (_, turn) = cluster.front.start_turn(&bot).await;
     let kid = cluster.first_child(turn).await;
     cluster
         .wait_for(kid, |e| {
@@ -738,16 +656,19 @@ async fn a_code_run_killed_midway_replays_its_saved_call_on_another_node() {
     ])
     .await;
     let outside = Outside::start(false).await;
-    let mut input = turn_input(&model, vec![write_tool(&outside, false)]);
-    input.tools[0].route = ToolRoute::Http {
-        url: outside.url.clone(),
-        retry_safe: false,
-        background: false,
-        template: Default::default(),
-    };
-    input.code_mode = true;
+    cluster
+        .front
+        .put_write_tool(&outside.url, false, false)
+        .await;
+    let bot = cluster
+        .front
+        .create_bot(
+            json!({"name": "Coder", "model": model.spec(), "tools": [tool("write")],
+            "code_mode": true}),
+        )
+        .await;
     let mut owner = cluster.node("code-owner", None);
-    let id = cluster.submit_input(&input, None).await;
+    let (_, id) = cluster.front.start_turn(&bot).await;
     outside.wait_for_writes(1).await;
     let first = CallSlot::Code { tool: 0, call: 0 };
     for _ in 0..200 {

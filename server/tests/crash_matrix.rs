@@ -28,22 +28,23 @@ mod outside;
 mod pg;
 #[path = "support/served.rs"]
 mod served;
+#[macro_use]
+#[path = "support/api.rs"]
+#[allow(unused_macros)]
+mod api;
+#[path = "support/front.rs"]
+mod front;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
+use front::{Front, tool};
 use futures::StreamExt;
 use nodes::NodeProcess;
-use openbot_core::turn::{CallKey, CallResult, CallSlot};
-use openbot_schema::{
-    ContentPart, Event, EventKind, ExecutionId, ExecutionState, Limits, Message, ToolDefinition,
-    ToolResult, TurnOutcome,
-};
-use openbot_server::engine::{Engine, Submission, Wake};
-use openbot_server::sealed::KeyRing;
-use openbot_server::store::{PostgresStore, Scope, Store};
-use openbot_server::turns::{SavedTool, TURN, ToolRoute, TurnInput};
+use openbot_schema::{Event, EventKind, ExecutionId, ExecutionState, Message, TurnOutcome};
+use openbot_server::engine::Engine;
+use openbot_server::store::Store;
 use outside::Outside;
 use serde_json::json;
 
@@ -54,76 +55,39 @@ const AT_ONCE: usize = 3;
 /// The final text of the standard Turn.
 const FINAL_TEXT: &str = "done";
 
-/// A database, its shared keys, and a client-side engine (no runner) to submit and observe.
+/// A database, its shared keys, and an HTTP front (an engine with no runner) that submits
+/// through the public API with the owner's token and observes.
 struct Cluster {
-    url: String,
-    keys_text: String,
-    keys: KeyRing,
     store: Arc<dyn Store>,
-    engine: Engine,
+    engine: Arc<Engine>,
+    front: Front,
 }
 
 impl Cluster {
     async fn new() -> Self {
-        let url = pg::fresh_database().await;
-        let (keys, keys_text) = KeyRing::generate("k1");
-        let store: Arc<dyn Store> =
-            Arc::new(PostgresStore::connect(&url, 4, keys.clone()).await.unwrap());
-        let engine = Engine::open(Arc::clone(&store), keys.clone(), "test-client".into());
+        let front = Front::new().await;
         Self {
-            url,
-            keys_text,
-            keys,
-            store,
-            engine,
+            store: Arc::clone(&front.server.database.store),
+            engine: Arc::clone(&front.server.engine),
+            front,
         }
     }
 
     fn node(&self, name: &str, env: &[(&str, &str)]) -> NodeProcess {
-        NodeProcess::start_with(&self.url, &self.keys_text, name, LEASE_MS, env)
+        self.front.node_with(name, LEASE_MS, env)
     }
 
+    /// The standard Turn: a new Bot with the organization's HTTP tool `write` (posting to
+    /// `outside`), sent "go" in a new Chat through the API.
     async fn submit(&self, model: &FakeOpenAi, outside: &Outside, retry_safe: bool) -> ExecutionId {
-        let input = TurnInput {
-            instructions: String::new(),
-            model: model.spec(),
-            tools: vec![SavedTool {
-                definition: ToolDefinition {
-                    name: "write".into(),
-                    description: "Writes to the outside world.".into(),
-                    input_schema: json!({"type": "object"}),
-                },
-                route: ToolRoute::Http {
-                    url: outside.url.clone(),
-                    retry_safe,
-                    background: false,
-                    template: Default::default(),
-                },
-            }],
-            limits: Limits::default(),
-            history: Vec::new(),
-            input: vec![ContentPart::text("go")],
-            max_output_tokens: None,
-            organization_id: None,
-            identity: None,
-            source: None,
-            plan_mode: false,
-            memory: false,
-            code_mode: false,
-        };
-        let submission = Submission {
-            kind: TURN,
-            scope: Scope::Member("m1".into()),
-            command_key: None,
-            input: &input,
-            events: vec![EventKind::TurnStarted {
-                input: input.input.clone(),
-            }],
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        };
-        self.engine.submit(submission).await.unwrap().execution_id()
+        self.front
+            .put_write_tool(&outside.url, retry_safe, false)
+            .await;
+        let bot = self
+            .front
+            .create_bot(json!({"name": "Writer", "model": model.spec(), "tools": [tool("write")]}))
+            .await;
+        self.front.start_turn(&bot).await.1
     }
 
     /// The first event that matches, within 60 s.
@@ -358,26 +322,14 @@ async fn run_point(point: Point, expect: Expected, retry_safe: bool) -> String {
             "{}: the maybe-sent write was not repeated",
             point.name
         );
-        // The decision: the write happened, with this result.
-        let call = openbot_schema::ToolCall {
-            id: "call_0".into(),
-            name: "write".into(),
-            arguments: json!({}),
-        };
-        let result = CallResult::Tool {
-            result: ToolResult::text(&call, "written, as decided"),
-        };
-        let blob = cluster
-            .keys
-            .seal(uuid::Uuid::now_v7(), &serde_json::to_vec(&result).unwrap())
-            .unwrap();
-        let key = CallKey {
-            step: 1,
-            slot: CallSlot::Tool(0),
-            attempt: 1,
-        };
-        cluster.store.resolve_unknown(id, key, blob).await.unwrap();
-        cluster.engine.context().hub.announce(Wake::Work);
+        // The decision, through the API: the write happened, with this result.
+        cluster
+            .front
+            .decide_outcome(
+                id,
+                json!({"call": "1/tool:0/1", "decision": "applied", "result": "written, as decided"}),
+            )
+            .await;
     }
 
     let events = cluster.events(id).await;

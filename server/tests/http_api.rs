@@ -65,6 +65,8 @@ http_tests!(
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
     a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more,
+    a_turn_whose_shared_bot_is_made_private_while_it_waits_sends_nothing_more,
+    a_turn_with_no_saved_identity_is_refused_as_unchecked_work,
     a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_saved_before_it_fails,
     a_used_up_chat_budget_ends_the_next_turn_before_its_model_request,
     a_scripted_model_follows_each_chat_from_its_first_step,
@@ -2013,6 +2015,88 @@ async fn a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more(server:
     );
 }
 
+/// A member's Turn with the owner's shared Bot waits for a host tool; the owner makes the Bot
+/// private. Restored by the result, the Turn re-checks that its member may still use the Bot,
+/// and stops before its next model request.
+async fn a_turn_whose_shared_bot_is_made_private_while_it_waits_sends_nothing_more(server: Server) {
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("lookup", json!({})),
+        Answer::Text(vec!["never sent"]),
+    ])
+    .await;
+    let spec = json!({"name": "Looker", "model": model.spec(), "shared": true,
+        "tools": [{"name": "lookup", "description": "Looks up.", "input_schema": {"type": "object"}}]});
+    let bot: Value = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let member = server.other_member_token().await;
+    let chat = server.chat(&member, &bot).await;
+    let sent = receipt(server.send(&member, &chat, "Look", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    let call_id = open_call(&server, &member, execution).await;
+    let unshared = server
+        .http
+        .patch(format!(
+            "{}/v1/bots/{}",
+            server.base,
+            bot["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&server.owner)
+        .json(&json!({"shared": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unshared.status(), StatusCode::OK);
+    assert_eq!(
+        deliver(&server, &member, execution, &call_id)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let events = server.finish(&member, execution).await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ErrorCategory::Access), "{events:?}");
+    assert_eq!(
+        model.total_requests(),
+        1,
+        "no model request once the Bot is private"
+    );
+}
+
+/// A Turn submitted to the engine with no saved identity (no token, no member) is refused by
+/// the node: it ends failed with the category `access` and sends no model request.
+async fn a_turn_with_no_saved_identity_is_refused_as_unchecked_work(server: Server) {
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["never sent"])]).await;
+    let owner = server.owner_member().await;
+    let id = server
+        .turn_in(
+            openbot_server::store::Scope::Member(owner.member_id.to_string()),
+            &model,
+        )
+        .await;
+    let events = server.finish(&server.owner, &id.to_string()).await;
+    assert!(
+        matches!(
+            events.last().map(|e| &e.kind),
+            Some(EventKind::Failed {
+                category: ErrorCategory::Access,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    assert_eq!(model.total_requests(), 0);
+}
+
 /// The last tool result of a step rides in the next commit; when the loop stops first (here the
 /// next model request is refused: the Turn's token was revoked), the result is still saved.
 async fn a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_saved_before_it_fails(
@@ -2505,15 +2589,23 @@ async fn organization_endpoints_never_read_or_command_service_work(server: Serve
             error_code(cancel).await,
             (StatusCode::NOT_FOUND, "not_found".into())
         );
-        // The service's own work went on untouched.
+        // The service's own work went on untouched: it ended as its node decided (a Turn with
+        // no saved identity is refused as unchecked work), never cancelled by the member.
         let mut events = server.engine.observe(id, 0);
         let mut ended = None;
         while let Some(event) = events.next().await {
-            if let EventKind::TurnEnded { outcome, .. } = event.unwrap().kind {
-                ended = Some(outcome);
-            }
+            ended = Some(event.unwrap().kind);
         }
-        assert_eq!(ended, Some(TurnOutcome::Completed));
+        assert!(
+            matches!(
+                ended,
+                Some(EventKind::Failed {
+                    category: ErrorCategory::Access,
+                    ..
+                })
+            ),
+            "{ended:?}"
+        );
     }
 }
 

@@ -11,18 +11,23 @@ mod fake_openai;
 mod nodes;
 #[path = "support/pg.rs"]
 mod pg;
+#[macro_use]
+#[path = "support/api.rs"]
+#[allow(unused_macros)]
+mod api;
+#[path = "support/front.rs"]
+mod front;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
+use front::Front;
 use futures::StreamExt;
 use nodes::NodeProcess;
-use openbot_schema::{
-    ContentPart, ErrorCategory, Event, EventKind, ExecutionId, ExecutionState, Limits, TurnOutcome,
-};
-use openbot_server::engine::{Engine, Submission};
+use openbot_schema::{ErrorCategory, Event, EventKind, ExecutionId, ExecutionState, TurnOutcome};
+use openbot_server::engine::Engine;
 use openbot_server::limits::{
     AcquireError, Holder, LimitSettings, LimitStore, Limits as SharedLimits, Take,
 };
@@ -30,7 +35,6 @@ use openbot_server::sealed::KeyRing;
 use openbot_server::store::{
     Claim, Commit, NewExecution, PostgresStore, Scope, SqliteStore, StateChange, Store,
 };
-use openbot_server::turns::{TURN, TurnInput};
 use sqlx::Connection;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -161,8 +165,12 @@ fn granted(take: &Take) -> bool {
 }
 
 async fn in_use(limits: &Arc<dyn LimitStore>, scope: &str) -> i64 {
+    in_use_of(limits, ORG, scope).await
+}
+
+async fn in_use_of(limits: &Arc<dyn LimitStore>, organization: Uuid, scope: &str) -> i64 {
     limits
-        .limits(ORG, None, 100)
+        .limits(organization, None, None, 100)
         .await
         .unwrap()
         .into_iter()
@@ -487,12 +495,12 @@ async fn limits_list_in_pages_by_scope_with_their_permits_in_use(b: Backend) {
     assert!(granted(
         &b.limits.try_take(&one, &scopes(&["b"])).await.unwrap()
     ));
-    let first = b.limits.limits(ORG, None, 2).await.unwrap();
+    let first = b.limits.limits(ORG, None, None, 2).await.unwrap();
     let names: Vec<&str> = first.iter().map(|l| l.scope.as_str()).collect();
     assert_eq!(names, ["a", "b"]);
     assert_eq!(first[1].in_use, 1);
     assert_eq!(first[1].settings, settings(Some(3)));
-    let rest = b.limits.limits(ORG, Some("b"), 2).await.unwrap();
+    let rest = b.limits.limits(ORG, None, Some("b"), 2).await.unwrap();
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].scope, "c");
 }
@@ -612,70 +620,53 @@ async fn a_wait_for_room_is_granted_when_the_holder_releases(b: Backend) {
 // ---------------------------------------------------------------------------------------------
 // Real `openbot serve` processes on one PostgreSQL.
 
-/// A database with its shared keys, a client-side engine (no runner) to submit and observe,
-/// and the limit store to configure.
+/// A database with its shared keys, an HTTP front (an engine with no runner) that submits
+/// through the public API with the owner's token and observes, and the limit store to
+/// configure.
 struct Cluster {
     url: String,
-    keys_text: String,
     store: Arc<dyn Store>,
     limits: Arc<dyn LimitStore>,
-    engine: Engine,
+    engine: Arc<Engine>,
+    organization: Uuid,
+    front: Front,
 }
 
 impl Cluster {
     async fn new() -> Self {
-        let url = pg::fresh_database().await;
-        let (keys, keys_text) = KeyRing::generate("k1");
-        let pg = Arc::new(PostgresStore::connect(&url, 8, keys.clone()).await.unwrap());
-        let store: Arc<dyn Store> = pg.clone();
-        let engine = Engine::open(Arc::clone(&store), keys, "test-client".into());
+        let front = Front::new().await;
+        let limits: Arc<dyn LimitStore> = match &front.server.raw {
+            api::Raw::Postgres(store) => Arc::new(store.clone()),
+            api::Raw::Sqlite(..) => unreachable!("the front is on PostgreSQL"),
+        };
         Self {
-            url,
-            keys_text,
-            store,
-            limits: pg,
-            engine,
+            url: front.url.clone(),
+            store: Arc::clone(&front.server.database.store),
+            limits,
+            engine: Arc::clone(&front.server.engine),
+            organization: front.organization().await,
+            front,
         }
     }
 
     fn node(&self, name: &str) -> NodeProcess {
-        NodeProcess::start(&self.url, &self.keys_text, name, 1000, None)
+        self.front.node(name, 1000)
     }
 
     async fn limit(&self, scope: &str, settings: LimitSettings) {
-        self.limits.put_limit(ORG, scope, &settings).await.unwrap();
+        self.limits
+            .put_limit(self.organization, scope, &settings)
+            .await
+            .unwrap();
     }
 
-    /// Submits a Turn of organization `ORG` on `model`.
+    /// Sends "go" to a new Chat of a new Bot on `model` through the API.
     async fn submit(&self, model: &FakeOpenAi) -> ExecutionId {
-        let input = TurnInput {
-            instructions: String::new(),
-            model: model.spec(),
-            tools: Vec::new(),
-            limits: Limits::default(),
-            history: Vec::new(),
-            input: vec![ContentPart::text("go")],
-            max_output_tokens: None,
-            organization_id: Some(ORG),
-            identity: None,
-            source: None,
-            plan_mode: false,
-            memory: false,
-            code_mode: false,
-        };
-        let submission = Submission {
-            kind: TURN,
-            scope: Scope::Member("m1".into()),
-            command_key: None,
-            input: &input,
-            events: vec![EventKind::TurnStarted {
-                input: input.input.clone(),
-            }],
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        };
-        self.engine.submit(submission).await.unwrap().execution_id()
+        let bot = self
+            .front
+            .create_bot(serde_json::json!({"name": "Limited", "model": model.spec()}))
+            .await;
+        self.front.start_turn(&bot).await.1
     }
 
     /// Every event to the end.
@@ -875,7 +866,10 @@ async fn a_paused_turn_frees_its_permit_and_another_turn_runs_meanwhile() {
         ExecutionState::Waiting,
         "still paused"
     );
-    assert_eq!(in_use(&cluster.limits, "organization").await, 0);
+    assert_eq!(
+        in_use_of(&cluster.limits, cluster.organization, "organization").await,
+        0
+    );
 
     cluster.engine.resume(paused).await.unwrap();
     let events = cluster.events(paused, Duration::from_secs(60)).await;

@@ -299,7 +299,8 @@ impl Approvals {
                         Err(IdentityCheckError::Denied(_)) => ApprovalState::Revoked,
                         Err(IdentityCheckError::Store(err)) => return Err(err.into()),
                     },
-                    None => ApprovalState::Approved,
+                    // Work a server cannot check is never released by an approval.
+                    None => ApprovalState::Revoked,
                 }
             }
         };

@@ -26,7 +26,8 @@ fn bot_row(row: &Row) -> Result<BotRow, StoreError> {
 macro_rules! visible {
     () => {
         concat!(
-            "organization_id = $1 AND deleted_at IS NULL AND (shared OR owner_member_id = $2) AND ",
+            crate::bots::bot_usable_by!("bots", "$1", "$2"),
+            " AND ",
             in_bot_limit!("id", "$3")
         )
     };

@@ -84,18 +84,20 @@ impl ExecutionIdentity {
     }
 
     /// Checks that the work may still send to the outside: the credential is valid (not
-    /// revoked or expired), its member and the owner are still members, and it may still
-    /// write Chats with this Bot. Reads the current state every time.
+    /// revoked or expired), its member and the owner are still members, it may still write
+    /// Chats with this Bot, and the Bot is still there for both of them (not deleted, not made
+    /// private by someone else). Reads the current state every time.
     pub async fn check_current(
         &self,
         identity: &dyn IdentityStore,
     ) -> Result<(), IdentityCheckError> {
         let denied = |why: &str| Err(IdentityCheckError::Denied(why.to_string()));
-        let caller = current_caller(
+        let (caller, bot_usable) = caller_and_bot(
             identity,
             self.credential,
             self.actor_member_id,
             self.organization_id,
+            Some(self.bot_id),
         )
         .await?;
         if caller.require(Resource::Chats, Action::Write).is_err() {
@@ -108,14 +110,25 @@ impl ExecutionIdentity {
         {
             return denied("the token may no longer use this Bot");
         }
+        if !bot_usable {
+            return denied("the Bot was deleted or is no longer shared with this member");
+        }
         if self.owner_member_id != self.actor_member_id {
-            let owner_is_member = identity
-                .members_of(self.organization_id)
-                .await?
-                .iter()
-                .any(|m| m.member.member_id == self.owner_member_id);
-            if !owner_is_member {
+            let members = identity.members_of(self.organization_id).await?;
+            let Some(owner) = members
+                .into_iter()
+                .find(|m| m.member.member_id == self.owner_member_id)
+            else {
                 return denied("the owner is no longer a member");
+            };
+            let owner = Caller {
+                member: owner.member,
+                credential: self.credential,
+                rights: openbot_schema::Right::all(),
+                bot_ids: None,
+            };
+            if !identity.bot_usable(&owner, self.bot_id).await? {
+                return denied("the Bot was deleted or is no longer shared with the Chat's member");
             }
         }
         Ok(())
@@ -131,10 +144,24 @@ pub async fn current_caller(
     actor_member_id: Uuid,
     organization_id: Uuid,
 ) -> Result<Caller, IdentityCheckError> {
+    let (caller, _) =
+        caller_and_bot(identity, credential, actor_member_id, organization_id, None).await?;
+    Ok(caller)
+}
+
+/// [`current_caller`], and with `bot` whether its member may use that Bot (read in the same
+/// statement as the credential).
+async fn caller_and_bot(
+    identity: &dyn IdentityStore,
+    credential: Credential,
+    actor_member_id: Uuid,
+    organization_id: Uuid,
+    bot: Option<BotId>,
+) -> Result<(Caller, bool), IdentityCheckError> {
     let denied = |why: &str| Err(IdentityCheckError::Denied(why.to_string()));
-    let (member, rights, bot_ids) = match credential {
+    let (member, rights, bot_ids, bot_usable) = match credential {
         Credential::Token { id } => {
-            let Some((token, member)) = identity.token_by_id(id).await? else {
+            let Some((token, member, bot_usable)) = identity.token_by_id(id, bot).await? else {
                 return denied("the token's member was removed");
             };
             if token.revoked_at.is_some() {
@@ -143,10 +170,10 @@ pub async fn current_caller(
             if token.expires_at.is_some_and(|at| at <= now_ms()) {
                 return denied("the token has expired");
             }
-            (member, token.rights, token.bot_ids)
+            (member, token.rights, token.bot_ids, bot_usable)
         }
-        Credential::Session { id } => match identity.session_member(id).await? {
-            Some(member) => (member, openbot_schema::Right::all(), None),
+        Credential::Session { id } => match identity.session_member(id, bot).await? {
+            Some((member, bot_usable)) => (member, openbot_schema::Right::all(), None, bot_usable),
             None => return denied("the session ended"),
         },
     };
@@ -159,5 +186,5 @@ pub async fn current_caller(
         rights,
         bot_ids,
     };
-    Ok(caller)
+    Ok((caller, bot_usable))
 }

@@ -88,6 +88,16 @@ async fn insert_token(
 
 #[async_trait]
 impl IdentityStore for Store {
+    async fn bot_usable(
+        &self,
+        caller: &crate::identity::Caller,
+        bot: openbot_schema::BotId,
+    ) -> Result<bool, StoreError> {
+        Ok(crate::bots::BotStore::visible_bot(self, caller, bot)
+            .await?
+            .is_some())
+    }
+
     async fn bootstrap(
         &self,
         organization: &str,
@@ -492,30 +502,58 @@ impl IdentityStore for Store {
         Ok(())
     }
 
-    async fn token_by_id(&self, id: Uuid) -> Result<Option<(TokenRow, MemberRef)>, StoreError> {
-        let row = sqlx::query(
+    async fn token_by_id(
+        &self,
+        id: Uuid,
+        bot: Option<openbot_schema::BotId>,
+    ) -> Result<Option<(TokenRow, MemberRef, bool)>, StoreError> {
+        let row = sqlx::query(concat!(
             "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
-                    m.organization_id, m.role \
+                    m.organization_id, m.role, \
+                    EXISTS (SELECT 1 FROM bots b WHERE b.id = ",
+            uuid_param!("$2"),
+            " AND ",
+            crate::bots::bot_usable_by!("b", "m.organization_id", "m.id"),
+            ") AS bot_usable \
              FROM api_tokens t JOIN members m ON m.id = t.member_id \
-             WHERE t.id = $1 AND m.removed_at IS NULL",
-        )
+             WHERE t.id = $1 AND m.removed_at IS NULL"
+        ))
         .bind(id)
+        .bind(bot.map(|b| b.as_uuid()))
         .fetch_optional(self.reader())
         .await?;
-        row.map(|row| Ok((token_row(&row)?, member_ref(&row)?)))
-            .transpose()
+        row.map(|row| {
+            Ok((
+                token_row(&row)?,
+                member_ref(&row)?,
+                row.try_get::<bool, _>("bot_usable")?,
+            ))
+        })
+        .transpose()
     }
 
-    async fn session_member(&self, id: Uuid) -> Result<Option<MemberRef>, StoreError> {
-        let row = sqlx::query(
-            "SELECT s.member_id, m.organization_id, m.role FROM sessions s JOIN members m ON m.id = s.member_id \
-             WHERE s.id = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL",
-        )
+    async fn session_member(
+        &self,
+        id: Uuid,
+        bot: Option<openbot_schema::BotId>,
+    ) -> Result<Option<(MemberRef, bool)>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT s.member_id, m.organization_id, m.role, \
+                    EXISTS (SELECT 1 FROM bots b WHERE b.id = ",
+            uuid_param!("$3"),
+            " AND ",
+            crate::bots::bot_usable_by!("b", "m.organization_id", "m.id"),
+            ") AS bot_usable \
+             FROM sessions s JOIN members m ON m.id = s.member_id \
+             WHERE s.id = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL"
+        ))
         .bind(id)
         .bind(now_ms())
+        .bind(bot.map(|b| b.as_uuid()))
         .fetch_optional(self.reader())
         .await?;
-        row.map(|row| member_ref(&row)).transpose()
+        row.map(|row| Ok((member_ref(&row)?, row.try_get::<bool, _>("bot_usable")?)))
+            .transpose()
     }
 
     async fn session_by_hash(

@@ -228,6 +228,14 @@ pub trait IdentityStore: Send + Sync + 'static {
     /// The organization's current members, oldest first.
     async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError>;
 
+    /// Whether `caller` may still use `bot`: it exists, was not deleted, is shared or the
+    /// caller's own, and is within the caller's Bot limit (the query Bots are listed with).
+    async fn bot_usable(
+        &self,
+        caller: &super::Caller,
+        bot: openbot_schema::BotId,
+    ) -> Result<bool, StoreError>;
+
     /// Up to `limit` of the organization's current members, oldest first, after the member at
     /// `after` (its creation time and ID) when given.
     async fn members_page(
@@ -265,12 +273,21 @@ pub trait IdentityStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// A token by its ID and its member, if the member was not removed (the caller checks
-    /// revocation and expiry, as for [`IdentityStore::token_by_hash`]).
-    async fn token_by_id(&self, id: Uuid) -> Result<Option<(TokenRow, MemberRef)>, StoreError>;
+    /// revocation and expiry, as for [`IdentityStore::token_by_hash`]); with `bot`, also
+    /// whether that member may use it (the Bot store's rule), read in the same statement.
+    async fn token_by_id(
+        &self,
+        id: Uuid,
+        bot: Option<openbot_schema::BotId>,
+    ) -> Result<Option<(TokenRow, MemberRef, bool)>, StoreError>;
 
     /// The member of a session that is still valid (not revoked, not expired, member not
-    /// removed), by the session's ID.
-    async fn session_member(&self, id: Uuid) -> Result<Option<MemberRef>, StoreError>;
+    /// removed), by the session's ID; with `bot`, also whether that member may use it.
+    async fn session_member(
+        &self,
+        id: Uuid,
+        bot: Option<openbot_schema::BotId>,
+    ) -> Result<Option<(MemberRef, bool)>, StoreError>;
 
     /// The live session with this secret hash and its member (not expired, not revoked, member
     /// not removed).

@@ -15,5 +15,5 @@ pub use input::{
     propose_plan_tool,
 };
 pub use openbot_core::tool::HttpTool;
-pub(crate) use workflow::tool_vault;
 pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};
+pub(crate) use workflow::{tool_vault, unchecked_work};

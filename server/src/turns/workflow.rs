@@ -247,7 +247,10 @@ impl TurnWorkflow {
                         billing,
                     })
                 }
-                _ => None,
+                // A server checks every Turn's rights and budgets: work it cannot check (no
+                // saved identity) is refused, never run unchecked.
+                (None, Some(_)) => return Err(unchecked_work()),
+                (_, None) => None,
             })
         };
         let (access, model) =
@@ -255,6 +258,16 @@ impl TurnWorkflow {
         // The rights check's failure wins, as if it had run first.
         let access = access?;
         Ok((input, access, model?))
+    }
+}
+
+/// The failure of work with no saved identity on a node that checks identities.
+pub(crate) fn unchecked_work() -> PhaseError {
+    PhaseError::Failed {
+        category: ErrorCategory::Access,
+        cause: "the work has no saved identity, so its rights and budgets cannot be checked; \
+                submit it through the API with a token"
+            .into(),
     }
 }
 

@@ -202,7 +202,8 @@ impl ToolJobWorkflow {
                     billing: None,
                 })
             }
-            _ => None,
+            (None, Some(_)) => return Err(crate::turns::unchecked_work()),
+            (_, None) => None,
         };
         let vault = crate::turns::tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
         // The OAuth service is built only for a phase that may call an App tool.

@@ -303,13 +303,17 @@ impl Server {
             .to_string()
     }
 
-    /// Submits a Turn for the owner, as a Chat would.
+    /// Sends "hi" to a new Chat of a new Bot of the owner on `model`, through the API with
+    /// the owner's token; the Turn's execution.
     pub async fn owner_turn(&self, model: &FakeOpenAi) -> ExecutionId {
-        let owner = self.owner_member().await;
-        self.turn_in(Scope::Member(owner.member_id.to_string()), model)
-            .await
+        let bot = self.bot(&self.owner, model, false).await;
+        let chat = self.chat(&self.owner, &bot).await;
+        let sent = receipt(self.send(&self.owner, &chat, "hi", None).await).await;
+        sent["execution_id"].as_str().unwrap().parse().unwrap()
     }
 
+    /// Submits a Turn with no saved identity straight to the engine, in `scope`: work a
+    /// server's nodes refuse to run unchecked (it ends failed with the category `access`).
     pub async fn turn_in(&self, scope: Scope, model: &FakeOpenAi) -> ExecutionId {
         let input = TurnInput {
             instructions: String::new(),

@@ -88,3 +88,93 @@ impl Front {
         self.server.owner_member().await.organization_id
     }
 }
+
+/// A tool definition a Bot names: the organization's HTTP tool, delegate or App tool of that
+/// name answers it (the same resolution a Chat's Turn uses).
+pub fn tool(name: &str) -> serde_json::Value {
+    serde_json::json!({"name": name, "description": "A tool.", "input_schema": {"type": "object"}})
+}
+
+impl Front {
+    /// The owner's token, with every right.
+    pub fn token(&self) -> &str {
+        &self.server.owner
+    }
+
+    /// Registers the organization's HTTP tool `write`, which posts to `url`, through the API.
+    pub async fn put_write_tool(&self, url: &str, retry_safe: bool, background: bool) {
+        let response = self
+            .server
+            .http
+            .put(format!("{}/v1/tools/write", self.server.base))
+            .bearer_auth(self.token())
+            .json(&serde_json::json!({
+                "description": "Writes to the outside world.",
+                "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                "url": url, "retry_safe": retry_safe, "background": background}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_eq!(status, 200, "{}", response.text().await.unwrap());
+    }
+
+    /// Registers the organization's delegate tool `name`, handing tasks to `bot`.
+    pub async fn put_delegate(&self, name: &str, bot: &serde_json::Value) {
+        let response = self
+            .server
+            .http
+            .put(format!("{}/v1/delegates/{name}", self.server.base))
+            .bearer_auth(self.token())
+            .json(&serde_json::json!({"description": "Hands a task to a helper.", "bot_id": bot["id"]}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_eq!(status, 200, "{}", response.text().await.unwrap());
+    }
+
+    /// Creates the owner's Bot from `spec` (`name`, `model`, `tools`, `limits`, ...).
+    pub async fn create_bot(&self, spec: serde_json::Value) -> serde_json::Value {
+        let response = self
+            .server
+            .post("/v1/bots", self.token())
+            .json(&spec)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(status, 201, "{body}");
+        body
+    }
+
+    /// Sends "go" to a new Chat of `bot` with the owner's token: the Chat and the Turn's
+    /// execution, as any client starts one.
+    pub async fn start_turn(&self, bot: &serde_json::Value) -> (Uuid, openbot_schema::ExecutionId) {
+        let chat = self.server.chat(self.token(), bot).await;
+        let sent =
+            super::api::receipt(self.server.send(self.token(), &chat, "go", None).await).await;
+        (
+            chat.parse().unwrap(),
+            sent["execution_id"].as_str().unwrap().parse().unwrap(),
+        )
+    }
+
+    /// Decides the unknown outcome of `call` (as listed, e.g. `1/tool:0/1`) through the API.
+    pub async fn decide_outcome(
+        &self,
+        execution: openbot_schema::ExecutionId,
+        decision: serde_json::Value,
+    ) {
+        let response = self
+            .server
+            .post(&format!("/v1/executions/{execution}/outcome"), self.token())
+            .json(&decision)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_eq!(status, 200, "{}", response.text().await.unwrap());
+    }
+}
