@@ -41,7 +41,7 @@ impl FromRequestParts<AppState> for Operator {
             {
                 Ok(Some(token)) => return Ok(Operator(OperatorActor::Token(token))),
                 Ok(None) => {}
-                Err(err) => return Err(ApiError::from_store(state, err, "operator token").await),
+                Err(err) => return Err(ApiError::store(err, "operator token")),
             }
         }
         // Not an operator: a member's credential is refused, anything else is not valid.
@@ -72,11 +72,9 @@ pub async fn get_error(
     match read_error(state.operator.as_ref(), keys, id, &actor).await {
         Ok(Some(record)) => Ok(Json(record)),
         Ok(None) => Err(ApiError::not_found("error record")),
-        Err(OperatorError::Store(err)) => {
-            Err(ApiError::from_store(&state, err, "error record").await)
-        }
+        Err(OperatorError::Store(err)) => Err(ApiError::store(err, "error record")),
         Err(err @ OperatorError::Open(_)) => {
-            Err(ApiError::fault(&state, ErrorCategory::Internal, err.to_string()).await)
+            Err(ApiError::failed(ErrorCategory::Internal, err.to_string()))
         }
     }
 }

@@ -18,29 +18,31 @@ use super::json::ApiJson;
 use crate::apps::oauth::OAuthError;
 use crate::identity::Caller;
 
-async fn mapped(state: &AppState, err: OAuthError) -> ApiError {
-    match err {
-        OAuthError::Invalid(message)
-        | OAuthError::Discovery(message)
-        | OAuthError::Refused(message) => ApiError::invalid(message),
-        OAuthError::Exchange(_) | OAuthError::State(_) => ApiError::invalid(err.to_string()),
-        OAuthError::Forbidden(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<OAuthError> for ApiError {
+    fn from(err: OAuthError) -> Self {
+        match err {
+            OAuthError::Invalid(message)
+            | OAuthError::Discovery(message)
+            | OAuthError::Refused(message) => ApiError::invalid(message),
+            OAuthError::Exchange(_) | OAuthError::State(_) => ApiError::invalid(err.to_string()),
+            OAuthError::Forbidden(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            OAuthError::NotAdmin => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            OAuthError::NotFound => ApiError::not_found("OAuth connection"),
+            OAuthError::ServerMismatch(_) => ApiError::invalid(err.to_string()),
+            OAuthError::StateUsed | OAuthError::NeedsSignIn(_) | OAuthError::NotOAuth(_) => {
+                ApiError::conflict(err.to_string())
+            }
+            OAuthError::Pending => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Unavailable,
+                "the token request is still running: read the connection again",
+            ),
+            OAuthError::Store(err) => ApiError::store(err, "OAuth connection"),
         }
-        OAuthError::NotAdmin => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
-        }
-        OAuthError::NotFound => ApiError::not_found("OAuth connection"),
-        OAuthError::ServerMismatch(_) => ApiError::invalid(err.to_string()),
-        OAuthError::StateUsed | OAuthError::NeedsSignIn(_) | OAuthError::NotOAuth(_) => {
-            ApiError::conflict(err.to_string())
-        }
-        OAuthError::Pending => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Unavailable,
-            "the token request is still running: read the connection again",
-        ),
-        OAuthError::Store(err) => ApiError::from_store(state, err, "OAuth connection").await,
     }
 }
 
@@ -69,10 +71,8 @@ pub async fn authorize_oauth(
     ApiJson(request): ApiJson<BeginOAuth>,
 ) -> Result<Json<OAuthAuthorization>, ApiError> {
     let id = parse(&connection_id)?;
-    match crate::apps::begin_sign_in(&state.apps, &state.oauth, &caller, id, &request).await {
-        Ok(step) => Ok(Json(step)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let step = crate::apps::begin_sign_in(&state.apps, &state.oauth, &caller, id, &request).await?;
+    Ok(Json(step))
 }
 
 /// Completes a sign-in with the redirect's `code` and `state`: only the member who began it,
@@ -90,10 +90,8 @@ pub async fn complete_oauth(
     ApiJson(request): ApiJson<CompleteOAuth>,
 ) -> Result<Json<OAuthConnection>, ApiError> {
     let id = parse(&connection_id)?;
-    match state.oauth.complete(&caller, id, &request).await {
-        Ok(status) => Ok(Json(status)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let status = state.oauth.complete(&caller, id, &request).await?;
+    Ok(Json(status))
 }
 
 /// The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
@@ -107,10 +105,8 @@ pub async fn get_oauth(
     Path(connection_id): Path<String>,
 ) -> Result<Json<OAuthConnection>, ApiError> {
     let id = parse(&connection_id)?;
-    match state.oauth.status(&caller, id).await {
-        Ok(status) => Ok(Json(status)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let status = state.oauth.status(&caller, id).await?;
+    Ok(Json(status))
 }
 
 /// Removes the connection's sign-in. Its grant goes to the organization's cleanup service in
@@ -130,7 +126,7 @@ pub async fn delete_oauth(
             connection_id: id,
             cleanup,
         })),
-        Err(err) => Err(mapped(&state, err).await),
+        Err(err) => Err(ApiError::from(err)),
     }
 }
 
@@ -147,8 +143,6 @@ pub async fn get_oauth_cleanup(
 ) -> Result<Json<OAuthCleanup>, ApiError> {
     let id = parse(&connection_id)?;
     let cleanup = parse(&cleanup_id)?;
-    match state.oauth.cleanup(&caller, id, cleanup).await {
-        Ok(found) => Ok(Json(found)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let found = state.oauth.cleanup(&caller, id, cleanup).await?;
+    Ok(Json(found))
 }

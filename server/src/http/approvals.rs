@@ -21,15 +21,17 @@ use crate::approvals::ApprovalError;
 use crate::identity::Caller;
 use crate::paging::Paging;
 
-async fn mapped(state: &AppState, err: ApprovalError) -> ApiError {
-    match err {
-        ApprovalError::NotFound(what) => ApiError::not_found(what),
-        ApprovalError::Invalid(message) => ApiError::invalid(message),
-        ApprovalError::Forbidden(message) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+impl From<ApprovalError> for ApiError {
+    fn from(err: ApprovalError) -> Self {
+        match err {
+            ApprovalError::NotFound(what) => ApiError::not_found(what),
+            ApprovalError::Invalid(message) => ApiError::invalid(message),
+            ApprovalError::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+            }
+            ApprovalError::Closed(message) => ApiError::conflict(message),
+            ApprovalError::Store(err) => ApiError::store(err, "approval request"),
         }
-        ApprovalError::Closed(message) => ApiError::conflict(message),
-        ApprovalError::Store(err) => ApiError::from_store(state, err, "approval request").await,
     }
 }
 
@@ -59,10 +61,8 @@ pub async fn list_approvals(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ApprovalRequestPage>, ApiError> {
     let paging = Paging::parse(&page)?;
-    match state.approvals.list(&caller, query.state, &paging).await {
-        Ok(list) => Ok(Json(list)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let list = state.approvals.list(&caller, query.state, &paging).await?;
+    Ok(Json(list))
 }
 
 /// One approval request.
@@ -76,10 +76,8 @@ pub async fn get_approval(
     Path(id): Path<String>,
 ) -> Result<Json<ApprovalRequest>, ApiError> {
     let id = parse_id(&id, "request")?;
-    match state.approvals.get(&caller, id).await {
-        Ok(request) => Ok(Json(request)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let request = state.approvals.get(&caller, id).await?;
+    Ok(Json(request))
 }
 
 /// Decides a pending request: approve (the call runs once) or deny (it never runs; the model
@@ -97,10 +95,8 @@ pub async fn decide_approval(
     ApiJson(decision): ApiJson<DecideApproval>,
 ) -> Result<Json<ApprovalRequest>, ApiError> {
     let id = parse_id(&id, "request")?;
-    match state.approvals.decide(&caller, id, decision).await {
-        Ok(request) => Ok(Json(request)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let request = state.approvals.decide(&caller, id, decision).await?;
+    Ok(Json(request))
 }
 
 /// The organization's approval rules, oldest first. Paged: ask again with `next_cursor`
@@ -114,10 +110,8 @@ pub async fn list_rules(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<ApprovalRulePage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.approvals.rules(&caller, &paging).await {
-        Ok(rules) => Ok(Json(rules)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let rules = state.approvals.rules(&caller, &paging).await?;
+    Ok(Json(rules))
 }
 
 /// Adds a rule. Rules for the organization or a Bot need an owner or admin; a member may add
@@ -130,10 +124,8 @@ pub async fn create_rule(
     caller: Caller,
     ApiJson(rule): ApiJson<CreateApprovalRule>,
 ) -> Result<(StatusCode, Json<ApprovalRule>), ApiError> {
-    match state.approvals.add_rule(&caller, rule).await {
-        Ok(rule) => Ok((StatusCode::CREATED, Json(rule))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let rule = state.approvals.add_rule(&caller, rule).await?;
+    Ok((StatusCode::CREATED, Json(rule)))
 }
 
 /// Removes a rule; calls of Turns already running are decided by the rules of the moment.
@@ -147,8 +139,6 @@ pub async fn delete_rule(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id, "rule")?;
-    match state.approvals.delete_rule(&caller, id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.approvals.delete_rule(&caller, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

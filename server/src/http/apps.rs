@@ -14,13 +14,14 @@ use openbot_schema::{
 use uuid::Uuid;
 
 use super::AppState;
+use super::error::StoreResultExt;
 use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::apps::{AppError, app_view, connection_view};
 use crate::identity::Caller;
 use crate::paging::Paging;
 
-async fn api_error(state: &AppState, err: AppError, what: &str) -> ApiError {
+fn api_error(err: AppError, what: &str) -> ApiError {
     match err {
         AppError::NotFound(what) => ApiError::not_found(what),
         AppError::Invalid(message) => ApiError::invalid(message),
@@ -28,7 +29,7 @@ async fn api_error(state: &AppState, err: AppError, what: &str) -> ApiError {
         AppError::Upstream(message) => {
             ApiError::new(StatusCode::BAD_GATEWAY, ErrorCode::Unavailable, message)
         }
-        AppError::Store(err) => ApiError::from_store(state, err, what).await,
+        AppError::Store(err) => ApiError::store(err, what),
     }
 }
 
@@ -48,15 +49,13 @@ pub async fn list_apps(
 ) -> Result<Json<AppPage>, ApiError> {
     caller.require(Resource::Apps, Action::Read)?;
     let paging = Paging::<Uuid>::parse(&query)?;
-    match state
+    let rows = state
         .apps
         .store()
         .apps_page(caller.member.organization_id, paging.after, paging.fetch())
         .await
-    {
-        Ok(rows) => Ok(Json(paging.page(rows, |row| row.id, |row| app_view(&row)))),
-        Err(err) => Err(ApiError::from_store(&state, err, "apps").await),
-    }
+        .about("apps")?;
+    Ok(Json(paging.page(rows, |row| row.id, |row| app_view(&row))))
 }
 
 /// Registers an App: a streamable-HTTP URL (checked against the deployment's outbound
@@ -73,14 +72,12 @@ pub async fn register_app(
     caller.require(Resource::Apps, Action::Write)?;
     require_admin(&caller, "register Apps")?;
     caller.require_whole_organization()?;
-    match state
+    let app = state
         .apps
         .register(caller.member.organization_id, request)
         .await
-    {
-        Ok(app) => Ok((StatusCode::CREATED, Json(app))),
-        Err(err) => Err(api_error(&state, err, "app").await),
-    }
+        .map_err(|err| api_error(err, "app"))?;
+    Ok((StatusCode::CREATED, Json(app)))
 }
 
 /// One App of the organization.
@@ -95,14 +92,12 @@ pub async fn get_app(
 ) -> Result<Json<App>, ApiError> {
     caller.require(Resource::Apps, Action::Read)?;
     let app = id(&app, "app")?;
-    match state
+    let row = state
         .apps
         .live_app(caller.member.organization_id, app)
         .await
-    {
-        Ok(row) => Ok(Json(app_view(&row))),
-        Err(err) => Err(api_error(&state, err, "app").await),
-    }
+        .map_err(|err| api_error(err, "app"))?;
+    Ok(Json(app_view(&row)))
 }
 
 /// Removes an App and its Connections. Turns submitted later no longer offer its tools;
@@ -120,10 +115,12 @@ pub async fn remove_app(
     require_admin(&caller, "remove Apps")?;
     caller.require_whole_organization()?;
     let app = id(&app, "app")?;
-    match state.apps.remove(caller.member.organization_id, app).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(api_error(&state, err, "app").await),
-    }
+    state
+        .apps
+        .remove(caller.member.organization_id, app)
+        .await
+        .map_err(|err| api_error(err, "app"))?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// An App's Connections that are not removed, oldest first. Paged.
@@ -142,7 +139,7 @@ pub async fn list_app_connections(
     let paging = Paging::<Uuid>::parse(&query)?;
     let organization = caller.member.organization_id;
     if let Err(err) = state.apps.live_app(organization, app).await {
-        return Err(api_error(&state, err, "app").await);
+        return Err(api_error(err, "app"));
     }
     match state
         .apps
@@ -155,7 +152,7 @@ pub async fn list_app_connections(
             |row| row.id,
             |row| connection_view(&row),
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "connections").await),
+        Err(err) => Err(ApiError::store(err, "connections")),
     }
 }
 
@@ -186,9 +183,9 @@ pub async fn open_app_connection(
     let refs =
         crate::apps::header_references(&headers).map_err(|e| ApiError::invalid(e.to_string()))?;
     if let Err(err) = state.vaults.check_references(&caller, &refs).await {
-        return Err(super::vaults::mapped(&state, err).await);
+        return Err(ApiError::from(err));
     }
-    match state
+    let connection = state
         .apps
         .connect(
             caller.member.organization_id,
@@ -197,10 +194,8 @@ pub async fn open_app_connection(
             request,
         )
         .await
-    {
-        Ok(connection) => Ok((StatusCode::CREATED, Json(connection))),
-        Err(err) => Err(api_error(&state, err, "connection").await),
-    }
+        .map_err(|err| api_error(err, "connection"))?;
+    Ok((StatusCode::CREATED, Json(connection)))
 }
 
 /// One Connection of an App, removed ones too (with status `removed`).
@@ -215,14 +210,12 @@ pub async fn get_app_connection(
 ) -> Result<Json<AppConnection>, ApiError> {
     caller.require(Resource::Apps, Action::Read)?;
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
-    match state
+    let row = state
         .apps
         .connection(caller.member.organization_id, app, connection)
         .await
-    {
-        Ok(row) => Ok(Json(connection_view(&row))),
-        Err(err) => Err(api_error(&state, err, "connection").await),
-    }
+        .map_err(|err| api_error(err, "connection"))?;
+    Ok(Json(connection_view(&row)))
 }
 
 /// Removes a Connection: its credentials are dropped, its revision grows, and saved calls
@@ -240,14 +233,12 @@ pub async fn remove_app_connection(
     require_admin(&caller, "remove App connections")?;
     caller.require_whole_organization()?;
     let (app, connection) = (id(&app, "app")?, id(&connection, "connection")?);
-    match state
+    state
         .apps
         .disconnect(caller.member.organization_id, app, connection)
         .await
-    {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(api_error(&state, err, "connection").await),
-    }
+        .map_err(|err| api_error(err, "connection"))?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Discovery: lists every tool of the App over this Connection, with input schemas and
@@ -275,9 +266,7 @@ pub async fn discover_app_tools(
         .await
     {
         Ok(discovery) => Ok(Json(discovery)),
-        Err(AppError::Store(err)) => {
-            Err(ApiError::fault(&state, ErrorCategory::Storage, err.to_string()).await)
-        }
-        Err(err) => Err(api_error(&state, err, "connection").await),
+        Err(AppError::Store(err)) => Err(ApiError::failed(ErrorCategory::Storage, err.to_string())),
+        Err(err) => Err(api_error(err, "connection")),
     }
 }

@@ -65,7 +65,7 @@ async fn session_caller(parts: &Parts, state: &AppState, secret: &str) -> Result
         Ok(None) => Err(ApiError::unauthorized(
             "the session is not valid; sign in again",
         )),
-        Err(err) => Err(ApiError::from_store(state, err, "session").await),
+        Err(err) => Err(ApiError::store(err, "session")),
     }
 }
 
@@ -95,7 +95,7 @@ impl FromRequestParts<AppState> for Caller {
             })?;
         let found = match state.identity.token_by_hash(&secret_hash(secret)).await {
             Ok(found) => found,
-            Err(err) => return Err(ApiError::from_store(state, err, "token").await),
+            Err(err) => return Err(ApiError::store(err, "token")),
         };
         let Some((token, member)) = found else {
             return Err(ApiError::unauthorized("the token is not valid"));

@@ -21,14 +21,16 @@ use crate::billing::{BillingError, UsageFilter};
 use crate::identity::Caller;
 use crate::paging::Paging;
 
-async fn mapped(state: &AppState, err: BillingError) -> ApiError {
-    match err {
-        BillingError::Forbidden(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<BillingError> for ApiError {
+    fn from(err: BillingError) -> Self {
+        match err {
+            BillingError::Forbidden(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            BillingError::Invalid(message) => ApiError::invalid(message),
+            BillingError::NotFound(what) => ApiError::not_found(what),
+            BillingError::Store(err) => ApiError::store(err, "billing"),
         }
-        BillingError::Invalid(message) => ApiError::invalid(message),
-        BillingError::NotFound(what) => ApiError::not_found(what),
-        BillingError::Store(err) => ApiError::from_store(state, err, "billing").await,
     }
 }
 
@@ -44,10 +46,8 @@ pub async fn list_prices(
     ApiQuery(query): ApiQuery<openbot_schema::PageQuery>,
 ) -> Result<Json<ModelPricePage>, ApiError> {
     let paging = Paging::<String>::parse(&query)?;
-    match state.billing.prices(&caller, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.billing.prices(&caller, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Sets the organization's price for a model spec. Calls sent from now on are priced with it;
@@ -60,10 +60,8 @@ pub async fn put_price(
     caller: Caller,
     ApiJson(request): ApiJson<PutModelPrice>,
 ) -> Result<Json<ModelPrice>, ApiError> {
-    match state.billing.put_price(&caller, request).await {
-        Ok(price) => Ok(Json(price)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let price = state.billing.put_price(&caller, request).await?;
+    Ok(Json(price))
 }
 
 /// Which price to remove.
@@ -84,10 +82,8 @@ pub async fn delete_price(
     caller: Caller,
     ApiQuery(query): ApiQuery<PriceQuery>,
 ) -> Result<StatusCode, ApiError> {
-    match state.billing.delete_price(&caller, &query.model).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.billing.delete_price(&caller, &query.model).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The organization's credits: balance, what calls being sent hold, and what is available.
@@ -98,10 +94,8 @@ pub async fn get_credits(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<CreditBalance>, ApiError> {
-    match state.billing.credits(&caller).await {
-        Ok(balance) => Ok(Json(balance)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let balance = state.billing.credits(&caller).await?;
+    Ok(Json(balance))
 }
 
 /// Grants credits to the organization (a ledger entry and the balance, in one transaction).
@@ -115,10 +109,8 @@ pub async fn grant_credits(
     caller: Caller,
     ApiJson(request): ApiJson<GrantCredits>,
 ) -> Result<Json<CreditBalance>, ApiError> {
-    match state.billing.grant(&caller, request).await {
-        Ok(balance) => Ok(Json(balance)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let balance = state.billing.grant(&caller, request).await?;
+    Ok(Json(balance))
 }
 
 /// Which page of the ledger.
@@ -142,14 +134,11 @@ pub async fn credit_ledger(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<CreditLedgerPage>, ApiError> {
-    match state
+    let page = state
         .billing
         .ledger(&caller, query.limit, query.cursor.as_deref())
-        .await
-    {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(page))
 }
 
 /// What a usage report selects.
@@ -211,14 +200,11 @@ pub async fn usage(
     ApiQuery(query): ApiQuery<UsageQueryParams>,
 ) -> Result<Json<UsagePage>, ApiError> {
     let filter = filter(&query)?;
-    match state
+    let page = state
         .billing
         .usage(&caller, &filter, query.limit, query.cursor.as_deref())
-        .await
-    {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(page))
 }
 
 /// The same report as CSV: a header line, then one line per group (at most 10000).
@@ -236,8 +222,6 @@ pub async fn usage_export(
         ));
     }
     let filter = filter(&query)?;
-    match state.billing.usage_csv(&caller, &filter).await {
-        Ok(csv) => Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv).into_response()),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let csv = state.billing.usage_csv(&caller, &filter).await?;
+    Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv).into_response())
 }

@@ -9,6 +9,7 @@ use openbot_schema::{
 
 use super::AppState;
 use super::error::ApiError;
+use super::error::StoreResultExt;
 use super::json::{ApiJson, ApiQuery};
 use crate::bots::{bot_view, check_spec};
 use crate::identity::Caller;
@@ -27,7 +28,7 @@ async fn visible(
     match state.bots.visible_bot(caller, id).await {
         Ok(Some(row)) => Ok(row),
         Ok(None) => Err(ApiError::not_found("bot")),
-        Err(err) => Err(ApiError::from_store(state, err, "bot").await),
+        Err(err) => Err(ApiError::store(err, "bot")),
     }
 }
 
@@ -66,10 +67,12 @@ pub async fn create_bot(
             "a token limited to some Bots cannot create Bots",
         ));
     }
-    match state.bots.create_bot(&caller, BotId::new(), &spec).await {
-        Ok(row) => Ok((StatusCode::CREATED, Json(bot_view(row)))),
-        Err(err) => Err(ApiError::from_store(&state, err, "bot").await),
-    }
+    let row = state
+        .bots
+        .create_bot(&caller, BotId::new(), &spec)
+        .await
+        .about("bot")?;
+    Ok((StatusCode::CREATED, Json(bot_view(row))))
 }
 
 /// The Bots the caller may use: its own and the organization's shared ones, oldest first.
@@ -84,14 +87,12 @@ pub async fn list_bots(
 ) -> Result<Json<BotPage>, ApiError> {
     caller.require(Resource::Bots, Action::Read)?;
     let paging = Paging::<BotId>::parse(&query)?;
-    match state
+    let rows = state
         .bots
         .visible_bots(&caller, paging.after, paging.fetch())
         .await
-    {
-        Ok(rows) => Ok(Json(paging.page(rows, |row| row.id, bot_view))),
-        Err(err) => Err(ApiError::from_store(&state, err, "bots").await),
-    }
+        .about("bots")?;
+    Ok(Json(paging.page(rows, |row| row.id, bot_view)))
 }
 
 /// Reads a Bot.
@@ -169,7 +170,7 @@ pub async fn update_bot(
         Ok(None) => Err(ApiError::conflict(
             "the Bot changed meanwhile; read it again",
         )),
-        Err(err) => Err(ApiError::from_store(&state, err, "bot").await),
+        Err(err) => Err(ApiError::store(err, "bot")),
     }
 }
 
@@ -189,14 +190,10 @@ pub async fn delete_bot(
     may_change(&caller, &row)?;
     match crate::bots::delete_bot(&state.engine, row.organization_id, row.id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(crate::engine::EngineError::Store(err)) => {
-            Err(ApiError::from_store(&state, err, "bot").await)
-        }
-        Err(err) => Err(ApiError::fault(
-            &state,
+        Err(crate::engine::EngineError::Store(err)) => Err(ApiError::store(err, "bot")),
+        Err(err) => Err(ApiError::failed(
             openbot_schema::ErrorCategory::Internal,
             err.to_string(),
-        )
-        .await),
+        )),
     }
 }

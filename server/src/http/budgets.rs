@@ -80,7 +80,7 @@ pub async fn list_budgets(
             |row| (row.scope.as_str().to_string(), row.target_id),
             view,
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "budgets").await),
+        Err(err) => Err(ApiError::store(err, "budgets")),
     }
 }
 
@@ -112,7 +112,7 @@ pub async fn put_budget(
     {
         Ok(Some(row)) => Ok(Json(view(row))),
         Ok(None) => Err(ApiError::not_found(scope.as_str())),
-        Err(err) => Err(ApiError::from_store(&state, err, "budget").await),
+        Err(err) => Err(ApiError::store(err, "budget")),
     }
 }
 
@@ -138,6 +138,6 @@ pub async fn delete_budget(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("budget")),
-        Err(err) => Err(ApiError::from_store(&state, err, "budget").await),
+        Err(err) => Err(ApiError::store(err, "budget")),
     }
 }

@@ -19,23 +19,25 @@ use crate::channels::{ChannelError, InboundError, PlatformRequest, Received, sla
 use crate::identity::Caller;
 use crate::paging::Paging;
 
-async fn mapped(state: &AppState, err: ChannelError) -> ApiError {
-    match err {
-        ChannelError::NotFound(what) => ApiError::not_found(what),
-        ChannelError::Invalid(message) => ApiError::invalid(message),
-        ChannelError::Access(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<ChannelError> for ApiError {
+    fn from(err: ChannelError) -> Self {
+        match err {
+            ChannelError::NotFound(what) => ApiError::not_found(what),
+            ChannelError::Invalid(message) => ApiError::invalid(message),
+            ChannelError::Access(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            ChannelError::Closed => ApiError::conflict(ChannelError::Closed.to_string()),
+            ChannelError::Inbound(err @ InboundError::Malformed(_)) => {
+                ApiError::invalid(err.to_string())
+            }
+            ChannelError::Inbound(err) => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                err.to_string(),
+            ),
+            ChannelError::Store(err) => ApiError::store(err, "channel"),
         }
-        ChannelError::Closed => ApiError::conflict(ChannelError::Closed.to_string()),
-        ChannelError::Inbound(err @ InboundError::Malformed(_)) => {
-            ApiError::invalid(err.to_string())
-        }
-        ChannelError::Inbound(err) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            err.to_string(),
-        ),
-        ChannelError::Store(err) => ApiError::from_store(state, err, "channel").await,
     }
 }
 
@@ -55,10 +57,8 @@ pub async fn create_channel(
     caller: Caller,
     ApiJson(new): ApiJson<CreateChannel>,
 ) -> Result<(StatusCode, Json<Channel>), ApiError> {
-    match state.channels.create(&caller, new).await {
-        Ok(channel) => Ok((StatusCode::CREATED, Json(channel))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let channel = state.channels.create(&caller, new).await?;
+    Ok((StatusCode::CREATED, Json(channel)))
 }
 
 /// The caller's Channels, oldest first, with their status. Paged: ask again with
@@ -72,10 +72,8 @@ pub async fn list_channels(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<ChannelPage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.channels.list(&caller, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.channels.list(&caller, &paging).await?;
+    Ok(Json(page))
 }
 
 /// One of the caller's Channels.
@@ -89,10 +87,8 @@ pub async fn get_channel(
     Path(id): Path<String>,
 ) -> Result<Json<Channel>, ApiError> {
     let id = channel_id(&id)?;
-    match state.channels.get(&caller, id).await {
-        Ok(channel) => Ok(Json(channel)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let channel = state.channels.get(&caller, id).await?;
+    Ok(Json(channel))
 }
 
 /// Removes one of the caller's Channels: it refuses input at once (status `removing`) and
@@ -108,10 +104,8 @@ pub async fn delete_channel(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Channel>), ApiError> {
     let id = channel_id(&id)?;
-    match state.channels.delete(&caller, id).await {
-        Ok(channel) => Ok((StatusCode::ACCEPTED, Json(channel))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let channel = state.channels.delete(&caller, id).await?;
+    Ok((StatusCode::ACCEPTED, Json(channel)))
 }
 
 /// A Channel's inputs, newest first, each with its Speaker, its Chat and Turn, and its
@@ -130,10 +124,8 @@ pub async fn list_channel_sends(
 ) -> Result<Json<ChannelSendPage>, ApiError> {
     let id = channel_id(&id)?;
     let paging = Paging::parse(&query)?;
-    match state.channels.sends(&caller, id, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.channels.sends(&caller, id, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Links a platform user (Slack `U...`, Telegram's numeric ID) of one of the caller's
@@ -151,14 +143,11 @@ pub async fn link_speaker(
     ApiJson(link): ApiJson<LinkSpeaker>,
 ) -> Result<Json<Speaker>, ApiError> {
     let id = channel_id(&id)?;
-    match state
+    let speaker = state
         .channels
         .link_speaker(&caller, id, &user_id, link)
-        .await
-    {
-        Ok(speaker) => Ok(Json(speaker)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(speaker))
 }
 
 /// Removes a platform user's link to a member; inputs taken before keep theirs.
@@ -172,10 +161,8 @@ pub async fn unlink_speaker(
     Path((id, user_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let id = channel_id(&id)?;
-    match state.channels.unlink_speaker(&caller, id, &user_id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.channels.unlink_speaker(&caller, id, &user_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -227,14 +214,11 @@ pub async fn slack_events(
         signature: header(&headers, slack::SIGNATURE_HEADER),
         body: &body,
     };
-    match state
+    let received = state
         .channels
         .receive(id, ChannelKind::Slack, request)
-        .await
-    {
-        Ok(received) => Ok(answer(received)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(answer(received))
 }
 
 /// Telegram's webhook, public (no token): the `X-Telegram-Bot-Api-Secret-Token` header must
@@ -256,12 +240,9 @@ pub async fn telegram_update(
         signature: header(&headers, telegram::SECRET_HEADER),
         body: &body,
     };
-    match state
+    let received = state
         .channels
         .receive(id, ChannelKind::Telegram, request)
-        .await
-    {
-        Ok(received) => Ok(answer(received)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(answer(received))
 }

@@ -20,12 +20,14 @@ fn parse_id(id: &str) -> Result<ChatId, ApiError> {
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))
 }
 
-async fn mapped(state: &AppState, err: ChatError) -> ApiError {
-    match err {
-        ChatError::NotFound(what) => ApiError::not_found(what),
-        ChatError::Invalid(message) => ApiError::invalid(message),
-        ChatError::Conflict(message) => ApiError::conflict(message),
-        ChatError::Store(err) => ApiError::from_store(state, err, "chat").await,
+impl From<ChatError> for ApiError {
+    fn from(err: ChatError) -> Self {
+        match err {
+            ChatError::NotFound(what) => ApiError::not_found(what),
+            ChatError::Invalid(message) => ApiError::invalid(message),
+            ChatError::Conflict(message) => ApiError::conflict(message),
+            ChatError::Store(err) => ApiError::store(err, "chat"),
+        }
     }
 }
 
@@ -47,10 +49,8 @@ pub async fn create_chat(
 ) -> Result<(StatusCode, Json<Chat>), ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
     limited(&caller, request.bot_id)?;
-    match state.chats.create(&caller, request.bot_id).await {
-        Ok(chat) => Ok((StatusCode::CREATED, Json(chat))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let chat = state.chats.create(&caller, request.bot_id).await?;
+    Ok((StatusCode::CREATED, Json(chat)))
 }
 
 /// The caller's Chats, oldest first; with `bot`, only its Chats with that Bot. Paged: ask
@@ -67,19 +67,15 @@ pub async fn list_chats(
     caller.require(Resource::Chats, Action::Read)?;
     let paging = Paging::parse(&query)?;
     // The token's Bot limit is part of the query.
-    match state.chats.list(&caller, filter.bot, &paging).await {
-        Ok(chats) => Ok(Json(chats)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let chats = state.chats.list(&caller, filter.bot, &paging).await?;
+    Ok(Json(chats))
 }
 
 /// One of the caller's Chats; a Chat outside its token's Bot limit is not found (the limit is
 /// part of the query).
 async fn chat(state: &AppState, caller: &Caller, id: &str) -> Result<Chat, ApiError> {
-    match state.chats.get(caller, parse_id(id)?).await {
-        Ok(chat) => Ok(chat),
-        Err(err) => Err(mapped(state, err).await),
-    }
+    let chat = state.chats.get(caller, parse_id(id)?).await?;
+    Ok(chat)
 }
 
 /// Reads one of the caller's Chats.
@@ -109,10 +105,8 @@ pub async fn send(
 ) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
     // The use case reads the Chat (and answers 404 when the caller has none by this ID).
-    match state.chats.send(&caller, parse_id(&id)?, input).await {
-        Ok(receipt) => Ok((StatusCode::ACCEPTED, Json(receipt))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let receipt = state.chats.send(&caller, parse_id(&id)?, input).await?;
+    Ok((StatusCode::ACCEPTED, Json(receipt)))
 }
 
 /// Adds input to the running Turn (`steered`); with no Turn running it is sent as its own input.
@@ -129,10 +123,8 @@ pub async fn steer(
 ) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
     // The use case reads the Chat (and answers 404 when the caller has none by this ID).
-    match state.chats.steer(&caller, parse_id(&id)?, input).await {
-        Ok(receipt) => Ok((StatusCode::ACCEPTED, Json(receipt))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let receipt = state.chats.steer(&caller, parse_id(&id)?, input).await?;
+    Ok((StatusCode::ACCEPTED, Json(receipt)))
 }
 
 /// Stops the running Turn; queued input then runs.
@@ -146,10 +138,8 @@ pub async fn stop(
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
     let chat = chat(&state, &caller, &id).await?;
-    match state.chats.stop(&caller, chat.id).await {
-        Ok(_) => Ok(StatusCode::ACCEPTED),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.chats.stop(&caller, chat.id).await?;
+    Ok(StatusCode::ACCEPTED)
 }
 
 /// Whether the Chat is in plan mode.
@@ -163,10 +153,8 @@ pub async fn get_plan_mode(
 ) -> Result<Json<PlanMode>, ApiError> {
     caller.require(Resource::Chats, Action::Read)?;
     let chat = chat(&state, &caller, &id).await?;
-    match state.chats.plan_mode(&caller, chat.id).await {
-        Ok(enabled) => Ok(Json(PlanMode { enabled })),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let enabled = state.chats.plan_mode(&caller, chat.id).await?;
+    Ok(Json(PlanMode { enabled }))
 }
 
 /// Turns plan mode on or off. In plan mode the Bot may only propose a plan; a person approves
@@ -183,14 +171,11 @@ pub async fn put_plan_mode(
 ) -> Result<Json<PlanMode>, ApiError> {
     caller.require(Resource::Chats, Action::Write)?;
     let chat = chat(&state, &caller, &id).await?;
-    match state
+    let enabled = state
         .chats
         .set_plan_mode(&caller, chat.id, request.enabled)
-        .await
-    {
-        Ok(enabled) => Ok(Json(PlanMode { enabled })),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(PlanMode { enabled }))
 }
 
 /// Deletes a Chat: closes it to input, cancels its Turns, and answers 204 once they ended
@@ -208,7 +193,7 @@ pub async fn delete_chat(
     match state.chats.delete(&caller, chat.id).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Ok(StatusCode::ACCEPTED),
-        Err(err) => Err(mapped(&state, err).await),
+        Err(err) => Err(ApiError::from(err)),
     }
 }
 
@@ -226,8 +211,6 @@ pub async fn history(
     caller.require(Resource::Chats, Action::Read)?;
     let paging = Paging::parse(&query)?;
     let chat = chat(&state, &caller, &id).await?;
-    match state.chats.history(&caller, chat.id, &paging).await {
-        Ok(entries) => Ok(Json(entries)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let entries = state.chats.history(&caller, chat.id, &paging).await?;
+    Ok(Json(entries))
 }

@@ -13,19 +13,21 @@ use crate::chats::ChatError;
 use crate::codemode::{CodeRunError, run_program};
 use crate::identity::Caller;
 
-async fn mapped(state: &AppState, err: CodeRunError) -> ApiError {
-    match err {
-        CodeRunError::Chat(ChatError::NotFound(what)) => ApiError::not_found(what),
-        CodeRunError::Chat(ChatError::Invalid(message)) => ApiError::invalid(message),
-        CodeRunError::Chat(ChatError::Conflict(message)) => ApiError::conflict(message),
-        CodeRunError::Chat(ChatError::Store(err)) => ApiError::from_store(state, err, "bot").await,
-        CodeRunError::Forbidden(message) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+impl From<CodeRunError> for ApiError {
+    fn from(err: CodeRunError) -> Self {
+        match err {
+            CodeRunError::Chat(ChatError::NotFound(what)) => ApiError::not_found(what),
+            CodeRunError::Chat(ChatError::Invalid(message)) => ApiError::invalid(message),
+            CodeRunError::Chat(ChatError::Conflict(message)) => ApiError::conflict(message),
+            CodeRunError::Chat(ChatError::Store(err)) => ApiError::store(err, "bot"),
+            CodeRunError::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+            }
+            CodeRunError::Conflict(key) => {
+                ApiError::conflict(format!("command key `{key}` was used for other input"))
+            }
+            CodeRunError::Store(err) => ApiError::store(err, "code run"),
         }
-        CodeRunError::Conflict(key) => {
-            ApiError::conflict(format!("command key `{key}` was used for other input"))
-        }
-        CodeRunError::Store(err) => ApiError::from_store(state, err, "code run").await,
     }
 }
 
@@ -80,6 +82,6 @@ pub async fn run_code(
             };
             Ok((status, Json(answer.result)))
         }
-        Err(err) => Err(mapped(&state, err).await),
+        Err(err) => Err(ApiError::from(err)),
     }
 }

@@ -1,6 +1,11 @@
 //! The error boundary: every failure of a request becomes a declared error body. A server
 //! fault answers `request_failed` with a safe category and an error ID (also in the
 //! `openbot-error-id` header); its full cause goes only to a sealed error record.
+//!
+//! Errors compose with `?`: each use case's error converts into [`ApiError`] (a `From` beside
+//! its handlers), synchronously. A fault carries its cause inside the [`ApiError`] to one
+//! layer, [`seal_faults`], which seals it as the response leaves and answers only the
+//! category and the error ID. Nothing before that layer logs or answers the cause.
 
 use std::sync::Arc;
 
@@ -22,6 +27,24 @@ pub struct ApiError {
     pub status: StatusCode,
     /// The body.
     pub body: ErrorBody,
+    /// A fault's cause, until [`seal_faults`] seals it.
+    fault: Option<Unsealed>,
+}
+
+/// A fault's cause on its way to the sealing layer. Its `Debug` names the category only, so
+/// the cause never reaches a log through a debug print.
+#[derive(Clone, PartialEq)]
+struct Unsealed {
+    category: ErrorCategory,
+    cause: String,
+}
+
+impl std::fmt::Debug for Unsealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unsealed")
+            .field("category", &self.category)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ApiError {
@@ -35,7 +58,13 @@ impl ApiError {
                 category: None,
                 error_id: None,
             },
+            fault: None,
         }
+    }
+
+    /// 403 `forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
     }
 
     /// 400 `invalid_input`.
@@ -62,22 +91,53 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
     }
 
-    /// A server fault: seals `cause` and answers only its category and error ID.
+    /// A server fault: `cause` is sealed into an error record by [`seal_faults`] as the
+    /// response leaves, and only the category and the record's ID are answered.
+    pub fn failed(category: ErrorCategory, cause: impl Into<String>) -> Self {
+        Self {
+            fault: Some(Unsealed {
+                category,
+                cause: cause.into(),
+            }),
+            ..Self::sealed(category, None)
+        }
+    }
+
+    /// A server fault sealed now, for answers that leave without the sealing layer (an
+    /// event stream's last event).
     pub async fn fault(state: &AppState, category: ErrorCategory, cause: String) -> Self {
         let error_id = state.seal_error(category, cause).await;
+        Self::sealed(category, Some(error_id))
+    }
+
+    /// This error with its fault (if any) sealed now, for an answer that leaves without the
+    /// sealing layer (a long poll answered outside its handler).
+    pub async fn seal_now(self, state: &AppState) -> Self {
+        match self.fault {
+            None => self,
+            Some(fault) => {
+                let error_id = state.seal_error(fault.category, fault.cause).await;
+                Self::sealed(fault.category, Some(error_id))
+            }
+        }
+    }
+
+    fn sealed(category: ErrorCategory, error_id: Option<ErrorId>) -> Self {
         Self {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             body: ErrorBody {
                 code: ErrorCode::RequestFailed,
                 message: "the request failed; quote the error ID when you report it".into(),
                 category: Some(category),
-                error_id: Some(error_id),
+                error_id,
             },
+            fault: None,
         }
     }
 
-    /// Maps a storage failure: declared cases keep their meaning, the rest is a fault.
-    pub async fn from_store(state: &AppState, err: StoreError, what: &str) -> Self {
+    /// Maps a storage failure about `what`: declared cases keep their meaning, the rest is a
+    /// fault.
+    pub fn store(err: StoreError, what: &str) -> Self {
         match err {
             StoreError::NotFound(_) => Self::not_found(what),
             StoreError::Ended(_) => Self::conflict(format!("{what} has ended")),
@@ -91,23 +151,53 @@ impl ApiError {
             StoreError::CommandKeyConflict(key) => {
                 Self::conflict(format!("command key `{key}` was used for other input"))
             }
-            // Boxed: every handler awaits this on its error path, and an idle long poll
-            // would keep room for the fault's future.
-            other => {
-                Box::pin(Self::fault(
-                    state,
-                    ErrorCategory::Storage,
-                    other.to_string(),
-                ))
-                .await
-            }
+            other => Self::failed(ErrorCategory::Storage, other.to_string()),
+        }
+    }
+}
+
+/// The engine store's declared failures are about executions (`NotFound(ExecutionId)`,
+/// `Ended`, ...); name another subject with [`StoreResultExt::about`].
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        Self::store(err, "execution")
+    }
+}
+
+/// Names what a storage failure was about, for `?`:
+/// `state.budgets.delete(..).await.about("budget")?`.
+pub trait StoreResultExt<T> {
+    /// The result, with a storage failure mapped as [`ApiError::store`] does.
+    fn about(self, what: &str) -> Result<T, ApiError>;
+}
+
+impl<T> StoreResultExt<T> for Result<T, StoreError> {
+    fn about(self, what: &str) -> Result<T, ApiError> {
+        self.map_err(|err| ApiError::store(err, what))
+    }
+}
+
+/// The layer that seals faults: a response that carries an unsealed cause gets it sealed into
+/// an error record, and answers `request_failed` with the category and the record's ID (also
+/// in the `openbot-error-id` header).
+pub async fn seal_faults(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    match response.extensions_mut().remove::<Unsealed>() {
+        None => response,
+        Some(fault) => {
+            let error_id = state.seal_error(fault.category, fault.cause).await;
+            ApiError::sealed(fault.category, Some(error_id)).into_response()
         }
     }
 }
 
 impl From<AccessError> for ApiError {
     fn from(err: AccessError) -> Self {
-        Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+        Self::forbidden(err.to_string())
     }
 }
 
@@ -120,7 +210,11 @@ impl From<crate::paging::PageError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let error_id = self.body.error_id;
+        let fault = self.fault;
         let mut response = (self.status, axum::Json(self.body)).into_response();
+        if let Some(fault) = fault {
+            response.extensions_mut().insert(fault);
+        }
         if let Some(id) = error_id
             && let Ok(value) = HeaderValue::from_str(&id.to_string())
         {

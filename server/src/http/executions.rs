@@ -54,7 +54,7 @@ async fn visible(
     {
         Ok(Some(row)) => Ok(row),
         Ok(None) => Err(ApiError::not_found("execution")),
-        Err(err) => Err(ApiError::from_store(state, err, "execution").await),
+        Err(err) => Err(ApiError::store(err, "execution")),
     }
 }
 
@@ -68,14 +68,14 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
                 "execution {} has kind `{other}`, which has no public view",
                 row.id
             );
-            return Err(ApiError::fault(state, ErrorCategory::Internal, cause).await);
+            return Err(ApiError::failed(ErrorCategory::Internal, cause));
         }
     };
     let time = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
     // A model reply saved without usage leaves its tokens unknown, which is not zero.
     let calls = match state.engine.context().store.calls(row.id).await {
         Ok(calls) => calls,
-        Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+        Err(err) => return Err(ApiError::store(err, "execution")),
     };
     let usage_known = !calls.iter().any(|call| {
         call.key.slot == openbot_core::turn::CallSlot::Model
@@ -135,7 +135,7 @@ async fn command(
         Command::Resume => state.engine.resume(id).await,
     };
     if let Err(err) = done {
-        return Err(ApiError::from_store(state, err, "execution").await);
+        return Err(ApiError::store(err, "execution"));
     }
     let row = visible(state, caller, id).await?;
     Ok((
@@ -206,9 +206,9 @@ pub async fn deliver_tool_result(
             "execution {id} has no open tool call `{}`",
             result.call_id
         ))),
-        Err(DeliveryError::Store(err)) => Err(ApiError::from_store(&state, err, "execution").await),
+        Err(DeliveryError::Store(err)) => Err(ApiError::store(err, "execution")),
         Err(DeliveryError::Engine(err)) => {
-            Err(ApiError::fault(&state, ErrorCategory::Internal, err.to_string()).await)
+            Err(ApiError::failed(ErrorCategory::Internal, err.to_string()))
         }
     }
 }
@@ -271,10 +271,11 @@ pub async fn events(
     let ended = row.state.is_terminal();
     drop(row);
     let answer = async move {
-        page(&state, id, after, wait, ended)
-            .await
-            .map(Json)
-            .into_response()
+        match page(&state, id, after, wait, ended).await {
+            Ok(page) => Json(page).into_response(),
+            // A deferred answer leaves without the sealing layer: its fault is sealed here.
+            Err(err) => err.seal_now(&state).await.into_response(),
+        }
     };
     if can_defer && !wait.is_zero() && !ended {
         // The connection waits outside this handler (see `http/lean.rs`), holding only the
@@ -295,7 +296,7 @@ async fn page(
         let store = &state.engine.context().store;
         match store.events(id, after as i64, OBSERVE_PAGE).await {
             Ok(events) => events,
-            Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+            Err(err) => return Err(ApiError::store(err, "execution")),
         }
     } else {
         // Through the node's observer: readers at the execution's head share one read of the
@@ -315,7 +316,7 @@ async fn page(
                     }
                 }
             }
-            Ok(Some(Err(err))) => return Err(ApiError::from_store(state, err, "execution").await),
+            Ok(Some(Err(err))) => return Err(ApiError::store(err, "execution")),
             Ok(None) | Err(_) => {}
         }
         events
@@ -325,7 +326,7 @@ async fn page(
         Some(event) => event.kind.is_terminal(),
         None => match state.engine.execution(id).await {
             Ok(row) => row.state.is_terminal() && after as i64 >= row.last_sequence,
-            Err(err) => return Err(ApiError::from_store(state, err, "execution").await),
+            Err(err) => return Err(ApiError::store(err, "execution")),
         },
     };
     Ok(EventPage {
@@ -382,7 +383,8 @@ fn stream(state: AppState, id: ExecutionId, after: u64) -> impl IntoResponse {
                 Err(err) => {
                     // After the stream started, a fault is sent as a failure event with the same
                     // fields as the error body; the full cause is sealed.
-                    let failure = ApiError::from_store(&state, err, "execution").await;
+                    // The stream leaves without the sealing layer: sealed here.
+                    let failure = ApiError::store(err, "execution").seal_now(&state).await;
                     Some((Ok(failure_event(&failure)), (observer, state, true)))
                 }
             }

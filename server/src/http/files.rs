@@ -20,13 +20,15 @@ use crate::files::{FileError, MAX_FILE_BYTES};
 use crate::identity::Caller;
 use crate::paging::Paging;
 
-async fn mapped(state: &AppState, err: FileError) -> ApiError {
-    match err {
-        FileError::NotFound => ApiError::not_found("file"),
-        FileError::Invalid(message) => ApiError::invalid(message),
-        FileError::Forbidden(err) => err.into(),
-        FileError::Store(err) => ApiError::from_store(state, err, "file").await,
-        FileError::Objects(cause) => ApiError::fault(state, ErrorCategory::Storage, cause).await,
+impl From<FileError> for ApiError {
+    fn from(err: FileError) -> Self {
+        match err {
+            FileError::NotFound => ApiError::not_found("file"),
+            FileError::Invalid(message) => ApiError::invalid(message),
+            FileError::Forbidden(err) => err.into(),
+            FileError::Store(err) => ApiError::store(err, "file"),
+            FileError::Objects(cause) => ApiError::failed(ErrorCategory::Storage, cause),
+        }
     }
 }
 
@@ -77,14 +79,11 @@ pub async fn upload_file(
                 format!("a file has at most {MAX_FILE_BYTES} bytes"),
             )
         })?;
-    match state
+    let file = state
         .files
         .upload(&caller, &query.name, &media_type, bytes)
-        .await
-    {
-        Ok(file) => Ok((StatusCode::CREATED, Json(file))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok((StatusCode::CREATED, Json(file)))
 }
 
 /// The caller's files, newest first. Paged: ask again with `next_cursor` until it is absent.
@@ -97,10 +96,8 @@ pub async fn list_files(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<StoredFilePage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.files.list(&caller, &paging).await {
-        Ok(files) => Ok(Json(files)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let files = state.files.list(&caller, &paging).await?;
+    Ok(Json(files))
 }
 
 /// One of the caller's files.
@@ -114,10 +111,8 @@ pub async fn get_file(
     Path(id): Path<String>,
 ) -> Result<Json<StoredFile>, ApiError> {
     let id = parse_id(&id)?;
-    match state.files.get(&caller, id).await {
-        Ok(file) => Ok(Json(file)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let file = state.files.get(&caller, id).await?;
+    Ok(Json(file))
 }
 
 /// Deletes one of the caller's files: it is gone at once (not listed, not read); its bytes and
@@ -133,10 +128,8 @@ pub async fn delete_file(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
-    match state.files.delete(&caller, id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.files.delete(&caller, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// A file's bytes, with its media type.
@@ -163,7 +156,7 @@ pub async fn file_content(
             bytes,
         )
             .into_response()),
-        Err(err) => Err(mapped(&state, err).await),
+        Err(err) => Err(ApiError::from(err)),
     }
 }
 
@@ -176,10 +169,8 @@ pub async fn get_file_retention(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<FileRetention>, ApiError> {
-    match state.files.retention(&caller).await {
-        Ok(retention) => Ok(Json(retention)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let retention = state.files.retention(&caller).await?;
+    Ok(Json(retention))
 }
 
 /// Sets the organization's file retention in days (1-36500; owner or admin): from the next
@@ -192,10 +183,8 @@ pub async fn put_file_retention(
     caller: Caller,
     ApiJson(request): ApiJson<PutFileRetention>,
 ) -> Result<Json<FileRetention>, ApiError> {
-    match state.files.put_retention(&caller, request).await {
-        Ok(retention) => Ok(Json(retention)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let retention = state.files.put_retention(&caller, request).await?;
+    Ok(Json(retention))
 }
 
 /// Removes the organization's file retention (owner or admin): files are kept until deleted.
@@ -209,7 +198,7 @@ pub async fn delete_file_retention(
     match state.files.delete_retention(&caller).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(FileError::NotFound) => Err(ApiError::not_found("file retention")),
-        Err(err) => Err(mapped(&state, err).await),
+        Err(err) => Err(ApiError::from(err)),
     }
 }
 

@@ -14,19 +14,21 @@ use crate::identity::Caller;
 use crate::limits::LimitsError;
 use crate::paging::Paging;
 
-async fn mapped(state: &AppState, err: LimitsError) -> ApiError {
-    match err {
-        LimitsError::Invalid(message) => ApiError::invalid(message),
-        LimitsError::Forbidden(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<LimitsError> for ApiError {
+    fn from(err: LimitsError) -> Self {
+        match err {
+            LimitsError::Invalid(message) => ApiError::invalid(message),
+            LimitsError::Forbidden(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            LimitsError::NotAdmin => ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                "only owners and admins change limits",
+            ),
+            LimitsError::NotFound => ApiError::not_found("limit"),
+            LimitsError::Store(err) => ApiError::store(err, "limit"),
         }
-        LimitsError::NotAdmin => ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "only owners and admins change limits",
-        ),
-        LimitsError::NotFound => ApiError::not_found("limit"),
-        LimitsError::Store(err) => ApiError::from_store(state, err, "limit").await,
     }
 }
 
@@ -41,10 +43,8 @@ pub async fn list_limits(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<ScopeLimitPage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.limits.list(&caller, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.limits.list(&caller, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Sets the limit of a scope, shared by every node: `max_concurrent` calls at once,
@@ -63,10 +63,8 @@ pub async fn put_limit(
     Path(scope): Path<String>,
     ApiJson(request): ApiJson<PutScopeLimit>,
 ) -> Result<Json<ScopeLimit>, ApiError> {
-    match state.limits.put(&caller, &scope, &request).await {
-        Ok(limit) => Ok(Json(limit)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let limit = state.limits.put(&caller, &scope, &request).await?;
+    Ok(Json(limit))
 }
 
 /// Removes the limit of a scope: its calls are no longer limited.
@@ -79,8 +77,6 @@ pub async fn delete_limit(
     caller: Caller,
     Path(scope): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    match state.limits.delete(&caller, &scope).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.limits.delete(&caller, &scope).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -94,7 +94,7 @@ pub async fn list_members(
                 created_at: time(row.created_at),
             },
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "members").await),
+        Err(err) => Err(ApiError::store(err, "members")),
     }
 }
 
@@ -116,7 +116,7 @@ pub async fn remove_member(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("member")),
-        Err(err) => Err(ApiError::from_store(&state, err, "member").await),
+        Err(err) => Err(ApiError::store(err, "member")),
     }
 }
 
@@ -165,7 +165,7 @@ pub async fn create_invitation(
                 secret,
             }),
         )),
-        Err(err) => Err(ApiError::from_store(&state, err, "invitation").await),
+        Err(err) => Err(ApiError::store(err, "invitation")),
     }
 }
 
@@ -191,7 +191,7 @@ pub async fn list_invitations(
             |row| (row.created_at, row.id),
             invitation_view,
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "invitations").await),
+        Err(err) => Err(ApiError::store(err, "invitations")),
     }
 }
 
@@ -212,7 +212,7 @@ pub async fn revoke_invitation(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("pending invitation")),
-        Err(err) => Err(ApiError::from_store(&state, err, "invitation").await),
+        Err(err) => Err(ApiError::store(err, "invitation")),
     }
 }
 
@@ -239,6 +239,6 @@ pub async fn accept_invitation(
             }),
         )),
         Ok(None) => Err(ApiError::not_found("pending invitation")),
-        Err(err) => Err(ApiError::from_store(&state, err, "invitation").await),
+        Err(err) => Err(ApiError::store(err, "invitation")),
     }
 }

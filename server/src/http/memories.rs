@@ -33,21 +33,18 @@ fn ids(bot: &str, memory: Option<&str>) -> Result<(BotId, Option<Uuid>), ApiErro
     Ok((bot, memory))
 }
 
-async fn mapped(state: &AppState, err: MemoryError) -> ApiError {
-    match err {
-        MemoryError::NotFound(what) => ApiError::not_found(what),
-        MemoryError::Invalid(message) => ApiError::invalid(message),
-        MemoryError::Forbidden(message) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
-        }
-        MemoryError::Store(err) => ApiError::from_store(state, err, "memory").await,
-        MemoryError::Sealed(err) => {
-            ApiError::fault(
-                state,
-                openbot_schema::ErrorCategory::Internal,
-                err.to_string(),
-            )
-            .await
+impl From<MemoryError> for ApiError {
+    fn from(err: MemoryError) -> Self {
+        match err {
+            MemoryError::NotFound(what) => ApiError::not_found(what),
+            MemoryError::Invalid(message) => ApiError::invalid(message),
+            MemoryError::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+            }
+            MemoryError::Store(err) => ApiError::store(err, "memory"),
+            MemoryError::Sealed(err) => {
+                ApiError::failed(openbot_schema::ErrorCategory::Internal, err.to_string())
+            }
         }
     }
 }
@@ -67,10 +64,8 @@ pub async fn list_memories(
 ) -> Result<Json<MemoryPage>, ApiError> {
     let (bot, _) = ids(&bot, None)?;
     let paging = Paging::<Uuid>::parse(&query)?;
-    match state.memories.list(&caller, bot, &filter, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.memories.list(&caller, bot, &filter, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Writes a memory by hand: the caller's private memory, or (`private: false`, the Bot's owner
@@ -87,10 +82,8 @@ pub async fn create_memory(
     ApiJson(request): ApiJson<CreateMemory>,
 ) -> Result<(StatusCode, Json<Memory>), ApiError> {
     let (bot, _) = ids(&bot, None)?;
-    match state.memories.create(&caller, bot, request).await {
-        Ok(memory) => Ok((StatusCode::CREATED, Json(memory))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let memory = state.memories.create(&caller, bot, request).await?;
+    Ok((StatusCode::CREATED, Json(memory)))
 }
 
 /// One memory the caller may read, with its evidence.
@@ -104,14 +97,11 @@ pub async fn get_memory(
     Path((bot, memory)): Path<(String, String)>,
 ) -> Result<Json<Memory>, ApiError> {
     let (bot, memory) = ids(&bot, Some(&memory))?;
-    match state
+    let memory = state
         .memories
         .get(&caller, bot, memory.unwrap_or_default())
-        .await
-    {
-        Ok(memory) => Ok(Json(memory)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(memory))
 }
 
 /// Changes a memory's content, tags or status (`retired` memories are never recalled).
@@ -128,14 +118,11 @@ pub async fn update_memory(
     ApiJson(update): ApiJson<MemoryUpdate>,
 ) -> Result<Json<Memory>, ApiError> {
     let (bot, memory) = ids(&bot, Some(&memory))?;
-    match state
+    let memory = state
         .memories
         .update(&caller, bot, memory.unwrap_or_default(), update)
-        .await
-    {
-        Ok(memory) => Ok(Json(memory)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(memory))
 }
 
 /// Deletes a memory with its evidence.
@@ -149,14 +136,11 @@ pub async fn delete_memory(
     Path((bot, memory)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let (bot, memory) = ids(&bot, Some(&memory))?;
-    match state
+    state
         .memories
         .delete(&caller, bot, memory.unwrap_or_default())
-        .await
-    {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Searches the caller's readable active memories of a Bot, best first within `max_tokens`:
@@ -174,10 +158,8 @@ pub async fn search_memories(
     ApiJson(search): ApiJson<MemorySearch>,
 ) -> Result<Json<MemorySearchResult>, ApiError> {
     let (bot, _) = ids(&bot, None)?;
-    match state.memories.search(&caller, bot, &search).await {
-        Ok(found) => Ok(Json(found)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let found = state.memories.search(&caller, bot, &search).await?;
+    Ok(Json(found))
 }
 
 /// The organization's memory settings.
@@ -188,10 +170,8 @@ pub async fn get_memory_settings(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<MemorySettings>, ApiError> {
-    match state.memories.settings(&caller).await {
-        Ok(settings) => Ok(Json(settings)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let settings = state.memories.settings(&caller).await?;
+    Ok(Json(settings))
 }
 
 /// Sets the organization's embeddings model (`openai:<model>` or `compatible:<base
@@ -207,12 +187,9 @@ pub async fn put_memory_settings(
     ApiJson(settings): ApiJson<MemorySettings>,
 ) -> Result<Json<MemorySettings>, ApiError> {
     let platform = &state.platform;
-    match state
+    let settings = state
         .memories
         .put_settings(&caller, &settings, |spec| platform.check_model(spec))
-        .await
-    {
-        Ok(settings) => Ok(Json(settings)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+        .await?;
+    Ok(Json(settings))
 }

@@ -418,6 +418,12 @@ pub fn app(state: AppState) -> axum::Router {
         )
         .fallback(|| async { ApiError::not_found("this path") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        // Outermost of the application's layers: every fault's cause, from a handler, an
+        // extractor or the fallback, is sealed here and nowhere else.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            error::seal_faults,
+        ))
         .with_state(state);
     if crate::timing::enabled() {
         // Only with timings on at start: off, requests pass no extra layer.

@@ -10,6 +10,7 @@ use openbot_schema::{
 };
 
 use super::AppState;
+use super::error::StoreResultExt;
 use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
@@ -50,7 +51,7 @@ pub async fn list_providers(
 ) -> Result<Json<ProviderSettingsPage>, ApiError> {
     caller.require(Resource::Models, Action::Read)?;
     let paging = Paging::<String>::parse(&query)?;
-    match state
+    let rows = state
         .models
         .providers_page(
             caller.member.organization_id,
@@ -58,10 +59,8 @@ pub async fn list_providers(
             paging.fetch(),
         )
         .await
-    {
-        Ok(rows) => Ok(Json(paging.page(rows, |row| row.kind.clone(), view))),
-        Err(err) => Err(ApiError::from_store(&state, err, "model providers").await),
-    }
+        .about("model providers")?;
+    Ok(Json(paging.page(rows, |row| row.kind.clone(), view)))
 }
 
 /// Sets the organization's settings for a provider: its API key (sealed) and base URL. Turns
@@ -116,17 +115,15 @@ pub async fn put_provider(
         {
             Ok(blob) => Some(blob),
             Err(err) => {
-                return Err(ApiError::fault(
-                    &state,
+                return Err(ApiError::failed(
                     openbot_schema::ErrorCategory::Internal,
                     err.to_string(),
-                )
-                .await);
+                ));
             }
         },
         None => None,
     };
-    match state
+    let row = state
         .models
         .put_provider(
             caller.member.organization_id,
@@ -135,10 +132,8 @@ pub async fn put_provider(
             key,
         )
         .await
-    {
-        Ok(row) => Ok(Json(view(row))),
-        Err(err) => Err(ApiError::from_store(&state, err, "model provider").await),
-    }
+        .about("model provider")?;
+    Ok(Json(view(row)))
 }
 
 /// Removes the organization's settings for a provider; its Bots then use the server's.
@@ -161,6 +156,6 @@ pub async fn delete_provider(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("model provider")),
-        Err(err) => Err(ApiError::from_store(&state, err, "model provider").await),
+        Err(err) => Err(ApiError::store(err, "model provider")),
     }
 }

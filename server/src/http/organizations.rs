@@ -49,7 +49,7 @@ pub async fn list_organizations(
             |row| (row.created_at, row.id),
             view,
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "organizations").await),
+        Err(err) => Err(ApiError::store(err, "organizations")),
     }
 }
 
@@ -83,6 +83,6 @@ pub async fn create_organization(
                 token_secret,
             }),
         )),
-        Err(err) => Err(ApiError::from_store(&state, err, "organization").await),
+        Err(err) => Err(ApiError::store(err, "organization")),
     }
 }

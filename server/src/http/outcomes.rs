@@ -18,15 +18,17 @@ use crate::identity::Caller;
 use crate::outcomes::OutcomeError;
 use crate::paging::Paging;
 
-async fn mapped(state: &AppState, err: OutcomeError) -> ApiError {
-    match err {
-        OutcomeError::NotFound(what) => ApiError::not_found(what),
-        OutcomeError::Invalid(message) => ApiError::invalid(message),
-        OutcomeError::Forbidden(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<OutcomeError> for ApiError {
+    fn from(err: OutcomeError) -> Self {
+        match err {
+            OutcomeError::NotFound(what) => ApiError::not_found(what),
+            OutcomeError::Invalid(message) => ApiError::invalid(message),
+            OutcomeError::Forbidden(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            OutcomeError::Conflict(message) => ApiError::conflict(message),
+            OutcomeError::Store(err) => ApiError::store(err, "execution"),
         }
-        OutcomeError::Conflict(message) => ApiError::conflict(message),
-        OutcomeError::Store(err) => ApiError::from_store(state, err, "execution").await,
     }
 }
 
@@ -42,10 +44,8 @@ pub async fn list_unknown_outcomes(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<UnknownOutcomePage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.outcomes.list(&caller, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.outcomes.list(&caller, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Decides the call an execution in `outcome_unknown` waits for: `applied` with its `result`
@@ -68,8 +68,6 @@ pub async fn decide_outcome(
     let id: ExecutionId = id
         .parse()
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))?;
-    match state.outcomes.decide(&caller, id, decision).await {
-        Ok(record) => Ok(Json(record)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let record = state.outcomes.decide(&caller, id, decision).await?;
+    Ok(Json(record))
 }

@@ -13,14 +13,16 @@ use crate::identity::Caller;
 use crate::paging::Paging;
 use crate::reminders::ReminderError;
 
-async fn mapped(state: &AppState, err: ReminderError) -> ApiError {
-    match err {
-        ReminderError::NotFound(what) => ApiError::not_found(what),
-        ReminderError::Access(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<ReminderError> for ApiError {
+    fn from(err: ReminderError) -> Self {
+        match err {
+            ReminderError::NotFound(what) => ApiError::not_found(what),
+            ReminderError::Access(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            ReminderError::Conflict(message) => ApiError::conflict(message),
+            ReminderError::Store(err) => ApiError::store(err, "reminder"),
         }
-        ReminderError::Conflict(message) => ApiError::conflict(message),
-        ReminderError::Store(err) => ApiError::from_store(state, err, "reminder").await,
     }
 }
 
@@ -42,10 +44,8 @@ pub async fn list_reminders(
 ) -> Result<Json<ReminderPage>, ApiError> {
     let id = chat_id(&id)?;
     let paging = Paging::parse(&query)?;
-    match state.reminders.list(&caller, id, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.reminders.list(&caller, id, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Cancels a pending reminder of one of the caller's Chats; one that was delivered, refused
@@ -61,8 +61,6 @@ pub async fn cancel_reminder(
 ) -> Result<Json<Reminder>, ApiError> {
     let id = chat_id(&id)?;
     let reminder = Uuid::parse_str(&reminder).map_err(|_| ApiError::not_found("reminder"))?;
-    match state.reminders.cancel(&caller, id, reminder).await {
-        Ok(reminder) => Ok(Json(reminder)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let reminder = state.reminders.cancel(&caller, id, reminder).await?;
+    Ok(Json(reminder))
 }

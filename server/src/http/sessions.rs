@@ -46,7 +46,7 @@ pub async fn create_session(
         )
         .await
     {
-        return Err(ApiError::from_store(&state, err, "session").await);
+        return Err(ApiError::store(err, "session"));
     }
     let cookie = format!(
         "{SESSION_COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_SECONDS}"
@@ -76,7 +76,7 @@ pub async fn end_session(
     if let Credential::Session { id } = caller.credential
         && let Err(err) = state.identity.revoke_session(id).await
     {
-        return Err(ApiError::from_store(&state, err, "session").await);
+        return Err(ApiError::store(err, "session"));
     }
     let mut headers = HeaderMap::new();
     let cleared = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");

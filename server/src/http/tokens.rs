@@ -89,7 +89,7 @@ pub async fn create_token(
         .await
     {
         Ok(row) => row,
-        Err(err) => return Err(ApiError::from_store(&state, err, "token").await),
+        Err(err) => return Err(ApiError::store(err, "token")),
     };
     Ok((
         StatusCode::CREATED,
@@ -122,7 +122,7 @@ pub async fn list_tokens(
             |row| (row.created_at, row.id),
             token_view,
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "tokens").await),
+        Err(err) => Err(ApiError::store(err, "tokens")),
     }
 }
 
@@ -146,6 +146,6 @@ pub async fn revoke_token(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("token")),
-        Err(err) => Err(ApiError::from_store(&state, err, "token").await),
+        Err(err) => Err(ApiError::store(err, "token")),
     }
 }

@@ -12,6 +12,7 @@ use openbot_schema::{
 };
 
 use super::AppState;
+use super::error::StoreResultExt;
 use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
@@ -58,7 +59,7 @@ pub async fn list_tools(
             |row| row.definition.name.clone(),
             view,
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "tools").await),
+        Err(err) => Err(ApiError::store(err, "tools")),
     }
 }
 
@@ -96,7 +97,7 @@ pub async fn put_tool(
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     // References name items by ID: each must be a field the registering member sees now.
     if let Err(err) = state.vaults.check_references(&caller, &refs).await {
-        return Err(super::vaults::mapped(&state, err).await);
+        return Err(ApiError::from(err));
     }
     let row = HttpToolRow {
         definition,
@@ -106,14 +107,12 @@ pub async fn put_tool(
         template,
         updated_at: 0,
     };
-    match state
+    let row = state
         .tools
         .put_tool(caller.member.organization_id, row)
         .await
-    {
-        Ok(row) => Ok(Json(view(row))),
-        Err(err) => Err(ApiError::from_store(&state, err, "tool").await),
-    }
+        .about("tool")?;
+    Ok(Json(view(row)))
 }
 
 /// Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
@@ -136,7 +135,7 @@ pub async fn delete_tool(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("tool")),
-        Err(err) => Err(ApiError::from_store(&state, err, "tool").await),
+        Err(err) => Err(ApiError::store(err, "tool")),
     }
 }
 
@@ -176,7 +175,7 @@ pub async fn list_delegates(
             |row| row.name.clone(),
             delegate_view,
         ))),
-        Err(err) => Err(ApiError::from_store(&state, err, "delegates").await),
+        Err(err) => Err(ApiError::store(err, "delegates")),
     }
 }
 
@@ -201,7 +200,7 @@ pub async fn put_delegate(
     match state.bots.visible_bot(&caller, request.bot_id).await {
         Ok(Some(_)) => {}
         Ok(None) => return Err(ApiError::not_found("bot")),
-        Err(err) => return Err(ApiError::from_store(&state, err, "bot").await),
+        Err(err) => return Err(ApiError::store(err, "bot")),
     }
     let row = DelegateToolRow {
         name,
@@ -210,14 +209,12 @@ pub async fn put_delegate(
         limits: request.limits,
         updated_at: 0,
     };
-    match state
+    let row = state
         .tools
         .put_delegate(caller.member.organization_id, row)
         .await
-    {
-        Ok(row) => Ok(Json(delegate_view(row))),
-        Err(err) => Err(ApiError::from_store(&state, err, "delegate").await),
-    }
+        .about("delegate")?;
+    Ok(Json(delegate_view(row)))
 }
 
 /// Removes a delegate tool; Bot tools of that name become host tools for later Turns.
@@ -240,6 +237,6 @@ pub async fn delete_delegate(
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found("delegate")),
-        Err(err) => Err(ApiError::from_store(&state, err, "delegate").await),
+        Err(err) => Err(ApiError::store(err, "delegate")),
     }
 }

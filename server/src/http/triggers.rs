@@ -20,23 +20,25 @@ use crate::triggers::{
     DELIVERY_HEADER, Delivery, SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER, TriggerError,
 };
 
-async fn mapped(state: &AppState, err: TriggerError) -> ApiError {
-    match err {
-        TriggerError::NotFound(what) => ApiError::not_found(what),
-        TriggerError::Invalid(message) => ApiError::invalid(message),
-        TriggerError::Access(err) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+impl From<TriggerError> for ApiError {
+    fn from(err: TriggerError) -> Self {
+        match err {
+            TriggerError::NotFound(what) => ApiError::not_found(what),
+            TriggerError::Invalid(message) => ApiError::invalid(message),
+            TriggerError::Access(err) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, err.to_string())
+            }
+            TriggerError::Conflict(message) => ApiError::conflict(message),
+            TriggerError::Signature(err @ SignatureError::Malformed(_)) => {
+                ApiError::invalid(err.to_string())
+            }
+            TriggerError::Signature(err) => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                err.to_string(),
+            ),
+            TriggerError::Store(err) => ApiError::store(err, "trigger"),
         }
-        TriggerError::Conflict(message) => ApiError::conflict(message),
-        TriggerError::Signature(err @ SignatureError::Malformed(_)) => {
-            ApiError::invalid(err.to_string())
-        }
-        TriggerError::Signature(err) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            err.to_string(),
-        ),
-        TriggerError::Store(err) => ApiError::from_store(state, err, "trigger").await,
     }
 }
 
@@ -57,10 +59,8 @@ pub async fn create_trigger(
     caller: Caller,
     ApiJson(new): ApiJson<CreateTrigger>,
 ) -> Result<(StatusCode, Json<CreatedTrigger>), ApiError> {
-    match state.triggers.create(&caller, new).await {
-        Ok(created) => Ok((StatusCode::CREATED, Json(created))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let created = state.triggers.create(&caller, new).await?;
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// The caller's triggers, oldest first. Paged: ask again with `next_cursor` until absent.
@@ -73,10 +73,8 @@ pub async fn list_triggers(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<TriggerPage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.triggers.list(&caller, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.triggers.list(&caller, &paging).await?;
+    Ok(Json(page))
 }
 
 /// One of the caller's triggers.
@@ -90,10 +88,8 @@ pub async fn get_trigger(
     Path(id): Path<String>,
 ) -> Result<Json<Trigger>, ApiError> {
     let id = trigger_id(&id)?;
-    match state.triggers.get(&caller, id).await {
-        Ok(trigger) => Ok(Json(trigger)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let trigger = state.triggers.get(&caller, id).await?;
+    Ok(Json(trigger))
 }
 
 /// Deletes one of the caller's triggers: it fires no more.
@@ -107,10 +103,8 @@ pub async fn delete_trigger(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = trigger_id(&id)?;
-    match state.triggers.delete(&caller, id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.triggers.delete(&caller, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Pauses one of the caller's triggers: it does not fire (a webhook answers 409) until resumed.
@@ -124,10 +118,8 @@ pub async fn pause_trigger(
     Path(id): Path<String>,
 ) -> Result<Json<Trigger>, ApiError> {
     let id = trigger_id(&id)?;
-    match state.triggers.pause(&caller, id).await {
-        Ok(trigger) => Ok(Json(trigger)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let trigger = state.triggers.pause(&caller, id).await?;
+    Ok(Json(trigger))
 }
 
 /// Resumes one of the caller's triggers. A schedule fires next at its first slot after now;
@@ -142,10 +134,8 @@ pub async fn resume_trigger(
     Path(id): Path<String>,
 ) -> Result<Json<Trigger>, ApiError> {
     let id = trigger_id(&id)?;
-    match state.triggers.resume(&caller, id).await {
-        Ok(trigger) => Ok(Json(trigger)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let trigger = state.triggers.resume(&caller, id).await?;
+    Ok(Json(trigger))
 }
 
 /// A trigger's firings, newest first: what was sent, what was refused and why, which were
@@ -162,10 +152,8 @@ pub async fn list_firings(
 ) -> Result<Json<TriggerFiringPage>, ApiError> {
     let id = trigger_id(&id)?;
     let paging = Paging::parse(&query)?;
-    match state.triggers.firings(&caller, id, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.triggers.firings(&caller, id, &paging).await?;
+    Ok(Json(page))
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -197,6 +185,6 @@ pub async fn receive_hook(
     match state.triggers.receive(id, delivery).await {
         Ok(received) if received.repeated => Ok((StatusCode::OK, Json(received.firing))),
         Ok(received) => Ok((StatusCode::ACCEPTED, Json(received.firing))),
-        Err(err) => Err(mapped(&state, err).await),
+        Err(err) => Err(ApiError::from(err)),
     }
 }

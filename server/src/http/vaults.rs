@@ -20,23 +20,20 @@ use crate::paging::Paging;
 use crate::vaults::VaultError;
 
 /// A Vault failure as the API's error.
-pub(super) async fn mapped(state: &AppState, err: VaultError) -> ApiError {
-    match err {
-        VaultError::Invalid(message) => ApiError::invalid(message),
-        VaultError::Forbidden(err) => err.into(),
-        VaultError::NotAllowed(message) => {
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+impl From<VaultError> for ApiError {
+    fn from(err: VaultError) -> Self {
+        match err {
+            VaultError::Invalid(message) => ApiError::invalid(message),
+            VaultError::Forbidden(err) => err.into(),
+            VaultError::NotAllowed(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+            }
+            VaultError::NotFound(what) => ApiError::not_found(what),
+            VaultError::Seal => {
+                ApiError::failed(ErrorCategory::Internal, "a vault value could not be sealed")
+            }
+            VaultError::Store(err) => ApiError::store(err, "vault item"),
         }
-        VaultError::NotFound(what) => ApiError::not_found(what),
-        VaultError::Seal => {
-            ApiError::fault(
-                state,
-                ErrorCategory::Internal,
-                "a vault value could not be sealed".into(),
-            )
-            .await
-        }
-        VaultError::Store(err) => ApiError::from_store(state, err, "vault item").await,
     }
 }
 
@@ -60,10 +57,8 @@ pub async fn list_vault_items(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<VaultItemPage>, ApiError> {
     let paging = Paging::parse(&query)?;
-    match state.vaults.list(&caller, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.vaults.list(&caller, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Creates a Vault item with its fields; each value is sealed and never shown again. The
@@ -77,10 +72,8 @@ pub async fn create_vault_item(
     caller: Caller,
     ApiJson(request): ApiJson<CreateVaultItem>,
 ) -> Result<(StatusCode, Json<VaultItem>), ApiError> {
-    match state.vaults.create(&caller, request).await {
-        Ok(item) => Ok((StatusCode::CREATED, Json(item))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let item = state.vaults.create(&caller, request).await?;
+    Ok((StatusCode::CREATED, Json(item)))
 }
 
 /// One Vault item: its name, owner and fields' names (never their values).
@@ -94,10 +87,8 @@ pub async fn get_vault_item(
     Path(id): Path<String>,
 ) -> Result<Json<VaultItem>, ApiError> {
     let id = parse_id(&id)?;
-    match state.vaults.get(&caller, id).await {
-        Ok(item) => Ok(Json(item)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let item = state.vaults.get(&caller, id).await?;
+    Ok(Json(item))
 }
 
 /// Deletes a Vault item with its fields and rules. Saved calls that reference it fail with a
@@ -112,10 +103,8 @@ pub async fn delete_vault_item(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
-    match state.vaults.delete(&caller, id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.vaults.delete(&caller, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Sets a field's value (adds the field, or replaces its value); sealed, never shown again.
@@ -132,10 +121,8 @@ pub async fn put_vault_field(
     ApiJson(request): ApiJson<PutVaultField>,
 ) -> Result<Json<VaultItem>, ApiError> {
     let id = parse_id(&id)?;
-    match state.vaults.put_field(&caller, id, &field, request).await {
-        Ok(item) => Ok(Json(item)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let item = state.vaults.put_field(&caller, id, &field, request).await?;
+    Ok(Json(item))
 }
 
 /// Removes a field and the rules that name it.
@@ -150,10 +137,8 @@ pub async fn delete_vault_field(
     Path((id, field)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
-    match state.vaults.delete_field(&caller, id, &field).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.vaults.delete_field(&caller, id, &field).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The rules of a Vault item, oldest first. Paged.
@@ -169,10 +154,8 @@ pub async fn list_vault_rules(
 ) -> Result<Json<VaultRulePage>, ApiError> {
     let id = parse_id(&id)?;
     let paging = Paging::parse(&query)?;
-    match state.vaults.rules(&caller, id, &paging).await {
-        Ok(page) => Ok(Json(page)),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let page = state.vaults.rules(&caller, id, &paging).await?;
+    Ok(Json(page))
 }
 
 /// Adds a rule: a Bot (one the caller can use) or a registered HTTP tool may read a field (or
@@ -190,10 +173,8 @@ pub async fn create_vault_rule(
     ApiJson(request): ApiJson<CreateVaultRule>,
 ) -> Result<(StatusCode, Json<VaultRule>), ApiError> {
     let id = parse_id(&id)?;
-    match state.vaults.create_rule(&caller, id, request).await {
-        Ok(rule) => Ok((StatusCode::CREATED, Json(rule))),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    let rule = state.vaults.create_rule(&caller, id, request).await?;
+    Ok((StatusCode::CREATED, Json(rule)))
 }
 
 /// Removes a rule; the next send checks the rules again.
@@ -207,8 +188,6 @@ pub async fn delete_vault_rule(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
-    match state.vaults.delete_rule(&caller, id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(err) => Err(mapped(&state, err).await),
-    }
+    state.vaults.delete_rule(&caller, id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -308,9 +308,6 @@ pub trait Store: Send + Sync + 'static {
     /// Opens an admission gate (see [`NewExecution::admission_gate`]).
     async fn open_gate(&self, id: Uuid) -> Result<(), StoreError>;
 
-    /// Closes an admission gate: once this returns, no submission through it succeeds.
-    async fn close_gate(&self, id: Uuid) -> Result<(), StoreError>;
-
     /// A Chat's executions, in the order they were submitted.
     async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError>;
 

@@ -77,7 +77,8 @@ pub struct NewExecution {
     pub parent_id: Option<ExecutionId>,
     /// The Chat of a Turn. A Chat's Turns run one at a time, in the order they were submitted.
     pub chat_id: Option<Uuid>,
-    /// An admission gate that must be open (see [`crate::store::Store::close_gate`]).
+    /// An admission gate that must be open: a Chat's, closed by its deletion in the same
+    /// transaction that checks it on submit.
     pub admission_gate: Option<Uuid>,
     /// Events published with the submission (e.g. `turn_started`).
     pub events: Vec<EventKind>,

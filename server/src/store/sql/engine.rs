@@ -1285,15 +1285,6 @@ impl StoreTrait for Store {
         Ok(())
     }
 
-    async fn close_gate(&self, id: Uuid) -> Result<(), StoreError> {
-        sqlx::query("UPDATE admission_gates SET closed_at = COALESCE(closed_at, $2) WHERE id = $1")
-            .bind(id)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
     async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
