@@ -68,13 +68,8 @@ impl Cluster {
     /// `outside`), sent to a new Chat through the API.
     async fn submit(&self, model: &FakeOpenAi, outside: &Outside, retry_safe: bool) -> ExecutionId {
         self.front
-            .put_write_tool(&outside.url, retry_safe, false)
-            .await;
-        let bot = self
-            .front
-            .create_bot(json!({"name": "Writer", "model": model.spec(), "tools": [tool("write")]}))
-            .await;
-        self.front.start_turn(&bot).await.1
+            .write_turn(&model.spec(), &outside.url, retry_safe)
+            .await
     }
 
     /// The first child a Turn started.

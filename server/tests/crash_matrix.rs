@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
-use front::{Front, tool};
+use front::Front;
 use futures::StreamExt;
 use nodes::NodeProcess;
 use openbot_schema::{Event, EventKind, ExecutionId, ExecutionState, Message, TurnOutcome};
@@ -81,13 +81,8 @@ impl Cluster {
     /// `outside`), sent "go" in a new Chat through the API.
     async fn submit(&self, model: &FakeOpenAi, outside: &Outside, retry_safe: bool) -> ExecutionId {
         self.front
-            .put_write_tool(&outside.url, retry_safe, false)
-            .await;
-        let bot = self
-            .front
-            .create_bot(json!({"name": "Writer", "model": model.spec(), "tools": [tool("write")]}))
-            .await;
-        self.front.start_turn(&bot).await.1
+            .write_turn(&model.spec(), &outside.url, retry_safe)
+            .await
     }
 
     /// The first event that matches, within 60 s.

@@ -60,7 +60,7 @@ http_tests!(
     members_and_organizations_are_read_only_with_their_rights,
     a_token_limited_to_one_bot_changes_no_setting_of_the_whole_organization,
     a_token_limited_to_one_bot_reads_nothing_of_another_bot,
-    a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_tool_app_or_other_budget,
+    a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_tool_app_key_or_other_budget,
     an_organizations_provider_key_is_used_by_its_bots_and_never_returned,
     an_invited_person_joins_once_and_a_removed_member_loses_access_at_once,
     a_host_tool_result_delivered_over_http_reaches_the_model,
@@ -1451,10 +1451,10 @@ async fn a_token_limited_to_one_bot_reads_nothing_of_another_bot(server: Server)
     );
 }
 
-/// An owner's token limited to Bot A registers no HTTP tool, delegate or App (the
-/// organization's, which every Bot may reach), sets no budget of the organization or of Bot
+/// An owner's token limited to Bot A registers no HTTP tool, delegate, App or model provider
+/// key (the organization's, which every Bot may reach), sets no budget of the organization or of Bot
 /// B, and lists no budget of B; Bot A's own budget it sets and removes.
-async fn a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_tool_app_or_other_budget(
+async fn a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_tool_app_key_or_other_budget(
     server: Server,
 ) {
     let model = FakeOpenAi::start(vec![]).await;
@@ -1500,6 +1500,13 @@ async fn a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_too
         put(format!("/v1/budgets/bot/{b_id}"), &limited, budget.clone())
             .await
             .unwrap(),
+        put(
+            "/v1/models/providers/openai".into(),
+            &limited,
+            json!({"api_key": "sk-from-a-limited-token"}),
+        )
+        .await
+        .unwrap(),
     ];
     for response in refused {
         assert_eq!(
@@ -1507,7 +1514,13 @@ async fn a_token_limited_to_one_bot_sets_its_bots_budget_and_no_organization_too
             (StatusCode::FORBIDDEN, "forbidden".into())
         );
     }
-    for path in ["/v1/tools", "/v1/delegates", "/v1/apps", "/v1/budgets"] {
+    for path in [
+        "/v1/tools",
+        "/v1/delegates",
+        "/v1/apps",
+        "/v1/budgets",
+        "/v1/models/providers",
+    ] {
         assert!(server.items(path, &server.owner).await.is_empty(), "{path}");
     }
     let own = put(format!("/v1/budgets/bot/{a_id}"), &limited, budget.clone())
@@ -2003,10 +2016,7 @@ async fn a_turn_whose_token_is_revoked_while_it_waits_sends_nothing_more(server:
         StatusCode::ACCEPTED
     );
     let events = server.finish(&server.owner, execution).await;
-    let failed = events.iter().find_map(|e| match &e.kind {
-        EventKind::Failed { category, .. } => Some(*category),
-        _ => None,
-    });
+    let failed = failure_category(&events);
     assert_eq!(failed, Some(ErrorCategory::Access), "{events:?}");
     assert_eq!(
         model.total_requests(),
@@ -2060,10 +2070,7 @@ async fn a_turn_whose_shared_bot_is_made_private_while_it_waits_sends_nothing_mo
         StatusCode::ACCEPTED
     );
     let events = server.finish(&member, execution).await;
-    let failed = events.iter().find_map(|e| match &e.kind {
-        EventKind::Failed { category, .. } => Some(*category),
-        _ => None,
-    });
+    let failed = failure_category(&events);
     assert_eq!(failed, Some(ErrorCategory::Access), "{events:?}");
     assert_eq!(
         model.total_requests(),
@@ -2160,10 +2167,7 @@ async fn a_tool_result_that_comes_back_after_the_turns_token_was_revoked_is_save
     outside.release();
 
     let events = server.finish(&server.owner, execution).await;
-    let failed = events.iter().find_map(|e| match &e.kind {
-        EventKind::Failed { category, .. } => Some(*category),
-        _ => None,
-    });
+    let failed = failure_category(&events);
     assert_eq!(failed, Some(ErrorCategory::Access), "{events:?}");
     assert_eq!(
         model.total_requests(),
@@ -2230,10 +2234,7 @@ async fn an_exhausted_script_fails_the_turn_as_a_configuration_error(server: Ser
     let events = server
         .finish(&server.owner, second["execution_id"].as_str().unwrap())
         .await;
-    let failed = events.iter().find_map(|e| match &e.kind {
-        EventKind::Failed { category, .. } => Some(*category),
-        _ => None,
-    });
+    let failed = failure_category(&events);
     assert_eq!(failed, Some(ErrorCategory::Configuration), "{events:?}");
 }
 
@@ -2874,6 +2875,14 @@ async fn state_of(server: &Server, id: &str) -> String {
         .await
         .unwrap();
     view["state"].as_str().unwrap().to_string()
+}
+
+/// The category of the execution's failure, if it failed.
+fn failure_category(events: &[Event]) -> Option<ErrorCategory> {
+    events.iter().find_map(|e| match &e.kind {
+        EventKind::Failed { category, .. } => Some(*category),
+        _ => None,
+    })
 }
 
 async fn assert_not_found(response: reqwest::Response) {

@@ -267,11 +267,8 @@ impl Files {
         }
         // Retention deletes the whole organization's files: a token limited to some Bots
         // changes none of it.
-        if action == Action::Write && caller.bot_ids.is_some() {
-            return Err(FileError::Forbidden(AccessError {
-                action: "change",
-                resource: "the file retention (a Bot-limited token changes no organization setting)",
-            }));
+        if action == Action::Write {
+            caller.require_whole_organization()?;
         }
         Ok(())
     }

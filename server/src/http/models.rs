@@ -78,6 +78,7 @@ pub async fn put_provider(
 ) -> Result<Json<ProviderSettings>, ApiError> {
     caller.require(Resource::Models, Action::Write)?;
     require_admin(&caller, "change model providers")?;
+    caller.require_whole_organization()?;
     let kind = kind(&kind_name)?;
     if let Some(url) = &request.base_url {
         let valid = reqwest::Url::parse(url)
@@ -148,6 +149,7 @@ pub async fn delete_provider(
 ) -> Result<StatusCode, ApiError> {
     caller.require(Resource::Models, Action::Write)?;
     require_admin(&caller, "change model providers")?;
+    caller.require_whole_organization()?;
     let kind = kind(&kind_name)?;
     match state
         .models

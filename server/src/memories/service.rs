@@ -133,7 +133,10 @@ impl Memories {
             owner_member_id: row.owner_member_id,
             content,
             tags: row.tags,
-            status: MemoryStatus::parse(&row.status).unwrap_or(MemoryStatus::Retired),
+            // A status this build does not know is bad stored data, never a silent default.
+            status: MemoryStatus::parse(&row.status).ok_or_else(|| {
+                StoreError::Invalid(format!("memory {} has an unknown status", row.id))
+            })?,
             evidence: MemoryEvidence {
                 chat_id: row.evidence_chat_id.map(ChatId::from),
                 execution_id: row.evidence_execution_id.map(ExecutionId::from),

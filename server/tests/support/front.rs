@@ -161,6 +161,23 @@ impl Front {
         )
     }
 
+    /// The multi-process suites' standard Turn: a new Bot on `model` with the organization's
+    /// HTTP tool `write` (posting to `url`), sent "go" in a new Chat through the API.
+    pub async fn write_turn(
+        &self,
+        model: &str,
+        url: &str,
+        retry_safe: bool,
+    ) -> openbot_schema::ExecutionId {
+        self.put_write_tool(url, retry_safe, false).await;
+        let bot = self
+            .create_bot(
+                serde_json::json!({"name": "Writer", "model": model, "tools": [tool("write")]}),
+            )
+            .await;
+        self.start_turn(&bot).await.1
+    }
+
     /// Decides the unknown outcome of `call` (as listed, e.g. `1/tool:0/1`) through the API.
     pub async fn decide_outcome(
         &self,
