@@ -734,6 +734,7 @@ fn a_memory_a_turn_remembered_is_shown_searched_and_edited_with_its_evidence_thr
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one walk through every vaults command
 fn vault_items_and_rules_are_managed_through_the_cli_and_values_never_printed() {
     let served = Served::start();
     let cli = Cli::new();

@@ -527,6 +527,7 @@ async fn send_turn(server: &Server, chat: &str) -> String {
 }
 
 /// Sets up a node, a Bot and its tool on `raw`, runs a warm-up Turn, then counts one Turn.
+#[allow(clippy::too_many_lines)] // set-up, warm-up and the counted Turn in order
 async fn measure(raw: Raw, mut probe: Probe, scenario: Scenario) -> Measured {
     let log = statement_log();
     let server = server_with(

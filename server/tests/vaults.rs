@@ -530,6 +530,7 @@ async fn values_are_write_only_through_the_api(server: Server) {
     }
 }
 
+#[allow(clippy::too_many_lines)] // one table of bad inputs, each refused
 async fn bad_vault_inputs_are_refused(server: Server) {
     let item = create_item(
         &server,

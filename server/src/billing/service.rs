@@ -410,7 +410,7 @@ impl Billing {
     }
 
     /// The same report as CSV (a header line, then one line per group), at most
-    /// [`MAX_EXPORT`] groups.
+    /// `MAX_EXPORT` groups.
     pub async fn usage_csv(
         &self,
         caller: &Caller,

@@ -681,7 +681,7 @@ impl Chats {
     /// Deletes a Chat: starts its deletion, durable work of the organization's
     /// `chat-deletion` service that closes the Chat to input (its Turns and their children
     /// admit nothing new), cancels its Turns and every child they started, and ends once all
-    /// of them closed. Waits up to [`DELETE_WAIT`] for it; returns whether it ended in that
+    /// of them closed. Waits up to `DELETE_WAIT` for it; returns whether it ended in that
     /// time (it goes on either way, also across a restart).
     pub async fn delete(&self, caller: &Caller, id: ChatId) -> Result<bool, ChatError> {
         self.chat(caller, id).await?;

@@ -34,6 +34,7 @@ pub const STORAGE_RETRY_BUDGET: u32 = 30;
 /// is gone or the node stops: then the phase is dropped and nothing more is written.
 /// `cx.execution` is the row as the claim wrote it: the first pass checks it instead of
 /// reading it again; every later pass reads it anew.
+#[allow(clippy::too_many_lines)] // split with the saved-call primitive (issue 33)
 pub async fn run_program(
     workflow: Arc<dyn Workflow>,
     mut cx: PhaseContext,

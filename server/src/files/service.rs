@@ -225,7 +225,7 @@ impl Files {
 
     /// Deletes a file of the caller: it is hidden at once (its row marked deleting in the
     /// transaction that submits its deletion work), and the work removes its object, then its
-    /// row (see `deletion`). Waits up to [`DELETE_WAIT`] for the work to end (it goes on
+    /// row (see `deletion`). Waits up to `DELETE_WAIT` for the work to end (it goes on
     /// either way, also across a restart). A file already being deleted is not found.
     pub async fn delete(&self, caller: &Caller, id: FileId) -> Result<(), FileError> {
         caller.require(Resource::Chats, Action::Write)?;

@@ -4,7 +4,7 @@
 //!
 //! Errors compose with `?`: each use case's error converts into [`ApiError`] (a `From` beside
 //! its handlers), synchronously. A fault carries its cause inside the [`ApiError`] to one
-//! layer, [`seal_faults`], which seals it as the response leaves and answers only the
+//! layer, `seal_faults`, which seals it as the response leaves and answers only the
 //! category and the error ID. Nothing before that layer logs or answers the cause.
 
 use std::sync::Arc;
@@ -27,7 +27,7 @@ pub struct ApiError {
     pub status: StatusCode,
     /// The body.
     pub body: ErrorBody,
-    /// A fault's cause, until [`seal_faults`] seals it.
+    /// A fault's cause, until `seal_faults` seals it.
     fault: Option<Unsealed>,
 }
 
@@ -91,7 +91,7 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
     }
 
-    /// A server fault: `cause` is sealed into an error record by [`seal_faults`] as the
+    /// A server fault: `cause` is sealed into an error record by `seal_faults` as the
     /// response leaves, and only the category and the record's ID are answered.
     pub fn failed(category: ErrorCategory, cause: impl Into<String>) -> Self {
         Self {
@@ -157,7 +157,7 @@ impl ApiError {
 }
 
 /// The engine store's declared failures are about executions (`NotFound(ExecutionId)`,
-/// `Ended`, ...); name another subject with [`StoreResultExt::about`].
+/// `Ended`, ...); name another subject with `StoreResultExt::about`.
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         Self::store(err, "execution")

@@ -228,7 +228,7 @@ impl AppState {
 impl AppState {
     /// Seals a fault's full cause and returns its ID; only the ID and category are logged.
     /// A record the database does not take now (the very fault may be the database) is
-    /// saved later: [`error::save_later`] tries again in the background, so the ID the answer
+    /// saved later: `error::save_later` tries again in the background, so the ID the answer
     /// gives comes to name a record.
     pub async fn seal_error(&self, category: ErrorCategory, cause: String) -> ErrorId {
         let cx = self.engine.context();

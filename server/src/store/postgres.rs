@@ -33,7 +33,7 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects to a database at this build's schema version; fails with
     /// [`StoreError::SchemaVersion`] otherwise. `keys` seal the payloads the store writes and
-    /// open those it reads (see [`crate::store::sealing`]); every node of a deployment has
+    /// open those it reads (see `crate::store::sealing`); every node of a deployment has
     /// the same ring, and a node passes the ring its engine uses.
     pub async fn connect(
         url: &str,

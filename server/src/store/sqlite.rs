@@ -36,7 +36,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens the database file at this build's schema version; fails with
     /// [`StoreError::SchemaVersion`] otherwise. `keys` seal the payloads the store writes and
-    /// open those it reads (see [`crate::store::sealing`]); a node passes the ring its engine
+    /// open those it reads (see `crate::store::sealing`); a node passes the ring its engine
     /// uses.
     pub async fn open(path: &std::path::Path, keys: KeyRing) -> Result<Self, StoreError> {
         let (pool, reader) = Self::pools(path, false).await?;

@@ -1540,6 +1540,7 @@ async fn run_dbos(
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::main]
+#[allow(clippy::too_many_lines)] // every benchmark step in the order it prints
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

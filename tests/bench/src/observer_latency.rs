@@ -159,6 +159,7 @@ async fn main() -> anyhow::Result<()> {
     result
 }
 
+#[allow(clippy::too_many_lines)] // one benchmark run, its steps in the order they print
 async fn run(args: &Args, url: &str, rate: f64, cores: usize) -> anyhow::Result<()> {
     let executions = args.executions as usize;
     let (keys, _) = KeyRing::generate("k1");

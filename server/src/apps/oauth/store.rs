@@ -92,7 +92,7 @@ pub struct GrantRow {
     /// The issuing server's metadata, JSON ([`super::ServerMetadata`]): refresh and
     /// revocation of this grant go there, wherever the connection signs in later.
     pub metadata: String,
-    /// The tokens ([`super::token::TokenSet`] as JSON), sealed for this row; gone once revoked.
+    /// The tokens (`TokenSet` as JSON), sealed for this row; gone once revoked.
     pub tokens: Option<SealedValue>,
     /// When the access token expires.
     pub expires_at: Option<Millis>,
