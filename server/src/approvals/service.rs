@@ -374,10 +374,10 @@ impl Approvals {
 /// A token limited to some Bots adds and removes only rules for one of its Bots: any other
 /// rule reaches Bots beyond its limit.
 fn within_bot_limit(caller: &Caller, bot: Option<BotId>) -> Result<(), ApprovalError> {
-    match (caller.bot_ids.as_deref(), bot) {
-        (None, _) => Ok(()),
-        (Some(bots), Some(bot)) if bots.contains(&bot) => Ok(()),
-        (Some(_), _) => Err(ApprovalError::Forbidden(
+    match bot {
+        _ if caller.bot_ids.is_none() => Ok(()),
+        Some(bot) if caller.may_use(bot) => Ok(()),
+        _ => Err(ApprovalError::Forbidden(
             "a token limited to some Bots changes only rules for one of its Bots".into(),
         )),
     }

@@ -318,10 +318,7 @@ impl Channels {
         match self.channels.channel(id).await? {
             Some(row)
                 if caller.owns(row.organization_id, row.member_id)
-                    && caller
-                        .bot_ids
-                        .as_deref()
-                        .is_none_or(|bots| bots.contains(&row.bot_id)) =>
+                    && caller.may_use(row.bot_id) =>
             {
                 Ok(row)
             }

@@ -45,11 +45,12 @@ fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
 /// A token limited to some Bots sets and removes the budgets of those Bots only: the
 /// organization's budget and a Chat's reach further than its Bots.
 fn within_bot_limit(caller: &Caller, scope: BudgetScope, target: Uuid) -> Result<(), ApiError> {
-    match &caller.bot_ids {
-        Some(bots) if scope == BudgetScope::Bot && bots.iter().any(|b| b.as_uuid() == target) => {
-            Ok(())
-        }
-        _ => Ok(caller.require_whole_organization()?),
+    if caller.bot_ids.is_none()
+        || (scope == BudgetScope::Bot && caller.may_use(openbot_schema::BotId::from(target)))
+    {
+        Ok(())
+    } else {
+        Ok(caller.require_whole_organization()?)
     }
 }
 

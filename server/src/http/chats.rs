@@ -32,9 +32,10 @@ impl From<ChatError> for ApiError {
 }
 
 fn limited(caller: &Caller, bot: BotId) -> Result<(), ApiError> {
-    match &caller.bot_ids {
-        Some(ids) if !ids.contains(&bot) => Err(ApiError::not_found("bot")),
-        _ => Ok(()),
+    if caller.may_use(bot) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found("bot"))
     }
 }
 

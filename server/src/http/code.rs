@@ -57,11 +57,7 @@ pub async fn run_code(
     let id: BotId = id
         .parse()
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))?;
-    if caller
-        .bot_ids
-        .as_ref()
-        .is_some_and(|ids| !ids.contains(&id))
-    {
+    if !caller.may_use(id) {
         return Err(ApiError::not_found("bot"));
     }
     match run_program(

@@ -84,6 +84,13 @@ impl Caller {
         }
     }
 
+    /// Whether the token's Bot limit lets it use `bot` (no limit: every Bot). The one rule
+    /// for checks in memory; lists apply the same limit inside their query
+    /// (`in_bot_limit!`).
+    pub fn may_use(&self, bot: BotId) -> bool {
+        self.bot_ids.as_deref().is_none_or(|ids| ids.contains(&bot))
+    }
+
     /// Whether the caller may manage everything of its organization.
     pub fn is_admin(&self) -> bool {
         matches!(self.member.role, Role::Owner | Role::Admin)

@@ -103,11 +103,7 @@ impl ExecutionIdentity {
         if caller.require(Resource::Chats, Action::Write).is_err() {
             return denied("the token may no longer write chats");
         }
-        if caller
-            .bot_ids
-            .as_ref()
-            .is_some_and(|ids| !ids.contains(&self.bot_id))
-        {
+        if !caller.may_use(self.bot_id) {
             return denied("the token may no longer use this Bot");
         }
         if !bot_usable {
