@@ -29,6 +29,7 @@ http_tests!(
     a_program_runs_against_a_bots_tools_without_a_model,
     a_model_free_run_keeps_the_approval_rules_and_the_limits,
     a_model_free_run_refuses_bad_input_and_unknown_bots,
+    a_token_limited_to_one_bot_runs_no_code_against_another_bot,
     a_paused_program_resumes_with_the_time_it_saw_before_the_pause,
     a_retried_code_run_writes_once_and_other_input_under_its_key_conflicts,
     a_code_run_taken_over_midway_never_repeats_its_writes,
@@ -276,6 +277,26 @@ async fn a_model_free_run_refuses_bad_input_and_unknown_bots(server: Server) {
         StatusCode::NOT_FOUND,
         "another member's private Bot is not visible"
     );
+}
+
+/// A token limited to Bot A runs programs against Bot A only: Bot B (the same owner's) is
+/// `404`, as if it did not exist, and nothing runs.
+async fn a_token_limited_to_one_bot_runs_no_code_against_another_bot(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let a = server.code_bot(&model).await;
+    let b = server.code_bot(&model).await;
+    let limited = server.bot_limited_token(&a).await;
+    let run = |bot: &Value| {
+        let id = bot["id"].as_str().unwrap().to_string();
+        server
+            .post(&format!("/v1/bots/{id}/code-runs"), &limited)
+            .json(&json!({"code": "return 1"}))
+            .send()
+    };
+    let own = run(&a).await.unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    let other = run(&b).await.unwrap();
+    assert_eq!(other.status(), StatusCode::NOT_FOUND);
 }
 
 /// The program passes its `Date.now()` to both writes. Paused while its first write is out,
