@@ -541,6 +541,31 @@ async fn cancel_over_http_ends_the_turn_cancelled(server: Server) {
     );
 }
 
+/// Damages the stored execution rows (reading one is then a fault, not a passing outage) and
+/// reads execution `id`. The node that ran the ended Turn may still write its row once more
+/// (releasing its claim) after the end was observed: the damage is written again until a read
+/// meets it.
+async fn read_damaged(server: &Server, id: ExecutionId) -> reqwest::Response {
+    for _ in 0..100 {
+        server
+            .raw_execute(
+                "UPDATE executions SET state = 'damaged-beyond-repair' WHERE id <> $1",
+                uuid::Uuid::nil(),
+            )
+            .await;
+        let response = server
+            .get(&format!("/v1/executions/{id}"), &server.owner)
+            .send()
+            .await
+            .unwrap();
+        if response.status() != StatusCode::OK {
+            return response;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the damaged row was written again every time");
+}
+
 /// The error recorder fails too (here its table is away): the answer keeps its category and
 /// error ID, and the record is saved once the database takes it again.
 async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_later(
@@ -552,21 +577,11 @@ async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_la
     let nil = uuid::Uuid::nil();
     server
         .raw_execute(
-            "UPDATE executions SET state = 'damaged-beyond-repair' WHERE id <> $1",
-            nil,
-        )
-        .await;
-    server
-        .raw_execute(
             "ALTER TABLE error_records RENAME TO error_records_away",
             nil,
         )
         .await;
-    let response = server
-        .get(&format!("/v1/executions/{id}"), &server.owner)
-        .send()
-        .await
-        .unwrap();
+    let response = read_damaged(&server, id).await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["code"], "request_failed");
@@ -594,23 +609,8 @@ async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_la
 async fn a_server_fault_answers_request_failed_with_the_error_id_and_no_cause(server: Server) {
     let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
     let id = server.owner_turn(&model).await;
-    // Ended first, so that no owner writes the row again after the damage.
     server.finish(&server.owner, &id.to_string()).await;
-    // Damage the stored row: reading it is now a fault, not a passing outage.
-    let damage = "UPDATE executions SET state = 'damaged-beyond-repair'";
-    match &server.raw {
-        Raw::Sqlite(store, _) => {
-            sqlx::query(damage).execute(store.pool()).await.unwrap();
-        }
-        Raw::Postgres(store) => {
-            sqlx::query(damage).execute(store.pool()).await.unwrap();
-        }
-    }
-    let response = server
-        .get(&format!("/v1/executions/{id}"), &server.owner)
-        .send()
-        .await
-        .unwrap();
+    let response = read_damaged(&server, id).await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     let header = response.headers()[ERROR_ID_HEADER]
         .to_str()
