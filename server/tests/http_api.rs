@@ -542,9 +542,9 @@ async fn cancel_over_http_ends_the_turn_cancelled(server: Server) {
 }
 
 /// Damages the stored execution rows (reading one is then a fault, not a passing outage) and
-/// reads execution `id`. The node that ran the ended Turn may still write its row once more
-/// (releasing its claim) after the end was observed: the damage is written again until a read
-/// meets it.
+/// reads execution `id`. On PostgreSQL under load a read right after the observed end once
+/// met a valid row (something wrote it after the end event was visible; not yet traced): the
+/// damage is written again until a read meets it.
 async fn read_damaged(server: &Server, id: ExecutionId) -> reqwest::Response {
     for _ in 0..100 {
         server
