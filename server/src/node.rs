@@ -120,8 +120,8 @@ pub struct Database {
     pub apps: Arc<dyn crate::apps::AppStore>,
     /// OAuth for App connections: connections, browser steps, grants, the grant-use table.
     pub oauth: Arc<dyn crate::apps::oauth::OAuthStore>,
-    /// Operator tokens, error records as the operator reads them, and the operator audit.
-    pub operator: Arc<dyn crate::operator::OperatorStore>,
+    /// What the capabilities that plug in by themselves registered (the operator's store).
+    pub features: crate::features::Features,
 }
 
 impl Database {
@@ -166,7 +166,10 @@ impl Database {
             channels: store.clone(),
             apps: store.clone(),
             oauth: store.clone(),
-            operator: store.clone(),
+            features: crate::operator::register(
+                crate::features::Features::default(),
+                store.clone(),
+            ),
             files: store,
             objects: None,
         }

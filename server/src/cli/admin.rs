@@ -199,7 +199,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                     let database = openbot_server::node::open_database(&config).await?;
                     let keys = openbot_server::node::key_ring(&config)?;
                     let actor = OperatorActor::Local(local_account());
-                    read_error(database.operator.as_ref(), &keys, id, &actor)
+                    read_error(operator_store(&database)?.as_ref(), &keys, id, &actor)
                         .await?
                         .ok_or_else(|| anyhow::anyhow!("no error record has the ID {id}"))?
                 }
@@ -223,8 +223,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             let config = args.node.config()?;
             let database = openbot_server::node::open_database(&config).await?;
             let secret = new_secret();
-            database
-                .operator
+            operator_store(&database)?
                 .create_operator_token(uuid::Uuid::now_v7(), &name, &secret_hash(&secret))
                 .await?;
             println!("{secret}");
@@ -266,4 +265,12 @@ fn hostname() -> Option<String> {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
+}
+
+/// The operator's store as its capability registered it.
+fn operator_store(
+    database: &openbot_server::node::Database,
+) -> anyhow::Result<&std::sync::Arc<dyn openbot_server::operator::OperatorStore>> {
+    openbot_server::operator::store(&database.features)
+        .ok_or_else(|| anyhow::anyhow!("the operator's store was not registered"))
 }

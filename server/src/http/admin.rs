@@ -34,8 +34,7 @@ impl FromRequestParts<AppState> for Operator {
             .filter(|secret| !secret.is_empty())
             .map(str::to_string);
         if let Some(secret) = secret {
-            match state
-                .operator
+            match operator_store(state)?
                 .operator_token_by_hash(&secret_hash(&secret))
                 .await
             {
@@ -69,7 +68,7 @@ pub async fn get_error(
         .parse()
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))?;
     let keys = &state.engine.context().keys;
-    match read_error(state.operator.as_ref(), keys, id, &actor).await {
+    match read_error(operator_store(&state)?.as_ref(), keys, id, &actor).await {
         Ok(Some(record)) => Ok(Json(record)),
         Ok(None) => Err(ApiError::not_found("error record")),
         Err(OperatorError::Store(err)) => Err(ApiError::store(err, "error record")),
@@ -77,4 +76,16 @@ pub async fn get_error(
             Err(ApiError::failed(ErrorCategory::Internal, err.to_string()))
         }
     }
+}
+
+/// The operator's store as its capability registered it; a node built without it is a fault.
+fn operator_store(
+    state: &AppState,
+) -> Result<&std::sync::Arc<dyn crate::operator::OperatorStore>, ApiError> {
+    crate::operator::store(&state.features).ok_or_else(|| {
+        ApiError::failed(
+            openbot_schema::ErrorCategory::Internal,
+            "the operator's store was not registered",
+        )
+    })
 }

@@ -104,8 +104,8 @@ pub struct Shared {
     pub apps: crate::apps::Apps,
     /// OAuth sign-in of App connections.
     pub oauth: crate::apps::oauth::OAuth,
-    /// The platform operator's tokens, its reads of error records and their audit.
-    pub operator: Arc<dyn crate::operator::OperatorStore>,
+    /// What the capabilities that plug in by themselves registered (the operator's store).
+    pub features: crate::features::Features,
 }
 
 impl AppState {
@@ -214,7 +214,7 @@ impl AppState {
             files,
             approvals,
             identity: Arc::clone(&database.identity),
-            operator: Arc::clone(&database.operator),
+            features: database.features.clone(),
             bots: Arc::clone(&database.bots),
             models: Arc::clone(&database.models),
             budgets: Arc::clone(&database.budgets),

@@ -8,6 +8,20 @@
 
 mod sql;
 
+/// Registers the operator's store with the capabilities' features, where the HTTP route and
+/// the CLI find it ([`store`]).
+pub fn register(
+    features: crate::features::Features,
+    store: std::sync::Arc<dyn OperatorStore>,
+) -> crate::features::Features {
+    features.with(store)
+}
+
+/// The operator's store, as [`register`] left it.
+pub fn store(features: &crate::features::Features) -> Option<&std::sync::Arc<dyn OperatorStore>> {
+    features.get::<std::sync::Arc<dyn OperatorStore>>()
+}
+
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 use openbot_schema::{ErrorId, ErrorRecord, ExecutionId};
