@@ -81,6 +81,21 @@ impl<K: Serialize + DeserializeOwned> Paging<K> {
         let (rows, next) = self.finish(rows, position);
         P::new(rows.into_iter().map(item).collect(), next)
     }
+
+    /// [`Paging::page`] with an item view that can fail (a damaged row): the first failure
+    /// is the answer, never a page missing a row.
+    pub fn try_page<R, P: Page, E>(
+        &self,
+        rows: Vec<R>,
+        position: impl Fn(&R) -> K,
+        item: impl FnMut(R) -> Result<P::Item, E>,
+    ) -> Result<P, E> {
+        let (rows, next) = self.finish(rows, position);
+        Ok(P::new(
+            rows.into_iter().map(item).collect::<Result<_, E>>()?,
+            next,
+        ))
+    }
 }
 
 /// The cursor of a position.

@@ -37,6 +37,7 @@ http_tests!(
     cancel_over_http_ends_the_turn_cancelled,
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
     a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_later,
+    a_stored_time_out_of_range_is_a_storage_fault_never_1970,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
     a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
@@ -604,6 +605,33 @@ async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_la
     let (_, blob) = saved.expect("the record is saved once the database takes it");
     let cause = String::from_utf8(server.engine.context().keys.open(&blob).unwrap()).unwrap();
     assert!(cause.contains("bad state"), "{cause}");
+}
+
+/// A stored time no calendar holds is damage: the read fails as a storage fault with an error
+/// ID, and never shows the row as created in 1970.
+async fn a_stored_time_out_of_range_is_a_storage_fault_never_1970(server: Server) {
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let id: uuid::Uuid = bot["id"].as_str().unwrap().parse().unwrap();
+    server
+        .raw_execute(
+            "UPDATE bots SET created_at = 9223372036854775807 WHERE id = $1",
+            id,
+        )
+        .await;
+    for path in [format!("/v1/bots/{id}"), "/v1/bots".to_string()] {
+        let response = server.get(&path, &server.owner).send().await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{path}"
+        );
+        assert!(response.headers().contains_key(ERROR_ID_HEADER), "{path}");
+        let text = response.text().await.unwrap();
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["category"], "storage", "{path}");
+        assert!(!text.contains("1970"), "{path}: {text}");
+    }
 }
 
 async fn a_server_fault_answers_request_failed_with_the_error_id_and_no_cause(server: Server) {

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_schema::{
     Action, ApprovalRequest, ApprovalRequestPage, ApprovalRule, ApprovalRulePage, ApprovalState,
     BotId, CreateApprovalRule, DecideApproval, Decision, Resource, ToolCall,
@@ -16,7 +15,7 @@ use crate::identity::{AccessError, Caller, IdentityCheckError, IdentityStore};
 use crate::paging::{CreatedPosition, Paging};
 use crate::store::{
     NoticeTarget, NoticeWrite, RequestAccess, RequestDecision, RequestRow, StoreError, TxWrites,
-    now_ms,
+    now_ms, stored_time, stored_time_opt,
 };
 use crate::work::{JobInput, notice_content};
 
@@ -66,12 +65,8 @@ pub struct Approvals {
     identity: Arc<dyn IdentityStore>,
 }
 
-fn time(ms: i64) -> DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
-fn rule_view(row: RuleRow) -> ApprovalRule {
-    ApprovalRule {
+fn rule_view(row: RuleRow) -> Result<ApprovalRule, StoreError> {
+    Ok(ApprovalRule {
         id: row.id,
         tool: row.tool,
         arguments: row.arguments,
@@ -79,8 +74,8 @@ fn rule_view(row: RuleRow) -> ApprovalRule {
         bot_id: row.bot_id,
         member_id: row.member_id,
         expires_after_ms: row.expires_after_ms,
-        created_at: time(row.created_at),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 fn request_view(row: RequestRow) -> Result<ApprovalRequest, StoreError> {
@@ -96,9 +91,9 @@ fn request_view(row: RequestRow) -> Result<ApprovalRequest, StoreError> {
         bot_id: row.bot_id.into(),
         call,
         state,
-        created_at: time(row.created_at),
-        expires_at: time(row.expires_at),
-        decided_at: row.decided_at.map(time),
+        created_at: stored_time(row.created_at)?,
+        expires_at: stored_time(row.expires_at)?,
+        decided_at: stored_time_opt(row.decided_at)?,
         decided_by: row.decided_by.filter(|m| !m.is_nil()),
         reason: row.reason,
     })
@@ -174,7 +169,7 @@ impl Approvals {
             expires_after_ms: rule.expires_after_ms.unwrap_or(DEFAULT_EXPIRY_MS),
             created_at: now_ms(),
         };
-        Ok(rule_view(self.rules.add_rule(organization, row).await?))
+        Ok(rule_view(self.rules.add_rule(organization, row).await?)?)
     }
 
     /// One page of the organization's rules, oldest first; a token limited to some Bots sees
@@ -194,7 +189,7 @@ impl Approvals {
                 paging.fetch(),
             )
             .await?;
-        Ok(paging.page(rows, |row| (row.created_at, row.id), rule_view))
+        Ok(paging.try_page(rows, |row| (row.created_at, row.id), rule_view)?)
     }
 
     /// Removes a rule: an admin any, a member their own.

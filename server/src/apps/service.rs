@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_core::mcp::{McpEndpoint, McpError, McpSession};
 use openbot_schema::{
     App, AppAuthKind, AppConnection, AppConnectionStatus, AppDiscovery, AppTransport, NewApp,
@@ -19,7 +18,7 @@ use super::error::AppError;
 use super::store::{AppRow, AppStore, ConnectionRow, credentials_place};
 use crate::platform::Platform;
 use crate::sealed::KeyRing;
-use crate::store::now_ms;
+use crate::store::{StoreError, now_ms, stored_time, stored_time_opt};
 
 /// The most headers a manual Connection sends.
 pub const MAX_HEADERS: usize = 20;
@@ -59,18 +58,18 @@ pub fn app_scopes(app_name: &str) -> Vec<String> {
 }
 
 /// The public view of an App.
-pub fn app_view(row: &AppRow) -> App {
-    App {
+pub fn app_view(row: &AppRow) -> Result<App, StoreError> {
+    Ok(App {
         id: row.id,
         name: row.name.clone(),
         transport: row.transport.clone(),
-        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// The public view of a Connection: header names, never their values.
-pub fn connection_view(row: &ConnectionRow) -> AppConnection {
-    AppConnection {
+pub fn connection_view(row: &ConnectionRow) -> Result<AppConnection, StoreError> {
+    Ok(AppConnection {
         id: row.id,
         app_id: row.app_id,
         auth: row.auth,
@@ -81,9 +80,9 @@ pub fn connection_view(row: &ConnectionRow) -> AppConnection {
             .tools
             .as_ref()
             .map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
-        discovered_at: row.discovered_at.and_then(DateTime::from_timestamp_millis),
-        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
-    }
+        discovered_at: stored_time_opt(row.discovered_at)?,
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// An App name: 1-40 of `a-z 0-9 -`, starting with a letter (so `<app>__<tool>` splits
@@ -207,7 +206,7 @@ impl Apps {
             removed_at: None,
         };
         match self.store.create_app(row).await? {
-            Some(row) => Ok(app_view(&row)),
+            Some(row) => Ok(app_view(&row)?),
             None => Err(AppError::Conflict(
                 "the organization has an App of that name".into(),
             )),
@@ -303,7 +302,7 @@ impl Apps {
             created_at: now_ms(),
         };
         let row = self.store.create_connection(row).await?;
-        Ok(connection_view(&row))
+        Ok(connection_view(&row)?)
     }
 
     /// A Connection of a live App of the organization, removed ones too.
@@ -477,7 +476,7 @@ impl Apps {
             connection_id: saved.id,
             revision: saved.revision,
             tools,
-            discovered_at: DateTime::from_timestamp_millis(at).unwrap_or_default(),
+            discovered_at: stored_time(at)?,
         })
     }
 }

@@ -16,7 +16,7 @@ use super::catalog::{CATALOG_DATE, catalog, catalog_price};
 use super::store::{BillingStore, CreditsRow, LedgerRow, PriceRow, UsageQuery, UsageSums};
 use crate::identity::{AccessError, Caller};
 use crate::paging::Paging;
-use crate::store::StoreError;
+use crate::store::{StoreError, stored_time};
 
 /// Rows a usage page or ledger page holds by default.
 pub const DEFAULT_PAGE: u32 = 50;
@@ -74,20 +74,16 @@ fn forbidden(action: &'static str) -> BillingError {
     })
 }
 
-fn time(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
-fn price_view(row: &PriceRow) -> ModelPrice {
-    ModelPrice {
+fn price_view(row: &PriceRow) -> Result<ModelPrice, StoreError> {
+    Ok(ModelPrice {
         model: row.model.clone(),
         input_micros_per_million: row.price.input_per_million,
         output_micros_per_million: row.price.output_per_million,
         cached_input_micros_per_million: row.price.cached_input_per_million,
         source: PriceSource::Organization,
         as_of: None,
-        updated_at: Some(time(row.updated_at)),
-    }
+        updated_at: Some(stored_time(row.updated_at)?),
+    })
 }
 
 fn balance_view(row: CreditsRow) -> CreditBalance {
@@ -99,21 +95,26 @@ fn balance_view(row: CreditsRow) -> CreditBalance {
     }
 }
 
-fn entry_view(row: LedgerRow) -> CreditEntry {
-    CreditEntry {
+fn entry_view(row: LedgerRow) -> Result<CreditEntry, StoreError> {
+    Ok(CreditEntry {
         id: row.id,
-        kind: if row.kind == "grant" {
-            CreditKind::Grant
-        } else {
-            CreditKind::Charge
+        kind: match row.kind.as_str() {
+            "grant" => CreditKind::Grant,
+            "charge" => CreditKind::Charge,
+            other => {
+                return Err(StoreError::Invalid(format!(
+                    "ledger entry {}: kind `{other}`",
+                    row.id
+                )));
+            }
         },
         amount_micros: row.amount_micros,
         execution_id: row.execution_id.map(Into::into),
         call: row.call_key,
         member_id: row.member_id,
         note: row.note,
-        created_at: time(row.created_at),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 fn usage_view(row: UsageSums) -> UsageRow {
@@ -190,7 +191,10 @@ impl Billing {
         let bound = (own.len() as i64 >= fetch)
             .then(|| own.last().map(|row| row.model.clone()))
             .flatten();
-        let mut all: Vec<ModelPrice> = own.iter().map(price_view).collect();
+        let mut all = own
+            .iter()
+            .map(price_view)
+            .collect::<Result<Vec<ModelPrice>, _>>()?;
         for (model, price) in catalog() {
             let after_cursor = after.is_none_or(|after| model.as_str() > after);
             let within = bound.as_deref().is_none_or(|bound| model.as_str() <= bound);
@@ -243,7 +247,7 @@ impl Billing {
             .store
             .put_price(caller.member.organization_id, model, price)
             .await?;
-        Ok(price_view(&row))
+        Ok(price_view(&row)?)
     }
 
     /// Removes the organization's price for a model: the catalog's applies again (or none).
@@ -346,7 +350,7 @@ impl Billing {
             .then(|| rows.last().map(|row| row.id.to_string()))
             .flatten();
         Ok(CreditLedgerPage {
-            items: rows.into_iter().map(entry_view).collect(),
+            items: rows.into_iter().map(entry_view).collect::<Result<_, _>>()?,
             next_cursor,
         })
     }

@@ -5,7 +5,7 @@ use openbot_schema::{BotId, BotSpec};
 use uuid::Uuid;
 
 use crate::identity::Caller;
-use crate::store::{Millis, StoreError};
+use crate::store::{Millis, StoreError, stored_time};
 
 /// A stored Bot.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,13 +62,13 @@ pub trait BotStore: Send + Sync + 'static {
 }
 
 /// The public view of a stored Bot.
-pub fn bot_view(row: BotRow) -> openbot_schema::Bot {
-    openbot_schema::Bot {
+pub fn bot_view(row: BotRow) -> Result<openbot_schema::Bot, StoreError> {
+    Ok(openbot_schema::Bot {
         id: row.id,
         spec: row.spec,
         revision: row.revision.max(0) as u64,
-        created_at: chrono::DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// Checks a Bot definition for the server: a name, a model spec, valid tool definitions.

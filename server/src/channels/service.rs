@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_schema::{
     Action, Channel, ChannelKind, ChannelPage, ChannelSend, ChannelSendPage, ChannelStatus,
     CreateChannel, LinkSpeaker, Resource, Speaker,
@@ -28,7 +27,7 @@ use crate::engine::{Engine, EngineContext, EngineError};
 use crate::identity::{AccessError, Caller, IdentityStore};
 use crate::paging::Paging;
 use crate::platform::Platform;
-use crate::store::{Millis, StoreError, Submitted, TxWrites};
+use crate::store::{StoreError, Submitted, TxWrites, stored_time};
 
 /// The most bytes of a bot token or secret.
 const MAX_SECRET: usize = 512;
@@ -121,10 +120,6 @@ pub struct PlatformRequest<'a> {
     pub body: &'a [u8],
 }
 
-fn time(ms: Millis) -> chrono::DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
 /// The path a platform posts a Channel's requests to.
 pub fn webhook_path(kind: ChannelKind, id: Uuid) -> String {
     match kind {
@@ -134,21 +129,21 @@ pub fn webhook_path(kind: ChannelKind, id: Uuid) -> String {
 }
 
 /// The public view of a Channel.
-pub fn channel_view(row: &ChannelRow) -> Channel {
-    Channel {
+pub fn channel_view(row: &ChannelRow) -> Result<Channel, StoreError> {
+    Ok(Channel {
         id: row.id,
         kind: row.kind,
         bot_id: row.bot_id,
         status: row.status,
         api_base_url: row.api_base_url.clone(),
         webhook_path: webhook_path(row.kind, row.id),
-        created_at: time(row.created_at),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// The public view of an input and its reply's send.
-pub fn send_view(kind: ChannelKind, row: MessageRow) -> ChannelSend {
-    ChannelSend {
+pub fn send_view(kind: ChannelKind, row: MessageRow) -> Result<ChannelSend, StoreError> {
+    Ok(ChannelSend {
         id: row.id,
         channel_id: row.channel_id,
         event_id: row.event_id,
@@ -165,8 +160,8 @@ pub fn send_view(kind: ChannelKind, row: MessageRow) -> ChannelSend {
         platform_message_id: row.platform_message_id.filter(|id| !id.is_empty()),
         error: row.error,
         attempts: row.attempts.max(0) as u32,
-        created_at: time(row.created_at),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 fn check_user(user_id: &str) -> Result<(), ChannelError> {
@@ -309,7 +304,7 @@ impl Channels {
             created_at: cx.clock.now_ms(),
         };
         let stored = self.channels.create_channel(row, sealed).await?;
-        Ok(channel_view(&stored))
+        Ok(channel_view(&stored)?)
     }
 
     /// One of the caller's Channels, within its token's Bot limit: every read and change of
@@ -342,13 +337,13 @@ impl Channels {
                 paging.fetch(),
             )
             .await?;
-        Ok(paging.page(rows, |row| row.id, |row| channel_view(&row)))
+        Ok(paging.try_page(rows, |row| row.id, |row| channel_view(&row))?)
     }
 
     /// One of the caller's Channels.
     pub async fn get(&self, caller: &Caller, id: Uuid) -> Result<Channel, ChannelError> {
         caller.require(Resource::Chats, Action::Read)?;
-        Ok(channel_view(&self.own(caller, id).await?))
+        Ok(channel_view(&self.own(caller, id).await?)?)
     }
 
     /// Deletes a Channel: admission closes at once (status `removing`, in the transaction
@@ -375,7 +370,7 @@ impl Channels {
                 Err(err) => return Err(err.into()),
             }
         }
-        Ok(channel_view(&self.own(caller, id).await?))
+        Ok(channel_view(&self.own(caller, id).await?)?)
     }
 
     /// Links a platform user of one of the caller's Channels to a member of its organization:
@@ -434,7 +429,7 @@ impl Channels {
             .channels
             .messages(id, paging.after, paging.fetch())
             .await?;
-        Ok(paging.page(rows, |row| row.id, |row| send_view(channel.kind, row)))
+        Ok(paging.try_page(rows, |row| row.id, |row| send_view(channel.kind, row))?)
     }
 
     /// Takes a platform's request to Channel `id` of `kind`: checks its proof (Slack's

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::DateTime;
 use openbot_schema::{
     BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, EventKind, ExecutionId,
     SendDisposition, SendInput, SendReceipt,
@@ -17,7 +16,7 @@ use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineContext, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
 use crate::paging::Paging;
-use crate::store::{ExecutionRow, KeyWrite, StoreError};
+use crate::store::{ExecutionRow, KeyWrite, StoreError, stored_time};
 use crate::tools::ToolStore;
 use crate::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
 
@@ -65,16 +64,12 @@ pub struct Chats {
     apps: Option<Arc<dyn crate::apps::AppStore>>,
 }
 
-fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
-fn chat_view(row: &ChatRow) -> Chat {
-    Chat {
+fn chat_view(row: &ChatRow) -> Result<Chat, StoreError> {
+    Ok(Chat {
         id: row.id,
         bot_id: row.bot_id,
-        created_at: time(row.created_at),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 fn check_input(input: &SendInput) -> Result<(), ChatError> {
@@ -401,7 +396,7 @@ impl Chats {
             .chats
             .create_chat(caller.member.member_id, bot_id, ChatId::new())
             .await?;
-        Ok(chat_view(&row))
+        Ok(chat_view(&row)?)
     }
 
     /// Turns plan mode on or off for one of the caller's Chats. In plan mode the Bot may only
@@ -430,7 +425,7 @@ impl Chats {
 
     /// One of the caller's Chats.
     pub async fn get(&self, caller: &Caller, id: ChatId) -> Result<Chat, ChatError> {
-        Ok(chat_view(&self.chat(caller, id).await?))
+        Ok(chat_view(&self.chat(caller, id).await?)?)
     }
 
     /// One page of the caller's Chats, oldest first, only those with `bot` when given (with a
@@ -451,7 +446,7 @@ impl Chats {
                 paging.fetch(),
             )
             .await?;
-        Ok(paging.page(rows, |row| row.id, |row| chat_view(&row)))
+        Ok(paging.try_page(rows, |row| row.id, |row| chat_view(&row))?)
     }
 
     /// Sends input: it waits in order for a Turn of its own, which starts at once when no Turn
@@ -729,14 +724,16 @@ impl Chats {
             paging.fetch() as usize,
         )
         .await?;
-        Ok(paging.page(
+        Ok(paging.try_page(
             rows,
             |(position, _)| *position,
-            |(_, entry)| ChatEntry {
-                message: entry.message,
-                execution_id: entry.execution_id,
-                at: time(entry.at),
+            |(_, entry)| {
+                Ok::<_, StoreError>(ChatEntry {
+                    message: entry.message,
+                    execution_id: entry.execution_id,
+                    at: stored_time(entry.at)?,
+                })
             },
-        ))
+        )?)
     }
 }

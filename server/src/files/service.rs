@@ -6,7 +6,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use chrono::DateTime;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
@@ -22,7 +21,7 @@ use super::writes::MarkDeleting;
 use crate::engine::{EngineContext, EngineError};
 use crate::identity::{AccessError, Caller, Credential};
 use crate::paging::{CreatedPosition, Paging};
-use crate::store::{StoreError, now_ms};
+use crate::store::{StoreError, now_ms, stored_time};
 
 /// How long deleting a file waits for its object and row to go before it answers.
 pub const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -99,15 +98,15 @@ pub struct Files {
     engine: Arc<EngineContext>,
 }
 
-fn view(row: &FileRow) -> StoredFile {
-    StoredFile {
+fn view(row: &FileRow) -> Result<StoredFile, StoreError> {
+    Ok(StoredFile {
         id: FileId::from(row.id),
         name: row.name.clone(),
         media_type: row.media_type.clone(),
         size: row.size.max(0) as u64,
         sha256: row.sha256.clone(),
-        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// The files a caller sees: its member's. Files have no Bot, so a token limited to some Bots
@@ -177,7 +176,7 @@ impl Files {
             .await
             .map_err(|err| FileError::Objects(err.to_string()))?;
         self.store.add_file(&row).await?;
-        Ok(view(&row))
+        Ok(view(&row)?)
     }
 
     async fn row(&self, caller: &Caller, id: FileId) -> Result<FileRow, FileError> {
@@ -190,7 +189,7 @@ impl Files {
 
     /// A file of the caller.
     pub async fn get(&self, caller: &Caller, id: FileId) -> Result<StoredFile, FileError> {
-        Ok(view(&self.row(caller, id).await?))
+        Ok(view(&self.row(caller, id).await?)?)
     }
 
     /// A file of the caller with its bytes.
@@ -206,7 +205,7 @@ impl Files {
             .await?
             .bytes()
             .await?;
-        Ok((view(&row), bytes))
+        Ok((view(&row)?, bytes))
     }
 
     /// One page of the caller's files, newest first.
@@ -220,7 +219,7 @@ impl Files {
             .store
             .files_of(access(caller), paging.after, paging.fetch())
             .await?;
-        Ok(paging.page(rows, |row| (row.created_at, row.id), |row| view(&row)))
+        Ok(paging.try_page(rows, |row| (row.created_at, row.id), |row| view(&row))?)
     }
 
     /// Deletes a file of the caller: it is hidden at once (its row marked deleting in the

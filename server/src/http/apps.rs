@@ -55,7 +55,11 @@ pub async fn list_apps(
         .apps_page(caller.member.organization_id, paging.after, paging.fetch())
         .await
         .about("apps")?;
-    Ok(Json(paging.page(rows, |row| row.id, |row| app_view(&row))))
+    Ok(Json(paging.try_page(
+        rows,
+        |row| row.id,
+        |row| app_view(&row),
+    )?))
 }
 
 /// Registers an App: a streamable-HTTP URL (checked against the deployment's outbound
@@ -97,7 +101,7 @@ pub async fn get_app(
         .live_app(caller.member.organization_id, app)
         .await
         .map_err(|err| api_error(err, "app"))?;
-    Ok(Json(app_view(&row)))
+    Ok(Json(app_view(&row)?))
 }
 
 /// Removes an App and its Connections. Turns submitted later no longer offer its tools;
@@ -147,11 +151,11 @@ pub async fn list_app_connections(
         .connections_page(organization, app, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| row.id,
             |row| connection_view(&row),
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "connections")),
     }
 }
@@ -215,7 +219,7 @@ pub async fn get_app_connection(
         .connection(caller.member.organization_id, app, connection)
         .await
         .map_err(|err| api_error(err, "connection"))?;
-    Ok(Json(connection_view(&row)))
+    Ok(Json(connection_view(&row)?))
 }
 
 /// Removes a Connection: its credentials are dropped, its revision grows, and saved calls

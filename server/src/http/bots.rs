@@ -72,7 +72,7 @@ pub async fn create_bot(
         .create_bot(&caller, BotId::new(), &spec)
         .await
         .about("bot")?;
-    Ok((StatusCode::CREATED, Json(bot_view(row))))
+    Ok((StatusCode::CREATED, Json(bot_view(row)?)))
 }
 
 /// The Bots the caller may use: its own and the organization's shared ones, oldest first.
@@ -92,7 +92,7 @@ pub async fn list_bots(
         .visible_bots(&caller, paging.after, paging.fetch())
         .await
         .about("bots")?;
-    Ok(Json(paging.page(rows, |row| row.id, bot_view)))
+    Ok(Json(paging.try_page(rows, |row| row.id, bot_view)?))
 }
 
 /// Reads a Bot.
@@ -107,7 +107,7 @@ pub async fn get_bot(
     caller.require(Resource::Bots, Action::Read)?;
     Ok(Json(bot_view(
         visible(&state, &caller, parse_id(&id)?).await?,
-    )))
+    )?))
 }
 
 /// Changes a Bot. With `revision`, a Bot that changed since is a 409 conflict.
@@ -166,7 +166,7 @@ pub async fn update_bot(
     }
     check_spec(&spec).map_err(ApiError::invalid)?;
     match state.bots.update_bot(row.id, revision, &spec).await {
-        Ok(Some(row)) => Ok(Json(bot_view(row))),
+        Ok(Some(row)) => Ok(Json(bot_view(row)?)),
         Ok(None) => Err(ApiError::conflict(
             "the Bot changed meanwhile; read it again",
         )),

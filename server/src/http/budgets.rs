@@ -6,7 +6,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::DateTime;
 use openbot_schema::{
     Action, Budget, BudgetPage, BudgetScope, ErrorBody, PageQuery, PutBudget, Resource,
 };
@@ -18,15 +17,16 @@ use super::json::{ApiJson, ApiQuery};
 use crate::budgets::BudgetRow;
 use crate::identity::Caller;
 use crate::paging::Paging;
+use crate::store::{StoreError, stored_time};
 
-fn view(row: BudgetRow) -> Budget {
-    Budget {
+fn view(row: BudgetRow) -> Result<Budget, StoreError> {
+    Ok(Budget {
         scope: row.scope,
         target_id: row.target_id,
         max_cost_micros: row.max_cost_micros.max(0) as u64,
         spent_micros: row.spent_micros.max(0) as u64,
-        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
+        updated_at: stored_time(row.updated_at)?,
+    })
 }
 
 fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
@@ -76,11 +76,11 @@ pub async fn list_budgets(
         )
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| (row.scope.as_str().to_string(), row.target_id),
             view,
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "budgets")),
     }
 }
@@ -111,7 +111,7 @@ pub async fn put_budget(
         .put_budget(caller.member.organization_id, scope, target_id, max)
         .await
     {
-        Ok(Some(row)) => Ok(Json(view(row))),
+        Ok(Some(row)) => Ok(Json(view(row)?)),
         Ok(None) => Err(ApiError::not_found(scope.as_str())),
         Err(err) => Err(ApiError::store(err, "budget")),
     }

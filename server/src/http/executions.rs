@@ -12,7 +12,6 @@ use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, HeaderName};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use chrono::DateTime;
 use futures::{FutureExt as _, StreamExt};
 use openbot_schema::{
     Action, ErrorBody, ErrorCategory, EventPage, Execution, ExecutionId, ExecutionKind, Resource,
@@ -27,7 +26,7 @@ use super::json::{ApiJson, ApiQuery};
 use super::lean::CanDefer;
 use crate::engine::OBSERVE_PAGE;
 use crate::identity::Caller;
-use crate::store::{ExecutionRow, event_type};
+use crate::store::{ExecutionRow, event_type, stored_time};
 use crate::turns::DeliveryError;
 
 /// The longest a long poll waits, in seconds.
@@ -71,7 +70,6 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
             return Err(ApiError::failed(ErrorCategory::Internal, cause));
         }
     };
-    let time = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
     // A model reply saved without usage leaves its tokens unknown, which is not zero.
     let calls = match state.engine.context().store.calls(row.id).await {
         Ok(calls) => calls,
@@ -91,8 +89,8 @@ async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError
         usage: row.usage,
         usage_known,
         last_sequence: row.last_sequence.max(0) as u64,
-        created_at: time(row.created_at),
-        updated_at: time(row.updated_at),
+        created_at: stored_time(row.created_at)?,
+        updated_at: stored_time(row.updated_at)?,
         reason: row.reason,
     })
 }

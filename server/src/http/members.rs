@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::DateTime;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, Action, CreateInvitation, CreatedInvitation, ErrorBody,
     Invitation, InvitationPage, Member, MemberPage, MemberRole, PageQuery, Resource,
@@ -15,14 +14,10 @@ use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::{Caller, InvitationRow, NewToken, Role, new_secret, secret_hash};
 use crate::paging::Paging;
-use crate::store::now_ms;
+use crate::store::{StoreError, now_ms, stored_time, stored_time_opt};
 
 /// How long an invitation stays valid (seven days).
 pub const INVITATION_DAYS: i64 = 7;
-
-fn time(ms: i64) -> chrono::DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
 
 pub(super) fn role_view(role: Role) -> MemberRole {
     match role {
@@ -32,15 +27,15 @@ pub(super) fn role_view(role: Role) -> MemberRole {
     }
 }
 
-fn invitation_view(row: InvitationRow) -> Invitation {
-    Invitation {
+fn invitation_view(row: InvitationRow) -> Result<Invitation, StoreError> {
+    Ok(Invitation {
         id: row.id,
         email: row.email,
         role: role_view(row.role),
-        expires_at: time(row.expires_at),
-        accepted_at: row.accepted_at.map(time),
-        revoked_at: row.revoked_at.map(time),
-    }
+        expires_at: stored_time(row.expires_at)?,
+        accepted_at: stored_time_opt(row.accepted_at)?,
+        revoked_at: stored_time_opt(row.revoked_at)?,
+    })
 }
 
 fn parse_id(id: &str) -> Result<uuid::Uuid, ApiError> {
@@ -84,16 +79,18 @@ pub async fn list_members(
         .members_page(caller.member.organization_id, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| (row.created_at, row.member.member_id),
-            |row| Member {
-                id: row.member.member_id,
-                email: row.email,
-                role: role_view(row.member.role),
-                created_at: time(row.created_at),
+            |row| {
+                Ok::<_, StoreError>(Member {
+                    id: row.member.member_id,
+                    email: row.email,
+                    role: role_view(row.member.role),
+                    created_at: stored_time(row.created_at)?,
+                })
             },
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "members")),
     }
 }
@@ -161,7 +158,7 @@ pub async fn create_invitation(
         Ok(row) => Ok((
             StatusCode::CREATED,
             Json(CreatedInvitation {
-                invitation: invitation_view(row),
+                invitation: invitation_view(row)?,
                 secret,
             }),
         )),
@@ -186,11 +183,11 @@ pub async fn list_invitations(
         .invitations_of(caller.member.organization_id, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| (row.created_at, row.id),
             invitation_view,
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "invitations")),
     }
 }

@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::DateTime;
 use openbot_schema::{
     Action, ErrorBody, PageQuery, ProviderSettings, ProviderSettingsPage, PutProvider, Resource,
 };
@@ -16,14 +15,15 @@ use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::models::{PROVIDER_KINDS, ProviderRow};
 use crate::paging::Paging;
+use crate::store::{StoreError, stored_time};
 
-fn view(row: ProviderRow) -> ProviderSettings {
-    ProviderSettings {
+fn view(row: ProviderRow) -> Result<ProviderSettings, StoreError> {
+    Ok(ProviderSettings {
         kind: row.kind,
         base_url: row.base_url,
         has_key: row.key_record.is_some(),
-        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
+        updated_at: stored_time(row.updated_at)?,
+    })
 }
 
 fn kind(kind: &str) -> Result<&'static str, ApiError> {
@@ -60,7 +60,7 @@ pub async fn list_providers(
         )
         .await
         .about("model providers")?;
-    Ok(Json(paging.page(rows, |row| row.kind.clone(), view)))
+    Ok(Json(paging.try_page(rows, |row| row.kind.clone(), view)?))
 }
 
 /// Sets the organization's settings for a provider: its API key (sealed) and base URL. Turns
@@ -134,7 +134,7 @@ pub async fn put_provider(
         )
         .await
         .about("model provider")?;
-    Ok(Json(view(row)))
+    Ok(Json(view(row)?))
 }
 
 /// Removes the organization's settings for a provider; its Bots then use the server's.

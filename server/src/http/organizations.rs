@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::DateTime;
 use openbot_schema::{
     Action, CreateOrganization, CreatedOrganization, ErrorBody, Organization, OrganizationPage,
     PageQuery, Resource,
@@ -16,15 +15,16 @@ use super::json::{ApiJson, ApiQuery};
 use super::members::role_view;
 use crate::identity::{Caller, NewToken, OrganizationRow};
 use crate::paging::Paging;
+use crate::store::{StoreError, stored_time};
 
-fn view(row: OrganizationRow) -> Organization {
-    Organization {
+fn view(row: OrganizationRow) -> Result<Organization, StoreError> {
+    Ok(Organization {
         id: row.id,
         name: row.name,
         member_id: row.member_id,
         role: role_view(row.role),
-        created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// The organizations the caller's account belongs to, oldest first. Paged: ask again with
@@ -44,11 +44,11 @@ pub async fn list_organizations(
         .organizations_of(&caller.member, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| (row.created_at, row.id),
             view,
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "organizations")),
     }
 }
@@ -79,7 +79,7 @@ pub async fn create_organization(
         Ok(row) => Ok((
             StatusCode::CREATED,
             Json(CreatedOrganization {
-                organization: view(row),
+                organization: view(row)?,
                 token_secret,
             }),
         )),

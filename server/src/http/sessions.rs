@@ -5,14 +5,13 @@ use axum::extract::State;
 use axum::http::header::SET_COOKIE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use chrono::DateTime;
 use openbot_schema::{ErrorBody, ErrorCode, Right, Session};
 
 use super::AppState;
 use super::auth::{SESSION_COOKIE, session_secret};
 use super::error::ApiError;
 use crate::identity::{Caller, Credential, new_secret, secret_hash};
-use crate::store::now_ms;
+use crate::store::{now_ms, stored_time};
 
 /// How long a session lasts, in seconds (one day).
 pub const SESSION_SECONDS: i64 = 86_400;
@@ -56,7 +55,7 @@ pub async fn create_session(
         headers.insert(SET_COOKIE, value);
     }
     let session = Session {
-        expires_at: DateTime::from_timestamp_millis(expires_at).unwrap_or_default(),
+        expires_at: stored_time(expires_at)?,
     };
     Ok((StatusCode::CREATED, headers, Json(session)))
 }

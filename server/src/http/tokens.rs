@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use openbot_schema::{
     Action, ApiToken, ApiTokenPage, CreateToken, CreatedToken, ErrorBody, PageQuery, Resource,
     TokenId,
@@ -15,21 +15,18 @@ use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::{Caller, NewToken, TokenRow, new_secret, secret_hash};
 use crate::paging::Paging;
+use crate::store::{StoreError, stored_time, stored_time_opt};
 
-fn time(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
-fn token_view(row: TokenRow) -> ApiToken {
-    ApiToken {
+fn token_view(row: TokenRow) -> Result<ApiToken, StoreError> {
+    Ok(ApiToken {
         id: TokenId::from(row.id),
         name: row.name,
         rights: row.rights,
         bot_ids: row.bot_ids,
-        expires_at: row.expires_at.map(time),
-        revoked_at: row.revoked_at.map(time),
-        created_at: time(row.created_at),
-    }
+        expires_at: stored_time_opt(row.expires_at)?,
+        revoked_at: stored_time_opt(row.revoked_at)?,
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// Creates a token for the caller's member, with no more rights than the caller's token and
@@ -94,7 +91,7 @@ pub async fn create_token(
     Ok((
         StatusCode::CREATED,
         Json(CreatedToken {
-            token: token_view(row),
+            token: token_view(row)?,
             secret,
         }),
     ))
@@ -117,11 +114,11 @@ pub async fn list_tokens(
         .tokens_of(caller.member.member_id, paging.after, paging.fetch())
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| (row.created_at, row.id),
             token_view,
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "tokens")),
     }
 }

@@ -5,7 +5,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::DateTime;
 use openbot_schema::{
     Action, DelegateTool, DelegateToolPage, ErrorBody, HttpTool, HttpToolPage, PageQuery,
     PutDelegateTool, PutHttpTool, Resource,
@@ -17,10 +16,11 @@ use super::error::{ApiError, require_admin};
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::paging::Paging;
+use crate::store::{StoreError, stored_time};
 use crate::tools::{CallTemplate, DelegateToolRow, HttpToolRow};
 
-fn view(row: HttpToolRow) -> HttpTool {
-    HttpTool {
+fn view(row: HttpToolRow) -> Result<HttpTool, StoreError> {
+    Ok(HttpTool {
         name: row.definition.name,
         description: row.definition.description,
         input_schema: row.definition.input_schema,
@@ -29,8 +29,8 @@ fn view(row: HttpToolRow) -> HttpTool {
         background: row.background,
         headers: row.template.headers.into_iter().collect(),
         body: row.template.body.map(serde_json::Value::Object),
-        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
+        updated_at: stored_time(row.updated_at)?,
+    })
 }
 
 /// The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is
@@ -54,11 +54,11 @@ pub async fn list_tools(
         )
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| row.definition.name.clone(),
             view,
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "tools")),
     }
 }
@@ -112,7 +112,7 @@ pub async fn put_tool(
         .put_tool(caller.member.organization_id, row)
         .await
         .about("tool")?;
-    Ok(Json(view(row)))
+    Ok(Json(view(row)?))
 }
 
 /// Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
@@ -139,14 +139,14 @@ pub async fn delete_tool(
     }
 }
 
-fn delegate_view(row: DelegateToolRow) -> DelegateTool {
-    DelegateTool {
+fn delegate_view(row: DelegateToolRow) -> Result<DelegateTool, StoreError> {
+    Ok(DelegateTool {
         name: row.name,
         description: row.description,
         bot_id: row.bot_id,
         limits: row.limits,
-        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
+        updated_at: stored_time(row.updated_at)?,
+    })
 }
 
 /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it
@@ -170,11 +170,11 @@ pub async fn list_delegates(
         )
         .await
     {
-        Ok(rows) => Ok(Json(paging.page(
+        Ok(rows) => Ok(Json(paging.try_page(
             rows,
             |row| row.name.clone(),
             delegate_view,
-        ))),
+        )?)),
         Err(err) => Err(ApiError::store(err, "delegates")),
     }
 }
@@ -214,7 +214,7 @@ pub async fn put_delegate(
         .put_delegate(caller.member.organization_id, row)
         .await
         .about("delegate")?;
-    Ok(Json(delegate_view(row)))
+    Ok(Json(delegate_view(row)?))
 }
 
 /// Removes a delegate tool; Bot tools of that name become host tools for later Turns.

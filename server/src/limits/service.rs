@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::DateTime;
 use openbot_schema::{Action, ExecutionId, PutScopeLimit, Resource, ScopeLimit, ScopeLimitPage};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +12,7 @@ use uuid::Uuid;
 use super::store::{Holder, LimitRow, LimitSettings, LimitStore, Take, valid_scope};
 use crate::identity::{AccessError, Caller};
 use crate::paging::Paging;
-use crate::store::StoreError;
+use crate::store::{StoreError, stored_time};
 
 /// The window of both buckets unless configured: a minute.
 pub const DEFAULT_WINDOW_MS: u64 = 60_000;
@@ -238,9 +237,9 @@ pub struct LimitsAdmin {
     store: Arc<dyn LimitStore>,
 }
 
-fn view(row: LimitRow) -> ScopeLimit {
+fn view(row: LimitRow) -> Result<ScopeLimit, StoreError> {
     let settings = row.settings;
-    ScopeLimit {
+    Ok(ScopeLimit {
         scope: row.scope,
         max_concurrent: settings
             .max_concurrent
@@ -250,8 +249,8 @@ fn view(row: LimitRow) -> ScopeLimit {
         window_ms: settings.window_ms.max(0) as u64,
         max_wait_ms: settings.max_wait_ms.max(0) as u64,
         in_use: row.in_use.max(0) as u64,
-        updated_at: DateTime::from_timestamp_millis(row.updated_at).unwrap_or_default(),
-    }
+        updated_at: stored_time(row.updated_at)?,
+    })
 }
 
 fn checked_scope(scope: &str) -> Result<(), LimitsError> {
@@ -340,7 +339,7 @@ impl LimitsAdmin {
             .await?;
         let (rows, next_cursor) = paging.finish(rows, |row| row.scope.clone());
         Ok(ScopeLimitPage {
-            items: rows.into_iter().map(view).collect(),
+            items: rows.into_iter().map(view).collect::<Result<_, _>>()?,
             next_cursor,
         })
     }
@@ -363,7 +362,7 @@ impl LimitsAdmin {
             .store
             .put_limit(caller.member.organization_id, scope, &settings)
             .await?;
-        Ok(view(row))
+        Ok(view(row)?)
     }
 
     /// Removes the limit of `scope` and its permits: calls of the scope are no longer limited.

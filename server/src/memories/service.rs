@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::DateTime;
 use openbot_core::memories::{
     Candidate, DEFAULT_RECALL_TOKENS, ForgetArgs, MemoryTools, RecallArgs, RememberArgs,
     TermDigest, check_content, check_tags, select_within_budget,
@@ -25,7 +24,7 @@ use crate::bots::BotStore;
 use crate::identity::Caller;
 use crate::paging::Paging;
 use crate::sealed::{KeyRing, SealError, SealedValue};
-use crate::store::StoreError;
+use crate::store::{StoreError, stored_time};
 
 /// How many of the newest matching memories recall ranks at most.
 const RECALL_CANDIDATES: i64 = 200;
@@ -64,10 +63,6 @@ pub struct Memories {
     bots: Option<Arc<dyn BotStore>>,
     keys: KeyRing,
     embedder: Embedder,
-}
-
-fn millis(ms: i64) -> DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
 impl Memories {
@@ -142,8 +137,8 @@ impl Memories {
                 execution_id: row.evidence_execution_id.map(ExecutionId::from),
                 message: row.evidence_message.and_then(|m| u32::try_from(m).ok()),
             },
-            created_at: millis(row.created_at),
-            updated_at: millis(row.updated_at),
+            created_at: stored_time(row.created_at)?,
+            updated_at: stored_time(row.updated_at)?,
         })
     }
 

@@ -23,7 +23,7 @@ pub fn store(features: &crate::features::Features) -> Option<&std::sync::Arc<dyn
 }
 
 use async_trait::async_trait;
-use chrono::{TimeZone, Utc};
+
 use openbot_schema::{ErrorId, ErrorRecord, ExecutionId};
 use uuid::Uuid;
 
@@ -164,10 +164,7 @@ pub async fn read_error(
     Ok(Some(ErrorRecord {
         error_id: id,
         category,
-        created_at: Utc
-            .timestamp_millis_opt(row.created_at)
-            .single()
-            .unwrap_or_default(),
+        created_at: crate::store::stored_time(row.created_at)?,
         execution_id: row.execution_id.map(ExecutionId::from),
         cause: String::from_utf8_lossy(&cause).into_owned(),
     }))

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_core::turn::{CallKey, CallResult, CallSlot};
 use openbot_schema::{
     Action, DecideOutcome, EventKind, ExecutionId, ExecutionKind, ExecutionState, Message,
@@ -16,7 +15,7 @@ use crate::identity::{AccessError, Caller, Credential};
 use crate::paging::Paging;
 use crate::store::{
     ExecutionRow, GiveUpPayload, OutcomeDecisionRow, Resolution, StoreError, UnknownDecision,
-    call_key_name, parse_call_key,
+    call_key_name, parse_call_key, stored_time,
 };
 use crate::turns::TURN;
 use crate::work::{JobInput, TOOL_JOB};
@@ -63,10 +62,6 @@ pub struct Outcomes {
     engine: Arc<Engine>,
 }
 
-fn time(ms: i64) -> DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
 fn record_view(row: OutcomeDecisionRow) -> Result<OutcomeDecisionRecord, StoreError> {
     let decision = OutcomeDecision::parse(&row.decision)
         .ok_or_else(|| StoreError::Invalid(format!("decision `{}`", row.decision)))?;
@@ -78,7 +73,7 @@ fn record_view(row: OutcomeDecisionRow) -> Result<OutcomeDecisionRecord, StoreEr
         reason: row.reason,
         decided_by: row.member_id,
         token_id: row.token_id.map(Into::into),
-        decided_at: time(row.decided_at),
+        decided_at: stored_time(row.decided_at)?,
     })
 }
 
@@ -229,7 +224,7 @@ impl Outcomes {
             attempt: key.attempt,
             tool_call,
             idempotency_key: key.idempotency_key(row.id),
-            waiting_since: time(row.updated_at),
+            waiting_since: stored_time(row.updated_at)?,
         })
     }
 

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_schema::{Action, ChatId, Reminder, ReminderPage, ReminderState, Resource};
 use uuid::Uuid;
 
@@ -11,7 +10,7 @@ use crate::chats::ChatStore;
 use crate::engine::Engine;
 use crate::identity::{AccessError, Caller};
 use crate::paging::Paging;
-use crate::store::{Millis, StoreError};
+use crate::store::{Millis, StoreError, stored_time};
 
 /// Why a reminder use case failed.
 #[derive(Debug, thiserror::Error)]
@@ -74,12 +73,12 @@ impl Reminders {
         Ok(Reminder {
             id: row.id,
             chat_id: row.chat_id,
-            due_at: DateTime::from_timestamp_millis(row.due_at).unwrap_or_default(),
+            due_at: stored_time(row.due_at)?,
             text: String::from_utf8_lossy(&text).into_owned(),
             state: row.state,
             source_execution_id: row.source_execution_id,
             delivered_execution_id: row.delivered_execution_id,
-            created_at: DateTime::from_timestamp_millis(row.created_at).unwrap_or_default(),
+            created_at: stored_time(row.created_at)?,
         })
     }
 

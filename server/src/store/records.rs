@@ -16,6 +16,20 @@ pub fn now_ms() -> Millis {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// A stored time read back. A value no calendar holds is damage, reported as
+/// [`StoreError::Invalid`], never shown as 1970.
+pub fn stored_time(ms: Millis) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Invalid(format!("stored time {ms} is out of range")))
+}
+
+/// A stored time that may be absent, read back as [`stored_time`] reads it.
+pub fn stored_time_opt(
+    ms: Option<Millis>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+    ms.map(stored_time).transpose()
+}
+
 /// Who a command and its execution belong to. Command keys are unique within a scope; a
 /// member's work and a service's work never share one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -212,7 +212,7 @@ impl RowSeal {
         Ok(Event {
             execution_id: execution,
             sequence: sequence.max(0) as u64,
-            at: chrono::DateTime::from_timestamp_millis(at).unwrap_or_default(),
+            at: super::stored_time(at)?,
             kind,
         })
     }

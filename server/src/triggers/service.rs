@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_schema::{
     Action, CreateTrigger, CreatedTrigger, FiringOutcome, Resource, Trigger, TriggerFiring,
     TriggerFiringPage, TriggerKind, TriggerPage, TriggerState,
@@ -24,7 +23,7 @@ use crate::chats::{ChatStore, Chats};
 use crate::engine::Engine;
 use crate::identity::{AccessError, Caller, IdentityStore};
 use crate::paging::Paging;
-use crate::store::{Millis, StoreError, TxWrites};
+use crate::store::{Millis, StoreError, TxWrites, stored_time, stored_time_opt};
 
 /// The most characters of a trigger's text.
 pub const MAX_TEXT_CHARS: usize = 4000;
@@ -82,13 +81,9 @@ pub struct Received {
     pub repeated: bool,
 }
 
-fn time(ms: Millis) -> chrono::DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
-
 /// The public view of a trigger.
-pub fn trigger_view(row: &TriggerRow) -> Trigger {
-    Trigger {
+pub fn trigger_view(row: &TriggerRow) -> Result<Trigger, StoreError> {
+    Ok(Trigger {
         id: row.id,
         chat_id: row.chat_id,
         kind: row.kind,
@@ -98,27 +93,27 @@ pub fn trigger_view(row: &TriggerRow) -> Trigger {
         text: row.text.clone(),
         hook_path: (row.kind == TriggerKind::Webhook).then(|| format!("/v1/hooks/{}", row.id)),
         next_fire_at: match row.state {
-            TriggerState::Active => row.next_fire_at.map(time),
+            TriggerState::Active => stored_time_opt(row.next_fire_at)?,
             TriggerState::Paused => None,
         },
         paused_reason: row.paused_reason.clone(),
-        created_at: time(row.created_at),
-    }
+        created_at: stored_time(row.created_at)?,
+    })
 }
 
 /// The public view of a firing.
-pub fn firing_view(row: FiringRow) -> TriggerFiring {
-    TriggerFiring {
+pub fn firing_view(row: FiringRow) -> Result<TriggerFiring, StoreError> {
+    Ok(TriggerFiring {
         id: row.id,
         trigger_id: row.trigger_id,
-        fired_at: time(row.fired_at),
-        scheduled_for: row.scheduled_for.map(time),
+        fired_at: stored_time(row.fired_at)?,
+        scheduled_for: stored_time_opt(row.scheduled_for)?,
         catch_up: row.catch_up,
         delivery_id: row.delivery_id,
         outcome: row.outcome,
         reason: row.reason,
         execution_id: row.execution_id,
-    }
+    })
 }
 
 fn check_text(text: Option<&str>, required: bool) -> Result<(), TriggerError> {
@@ -268,7 +263,7 @@ impl Triggers {
             }
         };
         Ok(CreatedTrigger {
-            trigger: trigger_view(&stored),
+            trigger: trigger_view(&stored)?,
             signing_secret: secret,
         })
     }
@@ -308,13 +303,13 @@ impl Triggers {
                 paging.fetch(),
             )
             .await?;
-        Ok(paging.page(rows, |row| row.id, |row| trigger_view(&row)))
+        Ok(paging.try_page(rows, |row| row.id, |row| trigger_view(&row))?)
     }
 
     /// One of the caller's triggers.
     pub async fn get(&self, caller: &Caller, id: Uuid) -> Result<Trigger, TriggerError> {
         caller.require(Resource::Chats, Action::Read)?;
-        Ok(trigger_view(&self.own(caller, id).await?))
+        Ok(trigger_view(&self.own(caller, id).await?)?)
     }
 
     /// Pauses a trigger: it does not fire until it is resumed.
@@ -326,7 +321,7 @@ impl Triggers {
             .set_trigger_state(id, TriggerState::Paused, None)
             .await?
             .ok_or(TriggerError::NotFound("trigger"))?;
-        Ok(trigger_view(&row))
+        Ok(trigger_view(&row)?)
     }
 
     /// Resumes a trigger. A schedule fires next at its first slot after now: the slots that
@@ -349,7 +344,7 @@ impl Triggers {
                 Err(err) => return Err(err.into()),
             }
         }
-        Ok(trigger_view(&row))
+        Ok(trigger_view(&row)?)
     }
 
     /// Deletes a trigger and ends its timer.
@@ -379,7 +374,7 @@ impl Triggers {
             .triggers
             .firings(id, paging.after, paging.fetch())
             .await?;
-        Ok(paging.page(rows, |row| row.id, firing_view))
+        Ok(paging.try_page(rows, |row| row.id, firing_view)?)
     }
 
     /// Takes a webhook delivery: checks its signature and timestamp, takes a delivery ID
@@ -430,7 +425,7 @@ impl Triggers {
             })?;
         if let Some(first) = self.triggers.delivery_firing(id, delivery_id).await? {
             return Ok(Received {
-                firing: firing_view(first),
+                firing: firing_view(first)?,
                 repeated: true,
             });
         }
@@ -485,7 +480,7 @@ impl Triggers {
                 .await?;
         }
         Ok(Received {
-            firing: firing_view(firing),
+            firing: firing_view(firing)?,
             repeated: false,
         })
     }

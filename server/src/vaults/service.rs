@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_schema::{
     Action, CreateVaultItem, CreateVaultRule, PutVaultField, Resource, VaultField, VaultItem,
     VaultItemPage, VaultOwner, VaultReader, VaultRule, VaultRulePage,
@@ -20,7 +19,7 @@ use super::store::{ItemRow, RuleRow, SealedField, VaultStore, Visibility, field_
 use crate::identity::{AccessError, Caller};
 use crate::paging::Paging;
 use crate::sealed::KeyRing;
-use crate::store::{StoreError, now_ms};
+use crate::store::{StoreError, now_ms, stored_time};
 
 /// The most bytes of one field's value.
 pub const MAX_VALUE_BYTES: usize = 16 * 1024;
@@ -60,13 +59,9 @@ pub struct Vaults {
     apps: Option<Arc<dyn crate::apps::AppStore>>,
 }
 
-fn millis(at: i64) -> chrono::DateTime<chrono::Utc> {
-    DateTime::from_timestamp_millis(at).unwrap_or_default()
-}
-
 /// The public view of an item: its fields' names only.
-pub fn item_view(row: ItemRow) -> VaultItem {
-    VaultItem {
+pub fn item_view(row: ItemRow) -> Result<VaultItem, StoreError> {
+    Ok(VaultItem {
         id: row.id,
         name: row.name,
         owner: if row.owner_member_id.is_some() {
@@ -78,14 +73,16 @@ pub fn item_view(row: ItemRow) -> VaultItem {
         fields: row
             .fields
             .into_iter()
-            .map(|(name, at)| VaultField {
-                name,
-                updated_at: millis(at),
+            .map(|(name, at)| {
+                Ok(VaultField {
+                    name,
+                    updated_at: stored_time(at)?,
+                })
             })
-            .collect(),
-        created_at: millis(row.created_at),
-        updated_at: millis(row.updated_at),
-    }
+            .collect::<Result<_, StoreError>>()?,
+        created_at: stored_time(row.created_at)?,
+        updated_at: stored_time(row.updated_at)?,
+    })
 }
 
 fn reader_of(row: &RuleRow) -> Result<VaultReader, StoreError> {
@@ -116,7 +113,7 @@ fn rule_view(row: RuleRow) -> Result<VaultRule, StoreError> {
         id: row.id,
         item_id: row.item_id,
         field: row.field,
-        created_at: millis(row.created_at),
+        created_at: stored_time(row.created_at)?,
     })
 }
 
@@ -244,7 +241,7 @@ impl Vaults {
             updated_at: now,
         };
         self.store.create_item(&row, &fields).await?;
-        Ok(item_view(row))
+        Ok(item_view(row)?)
     }
 
     /// The items the caller sees (the organization's and its own), oldest first.
@@ -258,7 +255,7 @@ impl Vaults {
             .store
             .items(Self::seen(caller), paging.after, paging.fetch())
             .await?;
-        Ok(paging.page(rows, |row| row.id, item_view))
+        Ok(paging.try_page(rows, |row| row.id, item_view)?)
     }
 
     /// One item the caller sees, with its fields' names.
@@ -268,6 +265,7 @@ impl Vaults {
             .item(Self::seen(caller), id)
             .await?
             .map(item_view)
+            .transpose()?
             .ok_or(VaultError::NotFound("vault item"))
     }
 

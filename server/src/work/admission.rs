@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use chrono::DateTime;
 use openbot_core::turn::{CallKey, CallSlot};
 use openbot_schema::{EventKind, ExecutionId, RuleAction, ToolCall, ToolResult};
 use sha2::{Digest, Sha256};
@@ -12,7 +11,9 @@ use super::delegation::child_turn;
 use super::job::{JobInput, TOOL_JOB};
 use crate::approvals::{DEFAULT_EXPIRY_MS, RuleStore, verdict};
 use crate::engine::{EngineContext, EngineError};
-use crate::store::{ChildStart, NewChild, NewExecution, NewRequest, Scope, StoreError, now_ms};
+use crate::store::{
+    ChildStart, NewChild, NewExecution, NewRequest, Scope, StoreError, now_ms, stored_time,
+};
 use crate::turns::{SavedNoticeTarget, SavedTool, TURN, ToolRoute, TurnInput};
 
 /// A call answered at admission, with the child work it starts: the Turn saves the result
@@ -207,7 +208,7 @@ impl Admission {
             Ok(args) => args,
             Err(why) => return Ok(self.refused(call, &why)),
         };
-        let due = DateTime::from_timestamp_millis(args.due_at).unwrap_or_default();
+        let due = stored_time(args.due_at)?;
         let set = crate::reminders::set_reminder(
             &self.cx,
             self.parent,
@@ -347,7 +348,7 @@ impl Admission {
                 EventKind::ApprovalRequested {
                     request_id,
                     call: call.clone(),
-                    expires_at: DateTime::from_timestamp_millis(expires_at).unwrap_or_default(),
+                    expires_at: stored_time(expires_at)?,
                 },
                 EventKind::ChildStarted {
                     call_id: call.id.clone(),

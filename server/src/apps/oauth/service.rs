@@ -10,7 +10,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::OsRng;
 use chacha20poly1305::aead::rand_core::RngCore;
-use chrono::{DateTime, Utc};
 use openbot_schema::{
     BeginOAuth, CompleteOAuth, ExecutionId, ExecutionState, OAuthAuthorization, OAuthCleanup,
     OAuthConnection, Resource,
@@ -34,7 +33,7 @@ use super::workflow::{
 use crate::engine::{EngineContext, Registry};
 use crate::identity::{Action, Caller, ServiceIdentity, ServiceOwner};
 use crate::platform::Platform;
-use crate::store::{Millis, StoreError, Submitted, TxWrites, now_ms};
+use crate::store::{StoreError, Submitted, TxWrites, now_ms, stored_time, stored_time_opt};
 
 /// The service that refreshes grants for an organization's connections.
 const REFRESH_SERVICE: &str = "oauth-refresh";
@@ -66,10 +65,6 @@ impl Default for OAuthConfig {
 
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 4)
-}
-
-fn time(at: Millis) -> Option<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(at)
 }
 
 /// The OAuth use cases. Cheap to clone.
@@ -255,7 +250,7 @@ impl OAuth {
         Ok(OAuthAuthorization {
             authorization_url,
             state,
-            expires_at: time(expires_at).unwrap_or_default(),
+            expires_at: stored_time(expires_at)?,
         })
     }
 
@@ -386,12 +381,7 @@ impl OAuth {
 
     async fn status_of(&self, row: &ConnectionRow) -> Result<OAuthConnection, OAuthError> {
         let expires_at = match row.grant_id {
-            Some(id) => self
-                .store()
-                .grant(id)
-                .await?
-                .and_then(|g| g.expires_at)
-                .and_then(time),
+            Some(id) => stored_time_opt(self.store().grant(id).await?.and_then(|g| g.expires_at))?,
             None => None,
         };
         Ok(OAuthConnection {
