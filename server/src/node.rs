@@ -10,7 +10,7 @@ use crate::identity::{IdentityStore, NewToken};
 use crate::platform::Platform;
 use crate::sealed::{KeyRing, KeyRingError};
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
-use crate::turns::TurnWorkflow;
+use crate::turns::{PhaseSetup, TurnWorkflow};
 use crate::work::ToolJobWorkflow;
 
 /// Where a node keeps its data and how it runs.
@@ -268,37 +268,35 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
 /// Turns build their models from their organization's provider settings and check their
 /// saved identity's current rights.
 pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
-    let mut turns = TurnWorkflow::new(platform.clone());
-    // Turns send the files their messages attach to the model, read from the object store.
-    if let Some((database, objects)) = database.and_then(|d| d.objects.as_ref().map(|o| (d, o))) {
-        turns = turns.with_files(crate::files::FileReader::new(
-            Arc::clone(objects),
-            Arc::clone(&database.files),
-        ));
-    }
-    let mut jobs = ToolJobWorkflow::new(platform, None, None);
+    let setup = match database {
+        Some(database) => PhaseSetup::on_database(platform.clone(), database),
+        None => PhaseSetup::new(platform.clone()),
+    };
+    let mut turns = TurnWorkflow::new(setup.clone());
     if let Some(database) = database {
         turns = turns
             .with_model_registry(Arc::clone(&database.models))
-            .with_identity(Arc::clone(&database.identity))
-            .with_budgets(Arc::clone(&database.budgets))
-            .with_rules(Arc::clone(&database.rules))
-            .with_chats(Arc::clone(&database.chats))
-            .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)))
-            .with_memories(Arc::clone(&database.memories))
-            .with_vaults(Arc::clone(&database.vaults))
-            .with_apps(Arc::clone(&database.apps))
-            .with_oauth(Arc::clone(&database.oauth));
-        jobs = ToolJobWorkflow::new(
-            platform,
-            Some(Arc::clone(&database.identity)),
-            Some(Arc::clone(&database.budgets)),
-        )
-        .with_vaults(Arc::clone(&database.vaults))
-        .with_apps(Arc::clone(&database.apps))
-        .with_oauth(Arc::clone(&database.oauth))
-        .with_limits(crate::limits::Limits::new(Arc::clone(&database.limits)));
+            .with_admission(Arc::clone(&database.rules), Arc::clone(&database.chats))
+            .with_feature(Arc::new(crate::limits::LimitsFeature(
+                crate::limits::Limits::new(Arc::clone(&database.limits)),
+            )))
+            .with_feature(Arc::new(crate::memories::MemoryFeature::new(
+                Arc::clone(&database.memories),
+                platform.clone(),
+                Arc::clone(&database.models),
+                Arc::clone(&database.identity),
+            )));
+        if let Some(objects) = &database.objects {
+            turns = turns.with_feature(Arc::new(crate::files::FilesFeature(
+                crate::files::FileReader::new(Arc::clone(objects), Arc::clone(&database.files)),
+            )));
+        }
     }
+    // Last: Code Mode goes over every tool the features before it added.
+    let turns = turns.with_feature(Arc::new(crate::codemode::CodeModeFeature(
+        platform.code_limits(),
+    )));
+    let jobs = ToolJobWorkflow::new(setup.clone());
     let mut registry = Registry::new();
     registry.register(Arc::new(turns));
     registry.register(Arc::new(jobs));
@@ -318,10 +316,8 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             )));
         }
         registry.register(Arc::new(crate::codemode::CodeRunWorkflow::new(
-            platform.clone(),
-            Arc::clone(&database.identity),
+            setup.clone(),
             Arc::clone(&database.rules),
-            Arc::clone(&database.vaults),
         )));
         registry.register(Arc::new(crate::memories::MemoryLearningWorkflow::new(
             platform.clone(),

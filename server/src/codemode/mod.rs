@@ -3,7 +3,9 @@
 //! `code_run` execution with a command key, its calls in the common call log.
 
 mod service;
+mod turn;
 mod workflow;
 
 pub use service::{CodeRunAnswer, CodeRunError, run_program};
+pub use turn::CodeModeFeature;
 pub use workflow::{CODE_CALL_ID, CODE_RUN, CodeRunInput, CodeRunWorkflow};

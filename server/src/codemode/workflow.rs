@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use openbot_core::tool::CheckedSchema;
-use openbot_core::turn::{CODE_TOOL, HostError, ProgramCallCheck, ToolSet};
+use openbot_core::turn::{CODE_TOOL, HostError, ProgramCallCheck};
 use openbot_schema::{
     BotId, CodeRunError as RunError, CodeRunResult, ContentPart, ErrorCategory, EventKind,
     ExecutionState, RuleAction, ToolCall, ToolResult,
@@ -24,10 +24,9 @@ use serde_json::json;
 
 use crate::approvals::{RuleRow, RuleStore, verdict};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
-use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
-use crate::platform::Platform;
+use crate::identity::ExecutionIdentity;
 use crate::store::{Commit, StateChange, StoreError};
-use crate::turns::{AccessGuard, DurableHost, SavedTool, ToolRoute, saved_tool_set, tool_vault};
+use crate::turns::{DurableHost, PhaseSetup, SavedTool, ToolRoute};
 
 /// The execution kind of model-free code runs.
 pub const CODE_RUN: &str = "code_run";
@@ -148,28 +147,15 @@ fn run_result(result: &ToolResult) -> CodeRunResult {
 
 /// Runs model-free code runs.
 pub struct CodeRunWorkflow {
-    platform: Platform,
-    identity: Arc<dyn IdentityStore>,
+    setup: PhaseSetup,
     rules: Arc<dyn RuleStore>,
-    vaults: Arc<dyn crate::vaults::VaultStore>,
 }
 
 impl CodeRunWorkflow {
-    /// A workflow that reaches tools as `platform` allows, checks the saved identity against
-    /// `identity`, reads the approval rules from `rules` and opens Vault references from
-    /// `vaults`.
-    pub fn new(
-        platform: Platform,
-        identity: Arc<dyn IdentityStore>,
-        rules: Arc<dyn RuleStore>,
-        vaults: Arc<dyn crate::vaults::VaultStore>,
-    ) -> Self {
-        Self {
-            platform,
-            identity,
-            rules,
-            vaults,
-        }
+    /// A workflow whose phases are set up by `setup` (the saved identity's rights, the Vault,
+    /// the tools), reading the approval rules from `rules`.
+    pub fn new(setup: PhaseSetup, rules: Arc<dyn RuleStore>) -> Self {
+        Self { setup, rules }
     }
 
     async fn run_program(
@@ -179,26 +165,10 @@ impl CodeRunWorkflow {
         input: &CodeRunInput,
     ) -> Result<(), PhaseError> {
         let identity = &input.identity;
-        identity
-            .check_current(self.identity.as_ref())
-            .await
-            .map_err(|err| match err {
-                IdentityCheckError::Denied(cause) => PhaseError::Failed {
-                    category: ErrorCategory::Access,
-                    cause,
-                },
-                IdentityCheckError::Store(err) => PhaseError::Storage(err),
-            })?;
-        let access = AccessGuard {
-            identity: identity.clone(),
-            store: Arc::clone(&self.identity),
-            budgets: None,
-            // A code run sends no model request: nothing to bill.
-            billing: None,
-        };
+        // A code run sends no model request: nothing to bill, no budget.
+        let access = self.setup.access(Some(identity), None, None).await?;
         // The rules as they are now: a call not yet made is checked by the current rules.
         let rules = self.rules.rules(identity.organization_id).await?;
-        let vault = tool_vault(cx, Some(&self.vaults), Some(identity));
         // Only HTTP tools that are not background get a handler; the others stay declared (a
         // program may name them) and are refused before the call log.
         let declared: Vec<SavedTool> = input
@@ -215,22 +185,8 @@ impl CodeRunWorkflow {
                 }
             })
             .collect();
-        let (tools, retry_safe) = saved_tool_set(
-            &declared,
-            false,
-            &self.platform.tool_client(),
-            self.platform.outbound(),
-            vault.as_ref(),
-            None,
-        )
-        .map_err(|cause| PhaseError::Failed {
-            category: ErrorCategory::Configuration,
-            cause,
-        })?;
-        let mut tools: ToolSet = Arc::try_unwrap(tools).map_err(|_| {
-            PhaseError::Storage(StoreError::Invalid("the tool set is shared".into()))
-        })?;
-        tools.enable_code_mode(self.platform.code_limits());
+        let (mut tools, retry_safe) = self.setup.tools(cx, &declared, Some(identity))?;
+        tools.enable_code_mode(self.setup.platform().code_limits());
         tools.check_program_calls(Arc::new(DirectCalls {
             tools: input.tools.clone(),
             rules,
@@ -247,7 +203,7 @@ impl CodeRunWorkflow {
             Arc::clone(&cx.signals),
             retry_safe,
         )
-        .with_access(Some(access));
+        .with_access(access);
         let cancel = scope.cancellation();
         let call = input.call();
         let run = tokio::select! {

@@ -174,6 +174,16 @@ pub enum PhaseError {
     },
 }
 
+impl PhaseError {
+    /// A failure for good, of `category`, with its full cause (sealed, never logged).
+    pub fn failed(category: ErrorCategory, cause: impl Into<String>) -> Self {
+        Self::Failed {
+            category,
+            cause: cause.into(),
+        }
+    }
+}
+
 impl From<super::EngineError> for PhaseError {
     /// A storage failure keeps its kind (so the engine retries what may pass); a record that
     /// cannot be opened or encoded is invalid stored data.

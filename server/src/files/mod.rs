@@ -14,6 +14,7 @@ mod retention;
 mod service;
 mod sql;
 mod store;
+mod turn;
 mod writes;
 
 pub use deletion::{
@@ -27,4 +28,5 @@ pub use retention::{
 };
 pub use service::{FileError, Files, MAX_FILE_BYTES, local_objects, s3_objects};
 pub use store::{FileAccess, FileRow, FileStore};
+pub use turn::FilesFeature;
 pub use writes::MarkDeleting;

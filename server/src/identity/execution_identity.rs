@@ -70,6 +70,20 @@ pub enum IdentityCheckError {
     Store(#[from] StoreError),
 }
 
+impl From<IdentityCheckError> for crate::engine::PhaseError {
+    /// Lost rights fail the work as an access failure; a failed read is a storage failure the
+    /// engine retries.
+    fn from(err: IdentityCheckError) -> Self {
+        match err {
+            IdentityCheckError::Denied(cause) => Self::Failed {
+                category: openbot_schema::ErrorCategory::Access,
+                cause,
+            },
+            IdentityCheckError::Store(err) => Self::Storage(err),
+        }
+    }
+}
+
 impl ExecutionIdentity {
     /// The identity of a Chat's Turn started by `caller` in a Chat of `owner_member_id`.
     pub fn for_turn(caller: &Caller, owner_member_id: Uuid, bot_id: BotId) -> Self {

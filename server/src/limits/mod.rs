@@ -13,6 +13,8 @@
 mod service;
 mod sql;
 mod store;
+mod turn;
 
 pub use service::{AcquireError, Limits, LimitsAdmin, LimitsError, Permit, model_scopes};
 pub use store::{Holder, LimitRow, LimitSettings, LimitStore, Take, valid_scope};
+pub use turn::LimitsFeature;

@@ -37,7 +37,7 @@ use super::service::keyed_id;
 use super::sql::MemoryWrite;
 use super::store::{MemoryOp, MemoryQuery, MemoryStore};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
-use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
+use crate::identity::{ExecutionIdentity, IdentityStore};
 use crate::platform::Platform;
 use crate::sealed::KeyRing;
 use crate::store::{ChildStart, Commit, NewChild, NewExecution, Scope, StateChange, StoreError};
@@ -204,13 +204,7 @@ impl Workflow for MemoryLearningWorkflow {
     ) -> Result<(), PhaseError> {
         let input: LearningInput = cx.input().await.map_err(PhaseError::from)?;
         let identity = input.identity.clone();
-        identity
-            .check_current(self.identity.as_ref())
-            .await
-            .map_err(|err| match err {
-                IdentityCheckError::Denied(cause) => failed(ErrorCategory::Access, cause),
-                IdentityCheckError::Store(err) => PhaseError::Storage(err),
-            })?;
+        identity.check_current(self.identity.as_ref()).await?;
         let bot = match self.memories.bot_memory(identity.bot_id).await? {
             Some(bot) if bot.on => bot,
             // Memory was switched off (or the Bot deleted) since the Turn: nothing to learn.
@@ -224,11 +218,7 @@ impl Workflow for MemoryLearningWorkflow {
         // The Chat's member with its current rights: shared memories only as the API allows.
         let reader =
             super::work_reader(&identity, Some(self.identity.as_ref()), bot.owner_member_id)
-                .await
-                .map_err(|err| match err {
-                    IdentityCheckError::Denied(cause) => failed(ErrorCategory::Access, cause),
-                    IdentityCheckError::Store(err) => PhaseError::Storage(err),
-                })?;
+                .await?;
         let from = self.memories.cursor(input.chat_id).await?;
         let history: Vec<Message> = crate::chats::chat_history(&cx.engine, input.chat_id, None)
             .await

@@ -18,6 +18,7 @@ mod seal;
 mod service;
 mod sql;
 mod store;
+mod turn;
 mod work_reader;
 
 pub use embeddings::{EmbedError, Embedder};
@@ -27,4 +28,5 @@ pub use learning::{
 pub use recall::{TurnMemory, turn_memory};
 pub use service::{Memories, MemoryError};
 pub use store::{BotMemory, MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader};
+pub use turn::MemoryFeature;
 pub use work_reader::work_reader;

@@ -2,12 +2,15 @@
 
 mod delivery;
 pub(crate) mod faults;
+mod feature;
 mod host;
 mod input;
+mod setup;
 mod workflow;
 
 pub use delivery::{DeliveryError, deliver_tool_result};
 pub use faults::FaultPoint;
+pub use feature::{TurnFeature, TurnPhase};
 pub use host::DurableHost;
 pub(crate) use host::{AccessGuard, BillingContext, ModelPermits};
 pub use input::{
@@ -15,5 +18,5 @@ pub use input::{
     propose_plan_tool,
 };
 pub use openbot_core::tool::HttpTool;
-pub use workflow::{EnvReader, TURN, TurnWorkflow, saved_tool_set};
-pub(crate) use workflow::{tool_vault, unchecked_work};
+pub use setup::PhaseSetup;
+pub use workflow::{EnvReader, TURN, TurnWorkflow};

@@ -5,19 +5,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use openbot_core::model::{Model, ModelSpec};
-use openbot_core::turn::{HostError, ToolSet, TurnSpec, run_turn};
+use openbot_core::turn::{HostError, TurnSpec, run_turn};
 use openbot_schema::{ChatId, ErrorCategory, EventKind, ExecutionId, ExecutionState, TurnOutcome};
 
+use super::feature::{TurnFeature, TurnPhase};
 use super::host::{AccessGuard, BillingContext, DurableHost, ModelPermits};
-use super::input::{SavedTool, ToolRoute, TurnInput};
+use super::input::TurnInput;
+use super::setup::PhaseSetup;
 use crate::approvals::RuleStore;
-use crate::budgets::BudgetStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
-use crate::identity::{IdentityCheckError, IdentityStore};
 use crate::store::{Commit, StateChange, StoreError};
-use crate::tools::{TemplateParts, ToolVault};
 use crate::work::Admission;
-use openbot_core::tool::HttpTool;
 
 pub use crate::platform::EnvReader;
 use crate::platform::Platform;
@@ -26,72 +24,45 @@ use crate::platform::Platform;
 pub const TURN: &str = "turn";
 
 /// Runs Turns. Models are built from their specs once per node and shared.
+///
+/// A Turn's phase is set up by the shared [`PhaseSetup`] (rights, access guard, tools) and
+/// then shaped by the registered [`TurnFeature`]s in their order; the workflow names no
+/// capability.
 pub struct TurnWorkflow {
-    platform: Platform,
+    setup: PhaseSetup,
     registry: Option<Arc<dyn crate::models::ModelRegistryStore>>,
-    identity: Option<Arc<dyn IdentityStore>>,
-    budgets: Option<Arc<dyn BudgetStore>>,
-    rules: Option<Arc<dyn RuleStore>>,
-    chats: Option<Arc<dyn crate::chats::ChatStore>>,
-    limits: Option<crate::limits::Limits>,
-    memories: Option<Arc<dyn crate::memories::MemoryStore>>,
-    vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
-    files: Option<crate::files::FileReader>,
+    features: Vec<Arc<dyn TurnFeature>>,
+    admission: Option<AdmissionStores>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
-    http: reqwest::Client,
-    apps: Option<Arc<dyn crate::apps::AppStore>>,
-    credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
-    oauth: Option<Arc<dyn crate::apps::oauth::OAuthStore>>,
+}
+
+/// Where a Turn's admission reads the approval rules and a Chat's plan mode.
+struct AdmissionStores {
+    rules: Arc<dyn RuleStore>,
+    chats: Arc<dyn crate::chats::ChatStore>,
 }
 
 impl Default for TurnWorkflow {
     fn default() -> Self {
-        Self::new(Platform::default())
+        Self::new(PhaseSetup::new(Platform::default()))
     }
 }
 
 impl TurnWorkflow {
-    /// A workflow that builds models and reaches tools as `platform` allows.
-    pub fn new(platform: Platform) -> Self {
+    /// A workflow whose phases are set up by `setup`.
+    pub fn new(setup: PhaseSetup) -> Self {
         Self {
-            http: platform.tool_client(),
-            platform,
+            setup,
             registry: None,
-            identity: None,
-            budgets: None,
-            rules: None,
-            chats: None,
-            limits: None,
-            memories: None,
-            vaults: None,
-            files: None,
+            features: Vec::new(),
+            admission: None,
             models: Mutex::new(HashMap::new()),
-            apps: None,
-            credentials: None,
-            oauth: None,
         }
     }
 
-    /// Calls App tools through the Connections in `apps`.
-    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
-        self.apps = Some(apps);
-        self
-    }
-
-    /// Asks `credentials` what a Connection sends (default: none and manual credentials,
-    /// opened with the engine's key ring).
-    pub fn with_credentials(
-        mut self,
-        credentials: Arc<dyn crate::apps::ConnectionCredentials>,
-    ) -> Self {
-        self.credentials = Some(credentials);
-        self
-    }
-
-    /// Gives OAuth Connections their tokens from the OAuth service over `oauth` (refreshed
-    /// as the engine's own work when expired).
-    pub fn with_oauth(mut self, oauth: Arc<dyn crate::apps::oauth::OAuthStore>) -> Self {
-        self.oauth = Some(oauth);
+    /// Adds `feature`: it shapes every phase after the features added before it.
+    pub fn with_feature(mut self, feature: Arc<dyn TurnFeature>) -> Self {
+        self.features.push(feature);
         self
     }
 
@@ -104,56 +75,14 @@ impl TurnWorkflow {
         self
     }
 
-    /// Checks the current rights of each Turn's saved identity against `identity`.
-    pub fn with_identity(mut self, identity: Arc<dyn IdentityStore>) -> Self {
-        self.identity = Some(identity);
-        self
-    }
-
-    /// Enforces the budgets of each Turn's organization, Bot and Chat before its model
-    /// requests (for Turns with a saved identity and a Chat).
-    pub fn with_budgets(mut self, budgets: Arc<dyn BudgetStore>) -> Self {
-        self.budgets = Some(budgets);
-        self
-    }
-
-    /// Takes shared permits and rate limits before each model request of a Turn of an
-    /// organization (scopes: the organization, the provider kind, the Bot).
-    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
-        self.limits = Some(limits);
-        self
-    }
-
-    /// Gives Turns of Bots with memory their recalled memories and memory tools, and starts
-    /// their learning when they complete.
-    pub fn with_memories(mut self, memories: Arc<dyn crate::memories::MemoryStore>) -> Self {
-        self.memories = Some(memories);
-        self
-    }
-
-    /// Opens the Vault references of HTTP tools from `vaults` as each call is sent.
-    pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
-        self.vaults = Some(vaults);
-        self
-    }
-
-    /// Sends the files a Turn's messages attach to its model, read from `files` as the
-    /// Turn's member (only that member's files).
-    pub fn with_files(mut self, files: crate::files::FileReader) -> Self {
-        self.files = Some(files);
-        self
-    }
-
-    /// Reads a Chat's current plan mode for Turns that started in plan mode.
-    pub fn with_chats(mut self, chats: Arc<dyn crate::chats::ChatStore>) -> Self {
-        self.chats = Some(chats);
-        self
-    }
-
     /// Applies the organization's approval rules to each new tool call of a Turn with a saved
-    /// identity.
-    pub fn with_rules(mut self, rules: Arc<dyn RuleStore>) -> Self {
-        self.rules = Some(rules);
+    /// identity, and reads a Chat's current plan mode for Turns that started in plan mode.
+    pub fn with_admission(
+        mut self,
+        rules: Arc<dyn RuleStore>,
+        chats: Arc<dyn crate::chats::ChatStore>,
+    ) -> Self {
+        self.admission = Some(AdmissionStores { rules, chats });
         self
     }
 
@@ -186,13 +115,14 @@ impl TurnWorkflow {
         {
             return Ok(Arc::clone(model));
         }
-        let model = self
-            .platform
-            .model(spec, &settings)
-            .map_err(|e| PhaseError::Failed {
-                category: ErrorCategory::Configuration,
-                cause: e.to_string(),
-            })?;
+        let model =
+            self.setup
+                .platform()
+                .model(spec, &settings)
+                .map_err(|e| PhaseError::Failed {
+                    category: ErrorCategory::Configuration,
+                    cause: e.to_string(),
+                })?;
         if matches!(ModelSpec::parse(spec), Ok(ModelSpec::Scripted { .. })) {
             return Ok(model);
         }
@@ -211,157 +141,56 @@ impl TurnWorkflow {
         cx: &PhaseContext,
     ) -> Result<(TurnInput, Option<AccessGuard>, Arc<dyn Model>), PhaseError> {
         let input: TurnInput = cx.input().await.map_err(PhaseError::from)?;
-        let access = async {
-            Ok::<_, PhaseError>(match (&input.identity, &self.identity) {
-                (Some(identity), Some(store)) => {
-                    // Restored work is checked before it does anything.
-                    identity
-                        .check_current(store.as_ref())
-                        .await
-                        .map_err(|err| match err {
-                            IdentityCheckError::Denied(cause) => PhaseError::Failed {
-                                category: ErrorCategory::Access,
-                                cause,
-                            },
-                            IdentityCheckError::Store(err) => PhaseError::Storage(err),
-                        })?;
-                    // A delegated Turn spends the budgets of the Chat its tree works for.
-                    let chat = input.tree_chat(cx.execution.chat_id);
-                    let bot = input.budget_bot().unwrap_or(identity.bot_id);
-                    // A Turn with budgets is billed: each model request reserves its estimate.
-                    let billing = self.budgets.as_ref().map(|_| BillingContext {
-                        organization: identity.organization_id,
-                        bot: identity.bot_id.as_uuid(),
-                        budget_bot: bot.as_uuid(),
-                        chat,
-                        member: Some(identity.owner_member_id),
-                        model: input.model.clone(),
-                        catalog: crate::billing::catalog_price(&input.model),
-                    });
-                    Some(AccessGuard {
-                        identity: identity.clone(),
-                        store: Arc::clone(store),
-                        budgets: self.budgets.as_ref().and_then(|budgets| {
-                            chat.map(|chat| (Arc::clone(budgets), ChatId::from(chat), bot))
-                        }),
-                        billing,
-                    })
-                }
-                // A server checks every Turn's rights and budgets: work it cannot check (no
-                // saved identity) is refused, never run unchecked.
-                (None, Some(_)) => return Err(unchecked_work()),
-                (_, None) => None,
-            })
+        // A delegated Turn spends the budgets of the Chat its tree works for.
+        let chat = input.tree_chat(cx.execution.chat_id);
+        let budget_bot = input
+            .identity
+            .as_ref()
+            .map(|identity| input.budget_bot().unwrap_or(identity.bot_id));
+        // A Turn with budgets is billed: each model request reserves its estimate.
+        let billing = match (&input.identity, budget_bot) {
+            (Some(identity), Some(bot)) if self.setup.bills() => Some(BillingContext {
+                organization: identity.organization_id,
+                bot: identity.bot_id.as_uuid(),
+                budget_bot: bot.as_uuid(),
+                chat,
+                member: Some(identity.owner_member_id),
+                model: input.model.clone(),
+                catalog: crate::billing::catalog_price(&input.model),
+            }),
+            _ => None,
         };
+        let budgets = chat
+            .zip(budget_bot)
+            .map(|(chat, bot)| (ChatId::from(chat), bot));
+        let access = self.setup.access(input.identity.as_ref(), budgets, billing);
         let (access, model) =
             tokio::join!(access, self.model(cx, &input.model, input.organization_id));
         // The rights check's failure wins, as if it had run first.
         let access = access?;
         Ok((input, access, model?))
     }
-}
 
-/// The failure of work with no saved identity on a node that checks identities.
-pub(crate) fn unchecked_work() -> PhaseError {
-    PhaseError::Failed {
-        category: ErrorCategory::Access,
-        cause: "the work has no saved identity, so its rights and budgets cannot be checked; \
-                submit it through the API with a token"
-            .into(),
+    /// The phase set up and shaped by the features: the saved tools, then each feature in
+    /// its order.
+    async fn prepare(
+        &self,
+        cx: &PhaseContext,
+        scope: &RunScope,
+        input: Arc<TurnInput>,
+        model: Arc<dyn Model>,
+    ) -> Result<TurnPhase, PhaseError> {
+        let (tools, retry_safe) = self
+            .setup
+            .tools(cx, &input.tools, input.identity.as_ref())?;
+        let mut phase = TurnPhase::new(input, scope.clone(), model, tools, retry_safe);
+        for feature in &self.features {
+            feature.prepare(cx, &mut phase).await?;
+        }
+        Ok(phase)
     }
 }
 
-/// Where a Turn's (or tool job's) HTTP tools open Vault references: as its saved identity's
-/// organization, member and Bot. Work without an identity opens none.
-pub(crate) fn tool_vault(
-    cx: &PhaseContext,
-    vaults: Option<&Arc<dyn crate::vaults::VaultStore>>,
-    identity: Option<&crate::identity::ExecutionIdentity>,
-) -> Option<ToolVault> {
-    let (vaults, identity) = (vaults?, identity?);
-    Some(ToolVault {
-        opener: crate::vaults::VaultOpener::new(Arc::clone(vaults), cx.engine.keys.clone()),
-        organization: identity.organization_id,
-        member: identity.owner_member_id,
-        bot: identity.bot_id,
-    })
-}
-
-/// The tool set of saved tools: each with its route's handler (HTTP tools call their endpoint;
-/// host tools wait for a delivered result; delegate and background calls are answered at
-/// admission and never reach a handler), and which tools may be sent again after a lost answer.
-///
-/// An HTTP tool's Vault references open with `vault` as each call is sent.
-pub fn saved_tool_set(
-    saved: &[SavedTool],
-    code_mode: bool,
-    http: &reqwest::Client,
-    outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
-    vault: Option<&ToolVault>,
-    apps: Option<&Arc<crate::apps::Apps>>,
-) -> Result<(Arc<ToolSet>, HashMap<String, bool>), String> {
-    let mut set = ToolSet::new();
-    let mut retry_safe = HashMap::new();
-    for tool in saved {
-        let handler: Option<openbot_core::tool::SharedTool> = match &tool.route {
-            ToolRoute::Host | ToolRoute::Delegate(_) | ToolRoute::Plan | ToolRoute::Remind => {
-                // Waiting again for a delivered result repeats nothing outside: the caller
-                // answers a call once, by its ID, and the first answer wins. A delegate call
-                // starts its child in the same commit as its result.
-                retry_safe.insert(tool.definition.name.clone(), true);
-                None
-            }
-            ToolRoute::Http {
-                url,
-                retry_safe: safe,
-                template,
-                ..
-            } => {
-                retry_safe.insert(tool.definition.name.clone(), *safe);
-                let mut handler = HttpTool::new(
-                    tool.definition.clone(),
-                    url.clone(),
-                    http.clone(),
-                    Arc::clone(outbound),
-                );
-                // With a Vault, also for an empty template: a program's call may carry
-                // references in its arguments.
-                if !template.is_empty() || vault.is_some() {
-                    handler = handler.with_parts(Arc::new(TemplateParts {
-                        template: template.clone(),
-                        vault: vault.cloned(),
-                        url: url.clone(),
-                    }));
-                }
-                Some(Arc::new(handler))
-            }
-            ToolRoute::App(route) => {
-                // Sent again after a lost result only when the tool says it is read-only or
-                // idempotent; then with the same request ID.
-                retry_safe.insert(tool.definition.name.clone(), route.retry_safe());
-                let apps = apps.ok_or_else(|| {
-                    format!(
-                        "the App tool `{}` needs the App store",
-                        tool.definition.name
-                    )
-                })?;
-                Some(Arc::new(crate::apps::tool::AppTool::new(
-                    (**route).clone(),
-                    Arc::clone(apps),
-                    vault.cloned(),
-                )))
-            }
-        };
-        set.insert(tool.definition.clone(), handler)
-            .map_err(|e| e.to_string())?;
-    }
-    if code_mode {
-        set.enable_code_mode(openbot_core::codemode::Limits::default());
-    }
-    Ok((Arc::new(set), retry_safe))
-}
-
-#[allow(clippy::too_many_lines)] // split by the Turn feature interface (issue 33)
 #[async_trait]
 impl Workflow for TurnWorkflow {
     fn kind(&self) -> &'static str {
@@ -405,177 +234,40 @@ impl Workflow for TurnWorkflow {
         let (input, access, model) = started?;
         let call_log = call_log.map_err(PhaseError::Storage)?;
         let inputs_waiting = inputs_waiting.map_err(PhaseError::Storage)?;
-        // The model reads attached files as the Turn's member, at each request.
-        let model = match (&self.files, &input.identity) {
-            (Some(files), Some(identity)) => openbot_core::model::WithFiles::wrap(
-                &input.model,
-                model,
-                files.source_for(identity.owner_member_id),
-            ),
-            _ => model,
-        };
         let history: Vec<_> = history?.unwrap_or_else(|| input.history.clone());
-        let vault = tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
-        // The OAuth service is built only for a phase that may call an App tool.
-        let calls_apps = input
-            .tools
-            .iter()
-            .any(|t| matches!(t.route, ToolRoute::App(_)));
-        let credentials = self.credentials.clone().or_else(|| {
-            calls_apps
-                .then(|| {
-                    crate::apps::phase_credentials(self.oauth.as_ref(), &cx.engine, &self.platform)
-                })
-                .flatten()
-        });
-        let apps = crate::apps::phase_apps(
-            self.apps.as_ref(),
-            credentials.as_ref(),
-            &cx.engine.keys,
-            &self.platform,
-            self.limits.clone().map(|limits| crate::apps::AppPermits {
-                limits,
-                generation: cx.generation,
-            }),
-        );
-        let (mut tools, mut retry_safe) = saved_tool_set(
-            &input.tools,
-            // Code Mode is switched on below, once the memory tools are in the set too.
-            false,
-            &self.http,
-            self.platform.outbound(),
-            vault.as_ref(),
-            apps.as_ref(),
-        )
-        .map_err(|cause| PhaseError::Failed {
-            category: ErrorCategory::Configuration,
-            cause,
-        })?;
-        // A Bot with memory: recalled memories join the instructions, the memory tools join
-        // the tools, and a completed Turn starts its learning in its end commit.
-        let mut instructions = input.instructions.clone();
-        let mut end_children = Vec::new();
-        if let (true, Some(store), Some(identity)) = (input.memory, &self.memories, &input.identity)
-        {
-            let memories = crate::memories::Memories::for_learning(
-                Arc::clone(store),
-                cx.engine.keys.clone(),
-                crate::memories::Embedder::new(
-                    self.platform.clone(),
-                    self.registry.clone().ok_or_else(|| PhaseError::Failed {
-                        category: ErrorCategory::Configuration,
-                        cause: "memory needs the model registry".into(),
-                    })?,
-                    Arc::clone(&cx.engine),
-                ),
-            );
-            let chat = cx.execution.chat_id.map(ChatId::from);
-            let memory = crate::memories::turn_memory(
-                &memories,
-                identity,
-                self.identity.as_deref(),
-                cx.execution.id,
-                chat,
-                &instructions,
-                &input.input,
-            )
-            .await
-            .map_err(|err| match err {
-                crate::memories::MemoryError::Store(err) => PhaseError::Storage(err),
-                crate::memories::MemoryError::Forbidden(cause) => PhaseError::Failed {
-                    category: ErrorCategory::Access,
-                    cause,
-                },
-                other => PhaseError::Failed {
-                    category: ErrorCategory::Internal,
-                    cause: other.to_string(),
-                },
-            })?;
-            if let Some(memory) = memory {
-                instructions = memory.instructions;
-                let set = Arc::get_mut(&mut tools).ok_or_else(|| PhaseError::Failed {
-                    category: ErrorCategory::Internal,
-                    cause: "the tool set is shared".into(),
-                })?;
-                for tool in memory.tools {
-                    let name = tool.definition().name.clone();
-                    set.add(tool).map_err(|e| PhaseError::Failed {
-                        category: ErrorCategory::Configuration,
-                        cause: e.to_string(),
-                    })?;
-                    // `remember` writes one memory per call key; `recall` reads; `forget` retires.
-                    retry_safe.insert(name, true);
-                }
-                if let Some(chat_id) = cx.execution.chat_id {
-                    end_children.push(
-                        crate::memories::learning_child(
-                            &cx.engine.keys,
-                            cx.execution.scope.clone(),
-                            &crate::memories::LearningInput {
-                                identity: identity.clone(),
-                                chat_id,
-                                turn: cx.execution.id,
-                            },
-                        )
-                        .map_err(PhaseError::Storage)?,
-                    );
-                }
-            }
-        }
-        if input.code_mode {
-            let set = Arc::get_mut(&mut tools).ok_or_else(|| PhaseError::Failed {
-                category: ErrorCategory::Internal,
-                cause: "the tool set is shared".into(),
-            })?;
-            set.enable_code_mode(self.platform.code_limits());
-        }
-        let permits = match (&self.limits, input.organization_id) {
-            (Some(limits), Some(organization)) => {
-                let bot = input.identity.as_ref().map(|i| i.bot_id.as_uuid());
-                Some(
-                    ModelPermits::new(
-                        limits.clone(),
-                        organization,
-                        cx.execution.id,
-                        cx.generation,
-                        crate::limits::model_scopes(&input.model, bot),
-                        scope.clone(),
-                    )
-                    .await,
-                )
-            }
-            _ => None,
-        };
-        let started_at = cx.execution.limit_start();
+        let input = Arc::new(input);
+        let mut phase = self.prepare(cx, scope, Arc::clone(&input), model).await?;
+        let permits = phase.take_guard::<Arc<ModelPermits>>();
+        let prepared = phase.finish();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),
             cx.execution.id,
             cx.generation,
-            started_at,
+            cx.execution.limit_start(),
             scope.clone(),
             Arc::clone(&cx.signals),
-            retry_safe,
+            prepared.retry_safe,
         )
         .with_access(access)
         .with_permits(permits)
         .with_admission(Some(Admission::new(
             Arc::clone(&cx.engine),
             &cx.execution,
-            Arc::new(input.clone()),
-            self.rules.clone(),
-            self.chats.clone(),
+            Arc::clone(&input),
+            self.admission.as_ref().map(|a| Arc::clone(&a.rules)),
+            self.admission.as_ref().map(|a| Arc::clone(&a.chats)),
         )))
         .with_source(input.source.clone(), cx.execution.parent_id)
-        .with_end_children(end_children)
+        .with_end_children(prepared.end_children)
         .with_calls(call_log)
         .with_first_inputs_waiting(inputs_waiting);
         let spec = TurnSpec {
-            instructions,
-            model,
-            tools,
+            instructions: prepared.instructions,
+            model: prepared.model,
+            tools: prepared.tools,
             limits: input.limits,
             history,
-            input: input.input,
+            input: input.input.clone(),
             max_output_tokens: input.max_output_tokens,
         };
         let run = run_turn(spec, &host).await;

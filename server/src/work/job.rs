@@ -16,13 +16,12 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::notice::{job_finished, notice_content};
-use crate::budgets::BudgetStore;
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow};
-use crate::identity::{ExecutionIdentity, IdentityCheckError, IdentityStore};
+use crate::identity::ExecutionIdentity;
 use crate::store::{
     Commit, NoticeTarget, NoticeWrite, RequestDecision, StateChange, StoreError, now_ms,
 };
-use crate::turns::{AccessGuard, DurableHost, SavedNoticeTarget, SavedTool, saved_tool_set};
+use crate::turns::{DurableHost, PhaseSetup, SavedNoticeTarget, SavedTool};
 
 /// The execution kind of tool jobs.
 pub const TOOL_JOB: &str = "tool_job";
@@ -56,72 +55,13 @@ pub struct JobInput {
 
 /// Runs tool jobs.
 pub struct ToolJobWorkflow {
-    identity: Option<Arc<dyn IdentityStore>>,
-    budgets: Option<Arc<dyn BudgetStore>>,
-    http: reqwest::Client,
-    outbound: Arc<openbot_core::outbound::OutboundPolicy>,
-    vaults: Option<Arc<dyn crate::vaults::VaultStore>>,
-    platform: crate::platform::Platform,
-    apps: Option<Arc<dyn crate::apps::AppStore>>,
-    credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
-    oauth: Option<Arc<dyn crate::apps::oauth::OAuthStore>>,
-    limits: Option<crate::limits::Limits>,
+    setup: PhaseSetup,
 }
 
 impl ToolJobWorkflow {
-    /// A workflow that reaches tools as `platform` allows and checks saved identities against
-    /// `identity`.
-    pub fn new(
-        platform: &crate::platform::Platform,
-        identity: Option<Arc<dyn IdentityStore>>,
-        budgets: Option<Arc<dyn BudgetStore>>,
-    ) -> Self {
-        Self {
-            identity,
-            budgets,
-            http: platform.tool_client(),
-            outbound: Arc::clone(platform.outbound()),
-            vaults: None,
-            platform: platform.clone(),
-            apps: None,
-            credentials: None,
-            oauth: None,
-            limits: None,
-        }
-    }
-
-    /// Opens the Vault references of the job's HTTP tool from `vaults` as its call is sent.
-    pub fn with_vaults(mut self, vaults: Arc<dyn crate::vaults::VaultStore>) -> Self {
-        self.vaults = Some(vaults);
-        self
-    }
-
-    /// Calls App tools through the Connections in `apps`.
-    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
-        self.apps = Some(apps);
-        self
-    }
-
-    /// Asks `credentials` what a Connection sends (default: none and manual credentials).
-    pub fn with_credentials(
-        mut self,
-        credentials: Arc<dyn crate::apps::ConnectionCredentials>,
-    ) -> Self {
-        self.credentials = Some(credentials);
-        self
-    }
-
-    /// Makes the job's App call take room in the shared `limits` first.
-    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
-        self.limits = Some(limits);
-        self
-    }
-
-    /// Gives OAuth Connections their tokens from the OAuth service over `oauth` (refreshed
-    /// as the engine's own work when expired).
-    pub fn with_oauth(mut self, oauth: Arc<dyn crate::apps::oauth::OAuthStore>) -> Self {
-        self.oauth = Some(oauth);
-        self
+    /// A workflow whose phases are set up by `setup` (rights, Vault, Apps, the tool).
+    pub fn new(setup: PhaseSetup) -> Self {
+        Self { setup }
     }
 }
 
@@ -177,66 +117,20 @@ impl ToolJobWorkflow {
         scope: &RunScope,
         input: &JobInput,
     ) -> Result<(), PhaseError> {
-        let access = match (&input.identity, &self.identity) {
-            (Some(identity), Some(store)) => {
-                identity
-                    .check_current(store.as_ref())
-                    .await
-                    .map_err(|err| match err {
-                        IdentityCheckError::Denied(cause) => PhaseError::Failed {
-                            category: ErrorCategory::Access,
-                            cause,
-                        },
-                        IdentityCheckError::Store(err) => PhaseError::Storage(err),
-                    })?;
-                Some(AccessGuard {
-                    identity: identity.clone(),
-                    store: Arc::clone(store),
-                    budgets: match (&self.budgets, input.budget) {
-                        (Some(budgets), Some((Some(chat), bot))) => {
-                            Some((Arc::clone(budgets), ChatId::from(chat), bot))
-                        }
-                        _ => None,
-                    },
-                    // A tool job sends no model request: nothing to bill.
-                    billing: None,
-                })
-            }
-            (None, Some(_)) => return Err(crate::turns::unchecked_work()),
-            (_, None) => None,
-        };
-        let vault = crate::turns::tool_vault(cx, self.vaults.as_ref(), input.identity.as_ref());
-        // The OAuth service is built only for a phase that may call an App tool.
-        let calls_apps = matches!(input.tool.route, crate::turns::ToolRoute::App(_));
-        let credentials = self.credentials.clone().or_else(|| {
-            calls_apps
-                .then(|| {
-                    crate::apps::phase_credentials(self.oauth.as_ref(), &cx.engine, &self.platform)
-                })
-                .flatten()
-        });
-        let apps = crate::apps::phase_apps(
-            self.apps.as_ref(),
-            credentials.as_ref(),
-            &cx.engine.keys,
-            &self.platform,
-            self.limits.clone().map(|limits| crate::apps::AppPermits {
-                limits,
-                generation: cx.generation,
-            }),
-        );
-        let (tools, retry_safe) = saved_tool_set(
+        // A tool job sends no model request: nothing to bill.
+        let budgets = input
+            .budget
+            .and_then(|(chat, bot)| chat.map(|chat| (ChatId::from(chat), bot)));
+        let access = self
+            .setup
+            .access(input.identity.as_ref(), budgets, None)
+            .await?;
+        let (tools, retry_safe) = self.setup.tools(
+            cx,
             std::slice::from_ref(&input.tool),
-            false,
-            &self.http,
-            &self.outbound,
-            vault.as_ref(),
-            apps.as_ref(),
-        )
-        .map_err(|e| PhaseError::Failed {
-            category: ErrorCategory::Configuration,
-            cause: e,
-        })?;
+            input.identity.as_ref(),
+        )?;
+        let tools = Arc::new(tools);
         let started_at = cx.execution.limit_start();
         let host = DurableHost::new(
             Arc::clone(&cx.engine),
