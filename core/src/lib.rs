@@ -17,6 +17,7 @@ pub mod memories;
 pub mod memory;
 pub mod model;
 pub mod outbound;
+pub mod rules;
 pub mod tool;
 pub mod turn;
 

@@ -28,9 +28,9 @@ use super::host::MemoryHost;
 use super::sealed::SealedErrors;
 use crate::client::{Client, ConnectOptions, ObserveStream};
 use crate::error::Error;
-use crate::model::{Model, ModelSpec, model_from_spec};
+use crate::model::{Model, model_from_spec};
 use crate::outbound::OutboundPolicy;
-use crate::tool::{CheckedSchema, SharedTool};
+use crate::tool::SharedTool;
 use crate::turn::{ToolSet, TurnEnd, TurnFailure, TurnSpec, run_turn};
 
 /// The Client of the in-memory mode. Turns run on the Tokio runtime of the caller; nothing
@@ -149,44 +149,12 @@ impl MemoryClient {
 }
 
 fn check_bot_spec(spec: &BotSpec, models: &HashMap<String, Arc<dyn Model>>) -> Result<(), Error> {
-    if spec.name.trim().is_empty() || spec.name.len() > 200 {
-        return Err(Error::invalid_input(
-            "a Bot's name must have 1-200 characters",
-        ));
-    }
-    if !models.contains_key(&spec.model) {
-        ModelSpec::parse(&spec.model).map_err(|e| Error::invalid_input(e.to_string()))?;
-    }
-    let mut names = std::collections::HashSet::new();
-    for tool in &spec.tools {
-        CheckedSchema::new(tool.clone()).map_err(|e| Error::invalid_input(e.to_string()))?;
-        if !names.insert(&tool.name) {
-            return Err(Error::invalid_input(format!(
-                "two tools are named `{}`",
-                tool.name
-            )));
-        }
-    }
-    spec.limits.check().map_err(Error::invalid_input)?;
-    Ok(())
+    crate::rules::check_bot_spec(spec, |name| models.contains_key(name))
+        .map_err(Error::invalid_input)
 }
 
 fn check_input(input: &SendInput) -> Result<(), Error> {
-    if input.content.is_empty() {
-        return Err(Error::invalid_input(
-            "input needs at least one content part",
-        ));
-    }
-    if input
-        .command_key
-        .as_ref()
-        .is_some_and(|k| k.is_empty() || k.len() > 200)
-    {
-        return Err(Error::invalid_input(
-            "a command key must have 1-200 characters",
-        ));
-    }
-    Ok(())
+    crate::rules::check_send_input(input).map_err(Error::invalid_input)
 }
 
 impl State {

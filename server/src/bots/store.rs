@@ -71,21 +71,10 @@ pub fn bot_view(row: BotRow) -> Result<openbot_schema::Bot, StoreError> {
     })
 }
 
-/// Checks a Bot definition for the server: a name, a model spec, valid tool definitions.
+/// Checks a Bot definition for the server: the shared rule of both modes, where a model is
+/// always named by its spec (a server has no models registered by name).
 pub fn check_spec(spec: &BotSpec) -> Result<(), String> {
-    if spec.name.is_empty() || spec.name.chars().count() > 200 {
-        return Err("a Bot's name must have 1-200 characters".into());
-    }
-    openbot_core::model::ModelSpec::parse(&spec.model).map_err(|e| e.to_string())?;
-    let mut names = std::collections::HashSet::new();
-    for tool in &spec.tools {
-        if !names.insert(tool.name.as_str()) {
-            return Err(format!("the tool name `{}` is given twice", tool.name));
-        }
-        openbot_core::tool::CheckedSchema::new(tool.clone()).map_err(|e| e.to_string())?;
-    }
-    spec.limits.check()?;
-    Ok(())
+    openbot_core::rules::check_bot_spec(spec, |_| false)
 }
 
 /// The Bot limit of a caller's token as stored JSON, for queries.

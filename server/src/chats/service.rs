@@ -73,21 +73,7 @@ fn chat_view(row: &ChatRow) -> Result<Chat, StoreError> {
 }
 
 fn check_input(input: &SendInput) -> Result<(), ChatError> {
-    if input.content.is_empty() {
-        return Err(ChatError::Invalid(
-            "input needs at least one content part".into(),
-        ));
-    }
-    if input
-        .command_key
-        .as_ref()
-        .is_some_and(|k| k.is_empty() || k.len() > 200)
-    {
-        return Err(ChatError::Invalid(
-            "a command key must have 1-200 characters".into(),
-        ));
-    }
-    Ok(())
+    openbot_core::rules::check_send_input(input).map_err(ChatError::Invalid)
 }
 
 fn attaches_files(input: &SendInput) -> bool {
