@@ -157,6 +157,51 @@ pub struct BotUpdate {
     pub code_mode: Option<bool>,
 }
 
+impl BotUpdate {
+    /// `spec` with this change's present fields (the revision is the caller's to check).
+    pub fn apply_to(self, spec: &mut BotSpec) {
+        let Self {
+            revision: _,
+            name,
+            instructions,
+            model,
+            tools,
+            limits,
+            shared,
+            memory,
+            reminders,
+            code_mode,
+        } = self;
+        if let Some(name) = name {
+            spec.name = name;
+        }
+        if let Some(instructions) = instructions {
+            spec.instructions = instructions;
+        }
+        if let Some(model) = model {
+            spec.model = model;
+        }
+        if let Some(tools) = tools {
+            spec.tools = tools;
+        }
+        if let Some(limits) = limits {
+            spec.limits = limits;
+        }
+        if let Some(shared) = shared {
+            spec.shared = shared;
+        }
+        if let Some(memory) = memory {
+            spec.memory = memory;
+        }
+        if let Some(reminders) = reminders {
+            spec.reminders = reminders;
+        }
+        if let Some(on) = code_mode {
+            spec.code_mode = on;
+        }
+    }
+}
+
 /// A Bot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[cfg_attr(feature = "uniffi", derive(uniffi::Record))]

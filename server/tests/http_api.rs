@@ -13,6 +13,7 @@ mod pg;
 #[path = "support/api.rs"]
 mod api;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fake_openai::{Answer, FakeOpenAi};
@@ -38,6 +39,7 @@ http_tests!(
     a_server_fault_answers_request_failed_with_the_error_id_and_no_cause,
     a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_later,
     a_stored_time_out_of_range_is_a_storage_fault_never_1970,
+    the_bot_use_cases_refuse_a_caller_without_the_right_themselves,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
     a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
@@ -605,6 +607,43 @@ async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_la
     let (_, blob) = saved.expect("the record is saved once the database takes it");
     let cause = String::from_utf8(server.engine.context().keys.open(&blob).unwrap()).unwrap();
     assert!(cause.contains("bad state"), "{cause}");
+}
+
+/// The Bot use cases check the caller's right themselves (not only their HTTP handlers): a
+/// caller whose token lacks `bots` is refused by the service, and nothing is created.
+async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::bots::{BotError, Bots};
+    let model = FakeOpenAi::start(vec![]).await;
+    let (token, member) = server
+        .database
+        .identity
+        .token_by_hash(&secret_hash(&server.owner))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut caller = openbot_server::identity::Caller {
+        member,
+        credential: openbot_server::identity::Credential::Token { id: token.id },
+        rights: token.rights,
+        bot_ids: None,
+    };
+    caller
+        .rights
+        .retain(|right| right.resource != openbot_schema::Resource::Bots);
+    let bots = Bots::new(
+        Arc::clone(&server.engine),
+        Arc::clone(&server.database.bots),
+        api::test_platform(),
+    );
+    let spec: openbot_schema::BotSpec =
+        serde_json::from_value(json!({"name": "Helper", "model": model.spec()})).unwrap();
+    let refused = bots.create(&caller, &spec).await.unwrap_err();
+    assert!(matches!(refused, BotError::Forbidden(_)), "{refused:?}");
+    let paging = openbot_server::paging::Paging::first(10);
+    let refused = bots.list(&caller, &paging).await.unwrap_err();
+    assert!(matches!(refused, BotError::Forbidden(_)), "{refused:?}");
+    let listed: Vec<Value> = server.items("/v1/bots", &server.owner).await;
+    assert!(listed.is_empty(), "nothing was created: {listed:?}");
 }
 
 /// A stored time no calendar holds is damage: the read fails as a storage fault with an error

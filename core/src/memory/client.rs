@@ -393,33 +393,7 @@ impl Client for MemoryClient {
             )));
         }
         let mut spec = current.spec.clone();
-        if let Some(name) = update.name {
-            spec.name = name;
-        }
-        if let Some(instructions) = update.instructions {
-            spec.instructions = instructions;
-        }
-        if let Some(model) = update.model {
-            spec.model = model;
-        }
-        if let Some(tools) = update.tools {
-            spec.tools = tools;
-        }
-        if let Some(limits) = update.limits {
-            spec.limits = limits;
-        }
-        if let Some(shared) = update.shared {
-            spec.shared = shared;
-        }
-        if let Some(memory) = update.memory {
-            spec.memory = memory;
-        }
-        if let Some(reminders) = update.reminders {
-            spec.reminders = reminders;
-        }
-        if let Some(on) = update.code_mode {
-            spec.code_mode = on;
-        }
+        update.apply_to(&mut spec);
         check_bot_spec(&spec, &state.models)?;
         let bot = Bot {
             spec,

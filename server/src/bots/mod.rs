@@ -25,6 +25,7 @@ macro_rules! bot_usable_by {
 pub(crate) use bot_usable_by;
 
 mod deletion;
+mod service;
 mod sql;
 mod store;
 
@@ -32,5 +33,6 @@ pub use deletion::{
     BOT_DELETION, BotDeletionInput, BotDeletionWorkflow, MarkBotDeleted, bot_deletion_service,
     delete_bot,
 };
+pub use service::{BotError, Bots};
 pub use store::{BotRow, BotStore, bot_view, check_spec};
 pub(crate) use store::{bot_limit, parse_spec};

@@ -68,8 +68,8 @@ pub struct Shared {
     pub engine: Arc<Engine>,
     /// Organizations, members and tokens.
     pub identity: Arc<dyn IdentityStore>,
-    /// Bots.
-    pub bots: Arc<dyn crate::bots::BotStore>,
+    /// The Bot use cases.
+    pub bots: crate::bots::Bots,
     /// The model registry.
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
     /// Budgets.
@@ -208,6 +208,11 @@ impl AppState {
             apps,
             oauth,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
+            bots: crate::bots::Bots::new(
+                Arc::clone(&engine),
+                Arc::clone(&database.bots),
+                platform.clone(),
+            ),
             engine,
             outcomes,
             limits: crate::limits::LimitsAdmin::new(Arc::clone(&database.limits)),
@@ -215,7 +220,6 @@ impl AppState {
             approvals,
             identity: Arc::clone(&database.identity),
             features: database.features.clone(),
-            bots: Arc::clone(&database.bots),
             models: Arc::clone(&database.models),
             budgets: Arc::clone(&database.budgets),
             tools: Arc::clone(&database.tools),

@@ -197,11 +197,7 @@ pub async fn put_delegate(
     caller.require_whole_organization()?;
     // The one check of a registration, shared with the in-memory Client.
     openbot_core::delegation::check_delegate(&name, &request).map_err(ApiError::invalid)?;
-    match state.bots.visible_bot(&caller, request.bot_id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return Err(ApiError::not_found("bot")),
-        Err(err) => return Err(ApiError::store(err, "bot")),
-    }
+    state.bots.visible(&caller, request.bot_id).await?;
     let row = DelegateToolRow {
         name,
         description: request.description,
