@@ -4,8 +4,10 @@
 //! is never stale and survives every restart; a failed read stops the request instead of
 //! guessing.
 
+mod service;
 mod sql;
 mod store;
 
+pub use service::{BudgetError, Budgets};
 pub(crate) use store::parse_scope;
 pub use store::{BudgetRow, BudgetStore, Exhausted};

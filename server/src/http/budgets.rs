@@ -1,32 +1,28 @@
-//! `/v1/budgets`: spending caps on every Turn of the organization, a Bot or a Chat. Listing
-//! needs the `models` read right; setting and removing need the `models` write right and the
-//! owner or admin role. A token limited to some Bots lists the organization's budget and its
-//! Bots' and their Chats' budgets, and sets or removes only its Bots' budgets.
+//! `/v1/budgets`: spending caps on every Turn of the organization, a Bot or a Chat, through
+//! the budget use cases.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use openbot_schema::{
-    Action, Budget, BudgetPage, BudgetScope, ErrorBody, PageQuery, PutBudget, Resource,
-};
+use openbot_schema::{Budget, BudgetPage, BudgetScope, ErrorBody, PageQuery, PutBudget};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, require_admin};
+use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
-use crate::budgets::BudgetRow;
+use crate::budgets::BudgetError;
 use crate::identity::Caller;
 use crate::paging::Paging;
-use crate::store::{StoreError, stored_time};
 
-fn view(row: BudgetRow) -> Result<Budget, StoreError> {
-    Ok(Budget {
-        scope: row.scope,
-        target_id: row.target_id,
-        max_cost_micros: row.max_cost_micros.max(0) as u64,
-        spent_micros: row.spent_micros.max(0) as u64,
-        updated_at: stored_time(row.updated_at)?,
-    })
+impl From<BudgetError> for ApiError {
+    fn from(err: BudgetError) -> Self {
+        match err {
+            BudgetError::NotFound(what) => ApiError::not_found(what),
+            BudgetError::Invalid(message) => ApiError::invalid(message),
+            BudgetError::Forbidden(message) => ApiError::forbidden(message),
+            BudgetError::Store(err) => ApiError::store(err, "budget"),
+        }
+    }
 }
 
 fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
@@ -42,18 +38,6 @@ fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
     Ok((scope, target))
 }
 
-/// A token limited to some Bots sets and removes the budgets of those Bots only: the
-/// organization's budget and a Chat's reach further than its Bots.
-fn within_bot_limit(caller: &Caller, scope: BudgetScope, target: Uuid) -> Result<(), ApiError> {
-    if caller.bot_ids.is_none()
-        || (scope == BudgetScope::Bot && caller.may_use(openbot_schema::BotId::from(target)))
-    {
-        Ok(())
-    } else {
-        Ok(caller.require_whole_organization()?)
-    }
-}
-
 /// The organization's budgets with what each scope spent so far, by scope and target. Paged:
 /// ask again with `next_cursor` until it is absent.
 #[utoipa::path(get, path = "/v1/budgets", tag = "budgets", params(PageQuery),
@@ -64,25 +48,8 @@ pub async fn list_budgets(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<BudgetPage>, ApiError> {
-    caller.require(Resource::Models, Action::Read)?;
     let paging = Paging::<(String, Uuid)>::parse(&query)?;
-    match state
-        .budgets
-        .budgets_page(
-            caller.member.organization_id,
-            caller.bot_ids.as_deref(),
-            paging.after.clone(),
-            paging.fetch(),
-        )
-        .await
-    {
-        Ok(rows) => Ok(Json(paging.try_page(
-            rows,
-            |row| (row.scope.as_str().to_string(), row.target_id),
-            view,
-        )?)),
-        Err(err) => Err(ApiError::store(err, "budgets")),
-    }
+    Ok(Json(state.budgets.list(&caller, &paging).await?))
 }
 
 /// Sets a budget: the most all Turns of the organization (target: its ID), a Bot or a Chat
@@ -100,21 +67,13 @@ pub async fn put_budget(
     Path((scope, target_id)): Path<(String, String)>,
     ApiJson(request): ApiJson<PutBudget>,
 ) -> Result<Json<Budget>, ApiError> {
-    caller.require(Resource::Models, Action::Write)?;
-    require_admin(&caller, "change budgets")?;
     let (scope, target_id) = target(&scope, &target_id)?;
-    within_bot_limit(&caller, scope, target_id)?;
-    let max = i64::try_from(request.max_cost_micros)
-        .map_err(|_| ApiError::invalid("max_cost_micros is too large"))?;
-    match state
-        .budgets
-        .put_budget(caller.member.organization_id, scope, target_id, max)
-        .await
-    {
-        Ok(Some(row)) => Ok(Json(view(row)?)),
-        Ok(None) => Err(ApiError::not_found(scope.as_str())),
-        Err(err) => Err(ApiError::store(err, "budget")),
-    }
+    Ok(Json(
+        state
+            .budgets
+            .put(&caller, scope, target_id, &request)
+            .await?,
+    ))
 }
 
 /// Removes a budget.
@@ -128,17 +87,7 @@ pub async fn delete_budget(
     caller: Caller,
     Path((scope, target_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Models, Action::Write)?;
-    require_admin(&caller, "change budgets")?;
     let (scope, target_id) = target(&scope, &target_id)?;
-    within_bot_limit(&caller, scope, target_id)?;
-    match state
-        .budgets
-        .delete_budget(caller.member.organization_id, scope, target_id)
-        .await
-    {
-        Ok(true) => Ok(StatusCode::NO_CONTENT),
-        Ok(false) => Err(ApiError::not_found("budget")),
-        Err(err) => Err(ApiError::store(err, "budget")),
-    }
+    state.budgets.delete(&caller, scope, target_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

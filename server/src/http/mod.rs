@@ -72,10 +72,10 @@ pub struct Shared {
     pub bots: crate::bots::Bots,
     /// The model registry.
     pub models: Arc<dyn crate::models::ModelRegistryStore>,
-    /// Budgets.
-    pub budgets: Arc<dyn crate::budgets::BudgetStore>,
-    /// The tool registry.
-    pub tools: Arc<dyn crate::tools::ToolStore>,
+    /// The budget use cases.
+    pub budgets: crate::budgets::Budgets,
+    /// The tool registry use cases: HTTP tools and delegate tools.
+    pub tools: crate::tools::Tools,
     /// The Chat use cases.
     pub chats: crate::chats::Chats,
     /// The approval use cases.
@@ -199,20 +199,27 @@ impl AppState {
             Arc::clone(&database.vaults),
             keys,
         ));
+        let bots = crate::bots::Bots::new(
+            Arc::clone(&engine),
+            Arc::clone(&database.bots),
+            platform.clone(),
+        );
         Self(Arc::new(Shared {
             memories,
-            vaults,
             triggers,
             reminders,
             channels,
             apps,
             oauth,
             billing: crate::billing::Billing::new(Arc::clone(&database.billing)),
-            bots: crate::bots::Bots::new(
-                Arc::clone(&engine),
-                Arc::clone(&database.bots),
+            tools: crate::tools::Tools::new(
+                Arc::clone(&database.tools),
                 platform.clone(),
+                vaults.clone(),
+                bots.clone(),
             ),
+            vaults,
+            bots,
             engine,
             outcomes,
             limits: crate::limits::LimitsAdmin::new(Arc::clone(&database.limits)),
@@ -221,8 +228,7 @@ impl AppState {
             identity: Arc::clone(&database.identity),
             features: database.features.clone(),
             models: Arc::clone(&database.models),
-            budgets: Arc::clone(&database.budgets),
-            tools: Arc::clone(&database.tools),
+            budgets: crate::budgets::Budgets::new(Arc::clone(&database.budgets)),
             chats,
             platform,
         }))

@@ -1,36 +1,32 @@
-//! `/v1/tools`: the organization's HTTP tools. A Bot tool with a registered name calls its
-//! endpoint. Listing needs the `bots` read right; registering and removing need the `bots`
-//! write right and the owner or admin role.
+//! `/v1/tools` and `/v1/delegates`: the organization's tool registry, through its use cases.
+//! A Bot tool with a registered name calls its endpoint or hands its task to a Bot.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    Action, DelegateTool, DelegateToolPage, ErrorBody, HttpTool, HttpToolPage, PageQuery,
-    PutDelegateTool, PutHttpTool, Resource,
+    DelegateTool, DelegateToolPage, ErrorBody, HttpTool, HttpToolPage, PageQuery, PutDelegateTool,
+    PutHttpTool,
 };
 
 use super::AppState;
-use super::error::StoreResultExt;
-use super::error::{ApiError, require_admin};
+use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::paging::Paging;
-use crate::store::{StoreError, stored_time};
-use crate::tools::{CallTemplate, DelegateToolRow, HttpToolRow};
+use crate::tools::ToolError;
 
-fn view(row: HttpToolRow) -> Result<HttpTool, StoreError> {
-    Ok(HttpTool {
-        name: row.definition.name,
-        description: row.definition.description,
-        input_schema: row.definition.input_schema,
-        url: row.url,
-        retry_safe: row.retry_safe,
-        background: row.background,
-        headers: row.template.headers.into_iter().collect(),
-        body: row.template.body.map(serde_json::Value::Object),
-        updated_at: stored_time(row.updated_at)?,
-    })
+impl From<ToolError> for ApiError {
+    fn from(err: ToolError) -> Self {
+        match err {
+            ToolError::NotFound(what) => ApiError::not_found(what),
+            ToolError::Invalid(message) => ApiError::invalid(message),
+            ToolError::Forbidden(message) => ApiError::forbidden(message),
+            ToolError::Vault(err) => err.into(),
+            ToolError::Bot(err) => err.into(),
+            ToolError::Store(err) => ApiError::store(err, "tool"),
+        }
+    }
 }
 
 /// The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is
@@ -43,24 +39,8 @@ pub async fn list_tools(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<HttpToolPage>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
     let paging = Paging::<String>::parse(&query)?;
-    match state
-        .tools
-        .tools_page(
-            caller.member.organization_id,
-            paging.after.as_deref(),
-            paging.fetch(),
-        )
-        .await
-    {
-        Ok(rows) => Ok(Json(paging.try_page(
-            rows,
-            |row| row.definition.name.clone(),
-            view,
-        )?)),
-        Err(err) => Err(ApiError::store(err, "tools")),
-    }
+    Ok(Json(state.tools.list_http(&caller, &paging).await?))
 }
 
 /// Registers an HTTP tool under a name (replacing an earlier one). Turns submitted from now on
@@ -76,43 +56,7 @@ pub async fn put_tool(
     Path(name): Path<String>,
     ApiJson(request): ApiJson<PutHttpTool>,
 ) -> Result<Json<HttpTool>, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
-    require_admin(&caller, "change the organization's tools")?;
-    caller.require_whole_organization()?;
-    // The one check of a registration, shared with the in-memory Client.
-    let definition =
-        openbot_core::tool::check_http_tool(&name, &request, state.platform.outbound())
-            .map_err(ApiError::invalid)?;
-    let body = match request.body {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::Object(map)) => Some(map),
-        Some(_) => return Err(ApiError::invalid("body must be a JSON object")),
-    };
-    let template = CallTemplate {
-        headers: request.headers.into_iter().collect(),
-        body,
-    };
-    let refs = template
-        .check()
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
-    // References name items by ID: each must be a field the registering member sees now.
-    if let Err(err) = state.vaults.check_references(&caller, &refs).await {
-        return Err(ApiError::from(err));
-    }
-    let row = HttpToolRow {
-        definition,
-        url: request.url,
-        retry_safe: request.retry_safe,
-        background: request.background,
-        template,
-        updated_at: 0,
-    };
-    let row = state
-        .tools
-        .put_tool(caller.member.organization_id, row)
-        .await
-        .about("tool")?;
-    Ok(Json(view(row)?))
+    Ok(Json(state.tools.put_http(&caller, &name, request).await?))
 }
 
 /// Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
@@ -125,28 +69,8 @@ pub async fn delete_tool(
     caller: Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
-    require_admin(&caller, "change the organization's tools")?;
-    caller.require_whole_organization()?;
-    match state
-        .tools
-        .delete_tool(caller.member.organization_id, &name)
-        .await
-    {
-        Ok(true) => Ok(StatusCode::NO_CONTENT),
-        Ok(false) => Err(ApiError::not_found("tool")),
-        Err(err) => Err(ApiError::store(err, "tool")),
-    }
-}
-
-fn delegate_view(row: DelegateToolRow) -> Result<DelegateTool, StoreError> {
-    Ok(DelegateTool {
-        name: row.name,
-        description: row.description,
-        bot_id: row.bot_id,
-        limits: row.limits,
-        updated_at: stored_time(row.updated_at)?,
-    })
+    state.tools.delete_http(&caller, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it
@@ -159,24 +83,8 @@ pub async fn list_delegates(
     caller: Caller,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<DelegateToolPage>, ApiError> {
-    caller.require(Resource::Bots, Action::Read)?;
     let paging = Paging::<String>::parse(&query)?;
-    match state
-        .tools
-        .delegates_page(
-            caller.member.organization_id,
-            paging.after.as_deref(),
-            paging.fetch(),
-        )
-        .await
-    {
-        Ok(rows) => Ok(Json(paging.try_page(
-            rows,
-            |row| row.name.clone(),
-            delegate_view,
-        )?)),
-        Err(err) => Err(ApiError::store(err, "delegates")),
-    }
+    Ok(Json(state.tools.list_delegates(&caller, &paging).await?))
 }
 
 /// Registers a delegate tool under a name (replacing an earlier one): a Bot tool of this name
@@ -192,25 +100,9 @@ pub async fn put_delegate(
     Path(name): Path<String>,
     ApiJson(request): ApiJson<PutDelegateTool>,
 ) -> Result<Json<DelegateTool>, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
-    require_admin(&caller, "change the organization's tools")?;
-    caller.require_whole_organization()?;
-    // The one check of a registration, shared with the in-memory Client.
-    openbot_core::delegation::check_delegate(&name, &request).map_err(ApiError::invalid)?;
-    state.bots.visible(&caller, request.bot_id).await?;
-    let row = DelegateToolRow {
-        name,
-        description: request.description,
-        bot_id: request.bot_id,
-        limits: request.limits,
-        updated_at: 0,
-    };
-    let row = state
-        .tools
-        .put_delegate(caller.member.organization_id, row)
-        .await
-        .about("delegate")?;
-    Ok(Json(delegate_view(row)?))
+    Ok(Json(
+        state.tools.put_delegate(&caller, &name, request).await?,
+    ))
 }
 
 /// Removes a delegate tool; Bot tools of that name become host tools for later Turns.
@@ -223,16 +115,6 @@ pub async fn delete_delegate(
     caller: Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Bots, Action::Write)?;
-    require_admin(&caller, "change the organization's tools")?;
-    caller.require_whole_organization()?;
-    match state
-        .tools
-        .delete_delegate(caller.member.organization_id, &name)
-        .await
-    {
-        Ok(true) => Ok(StatusCode::NO_CONTENT),
-        Ok(false) => Err(ApiError::not_found("delegate")),
-        Err(err) => Err(ApiError::store(err, "delegate")),
-    }
+    state.tools.delete_delegate(&caller, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -4,10 +4,12 @@
 //! submitted, so changing the registry later never changes a saved call.
 
 mod call_parts;
+mod service;
 mod sql;
 mod store;
 mod template;
 
 pub use call_parts::{TemplateParts, ToolVault};
+pub use service::{ToolError, Tools};
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};
 pub use template::{CallTemplate, argument_references, render_arguments};
