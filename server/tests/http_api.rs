@@ -40,6 +40,8 @@ http_tests!(
     a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_later,
     a_stored_time_out_of_range_is_a_storage_fault_never_1970,
     the_bot_use_cases_refuse_a_caller_without_the_right_themselves,
+    the_budget_use_cases_refuse_a_caller_without_the_right_themselves,
+    the_account_use_cases_refuse_a_caller_without_the_right_themselves,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
     a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
@@ -609,11 +611,11 @@ async fn a_fault_whose_error_record_cannot_be_saved_keeps_its_id_and_is_saved_la
     assert!(cause.contains("bad state"), "{cause}");
 }
 
-/// The Bot use cases check the caller's right themselves (not only their HTTP handlers): a
-/// caller whose token lacks `bots` is refused by the service, and nothing is created.
-async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
-    use openbot_server::bots::{BotError, Bots};
-    let model = FakeOpenAi::start(vec![]).await;
+/// The caller of a token of the owner, with only the rights `keep` allows.
+async fn owner_caller_with(
+    server: &Server,
+    keep: impl Fn(&Right) -> bool,
+) -> openbot_server::identity::Caller {
     let (token, member) = server
         .database
         .identity
@@ -621,15 +623,23 @@ async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: 
         .await
         .unwrap()
         .unwrap();
-    let mut caller = openbot_server::identity::Caller {
+    openbot_server::identity::Caller {
         member,
         credential: openbot_server::identity::Credential::Token { id: token.id },
-        rights: token.rights,
+        rights: token.rights.into_iter().filter(keep).collect(),
         bot_ids: None,
-    };
-    caller
-        .rights
-        .retain(|right| right.resource != openbot_schema::Resource::Bots);
+    }
+}
+
+/// The Bot use cases check the caller's right themselves (not only their HTTP handlers): a
+/// caller whose token lacks `bots` is refused by the service, and nothing is created.
+async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::bots::{BotError, Bots};
+    let model = FakeOpenAi::start(vec![]).await;
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Bots
+    })
+    .await;
     let bots = Bots::new(
         Arc::clone(&server.engine),
         Arc::clone(&server.database.bots),
@@ -644,6 +654,57 @@ async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: 
     assert!(matches!(refused, BotError::Forbidden(_)), "{refused:?}");
     let listed: Vec<Value> = server.items("/v1/bots", &server.owner).await;
     assert!(listed.is_empty(), "nothing was created: {listed:?}");
+}
+
+/// The budget use cases refuse a caller without the `models` right themselves.
+async fn the_budget_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::budgets::{BudgetError, Budgets};
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Models
+    })
+    .await;
+    let budgets = Budgets::new(Arc::clone(&server.database.budgets));
+    let organization = caller.member.organization_id;
+    let put = openbot_schema::PutBudget { max_cost_micros: 5 };
+    let refused = budgets
+        .put(
+            &caller,
+            openbot_schema::BudgetScope::Organization,
+            organization,
+            &put,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, BudgetError::Forbidden(_)), "{refused:?}");
+    let refused = budgets
+        .list(&caller, &openbot_server::paging::Paging::first(10))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, BudgetError::Forbidden(_)), "{refused:?}");
+    let listed: Vec<Value> = server.items("/v1/budgets", &server.owner).await;
+    assert!(listed.is_empty(), "nothing was set: {listed:?}");
+}
+
+/// The account use cases refuse a caller without the `tokens` and `members` rights
+/// themselves: no token is made, no member read.
+async fn the_account_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::identity::{AccountError, Accounts};
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Tokens
+            && right.resource != openbot_schema::Resource::Members
+    })
+    .await;
+    let accounts = Accounts::new(Arc::clone(&server.database.identity));
+    let request: openbot_schema::CreateToken =
+        serde_json::from_value(json!({"name": "more", "rights": []})).unwrap();
+    let before: Vec<Value> = server.items("/v1/tokens", &server.owner).await;
+    let refused = accounts.create_token(&caller, request).await.unwrap_err();
+    assert!(matches!(refused, AccountError::Forbidden(_)), "{refused:?}");
+    let paging = openbot_server::paging::Paging::first(10);
+    let refused = accounts.members(&caller, &paging).await.unwrap_err();
+    assert!(matches!(refused, AccountError::Forbidden(_)), "{refused:?}");
+    let after: Vec<Value> = server.items("/v1/tokens", &server.owner).await;
+    assert_eq!(before.len(), after.len(), "no token was made");
 }
 
 /// A stored time no calendar holds is damage: the read fails as a storage fault with an error

@@ -9,8 +9,7 @@ use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::identity::{Caller, Credential, Right, secret_hash};
-use crate::store::now_ms;
+use crate::identity::{AccountError, Caller};
 
 /// The browser session cookie.
 pub const SESSION_COOKIE: &str = "openbot_session";
@@ -55,18 +54,7 @@ async fn session_caller(parts: &Parts, state: &AppState, secret: &str) -> Result
             "a request with a session cookie must come from this server's own origin",
         ));
     }
-    match state.identity.session_by_hash(&secret_hash(secret)).await {
-        Ok(Some((session, member))) => Ok(Caller {
-            member,
-            credential: Credential::Session { id: session },
-            rights: Right::all(),
-            bot_ids: None,
-        }),
-        Ok(None) => Err(ApiError::unauthorized(
-            "the session is not valid; sign in again",
-        )),
-        Err(err) => Err(ApiError::store(err, "session")),
-    }
+    Ok(state.accounts.session_caller(secret).await?)
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -93,24 +81,18 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
             })?;
-        let found = match state.identity.token_by_hash(&secret_hash(secret)).await {
-            Ok(found) => found,
-            Err(err) => return Err(ApiError::store(err, "token")),
-        };
-        let Some((token, member)) = found else {
-            return Err(ApiError::unauthorized("the token is not valid"));
-        };
-        if token.revoked_at.is_some() {
-            return Err(ApiError::unauthorized("the token was revoked"));
+        Ok(state.accounts.token_caller(secret).await?)
+    }
+}
+
+impl From<AccountError> for ApiError {
+    fn from(err: AccountError) -> Self {
+        match err {
+            AccountError::NotFound(what) => ApiError::not_found(what),
+            AccountError::Invalid(message) => ApiError::invalid(message),
+            AccountError::Forbidden(message) => ApiError::forbidden(message),
+            AccountError::Unauthorized(message) => ApiError::unauthorized(message),
+            AccountError::Store(err) => ApiError::store(err, "account"),
         }
-        if token.expires_at.is_some_and(|at| at <= now_ms()) {
-            return Err(ApiError::unauthorized("the token has expired"));
-        }
-        Ok(Caller {
-            member,
-            credential: Credential::Token { id: token.id },
-            rights: token.rights,
-            bot_ids: token.bot_ids,
-        })
     }
 }

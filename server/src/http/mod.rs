@@ -46,7 +46,6 @@ pub use json::{ApiJson, ApiQuery, BODY_LIMIT};
 pub use serve::serve;
 
 use crate::engine::Engine;
-use crate::identity::IdentityStore;
 
 /// What every handler shares: one allocation, so that a request's `State` is one reference
 /// count (an event stream keeps it for its life).
@@ -66,8 +65,9 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     /// The engine of this node.
     pub engine: Arc<Engine>,
-    /// Organizations, members and tokens.
-    pub identity: Arc<dyn IdentityStore>,
+    /// The account use cases: organizations, members, invitations, tokens, sessions, and
+    /// the caller a credential stands for.
+    pub accounts: crate::identity::Accounts,
     /// The Bot use cases.
     pub bots: crate::bots::Bots,
     /// The model registry.
@@ -225,7 +225,7 @@ impl AppState {
             limits: crate::limits::LimitsAdmin::new(Arc::clone(&database.limits)),
             files,
             approvals,
-            identity: Arc::clone(&database.identity),
+            accounts: crate::identity::Accounts::new(Arc::clone(&database.identity)),
             features: database.features.clone(),
             models: Arc::clone(&database.models),
             budgets: crate::budgets::Budgets::new(Arc::clone(&database.budgets)),

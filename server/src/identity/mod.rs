@@ -5,6 +5,7 @@
 mod caller;
 mod execution_identity;
 mod secret;
+mod service;
 mod service_identity;
 mod sql;
 mod store;
@@ -13,6 +14,9 @@ pub use caller::{AccessError, Caller};
 pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError, current_caller};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
+pub use service::{
+    AccountError, Accounts, INVITATION_DAYS, NewSession, SESSION_SECONDS, role_view,
+};
 pub use service_identity::{InvalidServiceName, ServiceIdentity, ServiceOwner};
 pub use store::{
     IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, OrganizationRow, Role, TokenRow,
