@@ -70,8 +70,8 @@ pub struct Shared {
     pub accounts: crate::identity::Accounts,
     /// The Bot use cases.
     pub bots: crate::bots::Bots,
-    /// The model registry.
-    pub models: Arc<dyn crate::models::ModelRegistryStore>,
+    /// The model provider settings use cases.
+    pub providers: crate::models::Providers,
     /// The budget use cases.
     pub budgets: crate::budgets::Budgets,
     /// The tool registry use cases: HTTP tools and delegate tools.
@@ -199,6 +199,11 @@ impl AppState {
             Arc::clone(&database.vaults),
             keys,
         ));
+        let providers = crate::models::Providers::new(
+            Arc::clone(&database.models),
+            engine.context().keys.clone(),
+            platform.clone(),
+        );
         let bots = crate::bots::Bots::new(
             Arc::clone(&engine),
             Arc::clone(&database.bots),
@@ -227,7 +232,7 @@ impl AppState {
             approvals,
             accounts: crate::identity::Accounts::new(Arc::clone(&database.identity)),
             features: database.features.clone(),
-            models: Arc::clone(&database.models),
+            providers,
             budgets: crate::budgets::Budgets::new(Arc::clone(&database.budgets)),
             chats,
             platform,

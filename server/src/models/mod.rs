@@ -3,7 +3,9 @@
 //! platform's, by the key rule of [`crate::platform`]; the key is opened only when the model
 //! is built and is never returned by any endpoint or written to a log.
 
+mod service;
 mod sql;
 mod store;
 
+pub use service::{ProviderError, Providers};
 pub use store::{ModelRegistryStore, PROVIDER_KINDS, ProviderRow, organization_providers};
