@@ -10,6 +10,7 @@ pub mod channels;
 pub mod chats;
 pub mod codemode;
 pub mod engine;
+pub mod executions;
 pub mod features;
 pub mod files;
 pub mod http;

@@ -42,6 +42,9 @@ http_tests!(
     the_bot_use_cases_refuse_a_caller_without_the_right_themselves,
     the_budget_use_cases_refuse_a_caller_without_the_right_themselves,
     the_account_use_cases_refuse_a_caller_without_the_right_themselves,
+    the_provider_use_cases_refuse_a_caller_without_the_right_themselves,
+    the_tool_use_cases_refuse_a_caller_without_the_right_themselves,
+    the_execution_use_cases_refuse_a_caller_without_the_right_themselves,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
     a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
@@ -705,6 +708,102 @@ async fn the_account_use_cases_refuse_a_caller_without_the_right_themselves(serv
     assert!(matches!(refused, AccountError::Forbidden(_)), "{refused:?}");
     let after: Vec<Value> = server.items("/v1/tokens", &server.owner).await;
     assert_eq!(before.len(), after.len(), "no token was made");
+}
+
+/// The provider settings use cases refuse a caller without the `models` right themselves:
+/// no key is stored.
+async fn the_provider_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::models::{ProviderError, Providers};
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Models
+    })
+    .await;
+    let providers = Providers::new(
+        Arc::clone(&server.database.models),
+        server.engine.context().keys.clone(),
+        api::test_platform(),
+    );
+    let put: openbot_schema::PutProvider =
+        serde_json::from_value(json!({"api_key": "sk-not-stored"})).unwrap();
+    let refused = providers.put(&caller, "openai", &put).await.unwrap_err();
+    assert!(
+        matches!(refused, ProviderError::Forbidden(_)),
+        "{refused:?}"
+    );
+    let listed: Vec<Value> = server.items("/v1/models/providers", &server.owner).await;
+    assert!(listed.is_empty(), "nothing was stored: {listed:?}");
+}
+
+/// The tool registry use cases refuse a caller without the `bots` right themselves.
+async fn the_tool_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::tools::{ToolError, Tools};
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Bots
+    })
+    .await;
+    let keys = server.engine.context().keys.clone();
+    let vaults = openbot_server::vaults::Vaults::new(
+        Arc::clone(&server.database.vaults),
+        keys,
+        Arc::clone(&server.database.bots),
+        Arc::clone(&server.database.tools),
+    );
+    let bots = openbot_server::bots::Bots::new(
+        Arc::clone(&server.engine),
+        Arc::clone(&server.database.bots),
+        api::test_platform(),
+    );
+    let tools = Tools::new(
+        Arc::clone(&server.database.tools),
+        api::test_platform(),
+        vaults,
+        bots,
+    );
+    let put: openbot_schema::PutHttpTool = serde_json::from_value(json!({
+        "description": "looks", "input_schema": {"type": "object"}, "url": "http://127.0.0.1:9/look"
+    }))
+    .unwrap();
+    let refused = tools.put_http(&caller, "look", put).await.unwrap_err();
+    assert!(matches!(refused, ToolError::Forbidden(_)), "{refused:?}");
+    let refused = tools
+        .list_http(&caller, &openbot_server::paging::Paging::first(10))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, ToolError::Forbidden(_)), "{refused:?}");
+    let listed: Vec<Value> = server.items("/v1/tools", &server.owner).await;
+    assert!(listed.is_empty(), "nothing was registered: {listed:?}");
+}
+
+/// The execution use cases refuse a caller without the `executions` right themselves: its
+/// own Turn is neither read nor cancelled.
+async fn the_execution_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::executions::{Command, ExecutionError, Executions};
+    let model = FakeOpenAi::start(vec![Answer::Text(vec!["hi"])]).await;
+    let id = server.owner_turn(&model).await;
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Executions
+    })
+    .await;
+    let executions = Executions::new(Arc::clone(&server.engine));
+    let refused = executions.get(&caller, id).await.unwrap_err();
+    assert!(
+        matches!(refused, ExecutionError::Forbidden(_)),
+        "{refused:?}"
+    );
+    let refused = executions
+        .command(&caller, id, Command::Cancel)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ExecutionError::Forbidden(_)),
+        "{refused:?}"
+    );
+    let outcome = server.finish(&server.owner, &id.to_string()).await;
+    assert_eq!(
+        outcome_of(&outcome),
+        Some(TurnOutcome::Completed),
+        "not cancelled"
+    );
 }
 
 /// A stored time no calendar holds is damage: the read fails as a storage fault with an error

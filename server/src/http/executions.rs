@@ -4,6 +4,7 @@
 //! member's, a service's, or, for a token limited to some Bots, work for a Chat of another Bot.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -13,10 +14,7 @@ use axum::http::header::{ACCEPT, HeaderName};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{FutureExt as _, StreamExt};
-use openbot_schema::{
-    Action, ErrorBody, ErrorCategory, EventPage, Execution, ExecutionId, ExecutionKind, Resource,
-    ToolResult,
-};
+use openbot_schema::{ErrorBody, ErrorCategory, EventPage, Execution, ExecutionId, ToolResult};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -25,9 +23,9 @@ use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use super::lean::CanDefer;
 use crate::engine::OBSERVE_PAGE;
+use crate::executions::{Command, ExecutionError, Executions};
 use crate::identity::Caller;
-use crate::store::{ExecutionRow, event_type, stored_time};
-use crate::turns::DeliveryError;
+use crate::store::event_type;
 
 /// The longest a long poll waits, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
@@ -37,62 +35,21 @@ fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
         .map_err(|e: openbot_schema::IdParseError| ApiError::invalid(e.to_string()))
 }
 
-/// The execution, if the caller may see it: its own work and, for a token limited to some
-/// Bots, only work for a Chat of one of them (a child counts as the work of its tree's Chat).
-/// Otherwise not found, so that no one learns of work that is not theirs. The rule is part of
-/// the query, so nothing of another's work is read.
-async fn visible(
-    state: &AppState,
-    caller: &Caller,
-    id: ExecutionId,
-) -> Result<ExecutionRow, ApiError> {
-    let store = &state.engine.context().store;
-    match store
-        .visible_execution(id, &caller.scope(), caller.bot_ids.as_deref())
-        .await
-    {
-        Ok(Some(row)) => Ok(row),
-        Ok(None) => Err(ApiError::not_found("execution")),
-        Err(err) => Err(ApiError::store(err, "execution")),
-    }
+/// The execution use cases on this node's engine (a cheap wrapper, made per request).
+fn executions(state: &AppState) -> Executions {
+    Executions::new(Arc::clone(&state.engine))
 }
 
-async fn view(state: &AppState, row: ExecutionRow) -> Result<Execution, ApiError> {
-    let kind = match row.kind.as_str() {
-        crate::turns::TURN => ExecutionKind::Turn,
-        crate::work::TOOL_JOB => ExecutionKind::ToolJob,
-        crate::codemode::CODE_RUN => ExecutionKind::CodeRun,
-        other => {
-            let cause = format!(
-                "execution {} has kind `{other}`, which has no public view",
-                row.id
-            );
-            return Err(ApiError::failed(ErrorCategory::Internal, cause));
+impl From<ExecutionError> for ApiError {
+    fn from(err: ExecutionError) -> Self {
+        match err {
+            ExecutionError::NotFound => ApiError::not_found("execution"),
+            ExecutionError::Forbidden(message) => ApiError::forbidden(message),
+            ExecutionError::Conflict(message) => ApiError::conflict(message),
+            ExecutionError::Internal(cause) => ApiError::failed(ErrorCategory::Internal, cause),
+            ExecutionError::Store(err) => ApiError::store(err, "execution"),
         }
-    };
-    // A model reply saved without usage leaves its tokens unknown, which is not zero.
-    let calls = match state.engine.context().store.calls(row.id).await {
-        Ok(calls) => calls,
-        Err(err) => return Err(ApiError::store(err, "execution")),
-    };
-    let usage_known = !calls.iter().any(|call| {
-        call.key.slot == openbot_core::turn::CallSlot::Model
-            && call.phase == crate::store::CallPhase::Done
-            && call.usage.is_none()
-    });
-    Ok(Execution {
-        id: row.id,
-        kind,
-        state: row.state,
-        chat_id: row.chat_id.map(Into::into),
-        outcome: row.outcome,
-        usage: row.usage,
-        usage_known,
-        last_sequence: row.last_sequence.max(0) as u64,
-        created_at: stored_time(row.created_at)?,
-        updated_at: stored_time(row.updated_at)?,
-        reason: row.reason,
-    })
+    }
 }
 
 /// Reads an execution.
@@ -104,42 +61,20 @@ pub async fn get_execution(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Execution>, ApiError> {
-    caller.require(Resource::Executions, Action::Read)?;
-    let row = visible(&state, &caller, parse_id(&id)?).await?;
-    Ok(Json(view(&state, row).await?))
+    Ok(Json(executions(&state).get(&caller, parse_id(&id)?).await?))
 }
 
-/// A command on an execution and its descendants.
-enum Command {
-    Cancel,
-    Pause,
-    Resume,
-}
-
-/// Runs `command` on a visible execution (the `executions` write right) and answers 202 with
-/// the execution as it is then.
+/// Runs `command` and answers 202 with the execution as it is then.
 async fn command(
     state: &AppState,
     caller: &Caller,
     id: &str,
     command: Command,
 ) -> Result<(axum::http::StatusCode, Json<Execution>), ApiError> {
-    caller.require(Resource::Executions, Action::Write)?;
-    let id = parse_id(id)?;
-    visible(state, caller, id).await?;
-    let done = match command {
-        Command::Cancel => state.engine.cancel(id).await.map(|_| ()),
-        Command::Pause => state.engine.pause(id).await,
-        Command::Resume => state.engine.resume(id).await,
-    };
-    if let Err(err) = done {
-        return Err(ApiError::store(err, "execution"));
-    }
-    let row = visible(state, caller, id).await?;
-    Ok((
-        axum::http::StatusCode::ACCEPTED,
-        Json(view(state, row).await?),
-    ))
+    let execution = executions(state)
+        .command(caller, parse_id(id)?, command)
+        .await?;
+    Ok((axum::http::StatusCode::ACCEPTED, Json(execution)))
 }
 
 /// Asks an execution to stop. It moves to `cancelling` and ends `cancelled` once its work
@@ -195,20 +130,10 @@ pub async fn deliver_tool_result(
     Path(id): Path<String>,
     ApiJson(result): ApiJson<ToolResult>,
 ) -> Result<axum::http::StatusCode, ApiError> {
-    caller.require(Resource::Executions, Action::Write)?;
-    let id = parse_id(&id)?;
-    visible(&state, &caller, id).await?;
-    match crate::turns::deliver_tool_result(state.engine.context(), id, &result).await {
-        Ok(()) => Ok(axum::http::StatusCode::ACCEPTED),
-        Err(DeliveryError::NotOpen { .. }) => Err(ApiError::conflict(format!(
-            "execution {id} has no open tool call `{}`",
-            result.call_id
-        ))),
-        Err(DeliveryError::Store(err)) => Err(ApiError::store(err, "execution")),
-        Err(DeliveryError::Engine(err)) => {
-            Err(ApiError::failed(ErrorCategory::Internal, err.to_string()))
-        }
-    }
+    executions(&state)
+        .deliver(&caller, parse_id(&id)?, &result)
+        .await?;
+    Ok(axum::http::StatusCode::ACCEPTED)
 }
 
 /// Where to start reading events.
@@ -242,10 +167,9 @@ pub async fn events(
     CanDefer(can_defer): CanDefer,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    caller.require(Resource::Executions, Action::Read)?;
     let id = parse_id(&id)?;
     // Boxed reads: a long poll's handler waits with only what it holds (see `page`).
-    let row = Box::pin(visible(&state, &caller, id)).await?;
+    let row = Box::pin(executions(&state).readable(&caller, id)).await?;
     let last_event_id = HeaderName::from_static("last-event-id");
     let after = match headers.get(&last_event_id) {
         Some(value) => value
