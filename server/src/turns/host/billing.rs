@@ -58,7 +58,7 @@ impl DurableHost {
         events: Vec<EventKind>,
         estimate: RequestEstimate,
     ) -> Result<(), HostError> {
-        let Some(billing) = &self.billing else {
+        let Some(billing) = &self.billing.context else {
             return self.send(key, events, TxWrites::default()).await;
         };
         // Results held for this commit are settled in it before the reservation's rows.
@@ -72,10 +72,15 @@ impl DurableHost {
         match self.send(key, events, TxWrites(vec![write])).await {
             Ok(()) => {
                 if release_earlier {
-                    self.earlier_request_open
+                    self.billing
+                        .earlier_request_open
                         .store(false, std::sync::atomic::Ordering::SeqCst);
                 }
-                *self.reserved.lock().unwrap_or_else(PoisonError::into_inner) = Some(OpenHold {
+                *self
+                    .billing
+                    .reserved
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(OpenHold {
                     key,
                     price: reservation.price(),
                     record_price: reservation.record_price(),
@@ -153,11 +158,12 @@ impl DurableHost {
     /// The settlement of a model call's result, to commit with it (nothing without billing
     /// or for a tool call).
     pub(super) fn settlement(&self, key: CallKey, usage: Option<Usage>) -> TxWrites {
-        match &self.billing {
+        match &self.billing.context {
             Some(billing) if key.slot == CallSlot::Model => TxWrites::one(Settlement {
                 call: self.call_billing(billing, key),
                 usage,
                 record_price: self
+                    .billing
                     .reserved
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -172,7 +178,11 @@ impl DurableHost {
     /// execution's totals; as reported when this owner reserved no price for it.
     pub(super) fn priced(&self, key: CallKey, usage: Option<Usage>) -> Option<Usage> {
         let usage = usage?;
-        let held = *self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = *self
+            .billing
+            .reserved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match held {
             Some(OpenHold {
                 key: held_key,
@@ -188,7 +198,11 @@ impl DurableHost {
 
     /// Forgets the hold of `key` once its result was saved.
     pub(super) fn settled(&self, key: CallKey) {
-        let mut held = self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = self
+            .billing
+            .reserved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if held.is_some_and(|held| held.key == key) {
             *held = None;
         }
@@ -199,7 +213,7 @@ impl DurableHost {
     /// before its next request). Nothing without billing, or when no hold can remain once
     /// the calls `settling` (held for the end's commit) are settled.
     pub(super) async fn release_holds(&self, settling: &[CallKey]) -> Result<TxWrites, HostError> {
-        if self.billing.is_none() || !self.hold_may_remain(settling).await? {
+        if self.billing.context.is_none() || !self.hold_may_remain(settling).await? {
             return Ok(TxWrites::default());
         }
         Ok(TxWrites::one(Release { execution: self.id }))
@@ -214,9 +228,27 @@ impl DurableHost {
         if self.earlier_request_open().await? {
             return Ok(true);
         }
-        let own = *self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
+        let own = *self
+            .billing
+            .reserved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Ok(own.is_some_and(|held| !settling.contains(&held.key)))
     }
+}
+
+/// The host's part for billing: what its model calls bill, the hold this owner reserved,
+/// and whether an earlier owner's request may have left one.
+#[derive(Default)]
+pub(super) struct Billing {
+    /// What the Turn's model calls bill (reservations and settlements), if it is billed.
+    pub(super) context: Option<BillingContext>,
+    /// The model call this owner reserved and whose result is not saved yet, with the price
+    /// saved with it.
+    pub(super) reserved: std::sync::Mutex<Option<OpenHold>>,
+    /// The call log read for this phase shows a model request sent without a saved result
+    /// (its hold may remain) that no reservation of this owner released yet.
+    pub(super) earlier_request_open: std::sync::atomic::AtomicBool,
 }
 
 /// The model call this owner reserved and whose result is not saved yet.

@@ -14,6 +14,18 @@ use crate::store::{CallPhase, CallRow, CallWrite, StoreError};
 /// The latest row of each call slot.
 pub(super) type CallMap = HashMap<(u32, CallSlot), CallRow>;
 
+/// The host's part for its call log: this owner's copy of it, the signals that delivered
+/// each waiting call's result, and how many tool calls each step's answer asked for.
+#[derive(Default)]
+pub(super) struct CallLog {
+    /// This owner's copy of the call log, read once per phase.
+    pub(super) calls: std::sync::Mutex<Option<CallMap>>,
+    /// The signals that delivered each waiting call's result; handled when it is saved.
+    pub(super) delivered: std::sync::Mutex<HashMap<CallKey, Vec<i64>>>,
+    /// How many tool calls each step's answer, saved by this host, asked for.
+    pub(super) step_tools: std::sync::Mutex<HashMap<u32, u32>>,
+}
+
 impl DurableHost {
     /// The latest row of a call slot, as `Store::latest_call` answers it, from this owner's
     /// copy of the call log.
@@ -23,7 +35,11 @@ impl DurableHost {
         slot: CallSlot,
     ) -> Result<Option<CallRow>, HostError> {
         self.load_calls().await?;
-        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        let calls = self
+            .log
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Ok(calls
             .as_ref()
             .and_then(|map| map.get(&(step, slot)).cloned()))
@@ -35,7 +51,11 @@ impl DurableHost {
         matches: impl Fn(&CallRow) -> bool,
     ) -> Result<bool, HostError> {
         self.load_calls().await?;
-        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        let calls = self
+            .log
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Ok(calls.as_ref().is_some_and(|map| map.values().any(matches)))
     }
 
@@ -44,6 +64,7 @@ impl DurableHost {
     pub(super) async fn earlier_request_open(&self) -> Result<bool, HostError> {
         self.load_calls().await?;
         Ok(self
+            .billing
             .earlier_request_open
             .load(std::sync::atomic::Ordering::SeqCst))
     }
@@ -70,10 +91,15 @@ impl DurableHost {
         for row in rows {
             keep_latest(&mut map, row);
         }
-        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut calls = self
+            .log
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if calls.is_none() {
             *calls = Some(map);
-            self.earlier_request_open
+            self.billing
+                .earlier_request_open
                 .store(open, std::sync::atomic::Ordering::SeqCst);
         }
     }
@@ -81,6 +107,7 @@ impl DurableHost {
     /// Reads the call log once per phase.
     async fn load_calls(&self) -> Result<(), HostError> {
         let loaded = self
+            .log
             .calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -100,6 +127,7 @@ impl DurableHost {
     /// Notes a call this owner committed.
     pub(super) fn remember(&self, call: &CallWrite) {
         if let Some(map) = self
+            .log
             .calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

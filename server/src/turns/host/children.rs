@@ -73,7 +73,7 @@ impl DurableHost {
 
     /// The notice a delegated Turn sends its source when it ends.
     pub(super) fn source_notice(&self, end: &TurnEnd) -> Option<NoticeWrite> {
-        let (source, _) = self.source.as_ref()?;
+        let (source, _) = self.ending.source.as_ref()?;
         let text = match &end.outcome {
             Ok(outcome) => format!(
                 "[notice] {} ended ({}). Its answer:\n{}",

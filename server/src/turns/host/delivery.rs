@@ -44,7 +44,8 @@ impl DurableHost {
             return Ok(None);
         };
         let delivered: ToolResult = self.open_sealed(record).await?;
-        self.delivered
+        self.log
+            .delivered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, numbers);

@@ -9,6 +9,18 @@ use crate::engine::Wake;
 use crate::store::{Commit, StateChange, StoreError};
 use crate::turns::faults::labels;
 
+/// The host's part for the Turn's end: where a delegated Turn's answer goes, the work its
+/// completion starts, and whether the last input check found nothing.
+#[derive(Default)]
+pub(super) struct Ending {
+    /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
+    pub(super) source: Option<(crate::turns::SourceLink, openbot_schema::ExecutionId)>,
+    /// Work the Turn's end starts when it completes (its memory learning).
+    pub(super) end_children: Vec<crate::store::NewChild>,
+    /// The last input check found nothing: the Turn's end closes its input.
+    pub(super) closing: std::sync::atomic::AtomicBool,
+}
+
 impl DurableHost {
     /// Saves the Turn's end: its state, its last event, its messages (sealed, for the Chat's
     /// history), the cancel signals it handled and, for a delegated Turn, its notice.
@@ -70,7 +82,7 @@ impl DurableHost {
         };
         let notice = self.source_notice(&end);
         let children = if matches!(end.outcome, Ok(TurnOutcome::Completed)) {
-            self.end_children.clone()
+            self.ending.end_children.clone()
         } else {
             Vec::new()
         };
@@ -93,6 +105,7 @@ impl DurableHost {
         // arrived after that check refuses it (`HostError::InputArrived`), and the Turn goes on.
         let writes = self.release_holds(&self.held_results()).await?;
         let close_input = self
+            .ending
             .closing
             .swap(false, std::sync::atomic::Ordering::SeqCst);
         self.commit(
@@ -110,7 +123,7 @@ impl DurableHost {
             None,
         )
         .await?;
-        if let Some((_, parent)) = &self.source {
+        if let Some((_, parent)) = &self.ending.source {
             self.cx.hub.announce(Wake::Signal(*parent));
         }
         Ok(())

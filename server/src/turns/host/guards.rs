@@ -151,7 +151,7 @@ impl DurableHost {
     /// Whether a budget of the Turn's organization, Bot or Chat is used up.
     pub(super) async fn budget_spent(&self) -> Result<bool, HostError> {
         // A billed Turn's reservation decides, in the database, as the request is marked sent.
-        if self.billing.is_some() {
+        if self.billing.context.is_some() {
             return Ok(false);
         }
         let Some((budgets, chat, bot, organization)) = &self.budgets else {

@@ -35,7 +35,6 @@ use openbot_core::turn::{
     CallKey, CallRecord, CallResult, CallSlot, CallStatus, Host, HostError, TurnEnd,
 };
 use openbot_schema::{BotId, ChatId, ContentPart, EventKind, ExecutionId, ToolCall, ToolResult};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -46,13 +45,11 @@ use crate::engine::{EngineContext, RunScope, Wake};
 use crate::store::{CallPhase, CallWrite, Commit, StoreError};
 use crate::work::{Admission, Admitted};
 pub(crate) use billing::BillingContext;
-use call_log::CallMap;
 pub(crate) use guards::AccessGuard;
 use guards::{CurrentRights, OpenGate, SendGuard};
 use held::Held;
 pub(crate) use permits::ModelPermits;
 use permits::{PermitCheck, model_tokens};
-use text::{TextMessage, TextState, flush_text};
 
 /// The host of one Turn execution for one owner (generation).
 pub struct DurableHost {
@@ -64,10 +61,10 @@ pub struct DurableHost {
     signals: Arc<tokio::sync::Notify>,
     /// Tool names whose endpoints deduplicate by idempotency key.
     retry_safe: HashMap<String, bool>,
-    text: mpsc::UnboundedSender<TextMessage>,
-    text_state: Arc<TextState>,
-    /// This owner's copy of the call log (see `call_log`).
-    calls: Mutex<Option<CallMap>>,
+    /// Text deltas on their way to a commit (see `text`).
+    text: text::TextBatches,
+    /// This owner's copy of the call log and what it learned of its calls (see `call_log`).
+    log: call_log::CallLog,
     /// The checks before each outside send, in order (see `guards`).
     guards: Vec<Box<dyn SendGuard>>,
     /// The budgets the Turn spends: the store, its tree's Chat, that Chat's Bot, the
@@ -75,38 +72,31 @@ pub struct DurableHost {
     budgets: Option<(Arc<dyn BudgetStore>, ChatId, BotId, Uuid)>,
     /// The shared permits its model requests take, if limits apply to it (see `permits`).
     permits: Option<Arc<ModelPermits>>,
-    /// The signals that delivered each waiting call's result; handled when the result is saved.
-    delivered: Mutex<HashMap<CallKey, Vec<i64>>>,
     /// The last storage error, kept typed for the engine's retry rule.
     failure: Arc<Mutex<Option<StoreError>>>,
-    /// Decides new tool calls (rules, background and delegate tools), if the Turn has any.
-    admission: Option<Admission>,
-    /// Child work admitted for a call, committed with the call's result.
-    admitted: Mutex<HashMap<CallKey, Admitted>>,
-    /// For a delegated Turn: where its answer goes when it ends, and its parent to wake.
-    source: Option<(SourceLink, ExecutionId)>,
-    /// The last input check found nothing: the Turn's end closes its input (see `end`).
-    closing: std::sync::atomic::AtomicBool,
+    /// Decides new tool calls and keeps what it admitted until the call's result commits.
+    admissions: Admissions,
+    /// What the Turn's end does (see `end`).
+    ending: end::Ending,
     /// A call whose tool is known without a model answer (a tool job's one call): step,
     /// index and tool name.
     known_call: Option<(u32, u32, String)>,
-    /// What the Turn's model calls bill (reservations and settlements), if it is billed.
-    billing: Option<BillingContext>,
-    /// The model call this owner reserved and whose result is not saved yet, with the price
-    /// saved with it.
-    reserved: Mutex<Option<billing::OpenHold>>,
-    /// The call log read for this phase shows a model request sent without a saved result
-    /// (its hold may remain) that no reservation of this owner released yet.
-    earlier_request_open: std::sync::atomic::AtomicBool,
+    /// Billing of the Turn's model calls (see `billing`).
+    billing: billing::Billing,
     /// Writes held for the next commit (see `held`).
     held: Mutex<Held>,
-    /// How many tool calls each step's answer, saved by this host, asked for.
-    step_tools: Mutex<HashMap<u32, u32>>,
-    /// Work the Turn's end starts when it completes (its memory learning).
-    end_children: Vec<crate::store::NewChild>,
     /// The phase start's answer to whether input waits for step 1, read beside its other
     /// start reads; the Turn's first input check uses it once instead of reading again.
     first_inputs_waiting: Mutex<Option<bool>>,
+}
+
+/// The host's part for admission: what decides each new tool call (rules, background and
+/// delegate tools), if the Turn has any, and the child work admitted for a call, committed
+/// with the call's result.
+#[derive(Default)]
+struct Admissions {
+    decider: Option<Admission>,
+    admitted: Mutex<HashMap<CallKey, Admitted>>,
 }
 
 impl DurableHost {
@@ -121,16 +111,7 @@ impl DurableHost {
         retry_safe: HashMap<String, bool>,
     ) -> Self {
         let failure = Arc::new(Mutex::new(None));
-        let (text, receiver) = mpsc::unbounded_channel();
-        let text_state = Arc::new(TextState::default());
-        tokio::spawn(flush_text(
-            Arc::clone(&cx),
-            id,
-            generation,
-            receiver,
-            Arc::clone(&failure),
-            Arc::clone(&text_state),
-        ));
+        let text = text::TextBatches::start(&cx, id, generation, &failure);
         Self {
             cx,
             id,
@@ -141,23 +122,15 @@ impl DurableHost {
             signals,
             retry_safe,
             text,
-            text_state,
-            calls: Mutex::new(None),
+            log: call_log::CallLog::default(),
             budgets: None,
             permits: None,
-            delivered: Mutex::new(HashMap::new()),
             failure,
-            admission: None,
-            admitted: Mutex::new(HashMap::new()),
-            source: None,
-            closing: std::sync::atomic::AtomicBool::new(false),
+            admissions: Admissions::default(),
+            ending: end::Ending::default(),
             known_call: None,
-            billing: None,
-            reserved: Mutex::new(None),
-            earlier_request_open: std::sync::atomic::AtomicBool::new(false),
+            billing: billing::Billing::default(),
             held: Mutex::new(Held::default()),
-            step_tools: Mutex::new(HashMap::new()),
-            end_children: Vec::new(),
             first_inputs_waiting: Mutex::new(None),
         }
     }
@@ -176,7 +149,7 @@ impl DurableHost {
     /// Starts `children` in the commit that ends the Turn, when it completes (not when it
     /// fails or is cancelled).
     pub(crate) fn with_end_children(mut self, children: Vec<crate::store::NewChild>) -> Self {
-        self.end_children = children;
+        self.ending.end_children = children;
         self
     }
 
@@ -189,7 +162,7 @@ impl DurableHost {
 
     /// Decides each new tool call with `admission` first.
     pub(crate) fn with_admission(mut self, admission: Option<Admission>) -> Self {
-        self.admission = admission;
+        self.admissions.decider = admission;
         self
     }
 
@@ -199,7 +172,7 @@ impl DurableHost {
         source: Option<SourceLink>,
         parent: Option<ExecutionId>,
     ) -> Self {
-        self.source = source.zip(parent);
+        self.ending.source = source.zip(parent);
         self
     }
 
@@ -210,7 +183,7 @@ impl DurableHost {
             self.budgets = access
                 .budgets
                 .map(|(store, chat, bot)| (store, chat, bot, access.identity.organization_id));
-            self.billing = access.billing;
+            self.billing.context = access.billing;
             self.guards.push(Box::new(CurrentRights {
                 identity: access.identity,
                 store: access.store,
@@ -310,14 +283,15 @@ impl Host for DurableHost {
         key: CallKey,
         call: &ToolCall,
     ) -> Result<Option<ToolResult>, HostError> {
-        let Some(admission) = &self.admission else {
+        let Some(admission) = &self.admissions.decider else {
             return Ok(None);
         };
         let Some(admitted) = admission.admit(key, call).await.map_err(|e| self.fail(e))? else {
             return Ok(None);
         };
         let result = admitted.result.clone();
-        self.admitted
+        self.admissions
+            .admitted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, admitted);
@@ -444,7 +418,8 @@ impl Host for DurableHost {
             _ => None,
         };
         if read_at_start == Some(false) {
-            self.closing
+            self.ending
+                .closing
                 .store(false, std::sync::atomic::Ordering::SeqCst);
             return Ok(Vec::new());
         }
@@ -458,7 +433,8 @@ impl Host for DurableHost {
                 .await
                 .map_err(|e| self.fail(e))?;
             if !waiting {
-                self.closing
+                self.ending
+                    .closing
                     .store(last, std::sync::atomic::Ordering::SeqCst);
                 return Ok(Vec::new());
             }
@@ -472,7 +448,7 @@ impl Host for DurableHost {
             .take_inputs(self.id, self.generation, step, false)
             .await
             .map_err(|e| self.fail(e))?;
-        self.closing.store(
+        self.ending.closing.store(
             last && inputs.is_empty(),
             std::sync::atomic::Ordering::SeqCst,
         );

@@ -57,12 +57,14 @@ impl DurableHost {
         let writes = self.settlement(key, usage);
         let usage = self.priced(key, usage);
         let handled_signals = self
+            .log
             .delivered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key)
             .unwrap_or_default();
         let admitted = self
+            .admissions
             .admitted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -125,7 +127,8 @@ impl DurableHost {
             });
         }
         if matches!(key.slot, CallSlot::Model) && calls.len() > 1 {
-            self.step_tools
+            self.log
+                .step_tools
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(key.step, calls.len() as u32 - 1);
@@ -149,6 +152,7 @@ impl DurableHost {
     /// call `index` ends the step. Known only for a step whose answer this host saved.
     async fn last_of_step(&self, step: u32, index: u32) -> Result<bool, HostError> {
         let count = self
+            .log
             .step_tools
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -30,6 +30,35 @@ pub(super) struct TextState {
     pub(super) broken: Mutex<Option<HostError>>,
 }
 
+/// The host's part for text: the sender to its flush task and what they share.
+pub(super) struct TextBatches {
+    sender: mpsc::UnboundedSender<TextMessage>,
+    state: Arc<TextState>,
+}
+
+impl TextBatches {
+    /// Starts the flush task of `generation`'s run of execution `id`; a commit it cannot make
+    /// is kept typed in `failure`.
+    pub(super) fn start(
+        cx: &Arc<EngineContext>,
+        id: ExecutionId,
+        generation: i64,
+        failure: &Arc<Mutex<Option<StoreError>>>,
+    ) -> Self {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let state = Arc::new(TextState::default());
+        tokio::spawn(flush_text(
+            Arc::clone(cx),
+            id,
+            generation,
+            receiver,
+            Arc::clone(failure),
+            Arc::clone(&state),
+        ));
+        Self { sender, state }
+    }
+}
+
 pub(super) enum TextMessage {
     Delta {
         step: u32,
@@ -45,9 +74,10 @@ impl DurableHost {
     /// for the caller to commit before its own events. Fails once flushing failed.
     pub(super) async fn drain_text(&self) -> Result<Vec<EventKind>, HostError> {
         // Nothing sent and not yet committed: no round trip to the flush task.
-        if self.text_state.unflushed.load(Ordering::SeqCst) == 0 {
+        if self.text.state.unflushed.load(Ordering::SeqCst) == 0 {
             let broken = self
-                .text_state
+                .text
+                .state
                 .broken
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -56,6 +86,7 @@ impl DurableHost {
         }
         let (ack, done) = oneshot::channel();
         self.text
+            .sender
             .send(TextMessage::Drain(ack))
             .map_err(|_| HostError::Closed)?;
         done.await.map_err(|_| HostError::Closed)?
@@ -63,7 +94,7 @@ impl DurableHost {
 
     /// Whether text deltas wait to be committed.
     pub(super) fn text_waiting(&self) -> bool {
-        self.text_state.unflushed.load(Ordering::SeqCst) > 0
+        self.text.state.unflushed.load(Ordering::SeqCst) > 0
     }
 
     /// Hands a text delta to the flush task; it is committed with the next batch or the
@@ -74,8 +105,9 @@ impl DurableHost {
         attempt: u32,
         text: String,
     ) -> Result<(), HostError> {
-        self.text_state.unflushed.fetch_add(1, Ordering::SeqCst);
+        self.text.state.unflushed.fetch_add(1, Ordering::SeqCst);
         self.text
+            .sender
             .send(TextMessage::Delta {
                 step,
                 attempt,
