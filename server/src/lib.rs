@@ -25,6 +25,7 @@ pub mod paging;
 pub mod platform;
 pub mod reminders;
 pub mod sealed;
+pub mod service;
 pub mod store;
 pub mod timing;
 pub mod tools;

@@ -637,7 +637,8 @@ async fn owner_caller_with(
 /// The Bot use cases check the caller's right themselves (not only their HTTP handlers): a
 /// caller whose token lacks `bots` is refused by the service, and nothing is created.
 async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
-    use openbot_server::bots::{BotError, Bots};
+    use openbot_server::bots::Bots;
+    use openbot_server::service::ServiceError;
     let model = FakeOpenAi::start(vec![]).await;
     let caller = owner_caller_with(&server, |right| {
         right.resource != openbot_schema::Resource::Bots
@@ -651,17 +652,18 @@ async fn the_bot_use_cases_refuse_a_caller_without_the_right_themselves(server: 
     let spec: openbot_schema::BotSpec =
         serde_json::from_value(json!({"name": "Helper", "model": model.spec()})).unwrap();
     let refused = bots.create(&caller, &spec).await.unwrap_err();
-    assert!(matches!(refused, BotError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let paging = openbot_server::paging::Paging::first(10);
     let refused = bots.list(&caller, &paging).await.unwrap_err();
-    assert!(matches!(refused, BotError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let listed: Vec<Value> = server.items("/v1/bots", &server.owner).await;
     assert!(listed.is_empty(), "nothing was created: {listed:?}");
 }
 
 /// The budget use cases refuse a caller without the `models` right themselves.
 async fn the_budget_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
-    use openbot_server::budgets::{BudgetError, Budgets};
+    use openbot_server::budgets::Budgets;
+    use openbot_server::service::ServiceError;
     let caller = owner_caller_with(&server, |right| {
         right.resource != openbot_schema::Resource::Models
     })
@@ -678,12 +680,12 @@ async fn the_budget_use_cases_refuse_a_caller_without_the_right_themselves(serve
         )
         .await
         .unwrap_err();
-    assert!(matches!(refused, BudgetError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let refused = budgets
         .list(&caller, &openbot_server::paging::Paging::first(10))
         .await
         .unwrap_err();
-    assert!(matches!(refused, BudgetError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let listed: Vec<Value> = server.items("/v1/budgets", &server.owner).await;
     assert!(listed.is_empty(), "nothing was set: {listed:?}");
 }
@@ -691,7 +693,8 @@ async fn the_budget_use_cases_refuse_a_caller_without_the_right_themselves(serve
 /// The account use cases refuse a caller without the `tokens` and `members` rights
 /// themselves: no token is made, no member read.
 async fn the_account_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
-    use openbot_server::identity::{AccountError, Accounts};
+    use openbot_server::identity::Accounts;
+    use openbot_server::service::ServiceError;
     let caller = owner_caller_with(&server, |right| {
         right.resource != openbot_schema::Resource::Tokens
             && right.resource != openbot_schema::Resource::Members
@@ -702,10 +705,10 @@ async fn the_account_use_cases_refuse_a_caller_without_the_right_themselves(serv
         serde_json::from_value(json!({"name": "more", "rights": []})).unwrap();
     let before: Vec<Value> = server.items("/v1/tokens", &server.owner).await;
     let refused = accounts.create_token(&caller, request).await.unwrap_err();
-    assert!(matches!(refused, AccountError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let paging = openbot_server::paging::Paging::first(10);
     let refused = accounts.members(&caller, &paging).await.unwrap_err();
-    assert!(matches!(refused, AccountError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let after: Vec<Value> = server.items("/v1/tokens", &server.owner).await;
     assert_eq!(before.len(), after.len(), "no token was made");
 }
@@ -713,7 +716,8 @@ async fn the_account_use_cases_refuse_a_caller_without_the_right_themselves(serv
 /// The provider settings use cases refuse a caller without the `models` right themselves:
 /// no key is stored.
 async fn the_provider_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
-    use openbot_server::models::{ProviderError, Providers};
+    use openbot_server::models::Providers;
+    use openbot_server::service::ServiceError;
     let caller = owner_caller_with(&server, |right| {
         right.resource != openbot_schema::Resource::Models
     })
@@ -726,17 +730,15 @@ async fn the_provider_use_cases_refuse_a_caller_without_the_right_themselves(ser
     let put: openbot_schema::PutProvider =
         serde_json::from_value(json!({"api_key": "sk-not-stored"})).unwrap();
     let refused = providers.put(&caller, "openai", &put).await.unwrap_err();
-    assert!(
-        matches!(refused, ProviderError::Forbidden(_)),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let listed: Vec<Value> = server.items("/v1/models/providers", &server.owner).await;
     assert!(listed.is_empty(), "nothing was stored: {listed:?}");
 }
 
 /// The tool registry use cases refuse a caller without the `bots` right themselves.
 async fn the_tool_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
-    use openbot_server::tools::{ToolError, Tools};
+    use openbot_server::service::ServiceError;
+    use openbot_server::tools::Tools;
     let caller = owner_caller_with(&server, |right| {
         right.resource != openbot_schema::Resource::Bots
     })
@@ -764,12 +766,12 @@ async fn the_tool_use_cases_refuse_a_caller_without_the_right_themselves(server:
     }))
     .unwrap();
     let refused = tools.put_http(&caller, "look", put).await.unwrap_err();
-    assert!(matches!(refused, ToolError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let refused = tools
         .list_http(&caller, &openbot_server::paging::Paging::first(10))
         .await
         .unwrap_err();
-    assert!(matches!(refused, ToolError::Forbidden(_)), "{refused:?}");
+    assert!(matches!(refused, ServiceError::Forbidden(_)), "{refused:?}");
     let listed: Vec<Value> = server.items("/v1/tools", &server.owner).await;
     assert!(listed.is_empty(), "nothing was registered: {listed:?}");
 }

@@ -33,6 +33,6 @@ pub use deletion::{
     BOT_DELETION, BotDeletionInput, BotDeletionWorkflow, MarkBotDeleted, bot_deletion_service,
     delete_bot,
 };
-pub use service::{BotError, Bots};
+pub use service::Bots;
 pub use store::{BotRow, BotStore, bot_view, check_spec};
 pub(crate) use store::{bot_limit, parse_spec};

@@ -6,46 +6,11 @@ use std::sync::Arc;
 use openbot_schema::{Action, Bot, BotId, BotPage, BotSpec, BotUpdate, Resource};
 
 use super::store::{BotRow, BotStore, bot_view, check_spec};
-use crate::engine::{Engine, EngineError};
-use crate::identity::{AccessError, Caller};
+use crate::engine::Engine;
+use crate::identity::Caller;
 use crate::paging::Paging;
 use crate::platform::Platform;
-use crate::store::StoreError;
-
-/// Why a Bot use case refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BotError {
-    /// No such Bot for this caller (a Bot it may not use is not found either).
-    #[error("{0} not found")]
-    NotFound(&'static str),
-    /// Bad input: the message says what.
-    #[error("{0}")]
-    Invalid(String),
-    /// The caller may not do this.
-    #[error("{0}")]
-    Forbidden(String),
-    /// The Bot is at another revision than the caller read.
-    #[error("{0}")]
-    Conflict(String),
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<AccessError> for BotError {
-    fn from(err: AccessError) -> Self {
-        Self::Forbidden(err.to_string())
-    }
-}
-
-impl From<EngineError> for BotError {
-    fn from(err: EngineError) -> Self {
-        match err {
-            EngineError::Store(err) => Self::Store(err),
-            other => Self::Store(StoreError::Invalid(other.to_string())),
-        }
-    }
-}
+use crate::service::ServiceError;
 
 /// The Bot use cases. Cheap to clone.
 #[derive(Clone)]
@@ -66,34 +31,34 @@ impl Bots {
     }
 
     /// A Bot the caller may use (its own or a shared one, within its token's Bot limit).
-    pub(crate) async fn visible(&self, caller: &Caller, id: BotId) -> Result<BotRow, BotError> {
+    pub(crate) async fn visible(&self, caller: &Caller, id: BotId) -> Result<BotRow, ServiceError> {
         self.store
             .visible_bot(caller, id)
             .await?
-            .ok_or(BotError::NotFound("bot"))
+            .ok_or(ServiceError::NotFound("bot"))
     }
 
     /// A Bot the caller may change or delete: its owner's, or any for an admin.
-    async fn changeable(&self, caller: &Caller, id: BotId) -> Result<BotRow, BotError> {
+    async fn changeable(&self, caller: &Caller, id: BotId) -> Result<BotRow, ServiceError> {
         let row = self.visible(caller, id).await?;
         if row.owner_member_id == caller.member.member_id || caller.is_admin() {
             Ok(row)
         } else {
-            Err(BotError::Forbidden(
+            Err(ServiceError::Forbidden(
                 "only the Bot's owner or an admin may change it".into(),
             ))
         }
     }
 
     /// Creates a Bot owned by the caller. A token limited to some Bots creates none.
-    pub async fn create(&self, caller: &Caller, spec: &BotSpec) -> Result<Bot, BotError> {
+    pub async fn create(&self, caller: &Caller, spec: &BotSpec) -> Result<Bot, ServiceError> {
         caller.require(Resource::Bots, Action::Write)?;
-        check_spec(spec).map_err(BotError::Invalid)?;
+        check_spec(spec).map_err(ServiceError::Invalid)?;
         self.platform
             .check_model(&spec.model)
-            .map_err(BotError::Invalid)?;
+            .map_err(ServiceError::Invalid)?;
         if caller.bot_ids.is_some() {
-            return Err(BotError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "a token limited to some Bots cannot create Bots".into(),
             ));
         }
@@ -102,7 +67,11 @@ impl Bots {
     }
 
     /// The Bots the caller may use, oldest first, one page.
-    pub async fn list(&self, caller: &Caller, paging: &Paging<BotId>) -> Result<BotPage, BotError> {
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        paging: &Paging<BotId>,
+    ) -> Result<BotPage, ServiceError> {
         caller.require(Resource::Bots, Action::Read)?;
         let rows = self
             .store
@@ -112,7 +81,7 @@ impl Bots {
     }
 
     /// A Bot the caller may use.
-    pub async fn get(&self, caller: &Caller, id: BotId) -> Result<Bot, BotError> {
+    pub async fn get(&self, caller: &Caller, id: BotId) -> Result<Bot, ServiceError> {
         caller.require(Resource::Bots, Action::Read)?;
         Ok(bot_view(self.visible(caller, id).await?)?)
     }
@@ -124,11 +93,11 @@ impl Bots {
         caller: &Caller,
         id: BotId,
         update: BotUpdate,
-    ) -> Result<Bot, BotError> {
+    ) -> Result<Bot, ServiceError> {
         caller.require(Resource::Bots, Action::Write)?;
         let row = self.changeable(caller, id).await?;
         if let Some(revision) = update.revision.filter(|r| *r as i64 != row.revision) {
-            return Err(BotError::Conflict(format!(
+            return Err(ServiceError::Conflict(format!(
                 "the Bot is at revision {}, not {revision}",
                 row.revision
             )));
@@ -138,14 +107,14 @@ impl Bots {
         if let Some(model) = &update.model {
             self.platform
                 .check_model(model)
-                .map_err(BotError::Invalid)?;
+                .map_err(ServiceError::Invalid)?;
         }
         let mut spec = row.spec.clone();
         update.apply_to(&mut spec);
-        check_spec(&spec).map_err(BotError::Invalid)?;
+        check_spec(&spec).map_err(ServiceError::Invalid)?;
         match self.store.update_bot(row.id, row.revision, &spec).await? {
             Some(row) => Ok(bot_view(row)?),
-            None => Err(BotError::Conflict(
+            None => Err(ServiceError::Conflict(
                 "the Bot changed meanwhile; read it again".into(),
             )),
         }
@@ -153,7 +122,7 @@ impl Bots {
 
     /// Deletes a Bot the caller may change: from the answer on nobody sees it; its Chats are
     /// closed durably in the background.
-    pub async fn delete(&self, caller: &Caller, id: BotId) -> Result<(), BotError> {
+    pub async fn delete(&self, caller: &Caller, id: BotId) -> Result<(), ServiceError> {
         caller.require(Resource::Bots, Action::Write)?;
         let row = self.changeable(caller, id).await?;
         super::delete_bot(&self.engine, row.organization_id, row.id).await?;

@@ -8,6 +8,6 @@ mod service;
 mod sql;
 mod store;
 
-pub use service::{BudgetError, Budgets};
+pub use service::Budgets;
 pub(crate) use store::parse_scope;
 pub use store::{BudgetRow, BudgetStore, Exhausted};

@@ -9,32 +9,10 @@ use openbot_schema::{Action, BotId, Budget, BudgetPage, BudgetScope, PutBudget, 
 use uuid::Uuid;
 
 use super::{BudgetRow, BudgetStore};
-use crate::identity::{AccessError, Caller};
+use crate::identity::Caller;
 use crate::paging::Paging;
+use crate::service::ServiceError;
 use crate::store::{StoreError, stored_time};
-
-/// Why a budget use case refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BudgetError {
-    /// No such budget, or no such target in the organization.
-    #[error("{0} not found")]
-    NotFound(&'static str),
-    /// Bad input: the message says what.
-    #[error("{0}")]
-    Invalid(String),
-    /// The caller may not do this.
-    #[error("{0}")]
-    Forbidden(String),
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<AccessError> for BudgetError {
-    fn from(err: AccessError) -> Self {
-        Self::Forbidden(err.to_string())
-    }
-}
 
 fn view(row: BudgetRow) -> Result<Budget, StoreError> {
     Ok(Budget {
@@ -61,10 +39,10 @@ impl Budgets {
     /// The right to set or remove the budget of `scope`'s `target`: the `models` write right,
     /// an owner or admin, and (for a token limited to some Bots) one of its Bots' budgets: the
     /// organization's budget and a Chat's reach further than its Bots.
-    fn may_change(caller: &Caller, scope: BudgetScope, target: Uuid) -> Result<(), BudgetError> {
+    fn may_change(caller: &Caller, scope: BudgetScope, target: Uuid) -> Result<(), ServiceError> {
         caller.require(Resource::Models, Action::Write)?;
         if !caller.is_admin() {
-            return Err(BudgetError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "only owners and admins change budgets".into(),
             ));
         }
@@ -81,7 +59,7 @@ impl Budgets {
         &self,
         caller: &Caller,
         paging: &Paging<(String, Uuid)>,
-    ) -> Result<BudgetPage, BudgetError> {
+    ) -> Result<BudgetPage, ServiceError> {
         caller.require(Resource::Models, Action::Read)?;
         let rows = self
             .store
@@ -106,17 +84,17 @@ impl Budgets {
         scope: BudgetScope,
         target: Uuid,
         request: &PutBudget,
-    ) -> Result<Budget, BudgetError> {
+    ) -> Result<Budget, ServiceError> {
         Self::may_change(caller, scope, target)?;
         let max = i64::try_from(request.max_cost_micros)
-            .map_err(|_| BudgetError::Invalid("max_cost_micros is too large".into()))?;
+            .map_err(|_| ServiceError::Invalid("max_cost_micros is too large".into()))?;
         match self
             .store
             .put_budget(caller.member.organization_id, scope, target, max)
             .await?
         {
             Some(row) => Ok(view(row)?),
-            None => Err(BudgetError::NotFound(scope.as_str())),
+            None => Err(ServiceError::NotFound(scope.as_str())),
         }
     }
 
@@ -126,7 +104,7 @@ impl Budgets {
         caller: &Caller,
         scope: BudgetScope,
         target: Uuid,
-    ) -> Result<(), BudgetError> {
+    ) -> Result<(), ServiceError> {
         Self::may_change(caller, scope, target)?;
         if self
             .store
@@ -135,7 +113,7 @@ impl Budgets {
         {
             Ok(())
         } else {
-            Err(BudgetError::NotFound("budget"))
+            Err(ServiceError::NotFound("budget"))
         }
     }
 }

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::identity::{AccountError, Caller};
+use crate::identity::Caller;
 
 /// The browser session cookie.
 pub const SESSION_COOKIE: &str = "openbot_session";
@@ -82,17 +82,5 @@ impl FromRequestParts<AppState> for Caller {
                 ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
             })?;
         Ok(state.accounts.token_caller(secret).await?)
-    }
-}
-
-impl From<AccountError> for ApiError {
-    fn from(err: AccountError) -> Self {
-        match err {
-            AccountError::NotFound(what) => ApiError::not_found(what),
-            AccountError::Invalid(message) => ApiError::invalid(message),
-            AccountError::Forbidden(message) => ApiError::forbidden(message),
-            AccountError::Unauthorized(message) => ApiError::unauthorized(message),
-            AccountError::Store(err) => ApiError::store(err, "account"),
-        }
     }
 }

@@ -8,21 +8,8 @@ use openbot_schema::{Bot, BotId, BotPage, BotSpec, BotUpdate, ErrorBody, PageQue
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
-use crate::bots::BotError;
 use crate::identity::Caller;
 use crate::paging::Paging;
-
-impl From<BotError> for ApiError {
-    fn from(err: BotError) -> Self {
-        match err {
-            BotError::NotFound(what) => ApiError::not_found(what),
-            BotError::Invalid(message) => ApiError::invalid(message),
-            BotError::Forbidden(message) => ApiError::forbidden(message),
-            BotError::Conflict(message) => ApiError::conflict(message),
-            BotError::Store(err) => ApiError::store(err, "bot"),
-        }
-    }
-}
 
 fn parse_id(id: &str) -> Result<BotId, ApiError> {
     id.parse()

@@ -10,20 +10,8 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
-use crate::budgets::BudgetError;
 use crate::identity::Caller;
 use crate::paging::Paging;
-
-impl From<BudgetError> for ApiError {
-    fn from(err: BudgetError) -> Self {
-        match err {
-            BudgetError::NotFound(what) => ApiError::not_found(what),
-            BudgetError::Invalid(message) => ApiError::invalid(message),
-            BudgetError::Forbidden(message) => ApiError::forbidden(message),
-            BudgetError::Store(err) => ApiError::store(err, "budget"),
-        }
-    }
-}
 
 fn target(scope: &str, target: &str) -> Result<(BudgetScope, Uuid), ApiError> {
     let scope = BudgetScope::parse(scope).ok_or_else(|| {

@@ -201,6 +201,21 @@ impl From<AccessError> for ApiError {
     }
 }
 
+impl From<crate::service::ServiceError> for ApiError {
+    fn from(err: crate::service::ServiceError) -> Self {
+        use crate::service::ServiceError;
+        match err {
+            ServiceError::NotFound(what) => Self::not_found(what),
+            ServiceError::Invalid(message) => Self::invalid(message),
+            ServiceError::Forbidden(message) => Self::forbidden(message),
+            ServiceError::Conflict(message) => Self::conflict(message),
+            ServiceError::Unauthorized(message) => Self::unauthorized(message),
+            ServiceError::Internal(cause) => Self::failed(ErrorCategory::Internal, cause),
+            ServiceError::Store(err) => Self::store(err, "record"),
+        }
+    }
+}
+
 impl From<crate::paging::PageError> for ApiError {
     fn from(err: crate::paging::PageError) -> Self {
         Self::invalid(err.to_string())

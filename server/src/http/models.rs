@@ -10,22 +10,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
-use crate::models::ProviderError;
 use crate::paging::Paging;
-
-impl From<ProviderError> for ApiError {
-    fn from(err: ProviderError) -> Self {
-        match err {
-            ProviderError::NotFound(what) => ApiError::not_found(what),
-            ProviderError::Invalid(message) => ApiError::invalid(message),
-            ProviderError::Forbidden(message) => ApiError::forbidden(message),
-            ProviderError::Seal(err) => {
-                ApiError::failed(openbot_schema::ErrorCategory::Internal, err.to_string())
-            }
-            ProviderError::Store(err) => ApiError::store(err, "model provider"),
-        }
-    }
-}
 
 /// The organization's provider settings (without keys), by kind. Paged: ask again with
 /// `next_cursor` until it is absent.

@@ -14,20 +14,6 @@ use super::error::ApiError;
 use super::json::{ApiJson, ApiQuery};
 use crate::identity::Caller;
 use crate::paging::Paging;
-use crate::tools::ToolError;
-
-impl From<ToolError> for ApiError {
-    fn from(err: ToolError) -> Self {
-        match err {
-            ToolError::NotFound(what) => ApiError::not_found(what),
-            ToolError::Invalid(message) => ApiError::invalid(message),
-            ToolError::Forbidden(message) => ApiError::forbidden(message),
-            ToolError::Vault(err) => err.into(),
-            ToolError::Bot(err) => err.into(),
-            ToolError::Store(err) => ApiError::store(err, "tool"),
-        }
-    }
-}
 
 /// The organization's HTTP tools, by name. Paged: ask again with `next_cursor` until it is
 /// absent.

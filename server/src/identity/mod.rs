@@ -14,9 +14,7 @@ pub use caller::{AccessError, Caller};
 pub use execution_identity::{Credential, ExecutionIdentity, IdentityCheckError, current_caller};
 pub use openbot_schema::{Action, Resource, Right};
 pub use secret::{TOKEN_PREFIX, new_secret, secret_hash};
-pub use service::{
-    AccountError, Accounts, INVITATION_DAYS, NewSession, SESSION_SECONDS, role_view,
-};
+pub use service::{Accounts, INVITATION_DAYS, NewSession, SESSION_SECONDS, role_view};
 pub use service_identity::{InvalidServiceName, ServiceIdentity, ServiceOwner};
 pub use store::{
     IdentityStore, InvitationRow, MemberRef, MemberRow, NewToken, OrganizationRow, Role, TokenRow,

@@ -12,10 +12,11 @@ use openbot_schema::{
 use uuid::Uuid;
 
 use super::{
-    AccessError, Caller, Credential, IdentityStore, InvitationRow, NewToken, OrganizationRow, Role,
-    TokenRow, new_secret, secret_hash,
+    Caller, Credential, IdentityStore, InvitationRow, NewToken, OrganizationRow, Role, TokenRow,
+    new_secret, secret_hash,
 };
 use crate::paging::{CreatedPosition, Paging};
+use crate::service::ServiceError;
 use crate::store::{Millis, StoreError, now_ms, stored_time, stored_time_opt};
 
 /// How long an invitation stays valid (seven days).
@@ -23,32 +24,6 @@ pub const INVITATION_DAYS: i64 = 7;
 
 /// How long a browser session lasts, in seconds (one day).
 pub const SESSION_SECONDS: i64 = 86_400;
-
-/// Why an account use case refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AccountError {
-    /// No such record for this caller.
-    #[error("{0} not found")]
-    NotFound(&'static str),
-    /// Bad input: the message says what.
-    #[error("{0}")]
-    Invalid(String),
-    /// The caller may not do this.
-    #[error("{0}")]
-    Forbidden(String),
-    /// The credential is not (or no longer) valid.
-    #[error("{0}")]
-    Unauthorized(&'static str),
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<AccessError> for AccountError {
-    fn from(err: AccessError) -> Self {
-        Self::Forbidden(err.to_string())
-    }
-}
 
 /// The public name of a role.
 pub fn role_view(role: Role) -> MemberRole {
@@ -114,17 +89,17 @@ impl Accounts {
 
     /// The caller a token's secret stands for: a token that exists, is not revoked and has
     /// not expired.
-    pub async fn token_caller(&self, secret: &str) -> Result<Caller, AccountError> {
+    pub async fn token_caller(&self, secret: &str) -> Result<Caller, ServiceError> {
         let (token, member) = self
             .store
             .token_by_hash(&secret_hash(secret))
             .await?
-            .ok_or(AccountError::Unauthorized("the token is not valid"))?;
+            .ok_or(ServiceError::Unauthorized("the token is not valid"))?;
         if token.revoked_at.is_some() {
-            return Err(AccountError::Unauthorized("the token was revoked"));
+            return Err(ServiceError::Unauthorized("the token was revoked"));
         }
         if token.expires_at.is_some_and(|at| at <= now_ms()) {
-            return Err(AccountError::Unauthorized("the token has expired"));
+            return Err(ServiceError::Unauthorized("the token has expired"));
         }
         Ok(Caller {
             member,
@@ -136,12 +111,12 @@ impl Accounts {
 
     /// The caller a browser session's secret stands for: every right of its member, no Bot
     /// limit.
-    pub async fn session_caller(&self, secret: &str) -> Result<Caller, AccountError> {
+    pub async fn session_caller(&self, secret: &str) -> Result<Caller, ServiceError> {
         let (session, member) = self
             .store
             .session_by_hash(&secret_hash(secret))
             .await?
-            .ok_or(AccountError::Unauthorized(
+            .ok_or(ServiceError::Unauthorized(
                 "the session is not valid; sign in again",
             ))?;
         Ok(Caller {
@@ -154,15 +129,15 @@ impl Accounts {
 
     /// Managing members: the `members` write right, the owner or admin role, and a token not
     /// limited to some Bots (membership is the whole organization's).
-    fn manage(caller: &Caller) -> Result<(), AccountError> {
+    fn manage(caller: &Caller) -> Result<(), ServiceError> {
         caller.require(Resource::Members, Action::Write)?;
         if !caller.is_admin() {
-            return Err(AccountError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "only owners and admins manage members".into(),
             ));
         }
         if caller.bot_ids.is_some() {
-            return Err(AccountError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "a token limited to some Bots does not manage members".into(),
             ));
         }
@@ -174,7 +149,7 @@ impl Accounts {
         &self,
         caller: &Caller,
         paging: &Paging<CreatedPosition>,
-    ) -> Result<OrganizationPage, AccountError> {
+    ) -> Result<OrganizationPage, ServiceError> {
         caller.require(Resource::Organizations, Action::Read)?;
         let rows = self
             .store
@@ -190,16 +165,16 @@ impl Accounts {
         &self,
         caller: &Caller,
         request: &CreateOrganization,
-    ) -> Result<CreatedOrganization, AccountError> {
+    ) -> Result<CreatedOrganization, ServiceError> {
         if !caller.is_admin() {
-            return Err(AccountError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "only owners and admins create organizations".into(),
             ));
         }
         caller.require_unrestricted(Resource::Organizations)?;
         let name = request.name.trim();
         if name.is_empty() || name.chars().count() > 200 {
-            return Err(AccountError::Invalid(
+            return Err(ServiceError::Invalid(
                 "name must have 1-200 characters".into(),
             ));
         }
@@ -219,7 +194,7 @@ impl Accounts {
         &self,
         caller: &Caller,
         paging: &Paging<CreatedPosition>,
-    ) -> Result<MemberPage, AccountError> {
+    ) -> Result<MemberPage, ServiceError> {
         caller.require(Resource::Members, Action::Read)?;
         let rows = self
             .store
@@ -240,7 +215,7 @@ impl Accounts {
     }
 
     /// Removes a member (never an owner): their tokens and sessions stop working at once.
-    pub async fn remove_member(&self, caller: &Caller, member: Uuid) -> Result<(), AccountError> {
+    pub async fn remove_member(&self, caller: &Caller, member: Uuid) -> Result<(), ServiceError> {
         Self::manage(caller)?;
         if self
             .store
@@ -249,7 +224,7 @@ impl Accounts {
         {
             Ok(())
         } else {
-            Err(AccountError::NotFound("member"))
+            Err(ServiceError::NotFound("member"))
         }
     }
 
@@ -258,7 +233,7 @@ impl Accounts {
         &self,
         caller: &Caller,
         request: &CreateInvitation,
-    ) -> Result<CreatedInvitation, AccountError> {
+    ) -> Result<CreatedInvitation, ServiceError> {
         Self::manage(caller)?;
         // An invitation hands out a whole membership with an every-right first token.
         caller.require_unrestricted(Resource::Members)?;
@@ -266,13 +241,13 @@ impl Accounts {
             MemberRole::Member => Role::Member,
             MemberRole::Admin => Role::Admin,
             MemberRole::Owner => {
-                return Err(AccountError::Invalid(
+                return Err(ServiceError::Invalid(
                     "an organization has one owner; invite as member or admin".into(),
                 ));
             }
         };
         if !request.email.contains('@') || request.email.len() > 320 {
-            return Err(AccountError::Invalid(
+            return Err(ServiceError::Invalid(
                 "email must be an email address".into(),
             ));
         }
@@ -300,7 +275,7 @@ impl Accounts {
         &self,
         caller: &Caller,
         paging: &Paging<CreatedPosition>,
-    ) -> Result<InvitationPage, AccountError> {
+    ) -> Result<InvitationPage, ServiceError> {
         Self::manage(caller)?;
         let rows = self
             .store
@@ -310,7 +285,7 @@ impl Accounts {
     }
 
     /// Revokes a pending invitation.
-    pub async fn revoke_invitation(&self, caller: &Caller, id: Uuid) -> Result<(), AccountError> {
+    pub async fn revoke_invitation(&self, caller: &Caller, id: Uuid) -> Result<(), ServiceError> {
         Self::manage(caller)?;
         if self
             .store
@@ -319,7 +294,7 @@ impl Accounts {
         {
             Ok(())
         } else {
-            Err(AccountError::NotFound("pending invitation"))
+            Err(ServiceError::NotFound("pending invitation"))
         }
     }
 
@@ -328,13 +303,13 @@ impl Accounts {
     pub async fn accept_invitation(
         &self,
         secret: &str,
-    ) -> Result<AcceptedInvitation, AccountError> {
+    ) -> Result<AcceptedInvitation, ServiceError> {
         let (token_secret, token) = NewToken::with_every_right("first");
         let member = self
             .store
             .accept_invitation(&secret_hash(secret), token)
             .await?
-            .ok_or(AccountError::NotFound("pending invitation"))?;
+            .ok_or(ServiceError::NotFound("pending invitation"))?;
         Ok(AcceptedInvitation {
             member_id: member.member_id,
             organization_id: member.organization_id,
@@ -348,15 +323,15 @@ impl Accounts {
         &self,
         caller: &Caller,
         request: CreateToken,
-    ) -> Result<CreatedToken, AccountError> {
+    ) -> Result<CreatedToken, ServiceError> {
         caller.require(Resource::Tokens, Action::Write)?;
         if request.name.is_empty() || request.name.chars().count() > 100 {
-            return Err(AccountError::Invalid(
+            return Err(ServiceError::Invalid(
                 "a token's name must have 1-100 characters".into(),
             ));
         }
         if let Some(extra) = request.rights.iter().find(|r| !caller.rights.contains(r)) {
-            return Err(AccountError::Forbidden(format!(
+            return Err(ServiceError::Forbidden(format!(
                 "a new token cannot have a right this token lacks: {:?} {:?}",
                 extra.action, extra.resource
             )));
@@ -367,7 +342,7 @@ impl Accounts {
                 Some(ids) => ids.iter().any(|id| !limit.contains(id)),
             };
             if wider {
-                return Err(AccountError::Forbidden(
+                return Err(ServiceError::Forbidden(
                     "a new token cannot reach Bots this token cannot".into(),
                 ));
             }
@@ -376,7 +351,7 @@ impl Accounts {
             .expires_at
             .is_some_and(|at| at.timestamp_millis() <= now_ms())
         {
-            return Err(AccountError::Invalid(
+            return Err(ServiceError::Invalid(
                 "expires_at must be in the future".into(),
             ));
         }
@@ -404,7 +379,7 @@ impl Accounts {
         &self,
         caller: &Caller,
         paging: &Paging<CreatedPosition>,
-    ) -> Result<ApiTokenPage, AccountError> {
+    ) -> Result<ApiTokenPage, ServiceError> {
         caller.require(Resource::Tokens, Action::Read)?;
         let rows = self
             .store
@@ -414,7 +389,7 @@ impl Accounts {
     }
 
     /// Revokes one of the caller's member's tokens; it stops working at once.
-    pub async fn revoke_token(&self, caller: &Caller, id: TokenId) -> Result<(), AccountError> {
+    pub async fn revoke_token(&self, caller: &Caller, id: TokenId) -> Result<(), ServiceError> {
         caller.require(Resource::Tokens, Action::Write)?;
         if self
             .store
@@ -423,15 +398,15 @@ impl Accounts {
         {
             Ok(())
         } else {
-            Err(AccountError::NotFound("token"))
+            Err(ServiceError::NotFound("token"))
         }
     }
 
     /// Starts a browser session for the caller's member: only from a token with every right
     /// and no Bot limit.
-    pub async fn start_session(&self, caller: &Caller) -> Result<NewSession, AccountError> {
+    pub async fn start_session(&self, caller: &Caller) -> Result<NewSession, ServiceError> {
         if Right::all().iter().any(|r| !caller.rights.contains(r)) || caller.bot_ids.is_some() {
-            return Err(AccountError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "a session needs a token with every right and no Bot limit".into(),
             ));
         }
@@ -450,7 +425,7 @@ impl Accounts {
 
     /// Ends the caller's session, when it is a session that calls (a request that also sent a
     /// token acts with the token: its session is not the caller's).
-    pub async fn end_session(&self, caller: &Caller) -> Result<(), AccountError> {
+    pub async fn end_session(&self, caller: &Caller) -> Result<(), ServiceError> {
         if let Credential::Session { id } = caller.credential {
             self.store.revoke_session(id).await?;
         }

@@ -7,5 +7,5 @@ mod service;
 mod sql;
 mod store;
 
-pub use service::{ProviderError, Providers};
+pub use service::Providers;
 pub use store::{ModelRegistryStore, PROVIDER_KINDS, ProviderRow, organization_providers};

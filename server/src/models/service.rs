@@ -8,37 +8,12 @@ use std::sync::Arc;
 use openbot_schema::{Action, ProviderSettings, ProviderSettingsPage, PutProvider, Resource};
 
 use super::{ModelRegistryStore, PROVIDER_KINDS, ProviderRow};
-use crate::identity::{AccessError, Caller};
+use crate::identity::Caller;
 use crate::paging::Paging;
 use crate::platform::Platform;
 use crate::sealed::KeyRing;
+use crate::service::ServiceError;
 use crate::store::{StoreError, stored_time};
-
-/// Why a provider settings use case refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// No settings for that provider.
-    #[error("{0} not found")]
-    NotFound(&'static str),
-    /// Bad input: the message says what.
-    #[error("{0}")]
-    Invalid(String),
-    /// The caller may not do this.
-    #[error("{0}")]
-    Forbidden(String),
-    /// The key could not be sealed.
-    #[error("the provider key could not be sealed: {0}")]
-    Seal(#[from] crate::sealed::SealError),
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<AccessError> for ProviderError {
-    fn from(err: AccessError) -> Self {
-        Self::Forbidden(err.to_string())
-    }
-}
 
 fn view(row: ProviderRow) -> Result<ProviderSettings, StoreError> {
     Ok(ProviderSettings {
@@ -50,13 +25,13 @@ fn view(row: ProviderRow) -> Result<ProviderSettings, StoreError> {
 }
 
 /// A provider kind's name as the registry stores it.
-fn kind(kind: &str) -> Result<&'static str, ProviderError> {
+fn kind(kind: &str) -> Result<&'static str, ServiceError> {
     PROVIDER_KINDS
         .iter()
         .find(|k| **k == kind)
         .copied()
         .ok_or_else(|| {
-            ProviderError::Invalid(format!(
+            ServiceError::Invalid(format!(
                 "unknown provider `{kind}`: use {}",
                 PROVIDER_KINDS.join(", ")
             ))
@@ -82,10 +57,10 @@ impl Providers {
         }
     }
 
-    fn may_change(caller: &Caller) -> Result<(), ProviderError> {
+    fn may_change(caller: &Caller) -> Result<(), ServiceError> {
         caller.require(Resource::Models, Action::Write)?;
         if !caller.is_admin() {
-            return Err(ProviderError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "only owners and admins change model providers".into(),
             ));
         }
@@ -98,7 +73,7 @@ impl Providers {
         &self,
         caller: &Caller,
         paging: &Paging<String>,
-    ) -> Result<ProviderSettingsPage, ProviderError> {
+    ) -> Result<ProviderSettingsPage, ServiceError> {
         caller.require(Resource::Models, Action::Read)?;
         let rows = self
             .store
@@ -119,30 +94,30 @@ impl Providers {
         caller: &Caller,
         kind_name: &str,
         request: &PutProvider,
-    ) -> Result<ProviderSettings, ProviderError> {
+    ) -> Result<ProviderSettings, ServiceError> {
         Self::may_change(caller)?;
         let kind = kind(kind_name)?;
         if let Some(url) = &request.base_url {
             let valid = reqwest::Url::parse(url)
                 .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
             if !valid {
-                return Err(ProviderError::Invalid(
+                return Err(ServiceError::Invalid(
                     "base_url must be an http:// or https:// URL".into(),
                 ));
             }
             self.platform
                 .outbound()
                 .check_url(url)
-                .map_err(|e| ProviderError::Invalid(e.to_string()))?;
+                .map_err(|e| ServiceError::Invalid(e.to_string()))?;
         }
         let key = request.api_key.as_deref().filter(|k| !k.is_empty());
         if request.base_url.is_some() && key.is_none() {
-            return Err(ProviderError::Invalid(
+            return Err(ServiceError::Invalid(
                 "a base_url needs the organization's own api_key: a platform key is only sent to the platform's endpoint".into(),
             ));
         }
         if kind == "compatible" && key.is_some() && request.base_url.is_none() {
-            return Err(ProviderError::Invalid(
+            return Err(ServiceError::Invalid(
                 "a compatible api_key needs its base_url: the key is sent only to that endpoint"
                     .into(),
             ));
@@ -164,7 +139,7 @@ impl Providers {
 
     /// Removes the organization's settings for provider `kind`; its Bots then use the
     /// server's.
-    pub async fn delete(&self, caller: &Caller, kind_name: &str) -> Result<(), ProviderError> {
+    pub async fn delete(&self, caller: &Caller, kind_name: &str) -> Result<(), ServiceError> {
         Self::may_change(caller)?;
         let kind = kind(kind_name)?;
         if self
@@ -174,7 +149,7 @@ impl Providers {
         {
             Ok(())
         } else {
-            Err(ProviderError::NotFound("model provider"))
+            Err(ServiceError::NotFound("model provider"))
         }
     }
 }

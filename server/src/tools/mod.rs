@@ -10,6 +10,6 @@ mod store;
 mod template;
 
 pub use call_parts::{TemplateParts, ToolVault};
-pub use service::{ToolError, Tools};
+pub use service::Tools;
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};
 pub use template::{CallTemplate, argument_references, render_arguments};

@@ -11,41 +11,13 @@ use openbot_schema::{
 };
 
 use super::{CallTemplate, DelegateToolRow, HttpToolRow, ToolStore};
-use crate::bots::{BotError, Bots};
-use crate::identity::{AccessError, Caller};
+use crate::bots::Bots;
+use crate::identity::Caller;
 use crate::paging::Paging;
 use crate::platform::Platform;
+use crate::service::ServiceError;
 use crate::store::{StoreError, stored_time};
-use crate::vaults::{VaultError, Vaults};
-
-/// Why a tool registry use case refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ToolError {
-    /// No such tool.
-    #[error("{0} not found")]
-    NotFound(&'static str),
-    /// Bad input: the message says what.
-    #[error("{0}")]
-    Invalid(String),
-    /// The caller may not do this.
-    #[error("{0}")]
-    Forbidden(String),
-    /// A Vault reference of the template the caller may not use.
-    #[error(transparent)]
-    Vault(#[from] VaultError),
-    /// The delegate's Bot is not one the caller may use.
-    #[error(transparent)]
-    Bot(#[from] BotError),
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<AccessError> for ToolError {
-    fn from(err: AccessError) -> Self {
-        Self::Forbidden(err.to_string())
-    }
-}
+use crate::vaults::Vaults;
 
 fn http_view(row: HttpToolRow) -> Result<HttpTool, StoreError> {
     Ok(HttpTool {
@@ -93,10 +65,10 @@ impl Tools {
     }
 
     /// The right to change the registry.
-    fn may_change(caller: &Caller) -> Result<(), ToolError> {
+    fn may_change(caller: &Caller) -> Result<(), ServiceError> {
         caller.require(Resource::Bots, Action::Write)?;
         if !caller.is_admin() {
-            return Err(ToolError::Forbidden(
+            return Err(ServiceError::Forbidden(
                 "only owners and admins change the organization's tools".into(),
             ));
         }
@@ -109,7 +81,7 @@ impl Tools {
         &self,
         caller: &Caller,
         paging: &Paging<String>,
-    ) -> Result<HttpToolPage, ToolError> {
+    ) -> Result<HttpToolPage, ServiceError> {
         caller.require(Resource::Bots, Action::Read)?;
         let rows = self
             .store
@@ -129,16 +101,16 @@ impl Tools {
         caller: &Caller,
         name: &str,
         request: PutHttpTool,
-    ) -> Result<HttpTool, ToolError> {
+    ) -> Result<HttpTool, ServiceError> {
         Self::may_change(caller)?;
         // The one check of a registration, shared with the in-memory Client.
         let definition =
             openbot_core::tool::check_http_tool(name, &request, self.platform.outbound())
-                .map_err(ToolError::Invalid)?;
+                .map_err(ServiceError::Invalid)?;
         let body = match request.body {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::Object(map)) => Some(map),
-            Some(_) => return Err(ToolError::Invalid("body must be a JSON object".into())),
+            Some(_) => return Err(ServiceError::Invalid("body must be a JSON object".into())),
         };
         let template = CallTemplate {
             headers: request.headers.into_iter().collect(),
@@ -146,7 +118,7 @@ impl Tools {
         };
         let refs = template
             .check()
-            .map_err(|e| ToolError::Invalid(e.to_string()))?;
+            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
         self.vaults.check_references(caller, &refs).await?;
         let row = HttpToolRow {
             definition,
@@ -164,7 +136,7 @@ impl Tools {
     }
 
     /// Removes an HTTP tool; Bot tools of that name become host tools for later Turns.
-    pub async fn delete_http(&self, caller: &Caller, name: &str) -> Result<(), ToolError> {
+    pub async fn delete_http(&self, caller: &Caller, name: &str) -> Result<(), ServiceError> {
         Self::may_change(caller)?;
         if self
             .store
@@ -173,7 +145,7 @@ impl Tools {
         {
             Ok(())
         } else {
-            Err(ToolError::NotFound("tool"))
+            Err(ServiceError::NotFound("tool"))
         }
     }
 
@@ -182,7 +154,7 @@ impl Tools {
         &self,
         caller: &Caller,
         paging: &Paging<String>,
-    ) -> Result<DelegateToolPage, ToolError> {
+    ) -> Result<DelegateToolPage, ServiceError> {
         caller.require(Resource::Bots, Action::Read)?;
         let rows = self
             .store
@@ -202,10 +174,10 @@ impl Tools {
         caller: &Caller,
         name: &str,
         request: PutDelegateTool,
-    ) -> Result<DelegateTool, ToolError> {
+    ) -> Result<DelegateTool, ServiceError> {
         Self::may_change(caller)?;
         // The one check of a registration, shared with the in-memory Client.
-        openbot_core::delegation::check_delegate(name, &request).map_err(ToolError::Invalid)?;
+        openbot_core::delegation::check_delegate(name, &request).map_err(ServiceError::Invalid)?;
         self.bots.visible(caller, request.bot_id).await?;
         let row = DelegateToolRow {
             name: name.to_string(),
@@ -222,7 +194,7 @@ impl Tools {
     }
 
     /// Removes a delegate tool; Bot tools of that name become host tools for later Turns.
-    pub async fn delete_delegate(&self, caller: &Caller, name: &str) -> Result<(), ToolError> {
+    pub async fn delete_delegate(&self, caller: &Caller, name: &str) -> Result<(), ServiceError> {
         Self::may_change(caller)?;
         if self
             .store
@@ -231,7 +203,7 @@ impl Tools {
         {
             Ok(())
         } else {
-            Err(ToolError::NotFound("delegate"))
+            Err(ServiceError::NotFound("delegate"))
         }
     }
 }
