@@ -329,6 +329,7 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             chats: Arc::clone(&database.chats),
             bots: Arc::clone(&database.bots),
             tools: Arc::clone(&database.tools),
+            apps: Arc::clone(&database.apps),
         };
         registry.register(Arc::new(crate::reminders::ReminderWorkflow::new(
             Arc::clone(&database.reminders),

@@ -52,6 +52,7 @@ app_tests!(
     discovery_lists_every_tool_with_its_schema_and_annotations,
     discovery_over_streamable_http_reaches_the_server,
     a_turn_calls_an_app_tool_and_the_model_sees_its_result,
+    a_turn_a_webhook_starts_calls_an_app_tool_as_a_sent_turn_does,
     a_turn_calls_the_time_server,
     an_app_tools_image_reaches_the_model_and_is_replayed_the_same_after_a_takeover,
     a_saved_declaration_is_kept_when_the_server_changes,
@@ -288,6 +289,46 @@ async fn a_turn_calls_an_app_tool_and_the_model_sees_its_result(server: Server) 
         "{}",
         model.bodies()[0]
     );
+}
+
+/// Input that arrives through a trigger resolves the Bot's App tools as input sent over the
+/// API does: the Turn a webhook starts calls the App, never waits on it as a host tool.
+async fn a_turn_a_webhook_starts_calls_an_app_tool_as_a_sent_turn_does(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    app_ready(&server, "notes", &fixture_stdio(&log, 0.0, None)).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "deploy"})),
+        Answer::Text(vec!["noted"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let made = server
+        .post("/v1/triggers", &server.owner)
+        .json(&json!({"chat_id": chat, "kind": "webhook", "text": "A deploy finished:"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let made: Value = made.json().await.unwrap();
+    let id = made["trigger"]["id"].as_str().unwrap();
+    let secret = made["signing_secret"].as_str().unwrap();
+    let now = openbot_server::engine::Clock::now_ms(server.clock.as_ref()) / 1000;
+    let delivered = api::deliver_webhook(&server, id, secret, now, Some("d-1"), r#"{"v":1}"#).await;
+    assert_eq!(delivered.status(), StatusCode::ACCEPTED);
+    let delivered: Value = delivered.json().await.unwrap();
+    let execution = delivered["execution_id"].as_str().unwrap();
+    let events = server.finish(&server.owner, execution).await;
+    assert_eq!(outcome_of(&events), Some(TurnOutcome::Completed));
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].output[0].as_text(), Some("write_note: deploy"));
+    let calls = fixture_log(&log)
+        .into_iter()
+        .filter(|l| l.starts_with("call write_note"))
+        .count();
+    assert_eq!(calls, 1);
 }
 
 /// An MCP image goes to the model as an image (a Chat Completions model: a user message of

@@ -18,7 +18,7 @@ mod api;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::{Server, error_code, postgres, server, sqlite, test_keys};
+use api::{Server, deliver_webhook, error_code, postgres, server, sqlite, test_keys};
 use fake_openai::{Answer, FakeOpenAi};
 use openbot_server::engine::{Clock, Engine, RunnerConfig};
 use openbot_server::node::registry;
@@ -606,49 +606,6 @@ async fn triggers_are_listed_in_pages_and_only_to_their_creator(s: Server) {
     assert!(s.columns_containing(&secret).await.is_empty());
 }
 
-/// Signs `body` at `timestamp` with `secret` using the openssl command (an implementation
-/// that is not ours).
-fn openssl_signature(secret: &str, timestamp: &str, body: &str) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("openssl")
-        .args(["dgst", "-sha256", "-hmac", secret, "-r"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("openssl");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{timestamp}.{body}").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    format!("v1={}", text.split_whitespace().next().unwrap())
-}
-
-async fn deliver(
-    s: &Server,
-    id: &str,
-    secret: &str,
-    timestamp: i64,
-    delivery: Option<&str>,
-    body: &str,
-) -> reqwest::Response {
-    let ts = timestamp.to_string();
-    let mut request = s
-        .http
-        .post(format!("{}/v1/hooks/{id}", s.base))
-        .header("content-type", "application/json")
-        .header("x-openbot-timestamp", &ts)
-        .header("x-openbot-signature", openssl_signature(secret, &ts, body))
-        .body(body.to_string());
-    if let Some(delivery) = delivery {
-        request = request.header("x-openbot-delivery", delivery);
-    }
-    request.send().await.unwrap()
-}
-
 async fn a_signed_webhook_delivery_reaches_the_chat_once(s: Server) {
     let model = FakeOpenAi::start(vec![Answer::Text(vec!["Deploy noted."])]).await;
     let chat = chat_with(&s, &model, false).await;
@@ -663,13 +620,13 @@ async fn a_signed_webhook_delivery_reaches_the_chat_once(s: Server) {
     let secret = made["signing_secret"].as_str().unwrap().to_string();
     let now = s.clock.now_ms() / 1000;
     let body = r#"{"service":"api","version":"1.4.2"}"#;
-    let first = deliver(&s, &id, &secret, now, Some("d-1"), body).await;
+    let first = deliver_webhook(&s, &id, &secret, now, Some("d-1"), body).await;
     assert_eq!(first.status(), StatusCode::ACCEPTED);
     let first: Value = first.json().await.unwrap();
     assert_eq!(first["outcome"], "sent");
     assert_eq!(first["delivery_id"], "d-1");
     // The sender retries the same delivery: the same firing, no second input.
-    let again = deliver(&s, &id, &secret, now, Some("d-1"), body).await;
+    let again = deliver_webhook(&s, &id, &secret, now, Some("d-1"), body).await;
     assert_eq!(again.status(), StatusCode::OK);
     let again: Value = again.json().await.unwrap();
     assert_eq!(again["id"], first["id"]);
@@ -689,12 +646,12 @@ async fn a_signed_webhook_delivery_reaches_the_chat_once(s: Server) {
         .send()
         .await
         .unwrap();
-    let paused = deliver(&s, &id, &secret, now, Some("d-2"), body).await;
+    let paused = deliver_webhook(&s, &id, &secret, now, Some("d-2"), body).await;
     assert_eq!(
         error_code(paused).await,
         (StatusCode::CONFLICT, "conflict".into())
     );
-    let known = deliver(&s, &id, &secret, now, Some("d-1"), body).await;
+    let known = deliver_webhook(&s, &id, &secret, now, Some("d-1"), body).await;
     assert_eq!(known.status(), StatusCode::OK);
 }
 
@@ -707,7 +664,7 @@ async fn a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers(s
     let now = s.clock.now_ms() / 1000;
     let body = r#"{"n":1}"#;
     // Signed with another secret.
-    let wrong = deliver(&s, &id, "whsec_not_the_secret", now, Some("x-1"), body).await;
+    let wrong = deliver_webhook(&s, &id, "whsec_not_the_secret", now, Some("x-1"), body).await;
     assert_eq!(
         error_code(wrong).await,
         (StatusCode::UNAUTHORIZED, "unauthorized".into())
@@ -718,7 +675,10 @@ async fn a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers(s
         .http
         .post(format!("{}/v1/hooks/{id}", s.base))
         .header("x-openbot-timestamp", &ts)
-        .header("x-openbot-signature", openssl_signature(&secret, &ts, body))
+        .header(
+            "x-openbot-signature",
+            api::openssl_signature(&secret, &ts, body),
+        )
         .header("x-openbot-delivery", "x-2")
         .body(r#"{"n":2}"#)
         .send()
@@ -730,14 +690,14 @@ async fn a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers(s
     );
     // Ten minutes old, and ten minutes ahead.
     for skew in [-600, 600] {
-        let stale = deliver(&s, &id, &secret, now + skew, Some("x-3"), body).await;
+        let stale = deliver_webhook(&s, &id, &secret, now + skew, Some("x-3"), body).await;
         assert_eq!(
             error_code(stale).await,
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
         );
     }
     // No delivery ID; no signature; a malformed signature; an unknown trigger.
-    let no_delivery = deliver(&s, &id, &secret, now, None, body).await;
+    let no_delivery = deliver_webhook(&s, &id, &secret, now, None, body).await;
     assert_eq!(
         error_code(no_delivery).await,
         (StatusCode::BAD_REQUEST, "invalid_input".into())
@@ -766,7 +726,7 @@ async fn a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers(s
         .await
         .unwrap();
     assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
-    let unknown = deliver(
+    let unknown = deliver_webhook(
         &s,
         &uuid::Uuid::now_v7().to_string(),
         &secret,
@@ -778,7 +738,7 @@ async fn a_webhook_refuses_bad_signatures_stale_timestamps_and_missing_headers(s
     assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
     // A schedule has no hook.
     let schedule = hourly(&s, &s.owner, &chat).await;
-    let not_hook = deliver(
+    let not_hook = deliver_webhook(
         &s,
         schedule["id"].as_str().unwrap(),
         &secret,
@@ -1041,7 +1001,7 @@ async fn concurrent_deliveries_of_one_id_send_one_input(s: Server) {
     let secret = made["signing_secret"].as_str().unwrap().to_string();
     let now = s.clock.now_ms() / 1000;
     let answers = futures::future::join_all(
-        (0..6).map(|_| deliver(&s, &id, &secret, now, Some("same"), r#"{"a":1}"#)),
+        (0..6).map(|_| deliver_webhook(&s, &id, &secret, now, Some("same"), r#"{"a":1}"#)),
     )
     .await;
     let mut firing_ids = std::collections::BTreeSet::new();
@@ -1076,7 +1036,7 @@ async fn a_webhook_on_a_deleted_chat_is_refused_and_paused(s: Server) {
         .unwrap();
     assert!(deleted.status().is_success());
     let now = s.clock.now_ms() / 1000;
-    let answer = deliver(&s, &id, &secret, now, Some("late"), "{}").await;
+    let answer = deliver_webhook(&s, &id, &secret, now, Some("late"), "{}").await;
     assert_eq!(answer.status(), StatusCode::ACCEPTED);
     let firing: Value = answer.json().await.unwrap();
     assert_eq!(firing["outcome"], "refused");

@@ -61,7 +61,7 @@ pub struct Chats {
     bots: Arc<dyn BotStore>,
     tools: Arc<dyn ToolStore>,
     files: Option<crate::files::Files>,
-    apps: Option<Arc<dyn crate::apps::AppStore>>,
+    apps: Arc<dyn crate::apps::AppStore>,
 }
 
 fn chat_view(row: &ChatRow) -> Result<Chat, StoreError> {
@@ -131,14 +131,17 @@ fn advancing(executions: &[ExecutionRow]) -> Option<&ExecutionRow> {
 }
 
 impl Chats {
-    /// The use cases on these stores.
+    /// The use cases on these stores. A Bot tool named `<app>__<tool>` resolves to an App of
+    /// `apps`, the same for every way input arrives (the API, a trigger, a reminder, a
+    /// Channel).
     pub fn new(
         engine: Arc<Engine>,
         chats: Arc<dyn ChatStore>,
         bots: Arc<dyn BotStore>,
         tools: Arc<dyn ToolStore>,
+        apps: Arc<dyn crate::apps::AppStore>,
     ) -> Self {
-        Self::on_context(Arc::clone(engine.context()), chats, bots, tools)
+        Self::on_context(Arc::clone(engine.context()), chats, bots, tools, apps)
     }
 
     /// The use cases on an engine's shared parts: what a workflow has (its phase's
@@ -148,6 +151,7 @@ impl Chats {
         chats: Arc<dyn ChatStore>,
         bots: Arc<dyn BotStore>,
         tools: Arc<dyn ToolStore>,
+        apps: Arc<dyn crate::apps::AppStore>,
     ) -> Self {
         Self {
             engine,
@@ -155,7 +159,7 @@ impl Chats {
             bots,
             tools,
             files: None,
-            apps: None,
+            apps,
         }
     }
 
@@ -193,12 +197,6 @@ impl Chats {
             })
     }
 
-    /// Resolves Bot tools named `<app>__<tool>` to the organization's Apps.
-    pub fn with_apps(mut self, apps: Arc<dyn crate::apps::AppStore>) -> Self {
-        self.apps = Some(apps);
-        self
-    }
-
     /// The saved route of a Bot tool named `<app>__<tool>`: the App's newest ready
     /// Connection, at its current revision, with the tool's declaration from its last
     /// discovery. `None` when the name names no App of the organization (a host tool).
@@ -207,9 +205,8 @@ impl Chats {
         organization: uuid::Uuid,
         name: &str,
     ) -> Result<Option<crate::apps::tool::AppRoute>, ChatError> {
-        let (Some(apps), Some((app_name, tool))) =
-            (&self.apps, openbot_schema::split_app_tool_name(name))
-        else {
+        let apps = &self.apps;
+        let Some((app_name, tool)) = openbot_schema::split_app_tool_name(name) else {
             return Ok(None);
         };
         let Some(app) = apps.app_named(organization, app_name).await? else {

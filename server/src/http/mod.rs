@@ -133,9 +133,9 @@ impl AppState {
             Arc::clone(&database.chats),
             Arc::clone(&database.bots),
             Arc::clone(&database.tools),
+            Arc::clone(&database.apps),
         )
-        .with_files(files.clone())
-        .with_apps(Arc::clone(&database.apps));
+        .with_files(files.clone());
         let approvals = crate::approvals::Approvals::new(
             Arc::clone(&engine),
             Arc::clone(&database.rules),

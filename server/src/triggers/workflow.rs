@@ -71,6 +71,8 @@ pub struct FiringStores {
     pub bots: Arc<dyn BotStore>,
     /// The tool registry.
     pub tools: Arc<dyn ToolStore>,
+    /// The organization's Apps, which Bot tools named `<app>__<tool>` call.
+    pub apps: Arc<dyn crate::apps::AppStore>,
 }
 
 impl FiringStores {
@@ -81,6 +83,7 @@ impl FiringStores {
             Arc::clone(&self.chats),
             Arc::clone(&self.bots),
             Arc::clone(&self.tools),
+            Arc::clone(&self.apps),
         )
     }
 }

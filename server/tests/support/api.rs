@@ -627,3 +627,47 @@ impl Server {
             .to_string()
     }
 }
+
+/// The `x-openbot-signature` of a webhook delivery, computed by the `openssl` command (an
+/// outside implementation of HMAC-SHA256, not the server's own).
+pub fn openssl_signature(secret: &str, timestamp: &str, body: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("openssl")
+        .args(["dgst", "-sha256", "-hmac", secret, "-r"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{timestamp}.{body}").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    format!("v1={}", text.split_whitespace().next().unwrap())
+}
+
+/// Posts a signed delivery of `body` to webhook trigger `id`.
+pub async fn deliver_webhook(
+    s: &Server,
+    id: &str,
+    secret: &str,
+    timestamp: i64,
+    delivery: Option<&str>,
+    body: &str,
+) -> reqwest::Response {
+    let ts = timestamp.to_string();
+    let mut request = s
+        .http
+        .post(format!("{}/v1/hooks/{id}", s.base))
+        .header("content-type", "application/json")
+        .header("x-openbot-timestamp", &ts)
+        .header("x-openbot-signature", openssl_signature(secret, &ts, body))
+        .body(body.to_string());
+    if let Some(delivery) = delivery {
+        request = request.header("x-openbot-delivery", delivery);
+    }
+    request.send().await.unwrap()
+}
