@@ -83,7 +83,8 @@ impl TurnPhase {
     }
 
     /// Hands the loop's host a guard of the feature's own type, read back by that type
-    /// ([`TurnPhase::take_guard`]); a second guard of the same type replaces the first.
+    /// (the Turn takes the guard types its host enforces); a second guard of the same type
+    /// replaces the first.
     pub fn set_guard<T: Send + Sync + 'static>(&mut self, guard: T) {
         self.guards.retain(|g| !g.is::<T>());
         self.guards.push(Box::new(guard));
