@@ -45,6 +45,7 @@ http_tests!(
     the_provider_use_cases_refuse_a_caller_without_the_right_themselves,
     the_tool_use_cases_refuse_a_caller_without_the_right_themselves,
     the_execution_use_cases_refuse_a_caller_without_the_right_themselves,
+    the_chat_use_cases_refuse_a_caller_without_the_right_themselves,
     a_chat_with_a_bot_answers_and_keeps_its_history,
     a_retried_send_returns_the_same_execution_and_other_input_is_a_conflict,
     a_retried_send_after_the_bot_changed_answers_the_recorded_turn,
@@ -806,6 +807,35 @@ async fn the_execution_use_cases_refuse_a_caller_without_the_right_themselves(se
         Some(TurnOutcome::Completed),
         "not cancelled"
     );
+}
+
+/// The Chat use cases check the caller's right themselves: a caller without `chats` neither
+/// reads its own Chat nor sends to it.
+async fn the_chat_use_cases_refuse_a_caller_without_the_right_themselves(server: Server) {
+    use openbot_server::chats::ChatError;
+    let model = FakeOpenAi::start(vec![]).await;
+    let bot = server.bot(&server.owner, &model, false).await;
+    let chat: openbot_schema::ChatId = server.chat(&server.owner, &bot).await.parse().unwrap();
+    let caller = owner_caller_with(&server, |right| {
+        right.resource != openbot_schema::Resource::Chats
+    })
+    .await;
+    let chats = openbot_server::chats::Chats::new(
+        Arc::clone(&server.engine),
+        Arc::clone(&server.database.chats),
+        Arc::clone(&server.database.bots),
+        Arc::clone(&server.database.tools),
+        Arc::clone(&server.database.apps),
+    );
+    let refused = chats.get(&caller, chat).await.unwrap_err();
+    assert!(matches!(refused, ChatError::Forbidden(_)), "{refused:?}");
+    let input = openbot_schema::SendInput {
+        content: vec![openbot_schema::ContentPart::text("hi")],
+        command_key: None,
+    };
+    let refused = chats.send(&caller, chat, input).await.unwrap_err();
+    assert!(matches!(refused, ChatError::Forbidden(_)), "{refused:?}");
+    assert_eq!(model.total_requests(), 0, "nothing was sent");
 }
 
 /// A stored time no calendar holds is damage: the read fails as a storage fault with an error

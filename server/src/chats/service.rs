@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openbot_schema::{
-    BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, EventKind, ExecutionId,
-    SendDisposition, SendInput, SendReceipt,
+    Action, BotId, Chat, ChatEntry, ChatEntryPage, ChatId, ChatPage, EventKind, ExecutionId,
+    Resource, SendDisposition, SendInput, SendReceipt,
 };
 use sha2::{Digest, Sha256};
 
@@ -35,9 +35,18 @@ pub enum ChatError {
     /// A conflict with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<crate::identity::AccessError> for ChatError {
+    fn from(err: crate::identity::AccessError) -> Self {
+        Self::Forbidden(err.to_string())
+    }
 }
 
 impl From<EngineError> for ChatError {
@@ -374,6 +383,7 @@ impl Chats {
 
     /// Creates a Chat of the caller with a Bot it may use.
     pub async fn create(&self, caller: &Caller, bot_id: BotId) -> Result<Chat, ChatError> {
+        caller.require(Resource::Chats, Action::Write)?;
         self.bot(caller, bot_id).await?;
         let row = self
             .chats
@@ -392,6 +402,7 @@ impl Chats {
         id: ChatId,
         on: bool,
     ) -> Result<bool, ChatError> {
+        caller.require(Resource::Chats, Action::Write)?;
         self.chat(caller, id).await?;
         let row = self
             .chats
@@ -403,11 +414,13 @@ impl Chats {
 
     /// Whether one of the caller's Chats is in plan mode.
     pub async fn plan_mode(&self, caller: &Caller, id: ChatId) -> Result<bool, ChatError> {
+        caller.require(Resource::Chats, Action::Read)?;
         Ok(self.chat(caller, id).await?.plan_mode)
     }
 
     /// One of the caller's Chats.
     pub async fn get(&self, caller: &Caller, id: ChatId) -> Result<Chat, ChatError> {
+        caller.require(Resource::Chats, Action::Read)?;
         Ok(chat_view(&self.chat(caller, id).await?)?)
     }
 
@@ -419,6 +432,7 @@ impl Chats {
         bot: Option<BotId>,
         paging: &Paging<ChatId>,
     ) -> Result<ChatPage, ChatError> {
+        caller.require(Resource::Chats, Action::Read)?;
         let rows = self
             .chats
             .chats_of(
@@ -441,6 +455,7 @@ impl Chats {
         id: ChatId,
         mut input: SendInput,
     ) -> Result<SendReceipt, ChatError> {
+        caller.require(Resource::Chats, Action::Write)?;
         check_input(&input)?;
         let chat = self.chat(caller, id).await?;
         let content =
@@ -550,6 +565,7 @@ impl Chats {
         id: ChatId,
         mut input: SendInput,
     ) -> Result<SendReceipt, ChatError> {
+        caller.require(Resource::Chats, Action::Write)?;
         check_input(&input)?;
         let chat = self.chat(caller, id).await?;
         self.check_files(caller, &chat, &mut input).await?;
@@ -645,6 +661,7 @@ impl Chats {
         caller: &Caller,
         id: ChatId,
     ) -> Result<Option<ExecutionId>, ChatError> {
+        caller.require(Resource::Chats, Action::Write)?;
         self.chat(caller, id).await?;
         let executions = self.engine.store.chat_executions(id.as_uuid()).await?;
         let Some(running) = advancing(&executions) else {
@@ -662,6 +679,7 @@ impl Chats {
     /// of them closed. Waits up to `DELETE_WAIT` for it; returns whether it ended in that
     /// time (it goes on either way, also across a restart).
     pub async fn delete(&self, caller: &Caller, id: ChatId) -> Result<bool, ChatError> {
+        caller.require(Resource::Chats, Action::Write)?;
         self.chat(caller, id).await?;
         let input = super::DeletionInput { chat_id: id };
         let deletion = self
@@ -699,6 +717,7 @@ impl Chats {
         id: ChatId,
         paging: &Paging<HistoryPosition>,
     ) -> Result<ChatEntryPage, ChatError> {
+        caller.require(Resource::Chats, Action::Read)?;
         self.chat(caller, id).await?;
         let rows = super::chat_history_after(
             &self.engine,

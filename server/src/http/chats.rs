@@ -4,8 +4,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    Action, BotId, Chat, ChatEntryPage, ChatFilter, ChatId, ChatPage, CreateChat, ErrorBody,
-    PageQuery, PlanMode, Resource, SendInput, SendReceipt,
+    Chat, ChatEntryPage, ChatFilter, ChatId, ChatPage, CreateChat, ErrorBody, PageQuery, PlanMode,
+    SendInput, SendReceipt,
 };
 
 use super::AppState;
@@ -26,16 +26,9 @@ impl From<ChatError> for ApiError {
             ChatError::NotFound(what) => ApiError::not_found(what),
             ChatError::Invalid(message) => ApiError::invalid(message),
             ChatError::Conflict(message) => ApiError::conflict(message),
+            ChatError::Forbidden(message) => ApiError::forbidden(message),
             ChatError::Store(err) => ApiError::store(err, "chat"),
         }
-    }
-}
-
-fn limited(caller: &Caller, bot: BotId) -> Result<(), ApiError> {
-    if caller.may_use(bot) {
-        Ok(())
-    } else {
-        Err(ApiError::not_found("bot"))
     }
 }
 
@@ -48,8 +41,6 @@ pub async fn create_chat(
     caller: Caller,
     ApiJson(request): ApiJson<CreateChat>,
 ) -> Result<(StatusCode, Json<Chat>), ApiError> {
-    caller.require(Resource::Chats, Action::Write)?;
-    limited(&caller, request.bot_id)?;
     let chat = state.chats.create(&caller, request.bot_id).await?;
     Ok((StatusCode::CREATED, Json(chat)))
 }
@@ -65,18 +56,10 @@ pub async fn list_chats(
     ApiQuery(query): ApiQuery<PageQuery>,
     ApiQuery(filter): ApiQuery<ChatFilter>,
 ) -> Result<Json<ChatPage>, ApiError> {
-    caller.require(Resource::Chats, Action::Read)?;
     let paging = Paging::parse(&query)?;
     // The token's Bot limit is part of the query.
     let chats = state.chats.list(&caller, filter.bot, &paging).await?;
     Ok(Json(chats))
-}
-
-/// One of the caller's Chats; a Chat outside its token's Bot limit is not found (the limit is
-/// part of the query).
-async fn chat(state: &AppState, caller: &Caller, id: &str) -> Result<Chat, ApiError> {
-    let chat = state.chats.get(caller, parse_id(id)?).await?;
-    Ok(chat)
 }
 
 /// Reads one of the caller's Chats.
@@ -88,8 +71,7 @@ pub async fn get_chat(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Chat>, ApiError> {
-    caller.require(Resource::Chats, Action::Read)?;
-    Ok(Json(chat(&state, &caller, &id).await?))
+    Ok(Json(state.chats.get(&caller, parse_id(&id)?).await?))
 }
 
 /// Sends input. It starts a Turn, or waits in order for its own Turn while one runs. A retry
@@ -104,7 +86,6 @@ pub async fn send(
     Path(id): Path<String>,
     ApiJson(input): ApiJson<SendInput>,
 ) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
-    caller.require(Resource::Chats, Action::Write)?;
     // The use case reads the Chat (and answers 404 when the caller has none by this ID).
     let receipt = state.chats.send(&caller, parse_id(&id)?, input).await?;
     Ok((StatusCode::ACCEPTED, Json(receipt)))
@@ -122,7 +103,6 @@ pub async fn steer(
     Path(id): Path<String>,
     ApiJson(input): ApiJson<SendInput>,
 ) -> Result<(StatusCode, Json<SendReceipt>), ApiError> {
-    caller.require(Resource::Chats, Action::Write)?;
     // The use case reads the Chat (and answers 404 when the caller has none by this ID).
     let receipt = state.chats.steer(&caller, parse_id(&id)?, input).await?;
     Ok((StatusCode::ACCEPTED, Json(receipt)))
@@ -137,9 +117,7 @@ pub async fn stop(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Chats, Action::Write)?;
-    let chat = chat(&state, &caller, &id).await?;
-    state.chats.stop(&caller, chat.id).await?;
+    state.chats.stop(&caller, parse_id(&id)?).await?;
     Ok(StatusCode::ACCEPTED)
 }
 
@@ -152,9 +130,7 @@ pub async fn get_plan_mode(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<PlanMode>, ApiError> {
-    caller.require(Resource::Chats, Action::Read)?;
-    let chat = chat(&state, &caller, &id).await?;
-    let enabled = state.chats.plan_mode(&caller, chat.id).await?;
+    let enabled = state.chats.plan_mode(&caller, parse_id(&id)?).await?;
     Ok(Json(PlanMode { enabled }))
 }
 
@@ -170,11 +146,9 @@ pub async fn put_plan_mode(
     Path(id): Path<String>,
     ApiJson(request): ApiJson<PlanMode>,
 ) -> Result<Json<PlanMode>, ApiError> {
-    caller.require(Resource::Chats, Action::Write)?;
-    let chat = chat(&state, &caller, &id).await?;
     let enabled = state
         .chats
-        .set_plan_mode(&caller, chat.id, request.enabled)
+        .set_plan_mode(&caller, parse_id(&id)?, request.enabled)
         .await?;
     Ok(Json(PlanMode { enabled }))
 }
@@ -189,9 +163,7 @@ pub async fn delete_chat(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Resource::Chats, Action::Write)?;
-    let chat = chat(&state, &caller, &id).await?;
-    match state.chats.delete(&caller, chat.id).await {
+    match state.chats.delete(&caller, parse_id(&id)?).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Ok(StatusCode::ACCEPTED),
         Err(err) => Err(ApiError::from(err)),
@@ -209,9 +181,10 @@ pub async fn history(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<ChatEntryPage>, ApiError> {
-    caller.require(Resource::Chats, Action::Read)?;
     let paging = Paging::parse(&query)?;
-    let chat = chat(&state, &caller, &id).await?;
-    let entries = state.chats.history(&caller, chat.id, &paging).await?;
+    let entries = state
+        .chats
+        .history(&caller, parse_id(&id)?, &paging)
+        .await?;
     Ok(Json(entries))
 }

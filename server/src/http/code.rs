@@ -20,7 +20,8 @@ impl From<CodeRunError> for ApiError {
             CodeRunError::Chat(ChatError::Invalid(message)) => ApiError::invalid(message),
             CodeRunError::Chat(ChatError::Conflict(message)) => ApiError::conflict(message),
             CodeRunError::Chat(ChatError::Store(err)) => ApiError::store(err, "bot"),
-            CodeRunError::Forbidden(message) => {
+            CodeRunError::Chat(ChatError::Forbidden(message))
+            | CodeRunError::Forbidden(message) => {
                 ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
             }
             CodeRunError::Conflict(key) => {

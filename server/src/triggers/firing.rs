@@ -68,7 +68,7 @@ pub async fn send_as(
         Err(ChatError::NotFound(what)) => Ok(Sent::Refused(format!(
             "the {what} was deleted or is out of this credential's reach"
         ))),
-        Err(ChatError::Invalid(why)) => Ok(Sent::Refused(why)),
+        Err(ChatError::Invalid(why) | ChatError::Forbidden(why)) => Ok(Sent::Refused(why)),
         Err(ChatError::Conflict(why)) => Err(SendError::Conflict(why)),
         Err(ChatError::Store(err)) => Err(err.into()),
     }
