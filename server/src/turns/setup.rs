@@ -77,16 +77,6 @@ impl PhaseSetup {
         &self.platform
     }
 
-    /// The shared limits, when the node has a database.
-    pub fn limits(&self) -> Option<&crate::limits::Limits> {
-        self.limits.as_ref()
-    }
-
-    /// Where saved identities' current rights are read, when the node checks them.
-    pub fn identity_store(&self) -> Option<&Arc<dyn IdentityStore>> {
-        self.identity.as_ref()
-    }
-
     /// Whether this setup spends budgets (model requests are then billed).
     pub(crate) fn bills(&self) -> bool {
         self.budgets.is_some()
