@@ -267,6 +267,8 @@ pub fn key_ring(config: &NodeConfig) -> Result<KeyRing, NodeError> {
 /// The workflows every node runs, reaching the outside as `platform` allows; with a database,
 /// Turns build their models from their organization's provider settings and check their
 /// saved identity's current rights.
+///
+/// [`tool_routing`] is the other half: what a Turn's tools are, decided when it is submitted.
 pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
     let setup = match database {
         Some(database) => PhaseSetup::on_database(platform.clone(), database),
@@ -328,8 +330,7 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
             identity: Arc::clone(&database.identity),
             chats: Arc::clone(&database.chats),
             bots: Arc::clone(&database.bots),
-            tools: Arc::clone(&database.tools),
-            apps: Arc::clone(&database.apps),
+            routing: tool_routing(database),
         };
         registry.register(Arc::new(crate::reminders::ReminderWorkflow::new(
             Arc::clone(&database.reminders),
@@ -412,4 +413,21 @@ pub fn default_node_name() -> String {
         std::process::id(),
         &uuid::Uuid::now_v7().simple().to_string()[24..]
     )
+}
+
+/// Where a Turn's tools come from, decided when input is submitted (see
+/// [`crate::chats::ToolRouting`]): an App's tools first, then the organization's HTTP tools and
+/// delegates; any other name is a host tool. Plan mode and reminders add their own tool.
+pub fn tool_routing(database: &Database) -> crate::chats::ToolRouting {
+    crate::chats::ToolRouting::default()
+        .with_source(Arc::new(crate::apps::AppTools(Arc::clone(&database.apps))))
+        .with_source(Arc::new(crate::tools::HttpTools(Arc::clone(
+            &database.tools,
+        ))))
+        .with_source(Arc::new(crate::tools::DelegateTools::new(
+            Arc::clone(&database.tools),
+            Arc::clone(&database.bots),
+        )))
+        .with_offer(Arc::new(crate::chats::PlanOffer))
+        .with_offer(Arc::new(crate::reminders::RemindOffer))
 }

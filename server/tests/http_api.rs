@@ -824,8 +824,7 @@ async fn the_chat_use_cases_refuse_a_caller_without_the_right_themselves(server:
         Arc::clone(&server.engine),
         Arc::clone(&server.database.chats),
         Arc::clone(&server.database.bots),
-        Arc::clone(&server.database.tools),
-        Arc::clone(&server.database.apps),
+        openbot_server::node::tool_routing(&server.database),
     );
     let refused = chats.get(&caller, chat).await.unwrap_err();
     assert!(matches!(refused, ChatError::Forbidden(_)), "{refused:?}");

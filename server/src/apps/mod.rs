@@ -9,6 +9,7 @@ mod credentials;
 mod error;
 pub mod oauth;
 mod oauth_link;
+mod route;
 mod service;
 mod sql;
 mod store;
@@ -18,6 +19,7 @@ mod vault_headers;
 pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
 pub use error::AppError;
 pub use oauth_link::{AppStatusWrite, OAuthCredentials, begin_sign_in, phase_credentials};
+pub use route::AppTools;
 pub use service::{
     AppPermits, Apps, MAX_HEADERS, app_scopes, app_view, check_app_name, connection_view, upstream,
 };

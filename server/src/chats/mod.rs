@@ -5,6 +5,7 @@
 mod deletion;
 mod history;
 mod plan;
+mod routing;
 mod service;
 mod sql;
 mod store;
@@ -15,5 +16,7 @@ pub use deletion::{
 };
 pub use history::{HistoryEntry, HistoryPosition, chat_history, chat_history_after};
 pub(crate) use plan::PlanApproved;
+pub use plan::PlanOffer;
+pub use routing::{RouteRequest, Slot, ToolRouting, ToolSource, TurnOffer};
 pub use service::{ChatError, Chats};
 pub use store::{ChatRow, ChatStore};

@@ -23,3 +23,16 @@ tx_write!(PlanApproved, |this, tx| {
     .await?;
     Ok(())
 });
+
+/// Offers `propose_plan` to a Turn of a Chat in plan mode.
+pub struct PlanOffer;
+
+impl super::TurnOffer for PlanOffer {
+    fn offer(
+        &self,
+        _bot: &crate::bots::BotRow,
+        chat: &super::ChatRow,
+    ) -> Option<crate::turns::SavedTool> {
+        chat.plan_mode.then(crate::turns::propose_plan_tool)
+    }
+}

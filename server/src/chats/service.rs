@@ -11,14 +11,14 @@ use openbot_schema::{
 use sha2::{Digest, Sha256};
 
 use super::HistoryPosition;
+use super::ToolRouting;
 use super::store::{ChatRow, ChatStore};
 use crate::bots::{BotRow, BotStore};
 use crate::engine::{Engine, EngineContext, EngineError, Submission};
 use crate::identity::{Caller, ExecutionIdentity};
 use crate::paging::Paging;
 use crate::store::{ExecutionRow, KeyWrite, StoreError, stored_time};
-use crate::tools::ToolStore;
-use crate::turns::{DelegateRoute, SavedTool, TURN, ToolRoute, TurnInput};
+use crate::turns::{SavedTool, TURN, TurnInput};
 
 /// How long deleting a Chat waits for its Turns to release their work.
 pub const DELETE_WAIT: Duration = Duration::from_secs(30);
@@ -68,9 +68,8 @@ pub struct Chats {
     engine: Arc<EngineContext>,
     chats: Arc<dyn ChatStore>,
     bots: Arc<dyn BotStore>,
-    tools: Arc<dyn ToolStore>,
+    routing: ToolRouting,
     files: Option<crate::files::Files>,
-    apps: Arc<dyn crate::apps::AppStore>,
 }
 
 fn chat_view(row: &ChatRow) -> Result<Chat, StoreError> {
@@ -140,17 +139,15 @@ fn advancing(executions: &[ExecutionRow]) -> Option<&ExecutionRow> {
 }
 
 impl Chats {
-    /// The use cases on these stores. A Bot tool named `<app>__<tool>` resolves to an App of
-    /// `apps`, the same for every way input arrives (the API, a trigger, a reminder, a
-    /// Channel).
+    /// The use cases on these stores, with a Turn's tools routed by `routing` (the same for
+    /// every way input arrives: the API, a trigger, a reminder, a Channel).
     pub fn new(
         engine: Arc<Engine>,
         chats: Arc<dyn ChatStore>,
         bots: Arc<dyn BotStore>,
-        tools: Arc<dyn ToolStore>,
-        apps: Arc<dyn crate::apps::AppStore>,
+        routing: ToolRouting,
     ) -> Self {
-        Self::on_context(Arc::clone(engine.context()), chats, bots, tools, apps)
+        Self::on_context(Arc::clone(engine.context()), chats, bots, routing)
     }
 
     /// The use cases on an engine's shared parts: what a workflow has (its phase's
@@ -159,16 +156,14 @@ impl Chats {
         engine: Arc<EngineContext>,
         chats: Arc<dyn ChatStore>,
         bots: Arc<dyn BotStore>,
-        tools: Arc<dyn ToolStore>,
-        apps: Arc<dyn crate::apps::AppStore>,
+        routing: ToolRouting,
     ) -> Self {
         Self {
             engine,
             chats,
             bots,
-            tools,
+            routing,
             files: None,
-            apps,
         }
     }
 
@@ -206,154 +201,6 @@ impl Chats {
             })
     }
 
-    /// The saved route of a Bot tool named `<app>__<tool>`: the App's newest ready
-    /// Connection, at its current revision, with the tool's declaration from its last
-    /// discovery. `None` when the name names no App of the organization (a host tool).
-    async fn app_route(
-        &self,
-        organization: uuid::Uuid,
-        name: &str,
-    ) -> Result<Option<crate::apps::tool::AppRoute>, ChatError> {
-        let apps = &self.apps;
-        let Some((app_name, tool)) = openbot_schema::split_app_tool_name(name) else {
-            return Ok(None);
-        };
-        let Some(app) = apps.app_named(organization, app_name).await? else {
-            return Ok(None);
-        };
-        let connection = apps
-            .ready_connection(organization, app.id)
-            .await?
-            .ok_or_else(|| {
-                ChatError::Invalid(format!(
-                    "the Bot's tool `{name}` is of the App `{app_name}`, which has no ready connection"
-                ))
-            })?;
-        let declaration = connection
-            .tools
-            .as_ref()
-            .and_then(|tools| tools.iter().find(|t| t.name == tool))
-            .cloned()
-            .ok_or_else(|| {
-                ChatError::Invalid(format!(
-                    "the App `{app_name}` has no tool `{tool}` in its last discovery: run discovery on its connection"
-                ))
-            })?;
-        let route = crate::apps::tool::AppRoute {
-            organization_id: organization,
-            app_id: app.id,
-            app_name: app.name,
-            connection_id: connection.id,
-            revision: connection.revision,
-            declaration,
-        };
-        // A declaration a model cannot take (its schema, its name) stops the send, not the Turn.
-        openbot_core::tool::CheckedSchema::new(route.definition()).map_err(|e| {
-            ChatError::Invalid(format!("the App tool `{name}` cannot be offered: {e}"))
-        })?;
-        Ok(Some(route))
-    }
-
-    /// The Bot's tools as the Turn saves them: a registered HTTP tool of the organization
-    /// calls its endpoint (with the registry's definition); a registered delegate tool starts
-    /// a Turn of its Bot, saved here with that Bot's own tools (to
-    /// [`openbot_core::delegation::MAX_DELEGATION_DEPTH`] levels, the rule of both modes);
-    /// any other is a host tool.
-    async fn saved_tools(
-        &self,
-        caller: &Caller,
-        bot: &BotRow,
-    ) -> Result<Vec<SavedTool>, ChatError> {
-        if bot.spec.tools.is_empty() {
-            return Ok(Vec::new());
-        }
-        let organization = caller.member.organization_id;
-        let http = self.tools.tools(organization).await?;
-        let delegates = self.tools.delegates(organization).await?;
-        let mut saved = Vec::new();
-        self.resolve_tools(caller, bot, &http, &delegates, 0, &mut saved)
-            .await?;
-        Ok(saved)
-    }
-
-    async fn resolve_tools(
-        &self,
-        caller: &Caller,
-        bot: &BotRow,
-        http: &[crate::tools::HttpToolRow],
-        delegates: &[crate::tools::DelegateToolRow],
-        depth: usize,
-        saved: &mut Vec<SavedTool>,
-    ) -> Result<(), ChatError> {
-        for definition in &bot.spec.tools {
-            if let Some(route) = self
-                .app_route(caller.member.organization_id, &definition.name)
-                .await?
-            {
-                saved.push(SavedTool {
-                    definition: route.definition(),
-                    route: ToolRoute::App(Box::new(route)),
-                });
-                continue;
-            }
-            if let Some(tool) = http.iter().find(|t| t.definition.name == definition.name) {
-                saved.push(SavedTool {
-                    definition: tool.definition.clone(),
-                    route: ToolRoute::Http {
-                        url: tool.url.clone(),
-                        retry_safe: tool.retry_safe,
-                        background: tool.background,
-                        template: tool.template.clone(),
-                    },
-                });
-                continue;
-            }
-            let Some(delegate) = delegates.iter().find(|d| d.name == definition.name) else {
-                saved.push(SavedTool {
-                    definition: definition.clone(),
-                    route: ToolRoute::Host,
-                });
-                continue;
-            };
-            if !openbot_core::delegation::offers_delegates(depth) {
-                // Deeper delegation is not offered: the chain ends here.
-                continue;
-            }
-            let target = self
-                .bots
-                .visible_bot(caller, delegate.bot_id)
-                .await?
-                .ok_or_else(|| {
-                    ChatError::Invalid(format!(
-                        "the delegate tool `{}` names a Bot this caller cannot use",
-                        delegate.name
-                    ))
-                })?;
-            let mut tools = Vec::new();
-            Box::pin(self.resolve_tools(caller, &target, http, delegates, depth + 1, &mut tools))
-                .await?;
-            saved.push(SavedTool {
-                definition: openbot_core::delegation::delegate_definition(
-                    &delegate.name,
-                    &delegate.description,
-                    &target.spec.name,
-                ),
-                route: ToolRoute::Delegate(Box::new(DelegateRoute {
-                    bot_id: target.id,
-                    name: target.spec.name.clone(),
-                    instructions: target.spec.instructions.clone(),
-                    model: target.spec.model.clone(),
-                    tools,
-                    limits: openbot_core::delegation::route_limits(
-                        target.spec.limits,
-                        delegate.limits,
-                    ),
-                })),
-            });
-        }
-        Ok(())
-    }
-
     /// One of the caller's Chats, within its token's Bot limit (in the query).
     async fn chat(&self, caller: &Caller, id: ChatId) -> Result<ChatRow, ChatError> {
         self.chats
@@ -370,7 +217,7 @@ impl Chats {
         id: BotId,
     ) -> Result<(BotRow, Vec<SavedTool>), ChatError> {
         let bot = self.bot(caller, id).await?;
-        let tools = self.saved_tools(caller, &bot).await?;
+        let tools = self.routing.bot_tools(caller, &bot, 0).await?;
         Ok((bot, tools))
     }
 
@@ -490,13 +337,7 @@ impl Chats {
         let id = chat.id;
         // Rights are checked now, not when the Chat was created.
         let bot = self.bot(caller, chat.bot_id).await?;
-        let mut tools = self.saved_tools(caller, &bot).await?;
-        if chat.plan_mode {
-            tools.push(crate::turns::propose_plan_tool());
-        }
-        if bot.spec.reminders {
-            tools.push(crate::reminders::remind_tool());
-        }
+        let tools = self.routing.turn_tools(caller, &bot, &chat).await?;
         let turn = TurnInput {
             instructions: bot.spec.instructions.clone(),
             model: bot.spec.model.clone(),

@@ -132,8 +132,7 @@ impl AppState {
             Arc::clone(&engine),
             Arc::clone(&database.chats),
             Arc::clone(&database.bots),
-            Arc::clone(&database.tools),
-            Arc::clone(&database.apps),
+            crate::node::tool_routing(database),
         )
         .with_files(files.clone());
         let approvals = crate::approvals::Approvals::new(

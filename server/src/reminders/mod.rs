@@ -19,6 +19,7 @@ pub use set::{SetReminder, set_reminder};
 pub use sql::NewReminder;
 pub use store::{ReminderRow, ReminderStore};
 pub use tool::{
-    MAX_TEXT_CHARS, MAX_WAIT_MS, REMIND, RemindArgs, iso_duration_ms, parse_args, remind_tool,
+    MAX_TEXT_CHARS, MAX_WAIT_MS, REMIND, RemindArgs, RemindOffer, iso_duration_ms, parse_args,
+    remind_tool,
 };
 pub use workflow::{REMINDER, ReminderInput, ReminderWorkflow};

@@ -179,3 +179,12 @@ mod tests {
         assert!(parse_args(&json!({"text": "tea", "in": "P400D"}), now).is_err());
     }
 }
+
+/// Offers `remind` to a Turn of a Bot with its `reminders` setting on.
+pub struct RemindOffer;
+
+impl crate::chats::TurnOffer for RemindOffer {
+    fn offer(&self, bot: &crate::bots::BotRow, _chat: &crate::chats::ChatRow) -> Option<SavedTool> {
+        bot.spec.reminders.then(remind_tool)
+    }
+}

@@ -4,12 +4,14 @@
 //! submitted, so changing the registry later never changes a saved call.
 
 mod call_parts;
+mod route;
 mod service;
 mod sql;
 mod store;
 mod template;
 
 pub use call_parts::{TemplateParts, ToolVault};
+pub use route::{DelegateTools, HttpTools};
 pub use service::Tools;
 pub use store::{DelegateToolRow, HttpToolRow, ToolStore};
 pub use template::{CallTemplate, argument_references, render_arguments};

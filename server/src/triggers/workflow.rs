@@ -21,7 +21,6 @@ use crate::chats::{ChatStore, Chats};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
 use crate::identity::{IdentityStore, ServiceIdentity, ServiceOwner};
 use crate::store::Commit;
-use crate::tools::ToolStore;
 
 /// The execution kind of schedule timers.
 pub const TRIGGER_SCHEDULE: &str = "trigger_schedule";
@@ -69,10 +68,8 @@ pub struct FiringStores {
     pub chats: Arc<dyn ChatStore>,
     /// Bots.
     pub bots: Arc<dyn BotStore>,
-    /// The tool registry.
-    pub tools: Arc<dyn ToolStore>,
-    /// The organization's Apps, which Bot tools named `<app>__<tool>` call.
-    pub apps: Arc<dyn crate::apps::AppStore>,
+    /// Where the Turns' tools come from ([`crate::node::tool_routing`]).
+    pub routing: crate::chats::ToolRouting,
 }
 
 impl FiringStores {
@@ -82,8 +79,7 @@ impl FiringStores {
             Arc::clone(&cx.engine),
             Arc::clone(&self.chats),
             Arc::clone(&self.bots),
-            Arc::clone(&self.tools),
-            Arc::clone(&self.apps),
+            self.routing.clone(),
         )
     }
 }
