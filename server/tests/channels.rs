@@ -551,6 +551,14 @@ async fn a_send_whose_answer_is_lost_ends_unknown_and_is_not_sent_again(s: Serve
     assert_eq!(sends(&s, &channel).await[0]["state"], "unknown");
     let logs = String::from_utf8_lossy(&api::logs().lock().unwrap()).to_string();
     assert!(!logs.contains(TELEGRAM_TOKEN), "the token is in the log");
+    // Its one saved call ends `unknown`, with no result.
+    let event = sends(&s, &channel).await[0]["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let calls = delivery_calls(&s, &channel, &event).await;
+    let log: Vec<_> = calls.iter().map(|c| (c.key.attempt, c.phase)).collect();
+    assert_eq!(log, [(1, openbot_server::store::CallPhase::Unknown)]);
 }
 
 async fn a_rate_limited_send_is_sent_again_after_retry_after_and_then_once(s: Server) {
@@ -581,6 +589,47 @@ async fn a_rate_limited_send_is_sent_again_after_retry_after_and_then_once(s: Se
     let seen = fake.seen();
     assert_eq!(seen[0].body, seen[1].body);
     assert_eq!(seen[1].body, json!({"channel": "C0123", "text": "Later."}));
+    // Each request is one saved call of the delivery (saved `sending` before it left), which
+    // ends with its result: one attempt after the other.
+    let calls = delivery_calls(&s, &channel, "Ev-rl").await;
+    let log: Vec<_> = calls
+        .iter()
+        .map(|c| (c.key.attempt, c.phase, c.result_record.is_some(), c.late))
+        .collect();
+    use openbot_server::store::CallPhase::Done;
+    assert_eq!(log, [(1, Done, true, false), (2, Done, true, false)]);
+}
+
+/// The call log of the delivery of the Channel's input `event`.
+async fn delivery_calls(
+    s: &Server,
+    channel: &Value,
+    event: &str,
+) -> Vec<openbot_server::store::CallRow> {
+    let channel_id: uuid::Uuid = channel["id"].as_str().unwrap().parse().unwrap();
+    let row = s
+        .database
+        .channels
+        .channel(channel_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let scope = openbot_server::channels::channels_service(row.organization_id).scope();
+    let key = format!("channel-input:{channel_id}:{event}");
+    let delivery = s
+        .engine
+        .context()
+        .store
+        .command_key(&scope, &key)
+        .await
+        .unwrap()
+        .expect("the delivery's command key");
+    s.engine
+        .context()
+        .store
+        .calls(delivery.execution_id)
+        .await
+        .unwrap()
 }
 
 async fn a_rejected_send_is_final_and_not_retried(s: Server) {

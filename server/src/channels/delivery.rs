@@ -3,10 +3,12 @@
 //!
 //! It sends the input to the conversation's Chat as the Channel's creator (their current
 //! rights decide), waits for the Turn to end (a durable timer rechecks it, with no owner
-//! while waiting), and sends the reply as a saved call: `sending` -> `writing` (saved before
-//! the request leaves) -> `sent` / `rejected` / back to `sending` for a proven rate limit or
-//! a request that never left. A new owner that finds `writing` does not know whether the
-//! platform got the reply: it records `unknown` and sends nothing.
+//! while waiting), and sends the reply as a saved call ([`SavedCalls`], one call-log attempt
+//! per request): the input's row goes `sending` -> `writing` in the commit that saves the call
+//! as `sending`, before the request leaves; then `sent` / `rejected` / back to `sending` for a
+//! proven rate limit or a request that never left, committed with the call's result. A new
+//! owner that finds `writing` does not know whether the platform got the reply: it records
+//! `unknown` and sends nothing. Every write carries the owner's generation.
 
 use std::sync::Arc;
 
@@ -17,11 +19,15 @@ use uuid::Uuid;
 
 use super::sends::{ChannelHttp, Reply, SendOutcome};
 use super::service::{ChannelSecrets, open_secrets};
+use super::sql::{BeginWrite, EndMessage, RetryLater};
 use super::store::{ChannelRow, ChannelStore, MessageRow, Stage};
-use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Submission, Workflow};
+use crate::engine::{
+    EngineEnd, Next, PhaseContext, PhaseError, RunScope, SavedCalls, Submission, Workflow,
+};
 use crate::identity::{ServiceIdentity, ServiceOwner};
-use crate::store::{Commit, Millis, StoreError};
+use crate::store::{CallPhase, Commit, Millis, StoreError, TxWrite, TxWrites};
 use crate::triggers::{FiringStores, SendAs, SendError, Sent, send_as};
+use openbot_core::turn::{CallKey, CallSlot};
 
 /// The execution kind of input deliveries.
 pub const CHANNEL_DELIVERY: &str = "channel_delivery";
@@ -74,6 +80,54 @@ fn recheck_after(now: Millis, since: Millis) -> Millis {
 /// The wait before another try of a request that never left.
 fn backoff(attempts: i64) -> Millis {
     1_000i64.saturating_mul(1 << attempts.clamp(0, 6))
+}
+
+/// The reply's request `attempt` (from 1) in the delivery's call log.
+fn reply_call(attempt: i64) -> Result<CallKey, StoreError> {
+    let attempt = u32::try_from(attempt)
+        .map_err(|_| StoreError::Invalid(format!("a reply's attempt {attempt} is out of range")))?;
+    Ok(CallKey {
+        step: 1,
+        slot: CallSlot::Tool(0),
+        attempt,
+    })
+}
+
+/// What a reply request came to: the call's saved result, and what it does to the input's row.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+enum ReplyResult {
+    /// The platform took it: its message ID.
+    Sent { id: String },
+    /// Refused for good, or given up on.
+    Rejected { why: String },
+    /// The answer was lost: it may have been posted (never sent again).
+    Unknown { why: String },
+    /// It never left, or a proven rate limit: sent again at `at`.
+    Retry { at: Millis, why: String },
+}
+
+impl ReplyResult {
+    fn write(&self, message_id: Uuid) -> Arc<dyn TxWrite> {
+        let end = |state, id: Option<&String>, why: Option<&String>| -> Arc<dyn TxWrite> {
+            Arc::new(EndMessage {
+                message_id,
+                state,
+                platform_message_id: id.cloned(),
+                error: why.cloned(),
+            })
+        };
+        match self {
+            Self::Sent { id } => end(SendState::Sent, Some(id), None),
+            Self::Rejected { why } => end(SendState::Rejected, None, Some(why)),
+            Self::Unknown { why } => end(SendState::Unknown, None, Some(why)),
+            Self::Retry { at, why } => Arc::new(RetryLater {
+                message_id,
+                at: *at,
+                error: why.clone(),
+            }),
+        }
+    }
 }
 
 /// Runs deliveries.
@@ -172,9 +226,7 @@ impl DeliveryWorkflow {
             Ok(Sent::Turn(turn)) => self.channels.set_answering(message.id, chat, turn).await?,
             Ok(Sent::Refused(why)) | Err(SendError::Conflict(why)) => {
                 tracing::info!(channel = %channel.id, "channel input refused: the creator may no longer send");
-                self.channels
-                    .end_message(message.id, SendState::Refused, None, Some(&why))
-                    .await?;
+                end_message(cx, EndMessage::unsent(message.id, SendState::Refused, &why)).await?;
             }
             Err(SendError::Store(err)) => return Err(err.into()),
         }
@@ -224,7 +276,8 @@ impl DeliveryWorkflow {
         Ok(())
     }
 
-    /// One request with the reply, its intent saved first.
+    /// One request with the reply, as a saved call ([`SavedCalls`]): `sending` (the row to
+    /// `writing`) commits before the request leaves, its result with what it does to the row.
     async fn send(
         &self,
         cx: &PhaseContext,
@@ -240,8 +293,20 @@ impl DeliveryWorkflow {
         if !scope.gate_open() {
             return Err(PhaseError::Cancelled);
         }
-        if !self.channels.begin_write(message.id).await? {
-            return Ok(());
+        let attempts = message.attempts + 1;
+        let key = reply_call(attempts)?;
+        let calls = SavedCalls::of(cx);
+        let sending = Commit {
+            calls: vec![calls.write(key, CallPhase::Sending, None, None)],
+            writes: TxWrites::one(BeginWrite {
+                message_id: message.id,
+            }),
+            ..Commit::default()
+        };
+        match calls.commit(sending).await {
+            // Not waiting to be sent (another owner took it first): nothing is sent.
+            Err(StoreError::Refused(_)) => return Ok(()),
+            other => other?,
         }
         let outcome = self
             .http
@@ -255,48 +320,49 @@ impl DeliveryWorkflow {
             })
             .await;
         let now = cx.engine.clock.now_ms();
-        let attempts = message.attempts + 1;
-        match outcome {
-            SendOutcome::Sent(id) => {
-                self.channels
-                    .end_message(message.id, SendState::Sent, Some(&id), None)
-                    .await?
-            }
-            SendOutcome::Rejected(why) => {
-                self.channels
-                    .end_message(message.id, SendState::Rejected, None, Some(&why))
-                    .await?
-            }
+        let result = match outcome {
+            SendOutcome::Sent(id) => ReplyResult::Sent { id },
+            SendOutcome::Rejected(why) => ReplyResult::Rejected { why },
             SendOutcome::Unknown(why) => {
                 tracing::warn!(channel = %channel.id, message = %message.id, "a channel send's outcome is unknown; it is not sent again");
-                self.channels
-                    .end_message(message.id, SendState::Unknown, None, Some(&why))
-                    .await?
+                ReplyResult::Unknown { why }
             }
             SendOutcome::RetryAfter(_, why) | SendOutcome::NotSent(why)
                 if attempts >= MAX_ATTEMPTS =>
             {
-                self.channels
-                    .end_message(
-                        message.id,
-                        SendState::Rejected,
-                        None,
-                        Some(&format!("gave up after {attempts} attempts: {why}")),
-                    )
-                    .await?
+                ReplyResult::Rejected {
+                    why: format!("gave up after {attempts} attempts: {why}"),
+                }
             }
-            SendOutcome::RetryAfter(wait, why) => {
-                self.channels
-                    .retry_later(message.id, now + wait, &why)
-                    .await?
+            SendOutcome::RetryAfter(wait, why) => ReplyResult::Retry {
+                at: now + wait,
+                why,
+            },
+            SendOutcome::NotSent(why) => ReplyResult::Retry {
+                at: now + backoff(attempts),
+                why,
+            },
+        };
+        let write = result.write(message.id);
+        let (phase, result) = match result {
+            ReplyResult::Unknown { .. } => (CallPhase::Unknown, None),
+            known => (CallPhase::Done, Some(cx.engine.seal_json(&known)?)),
+        };
+        let call = calls.write(key, phase, result, None);
+        let saved = Commit {
+            calls: vec![call.clone()],
+            writes: TxWrites(vec![write]),
+            ..Commit::default()
+        };
+        match calls.commit(saved).await {
+            // Lost the work while the request was out: the new owner finds `writing` and
+            // records `unknown`; what this owner learned is kept in the call log.
+            Err(StoreError::Fenced(_)) if phase == CallPhase::Done => {
+                calls.save_late(call, TxWrites::default()).await?;
+                Err(PhaseError::Fenced)
             }
-            SendOutcome::NotSent(why) => {
-                self.channels
-                    .retry_later(message.id, now + backoff(attempts), &why)
-                    .await?
-            }
+            other => Ok(other?),
         }
-        Ok(())
     }
 
     async fn finish(&self, cx: &PhaseContext, state: ExecutionState) -> Result<(), PhaseError> {
@@ -309,6 +375,15 @@ impl DeliveryWorkflow {
             .await?;
         Ok(())
     }
+}
+
+/// Ends an input's delivery, as the delivery's current owner.
+async fn end_message(cx: &PhaseContext, end: EndMessage) -> Result<(), PhaseError> {
+    let commit = Commit {
+        writes: TxWrites::one(end),
+        ..Commit::default()
+    };
+    Ok(SavedCalls::of(cx).commit(commit).await?)
 }
 
 /// Tells a removing Channel's removal to look again: one of its deliveries ended.
@@ -381,15 +456,22 @@ impl Workflow for DeliveryWorkflow {
             "send" => self.send(cx, &channel, &message, scope).await,
             "lost" => {
                 // A request was on its way when its owner stopped: it may have been posted.
-                self.channels
-                    .end_message(
+                let calls = SavedCalls::of(cx);
+                let unknown = Commit {
+                    calls: vec![calls.write(
+                        reply_call(message.attempts)?,
+                        CallPhase::Unknown,
+                        None,
+                        None,
+                    )],
+                    writes: TxWrites::one(EndMessage::unsent(
                         message.id,
                         SendState::Unknown,
-                        None,
-                        Some("the server stopped while the reply was being sent"),
-                    )
-                    .await?;
-                Ok(())
+                        "the server stopped while the reply was being sent",
+                    )),
+                    ..Commit::default()
+                };
+                Ok(calls.commit(unknown).await?)
             }
             _ => {
                 self.finish(cx, ExecutionState::Completed).await?;
@@ -413,9 +495,7 @@ impl Workflow for DeliveryWorkflow {
                 ),
             };
             if message.stage != Stage::Ended {
-                self.channels
-                    .end_message(message.id, state, None, Some(why))
-                    .await?;
+                end_message(cx, EndMessage::unsent(message.id, state, why)).await?;
             }
             nudge_removal(cx, self.channels.as_ref(), channel.id).await?;
         }

@@ -116,6 +116,98 @@ tx_write!(MarkRemoving, |this, tx| {
     Ok(())
 });
 
+/// Moves a reply from `sending` to `writing` and counts the attempt, in the commit that saves
+/// its call as `sending`; refused when it was not in `sending` (another owner took it first),
+/// so nothing is sent.
+#[derive(Debug)]
+pub struct BeginWrite {
+    /// The input's row.
+    pub message_id: Uuid,
+}
+
+tx_write!(BeginWrite, |this, tx| {
+    let done = sqlx::query(
+        "UPDATE channel_messages SET stage = 'writing', attempts = attempts + 1, retry_at = NULL, updated_at = $2 \
+         WHERE id = $1 AND stage = 'sending'",
+    )
+    .bind(this.message_id)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::Refused(
+            "the reply is not waiting to be sent".into(),
+        ));
+    }
+    Ok(())
+});
+
+/// The request never reached the platform, or was refused for now: back to `sending`, to be
+/// sent again at `at`.
+#[derive(Debug)]
+pub struct RetryLater {
+    /// The input's row.
+    pub message_id: Uuid,
+    /// When to send again.
+    pub at: Millis,
+    /// Why, for the input's status.
+    pub error: String,
+}
+
+tx_write!(RetryLater, |this, tx| {
+    sqlx::query(
+        "UPDATE channel_messages SET stage = 'sending', retry_at = $2, error = $3, updated_at = $4 \
+         WHERE id = $1 AND stage = 'writing'",
+    )
+    .bind(this.message_id)
+    .bind(this.at)
+    .bind(&this.error)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+});
+
+/// Ends an input's delivery with this state (an ended one stays as it ended).
+#[derive(Debug)]
+pub struct EndMessage {
+    /// The input's row.
+    pub message_id: Uuid,
+    /// How it ended.
+    pub state: SendState,
+    /// The platform's ID of the reply, when sent.
+    pub platform_message_id: Option<String>,
+    /// Why, when not sent.
+    pub error: Option<String>,
+}
+
+impl EndMessage {
+    /// Ends the input's delivery unsent, for `why`.
+    pub fn unsent(message_id: Uuid, state: SendState, why: &str) -> Self {
+        Self {
+            message_id,
+            state,
+            platform_message_id: None,
+            error: Some(why.to_string()),
+        }
+    }
+}
+
+tx_write!(EndMessage, |this, tx| {
+    sqlx::query(
+        "UPDATE channel_messages SET stage = 'ended', send_state = $2, platform_message_id = $3, \
+         error = $4, retry_at = NULL, updated_at = $5 WHERE id = $1 AND stage <> 'ended'",
+    )
+    .bind(this.message_id)
+    .bind(send_text(this.state))
+    .bind(this.platform_message_id.as_deref())
+    .bind(this.error.as_deref())
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+});
+
 // An input's rows, written in the transaction that submits its delivery, only while its
 // Channel is active: a Channel that is removing refuses it (and the delivery with it).
 tx_write!(NewMessage, |this, tx| {
@@ -438,44 +530,6 @@ impl ChannelStore for Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(())
-    }
-
-    async fn begin_write(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE channel_messages SET stage = 'writing', attempts = attempts + 1, retry_at = NULL, updated_at = $2 WHERE id = $1 AND stage = 'sending'")
-            .bind(id)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn retry_later(&self, id: Uuid, at: Millis, error: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channel_messages SET stage = 'sending', retry_at = $2, error = $3, updated_at = $4 WHERE id = $1 AND stage = 'writing'")
-            .bind(id)
-            .bind(at)
-            .bind(error)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    async fn end_message(
-        &self,
-        id: Uuid,
-        state: SendState,
-        platform_message_id: Option<&str>,
-        error: Option<&str>,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channel_messages SET stage = 'ended', send_state = $2, platform_message_id = $3, error = $4, retry_at = NULL, updated_at = $5 WHERE id = $1 AND stage <> 'ended'")
-            .bind(id)
-            .bind(send_text(state))
-            .bind(platform_message_id)
-            .bind(error)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await?;
         Ok(())
     }
 }

@@ -202,21 +202,4 @@ pub trait ChannelStore: Send + Sync + 'static {
 
     /// The Turn ended with this reply (sealed): stage `sending`.
     async fn set_reply(&self, id: Uuid, reply: SealedBlob) -> Result<(), StoreError>;
-
-    /// Moves a reply from `sending` to `writing` and counts the attempt; false when it was not
-    /// in `sending` (another owner took it first), and nothing is sent.
-    async fn begin_write(&self, id: Uuid) -> Result<bool, StoreError>;
-
-    /// The request never reached the platform, or was refused for now: back to `sending`,
-    /// to be sent again at `at`.
-    async fn retry_later(&self, id: Uuid, at: Millis, error: &str) -> Result<(), StoreError>;
-
-    /// Ends an input's delivery with this state.
-    async fn end_message(
-        &self,
-        id: Uuid,
-        state: SendState,
-        platform_message_id: Option<&str>,
-        error: Option<&str>,
-    ) -> Result<(), StoreError>;
 }

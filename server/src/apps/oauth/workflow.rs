@@ -25,7 +25,7 @@ use super::store::{
 };
 use super::token::{self, ClientCredentials, TokenFailure, TokenSet};
 use crate::engine::{
-    EngineContext, EngineEnd, Next, PhaseContext, PhaseError, RunScope, Wake, Workflow,
+    EngineContext, EngineEnd, Next, PhaseContext, PhaseError, RunScope, SavedCalls, Wake, Workflow,
 };
 use crate::identity::{ServiceIdentity, ServiceOwner};
 use crate::sealed::SealedValue;
@@ -304,9 +304,7 @@ impl TokenWorkflow {
             writes: TxWrites(writes),
             ..Commit::default()
         };
-        cx.engine
-            .commit(cx.execution.id, cx.generation, commit)
-            .await?;
+        SavedCalls::of(cx).commit(commit).await?;
         Ok(())
     }
 
@@ -321,16 +319,9 @@ impl TokenWorkflow {
             None => metadata_of(&connection)?,
         };
         let credentials = credentials(&cx.engine, &connection, &client_id)?;
-        let idempotency_key = CALL.idempotency_key(cx.execution.id);
-        let call = |phase, result| CallWrite {
-            key: CALL,
-            phase,
-            idempotency_key: idempotency_key.clone(),
-            result,
-            usage: None,
-        };
+        let calls = SavedCalls::of(cx);
         let intent = Commit {
-            calls: vec![call(CallPhase::Intent, None)],
+            calls: vec![calls.write(CALL, CallPhase::Intent, None, None)],
             writes: TxWrites::one(RecordSend {
                 use_id: input.send_id,
                 organization_id: input.organization_id,
@@ -341,11 +332,7 @@ impl TokenWorkflow {
             }),
             ..Commit::default()
         };
-        match cx
-            .engine
-            .commit(cx.execution.id, cx.generation, intent)
-            .await
-        {
+        match calls.commit(intent).await {
             // A revocation holds the scope: `next` waits for it to end.
             Err(StoreError::Refused(_)) => return Ok(()),
             other => other?,
@@ -354,12 +341,10 @@ impl TokenWorkflow {
             return Err(PhaseError::Cancelled);
         }
         let sending = Commit {
-            calls: vec![call(CallPhase::Sending, None)],
+            calls: vec![calls.write(CALL, CallPhase::Sending, None, None)],
             ..Commit::default()
         };
-        cx.engine
-            .commit(cx.execution.id, cx.generation, sending)
-            .await?;
+        calls.commit(sending).await?;
         let http = &self.shared.http;
         let answer = match (&input.request, &grant) {
             (
@@ -453,13 +438,8 @@ impl TokenWorkflow {
         outcome: CallOutcome,
     ) -> Result<(), PhaseError> {
         let record = cx.engine.seal_json(&outcome)?;
-        let done = CallWrite {
-            key: CALL,
-            phase: CallPhase::Done,
-            idempotency_key: CALL.idempotency_key(cx.execution.id),
-            result: Some(record),
-            usage: None,
-        };
+        let calls = SavedCalls::of(cx);
+        let done = calls.write(CALL, CallPhase::Done, Some(record), None);
         let tokens = match outcome {
             CallOutcome::Tokens { tokens } => tokens,
             CallOutcome::Failed { failure } => {
@@ -518,12 +498,8 @@ impl TokenWorkflow {
                     }),
                     ..Commit::default()
                 };
-                match cx
-                    .engine
-                    .commit(cx.execution.id, cx.generation, commit)
-                    .await
-                {
-                    Ok(_) => Ok(()),
+                match calls.commit(commit).await {
+                    Ok(()) => Ok(()),
                     Err(StoreError::Fenced(_)) => {
                         self.late(cx, input, connection, client_id, done, tokens)
                             .await
@@ -574,12 +550,8 @@ impl TokenWorkflow {
                     writes: TxWrites(writes),
                     ..Commit::default()
                 };
-                match cx
-                    .engine
-                    .commit(cx.execution.id, cx.generation, commit)
-                    .await
-                {
-                    Ok(_) => {}
+                match calls.commit(commit).await {
+                    Ok(()) => {}
                     Err(StoreError::Fenced(_)) => {
                         return self
                             .late(cx, input, connection, client_id, done, tokens)
@@ -616,11 +588,8 @@ impl TokenWorkflow {
         tokens: TokenSet,
     ) -> Result<(), PhaseError> {
         let (grant, revocation) = self.unused_parts(cx, input, connection, client_id, &tokens)?;
-        cx.engine
-            .store
-            .save_late_result(
-                cx.execution.id,
-                cx.generation,
+        SavedCalls::of(cx)
+            .save_late(
                 done,
                 TxWrites::one(UnusedGrant {
                     grant,
@@ -667,9 +636,7 @@ impl TokenWorkflow {
             ]),
             ..Commit::default()
         };
-        cx.engine
-            .commit(cx.execution.id, cx.generation, commit)
-            .await?;
+        SavedCalls::of(cx).commit(commit).await?;
         let _ = start_cleanup(&cx.engine, input.organization_id, revocation.id).await;
         Ok(())
     }
@@ -720,11 +687,7 @@ impl Workflow for TokenWorkflow {
         if cx.execution.state.is_terminal() {
             return Ok(Next::Done);
         }
-        let call = cx
-            .engine
-            .store
-            .latest_call(cx.execution.id, CALL.step, CALL.slot)
-            .await?;
+        let call = SavedCalls::of(cx).latest(CALL).await?;
         Ok(match call.map(|c| c.phase) {
             None | Some(CallPhase::Intent) => {
                 let input = self.input(cx).await?;
@@ -760,13 +723,7 @@ impl Workflow for TokenWorkflow {
             "send" => self.send(cx, scope).await,
             "lost" => {
                 let input = self.input(cx).await?;
-                let unknown = CallWrite {
-                    key: CALL,
-                    phase: CallPhase::Unknown,
-                    idempotency_key: CALL.idempotency_key(cx.execution.id),
-                    result: None,
-                    usage: None,
-                };
+                let unknown = SavedCalls::of(cx).write(CALL, CallPhase::Unknown, None, None);
                 self.end_without_grant(
                     cx,
                     &input,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::DurableHost;
 use crate::billing::{CallBilling, Refusal, Release, Reservation, Settlement, cost_of};
-use crate::store::{CallPhase, CallWrite, Commit, TxWrite, TxWrites, call_key_name};
+use crate::store::{CallPhase, Commit, TxWrite, TxWrites, call_key_name};
 use crate::turns::faults::labels;
 
 /// What every model call of a Turn bills: its organization, Bots, Chat, member and model.
@@ -128,13 +128,7 @@ impl DurableHost {
         if saved {
             return Ok(());
         }
-        let call = CallWrite {
-            key,
-            phase: CallPhase::Sending,
-            idempotency_key: self.idempotency_key(key),
-            result: None,
-            usage: None,
-        };
+        let call = self.calls.write(key, CallPhase::Sending, None, None);
         // A model request also marks its step's input as taken: `take_steering` wrote
         // nothing when no input waited.
         let (input_step, label) = match key.slot {

@@ -146,10 +146,6 @@ impl DurableHost {
         }
     }
 
-    pub(super) fn idempotency_key(&self, key: CallKey) -> String {
-        key.idempotency_key(self.id)
-    }
-
     pub(super) async fn open_result(&self, row: &CallRow) -> Result<CallResult, HostError> {
         let record = row.result_record.ok_or_else(|| {
             self.fail(StoreError::Invalid(format!(

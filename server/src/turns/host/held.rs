@@ -18,7 +18,6 @@ use openbot_core::turn::{CallKey, CallResult, CallSlot, HostError};
 use openbot_schema::{EventKind, Usage};
 
 use super::DurableHost;
-use crate::engine::Wake;
 use crate::store::{CallPhase, CallWrite, Commit, StoreError, TxWrites};
 use crate::turns::faults::{CommitFault, commit_starts, labels};
 
@@ -231,60 +230,26 @@ impl DurableHost {
         }
     }
 
-    /// Commits once. After a passing failure (the reply may have been lost) it reads whether
-    /// the commit landed, and a commit that did counts as done: it is never written twice.
+    /// Commits once. After a passing failure (the reply may have been lost) a commit that
+    /// landed counts as done: it is never written twice ([`crate::engine::SavedCalls`]).
     async fn commit_once(&self, commit: Commit, fault: &CommitFault) -> Result<(), StoreError> {
-        let err = match self
+        match self
             .cx
             .commit(self.id, self.generation, commit.clone())
             .await
         {
-            Ok(_) if fault.lose_reply() => lost_reply(),
-            Ok(_) => return Ok(()),
-            Err(err) => err,
-        };
-        if err.is_transient() && self.landed(&commit).await {
-            return Ok(());
+            Ok(_) if fault.lose_reply() => self.calls.recover(&commit, lost_reply()).await,
+            Ok(_) => Ok(()),
+            Err(err) => self.calls.recover(&commit, err).await,
         }
-        Err(err)
-    }
-
-    /// Whether `commit` of this owner is in the database: its first call write is the latest
-    /// row of its slot, in its phase and by this generation; or, without calls, the execution
-    /// is in the end state it sets. Any other commit cannot be told apart: no.
-    pub(super) async fn landed(&self, commit: &Commit) -> bool {
-        if let Some(call) = commit.calls.first() {
-            return matches!(
-                self.cx.store.latest_call(self.id, call.key.step, call.key.slot).await,
-                Ok(Some(row)) if row.key == call.key
-                    && row.phase == call.phase
-                    && row.generation == self.generation
-                    && !row.late
-            );
-        }
-        if let Some(change) = commit.state.as_ref().filter(|c| c.state.is_terminal()) {
-            return matches!(
-                self.cx.store.execution(self.id).await,
-                Ok(row) if row.generation == self.generation && row.state == change.state
-            );
-        }
-        false
     }
 
     /// Keeps a result this owner got after it lost the execution, with the settlement of a
     /// model call's reservation (a late answer is charged once, at its saved price).
     pub(super) async fn save_late(&self, call: CallWrite) {
         let writes = self.settlement(call.key, call.usage);
-        match self
-            .cx
-            .store
-            .save_late_result(self.id, self.generation, call, writes)
-            .await
-        {
-            Ok(()) => self.cx.hub.announce(Wake::Work),
-            Err(err) => {
-                tracing::warn!(execution = %self.id, error = %err, "could not save a late result")
-            }
+        if let Err(err) = self.calls.save_late(call, writes).await {
+            tracing::warn!(execution = %self.id, error = %err, "could not save a late result");
         }
     }
 }

@@ -42,7 +42,7 @@ use super::faults::{FaultPoint, fault, labels};
 use super::input::SourceLink;
 use crate::budgets::BudgetStore;
 use crate::engine::{EngineContext, RunScope, Wake};
-use crate::store::{CallPhase, CallWrite, Commit, StoreError};
+use crate::store::{CallPhase, Commit, StoreError};
 use crate::work::{Admission, Admitted};
 pub(crate) use billing::BillingContext;
 pub(crate) use guards::AccessGuard;
@@ -83,6 +83,8 @@ pub struct DurableHost {
     known_call: Option<(u32, u32, String)>,
     /// Billing of the Turn's model calls (see `billing`).
     billing: billing::Billing,
+    /// The saved-call primitive this owner writes its call log through.
+    calls: crate::engine::SavedCalls,
     /// Writes held for the next commit (see `held`).
     held: Mutex<Held>,
     /// The phase start's answer to whether input waits for step 1, read beside its other
@@ -113,6 +115,7 @@ impl DurableHost {
         let failure = Arc::new(Mutex::new(None));
         let text = text::TextBatches::start(&cx, id, generation, &failure);
         Self {
+            calls: crate::engine::SavedCalls::new(Arc::clone(&cx), id, generation),
             cx,
             id,
             generation,
@@ -315,13 +318,7 @@ impl Host for DurableHost {
                 row.key == key && matches!(row.phase, CallPhase::Intent | CallPhase::Sending)
             });
         if !saved {
-            let call = CallWrite {
-                key,
-                phase: CallPhase::Intent,
-                idempotency_key: self.idempotency_key(key),
-                result: None,
-                usage: None,
-            };
+            let call = self.calls.write(key, CallPhase::Intent, None, None);
             self.commit(
                 Commit {
                     calls: vec![call],

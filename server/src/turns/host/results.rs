@@ -12,7 +12,7 @@ use openbot_schema::{EventKind, Message};
 
 use super::DurableHost;
 use super::held::lost_reply;
-use crate::store::{CallPhase, CallWrite, Commit, StoreError};
+use crate::store::{CallPhase, Commit, StoreError};
 use crate::turns::faults::{CommitFault, FaultPoint, fault, labels};
 
 /// How long a known result is held while its save is retried (the spec's F03: the provider is
@@ -46,13 +46,7 @@ impl DurableHost {
             .cx
             .seal_json(&result)
             .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
-        let call = CallWrite {
-            key,
-            phase: CallPhase::Done,
-            idempotency_key: self.idempotency_key(key),
-            result: Some(sealed),
-            usage,
-        };
+        let call = self.calls.write(key, CallPhase::Done, Some(sealed), usage);
         // A model call's usage settles its reservation in the same commit.
         let writes = self.settlement(key, usage);
         let usage = self.priced(key, usage);
@@ -118,13 +112,7 @@ impl DurableHost {
             if !own.contains(&label) {
                 own.push(label);
             }
-            calls.push(CallWrite {
-                key: intent,
-                phase,
-                idempotency_key: self.idempotency_key(intent),
-                result: None,
-                usage: None,
-            });
+            calls.push(self.calls.write(intent, phase, None, None));
         }
         if matches!(key.slot, CallSlot::Model) && calls.len() > 1 {
             self.log
