@@ -8,41 +8,45 @@ use uuid::Uuid;
 use super::store::{BotRow, BotStore, bot_limit, parse_spec, spec_json};
 use crate::identity::Caller;
 use crate::paging::FIRST_ID;
-use crate::store::{StoreError, now_ms, sql_store};
+use crate::store::{StoreError, both_backends, now_ms};
 
-sql_store! {
-fn bot_row(row: &Row) -> Result<BotRow, StoreError> {
-    Ok(BotRow {
-        id: BotId::from(row.try_get::<Uuid, _>("id")?),
-        organization_id: row.try_get("organization_id")?,
-        owner_member_id: row.try_get("owner_member_id")?,
-        spec: parse_spec(&row.try_get::<String, _>("spec")?)?,
-        revision: row.try_get("revision")?,
-        created_at: row.try_get("created_at")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-/// Visible to the caller: its organization, shared or its own, within its token's Bot limit.
-macro_rules! visible {
-    () => {
-        concat!(
-            crate::bots::bot_usable_by!("bots", "$1", "$2"),
-            " AND ",
-            in_bot_limit!("id", "$3")
-        )
-    };
-}
+    fn bot_row(row: &Row) -> Result<BotRow, StoreError> {
+        Ok(BotRow {
+            id: BotId::from(row.try_get::<Uuid, _>("id")?),
+            organization_id: row.try_get("organization_id")?,
+            owner_member_id: row.try_get("owner_member_id")?,
+            spec: parse_spec(&row.try_get::<String, _>("spec")?)?,
+            revision: row.try_get("revision")?,
+            created_at: row.try_get("created_at")?,
+        })
+    }
 
-#[async_trait]
-impl BotStore for Store {
-    async fn create_bot(
-        &self,
-        caller: &Caller,
-        id: BotId,
-        spec: &BotSpec,
-    ) -> Result<BotRow, StoreError> {
-        let now = now_ms();
-        let row = sqlx::query(
+    /// Visible to the caller: its organization, shared or its own, within its token's Bot limit.
+    macro_rules! visible {
+        () => {
+            concat!(
+                crate::bots::bot_usable_by!("bots", "$1", "$2"),
+                " AND ",
+                in_bot_limit!("id", "$3")
+            )
+        };
+    }
+
+    #[async_trait]
+    impl BotStore for Store {
+        async fn create_bot(
+            &self,
+            caller: &Caller,
+            id: BotId,
+            spec: &BotSpec,
+        ) -> Result<BotRow, StoreError> {
+            let now = now_ms();
+            let row = sqlx::query(
             "INSERT INTO bots (id, organization_id, owner_member_id, shared, spec, revision, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, 1, $6, $6) RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
         )
@@ -52,13 +56,17 @@ impl BotStore for Store {
         .bind(spec.shared)
         .bind(spec_json(spec)?)
         .bind(now)
-        .fetch_one(self.pool())
+        .fetch_one(self.writer())
         .await?;
-        bot_row(&row)
-    }
+            bot_row(&row)
+        }
 
-    async fn visible_bot(&self, caller: &Caller, id: BotId) -> Result<Option<BotRow>, StoreError> {
-        let row = sqlx::query(concat!(
+        async fn visible_bot(
+            &self,
+            caller: &Caller,
+            id: BotId,
+        ) -> Result<Option<BotRow>, StoreError> {
+            let row = sqlx::query(concat!(
             "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
             visible!(),
             " AND id = $4"
@@ -69,16 +77,16 @@ impl BotStore for Store {
             .bind(id.as_uuid())
             .fetch_optional(self.reader())
             .await?;
-        row.as_ref().map(bot_row).transpose()
-    }
+            row.as_ref().map(bot_row).transpose()
+        }
 
-    async fn visible_bots(
-        &self,
-        caller: &Caller,
-        after: Option<BotId>,
-        limit: i64,
-    ) -> Result<Vec<BotRow>, StoreError> {
-        let rows = sqlx::query(concat!(
+        async fn visible_bots(
+            &self,
+            caller: &Caller,
+            after: Option<BotId>,
+            limit: i64,
+        ) -> Result<Vec<BotRow>, StoreError> {
+            let rows = sqlx::query(concat!(
             "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
             visible!(),
             " AND id > $4 ORDER BY id LIMIT $5"
@@ -90,58 +98,64 @@ impl BotStore for Store {
             .bind(limit)
             .fetch_all(self.reader())
             .await?;
-        rows.iter().map(bot_row).collect()
-    }
+            rows.iter().map(bot_row).collect()
+        }
 
-    async fn update_bot(
-        &self,
-        id: BotId,
-        revision: i64,
-        spec: &BotSpec,
-    ) -> Result<Option<BotRow>, StoreError> {
-        let row = sqlx::query(
-            "UPDATE bots SET spec = $3, shared = $4, revision = revision + 1, updated_at = $5 \
+        async fn update_bot(
+            &self,
+            id: BotId,
+            revision: i64,
+            spec: &BotSpec,
+        ) -> Result<Option<BotRow>, StoreError> {
+            let row = sqlx::query(
+                "UPDATE bots SET spec = $3, shared = $4, revision = revision + 1, updated_at = $5 \
              WHERE id = $1 AND revision = $2 AND deleted_at IS NULL \
              RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
-        )
-        .bind(id.as_uuid())
-        .bind(revision)
-        .bind(spec_json(spec)?)
-        .bind(spec.shared)
-        .bind(now_ms())
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(bot_row).transpose()
+            )
+            .bind(id.as_uuid())
+            .bind(revision)
+            .bind(spec_json(spec)?)
+            .bind(spec.shared)
+            .bind(now_ms())
+            .fetch_optional(self.writer())
+            .await?;
+            row.as_ref().map(bot_row).transpose()
+        }
+
+        async fn live_chats(&self, id: BotId) -> Result<Vec<ChatId>, StoreError> {
+            let ids: Vec<Uuid> = sqlx::query_scalar(
+                "SELECT id FROM chats WHERE bot_id = $1 AND deleted_at IS NULL ORDER BY id",
+            )
+            .bind(id.as_uuid())
+            .fetch_all(self.reader())
+            .await?;
+            Ok(ids.into_iter().map(ChatId::from).collect())
+        }
     }
 
-    async fn live_chats(&self, id: BotId) -> Result<Vec<ChatId>, StoreError> {
-        let ids: Vec<Uuid> = sqlx::query_scalar(
-            "SELECT id FROM chats WHERE bot_id = $1 AND deleted_at IS NULL ORDER BY id",
-        )
-        .bind(id.as_uuid())
-        .fetch_all(self.reader())
-        .await?;
-        Ok(ids.into_iter().map(ChatId::from).collect())
+    /// Marks a Bot deleted, with its memories, in `tx` (see [`MarkBotDeleted`]).
+    pub(super) async fn mark_deleted(
+        tx: &mut sqlx::Transaction<'_, Db>,
+        id: BotId,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
+            .bind(id.as_uuid())
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+        // A deleted Bot's memories go with it, in the same transaction.
+        for sql in [
+            "DELETE FROM memory_tags WHERE memory_id IN (SELECT id FROM memories WHERE bot_id = $1)",
+            "DELETE FROM memories WHERE bot_id = $1",
+            "DELETE FROM memory_cursors WHERE bot_id = $1",
+        ] {
+            sqlx::query(sql)
+                .bind(id.as_uuid())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
     }
-}
-
-/// Marks a Bot deleted, with its memories, in `tx` (see [`MarkBotDeleted`]).
-pub(super) async fn mark_deleted(tx: &mut sqlx::Transaction<'_, Db>, id: BotId) -> Result<(), StoreError> {
-    sqlx::query("UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
-        .bind(id.as_uuid())
-        .bind(now_ms())
-        .execute(&mut **tx)
-        .await?;
-    // A deleted Bot's memories go with it, in the same transaction.
-    for sql in [
-        "DELETE FROM memory_tags WHERE memory_id IN (SELECT id FROM memories WHERE bot_id = $1)",
-        "DELETE FROM memories WHERE bot_id = $1",
-        "DELETE FROM memory_cursors WHERE bot_id = $1",
-    ] {
-        sqlx::query(sql).bind(id.as_uuid()).execute(&mut **tx).await?;
-    }
-    Ok(())
-}
 }
 
 impl crate::store::TxWrite for super::MarkBotDeleted {

@@ -1,44 +1,49 @@
 //! Budgets on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
+use const_format::concatcp;
 use openbot_schema::{BotId, BudgetScope, ChatId};
 use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{BudgetRow, BudgetStore, Exhausted, parse_scope};
-use crate::store::{StoreError, now_ms, sql_store};
+use crate::store::{StoreError, both_backends, now_ms};
 
-sql_store! {
-/// The spending of a budget row `b`: the confirmed cost of every model call of its Chat, Bot
-/// (the Bot of the Chat the call's tree works for) or organization, kept as a running total
-/// by each call's settlement (`crate::billing`).
-macro_rules! spent {
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
+
+    /// The spending of a budget row `b`: the confirmed cost of every model call of its Chat, Bot
+    /// (the Bot of the Chat the call's tree works for) or organization, kept as a running total
+    /// by each call's settlement (`crate::billing`).
+    macro_rules! spent {
     () => {
         "COALESCE((SELECT t.settled_micros FROM usage_totals t WHERE t.scope = b.scope AND t.target_id = b.target_id), 0)"
     };
 }
 
-fn budget_row(row: &Row) -> Result<BudgetRow, StoreError> {
-    let scope: String = row.try_get("scope")?;
-    Ok(BudgetRow {
-        scope: parse_scope(&scope)?,
-        target_id: row.try_get("target_id")?,
-        max_cost_micros: row.try_get("max_cost_micros")?,
-        spent_micros: row.try_get("spent_micros")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
+    fn budget_row(row: &Row) -> Result<BudgetRow, StoreError> {
+        let scope: String = row.try_get("scope")?;
+        Ok(BudgetRow {
+            scope: parse_scope(&scope)?,
+            target_id: row.try_get("target_id")?,
+            max_cost_micros: row.try_get("max_cost_micros")?,
+            spent_micros: row.try_get("spent_micros")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
 
-#[async_trait]
-impl BudgetStore for Store {
-    async fn put_budget(
-        &self,
-        organization: Uuid,
-        scope: BudgetScope,
-        target: Uuid,
-        max_cost_micros: i64,
-    ) -> Result<Option<BudgetRow>, StoreError> {
-        let written = sqlx::query(
+    #[async_trait]
+    impl BudgetStore for Store {
+        async fn put_budget(
+            &self,
+            organization: Uuid,
+            scope: BudgetScope,
+            target: Uuid,
+            max_cost_micros: i64,
+        ) -> Result<Option<BudgetRow>, StoreError> {
+            let written = sqlx::query(
             "INSERT INTO budgets (organization_id, scope, target_id, max_cost_micros, updated_at) \
              SELECT $1, $2, $3, $4, $5 WHERE \
                  (CAST($2 AS TEXT) = 'organization' AND $3 = $1) \
@@ -53,21 +58,21 @@ impl BudgetStore for Store {
         .bind(target)
         .bind(max_cost_micros)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(self.writer())
         .await?
         .rows_affected();
-        if written == 0 {
-            return Ok(None);
+            if written == 0 {
+                return Ok(None);
+            }
+            Ok(self
+                .budgets(organization)
+                .await?
+                .into_iter()
+                .find(|b| b.scope == scope && b.target_id == target))
         }
-        Ok(self
-            .budgets(organization)
-            .await?
-            .into_iter()
-            .find(|b| b.scope == scope && b.target_id == target))
-    }
 
-    async fn budgets(&self, organization: Uuid) -> Result<Vec<BudgetRow>, StoreError> {
-        let rows = sqlx::query(concat!(
+        async fn budgets(&self, organization: Uuid) -> Result<Vec<BudgetRow>, StoreError> {
+            let rows = sqlx::query(concat!(
             "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
             spent!(),
             " AS spent_micros FROM budgets b WHERE b.organization_id = $1 ORDER BY b.scope, b.target_id"
@@ -75,24 +80,25 @@ impl BudgetStore for Store {
         .bind(organization)
         .fetch_all(self.reader())
         .await?;
-        rows.iter().map(budget_row).collect()
-    }
+            rows.iter().map(budget_row).collect()
+        }
 
-    async fn budgets_page(
-        &self,
-        organization: Uuid,
-        bot_ids: Option<&[openbot_schema::BotId]>,
-        after: Option<(String, Uuid)>,
-        limit: i64,
-    ) -> Result<Vec<BudgetRow>, StoreError> {
-        let (after_scope, after_target) = after.unwrap_or((String::new(), crate::paging::FIRST_ID));
-        let rows = sqlx::query(concat!(
+        async fn budgets_page(
+            &self,
+            organization: Uuid,
+            bot_ids: Option<&[openbot_schema::BotId]>,
+            after: Option<(String, Uuid)>,
+            limit: i64,
+        ) -> Result<Vec<BudgetRow>, StoreError> {
+            let (after_scope, after_target) =
+                after.unwrap_or((String::new(), crate::paging::FIRST_ID));
+            let rows = sqlx::query(concatcp!(
             "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
             spent!(),
             " AS spent_micros FROM budgets b WHERE b.organization_id = $1 \
              AND (b.scope > $2 OR (b.scope = $2 AND b.target_id > $3)) \
              AND (",
-            text_param!("$5"),
+            "$5", Store::TEXT_CAST,
             " IS NULL OR b.scope = 'organization' OR (b.scope = 'bot' AND ",
             bot_in!("b.target_id", "$5"),
             ") OR (b.scope = 'chat' AND EXISTS (SELECT 1 FROM chats c WHERE c.id = b.target_id AND ",
@@ -106,56 +112,56 @@ impl BudgetStore for Store {
         .bind(crate::store::bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
-        rows.iter().map(budget_row).collect()
-    }
+            rows.iter().map(budget_row).collect()
+        }
 
-    async fn delete_budget(
-        &self,
-        organization: Uuid,
-        scope: BudgetScope,
-        target: Uuid,
-    ) -> Result<bool, StoreError> {
-        let deleted = sqlx::query(
-            "DELETE FROM budgets WHERE organization_id = $1 AND scope = $2 AND target_id = $3",
-        )
-        .bind(organization)
-        .bind(scope.as_str())
-        .bind(target)
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        Ok(deleted > 0)
-    }
+        async fn delete_budget(
+            &self,
+            organization: Uuid,
+            scope: BudgetScope,
+            target: Uuid,
+        ) -> Result<bool, StoreError> {
+            let deleted = sqlx::query(
+                "DELETE FROM budgets WHERE organization_id = $1 AND scope = $2 AND target_id = $3",
+            )
+            .bind(organization)
+            .bind(scope.as_str())
+            .bind(target)
+            .execute(self.writer())
+            .await?
+            .rows_affected();
+            Ok(deleted > 0)
+        }
 
-    async fn exhausted(
-        &self,
-        organization: Uuid,
-        bot: BotId,
-        chat: ChatId,
-    ) -> Result<Option<Exhausted>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
-            spent!(),
-            " AS spent_micros FROM budgets b WHERE b.organization_id = $1 AND ( \
+        async fn exhausted(
+            &self,
+            organization: Uuid,
+            bot: BotId,
+            chat: ChatId,
+        ) -> Result<Option<Exhausted>, StoreError> {
+            let rows = sqlx::query(concat!(
+                "SELECT b.scope, b.target_id, b.max_cost_micros, b.updated_at, ",
+                spent!(),
+                " AS spent_micros FROM budgets b WHERE b.organization_id = $1 AND ( \
                  (b.scope = 'organization' AND b.target_id = $1) \
                  OR (b.scope = 'bot' AND b.target_id = $2) \
                  OR (b.scope = 'chat' AND b.target_id = $3))"
-        ))
-        .bind(organization)
-        .bind(bot.as_uuid())
-        .bind(chat.as_uuid())
-        .fetch_all(self.reader())
-        .await?;
-        let mut budgets = rows.iter().map(budget_row).collect::<Result<Vec<_>, _>>()?;
-        budgets.sort_by_key(|b| b.scope as u8);
-        Ok(budgets
-            .into_iter()
-            .find(|b| b.spent_micros >= b.max_cost_micros)
-            .map(|b| Exhausted {
-                scope: b.scope,
-                max_cost_micros: b.max_cost_micros,
-                spent_micros: b.spent_micros,
-            }))
+            ))
+            .bind(organization)
+            .bind(bot.as_uuid())
+            .bind(chat.as_uuid())
+            .fetch_all(self.reader())
+            .await?;
+            let mut budgets = rows.iter().map(budget_row).collect::<Result<Vec<_>, _>>()?;
+            budgets.sort_by_key(|b| b.scope as u8);
+            Ok(budgets
+                .into_iter()
+                .find(|b| b.spent_micros >= b.max_cost_micros)
+                .map(|b| Exhausted {
+                    scope: b.scope,
+                    max_cost_micros: b.max_cost_micros,
+                    spent_micros: b.spent_micros,
+                }))
+        }
     }
-}
 }

@@ -7,7 +7,7 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{ChannelRow, ChannelStore, MessageRow, NewMessage, Stage};
-use crate::store::{Millis, SealedBlob, StoreError, now_ms, sql_store, tx_write};
+use crate::store::{Millis, SealedBlob, StoreError, both_backends, now_ms, tx_write};
 
 macro_rules! channel_columns {
     () => {
@@ -249,61 +249,67 @@ tx_write!(NewMessage, |this, tx| {
     Ok(())
 });
 
-sql_store! {
-fn channel_row(row: &Row) -> Result<ChannelRow, StoreError> {
-    let credential: String = row.try_get("credential")?;
-    Ok(ChannelRow {
-        id: row.try_get("id")?,
-        organization_id: row.try_get("organization_id")?,
-        member_id: row.try_get("member_id")?,
-        credential: serde_json::from_str(&credential)
-            .map_err(|e| StoreError::Invalid(format!("channel credential: {e}")))?,
-        bot_id: BotId::from(row.try_get::<Uuid, _>("bot_id")?),
-        kind: kind_of(&row.try_get::<String, _>("kind")?)?,
-        status: status_of(&row.try_get::<String, _>("status")?)?,
-        api_base_url: row.try_get("api_base_url")?,
-        secret_record: row.try_get("secret_record")?,
-        removal_execution_id: row
-            .try_get::<Option<Uuid>, _>("removal_execution_id")?
-            .map(ExecutionId::from),
-        created_at: row.try_get("created_at")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-fn message_row(row: &Row) -> Result<MessageRow, StoreError> {
-    Ok(MessageRow {
-        id: row.try_get("id")?,
-        channel_id: row.try_get("channel_id")?,
-        event_id: row.try_get("event_id")?,
-        conversation: row.try_get("conversation")?,
-        reply_to: row.try_get("reply_to")?,
-        reply_thread: row.try_get("reply_thread")?,
-        speaker_user_id: row.try_get("speaker_user_id")?,
-        speaker_name: row.try_get("speaker_name")?,
-        speaker_member_id: row.try_get("speaker_member_id")?,
-        text_record: row.try_get("text_record")?,
-        chat_id: row.try_get::<Option<Uuid>, _>("chat_id")?.map(ChatId::from),
-        turn_id: row.try_get::<Option<Uuid>, _>("turn_id")?.map(ExecutionId::from),
-        stage: stage_of(&row.try_get::<String, _>("stage")?)?,
-        send_state: send_of(&row.try_get::<String, _>("send_state")?)?,
-        reply_record: row.try_get("reply_record")?,
-        platform_message_id: row.try_get("platform_message_id")?,
-        error: row.try_get("error")?,
-        attempts: row.try_get("attempts")?,
-        retry_at: row.try_get("retry_at")?,
-        created_at: row.try_get("created_at")?,
-    })
-}
+    fn channel_row(row: &Row) -> Result<ChannelRow, StoreError> {
+        let credential: String = row.try_get("credential")?;
+        Ok(ChannelRow {
+            id: row.try_get("id")?,
+            organization_id: row.try_get("organization_id")?,
+            member_id: row.try_get("member_id")?,
+            credential: serde_json::from_str(&credential)
+                .map_err(|e| StoreError::Invalid(format!("channel credential: {e}")))?,
+            bot_id: BotId::from(row.try_get::<Uuid, _>("bot_id")?),
+            kind: kind_of(&row.try_get::<String, _>("kind")?)?,
+            status: status_of(&row.try_get::<String, _>("status")?)?,
+            api_base_url: row.try_get("api_base_url")?,
+            secret_record: row.try_get("secret_record")?,
+            removal_execution_id: row
+                .try_get::<Option<Uuid>, _>("removal_execution_id")?
+                .map(ExecutionId::from),
+            created_at: row.try_get("created_at")?,
+        })
+    }
 
-#[async_trait]
-impl ChannelStore for Store {
-    async fn create_channel(
-        &self,
-        row: ChannelRow,
-        secrets: SealedBlob,
-    ) -> Result<ChannelRow, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
+    fn message_row(row: &Row) -> Result<MessageRow, StoreError> {
+        Ok(MessageRow {
+            id: row.try_get("id")?,
+            channel_id: row.try_get("channel_id")?,
+            event_id: row.try_get("event_id")?,
+            conversation: row.try_get("conversation")?,
+            reply_to: row.try_get("reply_to")?,
+            reply_thread: row.try_get("reply_thread")?,
+            speaker_user_id: row.try_get("speaker_user_id")?,
+            speaker_name: row.try_get("speaker_name")?,
+            speaker_member_id: row.try_get("speaker_member_id")?,
+            text_record: row.try_get("text_record")?,
+            chat_id: row.try_get::<Option<Uuid>, _>("chat_id")?.map(ChatId::from),
+            turn_id: row
+                .try_get::<Option<Uuid>, _>("turn_id")?
+                .map(ExecutionId::from),
+            stage: stage_of(&row.try_get::<String, _>("stage")?)?,
+            send_state: send_of(&row.try_get::<String, _>("send_state")?)?,
+            reply_record: row.try_get("reply_record")?,
+            platform_message_id: row.try_get("platform_message_id")?,
+            error: row.try_get("error")?,
+            attempts: row.try_get("attempts")?,
+            retry_at: row.try_get("retry_at")?,
+            created_at: row.try_get("created_at")?,
+        })
+    }
+
+    #[async_trait]
+    impl ChannelStore for Store {
+        async fn create_channel(
+            &self,
+            row: ChannelRow,
+            secrets: SealedBlob,
+        ) -> Result<ChannelRow, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(secrets.id)
             .bind(&secrets.key_id)
             .bind(&secrets.nonce)
@@ -311,211 +317,249 @@ impl ChannelStore for Store {
             .bind(row.created_at)
             .execute(&mut *tx)
             .await?;
-        let credential = serde_json::to_string(&row.credential)
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let stored = sqlx::query(concat!("INSERT INTO channels (", channel_columns!(), ", updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10) RETURNING ", channel_columns!()))
-        .bind(row.id)
-        .bind(row.organization_id)
-        .bind(row.member_id)
-        .bind(credential)
-        .bind(row.bot_id.as_uuid())
-        .bind(kind_text(row.kind))
-        .bind(status_text(row.status))
-        .bind(&row.api_base_url)
-        .bind(secrets.id)
-        .bind(row.created_at)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        channel_row(&stored)
-    }
-
-    async fn channel(&self, id: Uuid) -> Result<Option<ChannelRow>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", channel_columns!(), " FROM channels WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(self.pool())
+            let credential = serde_json::to_string(&row.credential)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            let stored = sqlx::query(concat!(
+                "INSERT INTO channels (",
+                channel_columns!(),
+                ", updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10) RETURNING ",
+                channel_columns!()
+            ))
+            .bind(row.id)
+            .bind(row.organization_id)
+            .bind(row.member_id)
+            .bind(credential)
+            .bind(row.bot_id.as_uuid())
+            .bind(kind_text(row.kind))
+            .bind(status_text(row.status))
+            .bind(&row.api_base_url)
+            .bind(secrets.id)
+            .bind(row.created_at)
+            .fetch_one(&mut *tx)
             .await?;
-        row.as_ref().map(channel_row).transpose()
-    }
+            tx.commit().await?;
+            channel_row(&stored)
+        }
 
-    async fn channels_of(
-        &self,
-        member_id: Uuid,
-        bot_ids: Option<&[openbot_schema::BotId]>,
-        after: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<ChannelRow>, StoreError> {
-        let rows = sqlx::query(concat!("SELECT ", channel_columns!(), " FROM channels WHERE member_id = $1 AND id > $2 AND ",
-                in_bot_limit!("bot_id", "$4"), " ORDER BY id LIMIT $3"))
+        async fn channel(&self, id: Uuid) -> Result<Option<ChannelRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                channel_columns!(),
+                " FROM channels WHERE id = $1"
+            ))
+            .bind(id)
+            .fetch_optional(self.writer())
+            .await?;
+            row.as_ref().map(channel_row).transpose()
+        }
+
+        async fn channels_of(
+            &self,
+            member_id: Uuid,
+            bot_ids: Option<&[openbot_schema::BotId]>,
+            after: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<ChannelRow>, StoreError> {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                channel_columns!(),
+                " FROM channels WHERE member_id = $1 AND id > $2 AND ",
+                in_bot_limit!("bot_id", "$4"),
+                " ORDER BY id LIMIT $3"
+            ))
             .bind(member_id)
             .bind(after.unwrap_or(crate::paging::FIRST_ID))
             .bind(limit)
             .bind(crate::store::bot_limit_json(bot_ids)?)
             .fetch_all(self.reader())
             .await?;
-        rows.iter().map(channel_row).collect()
-    }
+            rows.iter().map(channel_row).collect()
+        }
 
-    async fn set_removal_execution(
-        &self,
-        id: Uuid,
-        execution: ExecutionId,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channels SET removal_execution_id = $2, updated_at = $3 WHERE id = $1")
+        async fn set_removal_execution(
+            &self,
+            id: Uuid,
+            execution: ExecutionId,
+        ) -> Result<(), StoreError> {
+            sqlx::query(
+                "UPDATE channels SET removal_execution_id = $2, updated_at = $3 WHERE id = $1",
+            )
             .bind(id)
             .bind(execution.as_uuid())
             .bind(now_ms())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn finish_removal(&self, id: Uuid) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channels SET status = 'removed', updated_at = $2 WHERE id = $1 AND status = 'removing'")
+        async fn finish_removal(&self, id: Uuid) -> Result<(), StoreError> {
+            sqlx::query("UPDATE channels SET status = 'removed', updated_at = $2 WHERE id = $1 AND status = 'removing'")
             .bind(id)
             .bind(now_ms())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn conversation_chat(
-        &self,
-        channel_id: Uuid,
-        conversation: &str,
-    ) -> Result<Option<ChatId>, StoreError> {
-        let chat: Option<Uuid> = sqlx::query_scalar("SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2")
+        async fn conversation_chat(
+            &self,
+            channel_id: Uuid,
+            conversation: &str,
+        ) -> Result<Option<ChatId>, StoreError> {
+            let chat: Option<Uuid> = sqlx::query_scalar(
+                "SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2",
+            )
             .bind(channel_id)
             .bind(conversation)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.writer())
             .await?;
-        Ok(chat.map(ChatId::from))
-    }
+            Ok(chat.map(ChatId::from))
+        }
 
-    async fn map_conversation(
-        &self,
-        channel_id: Uuid,
-        conversation: &str,
-        chat: ChatId,
-    ) -> Result<ChatId, StoreError> {
-        sqlx::query("INSERT INTO channel_chats (channel_id, conversation, chat_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+        async fn map_conversation(
+            &self,
+            channel_id: Uuid,
+            conversation: &str,
+            chat: ChatId,
+        ) -> Result<ChatId, StoreError> {
+            sqlx::query("INSERT INTO channel_chats (channel_id, conversation, chat_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
             .bind(channel_id)
             .bind(conversation)
             .bind(chat.as_uuid())
             .bind(now_ms())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
-        let chat: Uuid = sqlx::query_scalar("SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2")
+            let chat: Uuid = sqlx::query_scalar(
+                "SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2",
+            )
             .bind(channel_id)
             .bind(conversation)
-            .fetch_one(self.pool())
+            .fetch_one(self.writer())
             .await?;
-        Ok(ChatId::from(chat))
-    }
+            Ok(ChatId::from(chat))
+        }
 
-    async fn channel_chats(&self, channel_id: Uuid) -> Result<Vec<ChatId>, StoreError> {
-        let chats: Vec<Uuid> = sqlx::query_scalar("SELECT chat_id FROM channel_chats WHERE channel_id = $1")
-            .bind(channel_id)
-            .fetch_all(self.pool())
-            .await?;
-        Ok(chats.into_iter().map(ChatId::from).collect())
-    }
+        async fn channel_chats(&self, channel_id: Uuid) -> Result<Vec<ChatId>, StoreError> {
+            let chats: Vec<Uuid> =
+                sqlx::query_scalar("SELECT chat_id FROM channel_chats WHERE channel_id = $1")
+                    .bind(channel_id)
+                    .fetch_all(self.writer())
+                    .await?;
+            Ok(chats.into_iter().map(ChatId::from).collect())
+        }
 
-    async fn message(
-        &self,
-        channel_id: Uuid,
-        event_id: &str,
-    ) -> Result<Option<MessageRow>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", message_columns!(), " FROM channel_messages WHERE channel_id = $1 AND event_id = $2"))
+        async fn message(
+            &self,
+            channel_id: Uuid,
+            event_id: &str,
+        ) -> Result<Option<MessageRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM channel_messages WHERE channel_id = $1 AND event_id = $2"
+            ))
             .bind(channel_id)
             .bind(event_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.writer())
             .await?;
-        row.as_ref().map(message_row).transpose()
-    }
+            row.as_ref().map(message_row).transpose()
+        }
 
-    async fn messages(
-        &self,
-        channel_id: Uuid,
-        before: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<MessageRow>, StoreError> {
-        let rows = sqlx::query(concat!("SELECT ", message_columns!(), " FROM channel_messages WHERE channel_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3"))
+        async fn messages(
+            &self,
+            channel_id: Uuid,
+            before: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<MessageRow>, StoreError> {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM channel_messages WHERE channel_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
+            ))
             .bind(channel_id)
             .bind(before.unwrap_or(Uuid::max()))
             .bind(limit)
             .fetch_all(self.reader())
             .await?;
-        rows.iter().map(message_row).collect()
-    }
+            rows.iter().map(message_row).collect()
+        }
 
-    async fn open_messages(&self, channel_id: Uuid) -> Result<i64, StoreError> {
-        let open: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM channel_messages WHERE channel_id = $1 AND stage <> 'ended'")
+        async fn open_messages(&self, channel_id: Uuid) -> Result<i64, StoreError> {
+            let open: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM channel_messages WHERE channel_id = $1 AND stage <> 'ended'",
+            )
             .bind(channel_id)
-            .fetch_one(self.pool())
+            .fetch_one(self.writer())
             .await?;
-        Ok(open)
-    }
+            Ok(open)
+        }
 
-    async fn link_speaker(
-        &self,
-        channel_id: Uuid,
-        user_id: &str,
-        member_id: Uuid,
-    ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO channel_speakers (channel_id, user_id, member_id, created_at) VALUES ($1, $2, $3, $4) \
+        async fn link_speaker(
+            &self,
+            channel_id: Uuid,
+            user_id: &str,
+            member_id: Uuid,
+        ) -> Result<(), StoreError> {
+            sqlx::query("INSERT INTO channel_speakers (channel_id, user_id, member_id, created_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (channel_id, user_id) DO UPDATE SET member_id = excluded.member_id")
             .bind(channel_id)
             .bind(user_id)
             .bind(member_id)
             .bind(now_ms())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn unlink_speaker(&self, channel_id: Uuid, user_id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM channel_speakers WHERE channel_id = $1 AND user_id = $2")
+        async fn unlink_speaker(
+            &self,
+            channel_id: Uuid,
+            user_id: &str,
+        ) -> Result<bool, StoreError> {
+            let done =
+                sqlx::query("DELETE FROM channel_speakers WHERE channel_id = $1 AND user_id = $2")
+                    .bind(channel_id)
+                    .bind(user_id)
+                    .execute(self.writer())
+                    .await?;
+            Ok(done.rows_affected() > 0)
+        }
+
+        async fn speaker_member(
+            &self,
+            channel_id: Uuid,
+            user_id: &str,
+        ) -> Result<Option<Uuid>, StoreError> {
+            Ok(sqlx::query_scalar(
+                "SELECT member_id FROM channel_speakers WHERE channel_id = $1 AND user_id = $2",
+            )
             .bind(channel_id)
             .bind(user_id)
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn speaker_member(
-        &self,
-        channel_id: Uuid,
-        user_id: &str,
-    ) -> Result<Option<Uuid>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT member_id FROM channel_speakers WHERE channel_id = $1 AND user_id = $2")
-            .bind(channel_id)
-            .bind(user_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.writer())
             .await?)
-    }
+        }
 
-    async fn set_answering(
-        &self,
-        id: Uuid,
-        chat: ChatId,
-        turn: ExecutionId,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channel_messages SET chat_id = $2, turn_id = $3, stage = 'answering', updated_at = $4 WHERE id = $1 AND stage = 'received'")
+        async fn set_answering(
+            &self,
+            id: Uuid,
+            chat: ChatId,
+            turn: ExecutionId,
+        ) -> Result<(), StoreError> {
+            sqlx::query("UPDATE channel_messages SET chat_id = $2, turn_id = $3, stage = 'answering', updated_at = $4 WHERE id = $1 AND stage = 'received'")
             .bind(id)
             .bind(chat.as_uuid())
             .bind(turn.as_uuid())
             .bind(now_ms())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn set_reply(&self, id: Uuid, reply: SealedBlob) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let now = now_ms();
-        sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
+        async fn set_reply(&self, id: Uuid, reply: SealedBlob) -> Result<(), StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let now = now_ms();
+            sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(reply.id)
             .bind(&reply.key_id)
             .bind(&reply.nonce)
@@ -523,14 +567,14 @@ impl ChannelStore for Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE channel_messages SET reply_record = $2, stage = 'sending', updated_at = $3 WHERE id = $1 AND stage = 'answering'")
+            sqlx::query("UPDATE channel_messages SET reply_record = $2, stage = 'sending', updated_at = $3 WHERE id = $1 AND stage = 'answering'")
             .bind(id)
             .bind(reply.id)
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(())
+            tx.commit().await?;
+            Ok(())
+        }
     }
-}
 }

@@ -2,34 +2,39 @@
 //! SQLite and PostgreSQL.
 
 use async_trait::async_trait;
+use const_format::concatcp;
 use futures::future::BoxFuture;
 use sqlx::{Postgres, Row as _, Sqlite, Transaction};
 use uuid::Uuid;
 
 use super::store::{FileAccess, FileRow, FileStore};
 use super::writes::{MarkDeleting, RemoveFileRow, SweepRan};
-use crate::store::{Millis, StoreError, TxWrite, now_ms, sql_store};
+use crate::store::{Millis, StoreError, TxWrite, both_backends, now_ms};
 
-sql_store! {
-fn file_row(row: &Row) -> Result<FileRow, StoreError> {
-    Ok(FileRow {
-        id: row.try_get("id")?,
-        organization_id: row.try_get("organization_id")?,
-        owner_member_id: row.try_get("owner_member_id")?,
-        name: row.try_get("name")?,
-        media_type: row.try_get("media_type")?,
-        size: row.try_get("size")?,
-        sha256: row.try_get("sha256")?,
-        object_key: row.try_get("object_key")?,
-        created_at: row.try_get("created_at")?,
-        token_id: row.try_get("token_id")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-#[async_trait]
-impl FileStore for Store {
-    async fn add_file(&self, file: &FileRow) -> Result<(), StoreError> {
-        sqlx::query(
+    fn file_row(row: &Row) -> Result<FileRow, StoreError> {
+        Ok(FileRow {
+            id: row.try_get("id")?,
+            organization_id: row.try_get("organization_id")?,
+            owner_member_id: row.try_get("owner_member_id")?,
+            name: row.try_get("name")?,
+            media_type: row.try_get("media_type")?,
+            size: row.try_get("size")?,
+            sha256: row.try_get("sha256")?,
+            object_key: row.try_get("object_key")?,
+            created_at: row.try_get("created_at")?,
+            token_id: row.try_get("token_id")?,
+        })
+    }
+
+    #[async_trait]
+    impl FileStore for Store {
+        async fn add_file(&self, file: &FileRow) -> Result<(), StoreError> {
+            sqlx::query(
             "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at, token_id) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
@@ -43,90 +48,98 @@ impl FileStore for Store {
         .bind(&file.object_key)
         .bind(file.created_at)
         .bind(file.token_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn file_of(&self, access: FileAccess, id: Uuid) -> Result<Option<FileRow>, StoreError> {
-        let row = sqlx::query(concat!(
-            "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
+        async fn file_of(
+            &self,
+            access: FileAccess,
+            id: Uuid,
+        ) -> Result<Option<FileRow>, StoreError> {
+            let row = sqlx::query(concatcp!(
+                "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
              AND (",
-            uuid_param!("$3"),
-            " IS NULL OR token_id = $3)"
-        ))
-        .bind(id)
-        .bind(access.owner)
-        .bind(access.stored_by)
-        .fetch_optional(self.reader())
-        .await?;
-        row.as_ref().map(file_row).transpose()
-    }
-
-    async fn files_of(
-        &self,
-        access: FileAccess,
-        before: Option<crate::paging::CreatedPosition>,
-        limit: i64,
-    ) -> Result<Vec<FileRow>, StoreError> {
-        let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
-        let rows = sqlx::query(concat!(
-            "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL AND (",
-            uuid_param!("$2"),
-            " IS NULL OR token_id = $2) AND (created_at < $3 OR (created_at = $3 AND id < $4)) \
-             ORDER BY created_at DESC, id DESC LIMIT $5"
-        ))
-        .bind(access.owner)
-        .bind(access.stored_by)
-        .bind(before_at)
-        .bind(before_id)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
-        rows.iter().map(file_row).collect()
-    }
-
-    async fn deleting(&self, id: Uuid) -> Result<Option<bool>, StoreError> {
-        let row: Option<Option<i64>> = sqlx::query_scalar("SELECT deleted_at FROM files WHERE id = $1")
+                "$3",
+                Store::UUID_CAST,
+                " IS NULL OR token_id = $3)"
+            ))
             .bind(id)
+            .bind(access.owner)
+            .bind(access.stored_by)
             .fetch_optional(self.reader())
             .await?;
-        Ok(row.map(|deleted_at| deleted_at.is_some()))
-    }
+            row.as_ref().map(file_row).transpose()
+        }
 
-    async fn retention(&self, organization: Uuid) -> Result<Option<i64>, StoreError> {
-        let days: Option<i64> =
-            sqlx::query_scalar("SELECT CAST(days AS BIGINT) FROM file_retention WHERE organization_id = $1")
-                .bind(organization)
-                .fetch_optional(self.reader())
-                .await?;
-        Ok(days)
-    }
+        async fn files_of(
+            &self,
+            access: FileAccess,
+            before: Option<crate::paging::CreatedPosition>,
+            limit: i64,
+        ) -> Result<Vec<FileRow>, StoreError> {
+            let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
+            let rows = sqlx::query(concatcp!(
+                "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL AND (",
+                "$2",
+                Store::UUID_CAST,
+                " IS NULL OR token_id = $2) AND (created_at < $3 OR (created_at = $3 AND id < $4)) \
+             ORDER BY created_at DESC, id DESC LIMIT $5"
+            ))
+            .bind(access.owner)
+            .bind(access.stored_by)
+            .bind(before_at)
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(self.reader())
+            .await?;
+            rows.iter().map(file_row).collect()
+        }
 
-    async fn put_retention(&self, organization: Uuid, days: i64) -> Result<(), StoreError> {
-        sqlx::query(
+        async fn deleting(&self, id: Uuid) -> Result<Option<bool>, StoreError> {
+            let row: Option<Option<i64>> =
+                sqlx::query_scalar("SELECT deleted_at FROM files WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?;
+            Ok(row.map(|deleted_at| deleted_at.is_some()))
+        }
+
+        async fn retention(&self, organization: Uuid) -> Result<Option<i64>, StoreError> {
+            let days: Option<i64> = sqlx::query_scalar(
+                "SELECT CAST(days AS BIGINT) FROM file_retention WHERE organization_id = $1",
+            )
+            .bind(organization)
+            .fetch_optional(self.reader())
+            .await?;
+            Ok(days)
+        }
+
+        async fn put_retention(&self, organization: Uuid, days: i64) -> Result<(), StoreError> {
+            sqlx::query(
             "INSERT INTO file_retention (organization_id, days, updated_at) VALUES ($1, $2, $3) \
              ON CONFLICT (organization_id) DO UPDATE SET days = EXCLUDED.days, updated_at = EXCLUDED.updated_at",
         )
         .bind(organization)
         .bind(days)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn delete_retention(&self, organization: Uuid) -> Result<bool, StoreError> {
-        let removed = sqlx::query("DELETE FROM file_retention WHERE organization_id = $1")
-            .bind(organization)
-            .execute(self.pool())
-            .await?
-            .rows_affected();
-        Ok(removed > 0)
-    }
+        async fn delete_retention(&self, organization: Uuid) -> Result<bool, StoreError> {
+            let removed = sqlx::query("DELETE FROM file_retention WHERE organization_id = $1")
+                .bind(organization)
+                .execute(self.writer())
+                .await?
+                .rows_affected();
+            Ok(removed > 0)
+        }
 
-    async fn expired_files(&self, now: Millis, limit: i64) -> Result<Vec<FileRow>, StoreError> {
-        let rows = sqlx::query(
+        async fn expired_files(&self, now: Millis, limit: i64) -> Result<Vec<FileRow>, StoreError> {
+            let rows = sqlx::query(
             "SELECT f.* FROM files f JOIN file_retention r ON r.organization_id = f.organization_id \
              WHERE f.deleted_at IS NULL AND f.created_at < $1 - CAST(r.days AS BIGINT) * 86400000 \
              ORDER BY f.created_at, f.id LIMIT $2",
@@ -135,43 +148,44 @@ impl FileStore for Store {
         .bind(limit)
         .fetch_all(self.reader())
         .await?;
-        rows.iter().map(file_row).collect()
-    }
+            rows.iter().map(file_row).collect()
+        }
 
-    async fn stranded_deletions(
-        &self,
-        before: Millis,
-        limit: i64,
-    ) -> Result<Vec<FileRow>, StoreError> {
-        let rows = sqlx::query(
+        async fn stranded_deletions(
+            &self,
+            before: Millis,
+            limit: i64,
+        ) -> Result<Vec<FileRow>, StoreError> {
+            let rows = sqlx::query(
             "SELECT * FROM files WHERE deleted_at IS NOT NULL AND deleted_at < $1 ORDER BY deleted_at, id LIMIT $2",
         )
         .bind(before)
         .bind(limit)
         .fetch_all(self.reader())
         .await?;
-        rows.iter().map(file_row).collect()
+            rows.iter().map(file_row).collect()
+        }
+
+        async fn swept_at(&self, name: &str) -> Result<Option<Millis>, StoreError> {
+            let at: Option<i64> =
+                sqlx::query_scalar("SELECT swept_at FROM file_sweeps WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(self.reader())
+                    .await?;
+            Ok(at)
+        }
     }
 
-    async fn swept_at(&self, name: &str) -> Result<Option<Millis>, StoreError> {
-        let at: Option<i64> = sqlx::query_scalar("SELECT swept_at FROM file_sweeps WHERE name = $1")
-            .bind(name)
-            .fetch_optional(self.reader())
-            .await?;
-        Ok(at)
-    }
-}
-
-/// Marks a file in use deleting (one `access` sees, or any, for the platform); returns
-/// whether it did.
-pub(super) async fn mark_deleting(
-    tx: &mut Transaction<'_, Db>,
-    id: Uuid,
-    access: Option<FileAccess>,
-) -> Result<bool, StoreError> {
-    let marked = sqlx::query(concat!(
+    /// Marks a file in use deleting (one `access` sees, or any, for the platform); returns
+    /// whether it did.
+    pub(super) async fn mark_deleting(
+        tx: &mut Transaction<'_, Db>,
+        id: Uuid,
+        access: Option<FileAccess>,
+    ) -> Result<bool, StoreError> {
+        let marked = sqlx::query(concatcp!(
         "UPDATE files SET deleted_at = $5 WHERE id = $1 AND deleted_at IS NULL AND (NOT $2 OR (owner_member_id = $3 AND (",
-        uuid_param!("$4"),
+        "$4", Store::UUID_CAST,
         " IS NULL OR token_id = $4)))"
     ))
     .bind(id)
@@ -182,34 +196,37 @@ pub(super) async fn mark_deleting(
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    Ok(marked == 1)
-}
+        Ok(marked == 1)
+    }
 
-/// Removes a file's row once its deletion removed its object (only a row marked deleting).
-pub(super) async fn remove_row(tx: &mut Transaction<'_, Db>, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM files WHERE id = $1 AND deleted_at IS NOT NULL")
-        .bind(id)
+    /// Removes a file's row once its deletion removed its object (only a row marked deleting).
+    pub(super) async fn remove_row(
+        tx: &mut Transaction<'_, Db>,
+        id: Uuid,
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM files WHERE id = $1 AND deleted_at IS NOT NULL")
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Records that the sweep `name` ran at `at`.
+    pub(super) async fn record_sweep(
+        tx: &mut Transaction<'_, Db>,
+        name: &str,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO file_sweeps (name, swept_at) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET swept_at = EXCLUDED.swept_at",
+        )
+        .bind(name)
+        .bind(at)
         .execute(&mut **tx)
         .await?;
-    Ok(())
-}
-
-/// Records that the sweep `name` ran at `at`.
-pub(super) async fn record_sweep(
-    tx: &mut Transaction<'_, Db>,
-    name: &str,
-    at: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO file_sweeps (name, swept_at) VALUES ($1, $2) \
-         ON CONFLICT (name) DO UPDATE SET swept_at = EXCLUDED.swept_at",
-    )
-    .bind(name)
-    .bind(at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
+        Ok(())
+    }
 }
 
 impl TxWrite for MarkDeleting {

@@ -7,6 +7,7 @@
 //! `memory_locks` row: a row lock held to the commit on PostgreSQL; SQLite has one writer).
 
 use async_trait::async_trait;
+use const_format::concatcp;
 use openbot_schema::BotId;
 use sqlx::Row as _;
 use uuid::Uuid;
@@ -15,7 +16,7 @@ use super::store::{
     BotMemory, MemoryOp, MemoryQuery, MemoryRow, MemoryStore, Reader, SealedContent,
 };
 use crate::sealed::SealedValue;
-use crate::store::{StoreError, now_ms, sql_store};
+use crate::store::{StoreError, both_backends, now_ms};
 
 /// The memories a reader may read, as conditions on `memories m`: `$1` the organization, `$2`
 /// the Bot, `$3` the member. A memory is shared or the member's own, and its evidence Chat (if
@@ -53,125 +54,137 @@ fn tags_json(tags: &[String]) -> Result<String, StoreError> {
     serde_json::to_string(tags).map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
-sql_store! {
-fn memory_row(row: &Row) -> Result<MemoryRow, StoreError> {
-    let tags: String = row.try_get("tags")?;
-    let embedding_key: Option<String> = row.try_get("embedding_key_id")?;
-    let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
-    let embedding_model: Option<String> = row.try_get("embedding_model")?;
-    let digest_key: Option<String> = row.try_get("digest_key_id")?;
-    let digest: Option<Vec<u8>> = row.try_get("digest")?;
-    let bot: Uuid = row.try_get("bot_id")?;
-    Ok(MemoryRow {
-        id: row.try_get("id")?,
-        bot_id: BotId::from(bot),
-        owner_member_id: row.try_get("owner_member_id")?,
-        status: row.try_get("status")?,
-        tags: serde_json::from_str(&tags)
-            .map_err(|e| StoreError::Invalid(format!("memory tags: {e}")))?,
-        evidence_chat_id: row.try_get("evidence_chat_id")?,
-        evidence_execution_id: row.try_get("evidence_execution_id")?,
-        evidence_message: row.try_get("evidence_message")?,
-        content: SealedValue {
-            key_id: row.try_get("key_id")?,
-            bytes: row.try_get("sealed")?,
-        },
-        embedding: match (embedding_key, embedding, embedding_model) {
-            (Some(key_id), Some(bytes), Some(model)) => Some((SealedValue { key_id, bytes }, model)),
-            _ => None,
-        },
-        digest: match (digest_key, digest) {
-            (Some(key_id), Some(bytes)) => Some(SealedValue { key_id, bytes }),
-            _ => None,
-        },
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-async fn put_tags(
-    tx: &mut sqlx::Transaction<'_, Db>,
-    id: Uuid,
-    tags: &[String],
-) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM memory_tags WHERE memory_id = $1")
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
-    for tag in tags {
-        sqlx::query("INSERT INTO memory_tags (memory_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+    fn memory_row(row: &Row) -> Result<MemoryRow, StoreError> {
+        let tags: String = row.try_get("tags")?;
+        let embedding_key: Option<String> = row.try_get("embedding_key_id")?;
+        let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
+        let embedding_model: Option<String> = row.try_get("embedding_model")?;
+        let digest_key: Option<String> = row.try_get("digest_key_id")?;
+        let digest: Option<Vec<u8>> = row.try_get("digest")?;
+        let bot: Uuid = row.try_get("bot_id")?;
+        Ok(MemoryRow {
+            id: row.try_get("id")?,
+            bot_id: BotId::from(bot),
+            owner_member_id: row.try_get("owner_member_id")?,
+            status: row.try_get("status")?,
+            tags: serde_json::from_str(&tags)
+                .map_err(|e| StoreError::Invalid(format!("memory tags: {e}")))?,
+            evidence_chat_id: row.try_get("evidence_chat_id")?,
+            evidence_execution_id: row.try_get("evidence_execution_id")?,
+            evidence_message: row.try_get("evidence_message")?,
+            content: SealedValue {
+                key_id: row.try_get("key_id")?,
+                bytes: row.try_get("sealed")?,
+            },
+            embedding: match (embedding_key, embedding, embedding_model) {
+                (Some(key_id), Some(bytes), Some(model)) => {
+                    Some((SealedValue { key_id, bytes }, model))
+                }
+                _ => None,
+            },
+            digest: match (digest_key, digest) {
+                (Some(key_id), Some(bytes)) => Some(SealedValue { key_id, bytes }),
+                _ => None,
+            },
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
+
+    async fn put_tags(
+        tx: &mut sqlx::Transaction<'_, Db>,
+        id: Uuid,
+        tags: &[String],
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM memory_tags WHERE memory_id = $1")
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        for tag in tags {
+            sqlx::query(
+                "INSERT INTO memory_tags (memory_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            )
             .bind(id)
             .bind(tag)
             .execute(&mut **tx)
             .await?;
-    }
-    Ok(())
-}
-
-/// Applies memory changes in a transaction of this database, the Bot's memory lock first.
-#[allow(clippy::too_many_lines)] // one arm per operation; split with the backend contract (issue 33)
-pub(crate) async fn run_ops(
-    tx: &mut sqlx::Transaction<'_, Db>,
-    reader: &Reader,
-    ops: &[MemoryOp],
-) -> Result<Vec<u64>, StoreError> {
-    // The Bot's memory lock, alone: every change of this Bot's memories waits here.
-    sqlx::query(
-        "INSERT INTO memory_locks (bot_id, generation) VALUES ($1, 1) \
-         ON CONFLICT (bot_id) DO UPDATE SET generation = memory_locks.generation + 1",
-    )
-    .bind(reader.bot_id.as_uuid())
-    .execute(&mut **tx)
-    .await?;
-    let now = now_ms();
-    let mut out = Vec::with_capacity(ops.len());
-    let mut stale = false;
-    for op in ops {
-        if stale {
-            out.push(0);
-            continue;
         }
-        let changed = match op {
-            MemoryOp::Cursor { chat_id, from, to } => {
-                sqlx::query(
-                    "INSERT INTO memory_cursors (chat_id, bot_id, learned_through, updated_at) \
+        Ok(())
+    }
+
+    /// Applies memory changes in a transaction of this database, the Bot's memory lock first.
+    #[allow(clippy::too_many_lines)] // one arm per operation; split with the backend contract (issue 33)
+    pub(crate) async fn run_ops(
+        tx: &mut sqlx::Transaction<'_, Db>,
+        reader: &Reader,
+        ops: &[MemoryOp],
+    ) -> Result<Vec<u64>, StoreError> {
+        // The Bot's memory lock, alone: every change of this Bot's memories waits here.
+        sqlx::query(
+            "INSERT INTO memory_locks (bot_id, generation) VALUES ($1, 1) \
+         ON CONFLICT (bot_id) DO UPDATE SET generation = memory_locks.generation + 1",
+        )
+        .bind(reader.bot_id.as_uuid())
+        .execute(&mut **tx)
+        .await?;
+        let now = now_ms();
+        let mut out = Vec::with_capacity(ops.len());
+        let mut stale = false;
+        for op in ops {
+            if stale {
+                out.push(0);
+                continue;
+            }
+            let changed = match op {
+                MemoryOp::Cursor { chat_id, from, to } => {
+                    sqlx::query(
+                        "INSERT INTO memory_cursors (chat_id, bot_id, learned_through, updated_at) \
                      VALUES ($1, $2, 0, $3) ON CONFLICT (chat_id) DO NOTHING",
-                )
-                .bind(chat_id)
-                .bind(reader.bot_id.as_uuid())
-                .bind(now)
-                .execute(&mut **tx)
-                .await?;
-                // Compare-and-set: only from where the learner read it, only forward.
-                let moved = sqlx::query(
-                    "UPDATE memory_cursors SET learned_through = $2, updated_at = $4 \
+                    )
+                    .bind(chat_id)
+                    .bind(reader.bot_id.as_uuid())
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await?;
+                    // Compare-and-set: only from where the learner read it, only forward.
+                    let moved = sqlx::query(
+                        "UPDATE memory_cursors SET learned_through = $2, updated_at = $4 \
                      WHERE chat_id = $1 AND learned_through = $3 AND $2 > $3",
-                )
-                .bind(chat_id)
-                .bind(to)
-                .bind(from)
-                .bind(now)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected();
-                stale = moved == 0;
-                moved
-            }
-            // Another member's private memory, or a shared one without the right, is never
-            // written, whichever path built the row.
-            MemoryOp::Insert(row)
-                if row
-                    .owner_member_id
-                    .map_or(!reader.may_change_shared, |owner| owner != reader.member_id) =>
-            {
-                0
-            }
-            MemoryOp::Insert(row) => {
-                let (embedding_key, embedding, model) = match &row.embedding {
-                    Some((value, model)) => (Some(value.key_id.clone()), Some(value.bytes.clone()), Some(model.clone())),
-                    None => (None, None, None),
-                };
-                let inserted = sqlx::query(
+                    )
+                    .bind(chat_id)
+                    .bind(to)
+                    .bind(from)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
+                    stale = moved == 0;
+                    moved
+                }
+                // Another member's private memory, or a shared one without the right, is never
+                // written, whichever path built the row.
+                MemoryOp::Insert(row)
+                    if row
+                        .owner_member_id
+                        .map_or(!reader.may_change_shared, |owner| owner != reader.member_id) =>
+                {
+                    0
+                }
+                MemoryOp::Insert(row) => {
+                    let (embedding_key, embedding, model) = match &row.embedding {
+                        Some((value, model)) => (
+                            Some(value.key_id.clone()),
+                            Some(value.bytes.clone()),
+                            Some(model.clone()),
+                        ),
+                        None => (None, None, None),
+                    };
+                    let inserted = sqlx::query(
                     "INSERT INTO memories (id, organization_id, bot_id, owner_member_id, status, tags, \
                      evidence_chat_id, evidence_execution_id, evidence_message, key_id, sealed, \
                      embedding_key_id, embedding, embedding_model, digest_key_id, digest, \
@@ -199,13 +212,21 @@ pub(crate) async fn run_ops(
                 .execute(&mut **tx)
                 .await?
                 .rows_affected();
-                if inserted == 1 {
-                    put_tags(tx, row.id, &row.tags).await?;
+                    if inserted == 1 {
+                        put_tags(tx, row.id, &row.tags).await?;
+                    }
+                    inserted
                 }
-                inserted
-            }
-            MemoryOp::Update { id, content, tags, status } => {
-                let allowed = sqlx::query(concat!("UPDATE memories SET updated_at = $6 WHERE ", changeable!()))
+                MemoryOp::Update {
+                    id,
+                    content,
+                    tags,
+                    status,
+                } => {
+                    let allowed = sqlx::query(concat!(
+                        "UPDATE memories SET updated_at = $6 WHERE ",
+                        changeable!()
+                    ))
                     .bind(id)
                     .bind(reader.organization_id)
                     .bind(reader.bot_id.as_uuid())
@@ -215,30 +236,37 @@ pub(crate) async fn run_ops(
                     .execute(&mut **tx)
                     .await?
                     .rows_affected();
-                if allowed == 1 {
-                    if let Some(status) = status {
-                        sqlx::query("UPDATE memories SET status = $2 WHERE id = $1")
-                            .bind(id)
-                            .bind(status)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
-                    if let Some(tags) = tags {
-                        sqlx::query("UPDATE memories SET tags = $2 WHERE id = $1")
-                            .bind(id)
-                            .bind(tags_json(tags)?)
-                            .execute(&mut **tx)
-                            .await?;
-                        put_tags(tx, *id, tags).await?;
-                    }
-                    // Only a content change writes the content's columns.
-                    if let Some((sealed, embedding)) = content {
-                        let SealedContent { content: sealed, digest } = sealed;
-                        let (embedding_key, embedding, model) = match embedding {
-                            Some((value, model)) => (Some(value.key_id.clone()), Some(value.bytes.clone()), Some(model.clone())),
-                            None => (None, None, None),
-                        };
-                        sqlx::query(
+                    if allowed == 1 {
+                        if let Some(status) = status {
+                            sqlx::query("UPDATE memories SET status = $2 WHERE id = $1")
+                                .bind(id)
+                                .bind(status)
+                                .execute(&mut **tx)
+                                .await?;
+                        }
+                        if let Some(tags) = tags {
+                            sqlx::query("UPDATE memories SET tags = $2 WHERE id = $1")
+                                .bind(id)
+                                .bind(tags_json(tags)?)
+                                .execute(&mut **tx)
+                                .await?;
+                            put_tags(tx, *id, tags).await?;
+                        }
+                        // Only a content change writes the content's columns.
+                        if let Some((sealed, embedding)) = content {
+                            let SealedContent {
+                                content: sealed,
+                                digest,
+                            } = sealed;
+                            let (embedding_key, embedding, model) = match embedding {
+                                Some((value, model)) => (
+                                    Some(value.key_id.clone()),
+                                    Some(value.bytes.clone()),
+                                    Some(model.clone()),
+                                ),
+                                None => (None, None, None),
+                            };
+                            sqlx::query(
                             "UPDATE memories SET key_id = $2, sealed = $3, embedding_key_id = $4, \
                              embedding = $5, embedding_model = $6, digest_key_id = $7, digest = $8 \
                              WHERE id = $1",
@@ -253,154 +281,181 @@ pub(crate) async fn run_ops(
                         .bind(&digest.bytes)
                         .execute(&mut **tx)
                         .await?;
+                        }
                     }
+                    allowed
                 }
-                allowed
-            }
-            MemoryOp::Delete { id } => {
-                let deleted = sqlx::query(concat!("DELETE FROM memories WHERE ", changeable!()))
-                    .bind(id)
-                    .bind(reader.organization_id)
-                    .bind(reader.bot_id.as_uuid())
-                    .bind(reader.member_id)
-                    .bind(reader.may_change_shared)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected();
-                if deleted == 1 {
-                    sqlx::query("DELETE FROM memory_tags WHERE memory_id = $1")
-                        .bind(id)
-                        .execute(&mut **tx)
-                        .await?;
+                MemoryOp::Delete { id } => {
+                    let deleted =
+                        sqlx::query(concat!("DELETE FROM memories WHERE ", changeable!()))
+                            .bind(id)
+                            .bind(reader.organization_id)
+                            .bind(reader.bot_id.as_uuid())
+                            .bind(reader.member_id)
+                            .bind(reader.may_change_shared)
+                            .execute(&mut **tx)
+                            .await?
+                            .rows_affected();
+                    if deleted == 1 {
+                        sqlx::query("DELETE FROM memory_tags WHERE memory_id = $1")
+                            .bind(id)
+                            .execute(&mut **tx)
+                            .await?;
+                    }
+                    deleted
                 }
-                deleted
-            }
-        };
-        out.push(changed);
+            };
+            out.push(changed);
+        }
+        Ok(out)
     }
-    Ok(out)
-}
 
-#[async_trait]
-impl MemoryStore for Store {
-    async fn memories(
-        &self,
-        reader: &Reader,
-        query: &MemoryQuery,
-    ) -> Result<Vec<MemoryRow>, StoreError> {
-        macro_rules! filtered {
-            () => {
-                concat!(
-                    "SELECT ", columns!(), " FROM memories m WHERE ", visible!(),
-                    " AND (", text_param!("$4"), " IS NULL OR m.status = $4)",
-                    " AND (SELECT COUNT(*) FROM memory_tags t WHERE t.memory_id = m.id AND ",
-                    text_in!("t.tag", "$5"), ") = $6",
-                    " AND (NOT $7 OR m.owner_member_id = $3)"
+    #[async_trait]
+    impl MemoryStore for Store {
+        async fn memories(
+            &self,
+            reader: &Reader,
+            query: &MemoryQuery,
+        ) -> Result<Vec<MemoryRow>, StoreError> {
+            macro_rules! filtered {
+                () => {
+                    concatcp!(
+                        "SELECT ",
+                        columns!(),
+                        " FROM memories m WHERE ",
+                        visible!(),
+                        " AND (",
+                        "$4",
+                        Store::TEXT_CAST,
+                        " IS NULL OR m.status = $4)",
+                        " AND (SELECT COUNT(*) FROM memory_tags t WHERE t.memory_id = m.id AND ",
+                        text_in!("t.tag", "$5"),
+                        ") = $6",
+                        " AND (NOT $7 OR m.owner_member_id = $3)"
+                    )
+                };
+            }
+            let sql = if query.newest_first {
+                concatcp!(
+                    filtered!(),
+                    " AND (",
+                    "$8",
+                    Store::UUID_CAST,
+                    " IS NULL OR m.id < $8) ORDER BY m.id DESC LIMIT $9"
+                )
+            } else {
+                concatcp!(
+                    filtered!(),
+                    " AND (",
+                    "$8",
+                    Store::UUID_CAST,
+                    " IS NULL OR m.id > $8) ORDER BY m.id LIMIT $9"
                 )
             };
+            let rows = sqlx::query(sql)
+                .bind(reader.organization_id)
+                .bind(reader.bot_id.as_uuid())
+                .bind(reader.member_id)
+                .bind(query.status.as_deref())
+                .bind(tags_json(&query.tags)?)
+                .bind(query.tags.len() as i64)
+                .bind(query.own_only)
+                .bind(query.after)
+                .bind(query.limit)
+                .fetch_all(self.reader())
+                .await?;
+            rows.iter().map(memory_row).collect()
         }
-        let sql = if query.newest_first {
-            concat!(filtered!(), " AND (", uuid_param!("$8"), " IS NULL OR m.id < $8) ORDER BY m.id DESC LIMIT $9")
-        } else {
-            concat!(filtered!(), " AND (", uuid_param!("$8"), " IS NULL OR m.id > $8) ORDER BY m.id LIMIT $9")
-        };
-        let rows = sqlx::query(sql)
+
+        async fn memory(&self, reader: &Reader, id: Uuid) -> Result<Option<MemoryRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM memories m WHERE ",
+                visible!(),
+                " AND m.id = $4"
+            ))
             .bind(reader.organization_id)
             .bind(reader.bot_id.as_uuid())
             .bind(reader.member_id)
-            .bind(query.status.as_deref())
-            .bind(tags_json(&query.tags)?)
-            .bind(query.tags.len() as i64)
-            .bind(query.own_only)
-            .bind(query.after)
-            .bind(query.limit)
-            .fetch_all(self.reader())
+            .bind(id)
+            .fetch_optional(self.reader())
             .await?;
-        rows.iter().map(memory_row).collect()
-    }
-
-    async fn memory(&self, reader: &Reader, id: Uuid) -> Result<Option<MemoryRow>, StoreError> {
-        let row = sqlx::query(concat!(
-            "SELECT ", columns!(), " FROM memories m WHERE ", visible!(), " AND m.id = $4"
-        ))
-        .bind(reader.organization_id)
-        .bind(reader.bot_id.as_uuid())
-        .bind(reader.member_id)
-        .bind(id)
-        .fetch_optional(self.reader())
-        .await?;
-        row.as_ref().map(memory_row).transpose()
-    }
-
-    async fn apply(&self, reader: &Reader, ops: &[MemoryOp]) -> Result<Vec<u64>, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let changed = run_ops(&mut tx, reader, ops).await?;
-        tx.commit().await?;
-        Ok(changed)
-    }
-
-    async fn bot_memory(&self, bot: BotId) -> Result<Option<BotMemory>, StoreError> {
-        let row = sqlx::query(
-            "SELECT spec, owner_member_id FROM bots WHERE id = $1 AND deleted_at IS NULL",
-        )
-        .bind(bot.as_uuid())
-        .fetch_optional(self.reader())
-        .await?;
-        match row {
-            Some(row) => {
-                let text: String = row.try_get("spec")?;
-                let spec = crate::bots::parse_spec(&text)?;
-                Ok(Some(BotMemory {
-                    on: spec.memory,
-                    model: spec.model,
-                    owner_member_id: row.try_get("owner_member_id")?,
-                }))
-            }
-            None => Ok(None),
+            row.as_ref().map(memory_row).transpose()
         }
-    }
 
-    async fn cursor(&self, chat_id: Uuid) -> Result<i64, StoreError> {
-        let at: Option<i64> =
-            sqlx::query_scalar("SELECT learned_through FROM memory_cursors WHERE chat_id = $1")
-                .bind(chat_id)
-                .fetch_optional(self.reader())
-                .await?;
-        Ok(at.unwrap_or(0))
-    }
+        async fn apply(&self, reader: &Reader, ops: &[MemoryOp]) -> Result<Vec<u64>, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let changed = run_ops(&mut tx, reader, ops).await?;
+            tx.commit().await?;
+            Ok(changed)
+        }
 
-    async fn lock_generation(&self, bot: BotId) -> Result<i64, StoreError> {
-        let at: Option<i64> =
-            sqlx::query_scalar("SELECT generation FROM memory_locks WHERE bot_id = $1")
-                .bind(bot.as_uuid())
-                .fetch_optional(self.reader())
-                .await?;
-        Ok(at.unwrap_or(0))
-    }
+        async fn bot_memory(&self, bot: BotId) -> Result<Option<BotMemory>, StoreError> {
+            let row = sqlx::query(
+                "SELECT spec, owner_member_id FROM bots WHERE id = $1 AND deleted_at IS NULL",
+            )
+            .bind(bot.as_uuid())
+            .fetch_optional(self.reader())
+            .await?;
+            match row {
+                Some(row) => {
+                    let text: String = row.try_get("spec")?;
+                    let spec = crate::bots::parse_spec(&text)?;
+                    Ok(Some(BotMemory {
+                        on: spec.memory,
+                        model: spec.model,
+                        owner_member_id: row.try_get("owner_member_id")?,
+                    }))
+                }
+                None => Ok(None),
+            }
+        }
 
-    async fn settings(
-        &self,
-        organization: Uuid,
-    ) -> Result<(Option<String>, Option<String>), StoreError> {
-        let row = sqlx::query(
+        async fn cursor(&self, chat_id: Uuid) -> Result<i64, StoreError> {
+            let at: Option<i64> =
+                sqlx::query_scalar("SELECT learned_through FROM memory_cursors WHERE chat_id = $1")
+                    .bind(chat_id)
+                    .fetch_optional(self.reader())
+                    .await?;
+            Ok(at.unwrap_or(0))
+        }
+
+        async fn lock_generation(&self, bot: BotId) -> Result<i64, StoreError> {
+            let at: Option<i64> =
+                sqlx::query_scalar("SELECT generation FROM memory_locks WHERE bot_id = $1")
+                    .bind(bot.as_uuid())
+                    .fetch_optional(self.reader())
+                    .await?;
+            Ok(at.unwrap_or(0))
+        }
+
+        async fn settings(
+            &self,
+            organization: Uuid,
+        ) -> Result<(Option<String>, Option<String>), StoreError> {
+            let row = sqlx::query(
             "SELECT embeddings_model, helper_model FROM memory_settings WHERE organization_id = $1",
         )
         .bind(organization)
         .fetch_optional(self.reader())
         .await?;
-        match row {
-            Some(row) => Ok((row.try_get("embeddings_model")?, row.try_get("helper_model")?)),
-            None => Ok((None, None)),
+            match row {
+                Some(row) => Ok((
+                    row.try_get("embeddings_model")?,
+                    row.try_get("helper_model")?,
+                )),
+                None => Ok((None, None)),
+            }
         }
-    }
 
-    async fn put_settings(
-        &self,
-        organization: Uuid,
-        embeddings_model: Option<&str>,
-        helper_model: Option<&str>,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
+        async fn put_settings(
+            &self,
+            organization: Uuid,
+            embeddings_model: Option<&str>,
+            helper_model: Option<&str>,
+        ) -> Result<(), StoreError> {
+            sqlx::query(
             "INSERT INTO memory_settings (organization_id, embeddings_model, helper_model, updated_at) \
              VALUES ($1, $2, $3, $4) ON CONFLICT (organization_id) DO UPDATE SET \
              embeddings_model = EXCLUDED.embeddings_model, helper_model = EXCLUDED.helper_model, \
@@ -410,11 +465,11 @@ impl MemoryStore for Store {
         .bind(embeddings_model)
         .bind(helper_model)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(())
+            Ok(())
+        }
     }
-}
 }
 
 /// Memory changes written in an engine transaction (the learning workflow's end): the same

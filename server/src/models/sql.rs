@@ -5,9 +5,13 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{ModelRegistryStore, ProviderRow};
-use crate::store::{SealedBlob, StoreError, now_ms, sql_store};
+use crate::store::{SealedBlob, StoreError, both_backends, now_ms};
 
-sql_store! {
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
+
     fn provider_row(row: &Row) -> Result<ProviderRow, StoreError> {
         Ok(ProviderRow {
             kind: row.try_get("kind")?,
@@ -26,7 +30,7 @@ sql_store! {
             base_url: Option<&str>,
             key: Option<SealedBlob>,
         ) -> Result<ProviderRow, StoreError> {
-            let mut tx = self.pool().begin().await?;
+            let mut tx = self.writer().begin().await?;
             let now = now_ms();
             if let Some(blob) = &key {
                 sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
@@ -79,12 +83,16 @@ sql_store! {
             rows.iter().map(provider_row).collect()
         }
 
-        async fn delete_provider(&self, organization: Uuid, kind: &str) -> Result<bool, StoreError> {
+        async fn delete_provider(
+            &self,
+            organization: Uuid,
+            kind: &str,
+        ) -> Result<bool, StoreError> {
             let done =
                 sqlx::query("DELETE FROM model_providers WHERE organization_id = $1 AND kind = $2")
                     .bind(organization)
                     .bind(kind)
-                    .execute(self.pool())
+                    .execute(self.writer())
                     .await?
                     .rows_affected();
             Ok(done == 1)

@@ -5,108 +5,112 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::{AuditEntry, ErrorRecordRow, OperatorStore, OperatorToken};
-use crate::store::{SealedBlob, StoreError, now_ms, sql_store};
+use crate::store::{SealedBlob, StoreError, both_backends, now_ms};
 
-sql_store! {
-#[async_trait]
-impl OperatorStore for Store {
-    async fn create_operator_token(
-        &self,
-        id: Uuid,
-        name: &str,
-        secret_hash: &[u8],
-    ) -> Result<(), StoreError> {
-        sqlx::query(
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
+
+    #[async_trait]
+    impl OperatorStore for Store {
+        async fn create_operator_token(
+            &self,
+            id: Uuid,
+            name: &str,
+            secret_hash: &[u8],
+        ) -> Result<(), StoreError> {
+            sqlx::query(
             "INSERT INTO operator_tokens (id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
         )
         .bind(id)
         .bind(name)
         .bind(secret_hash)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn operator_token_by_hash(
-        &self,
-        secret_hash: &[u8],
-    ) -> Result<Option<OperatorToken>, StoreError> {
-        let row = sqlx::query(
+        async fn operator_token_by_hash(
+            &self,
+            secret_hash: &[u8],
+        ) -> Result<Option<OperatorToken>, StoreError> {
+            let row = sqlx::query(
             "SELECT id, name FROM operator_tokens WHERE secret_hash = $1 AND revoked_at IS NULL",
         )
         .bind(secret_hash)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.writer())
         .await?;
-        row.map(|row| {
-            Ok(OperatorToken {
-                id: row.try_get("id")?,
-                name: row.try_get("name")?,
-            })
-        })
-        .transpose()
-    }
-
-    async fn error_record_row(&self, id: Uuid) -> Result<Option<ErrorRecordRow>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, execution_id, category, key_id, nonce, ciphertext, created_at \
-             FROM error_records WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.map(|row| {
-            Ok(ErrorRecordRow {
-                category: row.try_get("category")?,
-                execution_id: row.try_get("execution_id")?,
-                created_at: row.try_get("created_at")?,
-                blob: SealedBlob {
+            row.map(|row| {
+                Ok(OperatorToken {
                     id: row.try_get("id")?,
-                    key_id: row.try_get("key_id")?,
-                    nonce: row.try_get("nonce")?,
-                    ciphertext: row.try_get("ciphertext")?,
-                },
-            })
-        })
-        .transpose()
-    }
-
-    async fn write_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO operator_audit (id, operator_token_id, actor, action, subject, at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(entry.id)
-        .bind(entry.operator_token_id)
-        .bind(&entry.actor)
-        .bind(&entry.action)
-        .bind(&entry.subject)
-        .bind(entry.at)
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
-
-    async fn audit_of(&self, subject: &str) -> Result<Vec<AuditEntry>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, operator_token_id, actor, action, subject, at FROM operator_audit \
-             WHERE subject = $1 ORDER BY at, id",
-        )
-        .bind(subject)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(AuditEntry {
-                    id: row.try_get("id")?,
-                    operator_token_id: row.try_get("operator_token_id")?,
-                    actor: row.try_get("actor")?,
-                    action: row.try_get("action")?,
-                    subject: row.try_get("subject")?,
-                    at: row.try_get("at")?,
+                    name: row.try_get("name")?,
                 })
             })
-            .collect()
+            .transpose()
+        }
+
+        async fn error_record_row(&self, id: Uuid) -> Result<Option<ErrorRecordRow>, StoreError> {
+            let row = sqlx::query(
+                "SELECT id, execution_id, category, key_id, nonce, ciphertext, created_at \
+             FROM error_records WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(self.writer())
+            .await?;
+            row.map(|row| {
+                Ok(ErrorRecordRow {
+                    category: row.try_get("category")?,
+                    execution_id: row.try_get("execution_id")?,
+                    created_at: row.try_get("created_at")?,
+                    blob: SealedBlob {
+                        id: row.try_get("id")?,
+                        key_id: row.try_get("key_id")?,
+                        nonce: row.try_get("nonce")?,
+                        ciphertext: row.try_get("ciphertext")?,
+                    },
+                })
+            })
+            .transpose()
+        }
+
+        async fn write_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+            sqlx::query(
+                "INSERT INTO operator_audit (id, operator_token_id, actor, action, subject, at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(entry.id)
+            .bind(entry.operator_token_id)
+            .bind(&entry.actor)
+            .bind(&entry.action)
+            .bind(&entry.subject)
+            .bind(entry.at)
+            .execute(self.writer())
+            .await?;
+            Ok(())
+        }
+
+        async fn audit_of(&self, subject: &str) -> Result<Vec<AuditEntry>, StoreError> {
+            let rows = sqlx::query(
+                "SELECT id, operator_token_id, actor, action, subject, at FROM operator_audit \
+             WHERE subject = $1 ORDER BY at, id",
+            )
+            .bind(subject)
+            .fetch_all(self.writer())
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(AuditEntry {
+                        id: row.try_get("id")?,
+                        operator_token_id: row.try_get("operator_token_id")?,
+                        actor: row.try_get("actor")?,
+                        action: row.try_get("action")?,
+                        subject: row.try_get("subject")?,
+                        at: row.try_get("at")?,
+                    })
+                })
+                .collect()
+        }
     }
-}
 }

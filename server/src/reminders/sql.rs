@@ -7,7 +7,7 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::store::{ReminderRow, ReminderStore};
-use crate::store::{Millis, SealedBlob, StoreError, now_ms, sql_store, tx_write};
+use crate::store::{Millis, SealedBlob, StoreError, both_backends, now_ms, tx_write};
 
 macro_rules! reminder_columns {
     () => {
@@ -74,81 +74,97 @@ tx_write!(NewReminder, |this, tx| {
     Ok(())
 });
 
-sql_store! {
-fn reminder_row(row: &Row) -> Result<ReminderRow, StoreError> {
-    Ok(ReminderRow {
-        id: row.try_get("id")?,
-        organization_id: row.try_get("organization_id")?,
-        chat_id: ChatId::from(row.try_get::<Uuid, _>("chat_id")?),
-        execution_id: ExecutionId::from(row.try_get::<Uuid, _>("execution_id")?),
-        source_execution_id: ExecutionId::from(row.try_get::<Uuid, _>("source_execution_id")?),
-        due_at: row.try_get("due_at")?,
-        text_record: row.try_get("text_record")?,
-        state: state_of(&row.try_get::<String, _>("state")?)?,
-        delivered_execution_id: row
-            .try_get::<Option<Uuid>, _>("delivered_execution_id")?
-            .map(ExecutionId::from),
-        created_at: row.try_get("created_at")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-#[async_trait]
-impl ReminderStore for Store {
-    async fn reminder(&self, id: Uuid) -> Result<Option<ReminderRow>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", reminder_columns!(), " FROM reminders WHERE id = $1"))
+    fn reminder_row(row: &Row) -> Result<ReminderRow, StoreError> {
+        Ok(ReminderRow {
+            id: row.try_get("id")?,
+            organization_id: row.try_get("organization_id")?,
+            chat_id: ChatId::from(row.try_get::<Uuid, _>("chat_id")?),
+            execution_id: ExecutionId::from(row.try_get::<Uuid, _>("execution_id")?),
+            source_execution_id: ExecutionId::from(row.try_get::<Uuid, _>("source_execution_id")?),
+            due_at: row.try_get("due_at")?,
+            text_record: row.try_get("text_record")?,
+            state: state_of(&row.try_get::<String, _>("state")?)?,
+            delivered_execution_id: row
+                .try_get::<Option<Uuid>, _>("delivered_execution_id")?
+                .map(ExecutionId::from),
+            created_at: row.try_get("created_at")?,
+        })
+    }
+
+    #[async_trait]
+    impl ReminderStore for Store {
+        async fn reminder(&self, id: Uuid) -> Result<Option<ReminderRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                reminder_columns!(),
+                " FROM reminders WHERE id = $1"
+            ))
             .bind(id)
             .fetch_optional(self.reader())
             .await?;
-        row.as_ref().map(reminder_row).transpose()
-    }
+            row.as_ref().map(reminder_row).transpose()
+        }
 
-    async fn reminder_of_execution(
-        &self,
-        execution_id: ExecutionId,
-    ) -> Result<Option<ReminderRow>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", reminder_columns!(), " FROM reminders WHERE execution_id = $1"))
+        async fn reminder_of_execution(
+            &self,
+            execution_id: ExecutionId,
+        ) -> Result<Option<ReminderRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                reminder_columns!(),
+                " FROM reminders WHERE execution_id = $1"
+            ))
             .bind(execution_id.as_uuid())
-            .fetch_optional(self.pool())
+            .fetch_optional(self.writer())
             .await?;
-        row.as_ref().map(reminder_row).transpose()
-    }
+            row.as_ref().map(reminder_row).transpose()
+        }
 
-    async fn reminders_of_chat(
-        &self,
-        chat_id: ChatId,
-        after: Option<(Millis, Uuid)>,
-        limit: i64,
-    ) -> Result<Vec<ReminderRow>, StoreError> {
-        let (due, id) = after.unwrap_or((i64::MIN, crate::paging::FIRST_ID));
-        let rows = sqlx::query(concat!("SELECT ", reminder_columns!(), " FROM reminders WHERE chat_id = $1 \
+        async fn reminders_of_chat(
+            &self,
+            chat_id: ChatId,
+            after: Option<(Millis, Uuid)>,
+            limit: i64,
+        ) -> Result<Vec<ReminderRow>, StoreError> {
+            let (due, id) = after.unwrap_or((i64::MIN, crate::paging::FIRST_ID));
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                reminder_columns!(),
+                " FROM reminders WHERE chat_id = $1 \
                AND (due_at > $2 OR (due_at = $2 AND id > $3)) \
-             ORDER BY due_at, id LIMIT $4"))
-        .bind(chat_id.as_uuid())
-        .bind(due)
-        .bind(id)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
-        rows.iter().map(reminder_row).collect()
-    }
+             ORDER BY due_at, id LIMIT $4"
+            ))
+            .bind(chat_id.as_uuid())
+            .bind(due)
+            .bind(id)
+            .bind(limit)
+            .fetch_all(self.reader())
+            .await?;
+            rows.iter().map(reminder_row).collect()
+        }
 
-    async fn finish_reminder(
-        &self,
-        id: Uuid,
-        state: ReminderState,
-        delivered: Option<ExecutionId>,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE reminders SET state = $2, delivered_execution_id = $3, updated_at = $4 \
+        async fn finish_reminder(
+            &self,
+            id: Uuid,
+            state: ReminderState,
+            delivered: Option<ExecutionId>,
+        ) -> Result<bool, StoreError> {
+            let done = sqlx::query(
+                "UPDATE reminders SET state = $2, delivered_execution_id = $3, updated_at = $4 \
              WHERE id = $1 AND state = 'pending'",
-        )
-        .bind(id)
-        .bind(state_text(state))
-        .bind(delivered.map(|e| e.as_uuid()))
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() > 0)
+            )
+            .bind(id)
+            .bind(state_text(state))
+            .bind(delivered.map(|e| e.as_uuid()))
+            .bind(now_ms())
+            .execute(self.writer())
+            .await?;
+            Ok(done.rows_affected() > 0)
+        }
     }
-}
 }

@@ -26,9 +26,14 @@ use openbot_core::turn::{CallKey, CallSlot};
 use openbot_schema::{BotId, Event, ExecutionId};
 use uuid::Uuid;
 
+mod backend;
+pub(crate) use backend::SqlBackend;
 pub(crate) use dialect::sql_store;
 pub use error::StoreError;
 pub use migrate::{Backend, SCHEMA_VERSION};
+/// Marks an inline module whose items are a store body written once: expanded for SQLite and
+/// PostgreSQL (`sql_store!` in `dialect.rs` says what each sees).
+pub(crate) use openbot_server_macros::both_backends;
 pub use postgres::PostgresStore;
 pub use records::*;
 pub(crate) use tx_write::tx_write;

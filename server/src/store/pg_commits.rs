@@ -302,7 +302,7 @@ impl PostgresStore {
     /// nothing written, when there is no tip, the commit writes one call twice (one upsert
     /// cannot change a row twice) or its tip was stale: the caller then writes it the usual
     /// way, which finds out why.
-    pub(crate) async fn commit_at_once(
+    pub(crate) async fn commit_at_once_rows(
         &self,
         id: ExecutionId,
         generation: i64,

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-use super::StoreError;
+use super::backend::SqlBackend;
 use super::group_commit::Group;
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::pg_commits::{GROUP_WRITERS, RowsJob, Written};
 use super::records::*;
 use super::sealing::{CLEARED, RowSeal};
 use super::tips::{Tip, Tips};
+use super::{StoreError, TxWrites};
 use crate::sealed::KeyRing;
 
 /// A store on PostgreSQL.
@@ -92,56 +93,9 @@ impl PostgresStore {
         Ok(current.max(SCHEMA_VERSION))
     }
 
-    async fn schema_version(&self) -> Result<i64, StoreError> {
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass('openbot_schema') IS NOT NULL")
-            .fetch_one(&self.pool)
-            .await?;
-        if !exists {
-            return Ok(0);
-        }
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
     /// The connection pool, for LISTEN/NOTIFY and benchmarks.
     pub fn pool(&self) -> &PgPool {
         &self.pool
-    }
-
-    /// Which database this is.
-    pub(crate) const BACKEND: Backend = Backend::Postgres;
-
-    /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
-    pub(crate) fn notifications(&self) -> Option<sqlx::PgPool> {
-        Some(self.pool.clone())
-    }
-
-    /// Writes `commit` the usual way, in a transaction of its own (`write_together`), and keeps
-    /// what it left as the execution's tip.
-    pub(crate) async fn commit_in_transaction(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        commit: Commit,
-    ) -> Result<i64, StoreError> {
-        let written = self.write_together(&[(id, generation, &commit)]).await;
-        match written.map_err(StoreError::from).and_then(|mut results| {
-            results
-                .pop()
-                .unwrap_or_else(|| Err(super::group_commit::lost()))
-        }) {
-            Ok((last, has_parent)) => {
-                self.after_commit(id, generation, &commit, last, has_parent);
-                Ok(last)
-            }
-            Err(err) => {
-                self.tips.forget(id);
-                Err(err)
-            }
-        }
     }
 
     /// Keeps what `commit`, written at `last`, left of execution `id` for the next commit's
@@ -171,20 +125,90 @@ impl PostgresStore {
             );
         }
     }
+}
 
+impl SqlBackend for PostgresStore {
+    type Db = sqlx::Postgres;
+
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const FOR_SHARE: &'static str = " FOR SHARE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const BYTEWISE: &'static str = " COLLATE \"C\"";
+    const UUID_CAST: &'static str = "::uuid";
+    const TEXT_CAST: &'static str = "::text";
+
+    fn writer(&self) -> &sqlx::Pool<sqlx::Postgres> {
+        &self.pool
+    }
+
+    /// The one pool.
+    fn reader(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+
+    async fn commit_at_once(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<Result<i64, Commit>, StoreError> {
+        self.commit_at_once_rows(id, generation, commit).await
+    }
+
+    /// Which database this is.
+    const KIND: Backend = Backend::Postgres;
+    /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
+    fn notifications(&self) -> Option<sqlx::PgPool> {
+        Some(self.pool.clone())
+    }
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('openbot_schema') IS NOT NULL")
+            .fetch_one(&self.pool)
+            .await?;
+        if !exists {
+            return Ok(0);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+    /// Writes `commit` the usual way, in a transaction of its own (`write_together`), and keeps
+    /// what it left as the execution's tip.
+    async fn commit_in_transaction(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<i64, StoreError> {
+        let written = self.write_together(&[(id, generation, &commit)]).await;
+        match written.map_err(StoreError::from).and_then(|mut results| {
+            results
+                .pop()
+                .unwrap_or_else(|| Err(super::group_commit::lost()))
+        }) {
+            Ok((last, has_parent)) => {
+                self.after_commit(id, generation, &commit, last, has_parent);
+                Ok(last)
+            }
+            Err(err) => {
+                self.tips.forget(id);
+                Err(err)
+            }
+        }
+    }
     /// Keeps `tip` of execution `id` for its next commit.
-    pub(crate) fn remember_tip(&self, id: ExecutionId, tip: Tip) {
+    fn remember_tip(&self, id: ExecutionId, tip: Tip) {
         self.tips.set(id, tip);
     }
-
     /// Forgets the tip of execution `id`.
-    pub(crate) fn forget_tip(&self, id: ExecutionId) {
+    fn forget_tip(&self, id: ExecutionId) {
         self.tips.forget(id);
     }
-
     /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
     /// row, the kind in the clear.
-    pub(crate) async fn insert_events(
+    async fn insert_events(
         tx: &mut Transaction<'_, Postgres>,
         seal: &RowSeal,
         id: ExecutionId,
@@ -221,9 +245,8 @@ impl PostgresStore {
         .await?;
         Ok(())
     }
-
     /// Renews this node's leases (see `Store::renew`).
-    pub(crate) async fn renew_leases(
+    async fn renew_leases(
         &self,
         node: &str,
         lease_ms: i64,
@@ -254,9 +277,8 @@ impl PostgresStore {
             .map(|row| Ok(row.try_get::<Uuid, _>("id")?.into()))
             .collect()
     }
-
     /// Marks the signals a step handled, in one statement.
-    pub(crate) async fn mark_handled(
+    async fn mark_handled(
         tx: &mut Transaction<'_, Postgres>,
         id: ExecutionId,
         numbers: &[i64],
@@ -274,5 +296,12 @@ impl PostgresStore {
         .execute(&mut **tx)
         .await?;
         Ok(())
+    }
+
+    async fn run_writes(
+        writes: &TxWrites,
+        tx: &mut Transaction<'_, Postgres>,
+    ) -> Result<(), StoreError> {
+        writes.on_postgres(tx).await
     }
 }

@@ -9,12 +9,13 @@ use sqlx::{Sqlite, Transaction};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::StoreError;
+use super::backend::SqlBackend;
 use super::group_commit::{Group, Pending};
 use super::migrate::{self, Backend, SCHEMA_VERSION};
 use super::records::*;
 use super::sealing::{CLEARED, RowSeal};
 use super::tips::Tip;
+use super::{StoreError, TxWrites};
 use crate::sealed::KeyRing;
 
 /// A commit waiting for the writer: the execution, its owner's generation, the commit.
@@ -96,62 +97,9 @@ impl SqliteStore {
         Ok(current.max(SCHEMA_VERSION))
     }
 
-    async fn schema_version(&self) -> Result<i64, StoreError> {
-        let exists: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'openbot_schema'",
-        )
-        .fetch_one(&self.reader)
-        .await?;
-        if exists == 0 {
-            return Ok(0);
-        }
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
-                .fetch_one(&self.reader)
-                .await?,
-        )
-    }
-
     /// The writer connection pool, for benchmarks.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
-    }
-
-    /// The pool of read-only connections.
-    pub(crate) fn reader(&self) -> &SqlitePool {
-        &self.reader
-    }
-
-    /// Which database this is.
-    pub(crate) const BACKEND: Backend = Backend::Sqlite;
-
-    /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
-    pub(crate) fn notifications(&self) -> Option<sqlx::PgPool> {
-        None
-    }
-
-    /// SQLite has no one-statement commit (no data-modifying CTEs; its statements run in this
-    /// process): every commit is written the usual way, grouped (`commit_in_transaction`).
-    pub(crate) async fn commit_at_once(
-        &self,
-        _id: ExecutionId,
-        _generation: i64,
-        commit: Commit,
-    ) -> Result<Result<i64, Commit>, StoreError> {
-        Ok(Err(commit))
-    }
-
-    /// Writes `commit` with the commits of other executions waiting for the writer at the
-    /// same time, in one transaction (`group_commit.rs`).
-    pub(crate) async fn commit_in_transaction(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        commit: Commit,
-    ) -> Result<i64, StoreError> {
-        self.group
-            .submit((id, generation, commit), |group| self.write_group(group))
-            .await
     }
 
     /// Writes `group` in one transaction (`write_together`) and answers each commit after the
@@ -174,16 +122,76 @@ impl SqliteStore {
             }
         }
     }
+}
 
+impl SqlBackend for SqliteStore {
+    type Db = sqlx::Sqlite;
+
+    const FOR_UPDATE: &'static str = "";
+    const FOR_SHARE: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+    const BYTEWISE: &'static str = "";
+    const UUID_CAST: &'static str = "";
+    const TEXT_CAST: &'static str = "";
+
+    fn writer(&self) -> &sqlx::Pool<sqlx::Sqlite> {
+        &self.pool
+    }
+
+    /// The pool of read-only connections.
+    fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+    /// Which database this is.
+    const KIND: Backend = Backend::Sqlite;
+    /// The pool wake-ups between nodes use (LISTEN/NOTIFY), when the database has one.
+    fn notifications(&self) -> Option<sqlx::PgPool> {
+        None
+    }
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        let exists: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'openbot_schema'",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        if exists == 0 {
+            return Ok(0);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM openbot_schema")
+                .fetch_one(&self.reader)
+                .await?,
+        )
+    }
+    /// SQLite has no one-statement commit (no data-modifying CTEs; its statements run in this
+    /// process): every commit is written the usual way, grouped (`commit_in_transaction`).
+    async fn commit_at_once(
+        &self,
+        _id: ExecutionId,
+        _generation: i64,
+        commit: Commit,
+    ) -> Result<Result<i64, Commit>, StoreError> {
+        Ok(Err(commit))
+    }
+    /// Writes `commit` with the commits of other executions waiting for the writer at the
+    /// same time, in one transaction (`group_commit.rs`).
+    async fn commit_in_transaction(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        commit: Commit,
+    ) -> Result<i64, StoreError> {
+        self.group
+            .submit((id, generation, commit), |group| self.write_group(group))
+            .await
+    }
     /// Keeps no tips (see `commit_at_once`).
-    pub(crate) fn remember_tip(&self, _id: ExecutionId, _tip: Tip) {}
-
+    fn remember_tip(&self, _id: ExecutionId, _tip: Tip) {}
     /// Keeps no tips (see `commit_at_once`).
-    pub(crate) fn forget_tip(&self, _id: ExecutionId) {}
-
+    fn forget_tip(&self, _id: ExecutionId) {}
     /// Publishes `events` as sequences `first`, `first + 1`, ...; each payload sealed for its
     /// row, the kind in the clear.
-    pub(crate) async fn insert_events(
+    async fn insert_events(
         tx: &mut Transaction<'_, Sqlite>,
         seal: &RowSeal,
         id: ExecutionId,
@@ -207,9 +215,8 @@ impl SqliteStore {
         }
         Ok(())
     }
-
     /// Renews this node's leases (see `Store::renew`).
-    pub(crate) async fn renew_leases(
+    async fn renew_leases(
         &self,
         node: &str,
         lease_ms: i64,
@@ -239,9 +246,8 @@ impl SqliteStore {
         tx.commit().await?;
         Ok(kept)
     }
-
     /// Marks the signals a step handled.
-    pub(crate) async fn mark_handled(
+    async fn mark_handled(
         tx: &mut Transaction<'_, Sqlite>,
         id: ExecutionId,
         numbers: &[i64],
@@ -258,5 +264,12 @@ impl SqliteStore {
             .await?;
         }
         Ok(())
+    }
+
+    async fn run_writes(
+        writes: &TxWrites,
+        tx: &mut Transaction<'_, Sqlite>,
+    ) -> Result<(), StoreError> {
+        writes.on_sqlite(tx).await
     }
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::store::{FiringRow, NewTrigger, TriggerRow, TriggerStore};
 use crate::identity::Credential;
-use crate::store::{StoreError, now_ms, sql_store};
+use crate::store::{StoreError, both_backends, now_ms};
 
 macro_rules! trigger_columns {
     () => {
@@ -72,54 +72,58 @@ fn credential_text(credential: &Credential) -> Result<String, StoreError> {
     serde_json::to_string(credential).map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
-sql_store! {
-fn trigger_row(row: &Row) -> Result<TriggerRow, StoreError> {
-    let credential: String = row.try_get("credential")?;
-    Ok(TriggerRow {
-        id: row.try_get("id")?,
-        organization_id: row.try_get("organization_id")?,
-        chat_id: ChatId::from(row.try_get::<Uuid, _>("chat_id")?),
-        member_id: row.try_get("member_id")?,
-        credential: serde_json::from_str(&credential)
-            .map_err(|e| StoreError::Invalid(format!("trigger credential: {e}")))?,
-        kind: kind_of(&row.try_get::<String, _>("kind")?)?,
-        state: state_of(&row.try_get::<String, _>("state")?)?,
-        cron: row.try_get("cron")?,
-        time_zone: row.try_get("time_zone")?,
-        text: row.try_get("text")?,
-        secret_record: row.try_get("secret_record")?,
-        execution_id: row
-            .try_get::<Option<Uuid>, _>("execution_id")?
-            .map(ExecutionId::from),
-        next_fire_at: row.try_get("next_fire_at")?,
-        paused_reason: row.try_get("paused_reason")?,
-        created_at: row.try_get("created_at")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-fn firing_row(row: &Row) -> Result<FiringRow, StoreError> {
-    Ok(FiringRow {
-        id: row.try_get("id")?,
-        trigger_id: row.try_get("trigger_id")?,
-        fired_at: row.try_get("fired_at")?,
-        scheduled_for: row.try_get("scheduled_for")?,
-        catch_up: row.try_get("catch_up")?,
-        delivery_id: row.try_get("delivery_id")?,
-        outcome: outcome_of(&row.try_get::<String, _>("outcome")?)?,
-        reason: row.try_get("reason")?,
-        execution_id: row
-            .try_get::<Option<Uuid>, _>("execution_id")?
-            .map(ExecutionId::from),
-    })
-}
+    fn trigger_row(row: &Row) -> Result<TriggerRow, StoreError> {
+        let credential: String = row.try_get("credential")?;
+        Ok(TriggerRow {
+            id: row.try_get("id")?,
+            organization_id: row.try_get("organization_id")?,
+            chat_id: ChatId::from(row.try_get::<Uuid, _>("chat_id")?),
+            member_id: row.try_get("member_id")?,
+            credential: serde_json::from_str(&credential)
+                .map_err(|e| StoreError::Invalid(format!("trigger credential: {e}")))?,
+            kind: kind_of(&row.try_get::<String, _>("kind")?)?,
+            state: state_of(&row.try_get::<String, _>("state")?)?,
+            cron: row.try_get("cron")?,
+            time_zone: row.try_get("time_zone")?,
+            text: row.try_get("text")?,
+            secret_record: row.try_get("secret_record")?,
+            execution_id: row
+                .try_get::<Option<Uuid>, _>("execution_id")?
+                .map(ExecutionId::from),
+            next_fire_at: row.try_get("next_fire_at")?,
+            paused_reason: row.try_get("paused_reason")?,
+            created_at: row.try_get("created_at")?,
+        })
+    }
 
-/// Inserts a trigger with its sealed secret in `tx`: the one insert of a trigger, in a
-/// transaction of its own or in the one that submits its schedule (`NewTrigger` as a
-/// `TxWrite`).
-pub(super) async fn insert_trigger(
-    tx: &mut sqlx::Transaction<'_, Db>,
-    new: &NewTrigger,
-) -> Result<TriggerRow, StoreError> {
+    fn firing_row(row: &Row) -> Result<FiringRow, StoreError> {
+        Ok(FiringRow {
+            id: row.try_get("id")?,
+            trigger_id: row.try_get("trigger_id")?,
+            fired_at: row.try_get("fired_at")?,
+            scheduled_for: row.try_get("scheduled_for")?,
+            catch_up: row.try_get("catch_up")?,
+            delivery_id: row.try_get("delivery_id")?,
+            outcome: outcome_of(&row.try_get::<String, _>("outcome")?)?,
+            reason: row.try_get("reason")?,
+            execution_id: row
+                .try_get::<Option<Uuid>, _>("execution_id")?
+                .map(ExecutionId::from),
+        })
+    }
+
+    /// Inserts a trigger with its sealed secret in `tx`: the one insert of a trigger, in a
+    /// transaction of its own or in the one that submits its schedule (`NewTrigger` as a
+    /// `TxWrite`).
+    pub(super) async fn insert_trigger(
+        tx: &mut sqlx::Transaction<'_, Db>,
+        new: &NewTrigger,
+    ) -> Result<TriggerRow, StoreError> {
         let now = now_ms();
         if let Some(blob) = &new.secret {
             sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
@@ -153,154 +157,183 @@ pub(super) async fn insert_trigger(
         .fetch_one(&mut **tx)
         .await?;
         trigger_row(&stored)
-}
-
-
-#[async_trait]
-impl TriggerStore for Store {
-    async fn create_trigger(&self, new: NewTrigger) -> Result<TriggerRow, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let stored = insert_trigger(&mut tx, &new).await?;
-        tx.commit().await?;
-        Ok(stored)
     }
 
-    async fn trigger(&self, id: Uuid) -> Result<Option<TriggerRow>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", trigger_columns!(), " FROM triggers WHERE id = $1 AND deleted_at IS NULL"))
-        .bind(id)
-        .fetch_optional(self.reader())
-        .await?;
-        row.as_ref().map(trigger_row).transpose()
-    }
+    #[async_trait]
+    impl TriggerStore for Store {
+        async fn create_trigger(&self, new: NewTrigger) -> Result<TriggerRow, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let stored = insert_trigger(&mut tx, &new).await?;
+            tx.commit().await?;
+            Ok(stored)
+        }
 
-    async fn triggers_of(
-        &self,
-        member_id: Uuid,
-        bot_ids: Option<&[openbot_schema::BotId]>,
-        after: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<TriggerRow>, StoreError> {
-        let rows = sqlx::query(concat!("SELECT ", trigger_columns!(), " FROM triggers WHERE member_id = $1 AND deleted_at IS NULL AND id > $2 \
-             AND ($4 IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = triggers.chat_id AND ", in_bot_limit!("c.bot_id", "$4"), ")) \
-             ORDER BY id LIMIT $3"))
-        .bind(member_id)
-        .bind(after.unwrap_or(crate::paging::FIRST_ID))
-        .bind(limit)
-        .bind(crate::store::bot_limit_json(bot_ids)?)
-        .fetch_all(self.reader())
-        .await?;
-        rows.iter().map(trigger_row).collect()
-    }
-
-    async fn set_trigger_execution(
-        &self,
-        id: Uuid,
-        execution_id: ExecutionId,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE triggers SET execution_id = $2, updated_at = $3 WHERE id = $1")
+        async fn trigger(&self, id: Uuid) -> Result<Option<TriggerRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                trigger_columns!(),
+                " FROM triggers WHERE id = $1 AND deleted_at IS NULL"
+            ))
             .bind(id)
-            .bind(execution_id.as_uuid())
-            .bind(now_ms())
-            .execute(self.pool())
+            .fetch_optional(self.reader())
             .await?;
-        Ok(())
-    }
+            row.as_ref().map(trigger_row).transpose()
+        }
 
-    async fn set_trigger_state(
-        &self,
-        id: Uuid,
-        state: TriggerState,
-        reason: Option<&str>,
-    ) -> Result<Option<TriggerRow>, StoreError> {
-        let row = sqlx::query(concat!("UPDATE triggers SET state = $2, paused_reason = $3, updated_at = $4 \
-             WHERE id = $1 AND deleted_at IS NULL RETURNING ", trigger_columns!()))
-        .bind(id)
-        .bind(state_text(state))
-        .bind(reason)
-        .bind(now_ms())
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(trigger_row).transpose()
-    }
+        async fn triggers_of(
+            &self,
+            member_id: Uuid,
+            bot_ids: Option<&[openbot_schema::BotId]>,
+            after: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<TriggerRow>, StoreError> {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                trigger_columns!(),
+                " FROM triggers WHERE member_id = $1 AND deleted_at IS NULL AND id > $2 \
+             AND ($4 IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = triggers.chat_id AND ",
+                in_bot_limit!("c.bot_id", "$4"),
+                ")) \
+             ORDER BY id LIMIT $3"
+            ))
+            .bind(member_id)
+            .bind(after.unwrap_or(crate::paging::FIRST_ID))
+            .bind(limit)
+            .bind(crate::store::bot_limit_json(bot_ids)?)
+            .fetch_all(self.reader())
+            .await?;
+            rows.iter().map(trigger_row).collect()
+        }
 
-    async fn set_next_fire(&self, id: Uuid, at: Option<i64>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE triggers SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
+        async fn set_trigger_execution(
+            &self,
+            id: Uuid,
+            execution_id: ExecutionId,
+        ) -> Result<(), StoreError> {
+            sqlx::query("UPDATE triggers SET execution_id = $2, updated_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(execution_id.as_uuid())
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
+            Ok(())
+        }
+
+        async fn set_trigger_state(
+            &self,
+            id: Uuid,
+            state: TriggerState,
+            reason: Option<&str>,
+        ) -> Result<Option<TriggerRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "UPDATE triggers SET state = $2, paused_reason = $3, updated_at = $4 \
+             WHERE id = $1 AND deleted_at IS NULL RETURNING ",
+                trigger_columns!()
+            ))
             .bind(id)
-            .bind(at)
+            .bind(state_text(state))
+            .bind(reason)
             .bind(now_ms())
-            .execute(self.pool())
+            .fetch_optional(self.writer())
             .await?;
-        Ok(())
-    }
+            row.as_ref().map(trigger_row).transpose()
+        }
 
-    async fn delete_trigger(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        async fn set_next_fire(&self, id: Uuid, at: Option<i64>) -> Result<(), StoreError> {
+            sqlx::query("UPDATE triggers SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(at)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
+            Ok(())
+        }
+
+        async fn delete_trigger(&self, id: Uuid) -> Result<bool, StoreError> {
+            let done = sqlx::query(
             "UPDATE triggers SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL",
         )
         .bind(id)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn record_firing(&self, firing: FiringRow) -> Result<FiringRow, StoreError> {
-        let inserted = sqlx::query(concat!("INSERT INTO trigger_firings (", firing_columns!(), ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT DO NOTHING RETURNING ", firing_columns!()))
-        .bind(firing.id)
-        .bind(firing.trigger_id)
-        .bind(firing.fired_at)
-        .bind(firing.scheduled_for)
-        .bind(firing.catch_up)
-        .bind(&firing.delivery_id)
-        .bind(outcome_text(firing.outcome))
-        .bind(&firing.reason)
-        .bind(firing.execution_id.map(|e| e.as_uuid()))
-        .fetch_optional(self.pool())
-        .await?;
-        if let Some(row) = inserted {
-            return firing_row(&row);
+            Ok(done.rows_affected() > 0)
         }
-        // The slot or the delivery was recorded before: that firing stands.
-        let row = sqlx::query(concat!("SELECT ", firing_columns!(), " FROM trigger_firings WHERE trigger_id = $1 \
-             AND (scheduled_for = $2 OR delivery_id = $3) ORDER BY id LIMIT 1"))
-        .bind(firing.trigger_id)
-        .bind(firing.scheduled_for)
-        .bind(&firing.delivery_id)
-        .fetch_one(self.pool())
-        .await?;
-        firing_row(&row)
-    }
 
-    async fn delivery_firing(
-        &self,
-        trigger_id: Uuid,
-        delivery_id: &str,
-    ) -> Result<Option<FiringRow>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", firing_columns!(), " FROM trigger_firings WHERE trigger_id = $1 AND delivery_id = $2"))
-        .bind(trigger_id)
-        .bind(delivery_id)
-        .fetch_optional(self.reader())
-        .await?;
-        row.as_ref().map(firing_row).transpose()
-    }
+        async fn record_firing(&self, firing: FiringRow) -> Result<FiringRow, StoreError> {
+            let inserted = sqlx::query(concat!(
+                "INSERT INTO trigger_firings (",
+                firing_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT DO NOTHING RETURNING ",
+                firing_columns!()
+            ))
+            .bind(firing.id)
+            .bind(firing.trigger_id)
+            .bind(firing.fired_at)
+            .bind(firing.scheduled_for)
+            .bind(firing.catch_up)
+            .bind(&firing.delivery_id)
+            .bind(outcome_text(firing.outcome))
+            .bind(&firing.reason)
+            .bind(firing.execution_id.map(|e| e.as_uuid()))
+            .fetch_optional(self.writer())
+            .await?;
+            if let Some(row) = inserted {
+                return firing_row(&row);
+            }
+            // The slot or the delivery was recorded before: that firing stands.
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                firing_columns!(),
+                " FROM trigger_firings WHERE trigger_id = $1 \
+             AND (scheduled_for = $2 OR delivery_id = $3) ORDER BY id LIMIT 1"
+            ))
+            .bind(firing.trigger_id)
+            .bind(firing.scheduled_for)
+            .bind(&firing.delivery_id)
+            .fetch_one(self.writer())
+            .await?;
+            firing_row(&row)
+        }
 
-    async fn firings(
-        &self,
-        trigger_id: Uuid,
-        before: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<FiringRow>, StoreError> {
-        let rows = sqlx::query(concat!("SELECT ", firing_columns!(), " FROM trigger_firings WHERE trigger_id = $1 AND id < $2 \
-             ORDER BY id DESC LIMIT $3"))
-        .bind(trigger_id)
-        .bind(before.unwrap_or(Uuid::max()))
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
-        rows.iter().map(firing_row).collect()
+        async fn delivery_firing(
+            &self,
+            trigger_id: Uuid,
+            delivery_id: &str,
+        ) -> Result<Option<FiringRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                firing_columns!(),
+                " FROM trigger_firings WHERE trigger_id = $1 AND delivery_id = $2"
+            ))
+            .bind(trigger_id)
+            .bind(delivery_id)
+            .fetch_optional(self.reader())
+            .await?;
+            row.as_ref().map(firing_row).transpose()
+        }
+
+        async fn firings(
+            &self,
+            trigger_id: Uuid,
+            before: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<FiringRow>, StoreError> {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                firing_columns!(),
+                " FROM trigger_firings WHERE trigger_id = $1 AND id < $2 \
+             ORDER BY id DESC LIMIT $3"
+            ))
+            .bind(trigger_id)
+            .bind(before.unwrap_or(Uuid::max()))
+            .bind(limit)
+            .fetch_all(self.reader())
+            .await?;
+            rows.iter().map(firing_row).collect()
+        }
     }
-}
 }
 
 impl crate::store::TxWrite for NewTrigger {

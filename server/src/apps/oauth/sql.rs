@@ -3,6 +3,7 @@
 //! one writer on SQLite), so grant sends, installation and cleanup never interleave.
 
 use async_trait::async_trait;
+use const_format::concatcp;
 use futures::future::BoxFuture;
 use sqlx::{Postgres, Row as _, Sqlite, Transaction};
 use uuid::Uuid;
@@ -13,7 +14,7 @@ use super::store::{
     UnusedGrant,
 };
 use crate::sealed::SealedValue;
-use crate::store::{StoreError, TxWrite, TxWrites, now_ms, sql_store};
+use crate::store::{StoreError, TxWrite, TxWrites, both_backends, now_ms};
 
 fn sealed(key_id: Option<String>, bytes: Option<Vec<u8>>) -> Option<SealedValue> {
     match (key_id, bytes) {
@@ -22,102 +23,109 @@ fn sealed(key_id: Option<String>, bytes: Option<Vec<u8>>) -> Option<SealedValue>
     }
 }
 
-sql_store! {
-fn connection_row(row: &Row) -> Result<ConnectionRow, StoreError> {
-    Ok(ConnectionRow {
-        connection_id: row.try_get("connection_id")?,
-        organization_id: row.try_get("organization_id")?,
-        resource: row.try_get("resource")?,
-        issuer: row.try_get("issuer")?,
-        metadata: row.try_get("metadata")?,
-        client_id: row.try_get("client_id")?,
-        client_registered: row.try_get("client_registered")?,
-        secret: sealed(row.try_get("secret_key_id")?, row.try_get("secret_sealed")?),
-        redirect_uri: row.try_get("redirect_uri")?,
-        scope: row.try_get("scope")?,
-        status: row.try_get("status")?,
-        grant_id: row.try_get("grant_id")?,
-        reason: row.try_get("reason")?,
-        created_by: row.try_get("created_by")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-fn grant_row(row: &Row) -> Result<GrantRow, StoreError> {
-    Ok(GrantRow {
-        id: row.try_get("id")?,
-        connection_id: row.try_get("connection_id")?,
-        organization_id: row.try_get("organization_id")?,
-        issuer: row.try_get("issuer")?,
-        client_id: row.try_get("client_id")?,
-        metadata: row.try_get("metadata")?,
-        tokens: sealed(row.try_get("tokens_key_id")?, row.try_get("tokens_sealed")?),
-        expires_at: row.try_get("expires_at")?,
-        rotation: row.try_get("rotation")?,
-        source_execution: row.try_get("source_execution")?,
-        source_call: row.try_get("source_call")?,
-        state: row.try_get("state")?,
-    })
-}
+    fn connection_row(row: &Row) -> Result<ConnectionRow, StoreError> {
+        Ok(ConnectionRow {
+            connection_id: row.try_get("connection_id")?,
+            organization_id: row.try_get("organization_id")?,
+            resource: row.try_get("resource")?,
+            issuer: row.try_get("issuer")?,
+            metadata: row.try_get("metadata")?,
+            client_id: row.try_get("client_id")?,
+            client_registered: row.try_get("client_registered")?,
+            secret: sealed(row.try_get("secret_key_id")?, row.try_get("secret_sealed")?),
+            redirect_uri: row.try_get("redirect_uri")?,
+            scope: row.try_get("scope")?,
+            status: row.try_get("status")?,
+            grant_id: row.try_get("grant_id")?,
+            reason: row.try_get("reason")?,
+            created_by: row.try_get("created_by")?,
+        })
+    }
 
-fn use_row(row: &Row) -> Result<GrantUseRow, StoreError> {
-    Ok(GrantUseRow {
-        id: row.try_get("id")?,
-        organization_id: row.try_get("organization_id")?,
-        issuer: row.try_get("issuer")?,
-        client_id: row.try_get("client_id")?,
-        kind: row.try_get("kind")?,
-        holder_kind: row.try_get("holder_kind")?,
-        holder_id: row.try_get("holder_id")?,
-        grant_id: row.try_get("grant_id")?,
-        execution_id: row.try_get("execution_id")?,
-        state: row.try_get("state")?,
-        result: row.try_get("result")?,
-        owner_scope: row.try_get("owner_scope")?,
-    })
-}
+    fn grant_row(row: &Row) -> Result<GrantRow, StoreError> {
+        Ok(GrantRow {
+            id: row.try_get("id")?,
+            connection_id: row.try_get("connection_id")?,
+            organization_id: row.try_get("organization_id")?,
+            issuer: row.try_get("issuer")?,
+            client_id: row.try_get("client_id")?,
+            metadata: row.try_get("metadata")?,
+            tokens: sealed(row.try_get("tokens_key_id")?, row.try_get("tokens_sealed")?),
+            expires_at: row.try_get("expires_at")?,
+            rotation: row.try_get("rotation")?,
+            source_execution: row.try_get("source_execution")?,
+            source_call: row.try_get("source_call")?,
+            state: row.try_get("state")?,
+        })
+    }
 
-/// Locks a grant scope for the rest of the transaction.
-async fn lock_scope(
-    tx: &mut Transaction<'_, Db>,
-    issuer: &str,
-    client_id: &str,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO grant_scopes (issuer, client_id, locked_at) VALUES ($1, $2, $3) \
+    fn use_row(row: &Row) -> Result<GrantUseRow, StoreError> {
+        Ok(GrantUseRow {
+            id: row.try_get("id")?,
+            organization_id: row.try_get("organization_id")?,
+            issuer: row.try_get("issuer")?,
+            client_id: row.try_get("client_id")?,
+            kind: row.try_get("kind")?,
+            holder_kind: row.try_get("holder_kind")?,
+            holder_id: row.try_get("holder_id")?,
+            grant_id: row.try_get("grant_id")?,
+            execution_id: row.try_get("execution_id")?,
+            state: row.try_get("state")?,
+            result: row.try_get("result")?,
+            owner_scope: row.try_get("owner_scope")?,
+        })
+    }
+
+    /// Locks a grant scope for the rest of the transaction.
+    async fn lock_scope(
+        tx: &mut Transaction<'_, Db>,
+        issuer: &str,
+        client_id: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO grant_scopes (issuer, client_id, locked_at) VALUES ($1, $2, $3) \
          ON CONFLICT (issuer, client_id) DO UPDATE SET locked_at = excluded.locked_at",
-    )
-    .bind(issuer)
-    .bind(client_id)
-    .bind(now_ms())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
+        )
+        .bind(issuer)
+        .bind(client_id)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
 
-/// Whether anything but grant `except` holds or sends in the scope.
-async fn busy(
-    tx: &mut Transaction<'_, Db>,
-    issuer: &str,
-    client_id: &str,
-    except: Uuid,
-) -> Result<bool, StoreError> {
-    let row = sqlx::query(
-        "SELECT COUNT(*) AS n FROM grant_uses WHERE issuer = $1 AND client_id = $2 \
+    /// Whether anything but grant `except` holds or sends in the scope.
+    async fn busy(
+        tx: &mut Transaction<'_, Db>,
+        issuer: &str,
+        client_id: &str,
+        except: Uuid,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM grant_uses WHERE issuer = $1 AND client_id = $2 \
          AND kind IN ($3, $4) AND state = 'active' AND (grant_id IS NULL OR grant_id <> $5)",
-    )
-    .bind(issuer)
-    .bind(client_id)
-    .bind(USE_HOLD)
-    .bind(USE_SEND)
-    .bind(except)
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(row.try_get::<i64, _>("n")? > 0)
-}
+        )
+        .bind(issuer)
+        .bind(client_id)
+        .bind(USE_HOLD)
+        .bind(USE_SEND)
+        .bind(except)
+        .fetch_one(&mut **tx)
+        .await?;
+        Ok(row.try_get::<i64, _>("n")? > 0)
+    }
 
-async fn insert_grant(tx: &mut Transaction<'_, Db>, grant: &GrantRow) -> Result<(), StoreError> {
-    let now = now_ms();
-    sqlx::query(
+    async fn insert_grant(
+        tx: &mut Transaction<'_, Db>,
+        grant: &GrantRow,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        sqlx::query(
         "INSERT INTO oauth_grants (id, connection_id, organization_id, issuer, client_id, \
          tokens_key_id, tokens_sealed, expires_at, rotation, source_execution, source_call, state, \
          created_at, updated_at, metadata) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)",
@@ -138,79 +146,79 @@ async fn insert_grant(tx: &mut Transaction<'_, Db>, grant: &GrantRow) -> Result<
     .bind(&grant.metadata)
     .execute(&mut **tx)
     .await?;
-    Ok(())
-}
+        Ok(())
+    }
 
-#[allow(clippy::too_many_arguments)]
-async fn insert_use(
-    tx: &mut Transaction<'_, Db>,
-    id: Uuid,
-    organization_id: Uuid,
-    issuer: &str,
-    client_id: &str,
-    kind: &str,
-    holder_id: Uuid,
-    grant_id: Option<Uuid>,
-    execution_id: Option<Uuid>,
-    state: &str,
-    owner_scope: Option<&str>,
-) -> Result<(), StoreError> {
-    let now = now_ms();
-    sqlx::query(
-        "INSERT INTO grant_uses (id, organization_id, issuer, client_id, kind, holder_kind, \
+    #[allow(clippy::too_many_arguments)]
+    async fn insert_use(
+        tx: &mut Transaction<'_, Db>,
+        id: Uuid,
+        organization_id: Uuid,
+        issuer: &str,
+        client_id: &str,
+        kind: &str,
+        holder_id: Uuid,
+        grant_id: Option<Uuid>,
+        execution_id: Option<Uuid>,
+        state: &str,
+        owner_scope: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO grant_uses (id, organization_id, issuer, client_id, kind, holder_kind, \
          holder_id, grant_id, execution_id, state, result, owner_scope, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, 'connection', $6, $7, $8, $9, NULL, $10, $11, $11) \
          ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(id)
-    .bind(organization_id)
-    .bind(issuer)
-    .bind(client_id)
-    .bind(kind)
-    .bind(holder_id)
-    .bind(grant_id)
-    .bind(execution_id)
-    .bind(state)
-    .bind(owner_scope)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-async fn end_use(tx: &mut Transaction<'_, Db>, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("UPDATE grant_uses SET state = 'done', updated_at = $2 WHERE id = $1")
+        )
         .bind(id)
-        .bind(now_ms())
+        .bind(organization_id)
+        .bind(issuer)
+        .bind(client_id)
+        .bind(kind)
+        .bind(holder_id)
+        .bind(grant_id)
+        .bind(execution_id)
+        .bind(state)
+        .bind(owner_scope)
+        .bind(now)
         .execute(&mut **tx)
         .await?;
-    Ok(())
-}
+        Ok(())
+    }
 
-async fn insert_revocation(
-    tx: &mut Transaction<'_, Db>,
-    revocation: &NewRevocation,
-) -> Result<(), StoreError> {
-    insert_use(
-        tx,
-        revocation.id,
-        revocation.organization_id,
-        &revocation.issuer,
-        &revocation.client_id,
-        USE_REVOCATION,
-        revocation.connection_id,
-        Some(revocation.grant_id),
-        None,
-        "pending",
-        Some(&revocation.owner_scope),
-    )
-    .await
-}
+    async fn end_use(tx: &mut Transaction<'_, Db>, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE grant_uses SET state = 'done', updated_at = $2 WHERE id = $1")
+            .bind(id)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
 
-/// Releases grant `grant_id`: its holds end and it is `released`.
-async fn release_grant(tx: &mut Transaction<'_, Db>, grant_id: Uuid) -> Result<(), StoreError> {
-    let now = now_ms();
-    sqlx::query(
+    async fn insert_revocation(
+        tx: &mut Transaction<'_, Db>,
+        revocation: &NewRevocation,
+    ) -> Result<(), StoreError> {
+        insert_use(
+            tx,
+            revocation.id,
+            revocation.organization_id,
+            &revocation.issuer,
+            &revocation.client_id,
+            USE_REVOCATION,
+            revocation.connection_id,
+            Some(revocation.grant_id),
+            None,
+            "pending",
+            Some(&revocation.owner_scope),
+        )
+        .await
+    }
+
+    /// Releases grant `grant_id`: its holds end and it is `released`.
+    async fn release_grant(tx: &mut Transaction<'_, Db>, grant_id: Uuid) -> Result<(), StoreError> {
+        let now = now_ms();
+        sqlx::query(
         "UPDATE grant_uses SET state = 'done', updated_at = $3 WHERE grant_id = $1 AND kind = $2 \
          AND state = 'active'",
     )
@@ -219,20 +227,20 @@ async fn release_grant(tx: &mut Transaction<'_, Db>, grant_id: Uuid) -> Result<(
     .bind(now)
     .execute(&mut **tx)
     .await?;
-    sqlx::query("UPDATE oauth_grants SET state = 'released', updated_at = $2 WHERE id = $1 AND state = 'installed'")
+        sqlx::query("UPDATE oauth_grants SET state = 'released', updated_at = $2 WHERE id = $1 AND state = 'installed'")
         .bind(grant_id)
         .bind(now)
         .execute(&mut **tx)
         .await?;
-    Ok(())
-}
+        Ok(())
+    }
 
-pub(super) async fn record_send(
-    tx: &mut Transaction<'_, Db>,
-    w: &RecordSend,
-) -> Result<(), StoreError> {
-    lock_scope(tx, &w.issuer, &w.client_id).await?;
-    let reserved = sqlx::query(
+    pub(super) async fn record_send(
+        tx: &mut Transaction<'_, Db>,
+        w: &RecordSend,
+    ) -> Result<(), StoreError> {
+        lock_scope(tx, &w.issuer, &w.client_id).await?;
+        let reserved = sqlx::query(
         "SELECT COUNT(*) AS n FROM grant_uses WHERE issuer = $1 AND client_id = $2 AND kind = $3 \
          AND state = 'reserved'",
     )
@@ -241,71 +249,71 @@ pub(super) async fn record_send(
     .bind(USE_REVOCATION)
     .fetch_one(&mut **tx)
     .await?;
-    if reserved.try_get::<i64, _>("n")? > 0 {
-        return Err(StoreError::Refused(
-            "a revocation holds the grant scope".into(),
-        ));
+        if reserved.try_get::<i64, _>("n")? > 0 {
+            return Err(StoreError::Refused(
+                "a revocation holds the grant scope".into(),
+            ));
+        }
+        insert_use(
+            tx,
+            w.use_id,
+            w.organization_id,
+            &w.issuer,
+            &w.client_id,
+            USE_SEND,
+            w.connection_id,
+            None,
+            Some(w.execution_id),
+            "active",
+            None,
+        )
+        .await
     }
-    insert_use(
-        tx,
-        w.use_id,
-        w.organization_id,
-        &w.issuer,
-        &w.client_id,
-        USE_SEND,
-        w.connection_id,
-        None,
-        Some(w.execution_id),
-        "active",
-        None,
-    )
-    .await
-}
 
-pub(super) async fn install_grant(
-    tx: &mut Transaction<'_, Db>,
-    w: &InstallGrant,
-) -> Result<(), StoreError> {
-    lock_scope(tx, &w.grant.issuer, &w.grant.client_id).await?;
-    let current = sqlx::query(concat!(
-        "SELECT grant_id FROM oauth_connections WHERE connection_id = $1",
-        for_update!()
-    ))
-    .bind(w.grant.connection_id)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some(current) = current else {
-        return Err(StoreError::Refused("the connection is gone".into()));
-    };
-    let current: Option<Uuid> = current.try_get("grant_id")?;
-    if current != w.previous {
-        return Err(StoreError::Refused(
-            "the connection's grant changed meanwhile".into(),
-        ));
-    }
-    insert_grant(tx, &w.grant).await?;
-    insert_use(
-        tx,
-        w.hold_id,
-        w.grant.organization_id,
-        &w.grant.issuer,
-        &w.grant.client_id,
-        USE_HOLD,
-        w.grant.connection_id,
-        Some(w.grant.id),
-        Some(w.grant.source_execution),
-        "active",
-        None,
-    )
-    .await?;
-    end_use(tx, w.send_id).await?;
-    if let Some(previous) = w.previous {
-        release_grant(tx, previous).await?;
-    }
-    if let Some(revocation) = &w.revocation {
-        insert_revocation(tx, revocation).await?;
-    }
-    sqlx::query(
+    pub(super) async fn install_grant(
+        tx: &mut Transaction<'_, Db>,
+        w: &InstallGrant,
+    ) -> Result<(), StoreError> {
+        lock_scope(tx, &w.grant.issuer, &w.grant.client_id).await?;
+        let current = sqlx::query(concatcp!(
+            "SELECT grant_id FROM oauth_connections WHERE connection_id = $1",
+            Store::FOR_UPDATE
+        ))
+        .bind(w.grant.connection_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        let Some(current) = current else {
+            return Err(StoreError::Refused("the connection is gone".into()));
+        };
+        let current: Option<Uuid> = current.try_get("grant_id")?;
+        if current != w.previous {
+            return Err(StoreError::Refused(
+                "the connection's grant changed meanwhile".into(),
+            ));
+        }
+        insert_grant(tx, &w.grant).await?;
+        insert_use(
+            tx,
+            w.hold_id,
+            w.grant.organization_id,
+            &w.grant.issuer,
+            &w.grant.client_id,
+            USE_HOLD,
+            w.grant.connection_id,
+            Some(w.grant.id),
+            Some(w.grant.source_execution),
+            "active",
+            None,
+        )
+        .await?;
+        end_use(tx, w.send_id).await?;
+        if let Some(previous) = w.previous {
+            release_grant(tx, previous).await?;
+        }
+        if let Some(revocation) = &w.revocation {
+            insert_revocation(tx, revocation).await?;
+        }
+        sqlx::query(
         "UPDATE oauth_connections SET grant_id = $2, status = 'ready', reason = NULL, updated_at = $3 \
          WHERE connection_id = $1",
     )
@@ -314,14 +322,14 @@ pub(super) async fn install_grant(
     .bind(now_ms())
     .execute(&mut **tx)
     .await?;
-    Ok(())
-}
+        Ok(())
+    }
 
-pub(super) async fn rotate_grant(
-    tx: &mut Transaction<'_, Db>,
-    w: &RotateGrant,
-) -> Result<(), StoreError> {
-    let done = sqlx::query(
+    pub(super) async fn rotate_grant(
+        tx: &mut Transaction<'_, Db>,
+        w: &RotateGrant,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
         "UPDATE oauth_grants SET tokens_key_id = $3, tokens_sealed = $4, expires_at = $5, \
          rotation = rotation + 1, updated_at = $6 WHERE id = $1 AND rotation = $2 AND state = 'installed'",
     )
@@ -333,29 +341,29 @@ pub(super) async fn rotate_grant(
     .bind(now_ms())
     .execute(&mut **tx)
     .await?;
-    if done.rows_affected() != 1 {
-        return Err(StoreError::Refused(
-            "the grant was refreshed or released meanwhile".into(),
-        ));
+        if done.rows_affected() != 1 {
+            return Err(StoreError::Refused(
+                "the grant was refreshed or released meanwhile".into(),
+            ));
+        }
+        end_use(tx, w.send_id).await
     }
-    end_use(tx, w.send_id).await
-}
 
-pub(super) async fn send_ended(
-    tx: &mut Transaction<'_, Db>,
-    w: &SendEnded,
-) -> Result<(), StoreError> {
-    end_use(tx, w.send_id).await?;
-    if !w.needs_sign_in && w.reason.is_some() {
-        sqlx::query("UPDATE oauth_connections SET reason = $2, updated_at = $3 WHERE connection_id = $1")
+    pub(super) async fn send_ended(
+        tx: &mut Transaction<'_, Db>,
+        w: &SendEnded,
+    ) -> Result<(), StoreError> {
+        end_use(tx, w.send_id).await?;
+        if !w.needs_sign_in && w.reason.is_some() {
+            sqlx::query("UPDATE oauth_connections SET reason = $2, updated_at = $3 WHERE connection_id = $1")
             .bind(w.connection_id)
             .bind(&w.reason)
             .bind(now_ms())
             .execute(&mut **tx)
             .await?;
-    }
-    if w.needs_sign_in {
-        sqlx::query(
+        }
+        if w.needs_sign_in {
+            sqlx::query(
             "UPDATE oauth_connections SET status = 'needs_sign_in', reason = $2, updated_at = $3 \
              WHERE connection_id = $1 AND status <> 'removed'",
         )
@@ -364,31 +372,33 @@ pub(super) async fn send_ended(
         .bind(now_ms())
         .execute(&mut **tx)
         .await?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-pub(super) async fn unused_grant(
-    tx: &mut Transaction<'_, Db>,
-    w: &UnusedGrant,
-) -> Result<(), StoreError> {
-    insert_grant(tx, &w.grant).await?;
-    insert_revocation(tx, &w.revocation).await
-}
+    pub(super) async fn unused_grant(
+        tx: &mut Transaction<'_, Db>,
+        w: &UnusedGrant,
+    ) -> Result<(), StoreError> {
+        insert_grant(tx, &w.grant).await?;
+        insert_revocation(tx, &w.revocation).await
+    }
 
-pub(super) async fn revocation_done(
-    tx: &mut Transaction<'_, Db>,
-    w: &RevocationDone,
-) -> Result<(), StoreError> {
-    let now = now_ms();
-    sqlx::query("UPDATE grant_uses SET state = 'done', result = $2, updated_at = $3 WHERE id = $1")
+    pub(super) async fn revocation_done(
+        tx: &mut Transaction<'_, Db>,
+        w: &RevocationDone,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "UPDATE grant_uses SET state = 'done', result = $2, updated_at = $3 WHERE id = $1",
+        )
         .bind(w.use_id)
         .bind(w.result)
         .bind(now)
         .execute(&mut **tx)
         .await?;
-    // The tokens are dropped: nothing is left to open.
-    sqlx::query(
+        // The tokens are dropped: nothing is left to open.
+        sqlx::query(
         "UPDATE oauth_grants SET state = 'revoked', tokens_key_id = NULL, tokens_sealed = NULL, \
          updated_at = $2 WHERE id = $1",
     )
@@ -396,24 +406,24 @@ pub(super) async fn revocation_done(
     .bind(now)
     .execute(&mut **tx)
     .await?;
-    Ok(())
-}
-
-#[async_trait]
-impl OAuthStore for Store {
-    async fn connection(&self, id: Uuid) -> Result<Option<ConnectionRow>, StoreError> {
-        sqlx::query("SELECT * FROM oauth_connections WHERE connection_id = $1")
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?
-            .as_ref()
-            .map(connection_row)
-            .transpose()
+        Ok(())
     }
 
-    async fn put_connection(&self, row: &ConnectionRow) -> Result<(), StoreError> {
-        let now = now_ms();
-        sqlx::query(
+    #[async_trait]
+    impl OAuthStore for Store {
+        async fn connection(&self, id: Uuid) -> Result<Option<ConnectionRow>, StoreError> {
+            sqlx::query("SELECT * FROM oauth_connections WHERE connection_id = $1")
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?
+                .as_ref()
+                .map(connection_row)
+                .transpose()
+        }
+
+        async fn put_connection(&self, row: &ConnectionRow) -> Result<(), StoreError> {
+            let now = now_ms();
+            sqlx::query(
             "INSERT INTO oauth_connections (connection_id, organization_id, resource, issuer, metadata, \
              client_id, client_registered, secret_key_id, secret_sealed, redirect_uri, scope, status, \
              grant_id, reason, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
@@ -439,13 +449,13 @@ impl OAuthStore for Store {
         .bind(&row.status)
         .bind(row.created_by)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn put_flow(&self, row: &FlowRow) -> Result<(), StoreError> {
-        sqlx::query(
+        async fn put_flow(&self, row: &FlowRow) -> Result<(), StoreError> {
+            sqlx::query(
             "INSERT INTO oauth_flows (id, connection_id, organization_id, member_id, state_hash, \
              verifier_key_id, verifier_sealed, client_id, expires_at, used_at, execution_id, created_at, \
              redirect_uri) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, $10, $11)",
@@ -461,77 +471,82 @@ impl OAuthStore for Store {
         .bind(row.expires_at)
         .bind(now_ms())
         .bind(&row.redirect_uri)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    async fn flow_by_state(&self, state_hash: &[u8]) -> Result<Option<FlowRow>, StoreError> {
-        let Some(row) = sqlx::query("SELECT * FROM oauth_flows WHERE state_hash = $1")
-            .bind(state_hash)
-            .fetch_optional(self.reader())
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(FlowRow {
-            id: row.try_get("id")?,
-            connection_id: row.try_get("connection_id")?,
-            organization_id: row.try_get("organization_id")?,
-            member_id: row.try_get("member_id")?,
-            state_hash: row.try_get("state_hash")?,
-            verifier: SealedValue {
-                key_id: row.try_get("verifier_key_id")?,
-                bytes: row.try_get("verifier_sealed")?,
-            },
-            client_id: row.try_get("client_id")?,
-            redirect_uri: row.try_get("redirect_uri")?,
-            expires_at: row.try_get("expires_at")?,
-            used_at: row.try_get("used_at")?,
-        }))
-    }
+        async fn flow_by_state(&self, state_hash: &[u8]) -> Result<Option<FlowRow>, StoreError> {
+            let Some(row) = sqlx::query("SELECT * FROM oauth_flows WHERE state_hash = $1")
+                .bind(state_hash)
+                .fetch_optional(self.reader())
+                .await?
+            else {
+                return Ok(None);
+            };
+            Ok(Some(FlowRow {
+                id: row.try_get("id")?,
+                connection_id: row.try_get("connection_id")?,
+                organization_id: row.try_get("organization_id")?,
+                member_id: row.try_get("member_id")?,
+                state_hash: row.try_get("state_hash")?,
+                verifier: SealedValue {
+                    key_id: row.try_get("verifier_key_id")?,
+                    bytes: row.try_get("verifier_sealed")?,
+                },
+                client_id: row.try_get("client_id")?,
+                redirect_uri: row.try_get("redirect_uri")?,
+                expires_at: row.try_get("expires_at")?,
+                used_at: row.try_get("used_at")?,
+            }))
+        }
 
-    async fn use_flow(&self, id: Uuid, execution_id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        async fn use_flow(&self, id: Uuid, execution_id: Uuid) -> Result<bool, StoreError> {
+            let done = sqlx::query(
             "UPDATE oauth_flows SET used_at = $2, execution_id = $3 WHERE id = $1 AND used_at IS NULL",
         )
         .bind(id)
         .bind(now_ms())
         .bind(execution_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
-        Ok(done.rows_affected() == 1)
-    }
+            Ok(done.rows_affected() == 1)
+        }
 
-    async fn grant(&self, id: Uuid) -> Result<Option<GrantRow>, StoreError> {
-        sqlx::query("SELECT * FROM oauth_grants WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?
-            .as_ref()
-            .map(grant_row)
-            .transpose()
-    }
+        async fn grant(&self, id: Uuid) -> Result<Option<GrantRow>, StoreError> {
+            sqlx::query("SELECT * FROM oauth_grants WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?
+                .as_ref()
+                .map(grant_row)
+                .transpose()
+        }
 
-    async fn grant_use(&self, id: Uuid) -> Result<Option<GrantUseRow>, StoreError> {
-        sqlx::query("SELECT * FROM grant_uses WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?
-            .as_ref()
-            .map(use_row)
-            .transpose()
-    }
+        async fn grant_use(&self, id: Uuid) -> Result<Option<GrantUseRow>, StoreError> {
+            sqlx::query("SELECT * FROM grant_uses WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?
+                .as_ref()
+                .map(use_row)
+                .transpose()
+        }
 
-    async fn scope_busy(&self, issuer: &str, client_id: &str, except: Uuid) -> Result<bool, StoreError> {
-        let mut tx = self.reader().begin().await?;
-        let busy = busy(&mut tx, issuer, client_id, except).await?;
-        tx.rollback().await?;
-        Ok(busy)
-    }
+        async fn scope_busy(
+            &self,
+            issuer: &str,
+            client_id: &str,
+            except: Uuid,
+        ) -> Result<bool, StoreError> {
+            let mut tx = self.reader().begin().await?;
+            let busy = busy(&mut tx, issuer, client_id, except).await?;
+            tx.rollback().await?;
+            Ok(busy)
+        }
 
-    async fn scope_reserved(&self, issuer: &str, client_id: &str) -> Result<bool, StoreError> {
-        let row = sqlx::query(
+        async fn scope_reserved(&self, issuer: &str, client_id: &str) -> Result<bool, StoreError> {
+            let row = sqlx::query(
             "SELECT COUNT(*) AS n FROM grant_uses WHERE issuer = $1 AND client_id = $2 AND kind = $3 \
              AND state = 'reserved'",
         )
@@ -540,103 +555,108 @@ impl OAuthStore for Store {
         .bind(USE_REVOCATION)
         .fetch_one(self.reader())
         .await?;
-        Ok(row.try_get::<i64, _>("n")? > 0)
-    }
-
-    async fn reserve_revocation(&self, id: Uuid, execution_id: Uuid) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let Some(row) = sqlx::query("SELECT * FROM grant_uses WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Err(StoreError::Invalid(format!("revocation {id} is missing")));
-        };
-        let revocation = use_row(&row)?;
-        lock_scope(&mut tx, &revocation.issuer, &revocation.client_id).await?;
-        let grant = revocation.grant_id.unwrap_or(Uuid::nil());
-        if busy(&mut tx, &revocation.issuer, &revocation.client_id, grant).await? {
-            tx.rollback().await?;
-            return Ok(false);
+            Ok(row.try_get::<i64, _>("n")? > 0)
         }
-        sqlx::query(
-            "UPDATE grant_uses SET state = 'reserved', execution_id = $2, updated_at = $3 \
+
+        async fn reserve_revocation(
+            &self,
+            id: Uuid,
+            execution_id: Uuid,
+        ) -> Result<bool, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let Some(row) = sqlx::query("SELECT * FROM grant_uses WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                return Err(StoreError::Invalid(format!("revocation {id} is missing")));
+            };
+            let revocation = use_row(&row)?;
+            lock_scope(&mut tx, &revocation.issuer, &revocation.client_id).await?;
+            let grant = revocation.grant_id.unwrap_or(Uuid::nil());
+            if busy(&mut tx, &revocation.issuer, &revocation.client_id, grant).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "UPDATE grant_uses SET state = 'reserved', execution_id = $2, updated_at = $3 \
              WHERE id = $1 AND state IN ('pending', 'reserved')",
-        )
-        .bind(id)
-        .bind(execution_id)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
-    }
+            )
+            .bind(id)
+            .bind(execution_id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(true)
+        }
 
-    async fn remove(
-        &self,
-        connection_id: Uuid,
-        revocation: &NewRevocation,
-        extra: TxWrites,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        lock_scope(&mut tx, &revocation.issuer, &revocation.client_id).await?;
-        let row = sqlx::query(concat!(
-            "SELECT grant_id FROM oauth_connections WHERE connection_id = $1",
-            for_update!()
-        ))
-        .bind(connection_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let grant: Option<Uuid> = match row {
-            Some(row) => row.try_get("grant_id")?,
-            None => None,
-        };
-        sqlx::query(
-            "UPDATE oauth_connections SET status = 'removed', grant_id = NULL, updated_at = $2 \
+        async fn remove(
+            &self,
+            connection_id: Uuid,
+            revocation: &NewRevocation,
+            extra: TxWrites,
+        ) -> Result<bool, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            lock_scope(&mut tx, &revocation.issuer, &revocation.client_id).await?;
+            let row = sqlx::query(concatcp!(
+                "SELECT grant_id FROM oauth_connections WHERE connection_id = $1",
+                Store::FOR_UPDATE
+            ))
+            .bind(connection_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let grant: Option<Uuid> = match row {
+                Some(row) => row.try_get("grant_id")?,
+                None => None,
+            };
+            sqlx::query(
+                "UPDATE oauth_connections SET status = 'removed', grant_id = NULL, updated_at = $2 \
              WHERE connection_id = $1",
-        )
-        .bind(connection_id)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        let handed = match grant {
-            Some(grant) if grant == revocation.grant_id => {
-                release_grant(&mut tx, grant).await?;
-                insert_revocation(&mut tx, revocation).await?;
-                true
-            }
-            Some(_) => {
-                return Err(StoreError::Refused(
-                    "the connection's grant changed meanwhile".into(),
-                ));
-            }
-            None => false,
-        };
-        run_writes!(extra, &mut tx).await?;
-        tx.commit().await?;
-        Ok(handed)
-    }
+            )
+            .bind(connection_id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+            let handed = match grant {
+                Some(grant) if grant == revocation.grant_id => {
+                    release_grant(&mut tx, grant).await?;
+                    insert_revocation(&mut tx, revocation).await?;
+                    true
+                }
+                Some(_) => {
+                    return Err(StoreError::Refused(
+                        "the connection's grant changed meanwhile".into(),
+                    ));
+                }
+                None => false,
+            };
+            Self::run_writes(&extra, &mut tx).await?;
+            tx.commit().await?;
+            Ok(handed)
+        }
 
-    async fn open_revocations(
-        &self,
-        after: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<GrantUseRow>, StoreError> {
-        sqlx::query(concat!(
-            "SELECT * FROM grant_uses WHERE kind = $1 AND state <> 'done' AND (",
-            uuid_param!("$2"),
-            " IS NULL OR id > $2) ORDER BY id LIMIT $3"
-        ))
-        .bind(USE_REVOCATION)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?
-        .iter()
-        .map(use_row)
-        .collect()
+        async fn open_revocations(
+            &self,
+            after: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<GrantUseRow>, StoreError> {
+            sqlx::query(concatcp!(
+                "SELECT * FROM grant_uses WHERE kind = $1 AND state <> 'done' AND (",
+                "$2",
+                Store::UUID_CAST,
+                " IS NULL OR id > $2) ORDER BY id LIMIT $3"
+            ))
+            .bind(USE_REVOCATION)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(self.reader())
+            .await?
+            .iter()
+            .map(use_row)
+            .collect()
+        }
     }
-}
 }
 
 /// Implements [`TxWrite`] for a write type with the same-named function of both modules.

@@ -1,32 +1,38 @@
 //! Unknown outcomes, written once for SQLite and PostgreSQL: what waits for a decision, and
 //! the decisions with their audit.
 
+use const_format::concatcp;
 use openbot_core::turn::CallKey;
 use openbot_schema::{BotId, ExecutionId};
 use sqlx::Row as _;
 
 use crate::store::StoreError;
+use crate::store::both_backends;
 use crate::store::records::*;
 use crate::store::rows::{execution_columns, execution_from_row};
 
-sql_store! {
-impl Store {
-    pub(crate) async fn unknown_of(
-        &self,
-        scope: &Scope,
-        bot_ids: Option<&[BotId]>,
-        after: Option<ExecutionId>,
-        limit: i64,
-    ) -> Result<Vec<ExecutionRow>, StoreError> {
-        // The Bot limit is part of the query, as for one execution: the Bot of the Chat at
-        // the root of each listed execution's tree.
-        let rows = sqlx::query(concat!(
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
+
+    impl Store {
+        pub(crate) async fn unknown_of(
+            &self,
+            scope: &Scope,
+            bot_ids: Option<&[BotId]>,
+            after: Option<ExecutionId>,
+            limit: i64,
+        ) -> Result<Vec<ExecutionRow>, StoreError> {
+            // The Bot limit is part of the query, as for one execution: the Bot of the Chat at
+            // the root of each listed execution's tree.
+            let rows = sqlx::query(concatcp!(
             "SELECT ",
             execution_columns!(),
             " FROM executions x WHERE scope = $1 AND state = 'outcome_unknown' AND (",
-            uuid_param!("$2"),
+            "$2", Store::UUID_CAST,
             " IS NULL OR id > $2) AND (",
-            text_param!("$4"),
+            "$4", Store::TEXT_CAST,
             " IS NULL OR EXISTS ( \
                  WITH RECURSIVE tree(id, parent_id, chat_id) AS ( \
                      SELECT e.id, e.parent_id, e.chat_id FROM executions e WHERE e.id = x.id \
@@ -41,25 +47,25 @@ impl Store {
         .bind(crate::store::bot_limit_json(bot_ids)?)
         .fetch_all(self.reader())
         .await?;
-        rows.iter().map(|row| execution_from_row!(row)).collect()
-    }
+            rows.iter().map(|row| execution_from_row!(row)).collect()
+        }
 
-    pub(crate) async fn decide_unknown_call(
-        &self,
-        id: ExecutionId,
-        decision: UnknownDecision,
-    ) -> Result<OutcomeDecisionRow, StoreError> {
-        // The update below takes the execution's row lock on PostgreSQL (on SQLite the one
-        // writer connection orders this transaction after every other write): a concurrent
-        // decision waits for it and then finds the execution no longer waiting for this call.
-        let mut tx = self.pool().begin().await?;
-        let now = now_ms();
-        let key = decision.key;
-        let events: &[openbot_schema::EventKind] = match &decision.resolution {
-            Resolution::Applied { events, .. } => events,
-            _ => &[],
-        };
-        let queued = sqlx::query(
+        pub(crate) async fn decide_unknown_call(
+            &self,
+            id: ExecutionId,
+            decision: UnknownDecision,
+        ) -> Result<OutcomeDecisionRow, StoreError> {
+            // The update below takes the execution's row lock on PostgreSQL (on SQLite the one
+            // writer connection orders this transaction after every other write): a concurrent
+            // decision waits for it and then finds the execution no longer waiting for this call.
+            let mut tx = self.writer().begin().await?;
+            let now = now_ms();
+            let key = decision.key;
+            let events: &[openbot_schema::EventKind] = match &decision.resolution {
+                Resolution::Applied { events, .. } => events,
+                _ => &[],
+            };
+            let queued = sqlx::query(
             "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, \
                  wake_at = NULL, last_sequence = last_sequence + $4, updated_at = $3 \
              WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2 \
@@ -71,58 +77,58 @@ impl Store {
         .bind(events.len() as i64)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(queued) = queued else {
-            let exists = sqlx::query("SELECT 1 FROM executions WHERE id = $1")
-                .bind(id.as_uuid())
-                .fetch_optional(&mut *tx)
-                .await?
-                .is_some();
-            tx.rollback().await?;
-            return Err(if exists {
-                StoreError::NotWaiting(id)
-            } else {
-                StoreError::NotFound(id)
-            });
-        };
-        let generation: i64 = queued.try_get("generation")?;
-        let last: i64 = queued.try_get("last_sequence")?;
-        let mut result_record = None;
-        match &decision.resolution {
-            Resolution::Applied { result, events } => {
-                result_record = Some(result.id);
-                let call = CallWrite {
-                    key,
-                    phase: CallPhase::Done,
-                    idempotency_key: key.idempotency_key(id),
-                    result: Some(result.clone()),
-                    usage: None,
-                };
-                Self::write_call(&mut tx, id, generation, &call, false).await?;
-                Self::insert_events(
-                    &mut tx,
-                    &self.seal,
-                    id,
-                    last - events.len() as i64 + 1,
-                    events,
-                )
-                .await?;
-            }
-            Resolution::NotApplied => {
-                let next = CallKey {
-                    attempt: key.attempt + 1,
-                    ..key
-                };
-                let call = CallWrite {
-                    key: next,
-                    phase: CallPhase::Intent,
-                    idempotency_key: next.idempotency_key(id),
-                    result: None,
-                    usage: None,
-                };
-                Self::write_call(&mut tx, id, generation, &call, false).await?;
-            }
-            Resolution::GiveUp { payload } => {
-                sqlx::query(
+            let Some(queued) = queued else {
+                let exists = sqlx::query("SELECT 1 FROM executions WHERE id = $1")
+                    .bind(id.as_uuid())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_some();
+                tx.rollback().await?;
+                return Err(if exists {
+                    StoreError::NotWaiting(id)
+                } else {
+                    StoreError::NotFound(id)
+                });
+            };
+            let generation: i64 = queued.try_get("generation")?;
+            let last: i64 = queued.try_get("last_sequence")?;
+            let mut result_record = None;
+            match &decision.resolution {
+                Resolution::Applied { result, events } => {
+                    result_record = Some(result.id);
+                    let call = CallWrite {
+                        key,
+                        phase: CallPhase::Done,
+                        idempotency_key: key.idempotency_key(id),
+                        result: Some(result.clone()),
+                        usage: None,
+                    };
+                    Self::write_call(&mut tx, id, generation, &call, false).await?;
+                    Self::insert_events(
+                        &mut tx,
+                        &self.seal,
+                        id,
+                        last - events.len() as i64 + 1,
+                        events,
+                    )
+                    .await?;
+                }
+                Resolution::NotApplied => {
+                    let next = CallKey {
+                        attempt: key.attempt + 1,
+                        ..key
+                    };
+                    let call = CallWrite {
+                        key: next,
+                        phase: CallPhase::Intent,
+                        idempotency_key: next.idempotency_key(id),
+                        result: None,
+                        usage: None,
+                    };
+                    Self::write_call(&mut tx, id, generation, &call, false).await?;
+                }
+                Resolution::GiveUp { payload } => {
+                    sqlx::query(
                     "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
                      SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1",
                 )
@@ -132,21 +138,21 @@ impl Store {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
+                }
             }
-        }
-        let row = OutcomeDecisionRow {
-            id: decision.id,
-            execution_id: id,
-            key,
-            decision: decision.resolution.name().to_string(),
-            member_id: decision.member_id,
-            token_id: decision.token_id,
-            session_id: decision.session_id,
-            reason: decision.reason,
-            result_record,
-            decided_at: now,
-        };
-        sqlx::query(
+            let row = OutcomeDecisionRow {
+                id: decision.id,
+                execution_id: id,
+                key,
+                decision: decision.resolution.name().to_string(),
+                member_id: decision.member_id,
+                token_id: decision.token_id,
+                session_id: decision.session_id,
+                reason: decision.reason,
+                result_record,
+                decided_at: now,
+            };
+            sqlx::query(
             "INSERT INTO outcome_decisions (id, execution_id, call_key, decision, member_id, token_id, session_id, reason, result_record, decided_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
@@ -162,8 +168,8 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        Ok(row)
+            tx.commit().await?;
+            Ok(row)
+        }
     }
-}
 }

@@ -3,10 +3,15 @@
 
 use sqlx::Transaction;
 
+use crate::store::both_backends;
 use crate::store::migrate::{Migration, statements};
 use crate::store::{StoreError, now_ms};
 
-sql_store! {
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
+
     impl Store {
         /// Applies, inside `tx`, the migrations of `list` the database lacks, recording each;
         /// returns the version the database had before.
@@ -19,22 +24,25 @@ sql_store! {
             )
             .execute(&mut **tx)
             .await?;
-            let current: i64 =
-                sqlx::query_scalar("SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM openbot_schema")
-                    .fetch_one(&mut **tx)
-                    .await?;
+            let current: i64 = sqlx::query_scalar(
+                "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM openbot_schema",
+            )
+            .fetch_one(&mut **tx)
+            .await?;
             for migration in list.iter().filter(|m| m.version > current) {
                 for statement in statements(migration.sql) {
                     sqlx::query(sqlx::AssertSqlSafe(statement))
                         .execute(&mut **tx)
                         .await?;
                 }
-                sqlx::query("INSERT INTO openbot_schema (version, name, applied_at) VALUES ($1, $2, $3)")
-                    .bind(migration.version)
-                    .bind(migration.name)
-                    .bind(now_ms())
-                    .execute(&mut **tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO openbot_schema (version, name, applied_at) VALUES ($1, $2, $3)",
+                )
+                .bind(migration.version)
+                .bind(migration.name)
+                .bind(now_ms())
+                .execute(&mut **tx)
+                .await?;
             }
             Ok(current)
         }

@@ -1,70 +1,75 @@
 //! Child work, written once for SQLite and PostgreSQL: children started by a step, notices,
 //! usage of a tree, and requests with their decisions.
 
+use const_format::concatcp;
 use openbot_schema::{ExecutionId, Usage};
 use sqlx::{Row as _, Transaction};
 use uuid::Uuid;
 
 use crate::store::StoreError;
+use crate::store::both_backends;
 use crate::store::records::*;
 use crate::store::sealing::{CLEARED, Place, RowSeal, stored_from_row};
 
-sql_store! {
-fn request_from_row(
-    seal: &RowSeal,
-    row: &Row,
-) -> Result<RequestRow, StoreError> {
-    let id: Uuid = row.try_get("id")?;
-    let execution: Uuid = row.try_get("execution_id")?;
-    let source: Uuid = row.try_get("source_execution_id")?;
-    let payload = seal.open(Place::Request { id }, stored_from_row!(row, "payload")?)?;
-    Ok(RequestRow {
-        id,
-        kind: row.try_get("kind")?,
-        execution_id: execution.into(),
-        source_execution_id: source.into(),
-        organization_id: row.try_get("organization_id")?,
-        owner_member_id: row.try_get("owner_member_id")?,
-        chat_id: row.try_get("chat_id")?,
-        bot_id: row.try_get("bot_id")?,
-        payload,
-        state: row.try_get("state")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        decided_at: row.try_get("decided_at")?,
-        decided_by: row.try_get("decided_by")?,
-        reason: row.try_get("reason")?,
-    })
-}
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
 
-impl Store {
-    /// Starts the children of a step of `parent` inside its transaction. A closed admission
-    /// gate refuses the whole step.
-    pub(crate) async fn insert_children(
-        tx: &mut Transaction<'_, Db>,
-        seal: &RowSeal,
-        parent: ExecutionId,
-        children: &[NewChild],
-        now: Millis,
-    ) -> Result<(), StoreError> {
-        for child in children {
-            let new = &child.execution;
-            if let Some(gate) = new.admission_gate {
-                let closed: Option<Option<i64>> =
-                    sqlx::query_scalar(concat!("SELECT closed_at FROM admission_gates WHERE id = $1", for_share!()))
-                        .bind(gate)
-                        .fetch_optional(&mut **tx)
-                        .await?;
-                if !matches!(closed, Some(None)) {
-                    return Err(StoreError::AdmissionClosed);
+    fn request_from_row(seal: &RowSeal, row: &Row) -> Result<RequestRow, StoreError> {
+        let id: Uuid = row.try_get("id")?;
+        let execution: Uuid = row.try_get("execution_id")?;
+        let source: Uuid = row.try_get("source_execution_id")?;
+        let payload = seal.open(Place::Request { id }, stored_from_row!(row, "payload")?)?;
+        Ok(RequestRow {
+            id,
+            kind: row.try_get("kind")?,
+            execution_id: execution.into(),
+            source_execution_id: source.into(),
+            organization_id: row.try_get("organization_id")?,
+            owner_member_id: row.try_get("owner_member_id")?,
+            chat_id: row.try_get("chat_id")?,
+            bot_id: row.try_get("bot_id")?,
+            payload,
+            state: row.try_get("state")?,
+            created_at: row.try_get("created_at")?,
+            expires_at: row.try_get("expires_at")?,
+            decided_at: row.try_get("decided_at")?,
+            decided_by: row.try_get("decided_by")?,
+            reason: row.try_get("reason")?,
+        })
+    }
+
+    impl Store {
+        /// Starts the children of a step of `parent` inside its transaction. A closed admission
+        /// gate refuses the whole step.
+        pub(crate) async fn insert_children(
+            tx: &mut Transaction<'_, Db>,
+            seal: &RowSeal,
+            parent: ExecutionId,
+            children: &[NewChild],
+            now: Millis,
+        ) -> Result<(), StoreError> {
+            for child in children {
+                let new = &child.execution;
+                if let Some(gate) = new.admission_gate {
+                    let closed: Option<Option<i64>> = sqlx::query_scalar(concatcp!(
+                        "SELECT closed_at FROM admission_gates WHERE id = $1",
+                        Store::FOR_SHARE
+                    ))
+                    .bind(gate)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                    if !matches!(closed, Some(None)) {
+                        return Err(StoreError::AdmissionClosed);
+                    }
                 }
-            }
-            Self::insert_sealed(tx, Some(new.id), &new.input).await?;
-            let state = match child.start {
-                ChildStart::Queued => "queued",
-                ChildStart::Waiting => "waiting",
-            };
-            sqlx::query(
+                Self::insert_sealed(tx, Some(new.id), &new.input).await?;
+                let state = match child.start {
+                    ChildStart::Queued => "queued",
+                    ChildStart::Waiting => "waiting",
+                };
+                sqlx::query(
                 "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, attached, created_at, updated_at, wake_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
             )
@@ -82,13 +87,13 @@ impl Store {
             .bind(child.request.as_ref().map(|r| r.expires_at))
             .execute(&mut **tx)
             .await?;
-            Self::insert_events(tx, seal, new.id, 1, &new.events).await?;
-            if let Some(request) = &child.request {
-                let payload = seal.seal(
-                    Place::Request { id: request.id },
-                    request.payload.as_bytes(),
-                )?;
-                sqlx::query(
+                Self::insert_events(tx, seal, new.id, 1, &new.events).await?;
+                if let Some(request) = &child.request {
+                    let payload = seal.seal(
+                        Place::Request { id: request.id },
+                        request.payload.as_bytes(),
+                    )?;
+                    sqlx::query(
                     "INSERT INTO requests (id, kind, execution_id, source_execution_id, organization_id, owner_member_id, \
                          chat_id, bot_id, payload, key_id, sealed, state, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, $13, 'pending', $10, $11)",
@@ -108,21 +113,21 @@ impl Store {
                 .bind(&payload.bytes)
                 .execute(&mut **tx)
                 .await?;
+                }
             }
+            Ok(())
         }
-        Ok(())
-    }
 
-    /// Delivers a notice from `source` inside its transaction: as input of the work that still
-    /// takes input, else (for a Chat) as history.
-    pub(crate) async fn write_notice(
-        tx: &mut Transaction<'_, Db>,
-        seal: &RowSeal,
-        source: ExecutionId,
-        notice: &NoticeWrite,
-        now: Millis,
-    ) -> Result<(), StoreError> {
-        let taker: Option<Uuid> = match notice.target {
+        /// Delivers a notice from `source` inside its transaction: as input of the work that still
+        /// takes input, else (for a Chat) as history.
+        pub(crate) async fn write_notice(
+            tx: &mut Transaction<'_, Db>,
+            seal: &RowSeal,
+            source: ExecutionId,
+            notice: &NoticeWrite,
+            now: Millis,
+        ) -> Result<(), StoreError> {
+            let taker: Option<Uuid> = match notice.target {
             NoticeTarget::Chat(chat) => {
                 sqlx::query_scalar(
                     "SELECT id FROM executions WHERE chat_id = $1 AND NOT input_closed \
@@ -142,16 +147,16 @@ impl Store {
                 .await?
             }
         };
-        if let Some(taker) = taker {
-            Self::insert_input(tx, seal, taker, &notice.content, now).await?;
-            return Ok(());
-        }
-        if let NoticeTarget::Chat(chat) = notice.target {
-            let content = seal.seal(
-                Place::ChatNotice { chat, source },
-                notice.content.as_bytes(),
-            )?;
-            sqlx::query(
+            if let Some(taker) = taker {
+                Self::insert_input(tx, seal, taker, &notice.content, now).await?;
+                return Ok(());
+            }
+            if let NoticeTarget::Chat(chat) = notice.target {
+                let content = seal.seal(
+                    Place::ChatNotice { chat, source },
+                    notice.content.as_bytes(),
+                )?;
+                sqlx::query(
                 "INSERT INTO chat_notices (chat_id, after_execution, source_id, content, key_id, sealed, created_at) \
                  SELECT $1, (SELECT id FROM executions WHERE chat_id = $1 ORDER BY id DESC LIMIT 1), $2, $3, $4, $5, $6",
             )
@@ -163,17 +168,17 @@ impl Store {
             .bind(now)
             .execute(&mut **tx)
             .await?;
+            }
+            Ok(())
         }
-        Ok(())
-    }
 
-    /// Adds `usage` to every ancestor of `id`: a Turn's usage includes its children's.
-    pub(crate) async fn roll_up_usage(
-        tx: &mut Transaction<'_, Db>,
-        id: ExecutionId,
-        usage: &Usage,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
+        /// Adds `usage` to every ancestor of `id`: a Turn's usage includes its children's.
+        pub(crate) async fn roll_up_usage(
+            tx: &mut Transaction<'_, Db>,
+            id: ExecutionId,
+            usage: &Usage,
+        ) -> Result<(), StoreError> {
+            sqlx::query(
             "WITH RECURSIVE ancestors(id) AS ( \
                  SELECT parent_id FROM executions WHERE id = $1 AND parent_id IS NOT NULL \
                  UNION ALL SELECT e.parent_id FROM executions e JOIN ancestors a ON e.id = a.id WHERE e.parent_id IS NOT NULL) \
@@ -189,29 +194,29 @@ impl Store {
         .bind(usage.cost_micros.map(|c| c as i64))
         .execute(&mut **tx)
         .await?;
-        Ok(())
-    }
+            Ok(())
+        }
 
-    pub(crate) async fn open_children_of(
-        &self,
-        id: ExecutionId,
-        attached_only: bool,
-    ) -> Result<Vec<ExecutionId>, StoreError> {
-        let ids: Vec<Uuid> = sqlx::query_scalar(
+        pub(crate) async fn open_children_of(
+            &self,
+            id: ExecutionId,
+            attached_only: bool,
+        ) -> Result<Vec<ExecutionId>, StoreError> {
+            let ids: Vec<Uuid> = sqlx::query_scalar(
             "SELECT id FROM executions WHERE parent_id = $1 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND (NOT $2 OR attached) ORDER BY id",
         )
         .bind(id.as_uuid())
         .bind(attached_only)
         .fetch_all(self.reader())
         .await?;
-        Ok(ids.into_iter().map(ExecutionId::from).collect())
-    }
+            Ok(ids.into_iter().map(ExecutionId::from).collect())
+        }
 
-    pub(crate) async fn open_descendants_of(
-        &self,
-        id: ExecutionId,
-    ) -> Result<Vec<ExecutionId>, StoreError> {
-        let ids: Vec<Uuid> = sqlx::query_scalar(
+        pub(crate) async fn open_descendants_of(
+            &self,
+            id: ExecutionId,
+        ) -> Result<Vec<ExecutionId>, StoreError> {
+            let ids: Vec<Uuid> = sqlx::query_scalar(
             "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE parent_id = $1 \
                  UNION ALL SELECT e.id FROM executions e JOIN tree t ON e.parent_id = t.id) \
              SELECT id FROM executions WHERE id IN (SELECT id FROM tree) AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') ORDER BY id",
@@ -219,93 +224,98 @@ impl Store {
         .bind(id.as_uuid())
         .fetch_all(self.reader())
         .await?;
-        Ok(ids.into_iter().map(ExecutionId::from).collect())
-    }
+            Ok(ids.into_iter().map(ExecutionId::from).collect())
+        }
 
-    pub(crate) async fn request_by_id(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
-        let row = sqlx::query("SELECT * FROM requests WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
-        row.as_ref()
-            .map(|row| request_from_row(&self.seal, row))
-            .transpose()
-    }
+        pub(crate) async fn request_by_id(
+            &self,
+            id: Uuid,
+        ) -> Result<Option<RequestRow>, StoreError> {
+            let row = sqlx::query("SELECT * FROM requests WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
+            row.as_ref()
+                .map(|row| request_from_row(&self.seal, row))
+                .transpose()
+        }
 
-    /// The requests `access` may see, only `id` or only in `state` when given, newest first:
-    /// up to `limit` after `before` (a position of the newest-first order). The Bot limit is
-    /// part of the query: a request names the Chat its tree works for, and so its Bot.
-    pub(crate) async fn requests_of(
-        &self,
-        access: &RequestAccess,
-        id: Option<Uuid>,
-        state: Option<&str>,
-        before: Option<crate::paging::CreatedPosition>,
-        limit: i64,
-    ) -> Result<Vec<RequestRow>, StoreError> {
-        let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
-        let rows = sqlx::query(
-            concat!(
+        /// The requests `access` may see, only `id` or only in `state` when given, newest first:
+        /// up to `limit` after `before` (a position of the newest-first order). The Bot limit is
+        /// part of the query: a request names the Chat its tree works for, and so its Bot.
+        pub(crate) async fn requests_of(
+            &self,
+            access: &RequestAccess,
+            id: Option<Uuid>,
+            state: Option<&str>,
+            before: Option<crate::paging::CreatedPosition>,
+            limit: i64,
+        ) -> Result<Vec<RequestRow>, StoreError> {
+            let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
+            let rows = sqlx::query(concatcp!(
                 "SELECT * FROM requests r WHERE r.organization_id = $1 AND (",
-                uuid_param!("$2"),
+                "$2",
+                Store::UUID_CAST,
                 " IS NULL OR r.owner_member_id = $2) AND (",
-                text_param!("$3"),
+                "$3",
+                Store::TEXT_CAST,
                 " IS NULL OR r.state = $3) AND (",
-                uuid_param!("$4"),
+                "$4",
+                Store::UUID_CAST,
                 " IS NULL OR r.id = $4) AND (",
-                text_param!("$5"),
+                "$5",
+                Store::TEXT_CAST,
                 " IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = r.chat_id AND ",
                 bot_in!("c.bot_id", "$5"),
                 ")) AND (r.created_at < $6 OR (r.created_at = $6 AND r.id < $7)) \
                  ORDER BY r.created_at DESC, r.id DESC LIMIT $8"
-            ),
-        )
-        .bind(access.organization_id)
-        .bind(access.member)
-        .bind(state)
-        .bind(id)
-        .bind(bot_limit_json(access.bot_ids.as_deref())?)
-        .bind(before_at)
-        .bind(before_id)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
-        rows.iter()
-            .map(|row| request_from_row(&self.seal, row))
-            .collect()
-    }
-
-    pub(crate) async fn decide(
-        &self,
-        id: Uuid,
-        decision: RequestDecision,
-    ) -> Result<RequestRow, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        // The expiry is checked with the time taken once the lock is held: a request that
-        // expires while a decision waits for its lock grants nothing.
-        let row = sqlx::query(concat!(
-            "SELECT state, expires_at, execution_id FROM requests WHERE id = $1",
-            for_update!()
-        ))
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::RequestNotFound(id))?;
-        let now = now_ms();
-        let state: String = row.try_get("state")?;
-        let expires_at: i64 = row.try_get("expires_at")?;
-        let execution: Uuid = row.try_get("execution_id")?;
-        if state != "pending" {
-            tx.rollback().await?;
-            return Err(StoreError::RequestClosed(id));
+            ))
+            .bind(access.organization_id)
+            .bind(access.member)
+            .bind(state)
+            .bind(id)
+            .bind(bot_limit_json(access.bot_ids.as_deref())?)
+            .bind(before_at)
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(self.reader())
+            .await?;
+            rows.iter()
+                .map(|row| request_from_row(&self.seal, row))
+                .collect()
         }
-        let expired = now >= expires_at;
-        let closed_as = if expired {
-            "expired"
-        } else {
-            decision.state.as_str()
-        };
-        sqlx::query(
+
+        pub(crate) async fn decide(
+            &self,
+            id: Uuid,
+            decision: RequestDecision,
+        ) -> Result<RequestRow, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            // The expiry is checked with the time taken once the lock is held: a request that
+            // expires while a decision waits for its lock grants nothing.
+            let row = sqlx::query(concatcp!(
+                "SELECT state, expires_at, execution_id FROM requests WHERE id = $1",
+                Store::FOR_UPDATE
+            ))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::RequestNotFound(id))?;
+            let now = now_ms();
+            let state: String = row.try_get("state")?;
+            let expires_at: i64 = row.try_get("expires_at")?;
+            let execution: Uuid = row.try_get("execution_id")?;
+            if state != "pending" {
+                tx.rollback().await?;
+                return Err(StoreError::RequestClosed(id));
+            }
+            let expired = now >= expires_at;
+            let closed_as = if expired {
+                "expired"
+            } else {
+                decision.state.as_str()
+            };
+            sqlx::query(
             "UPDATE requests SET state = $2, decided_at = $3, decided_by = $4, reason = $5 WHERE id = $1",
         )
         .bind(id)
@@ -315,8 +325,8 @@ impl Store {
         .bind(if expired { None } else { decision.reason.clone() })
         .execute(&mut *tx)
         .await?;
-        if !expired {
-            sqlx::query(
+            if !expired {
+                sqlx::query(
                 "INSERT INTO request_audit (request_id, member_id, decision, reason, at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(id)
@@ -326,35 +336,36 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            if let Some(notice) = &decision.notice {
-                Self::write_notice(&mut tx, &self.seal, execution.into(), notice, now).await?;
+                if let Some(notice) = &decision.notice {
+                    Self::write_notice(&mut tx, &self.seal, execution.into(), notice, now).await?;
+                }
+                Self::run_writes(&decision.writes, &mut tx).await?;
             }
-            run_writes!(decision.writes, &mut tx).await?;
-        }
-        // A paused job stays paused: a decision answers the request, not a pause.
-        sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting' AND paused_at IS NULL")
+            // A paused job stays paused: a decision answers the request, not a pause.
+            sqlx::query("UPDATE executions SET wake_at = $2, updated_at = $2 WHERE id = $1 AND state = 'waiting' AND paused_at IS NULL")
             .bind(execution)
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
-        self.request_by_id(id)
-            .await?
-            .ok_or(StoreError::RequestNotFound(id))
-    }
+            tx.commit().await?;
+            self.request_by_id(id)
+                .await?
+                .ok_or(StoreError::RequestNotFound(id))
+        }
 
-    /// The Chat's notices, only those after an execution in `between` (both ends included)
-    /// when given.
-    pub(crate) async fn notices_of(
-        &self,
-        chat_id: Uuid,
-        between: Option<(ExecutionId, ExecutionId)>,
-    ) -> Result<Vec<ChatNoticeRow>, StoreError> {
-        let (first, last) = between.map_or((crate::paging::FIRST_ID, crate::paging::LAST_ID), |(a, b)| {
-            (a.as_uuid(), b.as_uuid())
-        });
-        // Without a range every notice counts, also one that follows no execution.
-        let rows = sqlx::query(
+        /// The Chat's notices, only those after an execution in `between` (both ends included)
+        /// when given.
+        pub(crate) async fn notices_of(
+            &self,
+            chat_id: Uuid,
+            between: Option<(ExecutionId, ExecutionId)>,
+        ) -> Result<Vec<ChatNoticeRow>, StoreError> {
+            let (first, last) = between.map_or(
+                (crate::paging::FIRST_ID, crate::paging::LAST_ID),
+                |(a, b)| (a.as_uuid(), b.as_uuid()),
+            );
+            // Without a range every notice counts, also one that follows no execution.
+            let rows = sqlx::query(
             "SELECT after_execution, source_id, content, key_id, sealed, created_at FROM chat_notices \
              WHERE chat_id = $1 AND ($4 OR (after_execution >= $2 AND after_execution <= $3)) ORDER BY id",
         )
@@ -364,40 +375,40 @@ impl Store {
         .bind(between.is_none())
         .fetch_all(self.reader())
         .await?;
-        rows.iter()
-            .map(|row| {
-                let after: Option<Uuid> = row.try_get("after_execution")?;
-                let source: ExecutionId = row.try_get::<Uuid, _>("source_id")?.into();
-                let stored = stored_from_row!(row, "content")?;
-                let content = self.seal.open(
-                    Place::ChatNotice {
-                        chat: chat_id,
-                        source,
-                    },
-                    stored,
-                )?;
-                Ok(ChatNoticeRow {
-                    after_execution: after.map(ExecutionId::from),
-                    source_id: source,
-                    content,
-                    created_at: row.try_get("created_at")?,
+            rows.iter()
+                .map(|row| {
+                    let after: Option<Uuid> = row.try_get("after_execution")?;
+                    let source: ExecutionId = row.try_get::<Uuid, _>("source_id")?.into();
+                    let stored = stored_from_row!(row, "content")?;
+                    let content = self.seal.open(
+                        Place::ChatNotice {
+                            chat: chat_id,
+                            source,
+                        },
+                        stored,
+                    )?;
+                    Ok(ChatNoticeRow {
+                        after_execution: after.map(ExecutionId::from),
+                        source_id: source,
+                        content,
+                        created_at: row.try_get("created_at")?,
+                    })
                 })
-            })
-            .collect()
-    }
+                .collect()
+        }
 
-    pub(crate) async fn pause_owned(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        handled: Vec<i64>,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let now = now_ms();
-        // A resume that came meanwhile dropped these signals: then there is nothing to pause.
-        let mut taken = 0;
-        for number in handled {
-            taken += sqlx::query(
+        pub(crate) async fn pause_owned(
+            &self,
+            id: ExecutionId,
+            generation: i64,
+            handled: Vec<i64>,
+        ) -> Result<bool, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let now = now_ms();
+            // A resume that came meanwhile dropped these signals: then there is nothing to pause.
+            let mut taken = 0;
+            for number in handled {
+                taken += sqlx::query(
                 "UPDATE signals SET handled_at = $3 WHERE execution_id = $1 AND number = $2 AND handled_at IS NULL",
             )
             .bind(id.as_uuid())
@@ -406,12 +417,12 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        }
-        if taken == 0 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        let paused = sqlx::query(
+            }
+            if taken == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            let paused = sqlx::query(
             "UPDATE executions SET state = 'waiting', wake_at = NULL, owner_node = NULL, lease_expires_at = NULL, \
                  paused_at = COALESCE(paused_at, $3), updated_at = $3 \
              WHERE id = $1 AND generation = $2 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted')",
@@ -422,19 +433,19 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if paused == 0 {
-            let refusal = Self::refusal(&mut tx, id, generation).await;
-            tx.rollback().await?;
-            return Err(refusal);
+            if paused == 0 {
+                let refusal = Self::refusal(&mut tx, id, generation).await;
+                tx.rollback().await?;
+                return Err(refusal);
+            }
+            tx.commit().await?;
+            Ok(true)
         }
-        tx.commit().await?;
-        Ok(true)
-    }
 
-    pub(crate) async fn resume_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let now = now_ms();
-        let dropped = sqlx::query(
+        pub(crate) async fn resume_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let now = now_ms();
+            let dropped = sqlx::query(
             "UPDATE signals SET handled_at = $2 WHERE execution_id = $1 AND kind = 'pause' AND handled_at IS NULL",
         )
         .bind(id.as_uuid())
@@ -442,7 +453,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        let resumed = sqlx::query(
+            let resumed = sqlx::query(
             "UPDATE executions SET paused_ms = paused_ms + ($2 - paused_at), paused_at = NULL, \
                  wake_at = CASE WHEN state = 'waiting' AND owner_node IS NULL THEN $2 ELSE wake_at END, updated_at = $2 \
              WHERE id = $1 AND paused_at IS NOT NULL",
@@ -452,12 +463,15 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        tx.commit().await?;
-        Ok(dropped + resumed > 0)
-    }
+            tx.commit().await?;
+            Ok(dropped + resumed > 0)
+        }
 
-    pub(crate) async fn has_paused_ancestor(&self, id: ExecutionId) -> Result<bool, StoreError> {
-        let paused: Option<i64> = sqlx::query_scalar(
+        pub(crate) async fn has_paused_ancestor(
+            &self,
+            id: ExecutionId,
+        ) -> Result<bool, StoreError> {
+            let paused: Option<i64> = sqlx::query_scalar(
             "WITH RECURSIVE ancestors(id) AS ( \
                  SELECT parent_id FROM executions WHERE id = $1 AND parent_id IS NOT NULL \
                  UNION ALL SELECT e.parent_id FROM executions e JOIN ancestors a ON e.id = a.id WHERE e.parent_id IS NOT NULL) \
@@ -468,7 +482,7 @@ impl Store {
         .bind(id.as_uuid())
         .fetch_optional(self.reader())
         .await?;
-        Ok(paused.is_some())
+            Ok(paused.is_some())
+        }
     }
-}
 }
