@@ -231,7 +231,7 @@ pub struct Migrated {
 
 /// Applies the schema migrations to the configured database, then seals the payloads an
 /// older build wrote in clear text with the configured key ring (a migration file has no
-/// keys; see [`Store::seal_clear_rows`]). Without a key ring on PostgreSQL the clear rows
+/// keys; see [`crate::store::RecordStore::seal_clear_rows`]). Without a key ring on PostgreSQL the clear rows
 /// stay as they are (they are still read) until it runs again with the keys.
 pub async fn migrate(config: &NodeConfig) -> Result<Migrated, NodeError> {
     let version = match &config.database_url {

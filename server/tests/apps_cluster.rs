@@ -35,7 +35,7 @@ use openbot_schema::{
 use openbot_server::apps::tool::AppRoute;
 use openbot_server::apps::{AppRow, AppStore, ConnectionRow};
 use openbot_server::engine::Engine;
-use openbot_server::store::{PostgresStore, Store, now_ms};
+use openbot_server::store::{ExecutionStore, PostgresStore, now_ms};
 use serde_json::json;
 use uuid::Uuid;
 

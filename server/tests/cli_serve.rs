@@ -292,7 +292,7 @@ async fn a_single_node_interrupts_work_of_a_kind_it_has_no_workflow_for() {
     assert!(listening, "the node started");
 
     let store = SqliteStore::open(&db, keys).await.unwrap();
-    let row = openbot_server::store::Store::execution(&store, id)
+    let row = openbot_server::store::ExecutionStore::execution(&store, id)
         .await
         .unwrap();
     assert_eq!(row.state, openbot_schema::ExecutionState::Interrupted);

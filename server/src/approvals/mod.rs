@@ -5,7 +5,7 @@
 //! and may end; the call itself is saved in a waiting `tool_job` execution, written with its
 //! request in the same transaction as the call's result. A decision closes the request, writes
 //! its audit entry and its notice, and wakes the job, in one transaction (see
-//! `Store::decide_request`); an approved job runs the call once. A decision never grants what
+//! `RequestStore::decide_request`); an approved job runs the call once. A decision never grants what
 //! the platform, the member or the original credential denies now: the saved identity is
 //! checked when the decision is made and again before the call is sent.
 

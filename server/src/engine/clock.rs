@@ -1,7 +1,7 @@
 //! The node's clock for durable timers.
 //!
 //! A waiting execution's wake time (`Next::Wait { until }`) is read against this clock: the
-//! runner claims the executions whose time came ([`crate::store::Store::claim_due`]) and
+//! runner claims the executions whose time came ([`crate::store::ExecutionStore::claim_due`]) and
 //! sleeps until the next one. Leases stay on the system's time, so a test clock moved ahead
 //! fires timers without making any owner's lease look lapsed.
 

@@ -54,6 +54,72 @@ struct Bucketed {
     refilled_at: Millis,
 }
 
+/// What one more request at `now` leaves each of `limits` at (scope, request level, token
+/// level; only limits with a rate), or the `Busy` answer of the first that cannot take it
+/// (`held`: the permits others hold, by scope).
+fn levels_after_take<'a>(
+    limits: &'a [Bucketed],
+    held: &std::collections::HashMap<String, i64>,
+    now: Millis,
+) -> Result<Vec<(&'a String, i64, i64)>, Take> {
+    let max_wait_ms = limits.iter().map(|l| l.max_wait_ms).min().unwrap_or(0);
+    let mut levels = Vec::with_capacity(limits.len());
+    for limit in limits {
+        let busy = |retry_in_ms| Take::Busy {
+            scope: limit.scope.clone(),
+            retry_in_ms,
+            max_wait_ms,
+        };
+        if let Some(max) = limit.max_concurrent
+            && held.get(&limit.scope).copied().unwrap_or(0) >= max
+        {
+            return Err(busy(None));
+        }
+        let mut request_level = limit.request_level;
+        if let Some(per_window) = limit.requests {
+            request_level = refilled(
+                limit.request_level,
+                per_window,
+                limit.window_ms,
+                limit.refilled_at,
+                now,
+            );
+            if request_level < UNIT {
+                return Err(busy(Some(wait_for(
+                    request_level,
+                    UNIT,
+                    per_window,
+                    limit.window_ms,
+                ))));
+            }
+            request_level -= UNIT;
+        }
+        let mut token_level = limit.token_level;
+        if let Some(per_window) = limit.tokens {
+            token_level = refilled(
+                limit.token_level,
+                per_window,
+                limit.window_ms,
+                limit.refilled_at,
+                now,
+            );
+            // Admitted while above zero: its confirmed usage is taken after the call.
+            if token_level <= 0 {
+                return Err(busy(Some(wait_for(
+                    token_level,
+                    1,
+                    per_window,
+                    limit.window_ms,
+                ))));
+            }
+        }
+        if limit.requests.is_some() || limit.tokens.is_some() {
+            levels.push((&limit.scope, request_level, token_level));
+        }
+    }
+    Ok(levels)
+}
+
 /// The store on both databases, written once (see `crate::store::both_backends`).
 #[both_backends]
 mod on_both {
@@ -325,64 +391,13 @@ mod on_both {
                     );
                 }
             }
-            let max_wait_ms = limits.iter().map(|l| l.max_wait_ms).min().unwrap_or(0);
-            let mut levels = Vec::with_capacity(limits.len());
-            for limit in &limits {
-                let busy = |retry_in_ms| Take::Busy {
-                    scope: limit.scope.clone(),
-                    retry_in_ms,
-                    max_wait_ms,
-                };
-                if let Some(max) = limit.max_concurrent
-                    && held.get(&limit.scope).copied().unwrap_or(0) >= max
-                {
+            let levels = match levels_after_take(&limits, &held, now) {
+                Ok(levels) => levels,
+                Err(busy) => {
                     tx.commit().await?;
-                    return Ok(busy(None));
+                    return Ok(busy);
                 }
-                let mut request_level = limit.request_level;
-                if let Some(per_window) = limit.requests {
-                    request_level = refilled(
-                        limit.request_level,
-                        per_window,
-                        limit.window_ms,
-                        limit.refilled_at,
-                        now,
-                    );
-                    if request_level < UNIT {
-                        tx.commit().await?;
-                        return Ok(busy(Some(wait_for(
-                            request_level,
-                            UNIT,
-                            per_window,
-                            limit.window_ms,
-                        ))));
-                    }
-                    request_level -= UNIT;
-                }
-                let mut token_level = limit.token_level;
-                if let Some(per_window) = limit.tokens {
-                    token_level = refilled(
-                        limit.token_level,
-                        per_window,
-                        limit.window_ms,
-                        limit.refilled_at,
-                        now,
-                    );
-                    // Admitted while above zero: its confirmed usage is taken after the call.
-                    if token_level <= 0 {
-                        tx.commit().await?;
-                        return Ok(busy(Some(wait_for(
-                            token_level,
-                            1,
-                            per_window,
-                            limit.window_ms,
-                        ))));
-                    }
-                }
-                if limit.requests.is_some() || limit.tokens.is_some() {
-                    levels.push((&limit.scope, request_level, token_level));
-                }
-            }
+            };
             for (scope, request_level, token_level) in levels {
                 sqlx::query(
                     "UPDATE limits SET request_level = $3, token_level = $4, refilled_at = $5 \

@@ -6,7 +6,7 @@
 //! saved result), `not_applied` (the call is sent again as a new attempt) or `give_up` (the
 //! execution ends `failed`, sending nothing). A decision needs the `outcomes` write right and
 //! an execution the caller may see; it is written with its audit entry in one transaction
-//! (`Store::decide_unknown`), and a second decision for the same call is refused.
+//! (`CallStore::decide_unknown`), and a second decision for the same call is refused.
 
 mod service;
 

@@ -135,6 +135,15 @@ pub fn parse_args(arguments: &Value, now: Millis) -> Result<RemindArgs, String> 
     })
 }
 
+/// Offers `remind` to a Turn of a Bot with its `reminders` setting on.
+pub struct RemindOffer;
+
+impl crate::chats::TurnOffer for RemindOffer {
+    fn offer(&self, bot: &crate::bots::BotRow, _chat: &crate::chats::ChatRow) -> Option<SavedTool> {
+        bot.spec.reminders.then(remind_tool)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,14 +186,5 @@ mod tests {
             .is_err()
         );
         assert!(parse_args(&json!({"text": "tea", "in": "P400D"}), now).is_err());
-    }
-}
-
-/// Offers `remind` to a Turn of a Bot with its `reminders` setting on.
-pub struct RemindOffer;
-
-impl crate::chats::TurnOffer for RemindOffer {
-    fn offer(&self, bot: &crate::bots::BotRow, _chat: &crate::chats::ChatRow) -> Option<SavedTool> {
-        bot.spec.reminders.then(remind_tool)
     }
 }

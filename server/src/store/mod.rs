@@ -43,9 +43,21 @@ pub use tx_write::{TxWrite, TxWrites};
 pub const OUTBOX_ATTEMPTS: i32 = 20;
 pub use sqlite::SqliteStore;
 
-/// The operations the engine needs from a database.
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
+/// The operations the engine needs from a database: one trait per role, so a part of the
+/// engine (or a test double) names the role it uses, and `Store` is all of them.
+pub trait Store:
+    ExecutionStore
+    + CallStore
+    + EventStore
+    + ChatQueueStore
+    + SignalStore
+    + OutboxStore
+    + RequestStore
+    + RecordStore
+    + Send
+    + Sync
+    + 'static
+{
     /// Which database this is.
     fn backend(&self) -> Backend;
 
@@ -53,13 +65,17 @@ pub trait Store: Send + Sync + 'static {
     fn notification_pool(&self) -> Option<sqlx::PgPool> {
         None
     }
+}
 
+/// Executions: submitting, claiming, leasing, committing, reading, pausing and cancelling them, and the trees of work they form.
+#[async_trait]
+pub trait ExecutionStore: Send + Sync {
     /// Stores a new execution with its sealed input and first events, or, when the command
     /// key was seen with the same input digest, returns the earlier execution. The same key
     /// with another digest fails with [`StoreError::CommandKeyConflict`].
     async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError>;
 
-    /// [`Store::submit`], with capability `writes` in the same transaction: the execution is
+    /// [`ExecutionStore::submit`], with capability `writes` in the same transaction: the execution is
     /// stored only with them, and a write that fails (or refuses) stores neither. When the
     /// command key names an earlier execution, the writes are not run.
     async fn submit_writing(
@@ -68,9 +84,9 @@ pub trait Store: Send + Sync + 'static {
         writes: TxWrites,
     ) -> Result<Submitted, StoreError>;
 
-    /// [`Store::submit_writing`] that, with `claim`, also claims the new execution for that
+    /// [`ExecutionStore::submit_writing`] that, with `claim`, also claims the new execution for that
     /// node in the same transaction when it may start now (a Chat's Turn only when no earlier
-    /// Turn of the Chat is still open, as [`Store::claim`] orders them): generation 1, the
+    /// Turn of the Chat is still open, as [`ExecutionStore::claim`] orders them): generation 1, the
     /// lease from now, `running`. The claim is returned only for a new execution it took; an
     /// earlier execution of the command key, or one that must wait, is left to the claims.
     async fn submit_claiming(
@@ -96,7 +112,7 @@ pub trait Store: Send + Sync + 'static {
             .claims)
     }
 
-    /// Claims as [`Store::claim`] does, with the waiting executions whose wake time is at or
+    /// Claims as [`ExecutionStore::claim`] does, with the waiting executions whose wake time is at or
     /// before `timers_due` (the node's [`crate::engine::Clock`]); leases are read against the
     /// system's time. A claimed row that cannot be read fails only itself: it comes back in
     /// [`Claimed::damaged`], owned by this claim, and the others are claimed as usual.
@@ -157,6 +173,53 @@ pub trait Store: Send + Sync + 'static {
         bot_ids: Option<&[BotId]>,
     ) -> Result<Option<ExecutionRow>, StoreError>;
 
+    /// When this node next has something to do: the earliest lapsing lease of another node's
+    /// work or wake time of waiting work, or `None` when nothing is scheduled.
+    async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError>;
+
+    /// Cancels a tree in one transaction: every execution of it that has not ended (`id`
+    /// itself with `with_root`, and all its descendants) gets a cancel signal, unless one
+    /// waits for it already (signals deduplicate), and moves to `cancelling` as
+    /// [`SignalStore::signal`] does. A crash cannot leave part of the tree uncancelled. With
+    /// `with_root`, an `id` that ended is [`StoreError::Ended`] and nothing is written.
+    async fn cancel_tree(
+        &self,
+        id: ExecutionId,
+        with_root: bool,
+    ) -> Result<CancelledTree, StoreError>;
+
+    /// Pauses an execution its owner `generation` holds: it waits with no owner and no wake
+    /// time until it is resumed, and `handled` pause signals are marked handled. Returns
+    /// `false`, changing nothing, when a resume dropped those signals meanwhile.
+    async fn pause(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        handled: Vec<i64>,
+    ) -> Result<bool, StoreError>;
+
+    /// Resumes an execution: a paused one is claimable again at once and its paused time is
+    /// added up; a pause not yet handled is dropped. Returns whether anything changed.
+    async fn resume(&self, id: ExecutionId) -> Result<bool, StoreError>;
+
+    /// Whether an ancestor of the execution is paused (or asked to pause).
+    async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError>;
+
+    /// The children of an execution that have not ended; with `attached_only`, only those it
+    /// waits for.
+    async fn open_children(
+        &self,
+        id: ExecutionId,
+        attached_only: bool,
+    ) -> Result<Vec<ExecutionId>, StoreError>;
+
+    /// Every descendant of an execution that has not ended (children, their children, ...).
+    async fn open_descendants(&self, id: ExecutionId) -> Result<Vec<ExecutionId>, StoreError>;
+}
+
+/// The call log: every outside call of an execution, and the calls whose outcome is unknown.
+#[async_trait]
+pub trait CallStore: Send + Sync {
     /// The latest attempt of a call slot; a saved result of any attempt wins over a later
     /// attempt without one.
     async fn latest_call(
@@ -168,85 +231,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// The whole call log of an execution, for audit, in key order.
     async fn calls(&self, id: ExecutionId) -> Result<Vec<CallRow>, StoreError>;
-
-    /// Up to `limit` events after sequence `after`, in order.
-    async fn events(
-        &self,
-        id: ExecutionId,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<Event>, StoreError>;
-
-    /// [`Store::events`] and, from the same read, whether the execution has ended: an end it
-    /// reports comes with every event before it. [`StoreError::NotFound`] when there is no
-    /// such execution.
-    async fn events_to_end(
-        &self,
-        id: ExecutionId,
-        after: i64,
-        limit: i64,
-    ) -> Result<TailPage, StoreError>;
-
-    /// Adds input to a running Turn; `None` when it has ended or no longer takes input. With a
-    /// `key`, the key is recorded for this execution in the same transaction; a key that is
-    /// already recorded adds nothing and fails with [`StoreError::CommandKeyConflict`] (read
-    /// it with [`Store::command_key`] to tell a retry from other input).
-    async fn add_input(
-        &self,
-        id: ExecutionId,
-        content: String,
-        key: Option<KeyWrite>,
-    ) -> Result<Option<i64>, StoreError>;
-
-    /// A recorded command key of `scope`.
-    async fn command_key(
-        &self,
-        scope: &Scope,
-        key: &str,
-    ) -> Result<Option<CommandKeyRow>, StoreError>;
-
-    /// Takes the input that joined the Turn for `step`: input not yet taken is assigned to
-    /// `step`; input already assigned to `step` is returned again (replay). With `last` and
-    /// nothing to take, the Turn stops taking input, so later input gets a Turn of its own.
-    /// Publishes `input_steered` for newly taken input in the same transaction.
-    /// Generation-checked. Without `last`, a step that finds nothing to take and took nothing
-    /// before writes nothing (one read): the step's model request marks it in its `sending`
-    /// commit (`Commit::input_step`), and from that mark on, later input goes to a later step.
-    async fn take_inputs(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        step: u32,
-        last: bool,
-    ) -> Result<Vec<String>, StoreError>;
-
-    /// Whether `take_inputs(id, generation, step, false)` would find input: input not yet
-    /// taken, or input `step` took before. One read. Also `true` when `generation` no longer
-    /// owns the execution, so that `take_inputs` answers with its refusal.
-    async fn inputs_waiting(
-        &self,
-        id: ExecutionId,
-        generation: i64,
-        step: u32,
-    ) -> Result<bool, StoreError>;
-
-    /// Stores a numbered signal and wakes a waiting execution. A `cancel` also moves a
-    /// running execution to `cancelling`.
-    async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError>;
-
-    /// Cancels a tree in one transaction: every execution of it that has not ended (`id`
-    /// itself with `with_root`, and all its descendants) gets a cancel signal, unless one
-    /// waits for it already (signals deduplicate), and moves to `cancelling` as
-    /// [`Store::signal`] does. A crash cannot leave part of the tree uncancelled. With
-    /// `with_root`, an `id` that ended is [`StoreError::Ended`] and nothing is written.
-    async fn cancel_tree(
-        &self,
-        id: ExecutionId,
-        with_root: bool,
-    ) -> Result<CancelledTree, StoreError>;
-
-    /// The signals not yet handled, in order.
-    async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError>;
 
     /// Resolves a call in `outcome_unknown` with a result (or a decision recorded as one) and
     /// queues the execution again. Fails with [`StoreError::Ended`] unless the execution waits
@@ -289,26 +273,75 @@ pub trait Store: Send + Sync + 'static {
         id: ExecutionId,
         decision: UnknownDecision,
     ) -> Result<OutcomeDecisionRow, StoreError>;
+}
 
-    /// When this node next has something to do: the earliest lapsing lease of another node's
-    /// work or wake time of waiting work, or `None` when nothing is scheduled.
-    async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError>;
-
-    /// Claims up to `limit` undelivered outbox messages for `lease_ms`, oldest first, skipping
-    /// messages another dispatcher holds and messages that used up [`OUTBOX_ATTEMPTS`].
-    async fn claim_outbox(&self, lease_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError>;
-
-    /// Records a delivery: delivered, or failed with a reason and tried again from `retry_at`
-    /// (until [`OUTBOX_ATTEMPTS`] are used up; then it stays, visible with its reason).
-    async fn finish_outbox(
+/// The ordered events of an execution, read from a cursor.
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// Up to `limit` events after sequence `after`, in order.
+    async fn events(
         &self,
-        id: i64,
-        failure: Option<&str>,
-        retry_at: Millis,
-    ) -> Result<(), StoreError>;
+        id: ExecutionId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError>;
 
-    /// The outbox messages an execution produced, in order.
-    async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError>;
+    /// [`EventStore::events`] and, from the same read, whether the execution has ended: an end it
+    /// reports comes with every event before it. [`StoreError::NotFound`] when there is no
+    /// such execution.
+    async fn events_to_end(
+        &self,
+        id: ExecutionId,
+        after: i64,
+        limit: i64,
+    ) -> Result<TailPage, StoreError>;
+}
+
+/// A Chat's input: its queue of Turns, input added to a running Turn, command keys, its admission gate and its notices.
+#[async_trait]
+pub trait ChatQueueStore: Send + Sync {
+    /// Adds input to a running Turn; `None` when it has ended or no longer takes input. With a
+    /// `key`, the key is recorded for this execution in the same transaction; a key that is
+    /// already recorded adds nothing and fails with [`StoreError::CommandKeyConflict`] (read
+    /// it with [`ChatQueueStore::command_key`] to tell a retry from other input).
+    async fn add_input(
+        &self,
+        id: ExecutionId,
+        content: String,
+        key: Option<KeyWrite>,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// A recorded command key of `scope`.
+    async fn command_key(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<CommandKeyRow>, StoreError>;
+
+    /// Takes the input that joined the Turn for `step`: input not yet taken is assigned to
+    /// `step`; input already assigned to `step` is returned again (replay). With `last` and
+    /// nothing to take, the Turn stops taking input, so later input gets a Turn of its own.
+    /// Publishes `input_steered` for newly taken input in the same transaction.
+    /// Generation-checked. Without `last`, a step that finds nothing to take and took nothing
+    /// before writes nothing (one read): the step's model request marks it in its `sending`
+    /// commit (`Commit::input_step`), and from that mark on, later input goes to a later step.
+    async fn take_inputs(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        step: u32,
+        last: bool,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Whether `take_inputs(id, generation, step, false)` would find input: input not yet
+    /// taken, or input `step` took before. One read. Also `true` when `generation` no longer
+    /// owns the execution, so that `take_inputs` answers with its refusal.
+    async fn inputs_waiting(
+        &self,
+        id: ExecutionId,
+        generation: i64,
+        step: u32,
+    ) -> Result<bool, StoreError>;
 
     /// Opens an admission gate (see [`NewExecution::admission_gate`]).
     async fn open_gate(&self, id: Uuid) -> Result<(), StoreError>;
@@ -333,34 +366,57 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<ExecutionRow>, StoreError>;
 
-    /// Stores a sealed record.
-    async fn put_sealed(
+    /// The notices kept as a Chat's history, in order.
+    async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
+
+    /// The notices kept as a Chat's history that follow one of the executions `first` to
+    /// `last` (both included), in order.
+    async fn chat_notices_between(
         &self,
-        execution: Option<ExecutionId>,
-        blob: SealedBlob,
+        chat_id: Uuid,
+        first: ExecutionId,
+        last: ExecutionId,
+    ) -> Result<Vec<ChatNoticeRow>, StoreError>;
+}
+
+/// Signals to executions.
+#[async_trait]
+pub trait SignalStore: Send + Sync {
+    /// Stores a numbered signal and wakes a waiting execution. A `cancel` also moves a
+    /// running execution to `cancelling`.
+    async fn signal(&self, id: ExecutionId, kind: &str, payload: &str) -> Result<i64, StoreError>;
+
+    /// The signals not yet handled, in order.
+    async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError>;
+}
+
+/// The outbox: messages a commit sends to other executions, delivered at least once.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Claims up to `limit` undelivered outbox messages for `lease_ms`, oldest first, skipping
+    /// messages another dispatcher holds and messages that used up [`OUTBOX_ATTEMPTS`].
+    async fn claim_outbox(&self, lease_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Records a delivery: delivered, or failed with a reason and tried again from `retry_at`
+    /// (until [`OUTBOX_ATTEMPTS`] are used up; then it stays, visible with its reason).
+    async fn finish_outbox(
+        &self,
+        id: i64,
+        failure: Option<&str>,
+        retry_at: Millis,
     ) -> Result<(), StoreError>;
 
-    /// Reads a sealed record.
-    async fn sealed(&self, id: Uuid) -> Result<Option<SealedBlob>, StoreError>;
+    /// The outbox messages an execution produced, in order.
+    async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError>;
+}
 
-    /// Reads a sealed error record and its category.
-    async fn error_record(&self, id: Uuid) -> Result<Option<(String, SealedBlob)>, StoreError>;
-
-    /// The children of an execution that have not ended; with `attached_only`, only those it
-    /// waits for.
-    async fn open_children(
-        &self,
-        id: ExecutionId,
-        attached_only: bool,
-    ) -> Result<Vec<ExecutionId>, StoreError>;
-
-    /// Every descendant of an execution that has not ended (children, their children, ...).
-    async fn open_descendants(&self, id: ExecutionId) -> Result<Vec<ExecutionId>, StoreError>;
-
+/// Requests (approvals, plans, questions) and their decisions.
+#[async_trait]
+pub trait RequestStore: Send + Sync {
     /// A request.
     async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError>;
 
-    /// A request that a reader with `access` may see (see [`Store::requests`]).
+    /// A request that a reader with `access` may see (see [`RequestStore::requests`]).
     async fn visible_request(
         &self,
         access: &RequestAccess,
@@ -388,42 +444,23 @@ pub trait Store: Send + Sync + 'static {
         id: Uuid,
         decision: RequestDecision,
     ) -> Result<RequestRow, StoreError>;
+}
 
-    /// Pauses an execution its owner `generation` holds: it waits with no owner and no wake
-    /// time until it is resumed, and `handled` pause signals are marked handled. Returns
-    /// `false`, changing nothing, when a resume dropped those signals meanwhile.
-    async fn pause(
+/// Sealed records: inputs, outputs, results and error causes.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// Stores a sealed record.
+    async fn put_sealed(
         &self,
-        id: ExecutionId,
-        generation: i64,
-        handled: Vec<i64>,
-    ) -> Result<bool, StoreError>;
+        execution: Option<ExecutionId>,
+        blob: SealedBlob,
+    ) -> Result<(), StoreError>;
 
-    /// Resumes an execution: a paused one is claimable again at once and its paused time is
-    /// added up; a pause not yet handled is dropped. Returns whether anything changed.
-    async fn resume(&self, id: ExecutionId) -> Result<bool, StoreError>;
+    /// Reads a sealed record.
+    async fn sealed(&self, id: Uuid) -> Result<Option<SealedBlob>, StoreError>;
 
-    /// Whether an ancestor of the execution is paused (or asked to pause).
-    async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError>;
-
-    /// The notices kept as a Chat's history, in order.
-    async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError>;
-
-    /// The notices kept as a Chat's history that follow one of the executions `first` to
-    /// `last` (both included), in order.
-    async fn chat_notices_between(
-        &self,
-        chat_id: Uuid,
-        first: ExecutionId,
-        last: ExecutionId,
-    ) -> Result<Vec<ChatNoticeRow>, StoreError>;
-
-    /// Seals, with the current key, the payloads that an older build wrote in clear text
-    /// (events, Turn input, Chat notices, requests), in batches of a few hundred rows per
-    /// transaction; returns how many rows it sealed. `openbot migrate` runs it after the
-    /// schema migrations (a migration file has no keys). Safe to run again and beside running
-    /// nodes: a row is sealed only while it is still clear, and readers read both forms.
-    async fn seal_clear_rows(&self) -> Result<u64, StoreError>;
+    /// Reads a sealed error record and its category.
+    async fn error_record(&self, id: Uuid) -> Result<Option<(String, SealedBlob)>, StoreError>;
 
     /// Stores a sealed error record that belongs to no step (e.g. a request fault).
     async fn put_error_record(
@@ -432,4 +469,11 @@ pub trait Store: Send + Sync + 'static {
         category: &str,
         blob: SealedBlob,
     ) -> Result<(), StoreError>;
+
+    /// Seals, with the current key, the payloads that an older build wrote in clear text
+    /// (events, Turn input, Chat notices, requests), in batches of a few hundred rows per
+    /// transaction; returns how many rows it sealed. `openbot migrate` runs it after the
+    /// schema migrations (a migration file has no keys). Safe to run again and beside running
+    /// nodes: a row is sealed only while it is still clear, and readers read both forms.
+    async fn seal_clear_rows(&self) -> Result<u64, StoreError>;
 }

@@ -245,7 +245,7 @@ impl SqlBackend for PostgresStore {
         .await?;
         Ok(())
     }
-    /// Renews this node's leases (see `Store::renew`).
+    /// Renews this node's leases (see `ExecutionStore::renew`).
     async fn renew_leases(
         &self,
         node: &str,

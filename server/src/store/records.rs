@@ -234,7 +234,7 @@ pub struct Claim {
     pub input: Option<SealedBlob>,
 }
 
-/// What [`crate::store::Store::cancel_tree`] did.
+/// What [`crate::store::ExecutionStore::cancel_tree`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CancelledTree {
     /// The number of the root's cancel signal (the one that waited already, if any), with
@@ -269,7 +269,7 @@ pub struct DamagedClaim {
     pub cause: String,
 }
 
-/// A node's claim written by the submission of new work itself ([`crate::store::Store::submit_claiming`]).
+/// A node's claim written by the submission of new work itself ([`crate::store::ExecutionStore::submit_claiming`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimFor {
     /// The node that runs the work.
@@ -407,7 +407,7 @@ pub struct Commit {
     pub notice: Option<NoticeWrite>,
     /// The rows capabilities write in the same transaction (see [`super::TxWrite`]).
     pub writes: super::TxWrites,
-    /// Marks the Turn's input as taken up to this step (`Store::take_inputs`): set by a model
+    /// Marks the Turn's input as taken up to this step (`ChatQueueStore::take_inputs`): set by a model
     /// request's `sending` commit, so input that arrives after the step looked for it is taken
     /// by a later step, never by this one on replay. Never lowers the mark.
     pub input_step: Option<u32>,
@@ -634,7 +634,7 @@ pub struct NoticeWrite {
     pub content: String,
 }
 
-/// Events after a cursor and the execution's end, read together (`Store::events_to_end`).
+/// Events after a cursor and the execution's end, read together (`EventStore::events_to_end`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TailPage {
     /// The events, in order.
@@ -643,7 +643,7 @@ pub struct TailPage {
     pub ended_at: Option<i64>,
 }
 
-/// One of a Chat's executions as its history reads it (`Store::chat_outputs`).
+/// One of a Chat's executions as its history reads it (`ChatQueueStore::chat_outputs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatOutput {
     /// The execution.

@@ -12,7 +12,7 @@
 //! sealed, so no query ever needs a key.
 //!
 //! A row written by an older build has its payload in clear text and no key ID; it is read as
-//! it is, and `openbot migrate` seals such rows ([`crate::store::Store::seal_clear_rows`]).
+//! it is, and `openbot migrate` seals such rows ([`crate::store::RecordStore::seal_clear_rows`]).
 
 use openbot_schema::{Event, EventKind, ExecutionId};
 use uuid::Uuid;

@@ -215,7 +215,7 @@ impl SqlBackend for SqliteStore {
         }
         Ok(())
     }
-    /// Renews this node's leases (see `Store::renew`).
+    /// Renews this node's leases (see `ExecutionStore::renew`).
     async fn renew_leases(
         &self,
         node: &str,

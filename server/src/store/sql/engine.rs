@@ -20,7 +20,10 @@ use crate::store::rows::{
 use crate::store::sealing::{CLEARED, Place, RowSeal, SEAL_BATCH, stored_from_row};
 use crate::store::statements::{bind_commit_update, call_upsert, commit_update};
 use crate::store::tips::Tip;
-use crate::store::{Store as StoreTrait, StoreError, TxWrites};
+use crate::store::{
+    CallStore, ChatQueueStore, EventStore, ExecutionStore, OutboxStore, RecordStore, RequestStore,
+    SignalStore, Store as StoreTrait, StoreError, TxWrites,
+};
 
 /// Marks an execution that got signal `$2` at `$3`. On owned work a cancel or wake also marks
 /// `wake_at` (unused while owned, reset by the claim): a wait its owner saves at the same
@@ -52,7 +55,7 @@ mod on_both {
     }
 
     impl Store {
-        /// Claims up to `limit` claimable executions of `kinds` for `node` (see `Store::claim`);
+        /// Claims up to `limit` claimable executions of `kinds` for `node` (see `ExecutionStore::claim`);
         /// the rows hold each claimed execution's columns as written (`execution_columns!`) and
         /// whether it has unhandled signals (`signals_pending`).
         /// PostgreSQL locks the candidates with `SKIP LOCKED`, so nodes claim side by side; SQLite
@@ -518,7 +521,6 @@ mod on_both {
         }
     }
 
-    #[async_trait]
     impl StoreTrait for Store {
         fn backend(&self) -> Backend {
             Self::KIND
@@ -527,7 +529,10 @@ mod on_both {
         fn notification_pool(&self) -> Option<sqlx::PgPool> {
             self.notifications()
         }
+    }
 
+    #[async_trait]
+    impl ExecutionStore for Store {
         async fn submit(&self, new: NewExecution) -> Result<Submitted, StoreError> {
             self.submit_writing(new, TxWrites::default()).await
         }
@@ -760,302 +765,19 @@ mod on_both {
             row.as_ref().map(|row| execution_from_row!(row)).transpose()
         }
 
-        async fn latest_call(
-            &self,
-            id: ExecutionId,
-            step: u32,
-            slot: CallSlot,
-        ) -> Result<Option<CallRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                call_columns!(),
-                " FROM calls WHERE execution_id = $1 AND step = $2 AND slot = $3 \
-             ORDER BY (status = 'done') DESC, attempt DESC LIMIT 1"
-            ))
-            .bind(id.as_uuid())
-            .bind(step as i32)
-            .bind(slot_name(slot))
-            .fetch_optional(self.reader())
-            .await?;
-            row.map(|row| call_from_row!(&row)).transpose()
-        }
-
-        async fn calls(&self, id: ExecutionId) -> Result<Vec<CallRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                call_columns!(),
-                " FROM calls WHERE execution_id = $1 ORDER BY step, slot, attempt"
-            ))
-            .bind(id.as_uuid())
-            .fetch_all(self.reader())
-            .await?;
-            rows.iter().map(|row| call_from_row!(row)).collect()
-        }
-
-        async fn events(
-            &self,
-            id: ExecutionId,
-            after: i64,
-            limit: i64,
-        ) -> Result<Vec<Event>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT sequence, payload, key_id, sealed, at FROM events WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+        async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError> {
+            Ok(sqlx::query_scalar(
+            "SELECT MIN(t) FROM ( \
+                 SELECT MIN(lease_expires_at) AS t FROM executions \
+                     WHERE state IN ('queued', 'running', 'waiting', 'cancelling') AND owner_node IS NOT NULL AND owner_node <> $1 \
+                 UNION ALL SELECT MIN(wake_at) FROM executions WHERE state = 'waiting' AND owner_node IS NULL \
+                 UNION ALL SELECT MIN(updated_at) FROM executions \
+                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL \
+                     AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due",
         )
-        .bind(id.as_uuid())
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
-            // Opened here, once per read: the readers at an execution's head share this read.
-            rows.iter()
-                .map(|row| event_from_row!(row, id, self.seal))
-                .collect()
-        }
-
-        async fn events_to_end(
-            &self,
-            id: ExecutionId,
-            after: i64,
-            limit: i64,
-        ) -> Result<TailPage, StoreError> {
-            // One statement, one snapshot: an end it sees comes with all the events before it.
-            let rows = sqlx::query(
-                "SELECT x.state, x.last_sequence, e.sequence, e.payload, e.key_id, e.sealed, e.at \
-             FROM executions x LEFT JOIN events e ON e.execution_id = x.id AND e.sequence > $2 \
-             WHERE x.id = $1 ORDER BY e.sequence LIMIT $3",
-            )
-            .bind(id.as_uuid())
-            .bind(after)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
-            let first = rows.first().ok_or(StoreError::NotFound(id))?;
-            let state: String = first.try_get("state")?;
-            let state = parse_state(&state)
-                .ok_or_else(|| StoreError::Invalid(format!("execution row: bad state {state}")))?;
-            let ended_at = state
-                .is_terminal()
-                .then(|| first.try_get::<i64, _>("last_sequence"))
-                .transpose()?;
-            let mut events = Vec::with_capacity(rows.len());
-            for row in &rows {
-                if row.try_get::<Option<i64>, _>("sequence")?.is_some() {
-                    events.push(event_from_row!(row, id, self.seal)?);
-                }
-            }
-            Ok(TailPage { events, ended_at })
-        }
-
-        async fn add_input(
-            &self,
-            id: ExecutionId,
-            content: String,
-            key: Option<KeyWrite>,
-        ) -> Result<Option<i64>, StoreError> {
-            let mut tx = self.writer().begin().await?;
-            // Under the row's lock: a Turn's end that closes input (`Commit::close_input`) either
-            // commits first, and this input is refused, or sees this input and does not end.
-            let open: Option<bool> = sqlx::query_scalar(concatcp!(
-                "SELECT NOT input_closed AND state IN ",
-                "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
-                " FROM executions WHERE id = $1",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
-            match open {
-                None => return Err(StoreError::NotFound(id)),
-                Some(false) => return Ok(None),
-                Some(true) => {}
-            }
-            if let Some(key) = &key {
-                // Recorded with the input, so a retry never adds it again.
-                let inserted = sqlx::query(
-                    "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
-                )
-                .bind(key.scope.to_stored())
-                .bind(&key.key)
-                .bind(&key.input_digest)
-                .bind(id.as_uuid())
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if inserted == 0 {
-                    tx.rollback().await?;
-                    return Err(StoreError::CommandKeyConflict(key.key.clone()));
-                }
-            }
-            let position =
-                Self::insert_input(&mut tx, &self.seal, id.as_uuid(), &content, now_ms()).await?;
-            tx.commit().await?;
-            Ok(Some(position))
-        }
-
-        async fn command_key(
-            &self,
-            scope: &Scope,
-            key: &str,
-        ) -> Result<Option<CommandKeyRow>, StoreError> {
-            let row = sqlx::query(
-                "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2",
-            )
-            .bind(scope.to_stored())
-            .bind(key)
-            .fetch_optional(self.reader())
-            .await?;
-            row.map(|row| {
-                Ok(CommandKeyRow {
-                    input_digest: row.try_get("input_digest")?,
-                    execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
-                })
-            })
-            .transpose()
-        }
-
-        async fn inputs_waiting(
-            &self,
-            id: ExecutionId,
-            generation: i64,
-            step: u32,
-        ) -> Result<bool, StoreError> {
-            let row = sqlx::query(
-                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
-             AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
-             FROM executions WHERE id = $1 AND generation = $2",
-            )
-            .bind(id.as_uuid())
-            .bind(generation)
-            .bind(step as i32)
-            .fetch_optional(self.reader())
-            .await?;
-            match row {
-                Some(row) => Ok(row.try_get::<bool, _>("waiting")?),
-                None => Ok(true),
-            }
-        }
-
-        async fn take_inputs(
-            &self,
-            id: ExecutionId,
-            generation: i64,
-            step: u32,
-            last: bool,
-        ) -> Result<Vec<String>, StoreError> {
-            // Most steps find nothing waiting: one read, no write transaction. The step's mark
-            // (`input_step`) is then written by its model request's `sending` commit
-            // (`Commit::input_step`), so input that arrives after this read is taken by a later
-            // step, never by this one on replay. Only taking input (or, with `last`, closing) writes.
-            // Nothing untaken and nothing this step took before: the answer is empty either way.
-            if !last && !self.inputs_waiting(id, generation, step).await? {
-                return Ok(Vec::new());
-            }
-            let mut tx = self.writer().begin().await?;
-            let owned = sqlx::query(concatcp!(
-                "SELECT 1 FROM executions WHERE id = $1 AND generation = $2",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .bind(generation)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if owned.is_none() {
-                let refusal = Self::refusal(&mut tx, id, generation).await;
-                tx.rollback().await?;
-                return Err(refusal);
-            }
-            // A step takes input once; taking it again (a replay) returns what it took then.
-            let fresh = sqlx::query(
-            "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
-             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content, key_id, sealed",
-        )
-        .bind(id.as_uuid())
-        .bind(step as i32)
-        .fetch_all(&mut *tx)
-        .await?;
-            let fresh = self.open_inputs(id, &fresh)?;
-            sqlx::query("UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2")
-                .bind(id.as_uuid())
-                .bind(step as i32)
-                .execute(&mut *tx)
-                .await?;
-            if !fresh.is_empty() {
-                // Its events move the execution's last sequence past the tip.
-                self.forget_tip(id);
-                let events = steered_events(&fresh)?;
-                let last: i64 = sqlx::query_scalar(
-                "UPDATE executions SET last_sequence = last_sequence + $2 WHERE id = $1 RETURNING last_sequence",
-            )
-            .bind(id.as_uuid())
-            .bind(events.len() as i64)
-            .fetch_one(&mut *tx)
-            .await?;
-                Self::insert_events(
-                    &mut tx,
-                    &self.seal,
-                    id,
-                    last - events.len() as i64 + 1,
-                    &events,
-                )
-                .await?;
-            }
-            let taken = sqlx::query(
-            "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position",
-        )
-        .bind(id.as_uuid())
-        .bind(step as i32)
-        .fetch_all(&mut *tx)
-        .await?;
-            let taken = self.open_inputs(id, &taken)?;
-            if last && taken.is_empty() {
-                sqlx::query("UPDATE executions SET input_closed = TRUE WHERE id = $1")
-                    .bind(id.as_uuid())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-            Ok(taken)
-        }
-
-        async fn signal(
-            &self,
-            id: ExecutionId,
-            kind: &str,
-            payload: &str,
-        ) -> Result<i64, StoreError> {
-            let mut tx = self.writer().begin().await?;
-            let state: Option<String> = sqlx::query_scalar(concatcp!(
-                "SELECT state FROM executions WHERE id = $1",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
-            let state = state.ok_or(StoreError::NotFound(id))?;
-            if parse_state(&state).is_none_or(|s| s.is_terminal()) {
-                return Err(StoreError::Ended(id));
-            }
-            let now = now_ms();
-            let number: i64 = sqlx::query_scalar(
-            "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
-             SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1 RETURNING number",
-        )
-        .bind(id.as_uuid())
-        .bind(kind)
-        .bind(payload)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
-            sqlx::query(MARK_SIGNALLED)
-                .bind(id.as_uuid())
-                .bind(kind)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(number)
+        .bind(node)
+        .fetch_one(self.reader())
+        .await?)
         }
 
         async fn cancel_tree(
@@ -1124,22 +846,68 @@ mod on_both {
             Ok(cancelled)
         }
 
-        async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT number, kind, payload FROM signals WHERE execution_id = $1 AND handled_at IS NULL ORDER BY number",
-        )
-        .bind(id.as_uuid())
-        .fetch_all(self.reader())
-        .await?;
-            rows.iter()
-                .map(|row| {
-                    Ok(SignalRow {
-                        number: row.try_get("number")?,
-                        kind: row.try_get("kind")?,
-                        payload: row.try_get("payload")?,
-                    })
-                })
-                .collect()
+        async fn pause(
+            &self,
+            id: ExecutionId,
+            generation: i64,
+            handled: Vec<i64>,
+        ) -> Result<bool, StoreError> {
+            self.pause_owned(id, generation, handled).await
+        }
+
+        async fn resume(&self, id: ExecutionId) -> Result<bool, StoreError> {
+            self.resume_paused(id).await
+        }
+
+        async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
+            self.has_paused_ancestor(id).await
+        }
+
+        async fn open_children(
+            &self,
+            id: ExecutionId,
+            attached_only: bool,
+        ) -> Result<Vec<ExecutionId>, StoreError> {
+            self.open_children_of(id, attached_only).await
+        }
+
+        async fn open_descendants(&self, id: ExecutionId) -> Result<Vec<ExecutionId>, StoreError> {
+            self.open_descendants_of(id).await
+        }
+    }
+
+    #[async_trait]
+    impl CallStore for Store {
+        async fn latest_call(
+            &self,
+            id: ExecutionId,
+            step: u32,
+            slot: CallSlot,
+        ) -> Result<Option<CallRow>, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                call_columns!(),
+                " FROM calls WHERE execution_id = $1 AND step = $2 AND slot = $3 \
+             ORDER BY (status = 'done') DESC, attempt DESC LIMIT 1"
+            ))
+            .bind(id.as_uuid())
+            .bind(step as i32)
+            .bind(slot_name(slot))
+            .fetch_optional(self.reader())
+            .await?;
+            row.map(|row| call_from_row!(&row)).transpose()
+        }
+
+        async fn calls(&self, id: ExecutionId) -> Result<Vec<CallRow>, StoreError> {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                call_columns!(),
+                " FROM calls WHERE execution_id = $1 ORDER BY step, slot, attempt"
+            ))
+            .bind(id.as_uuid())
+            .fetch_all(self.reader())
+            .await?;
+            rows.iter().map(|row| call_from_row!(row)).collect()
         }
 
         async fn resolve_unknown(
@@ -1225,99 +993,238 @@ mod on_both {
         ) -> Result<OutcomeDecisionRow, StoreError> {
             self.decide_unknown_call(id, decision).await
         }
+    }
 
-        async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError> {
-            Ok(sqlx::query_scalar(
-            "SELECT MIN(t) FROM ( \
-                 SELECT MIN(lease_expires_at) AS t FROM executions \
-                     WHERE state IN ('queued', 'running', 'waiting', 'cancelling') AND owner_node IS NOT NULL AND owner_node <> $1 \
-                 UNION ALL SELECT MIN(wake_at) FROM executions WHERE state = 'waiting' AND owner_node IS NULL \
-                 UNION ALL SELECT MIN(updated_at) FROM executions \
-                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL \
-                     AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due",
-        )
-        .bind(node)
-        .fetch_one(self.reader())
-        .await?)
-        }
-
-        async fn claim_outbox(
+    #[async_trait]
+    impl EventStore for Store {
+        async fn events(
             &self,
-            lease_ms: i64,
+            id: ExecutionId,
+            after: i64,
             limit: i64,
-        ) -> Result<Vec<OutboxRow>, StoreError> {
-            let now = now_ms();
-            let rows = sqlx::query(concatcp!(
-                "UPDATE outbox SET claimed_until = $1 + $2 WHERE id IN ( \
-                 SELECT id FROM outbox WHERE delivered_at IS NULL AND attempts < $4 \
-                   AND (claimed_until IS NULL OR claimed_until < $1) \
-                 ORDER BY id LIMIT $3",
-                Store::SKIP_LOCKED,
-                ") RETURNING id, execution_id, kind, payload, attempts"
-            ))
-            .bind(now)
-            .bind(lease_ms)
-            .bind(limit)
-            .bind(crate::store::OUTBOX_ATTEMPTS)
-            .fetch_all(self.writer())
-            .await?;
-            let mut messages: Vec<OutboxRow> = rows
-                .iter()
-                .map(|row| {
-                    Ok(OutboxRow {
-                        id: row.try_get("id")?,
-                        execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
-                        kind: row.try_get("kind")?,
-                        payload: row.try_get("payload")?,
-                        attempts: row.try_get("attempts")?,
-                    })
-                })
-                .collect::<Result<_, StoreError>>()?;
-            messages.sort_by_key(|m| m.id);
-            Ok(messages)
-        }
-
-        async fn finish_outbox(
-            &self,
-            id: i64,
-            failure: Option<&str>,
-            retry_at: Millis,
-        ) -> Result<(), StoreError> {
-            sqlx::query(
-            "UPDATE outbox SET claimed_until = CASE WHEN CAST($2 AS TEXT) IS NULL THEN NULL ELSE $4 END, \
-                 delivered_at = CASE WHEN CAST($2 AS TEXT) IS NULL THEN $3 ELSE NULL END, \
-                 attempts = attempts + CASE WHEN CAST($2 AS TEXT) IS NULL THEN 0 ELSE 1 END, \
-                 last_error = COALESCE($2, last_error) \
-             WHERE id = $1",
-        )
-        .bind(id)
-        .bind(failure)
-        .bind(now_ms())
-        .bind(retry_at)
-        .execute(self.writer())
-        .await?;
-            Ok(())
-        }
-
-        async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError> {
+        ) -> Result<Vec<Event>, StoreError> {
             let rows = sqlx::query(
-            "SELECT id, kind, delivered_at IS NOT NULL AS delivered, attempts, last_error FROM outbox \
-             WHERE execution_id = $1 ORDER BY id",
+            "SELECT sequence, payload, key_id, sealed, at FROM events WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
         )
         .bind(id.as_uuid())
+        .bind(after)
+        .bind(limit)
         .fetch_all(self.reader())
         .await?;
+            // Opened here, once per read: the readers at an execution's head share this read.
             rows.iter()
-                .map(|row| {
-                    Ok(OutboxStatus {
-                        id: row.try_get("id")?,
-                        kind: row.try_get("kind")?,
-                        delivered: row.try_get("delivered")?,
-                        attempts: row.try_get("attempts")?,
-                        last_error: row.try_get("last_error")?,
-                    })
-                })
+                .map(|row| event_from_row!(row, id, self.seal))
                 .collect()
+        }
+
+        async fn events_to_end(
+            &self,
+            id: ExecutionId,
+            after: i64,
+            limit: i64,
+        ) -> Result<TailPage, StoreError> {
+            // One statement, one snapshot: an end it sees comes with all the events before it.
+            let rows = sqlx::query(
+                "SELECT x.state, x.last_sequence, e.sequence, e.payload, e.key_id, e.sealed, e.at \
+             FROM executions x LEFT JOIN events e ON e.execution_id = x.id AND e.sequence > $2 \
+             WHERE x.id = $1 ORDER BY e.sequence LIMIT $3",
+            )
+            .bind(id.as_uuid())
+            .bind(after)
+            .bind(limit)
+            .fetch_all(self.reader())
+            .await?;
+            let first = rows.first().ok_or(StoreError::NotFound(id))?;
+            let state: String = first.try_get("state")?;
+            let state = parse_state(&state)
+                .ok_or_else(|| StoreError::Invalid(format!("execution row: bad state {state}")))?;
+            let ended_at = state
+                .is_terminal()
+                .then(|| first.try_get::<i64, _>("last_sequence"))
+                .transpose()?;
+            let mut events = Vec::with_capacity(rows.len());
+            for row in &rows {
+                if row.try_get::<Option<i64>, _>("sequence")?.is_some() {
+                    events.push(event_from_row!(row, id, self.seal)?);
+                }
+            }
+            Ok(TailPage { events, ended_at })
+        }
+    }
+
+    #[async_trait]
+    impl ChatQueueStore for Store {
+        async fn add_input(
+            &self,
+            id: ExecutionId,
+            content: String,
+            key: Option<KeyWrite>,
+        ) -> Result<Option<i64>, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            // Under the row's lock: a Turn's end that closes input (`Commit::close_input`) either
+            // commits first, and this input is refused, or sees this input and does not end.
+            let open: Option<bool> = sqlx::query_scalar(concatcp!(
+                "SELECT NOT input_closed AND state IN ",
+                "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
+                " FROM executions WHERE id = $1",
+                Store::FOR_UPDATE
+            ))
+            .bind(id.as_uuid())
+            .fetch_optional(&mut *tx)
+            .await?;
+            match open {
+                None => return Err(StoreError::NotFound(id)),
+                Some(false) => return Ok(None),
+                Some(true) => {}
+            }
+            if let Some(key) = &key {
+                // Recorded with the input, so a retry never adds it again.
+                let inserted = sqlx::query(
+                    "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
+                )
+                .bind(key.scope.to_stored())
+                .bind(&key.key)
+                .bind(&key.input_digest)
+                .bind(id.as_uuid())
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if inserted == 0 {
+                    tx.rollback().await?;
+                    return Err(StoreError::CommandKeyConflict(key.key.clone()));
+                }
+            }
+            let position =
+                Self::insert_input(&mut tx, &self.seal, id.as_uuid(), &content, now_ms()).await?;
+            tx.commit().await?;
+            Ok(Some(position))
+        }
+
+        async fn command_key(
+            &self,
+            scope: &Scope,
+            key: &str,
+        ) -> Result<Option<CommandKeyRow>, StoreError> {
+            let row = sqlx::query(
+                "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2",
+            )
+            .bind(scope.to_stored())
+            .bind(key)
+            .fetch_optional(self.reader())
+            .await?;
+            row.map(|row| {
+                Ok(CommandKeyRow {
+                    input_digest: row.try_get("input_digest")?,
+                    execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
+                })
+            })
+            .transpose()
+        }
+
+        async fn take_inputs(
+            &self,
+            id: ExecutionId,
+            generation: i64,
+            step: u32,
+            last: bool,
+        ) -> Result<Vec<String>, StoreError> {
+            // Most steps find nothing waiting: one read, no write transaction. The step's mark
+            // (`input_step`) is then written by its model request's `sending` commit
+            // (`Commit::input_step`), so input that arrives after this read is taken by a later
+            // step, never by this one on replay. Only taking input (or, with `last`, closing) writes.
+            // Nothing untaken and nothing this step took before: the answer is empty either way.
+            if !last && !self.inputs_waiting(id, generation, step).await? {
+                return Ok(Vec::new());
+            }
+            let mut tx = self.writer().begin().await?;
+            let owned = sqlx::query(concatcp!(
+                "SELECT 1 FROM executions WHERE id = $1 AND generation = $2",
+                Store::FOR_UPDATE
+            ))
+            .bind(id.as_uuid())
+            .bind(generation)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if owned.is_none() {
+                let refusal = Self::refusal(&mut tx, id, generation).await;
+                tx.rollback().await?;
+                return Err(refusal);
+            }
+            // A step takes input once; taking it again (a replay) returns what it took then.
+            let fresh = sqlx::query(
+            "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
+             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content, key_id, sealed",
+        )
+        .bind(id.as_uuid())
+        .bind(step as i32)
+        .fetch_all(&mut *tx)
+        .await?;
+            let fresh = self.open_inputs(id, &fresh)?;
+            sqlx::query("UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2")
+                .bind(id.as_uuid())
+                .bind(step as i32)
+                .execute(&mut *tx)
+                .await?;
+            if !fresh.is_empty() {
+                // Its events move the execution's last sequence past the tip.
+                self.forget_tip(id);
+                let events = steered_events(&fresh)?;
+                let last: i64 = sqlx::query_scalar(
+                "UPDATE executions SET last_sequence = last_sequence + $2 WHERE id = $1 RETURNING last_sequence",
+            )
+            .bind(id.as_uuid())
+            .bind(events.len() as i64)
+            .fetch_one(&mut *tx)
+            .await?;
+                Self::insert_events(
+                    &mut tx,
+                    &self.seal,
+                    id,
+                    last - events.len() as i64 + 1,
+                    &events,
+                )
+                .await?;
+            }
+            let taken = sqlx::query(
+            "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position",
+        )
+        .bind(id.as_uuid())
+        .bind(step as i32)
+        .fetch_all(&mut *tx)
+        .await?;
+            let taken = self.open_inputs(id, &taken)?;
+            if last && taken.is_empty() {
+                sqlx::query("UPDATE executions SET input_closed = TRUE WHERE id = $1")
+                    .bind(id.as_uuid())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(taken)
+        }
+
+        async fn inputs_waiting(
+            &self,
+            id: ExecutionId,
+            generation: i64,
+            step: u32,
+        ) -> Result<bool, StoreError> {
+            let row = sqlx::query(
+                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
+             AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
+             FROM executions WHERE id = $1 AND generation = $2",
+            )
+            .bind(id.as_uuid())
+            .bind(generation)
+            .bind(step as i32)
+            .fetch_optional(self.reader())
+            .await?;
+            match row {
+                Some(row) => Ok(row.try_get::<bool, _>("waiting")?),
+                None => Ok(true),
+            }
         }
 
         async fn open_gate(&self, id: Uuid) -> Result<(), StoreError> {
@@ -1396,6 +1303,200 @@ mod on_both {
             rows.iter().map(|row| execution_from_row!(row)).collect()
         }
 
+        async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
+            self.notices_of(chat_id, None).await
+        }
+
+        async fn chat_notices_between(
+            &self,
+            chat_id: Uuid,
+            first: ExecutionId,
+            last: ExecutionId,
+        ) -> Result<Vec<ChatNoticeRow>, StoreError> {
+            self.notices_of(chat_id, Some((first, last))).await
+        }
+    }
+
+    #[async_trait]
+    impl SignalStore for Store {
+        async fn signal(
+            &self,
+            id: ExecutionId,
+            kind: &str,
+            payload: &str,
+        ) -> Result<i64, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            let state: Option<String> = sqlx::query_scalar(concatcp!(
+                "SELECT state FROM executions WHERE id = $1",
+                Store::FOR_UPDATE
+            ))
+            .bind(id.as_uuid())
+            .fetch_optional(&mut *tx)
+            .await?;
+            let state = state.ok_or(StoreError::NotFound(id))?;
+            if parse_state(&state).is_none_or(|s| s.is_terminal()) {
+                return Err(StoreError::Ended(id));
+            }
+            let now = now_ms();
+            let number: i64 = sqlx::query_scalar(
+            "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
+             SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1 RETURNING number",
+        )
+        .bind(id.as_uuid())
+        .bind(kind)
+        .bind(payload)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+            sqlx::query(MARK_SIGNALLED)
+                .bind(id.as_uuid())
+                .bind(kind)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(number)
+        }
+
+        async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError> {
+            let rows = sqlx::query(
+            "SELECT number, kind, payload FROM signals WHERE execution_id = $1 AND handled_at IS NULL ORDER BY number",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(self.reader())
+        .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(SignalRow {
+                        number: row.try_get("number")?,
+                        kind: row.try_get("kind")?,
+                        payload: row.try_get("payload")?,
+                    })
+                })
+                .collect()
+        }
+    }
+
+    #[async_trait]
+    impl OutboxStore for Store {
+        async fn claim_outbox(
+            &self,
+            lease_ms: i64,
+            limit: i64,
+        ) -> Result<Vec<OutboxRow>, StoreError> {
+            let now = now_ms();
+            let rows = sqlx::query(concatcp!(
+                "UPDATE outbox SET claimed_until = $1 + $2 WHERE id IN ( \
+                 SELECT id FROM outbox WHERE delivered_at IS NULL AND attempts < $4 \
+                   AND (claimed_until IS NULL OR claimed_until < $1) \
+                 ORDER BY id LIMIT $3",
+                Store::SKIP_LOCKED,
+                ") RETURNING id, execution_id, kind, payload, attempts"
+            ))
+            .bind(now)
+            .bind(lease_ms)
+            .bind(limit)
+            .bind(crate::store::OUTBOX_ATTEMPTS)
+            .fetch_all(self.writer())
+            .await?;
+            let mut messages: Vec<OutboxRow> = rows
+                .iter()
+                .map(|row| {
+                    Ok(OutboxRow {
+                        id: row.try_get("id")?,
+                        execution_id: row.try_get::<Uuid, _>("execution_id")?.into(),
+                        kind: row.try_get("kind")?,
+                        payload: row.try_get("payload")?,
+                        attempts: row.try_get("attempts")?,
+                    })
+                })
+                .collect::<Result<_, StoreError>>()?;
+            messages.sort_by_key(|m| m.id);
+            Ok(messages)
+        }
+
+        async fn finish_outbox(
+            &self,
+            id: i64,
+            failure: Option<&str>,
+            retry_at: Millis,
+        ) -> Result<(), StoreError> {
+            sqlx::query(
+            "UPDATE outbox SET claimed_until = CASE WHEN CAST($2 AS TEXT) IS NULL THEN NULL ELSE $4 END, \
+                 delivered_at = CASE WHEN CAST($2 AS TEXT) IS NULL THEN $3 ELSE NULL END, \
+                 attempts = attempts + CASE WHEN CAST($2 AS TEXT) IS NULL THEN 0 ELSE 1 END, \
+                 last_error = COALESCE($2, last_error) \
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(failure)
+        .bind(now_ms())
+        .bind(retry_at)
+        .execute(self.writer())
+        .await?;
+            Ok(())
+        }
+
+        async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError> {
+            let rows = sqlx::query(
+            "SELECT id, kind, delivered_at IS NOT NULL AS delivered, attempts, last_error FROM outbox \
+             WHERE execution_id = $1 ORDER BY id",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(self.reader())
+        .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(OutboxStatus {
+                        id: row.try_get("id")?,
+                        kind: row.try_get("kind")?,
+                        delivered: row.try_get("delivered")?,
+                        attempts: row.try_get("attempts")?,
+                        last_error: row.try_get("last_error")?,
+                    })
+                })
+                .collect()
+        }
+    }
+
+    #[async_trait]
+    impl RequestStore for Store {
+        async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
+            self.request_by_id(id).await
+        }
+
+        async fn visible_request(
+            &self,
+            access: &RequestAccess,
+            id: Uuid,
+        ) -> Result<Option<RequestRow>, StoreError> {
+            Ok(self
+                .requests_of(access, Some(id), None, None, 1)
+                .await?
+                .pop())
+        }
+
+        async fn requests(
+            &self,
+            access: &RequestAccess,
+            state: Option<&str>,
+            before: Option<crate::paging::CreatedPosition>,
+            limit: i64,
+        ) -> Result<Vec<RequestRow>, StoreError> {
+            self.requests_of(access, None, state, before, limit).await
+        }
+
+        async fn decide_request(
+            &self,
+            id: Uuid,
+            decision: RequestDecision,
+        ) -> Result<RequestRow, StoreError> {
+            self.decide(id, decision).await
+        }
+    }
+
+    #[async_trait]
+    impl RecordStore for Store {
         async fn put_sealed(
             &self,
             execution: Option<ExecutionId>,
@@ -1446,94 +1547,6 @@ mod on_both {
             .transpose()
         }
 
-        async fn open_children(
-            &self,
-            id: ExecutionId,
-            attached_only: bool,
-        ) -> Result<Vec<ExecutionId>, StoreError> {
-            self.open_children_of(id, attached_only).await
-        }
-
-        async fn open_descendants(&self, id: ExecutionId) -> Result<Vec<ExecutionId>, StoreError> {
-            self.open_descendants_of(id).await
-        }
-
-        async fn request(&self, id: Uuid) -> Result<Option<RequestRow>, StoreError> {
-            self.request_by_id(id).await
-        }
-
-        async fn visible_request(
-            &self,
-            access: &RequestAccess,
-            id: Uuid,
-        ) -> Result<Option<RequestRow>, StoreError> {
-            Ok(self
-                .requests_of(access, Some(id), None, None, 1)
-                .await?
-                .pop())
-        }
-
-        async fn requests(
-            &self,
-            access: &RequestAccess,
-            state: Option<&str>,
-            before: Option<crate::paging::CreatedPosition>,
-            limit: i64,
-        ) -> Result<Vec<RequestRow>, StoreError> {
-            self.requests_of(access, None, state, before, limit).await
-        }
-
-        async fn decide_request(
-            &self,
-            id: Uuid,
-            decision: RequestDecision,
-        ) -> Result<RequestRow, StoreError> {
-            self.decide(id, decision).await
-        }
-
-        async fn pause(
-            &self,
-            id: ExecutionId,
-            generation: i64,
-            handled: Vec<i64>,
-        ) -> Result<bool, StoreError> {
-            self.pause_owned(id, generation, handled).await
-        }
-
-        async fn resume(&self, id: ExecutionId) -> Result<bool, StoreError> {
-            self.resume_paused(id).await
-        }
-
-        async fn ancestor_paused(&self, id: ExecutionId) -> Result<bool, StoreError> {
-            self.has_paused_ancestor(id).await
-        }
-
-        async fn chat_notices(&self, chat_id: Uuid) -> Result<Vec<ChatNoticeRow>, StoreError> {
-            self.notices_of(chat_id, None).await
-        }
-
-        async fn chat_notices_between(
-            &self,
-            chat_id: Uuid,
-            first: ExecutionId,
-            last: ExecutionId,
-        ) -> Result<Vec<ChatNoticeRow>, StoreError> {
-            self.notices_of(chat_id, Some((first, last))).await
-        }
-
-        async fn seal_clear_rows(&self) -> Result<u64, StoreError> {
-            let mut sealed = 0;
-            loop {
-                let mut tx = self.writer().begin().await?;
-                let batch = self.seal_clear_batch(&mut tx).await?;
-                tx.commit().await?;
-                sealed += batch;
-                if batch == 0 {
-                    return Ok(sealed);
-                }
-            }
-        }
-
         async fn put_error_record(
             &self,
             execution: Option<ExecutionId>,
@@ -1553,6 +1566,19 @@ mod on_both {
         .execute(self.writer())
         .await?;
             Ok(())
+        }
+
+        async fn seal_clear_rows(&self) -> Result<u64, StoreError> {
+            let mut sealed = 0;
+            loop {
+                let mut tx = self.writer().begin().await?;
+                let batch = self.seal_clear_batch(&mut tx).await?;
+                tx.commit().await?;
+                sealed += batch;
+                if batch == 0 {
+                    return Ok(sealed);
+                }
+            }
         }
     }
 }

@@ -27,7 +27,7 @@ pub(super) struct CallLog {
 }
 
 impl DurableHost {
-    /// The latest row of a call slot, as `Store::latest_call` answers it, from this owner's
+    /// The latest row of a call slot, as `CallStore::latest_call` answers it, from this owner's
     /// copy of the call log.
     pub(super) async fn saved_row(
         &self,
@@ -196,7 +196,7 @@ impl DurableHost {
     }
 }
 
-/// Keeps, per call slot, the row `Store::latest_call` would answer: a saved result wins, then the
+/// Keeps, per call slot, the row `CallStore::latest_call` would answer: a saved result wins, then the
 /// highest attempt.
 fn keep_latest(map: &mut CallMap, row: CallRow) {
     let slot = (row.key.step, row.key.slot);

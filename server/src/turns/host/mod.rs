@@ -139,7 +139,7 @@ impl DurableHost {
     }
 
     /// Gives the Turn's first input check (step 1) the answer the phase's start read
-    /// (`Store::inputs_waiting` for step 1): input that arrives after that read is taken by a
+    /// (`ChatQueueStore::inputs_waiting` for step 1): input that arrives after that read is taken by a
     /// later step, as after any check.
     pub(crate) fn with_first_inputs_waiting(self, waiting: bool) -> Self {
         *self
