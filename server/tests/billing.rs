@@ -314,16 +314,11 @@ async fn bare_execution(server: &Server) -> openbot_schema::ExecutionId {
     let owner = server.owner_member().await;
     server
         .engine
-        .submit(Submission {
-            kind: "billing-test",
-            scope: Scope::Member(owner.member_id.to_string()),
-            command_key: None,
-            input: &json!({}),
-            events: Vec::new(),
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        })
+        .submit(Submission::new(
+            "billing-test",
+            Scope::Member(owner.member_id.to_string()),
+            &json!({}),
+        ))
         .await
         .unwrap()
         .execution_id()

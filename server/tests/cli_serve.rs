@@ -257,16 +257,11 @@ async fn a_single_node_interrupts_work_of_a_kind_it_has_no_workflow_for() {
     let store = std::sync::Arc::new(SqliteStore::open(&db, keys.clone()).await.unwrap());
     let engine = Engine::open(store, keys.clone(), "earlier-build".into());
     let id = engine
-        .submit(Submission {
-            kind: "legacy_report",
-            scope: Scope::Member("m".into()),
-            command_key: None,
-            input: &serde_json::json!({"report": 1}),
-            events: Vec::new(),
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        })
+        .submit(Submission::new(
+            "legacy_report",
+            Scope::Member("m".into()),
+            &serde_json::json!({"report": 1}),
+        ))
         .await
         .unwrap()
         .execution_id();

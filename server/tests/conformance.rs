@@ -1175,18 +1175,10 @@ fn turn_input(model: &str, outside: Option<&Outside>) -> TurnInput {
 }
 
 async fn submit_turn(engine: &Engine, input: &TurnInput) -> ExecutionId {
-    let submission = Submission {
-        kind: TURN,
-        scope: member(),
-        command_key: None,
-        input,
-        events: vec![EventKind::TurnStarted {
+    let submission =
+        Submission::new(TURN, member(), input).with_events(vec![EventKind::TurnStarted {
             input: input.input.clone(),
-        }],
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    };
+        }]);
     engine.submit(submission).await.unwrap().execution_id()
 }
 
@@ -1603,16 +1595,7 @@ async fn sleepy_engine(store: &Arc<dyn Store>) -> Engine {
 
 async fn submit_sleepy(engine: &Engine, wake_at: i64) -> ExecutionId {
     let input = SleepyInput { wake_at };
-    let submission = Submission {
-        kind: "sleepy",
-        scope: member(),
-        command_key: None,
-        input: &input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    };
+    let submission = Submission::new("sleepy", member(), &input);
     engine.submit(submission).await.unwrap().execution_id()
 }
 
@@ -1750,16 +1733,11 @@ async fn a_retired_workflow_kind_ends_interrupted_with_its_reason(backend: Backe
     let engine = engine_on(&backend.store, &keys, "node-a");
     // Work of a kind an earlier build ran, waiting in the database.
     let id = engine
-        .submit(Submission {
-            kind: "legacy_report",
-            scope: member(),
-            command_key: None,
-            input: &json!({"report": 1}),
-            events: Vec::new(),
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        })
+        .submit(Submission::new(
+            "legacy_report",
+            member(),
+            &json!({"report": 1}),
+        ))
         .await
         .unwrap()
         .execution_id();

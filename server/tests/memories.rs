@@ -698,16 +698,11 @@ async fn a_second_learning_of_the_same_turn_adds_nothing_and_asks_no_model(serve
     .unwrap();
     let submitted = server
         .engine
-        .submit(openbot_server::engine::Submission {
-            kind: openbot_server::memories::LEARNING,
-            scope: openbot_server::store::Scope::Member(owner.member_id.to_string()),
-            command_key: None,
-            input: &learning,
-            events: Vec::new(),
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        })
+        .submit(openbot_server::engine::Submission::new(
+            openbot_server::memories::LEARNING,
+            openbot_server::store::Scope::Member(owner.member_id.to_string()),
+            &learning,
+        ))
         .await
         .unwrap()
         .execution_id();

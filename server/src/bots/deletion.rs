@@ -66,16 +66,12 @@ pub async fn delete_bot(
         bot_id: bot,
         organization_id: organization,
     };
-    let submission = Submission {
-        kind: BOT_DELETION,
-        scope: bot_deletion_service(organization).scope(),
-        command_key: Some(format!("bot-deletion:{bot}")),
-        input: &input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    };
+    let submission = Submission::new(
+        BOT_DELETION,
+        bot_deletion_service(organization).scope(),
+        &input,
+    )
+    .with_key(format!("bot-deletion:{bot}"));
     engine
         .submit_writing(submission, TxWrites::one(MarkBotDeleted { bot }))
         .await?;

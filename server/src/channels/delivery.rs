@@ -56,19 +56,13 @@ pub fn delivery_submission(
     organization: Uuid,
     input: &DeliveryInput,
 ) -> Submission<'_, DeliveryInput> {
-    Submission {
-        kind: CHANNEL_DELIVERY,
-        scope: channels_service(organization).scope(),
-        command_key: Some(format!(
-            "channel-input:{}:{}",
-            input.channel_id, input.event_id
-        )),
+    let key = format!("channel-input:{}:{}", input.channel_id, input.event_id);
+    Submission::new(
+        CHANNEL_DELIVERY,
+        channels_service(organization).scope(),
         input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    }
+    )
+    .with_key(key)
 }
 
 /// How long a delivery waits before it looks at its Turn again: short for a young Turn,

@@ -33,16 +33,12 @@ pub fn removal_submission(
     organization: Uuid,
     input: &RemovalInput,
 ) -> Submission<'_, RemovalInput> {
-    Submission {
-        kind: CHANNEL_REMOVAL,
-        scope: channels_service(organization).scope(),
-        command_key: Some(format!("channel-removal:{}", input.channel_id)),
+    Submission::new(
+        CHANNEL_REMOVAL,
+        channels_service(organization).scope(),
         input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    }
+    )
+    .with_key(format!("channel-removal:{}", input.channel_id))
 }
 
 /// Runs removals.

@@ -49,16 +49,8 @@ pub fn deletion_submission(
     organization: uuid::Uuid,
     input: &DeletionInput,
 ) -> Submission<'_, DeletionInput> {
-    Submission {
-        kind: CHAT_DELETION,
-        scope: deletion_service(organization).scope(),
-        command_key: Some(format!("chat-deletion:{}", input.chat_id)),
-        input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    }
+    Submission::new(CHAT_DELETION, deletion_service(organization).scope(), input)
+        .with_key(format!("chat-deletion:{}", input.chat_id))
 }
 
 /// Runs Chat deletions.

@@ -354,18 +354,12 @@ impl Chats {
             // Plan mode asks for `propose_plan` itself; Code Mode waits until it ends.
             code_mode: bot.spec.code_mode && !chat.plan_mode,
         };
-        let submission = Submission {
-            kind: TURN,
-            scope: caller.scope(),
-            command_key: input.command_key.clone(),
-            input: &turn,
-            events: vec![EventKind::TurnStarted {
+        let submission = Submission::new(TURN, caller.scope(), &turn)
+            .with_optional_key(input.command_key.clone())
+            .with_events(vec![EventKind::TurnStarted {
                 input: input.content,
-            }],
-            parent_id: None,
-            chat_id: Some(id.as_uuid()),
-            admission_gate: Some(id.as_uuid()),
-        };
+            }])
+            .turn_of(id.as_uuid());
         let submitted = match request_digest {
             Some(digest) => self.engine.submit_as(submission, digest).await?,
             None => self.engine.submit(submission).await?,

@@ -113,19 +113,12 @@ pub async fn run_program(
                 tools,
                 identity: ExecutionIdentity::for_turn(caller, caller.member.member_id, bot.id),
             };
-            let submission = Submission {
-                kind: CODE_RUN,
-                scope: caller.scope(),
-                command_key: run.command_key,
-                input: &input,
-                events: vec![EventKind::ToolCall {
+            let submission = Submission::new(CODE_RUN, caller.scope(), &input)
+                .with_optional_key(run.command_key)
+                .with_events(vec![EventKind::ToolCall {
                     step: 1,
                     call: input.call(),
-                }],
-                parent_id: None,
-                chat_id: None,
-                admission_gate: None,
-            };
+                }]);
             engine.submit_as(submission, digest).await?.execution_id()
         }
     };

@@ -314,6 +314,49 @@ pub struct Submission<'a, T: Serialize> {
     pub admission_gate: Option<Uuid>,
 }
 
+impl<'a, T: Serialize> Submission<'a, T> {
+    /// Work of `kind` for `scope` with `input`: no command key, no first events, no parent, no
+    /// Chat.
+    pub fn new(kind: &'a str, scope: Scope, input: &'a T) -> Self {
+        Self {
+            kind,
+            scope,
+            command_key: None,
+            input,
+            events: Vec::new(),
+            parent_id: None,
+            chat_id: None,
+            admission_gate: None,
+        }
+    }
+
+    /// Deduplicated under `key`: a retry with the same key and input answers the same
+    /// execution; the same key for other input is a conflict.
+    pub fn with_key(self, key: impl Into<String>) -> Self {
+        self.with_optional_key(Some(key.into()))
+    }
+
+    /// Deduplicated under `key` when the caller gave one (see [`Submission::with_key`]).
+    pub fn with_optional_key(mut self, key: Option<String>) -> Self {
+        self.command_key = key;
+        self
+    }
+
+    /// Published with `events` as the execution's first.
+    pub fn with_events(mut self, events: Vec<EventKind>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// A Turn of `chat`: it waits behind the Chat's earlier Turns and is admitted only while
+    /// the Chat's gate is open.
+    pub fn turn_of(mut self, chat: Uuid) -> Self {
+        self.chat_id = Some(chat);
+        self.admission_gate = Some(chat);
+        self
+    }
+}
+
 /// What a submission's command key stands for: its kind, its target (Chat, parent, admission
 /// gate) and its input. Each target takes a fixed 17 bytes (a marker, then the ID or zeros)
 /// ahead of the input, so no two requests share a digest by shifting bytes between parts.

@@ -81,16 +81,12 @@ pub(super) async fn start_deletion_keyed(
         file_id: file.id,
         object_key: file.object_key.clone(),
     };
-    let submission = Submission {
-        kind: FILE_DELETION,
-        scope: file_deletion_service(file.organization_id).scope(),
-        command_key: Some(command_key),
-        input: &input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    };
+    let submission = Submission::new(
+        FILE_DELETION,
+        file_deletion_service(file.organization_id).scope(),
+        &input,
+    )
+    .with_key(command_key);
     let mark = mark.map(Arc::new);
     let writes = match &mark {
         Some(mark) => TxWrites(vec![Arc::clone(mark) as Arc<dyn crate::store::TxWrite>]),

@@ -59,16 +59,7 @@ pub fn retention_service() -> ServiceIdentity {
 }
 
 fn sweep_submission(input: &SweepInput, command_key: String) -> Submission<'_, SweepInput> {
-    Submission {
-        kind: FILE_RETENTION_SWEEP,
-        scope: retention_service().scope(),
-        command_key: Some(command_key),
-        input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    }
+    Submission::new(FILE_RETENTION_SWEEP, retention_service().scope(), input).with_key(command_key)
 }
 
 /// Submits the deployment's sweep unless it exists; a sweep that ended (cancelled, failed) is

@@ -30,7 +30,6 @@ use openbot_schema::{
     ToolResult, TurnOutcome,
 };
 use serde::{Deserialize, Serialize};
-use sha2::Digest as _;
 use tokio_util::sync::CancellationToken;
 
 use super::service::keyed_id;
@@ -85,23 +84,9 @@ pub fn learning_child(
     scope: Scope,
     input: &LearningInput,
 ) -> Result<NewChild, StoreError> {
-    let json = serde_json::to_vec(input).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let sealed = keys
-        .seal(uuid::Uuid::now_v7(), &json)
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
     Ok(NewChild {
-        execution: NewExecution {
-            id: ExecutionId::new(),
-            kind: LEARNING.into(),
-            scope,
-            command_key: None,
-            input_digest: sha2::Sha256::digest(&json).to_vec(),
-            input: sealed,
-            parent_id: None,
-            chat_id: None,
-            admission_gate: Some(input.chat_id),
-            events: Vec::new(),
-        },
+        execution: NewExecution::sealed(keys, LEARNING, scope, input)?
+            .behind_gate(Some(input.chat_id)),
         start: ChildStart::Queued,
         attached: false,
         request: None,

@@ -3,7 +3,6 @@
 //! was told it does.
 
 use openbot_schema::{ChatId, ExecutionId};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::sql::NewReminder;
@@ -44,20 +43,10 @@ pub fn set_reminder(
         reminder_id: id,
         identity: identity.clone(),
     };
-    let json = serde_json::to_vec(&input).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let execution = NewExecution {
-        id: ExecutionId::new(),
-        kind: REMINDER.to_string(),
-        scope,
-        command_key: None,
-        input_digest: Sha256::digest(&json).to_vec(),
-        input: seal(&json)?,
-        parent_id: Some(parent),
-        chat_id: None,
-        // A deleted Chat's gate is closed: no reminder starts in it.
-        admission_gate: Some(chat.as_uuid()),
-        events: Vec::new(),
-    };
+    // A deleted Chat's gate is closed: no reminder starts in it.
+    let execution = NewExecution::sealed(&cx.keys, REMINDER, scope, &input)?
+        .child_of(parent)
+        .behind_gate(Some(chat.as_uuid()));
     let text = seal(args.text.as_bytes())?;
     let row = ReminderRow {
         id,

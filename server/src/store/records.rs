@@ -98,6 +98,53 @@ pub struct NewExecution {
     pub events: Vec<EventKind>,
 }
 
+impl NewExecution {
+    /// New work of `kind` in `scope`, with `input` sealed by `keys` (its digest is that of its
+    /// JSON): no command key, parent, Chat, gate or first events.
+    pub fn sealed<T: serde::Serialize>(
+        keys: &crate::sealed::KeyRing,
+        kind: &str,
+        scope: Scope,
+        input: &T,
+    ) -> Result<Self, StoreError> {
+        use sha2::Digest as _;
+        let json = serde_json::to_vec(input).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let sealed = keys
+            .seal(Uuid::now_v7(), &json)
+            .map_err(|e| StoreError::Invalid(format!("the input could not be sealed: {e}")))?;
+        Ok(Self {
+            id: ExecutionId::new(),
+            kind: kind.to_string(),
+            scope,
+            command_key: None,
+            input_digest: sha2::Sha256::digest(&json).to_vec(),
+            input: sealed,
+            parent_id: None,
+            chat_id: None,
+            admission_gate: None,
+            events: Vec::new(),
+        })
+    }
+
+    /// Started by `parent` (its tree: cancelled with it, its usage rolled up).
+    pub fn child_of(mut self, parent: ExecutionId) -> Self {
+        self.parent_id = Some(parent);
+        self
+    }
+
+    /// Admitted only while `gate` is open (a Chat's: closed by its deletion).
+    pub fn behind_gate(mut self, gate: Option<Uuid>) -> Self {
+        self.admission_gate = gate;
+        self
+    }
+
+    /// Published with `events` as its first.
+    pub fn with_events(mut self, events: Vec<EventKind>) -> Self {
+        self.events = events;
+        self
+    }
+}
+
 /// A command key recorded with a write that starts no execution (input that joins a running
 /// Turn), so that a retry finds what the first request did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,16 +45,12 @@ pub fn schedule_submission(
     organization: Uuid,
     input: &ScheduleInput,
 ) -> Submission<'_, ScheduleInput> {
-    Submission {
-        kind: TRIGGER_SCHEDULE,
-        scope: triggers_service(organization).scope(),
-        command_key: Some(format!("trigger-schedule:{}", input.trigger_id)),
+    Submission::new(
+        TRIGGER_SCHEDULE,
+        triggers_service(organization).scope(),
         input,
-        events: Vec::new(),
-        parent_id: None,
-        chat_id: None,
-        admission_gate: None,
-    }
+    )
+    .with_key(format!("trigger-schedule:{}", input.trigger_id))
 }
 
 /// What a firing needs to reach a Chat.

@@ -4,13 +4,12 @@ use std::sync::Arc;
 
 use openbot_core::turn::{CallKey, CallSlot};
 use openbot_schema::{EventKind, ExecutionId, RuleAction, ToolCall, ToolResult};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::delegation::child_turn;
 use super::job::{JobInput, TOOL_JOB};
 use crate::approvals::{DEFAULT_EXPIRY_MS, RuleStore, verdict};
-use crate::engine::{EngineContext, EngineError};
+use crate::engine::EngineContext;
 use crate::store::{
     ChildStart, NewChild, NewExecution, NewRequest, Scope, StoreError, now_ms, stored_time,
 };
@@ -279,24 +278,12 @@ impl Admission {
         input: &T,
         events: Vec<EventKind>,
     ) -> Result<NewExecution, StoreError> {
-        let json = serde_json::to_vec(input).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let sealed = self
-            .cx
-            .keys
-            .seal(Uuid::now_v7(), &json)
-            .map_err(|e| StoreError::Invalid(EngineError::from(e).to_string()))?;
-        Ok(NewExecution {
-            id: ExecutionId::new(),
-            kind: kind.to_string(),
-            scope: self.scope.clone(),
-            command_key: None,
-            input_digest: Sha256::digest(&json).to_vec(),
-            input: sealed,
-            parent_id: Some(self.parent),
-            chat_id: None,
-            admission_gate: self.tree_chat(),
-            events,
-        })
+        Ok(
+            NewExecution::sealed(&self.cx.keys, kind, self.scope.clone(), input)?
+                .child_of(self.parent)
+                .behind_gate(self.tree_chat())
+                .with_events(events),
+        )
     }
 
     /// A waiting tool job for `call` with a request of `kind` (`approval` or `plan`).

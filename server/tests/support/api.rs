@@ -330,18 +330,10 @@ impl Server {
             memory: false,
             code_mode: false,
         };
-        let submission = Submission {
-            kind: TURN,
-            scope,
-            command_key: None,
-            input: &input,
-            events: vec![EventKind::TurnStarted {
-                input: input.input.clone(),
-            }],
-            parent_id: None,
-            chat_id: None,
-            admission_gate: None,
-        };
+        let events = vec![EventKind::TurnStarted {
+            input: input.input.clone(),
+        }];
+        let submission = Submission::new(TURN, scope, &input).with_events(events);
         self.engine.submit(submission).await.unwrap().execution_id()
     }
 }
