@@ -54,6 +54,224 @@ mod on_both {
         };
     }
 
+    // The statements of this store, by the use that sends them.
+    const CLAIM_ROWS: &str = concatcp!(
+        "UPDATE executions SET owner_node = $3, generation = generation + 1, lease_expires_at = $1 + $4, \
+                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
+                 wake_at = NULL, updated_at = $1 \
+             WHERE id IN ( \
+                 SELECT id FROM executions \
+                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
+                   AND (owner_node IS NULL OR lease_expires_at < $1) \
+                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $6) OR owner_node IS NOT NULL) \
+                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT ",
+        open_turn_before!("executions.chat_id", "executions.id"),
+        ") \
+                   AND ",
+        text_in!("kind", "$5"),
+        " \
+                 ORDER BY created_at LIMIT $2",
+        Store::SKIP_LOCKED,
+        ") \
+             RETURNING ",
+        execution_columns!(),
+        ", EXISTS (SELECT 1 FROM signals s WHERE s.execution_id = executions.id AND s.handled_at IS NULL) AS signals_pending"
+    );
+    const INSERT_SEALED: &str = "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
+    const INSERT_INPUT: &str = "INSERT INTO turn_inputs (execution_id, position, content, key_id, sealed, created_at) \
+             SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5 FROM turn_inputs WHERE execution_id = $1 RETURNING CAST(position AS BIGINT) AS position";
+    const WRITE_CALL: &str = concat!(
+        "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
+                 has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+        call_upsert!()
+    );
+    const SEAL_CLEAR_BATCH_SELECT_EVENTS: &str = concatcp!(
+        "SELECT execution_id, sequence, payload FROM events WHERE key_id IS NULL LIMIT $1",
+        Store::SKIP_LOCKED
+    );
+    const SEAL_CLEAR_BATCH_UPDATE_EVENTS: &str = "UPDATE events SET payload = $3, key_id = $4, sealed = $5 \
+                 WHERE execution_id = $1 AND sequence = $2 AND key_id IS NULL";
+    const SEAL_CLEAR_BATCH_SELECT_TURN_INPUTS: &str = concatcp!(
+        "SELECT execution_id, CAST(position AS BIGINT) AS position, content FROM turn_inputs WHERE key_id IS NULL LIMIT $1",
+        Store::SKIP_LOCKED
+    );
+    const SEAL_CLEAR_BATCH_UPDATE_TURN_INPUTS: &str = "UPDATE turn_inputs SET content = $3, key_id = $4, sealed = $5 \
+                 WHERE execution_id = $1 AND position = $2 AND key_id IS NULL";
+    const SEAL_CLEAR_BATCH_SELECT_CHAT_NOTICES: &str = concatcp!(
+        "SELECT CAST(id AS BIGINT) AS id, chat_id, source_id, content FROM chat_notices WHERE key_id IS NULL LIMIT $1",
+        Store::SKIP_LOCKED
+    );
+    const SEAL_CLEAR_BATCH_UPDATE_CHAT_NOTICES: &str = "UPDATE chat_notices SET content = $2, key_id = $3, sealed = $4 WHERE id = $1 AND key_id IS NULL";
+    const SEAL_CLEAR_BATCH_SELECT_REQUESTS: &str = concatcp!(
+        "SELECT id, payload FROM requests WHERE key_id IS NULL LIMIT $1",
+        Store::SKIP_LOCKED
+    );
+    const SEAL_CLEAR_BATCH_UPDATE_REQUESTS: &str = "UPDATE requests SET payload = $2, key_id = $3, sealed = $4 WHERE id = $1 AND key_id IS NULL";
+    const WRITE_COMMIT: &str = concat!(commit_update!(), " RETURNING last_sequence, parent_id");
+    const COMMIT_REST_SELECT_TURN_INPUTS: &str =
+        "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 AND taken_step IS NULL)";
+    const COMMIT_REST_INSERT_ERROR_RECORDS: &str = "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+    const COMMIT_REST_INSERT_OUTBOX: &str =
+        "INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES ($1, $2, $3, $4)";
+    const REFUSAL: &str = "SELECT generation, state FROM executions WHERE id = $1";
+    const SUBMIT_CLAIMING_SELECT_ADMISSION_GATES: &str = concatcp!(
+        "SELECT closed_at FROM admission_gates WHERE id = $1",
+        Store::FOR_UPDATE
+    );
+    const SUBMIT_CLAIMING_INSERT_EXECUTIONS: &str = concatcp!(
+        "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at, \
+                 owner_node, generation, lease_expires_at) \
+             SELECT $1, $2, CASE WHEN c.starts THEN 'running' ELSE 'queued' END, $3, $4, $5, $6, $7, $8, $8, \
+                 CASE WHEN c.starts THEN ",
+        "$9",
+        Store::TEXT_CAST,
+        " END, CASE WHEN c.starts THEN 1 ELSE 0 END, CASE WHEN c.starts THEN $8 + $10 END \
+             FROM (SELECT (",
+        "$9",
+        Store::TEXT_CAST,
+        " IS NOT NULL AND (",
+        "$5",
+        Store::UUID_CAST,
+        " IS NULL OR NOT ",
+        open_turn_before!("$5", "$1"),
+        ")) AS starts) c \
+             RETURNING ",
+        execution_columns!()
+    );
+    const SUBMIT_CLAIMING_INSERT_COMMAND_KEYS: &str = "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (scope, key) DO NOTHING";
+    const SUBMIT_CLAIMING_SELECT_COMMAND_KEYS: &str =
+        "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2";
+    const RELEASE: &str = "UPDATE executions SET owner_node = NULL, lease_expires_at = NULL WHERE id = $1 AND generation = $2";
+    const SAVE_LATE_RESULT: &str = "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
+             WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2";
+    const EXECUTION: &str = concat!(
+        "SELECT ",
+        execution_columns!(),
+        " FROM executions WHERE id = $1"
+    );
+    const VISIBLE_EXECUTION: &str = concat!(
+        "WITH RECURSIVE tree(id, parent_id, chat_id) AS ( \
+                 SELECT id, parent_id, chat_id FROM executions WHERE id = $1 \
+                 UNION ALL SELECT e.id, e.parent_id, e.chat_id FROM executions e JOIN tree t ON e.id = t.parent_id) \
+             SELECT ",
+        execution_columns!(),
+        " FROM executions WHERE id = $1 AND scope = $2 \
+             AND ($3 IS NULL OR EXISTS (SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id \
+                 WHERE t.parent_id IS NULL AND ",
+        bot_in!("c.bot_id", "$3"),
+        "))"
+    );
+    const NEXT_WAKE: &str = "SELECT MIN(t) FROM ( \
+                 SELECT MIN(lease_expires_at) AS t FROM executions \
+                     WHERE state IN ('queued', 'running', 'waiting', 'cancelling') AND owner_node IS NOT NULL AND owner_node <> $1 \
+                 UNION ALL SELECT MIN(wake_at) FROM executions WHERE state = 'waiting' AND owner_node IS NULL \
+                 UNION ALL SELECT MIN(updated_at) FROM executions \
+                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL \
+                     AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due";
+    const CANCEL_TREE_SELECT_EXECUTIONS: &str = "SELECT state FROM executions WHERE id = $1";
+    const CANCEL_TREE_OPEN_MEMBERS: &str = concatcp!(
+        "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE id = $1 \
+                 UNION ALL SELECT e.id FROM executions e JOIN tree t ON e.parent_id = t.id) \
+             SELECT id FROM executions WHERE id IN (SELECT id FROM tree) AND (id <> $1 OR $2) \
+                 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') ORDER BY id",
+        Store::FOR_UPDATE
+    );
+    const CANCEL_TREE_SELECT_SIGNALS: &str = "SELECT MIN(number) FROM signals WHERE execution_id = $1 AND kind = 'cancel' AND handled_at IS NULL";
+    const CANCEL_TREE_INSERT_SIGNALS: &str = "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
+                         SELECT $1, COALESCE(MAX(number), 0) + 1, 'cancel', '{}', $2 FROM signals WHERE execution_id = $1 RETURNING number";
+    const LATEST_CALL: &str = concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM calls WHERE execution_id = $1 AND step = $2 AND slot = $3 \
+             ORDER BY (status = 'done') DESC, attempt DESC LIMIT 1"
+    );
+    const CALLS: &str = concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM calls WHERE execution_id = $1 ORDER BY step, slot, attempt"
+    );
+    const RESOLVE_UNKNOWN_UPDATE_EXECUTIONS: &str = "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
+             WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2";
+    const RESOLVE_UNKNOWN_SELECT_EXECUTIONS: &str =
+        "SELECT generation FROM executions WHERE id = $1";
+    const OTHER_KINDS: &str = concat!(
+        "SELECT id, generation, kind FROM executions \
+             WHERE state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND NOT ",
+        text_in!("kind", "$1"),
+        " ORDER BY id LIMIT $2"
+    );
+    const EVENTS: &str = "SELECT sequence, payload, key_id, sealed, at FROM events WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3";
+    const EVENTS_TO_END: &str = "SELECT x.state, x.last_sequence, e.sequence, e.payload, e.key_id, e.sealed, e.at \
+             FROM executions x LEFT JOIN events e ON e.execution_id = x.id AND e.sequence > $2 \
+             WHERE x.id = $1 ORDER BY e.sequence LIMIT $3";
+    const ADD_INPUT_SELECT_EXECUTIONS: &str = concatcp!(
+        "SELECT NOT input_closed AND state IN ",
+        "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
+        " FROM executions WHERE id = $1",
+        Store::FOR_UPDATE
+    );
+    const ADD_INPUT_INSERT_COMMAND_KEYS: &str = "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING";
+    const COMMAND_KEY: &str =
+        "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2";
+    const TAKE_INPUTS_LOCK_OWNER: &str = concatcp!(
+        "SELECT 1 FROM executions WHERE id = $1 AND generation = $2",
+        Store::FOR_UPDATE
+    );
+    const TAKE_INPUTS_UPDATE_TURN_INPUTS: &str = "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
+             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content, key_id, sealed";
+    const TAKE_INPUTS_MARK_STEP: &str =
+        "UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2";
+    const TAKE_INPUTS_RESERVE_SEQUENCES: &str = "UPDATE executions SET last_sequence = last_sequence + $2 WHERE id = $1 RETURNING last_sequence";
+    const TAKE_INPUTS_SELECT_TURN_INPUTS: &str = "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position";
+    const TAKE_INPUTS_CLOSE_INPUT: &str = "UPDATE executions SET input_closed = TRUE WHERE id = $1";
+    const INPUTS_WAITING: &str = "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
+             AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
+             FROM executions WHERE id = $1 AND generation = $2";
+    const OPEN_GATE: &str =
+        "INSERT INTO admission_gates (id) VALUES ($1) ON CONFLICT (id) DO NOTHING";
+    const CHAT_EXECUTIONS: &str = concat!(
+        "SELECT ",
+        execution_columns!(),
+        " FROM executions WHERE chat_id = $1 ORDER BY id"
+    );
+    const CHAT_OUTPUTS: &str = "SELECT e.id, e.updated_at, e.output_record, s.key_id, s.nonce, s.ciphertext \
+             FROM executions e LEFT JOIN sealed_records s ON s.id = e.output_record \
+             WHERE e.chat_id = $1 AND e.id < $2 ORDER BY e.id";
+    const CHAT_EXECUTIONS_FROM: &str = concat!(
+        "SELECT ",
+        execution_columns!(),
+        " FROM executions WHERE chat_id = $1 AND id >= $2 ORDER BY id LIMIT $3"
+    );
+    const SIGNAL_SELECT_EXECUTIONS: &str = concatcp!(
+        "SELECT state FROM executions WHERE id = $1",
+        Store::FOR_UPDATE
+    );
+    const SIGNAL_INSERT_SIGNALS: &str = "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
+             SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1 RETURNING number";
+    const PENDING_SIGNALS: &str = "SELECT number, kind, payload FROM signals WHERE execution_id = $1 AND handled_at IS NULL ORDER BY number";
+    const CLAIM_OUTBOX: &str = concatcp!(
+        "UPDATE outbox SET claimed_until = $1 + $2 WHERE id IN ( \
+                 SELECT id FROM outbox WHERE delivered_at IS NULL AND attempts < $4 \
+                   AND (claimed_until IS NULL OR claimed_until < $1) \
+                 ORDER BY id LIMIT $3",
+        Store::SKIP_LOCKED,
+        ") RETURNING id, execution_id, kind, payload, attempts"
+    );
+    const FINISH_OUTBOX: &str = "UPDATE outbox SET claimed_until = CASE WHEN CAST($2 AS TEXT) IS NULL THEN NULL ELSE $4 END, \
+                 delivered_at = CASE WHEN CAST($2 AS TEXT) IS NULL THEN $3 ELSE NULL END, \
+                 attempts = attempts + CASE WHEN CAST($2 AS TEXT) IS NULL THEN 0 ELSE 1 END, \
+                 last_error = COALESCE($2, last_error) \
+             WHERE id = $1";
+    const OUTBOX_OF: &str = "SELECT id, kind, delivered_at IS NOT NULL AS delivered, attempts, last_error FROM outbox \
+             WHERE execution_id = $1 ORDER BY id";
+    const SEALED: &str = "SELECT id, key_id, nonce, ciphertext FROM sealed_records WHERE id = $1";
+    const ERROR_RECORD: &str =
+        "SELECT id, category, key_id, nonce, ciphertext FROM error_records WHERE id = $1";
+    const PUT_ERROR_RECORD: &str = "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
     impl Store {
         /// Claims up to `limit` claimable executions of `kinds` for `node` (see `ExecutionStore::claim`);
         /// the rows hold each claimed execution's columns as written (`execution_columns!`) and
@@ -69,30 +287,15 @@ mod on_both {
             timers_due: Millis,
         ) -> Result<Vec<Row>, StoreError> {
             let kinds = serde_json::to_string(kinds).unwrap_or_default();
-            let rows = sqlx::query(concatcp!(
-            "UPDATE executions SET owner_node = $3, generation = generation + 1, lease_expires_at = $1 + $4, \
-                 state = CASE WHEN state IN ('queued', 'waiting') THEN 'running' ELSE state END, \
-                 wake_at = NULL, updated_at = $1 \
-             WHERE id IN ( \
-                 SELECT id FROM executions \
-                 WHERE state IN ('queued', 'running', 'waiting', 'cancelling') \
-                   AND (owner_node IS NULL OR lease_expires_at < $1) \
-                   AND (state <> 'waiting' OR (wake_at IS NOT NULL AND wake_at <= $6) OR owner_node IS NOT NULL) \
-                   AND (state = 'cancelling' OR chat_id IS NULL OR NOT ", open_turn_before!("executions.chat_id", "executions.id"), ") \
-                   AND ", text_in!("kind", "$5"), " \
-                 ORDER BY created_at LIMIT $2", Store::SKIP_LOCKED, ") \
-             RETURNING ",
-            execution_columns!(),
-            ", EXISTS (SELECT 1 FROM signals s WHERE s.execution_id = executions.id AND s.handled_at IS NULL) AS signals_pending"
-        ))
-        .bind(now_ms())
-        .bind(limit)
-        .bind(node)
-        .bind(lease_ms)
-        .bind(kinds)
-        .bind(timers_due)
-        .fetch_all(&self.pool)
-        .await?;
+            let rows = sqlx::query(CLAIM_ROWS)
+                .bind(now_ms())
+                .bind(limit)
+                .bind(node)
+                .bind(lease_ms)
+                .bind(kinds)
+                .bind(timers_due)
+                .fetch_all(&self.pool)
+                .await?;
             Ok(rows)
         }
 
@@ -127,17 +330,15 @@ mod on_both {
             execution: Option<ExecutionId>,
             blob: &SealedBlob,
         ) -> Result<(), StoreError> {
-            sqlx::query(
-            "INSERT INTO sealed_records (id, execution_id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(blob.id)
-        .bind(execution.map(|e| e.as_uuid()))
-        .bind(&blob.key_id)
-        .bind(&blob.nonce)
-        .bind(&blob.ciphertext)
-        .bind(now_ms())
-        .execute(&mut **tx)
-        .await?;
+            sqlx::query(INSERT_SEALED)
+                .bind(blob.id)
+                .bind(execution.map(|e| e.as_uuid()))
+                .bind(&blob.key_id)
+                .bind(&blob.nonce)
+                .bind(&blob.ciphertext)
+                .bind(now_ms())
+                .execute(&mut **tx)
+                .await?;
             Ok(())
         }
 
@@ -155,17 +356,14 @@ mod on_both {
                 },
                 content.as_bytes(),
             )?;
-            Ok(sqlx::query_scalar(
-            "INSERT INTO turn_inputs (execution_id, position, content, key_id, sealed, created_at) \
-             SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5 FROM turn_inputs WHERE execution_id = $1 RETURNING CAST(position AS BIGINT) AS position",
-        )
-        .bind(taker)
-        .bind(CLEARED)
-        .bind(&sealed.key_id)
-        .bind(&sealed.bytes)
-        .bind(now)
-        .fetch_one(&mut **tx)
-        .await?)
+            Ok(sqlx::query_scalar(INSERT_INPUT)
+                .bind(taker)
+                .bind(CLEARED)
+                .bind(&sealed.key_id)
+                .bind(&sealed.bytes)
+                .bind(now)
+                .fetch_one(&mut **tx)
+                .await?)
         }
 
         /// Opens the content of Turn input rows of execution `id`.
@@ -194,29 +392,24 @@ mod on_both {
             }
             let usage = call.usage.unwrap_or_default();
             let now = now_ms();
-            sqlx::query(concat!(
-            "INSERT INTO calls (execution_id, step, slot, attempt, status, idempotency_key, result_record, \
-                 has_usage, input_tokens, output_tokens, cached_tokens, cost_micros, generation, late, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
-            call_upsert!()
-        ))
-        .bind(id.as_uuid())
-        .bind(call.key.step as i32)
-        .bind(slot_name(call.key.slot))
-        .bind(call.key.attempt as i32)
-        .bind(call.phase.as_str())
-        .bind(&call.idempotency_key)
-        .bind(call.result.as_ref().map(|b| b.id))
-        .bind(call.usage.is_some())
-        .bind(usage.input_tokens as i64)
-        .bind(usage.output_tokens as i64)
-        .bind(usage.cached_input_tokens as i64)
-        .bind(usage.cost_micros.map(|c| c as i64))
-        .bind(generation)
-        .bind(late)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+            sqlx::query(WRITE_CALL)
+                .bind(id.as_uuid())
+                .bind(call.key.step as i32)
+                .bind(slot_name(call.key.slot))
+                .bind(call.key.attempt as i32)
+                .bind(call.phase.as_str())
+                .bind(&call.idempotency_key)
+                .bind(call.result.as_ref().map(|b| b.id))
+                .bind(call.usage.is_some())
+                .bind(usage.input_tokens as i64)
+                .bind(usage.output_tokens as i64)
+                .bind(usage.cached_input_tokens as i64)
+                .bind(usage.cost_micros.map(|c| c as i64))
+                .bind(generation)
+                .bind(late)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
             Ok(())
         }
 
@@ -228,13 +421,10 @@ mod on_both {
             tx: &mut Transaction<'_, Db>,
         ) -> Result<u64, StoreError> {
             let mut sealed = 0;
-            let rows = sqlx::query(concatcp!(
-                "SELECT execution_id, sequence, payload FROM events WHERE key_id IS NULL LIMIT $1",
-                Store::SKIP_LOCKED
-            ))
-            .bind(SEAL_BATCH)
-            .fetch_all(&mut **tx)
-            .await?;
+            let rows = sqlx::query(SEAL_CLEAR_BATCH_SELECT_EVENTS)
+                .bind(SEAL_BATCH)
+                .fetch_all(&mut **tx)
+                .await?;
             for row in &rows {
                 let execution: Uuid = row.try_get("execution_id")?;
                 let sequence: i64 = row.try_get("sequence")?;
@@ -244,25 +434,20 @@ mod on_both {
                     sequence,
                 };
                 let value = self.seal.seal(place, payload.as_bytes())?;
-                sealed += sqlx::query(
-                    "UPDATE events SET payload = $3, key_id = $4, sealed = $5 \
-                 WHERE execution_id = $1 AND sequence = $2 AND key_id IS NULL",
-                )
-                .bind(execution)
-                .bind(sequence)
-                .bind(CLEARED)
-                .bind(&value.key_id)
-                .bind(&value.bytes)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected();
+                sealed += sqlx::query(SEAL_CLEAR_BATCH_UPDATE_EVENTS)
+                    .bind(execution)
+                    .bind(sequence)
+                    .bind(CLEARED)
+                    .bind(&value.key_id)
+                    .bind(&value.bytes)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
             }
-            let rows = sqlx::query(
-            concatcp!("SELECT execution_id, CAST(position AS BIGINT) AS position, content FROM turn_inputs WHERE key_id IS NULL LIMIT $1", Store::SKIP_LOCKED),
-        )
-        .bind(SEAL_BATCH)
-        .fetch_all(&mut **tx)
-        .await?;
+            let rows = sqlx::query(SEAL_CLEAR_BATCH_SELECT_TURN_INPUTS)
+                .bind(SEAL_BATCH)
+                .fetch_all(&mut **tx)
+                .await?;
             for row in &rows {
                 let execution: Uuid = row.try_get("execution_id")?;
                 let position: i64 = row.try_get("position")?;
@@ -271,25 +456,20 @@ mod on_both {
                     execution: execution.into(),
                 };
                 let value = self.seal.seal(place, content.as_bytes())?;
-                sealed += sqlx::query(
-                    "UPDATE turn_inputs SET content = $3, key_id = $4, sealed = $5 \
-                 WHERE execution_id = $1 AND position = $2 AND key_id IS NULL",
-                )
-                .bind(execution)
-                .bind(position)
-                .bind(CLEARED)
-                .bind(&value.key_id)
-                .bind(&value.bytes)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected();
+                sealed += sqlx::query(SEAL_CLEAR_BATCH_UPDATE_TURN_INPUTS)
+                    .bind(execution)
+                    .bind(position)
+                    .bind(CLEARED)
+                    .bind(&value.key_id)
+                    .bind(&value.bytes)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
             }
-            let rows = sqlx::query(
-            concatcp!("SELECT CAST(id AS BIGINT) AS id, chat_id, source_id, content FROM chat_notices WHERE key_id IS NULL LIMIT $1", Store::SKIP_LOCKED),
-        )
-        .bind(SEAL_BATCH)
-        .fetch_all(&mut **tx)
-        .await?;
+            let rows = sqlx::query(SEAL_CLEAR_BATCH_SELECT_CHAT_NOTICES)
+                .bind(SEAL_BATCH)
+                .fetch_all(&mut **tx)
+                .await?;
             for row in &rows {
                 let id: i64 = row.try_get("id")?;
                 let source: Uuid = row.try_get("source_id")?;
@@ -299,38 +479,31 @@ mod on_both {
                     source: source.into(),
                 };
                 let value = self.seal.seal(place, content.as_bytes())?;
-                sealed += sqlx::query(
-                "UPDATE chat_notices SET content = $2, key_id = $3, sealed = $4 WHERE id = $1 AND key_id IS NULL",
-            )
-            .bind(id)
-            .bind(CLEARED)
-            .bind(&value.key_id)
-            .bind(&value.bytes)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+                sealed += sqlx::query(SEAL_CLEAR_BATCH_UPDATE_CHAT_NOTICES)
+                    .bind(id)
+                    .bind(CLEARED)
+                    .bind(&value.key_id)
+                    .bind(&value.bytes)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
             }
-            let rows = sqlx::query(concatcp!(
-                "SELECT id, payload FROM requests WHERE key_id IS NULL LIMIT $1",
-                Store::SKIP_LOCKED
-            ))
-            .bind(SEAL_BATCH)
-            .fetch_all(&mut **tx)
-            .await?;
+            let rows = sqlx::query(SEAL_CLEAR_BATCH_SELECT_REQUESTS)
+                .bind(SEAL_BATCH)
+                .fetch_all(&mut **tx)
+                .await?;
             for row in &rows {
                 let id: Uuid = row.try_get("id")?;
                 let payload: String = row.try_get("payload")?;
                 let value = self.seal.seal(Place::Request { id }, payload.as_bytes())?;
-                sealed += sqlx::query(
-                "UPDATE requests SET payload = $2, key_id = $3, sealed = $4 WHERE id = $1 AND key_id IS NULL",
-            )
-            .bind(id)
-            .bind(CLEARED)
-            .bind(&value.key_id)
-            .bind(&value.bytes)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+                sealed += sqlx::query(SEAL_CLEAR_BATCH_UPDATE_REQUESTS)
+                    .bind(id)
+                    .bind(CLEARED)
+                    .bind(&value.key_id)
+                    .bind(&value.bytes)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
             }
             Ok(sealed)
         }
@@ -351,18 +524,9 @@ mod on_both {
             commit: &Commit,
         ) -> Result<(i64, bool), StoreError> {
             let now = now_ms();
-            let row = bind_commit_update!(
-                sqlx::query(concat!(
-                    commit_update!(),
-                    " RETURNING last_sequence, parent_id"
-                )),
-                id,
-                generation,
-                commit,
-                now
-            )
-            .fetch_optional(&mut **tx)
-            .await?;
+            let row = bind_commit_update!(sqlx::query(WRITE_COMMIT), id, generation, commit, now)
+                .fetch_optional(&mut **tx)
+                .await?;
             let Some(row) = row else {
                 return Err(Self::refusal(tx, id, generation).await);
             };
@@ -449,29 +613,25 @@ mod on_both {
             if commit.close_input {
                 // Input added before this commit is seen here; input added after it finds the input
                 // closed (`add_input` reads the row under its lock).
-                let waiting: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 AND taken_step IS NULL)",
-            )
-            .bind(id.as_uuid())
-            .fetch_one(&mut **tx)
-            .await?;
+                let waiting: bool = sqlx::query_scalar(COMMIT_REST_SELECT_TURN_INPUTS)
+                    .bind(id.as_uuid())
+                    .fetch_one(&mut **tx)
+                    .await?;
                 if waiting {
                     return Err(StoreError::InputWaiting(id));
                 }
             }
             if let Some((category, blob)) = commit.state.as_ref().and_then(|s| s.failure.as_ref()) {
-                sqlx::query(
-                "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(blob.id)
-            .bind(id.as_uuid())
-            .bind(category_name(*category))
-            .bind(&blob.key_id)
-            .bind(&blob.nonce)
-            .bind(&blob.ciphertext)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+                sqlx::query(COMMIT_REST_INSERT_ERROR_RECORDS)
+                    .bind(blob.id)
+                    .bind(id.as_uuid())
+                    .bind(category_name(*category))
+                    .bind(&blob.key_id)
+                    .bind(&blob.nonce)
+                    .bind(&blob.ciphertext)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await?;
             }
             if !commit.handled_signals.is_empty() {
                 Self::mark_handled(tx, id, &commit.handled_signals, now).await?;
@@ -485,13 +645,13 @@ mod on_both {
                 Self::write_notice(tx, seal, id, notice, now).await?;
             }
             for (kind, payload) in &commit.outbox {
-                sqlx::query("INSERT INTO outbox (execution_id, kind, payload, created_at) VALUES ($1, $2, $3, $4)")
-                .bind(id.as_uuid())
-                .bind(kind)
-                .bind(payload)
-                .bind(now)
-                .execute(&mut **tx)
-                .await?;
+                sqlx::query(COMMIT_REST_INSERT_OUTBOX)
+                    .bind(id.as_uuid())
+                    .bind(kind)
+                    .bind(payload)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await?;
             }
             Self::run_writes(&commit.writes, tx).await?;
             Ok(())
@@ -502,7 +662,7 @@ mod on_both {
             id: ExecutionId,
             generation: i64,
         ) -> StoreError {
-            let row = sqlx::query("SELECT generation, state FROM executions WHERE id = $1")
+            let row = sqlx::query(REFUSAL)
                 .bind(id.as_uuid())
                 .fetch_optional(&mut **tx)
                 .await;
@@ -555,13 +715,11 @@ mod on_both {
             let now = now_ms();
             let last = new.events.len() as i64;
             if let Some(gate) = new.admission_gate {
-                let closed: Option<Option<i64>> = sqlx::query_scalar(concatcp!(
-                    "SELECT closed_at FROM admission_gates WHERE id = $1",
-                    Store::FOR_UPDATE
-                ))
-                .bind(gate)
-                .fetch_optional(&mut *tx)
-                .await?;
+                let closed: Option<Option<i64>> =
+                    sqlx::query_scalar(SUBMIT_CLAIMING_SELECT_ADMISSION_GATES)
+                        .bind(gate)
+                        .fetch_optional(&mut *tx)
+                        .await?;
                 if !matches!(closed, Some(None)) {
                     tx.rollback().await?;
                     return Err(StoreError::AdmissionClosed);
@@ -569,49 +727,37 @@ mod on_both {
             }
             Self::insert_sealed(&mut tx, Some(new.id), &new.input).await?;
             // Claimed in the same statement when a node is named and the work may start now.
-            let row = sqlx::query(concatcp!(
-            "INSERT INTO executions (id, kind, state, scope, parent_id, chat_id, input_record, last_sequence, created_at, updated_at, \
-                 owner_node, generation, lease_expires_at) \
-             SELECT $1, $2, CASE WHEN c.starts THEN 'running' ELSE 'queued' END, $3, $4, $5, $6, $7, $8, $8, \
-                 CASE WHEN c.starts THEN ", "$9", Store::TEXT_CAST, " END, CASE WHEN c.starts THEN 1 ELSE 0 END, CASE WHEN c.starts THEN $8 + $10 END \
-             FROM (SELECT (", "$9", Store::TEXT_CAST, " IS NOT NULL AND (", "$5", Store::UUID_CAST, " IS NULL OR NOT ",
-                 open_turn_before!("$5", "$1"), ")) AS starts) c \
-             RETURNING ",
-            execution_columns!()
-        ))
-        .bind(new.id.as_uuid())
-        .bind(&new.kind)
-        .bind(new.scope.to_stored())
-        .bind(new.parent_id.map(|p| p.as_uuid()))
-        .bind(new.chat_id)
-        .bind(new.input.id)
-        .bind(last)
-        .bind(now)
-        .bind(claim.map(|c| c.node.as_str()))
-        .bind(claim.map_or(0, |c| c.lease_ms))
-        .fetch_one(&mut *tx)
-        .await?;
+            let row = sqlx::query(SUBMIT_CLAIMING_INSERT_EXECUTIONS)
+                .bind(new.id.as_uuid())
+                .bind(&new.kind)
+                .bind(new.scope.to_stored())
+                .bind(new.parent_id.map(|p| p.as_uuid()))
+                .bind(new.chat_id)
+                .bind(new.input.id)
+                .bind(last)
+                .bind(now)
+                .bind(claim.map(|c| c.node.as_str()))
+                .bind(claim.map_or(0, |c| c.lease_ms))
+                .fetch_one(&mut *tx)
+                .await?;
             let execution: ExecutionRow = execution_from_row!(&row)?;
             if let Some(key) = &new.command_key {
-                let inserted = sqlx::query(
-                "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (scope, key) DO NOTHING",
-            )
-            .bind(new.scope.to_stored())
-            .bind(key)
-            .bind(&new.input_digest)
-            .bind(new.id.as_uuid())
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-                if inserted == 0 {
-                    tx.rollback().await?;
-                    let row = sqlx::query("SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2")
+                let inserted = sqlx::query(SUBMIT_CLAIMING_INSERT_COMMAND_KEYS)
                     .bind(new.scope.to_stored())
                     .bind(key)
-                    .fetch_one(self.writer())
-                    .await?;
+                    .bind(&new.input_digest)
+                    .bind(new.id.as_uuid())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if inserted == 0 {
+                    tx.rollback().await?;
+                    let row = sqlx::query(SUBMIT_CLAIMING_SELECT_COMMAND_KEYS)
+                        .bind(new.scope.to_stored())
+                        .bind(key)
+                        .fetch_one(self.writer())
+                        .await?;
                     let digest: Vec<u8> = row.try_get("input_digest")?;
                     let existing: Uuid = row.try_get("execution_id")?;
                     return if digest == new.input_digest {
@@ -682,11 +828,11 @@ mod on_both {
 
         async fn release(&self, id: ExecutionId, generation: i64) -> Result<(), StoreError> {
             self.forget_tip(id);
-            sqlx::query("UPDATE executions SET owner_node = NULL, lease_expires_at = NULL WHERE id = $1 AND generation = $2")
-            .bind(id.as_uuid())
-            .bind(generation)
-            .execute(self.writer())
-            .await?;
+            sqlx::query(RELEASE)
+                .bind(id.as_uuid())
+                .bind(generation)
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
@@ -714,29 +860,22 @@ mod on_both {
             let mut tx = self.writer().begin().await?;
             Self::write_call(&mut tx, id, generation, &call, true).await?;
             Self::run_writes(&writes, &mut tx).await?;
-            sqlx::query(
-            "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
-             WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2",
-        )
-        .bind(id.as_uuid())
-        .bind(call_key_name(&call.key))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
+            sqlx::query(SAVE_LATE_RESULT)
+                .bind(id.as_uuid())
+                .bind(call_key_name(&call.key))
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(())
         }
 
         async fn execution(&self, id: ExecutionId) -> Result<ExecutionRow, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                execution_columns!(),
-                " FROM executions WHERE id = $1"
-            ))
-            .bind(id.as_uuid())
-            .fetch_optional(self.reader())
-            .await?
-            .ok_or(StoreError::NotFound(id))?;
+            let row = sqlx::query(EXECUTION)
+                .bind(id.as_uuid())
+                .fetch_optional(self.reader())
+                .await?
+                .ok_or(StoreError::NotFound(id))?;
             execution_from_row!(&row)
         }
 
@@ -747,37 +886,20 @@ mod on_both {
             bot_ids: Option<&[BotId]>,
         ) -> Result<Option<ExecutionRow>, StoreError> {
             // The Bot limit is part of the query: the tree's root names the Chat, and so its Bot.
-            let row = sqlx::query(concat!(
-            "WITH RECURSIVE tree(id, parent_id, chat_id) AS ( \
-                 SELECT id, parent_id, chat_id FROM executions WHERE id = $1 \
-                 UNION ALL SELECT e.id, e.parent_id, e.chat_id FROM executions e JOIN tree t ON e.id = t.parent_id) \
-             SELECT ",
-            execution_columns!(),
-            " FROM executions WHERE id = $1 AND scope = $2 \
-             AND ($3 IS NULL OR EXISTS (SELECT 1 FROM tree t JOIN chats c ON c.id = t.chat_id \
-                 WHERE t.parent_id IS NULL AND ", bot_in!("c.bot_id", "$3"), "))"
-        ))
-        .bind(id.as_uuid())
-        .bind(scope.to_stored())
-        .bind(bot_limit_json(bot_ids)?)
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(VISIBLE_EXECUTION)
+                .bind(id.as_uuid())
+                .bind(scope.to_stored())
+                .bind(bot_limit_json(bot_ids)?)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(|row| execution_from_row!(row)).transpose()
         }
 
         async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError> {
-            Ok(sqlx::query_scalar(
-            "SELECT MIN(t) FROM ( \
-                 SELECT MIN(lease_expires_at) AS t FROM executions \
-                     WHERE state IN ('queued', 'running', 'waiting', 'cancelling') AND owner_node IS NOT NULL AND owner_node <> $1 \
-                 UNION ALL SELECT MIN(wake_at) FROM executions WHERE state = 'waiting' AND owner_node IS NULL \
-                 UNION ALL SELECT MIN(updated_at) FROM executions \
-                     WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL \
-                     AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due",
-        )
-        .bind(node)
-        .fetch_one(self.reader())
-        .await?)
+            Ok(sqlx::query_scalar(NEXT_WAKE)
+                .bind(node)
+                .fetch_one(self.reader())
+                .await?)
         }
 
         async fn cancel_tree(
@@ -786,48 +908,36 @@ mod on_both {
             with_root: bool,
         ) -> Result<CancelledTree, StoreError> {
             let mut tx = self.writer().begin().await?;
-            let root_state: Option<String> =
-                sqlx::query_scalar("SELECT state FROM executions WHERE id = $1")
-                    .bind(id.as_uuid())
-                    .fetch_optional(&mut *tx)
-                    .await?;
+            let root_state: Option<String> = sqlx::query_scalar(CANCEL_TREE_SELECT_EXECUTIONS)
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
             let root_state = root_state.ok_or(StoreError::NotFound(id))?;
             if with_root && parse_state(&root_state).is_none_or(|s| s.is_terminal()) {
                 return Err(StoreError::Ended(id));
             }
             // The open part of the tree, locked in ID order (as commits lock rows), so no commit
             // of the tree lands between the reading and the signals.
-            let open: Vec<Uuid> = sqlx::query_scalar(concatcp!(
-                "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE id = $1 \
-                 UNION ALL SELECT e.id FROM executions e JOIN tree t ON e.parent_id = t.id) \
-             SELECT id FROM executions WHERE id IN (SELECT id FROM tree) AND (id <> $1 OR $2) \
-                 AND state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') ORDER BY id",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .bind(with_root)
-            .fetch_all(&mut *tx)
-            .await?;
+            let open: Vec<Uuid> = sqlx::query_scalar(CANCEL_TREE_OPEN_MEMBERS)
+                .bind(id.as_uuid())
+                .bind(with_root)
+                .fetch_all(&mut *tx)
+                .await?;
             let now = now_ms();
             let mut cancelled = CancelledTree::default();
             for execution in open {
-                let waiting: Option<i64> = sqlx::query_scalar(
-                "SELECT MIN(number) FROM signals WHERE execution_id = $1 AND kind = 'cancel' AND handled_at IS NULL",
-            )
-            .bind(execution)
-            .fetch_one(&mut *tx)
-            .await?;
+                let waiting: Option<i64> = sqlx::query_scalar(CANCEL_TREE_SELECT_SIGNALS)
+                    .bind(execution)
+                    .fetch_one(&mut *tx)
+                    .await?;
                 let number = match waiting {
                     Some(number) => number,
                     None => {
-                        let number: i64 = sqlx::query_scalar(
-                        "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
-                         SELECT $1, COALESCE(MAX(number), 0) + 1, 'cancel', '{}', $2 FROM signals WHERE execution_id = $1 RETURNING number",
-                    )
-                    .bind(execution)
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                        let number: i64 = sqlx::query_scalar(CANCEL_TREE_INSERT_SIGNALS)
+                            .bind(execution)
+                            .bind(now)
+                            .fetch_one(&mut *tx)
+                            .await?;
                         sqlx::query(MARK_SIGNALLED)
                             .bind(execution)
                             .bind("cancel")
@@ -884,29 +994,20 @@ mod on_both {
             step: u32,
             slot: CallSlot,
         ) -> Result<Option<CallRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                call_columns!(),
-                " FROM calls WHERE execution_id = $1 AND step = $2 AND slot = $3 \
-             ORDER BY (status = 'done') DESC, attempt DESC LIMIT 1"
-            ))
-            .bind(id.as_uuid())
-            .bind(step as i32)
-            .bind(slot_name(slot))
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(LATEST_CALL)
+                .bind(id.as_uuid())
+                .bind(step as i32)
+                .bind(slot_name(slot))
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| call_from_row!(&row)).transpose()
         }
 
         async fn calls(&self, id: ExecutionId) -> Result<Vec<CallRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                call_columns!(),
-                " FROM calls WHERE execution_id = $1 ORDER BY step, slot, attempt"
-            ))
-            .bind(id.as_uuid())
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(CALLS)
+                .bind(id.as_uuid())
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(|row| call_from_row!(row)).collect()
         }
 
@@ -917,16 +1018,13 @@ mod on_both {
             result: SealedBlob,
         ) -> Result<(), StoreError> {
             let mut tx = self.writer().begin().await?;
-            let waiting = sqlx::query(
-            "UPDATE executions SET state = 'queued', unknown_call = NULL, owner_node = NULL, lease_expires_at = NULL, updated_at = $3 \
-             WHERE id = $1 AND state = 'outcome_unknown' AND unknown_call = $2",
-        )
-        .bind(id.as_uuid())
-        .bind(call_key_name(&key))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+            let waiting = sqlx::query(RESOLVE_UNKNOWN_UPDATE_EXECUTIONS)
+                .bind(id.as_uuid())
+                .bind(call_key_name(&key))
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             if waiting == 0 {
                 tx.rollback().await?;
                 return Err(StoreError::Ended(id));
@@ -938,11 +1036,10 @@ mod on_both {
                 result: Some(result),
                 usage: None,
             };
-            let generation: i64 =
-                sqlx::query_scalar("SELECT generation FROM executions WHERE id = $1")
-                    .bind(id.as_uuid())
-                    .fetch_one(&mut *tx)
-                    .await?;
+            let generation: i64 = sqlx::query_scalar(RESOLVE_UNKNOWN_SELECT_EXECUTIONS)
+                .bind(id.as_uuid())
+                .fetch_one(&mut *tx)
+                .await?;
             Self::write_call(&mut tx, id, generation, &call, false).await?;
             tx.commit().await?;
             Ok(())
@@ -955,16 +1052,11 @@ mod on_both {
         ) -> Result<Vec<(ExecutionId, i64, String)>, StoreError> {
             let kinds =
                 serde_json::to_string(kinds).map_err(|e| StoreError::Invalid(e.to_string()))?;
-            let rows = sqlx::query(concat!(
-                "SELECT id, generation, kind FROM executions \
-             WHERE state NOT IN ('completed', 'failed', 'cancelled', 'interrupted') AND NOT ",
-                text_in!("kind", "$1"),
-                " ORDER BY id LIMIT $2"
-            ))
-            .bind(kinds)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(OTHER_KINDS)
+                .bind(kinds)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok((
@@ -1003,14 +1095,12 @@ mod on_both {
             after: i64,
             limit: i64,
         ) -> Result<Vec<Event>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT sequence, payload, key_id, sealed, at FROM events WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
-        )
-        .bind(id.as_uuid())
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(EVENTS)
+                .bind(id.as_uuid())
+                .bind(after)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             // Opened here, once per read: the readers at an execution's head share this read.
             rows.iter()
                 .map(|row| event_from_row!(row, id, self.seal))
@@ -1024,16 +1114,12 @@ mod on_both {
             limit: i64,
         ) -> Result<TailPage, StoreError> {
             // One statement, one snapshot: an end it sees comes with all the events before it.
-            let rows = sqlx::query(
-                "SELECT x.state, x.last_sequence, e.sequence, e.payload, e.key_id, e.sealed, e.at \
-             FROM executions x LEFT JOIN events e ON e.execution_id = x.id AND e.sequence > $2 \
-             WHERE x.id = $1 ORDER BY e.sequence LIMIT $3",
-            )
-            .bind(id.as_uuid())
-            .bind(after)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(EVENTS_TO_END)
+                .bind(id.as_uuid())
+                .bind(after)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             let first = rows.first().ok_or(StoreError::NotFound(id))?;
             let state: String = first.try_get("state")?;
             let state = parse_state(&state)
@@ -1063,15 +1149,10 @@ mod on_both {
             let mut tx = self.writer().begin().await?;
             // Under the row's lock: a Turn's end that closes input (`Commit::close_input`) either
             // commits first, and this input is refused, or sees this input and does not end.
-            let open: Option<bool> = sqlx::query_scalar(concatcp!(
-                "SELECT NOT input_closed AND state IN ",
-                "('queued', 'running', 'waiting', 'cancelling', 'outcome_unknown')",
-                " FROM executions WHERE id = $1",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
+            let open: Option<bool> = sqlx::query_scalar(ADD_INPUT_SELECT_EXECUTIONS)
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
             match open {
                 None => return Err(StoreError::NotFound(id)),
                 Some(false) => return Ok(None),
@@ -1079,18 +1160,15 @@ mod on_both {
             }
             if let Some(key) = &key {
                 // Recorded with the input, so a retry never adds it again.
-                let inserted = sqlx::query(
-                    "INSERT INTO command_keys (scope, key, input_digest, execution_id, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
-                )
-                .bind(key.scope.to_stored())
-                .bind(&key.key)
-                .bind(&key.input_digest)
-                .bind(id.as_uuid())
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+                let inserted = sqlx::query(ADD_INPUT_INSERT_COMMAND_KEYS)
+                    .bind(key.scope.to_stored())
+                    .bind(&key.key)
+                    .bind(&key.input_digest)
+                    .bind(id.as_uuid())
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
                 if inserted == 0 {
                     tx.rollback().await?;
                     return Err(StoreError::CommandKeyConflict(key.key.clone()));
@@ -1107,13 +1185,11 @@ mod on_both {
             scope: &Scope,
             key: &str,
         ) -> Result<Option<CommandKeyRow>, StoreError> {
-            let row = sqlx::query(
-                "SELECT input_digest, execution_id FROM command_keys WHERE scope = $1 AND key = $2",
-            )
-            .bind(scope.to_stored())
-            .bind(key)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(COMMAND_KEY)
+                .bind(scope.to_stored())
+                .bind(key)
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| {
                 Ok(CommandKeyRow {
                     input_digest: row.try_get("input_digest")?,
@@ -1139,30 +1215,24 @@ mod on_both {
                 return Ok(Vec::new());
             }
             let mut tx = self.writer().begin().await?;
-            let owned = sqlx::query(concatcp!(
-                "SELECT 1 FROM executions WHERE id = $1 AND generation = $2",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .bind(generation)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let owned = sqlx::query(TAKE_INPUTS_LOCK_OWNER)
+                .bind(id.as_uuid())
+                .bind(generation)
+                .fetch_optional(&mut *tx)
+                .await?;
             if owned.is_none() {
                 let refusal = Self::refusal(&mut tx, id, generation).await;
                 tx.rollback().await?;
                 return Err(refusal);
             }
             // A step takes input once; taking it again (a replay) returns what it took then.
-            let fresh = sqlx::query(
-            "UPDATE turn_inputs SET taken_step = $2 WHERE execution_id = $1 AND taken_step IS NULL \
-             AND (SELECT input_step FROM executions WHERE id = $1) < $2 RETURNING content, key_id, sealed",
-        )
-        .bind(id.as_uuid())
-        .bind(step as i32)
-        .fetch_all(&mut *tx)
-        .await?;
+            let fresh = sqlx::query(TAKE_INPUTS_UPDATE_TURN_INPUTS)
+                .bind(id.as_uuid())
+                .bind(step as i32)
+                .fetch_all(&mut *tx)
+                .await?;
             let fresh = self.open_inputs(id, &fresh)?;
-            sqlx::query("UPDATE executions SET input_step = $2 WHERE id = $1 AND input_step < $2")
+            sqlx::query(TAKE_INPUTS_MARK_STEP)
                 .bind(id.as_uuid())
                 .bind(step as i32)
                 .execute(&mut *tx)
@@ -1171,13 +1241,11 @@ mod on_both {
                 // Its events move the execution's last sequence past the tip.
                 self.forget_tip(id);
                 let events = steered_events(&fresh)?;
-                let last: i64 = sqlx::query_scalar(
-                "UPDATE executions SET last_sequence = last_sequence + $2 WHERE id = $1 RETURNING last_sequence",
-            )
-            .bind(id.as_uuid())
-            .bind(events.len() as i64)
-            .fetch_one(&mut *tx)
-            .await?;
+                let last: i64 = sqlx::query_scalar(TAKE_INPUTS_RESERVE_SEQUENCES)
+                    .bind(id.as_uuid())
+                    .bind(events.len() as i64)
+                    .fetch_one(&mut *tx)
+                    .await?;
                 Self::insert_events(
                     &mut tx,
                     &self.seal,
@@ -1187,16 +1255,14 @@ mod on_both {
                 )
                 .await?;
             }
-            let taken = sqlx::query(
-            "SELECT content, key_id, sealed FROM turn_inputs WHERE execution_id = $1 AND taken_step = $2 ORDER BY position",
-        )
-        .bind(id.as_uuid())
-        .bind(step as i32)
-        .fetch_all(&mut *tx)
-        .await?;
+            let taken = sqlx::query(TAKE_INPUTS_SELECT_TURN_INPUTS)
+                .bind(id.as_uuid())
+                .bind(step as i32)
+                .fetch_all(&mut *tx)
+                .await?;
             let taken = self.open_inputs(id, &taken)?;
             if last && taken.is_empty() {
-                sqlx::query("UPDATE executions SET input_closed = TRUE WHERE id = $1")
+                sqlx::query(TAKE_INPUTS_CLOSE_INPUT)
                     .bind(id.as_uuid())
                     .execute(&mut *tx)
                     .await?;
@@ -1211,16 +1277,12 @@ mod on_both {
             generation: i64,
             step: u32,
         ) -> Result<bool, StoreError> {
-            let row = sqlx::query(
-                "SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE execution_id = $1 \
-             AND (taken_step IS NULL OR taken_step = $3)) AS waiting \
-             FROM executions WHERE id = $1 AND generation = $2",
-            )
-            .bind(id.as_uuid())
-            .bind(generation)
-            .bind(step as i32)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(INPUTS_WAITING)
+                .bind(id.as_uuid())
+                .bind(generation)
+                .bind(step as i32)
+                .fetch_optional(self.reader())
+                .await?;
             match row {
                 Some(row) => Ok(row.try_get::<bool, _>("waiting")?),
                 None => Ok(true),
@@ -1228,7 +1290,7 @@ mod on_both {
         }
 
         async fn open_gate(&self, id: Uuid) -> Result<(), StoreError> {
-            sqlx::query("INSERT INTO admission_gates (id) VALUES ($1) ON CONFLICT (id) DO NOTHING")
+            sqlx::query(OPEN_GATE)
                 .bind(id)
                 .execute(self.writer())
                 .await?;
@@ -1236,14 +1298,10 @@ mod on_both {
         }
 
         async fn chat_executions(&self, chat_id: Uuid) -> Result<Vec<ExecutionRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                execution_columns!(),
-                " FROM executions WHERE chat_id = $1 ORDER BY id"
-            ))
-            .bind(chat_id)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(CHAT_EXECUTIONS)
+                .bind(chat_id)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(|row| execution_from_row!(row)).collect()
         }
 
@@ -1252,15 +1310,11 @@ mod on_both {
             chat_id: Uuid,
             before: Option<ExecutionId>,
         ) -> Result<Vec<ChatOutput>, StoreError> {
-            let rows = sqlx::query(
-                "SELECT e.id, e.updated_at, e.output_record, s.key_id, s.nonce, s.ciphertext \
-             FROM executions e LEFT JOIN sealed_records s ON s.id = e.output_record \
-             WHERE e.chat_id = $1 AND e.id < $2 ORDER BY e.id",
-            )
-            .bind(chat_id)
-            .bind(before.map_or(crate::paging::LAST_ID, |id| id.as_uuid()))
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(CHAT_OUTPUTS)
+                .bind(chat_id)
+                .bind(before.map_or(crate::paging::LAST_ID, |id| id.as_uuid()))
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     let output_record: Option<Uuid> = row.try_get("output_record")?;
@@ -1290,16 +1344,12 @@ mod on_both {
             from: Option<ExecutionId>,
             limit: i64,
         ) -> Result<Vec<ExecutionRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                execution_columns!(),
-                " FROM executions WHERE chat_id = $1 AND id >= $2 ORDER BY id LIMIT $3"
-            ))
-            .bind(chat_id)
-            .bind(from.map_or(crate::paging::FIRST_ID, |id| id.as_uuid()))
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(CHAT_EXECUTIONS_FROM)
+                .bind(chat_id)
+                .bind(from.map_or(crate::paging::FIRST_ID, |id| id.as_uuid()))
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(|row| execution_from_row!(row)).collect()
         }
 
@@ -1326,28 +1376,22 @@ mod on_both {
             payload: &str,
         ) -> Result<i64, StoreError> {
             let mut tx = self.writer().begin().await?;
-            let state: Option<String> = sqlx::query_scalar(concatcp!(
-                "SELECT state FROM executions WHERE id = $1",
-                Store::FOR_UPDATE
-            ))
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
+            let state: Option<String> = sqlx::query_scalar(SIGNAL_SELECT_EXECUTIONS)
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
             let state = state.ok_or(StoreError::NotFound(id))?;
             if parse_state(&state).is_none_or(|s| s.is_terminal()) {
                 return Err(StoreError::Ended(id));
             }
             let now = now_ms();
-            let number: i64 = sqlx::query_scalar(
-            "INSERT INTO signals (execution_id, number, kind, payload, created_at) \
-             SELECT $1, COALESCE(MAX(number), 0) + 1, $2, $3, $4 FROM signals WHERE execution_id = $1 RETURNING number",
-        )
-        .bind(id.as_uuid())
-        .bind(kind)
-        .bind(payload)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
+            let number: i64 = sqlx::query_scalar(SIGNAL_INSERT_SIGNALS)
+                .bind(id.as_uuid())
+                .bind(kind)
+                .bind(payload)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
             sqlx::query(MARK_SIGNALLED)
                 .bind(id.as_uuid())
                 .bind(kind)
@@ -1359,12 +1403,10 @@ mod on_both {
         }
 
         async fn pending_signals(&self, id: ExecutionId) -> Result<Vec<SignalRow>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT number, kind, payload FROM signals WHERE execution_id = $1 AND handled_at IS NULL ORDER BY number",
-        )
-        .bind(id.as_uuid())
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(PENDING_SIGNALS)
+                .bind(id.as_uuid())
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(SignalRow {
@@ -1385,20 +1427,13 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<OutboxRow>, StoreError> {
             let now = now_ms();
-            let rows = sqlx::query(concatcp!(
-                "UPDATE outbox SET claimed_until = $1 + $2 WHERE id IN ( \
-                 SELECT id FROM outbox WHERE delivered_at IS NULL AND attempts < $4 \
-                   AND (claimed_until IS NULL OR claimed_until < $1) \
-                 ORDER BY id LIMIT $3",
-                Store::SKIP_LOCKED,
-                ") RETURNING id, execution_id, kind, payload, attempts"
-            ))
-            .bind(now)
-            .bind(lease_ms)
-            .bind(limit)
-            .bind(crate::store::OUTBOX_ATTEMPTS)
-            .fetch_all(self.writer())
-            .await?;
+            let rows = sqlx::query(CLAIM_OUTBOX)
+                .bind(now)
+                .bind(lease_ms)
+                .bind(limit)
+                .bind(crate::store::OUTBOX_ATTEMPTS)
+                .fetch_all(self.writer())
+                .await?;
             let mut messages: Vec<OutboxRow> = rows
                 .iter()
                 .map(|row| {
@@ -1421,30 +1456,21 @@ mod on_both {
             failure: Option<&str>,
             retry_at: Millis,
         ) -> Result<(), StoreError> {
-            sqlx::query(
-            "UPDATE outbox SET claimed_until = CASE WHEN CAST($2 AS TEXT) IS NULL THEN NULL ELSE $4 END, \
-                 delivered_at = CASE WHEN CAST($2 AS TEXT) IS NULL THEN $3 ELSE NULL END, \
-                 attempts = attempts + CASE WHEN CAST($2 AS TEXT) IS NULL THEN 0 ELSE 1 END, \
-                 last_error = COALESCE($2, last_error) \
-             WHERE id = $1",
-        )
-        .bind(id)
-        .bind(failure)
-        .bind(now_ms())
-        .bind(retry_at)
-        .execute(self.writer())
-        .await?;
+            sqlx::query(FINISH_OUTBOX)
+                .bind(id)
+                .bind(failure)
+                .bind(now_ms())
+                .bind(retry_at)
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
         async fn outbox_of(&self, id: ExecutionId) -> Result<Vec<OutboxStatus>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT id, kind, delivered_at IS NOT NULL AS delivered, attempts, last_error FROM outbox \
-             WHERE execution_id = $1 ORDER BY id",
-        )
-        .bind(id.as_uuid())
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(OUTBOX_OF)
+                .bind(id.as_uuid())
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(OutboxStatus {
@@ -1509,12 +1535,10 @@ mod on_both {
         }
 
         async fn sealed(&self, id: Uuid) -> Result<Option<SealedBlob>, StoreError> {
-            let row = sqlx::query(
-                "SELECT id, key_id, nonce, ciphertext FROM sealed_records WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(SEALED)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| {
                 Ok(SealedBlob {
                     id: row.try_get("id")?,
@@ -1527,12 +1551,10 @@ mod on_both {
         }
 
         async fn error_record(&self, id: Uuid) -> Result<Option<(String, SealedBlob)>, StoreError> {
-            let row = sqlx::query(
-                "SELECT id, category, key_id, nonce, ciphertext FROM error_records WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(ERROR_RECORD)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| {
                 Ok((
                     row.try_get("category")?,
@@ -1553,18 +1575,16 @@ mod on_both {
             category: &str,
             blob: SealedBlob,
         ) -> Result<(), StoreError> {
-            sqlx::query(
-            "INSERT INTO error_records (id, execution_id, category, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(blob.id)
-        .bind(execution.map(|e| e.as_uuid()))
-        .bind(category)
-        .bind(&blob.key_id)
-        .bind(&blob.nonce)
-        .bind(&blob.ciphertext)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?;
+            sqlx::query(PUT_ERROR_RECORD)
+                .bind(blob.id)
+                .bind(execution.map(|e| e.as_uuid()))
+                .bind(category)
+                .bind(&blob.key_id)
+                .bind(&blob.nonce)
+                .bind(&blob.ciphertext)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
