@@ -324,6 +324,7 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         registry.register(Arc::new(crate::memories::MemoryLearningWorkflow::new(
             platform.clone(),
             database,
+            setup.clone(),
         )));
         let firing = crate::triggers::FiringStores {
             triggers: Arc::clone(&database.triggers),

@@ -36,7 +36,7 @@ use super::service::keyed_id;
 use super::sql::MemoryWrite;
 use super::store::{MemoryOp, MemoryQuery, MemoryStore};
 use crate::engine::{EngineEnd, Next, PhaseContext, PhaseError, RunScope, Workflow};
-use crate::identity::{ExecutionIdentity, IdentityStore};
+use crate::identity::ExecutionIdentity;
 use crate::platform::Platform;
 use crate::sealed::KeyRing;
 use crate::store::{ChildStart, Commit, NewChild, NewExecution, Scope, StateChange, StoreError};
@@ -98,20 +98,25 @@ pub struct MemoryLearningWorkflow {
     platform: Platform,
     memories: Arc<dyn MemoryStore>,
     registry: Arc<dyn crate::models::ModelRegistryStore>,
-    identity: Arc<dyn IdentityStore>,
-    budgets: Arc<dyn crate::budgets::BudgetStore>,
+    /// The phase setup on restore shared with the Turn and the tool job: the rights check and
+    /// the access guard of the helper call.
+    setup: crate::turns::PhaseSetup,
     limits: crate::limits::Limits,
 }
 
 impl MemoryLearningWorkflow {
-    /// Learning on `database`, reaching models as `platform` allows.
-    pub fn new(platform: Platform, database: &crate::node::Database) -> Self {
+    /// Learning on `database`, reaching models as `platform` allows, restored with `setup`
+    /// (the node's, on that database).
+    pub fn new(
+        platform: Platform,
+        database: &crate::node::Database,
+        setup: crate::turns::PhaseSetup,
+    ) -> Self {
         Self {
             platform,
             memories: Arc::clone(&database.memories),
             registry: Arc::clone(&database.models),
-            identity: Arc::clone(&database.identity),
-            budgets: Arc::clone(&database.budgets),
+            setup,
             limits: crate::limits::Limits::new(Arc::clone(&database.limits)),
         }
     }
@@ -189,7 +194,18 @@ impl Workflow for MemoryLearningWorkflow {
     ) -> Result<(), PhaseError> {
         let input: LearningInput = cx.input().await.map_err(PhaseError::from)?;
         let identity = input.identity.clone();
-        identity.check_current(self.identity.as_ref()).await?;
+        let chat = openbot_schema::ChatId::from(input.chat_id);
+        // The saved identity's current rights first, as every restored phase checks them.
+        let access = self
+            .setup
+            .access(Some(&identity), Some((chat, identity.bot_id)), None)
+            .await?
+            .ok_or_else(|| {
+                failed(
+                    ErrorCategory::Internal,
+                    "memory learning runs only on a node with a database",
+                )
+            })?;
         let bot = match self.memories.bot_memory(identity.bot_id).await? {
             Some(bot) if bot.on => bot,
             // Memory was switched off (or the Bot deleted) since the Turn: nothing to learn.
@@ -202,8 +218,7 @@ impl Workflow for MemoryLearningWorkflow {
         let bot_model = bot.model;
         // The Chat's member with its current rights: shared memories only as the API allows.
         let reader =
-            super::work_reader(&identity, Some(self.identity.as_ref()), bot.owner_member_id)
-                .await?;
+            super::work_reader(&identity, Some(access.store.as_ref()), bot.owner_member_id).await?;
         let from = self.memories.cursor(input.chat_id).await?;
         let history: Vec<Message> = crate::chats::chat_history(&cx.engine, input.chat_id, None)
             .await
@@ -255,7 +270,6 @@ impl Workflow for MemoryLearningWorkflow {
             .map_err(|e| failed(ErrorCategory::Configuration, e.to_string()))?;
 
         // The helper call: this execution's call log, permits, rights and billing.
-        let chat = openbot_schema::ChatId::from(input.chat_id);
         let permits = ModelPermits::new(
             self.limits.clone(),
             identity.organization_id,
@@ -273,9 +287,6 @@ impl Workflow for MemoryLearningWorkflow {
         )
         .await;
         let access = AccessGuard {
-            identity: identity.clone(),
-            store: Arc::clone(&self.identity),
-            budgets: Some((Arc::clone(&self.budgets), chat, identity.bot_id)),
             billing: Some(BillingContext {
                 organization: identity.organization_id,
                 bot: identity.bot_id.as_uuid(),
@@ -285,6 +296,7 @@ impl Workflow for MemoryLearningWorkflow {
                 model: model_spec.clone(),
                 catalog: crate::billing::catalog_price(&model_spec),
             }),
+            ..access
         };
         let durable = DurableHost::new(
             Arc::clone(&cx.engine),
