@@ -76,6 +76,77 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const CREATE_APP: &str = concat!(
+        "INSERT INTO apps (",
+        app_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, NULL) RETURNING ",
+        app_columns!()
+    );
+    const APP: &str = concat!(
+        "SELECT ",
+        app_columns!(),
+        " FROM apps WHERE organization_id = $1 AND id = $2"
+    );
+    const APP_NAMED: &str = concat!(
+        "SELECT ",
+        app_columns!(),
+        " FROM apps WHERE organization_id = $1 AND name = $2 AND removed_at IS NULL"
+    );
+    const APPS_PAGE: &str = concatcp!(
+        "SELECT ",
+        app_columns!(),
+        " FROM apps WHERE organization_id = $1 AND removed_at IS NULL \
+             AND (",
+        "$2",
+        Store::UUID_CAST,
+        " IS NULL OR id > $2) ORDER BY id LIMIT $3"
+    );
+    const REMOVE_APP_UPDATE_APPS: &str = "UPDATE apps SET removed_at = $3 WHERE organization_id = $1 AND id = $2 AND removed_at IS NULL";
+    const REMOVE_APP_UPDATE_APP_CONNECTIONS: &str = "UPDATE app_connections SET status = 'removed', revision = revision + 1, \
+                 credentials_key_id = NULL, credentials = NULL \
+                 WHERE organization_id = $1 AND app_id = $2 AND status <> 'removed'";
+    const CREATE_CONNECTION: &str = concat!(
+        "INSERT INTO app_connections (",
+        connection_columns!(),
+        ") \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, $10, $11) RETURNING ",
+        connection_columns!()
+    );
+    const CONNECTION: &str = concat!(
+        "SELECT ",
+        connection_columns!(),
+        " FROM app_connections WHERE organization_id = $1 AND id = $2"
+    );
+    const CONNECTIONS_PAGE: &str = concatcp!(
+        "SELECT ",
+        connection_columns!(),
+        " FROM app_connections WHERE organization_id = $1 AND app_id = $2 \
+             AND status <> 'removed' AND (",
+        "$3",
+        Store::UUID_CAST,
+        " IS NULL OR id > $3) ORDER BY id LIMIT $4"
+    );
+    const READY_CONNECTION: &str = concat!(
+        "SELECT ",
+        connection_columns!(),
+        " FROM app_connections WHERE organization_id = $1 AND app_id = $2 \
+             AND status = 'ready' ORDER BY id DESC LIMIT 1"
+    );
+    const SET_STATUS: &str = concat!(
+        "UPDATE app_connections SET status = $3, revision = revision + 1, \
+             credentials_key_id = CASE WHEN $4 THEN NULL ELSE credentials_key_id END, \
+             credentials = CASE WHEN $4 THEN NULL ELSE credentials END \
+             WHERE organization_id = $1 AND id = $2 AND status <> 'removed' RETURNING ",
+        connection_columns!()
+    );
+    const SAVE_DISCOVERY: &str = concat!(
+        "UPDATE app_connections SET tools = $4, discovered_at = $5 \
+             WHERE organization_id = $1 AND id = $2 AND revision = $3 AND status <> 'removed' \
+             RETURNING ",
+        connection_columns!()
+    );
+
     fn app_row(row: &Row) -> Result<AppRow, StoreError> {
         let transport: String = row.try_get("transport")?;
         Ok(AppRow {
@@ -118,19 +189,14 @@ mod on_both {
     #[async_trait]
     impl AppStore for Store {
         async fn create_app(&self, app: AppRow) -> Result<Option<AppRow>, StoreError> {
-            let inserted = sqlx::query(concat!(
-                "INSERT INTO apps (",
-                app_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, NULL) RETURNING ",
-                app_columns!()
-            ))
-            .bind(app.id)
-            .bind(app.organization_id)
-            .bind(&app.name)
-            .bind(text(&app.transport, "app transport")?)
-            .bind(app.created_at)
-            .fetch_one(self.writer())
-            .await;
+            let inserted = sqlx::query(CREATE_APP)
+                .bind(app.id)
+                .bind(app.organization_id)
+                .bind(&app.name)
+                .bind(text(&app.transport, "app transport")?)
+                .bind(app.created_at)
+                .fetch_one(self.writer())
+                .await;
             match inserted {
                 Ok(row) => app_row(&row).map(Some),
                 Err(err) if is_unique_violation(&err) => Ok(None),
@@ -139,15 +205,11 @@ mod on_both {
         }
 
         async fn app(&self, organization: Uuid, id: Uuid) -> Result<Option<AppRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                app_columns!(),
-                " FROM apps WHERE organization_id = $1 AND id = $2"
-            ))
-            .bind(organization)
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(APP)
+                .bind(organization)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(app_row).transpose()
         }
 
@@ -156,15 +218,11 @@ mod on_both {
             organization: Uuid,
             name: &str,
         ) -> Result<Option<AppRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                app_columns!(),
-                " FROM apps WHERE organization_id = $1 AND name = $2 AND removed_at IS NULL"
-            ))
-            .bind(organization)
-            .bind(name)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(APP_NAMED)
+                .bind(organization)
+                .bind(name)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(app_row).transpose()
         }
 
@@ -175,20 +233,12 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<AppRow>, StoreError> {
             // IDs are UUIDv7: their order is the order of creation.
-            let rows = sqlx::query(concatcp!(
-                "SELECT ",
-                app_columns!(),
-                " FROM apps WHERE organization_id = $1 AND removed_at IS NULL \
-             AND (",
-                "$2",
-                Store::UUID_CAST,
-                " IS NULL OR id > $2) ORDER BY id LIMIT $3"
-            ))
-            .bind(organization)
-            .bind(after)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(APPS_PAGE)
+                .bind(organization)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(app_row).collect()
         }
 
@@ -199,25 +249,19 @@ mod on_both {
             at: Millis,
         ) -> Result<bool, StoreError> {
             let mut tx = self.writer().begin().await?;
-            let removed = sqlx::query(
-            "UPDATE apps SET removed_at = $3 WHERE organization_id = $1 AND id = $2 AND removed_at IS NULL",
-        )
-        .bind(organization)
-        .bind(id)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-            if removed > 0 {
-                sqlx::query(
-                    "UPDATE app_connections SET status = 'removed', revision = revision + 1, \
-                 credentials_key_id = NULL, credentials = NULL \
-                 WHERE organization_id = $1 AND app_id = $2 AND status <> 'removed'",
-                )
+            let removed = sqlx::query(REMOVE_APP_UPDATE_APPS)
                 .bind(organization)
                 .bind(id)
+                .bind(at)
                 .execute(&mut *tx)
-                .await?;
+                .await?
+                .rows_affected();
+            if removed > 0 {
+                sqlx::query(REMOVE_APP_UPDATE_APP_CONNECTIONS)
+                    .bind(organization)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await?;
             Ok(removed > 0)
@@ -231,26 +275,20 @@ mod on_both {
                 Some(sealed) => (Some(sealed.key_id.clone()), Some(sealed.bytes.clone())),
                 None => (None, None),
             };
-            let row = sqlx::query(concat!(
-                "INSERT INTO app_connections (",
-                connection_columns!(),
-                ") \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, $10, $11) RETURNING ",
-                connection_columns!()
-            ))
-            .bind(connection.id)
-            .bind(connection.app_id)
-            .bind(connection.organization_id)
-            .bind(auth_word(connection.auth))
-            .bind(status_word(connection.status))
-            .bind(i64::try_from(connection.revision).unwrap_or(i64::MAX))
-            .bind(text(&connection.header_names, "header names")?)
-            .bind(key_id)
-            .bind(bytes)
-            .bind(connection.created_by)
-            .bind(connection.created_at)
-            .fetch_one(self.writer())
-            .await?;
+            let row = sqlx::query(CREATE_CONNECTION)
+                .bind(connection.id)
+                .bind(connection.app_id)
+                .bind(connection.organization_id)
+                .bind(auth_word(connection.auth))
+                .bind(status_word(connection.status))
+                .bind(i64::try_from(connection.revision).unwrap_or(i64::MAX))
+                .bind(text(&connection.header_names, "header names")?)
+                .bind(key_id)
+                .bind(bytes)
+                .bind(connection.created_by)
+                .bind(connection.created_at)
+                .fetch_one(self.writer())
+                .await?;
             connection_row(&row)
         }
 
@@ -259,15 +297,11 @@ mod on_both {
             organization: Uuid,
             id: Uuid,
         ) -> Result<Option<ConnectionRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                connection_columns!(),
-                " FROM app_connections WHERE organization_id = $1 AND id = $2"
-            ))
-            .bind(organization)
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(CONNECTION)
+                .bind(organization)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(connection_row).transpose()
         }
 
@@ -278,21 +312,13 @@ mod on_both {
             after: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<ConnectionRow>, StoreError> {
-            let rows = sqlx::query(concatcp!(
-                "SELECT ",
-                connection_columns!(),
-                " FROM app_connections WHERE organization_id = $1 AND app_id = $2 \
-             AND status <> 'removed' AND (",
-                "$3",
-                Store::UUID_CAST,
-                " IS NULL OR id > $3) ORDER BY id LIMIT $4"
-            ))
-            .bind(organization)
-            .bind(app)
-            .bind(after)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(CONNECTIONS_PAGE)
+                .bind(organization)
+                .bind(app)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(connection_row).collect()
         }
 
@@ -301,16 +327,11 @@ mod on_both {
             organization: Uuid,
             app: Uuid,
         ) -> Result<Option<ConnectionRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                connection_columns!(),
-                " FROM app_connections WHERE organization_id = $1 AND app_id = $2 \
-             AND status = 'ready' ORDER BY id DESC LIMIT 1"
-            ))
-            .bind(organization)
-            .bind(app)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(READY_CONNECTION)
+                .bind(organization)
+                .bind(app)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(connection_row).transpose()
         }
 
@@ -321,19 +342,13 @@ mod on_both {
             status: AppConnectionStatus,
         ) -> Result<Option<ConnectionRow>, StoreError> {
             let removed = status == AppConnectionStatus::Removed;
-            let row = sqlx::query(concat!(
-                "UPDATE app_connections SET status = $3, revision = revision + 1, \
-             credentials_key_id = CASE WHEN $4 THEN NULL ELSE credentials_key_id END, \
-             credentials = CASE WHEN $4 THEN NULL ELSE credentials END \
-             WHERE organization_id = $1 AND id = $2 AND status <> 'removed' RETURNING ",
-                connection_columns!()
-            ))
-            .bind(organization)
-            .bind(id)
-            .bind(status_word(status))
-            .bind(removed)
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(SET_STATUS)
+                .bind(organization)
+                .bind(id)
+                .bind(status_word(status))
+                .bind(removed)
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(connection_row).transpose()
         }
 
@@ -345,19 +360,14 @@ mod on_both {
             tools: &[AppToolDeclaration],
             at: Millis,
         ) -> Result<Option<ConnectionRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "UPDATE app_connections SET tools = $4, discovered_at = $5 \
-             WHERE organization_id = $1 AND id = $2 AND revision = $3 AND status <> 'removed' \
-             RETURNING ",
-                connection_columns!()
-            ))
-            .bind(organization)
-            .bind(id)
-            .bind(i64::try_from(revision).unwrap_or(i64::MAX))
-            .bind(text(&tools, "discovered tools")?)
-            .bind(at)
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(SAVE_DISCOVERY)
+                .bind(organization)
+                .bind(id)
+                .bind(i64::try_from(revision).unwrap_or(i64::MAX))
+                .bind(text(&tools, "discovered tools")?)
+                .bind(at)
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(connection_row).transpose()
         }
     }

@@ -80,6 +80,103 @@ mod on_both {
     };
 }
 
+    // The statements of this store, by the use that sends them.
+    const CHARGE_INSERT_CREDIT_LEDGER: &str = "INSERT INTO credit_ledger (id, organization_id, kind, amount_micros, execution_id, call_key, created_at) \
+         SELECT $1, $2, 'charge', $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM credit_accounts WHERE organization_id = $2) \
+         ON CONFLICT DO NOTHING";
+    const CHARGE_UPDATE_CREDIT_ACCOUNTS: &str = "UPDATE credit_accounts SET balance_micros = balance_micros - $2, updated_at = $3 WHERE organization_id = $1";
+    const SETTLE_RECORD: &str = "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
+             cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled' \
+         RETURNING organization_id, budget_bot_id, chat_id";
+    const SAVED_PRICE: &str = concatcp!(
+        "SELECT state, input_price, output_price, cached_price \
+         FROM usage_records WHERE execution_id = $1 AND call_key = $2",
+        Store::FOR_UPDATE
+    );
+    const ADD_TOTALS_WITH_CHAT: &str = "INSERT INTO usage_totals (scope, target_id, settled_micros) \
+             VALUES ('organization', $1, $4), ('bot', $2, $4), ('chat', $3, $4) \
+             ON CONFLICT (scope, target_id) DO UPDATE SET settled_micros = usage_totals.settled_micros + EXCLUDED.settled_micros";
+    const ADD_TOTALS_WITHOUT_CHAT: &str = "INSERT INTO usage_totals (scope, target_id, settled_micros) \
+             VALUES ('organization', $1, $3), ('bot', $2, $3) \
+             ON CONFLICT (scope, target_id) DO UPDATE SET settled_micros = usage_totals.settled_micros + EXCLUDED.settled_micros";
+    const INSERT_UNRESERVED: &str = "INSERT INTO usage_records (execution_id, call_key, generation, organization_id, bot_id, budget_bot_id, chat_id, \
+             member_id, model, input_price, output_price, cached_price, state, input_tokens, output_tokens, cached_tokens, \
+             cost_micros, created_at, settled_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18) \
+         ON CONFLICT (execution_id, call_key) DO NOTHING";
+    const RESERVE_SELECT_BUDGETS: &str = "SELECT p.input_micros_per_million, p.output_micros_per_million, p.cached_input_micros_per_million, \
+             EXISTS (SELECT 1 FROM budgets b WHERE b.organization_id = $1 AND ( \
+                 (b.scope = 'organization' AND b.target_id = $1) OR (b.scope = 'bot' AND b.target_id = $3) \
+                 OR (b.scope = 'chat' AND b.target_id = $4))) AS has_budgets, \
+             EXISTS (SELECT 1 FROM credit_accounts a WHERE a.organization_id = $1) AS has_account \
+         FROM (SELECT 1 AS one) o LEFT JOIN model_prices p ON p.organization_id = $1 AND p.model = $2";
+    const RESERVE_INSERT_USAGE_RECORDS: &str = "INSERT INTO usage_records (execution_id, call_key, generation, organization_id, bot_id, budget_bot_id, chat_id, \
+             member_id, model, input_price, output_price, cached_price, estimate_input_tokens, estimate_output_tokens, \
+             estimate_micros, state, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'held', $16) \
+         ON CONFLICT (execution_id, call_key) DO NOTHING";
+    const CHECK_LIMITS_SELECT_BUDGETS: &str = concatcp!(
+        "SELECT scope, target_id, max_cost_micros FROM budgets WHERE organization_id = $1 AND ( \
+             (scope = 'organization' AND target_id = $1) OR (scope = 'bot' AND target_id = $2) \
+             OR (scope = 'chat' AND target_id = $3)) ORDER BY scope, target_id",
+        Store::FOR_UPDATE
+    );
+    const CHECK_LIMITS_SELECT_CREDIT_ACCOUNTS: &str = concatcp!(
+        "SELECT balance_micros FROM credit_accounts WHERE organization_id = $1",
+        Store::FOR_UPDATE
+    );
+    const CHECK_LIMITS_SELECT_USAGE_RECORDS: &str = concat!(
+        "SELECT CASE WHEN $4 THEN ",
+        used!("organization", "organization_id", "$1"),
+        " ELSE 0 END AS organization_used, \
+             CASE WHEN $5 THEN ",
+        used!("bot", "budget_bot_id", "$2"),
+        " ELSE 0 END AS bot_used, \
+             CASE WHEN $6 THEN ",
+        used!("chat", "chat_id", "$3"),
+        " ELSE 0 END AS chat_used, \
+             CASE WHEN $7 THEN (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) \
+                 FROM usage_records u WHERE u.organization_id = $1 AND u.state = 'held') ELSE 0 END AS held"
+    );
+    const SETTLE: &str = "UPDATE usage_records SET state = 'unknown', settled_at = $3 \
+                 WHERE execution_id = $1 AND call_key = $2 AND state IN ('held', 'released')";
+    const RELEASE: &str = "UPDATE usage_records SET state = 'released', settled_at = $2 WHERE execution_id = $1 AND state = 'held'";
+    const PRICES: &str = concatcp!(
+        "SELECT model, input_micros_per_million, output_micros_per_million, cached_input_micros_per_million, updated_at \
+             FROM model_prices WHERE organization_id = $1 AND (",
+        "$2",
+        Store::TEXT_CAST,
+        " IS NULL OR model",
+        Store::BYTEWISE,
+        " > $2) \
+             ORDER BY model",
+        Store::BYTEWISE,
+        " LIMIT $3"
+    );
+    const PUT_PRICE: &str = "INSERT INTO model_prices (organization_id, model, input_micros_per_million, output_micros_per_million, \
+                 cached_input_micros_per_million, updated_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (organization_id, model) DO UPDATE SET input_micros_per_million = EXCLUDED.input_micros_per_million, \
+                 output_micros_per_million = EXCLUDED.output_micros_per_million, \
+                 cached_input_micros_per_million = EXCLUDED.cached_input_micros_per_million, updated_at = EXCLUDED.updated_at";
+    const DELETE_PRICE: &str = "DELETE FROM model_prices WHERE organization_id = $1 AND model = $2";
+    const CREDITS: &str = "SELECT (SELECT balance_micros FROM credit_accounts WHERE organization_id = $1) AS balance, \
+                 (SELECT CAST(COALESCE(SUM(COALESCE(estimate_micros, 0)), 0) AS BIGINT) FROM usage_records \
+                     WHERE organization_id = $1 AND state = 'held') AS held";
+    const GRANT_CREDITS_INSERT_CREDIT_ACCOUNTS: &str = "INSERT INTO credit_accounts (organization_id, balance_micros, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (organization_id) DO UPDATE SET balance_micros = credit_accounts.balance_micros + EXCLUDED.balance_micros, \
+                 updated_at = EXCLUDED.updated_at";
+    const GRANT_CREDITS_INSERT_CREDIT_LEDGER: &str = "INSERT INTO credit_ledger (id, organization_id, kind, amount_micros, member_id, note, created_at) \
+             VALUES ($1, $2, 'grant', $3, $4, $5, $6)";
+    const LEDGER: &str = concatcp!(
+        "SELECT id, kind, amount_micros, execution_id, call_key, member_id, note, created_at FROM credit_ledger \
+             WHERE organization_id = $1 AND (",
+        "$2",
+        Store::UUID_CAST,
+        " IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+    );
+    const USAGE_RECORD: &str = "SELECT state, generation, model, estimate_micros, cost_micros, input_tokens, output_tokens \
+             FROM usage_records WHERE execution_id = $1 AND call_key = $2";
+
     fn sums(row: &Row, key: Option<String>) -> Result<UsageSums, StoreError> {
         Ok(UsageSums {
             key,
@@ -108,27 +205,23 @@ mod on_both {
             return Ok(());
         }
         let now = now_ms();
-        let written = sqlx::query(
-        "INSERT INTO credit_ledger (id, organization_id, kind, amount_micros, execution_id, call_key, created_at) \
-         SELECT $1, $2, 'charge', $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM credit_accounts WHERE organization_id = $2) \
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(Uuid::now_v7())
-    .bind(organization)
-    .bind(-cost)
-    .bind(execution.as_uuid())
-    .bind(call_key)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-        if written == 1 {
-            sqlx::query("UPDATE credit_accounts SET balance_micros = balance_micros - $2, updated_at = $3 WHERE organization_id = $1")
+        let written = sqlx::query(CHARGE_INSERT_CREDIT_LEDGER)
+            .bind(Uuid::now_v7())
             .bind(organization)
-            .bind(cost)
+            .bind(-cost)
+            .bind(execution.as_uuid())
+            .bind(call_key)
             .bind(now)
             .execute(&mut **tx)
-            .await?;
+            .await?
+            .rows_affected();
+        if written == 1 {
+            sqlx::query(CHARGE_UPDATE_CREDIT_ACCOUNTS)
+                .bind(organization)
+                .bind(cost)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
         }
         Ok(())
     }
@@ -152,20 +245,16 @@ mod on_both {
             },
         };
         let cost = cost_of(price, usage);
-        let row = sqlx::query(
-        "UPDATE usage_records SET state = 'settled', input_tokens = $3, output_tokens = $4, cached_tokens = $5, \
-             cost_micros = $6, settled_at = $7 WHERE execution_id = $1 AND call_key = $2 AND state <> 'settled' \
-         RETURNING organization_id, budget_bot_id, chat_id",
-    )
-    .bind(execution.as_uuid())
-    .bind(call_key)
-    .bind(to_i64(usage.input_tokens))
-    .bind(to_i64(usage.output_tokens))
-    .bind(to_i64(usage.cached_input_tokens))
-    .bind(cost)
-    .bind(now_ms())
-    .fetch_optional(&mut **tx)
-    .await?;
+        let row = sqlx::query(SETTLE_RECORD)
+            .bind(execution.as_uuid())
+            .bind(call_key)
+            .bind(to_i64(usage.input_tokens))
+            .bind(to_i64(usage.output_tokens))
+            .bind(to_i64(usage.cached_input_tokens))
+            .bind(cost)
+            .bind(now_ms())
+            .fetch_optional(&mut **tx)
+            .await?;
         let Some(row) = row else { return Ok(None) };
         let organization: Uuid = row.try_get("organization_id")?;
         add_totals(
@@ -186,15 +275,11 @@ mod on_both {
         execution: ExecutionId,
         call_key: &str,
     ) -> Result<Option<Option<Pricing>>, StoreError> {
-        let row = sqlx::query(concatcp!(
-            "SELECT state, input_price, output_price, cached_price \
-         FROM usage_records WHERE execution_id = $1 AND call_key = $2",
-            Store::FOR_UPDATE
-        ))
-        .bind(execution.as_uuid())
-        .bind(call_key)
-        .fetch_optional(&mut **tx)
-        .await?;
+        let row = sqlx::query(SAVED_PRICE)
+            .bind(execution.as_uuid())
+            .bind(call_key)
+            .fetch_optional(&mut **tx)
+            .await?;
         let Some(row) = row else { return Ok(None) };
         if row.try_get::<String, _>("state")? == "settled" {
             return Ok(None);
@@ -224,24 +309,16 @@ mod on_both {
             return Ok(());
         }
         let query = match chat {
-        Some(chat) => sqlx::query(
-            "INSERT INTO usage_totals (scope, target_id, settled_micros) \
-             VALUES ('organization', $1, $4), ('bot', $2, $4), ('chat', $3, $4) \
-             ON CONFLICT (scope, target_id) DO UPDATE SET settled_micros = usage_totals.settled_micros + EXCLUDED.settled_micros",
-        )
-        .bind(organization)
-        .bind(bot)
-        .bind(chat)
-        .bind(cost),
-        None => sqlx::query(
-            "INSERT INTO usage_totals (scope, target_id, settled_micros) \
-             VALUES ('organization', $1, $3), ('bot', $2, $3) \
-             ON CONFLICT (scope, target_id) DO UPDATE SET settled_micros = usage_totals.settled_micros + EXCLUDED.settled_micros",
-        )
-        .bind(organization)
-        .bind(bot)
-        .bind(cost),
-    };
+            Some(chat) => sqlx::query(ADD_TOTALS_WITH_CHAT)
+                .bind(organization)
+                .bind(bot)
+                .bind(chat)
+                .bind(cost),
+            None => sqlx::query(ADD_TOTALS_WITHOUT_CHAT)
+                .bind(organization)
+                .bind(bot)
+                .bind(cost),
+        };
         query.execute(&mut **tx).await?;
         Ok(())
     }
@@ -258,34 +335,28 @@ mod on_both {
         let usage = settlement.usage.unwrap_or_default();
         let has_usage = settlement.usage.is_some();
         let now = now_ms();
-        let written = sqlx::query(
-        "INSERT INTO usage_records (execution_id, call_key, generation, organization_id, bot_id, budget_bot_id, chat_id, \
-             member_id, model, input_price, output_price, cached_price, state, input_tokens, output_tokens, cached_tokens, \
-             cost_micros, created_at, settled_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18) \
-         ON CONFLICT (execution_id, call_key) DO NOTHING",
-    )
-    .bind(call.execution.as_uuid())
-    .bind(&call.call_key)
-    .bind(call.generation)
-    .bind(call.organization)
-    .bind(call.bot)
-    .bind(call.budget_bot)
-    .bind(call.chat)
-    .bind(call.member)
-    .bind(&call.model)
-    .bind(call.catalog.map(|p| to_i64(p.input_per_million)))
-    .bind(call.catalog.map(|p| to_i64(p.output_per_million)))
-    .bind(call.catalog.map(|p| to_i64(p.cached_input_per_million)))
-    .bind(state)
-    .bind(has_usage.then(|| to_i64(usage.input_tokens)))
-    .bind(has_usage.then(|| to_i64(usage.output_tokens)))
-    .bind(has_usage.then(|| to_i64(usage.cached_input_tokens)))
-    .bind(cost)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+        let written = sqlx::query(INSERT_UNRESERVED)
+            .bind(call.execution.as_uuid())
+            .bind(&call.call_key)
+            .bind(call.generation)
+            .bind(call.organization)
+            .bind(call.bot)
+            .bind(call.budget_bot)
+            .bind(call.chat)
+            .bind(call.member)
+            .bind(&call.model)
+            .bind(call.catalog.map(|p| to_i64(p.input_per_million)))
+            .bind(call.catalog.map(|p| to_i64(p.output_per_million)))
+            .bind(call.catalog.map(|p| to_i64(p.cached_input_per_million)))
+            .bind(state)
+            .bind(has_usage.then(|| to_i64(usage.input_tokens)))
+            .bind(has_usage.then(|| to_i64(usage.output_tokens)))
+            .bind(has_usage.then(|| to_i64(usage.cached_input_tokens)))
+            .bind(cost)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
         Ok(written == 1)
     }
 
@@ -302,20 +373,13 @@ mod on_both {
             release(tx, call.execution).await?;
         }
         // One read for what most organizations lack: a price override, budgets, a credit account.
-        let found = sqlx::query(
-        "SELECT p.input_micros_per_million, p.output_micros_per_million, p.cached_input_micros_per_million, \
-             EXISTS (SELECT 1 FROM budgets b WHERE b.organization_id = $1 AND ( \
-                 (b.scope = 'organization' AND b.target_id = $1) OR (b.scope = 'bot' AND b.target_id = $3) \
-                 OR (b.scope = 'chat' AND b.target_id = $4))) AS has_budgets, \
-             EXISTS (SELECT 1 FROM credit_accounts a WHERE a.organization_id = $1) AS has_account \
-         FROM (SELECT 1 AS one) o LEFT JOIN model_prices p ON p.organization_id = $1 AND p.model = $2",
-    )
-    .bind(call.organization)
-    .bind(&call.model)
-    .bind(call.budget_bot)
-    .bind(call.chat)
-    .fetch_one(&mut **tx)
-    .await?;
+        let found = sqlx::query(RESERVE_SELECT_BUDGETS)
+            .bind(call.organization)
+            .bind(&call.model)
+            .bind(call.budget_bot)
+            .bind(call.chat)
+            .fetch_one(&mut **tx)
+            .await?;
         let price = match (
             found.try_get::<Option<i64>, _>("input_micros_per_million")?,
             found.try_get::<Option<i64>, _>("output_micros_per_million")?,
@@ -328,32 +392,26 @@ mod on_both {
         if found.try_get("has_budgets")? || found.try_get("has_account")? {
             check_limits(tx, reservation, estimate).await?;
         }
-        let written = sqlx::query(
-        "INSERT INTO usage_records (execution_id, call_key, generation, organization_id, bot_id, budget_bot_id, chat_id, \
-             member_id, model, input_price, output_price, cached_price, estimate_input_tokens, estimate_output_tokens, \
-             estimate_micros, state, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'held', $16) \
-         ON CONFLICT (execution_id, call_key) DO NOTHING",
-    )
-    .bind(call.execution.as_uuid())
-    .bind(&call.call_key)
-    .bind(call.generation)
-    .bind(call.organization)
-    .bind(call.bot)
-    .bind(call.budget_bot)
-    .bind(call.chat)
-    .bind(call.member)
-    .bind(&call.model)
-    .bind(price.map(|p| to_i64(p.input_per_million)))
-    .bind(price.map(|p| to_i64(p.output_per_million)))
-    .bind(price.map(|p| to_i64(p.cached_input_per_million)))
-    .bind(to_i64(reservation.estimate.input_tokens))
-    .bind(to_i64(reservation.estimate.output_tokens))
-    .bind(estimate)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+        let written = sqlx::query(RESERVE_INSERT_USAGE_RECORDS)
+            .bind(call.execution.as_uuid())
+            .bind(&call.call_key)
+            .bind(call.generation)
+            .bind(call.organization)
+            .bind(call.bot)
+            .bind(call.budget_bot)
+            .bind(call.chat)
+            .bind(call.member)
+            .bind(&call.model)
+            .bind(price.map(|p| to_i64(p.input_per_million)))
+            .bind(price.map(|p| to_i64(p.output_per_million)))
+            .bind(price.map(|p| to_i64(p.cached_input_per_million)))
+            .bind(to_i64(reservation.estimate.input_tokens))
+            .bind(to_i64(reservation.estimate.output_tokens))
+            .bind(estimate)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
         reservation.set_written(price, written == 1);
         Ok(())
     }
@@ -367,24 +425,16 @@ mod on_both {
         estimate: i64,
     ) -> Result<(), StoreError> {
         let call = &reservation.call;
-        let budgets = sqlx::query(concatcp!(
-        "SELECT scope, target_id, max_cost_micros FROM budgets WHERE organization_id = $1 AND ( \
-             (scope = 'organization' AND target_id = $1) OR (scope = 'bot' AND target_id = $2) \
-             OR (scope = 'chat' AND target_id = $3)) ORDER BY scope, target_id",
-        Store::FOR_UPDATE
-    ))
-    .bind(call.organization)
-    .bind(call.budget_bot)
-    .bind(call.chat)
-    .fetch_all(&mut **tx)
-    .await?;
-        let balance: Option<i64> = sqlx::query_scalar(concatcp!(
-            "SELECT balance_micros FROM credit_accounts WHERE organization_id = $1",
-            Store::FOR_UPDATE
-        ))
-        .bind(call.organization)
-        .fetch_optional(&mut **tx)
-        .await?;
+        let budgets = sqlx::query(CHECK_LIMITS_SELECT_BUDGETS)
+            .bind(call.organization)
+            .bind(call.budget_bot)
+            .bind(call.chat)
+            .fetch_all(&mut **tx)
+            .await?;
+        let balance: Option<i64> = sqlx::query_scalar(CHECK_LIMITS_SELECT_CREDIT_ACCOUNTS)
+            .bind(call.organization)
+            .fetch_optional(&mut **tx)
+            .await?;
         if budgets.is_empty() && balance.is_none() {
             return Ok(());
         }
@@ -395,22 +445,16 @@ mod on_both {
                 .iter()
                 .any(|b| b.try_get::<String, _>("scope").is_ok_and(|s| s == name))
         };
-        let used = sqlx::query(concat!(
-        "SELECT CASE WHEN $4 THEN ", used!("organization", "organization_id", "$1"), " ELSE 0 END AS organization_used, \
-             CASE WHEN $5 THEN ", used!("bot", "budget_bot_id", "$2"), " ELSE 0 END AS bot_used, \
-             CASE WHEN $6 THEN ", used!("chat", "chat_id", "$3"), " ELSE 0 END AS chat_used, \
-             CASE WHEN $7 THEN (SELECT CAST(COALESCE(SUM(COALESCE(u.estimate_micros, 0)), 0) AS BIGINT) \
-                 FROM usage_records u WHERE u.organization_id = $1 AND u.state = 'held') ELSE 0 END AS held"
-    ))
-    .bind(call.organization)
-    .bind(call.budget_bot)
-    .bind(call.chat)
-    .bind(has("organization"))
-    .bind(has("bot"))
-    .bind(has("chat"))
-    .bind(balance.is_some())
-    .fetch_one(&mut **tx)
-    .await?;
+        let used = sqlx::query(CHECK_LIMITS_SELECT_USAGE_RECORDS)
+            .bind(call.organization)
+            .bind(call.budget_bot)
+            .bind(call.chat)
+            .bind(has("organization"))
+            .bind(has("bot"))
+            .bind(has("chat"))
+            .bind(balance.is_some())
+            .fetch_one(&mut **tx)
+            .await?;
         for budget in &budgets {
             let scope = parse_scope(&budget.try_get::<String, _>("scope")?)?;
             let max: i64 = budget.try_get("max_cost_micros")?;
@@ -477,16 +521,13 @@ mod on_both {
             None => {
                 // No usage: the call's usage is unknown, never a successful zero. Its estimate
                 // stays; its hold no longer counts.
-                let written = sqlx::query(
-                    "UPDATE usage_records SET state = 'unknown', settled_at = $3 \
-                 WHERE execution_id = $1 AND call_key = $2 AND state IN ('held', 'released')",
-                )
-                .bind(call.execution.as_uuid())
-                .bind(&call.call_key)
-                .bind(now_ms())
-                .execute(&mut **tx)
-                .await?
-                .rows_affected();
+                let written = sqlx::query(SETTLE)
+                    .bind(call.execution.as_uuid())
+                    .bind(&call.call_key)
+                    .bind(now_ms())
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
                 if written == 0 {
                     insert_unreserved(tx, settlement, "unknown", None).await?;
                 }
@@ -500,11 +541,11 @@ mod on_both {
         tx: &mut Transaction<'_, Db>,
         id: ExecutionId,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE usage_records SET state = 'released', settled_at = $2 WHERE execution_id = $1 AND state = 'held'")
-        .bind(id.as_uuid())
-        .bind(now_ms())
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(RELEASE)
+            .bind(id.as_uuid())
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -516,16 +557,12 @@ mod on_both {
             after: Option<&str>,
             limit: i64,
         ) -> Result<Vec<PriceRow>, StoreError> {
-            let rows = sqlx::query(concatcp!(
-            "SELECT model, input_micros_per_million, output_micros_per_million, cached_input_micros_per_million, updated_at \
-             FROM model_prices WHERE organization_id = $1 AND (", "$2", Store::TEXT_CAST, " IS NULL OR model", Store::BYTEWISE, " > $2) \
-             ORDER BY model", Store::BYTEWISE, " LIMIT $3"
-        ))
-        .bind(organization)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(PRICES)
+                .bind(organization)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(PriceRow {
@@ -548,21 +585,15 @@ mod on_both {
             price: Pricing,
         ) -> Result<PriceRow, StoreError> {
             let now = now_ms();
-            sqlx::query(
-            "INSERT INTO model_prices (organization_id, model, input_micros_per_million, output_micros_per_million, \
-                 cached_input_micros_per_million, updated_at) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (organization_id, model) DO UPDATE SET input_micros_per_million = EXCLUDED.input_micros_per_million, \
-                 output_micros_per_million = EXCLUDED.output_micros_per_million, \
-                 cached_input_micros_per_million = EXCLUDED.cached_input_micros_per_million, updated_at = EXCLUDED.updated_at",
-        )
-        .bind(organization)
-        .bind(model)
-        .bind(to_i64(price.input_per_million))
-        .bind(to_i64(price.output_per_million))
-        .bind(to_i64(price.cached_input_per_million))
-        .bind(now)
-        .execute(self.writer())
-        .await?;
+            sqlx::query(PUT_PRICE)
+                .bind(organization)
+                .bind(model)
+                .bind(to_i64(price.input_per_million))
+                .bind(to_i64(price.output_per_million))
+                .bind(to_i64(price.cached_input_per_million))
+                .bind(now)
+                .execute(self.writer())
+                .await?;
             Ok(PriceRow {
                 model: model.to_string(),
                 price,
@@ -571,25 +602,20 @@ mod on_both {
         }
 
         async fn delete_price(&self, organization: Uuid, model: &str) -> Result<bool, StoreError> {
-            let deleted =
-                sqlx::query("DELETE FROM model_prices WHERE organization_id = $1 AND model = $2")
-                    .bind(organization)
-                    .bind(model)
-                    .execute(self.writer())
-                    .await?
-                    .rows_affected();
+            let deleted = sqlx::query(DELETE_PRICE)
+                .bind(organization)
+                .bind(model)
+                .execute(self.writer())
+                .await?
+                .rows_affected();
             Ok(deleted > 0)
         }
 
         async fn credits(&self, organization: Uuid) -> Result<CreditsRow, StoreError> {
-            let row = sqlx::query(
-            "SELECT (SELECT balance_micros FROM credit_accounts WHERE organization_id = $1) AS balance, \
-                 (SELECT CAST(COALESCE(SUM(COALESCE(estimate_micros, 0)), 0) AS BIGINT) FROM usage_records \
-                     WHERE organization_id = $1 AND state = 'held') AS held",
-        )
-        .bind(organization)
-        .fetch_one(self.reader())
-        .await?;
+            let row = sqlx::query(CREDITS)
+                .bind(organization)
+                .fetch_one(self.reader())
+                .await?;
             let balance: Option<i64> = row.try_get("balance")?;
             Ok(CreditsRow {
                 enabled: balance.is_some(),
@@ -607,28 +633,21 @@ mod on_both {
         ) -> Result<CreditsRow, StoreError> {
             let now = now_ms();
             let mut tx = self.writer().begin().await?;
-            sqlx::query(
-            "INSERT INTO credit_accounts (organization_id, balance_micros, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (organization_id) DO UPDATE SET balance_micros = credit_accounts.balance_micros + EXCLUDED.balance_micros, \
-                 updated_at = EXCLUDED.updated_at",
-        )
-        .bind(organization)
-        .bind(amount_micros)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-            sqlx::query(
-            "INSERT INTO credit_ledger (id, organization_id, kind, amount_micros, member_id, note, created_at) \
-             VALUES ($1, $2, 'grant', $3, $4, $5, $6)",
-        )
-        .bind(Uuid::now_v7())
-        .bind(organization)
-        .bind(amount_micros)
-        .bind(member)
-        .bind(note)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+            sqlx::query(GRANT_CREDITS_INSERT_CREDIT_ACCOUNTS)
+                .bind(organization)
+                .bind(amount_micros)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(GRANT_CREDITS_INSERT_CREDIT_LEDGER)
+                .bind(Uuid::now_v7())
+                .bind(organization)
+                .bind(amount_micros)
+                .bind(member)
+                .bind(note)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             self.credits(organization).await
         }
@@ -639,15 +658,12 @@ mod on_both {
             before: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<LedgerRow>, StoreError> {
-            let rows = sqlx::query(concatcp!(
-            "SELECT id, kind, amount_micros, execution_id, call_key, member_id, note, created_at FROM credit_ledger \
-             WHERE organization_id = $1 AND (", "$2", Store::UUID_CAST, " IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-        ))
-        .bind(organization)
-        .bind(before)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(LEDGER)
+                .bind(organization)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(LedgerRow {
@@ -712,14 +728,11 @@ mod on_both {
             execution: ExecutionId,
             call_key: &str,
         ) -> Result<Option<UsageRecordRow>, StoreError> {
-            let row = sqlx::query(
-            "SELECT state, generation, model, estimate_micros, cost_micros, input_tokens, output_tokens \
-             FROM usage_records WHERE execution_id = $1 AND call_key = $2",
-        )
-        .bind(execution.as_uuid())
-        .bind(call_key)
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(USAGE_RECORD)
+                .bind(execution.as_uuid())
+                .bind(call_key)
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| {
                 Ok(UsageRecordRow {
                     state: row.try_get("state")?,

@@ -37,6 +37,27 @@ mod on_both {
         };
     }
 
+    // The statements of this store, by the use that sends them.
+    const CREATE_BOT: &str = "INSERT INTO bots (id, organization_id, owner_member_id, shared, spec, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, 1, $6, $6) RETURNING id, organization_id, owner_member_id, spec, revision, created_at";
+    const VISIBLE_BOT: &str = concat!(
+        "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
+        visible!(),
+        " AND id = $4"
+    );
+    const VISIBLE_BOTS: &str = concat!(
+        "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
+        visible!(),
+        " AND id > $4 ORDER BY id LIMIT $5"
+    );
+    const UPDATE_BOT: &str = "UPDATE bots SET spec = $3, shared = $4, revision = revision + 1, updated_at = $5 \
+             WHERE id = $1 AND revision = $2 AND deleted_at IS NULL \
+             RETURNING id, organization_id, owner_member_id, spec, revision, created_at";
+    const LIVE_CHATS: &str =
+        "SELECT id FROM chats WHERE bot_id = $1 AND deleted_at IS NULL ORDER BY id";
+    const MARK_DELETED: &str =
+        "UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL";
+
     #[async_trait]
     impl BotStore for Store {
         async fn create_bot(
@@ -46,18 +67,15 @@ mod on_both {
             spec: &BotSpec,
         ) -> Result<BotRow, StoreError> {
             let now = now_ms();
-            let row = sqlx::query(
-            "INSERT INTO bots (id, organization_id, owner_member_id, shared, spec, revision, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, 1, $6, $6) RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
-        )
-        .bind(id.as_uuid())
-        .bind(caller.member.organization_id)
-        .bind(caller.member.member_id)
-        .bind(spec.shared)
-        .bind(spec_json(spec)?)
-        .bind(now)
-        .fetch_one(self.writer())
-        .await?;
+            let row = sqlx::query(CREATE_BOT)
+                .bind(id.as_uuid())
+                .bind(caller.member.organization_id)
+                .bind(caller.member.member_id)
+                .bind(spec.shared)
+                .bind(spec_json(spec)?)
+                .bind(now)
+                .fetch_one(self.writer())
+                .await?;
             bot_row(&row)
         }
 
@@ -66,17 +84,13 @@ mod on_both {
             caller: &Caller,
             id: BotId,
         ) -> Result<Option<BotRow>, StoreError> {
-            let row = sqlx::query(concat!(
-            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
-            visible!(),
-            " AND id = $4"
-        ))
-            .bind(caller.member.organization_id)
-            .bind(caller.member.member_id)
-            .bind(bot_limit(caller))
-            .bind(id.as_uuid())
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(VISIBLE_BOT)
+                .bind(caller.member.organization_id)
+                .bind(caller.member.member_id)
+                .bind(bot_limit(caller))
+                .bind(id.as_uuid())
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(bot_row).transpose()
         }
 
@@ -86,18 +100,14 @@ mod on_both {
             after: Option<BotId>,
             limit: i64,
         ) -> Result<Vec<BotRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-            "SELECT id, organization_id, owner_member_id, spec, revision, created_at FROM bots WHERE ",
-            visible!(),
-            " AND id > $4 ORDER BY id LIMIT $5"
-        ))
-            .bind(caller.member.organization_id)
-            .bind(caller.member.member_id)
-            .bind(bot_limit(caller))
-            .bind(after.map_or(FIRST_ID, |id| id.as_uuid()))
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(VISIBLE_BOTS)
+                .bind(caller.member.organization_id)
+                .bind(caller.member.member_id)
+                .bind(bot_limit(caller))
+                .bind(after.map_or(FIRST_ID, |id| id.as_uuid()))
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(bot_row).collect()
         }
 
@@ -107,28 +117,22 @@ mod on_both {
             revision: i64,
             spec: &BotSpec,
         ) -> Result<Option<BotRow>, StoreError> {
-            let row = sqlx::query(
-                "UPDATE bots SET spec = $3, shared = $4, revision = revision + 1, updated_at = $5 \
-             WHERE id = $1 AND revision = $2 AND deleted_at IS NULL \
-             RETURNING id, organization_id, owner_member_id, spec, revision, created_at",
-            )
-            .bind(id.as_uuid())
-            .bind(revision)
-            .bind(spec_json(spec)?)
-            .bind(spec.shared)
-            .bind(now_ms())
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(UPDATE_BOT)
+                .bind(id.as_uuid())
+                .bind(revision)
+                .bind(spec_json(spec)?)
+                .bind(spec.shared)
+                .bind(now_ms())
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(bot_row).transpose()
         }
 
         async fn live_chats(&self, id: BotId) -> Result<Vec<ChatId>, StoreError> {
-            let ids: Vec<Uuid> = sqlx::query_scalar(
-                "SELECT id FROM chats WHERE bot_id = $1 AND deleted_at IS NULL ORDER BY id",
-            )
-            .bind(id.as_uuid())
-            .fetch_all(self.reader())
-            .await?;
+            let ids: Vec<Uuid> = sqlx::query_scalar(LIVE_CHATS)
+                .bind(id.as_uuid())
+                .fetch_all(self.reader())
+                .await?;
             Ok(ids.into_iter().map(ChatId::from).collect())
         }
     }
@@ -138,7 +142,7 @@ mod on_both {
         tx: &mut sqlx::Transaction<'_, Db>,
         id: BotId,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE bots SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
+        sqlx::query(MARK_DELETED)
             .bind(id.as_uuid())
             .bind(now_ms())
             .execute(&mut **tx)

@@ -254,6 +254,58 @@ tx_write!(NewMessage, |this, tx| {
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const CREATE_CHANNEL_INSERT_SEALED_RECORDS: &str = "INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)";
+    const CREATE_CHANNEL_INSERT_CHANNELS: &str = concat!(
+        "INSERT INTO channels (",
+        channel_columns!(),
+        ", updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10) RETURNING ",
+        channel_columns!()
+    );
+    const CHANNEL: &str = concat!(
+        "SELECT ",
+        channel_columns!(),
+        " FROM channels WHERE id = $1"
+    );
+    const CHANNELS_OF: &str = concat!(
+        "SELECT ",
+        channel_columns!(),
+        " FROM channels WHERE member_id = $1 AND id > $2 AND ",
+        in_bot_limit!("bot_id", "$4"),
+        " ORDER BY id LIMIT $3"
+    );
+    const SET_REMOVAL_EXECUTION: &str =
+        "UPDATE channels SET removal_execution_id = $2, updated_at = $3 WHERE id = $1";
+    const FINISH_REMOVAL: &str = "UPDATE channels SET status = 'removed', updated_at = $2 WHERE id = $1 AND status = 'removing'";
+    const CONVERSATION_CHAT: &str =
+        "SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2";
+    const MAP_CONVERSATION_INSERT_CHANNEL_CHATS: &str = "INSERT INTO channel_chats (channel_id, conversation, chat_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+    const MAP_CONVERSATION_SELECT_CHANNEL_CHATS: &str =
+        "SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2";
+    const CHANNEL_CHATS: &str = "SELECT chat_id FROM channel_chats WHERE channel_id = $1";
+    const MESSAGE: &str = concat!(
+        "SELECT ",
+        message_columns!(),
+        " FROM channel_messages WHERE channel_id = $1 AND event_id = $2"
+    );
+    const MESSAGES: &str = concat!(
+        "SELECT ",
+        message_columns!(),
+        " FROM channel_messages WHERE channel_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
+    );
+    const OPEN_MESSAGES: &str =
+        "SELECT COUNT(*) FROM channel_messages WHERE channel_id = $1 AND stage <> 'ended'";
+    const LINK_SPEAKER: &str = "INSERT INTO channel_speakers (channel_id, user_id, member_id, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (channel_id, user_id) DO UPDATE SET member_id = excluded.member_id";
+    const UNLINK_SPEAKER: &str =
+        "DELETE FROM channel_speakers WHERE channel_id = $1 AND user_id = $2";
+    const SPEAKER_MEMBER: &str =
+        "SELECT member_id FROM channel_speakers WHERE channel_id = $1 AND user_id = $2";
+    const SET_ANSWERING: &str = "UPDATE channel_messages SET chat_id = $2, turn_id = $3, stage = 'answering', updated_at = $4 WHERE id = $1 AND stage = 'received'";
+    const SET_REPLY_INSERT_SEALED_RECORDS: &str = "INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)";
+    const SET_REPLY_UPDATE_CHANNEL_MESSAGES: &str = "UPDATE channel_messages SET reply_record = $2, stage = 'sending', updated_at = $3 WHERE id = $1 AND stage = 'answering'";
+
     fn channel_row(row: &Row) -> Result<ChannelRow, StoreError> {
         let credential: String = row.try_get("credential")?;
         Ok(ChannelRow {
@@ -309,48 +361,38 @@ mod on_both {
             secrets: SealedBlob,
         ) -> Result<ChannelRow, StoreError> {
             let mut tx = self.writer().begin().await?;
-            sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(secrets.id)
-            .bind(&secrets.key_id)
-            .bind(&secrets.nonce)
-            .bind(&secrets.ciphertext)
-            .bind(row.created_at)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(CREATE_CHANNEL_INSERT_SEALED_RECORDS)
+                .bind(secrets.id)
+                .bind(&secrets.key_id)
+                .bind(&secrets.nonce)
+                .bind(&secrets.ciphertext)
+                .bind(row.created_at)
+                .execute(&mut *tx)
+                .await?;
             let credential = serde_json::to_string(&row.credential)
                 .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            let stored = sqlx::query(concat!(
-                "INSERT INTO channels (",
-                channel_columns!(),
-                ", updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10) RETURNING ",
-                channel_columns!()
-            ))
-            .bind(row.id)
-            .bind(row.organization_id)
-            .bind(row.member_id)
-            .bind(credential)
-            .bind(row.bot_id.as_uuid())
-            .bind(kind_text(row.kind))
-            .bind(status_text(row.status))
-            .bind(&row.api_base_url)
-            .bind(secrets.id)
-            .bind(row.created_at)
-            .fetch_one(&mut *tx)
-            .await?;
+            let stored = sqlx::query(CREATE_CHANNEL_INSERT_CHANNELS)
+                .bind(row.id)
+                .bind(row.organization_id)
+                .bind(row.member_id)
+                .bind(credential)
+                .bind(row.bot_id.as_uuid())
+                .bind(kind_text(row.kind))
+                .bind(status_text(row.status))
+                .bind(&row.api_base_url)
+                .bind(secrets.id)
+                .bind(row.created_at)
+                .fetch_one(&mut *tx)
+                .await?;
             tx.commit().await?;
             channel_row(&stored)
         }
 
         async fn channel(&self, id: Uuid) -> Result<Option<ChannelRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                channel_columns!(),
-                " FROM channels WHERE id = $1"
-            ))
-            .bind(id)
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(CHANNEL)
+                .bind(id)
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(channel_row).transpose()
         }
 
@@ -361,19 +403,13 @@ mod on_both {
             after: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<ChannelRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                channel_columns!(),
-                " FROM channels WHERE member_id = $1 AND id > $2 AND ",
-                in_bot_limit!("bot_id", "$4"),
-                " ORDER BY id LIMIT $3"
-            ))
-            .bind(member_id)
-            .bind(after.unwrap_or(crate::paging::FIRST_ID))
-            .bind(limit)
-            .bind(crate::store::bot_limit_json(bot_ids)?)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(CHANNELS_OF)
+                .bind(member_id)
+                .bind(after.unwrap_or(crate::paging::FIRST_ID))
+                .bind(limit)
+                .bind(crate::store::bot_limit_json(bot_ids)?)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(channel_row).collect()
         }
 
@@ -382,23 +418,21 @@ mod on_both {
             id: Uuid,
             execution: ExecutionId,
         ) -> Result<(), StoreError> {
-            sqlx::query(
-                "UPDATE channels SET removal_execution_id = $2, updated_at = $3 WHERE id = $1",
-            )
-            .bind(id)
-            .bind(execution.as_uuid())
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
+            sqlx::query(SET_REMOVAL_EXECUTION)
+                .bind(id)
+                .bind(execution.as_uuid())
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
         async fn finish_removal(&self, id: Uuid) -> Result<(), StoreError> {
-            sqlx::query("UPDATE channels SET status = 'removed', updated_at = $2 WHERE id = $1 AND status = 'removing'")
-            .bind(id)
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
+            sqlx::query(FINISH_REMOVAL)
+                .bind(id)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
@@ -407,13 +441,11 @@ mod on_both {
             channel_id: Uuid,
             conversation: &str,
         ) -> Result<Option<ChatId>, StoreError> {
-            let chat: Option<Uuid> = sqlx::query_scalar(
-                "SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2",
-            )
-            .bind(channel_id)
-            .bind(conversation)
-            .fetch_optional(self.writer())
-            .await?;
+            let chat: Option<Uuid> = sqlx::query_scalar(CONVERSATION_CHAT)
+                .bind(channel_id)
+                .bind(conversation)
+                .fetch_optional(self.writer())
+                .await?;
             Ok(chat.map(ChatId::from))
         }
 
@@ -423,29 +455,26 @@ mod on_both {
             conversation: &str,
             chat: ChatId,
         ) -> Result<ChatId, StoreError> {
-            sqlx::query("INSERT INTO channel_chats (channel_id, conversation, chat_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
-            .bind(channel_id)
-            .bind(conversation)
-            .bind(chat.as_uuid())
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
-            let chat: Uuid = sqlx::query_scalar(
-                "SELECT chat_id FROM channel_chats WHERE channel_id = $1 AND conversation = $2",
-            )
-            .bind(channel_id)
-            .bind(conversation)
-            .fetch_one(self.writer())
-            .await?;
+            sqlx::query(MAP_CONVERSATION_INSERT_CHANNEL_CHATS)
+                .bind(channel_id)
+                .bind(conversation)
+                .bind(chat.as_uuid())
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
+            let chat: Uuid = sqlx::query_scalar(MAP_CONVERSATION_SELECT_CHANNEL_CHATS)
+                .bind(channel_id)
+                .bind(conversation)
+                .fetch_one(self.writer())
+                .await?;
             Ok(ChatId::from(chat))
         }
 
         async fn channel_chats(&self, channel_id: Uuid) -> Result<Vec<ChatId>, StoreError> {
-            let chats: Vec<Uuid> =
-                sqlx::query_scalar("SELECT chat_id FROM channel_chats WHERE channel_id = $1")
-                    .bind(channel_id)
-                    .fetch_all(self.writer())
-                    .await?;
+            let chats: Vec<Uuid> = sqlx::query_scalar(CHANNEL_CHATS)
+                .bind(channel_id)
+                .fetch_all(self.writer())
+                .await?;
             Ok(chats.into_iter().map(ChatId::from).collect())
         }
 
@@ -454,15 +483,11 @@ mod on_both {
             channel_id: Uuid,
             event_id: &str,
         ) -> Result<Option<MessageRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM channel_messages WHERE channel_id = $1 AND event_id = $2"
-            ))
-            .bind(channel_id)
-            .bind(event_id)
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(MESSAGE)
+                .bind(channel_id)
+                .bind(event_id)
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(message_row).transpose()
         }
 
@@ -472,26 +497,20 @@ mod on_both {
             before: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<MessageRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM channel_messages WHERE channel_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
-            ))
-            .bind(channel_id)
-            .bind(before.unwrap_or(Uuid::max()))
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(MESSAGES)
+                .bind(channel_id)
+                .bind(before.unwrap_or(Uuid::max()))
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(message_row).collect()
         }
 
         async fn open_messages(&self, channel_id: Uuid) -> Result<i64, StoreError> {
-            let open: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM channel_messages WHERE channel_id = $1 AND stage <> 'ended'",
-            )
-            .bind(channel_id)
-            .fetch_one(self.writer())
-            .await?;
+            let open: i64 = sqlx::query_scalar(OPEN_MESSAGES)
+                .bind(channel_id)
+                .fetch_one(self.writer())
+                .await?;
             Ok(open)
         }
 
@@ -501,14 +520,13 @@ mod on_both {
             user_id: &str,
             member_id: Uuid,
         ) -> Result<(), StoreError> {
-            sqlx::query("INSERT INTO channel_speakers (channel_id, user_id, member_id, created_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (channel_id, user_id) DO UPDATE SET member_id = excluded.member_id")
-            .bind(channel_id)
-            .bind(user_id)
-            .bind(member_id)
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
+            sqlx::query(LINK_SPEAKER)
+                .bind(channel_id)
+                .bind(user_id)
+                .bind(member_id)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
@@ -517,12 +535,11 @@ mod on_both {
             channel_id: Uuid,
             user_id: &str,
         ) -> Result<bool, StoreError> {
-            let done =
-                sqlx::query("DELETE FROM channel_speakers WHERE channel_id = $1 AND user_id = $2")
-                    .bind(channel_id)
-                    .bind(user_id)
-                    .execute(self.writer())
-                    .await?;
+            let done = sqlx::query(UNLINK_SPEAKER)
+                .bind(channel_id)
+                .bind(user_id)
+                .execute(self.writer())
+                .await?;
             Ok(done.rows_affected() > 0)
         }
 
@@ -531,13 +548,11 @@ mod on_both {
             channel_id: Uuid,
             user_id: &str,
         ) -> Result<Option<Uuid>, StoreError> {
-            Ok(sqlx::query_scalar(
-                "SELECT member_id FROM channel_speakers WHERE channel_id = $1 AND user_id = $2",
-            )
-            .bind(channel_id)
-            .bind(user_id)
-            .fetch_optional(self.writer())
-            .await?)
+            Ok(sqlx::query_scalar(SPEAKER_MEMBER)
+                .bind(channel_id)
+                .bind(user_id)
+                .fetch_optional(self.writer())
+                .await?)
         }
 
         async fn set_answering(
@@ -546,33 +561,33 @@ mod on_both {
             chat: ChatId,
             turn: ExecutionId,
         ) -> Result<(), StoreError> {
-            sqlx::query("UPDATE channel_messages SET chat_id = $2, turn_id = $3, stage = 'answering', updated_at = $4 WHERE id = $1 AND stage = 'received'")
-            .bind(id)
-            .bind(chat.as_uuid())
-            .bind(turn.as_uuid())
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
+            sqlx::query(SET_ANSWERING)
+                .bind(id)
+                .bind(chat.as_uuid())
+                .bind(turn.as_uuid())
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
         async fn set_reply(&self, id: Uuid, reply: SealedBlob) -> Result<(), StoreError> {
             let mut tx = self.writer().begin().await?;
             let now = now_ms();
-            sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(reply.id)
-            .bind(&reply.key_id)
-            .bind(&reply.nonce)
-            .bind(&reply.ciphertext)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("UPDATE channel_messages SET reply_record = $2, stage = 'sending', updated_at = $3 WHERE id = $1 AND stage = 'answering'")
-            .bind(id)
-            .bind(reply.id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(SET_REPLY_INSERT_SEALED_RECORDS)
+                .bind(reply.id)
+                .bind(&reply.key_id)
+                .bind(&reply.nonce)
+                .bind(&reply.ciphertext)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(SET_REPLY_UPDATE_CHANNEL_MESSAGES)
+                .bind(id)
+                .bind(reply.id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(())
         }

@@ -16,6 +16,44 @@ use crate::store::{Millis, StoreError, TxWrite, both_backends, now_ms};
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const ADD_FILE: &str = "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at, token_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+    const FILE_OF: &str = concatcp!(
+        "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
+             AND (",
+        "$3",
+        Store::UUID_CAST,
+        " IS NULL OR token_id = $3)"
+    );
+    const FILES_OF: &str = concatcp!(
+        "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL AND (",
+        "$2",
+        Store::UUID_CAST,
+        " IS NULL OR token_id = $2) AND (created_at < $3 OR (created_at = $3 AND id < $4)) \
+             ORDER BY created_at DESC, id DESC LIMIT $5"
+    );
+    const DELETING: &str = "SELECT deleted_at FROM files WHERE id = $1";
+    const RETENTION: &str =
+        "SELECT CAST(days AS BIGINT) FROM file_retention WHERE organization_id = $1";
+    const PUT_RETENTION: &str = "INSERT INTO file_retention (organization_id, days, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (organization_id) DO UPDATE SET days = EXCLUDED.days, updated_at = EXCLUDED.updated_at";
+    const DELETE_RETENTION: &str = "DELETE FROM file_retention WHERE organization_id = $1";
+    const EXPIRED_FILES: &str = "SELECT f.* FROM files f JOIN file_retention r ON r.organization_id = f.organization_id \
+             WHERE f.deleted_at IS NULL AND f.created_at < $1 - CAST(r.days AS BIGINT) * 86400000 \
+             ORDER BY f.created_at, f.id LIMIT $2";
+    const STRANDED_DELETIONS: &str = "SELECT * FROM files WHERE deleted_at IS NOT NULL AND deleted_at < $1 ORDER BY deleted_at, id LIMIT $2";
+    const SWEPT_AT: &str = "SELECT swept_at FROM file_sweeps WHERE name = $1";
+    const MARK_DELETING: &str = concatcp!(
+        "UPDATE files SET deleted_at = $5 WHERE id = $1 AND deleted_at IS NULL AND (NOT $2 OR (owner_member_id = $3 AND (",
+        "$4",
+        Store::UUID_CAST,
+        " IS NULL OR token_id = $4)))"
+    );
+    const REMOVE_ROW: &str = "DELETE FROM files WHERE id = $1 AND deleted_at IS NOT NULL";
+    const RECORD_SWEEP: &str = "INSERT INTO file_sweeps (name, swept_at) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET swept_at = EXCLUDED.swept_at";
+
     fn file_row(row: &Row) -> Result<FileRow, StoreError> {
         Ok(FileRow {
             id: row.try_get("id")?,
@@ -34,22 +72,19 @@ mod on_both {
     #[async_trait]
     impl FileStore for Store {
         async fn add_file(&self, file: &FileRow) -> Result<(), StoreError> {
-            sqlx::query(
-            "INSERT INTO files (id, organization_id, owner_member_id, name, media_type, size, sha256, object_key, created_at, token_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(file.id)
-        .bind(file.organization_id)
-        .bind(file.owner_member_id)
-        .bind(&file.name)
-        .bind(&file.media_type)
-        .bind(file.size)
-        .bind(&file.sha256)
-        .bind(&file.object_key)
-        .bind(file.created_at)
-        .bind(file.token_id)
-        .execute(self.writer())
-        .await?;
+            sqlx::query(ADD_FILE)
+                .bind(file.id)
+                .bind(file.organization_id)
+                .bind(file.owner_member_id)
+                .bind(&file.name)
+                .bind(&file.media_type)
+                .bind(file.size)
+                .bind(&file.sha256)
+                .bind(&file.object_key)
+                .bind(file.created_at)
+                .bind(file.token_id)
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
@@ -58,18 +93,12 @@ mod on_both {
             access: FileAccess,
             id: Uuid,
         ) -> Result<Option<FileRow>, StoreError> {
-            let row = sqlx::query(concatcp!(
-                "SELECT * FROM files WHERE id = $1 AND owner_member_id = $2 AND deleted_at IS NULL \
-             AND (",
-                "$3",
-                Store::UUID_CAST,
-                " IS NULL OR token_id = $3)"
-            ))
-            .bind(id)
-            .bind(access.owner)
-            .bind(access.stored_by)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(FILE_OF)
+                .bind(id)
+                .bind(access.owner)
+                .bind(access.stored_by)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(file_row).transpose()
         }
 
@@ -80,57 +109,45 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<FileRow>, StoreError> {
             let (before_at, before_id) = before.unwrap_or((i64::MAX, crate::paging::LAST_ID));
-            let rows = sqlx::query(concatcp!(
-                "SELECT * FROM files WHERE owner_member_id = $1 AND deleted_at IS NULL AND (",
-                "$2",
-                Store::UUID_CAST,
-                " IS NULL OR token_id = $2) AND (created_at < $3 OR (created_at = $3 AND id < $4)) \
-             ORDER BY created_at DESC, id DESC LIMIT $5"
-            ))
-            .bind(access.owner)
-            .bind(access.stored_by)
-            .bind(before_at)
-            .bind(before_id)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(FILES_OF)
+                .bind(access.owner)
+                .bind(access.stored_by)
+                .bind(before_at)
+                .bind(before_id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(file_row).collect()
         }
 
         async fn deleting(&self, id: Uuid) -> Result<Option<bool>, StoreError> {
-            let row: Option<Option<i64>> =
-                sqlx::query_scalar("SELECT deleted_at FROM files WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(self.reader())
-                    .await?;
+            let row: Option<Option<i64>> = sqlx::query_scalar(DELETING)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             Ok(row.map(|deleted_at| deleted_at.is_some()))
         }
 
         async fn retention(&self, organization: Uuid) -> Result<Option<i64>, StoreError> {
-            let days: Option<i64> = sqlx::query_scalar(
-                "SELECT CAST(days AS BIGINT) FROM file_retention WHERE organization_id = $1",
-            )
-            .bind(organization)
-            .fetch_optional(self.reader())
-            .await?;
+            let days: Option<i64> = sqlx::query_scalar(RETENTION)
+                .bind(organization)
+                .fetch_optional(self.reader())
+                .await?;
             Ok(days)
         }
 
         async fn put_retention(&self, organization: Uuid, days: i64) -> Result<(), StoreError> {
-            sqlx::query(
-            "INSERT INTO file_retention (organization_id, days, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (organization_id) DO UPDATE SET days = EXCLUDED.days, updated_at = EXCLUDED.updated_at",
-        )
-        .bind(organization)
-        .bind(days)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?;
+            sqlx::query(PUT_RETENTION)
+                .bind(organization)
+                .bind(days)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
         async fn delete_retention(&self, organization: Uuid) -> Result<bool, StoreError> {
-            let removed = sqlx::query("DELETE FROM file_retention WHERE organization_id = $1")
+            let removed = sqlx::query(DELETE_RETENTION)
                 .bind(organization)
                 .execute(self.writer())
                 .await?
@@ -139,15 +156,11 @@ mod on_both {
         }
 
         async fn expired_files(&self, now: Millis, limit: i64) -> Result<Vec<FileRow>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT f.* FROM files f JOIN file_retention r ON r.organization_id = f.organization_id \
-             WHERE f.deleted_at IS NULL AND f.created_at < $1 - CAST(r.days AS BIGINT) * 86400000 \
-             ORDER BY f.created_at, f.id LIMIT $2",
-        )
-        .bind(now)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(EXPIRED_FILES)
+                .bind(now)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(file_row).collect()
         }
 
@@ -156,22 +169,19 @@ mod on_both {
             before: Millis,
             limit: i64,
         ) -> Result<Vec<FileRow>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT * FROM files WHERE deleted_at IS NOT NULL AND deleted_at < $1 ORDER BY deleted_at, id LIMIT $2",
-        )
-        .bind(before)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(STRANDED_DELETIONS)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(file_row).collect()
         }
 
         async fn swept_at(&self, name: &str) -> Result<Option<Millis>, StoreError> {
-            let at: Option<i64> =
-                sqlx::query_scalar("SELECT swept_at FROM file_sweeps WHERE name = $1")
-                    .bind(name)
-                    .fetch_optional(self.reader())
-                    .await?;
+            let at: Option<i64> = sqlx::query_scalar(SWEPT_AT)
+                .bind(name)
+                .fetch_optional(self.reader())
+                .await?;
             Ok(at)
         }
     }
@@ -183,19 +193,15 @@ mod on_both {
         id: Uuid,
         access: Option<FileAccess>,
     ) -> Result<bool, StoreError> {
-        let marked = sqlx::query(concatcp!(
-        "UPDATE files SET deleted_at = $5 WHERE id = $1 AND deleted_at IS NULL AND (NOT $2 OR (owner_member_id = $3 AND (",
-        "$4", Store::UUID_CAST,
-        " IS NULL OR token_id = $4)))"
-    ))
-    .bind(id)
-    .bind(access.is_some())
-    .bind(access.map(|a| a.owner))
-    .bind(access.and_then(|a| a.stored_by))
-    .bind(now_ms())
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+        let marked = sqlx::query(MARK_DELETING)
+            .bind(id)
+            .bind(access.is_some())
+            .bind(access.map(|a| a.owner))
+            .bind(access.and_then(|a| a.stored_by))
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
         Ok(marked == 1)
     }
 
@@ -204,10 +210,7 @@ mod on_both {
         tx: &mut Transaction<'_, Db>,
         id: Uuid,
     ) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM files WHERE id = $1 AND deleted_at IS NOT NULL")
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(REMOVE_ROW).bind(id).execute(&mut **tx).await?;
         Ok(())
     }
 
@@ -217,14 +220,11 @@ mod on_both {
         name: &str,
         at: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO file_sweeps (name, swept_at) VALUES ($1, $2) \
-         ON CONFLICT (name) DO UPDATE SET swept_at = EXCLUDED.swept_at",
-        )
-        .bind(name)
-        .bind(at)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(RECORD_SWEEP)
+            .bind(name)
+            .bind(at)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 }

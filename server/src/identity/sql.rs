@@ -17,6 +17,91 @@ use crate::store::{StoreError, both_backends, now_ms};
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const INSERT_TOKEN: &str = "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+    const BOOTSTRAP_INSERT_BOOTSTRAP: &str =
+        "INSERT INTO bootstrap (singleton, created_at) VALUES (1, $1) ON CONFLICT DO NOTHING";
+    const BOOTSTRAP_INSERT_ORGANIZATIONS: &str =
+        "INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)";
+    const BOOTSTRAP_INSERT_ACCOUNTS: &str =
+        "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3)";
+    const BOOTSTRAP_INSERT_MEMBERS: &str = "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, 'owner', $4)";
+    const FIRST_OWNER: &str = "SELECT id AS member_id, organization_id, role FROM members WHERE role = 'owner' AND removed_at IS NULL \
+             ORDER BY created_at LIMIT 1";
+    const ADD_MEMBER_INSERT_ACCOUNTS: &str = "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3) \
+             ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id";
+    const ADD_MEMBER_INSERT_MEMBERS: &str = "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5)";
+    const CREATE_INVITATION: &str = "INSERT INTO invitations (id, organization_id, email, role, secret_hash, invited_by, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             RETURNING id, organization_id, email, role, expires_at, accepted_at, revoked_at, created_at";
+    const INVITATIONS_OF: &str = "SELECT id, organization_id, email, role, expires_at, accepted_at, revoked_at, created_at FROM invitations \
+             WHERE organization_id = $1 AND (created_at < $2 OR (created_at = $2 AND id < $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4";
+    const REVOKE_INVITATION: &str = "UPDATE invitations SET revoked_at = $3 WHERE id = $1 AND organization_id = $2 \
+             AND accepted_at IS NULL AND revoked_at IS NULL";
+    const ACCEPT_INVITATION_UPDATE_INVITATIONS: &str = "UPDATE invitations SET accepted_at = $2 WHERE secret_hash = $1 AND accepted_at IS NULL \
+             AND revoked_at IS NULL AND expires_at > $2 RETURNING organization_id, email, role";
+    const ACCEPT_INVITATION_INSERT_ACCOUNTS: &str = "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3) \
+             ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id";
+    const ACCEPT_INVITATION_INSERT_MEMBERS: &str = "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (organization_id, account_id) DO UPDATE SET removed_at = NULL, role = EXCLUDED.role RETURNING id";
+    const CREATE_ORGANIZATION_SELECT_MEMBERS: &str =
+        "SELECT account_id FROM members WHERE id = $1 AND removed_at IS NULL";
+    const CREATE_ORGANIZATION_INSERT_ORGANIZATIONS: &str =
+        "INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)";
+    const CREATE_ORGANIZATION_INSERT_MEMBERS: &str = "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5)";
+    const ORGANIZATIONS_OF: &str = "SELECT o.id, o.name, o.created_at, m.id AS member_id, m.role FROM members me \
+             JOIN members m ON m.account_id = me.account_id AND m.removed_at IS NULL \
+             JOIN organizations o ON o.id = m.organization_id \
+             WHERE me.id = $1 AND (o.created_at > $2 OR (o.created_at = $2 AND o.id > $3)) \
+             ORDER BY o.created_at, o.id LIMIT $4";
+    const MEMBERS_OF: &str = "SELECT m.id AS member_id, m.organization_id, m.role, m.created_at, a.email FROM members m \
+             JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL ORDER BY m.created_at";
+    const MEMBERS_PAGE: &str = "SELECT m.id AS member_id, m.organization_id, m.role, m.created_at, a.email FROM members m \
+             JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL \
+             AND (m.created_at > $2 OR (m.created_at = $2 AND m.id > $3)) ORDER BY m.created_at, m.id LIMIT $4";
+    const REMOVE_MEMBER: &str = "UPDATE members SET removed_at = $3 WHERE id = $1 AND organization_id = $2 AND role <> 'owner' AND removed_at IS NULL";
+    const CREATE_TOKEN: &str = "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             RETURNING id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at";
+    const TOKEN_BY_HASH: &str = "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
+                    m.organization_id, m.role \
+             FROM api_tokens t JOIN members m ON m.id = t.member_id \
+             WHERE t.secret_hash = $1 AND m.removed_at IS NULL";
+    const CREATE_SESSION: &str = "INSERT INTO sessions (id, member_id, secret_hash, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)";
+    const TOKEN_BY_ID: &str = concatcp!(
+        "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
+                    m.organization_id, m.role, \
+                    EXISTS (SELECT 1 FROM bots b WHERE b.id = ",
+        "$2",
+        Store::UUID_CAST,
+        " AND ",
+        crate::bots::bot_usable_by!("b", "m.organization_id", "m.id"),
+        ") AS bot_usable \
+             FROM api_tokens t JOIN members m ON m.id = t.member_id \
+             WHERE t.id = $1 AND m.removed_at IS NULL"
+    );
+    const SESSION_MEMBER: &str = concatcp!(
+        "SELECT s.member_id, m.organization_id, m.role, \
+                    EXISTS (SELECT 1 FROM bots b WHERE b.id = ",
+        "$3",
+        Store::UUID_CAST,
+        " AND ",
+        crate::bots::bot_usable_by!("b", "m.organization_id", "m.id"),
+        ") AS bot_usable \
+             FROM sessions s JOIN members m ON m.id = s.member_id \
+             WHERE s.id = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL"
+    );
+    const SESSION_BY_HASH: &str = "SELECT s.id, s.member_id, m.organization_id, m.role FROM sessions s JOIN members m ON m.id = s.member_id \
+             WHERE s.secret_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL";
+    const REVOKE_SESSION: &str =
+        "UPDATE sessions SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1";
+    const TOKENS_OF: &str = "SELECT id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at FROM api_tokens \
+             WHERE member_id = $1 AND (created_at < $2 OR (created_at = $2 AND id < $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4";
+    const REVOKE_TOKEN: &str = "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $3) WHERE id = $1 AND member_id = $2";
+
     fn token_json(token: &NewToken) -> Result<(String, Option<String>), StoreError> {
         let rights =
             serde_json::to_string(&token.rights).map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -74,20 +159,17 @@ mod on_both {
         now: i64,
     ) -> Result<(), StoreError> {
         let (rights, bots) = token_json(token)?;
-        sqlx::query(
-        "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(token.id)
-    .bind(member_id)
-    .bind(&token.name)
-    .bind(&token.secret_hash)
-    .bind(rights)
-    .bind(bots)
-    .bind(token.expires_at)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
+        sqlx::query(INSERT_TOKEN)
+            .bind(token.id)
+            .bind(member_id)
+            .bind(&token.name)
+            .bind(&token.secret_hash)
+            .bind(rights)
+            .bind(bots)
+            .bind(token.expires_at)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -111,52 +193,45 @@ mod on_both {
         ) -> Result<bool, StoreError> {
             let mut tx = self.writer().begin().await?;
             let now = now_ms();
-            let first = sqlx::query(
-            "INSERT INTO bootstrap (singleton, created_at) VALUES (1, $1) ON CONFLICT DO NOTHING",
-        )
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+            let first = sqlx::query(BOOTSTRAP_INSERT_BOOTSTRAP)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             if first == 0 {
                 tx.rollback().await?;
                 return Ok(false);
             }
             let (organization_id, account_id, member_id) =
                 (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-            sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)")
+            sqlx::query(BOOTSTRAP_INSERT_ORGANIZATIONS)
                 .bind(organization_id)
                 .bind(organization)
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(
-                "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3)",
-            )
-            .bind(account_id)
-            .bind(owner_email)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, 'owner', $4)")
-            .bind(member_id)
-            .bind(organization_id)
-            .bind(account_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(BOOTSTRAP_INSERT_ACCOUNTS)
+                .bind(account_id)
+                .bind(owner_email)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(BOOTSTRAP_INSERT_MEMBERS)
+                .bind(member_id)
+                .bind(organization_id)
+                .bind(account_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             insert_token(&mut tx, member_id, &token, now).await?;
             tx.commit().await?;
             Ok(true)
         }
 
         async fn first_owner(&self) -> Result<Option<MemberRef>, StoreError> {
-            let row = sqlx::query(
-            "SELECT id AS member_id, organization_id, role FROM members WHERE role = 'owner' AND removed_at IS NULL \
-             ORDER BY created_at LIMIT 1",
-        )
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(FIRST_OWNER)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(member_ref).transpose()
         }
 
@@ -168,24 +243,21 @@ mod on_both {
         ) -> Result<MemberRef, StoreError> {
             let mut tx = self.writer().begin().await?;
             let now = now_ms();
-            let account: Uuid = sqlx::query_scalar(
-                "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3) \
-             ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id",
-            )
-            .bind(Uuid::now_v7())
-            .bind(email)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
+            let account: Uuid = sqlx::query_scalar(ADD_MEMBER_INSERT_ACCOUNTS)
+                .bind(Uuid::now_v7())
+                .bind(email)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
             let member_id = Uuid::now_v7();
-            sqlx::query("INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(member_id)
-            .bind(organization_id)
-            .bind(account)
-            .bind(role.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(ADD_MEMBER_INSERT_MEMBERS)
+                .bind(member_id)
+                .bind(organization_id)
+                .bind(account)
+                .bind(role.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(MemberRef {
                 member_id,
@@ -203,21 +275,17 @@ mod on_both {
             secret_hash: &[u8],
             expires_at: i64,
         ) -> Result<InvitationRow, StoreError> {
-            let row = sqlx::query(
-            "INSERT INTO invitations (id, organization_id, email, role, secret_hash, invited_by, expires_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-             RETURNING id, organization_id, email, role, expires_at, accepted_at, revoked_at, created_at",
-        )
-        .bind(id)
-        .bind(inviter.organization_id)
-        .bind(email)
-        .bind(role.as_str())
-        .bind(secret_hash)
-        .bind(inviter.member_id)
-        .bind(expires_at)
-        .bind(now_ms())
-        .fetch_one(self.writer())
-        .await?;
+            let row = sqlx::query(CREATE_INVITATION)
+                .bind(id)
+                .bind(inviter.organization_id)
+                .bind(email)
+                .bind(role.as_str())
+                .bind(secret_hash)
+                .bind(inviter.member_id)
+                .bind(expires_at)
+                .bind(now_ms())
+                .fetch_one(self.writer())
+                .await?;
             invitation_row(&row)
         }
 
@@ -228,17 +296,13 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<InvitationRow>, StoreError> {
             let (before_at, before_id) = before.unwrap_or((i64::MAX, LAST_ID));
-            let rows = sqlx::query(
-            "SELECT id, organization_id, email, role, expires_at, accepted_at, revoked_at, created_at FROM invitations \
-             WHERE organization_id = $1 AND (created_at < $2 OR (created_at = $2 AND id < $3)) \
-             ORDER BY created_at DESC, id DESC LIMIT $4",
-        )
-        .bind(organization_id)
-        .bind(before_at)
-        .bind(before_id)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(INVITATIONS_OF)
+                .bind(organization_id)
+                .bind(before_at)
+                .bind(before_id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(invitation_row).collect()
         }
 
@@ -247,16 +311,13 @@ mod on_both {
             organization_id: Uuid,
             id: Uuid,
         ) -> Result<bool, StoreError> {
-            let done = sqlx::query(
-                "UPDATE invitations SET revoked_at = $3 WHERE id = $1 AND organization_id = $2 \
-             AND accepted_at IS NULL AND revoked_at IS NULL",
-            )
-            .bind(id)
-            .bind(organization_id)
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?
-            .rows_affected();
+            let done = sqlx::query(REVOKE_INVITATION)
+                .bind(id)
+                .bind(organization_id)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?
+                .rows_affected();
             Ok(done == 1)
         }
 
@@ -267,14 +328,11 @@ mod on_both {
         ) -> Result<Option<MemberRef>, StoreError> {
             let mut tx = self.writer().begin().await?;
             let now = now_ms();
-            let row = sqlx::query(
-            "UPDATE invitations SET accepted_at = $2 WHERE secret_hash = $1 AND accepted_at IS NULL \
-             AND revoked_at IS NULL AND expires_at > $2 RETURNING organization_id, email, role",
-        )
-        .bind(secret_hash)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+            let row = sqlx::query(ACCEPT_INVITATION_UPDATE_INVITATIONS)
+                .bind(secret_hash)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
             let Some(row) = row else {
                 tx.rollback().await?;
                 return Ok(None);
@@ -284,26 +342,20 @@ mod on_both {
             let role_name: String = row.try_get("role")?;
             let role = Role::parse(&role_name)
                 .ok_or_else(|| StoreError::Invalid(format!("invitation role `{role_name}`")))?;
-            let account: Uuid = sqlx::query_scalar(
-                "INSERT INTO accounts (id, email, name, created_at) VALUES ($1, $2, $2, $3) \
-             ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id",
-            )
-            .bind(Uuid::now_v7())
-            .bind(&email)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-            let member_id: Uuid = sqlx::query_scalar(
-            "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (organization_id, account_id) DO UPDATE SET removed_at = NULL, role = EXCLUDED.role RETURNING id",
-        )
-        .bind(Uuid::now_v7())
-        .bind(organization_id)
-        .bind(account)
-        .bind(role.as_str())
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
+            let account: Uuid = sqlx::query_scalar(ACCEPT_INVITATION_INSERT_ACCOUNTS)
+                .bind(Uuid::now_v7())
+                .bind(&email)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+            let member_id: Uuid = sqlx::query_scalar(ACCEPT_INVITATION_INSERT_MEMBERS)
+                .bind(Uuid::now_v7())
+                .bind(organization_id)
+                .bind(account)
+                .bind(role.as_str())
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
             insert_token(&mut tx, member_id, &token, now).await?;
             tx.commit().await?;
             Ok(Some(MemberRef {
@@ -321,32 +373,28 @@ mod on_both {
         ) -> Result<OrganizationRow, StoreError> {
             let mut tx = self.writer().begin().await?;
             let now = now_ms();
-            let account: Option<Uuid> = sqlx::query_scalar(
-                "SELECT account_id FROM members WHERE id = $1 AND removed_at IS NULL",
-            )
-            .bind(member.member_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let account: Option<Uuid> = sqlx::query_scalar(CREATE_ORGANIZATION_SELECT_MEMBERS)
+                .bind(member.member_id)
+                .fetch_optional(&mut *tx)
+                .await?;
             let account =
                 account.ok_or_else(|| StoreError::Invalid("the member was removed".into()))?;
             let organization = Uuid::now_v7();
-            sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3)")
+            sqlx::query(CREATE_ORGANIZATION_INSERT_ORGANIZATIONS)
                 .bind(organization)
                 .bind(name)
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
             let member_id = Uuid::now_v7();
-            sqlx::query(
-            "INSERT INTO members (id, organization_id, account_id, role, created_at) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(member_id)
-        .bind(organization)
-        .bind(account)
-        .bind(Role::Owner.as_str())
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+            sqlx::query(CREATE_ORGANIZATION_INSERT_MEMBERS)
+                .bind(member_id)
+                .bind(organization)
+                .bind(account)
+                .bind(Role::Owner.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             insert_token(&mut tx, member_id, &token, now).await?;
             tx.commit().await?;
             Ok(OrganizationRow {
@@ -365,19 +413,13 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<OrganizationRow>, StoreError> {
             let (after_at, after_id) = after.unwrap_or((i64::MIN, FIRST_ID));
-            let rows = sqlx::query(
-                "SELECT o.id, o.name, o.created_at, m.id AS member_id, m.role FROM members me \
-             JOIN members m ON m.account_id = me.account_id AND m.removed_at IS NULL \
-             JOIN organizations o ON o.id = m.organization_id \
-             WHERE me.id = $1 AND (o.created_at > $2 OR (o.created_at = $2 AND o.id > $3)) \
-             ORDER BY o.created_at, o.id LIMIT $4",
-            )
-            .bind(member.member_id)
-            .bind(after_at)
-            .bind(after_id)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(ORGANIZATIONS_OF)
+                .bind(member.member_id)
+                .bind(after_at)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     let role: String = row.try_get("role")?;
@@ -394,13 +436,10 @@ mod on_both {
         }
 
         async fn members_of(&self, organization_id: Uuid) -> Result<Vec<MemberRow>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT m.id AS member_id, m.organization_id, m.role, m.created_at, a.email FROM members m \
-             JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL ORDER BY m.created_at",
-        )
-        .bind(organization_id)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(MEMBERS_OF)
+                .bind(organization_id)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(MemberRow {
@@ -419,17 +458,13 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<MemberRow>, StoreError> {
             let (after_at, after_id) = after.unwrap_or((i64::MIN, FIRST_ID));
-            let rows = sqlx::query(
-            "SELECT m.id AS member_id, m.organization_id, m.role, m.created_at, a.email FROM members m \
-             JOIN accounts a ON a.id = m.account_id WHERE m.organization_id = $1 AND m.removed_at IS NULL \
-             AND (m.created_at > $2 OR (m.created_at = $2 AND m.id > $3)) ORDER BY m.created_at, m.id LIMIT $4",
-        )
-        .bind(organization_id)
-        .bind(after_at)
-        .bind(after_id)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(MEMBERS_PAGE)
+                .bind(organization_id)
+                .bind(after_at)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(MemberRow {
@@ -446,15 +481,13 @@ mod on_both {
             organization_id: Uuid,
             member_id: Uuid,
         ) -> Result<bool, StoreError> {
-            let done = sqlx::query(
-            "UPDATE members SET removed_at = $3 WHERE id = $1 AND organization_id = $2 AND role <> 'owner' AND removed_at IS NULL",
-        )
-        .bind(member_id)
-        .bind(organization_id)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?
-        .rows_affected();
+            let done = sqlx::query(REMOVE_MEMBER)
+                .bind(member_id)
+                .bind(organization_id)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?
+                .rows_affected();
             Ok(done == 1)
         }
 
@@ -464,21 +497,17 @@ mod on_both {
             token: NewToken,
         ) -> Result<TokenRow, StoreError> {
             let (rights, bots) = token_json(&token)?;
-            let row = sqlx::query(
-            "INSERT INTO api_tokens (id, member_id, name, secret_hash, rights, bot_ids, expires_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-             RETURNING id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at",
-        )
-        .bind(token.id)
-        .bind(member_id)
-        .bind(&token.name)
-        .bind(&token.secret_hash)
-        .bind(rights)
-        .bind(bots)
-        .bind(token.expires_at)
-        .bind(now_ms())
-        .fetch_one(self.writer())
-        .await?;
+            let row = sqlx::query(CREATE_TOKEN)
+                .bind(token.id)
+                .bind(member_id)
+                .bind(&token.name)
+                .bind(&token.secret_hash)
+                .bind(rights)
+                .bind(bots)
+                .bind(token.expires_at)
+                .bind(now_ms())
+                .fetch_one(self.writer())
+                .await?;
             token_row(&row)
         }
 
@@ -486,15 +515,10 @@ mod on_both {
             &self,
             secret_hash: &[u8],
         ) -> Result<Option<(TokenRow, MemberRef)>, StoreError> {
-            let row = sqlx::query(
-            "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
-                    m.organization_id, m.role \
-             FROM api_tokens t JOIN members m ON m.id = t.member_id \
-             WHERE t.secret_hash = $1 AND m.removed_at IS NULL",
-        )
-        .bind(secret_hash)
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(TOKEN_BY_HASH)
+                .bind(secret_hash)
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| Ok((token_row(&row)?, member_ref(&row)?)))
                 .transpose()
         }
@@ -506,14 +530,14 @@ mod on_both {
             secret_hash: &[u8],
             expires_at: i64,
         ) -> Result<(), StoreError> {
-            sqlx::query("INSERT INTO sessions (id, member_id, secret_hash, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(id)
-            .bind(member_id)
-            .bind(secret_hash)
-            .bind(expires_at)
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
+            sqlx::query(CREATE_SESSION)
+                .bind(id)
+                .bind(member_id)
+                .bind(secret_hash)
+                .bind(expires_at)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
@@ -522,21 +546,11 @@ mod on_both {
             id: Uuid,
             bot: Option<openbot_schema::BotId>,
         ) -> Result<Option<(TokenRow, MemberRef, bool)>, StoreError> {
-            let row = sqlx::query(concatcp!(
-            "SELECT t.id, t.member_id, t.name, t.rights, t.bot_ids, t.expires_at, t.revoked_at, t.created_at, \
-                    m.organization_id, m.role, \
-                    EXISTS (SELECT 1 FROM bots b WHERE b.id = ",
-            "$2", Store::UUID_CAST,
-            " AND ",
-            crate::bots::bot_usable_by!("b", "m.organization_id", "m.id"),
-            ") AS bot_usable \
-             FROM api_tokens t JOIN members m ON m.id = t.member_id \
-             WHERE t.id = $1 AND m.removed_at IS NULL"
-        ))
-        .bind(id)
-        .bind(bot.map(|b| b.as_uuid()))
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(TOKEN_BY_ID)
+                .bind(id)
+                .bind(bot.map(|b| b.as_uuid()))
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| {
                 Ok((
                     token_row(&row)?,
@@ -552,21 +566,12 @@ mod on_both {
             id: Uuid,
             bot: Option<openbot_schema::BotId>,
         ) -> Result<Option<(MemberRef, bool)>, StoreError> {
-            let row = sqlx::query(concatcp!(
-            "SELECT s.member_id, m.organization_id, m.role, \
-                    EXISTS (SELECT 1 FROM bots b WHERE b.id = ",
-            "$3", Store::UUID_CAST,
-            " AND ",
-            crate::bots::bot_usable_by!("b", "m.organization_id", "m.id"),
-            ") AS bot_usable \
-             FROM sessions s JOIN members m ON m.id = s.member_id \
-             WHERE s.id = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL"
-        ))
-        .bind(id)
-        .bind(now_ms())
-        .bind(bot.map(|b| b.as_uuid()))
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(SESSION_MEMBER)
+                .bind(id)
+                .bind(now_ms())
+                .bind(bot.map(|b| b.as_uuid()))
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| Ok((member_ref(&row)?, row.try_get::<bool, _>("bot_usable")?)))
                 .transpose()
         }
@@ -575,20 +580,17 @@ mod on_both {
             &self,
             secret_hash: &[u8],
         ) -> Result<Option<(Uuid, MemberRef)>, StoreError> {
-            let row = sqlx::query(
-            "SELECT s.id, s.member_id, m.organization_id, m.role FROM sessions s JOIN members m ON m.id = s.member_id \
-             WHERE s.secret_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > $2 AND m.removed_at IS NULL",
-        )
-        .bind(secret_hash)
-        .bind(now_ms())
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(SESSION_BY_HASH)
+                .bind(secret_hash)
+                .bind(now_ms())
+                .fetch_optional(self.reader())
+                .await?;
             row.map(|row| Ok((row.try_get("id")?, member_ref(&row)?)))
                 .transpose()
         }
 
         async fn revoke_session(&self, id: Uuid) -> Result<(), StoreError> {
-            sqlx::query("UPDATE sessions SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1")
+            sqlx::query(REVOKE_SESSION)
                 .bind(id)
                 .bind(now_ms())
                 .execute(self.writer())
@@ -603,30 +605,24 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<TokenRow>, StoreError> {
             let (before_at, before_id) = before.unwrap_or((i64::MAX, LAST_ID));
-            let rows = sqlx::query(
-            "SELECT id, member_id, name, rights, bot_ids, expires_at, revoked_at, created_at FROM api_tokens \
-             WHERE member_id = $1 AND (created_at < $2 OR (created_at = $2 AND id < $3)) \
-             ORDER BY created_at DESC, id DESC LIMIT $4",
-        )
-        .bind(member_id)
-        .bind(before_at)
-        .bind(before_id)
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(TOKENS_OF)
+                .bind(member_id)
+                .bind(before_at)
+                .bind(before_id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(token_row).collect()
         }
 
         async fn revoke_token(&self, member_id: Uuid, token_id: Uuid) -> Result<bool, StoreError> {
-            let done = sqlx::query(
-            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $3) WHERE id = $1 AND member_id = $2",
-        )
-        .bind(token_id)
-        .bind(member_id)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?
-        .rows_affected();
+            let done = sqlx::query(REVOKE_TOKEN)
+                .bind(token_id)
+                .bind(member_id)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?
+                .rows_affected();
             Ok(done == 1)
         }
     }

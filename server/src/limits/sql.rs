@@ -188,6 +188,71 @@ mod on_both {
     };
 }
 
+    // The statements of this store, by the use that sends them.
+    const PUT_LIMIT_INSERT_LIMITS: &str = "INSERT INTO limits (organization_id, scope, max_concurrent, requests_per_window, tokens_per_window, \
+                 window_ms, max_wait_ms, request_level, token_level, refilled_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+             ON CONFLICT (organization_id, scope) DO UPDATE SET \
+                 max_concurrent = EXCLUDED.max_concurrent, requests_per_window = EXCLUDED.requests_per_window, \
+                 tokens_per_window = EXCLUDED.tokens_per_window, window_ms = EXCLUDED.window_ms, \
+                 max_wait_ms = EXCLUDED.max_wait_ms, request_level = EXCLUDED.request_level, \
+                 token_level = EXCLUDED.token_level, refilled_at = EXCLUDED.refilled_at, \
+                 updated_at = EXCLUDED.updated_at";
+    const PUT_LIMIT_READ_BACK: &str = concat!(listed!(), " AND l.scope = $3");
+    const LIMITS: &str = concatcp!(
+        listed!(),
+        " AND (",
+        "$3",
+        Store::TEXT_CAST,
+        " IS NULL OR l.scope > $3) AND (",
+        "$5",
+        Store::TEXT_CAST,
+        " IS NULL OR substr(l.scope, 1, 4) <> 'bot:' OR ",
+        text_in!("l.scope", "$5"),
+        ") ORDER BY l.scope LIMIT $4"
+    );
+    const DELETE_LIMIT_DELETE_LIMITS: &str =
+        "DELETE FROM limits WHERE organization_id = $1 AND scope = $2";
+    const DELETE_LIMIT_DELETE_LIMIT_PERMITS: &str =
+        "DELETE FROM limit_permits WHERE organization_id = $1 AND scope = $2";
+    const LIMITED_SCOPES: &str = concat!(
+        "SELECT scope FROM limits WHERE organization_id = $1 AND ",
+        text_in!("scope", "$2"),
+        " ORDER BY scope"
+    );
+    const TRY_TAKE_SELECT_EXECUTIONS: &str = concatcp!(
+        "SELECT id FROM executions WHERE id = $1 AND generation = $2 AND owner_node IS NOT NULL \
+             AND lease_expires_at >= $3 AND state IN ('running', 'cancelling')",
+        Store::FOR_SHARE
+    );
+    const TRY_TAKE_SELECT_LIMITS: &str = concat!(
+        "SELECT COUNT(*) FROM limits WHERE organization_id = $1 AND ",
+        text_in!("scope", "$2")
+    );
+    const TRY_TAKE_DELETE_LIMIT_PERMITS: &str = concat!(
+        "DELETE FROM limit_permits AS p WHERE p.organization_id = $1 AND ",
+        text_in!("p.scope", "$2"),
+        " AND NOT ",
+        live!("$3")
+    );
+    const TRY_TAKE_SELECT_LIMIT_PERMITS: &str = concat!(
+        "SELECT scope, COUNT(*) AS held FROM limit_permits WHERE organization_id = $1 AND ",
+        text_in!("scope", "$2"),
+        " AND NOT (execution_id = $3 AND slot = $4) GROUP BY scope"
+    );
+    const TRY_TAKE_UPDATE_LIMITS: &str = "UPDATE limits SET request_level = $3, token_level = $4, refilled_at = $5 \
+                 WHERE organization_id = $1 AND scope = $2";
+    const TRY_TAKE_INSERT_LIMIT_PERMITS: &str = "INSERT INTO limit_permits (organization_id, scope, execution_id, slot, generation, acquired_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (organization_id, scope, execution_id, slot) DO UPDATE SET \
+                     generation = EXCLUDED.generation, acquired_at = EXCLUDED.acquired_at";
+    const GIVE_BACK_DELETE_LIMIT_PERMITS: &str = "DELETE FROM limit_permits WHERE organization_id = $1 AND execution_id = $2 \
+             AND slot = $3 AND generation <= $4";
+    const GIVE_BACK_UPDATE_LIMITS: &str = "UPDATE limits SET request_level = $3, token_level = $4, refilled_at = $5 \
+                     WHERE organization_id = $1 AND scope = $2";
+    const RELEASE_EXECUTION: &str =
+        "DELETE FROM limit_permits WHERE execution_id = $1 AND generation <= $2";
+
     #[async_trait]
     impl LimitStore for Store {
         async fn put_limit(
@@ -197,30 +262,25 @@ mod on_both {
             settings: &LimitSettings,
         ) -> Result<LimitRow, StoreError> {
             let now = now_ms();
-            sqlx::query(
-            "INSERT INTO limits (organization_id, scope, max_concurrent, requests_per_window, tokens_per_window, \
-                 window_ms, max_wait_ms, request_level, token_level, refilled_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
-             ON CONFLICT (organization_id, scope) DO UPDATE SET \
-                 max_concurrent = EXCLUDED.max_concurrent, requests_per_window = EXCLUDED.requests_per_window, \
-                 tokens_per_window = EXCLUDED.tokens_per_window, window_ms = EXCLUDED.window_ms, \
-                 max_wait_ms = EXCLUDED.max_wait_ms, request_level = EXCLUDED.request_level, \
-                 token_level = EXCLUDED.token_level, refilled_at = EXCLUDED.refilled_at, \
-                 updated_at = EXCLUDED.updated_at",
-        )
-        .bind(organization)
-        .bind(scope)
-        .bind(settings.max_concurrent)
-        .bind(settings.requests_per_window)
-        .bind(settings.tokens_per_window)
-        .bind(settings.window_ms)
-        .bind(settings.max_wait_ms)
-        .bind(settings.requests_per_window.unwrap_or(0).saturating_mul(UNIT))
-        .bind(settings.tokens_per_window.unwrap_or(0).saturating_mul(UNIT))
-        .bind(now)
-        .execute(self.writer())
-        .await?;
-            let row = sqlx::query(concat!(listed!(), " AND l.scope = $3"))
+            sqlx::query(PUT_LIMIT_INSERT_LIMITS)
+                .bind(organization)
+                .bind(scope)
+                .bind(settings.max_concurrent)
+                .bind(settings.requests_per_window)
+                .bind(settings.tokens_per_window)
+                .bind(settings.window_ms)
+                .bind(settings.max_wait_ms)
+                .bind(
+                    settings
+                        .requests_per_window
+                        .unwrap_or(0)
+                        .saturating_mul(UNIT),
+                )
+                .bind(settings.tokens_per_window.unwrap_or(0).saturating_mul(UNIT))
+                .bind(now)
+                .execute(self.writer())
+                .await?;
+            let row = sqlx::query(PUT_LIMIT_READ_BACK)
                 .bind(organization)
                 .bind(now)
                 .bind(scope)
@@ -237,38 +297,26 @@ mod on_both {
             count: i64,
         ) -> Result<Vec<LimitRow>, StoreError> {
             let bot_scopes = bot_scopes.map(json).transpose()?;
-            let rows = sqlx::query(concatcp!(
-                listed!(),
-                " AND (",
-                "$3",
-                Store::TEXT_CAST,
-                " IS NULL OR l.scope > $3) AND (",
-                "$5",
-                Store::TEXT_CAST,
-                " IS NULL OR substr(l.scope, 1, 4) <> 'bot:' OR ",
-                text_in!("l.scope", "$5"),
-                ") ORDER BY l.scope LIMIT $4"
-            ))
-            .bind(organization)
-            .bind(now_ms())
-            .bind(after)
-            .bind(count)
-            .bind(bot_scopes)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(LIMITS)
+                .bind(organization)
+                .bind(now_ms())
+                .bind(after)
+                .bind(count)
+                .bind(bot_scopes)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(limit_row).collect()
         }
 
         async fn delete_limit(&self, organization: Uuid, scope: &str) -> Result<bool, StoreError> {
             let mut tx = self.writer().begin().await?;
-            let deleted =
-                sqlx::query("DELETE FROM limits WHERE organization_id = $1 AND scope = $2")
-                    .bind(organization)
-                    .bind(scope)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            sqlx::query("DELETE FROM limit_permits WHERE organization_id = $1 AND scope = $2")
+            let deleted = sqlx::query(DELETE_LIMIT_DELETE_LIMITS)
+                .bind(organization)
+                .bind(scope)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(DELETE_LIMIT_DELETE_LIMIT_PERMITS)
                 .bind(organization)
                 .bind(scope)
                 .execute(&mut *tx)
@@ -285,15 +333,11 @@ mod on_both {
             if scopes.is_empty() {
                 return Ok(Vec::new());
             }
-            let rows = sqlx::query(concat!(
-                "SELECT scope FROM limits WHERE organization_id = $1 AND ",
-                text_in!("scope", "$2"),
-                " ORDER BY scope"
-            ))
-            .bind(organization)
-            .bind(json(scopes)?)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(LIMITED_SCOPES)
+                .bind(organization)
+                .bind(json(scopes)?)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(|row| Ok(row.try_get("scope")?)).collect()
         }
 
@@ -303,16 +347,12 @@ mod on_both {
             let mut tx = self.writer().begin().await?;
             // The owner check holds the execution's row, so no takeover commits before this take
             // does: a permit is only ever written for the current generation.
-            let owner = sqlx::query(concatcp!(
-            "SELECT id FROM executions WHERE id = $1 AND generation = $2 AND owner_node IS NOT NULL \
-             AND lease_expires_at >= $3 AND state IN ('running', 'cancelling')",
-            Store::FOR_SHARE
-        ))
-        .bind(holder.execution.as_uuid())
-        .bind(holder.generation)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+            let owner = sqlx::query(TRY_TAKE_SELECT_EXECUTIONS)
+                .bind(holder.execution.as_uuid())
+                .bind(holder.generation)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
             if owner.is_none() {
                 return Ok(Take::NotOwner);
             }
@@ -326,14 +366,11 @@ mod on_both {
                 .iter()
                 .map(bucketed)
                 .collect::<Result<Vec<_>, _>>()?;
-            let configured = sqlx::query_scalar::<_, i64>(concat!(
-                "SELECT COUNT(*) FROM limits WHERE organization_id = $1 AND ",
-                text_in!("scope", "$2")
-            ))
-            .bind(holder.organization)
-            .bind(&names)
-            .fetch_one(&mut *tx)
-            .await?;
+            let configured = sqlx::query_scalar::<_, i64>(TRY_TAKE_SELECT_LIMITS)
+                .bind(holder.organization)
+                .bind(&names)
+                .fetch_one(&mut *tx)
+                .await?;
             if (limits.len() as i64) < configured {
                 let busy = scopes
                     .iter()
@@ -362,28 +399,19 @@ mod on_both {
             let mut held = std::collections::HashMap::new();
             if !permits.is_empty() {
                 // Permits of owners that lost their lease or generation pass on.
-                sqlx::query(concat!(
-                    "DELETE FROM limit_permits AS p WHERE p.organization_id = $1 AND ",
-                    text_in!("p.scope", "$2"),
-                    " AND NOT ",
-                    live!("$3")
-                ))
-                .bind(holder.organization)
-                .bind(&names)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                let counts = sqlx::query(concat!(
-                "SELECT scope, COUNT(*) AS held FROM limit_permits WHERE organization_id = $1 AND ",
-                text_in!("scope", "$2"),
-                " AND NOT (execution_id = $3 AND slot = $4) GROUP BY scope"
-            ))
-            .bind(holder.organization)
-            .bind(&names)
-            .bind(holder.execution.as_uuid())
-            .bind(&holder.slot)
-            .fetch_all(&mut *tx)
-            .await?;
+                sqlx::query(TRY_TAKE_DELETE_LIMIT_PERMITS)
+                    .bind(holder.organization)
+                    .bind(&names)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                let counts = sqlx::query(TRY_TAKE_SELECT_LIMIT_PERMITS)
+                    .bind(holder.organization)
+                    .bind(&names)
+                    .bind(holder.execution.as_uuid())
+                    .bind(&holder.slot)
+                    .fetch_all(&mut *tx)
+                    .await?;
                 for row in &counts {
                     held.insert(
                         row.try_get::<String, _>("scope")?,
@@ -399,33 +427,25 @@ mod on_both {
                 }
             };
             for (scope, request_level, token_level) in levels {
-                sqlx::query(
-                    "UPDATE limits SET request_level = $3, token_level = $4, refilled_at = $5 \
-                 WHERE organization_id = $1 AND scope = $2",
-                )
-                .bind(holder.organization)
-                .bind(scope)
-                .bind(request_level)
-                .bind(token_level)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(TRY_TAKE_UPDATE_LIMITS)
+                    .bind(holder.organization)
+                    .bind(scope)
+                    .bind(request_level)
+                    .bind(token_level)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
             }
             for limit in permits {
-                sqlx::query(
-                "INSERT INTO limit_permits (organization_id, scope, execution_id, slot, generation, acquired_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6) \
-                 ON CONFLICT (organization_id, scope, execution_id, slot) DO UPDATE SET \
-                     generation = EXCLUDED.generation, acquired_at = EXCLUDED.acquired_at",
-            )
-            .bind(holder.organization)
-            .bind(&limit.scope)
-            .bind(holder.execution.as_uuid())
-            .bind(&holder.slot)
-            .bind(holder.generation)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+                sqlx::query(TRY_TAKE_INSERT_LIMIT_PERMITS)
+                    .bind(holder.organization)
+                    .bind(&limit.scope)
+                    .bind(holder.execution.as_uuid())
+                    .bind(&holder.slot)
+                    .bind(holder.generation)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await?;
             Ok(Take::Granted {
@@ -441,16 +461,13 @@ mod on_both {
         ) -> Result<(), StoreError> {
             let now = now_ms();
             let mut tx = self.writer().begin().await?;
-            sqlx::query(
-                "DELETE FROM limit_permits WHERE organization_id = $1 AND execution_id = $2 \
-             AND slot = $3 AND generation <= $4",
-            )
-            .bind(holder.organization)
-            .bind(holder.execution.as_uuid())
-            .bind(&holder.slot)
-            .bind(holder.generation)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(GIVE_BACK_DELETE_LIMIT_PERMITS)
+                .bind(holder.organization)
+                .bind(holder.execution.as_uuid())
+                .bind(&holder.slot)
+                .bind(holder.generation)
+                .execute(&mut *tx)
+                .await?;
             if used_tokens > 0 && !scopes.is_empty() {
                 let used = i64::try_from(used_tokens)
                     .unwrap_or(i64::MAX / UNIT)
@@ -486,17 +503,14 @@ mod on_both {
                     )
                     .saturating_sub(used))
                     .max(-full);
-                    sqlx::query(
-                        "UPDATE limits SET request_level = $3, token_level = $4, refilled_at = $5 \
-                     WHERE organization_id = $1 AND scope = $2",
-                    )
-                    .bind(holder.organization)
-                    .bind(&limit.scope)
-                    .bind(request_level)
-                    .bind(token_level)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                    sqlx::query(GIVE_BACK_UPDATE_LIMITS)
+                        .bind(holder.organization)
+                        .bind(&limit.scope)
+                        .bind(request_level)
+                        .bind(token_level)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
                 }
             }
             tx.commit().await?;
@@ -508,14 +522,12 @@ mod on_both {
             execution: ExecutionId,
             generation: i64,
         ) -> Result<u64, StoreError> {
-            Ok(sqlx::query(
-                "DELETE FROM limit_permits WHERE execution_id = $1 AND generation <= $2",
-            )
-            .bind(execution.as_uuid())
-            .bind(generation)
-            .execute(self.writer())
-            .await?
-            .rows_affected())
+            Ok(sqlx::query(RELEASE_EXECUTION)
+                .bind(execution.as_uuid())
+                .bind(generation)
+                .execute(self.writer())
+                .await?
+                .rows_affected())
         }
     }
 }

@@ -59,6 +59,49 @@ fn tags_json(tags: &[String]) -> Result<String, StoreError> {
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const PUT_TAGS_DELETE_MEMORY_TAGS: &str = "DELETE FROM memory_tags WHERE memory_id = $1";
+    const PUT_TAGS_INSERT_MEMORY_TAGS: &str =
+        "INSERT INTO memory_tags (memory_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+    const RUN_OPS_INSERT_MEMORY_LOCKS: &str = "INSERT INTO memory_locks (bot_id, generation) VALUES ($1, 1) \
+         ON CONFLICT (bot_id) DO UPDATE SET generation = memory_locks.generation + 1";
+    const RUN_OPS_INSERT_MEMORY_CURSORS: &str = "INSERT INTO memory_cursors (chat_id, bot_id, learned_through, updated_at) \
+                     VALUES ($1, $2, 0, $3) ON CONFLICT (chat_id) DO NOTHING";
+    const RUN_OPS_UPDATE_MEMORY_CURSORS: &str = "UPDATE memory_cursors SET learned_through = $2, updated_at = $4 \
+                     WHERE chat_id = $1 AND learned_through = $3 AND $2 > $3";
+    const RUN_OPS_INSERT_MEMORIES: &str = "INSERT INTO memories (id, organization_id, bot_id, owner_member_id, status, tags, \
+                     evidence_chat_id, evidence_execution_id, evidence_message, key_id, sealed, \
+                     embedding_key_id, embedding, embedding_model, digest_key_id, digest, \
+                     created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $16, $17, $15, $15) \
+                     ON CONFLICT (id) DO NOTHING";
+    const RUN_OPS_TOUCH: &str =
+        concat!("UPDATE memories SET updated_at = $6 WHERE ", changeable!());
+    const RUN_OPS_SET_STATUS: &str = "UPDATE memories SET status = $2 WHERE id = $1";
+    const RUN_OPS_SET_TAGS: &str = "UPDATE memories SET tags = $2 WHERE id = $1";
+    const RUN_OPS_SET_CONTENT: &str = "UPDATE memories SET key_id = $2, sealed = $3, embedding_key_id = $4, \
+                             embedding = $5, embedding_model = $6, digest_key_id = $7, digest = $8 \
+                             WHERE id = $1";
+    const RUN_OPS_DELETE_MEMORIES: &str = concat!("DELETE FROM memories WHERE ", changeable!());
+    const RUN_OPS_DELETE_MEMORY_TAGS: &str = "DELETE FROM memory_tags WHERE memory_id = $1";
+    const MEMORY: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM memories m WHERE ",
+        visible!(),
+        " AND m.id = $4"
+    );
+    const BOT_MEMORY: &str =
+        "SELECT spec, owner_member_id FROM bots WHERE id = $1 AND deleted_at IS NULL";
+    const CURSOR: &str = "SELECT learned_through FROM memory_cursors WHERE chat_id = $1";
+    const LOCK_GENERATION: &str = "SELECT generation FROM memory_locks WHERE bot_id = $1";
+    const SETTINGS: &str =
+        "SELECT embeddings_model, helper_model FROM memory_settings WHERE organization_id = $1";
+    const PUT_SETTINGS: &str = "INSERT INTO memory_settings (organization_id, embeddings_model, helper_model, updated_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (organization_id) DO UPDATE SET \
+             embeddings_model = EXCLUDED.embeddings_model, helper_model = EXCLUDED.helper_model, \
+             updated_at = EXCLUDED.updated_at";
+
     fn memory_row(row: &Row) -> Result<MemoryRow, StoreError> {
         let tags: String = row.try_get("tags")?;
         let embedding_key: Option<String> = row.try_get("embedding_key_id")?;
@@ -101,18 +144,16 @@ mod on_both {
         id: Uuid,
         tags: &[String],
     ) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM memory_tags WHERE memory_id = $1")
+        sqlx::query(PUT_TAGS_DELETE_MEMORY_TAGS)
             .bind(id)
             .execute(&mut **tx)
             .await?;
         for tag in tags {
-            sqlx::query(
-                "INSERT INTO memory_tags (memory_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            )
-            .bind(id)
-            .bind(tag)
-            .execute(&mut **tx)
-            .await?;
+            sqlx::query(PUT_TAGS_INSERT_MEMORY_TAGS)
+                .bind(id)
+                .bind(tag)
+                .execute(&mut **tx)
+                .await?;
         }
         Ok(())
     }
@@ -125,13 +166,10 @@ mod on_both {
         ops: &[MemoryOp],
     ) -> Result<Vec<u64>, StoreError> {
         // The Bot's memory lock, alone: every change of this Bot's memories waits here.
-        sqlx::query(
-            "INSERT INTO memory_locks (bot_id, generation) VALUES ($1, 1) \
-         ON CONFLICT (bot_id) DO UPDATE SET generation = memory_locks.generation + 1",
-        )
-        .bind(reader.bot_id.as_uuid())
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(RUN_OPS_INSERT_MEMORY_LOCKS)
+            .bind(reader.bot_id.as_uuid())
+            .execute(&mut **tx)
+            .await?;
         let now = now_ms();
         let mut out = Vec::with_capacity(ops.len());
         let mut stale = false;
@@ -142,27 +180,21 @@ mod on_both {
             }
             let changed = match op {
                 MemoryOp::Cursor { chat_id, from, to } => {
-                    sqlx::query(
-                        "INSERT INTO memory_cursors (chat_id, bot_id, learned_through, updated_at) \
-                     VALUES ($1, $2, 0, $3) ON CONFLICT (chat_id) DO NOTHING",
-                    )
-                    .bind(chat_id)
-                    .bind(reader.bot_id.as_uuid())
-                    .bind(now)
-                    .execute(&mut **tx)
-                    .await?;
+                    sqlx::query(RUN_OPS_INSERT_MEMORY_CURSORS)
+                        .bind(chat_id)
+                        .bind(reader.bot_id.as_uuid())
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await?;
                     // Compare-and-set: only from where the learner read it, only forward.
-                    let moved = sqlx::query(
-                        "UPDATE memory_cursors SET learned_through = $2, updated_at = $4 \
-                     WHERE chat_id = $1 AND learned_through = $3 AND $2 > $3",
-                    )
-                    .bind(chat_id)
-                    .bind(to)
-                    .bind(from)
-                    .bind(now)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected();
+                    let moved = sqlx::query(RUN_OPS_UPDATE_MEMORY_CURSORS)
+                        .bind(chat_id)
+                        .bind(to)
+                        .bind(from)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected();
                     stale = moved == 0;
                     moved
                 }
@@ -184,34 +216,27 @@ mod on_both {
                         ),
                         None => (None, None, None),
                     };
-                    let inserted = sqlx::query(
-                    "INSERT INTO memories (id, organization_id, bot_id, owner_member_id, status, tags, \
-                     evidence_chat_id, evidence_execution_id, evidence_message, key_id, sealed, \
-                     embedding_key_id, embedding, embedding_model, digest_key_id, digest, \
-                     created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $16, $17, $15, $15) \
-                     ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(row.id)
-                .bind(reader.organization_id)
-                .bind(reader.bot_id.as_uuid())
-                .bind(row.owner_member_id)
-                .bind(&row.status)
-                .bind(tags_json(&row.tags)?)
-                .bind(row.evidence_chat_id)
-                .bind(row.evidence_execution_id)
-                .bind(row.evidence_message)
-                .bind(&row.content.key_id)
-                .bind(&row.content.bytes)
-                .bind(embedding_key)
-                .bind(embedding)
-                .bind(model)
-                .bind(now)
-                .bind(row.digest.as_ref().map(|d| &d.key_id))
-                .bind(row.digest.as_ref().map(|d| &d.bytes))
-                .execute(&mut **tx)
-                .await?
-                .rows_affected();
+                    let inserted = sqlx::query(RUN_OPS_INSERT_MEMORIES)
+                        .bind(row.id)
+                        .bind(reader.organization_id)
+                        .bind(reader.bot_id.as_uuid())
+                        .bind(row.owner_member_id)
+                        .bind(&row.status)
+                        .bind(tags_json(&row.tags)?)
+                        .bind(row.evidence_chat_id)
+                        .bind(row.evidence_execution_id)
+                        .bind(row.evidence_message)
+                        .bind(&row.content.key_id)
+                        .bind(&row.content.bytes)
+                        .bind(embedding_key)
+                        .bind(embedding)
+                        .bind(model)
+                        .bind(now)
+                        .bind(row.digest.as_ref().map(|d| &d.key_id))
+                        .bind(row.digest.as_ref().map(|d| &d.bytes))
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected();
                     if inserted == 1 {
                         put_tags(tx, row.id, &row.tags).await?;
                     }
@@ -223,29 +248,26 @@ mod on_both {
                     tags,
                     status,
                 } => {
-                    let allowed = sqlx::query(concat!(
-                        "UPDATE memories SET updated_at = $6 WHERE ",
-                        changeable!()
-                    ))
-                    .bind(id)
-                    .bind(reader.organization_id)
-                    .bind(reader.bot_id.as_uuid())
-                    .bind(reader.member_id)
-                    .bind(reader.may_change_shared)
-                    .bind(now)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected();
+                    let allowed = sqlx::query(RUN_OPS_TOUCH)
+                        .bind(id)
+                        .bind(reader.organization_id)
+                        .bind(reader.bot_id.as_uuid())
+                        .bind(reader.member_id)
+                        .bind(reader.may_change_shared)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected();
                     if allowed == 1 {
                         if let Some(status) = status {
-                            sqlx::query("UPDATE memories SET status = $2 WHERE id = $1")
+                            sqlx::query(RUN_OPS_SET_STATUS)
                                 .bind(id)
                                 .bind(status)
                                 .execute(&mut **tx)
                                 .await?;
                         }
                         if let Some(tags) = tags {
-                            sqlx::query("UPDATE memories SET tags = $2 WHERE id = $1")
+                            sqlx::query(RUN_OPS_SET_TAGS)
                                 .bind(id)
                                 .bind(tags_json(tags)?)
                                 .execute(&mut **tx)
@@ -266,38 +288,33 @@ mod on_both {
                                 ),
                                 None => (None, None, None),
                             };
-                            sqlx::query(
-                            "UPDATE memories SET key_id = $2, sealed = $3, embedding_key_id = $4, \
-                             embedding = $5, embedding_model = $6, digest_key_id = $7, digest = $8 \
-                             WHERE id = $1",
-                        )
-                        .bind(id)
-                        .bind(&sealed.key_id)
-                        .bind(&sealed.bytes)
-                        .bind(embedding_key)
-                        .bind(embedding)
-                        .bind(model)
-                        .bind(&digest.key_id)
-                        .bind(&digest.bytes)
-                        .execute(&mut **tx)
-                        .await?;
+                            sqlx::query(RUN_OPS_SET_CONTENT)
+                                .bind(id)
+                                .bind(&sealed.key_id)
+                                .bind(&sealed.bytes)
+                                .bind(embedding_key)
+                                .bind(embedding)
+                                .bind(model)
+                                .bind(&digest.key_id)
+                                .bind(&digest.bytes)
+                                .execute(&mut **tx)
+                                .await?;
                         }
                     }
                     allowed
                 }
                 MemoryOp::Delete { id } => {
-                    let deleted =
-                        sqlx::query(concat!("DELETE FROM memories WHERE ", changeable!()))
-                            .bind(id)
-                            .bind(reader.organization_id)
-                            .bind(reader.bot_id.as_uuid())
-                            .bind(reader.member_id)
-                            .bind(reader.may_change_shared)
-                            .execute(&mut **tx)
-                            .await?
-                            .rows_affected();
+                    let deleted = sqlx::query(RUN_OPS_DELETE_MEMORIES)
+                        .bind(id)
+                        .bind(reader.organization_id)
+                        .bind(reader.bot_id.as_uuid())
+                        .bind(reader.member_id)
+                        .bind(reader.may_change_shared)
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected();
                     if deleted == 1 {
-                        sqlx::query("DELETE FROM memory_tags WHERE memory_id = $1")
+                        sqlx::query(RUN_OPS_DELETE_MEMORY_TAGS)
                             .bind(id)
                             .execute(&mut **tx)
                             .await?;
@@ -368,19 +385,13 @@ mod on_both {
         }
 
         async fn memory(&self, reader: &Reader, id: Uuid) -> Result<Option<MemoryRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                columns!(),
-                " FROM memories m WHERE ",
-                visible!(),
-                " AND m.id = $4"
-            ))
-            .bind(reader.organization_id)
-            .bind(reader.bot_id.as_uuid())
-            .bind(reader.member_id)
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(MEMORY)
+                .bind(reader.organization_id)
+                .bind(reader.bot_id.as_uuid())
+                .bind(reader.member_id)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(memory_row).transpose()
         }
 
@@ -392,12 +403,10 @@ mod on_both {
         }
 
         async fn bot_memory(&self, bot: BotId) -> Result<Option<BotMemory>, StoreError> {
-            let row = sqlx::query(
-                "SELECT spec, owner_member_id FROM bots WHERE id = $1 AND deleted_at IS NULL",
-            )
-            .bind(bot.as_uuid())
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(BOT_MEMORY)
+                .bind(bot.as_uuid())
+                .fetch_optional(self.reader())
+                .await?;
             match row {
                 Some(row) => {
                     let text: String = row.try_get("spec")?;
@@ -413,20 +422,18 @@ mod on_both {
         }
 
         async fn cursor(&self, chat_id: Uuid) -> Result<i64, StoreError> {
-            let at: Option<i64> =
-                sqlx::query_scalar("SELECT learned_through FROM memory_cursors WHERE chat_id = $1")
-                    .bind(chat_id)
-                    .fetch_optional(self.reader())
-                    .await?;
+            let at: Option<i64> = sqlx::query_scalar(CURSOR)
+                .bind(chat_id)
+                .fetch_optional(self.reader())
+                .await?;
             Ok(at.unwrap_or(0))
         }
 
         async fn lock_generation(&self, bot: BotId) -> Result<i64, StoreError> {
-            let at: Option<i64> =
-                sqlx::query_scalar("SELECT generation FROM memory_locks WHERE bot_id = $1")
-                    .bind(bot.as_uuid())
-                    .fetch_optional(self.reader())
-                    .await?;
+            let at: Option<i64> = sqlx::query_scalar(LOCK_GENERATION)
+                .bind(bot.as_uuid())
+                .fetch_optional(self.reader())
+                .await?;
             Ok(at.unwrap_or(0))
         }
 
@@ -434,12 +441,10 @@ mod on_both {
             &self,
             organization: Uuid,
         ) -> Result<(Option<String>, Option<String>), StoreError> {
-            let row = sqlx::query(
-            "SELECT embeddings_model, helper_model FROM memory_settings WHERE organization_id = $1",
-        )
-        .bind(organization)
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(SETTINGS)
+                .bind(organization)
+                .fetch_optional(self.reader())
+                .await?;
             match row {
                 Some(row) => Ok((
                     row.try_get("embeddings_model")?,
@@ -455,18 +460,13 @@ mod on_both {
             embeddings_model: Option<&str>,
             helper_model: Option<&str>,
         ) -> Result<(), StoreError> {
-            sqlx::query(
-            "INSERT INTO memory_settings (organization_id, embeddings_model, helper_model, updated_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (organization_id) DO UPDATE SET \
-             embeddings_model = EXCLUDED.embeddings_model, helper_model = EXCLUDED.helper_model, \
-             updated_at = EXCLUDED.updated_at",
-        )
-        .bind(organization)
-        .bind(embeddings_model)
-        .bind(helper_model)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?;
+            sqlx::query(PUT_SETTINGS)
+                .bind(organization)
+                .bind(embeddings_model)
+                .bind(helper_model)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
     }

@@ -12,6 +12,18 @@ use crate::store::{SealedBlob, StoreError, both_backends, now_ms};
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const CREATE_OPERATOR_TOKEN: &str =
+        "INSERT INTO operator_tokens (id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4)";
+    const OPERATOR_TOKEN_BY_HASH: &str =
+        "SELECT id, name FROM operator_tokens WHERE secret_hash = $1 AND revoked_at IS NULL";
+    const ERROR_RECORD_ROW: &str = "SELECT id, execution_id, category, key_id, nonce, ciphertext, created_at \
+             FROM error_records WHERE id = $1";
+    const WRITE_AUDIT: &str = "INSERT INTO operator_audit (id, operator_token_id, actor, action, subject, at) \
+             VALUES ($1, $2, $3, $4, $5, $6)";
+    const AUDIT_OF: &str = "SELECT id, operator_token_id, actor, action, subject, at FROM operator_audit \
+             WHERE subject = $1 ORDER BY at, id";
+
     #[async_trait]
     impl OperatorStore for Store {
         async fn create_operator_token(
@@ -20,15 +32,13 @@ mod on_both {
             name: &str,
             secret_hash: &[u8],
         ) -> Result<(), StoreError> {
-            sqlx::query(
-            "INSERT INTO operator_tokens (id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(id)
-        .bind(name)
-        .bind(secret_hash)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?;
+            sqlx::query(CREATE_OPERATOR_TOKEN)
+                .bind(id)
+                .bind(name)
+                .bind(secret_hash)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
@@ -36,12 +46,10 @@ mod on_both {
             &self,
             secret_hash: &[u8],
         ) -> Result<Option<OperatorToken>, StoreError> {
-            let row = sqlx::query(
-            "SELECT id, name FROM operator_tokens WHERE secret_hash = $1 AND revoked_at IS NULL",
-        )
-        .bind(secret_hash)
-        .fetch_optional(self.writer())
-        .await?;
+            let row = sqlx::query(OPERATOR_TOKEN_BY_HASH)
+                .bind(secret_hash)
+                .fetch_optional(self.writer())
+                .await?;
             row.map(|row| {
                 Ok(OperatorToken {
                     id: row.try_get("id")?,
@@ -52,13 +60,10 @@ mod on_both {
         }
 
         async fn error_record_row(&self, id: Uuid) -> Result<Option<ErrorRecordRow>, StoreError> {
-            let row = sqlx::query(
-                "SELECT id, execution_id, category, key_id, nonce, ciphertext, created_at \
-             FROM error_records WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(ERROR_RECORD_ROW)
+                .bind(id)
+                .fetch_optional(self.writer())
+                .await?;
             row.map(|row| {
                 Ok(ErrorRecordRow {
                     category: row.try_get("category")?,
@@ -76,29 +81,23 @@ mod on_both {
         }
 
         async fn write_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-            sqlx::query(
-                "INSERT INTO operator_audit (id, operator_token_id, actor, action, subject, at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(entry.id)
-            .bind(entry.operator_token_id)
-            .bind(&entry.actor)
-            .bind(&entry.action)
-            .bind(&entry.subject)
-            .bind(entry.at)
-            .execute(self.writer())
-            .await?;
+            sqlx::query(WRITE_AUDIT)
+                .bind(entry.id)
+                .bind(entry.operator_token_id)
+                .bind(&entry.actor)
+                .bind(&entry.action)
+                .bind(&entry.subject)
+                .bind(entry.at)
+                .execute(self.writer())
+                .await?;
             Ok(())
         }
 
         async fn audit_of(&self, subject: &str) -> Result<Vec<AuditEntry>, StoreError> {
-            let rows = sqlx::query(
-                "SELECT id, operator_token_id, actor, action, subject, at FROM operator_audit \
-             WHERE subject = $1 ORDER BY at, id",
-            )
-            .bind(subject)
-            .fetch_all(self.writer())
-            .await?;
+            let rows = sqlx::query(AUDIT_OF)
+                .bind(subject)
+                .fetch_all(self.writer())
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(AuditEntry {

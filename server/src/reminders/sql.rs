@@ -79,6 +79,27 @@ tx_write!(NewReminder, |this, tx| {
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const REMINDER: &str = concat!(
+        "SELECT ",
+        reminder_columns!(),
+        " FROM reminders WHERE id = $1"
+    );
+    const REMINDER_OF_EXECUTION: &str = concat!(
+        "SELECT ",
+        reminder_columns!(),
+        " FROM reminders WHERE execution_id = $1"
+    );
+    const REMINDERS_OF_CHAT: &str = concat!(
+        "SELECT ",
+        reminder_columns!(),
+        " FROM reminders WHERE chat_id = $1 \
+               AND (due_at > $2 OR (due_at = $2 AND id > $3)) \
+             ORDER BY due_at, id LIMIT $4"
+    );
+    const FINISH_REMINDER: &str = "UPDATE reminders SET state = $2, delivered_execution_id = $3, updated_at = $4 \
+             WHERE id = $1 AND state = 'pending'";
+
     fn reminder_row(row: &Row) -> Result<ReminderRow, StoreError> {
         Ok(ReminderRow {
             id: row.try_get("id")?,
@@ -99,14 +120,10 @@ mod on_both {
     #[async_trait]
     impl ReminderStore for Store {
         async fn reminder(&self, id: Uuid) -> Result<Option<ReminderRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                reminder_columns!(),
-                " FROM reminders WHERE id = $1"
-            ))
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(REMINDER)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(reminder_row).transpose()
         }
 
@@ -114,14 +131,10 @@ mod on_both {
             &self,
             execution_id: ExecutionId,
         ) -> Result<Option<ReminderRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                reminder_columns!(),
-                " FROM reminders WHERE execution_id = $1"
-            ))
-            .bind(execution_id.as_uuid())
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(REMINDER_OF_EXECUTION)
+                .bind(execution_id.as_uuid())
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(reminder_row).transpose()
         }
 
@@ -132,19 +145,13 @@ mod on_both {
             limit: i64,
         ) -> Result<Vec<ReminderRow>, StoreError> {
             let (due, id) = after.unwrap_or((i64::MIN, crate::paging::FIRST_ID));
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                reminder_columns!(),
-                " FROM reminders WHERE chat_id = $1 \
-               AND (due_at > $2 OR (due_at = $2 AND id > $3)) \
-             ORDER BY due_at, id LIMIT $4"
-            ))
-            .bind(chat_id.as_uuid())
-            .bind(due)
-            .bind(id)
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(REMINDERS_OF_CHAT)
+                .bind(chat_id.as_uuid())
+                .bind(due)
+                .bind(id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(reminder_row).collect()
         }
 
@@ -154,16 +161,13 @@ mod on_both {
             state: ReminderState,
             delivered: Option<ExecutionId>,
         ) -> Result<bool, StoreError> {
-            let done = sqlx::query(
-                "UPDATE reminders SET state = $2, delivered_execution_id = $3, updated_at = $4 \
-             WHERE id = $1 AND state = 'pending'",
-            )
-            .bind(id)
-            .bind(state_text(state))
-            .bind(delivered.map(|e| e.as_uuid()))
-            .bind(now_ms())
-            .execute(self.writer())
-            .await?;
+            let done = sqlx::query(FINISH_REMINDER)
+                .bind(id)
+                .bind(state_text(state))
+                .bind(delivered.map(|e| e.as_uuid()))
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(done.rows_affected() > 0)
         }
     }

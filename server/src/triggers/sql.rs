@@ -77,6 +77,64 @@ fn credential_text(credential: &Credential) -> Result<String, StoreError> {
 mod on_both {
     use super::*;
 
+    // The statements of this store, by the use that sends them.
+    const INSERT_TRIGGER_INSERT_SEALED_RECORDS: &str = "INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)";
+    const INSERT_TRIGGER_INSERT_TRIGGERS: &str = concat!(
+        "INSERT INTO triggers (id, organization_id, chat_id, member_id, credential, kind, state, cron, time_zone, text, \
+                 secret_record, execution_id, next_fire_at, paused_reason, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15) RETURNING ",
+        trigger_columns!()
+    );
+    const TRIGGER: &str = concat!(
+        "SELECT ",
+        trigger_columns!(),
+        " FROM triggers WHERE id = $1 AND deleted_at IS NULL"
+    );
+    const TRIGGERS_OF: &str = concat!(
+        "SELECT ",
+        trigger_columns!(),
+        " FROM triggers WHERE member_id = $1 AND deleted_at IS NULL AND id > $2 \
+             AND ($4 IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = triggers.chat_id AND ",
+        in_bot_limit!("c.bot_id", "$4"),
+        ")) \
+             ORDER BY id LIMIT $3"
+    );
+    const SET_TRIGGER_EXECUTION: &str =
+        "UPDATE triggers SET execution_id = $2, updated_at = $3 WHERE id = $1";
+    const SET_TRIGGER_STATE: &str = concat!(
+        "UPDATE triggers SET state = $2, paused_reason = $3, updated_at = $4 \
+             WHERE id = $1 AND deleted_at IS NULL RETURNING ",
+        trigger_columns!()
+    );
+    const SET_NEXT_FIRE: &str =
+        "UPDATE triggers SET next_fire_at = $2, updated_at = $3 WHERE id = $1";
+    const DELETE_TRIGGER: &str =
+        "UPDATE triggers SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL";
+    const RECORD_FIRING_INSERT_TRIGGER_FIRINGS: &str = concat!(
+        "INSERT INTO trigger_firings (",
+        firing_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT DO NOTHING RETURNING ",
+        firing_columns!()
+    );
+    const RECORD_FIRING_SELECT_TRIGGER_FIRINGS: &str = concat!(
+        "SELECT ",
+        firing_columns!(),
+        " FROM trigger_firings WHERE trigger_id = $1 \
+             AND (scheduled_for = $2 OR delivery_id = $3) ORDER BY id LIMIT 1"
+    );
+    const DELIVERY_FIRING: &str = concat!(
+        "SELECT ",
+        firing_columns!(),
+        " FROM trigger_firings WHERE trigger_id = $1 AND delivery_id = $2"
+    );
+    const FIRINGS: &str = concat!(
+        "SELECT ",
+        firing_columns!(),
+        " FROM trigger_firings WHERE trigger_id = $1 AND id < $2 \
+             ORDER BY id DESC LIMIT $3"
+    );
+
     fn trigger_row(row: &Row) -> Result<TriggerRow, StoreError> {
         let credential: String = row.try_get("credential")?;
         Ok(TriggerRow {
@@ -126,7 +184,7 @@ mod on_both {
     ) -> Result<TriggerRow, StoreError> {
         let now = now_ms();
         if let Some(blob) = &new.secret {
-            sqlx::query("INSERT INTO sealed_records (id, key_id, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4, $5)")
+            sqlx::query(INSERT_TRIGGER_INSERT_SEALED_RECORDS)
                 .bind(blob.id)
                 .bind(&blob.key_id)
                 .bind(&blob.nonce)
@@ -136,26 +194,24 @@ mod on_both {
                 .await?;
         }
         let row = &new.row;
-        let stored = sqlx::query(concat!("INSERT INTO triggers (id, organization_id, chat_id, member_id, credential, kind, state, cron, time_zone, text, \
-                 secret_record, execution_id, next_fire_at, paused_reason, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15) RETURNING ", trigger_columns!()))
-        .bind(row.id)
-        .bind(row.organization_id)
-        .bind(row.chat_id.as_uuid())
-        .bind(row.member_id)
-        .bind(credential_text(&row.credential)?)
-        .bind(kind_text(row.kind))
-        .bind(state_text(row.state))
-        .bind(&row.cron)
-        .bind(&row.time_zone)
-        .bind(&row.text)
-        .bind(new.secret.as_ref().map(|b| b.id))
-        .bind(row.execution_id.map(|e| e.as_uuid()))
-        .bind(row.next_fire_at)
-        .bind(&row.paused_reason)
-        .bind(row.created_at)
-        .fetch_one(&mut **tx)
-        .await?;
+        let stored = sqlx::query(INSERT_TRIGGER_INSERT_TRIGGERS)
+            .bind(row.id)
+            .bind(row.organization_id)
+            .bind(row.chat_id.as_uuid())
+            .bind(row.member_id)
+            .bind(credential_text(&row.credential)?)
+            .bind(kind_text(row.kind))
+            .bind(state_text(row.state))
+            .bind(&row.cron)
+            .bind(&row.time_zone)
+            .bind(&row.text)
+            .bind(new.secret.as_ref().map(|b| b.id))
+            .bind(row.execution_id.map(|e| e.as_uuid()))
+            .bind(row.next_fire_at)
+            .bind(&row.paused_reason)
+            .bind(row.created_at)
+            .fetch_one(&mut **tx)
+            .await?;
         trigger_row(&stored)
     }
 
@@ -169,14 +225,10 @@ mod on_both {
         }
 
         async fn trigger(&self, id: Uuid) -> Result<Option<TriggerRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                trigger_columns!(),
-                " FROM triggers WHERE id = $1 AND deleted_at IS NULL"
-            ))
-            .bind(id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(TRIGGER)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(trigger_row).transpose()
         }
 
@@ -187,21 +239,13 @@ mod on_both {
             after: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<TriggerRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                trigger_columns!(),
-                " FROM triggers WHERE member_id = $1 AND deleted_at IS NULL AND id > $2 \
-             AND ($4 IS NULL OR EXISTS (SELECT 1 FROM chats c WHERE c.id = triggers.chat_id AND ",
-                in_bot_limit!("c.bot_id", "$4"),
-                ")) \
-             ORDER BY id LIMIT $3"
-            ))
-            .bind(member_id)
-            .bind(after.unwrap_or(crate::paging::FIRST_ID))
-            .bind(limit)
-            .bind(crate::store::bot_limit_json(bot_ids)?)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(TRIGGERS_OF)
+                .bind(member_id)
+                .bind(after.unwrap_or(crate::paging::FIRST_ID))
+                .bind(limit)
+                .bind(crate::store::bot_limit_json(bot_ids)?)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(trigger_row).collect()
         }
 
@@ -210,7 +254,7 @@ mod on_both {
             id: Uuid,
             execution_id: ExecutionId,
         ) -> Result<(), StoreError> {
-            sqlx::query("UPDATE triggers SET execution_id = $2, updated_at = $3 WHERE id = $1")
+            sqlx::query(SET_TRIGGER_EXECUTION)
                 .bind(id)
                 .bind(execution_id.as_uuid())
                 .bind(now_ms())
@@ -225,22 +269,18 @@ mod on_both {
             state: TriggerState,
             reason: Option<&str>,
         ) -> Result<Option<TriggerRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "UPDATE triggers SET state = $2, paused_reason = $3, updated_at = $4 \
-             WHERE id = $1 AND deleted_at IS NULL RETURNING ",
-                trigger_columns!()
-            ))
-            .bind(id)
-            .bind(state_text(state))
-            .bind(reason)
-            .bind(now_ms())
-            .fetch_optional(self.writer())
-            .await?;
+            let row = sqlx::query(SET_TRIGGER_STATE)
+                .bind(id)
+                .bind(state_text(state))
+                .bind(reason)
+                .bind(now_ms())
+                .fetch_optional(self.writer())
+                .await?;
             row.as_ref().map(trigger_row).transpose()
         }
 
         async fn set_next_fire(&self, id: Uuid, at: Option<i64>) -> Result<(), StoreError> {
-            sqlx::query("UPDATE triggers SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
+            sqlx::query(SET_NEXT_FIRE)
                 .bind(id)
                 .bind(at)
                 .bind(now_ms())
@@ -250,50 +290,37 @@ mod on_both {
         }
 
         async fn delete_trigger(&self, id: Uuid) -> Result<bool, StoreError> {
-            let done = sqlx::query(
-            "UPDATE triggers SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-        )
-        .bind(id)
-        .bind(now_ms())
-        .execute(self.writer())
-        .await?;
+            let done = sqlx::query(DELETE_TRIGGER)
+                .bind(id)
+                .bind(now_ms())
+                .execute(self.writer())
+                .await?;
             Ok(done.rows_affected() > 0)
         }
 
         async fn record_firing(&self, firing: FiringRow) -> Result<FiringRow, StoreError> {
-            let inserted = sqlx::query(concat!(
-                "INSERT INTO trigger_firings (",
-                firing_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT DO NOTHING RETURNING ",
-                firing_columns!()
-            ))
-            .bind(firing.id)
-            .bind(firing.trigger_id)
-            .bind(firing.fired_at)
-            .bind(firing.scheduled_for)
-            .bind(firing.catch_up)
-            .bind(&firing.delivery_id)
-            .bind(outcome_text(firing.outcome))
-            .bind(&firing.reason)
-            .bind(firing.execution_id.map(|e| e.as_uuid()))
-            .fetch_optional(self.writer())
-            .await?;
+            let inserted = sqlx::query(RECORD_FIRING_INSERT_TRIGGER_FIRINGS)
+                .bind(firing.id)
+                .bind(firing.trigger_id)
+                .bind(firing.fired_at)
+                .bind(firing.scheduled_for)
+                .bind(firing.catch_up)
+                .bind(&firing.delivery_id)
+                .bind(outcome_text(firing.outcome))
+                .bind(&firing.reason)
+                .bind(firing.execution_id.map(|e| e.as_uuid()))
+                .fetch_optional(self.writer())
+                .await?;
             if let Some(row) = inserted {
                 return firing_row(&row);
             }
             // The slot or the delivery was recorded before: that firing stands.
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                firing_columns!(),
-                " FROM trigger_firings WHERE trigger_id = $1 \
-             AND (scheduled_for = $2 OR delivery_id = $3) ORDER BY id LIMIT 1"
-            ))
-            .bind(firing.trigger_id)
-            .bind(firing.scheduled_for)
-            .bind(&firing.delivery_id)
-            .fetch_one(self.writer())
-            .await?;
+            let row = sqlx::query(RECORD_FIRING_SELECT_TRIGGER_FIRINGS)
+                .bind(firing.trigger_id)
+                .bind(firing.scheduled_for)
+                .bind(&firing.delivery_id)
+                .fetch_one(self.writer())
+                .await?;
             firing_row(&row)
         }
 
@@ -302,15 +329,11 @@ mod on_both {
             trigger_id: Uuid,
             delivery_id: &str,
         ) -> Result<Option<FiringRow>, StoreError> {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                firing_columns!(),
-                " FROM trigger_firings WHERE trigger_id = $1 AND delivery_id = $2"
-            ))
-            .bind(trigger_id)
-            .bind(delivery_id)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(DELIVERY_FIRING)
+                .bind(trigger_id)
+                .bind(delivery_id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(firing_row).transpose()
         }
 
@@ -320,17 +343,12 @@ mod on_both {
             before: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<FiringRow>, StoreError> {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                firing_columns!(),
-                " FROM trigger_firings WHERE trigger_id = $1 AND id < $2 \
-             ORDER BY id DESC LIMIT $3"
-            ))
-            .bind(trigger_id)
-            .bind(before.unwrap_or(Uuid::max()))
-            .bind(limit)
-            .fetch_all(self.reader())
-            .await?;
+            let rows = sqlx::query(FIRINGS)
+                .bind(trigger_id)
+                .bind(before.unwrap_or(Uuid::max()))
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(firing_row).collect()
         }
     }

@@ -72,6 +72,44 @@ mod on_both {
     };
 }
 
+    // The statements of this store, by the use that sends them.
+    const CREATE_ITEM_INSERT_VAULT_ITEMS: &str = "INSERT INTO vault_items (id, organization_id, owner_member_id, name, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $5)";
+    const CREATE_ITEM_INSERT_VAULT_FIELDS: &str = "INSERT INTO vault_fields (item_id, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5)";
+    const PUT_FIELD_UPDATE_VAULT_ITEMS: &str =
+        "UPDATE vault_items SET updated_at = $2 WHERE id = $1";
+    const PUT_FIELD_INSERT_VAULT_FIELDS: &str = "INSERT INTO vault_fields (item_id, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (item_id, name) DO UPDATE SET key_id = EXCLUDED.key_id, sealed = EXCLUDED.sealed, \
+                 updated_at = EXCLUDED.updated_at";
+    const DELETE_FIELD_DELETE_VAULT_FIELDS: &str =
+        "DELETE FROM vault_fields WHERE item_id = $1 AND name = $2";
+    const DELETE_FIELD_DELETE_VAULT_RULES: &str =
+        "DELETE FROM vault_rules WHERE item_id = $1 AND field = $2";
+    const DELETE_FIELD_UPDATE_VAULT_ITEMS: &str =
+        "UPDATE vault_items SET updated_at = $2 WHERE id = $1";
+    const DELETE_ITEM_DELETE_VAULT_RULES: &str = "DELETE FROM vault_rules WHERE item_id = $1";
+    const DELETE_ITEM_DELETE_VAULT_FIELDS: &str = "DELETE FROM vault_fields WHERE item_id = $1";
+    const DELETE_ITEM_DELETE_VAULT_ITEMS: &str = "DELETE FROM vault_items WHERE id = $1";
+    const CREATE_RULE_INSERT_VAULT_RULES: &str = "INSERT INTO vault_rules (id, item_id, field, reader_kind, reader_id, reader_scope, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $7, $6) ON CONFLICT (item_id, field, reader_kind, reader_id, reader_scope) DO NOTHING";
+    const CREATE_RULE_SELECT_VAULT_RULES: &str = "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules \
+             WHERE item_id = $1 AND field = $2 AND reader_kind = $3 AND reader_id = $4 AND reader_scope = $5";
+    const RULES: &str = "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules \
+             WHERE item_id = $1 AND id > $2 ORDER BY id LIMIT $3";
+    const RULE: &str = "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules WHERE id = $1";
+    const DELETE_RULE: &str = "DELETE FROM vault_rules WHERE id = $1";
+    const FIELD_FOR_SEND: &str = concat!(
+        "SELECT i.owner_member_id, f.key_id, f.sealed, ",
+        allowed!("$4", "$5", "$6"),
+        " AS first_allowed, ",
+        allowed!("$7", "$8", "$9"),
+        " AS second_allowed, ",
+        allowed!("$10", "$11", "$12"),
+        " AS third_allowed \
+             FROM vault_items i LEFT JOIN vault_fields f ON f.item_id = i.id AND f.name = $3 \
+             WHERE i.id = $1 AND i.organization_id = $2"
+    );
+
     #[async_trait]
     impl VaultStore for Store {
         async fn create_item(
@@ -80,28 +118,23 @@ mod on_both {
             fields: &[SealedField],
         ) -> Result<(), StoreError> {
             let mut tx = self.writer().begin().await?;
-            sqlx::query(
-            "INSERT INTO vault_items (id, organization_id, owner_member_id, name, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $5)",
-        )
-        .bind(item.id)
-        .bind(item.organization_id)
-        .bind(item.owner_member_id)
-        .bind(&item.name)
-        .bind(item.created_at)
-        .execute(&mut *tx)
-        .await?;
+            sqlx::query(CREATE_ITEM_INSERT_VAULT_ITEMS)
+                .bind(item.id)
+                .bind(item.organization_id)
+                .bind(item.owner_member_id)
+                .bind(&item.name)
+                .bind(item.created_at)
+                .execute(&mut *tx)
+                .await?;
             for field in fields {
-                sqlx::query(
-                "INSERT INTO vault_fields (item_id, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(item.id)
-            .bind(&field.name)
-            .bind(&field.value.key_id)
-            .bind(&field.value.bytes)
-            .bind(item.created_at)
-            .execute(&mut *tx)
-            .await?;
+                sqlx::query(CREATE_ITEM_INSERT_VAULT_FIELDS)
+                    .bind(item.id)
+                    .bind(&field.name)
+                    .bind(&field.value.key_id)
+                    .bind(&field.value.bytes)
+                    .bind(item.created_at)
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await?;
             Ok(())
@@ -144,7 +177,7 @@ mod on_both {
             let now = now_ms();
             let mut tx = self.writer().begin().await?;
             // The item's row first: an item deleted meanwhile gets no orphan field.
-            let touched = sqlx::query("UPDATE vault_items SET updated_at = $2 WHERE id = $1")
+            let touched = sqlx::query(PUT_FIELD_UPDATE_VAULT_ITEMS)
                 .bind(item)
                 .bind(now)
                 .execute(&mut *tx)
@@ -153,36 +186,32 @@ mod on_both {
             if touched == 0 {
                 return Ok(false);
             }
-            sqlx::query(
-            "INSERT INTO vault_fields (item_id, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (item_id, name) DO UPDATE SET key_id = EXCLUDED.key_id, sealed = EXCLUDED.sealed, \
-                 updated_at = EXCLUDED.updated_at",
-        )
-        .bind(item)
-        .bind(&field.name)
-        .bind(&field.value.key_id)
-        .bind(&field.value.bytes)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+            sqlx::query(PUT_FIELD_INSERT_VAULT_FIELDS)
+                .bind(item)
+                .bind(&field.name)
+                .bind(&field.value.key_id)
+                .bind(&field.value.bytes)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(true)
         }
 
         async fn delete_field(&self, item: Uuid, name: &str) -> Result<bool, StoreError> {
             let mut tx = self.writer().begin().await?;
-            let deleted = sqlx::query("DELETE FROM vault_fields WHERE item_id = $1 AND name = $2")
+            let deleted = sqlx::query(DELETE_FIELD_DELETE_VAULT_FIELDS)
                 .bind(item)
                 .bind(name)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            sqlx::query("DELETE FROM vault_rules WHERE item_id = $1 AND field = $2")
+            sqlx::query(DELETE_FIELD_DELETE_VAULT_RULES)
                 .bind(item)
                 .bind(name)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("UPDATE vault_items SET updated_at = $2 WHERE id = $1")
+            sqlx::query(DELETE_FIELD_UPDATE_VAULT_ITEMS)
                 .bind(item)
                 .bind(now_ms())
                 .execute(&mut *tx)
@@ -193,15 +222,15 @@ mod on_both {
 
         async fn delete_item(&self, item: Uuid) -> Result<bool, StoreError> {
             let mut tx = self.writer().begin().await?;
-            sqlx::query("DELETE FROM vault_rules WHERE item_id = $1")
+            sqlx::query(DELETE_ITEM_DELETE_VAULT_RULES)
                 .bind(item)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("DELETE FROM vault_fields WHERE item_id = $1")
+            sqlx::query(DELETE_ITEM_DELETE_VAULT_FIELDS)
                 .bind(item)
                 .execute(&mut *tx)
                 .await?;
-            let deleted = sqlx::query("DELETE FROM vault_items WHERE id = $1")
+            let deleted = sqlx::query(DELETE_ITEM_DELETE_VAULT_ITEMS)
                 .bind(item)
                 .execute(&mut *tx)
                 .await?
@@ -211,30 +240,24 @@ mod on_both {
         }
 
         async fn create_rule(&self, rule: &RuleRow) -> Result<RuleRow, StoreError> {
-            sqlx::query(
-            "INSERT INTO vault_rules (id, item_id, field, reader_kind, reader_id, reader_scope, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $7, $6) ON CONFLICT (item_id, field, reader_kind, reader_id, reader_scope) DO NOTHING",
-        )
-        .bind(rule.id)
-        .bind(rule.item_id)
-        .bind(&rule.field)
-        .bind(&rule.reader_kind)
-        .bind(&rule.reader_id)
-        .bind(rule.created_at)
-        .bind(&rule.reader_scope)
-        .execute(self.writer())
-        .await?;
-            let row = sqlx::query(
-            "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules \
-             WHERE item_id = $1 AND field = $2 AND reader_kind = $3 AND reader_id = $4 AND reader_scope = $5",
-        )
-        .bind(rule.item_id)
-        .bind(&rule.field)
-        .bind(&rule.reader_kind)
-        .bind(&rule.reader_id)
-        .bind(&rule.reader_scope)
-        .fetch_one(self.writer())
-        .await?;
+            sqlx::query(CREATE_RULE_INSERT_VAULT_RULES)
+                .bind(rule.id)
+                .bind(rule.item_id)
+                .bind(&rule.field)
+                .bind(&rule.reader_kind)
+                .bind(&rule.reader_id)
+                .bind(rule.created_at)
+                .bind(&rule.reader_scope)
+                .execute(self.writer())
+                .await?;
+            let row = sqlx::query(CREATE_RULE_SELECT_VAULT_RULES)
+                .bind(rule.item_id)
+                .bind(&rule.field)
+                .bind(&rule.reader_kind)
+                .bind(&rule.reader_id)
+                .bind(&rule.reader_scope)
+                .fetch_one(self.writer())
+                .await?;
             rule_row(&row)
         }
 
@@ -244,30 +267,25 @@ mod on_both {
             after: Option<Uuid>,
             limit: i64,
         ) -> Result<Vec<RuleRow>, StoreError> {
-            let rows = sqlx::query(
-            "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules \
-             WHERE item_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-        )
-        .bind(item)
-        .bind(after.unwrap_or(Uuid::nil()))
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+            let rows = sqlx::query(RULES)
+                .bind(item)
+                .bind(after.unwrap_or(Uuid::nil()))
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
             rows.iter().map(rule_row).collect()
         }
 
         async fn rule(&self, id: Uuid) -> Result<Option<RuleRow>, StoreError> {
-            let row = sqlx::query(
-            "SELECT id, item_id, field, reader_kind, reader_id, reader_scope, created_at FROM vault_rules WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.reader())
-        .await?;
+            let row = sqlx::query(RULE)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
             row.as_ref().map(rule_row).transpose()
         }
 
         async fn delete_rule(&self, id: Uuid) -> Result<bool, StoreError> {
-            let deleted = sqlx::query("DELETE FROM vault_rules WHERE id = $1")
+            let deleted = sqlx::query(DELETE_RULE)
                 .bind(id)
                 .execute(self.writer())
                 .await?
@@ -283,31 +301,21 @@ mod on_both {
             readers: [&Reader; 3],
         ) -> Result<Option<FieldForSend>, StoreError> {
             // One statement, so the item, the value and the rules are of the same moment.
-            let row = sqlx::query(concat!(
-                "SELECT i.owner_member_id, f.key_id, f.sealed, ",
-                allowed!("$4", "$5", "$6"),
-                " AS first_allowed, ",
-                allowed!("$7", "$8", "$9"),
-                " AS second_allowed, ",
-                allowed!("$10", "$11", "$12"),
-                " AS third_allowed \
-             FROM vault_items i LEFT JOIN vault_fields f ON f.item_id = i.id AND f.name = $3 \
-             WHERE i.id = $1 AND i.organization_id = $2"
-            ))
-            .bind(item)
-            .bind(organization)
-            .bind(field)
-            .bind(readers[0].kind)
-            .bind(&readers[0].id)
-            .bind(&readers[0].scope)
-            .bind(readers[1].kind)
-            .bind(&readers[1].id)
-            .bind(&readers[1].scope)
-            .bind(readers[2].kind)
-            .bind(&readers[2].id)
-            .bind(&readers[2].scope)
-            .fetch_optional(self.reader())
-            .await?;
+            let row = sqlx::query(FIELD_FOR_SEND)
+                .bind(item)
+                .bind(organization)
+                .bind(field)
+                .bind(readers[0].kind)
+                .bind(&readers[0].id)
+                .bind(&readers[0].scope)
+                .bind(readers[1].kind)
+                .bind(&readers[1].id)
+                .bind(&readers[1].scope)
+                .bind(readers[2].kind)
+                .bind(&readers[2].id)
+                .bind(&readers[2].scope)
+                .fetch_optional(self.reader())
+                .await?;
             let Some(row) = row else {
                 return Ok(None);
             };
