@@ -50,6 +50,16 @@ export declare class NativeClient {
 export declare function connect(uri: string, token: string | undefined | null, tools: Array<ToolHandler>, outbound?: string | undefined | null): Promise<NativeClient>
 
 /**
+ * Turns on the export of this process's agent spans over OTLP/HTTP (docs/observability.md):
+ * to `endpoint` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`), else to what the standard
+ * `OTEL_*` variables name. Answers whether export is on: `false` when no endpoint is named.
+ */
+export declare function enableTracing(endpoint?: string | undefined | null, serviceName?: string | undefined | null): boolean
+
+/** Exports the spans queued so far, now (before a short-lived process exits). */
+export declare function flushTracing(): void
+
+/**
  * What an operation answered: nothing (`{}`), a JSON document (`json`), or bytes with their
  * media type (`data`, `contentType`).
  */

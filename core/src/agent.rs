@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use openbot_schema::{ContentPart, ExecutionId, Limits, Message, ToolDefinition, ToolResult};
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 use crate::error::Error;
 use crate::events::EventStream;
@@ -159,7 +160,9 @@ impl Agent {
             max_output_tokens: self.max_output_tokens,
         };
         let task_host = Arc::clone(&host);
-        let task = tokio::spawn(async move { run_turn(spec, task_host.as_ref()).await });
+        let span = crate::telemetry::invoke_agent(&crate::telemetry::AgentLabel::default());
+        let task =
+            tokio::spawn(async move { run_turn(spec, task_host.as_ref()).await }.instrument(span));
         TurnHandle { host, task }
     }
 }

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod model;
 pub mod outbound;
 pub mod rules;
+pub mod telemetry;
 pub mod tool;
 pub mod turn;
 

@@ -235,6 +235,12 @@ impl OutboundPolicy {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
         while let Some(err) = cause {
             if let Some(refused) = err.downcast_ref::<OutboundError>() {
+                // What the server's metrics count as a call refused by the policy.
+                tracing::info!(
+                    target: crate::telemetry::OUTBOUND,
+                    outcome = "refused",
+                    "the outbound policy refused a request"
+                );
                 return Some(refused.to_string());
             }
             cause = err.source();

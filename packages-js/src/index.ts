@@ -701,6 +701,29 @@ async function* observe(client: Client, executionId: string, after: number): Asy
   }
 }
 
+/** Where `enableTracing` sends spans; unset fields fall back to the standard `OTEL_*` variables. */
+export interface TracingOptions {
+  /** The OTLP/HTTP base URL (`/v1/traces` is added), as `OTEL_EXPORTER_OTLP_ENDPOINT`. */
+  endpoint?: string;
+  /** The `service.name` of the exported spans (`OTEL_SERVICE_NAME`, else `openbot`). */
+  serviceName?: string;
+}
+
+/**
+ * Turns on the export of this process's agent spans (`invoke_agent`, `chat`, `execute_tool`,
+ * with the GenAI conventions' attributes) over OTLP/HTTP, once per process. With no endpoint
+ * given, the standard `OTEL_EXPORTER_OTLP_ENDPOINT` decides. Returns whether export is on.
+ * Message text is never exported unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+ */
+export function enableTracing(options: TracingOptions = {}): boolean {
+  return native.enableTracing(options.endpoint, options.serviceName);
+}
+
+/** Exports the spans queued so far, now: call it before a short-lived process exits. */
+export function flushTracing(): void {
+  native.flushTracing();
+}
+
 /** Does nothing in the native addon: the cost of one call into it (for benchmarks). */
 export function noop(): void {
   native.noop();

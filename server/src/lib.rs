@@ -27,6 +27,7 @@ pub mod reminders;
 pub mod sealed;
 pub mod service;
 pub mod store;
+pub mod telemetry;
 pub mod timing;
 pub mod tools;
 pub mod triggers;

@@ -8,13 +8,14 @@ mod cli;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("OPENBOT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Dropped last: traces still queued are exported before the process ends.
+    let _telemetry = match openbot_server::telemetry::init(&args.telemetry()) {
+        Ok(guard) => guard,
+        Err(err) => {
+            eprintln!("openbot: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {

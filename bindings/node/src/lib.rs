@@ -35,6 +35,25 @@ pub use tool::{JsTool, ToolAbort, ToolHandler, ToolInvocation, ToolReply};
 #[napi]
 pub fn noop() {}
 
+/// Turns on the export of this process's agent spans over OTLP/HTTP (docs/observability.md):
+/// to `endpoint` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`), else to what the standard
+/// `OTEL_*` variables name. Answers whether export is on: `false` when no endpoint is named.
+#[napi]
+pub fn enable_tracing(endpoint: Option<String>, service_name: Option<String>) -> Result<bool> {
+    let config = openbot_core::telemetry::export::ExportConfig {
+        endpoint,
+        service_name,
+    };
+    openbot_core::telemetry::export::enable_tracing(&config)
+        .map_err(|err| napi::Error::from_reason(err.to_string()))
+}
+
+/// Exports the spans queued so far, now (before a short-lived process exits).
+#[napi]
+pub fn flush_tracing() {
+    openbot_core::telemetry::export::flush_tracing();
+}
+
 /// Connects to OpenBot: `memory://` runs Bots and Chats in this process, `http://host:port`
 /// (or `https://`) talks to a server with `token`. `tools` are the JavaScript functions that
 /// serve the Bots' tools of the same name, in both modes. `outbound` is the allow list of

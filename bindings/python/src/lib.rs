@@ -23,10 +23,32 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn noop() {}
 
+/// Turns on the export of this process's agent spans over OTLP/HTTP (docs/observability.md):
+/// to `endpoint` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`), else to what the standard
+/// `OTEL_*` variables name. Answers whether export is on: `False` when no endpoint is named.
+#[pyfunction]
+#[pyo3(signature = (endpoint=None, service_name=None))]
+fn enable_tracing(endpoint: Option<String>, service_name: Option<String>) -> PyResult<bool> {
+    let config = openbot_core::telemetry::export::ExportConfig {
+        endpoint,
+        service_name,
+    };
+    openbot_core::telemetry::export::enable_tracing(&config)
+        .map_err(|err| pyo3::exceptions::PyRuntimeError::new_err(err.to_string()))
+}
+
+/// Exports the spans queued so far, now (before a short-lived process exits).
+#[pyfunction]
+fn flush_tracing(py: Python<'_>) {
+    py.detach(openbot_core::telemetry::export::flush_tracing);
+}
+
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(noop, m)?)?;
+    m.add_function(wrap_pyfunction!(enable_tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(flush_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(tool::shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(errors::register_errors, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_sync, m)?)?;

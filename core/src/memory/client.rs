@@ -22,6 +22,7 @@ use openbot_schema::{
 };
 use openbot_schema::{DecideOutcome, OutcomeDecisionRecord, UnknownOutcomePage};
 use openbot_schema::{DelegateTool as DelegateToolView, HttpTool as HttpToolView, StoredFile};
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::host::MemoryHost;
@@ -31,6 +32,7 @@ use crate::error::Error;
 use crate::model::{Model, model_from_spec};
 use crate::outbound::OutboundPolicy;
 use crate::tool::SharedTool;
+
 use crate::turn::{ToolSet, TurnEnd, TurnFailure, TurnSpec, run_turn};
 
 /// The Client of the in-memory mode. Turns run on the Tokio runtime of the caller; nothing
@@ -198,6 +200,18 @@ impl State {
         Ok(set)
     }
 
+    /// How the `invoke_agent` span of a Turn in `chat` names its Bot and Chat.
+    fn agent_label(&self, chat: ChatId) -> crate::telemetry::AgentLabel {
+        let bot = self.chats.get(&chat).map(|state| state.chat.bot_id);
+        crate::telemetry::AgentLabel {
+            id: bot.map(|bot| bot.to_string()),
+            name: bot
+                .and_then(|bot| self.bots.get(&bot))
+                .map(|bot| bot.spec.name.clone()),
+            conversation: Some(chat.to_string()),
+        }
+    }
+
     /// Everything a Turn of `chat` needs, from the Chat's Bot as it is now.
     fn turn_spec(
         &mut self,
@@ -279,6 +293,7 @@ impl Inner {
         host: Arc<MemoryHost>,
         input: Vec<ContentPart>,
         spec: Result<TurnSpec, Error>,
+        agent: crate::telemetry::AgentLabel,
     ) {
         let inner = Arc::clone(self);
         let execution = host.log().execution_id();
@@ -286,11 +301,15 @@ impl Inner {
         host.start(input);
         match spec {
             Ok(spec) => {
-                tokio::spawn(async move {
-                    if let Err(err) = run_turn(spec, host.as_ref()).await {
-                        tracing::warn!(%execution, error = %err, "turn stopped without an end");
+                let span = crate::telemetry::invoke_agent(&agent);
+                tokio::spawn(
+                    async move {
+                        if let Err(err) = run_turn(spec, host.as_ref()).await {
+                            tracing::warn!(%execution, error = %err, "turn stopped without an end");
+                        }
                     }
-                });
+                    .instrument(span),
+                );
             }
             // The Bot changed since the input was queued (a model that no longer resolves).
             Err(err) => {
@@ -346,7 +365,8 @@ impl Inner {
         if let Some((next, input)) = chat_state.queue.pop_front() {
             chat_state.running = Some(Arc::clone(&next));
             let spec = state.turn_spec(chat, input.clone(), self, next.log().execution_id());
-            self.launch(chat, next, input, spec);
+            let agent = state.agent_label(chat);
+            self.launch(chat, next, input, spec, agent);
         }
     }
 }
@@ -750,7 +770,8 @@ impl MemoryClient {
                     .insert(host.log().execution_id(), Arc::clone(&host));
                 state.chat(chat)?.running = Some(Arc::clone(&host));
                 let execution_id = host.log().execution_id();
-                self.inner.launch(chat, host, content, Ok(spec));
+                let agent = state.agent_label(chat);
+                self.inner.launch(chat, host, content, Ok(spec), agent);
                 SendReceipt {
                     chat_id: chat,
                     execution_id,

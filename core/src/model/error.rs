@@ -65,6 +65,24 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// The failure's kind as a short fixed name (for spans and metrics: never the provider's
+    /// message, which may echo the request).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::Configuration(_) => "configuration",
+            ModelError::Unauthorized { .. } => "unauthorized",
+            ModelError::RateLimited { .. } => "rate_limited",
+            ModelError::InvalidRequest { .. } => "invalid_request",
+            ModelError::Server { .. } => "server",
+            ModelError::Transport(_) => "transport",
+            ModelError::Timeout => "timeout",
+            ModelError::Malformed(_) => "malformed",
+            ModelError::Interrupted => "interrupted",
+            ModelError::File(_) => "file",
+            ModelError::ScriptExhausted(_) => "script_exhausted",
+        }
+    }
+
     /// Whether sending the same request again may succeed. Model requests write nothing
     /// outside, so every transient failure is safe to retry.
     pub fn is_retryable(&self) -> bool {

@@ -8,6 +8,7 @@ use openbot_schema::{
     ContentPart, ErrorCategory, EventKind, Limits, Message, ToolResult, TurnOutcome, Usage,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::call::{CallKey, CallResult, CallSlot, CallStatus};
 use super::context;
@@ -15,6 +16,7 @@ use super::host::{Host, HostError, RequestEstimate, TurnEnd, TurnFailure};
 use super::limits;
 use super::tools::ToolSet;
 use crate::model::{Model, ModelError, ModelEvent, ModelRequest, ModelResponse};
+use crate::telemetry;
 
 /// How many attempts a model step gets before the Turn fails. Only failures that may pass
 /// (a broken stream, 429, 5xx, a timeout) are tried again.
@@ -345,8 +347,28 @@ impl<'h> TurnRun<'h> {
         }
     }
 
-    /// One attempt of a model call: its start event, the streamed text, the whole answer.
+    /// One attempt of a model call, inside its `chat {model}` span.
     async fn attempt(
+        &self,
+        key: CallKey,
+        request: ModelRequest,
+    ) -> Result<Result<ModelResponse, ModelError>, HostError> {
+        let model = self.spec.model.name();
+        let span = telemetry::chat(model, key.step, key.attempt);
+        let outcome = self
+            .attempt_unlabelled(key, request)
+            .instrument(span.clone())
+            .await;
+        match &outcome {
+            Ok(Ok(response)) => telemetry::record_response(&span, model, response),
+            Ok(Err(err)) => telemetry::record_error(&span, err.kind()),
+            Err(_) => telemetry::record_error(&span, "host"),
+        }
+        outcome
+    }
+
+    /// One attempt of a model call: its start event, the streamed text, the whole answer.
+    async fn attempt_unlabelled(
         &self,
         key: CallKey,
         request: ModelRequest,

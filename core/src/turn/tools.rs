@@ -7,10 +7,12 @@ use std::sync::Arc;
 use futures::FutureExt;
 use openbot_schema::{ToolCall, ToolDefinition, ToolResult};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::call::{CallKey, CallResult, CallSlot, CallStatus};
 use super::code::{CODE_TOOL, CodeMode, ProgramCallCheck, code_tool_definition};
 use super::host::{Host, HostError};
+use crate::telemetry;
 use crate::tool::{CheckedSchema, SchemaError, SharedTool, ToolContext};
 
 struct Entry {
@@ -76,6 +78,15 @@ impl ToolSet {
             self.enable_code_mode(code.limits);
         }
         Ok(())
+    }
+
+    /// The tool's type as the GenAI conventions name it: `function` for a handler in this
+    /// process, `extension` for a tool whose result the caller delivers.
+    fn tool_type(&self, name: &str) -> &'static str {
+        match self.by_name.get(name).map(|&i| &self.entries[i].handler) {
+            Some(None) => "extension",
+            _ => "function",
+        }
     }
 
     /// Turns Code Mode on: the model is offered only `run_code`, whose description declares
@@ -207,7 +218,12 @@ impl ToolSet {
             slot,
             attempt,
         };
-        let result = self.resolve(host, key, call, cancel).await?;
+        let span = telemetry::execute_tool(call, step, self.tool_type(&call.name));
+        let result = self
+            .resolve(host, key, call, cancel)
+            .instrument(span.clone())
+            .await?;
+        telemetry::record_tool_result(&span, &result);
         host.record_result(
             key,
             CallResult::Tool {

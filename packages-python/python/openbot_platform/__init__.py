@@ -63,6 +63,23 @@ atexit.register(_native.shutdown)
 
 __version__: str = _native.__version__
 
+
+def enable_tracing(endpoint: str | None = None, service_name: str | None = None) -> bool:
+    """Turns on the export of this process's agent spans (``invoke_agent``, ``chat``,
+    ``execute_tool``, with the GenAI conventions' attributes) over OTLP/HTTP, once per process.
+
+    ``endpoint`` is the OTLP/HTTP base URL (``/v1/traces`` is added); without it the standard
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` decides. Returns whether export is on. Message text is
+    never exported unless ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+    """
+    return _native.enable_tracing(endpoint, service_name)
+
+
+def flush_tracing() -> None:
+    """Exports the spans queued so far, now: call it before a short-lived process exits."""
+    _native.flush_tracing()
+
+
 __all__ = [
     "ApprovalRef",
     "AsyncBotHandle",
@@ -108,6 +125,8 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "connect",
     "connect_sync",
+    "enable_tracing",
+    "flush_tracing",
     "tool_definition",
     "types",
 ]

@@ -6,6 +6,8 @@ from typing import Any, final
 
 __all__ = [
     "noop",
+    "enable_tracing",
+    "flush_tracing",
     "shutdown",
     "register_errors",
     "connect_sync",
@@ -21,6 +23,12 @@ __version__: str
 
 def noop() -> None:
     """Does nothing: measures the cost of one call into the native module."""
+
+def enable_tracing(endpoint: str | None = None, service_name: str | None = None) -> bool:
+    """Turns on the OTLP/HTTP export of this process's agent spans; whether it is on."""
+
+def flush_tracing() -> None:
+    """Exports the spans queued so far, now."""
 
 def shutdown(timeout: float = 5.0) -> int:
     """At interpreter exit: tool calls stop entering Python; waits up to ``timeout`` seconds

@@ -20,6 +20,31 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written to standard error: `text` or `json` (one object per line,
+    /// with the fields of the request or execution it belongs to).
+    #[arg(
+        long,
+        global = true,
+        env = "OPENBOT_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: openbot_server::telemetry::LogFormat,
+    /// Exports traces over OTLP/HTTP to this base URL (`/v1/traces` is added), as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` does; the standard `OTEL_*` variables work without it.
+    #[arg(long, global = true, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl Cli {
+    /// What telemetry this command line asks for, with the log filter of `OPENBOT_LOG`.
+    pub fn telemetry(&self) -> openbot_server::telemetry::TelemetryConfig {
+        openbot_server::telemetry::TelemetryConfig {
+            log_format: self.log_format,
+            log_filter: std::env::var("OPENBOT_LOG").ok(),
+            otlp_endpoint: self.otlp_endpoint.clone(),
+            service_name: None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 pub use clock::{Clock, SystemClock, TestClock};
@@ -108,9 +109,17 @@ impl EngineContext {
         let events = !commit.events.is_empty();
         let outbox = !commit.outbox.is_empty();
         let children = !commit.children.is_empty();
+        // The outside calls this commit ends, counted once it landed.
+        let ended = crate::telemetry::metrics::CallsEnded::of(&commit.calls);
+        let span = crate::telemetry::spans::commit(commit.state.as_ref().map(|s| s.state.as_str()));
         let timed = crate::timing::Timed::start();
-        let last = self.store.commit(id, generation, commit).await?;
+        let last = self
+            .store
+            .commit(id, generation, commit)
+            .instrument(span)
+            .await?;
         timed.end("commit", id);
+        ended.count();
         if children {
             self.hub.announce(Wake::Work);
         }
@@ -469,7 +478,7 @@ impl Engine {
             config,
             self.stop.child_token(),
         );
-        tasks.push(tokio::spawn(outbox::dispatch(
+        tasks.push(crate::telemetry::spawn(outbox::dispatch(
             Arc::clone(&self.cx),
             handlers,
             self.stop.child_token(),

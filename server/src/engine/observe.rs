@@ -35,6 +35,7 @@ pub fn observe(
         cursor: after as i64,
         page: Vec::new().into_iter(),
         done: false,
+        _open: crate::telemetry::metrics::ObserverOpen::open(),
     };
     futures::stream::unfold(state, |mut reader| async move {
         let item = reader.next().await?;
@@ -67,6 +68,8 @@ struct Reader {
     /// The events read and not yet handed out; empty (no allocation) while waiting.
     page: std::vec::IntoIter<Event>,
     done: bool,
+    /// Counts this reader in `openbot_observers_open` while it lives.
+    _open: crate::telemetry::metrics::ObserverOpen,
 }
 
 impl Reader {

@@ -17,7 +17,7 @@ pub fn spawn_notifier(
     wakes: Arc<Outgoing>,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         loop {
             let batch = tokio::select! {
                 batch = wakes.next_batch() => batch,
@@ -42,7 +42,7 @@ pub fn spawn_notifier(
 /// After a lost connection it reconnects and wakes everyone, since notifications may have
 /// been missed meanwhile.
 pub fn spawn_listener(pool: PgPool, hub: Arc<Hub>, stop: CancellationToken) -> JoinHandle<()> {
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
             let mut listener = match PgListener::connect_with(&pool).await {

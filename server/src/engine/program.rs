@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use openbot_schema::{ErrorCategory, EventKind, ExecutionId, ExecutionState};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::EngineContext;
 use super::retry::Backoff;
@@ -59,7 +60,10 @@ pub async fn run_program(
                     continue;
                 }
                 Err(err) if err.is_transient() => {
-                    tracing::warn!(execution = %id, error_kind = err_kind(&err), "giving the execution up after storage failures");
+                    tracing::warn!(
+                        error_kind = err_kind(&err),
+                        "giving the execution up after storage failures"
+                    );
                     return;
                 }
                 // Damage, not an outage: ended here, not retried.
@@ -195,7 +199,9 @@ pub async fn run_program(
         };
         let scope = RunScope::new();
         let watcher = watch_signals(&cx, &scope, &lost);
-        let run = workflow.run(&cx, &phase, &scope);
+        let run = workflow
+            .run(&cx, &phase, &scope)
+            .instrument(crate::telemetry::spans::phase(&phase));
         tokio::pin!(run);
         let result = tokio::select! {
             result = &mut run => result,
@@ -323,7 +329,10 @@ async fn handle(
             {
                 Ok(_) => {}
                 Err(err) => {
-                    tracing::warn!(execution = %cx.execution.id, error_kind = err_kind(&err), "could not save an unknown outcome")
+                    tracing::warn!(
+                        error_kind = err_kind(&err),
+                        "could not save an unknown outcome"
+                    )
                 }
             }
             Flow::Stop
@@ -441,7 +450,7 @@ fn watch_signals(
     let scope = scope.clone();
     let lost = lost.clone();
     let id = cx.execution.id;
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         loop {
             tokio::select! {
                 _ = notify.notified() => {}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use openbot_schema::{ErrorCategory, ExecutionId};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::EngineContext;
 use super::intake::Reserved;
@@ -71,8 +72,8 @@ impl Runner {
             stop,
         });
         runner.cx.intake.open(&runner);
-        let claims = tokio::spawn(Arc::clone(&runner).claim_loop());
-        let renewals = tokio::spawn(Arc::clone(&runner).renew_loop());
+        let claims = crate::telemetry::spawn(Arc::clone(&runner).claim_loop());
+        let renewals = crate::telemetry::spawn(Arc::clone(&runner).renew_loop());
         (runner, vec![claims, renewals])
     }
 
@@ -194,7 +195,7 @@ impl Runner {
             .and_then(|kind| self.registry.get(kind))
             .map(|workflow| workflow.ending_writes(damaged.id))
             .unwrap_or_default();
-        tokio::spawn(async move {
+        crate::telemetry::spawn(async move {
             interrupt(
                 &cx,
                 damaged.id,
@@ -213,7 +214,7 @@ impl Runner {
     pub(super) fn spawn_program(self: &Arc<Self>, claim: Claim) {
         if let Some(why) = self.registry.retired(&claim.kind) {
             let cx = Arc::clone(&self.cx);
-            tokio::spawn(async move {
+            crate::telemetry::spawn(async move {
                 let reason = format!("its workflow kind `{}` is no longer run: {why}", claim.kind);
                 interrupt(
                     &cx,
@@ -232,7 +233,7 @@ impl Runner {
         let Some(workflow) = self.registry.get(&claim.kind) else {
             tracing::error!(execution = %claim.id, kind = %claim.kind, "no workflow for this kind; releasing it");
             let store = Arc::clone(&self.cx.store);
-            tokio::spawn(async move {
+            crate::telemetry::spawn(async move {
                 let _ = store.release(claim.id, claim.generation).await;
             });
             return;
@@ -246,7 +247,9 @@ impl Runner {
             },
         );
         let runner = Arc::clone(self);
-        tokio::spawn(async move {
+        // Every line and span of the program runs inside its execution's span.
+        let span = crate::telemetry::spans::execution(&claim, &self.cx.node, now_ms());
+        let program = async move {
             let id = claim.id;
             let signals = runner.cx.hub.signal_notify(id);
             // The row as the claim wrote it: the program starts without reading it again.
@@ -259,7 +262,9 @@ impl Runner {
                 signals_pending: claim.signals_pending,
                 input: claim.input,
             };
+            tracing::debug!("program started");
             run_program(workflow, cx, lost.clone()).await;
+            tracing::debug!(lost = lost.is_cancelled(), "program stopped");
             // A newer claim of the same execution by this node (after this owner lost its
             // lease) keeps its entry and its signals.
             let newer_claim = {
@@ -280,7 +285,8 @@ impl Runner {
                 let _ = runner.cx.store.release(id, claim.generation).await;
             }
             runner.cx.hub.announce(Wake::Work);
-        });
+        };
+        tokio::spawn(program.instrument(span));
     }
 
     async fn renew_loop(self: Arc<Self>) {

@@ -190,6 +190,7 @@ pub async fn seal_faults(
         None => response,
         Some(fault) => {
             let error_id = state.seal_error(fault.category, fault.cause).await;
+            crate::telemetry::http::record_error_id(error_id.as_uuid());
             ApiError::sealed(fault.category, Some(error_id)).into_response()
         }
     }
@@ -263,7 +264,7 @@ pub(crate) fn save_later(
         tracing::warn!(%error_id, "too many error records wait to be saved; this one is given up");
         return;
     }
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let started = std::time::Instant::now();
         let mut pause = std::time::Duration::from_millis(100);
         loop {

@@ -22,6 +22,7 @@ mod lean;
 mod limits;
 mod members;
 mod memories;
+mod metrics;
 mod models;
 mod organizations;
 mod outcomes;
@@ -430,6 +431,7 @@ pub fn app(state: AppState) -> axum::Router {
                 }
             }),
         )
+        .route("/metrics", axum::routing::get(metrics::metrics))
         .fallback(|| async { ApiError::not_found("this path") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Outermost of the application's layers: every fault's cause, from a handler, an
@@ -437,6 +439,10 @@ pub fn app(state: AppState) -> axum::Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             error::seal_faults,
+        ))
+        // Outside the sealing: the request's span sees the error ID it names.
+        .layer(axum::middleware::from_fn(
+            crate::telemetry::http::trace_request,
         ))
         .with_state(state);
     if crate::timing::enabled() {

@@ -48,7 +48,7 @@ pub async fn serve(
         let router = router.clone();
         let mut stopped = stopped.clone();
         let routing = std::sync::Arc::clone(&routing);
-        tokio::spawn(async move {
+        crate::telemetry::spawn(async move {
             let Some(stream) = serve_events(stream, &router, &routing, &mut stopped).await else {
                 return;
             };

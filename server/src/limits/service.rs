@@ -152,6 +152,10 @@ impl Limits {
                     max_wait_ms,
                 } => {
                     let waited = started.elapsed();
+                    if pause == FIRST_POLL {
+                        // The first time this take found the limit full: one wait.
+                        crate::telemetry::metrics::permit_wait();
+                    }
                     allowed = allowed.min(Duration::from_millis(max_wait_ms.max(0) as u64));
                     if waited >= allowed {
                         return Err(AcquireError::Deadline {

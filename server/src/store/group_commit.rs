@@ -124,7 +124,7 @@ mod tests {
         let mut tasks = Vec::new();
         for i in 0..5 {
             let (group, sizes) = (Arc::clone(&group), Arc::clone(&sizes));
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::telemetry::spawn(async move {
                 group
                     .submit((ExecutionId::new(), Commit::default()), |pending| {
                         write(Arc::clone(&sizes), pending)

@@ -177,6 +177,14 @@ pub trait ExecutionStore: Send + Sync {
     /// work or wake time of waiting work, or `None` when nothing is scheduled.
     async fn next_wake(&self, node: &str) -> Result<Option<Millis>, StoreError>;
 
+    /// How many executions there are of each (kind, state), across the cluster: what the
+    /// `openbot_executions` metric shows.
+    async fn execution_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
+
+    /// This node's database pools now: (pool, open connections, idle connections). On SQLite
+    /// the reader and the writer may be one pool, shown twice.
+    fn pool_use(&self) -> Vec<(&'static str, u32, u32)>;
+
     /// Cancels a tree in one transaction: every execution of it that has not ended (`id`
     /// itself with `with_root`, and all its descendants) gets a cancel signal, unless one
     /// waits for it already (signals deduplicate), and moves to `cancelling` as

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use tracing::Instrument as _;
 
 use async_trait::async_trait;
 use openbot_core::model::{Model, ModelSpec};
@@ -270,7 +271,17 @@ impl Workflow for TurnWorkflow {
             input: input.input.clone(),
             max_output_tokens: input.max_output_tokens,
         };
-        let run = run_turn(spec, &host).await;
+        let agent = openbot_core::telemetry::AgentLabel {
+            id: input
+                .identity
+                .as_ref()
+                .map(|identity| identity.bot_id.to_string()),
+            name: None,
+            conversation: cx.execution.chat_id.map(|chat| chat.to_string()),
+        };
+        let run = run_turn(spec, &host)
+            .instrument(openbot_core::telemetry::invoke_agent(&agent))
+            .await;
         if run.is_err() {
             // A result the host held for its next commit is saved before the error goes on.
             host.settle().await;

@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A served node; killed when dropped.
@@ -14,6 +15,8 @@ pub struct Served {
     pub token: String,
     data: tempfile::TempDir,
     child: Option<Child>,
+    /// Every line the node (each of its runs) wrote to standard error.
+    log: Arc<Mutex<String>>,
 }
 
 impl Served {
@@ -32,13 +35,20 @@ impl Served {
             .status()
             .unwrap();
         assert!(status.success(), "openbot migrate failed");
-        let (child, base, token) = serve(data.path(), "127.0.0.1:0", env);
+        let log = Arc::default();
+        let (child, base, token) = serve(data.path(), "127.0.0.1:0", env, &log);
         Self {
             base,
             token: token.expect("the first start prints the admin token"),
             data,
             child: Some(child),
+            log,
         }
+    }
+
+    /// What the node wrote to standard error so far (all its runs).
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 
     /// The node's data folder.
@@ -71,7 +81,7 @@ impl Served {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let (child, base, _) = serve(self.data.path(), &bind, env);
+        let (child, base, _) = serve(self.data.path(), &bind, env, &self.log);
         assert_eq!(base, self.base);
         self.child = Some(child);
     }
@@ -114,7 +124,12 @@ impl Drop for Served {
 }
 
 /// Runs `openbot serve` and waits until it listens; the token line is read when printed.
-fn serve(data: &Path, bind: &str, env: &[(&str, &str)]) -> (Child, String, Option<String>) {
+fn serve(
+    data: &Path,
+    bind: &str,
+    env: &[(&str, &str)],
+    log: &Arc<Mutex<String>>,
+) -> (Child, String, Option<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_openbot"))
         .args(["serve", "--lease-ms", "1000", "--bind", bind, "--data-dir"])
         .arg(data)
@@ -139,6 +154,7 @@ fn serve(data: &Path, bind: &str, env: &[(&str, &str)]) -> (Child, String, Optio
             stderr.read_line(&mut line).unwrap() > 0,
             "openbot serve ended before listening"
         );
+        log.lock().unwrap().push_str(&line);
         if let Some(at) = line.find("http://") {
             base = Some(line[at..].split_whitespace().next().unwrap().to_string());
         }
@@ -146,12 +162,14 @@ fn serve(data: &Path, bind: &str, env: &[(&str, &str)]) -> (Child, String, Optio
     // Keep draining stderr so the node never blocks on a full pipe; with
     // OPENBOT_TEST_SERVE_LOG set, the node's log goes to this test's standard error.
     let echo = std::env::var_os("OPENBOT_TEST_SERVE_LOG").is_some();
+    let kept = Arc::clone(log);
     std::thread::spawn(move || {
         let mut sink = String::new();
         while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
             if echo {
                 eprint!("[node] {sink}");
             }
+            kept.lock().unwrap().push_str(&sink);
             sink.clear();
         }
     });

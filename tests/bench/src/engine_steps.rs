@@ -150,6 +150,45 @@ struct Args {
     /// Keep the benchmark databases (PostgreSQL) instead of dropping them at the end.
     #[arg(long)]
     keep_databases: bool,
+    /// The process's telemetry: `none` (no subscriber), `default` (what `openbot serve` installs
+    /// without an exporter: error logs and the metrics layer), `otlp` (the same, exporting
+    /// every span to an OTLP/HTTP receiver in this process that discards them).
+    #[arg(long, value_enum, default_value_t = Telemetry::None)]
+    telemetry: Telemetry,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Telemetry {
+    None,
+    Default,
+    Otlp,
+}
+
+/// Installs the telemetry `choice` asks for; the guard flushes the export when dropped.
+async fn install_telemetry(
+    choice: Telemetry,
+) -> anyhow::Result<Option<openbot_server::telemetry::TelemetryGuard>> {
+    let otlp_endpoint = match choice {
+        Telemetry::None => return Ok(None),
+        Telemetry::Default => None,
+        Telemetry::Otlp => {
+            let app = axum::Router::new().route(
+                "/v1/traces",
+                axum::routing::post(|_body: axum::body::Bytes| async { "" }),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let address = listener.local_addr()?;
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            });
+            Some(format!("http://{address}"))
+        }
+    };
+    let config = openbot_server::telemetry::TelemetryConfig {
+        otlp_endpoint,
+        ..Default::default()
+    };
+    Ok(Some(openbot_server::telemetry::init(&config)?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1543,6 +1582,8 @@ async fn run_dbos(
 #[allow(clippy::too_many_lines)] // every benchmark step in the order it prints
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let _telemetry = install_telemetry(args.telemetry).await?;
+    println!("telemetry: {:?}", args.telemetry);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let steps_per_round = u64::from(args.executions) * u64::from(args.steps);
     println!(

@@ -72,7 +72,11 @@ impl Transport {
 
     /// A request to `path` (starting with `/v1/`), with the token.
     pub(super) fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base));
+        let mut builder = self.http.request(method, format!("{}{path}", self.base));
+        // The caller's trace, when it exports one: the server's request span joins it.
+        for (name, value) in crate::telemetry::trace_headers() {
+            builder = builder.header(name, value);
+        }
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,

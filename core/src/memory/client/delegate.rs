@@ -10,6 +10,7 @@ use openbot_schema::{
     ContentPart, EventKind, Limits, Message, ToolCall, ToolDefinition, TurnOutcome,
 };
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::Inner;
 use crate::delegation::task_of;
@@ -83,6 +84,12 @@ impl Tool for DelegateTool {
         }
         let input = vec![ContentPart::text(task)];
         host.start(input.clone());
+        // The child Turn's span sits under the parent's `execute_tool` span.
+        let agent = crate::telemetry::AgentLabel {
+            id: None,
+            name: Some(self.definition.name.clone()),
+            conversation: None,
+        };
         let spec = TurnSpec {
             instructions: self.child.instructions.clone(),
             model: Arc::clone(&self.child.model),
@@ -106,7 +113,10 @@ impl Tool for DelegateTool {
         let guard = CancelOnDrop(Some(Arc::clone(&host)));
         let child = {
             let host = Arc::clone(&host);
-            tokio::spawn(async move { run_turn(spec, host.as_ref()).await })
+            tokio::spawn(
+                async move { run_turn(spec, host.as_ref()).await }
+                    .instrument(crate::telemetry::invoke_agent(&agent)),
+            )
         };
         let end = child.await;
         guard.disarm();

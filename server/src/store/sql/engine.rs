@@ -170,6 +170,8 @@ mod on_both {
                  UNION ALL SELECT MIN(updated_at) FROM executions \
                      WHERE state IN ('queued', 'running', 'cancelling') AND owner_node IS NULL \
                      AND (state = 'cancelling' OR chat_id IS NULL OR NOT EXISTS (SELECT 1 FROM executions p WHERE p.chat_id = executions.chat_id AND p.id < executions.id AND p.state NOT IN ('completed', 'failed', 'cancelled', 'interrupted'))) ) AS due";
+    const EXECUTION_COUNTS: &str =
+        "SELECT kind, state, COUNT(*) FROM executions GROUP BY kind, state ORDER BY kind, state";
     const CANCEL_TREE_SELECT_EXECUTIONS: &str = "SELECT state FROM executions WHERE id = $1";
     const CANCEL_TREE_OPEN_MEMBERS: &str = concatcp!(
         "WITH RECURSIVE tree(id) AS (SELECT id FROM executions WHERE id = $1 \
@@ -900,6 +902,21 @@ mod on_both {
                 .bind(node)
                 .fetch_one(self.reader())
                 .await?)
+        }
+
+        async fn execution_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+            Ok(sqlx::query_as(EXECUTION_COUNTS)
+                .fetch_all(self.reader())
+                .await?)
+        }
+
+        fn pool_use(&self) -> Vec<(&'static str, u32, u32)> {
+            let writer = self.writer();
+            let reader = self.reader();
+            vec![
+                ("writer", writer.size(), writer.num_idle() as u32),
+                ("reader", reader.size(), reader.num_idle() as u32),
+            ]
         }
 
         async fn cancel_tree(

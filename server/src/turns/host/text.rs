@@ -47,7 +47,7 @@ impl TextBatches {
     ) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
         let state = Arc::new(TextState::default());
-        tokio::spawn(flush_text(
+        crate::telemetry::spawn(flush_text(
             Arc::clone(cx),
             id,
             generation,
