@@ -236,11 +236,9 @@ impl OutboundPolicy {
         while let Some(err) = cause {
             if let Some(refused) = err.downcast_ref::<OutboundError>() {
                 // What the server's metrics count as a call refused by the policy.
-                tracing::info!(
-                    target: crate::telemetry::OUTBOUND,
-                    outcome = "refused",
-                    "the outbound policy refused a request"
-                );
+                if let Some(observer) = crate::telemetry::observer() {
+                    observer.outbound_refused();
+                }
                 return Some(refused.to_string());
             }
             cause = err.source();

@@ -104,6 +104,39 @@ async fn client(served: &Served) -> std::sync::Arc<dyn Client> {
     .unwrap()
 }
 
+/// A Turn of a fresh Bot that calls `pay` at `url`, sent with `text`, not yet ended.
+struct PayTurn {
+    bot: openbot_schema::Bot,
+    chat: openbot_schema::Chat,
+    receipt: openbot_schema::SendReceipt,
+    _script: tempfile::TempDir,
+}
+
+async fn start_pay_turn(served: &Served, url: String, retry_safe: bool, text: String) -> PayTurn {
+    let (_admin, spec, script) = bot_with_pay(served, url, retry_safe).await;
+    let remote = client(served).await;
+    let bot = remote.create_bot(spec).await.unwrap();
+    let chat = remote.create_chat(bot.id).await.unwrap();
+    let receipt = remote.send(chat.id, SendInput::text(text)).await.unwrap();
+    PayTurn {
+        bot,
+        chat,
+        receipt,
+        _script: script,
+    }
+}
+
+/// The same, read to its end.
+async fn pay_turn(served: &Served, text: String) -> PayTurn {
+    let (url, _) = endpoint::endpoint(0);
+    let turn = start_pay_turn(served, url, false, text).await;
+    let (_, ended) = served
+        .events_to_end(&turn.receipt.execution_id.to_string())
+        .await;
+    assert!(ended);
+    turn
+}
+
 fn trace_of(execution: ExecutionId) -> Vec<u8> {
     execution.as_uuid().as_bytes().to_vec()
 }
@@ -134,19 +167,8 @@ async fn a_turn_with_a_tool_call_is_one_trace_of_nested_genai_spans() {
         ("OTEL_SERVICE_NAME", "openbot-under-test"),
         FAST_EXPORT,
     ]);
-    let (url, _) = endpoint::endpoint(0);
-    let (_admin, spec, _script) = bot_with_pay(&served, url, false).await;
-    let remote = client(&served).await;
-    let bot = remote.create_bot(spec).await.unwrap();
-    let chat = remote.create_chat(bot.id).await.unwrap();
-    let receipt = remote
-        .send(chat.id, SendInput::text(format!("Pay the {PRIVATE} bill")))
-        .await
-        .unwrap();
-    let (_, ended) = served
-        .events_to_end(&receipt.execution_id.to_string())
-        .await;
-    assert!(ended);
+    let turn = pay_turn(&served, format!("Pay the {PRIVATE} bill")).await;
+    let (bot, chat, receipt) = (&turn.bot, &turn.chat, &turn.receipt);
     let trace = trace_of(receipt.execution_id);
     let spans = receiver
         .wait_for("the Turn's execution span", |spans| {
@@ -271,11 +293,9 @@ async fn a_turn_taken_over_after_sigkill_reads_as_one_trace_of_both_generations(
     let mut served = Served::start_with(&first_env);
     // The endpoint never answers the first request: the first node dies waiting for it.
     let (url, calls) = endpoint::endpoint(1);
-    let (_admin, spec, _script) = bot_with_pay(&served, url, true).await;
-    let remote = client(&served).await;
-    let bot = remote.create_bot(spec).await.unwrap();
-    let chat = remote.create_chat(bot.id).await.unwrap();
-    let receipt = remote.send(chat.id, SendInput::text("Pay")).await.unwrap();
+    // Held to the end: its script file lives as long as it does.
+    let turn = start_pay_turn(&served, url, true, "Pay".to_string()).await;
+    let receipt = &turn.receipt;
     let trace = trace_of(receipt.execution_id);
     let waited = calls.clone();
     tokio::task::spawn_blocking(move || endpoint::wait_for(&waited, 1))
@@ -369,16 +389,7 @@ fn promtool(exposition: &str) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_the_operators_and_pass_promtool() {
     let served = Served::start();
-    let (url, _) = endpoint::endpoint(0);
-    let (_admin, spec, _script) = bot_with_pay(&served, url, false).await;
-    let remote = client(&served).await;
-    let bot = remote.create_bot(spec).await.unwrap();
-    let chat = remote.create_chat(bot.id).await.unwrap();
-    let receipt = remote.send(chat.id, SendInput::text("Pay")).await.unwrap();
-    let (_, ended) = served
-        .events_to_end(&receipt.execution_id.to_string())
-        .await;
-    assert!(ended);
+    pay_turn(&served, "Pay".to_string()).await;
 
     let http = reqwest::Client::new();
     let url = format!("{}/metrics", served.base);
@@ -445,19 +456,8 @@ async fn json_logs_carry_the_executions_fields_and_never_the_message_text() {
         ("OPENBOT_LOG_FORMAT", "json"),
         ("OPENBOT_LOG", "info,openbot_server::engine=debug"),
     ]);
-    let (url, _) = endpoint::endpoint(0);
-    let (_admin, spec, _script) = bot_with_pay(&served, url, false).await;
-    let remote = client(&served).await;
-    let bot = remote.create_bot(spec).await.unwrap();
-    let chat = remote.create_chat(bot.id).await.unwrap();
-    let receipt = remote
-        .send(chat.id, SendInput::text(format!("Pay the {PRIVATE} bill")))
-        .await
-        .unwrap();
-    let (_, ended) = served
-        .events_to_end(&receipt.execution_id.to_string())
-        .await;
-    assert!(ended);
+    let turn = pay_turn(&served, format!("Pay the {PRIVATE} bill")).await;
+    let receipt = &turn.receipt;
     let log = served.log();
     let lines: Vec<serde_json::Value> = log
         .lines()

@@ -22,8 +22,39 @@ use crate::model::{ModelResponse, StopReason};
 /// The target of every GenAI span, for filters.
 pub const TARGET: &str = "openbot::genai";
 
-/// The target of the event logged when the outbound policy refuses a request.
-pub const OUTBOUND: &str = "openbot::outbound";
+/// One model request as the loop reports it to an [`Observer`].
+#[derive(Debug, Clone, Copy)]
+pub struct ModelCall<'a> {
+    /// The provider (`openai`, `anthropic`, `scripted`, ...).
+    pub provider: &'a str,
+    /// The model asked for.
+    pub model: &'a str,
+    /// What the provider reported, if it answered with usage.
+    pub usage: Option<openbot_schema::Usage>,
+    /// From the request's start to its whole answer (or its failure).
+    pub took: std::time::Duration,
+}
+
+/// What a host process counts of the agent loop (the server's Prometheus metrics). Called
+/// where the thing happens, whether or not any span is enabled.
+pub trait Observer: Send + Sync {
+    /// A model request ended (answered or failed).
+    fn model_call(&self, call: &ModelCall<'_>);
+    /// The outbound policy refused a request.
+    fn outbound_refused(&self);
+}
+
+static OBSERVER: std::sync::OnceLock<Box<dyn Observer>> = std::sync::OnceLock::new();
+
+/// Installs the process's observer; the first one installed stays.
+pub fn set_observer(observer: Box<dyn Observer>) {
+    let _ = OBSERVER.set(observer);
+}
+
+/// The installed observer, if any.
+pub(crate) fn observer() -> Option<&'static dyn Observer> {
+    OBSERVER.get().map(|observer| observer.as_ref())
+}
 
 /// The `tracing` name of the span around a Turn (its OpenTelemetry name is in `otel.name`).
 pub const INVOKE_AGENT: &str = "invoke_agent";
@@ -121,6 +152,9 @@ pub fn chat(model: &str, step: u32, attempt: u32) -> Span {
 
 /// Records a model's whole answer on its `chat` span.
 pub fn record_response(span: &Span, model: &str, response: &ModelResponse) {
+    if span.is_disabled() {
+        return;
+    }
     let (_, response_model) = provider_and_model(model);
     span.record("gen_ai.response.model", response_model);
     if let Some(usage) = response.usage {
@@ -154,6 +188,9 @@ pub fn record_response(span: &Span, model: &str, response: &ModelResponse) {
 
 /// Records a failed model request (its error's kind, never its text) on its `chat` span.
 pub fn record_error(span: &Span, kind: &'static str) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("otel.status_code", "ERROR");
     span.record("error.type", kind);
 }
@@ -185,6 +222,9 @@ pub fn execute_tool(call: &ToolCall, step: u32, kind: &'static str) -> Span {
 
 /// Records how a tool call ended on its `execute_tool` span.
 pub fn record_tool_result(span: &Span, result: &ToolResult) {
+    if span.is_disabled() {
+        return;
+    }
     if result.is_error {
         span.record("otel.status_code", "ERROR");
         span.record("error.type", "tool_error");

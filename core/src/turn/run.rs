@@ -355,6 +355,7 @@ impl<'h> TurnRun<'h> {
     ) -> Result<Result<ModelResponse, ModelError>, HostError> {
         let model = self.spec.model.name();
         let span = telemetry::chat(model, key.step, key.attempt);
+        let started = std::time::Instant::now();
         let outcome = self
             .attempt_unlabelled(key, request)
             .instrument(span.clone())
@@ -363,6 +364,18 @@ impl<'h> TurnRun<'h> {
             Ok(Ok(response)) => telemetry::record_response(&span, model, response),
             Ok(Err(err)) => telemetry::record_error(&span, err.kind()),
             Err(_) => telemetry::record_error(&span, "host"),
+        }
+        if let Some(observer) = telemetry::observer() {
+            let (provider, request_model) = telemetry::provider_and_model(model);
+            observer.model_call(&telemetry::ModelCall {
+                provider,
+                model: request_model,
+                usage: match &outcome {
+                    Ok(Ok(response)) => response.usage,
+                    _ => None,
+                },
+                took: started.elapsed(),
+            });
         }
         outcome
     }

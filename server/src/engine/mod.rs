@@ -113,12 +113,14 @@ impl EngineContext {
         let ended = crate::telemetry::metrics::CallsEnded::of(&commit.calls);
         let span = crate::telemetry::spans::commit(commit.state.as_ref().map(|s| s.state.as_str()));
         let timed = crate::timing::Timed::start();
+        let started = std::time::Instant::now();
         let last = self
             .store
             .commit(id, generation, commit)
             .instrument(span)
             .await?;
         timed.end("commit", id);
+        crate::telemetry::metrics::commit_ended(started.elapsed());
         ended.count();
         if children {
             self.hub.announce(Wake::Work);

@@ -199,6 +199,7 @@ pub async fn run_program(
         };
         let scope = RunScope::new();
         let watcher = watch_signals(&cx, &scope, &lost);
+        let started = std::time::Instant::now();
         let run = workflow
             .run(&cx, &phase, &scope)
             .instrument(crate::telemetry::spans::phase(&phase));
@@ -214,6 +215,7 @@ pub async fn run_program(
         };
         scope.close().await;
         watcher.abort();
+        crate::telemetry::metrics::phase_ended(workflow.kind(), started.elapsed());
         match result {
             Ok(()) => {
                 failures = 0;

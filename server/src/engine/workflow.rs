@@ -100,7 +100,7 @@ impl PhaseContext {
             .seal(uuid::Uuid::now_v7(), cause.as_bytes())
             .map_err(|e| PhaseError::Storage(StoreError::Invalid(e.to_string())))?;
         let error_id = ErrorId::from(blob.id);
-        tracing::warn!(execution = %self.execution.id, kind = %self.execution.kind, ?category, %error_id, "execution failed");
+        tracing::warn!(?category, %error_id, "execution failed");
         Ok(FailedEnd {
             error_id,
             event: EventKind::Failed { category, error_id },

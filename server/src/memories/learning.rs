@@ -384,7 +384,6 @@ impl Workflow for MemoryLearningWorkflow {
         if !result.refused.is_empty() {
             // The count and kinds only: the reasons stay in the sealed result.
             tracing::info!(
-                execution = %cx.execution.id,
                 refused = result.refused.len(),
                 "learning refused operations its member may not do"
             );

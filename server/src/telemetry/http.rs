@@ -33,11 +33,10 @@ pub async fn trace_request(request: Request, next: Next) -> Response {
         .extensions()
         .get::<MatchedPath>()
         .map(|path| path.as_str().to_string());
-    let name = format!("{method} {}", route.as_deref().unwrap_or("unmatched"));
     let span = tracing::info_span!(
         target: TARGET,
         "request",
-        "otel.name" = %name,
+        "otel.name" = %format!("{method} {}", route.as_deref().unwrap_or("unmatched")),
         "otel.kind" = "server",
         "otel.status_code" = tracing::field::Empty,
         "http.request.method" = %method,
@@ -45,15 +44,24 @@ pub async fn trace_request(request: Request, next: Next) -> Response {
         "http.response.status_code" = tracing::field::Empty,
         "error.id" = tracing::field::Empty,
     );
-    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.extract(&Headers(request.headers()))
-    });
-    if parent.span().span_context().is_valid() {
-        // Without an exporter there is no trace to join; the error says only that.
-        let _ = span.set_parent(parent);
+    if !span.is_disabled() {
+        let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+            propagator.extract(&Headers(request.headers()))
+        });
+        if parent.span().span_context().is_valid() {
+            // Without an exporter there is no trace to join; the error says only that.
+            let _ = span.set_parent(parent);
+        }
     }
+    let started = std::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let status = response.status();
+    crate::telemetry::metrics::request_ended(
+        method.as_str(),
+        route.as_deref().unwrap_or("unmatched"),
+        status.as_u16(),
+        started.elapsed(),
+    );
     span.record("http.response.status_code", status.as_u16());
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");

@@ -1,22 +1,17 @@
 //! The node's Prometheus metrics, in the Prometheus text format (0.0.4), served on `/metrics`
 //! to the platform operator (docs/observability.md has the catalogue).
 //!
-//! Most are read from spans: [`MetricsLayer`] turns the close of an `execution`, `phase`,
-//! `commit`, `request` or `chat` span into the matching counters and histograms, so the spans
-//! are the one source of both. A few are counted where they happen (observers, outbound
-//! outcomes, permit waits), and the rest are read at scrape time (executions by kind and
-//! state, the database pools).
+//! They are counted where they happen, beside the span of the same thing (a claim, a phase, a
+//! commit, a request; the agent loop's model calls through [`LoopMetrics`]), not read from the
+//! spans: a node that exports no traces then enables no span at all, and pays for no span
+//! (docs/benchmarks.md, "The cost of tracing"). The rest are read at scrape time (executions by
+//! kind and state, the database pools).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError};
-use std::time::Instant;
-
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
+use std::time::Duration;
 
 /// The label pairs of one series, in a fixed order.
 type Labels = Vec<(&'static str, String)>;
@@ -408,188 +403,86 @@ pub fn render(snapshot: &Snapshot) -> String {
     out
 }
 
-/// The fields of a span the metrics read, kept from its start to its close.
-#[derive(Default)]
-struct Fields {
-    kind: Option<String>,
-    generation: Option<i64>,
-    claim_lag_ms: Option<i64>,
-    method: Option<String>,
-    route: Option<String>,
-    status: Option<u64>,
-    provider: Option<String>,
-    model: Option<String>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    cost_micros: Option<u64>,
-}
-
-impl Visit for Fields {
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        match field.name() {
-            "generation" => self.generation = Some(value),
-            "claim_lag_ms" => self.claim_lag_ms = Some(value),
-            "http.response.status_code" => self.status = u64::try_from(value).ok(),
-            _ => {}
-        }
+/// Counts a claim of an execution of `kind` as owner `generation`, `lag` after it was due
+/// (when known).
+pub fn claimed(kind: &str, generation: i64, lag: Option<Duration>) {
+    METRICS.claimed.add(vec![("kind", kind.to_string())], 1.0);
+    if generation > 1 {
+        METRICS.takeovers.add(vec![("kind", kind.to_string())], 1.0);
     }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "gen_ai.usage.input_tokens" => self.input_tokens = Some(value),
-            "gen_ai.usage.output_tokens" => self.output_tokens = Some(value),
-            "openbot.cost_micros" => self.cost_micros = Some(value),
-            "http.response.status_code" => self.status = Some(value),
-            "generation" => self.generation = i64::try_from(value).ok(),
-            "claim_lag_ms" => self.claim_lag_ms = i64::try_from(value).ok(),
-            _ => {}
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_text(field, value.to_string());
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.record_text(field, format!("{value:?}"));
+    if let Some(lag) = lag {
+        METRICS.claim_lag.observe(Vec::new(), lag.as_secs_f64());
     }
 }
 
-impl Fields {
-    fn record_text(&mut self, field: &Field, value: String) {
-        match field.name() {
-            "kind" => self.kind = Some(value),
-            "http.request.method" => self.method = Some(value),
-            "http.route" => self.route = Some(value),
-            "gen_ai.provider.name" => self.provider = Some(value),
-            "gen_ai.request.model" => self.model = Some(value),
-            _ => {}
-        }
-    }
+/// Times one phase of an execution of `kind`.
+pub fn phase_ended(kind: &str, took: Duration) {
+    METRICS
+        .phase
+        .observe(vec![("kind", kind.to_string())], took.as_secs_f64());
 }
 
-/// What the layer keeps in a span's extensions.
-struct Timed {
-    started: Instant,
-    fields: Fields,
+/// Times one commit.
+pub fn commit_ended(took: Duration) {
+    METRICS.commit.observe(Vec::new(), took.as_secs_f64());
 }
 
-/// The `tracing` layer that turns OpenBot's spans into metrics. [`super::init`] installs it
-/// for the spans of the `openbot` targets.
+/// Counts and times one HTTP request until its response's head.
+pub fn request_ended(method: &str, route: &str, status: u16, took: Duration) {
+    METRICS.requests.add(
+        vec![
+            ("method", method.to_string()),
+            ("route", route.to_string()),
+            ("status", status.to_string()),
+        ],
+        1.0,
+    );
+    METRICS.request_duration.observe(
+        vec![("method", method.to_string()), ("route", route.to_string())],
+        took.as_secs_f64(),
+    );
+}
+
+/// What the agent loop reports to the node's metrics (installed by [`super::init`]).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct MetricsLayer;
+pub struct LoopMetrics;
 
-impl<S> tracing_subscriber::Layer<S> for MetricsLayer
-where
-    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
-{
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let mut fields = Fields::default();
-        attrs.record(&mut fields);
-        if attrs.metadata().name() == "execution" {
-            let kind = fields.kind.clone().unwrap_or_default();
-            METRICS.claimed.add(vec![("kind", kind.clone())], 1.0);
-            if fields.generation.is_some_and(|g| g > 1) {
-                METRICS.takeovers.add(vec![("kind", kind)], 1.0);
-            }
-            if let Some(lag) = fields.claim_lag_ms {
-                METRICS.claim_lag.observe(Vec::new(), lag as f64 / 1000.0);
-            }
+impl openbot_core::telemetry::Observer for LoopMetrics {
+    fn model_call(&self, call: &openbot_core::telemetry::ModelCall<'_>) {
+        let base = vec![
+            ("gen_ai_operation_name", "chat".to_string()),
+            ("gen_ai_provider_name", call.provider.to_string()),
+            ("gen_ai_request_model", call.model.to_string()),
+        ];
+        METRICS
+            .operation_duration
+            .observe(base.clone(), call.took.as_secs_f64());
+        let tokens = call.usage.map(|u| (u.input_tokens, u.output_tokens));
+        for (kind, count) in [
+            ("input", tokens.map(|t| t.0)),
+            ("output", tokens.map(|t| t.1)),
+        ] {
+            let Some(count) = count else { continue };
+            let mut labels = base.clone();
+            labels.push(("gen_ai_token_type", kind.to_string()));
+            METRICS.token_usage.observe(labels, count as f64);
+            METRICS.tokens.add(
+                vec![
+                    ("provider", call.provider.to_string()),
+                    ("type", kind.to_string()),
+                ],
+                count as f64,
+            );
         }
-        span.extensions_mut().insert(Timed {
-            started: Instant::now(),
-            fields,
-        });
-    }
-
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if event.metadata().target() == openbot_core::telemetry::OUTBOUND {
-            outbound(OutboundOutcome::Refused);
-        }
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id)
-            && let Some(timed) = span.extensions_mut().get_mut::<Timed>()
-        {
-            values.record(&mut timed.fields);
+        if let Some(micros) = call.usage.and_then(|u| u.cost_micros) {
+            METRICS.cost.add(
+                vec![("provider", call.provider.to_string())],
+                micros as f64 / 1_000_000.0,
+            );
         }
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else {
-            return;
-        };
-        let Some(timed) = span.extensions_mut().remove::<Timed>() else {
-            return;
-        };
-        let seconds = timed.started.elapsed().as_secs_f64();
-        let fields = timed.fields;
-        match span.name() {
-            "phase" => {
-                // The kind is the enclosing execution's.
-                let kind = span
-                    .scope()
-                    .skip(1)
-                    .find(|parent| parent.name() == "execution")
-                    .and_then(|parent| {
-                        parent
-                            .extensions()
-                            .get::<Timed>()
-                            .and_then(|t| t.fields.kind.clone())
-                    })
-                    .unwrap_or_default();
-                METRICS.phase.observe(vec![("kind", kind)], seconds);
-            }
-            "commit" => METRICS.commit.observe(Vec::new(), seconds),
-            "request" => {
-                let method = fields.method.unwrap_or_default();
-                let route = fields.route.unwrap_or_else(|| "unmatched".to_string());
-                let status = fields.status.map(|s| s.to_string()).unwrap_or_default();
-                METRICS.requests.add(
-                    vec![
-                        ("method", method.clone()),
-                        ("route", route.clone()),
-                        ("status", status),
-                    ],
-                    1.0,
-                );
-                METRICS
-                    .request_duration
-                    .observe(vec![("method", method), ("route", route)], seconds);
-            }
-            "chat" => {
-                let provider = fields.provider.unwrap_or_default();
-                let model = fields.model.unwrap_or_default();
-                let base = vec![
-                    ("gen_ai_operation_name", "chat".to_string()),
-                    ("gen_ai_provider_name", provider.clone()),
-                    ("gen_ai_request_model", model),
-                ];
-                METRICS.operation_duration.observe(base.clone(), seconds);
-                for (kind, tokens) in [
-                    ("input", fields.input_tokens),
-                    ("output", fields.output_tokens),
-                ] {
-                    let Some(tokens) = tokens else { continue };
-                    let mut labels = base.clone();
-                    labels.push(("gen_ai_token_type", kind.to_string()));
-                    METRICS.token_usage.observe(labels, tokens as f64);
-                    METRICS.tokens.add(
-                        vec![("provider", provider.clone()), ("type", kind.to_string())],
-                        tokens as f64,
-                    );
-                }
-                if let Some(micros) = fields.cost_micros {
-                    METRICS
-                        .cost
-                        .add(vec![("provider", provider)], micros as f64 / 1_000_000.0);
-                }
-            }
-            _ => {}
-        }
+    fn outbound_refused(&self) {
+        outbound(OutboundOutcome::Refused);
     }
 }

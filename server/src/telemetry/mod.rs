@@ -4,10 +4,11 @@
 //! Everything starts from `tracing` spans. The engine opens an `execution` span per claimed
 //! program (execution, kind, generation, node) with a `phase` span per phase and a `commit`
 //! span per commit; the HTTP layer opens a `request` span per request; the agent loop in
-//! `openbot-core` opens the GenAI spans (`invoke_agent`, `chat`, `execute_tool`). Three
-//! subscribers' layers read them: the log formatter (so a line inside an execution carries its
-//! fields without anyone adding them), the OTLP exporter when configured, and [`metrics`],
-//! which turns span closes into Prometheus histograms and counters.
+//! `openbot-core` opens the GenAI spans (`invoke_agent`, `chat`, `execute_tool`). Two layers
+//! read them: the log formatter (so a line inside an execution carries its fields without
+//! anyone adding them) and the OTLP exporter when configured. [`metrics`] counts the same
+//! things where they happen, so a node that exports nothing and logs at `error` enables no
+//! span at all.
 
 pub mod http;
 pub mod metrics;
@@ -103,13 +104,14 @@ where
 }
 
 /// The targets of the spans OpenBot names (`openbot::engine`, `openbot::http`,
-/// `openbot::genai`, ...): what the exporter and the metrics read.
+/// `openbot::genai`, ...): what the exporter reads.
 fn openbot_spans() -> Targets {
     Targets::new().with_target("openbot", tracing::Level::INFO)
 }
 
 /// Installs the process's subscriber: logs in `config.log_format` filtered by
-/// `config.log_filter`, the metrics layer, and the OTLP export when configured. Call once,
+/// `config.log_filter`, and the OTLP export when configured; and the agent loop's metrics
+/// observer. Call once,
 /// at start, before the runtime runs work.
 pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, ExportError> {
     let filter = config
@@ -139,10 +141,10 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, ExportError> {
         .map(|export| export.layer().with_filter(openbot_spans()));
     tracing_subscriber::registry()
         .with(logs)
-        .with(metrics::MetricsLayer.with_filter(openbot_spans()))
         .with(otel_layer)
         .try_init()
         .map_err(|err| ExportError::Install(err.to_string()))?;
+    openbot_core::telemetry::set_observer(Box::new(metrics::LoopMetrics));
     openbot_core::telemetry::set_capture_content(
         openbot_core::telemetry::export::capture_content_from_env(),
     );

@@ -42,21 +42,18 @@ pub fn execution(claim: &Claim, node: &str, now_ms: i64) -> Span {
         .wake_at
         .or((claim.generation == 1).then_some(row.created_at));
     let claim_lag_ms = due.map(|due| (now_ms - due).max(0));
+    super::metrics::claimed(
+        &claim.kind,
+        claim.generation,
+        claim_lag_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
+    );
+    let span = execution_span(claim, node, claim_lag_ms);
+    if span.is_disabled() {
+        return span;
+    }
     // The request (or loop) that claimed it, if traced: linked, not a parent, since the
     // execution outlives it and its trace is the execution's own.
     let claimed_by = Span::current().context().span().span_context().clone();
-    let span = tracing::info_span!(
-        target: TARGET,
-        parent: None,
-        "execution",
-        "otel.name" = %format!("execution {}", claim.kind),
-        execution = %claim.id,
-        kind = %claim.kind,
-        generation = claim.generation,
-        node = %node,
-        chat = row.chat_id.map(tracing::field::display),
-        claim_lag_ms,
-    );
     let root = SpanContext::new(
         execution_trace(claim.id),
         execution_root(claim.id),
@@ -80,4 +77,21 @@ pub fn phase(name: &str) -> Span {
 /// The span of one commit of the current execution.
 pub fn commit(state: Option<&'static str>) -> Span {
     tracing::info_span!(target: TARGET, "commit", state)
+}
+
+/// The `execution` span itself: a root, so a submission's request is no parent of it.
+fn execution_span(claim: &Claim, node: &str, claim_lag_ms: Option<i64>) -> Span {
+    let row = &claim.execution;
+    tracing::info_span!(
+        target: TARGET,
+        parent: None,
+        "execution",
+        "otel.name" = %format!("execution {}", claim.kind),
+        execution = %claim.id,
+        kind = %claim.kind,
+        generation = claim.generation,
+        node = %node,
+        chat = row.chat_id.map(tracing::field::display),
+        claim_lag_ms,
+    )
 }

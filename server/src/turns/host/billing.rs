@@ -93,11 +93,16 @@ impl DurableHost {
                     let _ = self.take_failure();
                     let outcome = match refusal {
                         Refusal::Budget { scope, .. } => {
-                            tracing::info!(execution = %self.id, scope = scope.as_str(), "a reservation would overspend a budget; the Turn ends");
+                            tracing::info!(
+                                scope = scope.as_str(),
+                                "a reservation would overspend a budget; the Turn ends"
+                            );
                             TurnOutcome::MaxCost
                         }
                         Refusal::Credits { .. } => {
-                            tracing::info!(execution = %self.id, "the organization's credits do not cover the reservation; the Turn ends");
+                            tracing::info!(
+                                "the organization's credits do not cover the reservation; the Turn ends"
+                            );
                             TurnOutcome::CreditsExhausted
                         }
                     };

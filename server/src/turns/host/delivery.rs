@@ -109,7 +109,7 @@ impl DurableHost {
                 _ = tokio::time::sleep(DELIVERY_POLL) => {}
                 _ = cancelled.cancelled() => return Err(HostError::Abandoned),
             }
-            tracing::trace!(execution = %self.id, call = %call.id, "still waiting for a delivered result");
+            tracing::trace!(call = %call.id, "still waiting for a delivered result");
         }
     }
 

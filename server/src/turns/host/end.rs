@@ -63,7 +63,7 @@ impl DurableHost {
                     .seal(uuid::Uuid::now_v7(), failure.cause.as_bytes())
                     .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
                 let error_id = ErrorId::from(blob.id);
-                tracing::warn!(execution = %self.id, category = ?failure.category, %error_id, "turn failed");
+                tracing::warn!(category = ?failure.category, %error_id, "turn failed");
                 (
                     ExecutionState::Failed,
                     None,

@@ -160,7 +160,10 @@ impl DurableHost {
         match budgets.exhausted(*organization, *bot, *chat).await {
             Ok(None) => Ok(false),
             Ok(Some(exhausted)) => {
-                tracing::info!(execution = %self.id, scope = exhausted.scope.as_str(), "a budget is used up; the Turn ends");
+                tracing::info!(
+                    scope = exhausted.scope.as_str(),
+                    "a budget is used up; the Turn ends"
+                );
                 Ok(true)
             }
             Err(err) => Err(self.fail(err)),

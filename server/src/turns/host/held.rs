@@ -139,7 +139,7 @@ impl DurableHost {
     /// is lost with it. Its own failure is logged: the loop's error is what the runner acts on.
     pub async fn settle(&self) {
         if let Err(err) = self.flush().await {
-            tracing::warn!(execution = %self.id, error = %err, "held writes could not be saved");
+            tracing::warn!(error = %err, "held writes could not be saved");
         }
     }
 
@@ -249,7 +249,7 @@ impl DurableHost {
     pub(super) async fn save_late(&self, call: CallWrite) {
         let writes = self.settlement(call.key, call.usage);
         if let Err(err) = self.calls.save_late(call, writes).await {
-            tracing::warn!(execution = %self.id, error = %err, "could not save a late result");
+            tracing::warn!(error = %err, "could not save a late result");
         }
     }
 }

@@ -148,7 +148,10 @@ impl DurableHost {
             return;
         };
         if let Err(err) = permits.limits.release(&permit, used_tokens).await {
-            tracing::warn!(execution = %self.id, error_kind = crate::engine::store_error_kind(&err), "giving a permit back failed");
+            tracing::warn!(
+                error_kind = crate::engine::store_error_kind(&err),
+                "giving a permit back failed"
+            );
         }
     }
 }

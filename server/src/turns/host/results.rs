@@ -187,10 +187,7 @@ impl DurableHost {
                 return Err(err);
             }
             // The cause stays out of the log: it may carry stored text.
-            tracing::warn!(
-                execution = %self.id,
-                "a known result could not be saved; holding it and trying again"
-            );
+            tracing::warn!("a known result could not be saved; holding it and trying again");
             tokio::time::sleep(backoff.next_delay()).await;
             if let Ok(Some(row)) = self.cx.store.latest_call(self.id, key.step, key.slot).await
                 && row.key == key
