@@ -2,7 +2,8 @@
 //! conventions: `invoke_agent {name}` around a Turn, `chat {model}` around each model request,
 //! `execute_tool {name}` around each tool call. They are plain `tracing` spans, so the same
 //! loop emits the same spans in `memory://` and on a server; a subscriber decides where they
-//! go (logs, an OTLP exporter, the server's metrics).
+//! go (logs, an OTLP exporter). What a host counts (the server's metrics) it learns through an
+//! [`Observer`], called whether or not any span is enabled.
 //!
 //! What they carry is metadata: names, IDs, models, token counts, finish reasons. Message
 //! text and tool arguments are recorded only when [`set_capture_content`] turned capture on
