@@ -124,6 +124,12 @@ impl Export {
     }
 }
 
+/// The spans OpenBot names (targets under `openbot`: `openbot::engine`, `openbot::http`,
+/// `openbot::genai`): what an exporter reads, and nothing else a process logs.
+pub fn openbot_spans() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new().with_target("openbot", tracing::Level::INFO)
+}
+
 /// The export an SDK process turned on with [`enable_tracing`].
 static SDK_EXPORT: Mutex<Option<Export>> = Mutex::new(None);
 
@@ -143,10 +149,8 @@ pub fn enable_tracing(config: &ExportConfig) -> Result<bool, ExportError> {
     let Some(export) = Export::from_config(config)? else {
         return Ok(false);
     };
-    let targets =
-        tracing_subscriber::filter::Targets::new().with_target("openbot", tracing::Level::INFO);
     tracing_subscriber::registry()
-        .with(export.layer().with_filter(targets))
+        .with(export.layer().with_filter(openbot_spans()))
         .try_init()
         .map_err(|err| ExportError::Install(err.to_string()))?;
     super::set_capture_content(capture_content_from_env());

@@ -17,12 +17,12 @@ pub mod spans;
 use std::str::FromStr;
 
 use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::filter::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 pub use openbot_core::telemetry::export::ExportError;
-use openbot_core::telemetry::export::{Export, ExportConfig};
+use openbot_core::telemetry::export::{self, Export, ExportConfig};
 
 /// How log lines are written to standard error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,12 +103,6 @@ where
     tokio::spawn(task.in_current_span())
 }
 
-/// The targets of the spans OpenBot names (`openbot::engine`, `openbot::http`,
-/// `openbot::genai`, ...): what the exporter reads.
-fn openbot_spans() -> Targets {
-    Targets::new().with_target("openbot", tracing::Level::INFO)
-}
-
 /// Installs the process's subscriber: logs in `config.log_format` filtered by
 /// `config.log_filter`, and the OTLP export when configured; and the agent loop's metrics
 /// observer. Call once,
@@ -138,7 +132,7 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, ExportError> {
     })?;
     let otel_layer = export
         .as_ref()
-        .map(|export| export.layer().with_filter(openbot_spans()));
+        .map(|export| export.layer().with_filter(export::openbot_spans()));
     tracing_subscriber::registry()
         .with(logs)
         .with(otel_layer)

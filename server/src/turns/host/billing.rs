@@ -133,7 +133,7 @@ impl DurableHost {
         if saved {
             return Ok(());
         }
-        let call = self.calls.write(key, CallPhase::Sending, None, None);
+        let call = self.calls().write(key, CallPhase::Sending, None, None);
         // A model request also marks its step's input as taken: `take_steering` wrote
         // nothing when no input waited.
         let (input_step, label) = match key.slot {

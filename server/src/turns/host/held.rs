@@ -238,9 +238,9 @@ impl DurableHost {
             .commit(self.id, self.generation, commit.clone())
             .await
         {
-            Ok(_) if fault.lose_reply() => self.calls.recover(&commit, lost_reply()).await,
+            Ok(_) if fault.lose_reply() => self.calls().recover(&commit, lost_reply()).await,
             Ok(_) => Ok(()),
-            Err(err) => self.calls.recover(&commit, err).await,
+            Err(err) => self.calls().recover(&commit, err).await,
         }
     }
 
@@ -248,7 +248,7 @@ impl DurableHost {
     /// model call's reservation (a late answer is charged once, at its saved price).
     pub(super) async fn save_late(&self, call: CallWrite) {
         let writes = self.settlement(call.key, call.usage);
-        if let Err(err) = self.calls.save_late(call, writes).await {
+        if let Err(err) = self.calls().save_late(call, writes).await {
             tracing::warn!(error = %err, "could not save a late result");
         }
     }

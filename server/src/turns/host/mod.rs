@@ -83,8 +83,6 @@ pub struct DurableHost {
     known_call: Option<(u32, u32, String)>,
     /// Billing of the Turn's model calls (see `billing`).
     billing: billing::Billing,
-    /// The saved-call primitive this owner writes its call log through.
-    calls: crate::engine::SavedCalls,
     /// Writes held for the next commit (see `held`).
     held: Mutex<Held>,
     /// The phase start's answer to whether input waits for step 1, read beside its other
@@ -102,6 +100,12 @@ struct Admissions {
 }
 
 impl DurableHost {
+    /// The saved-call primitive this owner writes its call log through: made from the host's
+    /// own execution and generation, so the host keeps no second copy of them.
+    fn calls(&self) -> crate::engine::SavedCalls {
+        crate::engine::SavedCalls::new(Arc::clone(&self.cx), self.id, self.generation)
+    }
+
     /// A host for `generation`'s run of execution `id`.
     pub fn new(
         cx: Arc<EngineContext>,
@@ -115,7 +119,6 @@ impl DurableHost {
         let failure = Arc::new(Mutex::new(None));
         let text = text::TextBatches::start(&cx, id, generation, &failure);
         Self {
-            calls: crate::engine::SavedCalls::new(Arc::clone(&cx), id, generation),
             cx,
             id,
             generation,
@@ -318,7 +321,7 @@ impl Host for DurableHost {
                 row.key == key && matches!(row.phase, CallPhase::Intent | CallPhase::Sending)
             });
         if !saved {
-            let call = self.calls.write(key, CallPhase::Intent, None, None);
+            let call = self.calls().write(key, CallPhase::Intent, None, None);
             self.commit(
                 Commit {
                     calls: vec![call],

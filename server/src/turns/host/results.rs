@@ -46,7 +46,9 @@ impl DurableHost {
             .cx
             .seal_json(&result)
             .map_err(|e| self.fail(StoreError::Invalid(e.to_string())))?;
-        let call = self.calls.write(key, CallPhase::Done, Some(sealed), usage);
+        let call = self
+            .calls()
+            .write(key, CallPhase::Done, Some(sealed), usage);
         // A model call's usage settles its reservation in the same commit.
         let writes = self.settlement(key, usage);
         let usage = self.priced(key, usage);
@@ -112,7 +114,7 @@ impl DurableHost {
             if !own.contains(&label) {
                 own.push(label);
             }
-            calls.push(self.calls.write(intent, phase, None, None));
+            calls.push(self.calls().write(intent, phase, None, None));
         }
         if matches!(key.slot, CallSlot::Model) && calls.len() > 1 {
             self.log
