@@ -407,6 +407,13 @@ async fn metrics_are_the_operators_and_pass_promtool() {
         "a member's token reads no platform metrics"
     );
 
+    // A made-up method counts as `_OTHER`: no caller makes the node keep a series of its own.
+    let brew = reqwest::Method::from_bytes(b"BREW").unwrap();
+    http.request(brew, format!("{}/v1/nowhere", served.base))
+        .send()
+        .await
+        .unwrap();
+
     let operator = operator_token(&served);
     let answer = http.get(&url).bearer_auth(&operator).send().await.unwrap();
     assert_eq!(answer.status(), 200);
@@ -448,6 +455,15 @@ async fn metrics_are_the_operators_and_pass_promtool() {
         "{exposition}"
     );
     assert!(exposition.contains("openbot_db_pool_connections{pool=\"writer\",state=\"idle\"}"));
+    assert!(
+        sample("openbot_http_requests_total{method=\"_OTHER\",route=\"unmatched\"") >= 1.0,
+        "{exposition}"
+    );
+    assert!(!exposition.contains("BREW"), "a made-up method is no label");
+    assert!(
+        !exposition.contains("gen_ai_request_model"),
+        "no label holds a model name a member chose"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

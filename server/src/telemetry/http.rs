@@ -57,7 +57,7 @@ pub async fn trace_request(request: Request, next: Next) -> Response {
     let response = next.run(request).instrument(span.clone()).await;
     let status = response.status();
     crate::telemetry::metrics::request_ended(
-        method.as_str(),
+        known_method(&method),
         route.as_deref().unwrap_or("unmatched"),
         status.as_u16(),
         started.elapsed(),
@@ -67,6 +67,23 @@ pub async fn trace_request(request: Request, next: Next) -> Response {
         span.record("otel.status_code", "ERROR");
     }
     response
+}
+
+/// The method as a metric label: a standard one, else `_OTHER` (as the HTTP semantic
+/// conventions say), so that no caller, signed in or not, can make a node keep a series per
+/// made-up method.
+fn known_method(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "_OTHER",
+    }
 }
 
 /// Names `error_id` on the current request's span: the ID a sealed fault's answer gives.

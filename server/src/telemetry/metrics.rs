@@ -230,12 +230,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     ),
     token_usage: Histogram::new(
         "gen_ai_client_token_usage",
-        "Tokens per model request (gen_ai.client.token.usage), by operation, provider, model and token type.",
+        "Tokens per model request (gen_ai.client.token.usage), by operation, provider and token type.",
         GENAI_TOKENS,
     ),
     operation_duration: Histogram::new(
         "gen_ai_client_operation_duration_seconds",
-        "Duration of a model request (gen_ai.client.operation.duration), by operation, provider and model.",
+        "Duration of a model request (gen_ai.client.operation.duration), by operation and provider.",
         GENAI_SECONDS,
     ),
     observers: AtomicI64::new(0),
@@ -449,10 +449,11 @@ pub struct LoopMetrics;
 
 impl openbot_core::telemetry::Observer for LoopMetrics {
     fn model_call(&self, call: &openbot_core::telemetry::ModelCall<'_>) {
+        // No model label: members name their Bots' models, so a label per name would let any
+        // member grow this node's series without bound. The model is on the `chat` span.
         let base = vec![
             ("gen_ai_operation_name", "chat".to_string()),
             ("gen_ai_provider_name", call.provider.to_string()),
-            ("gen_ai_request_model", call.model.to_string()),
         ];
         METRICS
             .operation_duration
