@@ -28,7 +28,6 @@ pub mod sealed;
 pub mod service;
 pub mod store;
 pub mod telemetry;
-pub mod timing;
 pub mod tools;
 pub mod triggers;
 pub mod turns;

@@ -1,7 +1,8 @@
 //! Observability against real `openbot serve` processes (docs/observability.md): a Turn is
 //! one OTLP trace of nested GenAI spans, across a SIGKILL takeover too; an incoming
 //! `traceparent` is honoured; `/metrics` is the operator's and passes `promtool`; JSON logs
-//! carry the execution's fields from its span and never the message text.
+//! carry the execution's fields from its span and never the message text; a Vault secret
+//! reaches neither spans nor logs; the spans a Turn's latency split reads are there.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -177,7 +178,11 @@ async fn a_turn_with_a_tool_call_is_one_trace_of_nested_genai_spans() {
                 .any(|s| s.trace_id == trace && s.name == "execution turn")
         })
         .await;
-    let turn: Vec<Received> = spans.into_iter().filter(|s| s.trace_id == trace).collect();
+    let turn: Vec<Received> = spans
+        .iter()
+        .filter(|s| s.trace_id == trace)
+        .cloned()
+        .collect();
     let ids = by_id(&turn);
     let parent = |span: &Received| ids.get(&span.parent_span_id).map(|p| p.name.clone());
 
@@ -244,10 +249,293 @@ async fn a_turn_with_a_tool_call_is_one_trace_of_nested_genai_spans() {
         turn.iter().any(|s| s.name == "commit"),
         "each commit is a span of the execution"
     );
+    assert!(
+        !spans.iter().any(|s| s.name == "claim"),
+        "the runner's claims are spans only at `debug`"
+    );
 
     // Never exported without the operator's opt-in: the message text, the tool's arguments.
     let raw = String::from_utf8_lossy(&receiver.raw()).to_string();
     assert!(!raw.contains(PRIVATE), "message text reached the exporter");
+}
+
+/// An HTTP tool endpoint on 127.0.0.1 that answers each call after `delay`.
+async fn slow_endpoint(delay: std::time::Duration) -> String {
+    let app = axum::Router::new().route(
+        "/pay",
+        axum::routing::post(move || async move {
+            tokio::time::sleep(delay).await;
+            axum::Json(json!({"paid": true}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/pay", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_submit_span_ends_with_its_transaction_before_the_turn_starts() {
+    let receiver = Receiver::start().await;
+    let served =
+        Served::start_with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.base), FAST_EXPORT]);
+    let turn = pay_turn(&served, "Pay the bill".into()).await;
+    let id = turn.receipt.execution_id.to_string();
+    let trace = trace_of(turn.receipt.execution_id);
+    let spans = receiver
+        .wait_for("the submit and execution spans", |spans| {
+            spans
+                .iter()
+                .any(|s| s.trace_id == trace && s.name == "execution turn")
+                && spans
+                    .iter()
+                    .any(|s| s.name == "submit" && s.attribute("execution") == Some(id.as_str()))
+        })
+        .await;
+    let submit = spans
+        .iter()
+        .find(|s| s.name == "submit" && s.attribute("execution") == Some(id.as_str()))
+        .unwrap();
+    assert_eq!(submit.attribute("kind"), Some("turn"));
+    let request = by_id(&spans)
+        .get(&submit.parent_span_id)
+        .map(|r| r.name.clone());
+    assert_eq!(
+        request.as_deref(),
+        Some("POST /v1/chats/{id}/messages"),
+        "a submit is a child of the request that sent it"
+    );
+    let execution = spans
+        .iter()
+        .find(|s| s.trace_id == trace && s.name == "execution turn")
+        .unwrap();
+    assert!(
+        submit.end_ns <= execution.start_ns,
+        "the submit ends with its transaction ({}), before the Turn starts ({})",
+        submit.end_ns,
+        execution.start_ns
+    );
+    assert!(
+        execution.linked_spans.contains(&submit.parent_span_id),
+        "a Turn its send claimed links to that request"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_requests_span_lasts_as_long_as_its_stream_and_carries_its_wake_ups_at_debug() {
+    let receiver = Receiver::start().await;
+    let served = Served::start_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.base),
+        ("OPENBOT_TRACE_LEVEL", "debug"),
+        FAST_EXPORT,
+    ]);
+    // The tool answers after 300 ms, so the stream waits for the Turn's later events.
+    let url = slow_endpoint(std::time::Duration::from_millis(300)).await;
+    let turn = start_pay_turn(&served, url, false, "Pay the bill".into()).await;
+    let id = turn.receipt.execution_id.to_string();
+    let body = reqwest::Client::new()
+        .get(format!("{}/v1/executions/{id}/events?after=0", served.base))
+        .bearer_auth(&served.token)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("event: "), "an SSE stream: {body}");
+    let trace = trace_of(turn.receipt.execution_id);
+    let stream_span = "GET /v1/executions/{id}/events";
+    let spans = receiver
+        .wait_for("the stream's span and the Turn's last commit", |spans| {
+            spans.iter().any(|s| s.name == stream_span)
+                && spans
+                    .iter()
+                    .any(|s| s.trace_id == trace && s.name == "execution turn")
+        })
+        .await;
+    let stream = one(&spans, stream_span);
+    let last_commit = spans
+        .iter()
+        .filter(|s| s.trace_id == trace && s.name == "commit")
+        .map(|s| s.end_ns)
+        .max()
+        .unwrap();
+    assert!(
+        stream.end_ns >= last_commit,
+        "the stream's span ends after the Turn's last commit, with the stream"
+    );
+    let woke: Vec<_> = stream
+        .events
+        .iter()
+        .filter(|(name, _, attributes)| name == "woke" && attributes.get("execution") == Some(&id))
+        .collect();
+    assert!(
+        !woke.is_empty(),
+        "each wake-up for new events is an event of the stream's span: {:?}",
+        stream.events
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "claim" && s.attribute("claimed").is_some()),
+        "at `debug` the runner's claims are spans"
+    );
+}
+
+/// An HTTP tool endpoint on 127.0.0.1 that keeps each request's head and body.
+async fn recording_endpoint() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let kept = std::sync::Arc::clone(&seen);
+    let app = axum::Router::new().route(
+        "/call",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let kept = std::sync::Arc::clone(&kept);
+            async move {
+                kept.lock().unwrap().push(format!("{headers:?} {body}"));
+                axum::Json(json!({"ok": true}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/call", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vault_secret_a_turn_sends_reaches_no_span_and_no_log_even_with_content_capture() {
+    let receiver = Receiver::start().await;
+    let served = Served::start_with(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.base),
+        ("OPENBOT_TRACE_LEVEL", "debug"),
+        ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+        ("OPENBOT_LOG_FORMAT", "json"),
+        ("OPENBOT_LOG", "debug"),
+        FAST_EXPORT,
+    ]);
+    let secret = format!("vault-secret-{}", ExecutionId::new().as_uuid().simple());
+    let (url, seen) = recording_endpoint().await;
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        http.post(format!("{}{path}", served.base))
+            .bearer_auth(&served.token)
+            .json(&body)
+            .send()
+    };
+    let item: serde_json::Value = post(
+        "/v1/vault-items",
+        json!({"name": "api", "fields": {"key": secret}}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let item = item["id"].as_str().unwrap().to_string();
+    let tool = http
+        .put(format!("{}/v1/tools/call_api", served.base))
+        .bearer_auth(&served.token)
+        .json(&json!({
+            "description": "Calls the API.",
+            "input_schema": {"type": "object"},
+            "url": url,
+            "headers": {"Authorization": format!("Bearer {{{{vault.{item}.key}}}}")},
+            "body": {"api_key": format!("{{{{vault.{item}.key}}}}")},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tool.status(), 200, "{}", tool.text().await.unwrap());
+    let (_script, model) = script(json!([
+        {"tool_calls": [{"id": "call_1", "name": "call_api", "arguments": {}}]},
+        {"text": "Called."}
+    ]));
+    let bot: serde_json::Value = post(
+        "/v1/bots",
+        json!({"name": "Caller", "model": model,
+               "tools": [{"name": "call_api", "input_schema": {"type": "object"}}]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    for reader in [
+        json!({"type": "bot", "bot_id": bot["id"]}),
+        json!({"type": "tool", "name": "call_api"}),
+    ] {
+        let rule = post(
+            &format!("/v1/vault-items/{item}/rules"),
+            json!({"field": "*", "reader": reader}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(rule.status(), 201, "{}", rule.text().await.unwrap());
+    }
+    let chat: serde_json::Value = post("/v1/chats", json!({"bot_id": bot["id"]}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sent: serde_json::Value = post(
+        &format!("/v1/chats/{}/messages", chat["id"].as_str().unwrap()),
+        json!({"content": [{"type": "text", "text": "Call the API"}]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    let (events, ended) = served.events_to_end(&execution).await;
+    assert!(ended);
+    assert_eq!(events.last().unwrap()["outcome"], "completed", "{events:?}");
+    let called = seen.lock().unwrap().join("\n");
+    assert!(
+        called.contains(&secret),
+        "the tool got the secret in its header and body: {called}"
+    );
+    let trace = trace_of(execution.parse().unwrap());
+    receiver
+        .wait_for("the Turn's tool span", |spans| {
+            spans
+                .iter()
+                .any(|s| s.trace_id == trace && s.name == "execute_tool call_api")
+        })
+        .await;
+    let raw = String::from_utf8_lossy(&receiver.raw()).to_string();
+    assert!(
+        raw.contains("Called."),
+        "content capture is on: the model's answer is exported"
+    );
+    assert!(
+        !raw.contains(&secret),
+        "a Vault secret reached the exporter"
+    );
+    let log = served.log();
+    assert!(log.contains(&execution), "the run logged at debug: {log}");
+    assert!(!log.contains(&secret), "a Vault secret reached the log");
+}
+
+#[test]
+fn a_trace_level_that_is_no_level_stops_the_start_with_its_name() {
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OPENBOT_TRACE_LEVEL", "loud")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("OPENBOT_TRACE_LEVEL is `loud`"),
+        "the error names the variable and its value: {stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -455,6 +743,10 @@ async fn metrics_are_the_operators_and_pass_promtool() {
         "{exposition}"
     );
     assert!(exposition.contains("openbot_db_pool_connections{pool=\"writer\",state=\"idle\"}"));
+    assert!(
+        sample("openbot_node_executions_capacity") >= 1.0,
+        "how full the node can get: {exposition}"
+    );
     assert!(
         sample("openbot_http_requests_total{method=\"_OTHER\",route=\"unmatched\"") >= 1.0,
         "{exposition}"

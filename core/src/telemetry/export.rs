@@ -5,7 +5,8 @@
 //! (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), and off whatever is set
 //! when `OTEL_SDK_DISABLED` is `true` or `OTEL_TRACES_EXPORTER` is `none`. The exporter reads
 //! the other standard variables itself (headers, timeout, the batch's `OTEL_BSP_*`), and the
-//! resource its `OTEL_RESOURCE_ATTRIBUTES`.
+//! resource its `OTEL_RESOURCE_ATTRIBUTES`. `OPENBOT_TRACE_LEVEL` (`info` unless set) says how
+//! detailed the exported spans are: `debug` adds the engine's claim spans and wake-up events.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -30,6 +31,9 @@ pub enum ExportError {
     /// The exporter's configuration is unusable (a bad endpoint, an unknown protocol).
     #[error("the OTLP trace exporter cannot start: {0}")]
     Exporter(String),
+    /// `OPENBOT_TRACE_LEVEL` is not a level.
+    #[error("OPENBOT_TRACE_LEVEL is `{0}`: use error, warn, info, debug or trace")]
+    Level(String),
     /// A `tracing` subscriber was installed already in this process.
     #[error("tracing cannot be turned on: {0}")]
     Install(String),
@@ -53,6 +57,7 @@ pub fn capture_content_from_env() -> bool {
 pub struct Export {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
+    level: tracing::Level,
 }
 
 impl std::fmt::Debug for Export {
@@ -74,6 +79,13 @@ impl Export {
         if config.endpoint.is_none() && !from_env {
             return Ok(None);
         }
+        let level = match std::env::var("OPENBOT_TRACE_LEVEL") {
+            Ok(level) if !level.trim().is_empty() => level
+                .trim()
+                .parse()
+                .map_err(|_| ExportError::Level(level.clone()))?,
+            _ => tracing::Level::INFO,
+        };
         let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
         if let Some(base) = &config.endpoint {
             // As `OTEL_EXPORTER_OTLP_ENDPOINT`: the base, to which the traces path is added.
@@ -96,7 +108,11 @@ impl Export {
         opentelemetry::global::set_text_map_propagator(
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
-        Ok(Some(Self { provider, tracer }))
+        Ok(Some(Self {
+            provider,
+            tracer,
+            level,
+        }))
     }
 
     /// The layer that turns OpenBot's spans into exported spans.
@@ -107,6 +123,12 @@ impl Export {
         tracing_opentelemetry::layer()
             .with_tracer(self.tracer.clone())
             .with_tracked_inactivity(false)
+    }
+
+    /// The spans it exports: OpenBot's own (targets under `openbot`: `openbot::engine`,
+    /// `openbot::http`, `openbot::genai`) at its level, and nothing else a process logs.
+    pub fn spans(&self) -> tracing_subscriber::filter::Targets {
+        tracing_subscriber::filter::Targets::new().with_target("openbot", self.level)
     }
 
     /// Exports what is queued now.
@@ -122,12 +144,6 @@ impl Export {
             eprintln!("openbot: the trace export did not finish: {err}");
         }
     }
-}
-
-/// The spans OpenBot names (targets under `openbot`: `openbot::engine`, `openbot::http`,
-/// `openbot::genai`): what an exporter reads, and nothing else a process logs.
-pub fn openbot_spans() -> tracing_subscriber::filter::Targets {
-    tracing_subscriber::filter::Targets::new().with_target("openbot", tracing::Level::INFO)
 }
 
 /// The export an SDK process turned on with [`enable_tracing`].
@@ -150,7 +166,7 @@ pub fn enable_tracing(config: &ExportConfig) -> Result<bool, ExportError> {
         return Ok(false);
     };
     tracing_subscriber::registry()
-        .with(export.layer().with_filter(openbot_spans()))
+        .with(export.layer().with_filter(export.spans()))
         .try_init()
         .map_err(|err| ExportError::Install(err.to_string()))?;
     super::set_capture_content(capture_content_from_env());

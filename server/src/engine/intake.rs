@@ -51,7 +51,6 @@ impl Room {
 
     /// Runs the execution the submission claimed.
     pub(crate) fn start(self, claim: Claim) {
-        crate::timing::mark("handoff", claim.id);
         fault(FaultPoint::AfterSubmissionClaimed);
         self.runner.spawn_program(claim);
     }

@@ -112,14 +112,14 @@ impl EngineContext {
         // The outside calls this commit ends, counted once it landed.
         let ended = crate::telemetry::metrics::CallsEnded::of(&commit.calls);
         let span = crate::telemetry::spans::commit(commit.state.as_ref().map(|s| s.state.as_str()));
-        let timed = crate::timing::Timed::start();
         let started = std::time::Instant::now();
         let last = self
             .store
             .commit(id, generation, commit)
-            .instrument(span)
-            .await?;
-        timed.end("commit", id);
+            .instrument(span.clone())
+            .await;
+        crate::telemetry::spans::end(&span);
+        let last = last?;
         crate::telemetry::metrics::commit_ended(started.elapsed());
         ended.count();
         if children {
@@ -251,13 +251,19 @@ impl EngineContext {
         // With room on this node's runner the submission claims its own work (`intake.rs`).
         let room = self.intake.reserve(submission.kind);
         let claim_for = room.as_ref().map(intake::Room::claim_for);
-        let timed = crate::timing::Timed::start();
+        let span = crate::telemetry::spans::submit(submission.kind);
         let (submitted, claim) = self
             .store
             .submit_claiming(new, writes, claim_for.as_ref())
-            .await?;
+            .instrument(span.clone())
+            .await
+            .inspect_err(|_| crate::telemetry::spans::end(&span))?;
         if let Submitted::Created(id) = submitted {
-            timed.end("submit", id);
+            span.record("execution", tracing::field::display(id));
+        }
+        // The submit ends with its transaction, before the handoff.
+        crate::telemetry::spans::end(&span);
+        if let Submitted::Created(id) = submitted {
             self.hub.announce(Wake::Events(id));
             match (room, claim) {
                 (Some(room), Some(claim)) => room.start(claim),
@@ -494,6 +500,15 @@ impl Engine {
     /// How many executions this node's runner runs now (none without a runner).
     pub async fn running(&self) -> usize {
         self.runner.lock().await.as_ref().map_or(0, |r| r.running())
+    }
+
+    /// How many executions this node's runner runs at most at once (none without a runner).
+    pub async fn capacity(&self) -> usize {
+        self.runner
+            .lock()
+            .await
+            .as_ref()
+            .map_or(0, |r| r.capacity())
     }
 
     /// Stores new work, or returns the earlier execution of the same command key and input

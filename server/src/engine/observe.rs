@@ -123,7 +123,7 @@ impl Reader {
                 self.watcher = None;
                 Box::pin(tokio::time::sleep(FALLBACK_POLL)).await;
             } else {
-                crate::timing::mark("woke", id);
+                crate::telemetry::spans::woke(id);
             }
         }
     }

@@ -200,9 +200,8 @@ pub async fn run_program(
         let scope = RunScope::new();
         let watcher = watch_signals(&cx, &scope, &lost);
         let started = std::time::Instant::now();
-        let run = workflow
-            .run(&cx, &phase, &scope)
-            .instrument(crate::telemetry::spans::phase(&phase));
+        let span = crate::telemetry::spans::phase(&phase);
+        let run = workflow.run(&cx, &phase, &scope).instrument(span.clone());
         tokio::pin!(run);
         let result = tokio::select! {
             result = &mut run => result,
@@ -213,6 +212,7 @@ pub async fn run_program(
                 tokio::time::timeout(LATE_RESULT_GRACE, &mut run).await.unwrap_or(Err(PhaseError::Fenced))
             }
         };
+        crate::telemetry::spans::end(&span);
         scope.close().await;
         watcher.abort();
         crate::telemetry::metrics::phase_ended(workflow.kind(), started.elapsed());

@@ -100,6 +100,11 @@ impl Runner {
         self.reserved.give_back();
     }
 
+    /// How many programs it runs at most at once.
+    pub(crate) fn capacity(&self) -> usize {
+        self.config.capacity
+    }
+
     /// What a submission writes to claim its execution for this node.
     pub(crate) fn claim_for(&self) -> ClaimFor {
         ClaimFor {
@@ -123,7 +128,7 @@ impl Runner {
                     .saturating_sub(self.running() + self.reserved.held()) as i64;
             let mut claimed_all = false;
             if free > 0 {
-                let timed = crate::timing::Timed::start();
+                let span = crate::telemetry::spans::claim();
                 match self
                     .cx
                     .store
@@ -134,14 +139,21 @@ impl Runner {
                         free.min(100),
                         self.cx.clock.now_ms(),
                     )
+                    .instrument(span.clone())
                     .await
+                    .inspect(|claimed| {
+                        span.record("claimed", claimed.claims.len());
+                    })
+                    .inspect_err(|_| crate::telemetry::spans::end(&span))
                 {
                     Ok(Claimed { claims, damaged }) => {
-                        timed.end_each("claim", claims.iter().map(|c| c.id));
+                        crate::telemetry::spans::end(&span);
                         claimed_all = (claims.len() + damaged.len()) as i64 == free.min(100);
-                        for claim in claims {
-                            self.spawn_program(claim);
-                        }
+                        span.in_scope(|| {
+                            for claim in claims {
+                                self.spawn_program(claim);
+                            }
+                        });
                         for damaged in damaged {
                             self.set_aside(damaged);
                         }

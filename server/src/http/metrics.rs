@@ -27,6 +27,7 @@ pub async fn metrics(
     let snapshot = Snapshot {
         executions,
         running: state.engine.running().await,
+        capacity: state.engine.capacity().await,
         pools: store.pool_use(),
     };
     Ok(([(CONTENT_TYPE, CONTENT)], render(&snapshot)).into_response())

@@ -418,7 +418,7 @@ pub fn openapi_json() -> String {
 pub fn app(state: AppState) -> axum::Router {
     let (router, doc) = api();
     let doc = Arc::new(doc.to_pretty_json().unwrap_or_default());
-    let router = router
+    router
         .route(
             "/v1/openapi.json",
             axum::routing::get(move || {
@@ -444,11 +444,5 @@ pub fn app(state: AppState) -> axum::Router {
         .layer(axum::middleware::from_fn(
             crate::telemetry::http::trace_request,
         ))
-        .with_state(state);
-    if crate::timing::enabled() {
-        // Only with timings on at start: off, requests pass no extra layer.
-        router.layer(axum::middleware::from_fn(crate::timing::time_request))
-    } else {
-        router
-    }
+        .with_state(state)
 }

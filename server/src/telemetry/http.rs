@@ -1,5 +1,6 @@
 //! The `request` span of every HTTP request: method, matched route, status and, for a fault,
-//! the error ID its answer names. An incoming W3C `traceparent` header makes the span a child
+//! the error ID its answer names. It ends with the response's head, or for an SSE stream with
+//! the stream. An incoming W3C `traceparent` header makes the span a child
 //! of the caller's trace (when traces are exported).
 
 use axum::extract::{MatchedPath, Request};
@@ -65,6 +66,20 @@ pub async fn trace_request(request: Request, next: Next) -> Response {
     span.record("http.response.status_code", status.as_u16());
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");
+    }
+    let streams = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+    if streams {
+        // An SSE stream's span lasts as long as the stream, and what it does runs inside it.
+        let (parts, body) = response.into_parts();
+        let mut frames = body.into_data_stream();
+        let body = futures::stream::poll_fn(move |cx| {
+            let _inside = span.enter();
+            futures::StreamExt::poll_next_unpin(&mut frames, cx)
+        });
+        return Response::from_parts(parts, axum::body::Body::from_stream(body));
     }
     response
 }

@@ -325,6 +325,8 @@ pub struct Snapshot {
     pub executions: Vec<(String, String, i64)>,
     /// Executions this node runs now.
     pub running: usize,
+    /// Executions this node runs at most at once.
+    pub capacity: usize,
     /// Database pools: (pool, open connections, idle connections).
     pub pools: Vec<(&'static str, u32, u32)>,
 }
@@ -355,6 +357,19 @@ pub fn render(snapshot: &Snapshot) -> String {
         &Vec::new(),
         None,
         snapshot.running as f64,
+    );
+    header(
+        &mut out,
+        "openbot_node_executions_capacity",
+        "Executions this node runs at most at once; with running, how full it is (nodes pull from the cluster's queue, so a full node is a node that claims nothing more).",
+        "gauge",
+    );
+    sample(
+        &mut out,
+        "openbot_node_executions_capacity",
+        &Vec::new(),
+        None,
+        snapshot.capacity as f64,
     );
     header(
         &mut out,

@@ -22,7 +22,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 pub use openbot_core::telemetry::export::ExportError;
-use openbot_core::telemetry::export::{self, Export, ExportConfig};
+use openbot_core::telemetry::export::{Export, ExportConfig};
 
 /// How log lines are written to standard error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,7 +132,7 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, ExportError> {
     })?;
     let otel_layer = export
         .as_ref()
-        .map(|export| export.layer().with_filter(export::openbot_spans()));
+        .map(|export| export.layer().with_filter(export.spans()));
     tracing_subscriber::registry()
         .with(logs)
         .with(otel_layer)

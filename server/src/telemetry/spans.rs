@@ -1,5 +1,7 @@
 //! The engine's spans: one `execution` span per claimed program, a `phase` span per phase and
-//! a `commit` span per commit inside it.
+//! a `commit` span per commit inside it; a `submit` span per submission's transaction; and, at
+//! `debug`, a `claim` span per claim of the runner's loop (the `execution` spans it starts link
+//! to it) and a `woke` event each time an observer is woken for new events.
 //!
 //! One trace per execution, whichever node runs it: every owner's `execution` span joins the
 //! trace whose ID is the execution's own (its UUID's 16 bytes), under a parent span ID derived
@@ -67,6 +69,34 @@ pub fn execution(claim: &Claim, node: &str, now_ms: i64) -> Span {
         span.add_link(claimed_by);
     }
     span
+}
+
+/// Ends `span`'s exported span now, when the work it times returned. The `tracing` span stays
+/// open while anything holds it, and the SQLite driver's worker thread enters the span of each
+/// statement it runs and may leave it a moment after answering: without this, that moment
+/// would stretch the exported span past its work.
+pub fn end(span: &Span) {
+    if !span.is_disabled() {
+        span.context().span().end();
+    }
+}
+
+/// The span of one submission's transaction, inside the request (or program) that submits;
+/// its `execution` is recorded once created.
+pub fn submit(kind: &str) -> Span {
+    tracing::info_span!(target: TARGET, "submit", kind = %kind, execution = tracing::field::Empty)
+}
+
+/// The span of one claim of the runner's loop (`debug`: the loop claims whenever woken, mostly
+/// nothing); `claimed` is recorded once it returns. Start the claimed programs inside it, so
+/// their `execution` spans link to it.
+pub fn claim() -> Span {
+    tracing::debug_span!(target: TARGET, "claim", claimed = tracing::field::Empty)
+}
+
+/// Marks the moment an observer of `execution` is woken for new events (`debug`).
+pub fn woke(execution: ExecutionId) {
+    tracing::debug!(target: TARGET, execution = %execution, "woke");
 }
 
 /// The span of one phase of the current execution.

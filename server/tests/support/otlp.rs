@@ -1,6 +1,8 @@
 //! An OTLP/HTTP trace receiver on 127.0.0.1: it decodes each `POST /v1/traces` with the
 //! official protobuf types (`opentelemetry-proto`) and keeps the spans with their resource.
 #![allow(dead_code)]
+// Test support (also the `turn-latency` benchmark's receiver): a failed unwrap is a failed run.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,8 +26,15 @@ pub struct Received {
     pub attributes: HashMap<String, String>,
     /// The trace IDs of its links.
     pub links: Vec<Vec<u8>>,
+    /// The span IDs of its links.
+    pub linked_spans: Vec<Vec<u8>>,
     /// 1 internal, 2 server, 3 client.
     pub kind: i32,
+    /// Wall-clock start and end, ns since the Unix epoch.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Its events (a log line inside it): name, time (ns since the epoch), attributes.
+    pub events: Vec<(String, u64, HashMap<String, String>)>,
 }
 
 impl Received {
@@ -90,8 +99,20 @@ impl Receiver {
                                     span_id: span.span_id,
                                     parent_span_id: span.parent_span_id,
                                     attributes: flatten(&span.attributes),
-                                    links: span.links.into_iter().map(|l| l.trace_id).collect(),
+                                    links: span.links.iter().map(|l| l.trace_id.clone()).collect(),
+                                    linked_spans: span
+                                        .links
+                                        .into_iter()
+                                        .map(|l| l.span_id)
+                                        .collect(),
                                     kind: span.kind,
+                                    start_ns: span.start_time_unix_nano,
+                                    end_ns: span.end_time_unix_nano,
+                                    events: span
+                                        .events
+                                        .into_iter()
+                                        .map(|e| (e.name, e.time_unix_nano, flatten(&e.attributes)))
+                                        .collect(),
                                 });
                             }
                         }

@@ -8,13 +8,13 @@
 //! does one `GET /v1/health`, the baseline: a round trip through the same client, connection
 //! and server that touches no database.
 //!
-//! It runs twice, each time on a new server: with the server's timings off (the figures), then
-//! on (`OPENBOT_LOG=error,openbot::timing=debug`, server/src/timing.rs), where the server logs
-//! each Turn's submit, claim and commits (start and end), its observers' wake-ups and each
-//! request's time in the router, in wall-clock microseconds. Client and server share the
-//! machine's clock, so each Turn's time splits exactly along its critical path (see
-//! [`Split`]). The last line of the output is one JSON object with all figures; it prints and
-//! never asserts.
+//! It runs twice, each time on a new server: with trace export off (the figures), then with
+//! the server exporting its spans at `debug` to an OTLP/HTTP receiver in this program
+//! (docs/observability.md): each request's `request` span, each Turn's `submit` span, the
+//! runner's `claim` spans, its `execution` span and `commit` spans, and the observers' `woke`
+//! events, with wall-clock start and end times. Client and server share the machine's clock,
+//! so each Turn's time splits exactly along its critical path (see [`Split`]). The last line
+//! of the output is one JSON object with all figures; it prints and never asserts.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,6 +27,9 @@ use serde_json::{Value, json};
 #[path = "common/served.rs"]
 mod served;
 use served::Served;
+#[path = "../../../server/tests/support/otlp.rs"]
+mod otlp;
+use otlp::{Received, Receiver};
 
 /// The latency of one Turn over HTTP, and its split.
 #[derive(Debug, Parser)]
@@ -36,7 +39,7 @@ struct Args {
     #[arg(long, default_value = "openbot")]
     openbot: PathBuf,
     /// A PostgreSQL database URL (already created, empty); SQLite in a new folder when absent.
-    /// The run with timings on gets a second database next to it, `<name>_timed`, which it
+    /// The run with traces on gets a second database next to it, `<name>_timed`, which it
     /// creates.
     #[arg(long)]
     database_url: Option<String>,
@@ -61,7 +64,8 @@ fn now_us() -> u64 {
 #[derive(Debug, Clone)]
 struct Sent {
     method: &'static str,
-    path: String,
+    /// The route's template, as the server's `request` span names it.
+    route: &'static str,
     start: u64,
     end: u64,
 }
@@ -96,6 +100,7 @@ impl Client {
     async fn send(
         &self,
         method: &'static str,
+        route: &'static str,
         path: String,
         body: Option<Value>,
     ) -> anyhow::Result<(Value, Sent)> {
@@ -112,13 +117,11 @@ impl Client {
         };
         let value: Value = request.send().await?.error_for_status()?.json().await?;
         let end = now_us();
-        // The server logs the path without its query.
-        let path = path.split('?').next().unwrap_or_default().to_string();
         Ok((
             value,
             Sent {
                 method,
-                path,
+                route,
                 start,
                 end,
             },
@@ -129,6 +132,7 @@ impl Client {
         let (sent, post) = self
             .send(
                 "POST",
+                "/v1/chats/{id}/messages",
                 format!("/v1/chats/{chat}/messages"),
                 Some(json!({"content": [{"type": "text", "text": "hi"}]})),
             )
@@ -143,6 +147,7 @@ impl Client {
             let (page, poll) = self
                 .send(
                     "GET",
+                    "/v1/executions/{id}/events",
                     format!("/v1/executions/{execution}/events?after={after}&wait=30"),
                     None,
                 )
@@ -170,7 +175,12 @@ impl Client {
 
     async fn chat(&self, bot: &str) -> anyhow::Result<String> {
         let (chat, _) = self
-            .send("POST", "/v1/chats".into(), Some(json!({"bot_id": bot})))
+            .send(
+                "POST",
+                "/v1/chats",
+                "/v1/chats".into(),
+                Some(json!({"bot_id": bot})),
+            )
             .await?;
         Ok(chat["id"].as_str().context("no chat id")?.to_string())
     }
@@ -180,11 +190,20 @@ impl Client {
 struct Run {
     turns: Vec<TurnRecord>,
     health_ms: Vec<f64>,
-    timings: Vec<String>,
+    /// The spans the server exported (none with traces off).
+    spans: Vec<Received>,
 }
 
-async fn run(args: &Args, database_url: Option<&str>, timings: bool) -> anyhow::Result<Run> {
-    let served = Served::start_with(&args.openbot, database_url, timings)?;
+async fn run(args: &Args, database_url: Option<&str>, traced: bool) -> anyhow::Result<Run> {
+    let receiver = match traced {
+        true => Some(Receiver::start().await),
+        false => None,
+    };
+    let served = Served::start_with(
+        &args.openbot,
+        database_url,
+        receiver.as_ref().map(|r| r.base.as_str()),
+    )?;
     let script = served.data.path().join("answer.json");
     std::fs::write(&script, r#"{"steps": [{"text": "ok"}], "repeat": true}"#)?;
     let client = Client {
@@ -195,6 +214,7 @@ async fn run(args: &Args, database_url: Option<&str>, timings: bool) -> anyhow::
     let (bot, _) = client
         .send(
             "POST",
+            "/v1/bots",
             "/v1/bots".into(),
             Some(json!({"name": "Bench", "model": format!("scripted:{}", script.display())})),
         )
@@ -208,63 +228,51 @@ async fn run(args: &Args, database_url: Option<&str>, timings: bool) -> anyhow::
         if i % per_chat == 0 {
             chat = client.chat(&bot).await?;
         }
-        let (_, health) = client.send("GET", "/v1/health".into(), None).await?;
+        let (_, health) = client
+            .send("GET", "/v1/health", "/v1/health".into(), None)
+            .await?;
         let turn = client.turn(&chat).await?;
         if i >= args.warmup {
             health_ms.push((health.end - health.start) as f64 / 1000.0);
             turns.push(turn);
         }
     }
-    // Let the last lines reach the collector.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let timings = std::mem::take(
-        &mut *served
-            .timings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
+    // Let the last spans reach the receiver: until none came for half a second.
+    let spans = match receiver {
+        Some(receiver) => {
+            let mut seen = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let now = receiver.spans().len();
+                if now == seen {
+                    break receiver.spans();
+                }
+                seen = now;
+            }
+        }
+        None => Vec::new(),
+    };
     Ok(Run {
         turns,
         health_ms,
-        timings,
+        spans,
     })
 }
 
-/// One timing line of the server.
-#[derive(Debug, Clone, Default)]
-struct Line {
-    part: String,
-    execution: String,
-    method: String,
-    path: String,
+/// One span (or event: start = end) of the server, in wall-clock µs.
+#[derive(Debug, Clone, Copy)]
+struct Part {
     start: u64,
     end: u64,
 }
 
-/// Reads `key=value` fields (values maybe quoted) of a timing line.
-fn parse_line(line: &str) -> Option<Line> {
-    let fields = &line[line.find("openbot::timing")?..];
-    let mut out = Line::default();
-    for token in fields.split_whitespace().skip(1) {
-        let Some((key, value)) = token.split_once('=') else {
-            continue;
-        };
-        let value = value.trim_matches('"');
-        match key {
-            "part" => out.part = value.to_string(),
-            "execution" => out.execution = value.to_string(),
-            "method" => out.method = value.to_string(),
-            "path" => out.path = value.to_string(),
-            "start_us" => out.start = value.parse().ok()?,
-            "end_us" => out.end = value.parse().ok()?,
-            "at_us" => {
-                out.start = value.parse().ok()?;
-                out.end = out.start;
-            }
-            _ => {}
+impl Part {
+    fn of(span: &Received) -> Self {
+        Self {
+            start: span.start_ns / 1000,
+            end: span.end_ns / 1000,
         }
     }
-    (!out.part.is_empty()).then_some(out)
 }
 
 /// The parts of one Turn's time along its critical path, in ms; they add up to its latency.
@@ -360,69 +368,131 @@ fn ms(us: i64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// The server's lines, by execution and by request path.
+/// The server's spans: requests by method and route; and by execution, its submit, its claim
+/// (or handoff), its commits and the observers' wake-ups for it.
 struct Timeline {
-    by_execution: HashMap<String, Vec<Line>>,
-    requests: HashMap<(String, String), Vec<Line>>,
+    requests: HashMap<(String, String), Vec<Part>>,
+    executions: HashMap<String, Execution>,
+}
+
+/// What the server did for one execution.
+#[derive(Debug, Default)]
+struct Execution {
+    submit: Option<Part>,
+    /// The runner's claim that took it, or (a send that claimed it) the handoff: the point its
+    /// `execution` span started.
+    claim: Option<Part>,
+    commits: Vec<Part>,
+    woke: Vec<u64>,
 }
 
 impl Timeline {
-    fn new(lines: &[String]) -> Self {
-        let mut by_execution: HashMap<String, Vec<Line>> = HashMap::new();
-        let mut requests: HashMap<(String, String), Vec<Line>> = HashMap::new();
-        for line in lines.iter().filter_map(|l| parse_line(l)) {
-            if line.part == "request" {
-                requests
-                    .entry((line.method.clone(), line.path.clone()))
-                    .or_default()
-                    .push(line);
-            } else {
-                by_execution
-                    .entry(line.execution.clone())
-                    .or_default()
-                    .push(line);
+    fn new(spans: &[Received]) -> anyhow::Result<Self> {
+        let mut requests: HashMap<(String, String), Vec<Part>> = HashMap::new();
+        let mut executions: HashMap<String, Execution> = HashMap::new();
+        let claims: HashMap<&[u8], Part> = spans
+            .iter()
+            .filter(|s| s.name == "claim")
+            .map(|s| (s.span_id.as_slice(), Part::of(s)))
+            .collect();
+        // An execution's spans are in the trace whose ID is its UUID.
+        let mut by_trace: HashMap<&[u8], &str> = HashMap::new();
+        for span in spans {
+            if let Some(execution) = span.attribute("execution")
+                && span.name.starts_with("execution ")
+            {
+                by_trace.insert(span.trace_id.as_slice(), execution);
+                let claim = span
+                    .linked_spans
+                    .iter()
+                    .find_map(|id| claims.get(id.as_slice()).copied())
+                    .unwrap_or(Part {
+                        start: span.start_ns / 1000,
+                        end: span.start_ns / 1000,
+                    });
+                executions.entry(execution.to_string()).or_default().claim = Some(claim);
             }
         }
-        Self {
-            by_execution,
-            requests,
+        for span in spans {
+            match span.name.as_str() {
+                "submit" => {
+                    let execution = span
+                        .attribute("execution")
+                        .context("a submit names its execution")?;
+                    executions.entry(execution.to_string()).or_default().submit =
+                        Some(Part::of(span));
+                }
+                "commit" => {
+                    if let Some(execution) = by_trace.get(span.trace_id.as_slice()) {
+                        executions
+                            .entry(execution.to_string())
+                            .or_default()
+                            .commits
+                            .push(Part::of(span));
+                    }
+                }
+                _ => {}
+            }
+            if let (Some(method), Some(route)) = (
+                span.attribute("http.request.method"),
+                span.attribute("http.route"),
+            ) {
+                requests
+                    .entry((method.to_string(), route.to_string()))
+                    .or_default()
+                    .push(Part::of(span));
+            }
+            for (name, at, attributes) in &span.events {
+                if name == "woke"
+                    && let Some(execution) = attributes.get("execution")
+                {
+                    executions
+                        .entry(execution.clone())
+                        .or_default()
+                        .woke
+                        .push(at / 1000);
+                }
+            }
         }
+        Ok(Self {
+            requests,
+            executions,
+        })
     }
 
-    /// The server's line of a client's request: same method and path, inside its round trip.
-    fn request(&self, sent: &Sent) -> anyhow::Result<&Line> {
+    /// The server's span of a client's request: same method and route, inside its round trip.
+    fn request(&self, sent: &Sent) -> anyhow::Result<Part> {
         self.requests
-            .get(&(sent.method.to_string(), sent.path.clone()))
-            .and_then(|lines| {
-                lines
+            .get(&(sent.method.to_string(), sent.route.to_string()))
+            .and_then(|parts| {
+                parts
                     .iter()
-                    .find(|l| l.start >= sent.start && l.end <= sent.end)
+                    .find(|p| p.start >= sent.start && p.end <= sent.end)
+                    .copied()
             })
-            .with_context(|| format!("no server time for {} {}", sent.method, sent.path))
+            .with_context(|| format!("no server span for {} {}", sent.method, sent.route))
     }
 
     fn split(&self, turn: &TurnRecord) -> anyhow::Result<Split> {
-        let lines = self
-            .by_execution
+        let spans = self
+            .executions
             .get(&turn.execution)
-            .with_context(|| format!("no timings for execution {}", turn.execution))?;
-        let one = |part: &str| {
-            lines
-                .iter()
-                .find(|l| l.part == part)
-                .with_context(|| format!("no `{part}` of execution {}", turn.execution))
-        };
-        let submit = one("submit")?;
-        // A Turn its send claimed has no claim of its own: its handoff to the runner (a point)
-        // stands in for it.
-        let claim = one("claim").or_else(|_| one("handoff"))?;
+            .with_context(|| format!("no spans of execution {}", turn.execution))?;
+        let submit = spans
+            .submit
+            .with_context(|| format!("no submit of execution {}", turn.execution))?;
+        let claim = spans
+            .claim
+            .with_context(|| format!("no execution span of {}", turn.execution))?;
         let (start, end) = (turn.start(), turn.end());
-        let mut commits: Vec<&Line> = lines
+        let mut commits: Vec<Part> = spans
+            .commits
             .iter()
-            .filter(|l| l.part == "commit" && l.end <= end)
+            .filter(|c| c.end <= end)
+            .copied()
             .collect();
-        commits.sort_by_key(|l| l.start);
-        let (Some(first), Some(last)) = (commits.first(), commits.last()) else {
+        commits.sort_by_key(|c| c.start);
+        let (Some(first), Some(last)) = (commits.first().copied(), commits.last().copied()) else {
             bail!("no commits of execution {}", turn.execution);
         };
         let post = turn.requests.first().context("no send")?;
@@ -449,10 +519,11 @@ impl Timeline {
         if poll_server.start <= last.end {
             // The last poll was in the server when the end committed: it waited for it, or
             // read it without waiting (the end committed before its read).
-            let woke = lines
+            let woke = spans
+                .woke
                 .iter()
-                .filter(|l| l.part == "woke" && l.start >= last.end && l.start <= poll_server.end)
-                .map(|l| l.start)
+                .copied()
+                .filter(|at| *at >= last.end && *at <= poll_server.end)
                 .min();
             match woke {
                 Some(woke) => {
@@ -589,16 +660,16 @@ async fn main() -> anyhow::Result<()> {
     report.insert("benchmark".into(), json!("turn_latency"));
     report.insert("backend".into(), json!(backend));
     report.insert("turns".into(), json!(args.turns));
-    for (name, run) in [("timings_off", &plain), ("timings_on", &timed)] {
+    for (name, run) in [("traces_off", &plain), ("traces_on", &timed)] {
         let latency: Vec<f64> = run.turns.iter().map(TurnRecord::ms).collect();
         let turn = summary(&latency);
         let health = summary(&run.health_ms);
         let ratio =
             turn["p50"].as_f64().unwrap_or(f64::NAN) / health["p50"].as_f64().unwrap_or(f64::NAN);
         println!(
-            "turn-latency ({backend}, server timings {}): {} Turns: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, mean {:.2} ms, max {:.2} ms; \
+            "turn-latency ({backend}, trace export {}): {} Turns: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, mean {:.2} ms, max {:.2} ms; \
              GET /v1/health p50 {:.3} ms, p99 {:.3} ms; Turn p50 / health p50 = {ratio:.1}x",
-            &name[8..],
+            &name[7..],
             latency.len(),
             turn["p50"].as_f64().unwrap_or_default(),
             turn["p90"].as_f64().unwrap_or_default(),
@@ -614,7 +685,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    let timeline = Timeline::new(&timed.timings);
+    let timeline = Timeline::new(&timed.spans)?;
     let mut splits = Vec::new();
     for turn in &timed.turns {
         splits.push((turn.ms(), timeline.split(turn)?));
@@ -622,7 +693,7 @@ async fn main() -> anyhow::Result<()> {
     let chats: std::collections::HashSet<&str> =
         timed.turns.iter().map(|t| t.chat.as_str()).collect();
     println!(
-        "split of the run with timings on ({} Turns in {} Chats; ms, mean per Turn):",
+        "split of the run with traces on ({} Turns in {} Chats; ms, mean per Turn):",
         splits.len(),
         chats.len()
     );

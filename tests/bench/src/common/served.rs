@@ -4,7 +4,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -25,10 +24,6 @@ pub struct Served {
     pub ready_reported_ms: Option<f64>,
     /// The data folder.
     pub data: tempfile::TempDir,
-    /// The server's timing lines (target `openbot::timing`), as they arrive; empty unless
-    /// started with timings on.
-    #[allow(dead_code)] // read only by the benchmarks that start it with timings
-    pub timings: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Served {
@@ -42,15 +37,16 @@ impl Served {
     /// Migrates and starts `openbot` on `database_url`, or on SQLite in a new folder.
     #[allow(dead_code)] // not every benchmark that includes this file starts it this way
     pub fn start(openbot: &Path, database_url: Option<&str>) -> anyhow::Result<Self> {
-        Self::start_with(openbot, database_url, false)
+        Self::start_with(openbot, database_url, None)
     }
 
-    /// Like [`Served::start`]; with `timings`, the server logs its timing lines
-    /// (`OPENBOT_LOG=error,openbot::timing=debug`), collected in [`Served::timings`].
+    /// Like [`Served::start`]; with `traces`, an OTLP/HTTP base URL, the server exports its
+    /// spans there at `debug` (`OPENBOT_TRACE_LEVEL`: with the claim spans and wake-up events),
+    /// in batches of up to 2,048 every 100 ms from a queue of 65,536 (so none is dropped).
     pub fn start_with(
         openbot: &Path,
         database_url: Option<&str>,
-        timings: bool,
+        traces: Option<&str>,
     ) -> anyhow::Result<Self> {
         let data = tempfile::tempdir()?;
         let mut node_args: Vec<String> =
@@ -70,10 +66,13 @@ impl Served {
         );
         let started = Instant::now();
         let mut command = Command::new(openbot);
-        if timings {
+        if let Some(endpoint) = traces {
             command
-                .env("OPENBOT_LOG", "error,openbot::timing=debug")
-                .env("NO_COLOR", "1");
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+                .env("OPENBOT_TRACE_LEVEL", "debug")
+                .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+                .env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2048")
+                .env("OTEL_BSP_MAX_QUEUE_SIZE", "65536");
         }
         let mut child = command
             .arg("serve")
@@ -108,17 +107,8 @@ impl Served {
             }
         };
         let ready_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let collected = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&collected);
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if line.contains("openbot::timing") {
-                    sink.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push(line);
-                }
-            }
-        });
+        // Read what else it logs, so its pipe never fills.
+        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
         let token = {
             let stdout = child.stdout.take().context("no stdout")?;
             BufReader::new(stdout)
@@ -133,7 +123,6 @@ impl Served {
             ready_ms,
             ready_reported_ms,
             data,
-            timings: collected,
         })
     }
 }
