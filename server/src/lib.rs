@@ -8,6 +8,7 @@ pub mod bots;
 pub mod budgets;
 pub mod channels;
 pub mod chats;
+pub mod cluster;
 pub mod codemode;
 pub mod engine;
 pub mod executions;

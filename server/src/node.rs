@@ -120,7 +120,8 @@ pub struct Database {
     pub apps: Arc<dyn crate::apps::AppStore>,
     /// OAuth for App connections: connections, browser steps, grants, the grant-use table.
     pub oauth: Arc<dyn crate::apps::oauth::OAuthStore>,
-    /// What the capabilities that plug in by themselves registered (the operator's store).
+    /// What the capabilities that plug in by themselves registered (the operator's store, the
+    /// cluster's `nodes` table).
     pub features: crate::features::Features,
 }
 
@@ -146,7 +147,8 @@ impl Database {
             + crate::channels::ChannelStore
             + crate::apps::AppStore
             + crate::apps::oauth::OAuthStore
-            + crate::operator::OperatorStore,
+            + crate::operator::OperatorStore
+            + crate::cluster::NodeStore,
     {
         Self {
             store: store.clone(),
@@ -166,8 +168,8 @@ impl Database {
             channels: store.clone(),
             apps: store.clone(),
             oauth: store.clone(),
-            features: crate::operator::register(
-                crate::features::Features::default(),
+            features: crate::cluster::register(
+                crate::operator::register(crate::features::Features::default(), store.clone()),
                 store.clone(),
             ),
             files: store,

@@ -152,8 +152,11 @@ oauth_tests!(
 fn deps() -> &'static String {
     static DIR: OnceLock<String> = OnceLock::new();
     DIR.get_or_init(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/oauth-deps");
-        let output = Command::new(script)
+        let script = format!(
+            "{}/../scripts/oauth-deps",
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
+        );
+        let output = Command::new(&script)
             .output()
             .expect("scripts/oauth-deps runs");
         assert!(
@@ -184,7 +187,10 @@ fn provider(env: &[(&str, &str)]) -> Provider {
     // ES modules resolve packages next to the file: run a copy inside the install folder.
     let file = format!("{}/provider-{}.mjs", deps(), Uuid::now_v7().simple());
     std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/oauth/provider.mjs"),
+        format!(
+            "{}/../tests/oauth/provider.mjs",
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
+        ),
         &file,
     )
     .unwrap();

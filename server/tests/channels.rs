@@ -246,8 +246,11 @@ async fn channel_status(s: &Server, channel: &Value) -> String {
 
 /// The venv python with Slack's SDK (installed once by scripts/channels-deps).
 fn slack_python() -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/channels-deps");
-    let out = std::process::Command::new(script).output().unwrap();
+    let script = format!(
+        "{}/../scripts/channels-deps",
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
+    );
+    let out = std::process::Command::new(&script).output().unwrap();
     assert!(
         out.status.success(),
         "{}",

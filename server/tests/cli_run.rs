@@ -132,9 +132,8 @@ fn a_step_limit_is_reported_and_exits_non_zero() {
 
 #[test]
 fn the_readme_quick_start_answers() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap();
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR");
+    let root = std::path::Path::new(&manifest).parent().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_openbot"))
         .current_dir(root)
         .args(["run", "--model", "scripted:examples/hello.json", "Hi"])

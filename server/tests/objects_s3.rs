@@ -22,7 +22,10 @@ struct S3 {
 impl S3 {
     fn start() -> Self {
         let pid_file = tempfile::NamedTempFile::new().unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/moto-start");
+        let script = Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../scripts/moto-start");
         let output = Command::new(script).arg(pid_file.path()).output().unwrap();
         assert!(
             output.status.success(),

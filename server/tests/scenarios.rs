@@ -19,7 +19,8 @@ use openbot_schema::{
 use serde_json::{Value, json};
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
+        .join("../tests/scenarios")
 }
 
 /// A host tool with one of the behaviours the scenario format names.

@@ -52,7 +52,7 @@ pub fn time_stdio() -> AppTransport {
 
 /// The fixture server's script.
 pub fn fixture_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
         .join("../server/tests/support/mcp_fixture.py")
         .canonicalize()
         .unwrap()

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use openbot_server::cluster::rpc::auth::ClusterKey;
+use openbot_server::cluster::rpc::{Listener, Operations};
+use openbot_server::cluster::{self, Membership};
 use openbot_server::http::{AppState, app};
 use openbot_server::node;
 
@@ -19,6 +22,68 @@ pub struct ServeArgs {
     /// The address to listen on; port 0 picks a free port (the address is printed).
     #[arg(long, env = "OPENBOT_BIND", default_value = "127.0.0.1:8080")]
     bind: SocketAddr,
+    /// The private RPC listener other nodes call (docs/cluster.md); never the public address.
+    /// Off when unset. Needs `OPENBOT_CLUSTER_KEY`.
+    #[arg(long, env = "OPENBOT_RPC_BIND")]
+    rpc_bind: Option<SocketAddr>,
+    /// The `host:port` other nodes reach the RPC listener at; the bound address by default
+    /// (set it when binding to 0.0.0.0).
+    #[arg(long, env = "OPENBOT_RPC_ADVERTISE")]
+    rpc_advertise: Option<String>,
+}
+
+/// The node's RPC listener and its place in the cluster, when `--rpc-bind` is set.
+async fn join_cluster(
+    args: &ServeArgs,
+    node_name: &str,
+    database: &node::Database,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Option<Membership>> {
+    let Some(bind) = args.rpc_bind else {
+        return Ok(None);
+    };
+    if Some(bind.ip()) == Some(args.bind.ip())
+        && bind.port() == args.bind.port()
+        && bind.port() != 0
+    {
+        anyhow::bail!(
+            "--rpc-bind must differ from --bind: the RPC listener is never the public one"
+        );
+    }
+    let key = std::env::var("OPENBOT_CLUSTER_KEY").map_err(|_| {
+        anyhow::anyhow!(
+            "--rpc-bind needs OPENBOT_CLUSTER_KEY, the key every node of the cluster shares \
+             (`openssl rand -base64 32` makes one)"
+        )
+    })?;
+    let key = ClusterKey::from_base64(&key)?;
+    let store = cluster::store(&database.features)
+        .ok_or_else(|| anyhow::anyhow!("this database has no nodes table"))?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for RPC on {bind}: {e}"))?;
+    let address = listener.local_addr()?;
+    let advertised = args
+        .rpc_advertise
+        .clone()
+        .unwrap_or_else(|| address.to_string());
+    let membership = Membership::join(Arc::clone(store), node_name, &advertised).await?;
+    let rpc = Listener::new(
+        node_name,
+        membership.node.incarnation,
+        key,
+        Operations::default(),
+    );
+    tokio::spawn(async move {
+        let served = axum::serve(listener, rpc.router())
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(err) = served {
+            tracing::error!("the RPC listener stopped: {err}");
+        }
+    });
+    eprintln!("openbot: RPC for the cluster on {address} (advertised as {advertised})");
+    Ok(Some(membership))
 }
 
 /// Runs the node.
@@ -26,7 +91,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     // Registered first: a signal during start-up stops the node once it serves, instead of
     // killing it with the default action.
-    let stop = shutdown_signal();
+    let signal = shutdown_signal();
+    let stopping = tokio_util::sync::CancellationToken::new();
+    let cancel = stopping.clone();
+    tokio::spawn(async move {
+        signal.await;
+        cancel.cancel();
+    });
+    let stop = stopping.clone().cancelled_owned();
     let config = args.node.config()?;
     let database = node::open_database(&config).await?;
     let listener = tokio::net::TcpListener::bind(args.bind)
@@ -41,6 +113,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // The node's file deletions, retention sweep and Turns reach the same object store.
     let database = database.with_objects(Arc::clone(&objects));
     let engine = Arc::new(node::start(&config, &database).await?);
+    let membership = join_cluster(&args, &config.node_name, &database, stopping.clone()).await?;
     let state = AppState::new(
         Arc::clone(&engine),
         &database,
@@ -59,6 +132,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     openbot_server::http::serve(listener, app(state), stop).await?;
     eprintln!("openbot: stopping; releasing work");
+    if let Some(membership) = membership
+        && let Err(err) = membership.leave().await
+    {
+        eprintln!("openbot: could not mark this node gone: {err}");
+    }
     engine.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

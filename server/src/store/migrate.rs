@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 29;
+pub const SCHEMA_VERSION: i64 = 30;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -165,6 +165,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 29,
         name: "operator",
         sql: include_str!("../../../migrations/sqlite/0029_operator.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "nodes",
+        sql: include_str!("../../../migrations/sqlite/0030_nodes.sql"),
     },
 ];
 
@@ -313,6 +318,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 29,
         name: "operator",
         sql: include_str!("../../../migrations/postgres/0029_operator.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "nodes",
+        sql: include_str!("../../../migrations/postgres/0030_nodes.sql"),
     },
 ];
 

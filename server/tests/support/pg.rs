@@ -14,8 +14,11 @@ pub fn server_url() -> String {
         if let Ok(url) = std::env::var("OPENBOT_TEST_DATABASE_URL") {
             return url;
         }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pg-start");
-        let output = std::process::Command::new(script)
+        let script = format!(
+            "{}/../scripts/pg-start",
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")
+        );
+        let output = std::process::Command::new(&script)
             .output()
             .expect("scripts/pg-start runs");
         assert!(

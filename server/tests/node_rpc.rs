@@ -1,0 +1,322 @@
+//! Node RPC against real `openbot serve` processes on a real PostgreSQL (docs/cluster.md):
+//! nodes register and beat their hearts in the `nodes` table; each answers signed calls on its
+//! private RPC listener and nothing else there; a call signed with another key, replayed, or
+//! past its deadline is refused before it runs; an answer not signed for the call is not
+//! believed; a node nobody can reach is a typed error that says the call never ran.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/nodes.rs"]
+mod nodes;
+#[path = "support/pg.rs"]
+mod pg;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nodes::NodeProcess;
+use openbot_server::cluster::rpc::auth::{self, ClusterKey, header};
+use openbot_server::cluster::rpc::{NodeClient, PING, RpcError};
+use openbot_server::cluster::{NodeRecord, NodeStore};
+use openbot_server::sealed::KeyRing;
+use openbot_server::store::{PostgresStore, now_ms};
+
+const SEAL_KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+/// A database with nodes on it, all sharing one cluster key.
+struct Deployment {
+    url: String,
+    key_text: String,
+    store: Arc<PostgresStore>,
+}
+
+impl Deployment {
+    async fn new() -> Self {
+        let url = pg::fresh_database().await;
+        let store = Arc::new(
+            PostgresStore::connect(&url, 2, KeyRing::parse(SEAL_KEYS).unwrap())
+                .await
+                .unwrap(),
+        );
+        Self {
+            url,
+            key_text: ClusterKey::generate(),
+            store,
+        }
+    }
+
+    fn key(&self) -> ClusterKey {
+        ClusterKey::from_base64(&self.key_text).unwrap()
+    }
+
+    fn node(&self, name: &str) -> NodeProcess {
+        NodeProcess::start_with(
+            &self.url,
+            SEAL_KEYS,
+            name,
+            2000,
+            &[
+                ("OPENBOT_RPC_BIND", "127.0.0.1:0"),
+                ("OPENBOT_CLUSTER_KEY", &self.key_text),
+            ],
+        )
+    }
+
+    /// Waits (up to 30 s) until `name` is registered and alive; returns its record.
+    async fn registered(&self, name: &str) -> NodeRecord {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(node) = self.store.node(name).await.unwrap()
+                && node.alive(now_ms())
+            {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "node {name} never registered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A call signed by hand, to send as is (twice, late, ...).
+struct Signed {
+    path: String,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+fn signed(key: &ClusterKey, operation: &str, deadline_ms: i64) -> Signed {
+    let path = format!("/rpc/v1/{operation}");
+    let (time, deadline) = (now_ms().to_string(), deadline_ms.to_string());
+    let nonce = auth::nonce();
+    let body = b"{}".to_vec();
+    let digest = auth::digest(&body);
+    let head = auth::RequestHead {
+        method: "POST",
+        path: &path,
+        node: "tester",
+        time: &time,
+        nonce: &nonce,
+        deadline: &deadline,
+        request_id: "req-1",
+    };
+    let signature = key.sign(&head.parts(&digest));
+    Signed {
+        path,
+        headers: vec![
+            (header::NODE, "tester".into()),
+            (header::TIME, time),
+            (header::NONCE, nonce),
+            (header::DEADLINE, deadline),
+            (header::REQUEST_ID, "req-1".into()),
+            (header::SIGNATURE, signature),
+        ],
+        body,
+    }
+}
+
+async fn send(node: &NodeRecord, call: &Signed) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{}{}", node.rpc_address, call.path))
+        .body(call.body.clone());
+    for (name, value) in &call.headers {
+        request = request.header(*name, value);
+    }
+    let answer = request.send().await.unwrap();
+    (answer.status().as_u16(), answer.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_register_and_each_answers_a_signed_ping_with_its_own_name() {
+    let deployment = Deployment::new().await;
+    let (_a, _b) = (deployment.node("node-a"), deployment.node("node-b"));
+    let client = NodeClient::new("tester", deployment.key()).unwrap();
+    for name in ["node-a", "node-b"] {
+        let node = deployment.registered(name).await;
+        assert!(node.rpc_address.starts_with("127.0.0.1:"), "{node:?}");
+        let answer = client
+            .call(
+                &node,
+                PING,
+                b"{}".to_vec(),
+                Duration::from_secs(5),
+                "ping-1",
+            )
+            .await
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["node"], name);
+        assert_eq!(answer["incarnation"], node.incarnation.to_string());
+    }
+    let names: Vec<String> = deployment
+        .store
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    assert_eq!(names, ["node-a", "node-b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_signed_with_another_key_is_refused_and_the_caller_believes_no_answer() {
+    let deployment = Deployment::new().await;
+    let _a = deployment.node("node-a");
+    let node = deployment.registered("node-a").await;
+    let stranger = ClusterKey::from_base64(&ClusterKey::generate()).unwrap();
+    let (status, body) = send(&node, &signed(&stranger, PING, now_ms() + 5000)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("bad signature"), "{body}");
+    let client = NodeClient::new("tester", stranger).unwrap();
+    let err = client
+        .call(&node, PING, b"{}".to_vec(), Duration::from_secs(5), "x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RpcError::Unauthenticated { .. }),
+        "an answer not signed with the caller's key is not believed: {err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_call_is_refused() {
+    let deployment = Deployment::new().await;
+    let _a = deployment.node("node-a");
+    let node = deployment.registered("node-a").await;
+    let call = signed(&deployment.key(), PING, now_ms() + 5000);
+    let (first, _) = send(&node, &call).await;
+    assert_eq!(first, 200);
+    let (again, body) = send(&node, &call).await;
+    assert_eq!(again, 401, "{body}");
+    assert!(body.contains("replayed"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_deadline_passed_is_refused_before_it_runs() {
+    let deployment = Deployment::new().await;
+    let _a = deployment.node("node-a");
+    let node = deployment.registered("node-a").await;
+    let (status, body) = send(&node, &signed(&deployment.key(), PING, now_ms() - 1)).await;
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("deadline passed"), "{body}");
+    let (status, body) = send(
+        &node,
+        &signed(&deployment.key(), "no-such-operation", now_ms() + 5000),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("unknown operation"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_node_is_an_error_that_says_the_call_never_ran() {
+    let deployment = Deployment::new().await;
+    // A port nothing listens on.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = free.local_addr().unwrap().to_string();
+    drop(free);
+    let node = NodeRecord {
+        name: "gone".into(),
+        incarnation: uuid::Uuid::now_v7(),
+        rpc_address: address,
+        started_at: 0,
+        heartbeat_at: 0,
+        left_at: None,
+    };
+    let err = NodeClient::new("tester", deployment.key())
+        .unwrap()
+        .call(&node, PING, Vec::new(), Duration::from_secs(2), "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RpcError::Unreachable { .. }), "{err:?}");
+    assert!(!err.may_have_run());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rpc_listener_serves_no_public_api_and_the_public_port_no_rpc() {
+    let deployment = Deployment::new().await;
+    let _a = deployment.node("node-a");
+    let node = deployment.registered("node-a").await;
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("http://{}/v1/health", node.rpc_address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 404);
+    let log =
+        std::fs::read_to_string(std::env::temp_dir().join("openbot-test-node-a.log")).unwrap();
+    let public = log
+        .split("listening on http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let call = signed(&deployment.key(), PING, now_ms() + 5000);
+    let mut request = http.post(format!("http://{public}{}", call.path));
+    for (name, value) in &call.headers {
+        request = request.header(*name, value);
+    }
+    let answer = request.body(call.body.clone()).send().await.unwrap();
+    assert_eq!(answer.status(), 404, "the public port has no RPC");
+    assert!(answer.headers().get(header::SIGNATURE).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_is_marked_gone_and_a_killed_one_stops_being_alive() {
+    let deployment = Deployment::new().await;
+    let (mut a, mut b) = (deployment.node("node-a"), deployment.node("node-b"));
+    deployment.registered("node-a").await;
+    let before = deployment.registered("node-b").await;
+    a.stop();
+    let gone = deployment.store.node("node-a").await.unwrap().unwrap();
+    assert!(
+        gone.left_at.is_some(),
+        "SIGTERM marks the node gone: {gone:?}"
+    );
+    assert!(!gone.alive(now_ms()));
+    b.kill();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let node = deployment.store.node("node-b").await.unwrap().unwrap();
+        assert_eq!(node.incarnation, before.incarnation);
+        assert!(node.left_at.is_none(), "a killed node says nothing");
+        if !node.alive(now_ms()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a killed node stayed alive");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[test]
+fn rpc_without_the_cluster_key_stops_the_start_with_what_to_set() {
+    let data = tempfile::tempdir().unwrap();
+    let openbot = env!("CARGO_BIN_EXE_openbot");
+    let migrated = std::process::Command::new(openbot)
+        .arg("migrate")
+        .arg("--data-dir")
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert!(migrated.status.success());
+    let out = std::process::Command::new(openbot)
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--rpc-bind",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(data.path())
+        .env_remove("OPENBOT_CLUSTER_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--rpc-bind needs OPENBOT_CLUSTER_KEY"),
+        "{stderr}"
+    );
+}
