@@ -148,7 +148,8 @@ impl Database {
             + crate::apps::AppStore
             + crate::apps::oauth::OAuthStore
             + crate::operator::OperatorStore
-            + crate::cluster::NodeStore,
+            + crate::cluster::NodeStore
+            + crate::cluster::directory::ResourceStore,
     {
         Self {
             store: store.clone(),
@@ -168,8 +169,11 @@ impl Database {
             channels: store.clone(),
             apps: store.clone(),
             oauth: store.clone(),
-            features: crate::cluster::register(
-                crate::operator::register(crate::features::Features::default(), store.clone()),
+            features: crate::cluster::directory::register(
+                crate::cluster::register(
+                    crate::operator::register(crate::features::Features::default(), store.clone()),
+                    store.clone(),
+                ),
                 store.clone(),
             ),
             files: store,

@@ -235,8 +235,8 @@ async fn an_unreachable_node_is_an_error_that_says_the_call_never_ran() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rpc_listener_serves_no_public_api_and_the_public_port_no_rpc() {
     let deployment = Deployment::new().await;
-    let _a = deployment.node("node-a");
-    let node = deployment.registered("node-a").await;
+    let _a = deployment.node("node-ports");
+    let node = deployment.registered("node-ports").await;
     let http = reqwest::Client::new();
     let health = http
         .get(format!("http://{}/v1/health", node.rpc_address))
@@ -244,14 +244,22 @@ async fn the_rpc_listener_serves_no_public_api_and_the_public_port_no_rpc() {
         .await
         .unwrap();
     assert_eq!(health.status(), 404);
-    let log =
-        std::fs::read_to_string(std::env::temp_dir().join("openbot-test-node-a.log")).unwrap();
-    let public = log
-        .split("listening on http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    // The log of this test's node only (its name is this test's own); the public address is
+    // printed once the node serves, a moment after it registered.
+    let path = std::env::temp_dir().join("openbot-test-node-ports.log");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let public = loop {
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(address) = log
+            .split("listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+        {
+            break address.to_string();
+        }
+        assert!(Instant::now() < deadline, "the node never served: {log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let call = signed(&deployment.key(), PING, now_ms() + 5000);
     let mut request = http.post(format!("http://{public}{}", call.path));
     for (name, value) in &call.headers {

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use openbot_server::cluster::directory::{self, Directory, DirectoryConfig, Peers};
 use openbot_server::cluster::rpc::auth::ClusterKey;
-use openbot_server::cluster::rpc::{Listener, Operations};
+use openbot_server::cluster::rpc::{Listener, NodeClient, Operations};
 use openbot_server::cluster::{self, Membership};
 use openbot_server::http::{AppState, app};
 use openbot_server::node;
@@ -37,6 +38,7 @@ async fn join_cluster(
     args: &ServeArgs,
     node_name: &str,
     database: &node::Database,
+    engine: &openbot_server::engine::Engine,
     stop: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Option<Membership>> {
     let Some(bind) = args.rpc_bind else {
@@ -68,11 +70,28 @@ async fn join_cluster(
         .clone()
         .unwrap_or_else(|| address.to_string());
     let membership = Membership::join(Arc::clone(store), node_name, &advertised).await?;
+    let resources = directory::store(&database.features)
+        .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
+    let context = engine.context();
+    let directory = Directory::new(DirectoryConfig {
+        store: Arc::clone(resources),
+        records: Arc::clone(&context.store),
+        keys: context.keys.clone(),
+        node: node_name.to_string(),
+        incarnation: membership.node.incarnation,
+        lease: directory::LEASE,
+        peers: Some(Peers {
+            nodes: Arc::clone(store),
+            client: NodeClient::new(node_name, key.clone())?,
+            deadline: directory::CLOSE_DEADLINE,
+        }),
+    });
+    directory.keep_leases(stop.clone());
     let rpc = Listener::new(
         node_name,
         membership.node.incarnation,
         key,
-        Operations::default(),
+        directory.operations(Operations::default()),
     );
     tokio::spawn(async move {
         let served = axum::serve(listener, rpc.router())
@@ -113,7 +132,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // The node's file deletions, retention sweep and Turns reach the same object store.
     let database = database.with_objects(Arc::clone(&objects));
     let engine = Arc::new(node::start(&config, &database).await?);
-    let membership = join_cluster(&args, &config.node_name, &database, stopping.clone()).await?;
+    let membership = join_cluster(
+        &args,
+        &config.node_name,
+        &database,
+        &engine,
+        stopping.clone(),
+    )
+    .await?;
     let state = AppState::new(
         Arc::clone(&engine),
         &database,

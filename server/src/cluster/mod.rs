@@ -8,6 +8,7 @@
 //! The RPC itself is in [`rpc`]: signed requests a member can neither forge nor replay, with
 //! deadlines, request IDs and typed failures.
 
+pub mod directory;
 pub mod rpc;
 mod sql;
 

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 30;
+pub const SCHEMA_VERSION: i64 = 31;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -170,6 +170,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 30,
         name: "nodes",
         sql: include_str!("../../../migrations/sqlite/0030_nodes.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "resources",
+        sql: include_str!("../../../migrations/sqlite/0031_resources.sql"),
     },
 ];
 
@@ -323,6 +328,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 30,
         name: "nodes",
         sql: include_str!("../../../migrations/postgres/0030_nodes.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "resources",
+        sql: include_str!("../../../migrations/postgres/0031_resources.sql"),
     },
 ];
 
