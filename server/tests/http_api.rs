@@ -2321,11 +2321,16 @@ async fn a_turn_whose_shared_bot_is_made_private_while_it_waits_sends_nothing_mo
         .await
         .unwrap();
     assert_eq!(unshared.status(), StatusCode::OK);
-    assert_eq!(
-        deliver(&server, &member, execution, &call_id)
-            .await
-            .status(),
-        StatusCode::ACCEPTED
+    // The result wakes the waiting Turn, which checks its rights again. On a loaded machine
+    // the Turn may still be in the phase that published the call when the Bot turns private,
+    // check its rights there and end at once: the delivery is then refused as a call no longer
+    // open (409; seen once in CI). Either way what follows must hold.
+    let delivered = deliver(&server, &member, execution, &call_id)
+        .await
+        .status();
+    assert!(
+        delivered == StatusCode::ACCEPTED || delivered == StatusCode::CONFLICT,
+        "{delivered}"
     );
     let events = server.finish(&member, execution).await;
     let failed = failure_category(&events);
