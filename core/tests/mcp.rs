@@ -43,7 +43,7 @@ async fn discovery_over_stdio_lists_tools_with_schemas_and_annotations() {
     assert!(echo.input_schema["properties"]["message"].is_object());
     assert_eq!(echo.annotations.read_only_hint, Some(true));
     assert!(echo.annotations.retry_safe());
-    session.close().await;
+    session.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -68,7 +68,7 @@ async fn a_call_over_streamable_http_returns_the_tools_text() {
         .unwrap();
     assert!(!result.is_error);
     assert!(result.content[0].as_text().unwrap().contains("hello there"));
-    session.close().await;
+    session.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -89,7 +89,7 @@ async fn the_time_server_answers_over_stdio() {
         .unwrap();
     assert!(!result.is_error);
     assert!(result.content[0].as_text().unwrap().contains("UTC"));
-    session.close().await;
+    session.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -109,7 +109,7 @@ async fn the_request_id_reaches_the_server_in_meta() {
         .await
         .unwrap();
     assert!(fixture_log(&log).contains(&"call write_note call-7 a".to_string()));
-    session.close().await;
+    session.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -131,7 +131,7 @@ async fn cancelling_a_call_sends_notifications_cancelled() {
     assert_eq!(result, Err(McpError::Cancelled));
     let lines = wait_for_log(&log, "cancelled write_note").await;
     assert!(!lines.iter().any(|l| l.starts_with("done")), "{lines:?}");
-    session.close().await;
+    session.close().await.unwrap();
 }
 
 #[tokio::test]
@@ -210,7 +210,7 @@ async fn an_unknown_tool_is_a_protocol_error_or_error_result() {
         Ok(result) => assert!(result.is_error),
         Err(other) => panic!("{other:?}"),
     }
-    session.close().await;
+    session.close().await.unwrap();
 }
 
 #[tokio::test]

@@ -181,6 +181,13 @@ impl Database {
         }
     }
 
+    /// The same database, with this node's running resource directory, which the phases
+    /// that open physical resources (MCP sessions) register them in.
+    pub fn with_directory(mut self, directory: Arc<crate::cluster::directory::Directory>) -> Self {
+        self.features = crate::cluster::directory::with_runtime(self.features, directory);
+        self
+    }
+
     /// The same database, with the object store its files' bytes live in.
     pub fn with_objects(mut self, objects: Arc<dyn object_store::ObjectStore>) -> Self {
         self.objects = Some(objects);

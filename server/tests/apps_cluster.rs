@@ -111,7 +111,7 @@ impl Cluster {
             .await
             .unwrap();
         let tools = session.list_tools().await.unwrap();
-        session.close().await;
+        session.close().await.unwrap();
         self.store
             .save_discovery(organization, connection.id, 1, &tools, now_ms())
             .await

@@ -102,7 +102,7 @@ async fn node(store: &Arc<PostgresStore>, key: &ClusterKey, name: &str, lease: D
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let nodes: Arc<dyn NodeStore> = store.clone();
-    let membership = Membership::join(Arc::clone(&nodes), name, &address)
+    let membership = Membership::join(Arc::clone(&nodes), name, Uuid::now_v7(), &address)
         .await
         .unwrap();
     let directory = Directory::new(DirectoryConfig {

@@ -238,12 +238,20 @@ impl McpSession {
         Ok(tool_result(result))
     }
 
-    /// Ends the session: the stdio server is stopped, the HTTP session deleted.
-    pub async fn close(mut self) {
-        let _ = self
+    /// Ends the session: the stdio server is stopped, the HTTP session deleted. Fails when
+    /// that did not finish within 5 s or its task broke: the server may still run.
+    pub async fn close(mut self) -> Result<(), McpError> {
+        match self
             .service
             .close_with_timeout(Duration::from_secs(5))
-            .await;
+            .await
+        {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(McpError::Lost),
+            Err(err) => Err(McpError::Protocol(format!(
+                "the session's close broke: {err}"
+            ))),
+        }
     }
 }
 

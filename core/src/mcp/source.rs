@@ -127,7 +127,8 @@ impl Tool for McpTool {
                         &context.cancel,
                     )
                     .await;
-                session.close().await;
+                // A discovery keeps no session: a failed close changes nothing it read.
+                let _ = session.close().await;
                 result
             }
         }

@@ -698,7 +698,8 @@ impl MemoryClient {
             .await
             .map_err(unavailable)?;
         let listed = session.list_tools().await;
-        session.close().await;
+        // A discovery keeps no session: a failed close changes nothing it read.
+        let _ = session.close().await;
         let tools = listed.map_err(unavailable)?;
         let discovery = self.state()?.apps.discovered(&plan, tools)?;
         crate::client::ApiAnswer::of(&discovery)

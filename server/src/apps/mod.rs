@@ -27,13 +27,15 @@ pub use store::{AppRow, AppStore, ConnectionRow, credentials_place};
 pub use vault_headers::{header_references, render_headers};
 
 /// The App use cases a phase calls App tools with: over `store`, asking `credentials` (or
-/// the sealed none/manual credentials opened with `keys`). `None` without a store.
+/// the sealed none/manual credentials opened with `keys`), registering each MCP session in
+/// `resources` (the node's directory) when given. `None` without a store.
 pub fn phase_apps(
     store: Option<&std::sync::Arc<dyn AppStore>>,
     credentials: Option<&std::sync::Arc<dyn ConnectionCredentials>>,
     keys: &crate::sealed::KeyRing,
     platform: &crate::platform::Platform,
     permits: Option<AppPermits>,
+    resources: Option<crate::cluster::directory::PhaseScope>,
 ) -> Option<std::sync::Arc<Apps>> {
     let store = store?;
     let credentials = credentials.cloned().unwrap_or_else(|| {
@@ -46,8 +48,12 @@ pub fn phase_apps(
         platform.clone(),
         credentials,
     );
-    Some(std::sync::Arc::new(match permits {
+    let apps = match permits {
         Some(permits) => apps.with_permits(permits),
+        None => apps,
+    };
+    Some(std::sync::Arc::new(match resources {
+        Some(resources) => apps.with_resources(resources),
         None => apps,
     }))
 }

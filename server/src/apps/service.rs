@@ -40,6 +40,8 @@ pub struct Apps {
     permits: Option<AppPermits>,
     /// Opens Vault references in manual headers for a discovery.
     vault: Option<crate::vaults::VaultOpener>,
+    /// Where a phase's MCP sessions are registered before they connect.
+    resources: Option<crate::cluster::directory::PhaseScope>,
 }
 
 /// Where a phase's App calls take room: the shared limits (the scopes `apps` and
@@ -126,6 +128,7 @@ impl Apps {
             credentials,
             permits: None,
             vault: None,
+            resources: None,
         }
     }
 
@@ -145,6 +148,17 @@ impl Apps {
     /// Where App calls take room, if they do.
     pub(crate) fn permits(&self) -> Option<&AppPermits> {
         self.permits.as_ref()
+    }
+
+    /// The same use cases, registering each MCP session a call opens in `resources`.
+    pub fn with_resources(mut self, resources: crate::cluster::directory::PhaseScope) -> Self {
+        self.resources = Some(resources);
+        self
+    }
+
+    /// Where a call's MCP sessions are registered, if they are.
+    pub(crate) fn resources(&self) -> Option<&crate::cluster::directory::PhaseScope> {
+        self.resources.as_ref()
     }
 
     /// The store.
@@ -452,7 +466,8 @@ impl Apps {
             .await
             .map_err(upstream)?;
         let listed = session.list_tools().await;
-        session.close().await;
+        // A discovery keeps no session: a failed close changes nothing it read.
+        let _ = session.close().await;
         let tools = listed.map_err(upstream)?;
         // A server cannot make the database keep an unbounded list.
         let size = serde_json::to_vec(&tools)

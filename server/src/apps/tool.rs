@@ -247,9 +247,38 @@ impl AppTool {
         let mut tries = 0;
         let result = loop {
             tries += 1;
-            let session = McpSession::open(&endpoint, &options)
-                .await
-                .map_err(tool_error)?;
+            // Registered before it connects: a node that dies while it is open leaves a row
+            // that reads unknown, never released.
+            let registered = match self.apps.resources() {
+                Some(resources) => Some(
+                    resources
+                        .directory
+                        .register(
+                            session_kind(&endpoint),
+                            &format!("app_connection:{}", connection.id),
+                            Some(resources.execution),
+                            Some(&resources.phase),
+                        )
+                        .await
+                        .map_err(|err| {
+                            ToolError::new(format!(
+                                "the App `{}` could not be reached: its session could not be registered ({err})",
+                                route.app_name
+                            ))
+                        })?,
+                ),
+                None => None,
+            };
+            let session = match McpSession::open(&endpoint, &options).await {
+                Ok(session) => session,
+                Err(err) => {
+                    if let (Some(id), Some(resources)) = (registered, self.apps.resources()) {
+                        // Nothing was attached: the directory saves it closed.
+                        let _ = resources.directory.close(id).await;
+                    }
+                    return Err(tool_error(err));
+                }
+            };
             let result = session
                 .call_tool(
                     &route.declaration.name,
@@ -258,8 +287,25 @@ impl AppTool {
                     &context.cancel,
                 )
                 .await;
-            // Closed before the call returns, so before the phase ends or waits.
-            session.close().await;
+            // Closed before the call returns, so before the phase ends or waits; with a
+            // directory, by it, which saves the close's result.
+            match (registered, self.apps.resources()) {
+                (Some(id), Some(resources)) => {
+                    resources.directory.attach(id, Box::new(Session(session)));
+                    match resources.directory.close(id).await {
+                        Ok(crate::cluster::directory::ResourceStatus::Failed { error_id }) => {
+                            tracing::warn!(resource = %id, %error_id, "closing an App's MCP session failed");
+                        }
+                        Ok(_) => {}
+                        Err(err) => {
+                            tracing::warn!(resource = %id, error = %err, "the close of an App's MCP session was not saved");
+                        }
+                    }
+                }
+                _ => {
+                    let _ = session.close().await;
+                }
+            }
             match result {
                 // The session broke after the request went out: maybe applied. A read-only or
                 // idempotent tool is asked again with the same request ID; any other waits
@@ -291,5 +337,24 @@ impl AppTool {
             })
             .collect();
         Ok(ToolOutput { content })
+    }
+}
+
+/// The directory's kind of an MCP session to `endpoint`.
+fn session_kind(endpoint: &openbot_core::mcp::McpEndpoint) -> &'static str {
+    match endpoint.transport {
+        openbot_schema::AppTransport::Http { .. } => "mcp.http",
+        _ => "mcp.stdio",
+    }
+}
+
+/// An open MCP session as the directory holds it: closing it stops the stdio server or
+/// deletes the HTTP session.
+struct Session(McpSession);
+
+#[async_trait::async_trait]
+impl crate::cluster::directory::Physical for Session {
+    async fn close(self: Box<Self>) -> Result<(), String> {
+        self.0.close().await.map_err(|err| err.to_string())
     }
 }

@@ -38,7 +38,7 @@ async fn join_cluster(
     args: &ServeArgs,
     node_name: &str,
     database: &node::Database,
-    engine: &openbot_server::engine::Engine,
+    directory: &Arc<Directory>,
     stop: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Option<Membership>> {
     let Some(bind) = args.rpc_bind else {
@@ -69,24 +69,18 @@ async fn join_cluster(
         .rpc_advertise
         .clone()
         .unwrap_or_else(|| address.to_string());
-    let membership = Membership::join(Arc::clone(store), node_name, &advertised).await?;
-    let resources = directory::store(&database.features)
-        .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
-    let context = engine.context();
-    let directory = Directory::new(DirectoryConfig {
-        store: Arc::clone(resources),
-        records: Arc::clone(&context.store),
-        keys: context.keys.clone(),
-        node: node_name.to_string(),
-        incarnation: membership.node.incarnation,
-        lease: directory::LEASE,
-        peers: Some(Peers {
-            nodes: Arc::clone(store),
-            client: NodeClient::new(node_name, key.clone())?,
-            deadline: directory::CLOSE_DEADLINE,
-        }),
+    let membership = Membership::join(
+        Arc::clone(store),
+        node_name,
+        directory.incarnation(),
+        &advertised,
+    )
+    .await?;
+    directory.connect(Peers {
+        nodes: Arc::clone(store),
+        client: NodeClient::new(node_name, key.clone())?,
+        deadline: directory::CLOSE_DEADLINE,
     });
-    directory.keep_leases(stop.clone());
     let rpc = Listener::new(
         node_name,
         membership.node.incarnation,
@@ -131,12 +125,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let objects = node::objects(&config)?;
     // The node's file deletions, retention sweep and Turns reach the same object store.
     let database = database.with_objects(Arc::clone(&objects));
+    // This start's resource directory: the physical resources its phases open (MCP sessions)
+    // are registered there before they connect, under this start's incarnation.
+    let resources = directory::store(&database.features)
+        .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
+    let directory = Directory::new(DirectoryConfig {
+        store: Arc::clone(resources),
+        records: Arc::clone(&database.store),
+        keys: node::key_ring(&config)?,
+        node: config.node_name.clone(),
+        incarnation: uuid::Uuid::now_v7(),
+        lease: directory::LEASE,
+        peers: None,
+    });
+    directory.keep_leases(stopping.clone());
+    let database = database.with_directory(Arc::clone(&directory));
     let engine = Arc::new(node::start(&config, &database).await?);
     let membership = join_cluster(
         &args,
         &config.node_name,
         &database,
-        &engine,
+        &directory,
         stopping.clone(),
     )
     .await?;

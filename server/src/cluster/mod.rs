@@ -102,18 +102,20 @@ impl std::fmt::Debug for Membership {
 }
 
 impl Membership {
-    /// Registers this node (a new incarnation of `name`, called at `rpc_address`) and beats
+    /// Registers this node (incarnation `incarnation` of `name`, a new one per start, called
+    /// at `rpc_address`) and beats
     /// its heart every [`HEARTBEAT`] until [`Membership::leave`]. When its name is taken by
     /// a newer incarnation, it stops beating and says so in the log.
     pub async fn join(
         store: Arc<dyn NodeStore>,
         name: &str,
+        incarnation: Uuid,
         rpc_address: &str,
     ) -> Result<Self, StoreError> {
         let now = crate::store::now_ms();
         let node = NodeRecord {
             name: name.to_string(),
-            incarnation: Uuid::now_v7(),
+            incarnation,
             rpc_address: rpc_address.to_string(),
             started_at: now,
             heartbeat_at: now,

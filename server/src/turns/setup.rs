@@ -27,6 +27,8 @@ pub struct PhaseSetup {
     credentials: Option<Arc<dyn crate::apps::ConnectionCredentials>>,
     oauth: Option<Arc<dyn crate::apps::oauth::OAuthStore>>,
     limits: Option<crate::limits::Limits>,
+    /// The node's resource directory, where App sessions are registered.
+    directory: Option<Arc<crate::cluster::directory::Directory>>,
 }
 
 /// The budgets a guarded phase spends: the Chat its tree works for and that Chat's Bot.
@@ -45,6 +47,7 @@ impl PhaseSetup {
             credentials: None,
             oauth: None,
             limits: None,
+            directory: None,
         }
     }
 
@@ -58,6 +61,7 @@ impl PhaseSetup {
             apps: Some(Arc::clone(&database.apps)),
             oauth: Some(Arc::clone(&database.oauth)),
             limits: Some(crate::limits::Limits::new(Arc::clone(&database.limits))),
+            directory: crate::cluster::directory::runtime(&database.features).cloned(),
             ..Self::new(platform)
         }
     }
@@ -135,6 +139,13 @@ impl PhaseSetup {
                 limits,
                 generation: cx.generation,
             }),
+            self.directory
+                .as_ref()
+                .map(|directory| crate::cluster::directory::PhaseScope {
+                    directory: Arc::clone(directory),
+                    execution: cx.execution.id.as_uuid(),
+                    phase: format!("generation {}", cx.generation),
+                }),
         );
         saved_tool_set(
             saved,

@@ -141,6 +141,21 @@ pub async fn server_with_objects(
         Raw::Postgres(store) => Database::on(Arc::new(store.clone())),
     }
     .with_objects(Arc::clone(&store));
+    // The node's resource directory, as `openbot serve` runs it: App sessions register there.
+    let directory = openbot_server::cluster::directory::Directory::new(
+        openbot_server::cluster::directory::DirectoryConfig {
+            store: Arc::clone(
+                openbot_server::cluster::directory::store(&database.features).unwrap(),
+            ),
+            records: Arc::clone(&database.store),
+            keys: test_keys(),
+            node: "node-a".into(),
+            incarnation: uuid::Uuid::now_v7(),
+            lease: openbot_server::cluster::directory::LEASE,
+            peers: None,
+        },
+    );
+    let database = database.with_directory(directory);
     let owner = bootstrap(database.identity.as_ref())
         .await
         .unwrap()

@@ -137,6 +137,10 @@ pub trait ResourceStore: Send + Sync {
     /// The row of `id`.
     async fn resource(&self, id: Uuid) -> Result<Option<ResourceRow>, StoreError>;
 
+    /// Every resource the phases of `execution` opened, oldest first.
+    async fn resources_of_execution(&self, execution: Uuid)
+    -> Result<Vec<ResourceRow>, StoreError>;
+
     /// Every resource of `scope`, oldest first, old routes included.
     async fn resources_of_scope(&self, scope: &str) -> Result<Vec<ResourceRow>, StoreError>;
 }
@@ -195,7 +199,8 @@ pub struct Directory {
     held: Mutex<HashMap<Uuid, Held>>,
     /// Results this node could not save yet (the database was away), saved on its next pass.
     unsaved: Mutex<HashMap<Uuid, CloseResult>>,
-    peers: Option<Peers>,
+    /// The way to the other nodes, once this node has RPC.
+    peers: std::sync::OnceLock<Peers>,
 }
 
 impl std::fmt::Debug for Directory {
@@ -228,6 +233,10 @@ pub struct DirectoryConfig {
 impl Directory {
     /// A node's directory.
     pub fn new(config: DirectoryConfig) -> Arc<Self> {
+        let peers = std::sync::OnceLock::new();
+        if let Some(given) = config.peers {
+            let _ = peers.set(given);
+        }
         Arc::new(Self {
             store: config.store,
             records: config.records,
@@ -237,8 +246,18 @@ impl Directory {
             lease: config.lease,
             held: Mutex::default(),
             unsaved: Mutex::default(),
-            peers: config.peers,
+            peers,
         })
+    }
+
+    /// Gives the directory the way to the other nodes (once; later calls change nothing).
+    pub fn connect(&self, peers: Peers) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// This node's incarnation, which owns what it registers.
+    pub fn incarnation(&self) -> Uuid {
+        self.incarnation
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Held>> {
@@ -323,7 +342,7 @@ impl Directory {
         if row.owner_incarnation == self.incarnation {
             return self.close_here(id).await;
         }
-        let Some(peers) = &self.peers else {
+        let Some(peers) = self.peers.get() else {
             return Ok(row.status(now_ms()));
         };
         let owner = peers.nodes.node(&row.owner_node).await?;
@@ -502,4 +521,30 @@ pub fn register(
 /// The directory's store, as [`register`] left it.
 pub fn store(features: &crate::features::Features) -> Option<&Arc<dyn ResourceStore>> {
     features.get::<Arc<dyn ResourceStore>>()
+}
+
+/// Registers this node's running directory with the capabilities' features, where the phases
+/// that open physical resources find it ([`runtime`]).
+pub fn with_runtime(
+    features: crate::features::Features,
+    directory: Arc<Directory>,
+) -> crate::features::Features {
+    features.with(directory)
+}
+
+/// This node's running directory, as [`with_runtime`] left it.
+pub fn runtime(features: &crate::features::Features) -> Option<&Arc<Directory>> {
+    features.get::<Arc<Directory>>()
+}
+
+/// Where a phase's physical resources are registered: the node's directory, and the
+/// execution and phase they belong to.
+#[derive(Debug, Clone)]
+pub struct PhaseScope {
+    /// The node's directory.
+    pub directory: Arc<Directory>,
+    /// The execution.
+    pub execution: Uuid,
+    /// The phase (its owner's generation).
+    pub phase: String,
 }

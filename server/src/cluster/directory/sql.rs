@@ -25,6 +25,9 @@ mod on_both {
     const OF_SCOPE: &str = "SELECT id, kind, scope, owner_node, owner_incarnation, execution_id, phase, \
              lease_until, close_outcome, close_error_id, closed_at, created_at FROM resources \
              WHERE scope = $1 ORDER BY created_at, id";
+    const OF_EXECUTION: &str = "SELECT id, kind, scope, owner_node, owner_incarnation, execution_id, phase, \
+             lease_until, close_outcome, close_error_id, closed_at, created_at FROM resources \
+             WHERE execution_id = $1 ORDER BY created_at, id";
 
     fn resource_from(row: &Row) -> Result<ResourceRow, StoreError> {
         let outcome: Option<String> = row.try_get("close_outcome")?;
@@ -116,6 +119,17 @@ mod on_both {
                 .fetch_optional(self.reader())
                 .await?;
             row.as_ref().map(resource_from).transpose()
+        }
+
+        async fn resources_of_execution(
+            &self,
+            execution: Uuid,
+        ) -> Result<Vec<ResourceRow>, StoreError> {
+            let rows = sqlx::query(OF_EXECUTION)
+                .bind(execution)
+                .fetch_all(self.reader())
+                .await?;
+            rows.iter().map(resource_from).collect()
         }
 
         async fn resources_of_scope(&self, scope: &str) -> Result<Vec<ResourceRow>, StoreError> {
