@@ -14,6 +14,7 @@ pub mod engine;
 pub mod executions;
 pub mod features;
 pub mod files;
+pub mod hex;
 pub mod http;
 pub mod identity;
 pub mod limits;

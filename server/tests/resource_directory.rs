@@ -149,21 +149,30 @@ async fn setup() -> (Arc<PostgresStore>, ClusterKey) {
 
 const LEASE: Duration = Duration::from_secs(30);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_close_asked_on_another_node_is_done_by_the_owner_and_saved() {
-    let (store, key) = setup().await;
-    let (a, b) = (
-        node(&store, &key, "node-a", LEASE).await,
-        node(&store, &key, "node-b", LEASE).await,
-    );
-    let peer = Peer::start().await;
-    let id = b
+/// A connection to `peer` registered in `scope` and held by `node`.
+async fn held(node: &Node, peer: &Peer, scope: &str, slow: Duration, fails: bool) -> Uuid {
+    let id = node
         .directory
-        .register("test.socket", "app:1", None, Some("loop"))
+        .register("test.socket", scope, None, Some("loop"))
         .await
         .unwrap();
-    b.directory
-        .attach(id, socket(&peer, Duration::ZERO, false).await);
+    node.directory.attach(id, socket(peer, slow, fails).await);
+    id
+}
+
+/// A database and two nodes on it, `node-a` and `node-b`.
+async fn two_nodes(lease: Duration) -> (Arc<PostgresStore>, Node, Node) {
+    let (store, key) = setup().await;
+    let a = node(&store, &key, "node-a", lease).await;
+    let b = node(&store, &key, "node-b", lease).await;
+    (store, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_asked_on_another_node_is_done_by_the_owner_and_saved() {
+    let (store, a, b) = two_nodes(LEASE).await;
+    let peer = Peer::start().await;
+    let id = held(&b, &peer, "app:1", Duration::ZERO, false).await;
     assert_eq!(a.directory.status(id).await.unwrap(), ResourceStatus::Open);
 
     assert_eq!(a.directory.close(id).await.unwrap(), ResourceStatus::Closed);
@@ -186,20 +195,10 @@ async fn a_close_asked_on_another_node_is_done_by_the_owner_and_saved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_close_whose_reply_is_lost_is_not_taken_as_done_and_its_saved_result_is_read_later()
 {
-    let (store, key) = setup().await;
-    let (a, b) = (
-        node(&store, &key, "node-a", LEASE).await,
-        node(&store, &key, "node-b", LEASE).await,
-    );
+    let (_, a, b) = two_nodes(LEASE).await;
     let peer = Peer::start().await;
-    let id = b
-        .directory
-        .register("test.socket", "app:2", None, None)
-        .await
-        .unwrap();
     // The close takes 1 s; the asking node waits 300 ms for the owner's answer.
-    b.directory
-        .attach(id, socket(&peer, Duration::from_secs(1), false).await);
+    let id = held(&b, &peer, "app:2", Duration::from_secs(1), false).await;
 
     let answered = a.directory.close(id).await.unwrap();
     assert_eq!(answered, ResourceStatus::Open, "no answer is no release");
@@ -213,19 +212,9 @@ async fn a_slow_close_whose_reply_is_lost_is_not_taken_as_done_and_its_saved_res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_close_keeps_its_error_id_and_sealed_cause_after_the_owner_is_gone() {
-    let (store, key) = setup().await;
-    let (a, b) = (
-        node(&store, &key, "node-a", LEASE).await,
-        node(&store, &key, "node-b", LEASE).await,
-    );
+    let (store, a, b) = two_nodes(LEASE).await;
     let peer = Peer::start().await;
-    let id = b
-        .directory
-        .register("test.socket", "app:3", None, None)
-        .await
-        .unwrap();
-    b.directory
-        .attach(id, socket(&peer, Duration::ZERO, true).await);
+    let id = held(&b, &peer, "app:3", Duration::ZERO, true).await;
 
     let ResourceStatus::Failed { error_id } = a.directory.close(id).await.unwrap() else {
         panic!("a failed close is saved as failed");
@@ -257,13 +246,7 @@ async fn an_owner_nobody_reaches_is_no_proof_of_release_and_its_lapsed_lease_rea
         node(&store, &key, "node-b", lease).await,
     );
     let peer = Peer::start().await;
-    let id = b
-        .directory
-        .register("test.socket", "app:4", None, None)
-        .await
-        .unwrap();
-    b.directory
-        .attach(id, socket(&peer, Duration::ZERO, false).await);
+    let id = held(&b, &peer, "app:4", Duration::ZERO, false).await;
     // The owner's RPC is cut (its listener gone); it renews no lease either.
     b.listener.abort();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -284,13 +267,7 @@ async fn a_late_close_from_an_old_incarnation_changes_nothing() {
     let (store, key) = setup().await;
     let b = node(&store, &key, "node-b", LEASE).await;
     let peer = Peer::start().await;
-    let id = b
-        .directory
-        .register("test.socket", "app:5", None, None)
-        .await
-        .unwrap();
-    b.directory
-        .attach(id, socket(&peer, Duration::ZERO, false).await);
+    let id = held(&b, &peer, "app:5", Duration::ZERO, false).await;
     let old = b.membership.node.incarnation;
     // The node restarts under the same name: a new incarnation replaces the old.
     let b2 = node(&store, &key, "node-b", LEASE).await;
@@ -323,13 +300,7 @@ async fn an_owner_that_lost_its_lease_closes_its_resource() {
     let (store, key) = setup().await;
     let b = node(&store, &key, "node-b", LEASE).await;
     let peer = Peer::start().await;
-    let id = b
-        .directory
-        .register("test.socket", "app:6", None, None)
-        .await
-        .unwrap();
-    b.directory
-        .attach(id, socket(&peer, Duration::ZERO, false).await);
+    let id = held(&b, &peer, "app:6", Duration::ZERO, false).await;
     b.directory.keep_leases_once().await;
     assert_eq!(peer.closes(), 0, "a renewed lease keeps the resource");
     // The row no longer leases to this owner (its result was saved elsewhere, as a close

@@ -35,8 +35,7 @@ fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Hmac<Sha256> {
 /// The `X-Slack-Signature` of `body` signed at `timestamp` (Unix seconds) with `secret`.
 pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let bytes = mac(secret, timestamp, body).finalize().into_bytes();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("v0={hex}")
+    format!("v0={}", crate::hex::encode(&bytes))
 }
 
 /// Checks a request as Slack's `SignatureVerifier` does: both headers present, the timestamp

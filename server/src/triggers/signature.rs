@@ -56,18 +56,7 @@ fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Hmac<Sha256> {
 /// The signature header value of `body` signed at `timestamp` (Unix seconds).
 pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let bytes = mac(secret, timestamp, body).finalize().into_bytes();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("v1={hex}")
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    format!("v1={}", crate::hex::encode(&bytes))
 }
 
 /// Checks a delivery: the timestamp within [`TOLERANCE_MS`] of `now`, then the signature
@@ -94,7 +83,7 @@ pub fn verify(
     ))?;
     let given = signature
         .strip_prefix("v1=")
-        .and_then(unhex)
+        .and_then(crate::hex::decode)
         .ok_or(SignatureError::Malformed(
             "x-openbot-signature must be `v1=` and a hex HMAC-SHA256",
         ))?;

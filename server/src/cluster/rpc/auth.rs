@@ -88,12 +88,12 @@ impl ClusterKey {
 
     /// The signature of `parts`, as hex.
     pub fn sign(&self, parts: &[&[u8]]) -> String {
-        hex(&self.mac(parts).finalize().into_bytes())
+        crate::hex::encode(&self.mac(parts).finalize().into_bytes())
     }
 
     /// Whether `signature` (hex) signs `parts`, compared in constant time.
     pub fn verify(&self, parts: &[&[u8]], signature: &str) -> bool {
-        match unhex(signature) {
+        match crate::hex::decode(signature) {
             Some(bytes) => self.mac(parts).verify_slice(&bytes).is_ok(),
             None => false,
         }
@@ -164,7 +164,7 @@ pub fn nonce() -> String {
     use chacha20poly1305::aead::rand_core::RngCore as _;
     let mut bytes = [0u8; 16];
     OsRng.fill_bytes(&mut bytes);
-    hex(&bytes)
+    crate::hex::encode(&bytes)
 }
 
 /// The nonces a receiver saw within the last two windows: a request whose nonce is here is a
@@ -191,20 +191,6 @@ impl SeenNonces {
             }
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
