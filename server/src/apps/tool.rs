@@ -261,8 +261,13 @@ impl AppTool {
                         )
                         .await
                         .map_err(|err| {
+                            // The cause stays in the log: the model sees only what failed.
+                            tracing::warn!(
+                                error_kind = err.kind(),
+                                "an App session could not be registered"
+                            );
                             ToolError::new(format!(
-                                "the App `{}` could not be reached: its session could not be registered ({err})",
+                                "the App `{}` was not called: its session could not be registered",
                                 route.app_name
                             ))
                         })?,
@@ -298,7 +303,7 @@ impl AppTool {
                         }
                         Ok(_) => {}
                         Err(err) => {
-                            tracing::warn!(resource = %id, error = %err, "the close of an App's MCP session was not saved");
+                            tracing::warn!(resource = %id, error_kind = err.kind(), "the close of an App's MCP session was not saved");
                         }
                     }
                 }

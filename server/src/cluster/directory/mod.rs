@@ -170,6 +170,18 @@ pub enum DirectoryError {
     Seal(String),
 }
 
+impl DirectoryError {
+    /// A short name of the failure for logs, which never hold its full cause.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DirectoryError::Store(err) => crate::engine::store_error_kind(err),
+            DirectoryError::NotFound(_) => "not_found",
+            DirectoryError::CloseAborted(_) => "close_aborted",
+            DirectoryError::Seal(_) => "seal",
+        }
+    }
+}
+
 /// What this node holds: the physical resource once attached (none while its connection
 /// starts), and since when its lease was last confirmed.
 struct Held {
@@ -432,7 +444,7 @@ impl Directory {
             .collect();
         for (id, result) in unsaved {
             if let Err(err) = self.save(id, result).await {
-                tracing::warn!(resource = %id, error = %err, "a close result is still unsaved");
+                tracing::warn!(resource = %id, error_kind = err.kind(), "a close result is still unsaved");
             }
         }
         let ids: Vec<(Uuid, i64)> = self
