@@ -156,6 +156,33 @@ async fn two_nodes_register_and_each_answers_a_signed_ping_with_its_own_name() {
         .map(|n| n.name)
         .collect();
     assert_eq!(names, ["node-a", "node-b"]);
+
+    // The operator's view: `openbot admin nodes` on the database.
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["admin", "--database-url", &deployment.url, "nodes"])
+        .env("OPENBOT_SEAL_KEYS", SEAL_KEYS)
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, name) in lines.iter().zip(["node-a", "node-b"]) {
+        assert_eq!(line["name"], name);
+        assert_eq!(line["alive"], true, "{line}");
+        assert!(
+            line["rpc_address"]
+                .as_str()
+                .unwrap()
+                .starts_with("127.0.0.1:")
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -135,6 +135,12 @@ async fn node(store: &Arc<PostgresStore>, key: &ClusterKey, name: &str, lease: D
 }
 
 async fn setup() -> (Arc<PostgresStore>, ClusterKey) {
+    let (store, key, _) = setup_at().await;
+    (store, key)
+}
+
+/// [`setup`], and the database's URL.
+async fn setup_at() -> (Arc<PostgresStore>, ClusterKey, String) {
     let url = pg::fresh_database().await;
     let store = Arc::new(
         PostgresStore::connect(&url, 4, KeyRing::parse(SEAL_KEYS).unwrap())
@@ -144,6 +150,7 @@ async fn setup() -> (Arc<PostgresStore>, ClusterKey) {
     (
         store,
         ClusterKey::from_base64(&ClusterKey::generate()).unwrap(),
+        url,
     )
 }
 
@@ -190,6 +197,47 @@ async fn a_close_asked_on_another_node_is_done_by_the_owner_and_saved() {
     // Asked again: the saved result, nothing closed twice.
     assert_eq!(a.directory.close(id).await.unwrap(), ResourceStatus::Closed);
     assert_eq!(peer.closes(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_lists_a_scopes_resources_and_their_release() {
+    let (store, key, url) = setup_at().await;
+    let b = node(&store, &key, "node-b", LEASE).await;
+    let peer = Peer::start().await;
+    let closed = held(&b, &peer, "app:7", Duration::ZERO, false).await;
+    let open = held(&b, &peer, "app:7", Duration::ZERO, false).await;
+    b.directory.close(closed).await.unwrap();
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args([
+            "admin",
+            "--database-url",
+            &url,
+            "resources",
+            "--scope",
+            "app:7",
+        ])
+        .env("OPENBOT_SEAL_KEYS", SEAL_KEYS)
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let status = |id: Uuid| {
+        lines
+            .iter()
+            .find(|l| l["id"] == id.to_string())
+            .map(|l| l["status"].clone())
+    };
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(status(closed), Some(serde_json::json!("closed")));
+    assert_eq!(status(open), Some(serde_json::json!("open")));
+    assert!(lines.iter().all(|l| l["owner_node"] == "node-b"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

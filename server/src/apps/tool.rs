@@ -192,7 +192,10 @@ impl Tool for AppTool {
         let answer = self.send(arguments, &context).await;
         if let Err(err) = permits.limits.release(&permit, 0).await {
             // The phase's end gives it back.
-            tracing::warn!(error = %err, "an App call's room could not be given back yet");
+            tracing::warn!(
+                error_kind = crate::engine::store_error_kind(&err),
+                "an App call's room could not be given back yet"
+            );
         }
         answer
     }

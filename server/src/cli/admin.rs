@@ -52,6 +52,23 @@ enum AdminCommand {
         #[command(subcommand)]
         command: OperatorTokenCommand,
     },
+    /// The cluster's nodes as registered (docs/cluster.md), a JSON line each: name,
+    /// incarnation, RPC address, start, last heartbeat, whether it left, whether it is alive.
+    Nodes,
+    /// The resource directory's rows of one scope or one execution, a JSON line each, with
+    /// what is known of their release (`open`, `closed`, `failed` with its error ID, `unknown`).
+    Resources {
+        /// The scope, e.g. `app_connection:<id>`.
+        #[arg(
+            long,
+            conflicts_with = "execution",
+            required_unless_present = "execution"
+        )]
+        scope: Option<String>,
+        /// The execution whose phases opened them.
+        #[arg(long)]
+        execution: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -227,6 +244,70 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 .create_operator_token(uuid::Uuid::now_v7(), &name, &secret_hash(&secret))
                 .await?;
             println!("{secret}");
+            Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::Nodes => {
+            let config = args.node.config()?;
+            let database = openbot_server::node::open_database(&config).await?;
+            let nodes = openbot_server::cluster::store(&database.features)
+                .ok_or_else(|| anyhow::anyhow!("this database has no nodes table"))?
+                .nodes()
+                .await?;
+            let now = openbot_server::store::now_ms();
+            for node in nodes {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "name": node.name,
+                        "incarnation": node.incarnation,
+                        "rpc_address": node.rpc_address,
+                        "started_at": node.started_at,
+                        "heartbeat_at": node.heartbeat_at,
+                        "left_at": node.left_at,
+                        "alive": node.alive(now),
+                    })
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::Resources { scope, execution } => {
+            use openbot_server::cluster::directory::ResourceStatus;
+            let config = args.node.config()?;
+            let database = openbot_server::node::open_database(&config).await?;
+            let store = openbot_server::cluster::directory::store(&database.features)
+                .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
+            let rows = match (scope, execution) {
+                (Some(scope), _) => store.resources_of_scope(&scope).await?,
+                (None, Some(execution)) => {
+                    let id: ExecutionId = execution.parse()?;
+                    store.resources_of_execution(id.as_uuid()).await?
+                }
+                (None, None) => anyhow::bail!("give --scope or --execution"),
+            };
+            let now = openbot_server::store::now_ms();
+            for row in rows {
+                let (status, error_id) = match row.status(now) {
+                    ResourceStatus::Open => ("open", None),
+                    ResourceStatus::Closed => ("closed", None),
+                    ResourceStatus::Failed { error_id } => ("failed", Some(error_id)),
+                    ResourceStatus::Unknown => ("unknown", None),
+                };
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "id": row.id,
+                        "kind": row.kind,
+                        "scope": row.scope,
+                        "owner_node": row.owner_node,
+                        "owner_incarnation": row.owner_incarnation,
+                        "execution_id": row.execution_id,
+                        "phase": row.phase,
+                        "lease_until": row.lease_until,
+                        "status": status,
+                        "error_id": error_id,
+                    })
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::Events { execution, after } => {
