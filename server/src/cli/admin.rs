@@ -246,69 +246,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             println!("{secret}");
             Ok(ExitCode::SUCCESS)
         }
-        AdminCommand::Nodes => {
-            let config = args.node.config()?;
-            let database = openbot_server::node::open_database(&config).await?;
-            let nodes = openbot_server::cluster::store(&database.features)
-                .ok_or_else(|| anyhow::anyhow!("this database has no nodes table"))?
-                .nodes()
-                .await?;
-            let now = openbot_server::store::now_ms();
-            for node in nodes {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "name": node.name,
-                        "incarnation": node.incarnation,
-                        "rpc_address": node.rpc_address,
-                        "started_at": node.started_at,
-                        "heartbeat_at": node.heartbeat_at,
-                        "left_at": node.left_at,
-                        "alive": node.alive(now),
-                    })
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        AdminCommand::Nodes => nodes(&args.node).await,
         AdminCommand::Resources { scope, execution } => {
-            use openbot_server::cluster::directory::ResourceStatus;
-            let config = args.node.config()?;
-            let database = openbot_server::node::open_database(&config).await?;
-            let store = openbot_server::cluster::directory::store(&database.features)
-                .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
-            let rows = match (scope, execution) {
-                (Some(scope), _) => store.resources_of_scope(&scope).await?,
-                (None, Some(execution)) => {
-                    let id: ExecutionId = execution.parse()?;
-                    store.resources_of_execution(id.as_uuid()).await?
-                }
-                (None, None) => anyhow::bail!("give --scope or --execution"),
-            };
-            let now = openbot_server::store::now_ms();
-            for row in rows {
-                let (status, error_id) = match row.status(now) {
-                    ResourceStatus::Open => ("open", None),
-                    ResourceStatus::Closed => ("closed", None),
-                    ResourceStatus::Failed { error_id } => ("failed", Some(error_id)),
-                    ResourceStatus::Unknown => ("unknown", None),
-                };
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "id": row.id,
-                        "kind": row.kind,
-                        "scope": row.scope,
-                        "owner_node": row.owner_node,
-                        "owner_incarnation": row.owner_incarnation,
-                        "execution_id": row.execution_id,
-                        "phase": row.phase,
-                        "lease_until": row.lease_until,
-                        "status": status,
-                        "error_id": error_id,
-                    })
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            resources(&args.node, scope, execution).await
         }
         AdminCommand::Events { execution, after } => {
             let id: ExecutionId = execution.parse()?;
@@ -354,4 +294,76 @@ fn operator_store(
 ) -> anyhow::Result<&std::sync::Arc<dyn openbot_server::operator::OperatorStore>> {
     openbot_server::operator::store(&database.features)
         .ok_or_else(|| anyhow::anyhow!("the operator's store was not registered"))
+}
+
+/// `openbot admin nodes`: the `nodes` table, a JSON line each.
+async fn nodes(node: &NodeArgs) -> anyhow::Result<ExitCode> {
+    let config = node.config()?;
+    let database = openbot_server::node::open_database(&config).await?;
+    let nodes = openbot_server::cluster::store(&database.features)
+        .ok_or_else(|| anyhow::anyhow!("this database has no nodes table"))?
+        .nodes()
+        .await?;
+    let now = openbot_server::store::now_ms();
+    for node in nodes {
+        println!(
+            "{}",
+            serde_json::json!({
+                "name": node.name,
+                "incarnation": node.incarnation,
+                "rpc_address": node.rpc_address,
+                "started_at": node.started_at,
+                "heartbeat_at": node.heartbeat_at,
+                "left_at": node.left_at,
+                "alive": node.alive(now),
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `openbot admin resources`: the directory's rows of a scope or an execution, a JSON line each.
+async fn resources(
+    node: &NodeArgs,
+    scope: Option<String>,
+    execution: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    use openbot_server::cluster::directory::ResourceStatus;
+    let config = node.config()?;
+    let database = openbot_server::node::open_database(&config).await?;
+    let store = openbot_server::cluster::directory::store(&database.features)
+        .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
+    let rows = match (scope, execution) {
+        (Some(scope), _) => store.resources_of_scope(&scope).await?,
+        (None, Some(execution)) => {
+            let id: ExecutionId = execution.parse()?;
+            store.resources_of_execution(id.as_uuid()).await?
+        }
+        (None, None) => anyhow::bail!("give --scope or --execution"),
+    };
+    let now = openbot_server::store::now_ms();
+    for row in rows {
+        let (status, error_id) = match row.status(now) {
+            ResourceStatus::Open => ("open", None),
+            ResourceStatus::Closed => ("closed", None),
+            ResourceStatus::Failed { error_id } => ("failed", Some(error_id)),
+            ResourceStatus::Unknown => ("unknown", None),
+        };
+        println!(
+            "{}",
+            serde_json::json!({
+                "id": row.id,
+                "kind": row.kind,
+                "scope": row.scope,
+                "owner_node": row.owner_node,
+                "owner_incarnation": row.owner_incarnation,
+                "execution_id": row.execution_id,
+                "phase": row.phase,
+                "lease_until": row.lease_until,
+                "status": status,
+                "error_id": error_id,
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
