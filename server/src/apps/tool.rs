@@ -253,7 +253,8 @@ impl AppTool {
             // Registered before it connects: a node that dies while it is open leaves a row
             // that reads unknown, never released.
             let registered = match self.apps.resources() {
-                Some(resources) => Some(
+                Some(resources) => Some((
+                    resources,
                     resources
                         .directory
                         .register(
@@ -274,13 +275,13 @@ impl AppTool {
                                 route.app_name
                             ))
                         })?,
-                ),
+                )),
                 None => None,
             };
             let session = match McpSession::open(&endpoint, &options).await {
                 Ok(session) => session,
                 Err(err) => {
-                    if let (Some(id), Some(resources)) = (registered, self.apps.resources()) {
+                    if let Some((resources, id)) = registered {
                         // Nothing was attached: the directory saves it closed.
                         let _ = resources.directory.close(id).await;
                     }
@@ -297,8 +298,8 @@ impl AppTool {
                 .await;
             // Closed before the call returns, so before the phase ends or waits; with a
             // directory, by it, which saves the close's result.
-            match (registered, self.apps.resources()) {
-                (Some(id), Some(resources)) => {
+            match registered {
+                Some((resources, id)) => {
                     resources.directory.attach(id, Box::new(Session(session)));
                     match resources.directory.close(id).await {
                         Ok(crate::cluster::directory::ResourceStatus::Failed { error_id }) => {
@@ -310,7 +311,7 @@ impl AppTool {
                         }
                     }
                 }
-                _ => {
+                None => {
                     let _ = session.close().await;
                 }
             }

@@ -44,10 +44,7 @@ async fn join_cluster(
     let Some(bind) = args.rpc_bind else {
         return Ok(None);
     };
-    if Some(bind.ip()) == Some(args.bind.ip())
-        && bind.port() == args.bind.port()
-        && bind.port() != 0
-    {
+    if bind == args.bind && bind.port() != 0 {
         anyhow::bail!(
             "--rpc-bind must differ from --bind: the RPC listener is never the public one"
         );
@@ -87,7 +84,7 @@ async fn join_cluster(
         key,
         directory.operations(Operations::default()),
     );
-    tokio::spawn(async move {
+    openbot_server::telemetry::spawn(async move {
         let served = axum::serve(listener, rpc.router())
             .with_graceful_shutdown(stop.cancelled_owned())
             .await;
@@ -107,7 +104,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let signal = shutdown_signal();
     let stopping = tokio_util::sync::CancellationToken::new();
     let cancel = stopping.clone();
-    tokio::spawn(async move {
+    openbot_server::telemetry::spawn(async move {
         signal.await;
         cancel.cancel();
     });

@@ -1,6 +1,7 @@
 //! The `nodes` table on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
+use const_format::concatcp;
 use sqlx::Row as _;
 use uuid::Uuid;
 
@@ -21,10 +22,10 @@ mod on_both {
     const BEAT: &str = "UPDATE nodes SET heartbeat_at = $3 \
              WHERE name = $1 AND incarnation = $2 AND left_at IS NULL";
     const LEAVE: &str = "UPDATE nodes SET left_at = $3 WHERE name = $1 AND incarnation = $2";
-    const NODES: &str = "SELECT name, incarnation, rpc_address, started_at, heartbeat_at, left_at \
-             FROM nodes ORDER BY name";
-    const NODE: &str = "SELECT name, incarnation, rpc_address, started_at, heartbeat_at, left_at \
-             FROM nodes WHERE name = $1";
+    const ROWS: &str =
+        "SELECT name, incarnation, rpc_address, started_at, heartbeat_at, left_at FROM nodes";
+    const NODES: &str = concatcp!(ROWS, " ORDER BY name");
+    const NODE: &str = concatcp!(ROWS, " WHERE name = $1");
 
     fn node_from(row: &Row) -> Result<NodeRecord, StoreError> {
         Ok(NodeRecord {

@@ -252,17 +252,17 @@ impl EngineContext {
         let room = self.intake.reserve(submission.kind);
         let claim_for = room.as_ref().map(intake::Room::claim_for);
         let span = crate::telemetry::spans::submit(submission.kind);
-        let (submitted, claim) = self
+        let submitted = self
             .store
             .submit_claiming(new, writes, claim_for.as_ref())
             .instrument(span.clone())
-            .await
-            .inspect_err(|_| crate::telemetry::spans::end(&span))?;
-        if let Submitted::Created(id) = submitted {
+            .await;
+        if let Ok((Submitted::Created(id), _)) = &submitted {
             span.record("execution", tracing::field::display(id));
         }
         // The submit ends with its transaction, before the handoff.
         crate::telemetry::spans::end(&span);
+        let (submitted, claim) = submitted?;
         if let Submitted::Created(id) = submitted {
             self.hub.announce(Wake::Events(id));
             match (room, claim) {

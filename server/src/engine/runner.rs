@@ -129,7 +129,7 @@ impl Runner {
             let mut claimed_all = false;
             if free > 0 {
                 let span = crate::telemetry::spans::claim();
-                match self
+                let claimed = self
                     .cx
                     .store
                     .claim_due(
@@ -140,14 +140,13 @@ impl Runner {
                         self.cx.clock.now_ms(),
                     )
                     .instrument(span.clone())
-                    .await
-                    .inspect(|claimed| {
-                        span.record("claimed", claimed.claims.len());
-                    })
-                    .inspect_err(|_| crate::telemetry::spans::end(&span))
-                {
+                    .await;
+                if let Ok(claimed) = &claimed {
+                    span.record("claimed", claimed.claims.len());
+                }
+                crate::telemetry::spans::end(&span);
+                match claimed {
                     Ok(Claimed { claims, damaged }) => {
-                        crate::telemetry::spans::end(&span);
                         claimed_all = (claims.len() + damaged.len()) as i64 == free.min(100);
                         span.in_scope(|| {
                             for claim in claims {

@@ -102,10 +102,19 @@ impl ResourceRow {
     /// What the row says at `now_ms`.
     pub fn status(&self, now_ms: i64) -> ResourceStatus {
         match self.closed {
-            Some(CloseResult::Closed { .. }) => ResourceStatus::Closed,
-            Some(CloseResult::Failed { error_id, .. }) => ResourceStatus::Failed { error_id },
+            Some(result) => result.status(),
             None if now_ms < self.lease_until => ResourceStatus::Open,
             None => ResourceStatus::Unknown,
+        }
+    }
+}
+
+impl CloseResult {
+    /// What a resource with this saved result reads as.
+    pub fn status(&self) -> ResourceStatus {
+        match *self {
+            CloseResult::Closed { .. } => ResourceStatus::Closed,
+            CloseResult::Failed { error_id, .. } => ResourceStatus::Failed { error_id },
         }
     }
 }
@@ -343,6 +352,10 @@ impl Directory {
     /// saved result, or, when the owner's answer did not come, what the database says
     /// (still open, or unknown): never a release nobody saved.
     pub async fn close(self: &Arc<Self>, id: Uuid) -> Result<ResourceStatus, DirectoryError> {
+        // Held here: closed here, without reading the row first (every App call ends so).
+        if self.held().contains_key(&id) {
+            return self.close_here(id).await;
+        }
         let row = self
             .store
             .resource(id)
@@ -396,12 +409,16 @@ impl Directory {
                     },
                 },
             };
-            directory.save(id, result).await
+            Ok::<_, DirectoryError>(directory.save(id, result).await?.then_some(result))
         });
-        closing
+        let saved = closing
             .await
             .map_err(|_| DirectoryError::CloseAborted(id))??;
-        self.status(id).await
+        match saved {
+            Some(result) => Ok(result.status()),
+            // Another result was saved first: that one stands.
+            None => self.status(id).await,
+        }
     }
 
     /// Seals a failed close's full cause in the error records; returns its error ID.
@@ -418,9 +435,10 @@ impl Directory {
         Ok(error_id)
     }
 
-    async fn save(&self, id: Uuid, result: CloseResult) -> Result<(), DirectoryError> {
+    /// Saves `result`; `false` when a result was saved before (the first stands).
+    async fn save(&self, id: Uuid, result: CloseResult) -> Result<bool, DirectoryError> {
         match self.store.save_close(id, self.incarnation, &result).await {
-            Ok(_) => Ok(()),
+            Ok(saved) => Ok(saved),
             Err(err) => {
                 // Kept, and saved on the lease keeper's next pass: the same error ID.
                 self.unsaved

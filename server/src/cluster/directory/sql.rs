@@ -1,6 +1,7 @@
 //! The `resources` table on SQL, written once for SQLite and PostgreSQL.
 
 use async_trait::async_trait;
+use const_format::concatcp;
 use sqlx::Row as _;
 use uuid::Uuid;
 
@@ -20,14 +21,11 @@ mod on_both {
     // The first saved result wins: a later close (a retry, a late one) changes nothing.
     const SAVE_CLOSE: &str = "UPDATE resources SET close_outcome = $3, close_error_id = $4, closed_at = $5 \
              WHERE id = $1 AND owner_incarnation = $2 AND close_outcome IS NULL";
-    const RESOURCE: &str = "SELECT id, kind, scope, owner_node, owner_incarnation, execution_id, phase, \
-             lease_until, close_outcome, close_error_id, closed_at, created_at FROM resources WHERE id = $1";
-    const OF_SCOPE: &str = "SELECT id, kind, scope, owner_node, owner_incarnation, execution_id, phase, \
-             lease_until, close_outcome, close_error_id, closed_at, created_at FROM resources \
-             WHERE scope = $1 ORDER BY created_at, id";
-    const OF_EXECUTION: &str = "SELECT id, kind, scope, owner_node, owner_incarnation, execution_id, phase, \
-             lease_until, close_outcome, close_error_id, closed_at, created_at FROM resources \
-             WHERE execution_id = $1 ORDER BY created_at, id";
+    const ROWS: &str = "SELECT id, kind, scope, owner_node, owner_incarnation, execution_id, \
+             phase, lease_until, close_outcome, close_error_id, closed_at, created_at FROM resources";
+    const RESOURCE: &str = concatcp!(ROWS, " WHERE id = $1");
+    const OF_SCOPE: &str = concatcp!(ROWS, " WHERE scope = $1 ORDER BY created_at, id");
+    const OF_EXECUTION: &str = concatcp!(ROWS, " WHERE execution_id = $1 ORDER BY created_at, id");
 
     fn resource_from(row: &Row) -> Result<ResourceRow, StoreError> {
         let outcome: Option<String> = row.try_get("close_outcome")?;
