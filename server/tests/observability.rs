@@ -498,11 +498,12 @@ async fn a_vault_secret_a_turn_sends_reaches_no_span_and_no_log_even_with_conten
         "the tool got the secret in its header and body: {called}"
     );
     let trace = trace_of(execution.parse().unwrap());
+    // The execution span ends last: once it is here, every span of the Turn is.
     receiver
-        .wait_for("the Turn's tool span", |spans| {
+        .wait_for("the Turn's execution span", |spans| {
             spans
                 .iter()
-                .any(|s| s.trace_id == trace && s.name == "execute_tool call_api")
+                .any(|s| s.trace_id == trace && s.name == "execution turn")
         })
         .await;
     let raw = String::from_utf8_lossy(&receiver.raw()).to_string();
