@@ -49,6 +49,7 @@ macro_rules! app_tests {
 }
 
 app_tests!(
+    removing_a_connection_closes_its_open_sessions_before_it_answers,
     discovery_lists_every_tool_with_its_schema_and_annotations,
     discovery_over_streamable_http_reaches_the_server,
     a_turn_calls_an_app_tool_and_the_model_sees_its_result,
@@ -1062,6 +1063,106 @@ async fn a_session_lost_mid_call_of_a_read_only_tool_is_sent_again_with_the_same
     assert_eq!(
         tool_results(&events)[0].output[0].as_text(),
         Some("read_note: list")
+    );
+}
+
+/// A close that fails (a stdio server that outlives its client's close) saves its error ID,
+/// and the run sends nothing new on any App afterwards (spec: "A close failure keeps its full
+/// cause and a safe error ID. It blocks new sends."). One database: the rule is the
+/// directory's, and the stubborn server costs seconds per close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_session_close_blocks_the_runs_next_app_call_and_keeps_its_error_id() {
+    let server = server(sqlite().await).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let AppTransport::Stdio { command, mut args } = fixture_stdio(&log, 0.0, None) else {
+        unreachable!("the fixture runs over stdio")
+    };
+    args.push("--stubborn".into());
+    app_ready(&server, "notes", &AppTransport::Stdio { command, args }).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "one"})),
+        Answer::Tool("notes__write_note", json!({"text": "two"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let (_, execution) = start(&server, &bot, "Note twice").await;
+    let events = server.finish(&server.owner, &execution).await;
+
+    let sessions = openbot_server::cluster::directory::store(&server.database.features)
+        .unwrap()
+        .resources_of_execution(uuid_of(&execution))
+        .await
+        .unwrap();
+    assert_eq!(sessions.len(), 1, "the second session was never registered");
+    let Some(openbot_server::cluster::directory::CloseResult::Failed { error_id, .. }) =
+        sessions[0].closed
+    else {
+        panic!("the stubborn server's close is saved failed: {sessions:?}");
+    };
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 2);
+    assert!(!results[0].is_error, "the first call was sent: {results:?}");
+    assert!(results[1].is_error, "{results:?}");
+    let refusal = results[1].output[0].as_text().unwrap();
+    assert!(refusal.contains(&error_id.to_string()), "{refusal}");
+    let calls = fixture_log(&log)
+        .iter()
+        .filter(|l| l.starts_with("call write_note"))
+        .count();
+    assert_eq!(calls, 1, "nothing was sent after the failed close");
+}
+
+/// Removing a Connection closes the sessions it has open (here one mid-call), answers only
+/// once their closes are saved, and the call whose session it closed is not taken as done:
+/// an unsafe write waits for a decision.
+async fn removing_a_connection_closes_its_open_sessions_before_it_answers(server: Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let (app, connection, _) = app_ready(&server, "notes", &fixture_stdio(&log, 60.0, None)).await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("notes__write_note", json!({"text": "pay 5"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let bot = bot_with(&server, &model, &["notes__write_note"]).await;
+    let (_, execution) = start(&server, &bot, "Pay").await;
+    wait_for_log(&log, "call write_note").await;
+
+    let removed = server
+        .delete(
+            &format!("/v1/apps/{app}/connections/{connection}"),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    let sessions = openbot_server::cluster::directory::store(&server.database.features)
+        .unwrap()
+        .resources_of_scope(&format!("app_connection:{connection}"))
+        .await
+        .unwrap();
+    let in_call: Vec<_> = sessions
+        .iter()
+        .filter(|row| row.execution_id == Some(uuid_of(&execution)))
+        .collect();
+    assert_eq!(in_call.len(), 1, "{sessions:?}");
+    assert!(
+        matches!(
+            in_call[0].closed,
+            Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
+        ),
+        "the close was saved before the removal answered: {sessions:?}"
+    );
+    eventually("outcome_unknown", || async {
+        (state(&server, &execution).await == "outcome_unknown").then_some(())
+    })
+    .await;
+    assert!(
+        !fixture_log(&log).iter().any(|l| l.starts_with("done")),
+        "the write did not finish"
     );
 }
 

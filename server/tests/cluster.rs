@@ -708,3 +708,215 @@ async fn a_code_run_killed_midway_replays_its_saved_call_on_another_node() {
         "the run's result was saved by the new owner"
     );
 }
+
+/// A request with the session `cookie`, from the page of `base` (its own origin, as a browser
+/// sends it).
+fn with_cookie(
+    method: reqwest::Method,
+    base: &str,
+    path: &str,
+    cookie: &str,
+) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .request(method, format!("{base}{path}"))
+        .header("cookie", cookie)
+        .header("origin", base)
+}
+
+fn bot_spec(
+    name: &str,
+    model: String,
+    tools: Vec<openbot_schema::ToolDefinition>,
+) -> openbot_schema::BotSpec {
+    openbot_schema::BotSpec {
+        name: name.into(),
+        instructions: String::new(),
+        model,
+        tools,
+        limits: Default::default(),
+        shared: false,
+        memory: false,
+        reminders: false,
+        code_mode: false,
+    }
+}
+
+/// Starts a Chat of `bot` and sends to it with the session `cookie` on the node at `base`,
+/// then cancels the Turn there; every event of the Turn.
+async fn send_and_cancel_with_cookie(
+    cluster: &Cluster,
+    base: &str,
+    cookie: &str,
+    bot: openbot_schema::BotId,
+) -> Vec<Event> {
+    let created = with_cookie(reqwest::Method::POST, base, "/v1/chats", cookie)
+        .json(&json!({"bot_id": bot}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let chat: serde_json::Value = created.json().await.unwrap();
+    let sent = with_cookie(
+        reqwest::Method::POST,
+        base,
+        &format!("/v1/chats/{}/messages", chat["id"].as_str().unwrap()),
+        cookie,
+    )
+    .json(&json!({"content": [{"type": "text", "text": "wait"}], "command_key": "a01-cookie"}))
+    .send()
+    .await
+    .unwrap();
+    let sent: serde_json::Value = api::receipt(sent).await;
+    let id: ExecutionId = sent["execution_id"].as_str().unwrap().parse().unwrap();
+    cluster
+        .wait_for(id, |e| matches!(e.kind, EventKind::ModelStepStarted { .. }))
+        .await;
+    let cancel = with_cookie(
+        reqwest::Method::POST,
+        base,
+        &format!("/v1/executions/{id}/cancel"),
+        cookie,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(cancel.status(), 202, "{}", cancel.text().await.unwrap());
+    cluster.events(id, Duration::from_secs(60)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a01_a_client_fails_over_to_another_complete_server_and_everything_finishes_once() {
+    use openbot_core::{ConnectOptions, connect};
+    use openbot_schema::{ApprovalState, DecideApproval, Decision, SendInput};
+
+    let cluster = Cluster::new().await;
+    let outside = Outside::start(false).await;
+    // The Turn's write waits for approval; its second model step hangs on the first node only.
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["asked"]),
+    ])
+    .await;
+    model.delay_first(1, Duration::from_secs(600));
+    let slow = FakeOpenAi::start(vec![Answer::Text(vec!["late"])]).await;
+    slow.delay(0, Duration::from_secs(600));
+    cluster
+        .front
+        .put_write_tool(&outside.url, false, false)
+        .await;
+    let rule = cluster
+        .front
+        .server
+        .post("/v1/approval-rules", cluster.front.token())
+        .json(&json!({"tool": "write", "action": "ask"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rule.status(), 201, "{}", rule.text().await.unwrap());
+
+    let (a_addr, b_addr) = (NodeProcess::free_address(), NodeProcess::free_address());
+    let (a, b) = (format!("http://{a_addr}"), format!("http://{b_addr}"));
+    let mut node_a = cluster.front.node_at("a01-a", 1000, &a_addr, &[]);
+    let _node_b = cluster.front.node_at("a01-b", 1000, &b_addr, &[]);
+    NodeProcess::wait_ready(&a).await;
+    NodeProcess::wait_ready(&b).await;
+    let client = connect(
+        &format!("{a},{b}"),
+        ConnectOptions {
+            token: Some(cluster.front.token().to_string()),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let write: openbot_schema::ToolDefinition = serde_json::from_value(tool("write")).unwrap();
+
+    // On node A: a session cookie, and a Turn sent with the token and observed.
+    let started = reqwest::Client::new()
+        .post(format!("{a}/v1/sessions"))
+        .bearer_auth(cluster.front.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 201);
+    let cookie = started.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let bot = client
+        .create_bot(bot_spec("Writer", model.spec(), vec![write]))
+        .await
+        .unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let input = SendInput::text("go").with_command_key("a01-turn");
+    let receipt = client.send(chat.id, input.clone()).await.unwrap();
+    let mut stream = client.observe(receipt.execution_id, 0).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap();
+        let hanging = matches!(event.kind, EventKind::ModelStepStarted { step: 2, .. });
+        events.push(event);
+        if hanging {
+            break;
+        }
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::ApprovalRequested { .. })),
+        "{events:#?}"
+    );
+
+    node_a.kill();
+
+    // The same stream goes on from its cursor on node B, which takes the Turn over.
+    while let Some(event) = stream.next().await {
+        events.push(event.unwrap());
+    }
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event.sequence, i as u64 + 1, "no gap, no duplicate");
+    }
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed), "{events:#?}");
+    assert_eq!(model.requests_at(0), 1, "the saved first answer is reused");
+    // The same command key on another node is the same input, not a second Turn.
+    let again = client.send(chat.id, input).await.unwrap();
+    assert_eq!(again.execution_id, receipt.execution_id);
+
+    // Approving goes to node B; the approved write runs there, once.
+    let pending = client
+        .list_approvals(Some(ApprovalState::Pending))
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1);
+    let decided = client
+        .decide_approval(
+            pending[0].id,
+            DecideApproval {
+                decision: Decision::Approve,
+                reason: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(decided.state, ApprovalState::Approved);
+    cluster
+        .events(pending[0].execution_id, Duration::from_secs(60))
+        .await;
+    let job = cluster
+        .store
+        .execution(pending[0].execution_id)
+        .await
+        .unwrap();
+    assert_eq!(job.state, ExecutionState::Completed);
+    assert_eq!(outside.received(), 1, "the approved write ran once");
+
+    // The session cookie made on node A works on node B: send, then cancel.
+    let slow_bot = client
+        .create_bot(bot_spec("Slow", slow.spec(), vec![]))
+        .await
+        .unwrap();
+    let cancelled = send_and_cancel_with_cookie(&cluster, &b, &cookie, slow_bot.id).await;
+    assert_eq!(ended(&cancelled), Some(TurnOutcome::Cancelled));
+
+    let row = cluster.store.execution(receipt.execution_id).await.unwrap();
+    assert_eq!(row.generation, 2, "one takeover");
+    assert_eq!(outside.received(), 1, "no write repeated");
+}

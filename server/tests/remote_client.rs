@@ -287,6 +287,45 @@ async fn a_server_that_is_down_is_unavailable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_several_nodes_sends_to_the_next_when_one_refuses_connections() {
+    let served = Served::start();
+    // A port nothing listens on: the first node is down.
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down_base = format!("http://{}", down.local_addr().unwrap());
+    drop(down);
+    let client = connect(
+        &format!("{down_base},{}", served.base),
+        ConnectOptions {
+            token: Some(served.token.clone()),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (_dir, model) = script(json!([{ "text": "from the second node" }]));
+    // A create is not safe to repeat, but a refused connection never reached a server.
+    let bot = client.create_bot(bot(&model, vec![])).await.unwrap();
+    let chat = client.create_chat(bot.id).await.unwrap();
+    let receipt = client
+        .send(chat.id, SendInput::text("Hi").with_command_key("several-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome(client.as_ref(), receipt.execution_id).await,
+        TurnOutcome::Completed
+    );
+    assert_eq!(client.list_bots().await.unwrap().len(), 1, "created once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_list_with_an_empty_entry_is_invalid_input() {
+    let Err(err) = connect("http://127.0.0.1:9,", ConnectOptions::default()).await else {
+        panic!("an empty entry connected");
+    };
+    assert_eq!(err.code, ErrorCode::InvalidInput, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_client_is_closed() {
     let served = Served::start();
     let client = client(&served, vec![]).await;

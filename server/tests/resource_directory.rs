@@ -147,11 +147,13 @@ async fn setup_at() -> (Arc<PostgresStore>, ClusterKey, String) {
             .await
             .unwrap(),
     );
-    (
-        store,
-        ClusterKey::from_base64(&ClusterKey::generate()).unwrap(),
-        url,
-    )
+    (store, ClusterKey::from_base64(key_text()).unwrap(), url)
+}
+
+/// This test process's cluster key, as text (the owner processes it starts get it so).
+fn key_text() -> &'static str {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(ClusterKey::generate)
 }
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -366,4 +368,408 @@ async fn an_owner_that_lost_its_lease_closes_its_resource() {
         1,
         "a lost lease closes the physical resource"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_asked_while_the_connection_starts_runs_once_it_is_attached() {
+    let (store, a, b) = two_nodes(LEASE).await;
+    let peer = Peer::start().await;
+    let id = b
+        .directory
+        .register("test.socket", "app:8", None, Some("loop"))
+        .await
+        .unwrap();
+    // Asked while the connection starts: nothing is closed yet, so nothing is saved.
+    assert_eq!(a.directory.close(id).await.unwrap(), ResourceStatus::Open);
+    assert!(store.resource(id).await.unwrap().unwrap().closed.is_none());
+    b.directory
+        .attach(id, socket(&peer, Duration::ZERO, false).await);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while a.directory.status(id).await.unwrap() != ResourceStatus::Closed {
+        assert!(std::time::Instant::now() < deadline, "never closed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(peer.closes(), 1, "closed as soon as it started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_scope_closes_it_on_every_node_and_never_counts_an_old_route_as_closed() {
+    let (store, key) = setup().await;
+    let lease = Duration::from_millis(800);
+    let a = node(&store, &key, "node-a", lease).await;
+    let b = node(&store, &key, "node-b", lease).await;
+    let old = node(&store, &key, "node-c", lease).await;
+    let peer = Peer::start().await;
+    let on_a = held(&a, &peer, "app:9", Duration::ZERO, false).await;
+    let on_b = held(&b, &peer, "app:9", Duration::ZERO, false).await;
+    let old_peer = Peer::start().await;
+    let on_old = held(&old, &old_peer, "app:9", Duration::ZERO, false).await;
+    // node-c's route is replaced: it restarts, and its old start's lease runs out unsaved.
+    old.listener.abort();
+    drop(old);
+    let _c = node(&store, &key, "node-c", lease).await;
+    tokio::time::sleep(lease + Duration::from_millis(200)).await;
+
+    let statuses = a.directory.close_scope("app:9").await.unwrap();
+    assert_eq!(
+        statuses,
+        vec![
+            (on_a, ResourceStatus::Closed),
+            (on_b, ResourceStatus::Closed),
+            (on_old, ResourceStatus::Unknown),
+        ]
+    );
+    assert_eq!(peer.closes(), 2, "each live owner closed its own");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same rules across OS processes (F08, A03): the owner is a separate process (this test
+// binary started again as `resource_node_process`: a node runtime, its RPC listener and
+// directory, holding one real TCP connection), so it can be killed, frozen, cut off from the
+// database by a real network cut, or have its RPC reply lost on a real TCP proxy.
+// ---------------------------------------------------------------------------------------------
+
+/// The environment variable that carries a node process's settings (JSON).
+const NODE_PROCESS: &str = "OPENBOT_TEST_RESOURCE_NODE";
+
+/// The body of a node process the tests below start (it runs only with [`NODE_PROCESS`] set,
+/// as those tests start this binary: `--ignored --exact resource_node_process`). It holds
+/// one resource, registered under the given scope, to the given peer, and prints its ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the body of the node processes the process tests start, not a test of its own"]
+async fn resource_node_process() {
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::env::var(NODE_PROCESS).expect("started by a process test"))
+            .unwrap();
+    let text = |name: &str| settings[name].as_str().unwrap().to_string();
+    let lease = Duration::from_millis(settings["lease_ms"].as_u64().unwrap());
+    let store = Arc::new(
+        PostgresStore::connect(&text("database"), 4, KeyRing::parse(SEAL_KEYS).unwrap())
+            .await
+            .unwrap(),
+    );
+    let key = ClusterKey::from_base64(&text("key")).unwrap();
+    let listener = tokio::net::TcpListener::bind(text("rpc_bind"))
+        .await
+        .unwrap();
+    let address = match settings["advertise"].as_str() {
+        Some(advertised) => advertised.to_string(),
+        None => listener.local_addr().unwrap().to_string(),
+    };
+    let name = text("name");
+    let nodes: Arc<dyn NodeStore> = store.clone();
+    let membership = Membership::join(Arc::clone(&nodes), &name, Uuid::now_v7(), &address)
+        .await
+        .unwrap();
+    let directory = Directory::new(DirectoryConfig {
+        store: store.clone(),
+        records: store.clone(),
+        keys: KeyRing::parse(SEAL_KEYS).unwrap(),
+        node: name.clone(),
+        incarnation: membership.node.incarnation,
+        lease,
+        peers: Some(Peers {
+            nodes,
+            client: NodeClient::new(&name, key.clone()).unwrap(),
+            deadline: Duration::from_millis(300),
+        }),
+    });
+    let rpc = Listener::new(
+        &name,
+        membership.node.incarnation,
+        key,
+        directory.operations(Operations::default()),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, rpc.router()).await;
+    });
+    let id = directory
+        .register("test.socket", &text("scope"), None, Some("loop"))
+        .await
+        .unwrap();
+    let peer = Peer {
+        address: text("peer"),
+        closed: Arc::default(),
+    };
+    let slow = Duration::from_millis(settings["slow_ms"].as_u64().unwrap_or(0));
+    directory.attach(id, socket(&peer, slow, false).await);
+    directory.keep_leases(tokio_util::sync::CancellationToken::new());
+    println!("resource {id}");
+    std::future::pending::<()>().await;
+}
+
+/// An owner node in a process of its own.
+struct OwnerProcess {
+    child: std::process::Child,
+    /// The resource it holds.
+    resource: Uuid,
+}
+
+impl OwnerProcess {
+    /// Starts one with these settings (see [`resource_node_process`]), in network namespace
+    /// `netns` when given; returns once it holds its resource.
+    fn start(settings: serde_json::Value, netns: Option<&str>) -> Self {
+        use std::io::BufRead as _;
+        let exe = std::env::current_exe().unwrap();
+        let args = [
+            "--ignored",
+            "--exact",
+            "resource_node_process",
+            "--nocapture",
+        ];
+        let mut command = match netns {
+            Some(ns) => {
+                let mut command = std::process::Command::new("ip");
+                command.args(["netns", "exec", ns]).arg(&exe).args(args);
+                command
+            }
+            None => {
+                let mut command = std::process::Command::new(&exe);
+                command.args(args);
+                command
+            }
+        };
+        let mut child = command
+            .env(NODE_PROCESS, settings.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let resource = loop {
+            let line = lines
+                .next()
+                .expect("the node process printed its resource")
+                .unwrap();
+            if let Some(id) = line.strip_prefix("resource ") {
+                break id.parse().unwrap();
+            }
+        };
+        // The rest of its output is not read: keep the pipe drained.
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, resource }
+    }
+
+    fn signal(&self, which: &str) {
+        let status = std::process::Command::new("kill")
+            .args([which, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for OwnerProcess {
+    fn drop(&mut self) {
+        // A frozen one must be able to die; a dead one takes no signal.
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The settings of an owner process named `name` on the database at `url`.
+fn owner_settings(url: &str, name: &str, scope: &str, peer: &Peer) -> serde_json::Value {
+    serde_json::json!({
+        "database": url, "key": key_text(), "name": name, "scope": scope,
+        "peer": peer.address, "lease_ms": 1500, "rpc_bind": "127.0.0.1:0",
+    })
+}
+
+/// Waits (up to 20 s) until `check` holds.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owner_process_leaves_its_resource_unknown_never_released() {
+    let (store, key, url) = setup_at().await;
+    let a = node(&store, &key, "node-a", LEASE).await;
+    let peer = Peer::start().await;
+    let mut owner = OwnerProcess::start(owner_settings(&url, "node-b", "app:p1", &peer), None);
+    let id = owner.resource;
+    owner.child.kill().unwrap();
+    owner.child.wait().unwrap();
+    // The kernel closed the dead process's socket: the peer saw it, nobody saved it.
+    until("the peer sees the socket closed", || async {
+        peer.closes() == 1
+    })
+    .await;
+
+    assert_eq!(a.directory.close(id).await.unwrap(), ResourceStatus::Open);
+    until("the lease lapses", || async {
+        a.directory.status(id).await.unwrap() == ResourceStatus::Unknown
+    })
+    .await;
+    assert_eq!(
+        a.directory.close(id).await.unwrap(),
+        ResourceStatus::Unknown
+    );
+    assert!(store.resource(id).await.unwrap().unwrap().closed.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_close_in_the_owner_process_is_read_from_its_saved_result() {
+    let (store, key, url) = setup_at().await;
+    let a = node(&store, &key, "node-a", LEASE).await;
+    let peer = Peer::start().await;
+    let mut settings = owner_settings(&url, "node-b", "app:p2", &peer);
+    settings["slow_ms"] = 1200.into();
+    let owner = OwnerProcess::start(settings, None);
+    // node-a waits 300 ms for the owner's answer; the close takes 1.2 s.
+    assert_eq!(
+        a.directory.close(owner.resource).await.unwrap(),
+        ResourceStatus::Open,
+        "no answer is no release"
+    );
+    until("the owner saves its close", || async {
+        a.directory.status(owner.resource).await.unwrap() == ResourceStatus::Closed
+    })
+    .await;
+    assert_eq!(peer.closes(), 1);
+    assert_eq!(
+        a.directory.close(owner.resource).await.unwrap(),
+        ResourceStatus::Closed
+    );
+    assert_eq!(peer.closes(), 1, "closed once");
+}
+
+/// A TCP proxy on 127.0.0.1 to `target` that passes each request on and drops the reply:
+/// the caller's connection is cut after the owner answered. Counts the replies it dropped.
+async fn reply_dropping_proxy(target: String) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let counting = Arc::clone(&dropped);
+    tokio::spawn(async move {
+        while let Ok((mut caller, _)) = listener.accept().await {
+            let (target, counting) = (target.clone(), Arc::clone(&counting));
+            tokio::spawn(async move {
+                let mut owner = tokio::net::TcpStream::connect(&target).await.unwrap();
+                let mut request = vec![0u8; 64 * 1024];
+                let n = caller.read(&mut request).await.unwrap();
+                owner.write_all(&request[..n]).await.unwrap();
+                let mut reply = vec![0u8; 64 * 1024];
+                if owner.read(&mut reply).await.unwrap_or(0) > 0 {
+                    counting.fetch_add(1, Ordering::SeqCst);
+                }
+                // The reply is lost: the caller's connection just ends.
+                drop(caller);
+            });
+        }
+    });
+    (address, dropped)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_rpc_reply_from_the_owner_process_reads_the_saved_close() {
+    let (store, key, url) = setup_at().await;
+    let a = node(&store, &key, "node-a", LEASE).await;
+    let peer = Peer::start().await;
+    // The owner listens on a port of its own and is called through the proxy.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let owner_address = port.local_addr().unwrap().to_string();
+    drop(port);
+    let (proxy, dropped) = reply_dropping_proxy(owner_address.clone()).await;
+    let mut settings = owner_settings(&url, "node-b", "app:p3", &peer);
+    settings["rpc_bind"] = owner_address.into();
+    settings["advertise"] = proxy.into();
+    let owner = OwnerProcess::start(settings, None);
+
+    assert_eq!(
+        a.directory.close(owner.resource).await.unwrap(),
+        ResourceStatus::Closed,
+        "the lost reply is read from the saved row"
+    );
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the owner's reply was lost"
+    );
+    assert_eq!(peer.closes(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_close_from_a_frozen_old_owner_after_its_route_was_replaced_touches_only_its_own() {
+    let (store, key, url) = setup_at().await;
+    let a = node(&store, &key, "node-a", LEASE).await;
+    let (old_peer, new_peer) = (Peer::start().await, Peer::start().await);
+    let old = OwnerProcess::start(owner_settings(&url, "node-b", "app:p4", &old_peer), None);
+    old.signal("-STOP");
+    until("the frozen owner's lease lapses", || async {
+        a.directory.status(old.resource).await.unwrap() == ResourceStatus::Unknown
+    })
+    .await;
+    // The scope gets a new route: node-b starts again and holds a new resource in it.
+    let new = OwnerProcess::start(owner_settings(&url, "node-b", "app:p4", &new_peer), None);
+    assert_eq!(
+        a.directory.scope("app:p4").await.unwrap(),
+        vec![
+            (old.resource, ResourceStatus::Unknown),
+            (new.resource, ResourceStatus::Open)
+        ]
+    );
+
+    // The old owner wakes: its lease lapsed unconfirmed, so it closes and saves its own.
+    old.signal("-CONT");
+    until("the old owner saves its late close", || async {
+        a.directory.status(old.resource).await.unwrap() == ResourceStatus::Closed
+    })
+    .await;
+    assert_eq!(old_peer.closes(), 1);
+    assert_eq!(
+        a.directory.status(new.resource).await.unwrap(),
+        ResourceStatus::Open,
+        "the new route is untouched"
+    );
+    assert_eq!(new_peer.closes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_database_connections_of_the_owner_process_do_not_release_its_resource() {
+    let (store, key, url) = setup_at().await;
+    let a = node(&store, &key, "node-a", LEASE).await;
+    let peer = Peer::start().await;
+    let named = format!(
+        "{url}{}application_name=owner-p5",
+        if url.contains('?') { '&' } else { '?' }
+    );
+    let owner = OwnerProcess::start(owner_settings(&named, "node-b", "app:p5", &peer), None);
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    // Its connections are killed again and again for longer than a lease: each time it
+    // reconnects and renews, so it keeps what it holds.
+    let mut terminated = 0;
+    for _ in 0..8 {
+        let killed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'owner-p5' AND pg_terminate_backend(pid)",
+        )
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        terminated += killed;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(terminated > 0, "the owner's connections were terminated");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        a.directory.status(owner.resource).await.unwrap(),
+        ResourceStatus::Open
+    );
+    assert_eq!(peer.closes(), 0, "nothing was closed");
+    assert_eq!(
+        a.directory.close(owner.resource).await.unwrap(),
+        ResourceStatus::Closed
+    );
+    assert_eq!(peer.closes(), 1);
 }

@@ -192,7 +192,9 @@ impl std::fmt::Debug for ConnectOptions {
 }
 
 /// Connects to OpenBot. `memory://` runs everything in this process (nothing survives the
-/// process); `http://` and `https://` name a server.
+/// process); `http://` and `https://` name a server, or several nodes of one deployment
+/// separated by commas (`http://a:8080,http://b:8080`), which the client fails over between
+/// (see [`RemoteClient::new`]).
 pub async fn connect(uri: &str, options: ConnectOptions) -> Result<Arc<dyn Client>, Error> {
     let (scheme, _) = uri.split_once("://").ok_or_else(|| {
         Error::invalid_input(format!(

@@ -20,7 +20,7 @@ mod session;
 mod source;
 
 pub use error::McpError;
-pub use session::{McpEndpoint, McpSession, McpToolResult, OpenOptions};
+pub use session::{McpCaller, McpEndpoint, McpSession, McpToolResult, OpenOptions};
 pub use source::{McpTool, McpToolSource, app_tool_definition};
 
 /// The `_meta` key of a `tools/call` that carries OpenBot's request ID for the call: it stays

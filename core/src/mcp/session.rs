@@ -217,25 +217,17 @@ impl McpSession {
         request_id: &str,
         cancel: &CancellationToken,
     ) -> Result<McpToolResult, McpError> {
-        let arguments = match arguments {
-            Value::Object(map) => Some(map),
-            Value::Null => None,
-            _ => return Err(McpError::Refused("tool arguments must be an object".into())),
-        };
-        let mut meta = serde_json::Map::new();
-        meta.insert(
-            REQUEST_ID_META.into(),
-            Value::String(request_id.to_string()),
-        );
-        let mut params = CallToolRequestParams::new(name.to_string());
-        params.arguments = arguments;
-        params.meta = Some(RequestMetaObject(MetaObject(meta)));
-        // Dropping the request future before its answer sends `notifications/cancelled`.
-        let result = tokio::select! {
-            result = self.service.peer().call_tool(params) => result.map_err(service_error)?,
-            () = cancel.cancelled() => return Err(McpError::Cancelled),
-        };
-        Ok(tool_result(result))
+        self.caller()
+            .call_tool(name, arguments, request_id, cancel)
+            .await
+    }
+
+    /// A handle that calls tools on this session while someone else holds the session to
+    /// close it: a close that comes first ends the call with [`McpError::Lost`].
+    pub fn caller(&self) -> McpCaller {
+        McpCaller {
+            peer: self.service.peer().clone(),
+        }
     }
 
     /// Ends the session: the stdio server is stopped, the HTTP session deleted. Fails when
@@ -335,5 +327,50 @@ fn part(block: ContentBlock) -> ContentPart {
         }
         // A block kind this client does not know yet: its JSON, so nothing is lost.
         other => ContentPart::text(serde_json::to_string(&other).unwrap_or_default()),
+    }
+}
+
+/// Calls tools on an open [`McpSession`] without holding it (see [`McpSession::caller`]).
+#[derive(Clone)]
+pub struct McpCaller {
+    peer: rmcp::service::Peer<RoleClient>,
+}
+
+impl std::fmt::Debug for McpCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpCaller").finish_non_exhaustive()
+    }
+}
+
+impl McpCaller {
+    /// Calls one tool with `arguments`, sending `request_id` in `_meta` as
+    /// [`REQUEST_ID_META`]. When `cancel` fires first the request is abandoned and the server
+    /// is sent `notifications/cancelled` for it.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        request_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<McpToolResult, McpError> {
+        let arguments = match arguments {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            _ => return Err(McpError::Refused("tool arguments must be an object".into())),
+        };
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            REQUEST_ID_META.into(),
+            Value::String(request_id.to_string()),
+        );
+        let mut params = CallToolRequestParams::new(name.to_string());
+        params.arguments = arguments;
+        params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        // Dropping the request future before its answer sends `notifications/cancelled`.
+        let result = tokio::select! {
+            result = self.peer.call_tool(params) => result.map_err(service_error)?,
+            () = cancel.cancelled() => return Err(McpError::Cancelled),
+        };
+        Ok(tool_result(result))
     }
 }

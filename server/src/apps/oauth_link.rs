@@ -189,9 +189,10 @@ pub async fn begin_sign_in(
         .await
         .map_err(|err| match err {
             AppError::NotFound(_) => OAuthError::NotFound,
-            AppError::Conflict(why) | AppError::Invalid(why) | AppError::Upstream(why) => {
-                OAuthError::NotOAuth(why)
-            }
+            AppError::Conflict(why)
+            | AppError::Invalid(why)
+            | AppError::Upstream(why)
+            | AppError::CleanupPending(why) => OAuthError::NotOAuth(why),
             AppError::Store(err) => OAuthError::Store(err),
         })?;
     oauth.begin(caller, connection, &server_url, request).await

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::credentials::{ConnectionCredentials, CredentialsError};
 use super::error::AppError;
 use super::store::{AppRow, AppStore, ConnectionRow, credentials_place};
+use crate::cluster::directory::ResourceStatus;
 use crate::platform::Platform;
 use crate::sealed::KeyRing;
 use crate::store::{StoreError, now_ms, stored_time, stored_time_opt};
@@ -42,6 +43,8 @@ pub struct Apps {
     vault: Option<crate::vaults::VaultOpener>,
     /// Where a phase's MCP sessions are registered before they connect.
     resources: Option<crate::cluster::directory::PhaseScope>,
+    /// The node's directory, which closes a removed Connection's sessions on every node.
+    directory: Option<Arc<crate::cluster::directory::Directory>>,
 }
 
 /// Where a phase's App calls take room: the shared limits (the scopes `apps` and
@@ -129,7 +132,15 @@ impl Apps {
             permits: None,
             vault: None,
             resources: None,
+            directory: None,
         }
+    }
+
+    /// The same use cases, closing a removed Connection's MCP sessions through `directory`
+    /// (on whichever node holds them) before the removal answers.
+    pub fn with_directory(mut self, directory: Arc<crate::cluster::directory::Directory>) -> Self {
+        self.directory = Some(directory);
+        self
     }
 
     /// The same use cases, whose discoveries open Vault references in manual headers with
@@ -343,24 +354,66 @@ impl Apps {
     ) -> Result<(), AppError> {
         let row = self.connection(organization, app, id).await?;
         if row.status == AppConnectionStatus::Removed {
-            return Err(AppError::NotFound("connection"));
+            // Removed before: only sessions not known to be closed are left to wait for.
+            return match self.close_sessions(id).await? {
+                true => Err(AppError::NotFound("connection")),
+                false => Ok(()),
+            };
         }
         // An OAuth grant goes to cleanup in the transaction that removes the Connection.
-        if self
+        let removed = self
             .credentials
             .remove(&row)
             .await
             .map_err(|e| AppError::Upstream(e.to_string()))?
-        {
-            return Ok(());
+            || self
+                .store
+                .set_status(organization, id, AppConnectionStatus::Removed)
+                .await?
+                .is_some();
+        if !removed {
+            return Err(AppError::NotFound("connection"));
         }
-        match self
-            .store
-            .set_status(organization, id, AppConnectionStatus::Removed)
-            .await?
-        {
-            Some(_) => Ok(()),
-            None => Err(AppError::NotFound("connection")),
+        // New calls are refused from here on; the sessions open now are closed by their
+        // owners, old routes included.
+        self.close_sessions(id).await?;
+        Ok(())
+    }
+
+    /// Closes every MCP session of Connection `id` on any node. `Ok(true)` when all were
+    /// closed before this call, `Ok(false)` when it closed the rest;
+    /// [`AppError::CleanupPending`] names those not known to be closed now.
+    async fn close_sessions(&self, id: Uuid) -> Result<bool, AppError> {
+        let Some(directory) = &self.directory else {
+            return Ok(true);
+        };
+        let scope = format!("app_connection:{id}");
+        let before = directory.scope(&scope).await?;
+        if before.iter().all(|(_, s)| *s == ResourceStatus::Closed) {
+            return Ok(true);
+        }
+        let after = directory.close_scope(&scope).await?;
+        let open: Vec<String> = after
+            .iter()
+            .filter_map(|(resource, status)| match status {
+                ResourceStatus::Closed => None,
+                ResourceStatus::Failed { error_id } => Some(format!(
+                    "{resource} (its close failed, error ID {error_id})"
+                )),
+                ResourceStatus::Open => Some(format!("{resource} (its owner did not answer)")),
+                ResourceStatus::Unknown => Some(format!(
+                    "{resource} (its owner stopped without saving a close)"
+                )),
+            })
+            .collect();
+        if open.is_empty() {
+            Ok(false)
+        } else {
+            Err(AppError::CleanupPending(format!(
+                "the connection is removed, but {} of its sessions are not known to be closed: {}",
+                open.len(),
+                open.join(", ")
+            )))
         }
     }
 

@@ -256,25 +256,12 @@ impl AppTool {
                 Some(resources) => Some((
                     resources,
                     resources
-                        .directory
                         .register(
                             session_kind(&endpoint),
                             &format!("app_connection:{}", connection.id),
-                            Some(resources.execution),
-                            Some(&resources.phase),
                         )
                         .await
-                        .map_err(|err| {
-                            // The cause stays in the log: the model sees only what failed.
-                            tracing::warn!(
-                                error_kind = err.kind(),
-                                "an App session could not be registered"
-                            );
-                            ToolError::new(format!(
-                                "the App `{}` was not called: its session could not be registered",
-                                route.app_name
-                            ))
-                        })?,
+                        .map_err(|err| registration_refused(&err, &route.app_name))?,
                 )),
                 None => None,
             };
@@ -282,13 +269,23 @@ impl AppTool {
                 Ok(session) => session,
                 Err(err) => {
                     if let Some((resources, id)) = registered {
-                        // Nothing was attached: the directory saves it closed.
-                        let _ = resources.directory.close(id).await;
+                        // It never started: the directory saves it closed.
+                        let _ = resources.abandon(id).await;
                     }
                     return Err(tool_error(err));
                 }
             };
-            let result = session
+            // Held by the directory from the start of the call, so that a removal of the
+            // Connection (or a lost lease) closes it even mid-call.
+            let caller = session.caller();
+            let held = match registered {
+                Some((resources, id)) => {
+                    resources.attach(id, Box::new(Session(session)));
+                    None
+                }
+                None => Some(session),
+            };
+            let result = caller
                 .call_tool(
                     &route.declaration.name,
                     arguments.clone(),
@@ -298,22 +295,20 @@ impl AppTool {
                 .await;
             // Closed before the call returns, so before the phase ends or waits; with a
             // directory, by it, which saves the close's result.
-            match registered {
-                Some((resources, id)) => {
-                    resources.directory.attach(id, Box::new(Session(session)));
-                    match resources.directory.close(id).await {
-                        Ok(crate::cluster::directory::ResourceStatus::Failed { error_id }) => {
-                            tracing::warn!(resource = %id, %error_id, "closing an App's MCP session failed");
-                        }
-                        Ok(_) => {}
-                        Err(err) => {
-                            tracing::warn!(resource = %id, error_kind = err.kind(), "the close of an App's MCP session was not saved");
-                        }
+            match (registered, held) {
+                (Some((resources, id)), _) => match resources.close(id).await {
+                    Ok(crate::cluster::directory::ResourceStatus::Failed { error_id }) => {
+                        tracing::warn!(resource = %id, %error_id, "closing an App's MCP session failed");
                     }
-                }
-                None => {
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::warn!(resource = %id, error_kind = err.kind(), "the close of an App's MCP session was not saved");
+                    }
+                },
+                (None, Some(session)) => {
                     let _ = session.close().await;
                 }
+                (None, None) => {}
             }
             match result {
                 // The session broke after the request went out: maybe applied. A read-only or
@@ -346,6 +341,25 @@ impl AppTool {
             })
             .collect();
         Ok(ToolOutput { content })
+    }
+}
+
+/// What the model reads when a session could not be registered: a phase blocked by a failed
+/// close names its error ID; any other cause stays in the log.
+fn registration_refused(err: &crate::cluster::directory::DirectoryError, app: &str) -> ToolError {
+    match err {
+        crate::cluster::directory::DirectoryError::Blocked(error_id) => ToolError::new(format!(
+            "the App `{app}` was not called: closing an earlier App session of this run failed (error ID {error_id}), so it sends nothing new"
+        )),
+        other => {
+            tracing::warn!(
+                error_kind = other.kind(),
+                "an App session could not be registered"
+            );
+            ToolError::new(format!(
+                "the App `{app}` was not called: its session could not be registered"
+            ))
+        }
     }
 }
 

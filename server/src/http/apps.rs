@@ -29,6 +29,11 @@ fn api_error(err: AppError, what: &str) -> ApiError {
         AppError::Upstream(message) => {
             ApiError::new(StatusCode::BAD_GATEWAY, ErrorCode::Unavailable, message)
         }
+        AppError::CleanupPending(message) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable,
+            message,
+        ),
         AppError::Store(err) => ApiError::store(err, what),
     }
 }
@@ -223,10 +228,13 @@ pub async fn get_app_connection(
 }
 
 /// Removes a Connection: its credentials are dropped, its revision grows, and saved calls
-/// that name it fail with a clear result and send nothing.
+/// that name it fail with a clear result and send nothing. Then every MCP session it has open
+/// on any node is closed by its owner; the answer is 204 once all are closed, or 503
+/// `unavailable` naming the sessions not known to be closed (an owner that did not answer, a
+/// close that failed, with its error ID). Removing it again waits for those again.
 #[utoipa::path(delete, path = "/v1/apps/{id}/connections/{connection}", tag = "apps",
     params(("id" = String, Path, description = "The App's ID"), ("connection" = String, Path, description = "The Connection's ID")),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn remove_app_connection(
     State(state): State<AppState>,

@@ -199,6 +199,10 @@ impl AppState {
             Arc::clone(&database.vaults),
             keys,
         ));
+        let apps = match crate::cluster::directory::runtime(&database.features) {
+            Some(directory) => apps.with_directory(Arc::clone(directory)),
+            None => apps,
+        };
         let providers = crate::models::Providers::new(
             Arc::clone(&database.models),
             engine.context().keys.clone(),

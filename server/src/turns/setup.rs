@@ -139,13 +139,13 @@ impl PhaseSetup {
                 limits,
                 generation: cx.generation,
             }),
-            self.directory
-                .as_ref()
-                .map(|directory| crate::cluster::directory::PhaseScope {
-                    directory: Arc::clone(directory),
-                    execution: cx.execution.id.as_uuid(),
-                    phase: format!("generation {}", cx.generation),
-                }),
+            self.directory.as_ref().map(|directory| {
+                crate::cluster::directory::PhaseScope::new(
+                    Arc::clone(directory),
+                    cx.execution.id.as_uuid(),
+                    format!("generation {}", cx.generation),
+                )
+            }),
         );
         saved_tool_set(
             saved,

@@ -78,10 +78,21 @@ impl Front {
 
     /// A node with these extra environment variables (a fault point).
     pub fn node_with(&self, name: &str, lease_ms: u64, env: &[(&str, &str)]) -> NodeProcess {
+        self.node_at(name, lease_ms, "127.0.0.1:0", env)
+    }
+
+    /// A node whose public API listens on `bind`.
+    pub fn node_at(
+        &self,
+        name: &str,
+        lease_ms: u64,
+        bind: &str,
+        env: &[(&str, &str)],
+    ) -> NodeProcess {
         let objects = self.server.objects.path().to_string_lossy().to_string();
         let mut all = vec![("OPENBOT_OBJECTS_DIR", objects.as_str())];
         all.extend_from_slice(env);
-        NodeProcess::start_with(&self.url, &self.keys_text, name, lease_ms, &all)
+        NodeProcess::start_at(&self.url, &self.keys_text, name, lease_ms, bind, &all)
     }
 
     pub async fn organization(&self) -> Uuid {

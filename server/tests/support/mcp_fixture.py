@@ -2,7 +2,11 @@
 App tests steer: how long a call takes, what its declaration says, and a log of what it received.
 
     python mcp_fixture.py --log FILE [--delay SECONDS] [--once-marker FILE]
-                          [--description-file FILE] [--http PORT]
+                          [--description-file FILE] [--http PORT] [--stubborn]
+
+With `--stubborn` (stdio), the server does not stop when its client closes: it ignores
+SIGTERM and stays after its input ends, so a close can end only by a kill, after the
+client's close has given up.
 
 With `--once-marker`, only the first call (of any process) takes the delay: it creates the
 marker; later calls find it and answer at once.
@@ -27,6 +31,7 @@ parser.add_argument("--delay", type=float, default=0.0)
 parser.add_argument("--once-marker")
 parser.add_argument("--description-file")
 parser.add_argument("--http", type=int)
+parser.add_argument("--stubborn", action="store_true")
 args = parser.parse_args()
 
 description = "Writes a note."
@@ -88,4 +93,12 @@ async def read_note(text: str, ctx: Context) -> str:
 if args.http:
     server.run("streamable-http", host="127.0.0.1", port=args.http)
 else:
+    if args.stubborn:
+        import signal
+        import time
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     server.run()
+    if args.stubborn:
+        log("stdin closed; staying")
+        time.sleep(60)

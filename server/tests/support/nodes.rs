@@ -36,6 +36,18 @@ impl NodeProcess {
         lease_ms: u64,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_at(url, keys, name, lease_ms, "127.0.0.1:0", env)
+    }
+
+    /// Starts `openbot serve` as [`NodeProcess::start_with`] does, its public API on `bind`.
+    pub fn start_at(
+        url: &str,
+        keys: &str,
+        name: &str,
+        lease_ms: u64,
+        bind: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let data = tempfile::tempdir().unwrap();
         let log =
             std::fs::File::create(std::env::temp_dir().join(format!("openbot-test-{name}.log")))
@@ -45,7 +57,7 @@ impl NodeProcess {
             .args([
                 "serve",
                 "--bind",
-                "127.0.0.1:0",
+                bind,
                 "--database-url",
                 url,
                 "--node-name",
@@ -73,6 +85,26 @@ impl NodeProcess {
             child,
             _data: data,
         }
+    }
+
+    /// Waits (up to 30 s) until the public API at `base` answers its health check.
+    pub async fn wait_ready(base: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Ok(answer) = reqwest::get(format!("{base}/v1/health")).await
+                && answer.status().is_success()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the node at {base} never answered");
+    }
+
+    /// A free address on 127.0.0.1 for a node's public API.
+    pub fn free_address() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
     }
 
     /// The process ID.

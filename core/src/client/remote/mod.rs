@@ -44,10 +44,15 @@ impl std::fmt::Debug for RemoteClient {
 }
 
 impl RemoteClient {
-    /// A client of the server at `base` (`http://host:port`). Nothing is sent until the
-    /// first call. Models in `options` are not used: the server runs the models.
-    pub fn new(base: &str, options: ConnectOptions) -> Result<Self, Error> {
-        let transport = Transport::new(base, options.token)?;
+    /// A client of the server at `uri` (`http://host:port`), or of several nodes of one
+    /// deployment (`http://a:8080,http://b:8080`): a request that got no answer, or a 502,
+    /// 503 or 504, is tried again on the next node when it is safe to (a read, a `PUT`,
+    /// input with its command key, a request the refused node never saw), and later requests
+    /// stay on the node that answered; event streams resume from their cursor there.
+    /// Nothing is sent until the first call. Models in `options` are not used: the server
+    /// runs the models. A URL that does not parse is `invalid_input`.
+    pub fn new(uri: &str, options: ConnectOptions) -> Result<Self, Error> {
+        let transport = Transport::new(uri, options.token)?;
         let tools = HostTools::new(transport.clone(), options.tools);
         Ok(Self { transport, tools })
     }

@@ -58,9 +58,10 @@ pub(super) async fn observe(
 impl Reader {
     async fn connect(&mut self) -> Result<(), Error> {
         self.transport.check_open()?;
-        let request = self
+        let (at, request) = self
             .transport
-            .request(Method::GET, &format!("/v1/executions/{}/events", self.id))
+            .request(Method::GET, &format!("/v1/executions/{}/events", self.id));
+        let request = request
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .header("last-event-id", self.after.to_string());
         let response = tokio::select! {
@@ -68,12 +69,17 @@ impl Reader {
             () = self.transport.closed().cancelled() => return Err(Error::closed()),
         };
         let response = response.map_err(|e| {
+            // The next try resumes from the same cursor on another node, when there is one.
+            self.transport.fail_over(at);
             Error::new(
                 ErrorCode::Unavailable,
                 format!("the event stream could not be opened: {}", reason(&e)),
             )
         })?;
         if response.status() != StatusCode::OK {
+            if response.status().is_server_error() {
+                self.transport.fail_over(at);
+            }
             return Err(error_answer(response).await);
         }
         self.body = Some(response.bytes_stream().boxed());

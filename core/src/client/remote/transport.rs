@@ -1,6 +1,9 @@
-//! HTTP requests to an OpenBot server: the token, timeouts, safe retries and the mapping of
-//! answers back to [`Error`] with the server's stable codes.
+//! HTTP requests to an OpenBot server: the token, timeouts, safe retries (on another node of
+//! the cluster when several are given) and the mapping of answers back to [`Error`] with the
+//! server's stable codes.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use openbot_schema::{ErrorBody, ErrorCode};
@@ -31,18 +34,44 @@ pub(super) enum Retry {
     BeforeSending,
 }
 
-/// The server's address, the token and the HTTP client.
+/// The servers' addresses, the token and the HTTP client.
 #[derive(Debug, Clone)]
 pub(super) struct Transport {
     http: reqwest::Client,
-    base: String,
+    /// The nodes of one deployment (one database), any of which answers any call.
+    bases: Arc<[String]>,
+    /// The index in `bases` of the node requests go to now: the last that answered.
+    current: Arc<AtomicUsize>,
     token: Option<String>,
     closed: CancellationToken,
 }
 
+/// The server addresses in `uri`: one (`http://host:port`, maybe with a path) or several
+/// nodes of one deployment separated by commas (`http://a:8080,http://b:8080`).
+pub(super) fn bases(uri: &str) -> Result<Vec<String>, Error> {
+    let bases: Vec<String> = uri
+        .split(',')
+        .map(|base| base.trim().trim_end_matches('/').to_string())
+        .collect();
+    for base in &bases {
+        let url = reqwest::Url::parse(base).map_err(|_| {
+            Error::invalid_input(format!(
+                "`{base}` is not a server URL: use http://host:port (several separated by commas)"
+            ))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(Error::invalid_input(format!(
+                "`{base}` is not a server URL: use http://host:port (several separated by commas)"
+            )));
+        }
+    }
+    Ok(bases)
+}
+
 impl Transport {
-    /// A transport to `base` (`http://host:port`, maybe with a path).
-    pub(super) fn new(base: &str, token: Option<String>) -> Result<Self, Error> {
+    /// A transport to the servers of `uri` (see [`bases`]).
+    pub(super) fn new(uri: &str, token: Option<String>) -> Result<Self, Error> {
+        let bases = bases(uri)?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("openbot-client/", env!("CARGO_PKG_VERSION")))
@@ -50,10 +79,37 @@ impl Transport {
             .map_err(|e| Error::new(ErrorCode::Unavailable, format!("no HTTP client: {e}")))?;
         Ok(Self {
             http,
-            base: base.trim_end_matches('/').to_string(),
+            bases: bases.into(),
+            current: Arc::new(AtomicUsize::new(0)),
             token,
             closed: CancellationToken::new(),
         })
+    }
+
+    /// The node requests go to now, and its index.
+    fn base(&self) -> (usize, &str) {
+        let at = self.current.load(Ordering::Relaxed) % self.bases.len();
+        (at, &self.bases[at])
+    }
+
+    /// Moves on from node `from`, which did not answer, to the next one (when no other
+    /// request moved on already), so the next try goes to another node of the deployment.
+    pub(super) fn fail_over(&self, from: usize) {
+        if self.bases.len() > 1 {
+            let next = (from + 1) % self.bases.len();
+            if self
+                .current
+                .compare_exchange(from, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                tracing::info!(from = %self.bases[from], to = %self.bases[next], "failing over to another server");
+            }
+        }
+    }
+
+    /// How many times a request is tried: at least twice on every node.
+    fn attempts(&self) -> u32 {
+        ATTEMPTS.max(2 * self.bases.len() as u32)
     }
 
     /// Cancelled when the client closes.
@@ -70,17 +126,20 @@ impl Transport {
         }
     }
 
-    /// A request to `path` (starting with `/v1/`), with the token.
-    pub(super) fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let mut builder = self.http.request(method, format!("{}{path}", self.base));
+    /// A request to `path` (starting with `/v1/`), with the token, to the node requests go
+    /// to now; its index, for [`Transport::fail_over`].
+    pub(super) fn request(&self, method: Method, path: &str) -> (usize, RequestBuilder) {
+        let (at, base) = self.base();
+        let mut builder = self.http.request(method, format!("{base}{path}"));
         // The caller's trace, when it exports one: the server's request span joins it.
         for (name, value) in crate::telemetry::trace_headers() {
             builder = builder.header(name, value);
         }
-        match &self.token {
+        let builder = match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,
-        }
+        };
+        (at, builder)
     }
 
     /// Sends a request with a JSON body (or none) and reads a JSON answer.
@@ -129,7 +188,8 @@ impl Transport {
         let mut attempt = 1;
         loop {
             self.check_open()?;
-            let mut request = self.request(method.clone(), path).timeout(REQUEST_TIMEOUT);
+            let (at, request) = self.request(method.clone(), path);
+            let mut request = request.timeout(REQUEST_TIMEOUT);
             if let Some((body, content_type)) = &body {
                 request = request
                     .header(reqwest::header::CONTENT_TYPE, *content_type)
@@ -151,8 +211,11 @@ impl Transport {
                         )
                 }
             };
-            if again && attempt < ATTEMPTS {
+            if again && attempt < self.attempts() {
                 tracing::debug!(path, attempt, "retrying a request to the server");
+                // The same request (with its command key) goes to the next node: one that
+                // was refused never saw it, and a safe one has the effect of one.
+                self.fail_over(at);
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     () = self.closed.cancelled() => return Err(Error::closed()),
@@ -161,7 +224,7 @@ impl Transport {
                 attempt += 1;
                 continue;
             }
-            let response = outcome.map_err(|e| unreachable_server(&self.base, &e))?;
+            let response = outcome.map_err(|e| unreachable_server(&self.bases[at], &e))?;
             if response.status().is_success() {
                 return Ok(response);
             }
@@ -217,4 +280,39 @@ pub(super) async fn error_answer(response: Response) -> Error {
         _ => ErrorCode::Unavailable,
     };
     Error::new(code, format!("the server answered {status}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_server_urls_separated_by_commas_are_several_nodes() {
+        let bases = bases("http://a:8080/, https://b.example:8443/api").unwrap();
+        assert_eq!(bases, ["http://a:8080", "https://b.example:8443/api"]);
+    }
+
+    #[test]
+    fn an_empty_or_foreign_server_url_is_invalid_input() {
+        for uri in [
+            "http://a:8080,",
+            "http://a:8080,ftp://b",
+            "http://a:8080,b:9",
+        ] {
+            let err = bases(uri).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidInput, "{uri}");
+        }
+    }
+
+    #[test]
+    fn a_node_that_did_not_answer_is_left_for_the_next_once() {
+        let transport = Transport::new("http://a:1,http://b:2", None).unwrap();
+        assert_eq!(transport.base(), (0, "http://a:1"));
+        transport.fail_over(0);
+        // A second request that saw the same node fail does not skip the next one.
+        transport.fail_over(0);
+        assert_eq!(transport.base(), (1, "http://b:2"));
+        transport.fail_over(1);
+        assert_eq!(transport.base(), (0, "http://a:1"));
+    }
 }

@@ -177,6 +177,10 @@ pub enum DirectoryError {
     /// A failed close's cause could not be sealed.
     #[error("the cause of a failed close could not be sealed: {0}")]
     Seal(String),
+    /// A close of this phase's resources failed (its cause is sealed under this error ID):
+    /// the phase opens nothing new.
+    #[error("a close in this phase failed (error ID {0}); it sends nothing new")]
+    Blocked(Uuid),
 }
 
 impl DirectoryError {
@@ -187,6 +191,7 @@ impl DirectoryError {
             DirectoryError::NotFound(_) => "not_found",
             DirectoryError::CloseAborted(_) => "close_aborted",
             DirectoryError::Seal(_) => "seal",
+            DirectoryError::Blocked(_) => "blocked",
         }
     }
 }
@@ -196,6 +201,8 @@ impl DirectoryError {
 struct Held {
     physical: Option<Box<dyn Physical>>,
     confirmed_at: i64,
+    /// A close was asked for while the connection was still starting: it runs on attach.
+    close_requested: bool,
 }
 
 /// The other nodes, for routing a close to its owner.
@@ -313,15 +320,54 @@ impl Directory {
             Held {
                 physical: None,
                 confirmed_at: now,
+                close_requested: false,
             },
         );
         Ok(row.id)
     }
 
-    /// Hands the started resource `id` to the directory, which closes it from now on.
-    pub fn attach(&self, id: Uuid, physical: Box<dyn Physical>) {
-        if let Some(held) = self.held().get_mut(&id) {
-            held.physical = Some(physical);
+    /// Hands the started resource `id` to the directory, which closes it from now on (at
+    /// once, when a close was asked for while it started).
+    pub fn attach(self: &Arc<Self>, id: Uuid, physical: Box<dyn Physical>) {
+        let close_now = match self.held().get_mut(&id) {
+            Some(held) => {
+                held.physical = Some(physical);
+                held.close_requested
+            }
+            // Not held: nothing of this node's may stay open unowned.
+            None => {
+                drop(physical);
+                false
+            }
+        };
+        if close_now {
+            let directory = Arc::clone(self);
+            crate::telemetry::spawn(async move {
+                if let Err(err) = directory.close_here(id).await {
+                    tracing::warn!(resource = %id, error_kind = err.kind(), "a close asked for while the resource started was not saved");
+                }
+            });
+        }
+    }
+
+    /// Gives up resource `id`, registered here, whose connection never started: saved
+    /// closed, as there is nothing to close.
+    pub async fn abandon(self: &Arc<Self>, id: Uuid) -> Result<ResourceStatus, DirectoryError> {
+        let held = self.held().remove(&id);
+        match held {
+            Some(held) if held.physical.is_none() => {
+                let result = CloseResult::Closed { at: now_ms() };
+                match self.save(id, result).await? {
+                    true => Ok(result.status()),
+                    false => self.status(id).await,
+                }
+            }
+            // Started after all: closed as any other.
+            Some(held) => {
+                self.held().insert(id, held);
+                self.close_here(id).await
+            }
+            None => self.status(id).await,
         }
     }
 
@@ -387,19 +433,47 @@ impl Directory {
         self.status(id).await
     }
 
+    /// Closes every resource of `scope` not closed yet, each by its owner (old routes
+    /// included), and answers what is known of each afterwards: cleanup of the scope is done
+    /// when all are [`ResourceStatus::Closed`].
+    pub async fn close_scope(
+        self: &Arc<Self>,
+        scope: &str,
+    ) -> Result<Vec<(Uuid, ResourceStatus)>, DirectoryError> {
+        let mut statuses = Vec::new();
+        for row in self.store.resources_of_scope(scope).await? {
+            let status = match row.closed {
+                Some(result) => result.status(),
+                None => self.close(row.id).await?,
+            };
+            statuses.push((row.id, status));
+        }
+        Ok(statuses)
+    }
+
     /// Closes `id`, held by this node, and saves the result (the first saved wins). The close
     /// runs in a task of its own: a caller that stops waiting (an RPC cut off at its deadline)
     /// never leaves a close half done and unsaved.
     async fn close_here(self: &Arc<Self>, id: Uuid) -> Result<ResourceStatus, DirectoryError> {
-        let taken = self.held().remove(&id);
+        let taken = {
+            let mut held = self.held();
+            match held.get_mut(&id) {
+                // Still starting: closed when it is attached; until then it is open.
+                Some(starting) if starting.physical.is_none() => {
+                    starting.close_requested = true;
+                    None
+                }
+                _ => held.remove(&id),
+            }
+        };
         let Some(held) = taken else {
-            // Not held (any more): closing now or closed by another request; the row says.
+            // Not held (any more), or starting: the row says.
             return self.status(id).await;
         };
         let directory = Arc::clone(self);
         let closing = crate::telemetry::spawn(async move {
             let result = match held.physical {
-                // Registered, but its connection never started: nothing to close.
+                // Taken only once attached (see above).
                 None => CloseResult::Closed { at: now_ms() },
                 Some(physical) => match physical.close().await {
                     Ok(()) => CloseResult::Closed { at: now_ms() },
@@ -437,7 +511,15 @@ impl Directory {
 
     /// Saves `result`; `false` when a result was saved before (the first stands).
     async fn save(&self, id: Uuid, result: CloseResult) -> Result<bool, DirectoryError> {
-        match self.store.save_close(id, self.incarnation, &result).await {
+        // A database that does not answer keeps the result for the next pass (saving it
+        // twice changes nothing: the first saved stands).
+        let saved = tokio::time::timeout(
+            self.lease / 3,
+            self.store.save_close(id, self.incarnation, &result),
+        )
+        .await
+        .unwrap_or(Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut)));
+        match saved {
             Ok(saved) => Ok(saved),
             Err(err) => {
                 // Kept, and saved on the lease keeper's next pass: the same error ID.
@@ -472,11 +554,21 @@ impl Directory {
             .collect();
         let lease_ms = self.lease.as_millis() as i64;
         for (id, confirmed_at) in ids {
-            match self
-                .store
-                .renew_resource(id, self.incarnation, now + lease_ms)
-                .await
-            {
+            // Not confirmed for a whole lease (the node was frozen, or the database away):
+            // others may have read it as unknown, so it is closed, never quietly renewed.
+            if now - confirmed_at >= lease_ms {
+                tracing::warn!(resource = %id, "the lease of a resource lapsed unconfirmed; closing it");
+                let _ = self.close_here(id).await;
+                continue;
+            }
+            // A database that does not answer (a cut link) is a failed check, not a wait.
+            let renewed = tokio::time::timeout(
+                self.lease / 3,
+                self.store
+                    .renew_resource(id, self.incarnation, now + lease_ms),
+            )
+            .await;
+            match renewed.unwrap_or(Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))) {
                 Ok(true) => {
                     if let Some(held) = self.held().get_mut(&id) {
                         held.confirmed_at = now;
@@ -486,10 +578,7 @@ impl Directory {
                     tracing::warn!(resource = %id, "lost the lease of a resource; closing it");
                     let _ = self.close_here(id).await;
                 }
-                Err(_) if now - confirmed_at >= lease_ms => {
-                    tracing::warn!(resource = %id, "cannot check the lease of a resource; closing it");
-                    let _ = self.close_here(id).await;
-                }
+                // Tried again on the next pass, until the lease lapses (above).
                 Err(_) => {}
             }
         }
@@ -568,13 +657,56 @@ pub fn runtime(features: &crate::features::Features) -> Option<&Arc<Directory>> 
 }
 
 /// Where a phase's physical resources are registered: the node's directory, and the
-/// execution and phase they belong to.
+/// execution and phase they belong to. A close of the phase's resources that fails blocks
+/// the phase's new sends (spec: "A close failure keeps its full cause and a safe error ID. It
+/// blocks new sends."): every later [`PhaseScope::register`] is refused with its error ID.
 #[derive(Debug, Clone)]
 pub struct PhaseScope {
-    /// The node's directory.
-    pub directory: Arc<Directory>,
-    /// The execution.
-    pub execution: Uuid,
-    /// The phase (its owner's generation).
-    pub phase: String,
+    directory: Arc<Directory>,
+    execution: Uuid,
+    phase: String,
+    /// The error ID of the phase's first failed close, once one failed.
+    failed: Arc<std::sync::OnceLock<Uuid>>,
+}
+
+impl PhaseScope {
+    /// The resources of `phase` of `execution`, in `directory`.
+    pub fn new(directory: Arc<Directory>, execution: Uuid, phase: String) -> Self {
+        Self {
+            directory,
+            execution,
+            phase,
+            failed: Arc::default(),
+        }
+    }
+
+    /// Registers a resource of `kind` for `scope` in this phase, before its connection
+    /// starts; [`DirectoryError::Blocked`] once a close of this phase failed.
+    pub async fn register(&self, kind: &str, scope: &str) -> Result<Uuid, DirectoryError> {
+        if let Some(error_id) = self.failed.get() {
+            return Err(DirectoryError::Blocked(*error_id));
+        }
+        self.directory
+            .register(kind, scope, Some(self.execution), Some(&self.phase))
+            .await
+    }
+
+    /// Hands the started resource `id` to the directory, which closes it from now on.
+    pub fn attach(&self, id: Uuid, physical: Box<dyn Physical>) {
+        self.directory.attach(id, physical);
+    }
+
+    /// Gives up `id`, whose connection never started (saved closed: nothing to close).
+    pub async fn abandon(&self, id: Uuid) -> Result<ResourceStatus, DirectoryError> {
+        self.directory.abandon(id).await
+    }
+
+    /// Closes `id` and answers its saved result; a failed one blocks the phase's new sends.
+    pub async fn close(&self, id: Uuid) -> Result<ResourceStatus, DirectoryError> {
+        let status = self.directory.close(id).await?;
+        if let ResourceStatus::Failed { error_id } = status {
+            let _ = self.failed.set(error_id);
+        }
+        Ok(status)
+    }
 }
