@@ -920,3 +920,83 @@ async fn a01_a_client_fails_over_to_another_complete_server_and_everything_finis
     assert_eq!(row.generation, 2, "one takeover");
     assert_eq!(outside.received(), 1, "no write repeated");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a02_cutting_a_live_nodes_database_connections_at_a_chat_checkpoint_keeps_one_result_one_turn_one_event_set()
+ {
+    let cluster = Cluster::new().await;
+    let model = FakeOpenAi::start(vec![
+        Answer::Tool("write", json!({"text": "a"})),
+        Answer::Text(vec!["done"]),
+    ])
+    .await;
+    let outside = Outside::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let release = dir.path().join("release");
+    let held = dir.path().join("release.held");
+    // The node's connections are named, so that exactly they can be cut.
+    let url = format!("{}?application_name=a02-node", cluster.url);
+    let objects = cluster
+        .front
+        .server
+        .objects
+        .path()
+        .to_string_lossy()
+        .to_string();
+    let release_text = release.to_string_lossy().to_string();
+    let _node = NodeProcess::start_at(
+        &url,
+        &cluster.keys_text,
+        "a02-node",
+        1000,
+        "127.0.0.1:0",
+        &[
+            ("OPENBOT_OBJECTS_DIR", objects.as_str()),
+            ("OPENBOT_FAULT_POINT", "hold:answer"),
+            ("OPENBOT_FAULT_RELEASE", release_text.as_str()),
+        ],
+    );
+    let id = cluster.submit(&model, &outside, false).await;
+    // The node stops just after it saved the model's first answer (a Chat checkpoint).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !held.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the checkpoint was never reached"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut admin = sqlx::PgConnection::connect(&cluster.url).await.unwrap();
+    let cut: i64 = sqlx::query_scalar(
+        // Materialized first: the filter must run before any backend is terminated.
+        "WITH named AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = 'a02-node') SELECT count(*) FROM named WHERE pg_terminate_backend(pid)",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(cut > 0, "the live node's connections were cut");
+    std::fs::write(&release, b"go").unwrap();
+
+    let events = cluster.events(id, Duration::from_secs(60)).await;
+    assert_eq!(ended(&events), Some(TurnOutcome::Completed), "{events:#?}");
+    let ends = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::TurnEnded { .. }))
+        .count();
+    assert_eq!(ends, 1, "one event set");
+    assert_eq!(
+        model.requests_at(0),
+        1,
+        "one saved model result, never asked again"
+    );
+    assert_eq!(outside.received(), 1, "the write was sent once");
+    let row = cluster.store.execution(id).await.unwrap();
+    let turns: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM executions WHERE chat_id = (SELECT chat_id FROM executions WHERE id = $1)",
+    )
+    .bind(id.as_uuid())
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(turns, 1, "one Turn: {row:?}");
+}

@@ -752,7 +752,8 @@ async fn terminated_database_connections_of_the_owner_process_do_not_release_its
     let mut terminated = 0;
     for _ in 0..8 {
         let killed: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'owner-p5' AND pg_terminate_backend(pid)",
+            // Materialized first: the filter must run before any backend is terminated.
+        "WITH named AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = 'owner-p5') SELECT count(*) FROM named WHERE pg_terminate_backend(pid)",
         )
         .fetch_one(&admin)
         .await
@@ -772,4 +773,204 @@ async fn terminated_database_connections_of_the_owner_process_do_not_release_its
         ResourceStatus::Closed
     );
     assert_eq!(peer.closes(), 1);
+}
+
+/// A network namespace joined to this one by a veth pair: a real link that can be cut. The
+/// host end is `10.199.<n>.1`, the namespace end `10.199.<n>.2`. Removed when dropped.
+struct Netns {
+    name: String,
+    host_link: String,
+    host: String,
+    inside: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {} (the network tests need `ip netns`, as root)",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Netns {
+    fn new() -> Self {
+        let n = std::process::id() % 200 + 20;
+        let name = format!("obt{}", std::process::id());
+        let (host_link, inner_link) = (format!("obh{n}"), format!("obn{n}"));
+        let (host, inside) = (format!("10.199.{n}.1"), format!("10.199.{n}.2"));
+        ip(&["netns", "add", &name]);
+        let netns = Self {
+            name,
+            host_link,
+            host,
+            inside,
+        };
+        ip(&[
+            "link",
+            "add",
+            &netns.host_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &inner_link,
+        ]);
+        ip(&["link", "set", &inner_link, "netns", &netns.name]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", netns.host),
+            "dev",
+            &netns.host_link,
+        ]);
+        ip(&["link", "set", &netns.host_link, "up"]);
+        let inner = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &netns.name, "ip"];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inner(&[
+            "addr",
+            "add",
+            &format!("{}/24", netns.inside),
+            "dev",
+            &inner_link,
+        ]);
+        inner(&["link", "set", &inner_link, "up"]);
+        inner(&["link", "set", "lo", "up"]);
+        netns
+    }
+
+    /// Cuts (`false`) or restores (`true`) the link.
+    fn link(&self, up: bool) {
+        ip(&[
+            "link",
+            "set",
+            &self.host_link,
+            if up { "up" } else { "down" },
+        ]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_link])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Forwards TCP connections made to `listen` on to `target` (the namespace reaches the
+/// database through it, over the veth link).
+async fn forwarder(listen: &str, target: String) -> String {
+    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    address
+}
+
+/// A TCP peer inside the namespace (a Python process there), which writes a line to `log`
+/// for each connection closed to it; returns its process and its address there.
+fn peer_inside(netns: &Netns, log: &std::path::Path) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    const PEER: &str = r#"
+import socket, sys, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    while c.recv(64):
+        pass
+    with open(sys.argv[1], "a") as f:
+        f.write("closed\n")
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &netns.name, "python3", "-c", PEER])
+        .arg(log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, format!("127.0.0.1:{}", line.trim()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_cut_off_from_the_database_closes_what_it_cannot_check_and_saves_it_once_back() {
+    let (store, key, url) = setup_at().await;
+    let a = node(&store, &key, "node-a", LEASE).await;
+    let netns = Netns::new();
+    // The owner lives in the namespace: the database and the RPC go over the veth link; its
+    // physical resource is a connection to a peer in the namespace, which the cut leaves up.
+    let database = reqwest::Url::parse(&url).unwrap();
+    let pg = format!(
+        "{}:{}",
+        database.host_str().unwrap(),
+        database.port().unwrap()
+    );
+    let through = forwarder(&format!("{}:0", netns.host), pg).await;
+    let mut owner_url = database.clone();
+    let (host, port) = through.split_once(':').unwrap();
+    owner_url.set_host(Some(host)).unwrap();
+    owner_url.set_port(Some(port.parse().unwrap())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("peer.log");
+    let (mut peer, peer_address) = peer_inside(&netns, &log);
+    let closes = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let settings = serde_json::json!({
+        "database": owner_url.as_str(), "key": key_text(), "name": "node-b", "scope": "app:p6",
+        "peer": peer_address, "lease_ms": 1500, "rpc_bind": format!("{}:0", netns.inside),
+    });
+    let owner = OwnerProcess::start(settings, Some(&netns.name));
+    let id = owner.resource;
+    assert_eq!(a.directory.status(id).await.unwrap(), ResourceStatus::Open);
+
+    netns.link(false);
+    // node-a cannot reach the owner: no answer is no release.
+    assert_eq!(a.directory.close(id).await.unwrap(), ResourceStatus::Open);
+    // The owner cannot check its lease for a whole lease: it closes what it holds.
+    until("the owner closes its resource", || async { closes() == 1 }).await;
+    assert_ne!(
+        a.directory.status(id).await.unwrap(),
+        ResourceStatus::Closed,
+        "nothing was saved while the owner is cut off"
+    );
+    until("the lease lapses", || async {
+        a.directory.status(id).await.unwrap() == ResourceStatus::Unknown
+    })
+    .await;
+
+    netns.link(true);
+    until("the owner saves its close once back", || async {
+        a.directory.status(id).await.unwrap() == ResourceStatus::Closed
+    })
+    .await;
+    assert_eq!(closes(), 1, "closed once");
+    let _ = peer.kill();
+    let _ = peer.wait();
 }

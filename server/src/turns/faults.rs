@@ -12,7 +12,10 @@
 //! - commit boundaries of the durable host. Each commit is labelled by what it carries
 //!   ([`labels`]), and `before:<label>` / `after:<label>` abort just before / just after the
 //!   first commit whose labels include `<label>`; `lost_reply:<label>` lets that commit succeed
-//!   and tells the host it failed, as if its reply was lost. A label may join several with `+`
+//!   and tells the host it failed, as if its reply was lost; `hold:<label>` stops the host
+//!   just after that commit (the process stays up) until the file named by
+//!   `OPENBOT_FAULT_RELEASE` exists, after creating that name with `.held` added, so that a
+//!   test can cut the node's database connections at that checkpoint of a live node. A label may join several with `+`
 //!   (all must be carried) and end in `#n` (the n-th such commit, from 1). `after_tool_result`
 //!   is `after:tool_result`.
 //!
@@ -119,7 +122,7 @@ pub fn commit_starts(_labels: &[&'static str]) -> CommitFault {
 }
 
 impl CommitFault {
-    /// After the commit succeeded: aborts at `after:<label>`.
+    /// After the commit succeeded: aborts at `after:<label>`, holds at `hold:<label>`.
     #[inline(always)]
     pub fn after(&self) {
         #[cfg(feature = "fault-points")]
@@ -129,6 +132,10 @@ impl CommitFault {
                 self.name.unwrap_or_default()
             );
             std::process::abort();
+        }
+        #[cfg(feature = "fault-points")]
+        if self.target == Some(armed::Stage::Hold) {
+            armed::hold(self.name.unwrap_or_default());
         }
     }
 
@@ -162,6 +169,28 @@ mod armed {
         Before,
         After,
         LostReply,
+        Hold,
+    }
+
+    /// Stops this thread (the process stays up) until the release file exists; creates the
+    /// `.held` file first, so the test knows the checkpoint is reached.
+    pub(super) fn hold(name: &str) {
+        let Some(release) = std::env::var_os("OPENBOT_FAULT_RELEASE") else {
+            eprintln!("openbot: fault point hold:{name} needs OPENBOT_FAULT_RELEASE; aborting");
+            std::process::abort();
+        };
+        let release = std::path::PathBuf::from(release);
+        let mut held = release.clone().into_os_string();
+        held.push(".held");
+        if std::fs::write(&held, name).is_err() {
+            eprintln!("openbot: fault point hold:{name} cannot mark itself held; aborting");
+            std::process::abort();
+        }
+        eprintln!("openbot: fault point hold:{name} reached; holding");
+        while !release.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        eprintln!("openbot: fault point hold:{name} released");
     }
 
     /// A commit-boundary point: its stage, the labels a commit must carry, which such commit.
@@ -191,6 +220,7 @@ mod armed {
                 "before" => Stage::Before,
                 "after" => Stage::After,
                 "lost_reply" => Stage::LostReply,
+                "hold" => Stage::Hold,
                 _ => return None,
             };
             let (joined, occurrence) = match rest.split_once('#') {
