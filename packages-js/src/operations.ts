@@ -1015,7 +1015,10 @@ export abstract class Operations {
 
   /**
    * Removes a Connection: its credentials are dropped, its revision grows, and saved calls that
-   * name it fail with a clear result and send nothing. `DELETE
+   * name it fail with a clear result and send nothing. Then every MCP session it has open on any
+   * node is closed by its owner; the answer is 204 once all are closed, or 503 `unavailable` naming
+   * the sessions not known to be closed (an owner that did not answer, a close that failed, with
+   * its error ID). Removing it again waits for those again. `DELETE
    * /v1/apps/{id}/connections/{connection}` (operation `remove_app_connection`).
    */
   async removeAppConnection(id: string, connection: string): Promise<void> {

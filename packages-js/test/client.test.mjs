@@ -484,6 +484,34 @@ describe('connect', () => {
     );
   });
 
+  test('a client of several nodes goes on at the next when one is down', async () => {
+    const { createServer } = await import('node:net');
+    const port = await new Promise((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = s.address();
+        s.close(() => resolve(port));
+      });
+    });
+    const server = await startServer();
+    const client = await sdk.connect(`http://127.0.0.1:${port},${server.url}`, { token: server.token });
+    try {
+      const model = scriptedModel({ steps: [{ text: 'from the next node' }] });
+      const bot = await client.createBot({ name: 'Failover', model });
+      const chat = await bot.createChat();
+      const execution = await chat.send('Hi', { commandKey: 'several-node' });
+      const again = await chat.send('Hi', { commandKey: 'several-node' });
+      assert.equal(again.id, execution.id, 'the same command key on the next node is the same Turn');
+      assert.equal(replyOf(await collect(execution.events())), 'from the next node');
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  });
+
+  test('a server list with an empty entry fails with InvalidInputError', async () => {
+    await assert.rejects(sdk.connect('http://127.0.0.1:9,', { token: 'x' }), sdk.InvalidInputError);
+  });
+
   test('the no-op native call returns nothing', () => {
     assert.equal(sdk.noop(), undefined);
   });

@@ -264,6 +264,26 @@ def test_a_server_that_is_down_raises_unavailable(memory: Target) -> None:
         client.list_bots()
 
 
+def test_a_client_of_several_nodes_goes_on_at_the_next_when_one_is_down(server: Any, script: Any) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nodes = Target("remote", f"http://127.0.0.1:{port},{server.url}", server.token)
+    with connect_sync(nodes) as client:
+        bot = client.create_bot(name="Failover", model=script([{"text": "from the next node"}]))
+        chat = client.create_chat(bot)
+        receipt = client.send(chat, "hi", command_key="several-py")
+        assert client.send(chat, "hi", command_key="several-py") == receipt
+        assert client.get_bot(bot).name == "Failover"
+
+
+def test_a_server_list_with_an_empty_entry_raises_invalid_input() -> None:
+    with pytest.raises(openbot.InvalidInputError, match="not a server URL"):
+        openbot.connect_sync("http://127.0.0.1:9,", token="t")
+
+
 # --- waiting and cancelling ------------------------------------------------------------------
 
 

@@ -682,8 +682,11 @@ class AsyncOperations(AsyncCaller):
 
     async def remove_app_connection(self, id: Ref, connection: str) -> None:
         """Removes a Connection: its credentials are dropped, its revision grows, and saved
-        calls that name it fail with a clear result and send nothing. ``DELETE
-        /v1/apps/{id}/connections/{connection}``.
+        calls that name it fail with a clear result and send nothing. Then every MCP session
+        it has open on any node is closed by its owner; the answer is 204 once all are
+        closed, or 503 `unavailable` naming the sessions not known to be closed (an owner
+        that did not answer, a close that failed, with its error ID). Removing it again waits
+        for those again. ``DELETE /v1/apps/{id}/connections/{connection}``.
         """
         await self._call_op("remove_app_connection", {"id": _ref(id), "connection": connection})
 
@@ -2581,8 +2584,11 @@ class SyncOperations(SyncCaller):
 
     def remove_app_connection(self, id: Ref, connection: str) -> None:
         """Removes a Connection: its credentials are dropped, its revision grows, and saved
-        calls that name it fail with a clear result and send nothing. ``DELETE
-        /v1/apps/{id}/connections/{connection}``.
+        calls that name it fail with a clear result and send nothing. Then every MCP session
+        it has open on any node is closed by its owner; the answer is 204 once all are
+        closed, or 503 `unavailable` naming the sessions not known to be closed (an owner
+        that did not answer, a close that failed, with its error ID). Removing it again waits
+        for those again. ``DELETE /v1/apps/{id}/connections/{connection}``.
         """
         self._call_op("remove_app_connection", {"id": _ref(id), "connection": connection})
 

@@ -438,6 +438,31 @@ class ClientTest {
     }
 
     @Test
+    fun `a client of several nodes goes on at the next when one is down`() = runBlocking {
+        Server.start()
+        val port = java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress()).use { it.localPort }
+        val client = connect("http://127.0.0.1:$port,${Server.url}", Server.token, emptyList())
+        try {
+            val bot = client.bot("""{"steps":[{"text":"from the next node"}]}""")
+            val chat = client.createChat(bot.id)
+            val first = client.send(chat.id, textInput("Hi", "several-kotlin"))
+            val again = client.send(chat.id, textInput("Hi", "several-kotlin"))
+            assertEquals(first.executionId, again.executionId)
+            val events = withTimeout(WAIT_MS) { client.allEvents(first.executionId) }
+            assertEquals(TurnOutcome.COMPLETED, (events.last().kind as EventKind.TurnEnded).outcome)
+        } finally {
+            client.shutdown()
+            client.close()
+        }
+    }
+
+    @Test
+    fun `a server list with an empty entry is invalid input`() = runBlocking {
+        val e = expectError { connect("http://127.0.0.1:9,", "token", emptyList()) }
+        assertTrue(e is OpenBotException.InvalidInput, e.toString())
+    }
+
+    @Test
     fun `a client that comes back can deliver a tool result`() = runBlocking {
         Server.start()
         val script = """{"steps":[{"tool_calls":[{"id":"c1","name":"lookup","arguments":{}}]},{"text":"done"}]}"""
