@@ -99,6 +99,10 @@ export type ChatEntryPage = Schemas['ChatEntryPage'];
 export type ChatId = Schemas['ChatId'];
 /** One page of Chats, oldest first. */
 export type ChatPage = Schemas['ChatPage'];
+/** One node of the deployment, as it registered itself. */
+export type ClusterNode = Schemas['ClusterNode'];
+/** The cluster's nodes. */
+export type ClusterNodes = Schemas['ClusterNodes'];
 /** One console line of a run. */
 export type CodeConsoleLine = Schemas['CodeConsoleLine'];
 /** A program to run against a Bot's tools (the body of an async JavaScript function). */
@@ -272,6 +276,10 @@ export type OrganizationPage = Schemas['OrganizationPage'];
 export type OutcomeDecision = Schemas['OutcomeDecision'];
 /** A recorded decision: its audit entry. */
 export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
+/** One physical resource a node holds or held (an MCP stdio process, an MCP HTTP session, ...). */
+export type PhysicalResource = Schemas['PhysicalResource'];
+/** Physical resources, oldest first. */
+export type PhysicalResources = Schemas['PhysicalResources'];
 /**
  * Whether a Chat is in plan mode: its Bot may only propose a plan (`propose_plan`) until a person
  * approves one, which switches plan mode off.
@@ -314,6 +322,8 @@ export type ReminderPage = Schemas['ReminderPage'];
 export type ReminderState = Schemas['ReminderState'];
 /** A kind of resource a right covers. */
 export type Resource = Schemas['Resource'];
+/** What is known about a physical resource's release. */
+export type ResourceState = Schemas['ResourceState'];
 /** One right: an action on a kind of resource. Write does not imply read. */
 export type Right = Schemas['Right'];
 /**
@@ -425,6 +435,8 @@ export interface OperationInfo {
 /** Every operation's `operationId`. */
 export type OperationId =
   | 'get_error'
+  | 'list_cluster_nodes'
+  | 'list_physical_resources'
   | 'get_oauth'
   | 'delete_oauth'
   | 'authorize_oauth'
@@ -555,6 +567,8 @@ export type OperationId =
 /** Every operation of the API by its `operationId`. */
 export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   get_error: { id: 'get_error', sdkMethod: 'getError', method: 'GET', path: '/v1/admin/errors/{id}', tag: 'admin', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_cluster_nodes: { id: 'list_cluster_nodes', sdkMethod: 'listClusterNodes', method: 'GET', path: '/v1/admin/nodes', tag: 'admin', pathParams: [], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  list_physical_resources: { id: 'list_physical_resources', sdkMethod: 'listPhysicalResources', method: 'GET', path: '/v1/admin/resources', tag: 'admin', pathParams: [], queryParams: ['scope', 'execution_id'], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   get_oauth: { id: 'get_oauth', sdkMethod: 'getOauth', method: 'GET', path: '/v1/app-connections/{connection_id}/oauth', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   delete_oauth: { id: 'delete_oauth', sdkMethod: 'deleteOauth', method: 'DELETE', path: '/v1/app-connections/{connection_id}/oauth', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   authorize_oauth: { id: 'authorize_oauth', sdkMethod: 'authorizeOauth', method: 'POST', path: '/v1/app-connections/{connection_id}/oauth/authorize', tag: 'apps', pathParams: ['connection_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
@@ -685,6 +699,8 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
 /** Each operation's path and query `params`, `body` and `answer`, in the wire format. */
 export interface OperationTypes {
   get_error: { params: { id: string }; body: undefined; answer: ErrorRecord };
+  list_cluster_nodes: { params: Record<string, never>; body: undefined; answer: ClusterNodes };
+  list_physical_resources: { params: { scope?: string; execution_id?: string }; body: undefined; answer: PhysicalResources };
   get_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthConnection };
   delete_oauth: { params: { connection_id: string }; body: undefined; answer: OAuthRemoval };
   authorize_oauth: { params: { connection_id: string }; body: BeginOAuth; answer: OAuthAuthorization };
@@ -835,6 +851,28 @@ export abstract class Operations {
   async getError(id: string): Promise<ErrorRecord> {
     checkString('getError', 'id', id);
     return (await this.invoke('get_error', { id }, undefined)) as ErrorRecord;
+  }
+
+  /**
+   * The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC address,
+   * start, last heartbeat, when it left, and whether it is alive (never proof that what it held was
+   * released). Only for the platform operator. `GET /v1/admin/nodes` (operation
+   * `list_cluster_nodes`).
+   */
+  async listClusterNodes(): Promise<ClusterNodes> {
+    return (await this.invoke('list_cluster_nodes', {}, undefined)) as ClusterNodes;
+  }
+
+  /**
+   * The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes included)
+   * or of one execution's phases (`execution_id`), oldest first, each with what is known of its
+   * release: `open`, `closed`, `failed` (with the error ID of its sealed cause), or `unknown` (its
+   * owner's lease ran out with nothing saved). Give exactly one of the two. Only for the platform
+   * operator. `GET /v1/admin/resources` (operation `list_physical_resources`).
+   */
+  async listPhysicalResources(options: { scope?: string; execution_id?: string } = {}): Promise<PhysicalResources> {
+    checkFields('listPhysicalResources', 'options', options, { scope: 'string?', execution_id: 'string?' });
+    return (await this.invoke('list_physical_resources', { ...options }, undefined)) as PhysicalResources;
   }
 
   /**

@@ -14,6 +14,7 @@ mod bot;
 mod budget;
 mod channel;
 mod chat;
+mod cluster;
 mod code;
 mod error;
 mod event;
@@ -66,6 +67,9 @@ pub use channel::{
     SendState, Speaker,
 };
 pub use chat::{Chat, ChatEntry, CreateChat, PlanMode, SendDisposition, SendInput, SendReceipt};
+pub use cluster::{
+    ClusterNode, ClusterNodes, PhysicalResource, PhysicalResources, ResourceFilter, ResourceState,
+};
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode, ErrorRecord};
 pub use event::{Event, EventKind, EventPage};

@@ -158,20 +158,7 @@ async fn two_nodes_register_and_each_answers_a_signed_ping_with_its_own_name() {
     assert_eq!(names, ["node-a", "node-b"]);
 
     // The operator's view: `openbot admin nodes` on the database.
-    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
-        .args(["admin", "--database-url", &deployment.url, "nodes"])
-        .env("OPENBOT_SEAL_KEYS", SEAL_KEYS)
-        .output()
-        .unwrap();
-    assert!(
-        listed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&listed.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let lines = nodes::json_lines(&nodes::admin(&deployment.url, SEAL_KEYS, &["nodes"]));
     assert_eq!(lines.len(), 2, "{lines:?}");
     for (line, name) in lines.iter().zip(["node-a", "node-b"]) {
         assert_eq!(line["name"], name);
@@ -353,5 +340,84 @@ fn rpc_without_the_cluster_key_stops_the_start_with_what_to_set() {
     assert!(
         stderr.contains("--rpc-bind needs OPENBOT_CLUSTER_KEY"),
         "{stderr}"
+    );
+}
+
+/// `openbot admin ...` on the deployment's database; its standard output.
+fn admin(deployment: &Deployment, args: &[&str]) -> String {
+    nodes::admin(&deployment.url, SEAL_KEYS, args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_reads_the_nodes_and_resources_over_http_and_no_member_may() {
+    let deployment = Deployment::new().await;
+    let public = NodeProcess::free_address();
+    let _node = NodeProcess::start_at(
+        &deployment.url,
+        SEAL_KEYS,
+        "node-view",
+        2000,
+        &public,
+        &[
+            ("OPENBOT_RPC_BIND", "127.0.0.1:0"),
+            ("OPENBOT_CLUSTER_KEY", &deployment.key_text),
+        ],
+    );
+    let registered = deployment.registered("node-view").await;
+    let base = format!("http://{public}");
+    NodeProcess::wait_ready(&base).await;
+    let operator = admin(&deployment, &["operator-token", "create", "--name", "ops"]);
+    let member = admin(&deployment, &["token", "create", "--name", "owner"]);
+    let http = reqwest::Client::new();
+    let get = |path: &str, token: &str| {
+        http.get(format!("{base}{path}"))
+            .bearer_auth(token.trim())
+            .send()
+    };
+
+    let nodes: serde_json::Value = get("/v1/admin/nodes", &operator)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "node-view")
+        .unwrap();
+    assert_eq!(listed["alive"], true);
+    assert_eq!(listed["rpc_address"], registered.rpc_address.as_str());
+    assert_eq!(listed["incarnation"], registered.incarnation.to_string());
+    let scope: serde_json::Value = get("/v1/admin/resources?scope=app_connection:none", &operator)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(scope["resources"], serde_json::json!([]));
+    let neither = get("/v1/admin/resources", &operator).await.unwrap();
+    assert_eq!(neither.status(), 400, "a scope or an execution is needed");
+    let refused = get("/v1/admin/nodes", &member).await.unwrap();
+    assert_eq!(refused.status(), 403, "not even the owner's token");
+
+    // The CLI reads the same view through the server.
+    let lines = admin(
+        &deployment,
+        &[
+            "nodes",
+            "--server",
+            &base,
+            "--operator-token",
+            operator.trim(),
+        ],
+    );
+    let through = nodes::json_lines(&lines);
+    assert!(
+        through
+            .iter()
+            .any(|n| n["name"] == "node-view" && n["alive"] == true),
+        "{lines}"
     );
 }

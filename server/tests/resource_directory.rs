@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/nodes.rs"]
+mod nodes;
 #[path = "support/pg.rs"]
 mod pg;
 
@@ -209,32 +211,16 @@ async fn the_operator_lists_a_scopes_resources_and_their_release() {
     let closed = held(&b, &peer, "app:7", Duration::ZERO, false).await;
     let open = held(&b, &peer, "app:7", Duration::ZERO, false).await;
     b.directory.close(closed).await.unwrap();
-    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
-        .args([
-            "admin",
-            "--database-url",
-            &url,
-            "resources",
-            "--scope",
-            "app:7",
-        ])
-        .env("OPENBOT_SEAL_KEYS", SEAL_KEYS)
-        .output()
-        .unwrap();
-    assert!(
-        listed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&listed.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let lines = nodes::json_lines(&nodes::admin(
+        &url,
+        SEAL_KEYS,
+        &["resources", "--scope", "app:7"],
+    ));
     let status = |id: Uuid| {
         lines
             .iter()
             .find(|l| l["id"] == id.to_string())
-            .map(|l| l["status"].clone())
+            .map(|l| l["state"].clone())
     };
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(status(closed), Some(serde_json::json!("closed")));
@@ -747,10 +733,10 @@ async fn terminated_database_connections_of_the_owner_process_do_not_release_its
     );
     let owner = OwnerProcess::start(owner_settings(&named, "node-b", "app:p5", &peer), None);
     let admin = sqlx::PgPool::connect(&url).await.unwrap();
-    // Its connections are killed again and again for longer than a lease: each time it
+    // Its connections are killed again and again, for most of a lease: each time it
     // reconnects and renews, so it keeps what it holds.
     let mut terminated = 0;
-    for _ in 0..8 {
+    for _ in 0..4 {
         let killed: i64 = sqlx::query_scalar(
             // Materialized first: the filter must run before any backend is terminated.
         "WITH named AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = 'owner-p5') SELECT count(*) FROM named WHERE pg_terminate_backend(pid)",

@@ -27,6 +27,37 @@ impl Client {
         answer.decode().map_err(from_core)
     }
 
+    /// The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC address,
+    /// start, last heartbeat, when it left, and whether it is alive (never proof that what it held
+    /// was released). Only for the platform operator.
+    /// (`GET /v1/admin/nodes`, operation `list_cluster_nodes`)
+    pub async fn list_cluster_nodes(&self) -> Result<schema::ClusterNodes, OpenBotError> {
+        let request = ApiRequest::default();
+        let answer = self.call_operation("list_cluster_nodes", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes
+    /// included) or of one execution's phases (`execution_id`), oldest first, each with what is
+    /// known of its release: `open`, `closed`, `failed` (with the error ID of its sealed cause), or
+    /// `unknown` (its owner's lease ran out with nothing saved). Give exactly one of the two. Only
+    /// for the platform operator.
+    /// (`GET /v1/admin/resources`, operation `list_physical_resources`)
+    #[uniffi::method(default(scope = None, execution_id = None))]
+    pub async fn list_physical_resources(
+        &self,
+        scope: Option<String>,
+        execution_id: Option<String>,
+    ) -> Result<schema::PhysicalResources, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("scope", scope);
+        request.param("execution_id", execution_id);
+        let answer = self
+            .call_operation("list_physical_resources", request)
+            .await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The connection's OAuth sign-in: `ready`, `needs_sign_in` (with why) or `removed`.
     /// (`GET /v1/app-connections/{connection_id}/oauth`, operation `get_oauth`)
     pub async fn get_oauth(

@@ -12,19 +12,19 @@ use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, App, AppConnection,
     AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
     BeginOAuth, Budget, BudgetPage, Channel, ChannelAck, ChannelPage, ChannelSend, ChannelSendPage,
-    Chat, ChatPage, CodeRun, CodeRunResult, CompleteOAuth, CreateApprovalRule, CreateChannel,
-    CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
+    Chat, ChatPage, ClusterNodes, CodeRun, CodeRunResult, CompleteOAuth, CreateApprovalRule,
+    CreateChannel, CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
     CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
     CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
     ErrorRecord, FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation,
     InvitationPage, LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch,
     MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage,
     NewApp, NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
-    Organization, OrganizationPage, ProviderSettings, ProviderSettingsPage, PutBudget,
-    PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
-    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, Speaker,
-    StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage,
-    UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
+    Organization, OrganizationPage, PhysicalResources, ProviderSettings, ProviderSettingsPage,
+    PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider,
+    PutScopeLimit, PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session,
+    Speaker, StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage,
+    UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -39,6 +39,30 @@ pub const OPERATIONS: &[Operation] = &[
         path: "/v1/admin/errors/{id}",
         path_params: &["id"],
         query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "list_cluster_nodes",
+        method: "GET",
+        path: "/v1/admin/nodes",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "list_physical_resources",
+        method: "GET",
+        path: "/v1/admin/resources",
+        path_params: &[],
+        query_params: &["scope", "execution_id"],
         body: BodyKind::None,
         answer: AnswerKind::Json,
         public: false,
@@ -1577,6 +1601,32 @@ pub trait Operations: Client {
         const OP: &str = "get_error";
         let mut request = ApiRequest::default();
         request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC address,
+    /// start, last heartbeat, when it left, and whether it is alive (never proof that what it held
+    /// was released). Only for the platform operator.
+    async fn list_cluster_nodes(&self) -> Result<ClusterNodes, Error> {
+        const OP: &str = "list_cluster_nodes";
+        let request = ApiRequest::default();
+        self.call(OP, request).await?.decode()
+    }
+
+    /// The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes
+    /// included) or of one execution's phases (`execution_id`), oldest first, each with what is
+    /// known of its release: `open`, `closed`, `failed` (with the error ID of its sealed cause), or
+    /// `unknown` (its owner's lease ran out with nothing saved). Give exactly one of the two. Only
+    /// for the platform operator.
+    async fn list_physical_resources(
+        &self,
+        scope: Option<&str>,
+        execution_id: Option<&str>,
+    ) -> Result<PhysicalResources, Error> {
+        const OP: &str = "list_physical_resources";
+        let mut request = ApiRequest::default();
+        request.param("scope", scope);
+        request.param("execution_id", execution_id);
         self.call(OP, request).await?.decode()
     }
 

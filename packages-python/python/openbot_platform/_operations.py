@@ -41,6 +41,7 @@ from .types import (
     ChatEntryPage,
     ChatId,
     ChatPage,
+    ClusterNodes,
     CodeRunResult,
     ContentPart,
     CreatedInvitation,
@@ -80,6 +81,7 @@ from .types import (
     OrganizationPage,
     OutcomeDecision,
     OutcomeDecisionRecord,
+    PhysicalResources,
     PlanMode,
     ProviderSettings,
     ProviderSettingsPage,
@@ -118,6 +120,8 @@ __all__ = ["AsyncOperations", "SyncOperations", "OPERATIONS", "METHODS"]
 #: Each operation's method (in both clients), by operationId.
 OPERATIONS: dict[str, str] = {
     "get_error": "get_error",
+    "list_cluster_nodes": "list_cluster_nodes",
+    "list_physical_resources": "list_physical_resources",
     "get_oauth": "get_oauth",
     "delete_oauth": "delete_oauth",
     "authorize_oauth": "authorize_oauth",
@@ -248,6 +252,8 @@ OPERATIONS: dict[str, str] = {
 #: The operation of each generated method (a paged list has its `_page` too).
 METHODS: dict[str, str] = {
     "get_error": "get_error",
+    "list_cluster_nodes": "list_cluster_nodes",
+    "list_physical_resources": "list_physical_resources",
     "get_oauth": "get_oauth",
     "delete_oauth": "delete_oauth",
     "authorize_oauth": "authorize_oauth",
@@ -417,6 +423,30 @@ class AsyncOperations(AsyncCaller):
         """
         answer = await self._call_op("get_error", {"id": _ref(id)})
         return ErrorRecord.from_dict(answer)
+
+    async def list_cluster_nodes(self) -> ClusterNodes:
+        """The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC
+        address, start, last heartbeat, when it left, and whether it is alive (never proof
+        that what it held was released). Only for the platform operator. ``GET
+        /v1/admin/nodes``.
+        """
+        answer = await self._call_op("list_cluster_nodes", {})
+        return ClusterNodes.from_dict(answer)
+
+    async def list_physical_resources(
+        self,
+        scope: str | None = None,
+        execution_id: str | None = None,
+    ) -> PhysicalResources:
+        """The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes
+        included) or of one execution's phases (`execution_id`), oldest first, each with what
+        is known of its release: `open`, `closed`, `failed` (with the error ID of its sealed
+        cause), or `unknown` (its owner's lease ran out with nothing saved). Give exactly one
+        of the two. Only for the platform operator. ``GET /v1/admin/resources``. ``scope``: A
+        scope, e.g. `app_connection:<id>`.; ``execution_id``: An execution.
+        """
+        answer = await self._call_op("list_physical_resources", {"scope": scope, "execution_id": execution_id})
+        return PhysicalResources.from_dict(answer)
 
     # -- approvals
 
@@ -2320,6 +2350,30 @@ class SyncOperations(SyncCaller):
         """
         answer = self._call_op("get_error", {"id": _ref(id)})
         return ErrorRecord.from_dict(answer)
+
+    def list_cluster_nodes(self) -> ClusterNodes:
+        """The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC
+        address, start, last heartbeat, when it left, and whether it is alive (never proof
+        that what it held was released). Only for the platform operator. ``GET
+        /v1/admin/nodes``.
+        """
+        answer = self._call_op("list_cluster_nodes", {})
+        return ClusterNodes.from_dict(answer)
+
+    def list_physical_resources(
+        self,
+        scope: str | None = None,
+        execution_id: str | None = None,
+    ) -> PhysicalResources:
+        """The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes
+        included) or of one execution's phases (`execution_id`), oldest first, each with what
+        is known of its release: `open`, `closed`, `failed` (with the error ID of its sealed
+        cause), or `unknown` (its owner's lease ran out with nothing saved). Give exactly one
+        of the two. Only for the platform operator. ``GET /v1/admin/resources``. ``scope``: A
+        scope, e.g. `app_connection:<id>`.; ``execution_id``: An execution.
+        """
+        answer = self._call_op("list_physical_resources", {"scope": scope, "execution_id": execution_id})
+        return PhysicalResources.from_dict(answer)
 
     # -- approvals
 

@@ -72,6 +72,8 @@ __all__ = [
     "ChatId",
     "ChatPage",
     "ChildStartedEvent",
+    "ClusterNode",
+    "ClusterNodes",
     "CodeConsoleLine",
     "CodeModeVaultReader",
     "CodeRun",
@@ -160,6 +162,8 @@ __all__ = [
     "OrganizationPage",
     "OutcomeDecision",
     "OutcomeDecisionRecord",
+    "PhysicalResource",
+    "PhysicalResources",
     "PlanMode",
     "PriceSource",
     "ProviderSettings",
@@ -176,6 +180,7 @@ __all__ = [
     "ReminderPage",
     "ReminderState",
     "Resource",
+    "ResourceState",
     "Right",
     "RuleAction",
     "ScopeLimit",
@@ -1196,6 +1201,61 @@ class ChatPage:
         return cls(
             items=[Chat.from_dict(x) for x in data["items"]],
             next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterNode:
+    """One node of the deployment, as it registered itself."""
+    #: Whether it beat its heart lately and has not left. Never proof that what it held was
+    #: released.
+    alive: bool
+    #: Its last heartbeat.
+    heartbeat_at: datetime
+    #: This start of it; a restart under the same name is a new incarnation.
+    incarnation: str
+    #: Its name (`--node-name`).
+    name: str
+    #: Where other nodes call it (its private RPC listener).
+    rpc_address: str
+    #: When this incarnation started.
+    started_at: datetime
+    #: When it stopped, if it said so.
+    left_at: datetime | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClusterNode:
+        """A ClusterNode from its JSON form."""
+        return cls(
+            alive=data["alive"],
+            heartbeat_at=_time(data["heartbeat_at"]),
+            incarnation=data["incarnation"],
+            name=data["name"],
+            rpc_address=data["rpc_address"],
+            started_at=_time(data["started_at"]),
+            left_at=_maybe(data.get("left_at"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterNodes:
+    """The cluster's nodes."""
+    #: Every node that ever registered, by name.
+    nodes: list[ClusterNode]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClusterNodes:
+        """A ClusterNodes from its JSON form."""
+        return cls(
+            nodes=[ClusterNode.from_dict(x) for x in data["nodes"]],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -3169,6 +3229,74 @@ class OutcomeDecisionRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PhysicalResource:
+    """One physical resource a node holds or held (an MCP stdio process, an MCP HTTP session,
+    ...).
+    """
+    #: When it was registered (before its connection started).
+    created_at: datetime
+    #: Its ID.
+    id: str
+    #: What it is (`mcp.stdio`, `mcp.http`, ...).
+    kind: str
+    #: Until when its owner's lease runs.
+    lease_until: datetime
+    #: That node's incarnation, the only one that may close it.
+    owner_incarnation: str
+    #: The node that holds it.
+    owner_node: str
+    #: What it belongs to, as cleanup waits for it (`app_connection:<id>`, ...).
+    scope: str
+    #: What is known about its release.
+    state: ResourceState
+    #: For `failed`: the error ID of the sealed cause (`GET /v1/admin/errors/{id}`).
+    error_id: ErrorId | None = None
+    #: The execution whose phase opened it, if one did.
+    execution_id: ExecutionId | None = None
+    #: That phase.
+    phase: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhysicalResource:
+        """A PhysicalResource from its JSON form."""
+        return cls(
+            created_at=_time(data["created_at"]),
+            id=data["id"],
+            kind=data["kind"],
+            lease_until=_time(data["lease_until"]),
+            owner_incarnation=data["owner_incarnation"],
+            owner_node=data["owner_node"],
+            scope=data["scope"],
+            state=data["state"],
+            error_id=data.get("error_id"),
+            execution_id=data.get("execution_id"),
+            phase=data.get("phase"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhysicalResources:
+    """Physical resources, oldest first."""
+    #: The resources.
+    resources: list[PhysicalResource]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhysicalResources:
+        """A PhysicalResources from its JSON form."""
+        return cls(
+            resources=[PhysicalResource.from_dict(x) for x in data["resources"]],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PlanMode:
     """Whether a Chat is in plan mode: its Bot may only propose a plan (`propose_plan`) until a
     person approves one, which switches plan mode off.
@@ -3531,6 +3659,15 @@ Resource: TypeAlias = Union[
     Literal["apps"],
     Literal["members"],
     Literal["organizations"],
+]
+
+
+#: What is known about a physical resource's release.
+ResourceState: TypeAlias = Union[
+    Literal["open"],
+    Literal["closed"],
+    Literal["failed"],
+    Literal["unknown"],
 ]
 
 

@@ -26,6 +26,12 @@ pub use service::{
 pub use store::{AppRow, AppStore, ConnectionRow, credentials_place};
 pub use vault_headers::{header_references, render_headers};
 
+/// The resource directory's scope of Connection `id`: every MCP session a call on it opens,
+/// which removing the Connection waits for.
+pub fn connection_scope(id: uuid::Uuid) -> String {
+    format!("app_connection:{id}")
+}
+
 /// The App use cases a phase calls App tools with: over `store`, asking `credentials` (or
 /// the sealed none/manual credentials opened with `keys`), registering each MCP session in
 /// `resources` (the node's directory) when given. `None` without a store.

@@ -387,7 +387,7 @@ impl Apps {
         let Some(directory) = &self.directory else {
             return Ok(true);
         };
-        let scope = format!("app_connection:{id}");
+        let scope = super::connection_scope(id);
         let before = directory.scope(&scope).await?;
         if before.iter().all(|(_, s)| *s == ResourceStatus::Closed) {
             return Ok(true);

@@ -258,7 +258,7 @@ impl AppTool {
                     resources
                         .register(
                             session_kind(&endpoint),
-                            &format!("app_connection:{}", connection.id),
+                            &super::connection_scope(connection.id),
                         )
                         .await
                         .map_err(|err| registration_refused(&err, &route.app_name))?,

@@ -54,10 +54,15 @@ enum AdminCommand {
     },
     /// The cluster's nodes as registered (docs/cluster.md), a JSON line each: name,
     /// incarnation, RPC address, start, last heartbeat, whether it left, whether it is alive.
-    Nodes,
+    Nodes {
+        #[command(flatten)]
+        through: ThroughServer,
+    },
     /// The resource directory's rows of one scope or one execution, a JSON line each, with
     /// what is known of their release (`open`, `closed`, `failed` with its error ID, `unknown`).
     Resources {
+        #[command(flatten)]
+        through: ThroughServer,
         /// The scope, e.g. `app_connection:<id>`.
         #[arg(
             long,
@@ -81,19 +86,41 @@ enum ErrorsCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
-        /// Read it through this server's `GET /v1/admin/errors/{id}` instead of the database
-        /// (with an operator token: --operator-token or OPENBOT_OPERATOR_TOKEN).
-        #[arg(long)]
-        server: Option<String>,
-        /// The operator token, with --server.
-        #[arg(
-            long,
-            env = "OPENBOT_OPERATOR_TOKEN",
-            hide_env_values = true,
-            requires = "server"
-        )]
-        operator_token: Option<String>,
+        #[command(flatten)]
+        through: ThroughServer,
     },
+}
+
+/// Where an operator's read goes: the database (the default), or a server's `/v1/admin/...`
+/// route with an operator token.
+#[derive(Debug, clap::Args)]
+struct ThroughServer {
+    /// Read through this server's `/v1/admin/...` route instead of the database (with an
+    /// operator token: --operator-token or OPENBOT_OPERATOR_TOKEN).
+    #[arg(long)]
+    server: Option<String>,
+    /// The operator token, with --server.
+    #[arg(
+        long,
+        env = "OPENBOT_OPERATOR_TOKEN",
+        hide_env_values = true,
+        requires = "server"
+    )]
+    operator_token: Option<String>,
+}
+
+impl ThroughServer {
+    /// The server's client, when --server was given.
+    fn client(&self) -> anyhow::Result<Option<openbot_core::RemoteClient>> {
+        let Some(server) = &self.server else {
+            return Ok(None);
+        };
+        let options = openbot_core::ConnectOptions {
+            token: self.operator_token.clone(),
+            ..openbot_core::ConnectOptions::default()
+        };
+        Ok(Some(openbot_core::RemoteClient::new(server, options)?))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -191,25 +218,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::Errors {
-            command:
-                ErrorsCommand::Show {
-                    id,
-                    json,
-                    server,
-                    operator_token,
-                },
+            command: ErrorsCommand::Show { id, json, through },
         } => {
             let id: ErrorId = id.parse()?;
-            let record = match server {
-                Some(server) => {
+            let record = match through.client()? {
+                Some(client) => {
                     use openbot_core::Operations;
-                    let options = openbot_core::ConnectOptions {
-                        token: operator_token,
-                        ..openbot_core::ConnectOptions::default()
-                    };
-                    openbot_core::RemoteClient::new(&server, options)?
-                        .get_error(&id)
-                        .await?
+                    client.get_error(&id).await?
                 }
                 None => {
                     let config = args.node.config()?;
@@ -246,10 +261,12 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             println!("{secret}");
             Ok(ExitCode::SUCCESS)
         }
-        AdminCommand::Nodes => nodes(&args.node).await,
-        AdminCommand::Resources { scope, execution } => {
-            resources(&args.node, scope, execution).await
-        }
+        AdminCommand::Nodes { through } => nodes(&args.node, &through).await,
+        AdminCommand::Resources {
+            through,
+            scope,
+            execution,
+        } => resources(&args.node, &through, scope, execution).await,
         AdminCommand::Events { execution, after } => {
             let id: ExecutionId = execution.parse()?;
             let config = args.node.config()?;
@@ -297,27 +314,27 @@ fn operator_store(
 }
 
 /// `openbot admin nodes`: the `nodes` table, a JSON line each.
-async fn nodes(node: &NodeArgs) -> anyhow::Result<ExitCode> {
-    let config = node.config()?;
-    let database = openbot_server::node::open_database(&config).await?;
-    let nodes = openbot_server::cluster::store(&database.features)
-        .ok_or_else(|| anyhow::anyhow!("this database has no nodes table"))?
-        .nodes()
-        .await?;
-    let now = openbot_server::store::now_ms();
+async fn nodes(node: &NodeArgs, through: &ThroughServer) -> anyhow::Result<ExitCode> {
+    let nodes = match through.client()? {
+        Some(client) => {
+            use openbot_core::Operations;
+            client.list_cluster_nodes().await?.nodes
+        }
+        None => {
+            let config = node.config()?;
+            let database = openbot_server::node::open_database(&config).await?;
+            let now = openbot_server::store::now_ms();
+            openbot_server::cluster::store(&database.features)
+                .ok_or_else(|| anyhow::anyhow!("this database has no nodes table"))?
+                .nodes()
+                .await?
+                .iter()
+                .map(|node| node.view(now))
+                .collect::<Result<_, _>>()?
+        }
+    };
     for node in nodes {
-        println!(
-            "{}",
-            serde_json::json!({
-                "name": node.name,
-                "incarnation": node.incarnation,
-                "rpc_address": node.rpc_address,
-                "started_at": node.started_at,
-                "heartbeat_at": node.heartbeat_at,
-                "left_at": node.left_at,
-                "alive": node.alive(now),
-            })
-        );
+        println!("{}", serde_json::to_string(&node)?);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -325,45 +342,40 @@ async fn nodes(node: &NodeArgs) -> anyhow::Result<ExitCode> {
 /// `openbot admin resources`: the directory's rows of a scope or an execution, a JSON line each.
 async fn resources(
     node: &NodeArgs,
+    through: &ThroughServer,
     scope: Option<String>,
     execution: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    use openbot_server::cluster::directory::ResourceStatus;
-    let config = node.config()?;
-    let database = openbot_server::node::open_database(&config).await?;
-    let store = openbot_server::cluster::directory::store(&database.features)
-        .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
-    let rows = match (scope, execution) {
-        (Some(scope), _) => store.resources_of_scope(&scope).await?,
-        (None, Some(execution)) => {
-            let id: ExecutionId = execution.parse()?;
-            store.resources_of_execution(id.as_uuid()).await?
+    let execution: Option<ExecutionId> = execution.map(|id| id.parse()).transpose()?;
+    let resources = match through.client()? {
+        Some(client) => {
+            use openbot_core::Operations;
+            let execution = execution.map(|id| id.to_string());
+            client
+                .list_physical_resources(scope.as_deref(), execution.as_deref())
+                .await?
+                .resources
         }
-        (None, None) => anyhow::bail!("give --scope or --execution"),
+        None => {
+            let config = node.config()?;
+            let database = openbot_server::node::open_database(&config).await?;
+            let store = openbot_server::cluster::directory::store(&database.features)
+                .ok_or_else(|| anyhow::anyhow!("this database has no resources table"))?;
+            let rows = match (scope, execution) {
+                (Some(scope), _) => store.resources_of_scope(&scope).await?,
+                (None, Some(execution)) => {
+                    store.resources_of_execution(execution.as_uuid()).await?
+                }
+                (None, None) => anyhow::bail!("give --scope or --execution"),
+            };
+            let now = openbot_server::store::now_ms();
+            rows.iter()
+                .map(|row| row.view(now))
+                .collect::<Result<_, _>>()?
+        }
     };
-    let now = openbot_server::store::now_ms();
-    for row in rows {
-        let (status, error_id) = match row.status(now) {
-            ResourceStatus::Open => ("open", None),
-            ResourceStatus::Closed => ("closed", None),
-            ResourceStatus::Failed { error_id } => ("failed", Some(error_id)),
-            ResourceStatus::Unknown => ("unknown", None),
-        };
-        println!(
-            "{}",
-            serde_json::json!({
-                "id": row.id,
-                "kind": row.kind,
-                "scope": row.scope,
-                "owner_node": row.owner_node,
-                "owner_incarnation": row.owner_incarnation,
-                "execution_id": row.execution_id,
-                "phase": row.phase,
-                "lease_until": row.lease_until,
-                "status": status,
-                "error_id": error_id,
-            })
-        );
+    for resource in resources {
+        println!("{}", serde_json::to_string(&resource)?);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -44,6 +44,21 @@ pub struct NodeRecord {
 }
 
 impl NodeRecord {
+    /// The node as the operator reads it at `now_ms`; a stored time out of range is
+    /// [`StoreError::Invalid`].
+    pub fn view(&self, now_ms: i64) -> Result<openbot_schema::ClusterNode, StoreError> {
+        use crate::store::{stored_time, stored_time_opt};
+        Ok(openbot_schema::ClusterNode {
+            name: self.name.clone(),
+            incarnation: self.incarnation,
+            rpc_address: self.rpc_address.clone(),
+            started_at: stored_time(self.started_at)?,
+            heartbeat_at: stored_time(self.heartbeat_at)?,
+            left_at: stored_time_opt(self.left_at)?,
+            alive: self.alive(now_ms),
+        })
+    }
+
     /// Whether it counts as alive at `now_ms`: it has not left and beat within [`ALIVE_FOR`].
     pub fn alive(&self, now_ms: i64) -> bool {
         self.left_at.is_none() && now_ms - self.heartbeat_at < ALIVE_FOR.as_millis() as i64

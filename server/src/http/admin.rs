@@ -8,10 +8,14 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use openbot_schema::{ErrorBody, ErrorCategory, ErrorCode, ErrorId, ErrorRecord};
+use openbot_schema::{
+    ClusterNodes, ErrorBody, ErrorCategory, ErrorCode, ErrorId, ErrorRecord, PhysicalResources,
+    ResourceFilter,
+};
 
 use super::AppState;
 use super::error::ApiError;
+use super::json::ApiQuery;
 use crate::identity::{Caller, secret_hash};
 use crate::operator::{OperatorActor, OperatorError, read_error};
 
@@ -88,4 +92,63 @@ fn operator_store(
             "the operator's store was not registered",
         )
     })
+}
+
+/// The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC address,
+/// start, last heartbeat, when it left, and whether it is alive (never proof that what it held
+/// was released). Only for the platform operator.
+#[utoipa::path(get, path = "/v1/admin/nodes", tag = "admin",
+    responses((status = 200, body = ClusterNodes), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_cluster_nodes(
+    State(state): State<AppState>,
+    Operator(_): Operator,
+) -> Result<Json<ClusterNodes>, ApiError> {
+    let store = crate::cluster::store(&state.features).ok_or_else(|| unregistered("nodes"))?;
+    let now = crate::store::now_ms();
+    let nodes = store
+        .nodes()
+        .await
+        .and_then(|nodes| nodes.iter().map(|node| node.view(now)).collect())
+        .map_err(|err| ApiError::store(err, "nodes"))?;
+    Ok(Json(ClusterNodes { nodes }))
+}
+
+/// The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes
+/// included) or of one execution's phases (`execution_id`), oldest first, each with what is
+/// known of its release: `open`, `closed`, `failed` (with the error ID of its sealed cause),
+/// or `unknown` (its owner's lease ran out with nothing saved). Give exactly one of the two.
+/// Only for the platform operator.
+#[utoipa::path(get, path = "/v1/admin/resources", tag = "admin", params(ResourceFilter),
+    responses((status = 200, body = PhysicalResources), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_physical_resources(
+    State(state): State<AppState>,
+    Operator(_): Operator,
+    ApiQuery(filter): ApiQuery<ResourceFilter>,
+) -> Result<Json<PhysicalResources>, ApiError> {
+    let store = crate::cluster::directory::store(&state.features)
+        .ok_or_else(|| unregistered("resources"))?;
+    let rows = match (filter.scope, filter.execution_id) {
+        (Some(scope), None) => store.resources_of_scope(&scope).await,
+        (None, Some(execution)) => store.resources_of_execution(execution.as_uuid()).await,
+        _ => {
+            return Err(ApiError::invalid(
+                "give exactly one of `scope` and `execution_id`",
+            ));
+        }
+    };
+    let now = crate::store::now_ms();
+    let resources = rows
+        .and_then(|rows| rows.iter().map(|row| row.view(now)).collect())
+        .map_err(|err| ApiError::store(err, "resources"))?;
+    Ok(Json(PhysicalResources { resources }))
+}
+
+/// A store this node was built without: a fault, not the caller's.
+fn unregistered(what: &str) -> ApiError {
+    ApiError::failed(
+        ErrorCategory::Internal,
+        format!("the {what} store was not registered"),
+    )
 }

@@ -298,6 +298,8 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::health))
         .routes(routes!(admin::get_error))
+        .routes(routes!(admin::list_cluster_nodes))
+        .routes(routes!(admin::list_physical_resources))
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(sessions::create_session, sessions::end_session))

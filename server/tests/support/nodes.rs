@@ -4,6 +4,30 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Runs `openbot admin --database-url <url> <args>` with the seal keys `keys`; its standard
+/// output (the test fails when it fails).
+pub fn admin(url: &str, keys: &str, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["admin", "--database-url", url])
+        .args(args)
+        .env("OPENBOT_SEAL_KEYS", keys)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The JSON lines `text` holds.
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// One node process; killed when dropped.
 pub struct NodeProcess {
     pub name: String,

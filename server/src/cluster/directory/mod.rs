@@ -99,6 +99,32 @@ pub enum ResourceStatus {
 }
 
 impl ResourceRow {
+    /// The resource as the operator reads it at `now_ms`; a stored time out of range is
+    /// [`StoreError::Invalid`].
+    pub fn view(&self, now_ms: i64) -> Result<openbot_schema::PhysicalResource, StoreError> {
+        use crate::store::stored_time;
+        use openbot_schema::ResourceState;
+        let (state, error_id) = match self.status(now_ms) {
+            ResourceStatus::Open => (ResourceState::Open, None),
+            ResourceStatus::Closed => (ResourceState::Closed, None),
+            ResourceStatus::Failed { error_id } => (ResourceState::Failed, Some(error_id.into())),
+            ResourceStatus::Unknown => (ResourceState::Unknown, None),
+        };
+        Ok(openbot_schema::PhysicalResource {
+            id: self.id,
+            kind: self.kind.clone(),
+            scope: self.scope.clone(),
+            owner_node: self.owner_node.clone(),
+            owner_incarnation: self.owner_incarnation,
+            execution_id: self.execution_id.map(Into::into),
+            phase: self.phase.clone(),
+            lease_until: stored_time(self.lease_until)?,
+            state,
+            error_id,
+            created_at: stored_time(self.created_at)?,
+        })
+    }
+
     /// What the row says at `now_ms`.
     pub fn status(&self, now_ms: i64) -> ResourceStatus {
         match self.closed {
@@ -561,14 +587,7 @@ impl Directory {
                 let _ = self.close_here(id).await;
                 continue;
             }
-            // A database that does not answer (a cut link) is a failed check, not a wait.
-            let renewed = tokio::time::timeout(
-                self.lease / 3,
-                self.store
-                    .renew_resource(id, self.incarnation, now + lease_ms),
-            )
-            .await;
-            match renewed.unwrap_or(Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))) {
+            match self.renew(id, now + lease_ms).await {
                 Ok(true) => {
                     if let Some(held) = self.held().get_mut(&id) {
                         held.confirmed_at = now;
@@ -580,6 +599,26 @@ impl Directory {
                 }
                 // Tried again on the next pass, until the lease lapses (above).
                 Err(_) => {}
+            }
+        }
+    }
+
+    /// Extends this node's lease of `id` to `until`. A database that does not answer (a cut
+    /// link) is a failed check, not a wait; a failure is tried once more at once, since the
+    /// first try may have met a connection the database had already ended.
+    async fn renew(&self, id: Uuid, until: i64) -> Result<bool, StoreError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let renewed = tokio::time::timeout(
+                self.lease / 6,
+                self.store.renew_resource(id, self.incarnation, until),
+            )
+            .await
+            .unwrap_or(Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut)));
+            match renewed {
+                Err(_) if tries < 2 => continue,
+                other => return other,
             }
         }
     }

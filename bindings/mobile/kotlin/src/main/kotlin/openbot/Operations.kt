@@ -8,6 +8,8 @@ import kotlinx.coroutines.flow.Flow
 /** Every operation of the HTTP API, by its `operationId`, and the `Client` method for it. */
 val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "get_error" to "getError",
+    "list_cluster_nodes" to "listClusterNodes",
+    "list_physical_resources" to "listPhysicalResources",
     "get_oauth" to "getOauth",
     "delete_oauth" to "deleteOauth",
     "authorize_oauth" to "authorizeOauth",
