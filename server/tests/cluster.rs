@@ -922,8 +922,7 @@ async fn a01_a_client_fails_over_to_another_complete_server_and_everything_finis
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a02_cutting_a_live_nodes_database_connections_at_a_chat_checkpoint_keeps_one_result_one_turn_one_event_set()
- {
+async fn a02_a_database_cut_at_a_chat_checkpoint_keeps_one_result_one_turn_one_event_set() {
     let cluster = Cluster::new().await;
     let model = FakeOpenAi::start(vec![
         Answer::Tool("write", json!({"text": "a"})),

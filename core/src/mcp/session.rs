@@ -207,9 +207,7 @@ impl McpSession {
         Ok(tools.into_iter().map(declaration).collect())
     }
 
-    /// Calls one tool with `arguments`, sending `request_id` in `_meta` as
-    /// [`REQUEST_ID_META`]. When `cancel` fires first the request is abandoned and the server
-    /// is sent `notifications/cancelled` for it.
+    /// Calls one tool, as [`McpCaller::call_tool`] does.
     pub async fn call_tool(
         &self,
         name: &str,
