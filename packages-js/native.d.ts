@@ -46,8 +46,10 @@ export declare class NativeClient {
  * serve the Bots' tools of the same name, in both modes. `outbound` is the allow list of
  * internal addresses the Bots' HTTP tools may reach in memory mode (as
  * `OPENBOT_OUTBOUND_ALLOW`: `loopback, 10.1.0.0/16`); a server keeps its own policy.
+ * `computerFolders` attaches this machine as a Computer in memory mode (the Computer tools on
+ * these folders; terminal sessions unless `computerTerminal` is false); see docs/computers.md.
  */
-export declare function connect(uri: string, token: string | undefined | null, tools: Array<ToolHandler>, outbound?: string | undefined | null): Promise<NativeClient>
+export declare function connect(uri: string, token: string | undefined | null, tools: Array<ToolHandler>, outbound?: string | undefined | null, computerFolders?: Array<string> | undefined | null, computerTerminal?: boolean | undefined | null): Promise<NativeClient>
 
 /**
  * Turns on the export of this process's agent spans over OTLP/HTTP (docs/observability.md):

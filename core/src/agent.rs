@@ -76,6 +76,19 @@ impl AgentBuilder {
         self
     }
 
+    /// Gives the agent a Computer: the Computer tools (`computer_file_read`, ...; see
+    /// [`crate::computer::computer_tools`]), with the terminal ones when `terminal` is set.
+    pub fn computer(
+        mut self,
+        computer: Arc<dyn crate::computer::Computer>,
+        terminal: bool,
+    ) -> Self {
+        for tool in crate::computer::computer_tools(computer, terminal) {
+            self = self.shared_tool(tool);
+        }
+        self
+    }
+
     /// Adds a host tool: the model may call it and the caller delivers each result with
     /// [`TurnHandle::deliver`].
     pub fn host_tool(mut self, definition: ToolDefinition) -> Self {

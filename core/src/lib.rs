@@ -8,6 +8,7 @@
 
 mod agent;
 pub mod client;
+pub mod computer;
 pub mod delegation;
 mod error;
 pub mod events;
@@ -48,4 +49,6 @@ mod manual {
     struct Apps;
     #[doc = include_str!("../../docs/files.md")]
     struct Files;
+    #[doc = include_str!("../../docs/computers.md")]
+    struct Computers;
 }

@@ -58,6 +58,11 @@ impl fmt::Display for OutboundAllow {
     }
 }
 
+/// An HTTP client of the policy could not be built (its TLS setup failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the outbound HTTP client cannot be built (its TLS setup failed)")]
+pub struct ClientBuildError;
+
 /// A request the policy does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutboundError {
@@ -227,6 +232,21 @@ impl OutboundPolicy {
         builder.dns_resolver(Arc::new(PolicyResolver {
             policy: Arc::clone(self),
         }))
+    }
+
+    /// A client of this policy ([`Self::client_builder`]) that gives up connecting after
+    /// `connect` and on a whole request after `total`. A client that cannot be built is an
+    /// error, never a client without the policy.
+    pub fn client(
+        self: &Arc<Self>,
+        connect: std::time::Duration,
+        total: std::time::Duration,
+    ) -> Result<reqwest::Client, ClientBuildError> {
+        self.client_builder()
+            .connect_timeout(connect)
+            .timeout(total)
+            .build()
+            .map_err(|_| ClientBuildError)
     }
 
     /// The policy's own words when `error` (from a client of [`Self::client_builder`]) was a

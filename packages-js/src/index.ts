@@ -110,7 +110,27 @@ export interface ConnectOptions {
    * own policy.
    */
   outbound?: string;
+  /**
+   * Attaches this machine as a Computer in memory mode (docs/computers.md): a Bot that names
+   * the Computer tools (`COMPUTER_TOOLS`, by name in `createBot`) works in terminal sessions
+   * here and reads and writes text files inside `folders`. `terminal: false` offers the file
+   * tools only. A server's Computers are paired machines: with a server this is an error.
+   */
+  computer?: { folders: string[]; terminal?: boolean };
 }
+
+/**
+ * The tools a Bot gets on a Computer: the four terminal tools, then the two file tools. Name
+ * them in `createBot`; their definitions come from the Computer.
+ */
+export const COMPUTER_TOOLS = [
+  'computer_terminal_start',
+  'computer_terminal_write',
+  'computer_terminal_read',
+  'computer_terminal_close',
+  'computer_file_read',
+  'computer_file_write',
+] as const;
 
 /** What `createBot` takes: a `BotSpec` whose tools may be names of tools given to `connect`. */
 export type NewBot = Omit<BotSpec, 'tools'> & { tools?: (ToolDefinition | string)[] };
@@ -341,7 +361,29 @@ export class Client extends Operations {
         handlers.push(wrapTool(name, fn as ToolFunction, toolErrors, running));
       }
     }
-    const nativeClient = await call(() => native.connect(uri, token, handlers, outbound));
+    let computerFolders: string[] | undefined;
+    let computerTerminal: boolean | undefined;
+    if (options.computer !== undefined) {
+      const computer = checkObject('connect', 'options.computer', options.computer);
+      const folders = computer.folders;
+      if (!Array.isArray(folders)) {
+        throw new TypeError(`connect: \`options.computer.folders\` must be an array, not ${describe(folders)}`);
+      }
+      computerFolders = folders.map((f: unknown, i: number) => checkString('connect', `options.computer.folders[${i}]`, f));
+      if (computer.terminal !== undefined && typeof computer.terminal !== 'boolean') {
+        throw new TypeError(`connect: \`options.computer.terminal\` must be a boolean, not ${describe(computer.terminal)}`);
+      }
+      computerTerminal = computer.terminal as boolean | undefined;
+      // The Computer gives the definitions; a Bot names its tools.
+      for (const name of COMPUTER_TOOLS) {
+        if (!definitions.has(name)) {
+          definitions.set(name, { name, input_schema: { type: 'object' } as unknown as ToolDefinition['input_schema'] });
+        }
+      }
+    }
+    const nativeClient = await call(() =>
+      native.connect(uri, token, handlers, outbound, computerFolders, computerTerminal),
+    );
     return new Client(nativeClient, toolErrors, definitions);
   }
 

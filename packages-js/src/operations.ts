@@ -54,6 +54,8 @@ export type ApprovalRule = Schemas['ApprovalRule'];
 export type ApprovalRulePage = Schemas['ApprovalRulePage'];
 /** Where an approval request is. */
 export type ApprovalState = Schemas['ApprovalState'];
+/** A member's approval of a pairing code (`POST /v1/computers/pairings/approve`). */
+export type ApprovePairing = Schemas['ApprovePairing'];
 /**
  * Starts a sign-in: OpenBot discovers the MCP server's authorization server, registers a client
  * there when none is given, and answers the URL to open in a browser.
@@ -99,6 +101,8 @@ export type ChatEntryPage = Schemas['ChatEntryPage'];
 export type ChatId = Schemas['ChatId'];
 /** One page of Chats, oldest first. */
 export type ChatPage = Schemas['ChatPage'];
+/** The machine's claim of its credential (`POST /v1/computers/pairings/{id}/claim`). */
+export type ClaimPairing = Schemas['ClaimPairing'];
 /** One node of the deployment, as it registered itself. */
 export type ClusterNode = Schemas['ClusterNode'];
 /** The cluster's nodes. */
@@ -113,6 +117,10 @@ export type CodeRunError = Schemas['CodeRunError'];
 export type CodeRunResult = Schemas['CodeRunResult'];
 /** The browser step's result, handed in by the caller who began it. */
 export type CompleteOAuth = Schemas['CompleteOAuth'];
+/** A machine paired with the server as a Computer (`/v1/computers`). */
+export type Computer = Schemas['Computer'];
+/** One page of Computers, oldest first. */
+export type ComputerPage = Schemas['ComputerPage'];
 /** One piece of message content. */
 export type ContentPart = Schemas['ContentPart'];
 /** A rule to add. Without `bot_id` and `member_id` it holds for the whole organization. */
@@ -276,6 +284,16 @@ export type OrganizationPage = Schemas['OrganizationPage'];
 export type OutcomeDecision = Schemas['OutcomeDecision'];
 /** A recorded decision: its audit entry. */
 export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
+/**
+ * A started pairing, as the machine keeps it: the code a member approves and the secret the machine
+ * alone claims its credential with. Neither is shown again.
+ */
+export type Pairing = Schemas['Pairing'];
+/**
+ * The answer to a claim: still waiting for a member, or paired with the machine's own credential
+ * (shown once; a later claim issues a new one and voids this).
+ */
+export type PairingClaim = Schemas['PairingClaim'];
 /** One physical resource a node holds or held (an MCP stdio process, an MCP HTTP session, ...). */
 export type PhysicalResource = Schemas['PhysicalResource'];
 /** Physical resources, oldest first. */
@@ -347,6 +365,8 @@ export type SendState = Schemas['SendState'];
 export type Session = Schemas['Session'];
 /** An outside user whose input reached a Chat. */
 export type Speaker = Schemas['Speaker'];
+/** What a machine asks for to pair (`POST /v1/computers/pairings`, no credential). */
+export type StartPairing = Schemas['StartPairing'];
 /** A stored file's description (its bytes are read separately). */
 export type StoredFile = Schemas['StoredFile'];
 /** One page of stored files, newest first. */
@@ -499,6 +519,12 @@ export type OperationId =
   | 'cancel_reminder'
   | 'steer'
   | 'stop'
+  | 'list_computers'
+  | 'start_pairing'
+  | 'approve_pairing'
+  | 'claim_pairing'
+  | 'get_computer'
+  | 'remove_computer'
   | 'list_delegates'
   | 'put_delegate'
   | 'delete_delegate'
@@ -631,6 +657,12 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   cancel_reminder: { id: 'cancel_reminder', sdkMethod: 'cancelReminder', method: 'DELETE', path: '/v1/chats/{id}/reminders/{reminder_id}', tag: 'reminders', pathParams: ['id', 'reminder_id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   steer: { id: 'steer', sdkMethod: 'steer', method: 'POST', path: '/v1/chats/{id}/steer', tag: 'chats', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: true, memory: true },
   stop: { id: 'stop', sdkMethod: 'stop', method: 'POST', path: '/v1/chats/{id}/stop', tag: 'chats', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
+  list_computers: { id: 'list_computers', sdkMethod: 'listComputers', method: 'GET', path: '/v1/computers', tag: 'computers', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: false },
+  start_pairing: { id: 'start_pairing', sdkMethod: 'startPairing', method: 'POST', path: '/v1/computers/pairings', tag: 'computers', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
+  approve_pairing: { id: 'approve_pairing', sdkMethod: 'approvePairing', method: 'POST', path: '/v1/computers/pairings/approve', tag: 'computers', pathParams: [], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  claim_pairing: { id: 'claim_pairing', sdkMethod: 'claimPairing', method: 'POST', path: '/v1/computers/pairings/{id}/claim', tag: 'computers', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
+  get_computer: { id: 'get_computer', sdkMethod: 'getComputer', method: 'GET', path: '/v1/computers/{id}', tag: 'computers', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  remove_computer: { id: 'remove_computer', sdkMethod: 'removeComputer', method: 'DELETE', path: '/v1/computers/{id}', tag: 'computers', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_delegates: { id: 'list_delegates', sdkMethod: 'listDelegates', method: 'GET', path: '/v1/delegates', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   put_delegate: { id: 'put_delegate', sdkMethod: 'putDelegate', method: 'PUT', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_delegate: { id: 'delete_delegate', sdkMethod: 'deleteDelegate', method: 'DELETE', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
@@ -763,6 +795,12 @@ export interface OperationTypes {
   cancel_reminder: { params: { id: string; reminder_id: string }; body: undefined; answer: Reminder };
   steer: { params: { id: string }; body: SendInput; answer: SendReceipt };
   stop: { params: { id: string }; body: undefined; answer: undefined };
+  list_computers: { params: { limit?: number; cursor?: string }; body: undefined; answer: ComputerPage };
+  start_pairing: { params: Record<string, never>; body: StartPairing; answer: Pairing };
+  approve_pairing: { params: Record<string, never>; body: ApprovePairing; answer: Computer };
+  claim_pairing: { params: { id: string }; body: ClaimPairing; answer: PairingClaim };
+  get_computer: { params: { id: string }; body: undefined; answer: Computer };
+  remove_computer: { params: { id: string }; body: undefined; answer: undefined };
   list_delegates: { params: { limit?: number; cursor?: string }; body: undefined; answer: DelegateToolPage };
   put_delegate: { params: { name: string }; body: PutDelegateTool; answer: DelegateTool };
   delete_delegate: { params: { name: string }; body: undefined; answer: undefined };
@@ -1444,6 +1482,70 @@ export abstract class Operations {
   async stop(id: string): Promise<void> {
     checkString('stop', 'id', id);
     await this.invoke('stop', { id }, undefined);
+  }
+
+  /**
+   * The Computers the caller sees: its own and the organization's shared ones, oldest first. Paged:
+   * ask again with `next_cursor` until it is absent. `GET /v1/computers` (operation
+   * `list_computers`).
+   */
+  listComputers(options: { limit?: number; cursor?: string } = {}): Paged<Computer> {
+    checkFields('listComputers', 'options', options, { limit: 'integer?', cursor: 'string?' });
+    return this.paged('list_computers', { ...options }, 'items', (info) => info as Computer);
+  }
+
+  /**
+   * Starts a pairing, for a machine (no token): answers the code a member approves and the secret
+   * the machine claims its credential with, both shown only now. The code works for 10 minutes. 429
+   * while too many pairings wait for approval. `POST /v1/computers/pairings` (operation
+   * `start_pairing`).
+   */
+  async startPairing(body: StartPairing): Promise<Pairing> {
+    checkFields('startPairing', 'body', body, { name: 'string!' });
+    return (await this.invoke('start_pairing', {}, body)) as Pairing;
+  }
+
+  /**
+   * Approves a pairing code a machine shows: makes the Computer, the caller's own or (with
+   * `shared`, an owner or admin) the organization's. 404 for an unknown code, 409 for a code that
+   * expired or was used already. `POST /v1/computers/pairings/approve` (operation
+   * `approve_pairing`).
+   */
+  async approvePairing(body: ApprovePairing): Promise<Computer> {
+    checkFields('approvePairing', 'body', body, { code: 'string!', shared: 'boolean?' });
+    return (await this.invoke('approve_pairing', {}, body)) as Computer;
+  }
+
+  /**
+   * The machine's claim, with its pairing secret (no token): `approved: false` while no member
+   * approved the code, else the Computer and its credential, shown once. A claim again within the
+   * pairing's 10 minutes issues a new credential and voids the one before. 404 for an unknown
+   * pairing or a wrong secret, 409 once the pairing expired or its Computer was removed. `POST
+   * /v1/computers/pairings/{id}/claim` (operation `claim_pairing`).
+   */
+  async claimPairing(id: string, body: ClaimPairing): Promise<PairingClaim> {
+    checkString('claimPairing', 'id', id);
+    checkFields('claimPairing', 'body', body, { secret: 'string!' });
+    return (await this.invoke('claim_pairing', { id }, body)) as PairingClaim;
+  }
+
+  /**
+   * One Computer the caller sees; another member's is not found. `GET /v1/computers/{id}`
+   * (operation `get_computer`).
+   */
+  async getComputer(id: string): Promise<Computer> {
+    checkString('getComputer', 'id', id);
+    return (await this.invoke('get_computer', { id }, undefined)) as Computer;
+  }
+
+  /**
+   * Removes a Computer: its credential stops working at once, and the removal is saved before the
+   * answer. A shared Computer is removed by an owner or admin only. `DELETE /v1/computers/{id}`
+   * (operation `remove_computer`).
+   */
+  async removeComputer(id: string): Promise<void> {
+    checkString('removeComputer', 'id', id);
+    await this.invoke('remove_computer', { id }, undefined);
   }
 
   /**

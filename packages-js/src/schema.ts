@@ -25,6 +25,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The cluster's nodes as they registered (docs/cluster.md): name, incarnation, RPC address,
+         *     start, last heartbeat, when it left, and whether it is alive (never proof that what it held
+         *     was released). Only for the platform operator.
+         */
+        get: operations["list_cluster_nodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The physical resources of one scope (`scope`, e.g. `app_connection:<id>`, old routes
+         *     included) or of one execution's phases (`execution_id`), oldest first, each with what is
+         *     known of its release: `open`, `closed`, `failed` (with the error ID of its sealed cause),
+         *     or `unknown` (its owner's lease ran out with nothing saved). Give exactly one of the two.
+         *     Only for the platform operator.
+         */
+        get: operations["list_physical_resources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/app-connections/{connection_id}/oauth": {
         parameters: {
             query?: never;
@@ -288,7 +332,10 @@ export interface paths {
         post?: never;
         /**
          * Removes a Connection: its credentials are dropped, its revision grows, and saved calls
-         *     that name it fail with a clear result and send nothing.
+         *     that name it fail with a clear result and send nothing. Then every MCP session it has open
+         *     on any node is closed by its owner; the answer is 204 once all are closed, or 503
+         *     `unavailable` naming the sessions not known to be closed (an owner that did not answer, a
+         *     close that failed, with its error ID). Removing it again waits for those again.
          */
         delete: operations["remove_app_connection"];
         options?: never;
@@ -881,6 +928,111 @@ export interface paths {
         /** Stops the running Turn; queued input then runs. */
         post: operations["stop"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/computers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The Computers the caller sees: its own and the organization's shared ones, oldest first.
+         *     Paged: ask again with `next_cursor` until it is absent.
+         */
+        get: operations["list_computers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/computers/pairings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Starts a pairing, for a machine (no token): answers the code a member approves and the
+         *     secret the machine claims its credential with, both shown only now. The code works for 10
+         *     minutes. 429 while too many pairings wait for approval.
+         */
+        post: operations["start_pairing"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/computers/pairings/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approves a pairing code a machine shows: makes the Computer, the caller's own or (with
+         *     `shared`, an owner or admin) the organization's. 404 for an unknown code, 409 for a code
+         *     that expired or was used already.
+         */
+        post: operations["approve_pairing"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/computers/pairings/{id}/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The machine's claim, with its pairing secret (no token): `approved: false` while no member
+         *     approved the code, else the Computer and its credential, shown once. A claim again within
+         *     the pairing's 10 minutes issues a new credential and voids the one before. 404 for an
+         *     unknown pairing or a wrong secret, 409 once the pairing expired or its Computer was removed.
+         */
+        post: operations["claim_pairing"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/computers/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One Computer the caller sees; another member's is not found. */
+        get: operations["get_computer"];
+        put?: never;
+        post?: never;
+        /**
+         * Removes a Computer: its credential stops working at once, and the removal is saved before
+         *     the answer. A shared Computer is removed by an owner or admin only.
+         */
+        delete: operations["remove_computer"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2088,6 +2240,16 @@ export interface components {
          * @enum {string}
          */
         ApprovalState: "pending" | "approved" | "denied" | "expired" | "revoked" | "cancelled";
+        /** @description A member's approval of a pairing code (`POST /v1/computers/pairings/approve`). */
+        ApprovePairing: {
+            /** @description The code the machine shows, with or without its dash, in any case. */
+            code: string;
+            /**
+             * @description Whether the Computer is the organization's (an owner or admin shares one) instead of
+             *     the approving member's own.
+             */
+            shared?: boolean;
+        };
         /**
          * @description Starts a sign-in: OpenBot discovers the MCP server's authorization server, registers a
          *     client there when none is given, and answers the URL to open in a browser.
@@ -2386,6 +2548,48 @@ export interface components {
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
         };
+        /** @description The machine's claim of its credential (`POST /v1/computers/pairings/{id}/claim`). */
+        ClaimPairing: {
+            /** @description The pairing's secret. */
+            secret: string;
+        };
+        /** @description One node of the deployment, as it registered itself. */
+        ClusterNode: {
+            /**
+             * @description Whether it beat its heart lately and has not left. Never proof that what it held was
+             *     released.
+             */
+            alive: boolean;
+            /**
+             * Format: date-time
+             * @description Its last heartbeat.
+             */
+            heartbeat_at: string;
+            /**
+             * Format: uuid
+             * @description This start of it; a restart under the same name is a new incarnation.
+             */
+            incarnation: string;
+            /**
+             * Format: date-time
+             * @description When it stopped, if it said so.
+             */
+            left_at?: string | null;
+            /** @description Its name (`--node-name`). */
+            name: string;
+            /** @description Where other nodes call it (its private RPC listener). */
+            rpc_address: string;
+            /**
+             * Format: date-time
+             * @description When this incarnation started.
+             */
+            started_at: string;
+        };
+        /** @description The cluster's nodes. */
+        ClusterNodes: {
+            /** @description Every node that ever registered, by name. */
+            nodes: components["schemas"]["ClusterNode"][];
+        };
         /** @description One console line of a run. */
         CodeConsoleLine: {
             /** @description `log`, `warn` or `error`. */
@@ -2433,6 +2637,38 @@ export interface components {
             code: string;
             /** @description The `state` from the redirect. */
             state: string;
+        };
+        /** @description A machine paired with the server as a Computer (`/v1/computers`). */
+        Computer: {
+            /**
+             * Format: date-time
+             * @description When its pairing was approved.
+             */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description Its name, as the machine asked for it when pairing. */
+            name: string;
+            /**
+             * Format: uuid
+             * @description The member it belongs to; absent when it is the organization's (shared).
+             */
+            owner_member_id?: string | null;
+            /**
+             * Format: date-time
+             * @description When the machine claimed its credential; absent until it did.
+             */
+            paired_at?: string | null;
+        };
+        /** @description One page of Computers, oldest first. */
+        ComputerPage: {
+            /** @description The items on this page, in the list's order. */
+            items: components["schemas"]["Computer"][];
+            /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
+            next_cursor?: string;
         };
         /** @description One piece of message content. */
         ContentPart: {
@@ -3495,6 +3731,84 @@ export interface components {
             token_id?: components["schemas"]["TokenId"] | null;
         };
         /**
+         * @description A started pairing, as the machine keeps it: the code a member approves and the secret the
+         *     machine alone claims its credential with. Neither is shown again.
+         */
+        Pairing: {
+            /** @description The short code a member approves (`XXXX-XXXX`), single-use. */
+            code: string;
+            /**
+             * Format: date-time
+             * @description When the code stops working.
+             */
+            expires_at: string;
+            /**
+             * Format: uuid
+             * @description Its ID, to claim with.
+             */
+            id: string;
+            /** @description The secret the machine claims its credential with; never show it. */
+            secret: string;
+        };
+        /**
+         * @description The answer to a claim: still waiting for a member, or paired with the machine's own
+         *     credential (shown once; a later claim issues a new one and voids this).
+         */
+        PairingClaim: {
+            /** @description Whether a member approved the code yet. */
+            approved: boolean;
+            /**
+             * Format: uuid
+             * @description The Computer, once approved.
+             */
+            computer_id?: string | null;
+            /**
+             * @description The machine's credential (`obc_...`), once approved. Never a member's token: it
+             *     reaches only the Computer's own connection.
+             */
+            credential?: string | null;
+        };
+        /** @description One physical resource a node holds or held (an MCP stdio process, an MCP HTTP session, ...). */
+        PhysicalResource: {
+            /**
+             * Format: date-time
+             * @description When it was registered (before its connection started).
+             */
+            created_at: string;
+            error_id?: components["schemas"]["ErrorId"] | null;
+            execution_id?: components["schemas"]["ExecutionId"] | null;
+            /**
+             * Format: uuid
+             * @description Its ID.
+             */
+            id: string;
+            /** @description What it is (`mcp.stdio`, `mcp.http`, ...). */
+            kind: string;
+            /**
+             * Format: date-time
+             * @description Until when its owner's lease runs.
+             */
+            lease_until: string;
+            /**
+             * Format: uuid
+             * @description That node's incarnation, the only one that may close it.
+             */
+            owner_incarnation: string;
+            /** @description The node that holds it. */
+            owner_node: string;
+            /** @description That phase. */
+            phase?: string | null;
+            /** @description What it belongs to, as cleanup waits for it (`app_connection:<id>`, ...). */
+            scope: string;
+            /** @description What is known about its release. */
+            state: components["schemas"]["ResourceState"];
+        };
+        /** @description Physical resources, oldest first. */
+        PhysicalResources: {
+            /** @description The resources. */
+            resources: components["schemas"]["PhysicalResource"][];
+        };
+        /**
          * @description Whether a Chat is in plan mode: its Bot may only propose a plan (`propose_plan`) until a
          *     person approves one, which switches plan mode off.
          */
@@ -3704,7 +4018,12 @@ export interface components {
          * @description A kind of resource a right covers.
          * @enum {string}
          */
-        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults" | "apps" | "members" | "organizations";
+        Resource: "bots" | "chats" | "executions" | "tokens" | "models" | "outcomes" | "billing" | "vaults" | "apps" | "members" | "organizations" | "computers";
+        /**
+         * @description What is known about a physical resource's release.
+         * @enum {string}
+         */
+        ResourceState: "open" | "closed" | "failed" | "unknown";
         /** @description One right: an action on a kind of resource. Write does not imply read. */
         Right: {
             /** @description The action. */
@@ -3815,6 +4134,11 @@ export interface components {
             platform: components["schemas"]["ChannelKind"];
             /** @description The platform's user ID (Slack `U...`, Telegram's numeric user ID as text). */
             user_id: string;
+        };
+        /** @description What a machine asks for to pair (`POST /v1/computers/pairings`, no credential). */
+        StartPairing: {
+            /** @description The name the Computer will have, 1-100 characters. */
+            name: string;
         };
         /** @description A stored file's description (its bytes are read separately). */
         StoredFile: {
@@ -4265,6 +4589,89 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_cluster_nodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterNodes"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_physical_resources: {
+        parameters: {
+            query?: {
+                /** @description A scope, e.g. `app_connection:<id>`. */
+                scope?: string;
+                /** @description An execution. */
+                execution_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PhysicalResources"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5394,6 +5801,14 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7994,6 +8409,344 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_computers: {
+        parameters: {
+            query?: {
+                /** @description How many items the page holds: 1-200, default 50. */
+                limit?: number;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ComputerPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_pairing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartPairing"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Pairing"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    approve_pairing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovePairing"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Computer"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    claim_pairing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The pairing */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClaimPairing"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PairingClaim"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_computer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Computer */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Computer"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_computer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Computer */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             401: {
                 headers: {

@@ -40,6 +40,9 @@ pub enum Resource {
     /// Organizations: read lists the caller's, write creates one (with the owner or admin
     /// role, from a token that holds every right and no Bot limit, as its first token has).
     Organizations,
+    /// Computers: read lists the caller's own and the organization's shared ones, write
+    /// approves pairings and removes Computers.
+    Computers,
 }
 
 /// What a right allows on its resource.
@@ -80,6 +83,7 @@ impl Right {
             Resource::Apps,
             Resource::Members,
             Resource::Organizations,
+            Resource::Computers,
         ] {
             for action in [Action::Read, Action::Write] {
                 all.push(Right { resource, action });

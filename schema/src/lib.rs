@@ -16,6 +16,7 @@ mod channel;
 mod chat;
 mod cluster;
 mod code;
+mod computer;
 mod error;
 mod event;
 mod execution;
@@ -71,6 +72,10 @@ pub use cluster::{
     ClusterNode, ClusterNodes, PhysicalResource, PhysicalResources, ResourceFilter, ResourceState,
 };
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};
+pub use computer::{
+    ApprovePairing, ClaimPairing, Computer, ComputerFile, OutputChunk, Pairing, PairingClaim,
+    StartPairing, TerminalOutput, TerminalSession,
+};
 pub use error::{ErrorBody, ErrorCategory, ErrorCode, ErrorRecord};
 pub use event::{Event, EventKind, EventPage};
 pub use execution::{Execution, ExecutionKind, ExecutionState, TurnOutcome};
@@ -93,7 +98,7 @@ pub use organization::{
 pub use outcome::{DecideOutcome, OutcomeDecision, OutcomeDecisionRecord, UnknownOutcome};
 pub use page::{
     ApiTokenPage, AppConnectionPage, AppPage, ApprovalRequestPage, ApprovalRulePage, BotPage,
-    BudgetPage, ChannelPage, ChannelSendPage, ChatEntryPage, ChatFilter, ChatPage,
+    BudgetPage, ChannelPage, ChannelSendPage, ChatEntryPage, ChatFilter, ChatPage, ComputerPage,
     DEFAULT_PAGE_LIMIT, DelegateToolPage, HttpToolPage, InvitationPage, MAX_PAGE_LIMIT, MemberPage,
     MemoryPage, ModelPricePage, OrganizationPage, Page, PageQuery, ProviderSettingsPage,
     ReminderPage, ScopeLimitPage, StoredFilePage, TriggerFiringPage, TriggerPage,

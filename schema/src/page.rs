@@ -184,6 +184,10 @@ page!(
     BudgetPage of Budget
 );
 page!(
+    /// One page of Computers, oldest first.
+    ComputerPage of crate::Computer
+);
+page!(
     /// One page of delegate tools, by name.
     DelegateToolPage of DelegateTool
 );

@@ -10,6 +10,7 @@ pub mod channels;
 pub mod chats;
 pub mod cluster;
 pub mod codemode;
+pub mod computers;
 pub mod engine;
 pub mod executions;
 pub mod features;

@@ -149,7 +149,8 @@ impl Database {
             + crate::apps::oauth::OAuthStore
             + crate::operator::OperatorStore
             + crate::cluster::NodeStore
-            + crate::cluster::directory::ResourceStore,
+            + crate::cluster::directory::ResourceStore
+            + crate::computers::ComputerStore,
     {
         Self {
             store: store.clone(),
@@ -169,9 +170,15 @@ impl Database {
             channels: store.clone(),
             apps: store.clone(),
             oauth: store.clone(),
-            features: crate::cluster::directory::register(
-                crate::cluster::register(
-                    crate::operator::register(crate::features::Features::default(), store.clone()),
+            features: crate::computers::register(
+                crate::cluster::directory::register(
+                    crate::cluster::register(
+                        crate::operator::register(
+                            crate::features::Features::default(),
+                            store.clone(),
+                        ),
+                        store.clone(),
+                    ),
                     store.clone(),
                 ),
                 store.clone(),
@@ -353,7 +360,7 @@ pub fn registry(database: Option<&Database>, platform: &Platform) -> Registry {
         registry.register(Arc::new(crate::channels::DeliveryWorkflow::new(
             Arc::clone(&database.channels),
             firing.clone(),
-            crate::channels::ChannelHttp::new(platform.outbound()),
+            crate::channels::ChannelHttp::new(platform),
         )));
         registry.register(Arc::new(crate::channels::RemovalWorkflow::new(Arc::clone(
             &database.channels,

@@ -27,6 +27,10 @@ type ModelEnv = Box<dyn Fn(&str) -> Option<String>>;
 pub struct Platform {
     env: EnvReader,
     outbound: Arc<OutboundPolicy>,
+    /// HTTP tools and embeddings: 10 s to connect, 5 min per call.
+    tool_client: reqwest::Client,
+    /// Short exchanges (Channel sends, OAuth): 10 s to connect, 30 s per request.
+    exchange_client: reqwest::Client,
     scripted: Option<PathBuf>,
     stdio_apps: bool,
     code_limits: openbot_core::codemode::Limits,
@@ -45,6 +49,9 @@ impl std::fmt::Debug for Platform {
 /// A platform that cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum PlatformError {
+    /// The outbound HTTP clients cannot be built.
+    #[error(transparent)]
+    HttpClient(#[from] openbot_core::outbound::ClientBuildError),
     /// The scripted models folder cannot be used.
     #[error("the scripted models folder {path}: {source}")]
     ScriptedFolder {
@@ -66,20 +73,6 @@ pub struct OrganizationProvider {
     pub api_key: Option<String>,
 }
 
-impl Default for Platform {
-    /// The server's environment for platform keys, internal addresses denied, no scripted
-    /// models.
-    fn default() -> Self {
-        Self {
-            env: Arc::new(|name| std::env::var(name).ok()),
-            outbound: Arc::new(OutboundPolicy::default()),
-            scripted: None,
-            stdio_apps: false,
-            code_limits: openbot_core::codemode::Limits::default(),
-        }
-    }
-}
-
 impl Platform {
     /// A platform reading its keys from the server's environment, keeping outbound requests
     /// to `outbound` and reading scripted models only from `scripted` (none without it).
@@ -97,9 +90,13 @@ impl Platform {
             }
             None => None,
         };
+        let outbound = Arc::new(outbound);
+        let connect = Duration::from_secs(10);
         Ok(Self {
             env: Arc::new(|name| std::env::var(name).ok()),
-            outbound: Arc::new(outbound),
+            tool_client: outbound.client(connect, Duration::from_secs(300))?,
+            exchange_client: outbound.client(connect, Duration::from_secs(30))?,
+            outbound,
             scripted,
             stdio_apps: false,
             code_limits: openbot_core::codemode::Limits::default(),
@@ -152,14 +149,16 @@ impl Platform {
         }
     }
 
-    /// The HTTP client of HTTP tools: the outbound policy, 10 s to connect, 5 min per call.
+    /// The HTTP client of HTTP tools and embeddings: the outbound policy, 10 s to connect,
+    /// 5 min per call.
     pub fn tool_client(&self) -> reqwest::Client {
-        self.outbound
-            .client_builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(300))
-            .build()
-            .unwrap_or_default()
+        self.tool_client.clone()
+    }
+
+    /// The HTTP client of short exchanges (Channel sends, OAuth): the outbound policy, 10 s to
+    /// connect, 30 s per request.
+    pub fn exchange_client(&self) -> reqwest::Client {
+        self.exchange_client.clone()
     }
 
     /// The file a scripted model's name stands for: a name inside the operator's folder
@@ -302,7 +301,7 @@ mod tests {
                     _ => None,
                 }))
             })
-            .unwrap_or_default()
+            .expect("a platform")
     }
 
     #[test]
@@ -361,6 +360,11 @@ mod tests {
             let _ = std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link.json"));
             assert!(platform.scripted_path("link.json").is_err());
         }
-        assert!(Platform::default().scripted_path("hello.json").is_err());
+        assert!(
+            Platform::new(OutboundPolicy::default(), None)
+                .unwrap()
+                .scripted_path("hello.json")
+                .is_err()
+        );
     }
 }

@@ -21,6 +21,9 @@ pub enum ServiceError {
     /// The record changed or is in a state that does not take this.
     #[error("{0}")]
     Conflict(String),
+    /// Too many requests of this kind are open; try again later.
+    #[error("{0}")]
+    RateLimited(String),
     /// The credential is not (or no longer) valid.
     #[error("{0}")]
     Unauthorized(&'static str),

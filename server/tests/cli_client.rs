@@ -1525,3 +1525,54 @@ fn bots_update_chats_get_and_executions_deliver_reach_their_operations() {
         String::from_utf8_lossy(&late.stderr)
     );
 }
+
+#[test]
+fn a_machine_pairs_through_openbot_computer_pair_and_a_member_approves_with_the_cli() {
+    use std::io::BufRead;
+    let served = Served::start();
+    let cli = Cli::new();
+    cli.login(&served);
+    let machine = tempfile::tempdir().unwrap();
+    let credential = machine.path().join("computer.json");
+    let mut pair = Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args([
+            "computer",
+            "pair",
+            "--server",
+            &served.base,
+            "--name",
+            "build-box",
+            "--json",
+        ])
+        .arg("--credential-file")
+        .arg(&credential)
+        .env("OPENBOT_CONFIG_DIR", machine.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(pair.stdout.take().unwrap()).lines();
+    let shown: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let code = shown["code"].as_str().unwrap();
+    let approved = cli.ok(&["computers", "approve", code]);
+    assert!(
+        approved.contains("approved:") && approved.contains("build-box"),
+        "{approved}"
+    );
+    let done: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(pair.wait().unwrap().success());
+    let saved: Value = serde_json::from_slice(&std::fs::read(&credential).unwrap()).unwrap();
+    assert_eq!(saved["computer_id"], done["computer_id"]);
+    assert!(saved["credential"].as_str().unwrap().starts_with("obc_"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&credential).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "only this user reads the credential");
+    let id = done["computer_id"].as_str().unwrap();
+    let listed = cli.ok(&["computers", "list"]);
+    assert!(listed.contains(id) && listed.contains("paired"), "{listed}");
+    // The code was used: approving it again says so.
+    let again = cli.run(&["computers", "approve", code]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("used"));
+    cli.ok(&["computers", "remove", id]);
+    assert!(cli.ok(&["computers", "list"]).contains("no Computers"));
+}

@@ -1741,7 +1741,7 @@ async fn a_retired_workflow_kind_ends_interrupted_with_its_reason(backend: Backe
         .await
         .unwrap()
         .execution_id();
-    let platform = openbot_server::platform::Platform::default();
+    let platform = openbot_server::platform::Platform::new(Default::default(), None).unwrap();
     let mut workflows = registry(None, &platform);
     workflows.retire("legacy_report", "reports moved to the Turn workflow");
     engine

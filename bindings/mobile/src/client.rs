@@ -20,12 +20,22 @@ type Inner = Arc<dyn openbot_core::Client>;
 /// tool with no entry here waits for `deliverToolResult`.
 /// `outbound` is the allow list of internal addresses the Bots' HTTP tools may reach in
 /// memory mode (as `OPENBOT_OUTBOUND_ALLOW`: `loopback, 10.1.0.0/16`); a server keeps its own.
-#[uniffi::export(default(token = None, tools = [], outbound = None))]
+/// `computer_folders` attaches this machine as a Computer in memory mode (the Computer tools on
+/// these folders; terminal sessions unless `computer_terminal` is false; docs/computers.md).
+#[uniffi::export(default(
+    token = None,
+    tools = [],
+    outbound = None,
+    computer_folders = None,
+    computer_terminal = true
+))]
 pub async fn connect(
     uri: String,
     token: Option<String>,
     tools: Vec<Arc<dyn HostTool>>,
     outbound: Option<String>,
+    computer_folders: Option<Vec<String>>,
+    computer_terminal: bool,
 ) -> Result<Arc<Client>, OpenBotError> {
     let tools = tools
         .into_iter()
@@ -37,6 +47,7 @@ pub async fn connect(
         ..ConnectOptions::default()
     }
     .with_outbound_allow(outbound.as_deref())
+    .and_then(|o| o.with_computer(computer_folders, computer_terminal))
     .map_err(from_core)?;
     let inner = run(async move {
         openbot_core::connect(&uri, options)
@@ -219,4 +230,14 @@ impl Drop for Client {
             runtime.spawn(async move { inner.close().await });
         }
     }
+}
+
+/// The tools a Bot gets on a Computer (the four terminal tools, then the two file tools): name
+/// them in a Bot's tools; their definitions come from the Computer (docs/computers.md).
+#[uniffi::export]
+pub fn computer_tools() -> Vec<String> {
+    openbot_core::computer::TOOL_NAMES
+        .iter()
+        .map(|name| name.to_string())
+        .collect()
 }

@@ -931,6 +931,86 @@ impl Client {
         Ok(())
     }
 
+    /// The Computers the caller sees: its own and the organization's shared ones, oldest first.
+    /// Paged: ask again with `next_cursor` until it is absent.
+    /// (`GET /v1/computers`, operation `list_computers`)
+    #[uniffi::method(default(limit = None, cursor = None))]
+    pub async fn list_computers(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<schema::ComputerPage, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        let answer = self.call_operation("list_computers", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Starts a pairing, for a machine (no token): answers the code a member approves and the
+    /// secret the machine claims its credential with, both shown only now. The code works for 10
+    /// minutes. 429 while too many pairings wait for approval.
+    /// (`POST /v1/computers/pairings`, operation `start_pairing`)
+    pub async fn start_pairing(
+        &self,
+        body: schema::StartPairing,
+    ) -> Result<schema::Pairing, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("start_pairing", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Approves a pairing code a machine shows: makes the Computer, the caller's own or (with
+    /// `shared`, an owner or admin) the organization's. 404 for an unknown code, 409 for a code
+    /// that expired or was used already.
+    /// (`POST /v1/computers/pairings/approve`, operation `approve_pairing`)
+    pub async fn approve_pairing(
+        &self,
+        body: schema::ApprovePairing,
+    ) -> Result<schema::Computer, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("approve_pairing", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// The machine's claim, with its pairing secret (no token): `approved: false` while no member
+    /// approved the code, else the Computer and its credential, shown once. A claim again within
+    /// the pairing's 10 minutes issues a new credential and voids the one before. 404 for an
+    /// unknown pairing or a wrong secret, 409 once the pairing expired or its Computer was removed.
+    /// (`POST /v1/computers/pairings/{id}/claim`, operation `claim_pairing`)
+    pub async fn claim_pairing(
+        &self,
+        id: String,
+        body: schema::ClaimPairing,
+    ) -> Result<schema::PairingClaim, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("claim_pairing", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// One Computer the caller sees; another member's is not found.
+    /// (`GET /v1/computers/{id}`, operation `get_computer`)
+    pub async fn get_computer(&self, id: String) -> Result<schema::Computer, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let answer = self.call_operation("get_computer", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Removes a Computer: its credential stops working at once, and the removal is saved before
+    /// the answer. A shared Computer is removed by an owner or admin only.
+    /// (`DELETE /v1/computers/{id}`, operation `remove_computer`)
+    pub async fn remove_computer(&self, id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        let _answer = self.call_operation("remove_computer", request).await?;
+        Ok(())
+    }
+
     /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is
     /// absent.
     /// (`GET /v1/delegates`, operation `list_delegates`)

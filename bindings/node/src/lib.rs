@@ -59,12 +59,16 @@ pub fn flush_tracing() {
 /// serve the Bots' tools of the same name, in both modes. `outbound` is the allow list of
 /// internal addresses the Bots' HTTP tools may reach in memory mode (as
 /// `OPENBOT_OUTBOUND_ALLOW`: `loopback, 10.1.0.0/16`); a server keeps its own policy.
+/// `computerFolders` attaches this machine as a Computer in memory mode (the Computer tools on
+/// these folders; terminal sessions unless `computerTerminal` is false); see docs/computers.md.
 #[napi]
 pub async fn connect(
     uri: String,
     token: Option<String>,
     tools: Vec<ToolHandler>,
     outbound: Option<String>,
+    computer_folders: Option<Vec<String>>,
+    computer_terminal: Option<bool>,
 ) -> Result<NativeClient> {
     let tools = tools
         .into_iter()
@@ -76,6 +80,7 @@ pub async fn connect(
         ..ConnectOptions::default()
     }
     .with_outbound_allow(outbound.as_deref())
+    .and_then(|o| o.with_computer(computer_folders, computer_terminal.unwrap_or(true)))
     .map_err(error::to_js)?;
     let client = openbot_core::connect(&uri, options)
         .await

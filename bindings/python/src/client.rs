@@ -306,10 +306,15 @@ impl NativeEvents {
 /// out), and whether that function is async.
 type ToolArg = (String, Py<PyAny>, bool);
 
+/// This machine as a Computer (memory mode): its allowed folders and whether it offers
+/// terminal sessions.
+type ComputerArg = Option<(Vec<String>, bool)>;
+
 fn options(
     token: Option<String>,
     tools: Vec<ToolArg>,
     outbound: Option<&str>,
+    computer: ComputerArg,
     event_loop: Option<&TaskLocals>,
 ) -> PyResult<ConnectOptions> {
     let mut shared: Vec<openbot_core::tool::SharedTool> = Vec::with_capacity(tools.len());
@@ -332,20 +337,25 @@ fn options(
         ..ConnectOptions::default()
     }
     .with_outbound_allow(outbound)
+    .and_then(|o| match computer {
+        Some((folders, terminal)) => o.with_computer(Some(folders), terminal),
+        None => Ok(o),
+    })
     .map_err(to_py)
 }
 
 /// Connects and waits with the GIL released. Tools must be sync functions.
 #[pyfunction]
-#[pyo3(signature = (uri, token=None, tools=Vec::new(), outbound=None))]
+#[pyo3(signature = (uri, token=None, tools=Vec::new(), outbound=None, computer=None))]
 pub fn connect_sync(
     py: Python<'_>,
     uri: String,
     token: Option<String>,
     tools: Vec<ToolArg>,
     outbound: Option<String>,
+    computer: ComputerArg,
 ) -> PyResult<NativeClient> {
-    let options = options(token, tools, outbound.as_deref(), None)?;
+    let options = options(token, tools, outbound.as_deref(), computer, None)?;
     let client = block_on(
         py,
         async move { openbot_core::connect(&uri, options).await },
@@ -359,7 +369,8 @@ pub fn connect_sync(
 /// Connects; the client comes through `bridge` under `ticket`. Must be called in a running
 /// event loop: async tools run on it.
 #[pyfunction]
-#[pyo3(signature = (bridge, ticket, uri, token=None, tools=Vec::new(), outbound=None))]
+#[pyo3(signature = (bridge, ticket, uri, token=None, tools=Vec::new(), outbound=None, computer=None))]
+#[allow(clippy::too_many_arguments)] // the Python signature, one argument per option
 pub fn connect_async(
     py: Python<'_>,
     bridge: &Bridge,
@@ -368,9 +379,10 @@ pub fn connect_async(
     token: Option<String>,
     tools: Vec<ToolArg>,
     outbound: Option<String>,
+    computer: ComputerArg,
 ) -> PyResult<Started> {
     let locals = TaskLocals::with_running_loop(py)?.copy_context(py)?;
-    let options = options(token, tools, outbound.as_deref(), Some(&locals))?;
+    let options = options(token, tools, outbound.as_deref(), computer, Some(&locals))?;
     bridge.start(py, ticket, async move {
         let client = openbot_core::connect(&uri, options).await?;
         Ok(deliver(NativeClient {

@@ -156,6 +156,11 @@ pub struct ConnectOptions {
     /// so a tool on `127.0.0.1` needs `OutboundPolicy::parse("loopback")` here (or
     /// `OPENBOT_OUTBOUND_ALLOW=loopback`). A server keeps its operator's policy.
     pub outbound: Option<crate::outbound::OutboundPolicy>,
+    /// This machine as a Computer, in memory mode: a Bot that lists a Computer tool
+    /// (`computer_terminal_start`, `computer_file_read`, ...; [`crate::computer::TOOL_NAMES`])
+    /// gets it, with its definition, on these folders. Unset: no Computer. With a server,
+    /// it is `invalid_input`: a server's Computers are machines paired with it.
+    pub computer: Option<crate::computer::ComputerOptions>,
 }
 
 impl ConnectOptions {
@@ -168,6 +173,29 @@ impl ConnectOptions {
             let policy = crate::outbound::OutboundPolicy::parse(list)
                 .map_err(|e| Error::invalid_input(format!("outbound: {e}")))?;
             self.outbound = Some(policy);
+        }
+        Ok(self)
+    }
+}
+
+impl ConnectOptions {
+    /// Sets [`Self::computer`] from the bindings' `computer` option: the allowed folders, and
+    /// whether terminal sessions are offered; `None` attaches no Computer. An empty folder
+    /// list is `invalid_input`; folders that do not exist are refused by `connect`.
+    pub fn with_computer(
+        mut self,
+        folders: Option<Vec<String>>,
+        terminal: bool,
+    ) -> Result<Self, Error> {
+        if let Some(folders) = folders {
+            if folders.is_empty() {
+                return Err(Error::invalid_input(
+                    "computer: name at least one allowed folder",
+                ));
+            }
+            let mut options = crate::computer::ComputerOptions::new(folders);
+            options.terminal = terminal;
+            self.computer = Some(options);
         }
         Ok(self)
     }
@@ -187,6 +215,7 @@ impl std::fmt::Debug for ConnectOptions {
             )
             .field("models", &self.models.keys().collect::<Vec<_>>())
             .field("outbound", &self.outbound)
+            .field("computer", &self.computer)
             .finish()
     }
 }

@@ -11,20 +11,21 @@ use async_trait::async_trait;
 use openbot_schema::{
     AcceptInvitation, AcceptedInvitation, ApiToken, ApiTokenPage, App, AppConnection,
     AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
-    BeginOAuth, Budget, BudgetPage, Channel, ChannelAck, ChannelPage, ChannelSend, ChannelSendPage,
-    Chat, ChatPage, ClusterNodes, CodeRun, CodeRunResult, CompleteOAuth, CreateApprovalRule,
-    CreateChannel, CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
-    CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
-    CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
-    ErrorRecord, FileRetention, GrantCredits, Health, HttpTool, HttpToolPage, Invitation,
-    InvitationPage, LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch,
-    MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage,
-    NewApp, NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
-    Organization, OrganizationPage, PhysicalResources, ProviderSettings, ProviderSettingsPage,
-    PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider,
-    PutScopeLimit, PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session,
-    Speaker, StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage, TriggerPage,
-    UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
+    ApprovePairing, BeginOAuth, Budget, BudgetPage, Channel, ChannelAck, ChannelPage, ChannelSend,
+    ChannelSendPage, Chat, ChatPage, ClaimPairing, ClusterNodes, CodeRun, CodeRunResult,
+    CompleteOAuth, Computer, ComputerPage, CreateApprovalRule, CreateChannel, CreateInvitation,
+    CreateMemory, CreateOrganization, CreateToken, CreateTrigger, CreateVaultItem, CreateVaultRule,
+    CreatedInvitation, CreatedOrganization, CreatedToken, CreatedTrigger, CreditBalance,
+    CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, ErrorRecord, FileRetention,
+    GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage, LinkSpeaker, Member,
+    MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus,
+    MemoryUpdate, ModelPrice, ModelPricePage, NewApp, NewAppConnection, OAuthAuthorization,
+    OAuthCleanup, OAuthConnection, OAuthRemoval, Organization, OrganizationPage, Pairing,
+    PairingClaim, PhysicalResources, ProviderSettings, ProviderSettingsPage, PutBudget,
+    PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
+    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, Speaker,
+    StartPairing, StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage,
+    TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -812,6 +813,78 @@ pub const OPERATIONS: &[Operation] = &[
         public: false,
         client_method: Some("stop"),
         memory: true,
+    },
+    Operation {
+        id: "list_computers",
+        method: "GET",
+        path: "/v1/computers",
+        path_params: &[],
+        query_params: &["limit", "cursor"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "start_pairing",
+        method: "POST",
+        path: "/v1/computers/pairings",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: true,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "approve_pairing",
+        method: "POST",
+        path: "/v1/computers/pairings/approve",
+        path_params: &[],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "claim_pairing",
+        method: "POST",
+        path: "/v1/computers/pairings/{id}/claim",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: true,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "get_computer",
+        method: "GET",
+        path: "/v1/computers/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "remove_computer",
+        method: "DELETE",
+        path: "/v1/computers/{id}",
+        path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
     },
     Operation {
         id: "list_delegates",
@@ -2406,6 +2479,87 @@ pub trait Operations: Client {
         request.param("id", id.to_string());
         request.param("reminder_id", reminder_id.to_string());
         self.call(OP, request).await?.decode()
+    }
+
+    /// The Computers the caller sees: its own and the organization's shared ones, oldest first.
+    /// Paged: ask again with `next_cursor` until it is absent.
+    async fn list_computers(
+        &self,
+        limit: Option<u64>,
+        cursor: Option<&str>,
+    ) -> Result<ComputerPage, Error> {
+        const OP: &str = "list_computers";
+        let mut request = ApiRequest::default();
+        request.param("limit", limit);
+        request.param("cursor", cursor);
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Every item of `list_computers`, following its pages to the end.
+    async fn list_computers_all(&self) -> Result<Vec<Computer>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_computers(None, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Starts a pairing, for a machine (no token): answers the code a member approves and the
+    /// secret the machine claims its credential with, both shown only now. The code works for 10
+    /// minutes. 429 while too many pairings wait for approval.
+    async fn start_pairing(&self, body: &StartPairing) -> Result<Pairing, Error> {
+        const OP: &str = "start_pairing";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Approves a pairing code a machine shows: makes the Computer, the caller's own or (with
+    /// `shared`, an owner or admin) the organization's. 404 for an unknown code, 409 for a code
+    /// that expired or was used already.
+    async fn approve_pairing(&self, body: &ApprovePairing) -> Result<Computer, Error> {
+        const OP: &str = "approve_pairing";
+        let mut request = ApiRequest::default();
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// The machine's claim, with its pairing secret (no token): `approved: false` while no member
+    /// approved the code, else the Computer and its credential, shown once. A claim again within
+    /// the pairing's 10 minutes issues a new credential and voids the one before. 404 for an
+    /// unknown pairing or a wrong secret, 409 once the pairing expired or its Computer was removed.
+    async fn claim_pairing(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        body: &ClaimPairing,
+    ) -> Result<PairingClaim, Error> {
+        const OP: &str = "claim_pairing";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// One Computer the caller sees; another member's is not found.
+    async fn get_computer(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<Computer, Error> {
+        const OP: &str = "get_computer";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Removes a Computer: its credential stops working at once, and the removal is saved before
+    /// the answer. A shared Computer is removed by an owner or admin only.
+    async fn remove_computer(&self, id: &(dyn std::fmt::Display + Sync)) -> Result<(), Error> {
+        const OP: &str = "remove_computer";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
     }
 
     /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is

@@ -44,6 +44,8 @@ pub struct MemoryClient {
 
 struct Inner {
     handlers: HashMap<String, SharedTool>,
+    /// The tools of this machine as a Computer (`ConnectOptions::computer`), by name.
+    computer_tools: HashMap<String, SharedTool>,
     /// The rule every registered HTTP tool's request keeps.
     outbound: Arc<OutboundPolicy>,
     /// The client of registered HTTP tools, built from `outbound`.
@@ -100,6 +102,14 @@ impl MemoryClient {
                 )));
             }
         }
+        let mut computer_tools = HashMap::new();
+        if let Some(computer) = options.computer {
+            let terminal = computer.terminal;
+            let computer = crate::computer::LocalComputer::new(computer)?;
+            for tool in crate::computer::computer_tools(Arc::new(computer), terminal) {
+                computer_tools.insert(tool.definition().name.clone(), tool);
+            }
+        }
         let state = State {
             models: options.models,
             ..State::default()
@@ -112,16 +122,15 @@ impl MemoryClient {
         };
         let outbound = Arc::new(outbound);
         let tool_client = outbound
-            .client_builder()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            .timeout(std::time::Duration::from_secs(300))
-            .build()
-            .map_err(|e| {
-                Error::invalid_input(format!("the HTTP tool client cannot be built: {e}"))
-            })?;
+            .client(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(300),
+            )
+            .map_err(|e| Error::invalid_input(e.to_string()))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 handlers,
+                computer_tools,
                 outbound,
                 tool_client,
                 memories: crate::memories::MemoryBook::new(),

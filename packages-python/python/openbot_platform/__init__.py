@@ -13,6 +13,7 @@ import atexit
 
 from . import _native, types
 from ._call import AsyncPages, FileContent, Identified, Pages, Ref
+from ._args import COMPUTER_TOOLS
 from ._extras import TERMINAL_EVENT_TYPES, TERMINAL_STATES
 from ._operations import METHODS, OPERATIONS
 from .client import (
@@ -88,6 +89,7 @@ __all__ = [
     "AsyncEventStream",
     "AsyncPages",
     "AsyncTurn",
+    "COMPUTER_TOOLS",
     "BotHandle",
     "BotRef",
     "CancelledError",
@@ -154,6 +156,7 @@ __all__ += [
     "ApprovalRule",
     "ApprovalRulePage",
     "ApprovalState",
+    "ApprovePairing",
     "AssistantMessage",
     "BeginOAuth",
     "Bot",
@@ -179,6 +182,7 @@ __all__ += [
     "ChatId",
     "ChatPage",
     "ChildStartedEvent",
+    "ClaimPairing",
     "ClusterNode",
     "ClusterNodes",
     "CodeConsoleLine",
@@ -187,6 +191,8 @@ __all__ += [
     "CodeRunError",
     "CodeRunResult",
     "CompleteOAuth",
+    "Computer",
+    "ComputerPage",
     "ContentPart",
     "CreateApprovalRule",
     "CreateChannel",
@@ -269,6 +275,8 @@ __all__ += [
     "OrganizationPage",
     "OutcomeDecision",
     "OutcomeDecisionRecord",
+    "Pairing",
+    "PairingClaim",
     "PhysicalResource",
     "PhysicalResources",
     "PlanMode",
@@ -298,6 +306,7 @@ __all__ += [
     "SendState",
     "Session",
     "Speaker",
+    "StartPairing",
     "StdioAppTransport",
     "StoredFile",
     "StoredFilePage",

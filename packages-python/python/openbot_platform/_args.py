@@ -20,7 +20,26 @@ from .types import (
     ToolResult,
 )
 
-__all__ = ["BotRef", "ChatRef", "ExecutionRef", "ApprovalRef", "Input", "ToolSpec"]
+__all__ = [
+    "BotRef",
+    "ChatRef",
+    "ExecutionRef",
+    "ApprovalRef",
+    "Input",
+    "ToolSpec",
+    "COMPUTER_TOOLS",
+]
+
+#: The tools a Bot gets on a Computer (docs/computers.md): the four terminal tools, then the two
+#: file tools. Name them in ``create_bot``; their definitions come from the Computer.
+COMPUTER_TOOLS: tuple[str, ...] = (
+    "computer_terminal_start",
+    "computer_terminal_write",
+    "computer_terminal_read",
+    "computer_terminal_close",
+    "computer_file_read",
+    "computer_file_write",
+)
 
 #: A Bot, or its ID.
 BotRef = Union[Bot, str]
@@ -107,6 +126,9 @@ def _check(name: str, value: object, kind: type | tuple[type, ...], what: str) -
 def _tool(tool: ToolSpec, known: Mapping[str, ToolFunction]) -> dict[str, Any]:
     if isinstance(tool, str):
         function = known.get(tool)
+        if function is None and tool in COMPUTER_TOOLS:
+            # The attached Computer gives the definition.
+            return {"name": tool, "input_schema": {"type": "object"}}
         if function is None:
             raise ValueError(
                 f"no tool function named {tool!r} was given to connect (it has: {sorted(known)})"
@@ -234,3 +256,25 @@ def _uri(uri: str, token: str | None) -> None:
         _check("token", token, str, "a str")
 
 
+
+
+def _computer(computer: Mapping[str, Any] | None) -> tuple[list[str], bool] | None:
+    """``connect``'s ``computer``: ``{"folders": [...], "terminal": bool}``."""
+    if computer is None:
+        return None
+    if not isinstance(computer, Mapping):
+        raise TypeError(f"computer must be a dict, not {_type_name(computer)}")
+    unknown = set(computer) - {"folders", "terminal"}
+    if unknown:
+        raise TypeError(f"computer has unknown keys: {sorted(unknown)}")
+    folders = computer.get("folders")
+    if isinstance(folders, (str, bytes)) or not isinstance(folders, Sequence):
+        raise TypeError(f"computer['folders'] must be a list, not {_type_name(folders)}")
+    paths = []
+    for folder in folders:
+        if not isinstance(folder, str) and not hasattr(folder, "__fspath__"):
+            raise TypeError(f"a computer folder must be a str or path, not {_type_name(folder)}")
+        paths.append(str(folder))
+    terminal = computer.get("terminal", True)
+    _check("computer['terminal']", terminal, bool, "a bool")
+    return paths, terminal

@@ -42,6 +42,7 @@ def connect_sync(
     token: str | None = None,
     tools: list[tuple[str, Callable[[Any], Any], bool]] = ...,
     outbound: str | None = None,
+    computer: tuple[list[str], bool] | None = None,
 ) -> NativeClient:
     """Connects and waits with the GIL released."""
 
@@ -52,6 +53,7 @@ def connect_async(
     token: str | None = None,
     tools: list[tuple[str, Callable[[Any], Any], bool]] = ...,
     outbound: str | None = None,
+    computer: tuple[list[str], bool] | None = None,
 ) -> _Started:
     """Connects; the NativeClient comes through the bridge. Needs a running event loop."""
 

@@ -43,6 +43,8 @@ from .types import (
     ChatPage,
     ClusterNodes,
     CodeRunResult,
+    Computer,
+    ComputerPage,
     ContentPart,
     CreatedInvitation,
     CreatedOrganization,
@@ -81,6 +83,8 @@ from .types import (
     OrganizationPage,
     OutcomeDecision,
     OutcomeDecisionRecord,
+    Pairing,
+    PairingClaim,
     PhysicalResources,
     PlanMode,
     ProviderSettings,
@@ -184,6 +188,12 @@ OPERATIONS: dict[str, str] = {
     "cancel_reminder": "cancel_reminder",
     "steer": "steer",
     "stop": "stop",
+    "list_computers": "list_computers",
+    "start_pairing": "start_pairing",
+    "approve_pairing": "approve_pairing",
+    "claim_pairing": "claim_pairing",
+    "get_computer": "get_computer",
+    "remove_computer": "remove_computer",
     "list_delegates": "list_delegates",
     "put_delegate": "put_delegate",
     "delete_delegate": "delete_delegate",
@@ -330,6 +340,13 @@ METHODS: dict[str, str] = {
     "cancel_reminder": "cancel_reminder",
     "_steer": "steer",
     "stop": "stop",
+    "list_computers": "list_computers",
+    "list_computers_page": "list_computers",
+    "start_pairing": "start_pairing",
+    "approve_pairing": "approve_pairing",
+    "claim_pairing": "claim_pairing",
+    "get_computer": "get_computer",
+    "remove_computer": "remove_computer",
     "list_delegates": "list_delegates",
     "list_delegates_page": "list_delegates",
     "put_delegate": "put_delegate",
@@ -1343,6 +1360,84 @@ class AsyncOperations(AsyncCaller):
     async def stop(self, id: Ref) -> None:
         """Stops the running Turn; queued input then runs. ``POST /v1/chats/{id}/stop``."""
         await self._call_op("stop", {"id": _ref(id)})
+
+    # -- computers
+
+    async def list_computers_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ComputerPage:
+        """One page: The Computers the caller sees: its own and the organization's shared ones,
+        oldest first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/computers``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = await self._call_op("list_computers", {"limit": limit, "cursor": cursor})
+        return ComputerPage.from_dict(answer)
+
+    def list_computers(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncPages[Computer]:
+        """Every item, page by page, as an async iterator: The Computers the caller sees: its
+        own and the organization's shared ones, oldest first. Paged: ask again with
+        `next_cursor` until it is absent. ``GET /v1/computers``. ``limit``: How many items
+        the page holds: 1-200, default 50. ``cursor``: where to start (a page's
+        ``next_cursor``).
+        """
+        async def page(cursor: str | None) -> tuple[list[Computer], str | None]:
+            found = await self.list_computers_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return AsyncPages(page, cursor)
+
+    async def start_pairing(self, *, name: str) -> Pairing:
+        """Starts a pairing, for a machine (no token): answers the code a member approves and
+        the secret the machine claims its credential with, both shown only now. The code
+        works for 10 minutes. 429 while too many pairings wait for approval. ``POST
+        /v1/computers/pairings``.
+        """
+        answer = await self._call_op("start_pairing", {}, _body({"name": name}))
+        return Pairing.from_dict(answer)
+
+    async def approve_pairing(
+        self,
+        *,
+        code: str,
+        shared: bool | None = None,
+    ) -> Computer:
+        """Approves a pairing code a machine shows: makes the Computer, the caller's own or
+        (with `shared`, an owner or admin) the organization's. 404 for an unknown code, 409
+        for a code that expired or was used already. ``POST /v1/computers/pairings/approve``.
+        """
+        answer = await self._call_op("approve_pairing", {}, _body({"code": code, "shared": shared}))
+        return Computer.from_dict(answer)
+
+    async def claim_pairing(self, id: Ref, *, secret: str) -> PairingClaim:
+        """The machine's claim, with its pairing secret (no token): `approved: false` while no
+        member approved the code, else the Computer and its credential, shown once. A claim
+        again within the pairing's 10 minutes issues a new credential and voids the one
+        before. 404 for an unknown pairing or a wrong secret, 409 once the pairing expired or
+        its Computer was removed. ``POST /v1/computers/pairings/{id}/claim``.
+        """
+        answer = await self._call_op("claim_pairing", {"id": _ref(id)}, _body({"secret": secret}))
+        return PairingClaim.from_dict(answer)
+
+    async def get_computer(self, id: Ref) -> Computer:
+        """One Computer the caller sees; another member's is not found. ``GET
+        /v1/computers/{id}``.
+        """
+        answer = await self._call_op("get_computer", {"id": _ref(id)})
+        return Computer.from_dict(answer)
+
+    async def remove_computer(self, id: Ref) -> None:
+        """Removes a Computer: its credential stops working at once, and the removal is saved
+        before the answer. A shared Computer is removed by an owner or admin only. ``DELETE
+        /v1/computers/{id}``.
+        """
+        await self._call_op("remove_computer", {"id": _ref(id)})
 
     # -- executions
 
@@ -3267,6 +3362,83 @@ class SyncOperations(SyncCaller):
     def stop(self, id: Ref) -> None:
         """Stops the running Turn; queued input then runs. ``POST /v1/chats/{id}/stop``."""
         self._call_op("stop", {"id": _ref(id)})
+
+    # -- computers
+
+    def list_computers_page(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ComputerPage:
+        """One page: The Computers the caller sees: its own and the organization's shared ones,
+        oldest first. Paged: ask again with `next_cursor` until it is absent. ``GET
+        /v1/computers``. ``limit``: How many items the page holds: 1-200, default 50.
+        ``cursor``: the ``next_cursor`` of the page before.
+        """
+        answer = self._call_op("list_computers", {"limit": limit, "cursor": cursor})
+        return ComputerPage.from_dict(answer)
+
+    def list_computers(
+        self,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Pages[Computer]:
+        """Every item, page by page, as an iterator: The Computers the caller sees: its own and
+        the organization's shared ones, oldest first. Paged: ask again with `next_cursor`
+        until it is absent. ``GET /v1/computers``. ``limit``: How many items the page holds:
+        1-200, default 50. ``cursor``: where to start (a page's ``next_cursor``).
+        """
+        def page(cursor: str | None) -> tuple[list[Computer], str | None]:
+            found = self.list_computers_page(limit, cursor=cursor)
+            return found.items, found.next_cursor
+
+        return Pages(page, cursor)
+
+    def start_pairing(self, *, name: str) -> Pairing:
+        """Starts a pairing, for a machine (no token): answers the code a member approves and
+        the secret the machine claims its credential with, both shown only now. The code
+        works for 10 minutes. 429 while too many pairings wait for approval. ``POST
+        /v1/computers/pairings``.
+        """
+        answer = self._call_op("start_pairing", {}, _body({"name": name}))
+        return Pairing.from_dict(answer)
+
+    def approve_pairing(
+        self,
+        *,
+        code: str,
+        shared: bool | None = None,
+    ) -> Computer:
+        """Approves a pairing code a machine shows: makes the Computer, the caller's own or
+        (with `shared`, an owner or admin) the organization's. 404 for an unknown code, 409
+        for a code that expired or was used already. ``POST /v1/computers/pairings/approve``.
+        """
+        answer = self._call_op("approve_pairing", {}, _body({"code": code, "shared": shared}))
+        return Computer.from_dict(answer)
+
+    def claim_pairing(self, id: Ref, *, secret: str) -> PairingClaim:
+        """The machine's claim, with its pairing secret (no token): `approved: false` while no
+        member approved the code, else the Computer and its credential, shown once. A claim
+        again within the pairing's 10 minutes issues a new credential and voids the one
+        before. 404 for an unknown pairing or a wrong secret, 409 once the pairing expired or
+        its Computer was removed. ``POST /v1/computers/pairings/{id}/claim``.
+        """
+        answer = self._call_op("claim_pairing", {"id": _ref(id)}, _body({"secret": secret}))
+        return PairingClaim.from_dict(answer)
+
+    def get_computer(self, id: Ref) -> Computer:
+        """One Computer the caller sees; another member's is not found. ``GET
+        /v1/computers/{id}``.
+        """
+        answer = self._call_op("get_computer", {"id": _ref(id)})
+        return Computer.from_dict(answer)
+
+    def remove_computer(self, id: Ref) -> None:
+        """Removes a Computer: its credential stops working at once, and the removal is saved
+        before the answer. A shared Computer is removed by an owner or admin only. ``DELETE
+        /v1/computers/{id}``.
+        """
+        self._call_op("remove_computer", {"id": _ref(id)})
 
     # -- executions
 

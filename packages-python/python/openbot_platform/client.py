@@ -33,6 +33,7 @@ from ._args import (
     _bot_update,
     _chat_id,
     _check,
+    _computer,
     _decision,
     _execution_id,
     _input,
@@ -280,9 +281,10 @@ class AsyncClient(AsyncOperations):
         token: str | None = None,
         tools: Tools | None = None,
         outbound: str | None = None,
+        computer: Mapping[str, Any] | None = None,
     ) -> AsyncClient:
         """The same as :func:`openbot_platform.connect`."""
-        return await connect(uri, token=token, tools=tools, outbound=outbound)
+        return await connect(uri, token=token, tools=tools, outbound=outbound, computer=computer)
 
     async def create_bot(
         self,
@@ -441,9 +443,10 @@ class Client(SyncOperations):
         token: str | None = None,
         tools: Tools | None = None,
         outbound: str | None = None,
+        computer: Mapping[str, Any] | None = None,
     ) -> Client:
         """The same as :func:`openbot_platform.connect_sync`."""
-        return connect_sync(uri, token=token, tools=tools, outbound=outbound)
+        return connect_sync(uri, token=token, tools=tools, outbound=outbound, computer=computer)
 
     def create_bot(
         self,
@@ -786,6 +789,7 @@ async def connect(
     token: str | None = None,
     tools: Tools | None = None,
     outbound: str | None = None,
+    computer: Mapping[str, Any] | None = None,
 ) -> AsyncClient:
     """Connects to OpenBot: ``memory://`` runs everything in this process, ``http://host:port``
     (with ``token``) talks to a server. ``tools`` are Python functions (sync or async) the
@@ -793,13 +797,17 @@ async def connect(
     ones run on the event loop this is awaited in. A Bot created without ``tools`` gets all
     of them. ``outbound`` is the allow list of internal addresses the Bots' HTTP tools may
     reach in memory mode, written as ``OPENBOT_OUTBOUND_ALLOW`` is (``"loopback,
-    10.1.0.0/16"``); a server keeps its own policy."""
+    10.1.0.0/16"``); a server keeps its own policy. ``computer`` (``{"folders": [...],
+    "terminal": True}``) attaches this machine as a Computer in memory mode: a Bot that names
+    the :data:`COMPUTER_TOOLS` works in terminals here and on text files inside the folders
+    (docs/computers.md); with a server it is an :class:`InvalidInputError`."""
     _uri(uri, token)
     named = _named(tools)
     wrapped = native_tools(named, sync=False)
+    attached = _computer(computer)
     native = await _bridge.call(
         lambda bridge, ticket: _native.connect_async(
-            bridge, ticket, uri, token, wrapped, outbound
+            bridge, ticket, uri, token, wrapped, outbound, attached
         )
     )
     return AsyncClient(native, uri, named)
@@ -811,10 +819,14 @@ def connect_sync(
     token: str | None = None,
     tools: Tools | None = None,
     outbound: str | None = None,
+    computer: Mapping[str, Any] | None = None,
 ) -> Client:
     """Connects like :func:`connect` and returns the blocking :class:`Client`. Async tool
     functions run with ``asyncio.run`` on the tool's worker thread."""
     _uri(uri, token)
     named = _named(tools)
-    native = _native.connect_sync(uri, token, native_tools(named, sync=True), outbound)
+    attached = _computer(computer)
+    native = _native.connect_sync(
+        uri, token, native_tools(named, sync=True), outbound, attached
+    )
     return Client(native, uri, named)

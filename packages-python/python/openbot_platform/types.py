@@ -47,6 +47,7 @@ __all__ = [
     "ApprovalRule",
     "ApprovalRulePage",
     "ApprovalState",
+    "ApprovePairing",
     "AssistantMessage",
     "BeginOAuth",
     "Bot",
@@ -72,6 +73,7 @@ __all__ = [
     "ChatId",
     "ChatPage",
     "ChildStartedEvent",
+    "ClaimPairing",
     "ClusterNode",
     "ClusterNodes",
     "CodeConsoleLine",
@@ -80,6 +82,8 @@ __all__ = [
     "CodeRunError",
     "CodeRunResult",
     "CompleteOAuth",
+    "Computer",
+    "ComputerPage",
     "ContentPart",
     "CreateApprovalRule",
     "CreateChannel",
@@ -162,6 +166,8 @@ __all__ = [
     "OrganizationPage",
     "OutcomeDecision",
     "OutcomeDecisionRecord",
+    "Pairing",
+    "PairingClaim",
     "PhysicalResource",
     "PhysicalResources",
     "PlanMode",
@@ -191,6 +197,7 @@ __all__ = [
     "SendState",
     "Session",
     "Speaker",
+    "StartPairing",
     "StdioAppTransport",
     "StoredFile",
     "StoredFilePage",
@@ -714,6 +721,28 @@ ApprovalState: TypeAlias = Union[
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApprovePairing:
+    """A member's approval of a pairing code (`POST /v1/computers/pairings/approve`)."""
+    #: The code the machine shows, with or without its dash, in any case.
+    code: str
+    #: Whether the Computer is the organization's (an owner or admin shares one) instead of the
+    #: approving member's own.
+    shared: bool | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApprovePairing:
+        """A ApprovePairing from its JSON form."""
+        return cls(
+            code=data["code"],
+            shared=data.get("shared"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class BeginOAuth:
     """Starts a sign-in: OpenBot discovers the MCP server's authorization server, registers a
     client there when none is given, and answers the URL to open in a browser.
@@ -1209,6 +1238,24 @@ class ChatPage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClaimPairing:
+    """The machine's claim of its credential (`POST /v1/computers/pairings/{id}/claim`)."""
+    #: The pairing's secret.
+    secret: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClaimPairing:
+        """A ClaimPairing from its JSON form."""
+        return cls(
+            secret=data["secret"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterNode:
     """One node of the deployment, as it registered itself."""
     #: Whether it beat its heart lately and has not left. Never proof that what it held was
@@ -1376,6 +1423,57 @@ class CompleteOAuth:
         return cls(
             code=data["code"],
             state=data["state"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Computer:
+    """A machine paired with the server as a Computer (`/v1/computers`)."""
+    #: When its pairing was approved.
+    created_at: datetime
+    #: Its ID.
+    id: str
+    #: Its name, as the machine asked for it when pairing.
+    name: str
+    #: The member it belongs to; absent when it is the organization's (shared).
+    owner_member_id: str | None = None
+    #: When the machine claimed its credential; absent until it did.
+    paired_at: datetime | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Computer:
+        """A Computer from its JSON form."""
+        return cls(
+            created_at=_time(data["created_at"]),
+            id=data["id"],
+            name=data["name"],
+            owner_member_id=data.get("owner_member_id"),
+            paired_at=_maybe(data.get("paired_at"), _time),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputerPage:
+    """One page of Computers, oldest first."""
+    #: The items on this page, in the list's order.
+    items: list[Computer]
+    #: The cursor of the next page (pass it as `cursor`); absent on the last page.
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ComputerPage:
+        """A ComputerPage from its JSON form."""
+        return cls(
+            items=[Computer.from_dict(x) for x in data["items"]],
+            next_cursor=data.get("next_cursor"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -3229,6 +3327,62 @@ class OutcomeDecisionRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Pairing:
+    """A started pairing, as the machine keeps it: the code a member approves and the secret the
+    machine alone claims its credential with. Neither is shown again.
+    """
+    #: The short code a member approves (`XXXX-XXXX`), single-use.
+    code: str
+    #: When the code stops working.
+    expires_at: datetime
+    #: Its ID, to claim with.
+    id: str
+    #: The secret the machine claims its credential with; never show it.
+    secret: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Pairing:
+        """A Pairing from its JSON form."""
+        return cls(
+            code=data["code"],
+            expires_at=_time(data["expires_at"]),
+            id=data["id"],
+            secret=data["secret"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairingClaim:
+    """The answer to a claim: still waiting for a member, or paired with the machine's own
+    credential (shown once; a later claim issues a new one and voids this).
+    """
+    #: Whether a member approved the code yet.
+    approved: bool
+    #: The Computer, once approved.
+    computer_id: str | None = None
+    #: The machine's credential (`obc_...`), once approved. Never a member's token: it reaches only
+    #: the Computer's own connection.
+    credential: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PairingClaim:
+        """A PairingClaim from its JSON form."""
+        return cls(
+            approved=data["approved"],
+            computer_id=data.get("computer_id"),
+            credential=data.get("credential"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PhysicalResource:
     """One physical resource a node holds or held (an MCP stdio process, an MCP HTTP session,
     ...).
@@ -3659,6 +3813,7 @@ Resource: TypeAlias = Union[
     Literal["apps"],
     Literal["members"],
     Literal["organizations"],
+    Literal["computers"],
 ]
 
 
@@ -3855,6 +4010,24 @@ class Speaker:
             user_id=data["user_id"],
             display_name=data.get("display_name"),
             member_id=data.get("member_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartPairing:
+    """What a machine asks for to pair (`POST /v1/computers/pairings`, no credential)."""
+    #: The name the Computer will have, 1-100 characters.
+    name: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StartPairing:
+        """A StartPairing from its JSON form."""
+        return cls(
+            name=data["name"],
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,7 +12,6 @@
 //! Errors never carry the URL: Telegram's holds the bot token.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use openbot_core::outbound::OutboundPolicy;
 use openbot_schema::ChannelKind;
@@ -121,16 +120,11 @@ fn transport(err: &reqwest::Error) -> String {
 }
 
 impl ChannelHttp {
-    /// A client that keeps to `outbound`: 10 s to connect, 30 s per request.
-    pub fn new(outbound: &Arc<OutboundPolicy>) -> Self {
+    /// Sends through `platform`'s exchange client, under its outbound policy.
+    pub fn new(platform: &crate::platform::Platform) -> Self {
         Self {
-            client: outbound
-                .client_builder()
-                .connect_timeout(Duration::from_secs(10))
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap_or_default(),
-            outbound: Arc::clone(outbound),
+            client: platform.exchange_client(),
+            outbound: Arc::clone(platform.outbound()),
         }
     }
 

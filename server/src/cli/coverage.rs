@@ -18,6 +18,24 @@ const COMMANDS: &[(&str, &str)] = &[
         "get_error",
         "admin errors show {id} --server http://x --operator-token t",
     ),
+    (
+        "list_cluster_nodes",
+        "admin nodes --server http://x --operator-token t",
+    ),
+    (
+        "list_physical_resources",
+        "admin resources --scope app_connection:{id} --server http://x --operator-token t",
+    ),
+    // Computers.
+    ("start_pairing", "computer pair --server http://x"),
+    (
+        "claim_pairing",
+        "computer pair --server http://x --name laptop",
+    ),
+    ("approve_pairing", "computers approve ABCD-EFGH --shared"),
+    ("list_computers", "computers list"),
+    ("get_computer", "computers show {id}"),
+    ("remove_computer", "computers remove {id}"),
     // App connections' OAuth sign-in.
     ("get_oauth", "oauth status {id}"),
     ("delete_oauth", "oauth remove {id}"),

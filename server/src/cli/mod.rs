@@ -69,6 +69,11 @@ enum Command {
     Code(client::code::CodeArgs),
     /// Budgets on a server: caps on what an organization, a Bot or a Chat may spend.
     Budgets(client::budgets::BudgetsArgs),
+    /// Computers on a server: approve a machine's pairing code, list and remove Computers.
+    Computers(client::computers::ComputersArgs),
+    /// This machine as a Computer of a server: `pair` shows a code, waits for a member's
+    /// approval and keeps the machine's own credential.
+    Computer(client::computers::ComputerArgs),
     /// A Bot's memories on a server: list, add, edit, delete, search; memory settings.
     Memories(client::memories::MemoriesArgs),
     /// Shared limits on a server: permits and requests or tokens per window, per scope.
@@ -125,6 +130,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(args) => client::approvals::run(args).await,
         Command::Bots(args) => client::bots::run(args).await,
         Command::Budgets(args) => client::budgets::run(args).await,
+        Command::Computers(args) => client::computers::run(args).await,
+        Command::Computer(args) => client::computers::run_machine(args).await,
         Command::Memories(args) => client::memories::run(args).await,
         Command::Code(args) => client::code::run(args).await,
         Command::Usage(args) => client::usage::run(args).await,

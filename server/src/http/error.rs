@@ -211,6 +211,11 @@ impl From<crate::service::ServiceError> for ApiError {
             ServiceError::Forbidden(message) => Self::forbidden(message),
             ServiceError::Conflict(message) => Self::conflict(message),
             ServiceError::Unauthorized(message) => Self::unauthorized(message),
+            ServiceError::RateLimited(message) => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                message,
+            ),
             ServiceError::Internal(cause) => Self::failed(ErrorCategory::Internal, cause),
             ServiceError::Store(err) => Self::store(err, "record"),
         }

@@ -13,6 +13,7 @@ mod budgets;
 mod channels;
 mod chats;
 mod code;
+mod computers;
 mod error;
 mod executions;
 mod files;
@@ -317,6 +318,11 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(members::accept_invitation))
         .routes(routes!(models::list_providers))
         .routes(routes!(models::put_provider, models::delete_provider))
+        .routes(routes!(computers::start_pairing))
+        .routes(routes!(computers::approve_pairing))
+        .routes(routes!(computers::claim_pairing))
+        .routes(routes!(computers::list_computers))
+        .routes(routes!(computers::get_computer, computers::remove_computer))
         .routes(routes!(budgets::list_budgets))
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
         .routes(routes!(limits::list_limits))

@@ -51,6 +51,7 @@ impl Caller {
                 Resource::Apps => "apps",
                 Resource::Members => "members",
                 Resource::Organizations => "organizations",
+                Resource::Computers => "computers",
             },
         })
     }

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 31;
+pub const SCHEMA_VERSION: i64 = 32;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -175,6 +175,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 31,
         name: "resources",
         sql: include_str!("../../../migrations/sqlite/0031_resources.sql"),
+    },
+    Migration {
+        version: 32,
+        name: "computers",
+        sql: include_str!("../../../migrations/sqlite/0032_computers.sql"),
     },
 ];
 
@@ -333,6 +338,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 31,
         name: "resources",
         sql: include_str!("../../../migrations/postgres/0031_resources.sql"),
+    },
+    Migration {
+        version: 32,
+        name: "computers",
+        sql: include_str!("../../../migrations/postgres/0032_computers.sql"),
     },
 ];
 

@@ -19,7 +19,6 @@ use crate::store::{Commit, StateChange, StoreError};
 use crate::work::Admission;
 
 pub use crate::platform::EnvReader;
-use crate::platform::Platform;
 
 /// The execution kind of Turns.
 pub const TURN: &str = "turn";
@@ -41,12 +40,6 @@ pub struct TurnWorkflow {
 struct AdmissionStores {
     rules: Arc<dyn RuleStore>,
     chats: Arc<dyn crate::chats::ChatStore>,
-}
-
-impl Default for TurnWorkflow {
-    fn default() -> Self {
-        Self::new(PhaseSetup::new(Platform::default()))
-    }
 }
 
 impl TurnWorkflow {

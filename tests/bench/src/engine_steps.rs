@@ -329,11 +329,9 @@ impl EngineSide {
                 openbot_server::node::registry(
                     None,
                     &openbot_server::platform::Platform::new(
-                        openbot_core::outbound::OutboundPolicy::parse("loopback")
-                            .unwrap_or_default(),
+                        openbot_core::outbound::OutboundPolicy::parse("loopback")?,
                         Some(&std::env::temp_dir()),
-                    )
-                    .unwrap_or_default(),
+                    )?,
                 ),
                 RunnerConfig {
                     lease: Duration::from_millis(LEASE_MS as u64),

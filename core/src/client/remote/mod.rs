@@ -52,6 +52,12 @@ impl RemoteClient {
     /// Nothing is sent until the first call. Models in `options` are not used: the server
     /// runs the models. A URL that does not parse is `invalid_input`.
     pub fn new(uri: &str, options: ConnectOptions) -> Result<Self, Error> {
+        if options.computer.is_some() {
+            return Err(Error::invalid_input(
+                "`computer` attaches this machine in memory:// only; a server's Computers are \
+                 machines paired with it",
+            ));
+        }
         let transport = Transport::new(uri, options.token)?;
         let tools = HostTools::new(transport.clone(), options.tools);
         Ok(Self { transport, tools })

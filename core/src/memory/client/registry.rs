@@ -18,7 +18,7 @@ use crate::delegation::{
     check_delegate, child_limits, delegate_definition, offers_delegates, route_limits,
 };
 use crate::error::Error;
-use crate::tool::{HttpTool, check_http_tool};
+use crate::tool::{HttpTool, SharedTool, check_http_tool};
 use crate::turn::ToolSet;
 
 impl MemoryClient {
@@ -137,13 +137,24 @@ impl State {
                 continue;
             }
             let Some(delegate) = self.delegates.get(&definition.name).cloned() else {
-                // A handler of this process first; else a tool of a discovered App, with the
-                // definition its server declared; else a host tool.
+                // A handler of this process first; else a tool of this machine as a Computer
+                // or of a discovered App, with its own definition; else a host tool.
+                // Computer tool names are the attached Computer's: one it does not offer (no
+                // Computer, or no terminal) is not offered to the model.
+                if crate::computer::TOOL_NAMES.contains(&definition.name.as_str())
+                    && !inner.computer_tools.contains_key(&definition.name)
+                {
+                    continue;
+                }
+                let own = |tool: &SharedTool| (tool.definition().clone(), Some(Arc::clone(tool)));
                 let (definition, handler) = match inner.handlers.get(&definition.name) {
                     Some(handler) => (definition.clone(), Some(Arc::clone(handler))),
-                    None => match self.apps.tool(&definition.name) {
-                        Some(tool) => (tool.definition().clone(), Some(tool)),
-                        None => (definition.clone(), None),
+                    None => match inner.computer_tools.get(&definition.name) {
+                        Some(tool) => own(tool),
+                        None => match self.apps.tool(&definition.name) {
+                            Some(tool) => own(&tool),
+                            None => (definition.clone(), None),
+                        },
                     },
                 };
                 set.insert(definition, handler)

@@ -3,7 +3,6 @@
 //! is used, answers read up to a bound. The oauth2 crate sends through [`OAuthHttp::send`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use openbot_core::outbound::OutboundPolicy;
 use serde::de::DeserializeOwned;
@@ -31,16 +30,11 @@ pub struct OAuthHttp {
 }
 
 impl OAuthHttp {
-    /// A client that keeps to `outbound`.
-    pub fn new(outbound: &Arc<OutboundPolicy>) -> Self {
+    /// Exchanges through `platform`'s exchange client, under its outbound policy.
+    pub fn new(platform: &crate::platform::Platform) -> Self {
         Self {
-            client: outbound
-                .client_builder()
-                .connect_timeout(Duration::from_secs(10))
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap_or_default(),
-            outbound: Arc::clone(outbound),
+            client: platform.exchange_client(),
+            outbound: Arc::clone(platform.outbound()),
         }
     }
 

@@ -657,7 +657,7 @@ fn shared(
 ) -> Shared {
     Shared {
         store,
-        http: OAuthHttp::new(platform.outbound()),
+        http: OAuthHttp::new(platform),
         status,
         recheck_ms: millis(config.recheck),
     }

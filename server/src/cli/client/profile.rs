@@ -15,20 +15,9 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Where the login is kept: `$OPENBOT_CONFIG_DIR`, else `$XDG_CONFIG_HOME/openbot`, else
-    /// `~/.config/openbot`, file `login.json`.
+    /// Where the login is kept: [`config_dir`], file `login.json`.
     pub fn path() -> anyhow::Result<PathBuf> {
-        let dir = match std::env::var_os("OPENBOT_CONFIG_DIR") {
-            Some(dir) => PathBuf::from(dir),
-            None => match std::env::var_os("XDG_CONFIG_HOME") {
-                Some(dir) => PathBuf::from(dir).join("openbot"),
-                None => PathBuf::from(
-                    std::env::var_os("HOME").context("HOME is not set: set OPENBOT_CONFIG_DIR")?,
-                )
-                .join(".config/openbot"),
-            },
-        };
-        Ok(dir.join("login.json"))
+        Ok(config_dir()?.join("login.json"))
     }
 
     /// The saved login, if any.
@@ -48,23 +37,44 @@ impl Profile {
 
     /// Saves the login, readable and writable by this user only.
     pub fn save(&self) -> anyhow::Result<PathBuf> {
-        use std::io::Write;
         let path = Self::path()?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = options
-            .open(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        file.write_all(serde_json::to_string_pretty(self)?.as_bytes())?;
+        write_private(&path, &serde_json::to_string_pretty(self)?)?;
         Ok(path)
     }
+}
+
+/// The CLI's folder: `$OPENBOT_CONFIG_DIR`, else `$XDG_CONFIG_HOME/openbot`, else
+/// `~/.config/openbot`.
+pub fn config_dir() -> anyhow::Result<PathBuf> {
+    Ok(match std::env::var_os("OPENBOT_CONFIG_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => match std::env::var_os("XDG_CONFIG_HOME") {
+            Some(dir) => PathBuf::from(dir).join("openbot"),
+            None => PathBuf::from(
+                std::env::var_os("HOME").context("HOME is not set: set OPENBOT_CONFIG_DIR")?,
+            )
+            .join(".config/openbot"),
+        },
+    })
+}
+
+/// Writes `text` to `path` (creating its folder), readable and writable by this user only:
+/// what it holds is a credential.
+pub fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(text.as_bytes())?;
+    Ok(())
 }

@@ -72,6 +72,12 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "cancel_reminder" to "cancelReminder",
     "steer" to "steer",
     "stop" to "stop",
+    "list_computers" to "listComputers",
+    "start_pairing" to "startPairing",
+    "approve_pairing" to "approvePairing",
+    "claim_pairing" to "claimPairing",
+    "get_computer" to "getComputer",
+    "remove_computer" to "removeComputer",
     "list_delegates" to "listDelegates",
     "put_delegate" to "putDelegate",
     "delete_delegate" to "deleteDelegate",
@@ -255,6 +261,15 @@ fun Client.historyFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.sch
  */
 fun Client.listRemindersFlow(id: String, limit: UInt? = null): Flow<uniffi.openbot.schema.Reminder> =
     pagedFlow({ cursor -> listReminders(id, limit, cursor) }, { it.items }, { it.nextCursor })
+
+/**
+ * Every item of `listComputers`, page after page (The Computers the caller sees: its own and the
+ * organization's shared ones, oldest first. Paged: ask again with `next_cursor` until it is
+ * absent). `limit` is the size of each page; the next page is asked for only when the collector
+ * wants more.
+ */
+fun Client.listComputersFlow(limit: UInt? = null): Flow<uniffi.openbot.schema.Computer> =
+    pagedFlow({ cursor -> listComputers(limit, cursor) }, { it.items }, { it.nextCursor })
 
 /**
  * Every item of `listDelegates`, page after page (The organization's delegate tools, by name.

@@ -1,0 +1,50 @@
+package openbot
+
+import com.google.gson.JsonParser
+import java.nio.file.Files
+import kotlinx.coroutines.runBlocking
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Test
+import uniffi.openbot.*
+import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.ContentPart
+import uniffi.openbot.schema.EventKind
+import uniffi.openbot.schema.OpenBotException
+import uniffi.openbot.schema.ToolDefinition
+
+/** `connect("memory://", computerFolders = ...)`: this machine as a Computer (docs/computers.md). */
+class ComputerTest {
+    private fun named(names: List<String>) = names.map { ToolDefinition(it, "", OBJECT_SCHEMA) }
+
+    @Test
+    fun `a Bot in memory writes a file and reads it back through a terminal`() = runBlocking {
+        val folder = Files.createTempDirectory("openbot-kotlin-computer-").toFile()
+        val client = connect("memory://", computerFolders = listOf(folder.path))
+        val script = """{"steps":[
+            {"tool_calls":[{"id":"w","name":"computer_file_write","arguments":{"path":"note.txt","content":"from kotlin\n"}}]},
+            {"tool_calls":[{"id":"s","name":"computer_terminal_start","arguments":{"command":"cat note.txt"}}]},
+            {"tool_calls":[{"id":"r","name":"computer_terminal_read","arguments":{"session_id":"t1","wait_ms":5000}}]},
+            {"text":"done"}]}"""
+        val bot = client.createBot(BotSpec(name = "Operator", model = scriptedModel(script), tools = named(computerTools())))
+        val chat = client.createChat(bot.id)
+        val receipt = client.send(chat.id, textInput("go", null))
+        val results = client.allEvents(receipt.executionId).mapNotNull { (it.kind as? EventKind.ToolResultSaved)?.result }
+        assertEquals(listOf(false, false, false), results.map { it.isError })
+        assertEquals("from kotlin\n", folder.resolve("note.txt").readText())
+        val read = JsonParser.parseString((results[2].output.single() as ContentPart.Text).text).asJsonObject
+        val text = read.getAsJsonArray("chunks").joinToString("") { it.asJsonObject.get("text").asString }
+        assertTrue(text.contains("from kotlin"), text)
+        client.shutdown()
+        client.close()
+        folder.deleteRecursively()
+    }
+
+    @Test
+    fun `a missing folder is InvalidInput and a server refuses a Computer`() = runBlocking {
+        val missing = expectError { connect("memory://", computerFolders = listOf("/no/such/openbot/folder")) }
+        assertTrue(missing is OpenBotException.InvalidInput, missing.toString())
+        val remote = expectError { connect("http://127.0.0.1:9", computerFolders = listOf("/tmp")) }
+        assertTrue(remote is OpenBotException.InvalidInput, remote.toString())
+    }
+}

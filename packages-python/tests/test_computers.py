@@ -1,0 +1,101 @@
+"""This machine as a Computer in memory mode: a Bot works in a real terminal and on text files
+inside the allowed folders (docs/computers.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import openbot_platform as openbot
+from conftest import run
+
+
+def tool_results(events: list[openbot.Event]) -> list[openbot.ToolResult]:
+    return [r for r in (e.tool_result for e in events) if r is not None]
+
+
+def test_a_bot_in_memory_writes_a_file_and_reads_it_back_through_a_terminal(
+    tmp_path: Path, script: Any
+) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    steps = [
+        {"tool_calls": [{"id": "w", "name": "computer_file_write",
+                         "arguments": {"path": "note.txt", "content": "from python\n"}}]},
+        {"tool_calls": [{"id": "s", "name": "computer_terminal_start",
+                         "arguments": {"command": "cat note.txt"}}]},
+        {"tool_calls": [{"id": "r", "name": "computer_terminal_read",
+                         "arguments": {"session_id": "t1", "wait_ms": 5000}}]},
+        {"text": "done"},
+    ]
+    with openbot.connect_sync("memory://", computer={"folders": [folder]}) as client:
+        bot = client.create_bot(
+            name="Operator", model=script(steps), tools=list(openbot.COMPUTER_TOOLS)
+        )
+        chat = client.create_chat(bot)
+        events = list(client.observe(client.send(chat, "go")))
+    results = tool_results(events)
+    assert [r.is_error for r in results] == [False, False, False]
+    assert (folder / "note.txt").read_text() == "from python\n"
+    output = json.loads(results[2].text)
+    assert "from python" in "".join(c["text"] for c in output["chunks"])
+
+
+def test_a_path_outside_the_folders_is_an_error_result_for_the_model(
+    tmp_path: Path, script: Any
+) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("keep out")
+    steps = [
+        {"tool_calls": [{"id": "o", "name": "computer_file_read",
+                         "arguments": {"path": str(secret)}}]},
+        {"text": "done"},
+    ]
+    computer = {"folders": [str(folder)], "terminal": False}
+    with openbot.connect_sync("memory://", computer=computer) as client:
+        bot = client.create_bot(
+            name="Reader", model=script(steps), tools=["computer_file_read"]
+        )
+        events = list(client.observe(client.send(client.create_chat(bot), "go")))
+    [result] = tool_results(events)
+    assert result.is_error
+    assert "outside the folders" in result.text
+
+
+def test_the_async_client_attaches_a_computer_too(tmp_path: Path, script: Any) -> None:
+    steps = [
+        {"tool_calls": [{"id": "w", "name": "computer_file_write",
+                         "arguments": {"path": "a.txt", "content": "async"}}]},
+        {"text": "done"},
+    ]
+
+    async def main() -> None:
+        computer = {"folders": [tmp_path]}
+        async with await openbot.connect("memory://", computer=computer) as client:
+            bot = await client.create_bot(
+                name="Writer", model=script(steps), tools=["computer_file_write"]
+            )
+            receipt = await client.send(await client.create_chat(bot), "go")
+            events = [e async for e in await client.observe(receipt)]
+        assert events[-1].outcome == "completed"
+
+    run(main())
+    assert (tmp_path / "a.txt").read_text() == "async"
+
+
+def test_a_missing_folder_is_invalid_input_and_a_server_refuses_a_computer(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(openbot.InvalidInputError):
+        openbot.connect_sync("memory://", computer={"folders": [tmp_path / "nope"]})
+    with pytest.raises(openbot.InvalidInputError):
+        openbot.connect_sync("memory://", computer={"folders": []})
+    with pytest.raises(openbot.InvalidInputError):
+        openbot.connect_sync("http://127.0.0.1:9", computer={"folders": [tmp_path]})
+    with pytest.raises(TypeError):
+        openbot.connect_sync("memory://", computer={"folders": str(tmp_path)})

@@ -1,0 +1,213 @@
+//! `openbot computers` (a member: approve pairing codes, list and remove Computers) and
+//! `openbot computer` (the machine: pair with a server and keep its credential).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use openbot_core::Operations;
+use openbot_schema::{ApprovePairing, ClaimPairing, Computer, ComputerPage, StartPairing};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::ServerArgs;
+use super::paging::{PageArgs, list};
+use super::profile::{config_dir, write_private};
+
+/// Arguments of `openbot computers`.
+#[derive(Debug, Args)]
+pub struct ComputersArgs {
+    #[command(subcommand)]
+    command: ComputersCommand,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum ComputersCommand {
+    /// Approves the code `openbot computer pair` shows on a machine: the machine becomes your
+    /// Computer (or, with --shared, the organization's).
+    Approve {
+        /// The code, e.g. ABCD-EFGH (any case, with or without the dash).
+        code: String,
+        /// The organization's Computer instead of yours (owners and admins).
+        #[arg(long)]
+        shared: bool,
+    },
+    /// Lists your Computers and the organization's shared ones.
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
+    /// Shows a Computer.
+    Show {
+        /// The Computer's ID.
+        id: Uuid,
+    },
+    /// Removes a Computer: its credential stops working at once.
+    Remove {
+        /// The Computer's ID.
+        id: Uuid,
+    },
+}
+
+fn line(computer: &Computer) -> String {
+    let owner = match computer.owner_member_id {
+        Some(member) => format!("member {member}"),
+        None => "shared".into(),
+    };
+    let paired = if computer.paired_at.is_some() {
+        "paired"
+    } else {
+        "waiting for the machine"
+    };
+    format!("{}  {}  {owner}  {paired}", computer.id, computer.name)
+}
+
+/// Runs `openbot computers`.
+pub async fn run(args: ComputersArgs) -> anyhow::Result<ExitCode> {
+    let client = args.server.remote()?;
+    let output = args.server.output();
+    match args.command {
+        ComputersCommand::Approve { code, shared } => {
+            let computer = client
+                .approve_pairing(&ApprovePairing { code, shared })
+                .await?;
+            output.print(&computer, |c| format!("approved: {}", line(c)))?;
+        }
+        ComputersCommand::List { page } => {
+            list::<ComputerPage>(
+                &client,
+                "/v1/computers",
+                &page,
+                output,
+                line,
+                "no Computers",
+            )
+            .await?;
+        }
+        ComputersCommand::Show { id } => {
+            output.print(&client.get_computer(&id).await?, line)?;
+        }
+        ComputersCommand::Remove { id } => {
+            client.remove_computer(&id).await?;
+            output.print(&serde_json::json!({"removed": id}), |_| {
+                format!("removed Computer {id}; its credential no longer works")
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Arguments of `openbot computer`.
+#[derive(Debug, Args)]
+pub struct ComputerArgs {
+    #[command(subcommand)]
+    command: ComputerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ComputerCommand {
+    /// Pairs this machine with a server: shows a code for a member to approve
+    /// (`openbot computers approve CODE`), waits for the approval, and keeps the machine's own
+    /// credential in a file only this user can read.
+    Pair {
+        /// The server, e.g. https://openbot.example.com.
+        #[arg(long, env = "OPENBOT_SERVER")]
+        server: String,
+        /// The Computer's name (default: this machine's host name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Where to keep the credential (default: computer.json in the CLI's folder).
+        #[arg(long)]
+        credential_file: Option<PathBuf>,
+        /// Print JSON lines (the code, then the result) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What `openbot computer pair` keeps: the machine's credential for its server.
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedComputer {
+    server: String,
+    computer_id: Uuid,
+    credential: String,
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "computer".into())
+}
+
+/// Runs `openbot computer`.
+pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
+    let ComputerCommand::Pair {
+        server,
+        name,
+        credential_file,
+        json,
+    } = args.command;
+    let path = match credential_file {
+        Some(path) => path,
+        None => config_dir()?.join("computer.json"),
+    };
+    // The machine has no credential yet: these two calls need none.
+    let client = openbot_core::RemoteClient::new(&server, openbot_core::ConnectOptions::default())?;
+    let pairing = client
+        .start_pairing(&StartPairing {
+            name: name.unwrap_or_else(host_name),
+        })
+        .await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"code": pairing.code, "expires_at": pairing.expires_at})
+        );
+    } else {
+        println!(
+            "Pairing code: {}\nApprove it with `openbot computers approve {}` (until {}).",
+            pairing.code, pairing.code, pairing.expires_at
+        );
+    }
+    let claim = ClaimPairing {
+        secret: pairing.secret,
+    };
+    loop {
+        // A claim is safe to repeat (each one voids the credential before): a lost answer
+        // is asked again.
+        let answer = match client.claim_pairing(&pairing.id, &claim).await {
+            Ok(answer) => answer,
+            Err(err) if err.code == openbot_schema::ErrorCode::Unavailable => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if let (Some(computer_id), Some(credential)) = (answer.computer_id, answer.credential) {
+            let saved = SavedComputer {
+                server: server.clone(),
+                computer_id,
+                credential,
+            };
+            write_private(&path, &serde_json::to_string_pretty(&saved)?)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"computer_id": computer_id, "credential_file": path})
+                );
+            } else {
+                println!(
+                    "Paired as Computer {computer_id}; its credential is in {}.",
+                    path.display()
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

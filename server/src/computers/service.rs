@@ -1,0 +1,318 @@
+//! The Computer use cases. A member's methods take the caller and check its right first:
+//! approving a pairing and removing a Computer need the `computers` write right, reading needs
+//! the read right, and a token limited to some Bots reaches no Computer. The machine's two
+//! methods (start a pairing, claim its credential) have no member: the first is open to
+//! anyone (its count is capped), the second proves the machine by the pairing's secret.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::OsRng;
+use chacha20poly1305::aead::rand_core::RngCore;
+use openbot_schema::{
+    Action, ApprovePairing, ClaimPairing, Computer, ComputerPage, Pairing, PairingClaim, Resource,
+    StartPairing,
+};
+use uuid::Uuid;
+
+use super::store::{Approval, ComputerRow, ComputerStore, NewPairing};
+use crate::identity::{Caller, secret_hash};
+use crate::paging::Paging;
+use crate::service::ServiceError;
+use crate::store::{Millis, StoreError, now_ms, stored_time, stored_time_opt};
+
+/// How long a pairing code may be approved, and a machine claim its credential after.
+pub const PAIRING_MS: Millis = 10 * 60 * 1000;
+/// The most pairings open at once (neither approved nor expired), for the whole deployment:
+/// starting one needs no credential.
+pub const MAX_OPEN_PAIRINGS: i64 = 1000;
+/// The prefix of every Computer credential, so that a leaked one is easy to recognise and
+/// never taken for a member's token (`obt_`).
+pub const CREDENTIAL_PREFIX: &str = "obc_";
+
+/// The code's letters: no 0/O, 1/I, so that a person reads it back without doubt.
+const CODE_ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+const CODE_LENGTH: usize = 8;
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    OsRng.fill_bytes(&mut bytes);
+    bytes
+}
+
+/// A new pairing code: 8 letters of [`CODE_ALPHABET`] (40 bits), shown `XXXX-XXXX`.
+fn new_code() -> String {
+    let letters: String = random_bytes::<CODE_LENGTH>()
+        .iter()
+        .map(|b| CODE_ALPHABET[usize::from(*b) % CODE_ALPHABET.len()] as char)
+        .collect();
+    format!("{}-{}", &letters[..4], &letters[4..])
+}
+
+/// A code as a person may type it (any case, with or without the dash or spaces), in the
+/// form it is hashed in; `None` when it cannot be a code.
+fn normalize_code(code: &str) -> Option<String> {
+    let letters: String = code
+        .chars()
+        .filter(|c| *c != '-' && !c.is_whitespace())
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    (letters.len() == CODE_LENGTH && letters.bytes().all(|b| CODE_ALPHABET.contains(&b)))
+        .then_some(letters)
+}
+
+fn check_name(name: &str) -> Result<(), ServiceError> {
+    let length = name.chars().count();
+    if !(1..=100).contains(&length) || name.chars().any(char::is_control) {
+        return Err(ServiceError::Invalid(
+            "a Computer's name is 1-100 characters, none of them control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn view(row: ComputerRow) -> Result<Computer, StoreError> {
+    Ok(Computer {
+        id: row.id,
+        name: row.name,
+        owner_member_id: row.owner_member_id,
+        created_at: stored_time(row.created_at)?,
+        paired_at: stored_time_opt(row.paired_at)?,
+    })
+}
+
+/// The Computer use cases. Cheap to clone.
+#[derive(Clone)]
+pub struct Computers {
+    store: Arc<dyn ComputerStore>,
+}
+
+impl Computers {
+    /// The use cases on `store`.
+    pub fn new(store: Arc<dyn ComputerStore>) -> Self {
+        Self { store }
+    }
+
+    /// The right to reach Computers with `action`: the `computers` right, and a token not
+    /// limited to some Bots (Computers are no Bot's yet).
+    fn may(caller: &Caller, action: Action) -> Result<(), ServiceError> {
+        caller.require(Resource::Computers, action)?;
+        if caller.bot_ids.is_some() {
+            return Err(ServiceError::Forbidden(
+                "a token limited to some Bots reaches no Computer".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts a pairing for a machine (no credential): its code for a member to approve and
+    /// its secret to claim the credential with, both shown only now.
+    pub async fn start_pairing(&self, request: &StartPairing) -> Result<Pairing, ServiceError> {
+        check_name(&request.name)?;
+        let code = new_code();
+        let secret = URL_SAFE_NO_PAD.encode(random_bytes::<32>());
+        let now = now_ms();
+        let pairing = NewPairing {
+            id: Uuid::now_v7(),
+            code_hash: secret_hash(&normalize_code(&code).unwrap_or_default()),
+            secret_hash: secret_hash(&secret),
+            name: request.name.clone(),
+            expires_at: now + PAIRING_MS,
+        };
+        // A pairing ended a day ago is of use to no one.
+        let forget_before = now - 24 * 60 * 60 * 1000;
+        if !self
+            .store
+            .start_pairing(&pairing, MAX_OPEN_PAIRINGS, forget_before)
+            .await?
+        {
+            return Err(ServiceError::RateLimited(
+                "too many pairings are waiting for approval: try again in a few minutes".into(),
+            ));
+        }
+        Ok(Pairing {
+            id: pairing.id,
+            code,
+            secret,
+            expires_at: stored_time(pairing.expires_at)?,
+        })
+    }
+
+    /// Approves a pairing code: makes the Computer, the caller's own, or the organization's
+    /// when `shared` (an owner or admin only). A code is approved once; an unknown, expired
+    /// or used code says which.
+    pub async fn approve(
+        &self,
+        caller: &Caller,
+        request: &ApprovePairing,
+    ) -> Result<Computer, ServiceError> {
+        Self::may(caller, Action::Write)?;
+        if request.shared && !caller.is_admin() {
+            return Err(ServiceError::Forbidden(
+                "only owners and admins share a Computer with the organization".into(),
+            ));
+        }
+        let Some(code) = normalize_code(&request.code) else {
+            return Err(ServiceError::Invalid(
+                "a pairing code is 8 letters and digits, as `openbot computer pair` shows it"
+                    .into(),
+            ));
+        };
+        let code_hash = secret_hash(&code);
+        let Some(pairing) = self.store.pairing_by_code(&code_hash).await? else {
+            return Err(ServiceError::NotFound("pairing code"));
+        };
+        let now = now_ms();
+        let used = || ServiceError::Conflict("this pairing code was used already".into());
+        let expired =
+            || ServiceError::Conflict("this pairing code expired: pair the machine again".into());
+        if pairing.computer_id.is_some() {
+            return Err(used());
+        }
+        if pairing.expires_at <= now {
+            return Err(expired());
+        }
+        let approval = Approval {
+            pairing_id: pairing.id,
+            computer_id: Uuid::now_v7(),
+            organization_id: caller.member.organization_id,
+            owner_member_id: (!request.shared).then_some(caller.member.member_id),
+            name: pairing.name,
+            claim_until: now + PAIRING_MS,
+        };
+        match self.store.approve(&approval, now).await? {
+            Some(row) => Ok(view(row)?),
+            // Approved by someone else, or expired, in between: say which.
+            None => match self.store.pairing(pairing.id).await? {
+                Some(p) if p.computer_id.is_some() => Err(used()),
+                _ => Err(expired()),
+            },
+        }
+    }
+
+    /// The machine's claim with its pairing secret: not approved yet, or its credential,
+    /// shown once. A claim while the pairing's window lasts issues a new credential and voids
+    /// the one before, so a claim whose answer was lost is simply made again.
+    pub async fn claim(
+        &self,
+        pairing_id: Uuid,
+        request: &ClaimPairing,
+    ) -> Result<PairingClaim, ServiceError> {
+        let pairing = self
+            .store
+            .pairing(pairing_id)
+            .await?
+            .filter(|p| p.secret_hash == secret_hash(&request.secret))
+            .ok_or(ServiceError::NotFound("pairing"))?;
+        let now = now_ms();
+        if pairing.expires_at <= now {
+            return Err(ServiceError::Conflict(
+                "this pairing expired: pair the machine again".into(),
+            ));
+        }
+        let Some(computer_id) = pairing.computer_id else {
+            return Ok(PairingClaim {
+                approved: false,
+                computer_id: None,
+                credential: None,
+            });
+        };
+        let credential = format!(
+            "{CREDENTIAL_PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(random_bytes::<32>())
+        );
+        if !self
+            .store
+            .set_credential(computer_id, &secret_hash(&credential), now)
+            .await?
+        {
+            return Err(ServiceError::Conflict(
+                "this Computer was removed: pair the machine again".into(),
+            ));
+        }
+        Ok(PairingClaim {
+            approved: true,
+            computer_id: Some(computer_id),
+            credential: Some(credential),
+        })
+    }
+
+    /// The Computers the caller sees (its own and the organization's shared ones), oldest
+    /// first.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        paging: &Paging<Uuid>,
+    ) -> Result<ComputerPage, ServiceError> {
+        Self::may(caller, Action::Read)?;
+        let rows = self
+            .store
+            .computers_page(
+                caller.member.organization_id,
+                caller.member.member_id,
+                paging.after,
+                paging.fetch(),
+            )
+            .await?;
+        Ok(paging.try_page(rows, |row| row.id, view)?)
+    }
+
+    /// One Computer the caller sees; another member's is not found.
+    pub async fn get(&self, caller: &Caller, id: Uuid) -> Result<Computer, ServiceError> {
+        Self::may(caller, Action::Read)?;
+        self.visible(caller, id)
+            .await
+            .and_then(|row| Ok(view(row)?))
+    }
+
+    async fn visible(&self, caller: &Caller, id: Uuid) -> Result<ComputerRow, ServiceError> {
+        self.store
+            .computer(caller.member.organization_id, caller.member.member_id, id)
+            .await?
+            .ok_or(ServiceError::NotFound("computer"))
+    }
+
+    /// Removes a Computer: its credential stops working at once, and the removal is saved
+    /// before this answers. A shared Computer is removed by an owner or admin only.
+    pub async fn remove(&self, caller: &Caller, id: Uuid) -> Result<(), ServiceError> {
+        Self::may(caller, Action::Write)?;
+        let row = self.visible(caller, id).await?;
+        if row.owner_member_id.is_none() && !caller.is_admin() {
+            return Err(ServiceError::Forbidden(
+                "only owners and admins remove a shared Computer".into(),
+            ));
+        }
+        if self
+            .store
+            .remove(caller.member.organization_id, id, now_ms())
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(ServiceError::NotFound("computer"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_code_reads_back_in_any_case_with_or_without_its_dash() {
+        let code = new_code();
+        assert_eq!(code.len(), 9);
+        let normal = normalize_code(&code).unwrap();
+        assert_eq!(normalize_code(&code.to_lowercase()), Some(normal.clone()));
+        assert_eq!(normalize_code(&code.replace('-', " ")), Some(normal));
+    }
+
+    #[test]
+    fn a_code_with_letters_a_person_could_misread_is_no_code() {
+        assert_eq!(normalize_code("ABCD-EFG0"), None);
+        assert_eq!(normalize_code("ABCD-EFGI"), None);
+        assert_eq!(normalize_code("ABCD-EFG"), None);
+        assert_eq!(normalize_code(""), None);
+    }
+}

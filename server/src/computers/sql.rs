@@ -1,0 +1,221 @@
+//! Computers and pairings on SQL, written once for SQLite and PostgreSQL.
+
+use async_trait::async_trait;
+use const_format::concatcp;
+use sqlx::Row as _;
+use uuid::Uuid;
+
+use super::store::{Approval, ComputerRow, ComputerStore, NewPairing, PairingRow};
+use crate::store::{Millis, StoreError, both_backends};
+
+/// The store on both databases, written once (see `crate::store::both_backends`).
+#[both_backends]
+mod on_both {
+    use super::*;
+
+    // The statements of this store, by the use that sends them.
+    // Pairings that ended long ago go, so that the table keeps only what may still be used.
+    const FORGET_PAIRINGS: &str = "DELETE FROM computer_pairings WHERE expires_at < $1";
+    const OPEN_PAIRINGS: &str =
+        "SELECT COUNT(*) AS n FROM computer_pairings WHERE computer_id IS NULL AND expires_at > $1";
+    const INSERT_PAIRING: &str = "INSERT INTO computer_pairings \
+             (id, code_hash, secret_hash, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)";
+    const PAIRINGS: &str =
+        "SELECT id, secret_hash, name, expires_at, computer_id FROM computer_pairings";
+    const PAIRING_BY_CODE: &str = concatcp!(PAIRINGS, " WHERE code_hash = $1");
+    const PAIRING: &str = concatcp!(PAIRINGS, " WHERE id = $1");
+    const INSERT_COMPUTER: &str = "INSERT INTO computers \
+             (id, organization_id, owner_member_id, name, created_at) VALUES ($1, $2, $3, $4, $5)";
+    // Only an open pairing takes an approval: a second approval, or a late one, changes nothing.
+    const APPROVE_PAIRING: &str = "UPDATE computer_pairings SET computer_id = $2, expires_at = $3 \
+             WHERE id = $1 AND computer_id IS NULL AND expires_at > $4";
+    const SET_CREDENTIAL: &str = "UPDATE computers SET credential_hash = $2, \
+             paired_at = COALESCE(paired_at, $3) WHERE id = $1 AND removed_at IS NULL";
+    const ROWS: &str = "SELECT id, organization_id, owner_member_id, name, created_at, paired_at \
+             FROM computers";
+    // What a member sees: its own Computers and the organization's shared ones.
+    const VISIBLE: &str = " WHERE organization_id = $1 AND removed_at IS NULL \
+             AND (owner_member_id IS NULL OR owner_member_id = $2)";
+    const COMPUTERS_PAGE: &str = concatcp!(ROWS, VISIBLE, " AND id > $3 ORDER BY id LIMIT $4");
+    const COMPUTER: &str = concatcp!(ROWS, VISIBLE, " AND id = $3");
+    const REMOVE: &str = "UPDATE computers SET removed_at = $3, credential_hash = NULL \
+             WHERE organization_id = $1 AND id = $2 AND removed_at IS NULL";
+
+    fn computer_from(row: &Row) -> Result<ComputerRow, StoreError> {
+        Ok(ComputerRow {
+            id: row.try_get("id")?,
+            organization_id: row.try_get("organization_id")?,
+            owner_member_id: row.try_get("owner_member_id")?,
+            name: row.try_get("name")?,
+            created_at: row.try_get("created_at")?,
+            paired_at: row.try_get("paired_at")?,
+        })
+    }
+
+    fn pairing_from(row: &Row) -> Result<PairingRow, StoreError> {
+        Ok(PairingRow {
+            id: row.try_get("id")?,
+            secret_hash: row.try_get("secret_hash")?,
+            name: row.try_get("name")?,
+            expires_at: row.try_get("expires_at")?,
+            computer_id: row.try_get("computer_id")?,
+        })
+    }
+
+    #[async_trait]
+    impl ComputerStore for Store {
+        async fn start_pairing(
+            &self,
+            pairing: &NewPairing,
+            max_open: i64,
+            forget_before: Millis,
+        ) -> Result<bool, StoreError> {
+            let now = crate::store::now_ms();
+            let mut tx = self.writer().begin().await?;
+            sqlx::query(FORGET_PAIRINGS)
+                .bind(forget_before)
+                .execute(&mut *tx)
+                .await?;
+            let open: i64 = sqlx::query(OPEN_PAIRINGS)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("n")?;
+            if open >= max_open {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(INSERT_PAIRING)
+                .bind(pairing.id)
+                .bind(&pairing.code_hash)
+                .bind(&pairing.secret_hash)
+                .bind(&pairing.name)
+                .bind(now)
+                .bind(pairing.expires_at)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(true)
+        }
+
+        async fn pairing_by_code(
+            &self,
+            code_hash: &[u8],
+        ) -> Result<Option<PairingRow>, StoreError> {
+            let row = sqlx::query(PAIRING_BY_CODE)
+                .bind(code_hash)
+                .fetch_optional(self.reader())
+                .await?;
+            row.as_ref().map(pairing_from).transpose()
+        }
+
+        async fn pairing(&self, id: Uuid) -> Result<Option<PairingRow>, StoreError> {
+            let row = sqlx::query(PAIRING)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
+            row.as_ref().map(pairing_from).transpose()
+        }
+
+        async fn approve(
+            &self,
+            approval: &Approval,
+            now: Millis,
+        ) -> Result<Option<ComputerRow>, StoreError> {
+            let mut tx = self.writer().begin().await?;
+            sqlx::query(INSERT_COMPUTER)
+                .bind(approval.computer_id)
+                .bind(approval.organization_id)
+                .bind(approval.owner_member_id)
+                .bind(&approval.name)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            let approved = sqlx::query(APPROVE_PAIRING)
+                .bind(approval.pairing_id)
+                .bind(approval.computer_id)
+                .bind(approval.claim_until)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if approved == 0 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            tx.commit().await?;
+            Ok(Some(ComputerRow {
+                id: approval.computer_id,
+                organization_id: approval.organization_id,
+                owner_member_id: approval.owner_member_id,
+                name: approval.name.clone(),
+                created_at: now,
+                paired_at: None,
+            }))
+        }
+
+        async fn set_credential(
+            &self,
+            computer: Uuid,
+            credential_hash: &[u8],
+            now: Millis,
+        ) -> Result<bool, StoreError> {
+            let set = sqlx::query(SET_CREDENTIAL)
+                .bind(computer)
+                .bind(credential_hash)
+                .bind(now)
+                .execute(self.writer())
+                .await?
+                .rows_affected();
+            Ok(set > 0)
+        }
+
+        async fn computers_page(
+            &self,
+            organization: Uuid,
+            member: Uuid,
+            after: Option<Uuid>,
+            limit: i64,
+        ) -> Result<Vec<ComputerRow>, StoreError> {
+            let rows = sqlx::query(COMPUTERS_PAGE)
+                .bind(organization)
+                .bind(member)
+                .bind(after.unwrap_or(crate::paging::FIRST_ID))
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
+            rows.iter().map(computer_from).collect()
+        }
+
+        async fn computer(
+            &self,
+            organization: Uuid,
+            member: Uuid,
+            id: Uuid,
+        ) -> Result<Option<ComputerRow>, StoreError> {
+            let row = sqlx::query(COMPUTER)
+                .bind(organization)
+                .bind(member)
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
+            row.as_ref().map(computer_from).transpose()
+        }
+
+        async fn remove(
+            &self,
+            organization: Uuid,
+            id: Uuid,
+            now: Millis,
+        ) -> Result<bool, StoreError> {
+            let removed = sqlx::query(REMOVE)
+                .bind(organization)
+                .bind(id)
+                .bind(now)
+                .execute(self.writer())
+                .await?
+                .rows_affected();
+            Ok(removed > 0)
+        }
+    }
+}

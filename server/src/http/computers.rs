@@ -1,0 +1,124 @@
+//! `/v1/computers`: machines paired with the server, through the Computer use cases
+//! (docs/computers.md). Starting a pairing and claiming its credential are the machine's
+//! (no member token); approving, listing and removing are a member's.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use openbot_schema::{
+    ApprovePairing, ClaimPairing, Computer, ComputerPage, ErrorBody, PageQuery, Pairing,
+    PairingClaim, StartPairing,
+};
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::ApiError;
+use super::json::{ApiJson, ApiQuery};
+use crate::computers::Computers;
+use crate::identity::Caller;
+use crate::paging::Paging;
+
+fn computers(state: &AppState) -> Result<Computers, ApiError> {
+    let store = crate::computers::store(&state.features).ok_or_else(|| {
+        ApiError::failed(
+            openbot_schema::ErrorCategory::Internal,
+            "this node has no Computer store",
+        )
+    })?;
+    Ok(Computers::new(std::sync::Arc::clone(store)))
+}
+
+fn id(text: &str, what: &'static str) -> Result<Uuid, ApiError> {
+    text.parse().map_err(|_| ApiError::not_found(what))
+}
+
+/// Starts a pairing, for a machine (no token): answers the code a member approves and the
+/// secret the machine claims its credential with, both shown only now. The code works for 10
+/// minutes. 429 while too many pairings wait for approval.
+#[utoipa::path(post, path = "/v1/computers/pairings", tag = "computers",
+    request_body = StartPairing,
+    responses((status = 201, body = Pairing), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn start_pairing(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<StartPairing>,
+) -> Result<(StatusCode, Json<Pairing>), ApiError> {
+    let pairing = computers(&state)?.start_pairing(&request).await?;
+    Ok((StatusCode::CREATED, Json(pairing)))
+}
+
+/// Approves a pairing code a machine shows: makes the Computer, the caller's own or (with
+/// `shared`, an owner or admin) the organization's. 404 for an unknown code, 409 for a code
+/// that expired or was used already.
+#[utoipa::path(post, path = "/v1/computers/pairings/approve", tag = "computers",
+    request_body = ApprovePairing,
+    responses((status = 201, body = Computer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn approve_pairing(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<ApprovePairing>,
+) -> Result<(StatusCode, Json<Computer>), ApiError> {
+    let computer = computers(&state)?.approve(&caller, &request).await?;
+    Ok((StatusCode::CREATED, Json(computer)))
+}
+
+/// The machine's claim, with its pairing secret (no token): `approved: false` while no member
+/// approved the code, else the Computer and its credential, shown once. A claim again within
+/// the pairing's 10 minutes issues a new credential and voids the one before. 404 for an
+/// unknown pairing or a wrong secret, 409 once the pairing expired or its Computer was removed.
+#[utoipa::path(post, path = "/v1/computers/pairings/{id}/claim", tag = "computers",
+    params(("id" = uuid::Uuid, Path, description = "The pairing")),
+    request_body = ClaimPairing,
+    responses((status = 200, body = PairingClaim), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+pub async fn claim_pairing(
+    State(state): State<AppState>,
+    Path(pairing): Path<String>,
+    ApiJson(request): ApiJson<ClaimPairing>,
+) -> Result<Json<PairingClaim>, ApiError> {
+    let pairing = id(&pairing, "pairing")?;
+    Ok(Json(computers(&state)?.claim(pairing, &request).await?))
+}
+
+/// The Computers the caller sees: its own and the organization's shared ones, oldest first.
+/// Paged: ask again with `next_cursor` until it is absent.
+#[utoipa::path(get, path = "/v1/computers", tag = "computers", params(PageQuery),
+    responses((status = 200, body = ComputerPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_computers(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> Result<Json<ComputerPage>, ApiError> {
+    let paging = Paging::<Uuid>::parse(&query)?;
+    Ok(Json(computers(&state)?.list(&caller, &paging).await?))
+}
+
+/// One Computer the caller sees; another member's is not found.
+#[utoipa::path(get, path = "/v1/computers/{id}", tag = "computers",
+    params(("id" = uuid::Uuid, Path, description = "The Computer")),
+    responses((status = 200, body = Computer), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn get_computer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(computer): Path<String>,
+) -> Result<Json<Computer>, ApiError> {
+    let computer = id(&computer, "computer")?;
+    Ok(Json(computers(&state)?.get(&caller, computer).await?))
+}
+
+/// Removes a Computer: its credential stops working at once, and the removal is saved before
+/// the answer. A shared Computer is removed by an owner or admin only.
+#[utoipa::path(delete, path = "/v1/computers/{id}", tag = "computers",
+    params(("id" = uuid::Uuid, Path, description = "The Computer")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn remove_computer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(computer): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let computer = id(&computer, "computer")?;
+    computers(&state)?.remove(&caller, computer).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
