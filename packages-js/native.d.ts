@@ -40,6 +40,9 @@ export declare class NativeClient {
   close(): Promise<void>
 }
 
+/** The Computer tools' names, as the core declares them (docs/computers.md). */
+export declare function computerTools(): Array<string>
+
 /**
  * Connects to OpenBot: `memory://` runs Bots and Chats in this process, `http://host:port`
  * (or `https://`) talks to a server with `token`. `tools` are the JavaScript functions that

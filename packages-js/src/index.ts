@@ -120,17 +120,10 @@ export interface ConnectOptions {
 }
 
 /**
- * The tools a Bot gets on a Computer: the four terminal tools, then the two file tools. Name
- * them in `createBot`; their definitions come from the Computer.
+ * The tools a Bot gets on a Computer: the four terminal tools, then the two file tools, as the
+ * core declares them. Name them in `createBot`; their definitions come from the Computer.
  */
-export const COMPUTER_TOOLS = [
-  'computer_terminal_start',
-  'computer_terminal_write',
-  'computer_terminal_read',
-  'computer_terminal_close',
-  'computer_file_read',
-  'computer_file_write',
-] as const;
+export const COMPUTER_TOOLS: readonly string[] = Object.freeze(native.computerTools());
 
 /** What `createBot` takes: a `BotSpec` whose tools may be names of tools given to `connect`. */
 export type NewBot = Omit<BotSpec, 'tools'> & { tools?: (ToolDefinition | string)[] };

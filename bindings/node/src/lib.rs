@@ -48,6 +48,15 @@ pub fn enable_tracing(endpoint: Option<String>, service_name: Option<String>) ->
         .map_err(|err| napi::Error::from_reason(err.to_string()))
 }
 
+/// The Computer tools' names, as the core declares them (docs/computers.md).
+#[napi]
+pub fn computer_tools() -> Vec<String> {
+    openbot_core::computer::TOOL_NAMES
+        .iter()
+        .map(|name| name.to_string())
+        .collect()
+}
+
 /// Exports the spans queued so far, now (before a short-lived process exits).
 #[napi]
 pub fn flush_tracing() {

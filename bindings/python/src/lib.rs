@@ -23,6 +23,12 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn noop() {}
 
+/// The Computer tools' names, as the core declares them (docs/computers.md).
+#[pyfunction]
+fn computer_tools() -> Vec<&'static str> {
+    openbot_core::computer::TOOL_NAMES.to_vec()
+}
+
 /// Turns on the export of this process's agent spans over OTLP/HTTP (docs/observability.md):
 /// to `endpoint` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`), else to what the standard
 /// `OTEL_*` variables name. Answers whether export is on: `False` when no endpoint is named.
@@ -47,6 +53,7 @@ fn flush_tracing(py: Python<'_>) {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(noop, m)?)?;
+    m.add_function(wrap_pyfunction!(computer_tools, m)?)?;
     m.add_function(wrap_pyfunction!(enable_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(flush_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(tool::shutdown, m)?)?;

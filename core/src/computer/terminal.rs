@@ -19,6 +19,8 @@ use super::{ComputerError, MAX_INPUT_BYTES, MAX_READ_WAIT};
 const KEPT_BYTES: usize = 1024 * 1024;
 /// The most one read returns, in bytes (at least one chunk is always returned).
 const READ_BYTES: usize = 64 * 1024;
+/// The longest a write waits for the terminal to take its input.
+const WRITE_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Default)]
 struct Log {
@@ -231,19 +233,20 @@ impl Terminal {
         }
         let writer = Arc::clone(&self.writer);
         let bytes = input.as_bytes().to_vec();
-        let written = tokio::task::spawn_blocking(move || {
+        let writing = tokio::task::spawn_blocking(move || {
             let mut writer = lock(&writer);
             writer.write_all(&bytes)?;
             writer.flush()?;
             Ok::<_, std::io::Error>(bytes.len())
-        })
-        .await;
-        match written {
-            Ok(Ok(n)) => Ok(n),
+        });
+        // A program that reads no input lets the terminal's buffer fill: the write then waits
+        // (until the program reads or ends), and the caller is told it may be partly in.
+        match tokio::time::timeout(WRITE_WAIT, writing).await {
+            Ok(Ok(Ok(n))) => Ok(n),
             // The bytes may be partly in the terminal: say so, never write them again.
             _ => Err(ComputerError::OutcomeUnknown(format!(
-                "the write to terminal session `{}` failed part way; its input may have \
-                 been read",
+                "the write to terminal session `{}` failed or was not taken in time; its \
+                 input may have been read in part",
                 self.view.id
             ))),
         }

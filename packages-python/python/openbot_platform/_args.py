@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Union
 
+from . import _native
 from .tools import ToolFunction, tool_definition
 from .types import (
     ApprovalRequest,
@@ -31,15 +32,9 @@ __all__ = [
 ]
 
 #: The tools a Bot gets on a Computer (docs/computers.md): the four terminal tools, then the two
-#: file tools. Name them in ``create_bot``; their definitions come from the Computer.
-COMPUTER_TOOLS: tuple[str, ...] = (
-    "computer_terminal_start",
-    "computer_terminal_write",
-    "computer_terminal_read",
-    "computer_terminal_close",
-    "computer_file_read",
-    "computer_file_write",
-)
+#: file tools, as the core declares them. Name them in ``create_bot``; their definitions come
+#: from the Computer.
+COMPUTER_TOOLS: tuple[str, ...] = tuple(_native.computer_tools())
 
 #: A Bot, or its ID.
 BotRef = Union[Bot, str]

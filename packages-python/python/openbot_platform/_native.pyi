@@ -37,6 +37,9 @@ def shutdown(timeout: float = 5.0) -> int:
 def register_errors(base: type[BaseException], by_code: dict[str, Any]) -> None:
     """Registers the exception class of each stable error code."""
 
+def computer_tools() -> list[str]:
+    """The Computer tools' names, as the core declares them."""
+
 def connect_sync(
     uri: str,
     token: str | None = None,

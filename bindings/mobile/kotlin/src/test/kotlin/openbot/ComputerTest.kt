@@ -18,7 +18,7 @@ class ComputerTest {
     private fun named(names: List<String>) = names.map { ToolDefinition(it, "", OBJECT_SCHEMA) }
 
     @Test
-    fun `a Bot in memory writes a file and reads it back through a terminal`() = runBlocking {
+    fun `a Bot in memory writes a file and reads it back through a terminal`() = runBlocking<Unit> {
         val folder = Files.createTempDirectory("openbot-kotlin-computer-").toFile()
         val client = connect("memory://", computerFolders = listOf(folder.path))
         val script = """{"steps":[
