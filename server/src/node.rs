@@ -206,19 +206,27 @@ impl Database {
 /// never changes the schema (`openbot migrate` does). The store seals and opens row payloads
 /// with the configured key ring, the same one [`start`] gives the engine.
 pub async fn open_database(config: &NodeConfig) -> Result<Database, NodeError> {
+    Ok(open_database_and_keys(config).await?.0)
+}
+
+/// [`open_database`], with the key ring it read, for the engine and the resource directory
+/// of the same node (read once).
+pub async fn open_database_and_keys(config: &NodeConfig) -> Result<(Database, KeyRing), NodeError> {
     match &config.database_url {
         Some(url) => {
             let keys = key_ring(config)?;
-            let store = Arc::new(PostgresStore::connect(url, config.max_connections, keys).await?);
-            Ok(Database::on(store))
+            let store = PostgresStore::connect(url, config.max_connections, keys.clone()).await?;
+            Ok((Database::on(Arc::new(store)), keys))
         }
         None => {
             let path = sqlite_path(&config.data_dir);
             if !path.exists() {
                 return Err(NodeError::NoDatabase(path.display().to_string()));
             }
-            let store = Arc::new(SqliteStore::open(&path, key_ring(config)?).await?);
-            Ok(Database::on(store))
+            // Read only once the database is there: a data folder gets its keys with it.
+            let keys = key_ring(config)?;
+            let store = SqliteStore::open(&path, keys.clone()).await?;
+            Ok((Database::on(Arc::new(store)), keys))
         }
     }
 }
@@ -387,10 +395,14 @@ pub fn objects(
     }
 }
 
-/// Opens the engine of a node and starts running work; its Turns read attached files from
-/// the database's object store ([`Database::with_objects`]).
-pub async fn start(config: &NodeConfig, database: &Database) -> Result<Engine, NodeError> {
-    let keys = key_ring(config)?;
+/// Opens the engine of a node and starts running work, sealing with `keys` (those the database
+/// was opened with, [`open_database_and_keys`]); its Turns read attached files from the
+/// database's object store ([`Database::with_objects`]).
+pub async fn start(
+    config: &NodeConfig,
+    database: &Database,
+    keys: KeyRing,
+) -> Result<Engine, NodeError> {
     let engine = Engine::open(Arc::clone(&database.store), keys, config.node_name.clone());
     let runner = RunnerConfig {
         lease: config.lease,

@@ -110,7 +110,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     let stop = stopping.clone().cancelled_owned();
     let config = args.node.config()?;
-    let database = node::open_database(&config).await?;
+    let (database, keys) = node::open_database_and_keys(&config).await?;
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.bind))?;
@@ -129,7 +129,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let directory = Directory::new(DirectoryConfig {
         store: Arc::clone(resources),
         records: Arc::clone(&database.store),
-        keys: node::key_ring(&config)?,
+        keys: keys.clone(),
         node: config.node_name.clone(),
         incarnation: uuid::Uuid::now_v7(),
         lease: directory::LEASE,
@@ -137,7 +137,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     directory.keep_leases(stopping.clone());
     let database = database.with_directory(Arc::clone(&directory));
-    let engine = Arc::new(node::start(&config, &database).await?);
+    let engine = Arc::new(node::start(&config, &database, keys).await?);
     let membership = join_cluster(
         &args,
         &config.node_name,
