@@ -6,6 +6,7 @@ from typing import Any, final
 
 __all__ = [
     "noop",
+    "computer_tools",
     "enable_tracing",
     "flush_tracing",
     "shutdown",
