@@ -119,6 +119,11 @@ export type CodeRunResult = Schemas['CodeRunResult'];
 export type CompleteOAuth = Schemas['CompleteOAuth'];
 /** A machine paired with the server as a Computer (`/v1/computers`). */
 export type Computer = Schemas['Computer'];
+/**
+ * A Bot's grant of a Computer: the Bot's Turns get the Computer tools on it. A Bot has at most one
+ * Computer; a new grant replaces the one before.
+ */
+export type ComputerGrant = Schemas['ComputerGrant'];
 /** One page of Computers, oldest first. */
 export type ComputerPage = Schemas['ComputerPage'];
 /** One piece of message content. */
@@ -209,6 +214,8 @@ export type FileRef = Schemas['FileRef'];
 export type FileRetention = Schemas['FileRetention'];
 /** What became of one firing. */
 export type FiringOutcome = Schemas['FiringOutcome'];
+/** How a member grants a Computer to a Bot (`PUT /v1/computers/{id}/bots/{bot_id}`). */
+export type GrantComputer = Schemas['GrantComputer'];
 /** Credits to add to an organization's balance. */
 export type GrantCredits = Schemas['GrantCredits'];
 /** The node's health. */
@@ -525,6 +532,8 @@ export type OperationId =
   | 'claim_pairing'
   | 'get_computer'
   | 'remove_computer'
+  | 'grant_computer'
+  | 'revoke_computer'
   | 'list_delegates'
   | 'put_delegate'
   | 'delete_delegate'
@@ -663,6 +672,8 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   claim_pairing: { id: 'claim_pairing', sdkMethod: 'claimPairing', method: 'POST', path: '/v1/computers/pairings/{id}/claim', tag: 'computers', pathParams: ['id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: true, handwritten: false, memory: false },
   get_computer: { id: 'get_computer', sdkMethod: 'getComputer', method: 'GET', path: '/v1/computers/{id}', tag: 'computers', pathParams: ['id'], queryParams: [], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   remove_computer: { id: 'remove_computer', sdkMethod: 'removeComputer', method: 'DELETE', path: '/v1/computers/{id}', tag: 'computers', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  grant_computer: { id: 'grant_computer', sdkMethod: 'grantComputer', method: 'PUT', path: '/v1/computers/{id}/bots/{bot_id}', tag: 'computers', pathParams: ['id', 'bot_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
+  revoke_computer: { id: 'revoke_computer', sdkMethod: 'revokeComputer', method: 'DELETE', path: '/v1/computers/{id}/bots/{bot_id}', tag: 'computers', pathParams: ['id', 'bot_id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   list_delegates: { id: 'list_delegates', sdkMethod: 'listDelegates', method: 'GET', path: '/v1/delegates', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   put_delegate: { id: 'put_delegate', sdkMethod: 'putDelegate', method: 'PUT', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_delegate: { id: 'delete_delegate', sdkMethod: 'deleteDelegate', method: 'DELETE', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
@@ -801,6 +812,8 @@ export interface OperationTypes {
   claim_pairing: { params: { id: string }; body: ClaimPairing; answer: PairingClaim };
   get_computer: { params: { id: string }; body: undefined; answer: Computer };
   remove_computer: { params: { id: string }; body: undefined; answer: undefined };
+  grant_computer: { params: { id: string; bot_id: string }; body: GrantComputer; answer: ComputerGrant };
+  revoke_computer: { params: { id: string; bot_id: string }; body: undefined; answer: undefined };
   list_delegates: { params: { limit?: number; cursor?: string }; body: undefined; answer: DelegateToolPage };
   put_delegate: { params: { name: string }; body: PutDelegateTool; answer: DelegateTool };
   delete_delegate: { params: { name: string }; body: undefined; answer: undefined };
@@ -1546,6 +1559,30 @@ export abstract class Operations {
   async removeComputer(id: string): Promise<void> {
     checkString('removeComputer', 'id', id);
     await this.invoke('remove_computer', { id }, undefined);
+  }
+
+  /**
+   * Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer tools on it.
+   * Its calls that change the machine wait for a person's approval unless `ask` is false. A Bot has
+   * one Computer; this replaces its grant before. A shared Computer is granted by an owner or admin
+   * only. `PUT /v1/computers/{id}/bots/{bot_id}` (operation `grant_computer`).
+   */
+  async grantComputer(id: string, bot_id: string, body: GrantComputer): Promise<ComputerGrant> {
+    checkString('grantComputer', 'id', id);
+    checkString('grantComputer', 'bot_id', bot_id);
+    checkFields('grantComputer', 'body', body, { ask: 'boolean?' });
+    return (await this.invoke('grant_computer', { id, bot_id }, body)) as ComputerGrant;
+  }
+
+  /**
+   * Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools, and calls
+   * of running Turns are refused before they are sent. `DELETE /v1/computers/{id}/bots/{bot_id}`
+   * (operation `revoke_computer`).
+   */
+  async revokeComputer(id: string, bot_id: string): Promise<void> {
+    checkString('revokeComputer', 'id', id);
+    checkString('revokeComputer', 'bot_id', bot_id);
+    await this.invoke('revoke_computer', { id, bot_id }, undefined);
   }
 
   /**

@@ -1038,6 +1038,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/computers/{id}/bots/{bot_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer tools on
+         *     it. Its calls that change the machine wait for a person's approval unless `ask` is false.
+         *     A Bot has one Computer; this replaces its grant before. A shared Computer is granted by an
+         *     owner or admin only.
+         */
+        put: operations["grant_computer"];
+        post?: never;
+        /**
+         * Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools, and
+         *     calls of running Turns are refused before they are sent.
+         */
+        delete: operations["revoke_computer"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/delegates": {
         parameters: {
             query?: never;
@@ -2663,6 +2689,31 @@ export interface components {
              */
             paired_at?: string | null;
         };
+        /**
+         * @description A Bot's grant of a Computer: the Bot's Turns get the Computer tools on it. A Bot has at
+         *     most one Computer; a new grant replaces the one before.
+         */
+        ComputerGrant: {
+            /** @description Whether its calls that change the machine wait for a person's approval. */
+            ask: boolean;
+            /** @description The Bot. */
+            bot_id: components["schemas"]["BotId"];
+            /**
+             * Format: uuid
+             * @description The Computer.
+             */
+            computer_id: string;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            granted_at: string;
+            /**
+             * Format: uuid
+             * @description The member who granted it.
+             */
+            granted_by: string;
+        };
         /** @description One page of Computers, oldest first. */
         ComputerPage: {
             /** @description The items on this page, in the list's order. */
@@ -3243,6 +3294,15 @@ export interface components {
          * @enum {string}
          */
         FiringOutcome: "sent" | "refused";
+        /** @description How a member grants a Computer to a Bot (`PUT /v1/computers/{id}/bots/{bot_id}`). */
+        GrantComputer: {
+            /**
+             * @description Whether the Bot's calls that change the machine (start, write to or close a terminal,
+             *     write a file) wait for a person's approval. On unless turned off here; reads never ask.
+             * @default true
+             */
+            ask: boolean;
+        };
         /** @description Credits to add to an organization's balance. */
         GrantCredits: {
             /**
@@ -8737,6 +8797,128 @@ export interface operations {
             path: {
                 /** @description The Computer */
                 id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    grant_computer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Computer */
+                id: string;
+                /** @description The Bot */
+                bot_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantComputer"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ComputerGrant"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_computer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Computer */
+                id: string;
+                /** @description The Bot */
+                bot_id: string;
             };
             cookie?: never;
         };

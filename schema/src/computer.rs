@@ -158,3 +158,43 @@ pub struct PairingClaim {
     #[cfg_attr(feature = "uniffi", uniffi(default))]
     pub credential: Option<String>,
 }
+
+/// How a member grants a Computer to a Bot (`PUT /v1/computers/{id}/bots/{bot_id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[serde(deny_unknown_fields)]
+pub struct GrantComputer {
+    /// Whether the Bot's calls that change the machine (start, write to or close a terminal,
+    /// write a file) wait for a person's approval. On unless turned off here; reads never ask.
+    #[serde(default = "ask_by_default")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = true))]
+    #[schema(default = true)]
+    pub ask: bool,
+}
+
+impl Default for GrantComputer {
+    fn default() -> Self {
+        Self { ask: true }
+    }
+}
+
+fn ask_by_default() -> bool {
+    true
+}
+
+/// A Bot's grant of a Computer: the Bot's Turns get the Computer tools on it. A Bot has at
+/// most one Computer; a new grant replaces the one before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+pub struct ComputerGrant {
+    /// The Computer.
+    pub computer_id: uuid::Uuid,
+    /// The Bot.
+    pub bot_id: crate::BotId,
+    /// Whether its calls that change the machine wait for a person's approval.
+    pub ask: bool,
+    /// The member who granted it.
+    pub granted_by: uuid::Uuid,
+    /// When.
+    pub granted_at: DateTime<Utc>,
+}

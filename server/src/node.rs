@@ -189,9 +189,14 @@ impl Database {
     }
 
     /// The same database, with this node's running resource directory, which the phases
-    /// that open physical resources (MCP sessions) register them in.
+    /// that open physical resources (MCP sessions) register them in, and the links of the
+    /// machines that connect to this node.
     pub fn with_directory(mut self, directory: Arc<crate::cluster::directory::Directory>) -> Self {
-        self.features = crate::cluster::directory::with_runtime(self.features, directory);
+        let links = crate::computers::Links::new(Arc::clone(&directory));
+        self.features = crate::computers::with_links(
+            crate::cluster::directory::with_runtime(self.features, directory),
+            links,
+        );
         self
     }
 
@@ -452,7 +457,15 @@ pub fn default_node_name() -> String {
 /// [`crate::chats::ToolRouting`]): an App's tools first, then the organization's HTTP tools and
 /// delegates; any other name is a host tool. Plan mode and reminders add their own tool.
 pub fn tool_routing(database: &Database) -> crate::chats::ToolRouting {
-    crate::chats::ToolRouting::default()
+    let routing = crate::chats::ToolRouting::default();
+    // A Bot granted a Computer gets its tools (first: they are the Computer's by name).
+    let routing = match crate::computers::store(&database.features) {
+        Some(store) => routing.with_source(Arc::new(crate::computers::tool::ComputerTools(
+            Arc::clone(store),
+        ))),
+        None => routing,
+    };
+    routing
         .with_source(Arc::new(crate::apps::AppTools(Arc::clone(&database.apps))))
         .with_source(Arc::new(crate::tools::HttpTools(Arc::clone(
             &database.tools,

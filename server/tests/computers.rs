@@ -15,11 +15,16 @@ mod pg;
 #[path = "support/api.rs"]
 mod api;
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use openbot_schema::{EventKind, TurnOutcome};
 use openbot_server::identity::Role;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
-use api::{Server, error_code, postgres, server, sqlite};
+use api::{Server, error_code, outcome_of, postgres, receipt, server, sqlite};
 
 http_tests!(
     a_machine_pairs_when_a_member_approves_its_code_and_claims_its_own_credential,
@@ -32,6 +37,12 @@ http_tests!(
     a_token_without_the_computers_right_or_limited_to_bots_reaches_no_computer,
     no_code_secret_or_credential_is_stored_in_the_clear,
     a_computer_credential_is_no_member_token,
+    a_bot_granted_a_computer_writes_reads_and_runs_on_the_linked_machine,
+    a_call_that_changes_the_machine_asks_first_by_default,
+    a_grant_taken_back_stops_a_waiting_call_before_it_is_sent,
+    removing_a_computer_ends_its_link_and_stops_its_agent,
+    a_link_needs_the_computers_own_current_credential,
+    only_a_member_who_sees_the_computer_and_may_change_the_bot_grants_it,
 );
 
 async fn start(server: &Server, name: &str) -> Value {
@@ -354,4 +365,421 @@ async fn a_computer_credential_is_no_member_token(server: Server) {
         let (status, _) = error_code(server.get(path, credential).send().await.unwrap()).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
     }
+}
+
+/// A paired machine's agent: `openbot computer run`, a real process, linked to the server.
+struct Agent {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    folder: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Agent {
+    /// The agent's next JSON line.
+    async fn next_event(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+            .await
+            .expect("the agent said something within a minute")
+            .unwrap()
+            .expect("the agent's output goes on");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits for the agent's event `event`, passing over others.
+    async fn wait_for(&mut self, event: &str) -> Value {
+        loop {
+            let next = self.next_event().await;
+            if next["event"] == event {
+                return next;
+            }
+        }
+    }
+}
+
+/// A Computer of `token`'s member, paired, its agent running and linked; allowed one folder.
+async fn linked(server: &Server, token: &str) -> (Value, Agent) {
+    let (pairing, computer) = paired(server, token, "workstation", false).await;
+    let answer: Value = claim(server, &pairing).await.json().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("work");
+    std::fs::create_dir(&folder).unwrap();
+    let credential_file = dir.path().join("computer.json");
+    std::fs::write(
+        &credential_file,
+        json!({"server": server.base, "computer_id": computer["id"], "credential": answer["credential"]})
+            .to_string(),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
+        .args(["computer", "run", "--json", "--credential-file"])
+        .arg(&credential_file)
+        .arg("--folder")
+        .arg(&folder)
+        .env("OPENBOT_CONFIG_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut agent = Agent {
+        child,
+        lines,
+        folder,
+        _dir: dir,
+    };
+    let linked = agent.wait_for("linked").await;
+    assert!(
+        linked["message"]
+            .as_str()
+            .unwrap()
+            .contains(computer["id"].as_str().unwrap()),
+        "{linked}"
+    );
+    (computer, agent)
+}
+
+async fn grant(
+    server: &Server,
+    token: &str,
+    computer: &Value,
+    bot: &Value,
+    body: Value,
+) -> reqwest::Response {
+    server
+        .http
+        .put(format!(
+            "{}/v1/computers/{}/bots/{}",
+            server.base,
+            computer["id"].as_str().unwrap(),
+            bot["id"].as_str().unwrap()
+        ))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Waits up to 20 s for `path` to hold `text`.
+async fn wait_for_file(path: &Path, text: &str) -> bool {
+    for _ in 0..200 {
+        if std::fs::read_to_string(path).is_ok_and(|held| held.contains(text)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// The output texts of the Turn's tool results, by tool name.
+fn tool_results(events: &[openbot_schema::Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { result, .. } => Some((
+                result.name.clone(),
+                result
+                    .output
+                    .iter()
+                    .filter_map(|part| match part {
+                        openbot_schema::ContentPart::Text { text } => Some(text.clone()),
+                        _ => None,
+                    })
+                    .collect::<String>(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn a_bot_granted_a_computer_writes_reads_and_runs_on_the_linked_machine(server: Server) {
+    let (computer, agent) = linked(&server, &server.owner).await;
+    let (bot, _script) = server
+        .scripted_bot(
+            "Operator",
+            json!([
+                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "note.txt", "content": "hello from the bot"}}]},
+                {"tool_calls": [{"name": "computer_file_read", "arguments": {"path": "note.txt"}}]},
+                {"tool_calls": [{"name": "computer_terminal_start", "arguments": {"command": "cat note.txt > copy.txt"}}]},
+                {"text": "done"}
+            ]),
+        )
+        .await;
+    let granted = grant(
+        &server,
+        &server.owner,
+        &computer,
+        &bot,
+        json!({"ask": false}),
+    )
+    .await;
+    assert_eq!(granted.status(), StatusCode::OK);
+    let granted: Value = granted.json().await.unwrap();
+    assert_eq!(granted["ask"], false);
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(
+        server
+            .send(&server.owner, &chat, "Work on my machine", None)
+            .await,
+    )
+    .await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "{events:?}"
+    );
+    let results = tool_results(&events);
+    let names: Vec<&str> = results.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "computer_file_write",
+            "computer_file_read",
+            "computer_terminal_start"
+        ]
+    );
+    assert!(results[1].1.contains("hello from the bot"), "{results:?}");
+    assert_eq!(
+        std::fs::read_to_string(agent.folder.join("note.txt")).unwrap(),
+        "hello from the bot"
+    );
+    // The command ran in the machine's terminal, in its allowed folder.
+    assert!(wait_for_file(&agent.folder.join("copy.txt"), "hello from the bot").await);
+}
+
+async fn a_call_that_changes_the_machine_asks_first_by_default(server: Server) {
+    let (computer, agent) = linked(&server, &server.owner).await;
+    let (bot, _script) = server
+        .scripted_bot(
+            "Careful",
+            json!([
+                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "asked.txt", "content": "approved"}}]},
+                {"text": "asked"}
+            ]),
+        )
+        .await;
+    let granted: Value = grant(&server, &server.owner, &computer, &bot, json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(granted["ask"], true, "asking is on unless turned off");
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let request = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { request_id, .. } => Some(request_id.to_string()),
+            _ => None,
+        })
+        .expect("an approval_requested event");
+    let file = agent.folder.join("asked.txt");
+    assert!(
+        !file.exists(),
+        "nothing reaches the machine before the decision"
+    );
+    let approved = server
+        .post(&format!("/v1/approvals/{request}/decision"), &server.owner)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+    assert!(
+        wait_for_file(&file, "approved").await,
+        "the approved call ran once approved"
+    );
+}
+
+async fn a_grant_taken_back_stops_a_waiting_call_before_it_is_sent(server: Server) {
+    let (computer, agent) = linked(&server, &server.owner).await;
+    let (bot, _script) = server
+        .scripted_bot(
+            "Revoked",
+            json!([
+                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "never.txt", "content": "x"}}]},
+                {"text": "stopped"}
+            ]),
+        )
+        .await;
+    grant(&server, &server.owner, &computer, &bot, json!({})).await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let request = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { request_id, .. } => Some(request_id.to_string()),
+            _ => None,
+        })
+        .expect("an approval_requested event");
+    let revoked = server
+        .delete(
+            &format!(
+                "/v1/computers/{}/bots/{}",
+                computer["id"].as_str().unwrap(),
+                bot["id"].as_str().unwrap()
+            ),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+    let approved = server
+        .post(&format!("/v1/approvals/{request}/decision"), &server.owner)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+    // The approved call's result says the grant was taken back; the machine saw nothing.
+    let history = async {
+        for _ in 0..200 {
+            let history = server.history(&server.owner, &chat).await;
+            if history.iter().any(|line| line.contains("taken back")) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    };
+    assert!(
+        history.await,
+        "{:?}",
+        server.history(&server.owner, &chat).await
+    );
+    assert!(!agent.folder.join("never.txt").exists());
+    // A second revoke finds no grant.
+    let again = server
+        .delete(
+            &format!(
+                "/v1/computers/{}/bots/{}",
+                computer["id"].as_str().unwrap(),
+                bot["id"].as_str().unwrap()
+            ),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_FOUND);
+}
+
+async fn removing_a_computer_ends_its_link_and_stops_its_agent(server: Server) {
+    let (computer, mut agent) = linked(&server, &server.owner).await;
+    let id = computer["id"].as_str().unwrap();
+    let removed = server
+        .delete(&format!("/v1/computers/{id}"), &server.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    // The node closed the link before answering; the agent's next link is refused, so it stops.
+    agent.wait_for("unlinked").await;
+    let refused = agent.wait_for("refused").await;
+    assert!(
+        refused["message"].as_str().unwrap().contains("401"),
+        "{refused}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), agent.child.wait())
+        .await
+        .expect("the agent stopped")
+        .unwrap();
+    assert!(!status.success());
+    // The link's close is saved in the resource directory.
+    let resources = openbot_server::cluster::directory::store(&server.database.features)
+        .unwrap()
+        .resources_of_scope(&format!("computer:{id}"))
+        .await
+        .unwrap();
+    assert_eq!(resources.len(), 1, "{resources:?}");
+    assert!(
+        matches!(
+            resources[0].closed,
+            Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
+        ),
+        "{resources:?}"
+    );
+}
+
+/// `GET /v1/computers/link` as a WebSocket client asks for it, with `authorization`.
+async fn link_attempt(server: &Server, authorization: Option<&str>) -> StatusCode {
+    let mut request = server
+        .http
+        .get(format!("{}/v1/computers/link", server.base))
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("openbot-computer-protocol", "1");
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    request.send().await.unwrap().status()
+}
+
+async fn a_link_needs_the_computers_own_current_credential(server: Server) {
+    assert_eq!(link_attempt(&server, None).await, StatusCode::UNAUTHORIZED);
+    let member = format!("Bearer {}", server.owner);
+    assert_eq!(
+        link_attempt(&server, Some(&member)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let (pairing, computer) = paired(&server, &server.owner, "old", false).await;
+    let answer: Value = claim(&server, &pairing).await.json().await.unwrap();
+    let credential = format!("Bearer {}", answer["credential"].as_str().unwrap());
+    assert_eq!(
+        link_attempt(&server, Some(&credential)).await,
+        StatusCode::SWITCHING_PROTOCOLS
+    );
+    server
+        .delete(
+            &format!("/v1/computers/{}", computer["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        link_attempt(&server, Some(&credential)).await,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+async fn only_a_member_who_sees_the_computer_and_may_change_the_bot_grants_it(server: Server) {
+    let (_, computer) = paired(&server, &server.owner, "mine", false).await;
+    let model = fake_openai::FakeOpenAi::start(vec![]).await;
+    let bot = server.bot(&server.owner, &model, true).await;
+    let other = server.other_member_token().await;
+    // Another member sees neither the owner's Computer...
+    let (status, _) = error_code(grant(&server, &other, &computer, &bot, json!({})).await).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // ...nor may change the owner's Bot with its own Computer.
+    let (pairing, theirs) = paired(&server, &other, "theirs", false).await;
+    drop(pairing);
+    let (status, _) = error_code(grant(&server, &other, &theirs, &bot, json!({})).await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A token limited to the Bot reaches no Computer.
+    let limited = server.bot_limited_token(&bot).await;
+    let (status, _) = error_code(grant(&server, &limited, &computer, &bot, json!({})).await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let granted = grant(
+        &server,
+        &server.owner,
+        &computer,
+        &bot,
+        json!({"ask": true}),
+    )
+    .await;
+    assert_eq!(granted.status(), StatusCode::OK);
 }

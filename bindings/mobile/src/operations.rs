@@ -1011,6 +1011,36 @@ impl Client {
         Ok(())
     }
 
+    /// Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer tools on
+    /// it. Its calls that change the machine wait for a person's approval unless `ask` is false. A
+    /// Bot has one Computer; this replaces its grant before. A shared Computer is granted by an
+    /// owner or admin only.
+    /// (`PUT /v1/computers/{id}/bots/{bot_id}`, operation `grant_computer`)
+    pub async fn grant_computer(
+        &self,
+        id: String,
+        bot_id: String,
+        body: schema::GrantComputer,
+    ) -> Result<schema::ComputerGrant, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("bot_id", bot_id);
+        request.json(&body).map_err(from_core)?;
+        let answer = self.call_operation("grant_computer", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
+    /// Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools, and
+    /// calls of running Turns are refused before they are sent.
+    /// (`DELETE /v1/computers/{id}/bots/{bot_id}`, operation `revoke_computer`)
+    pub async fn revoke_computer(&self, id: String, bot_id: String) -> Result<(), OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("bot_id", bot_id);
+        let _answer = self.call_operation("revoke_computer", request).await?;
+        Ok(())
+    }
+
     /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is
     /// absent.
     /// (`GET /v1/delegates`, operation `list_delegates`)

@@ -13,19 +13,20 @@ use openbot_schema::{
     AppConnectionPage, AppDiscovery, AppPage, ApprovalRequest, ApprovalRule, ApprovalRulePage,
     ApprovePairing, BeginOAuth, Budget, BudgetPage, Channel, ChannelAck, ChannelPage, ChannelSend,
     ChannelSendPage, Chat, ChatPage, ClaimPairing, ClusterNodes, CodeRun, CodeRunResult,
-    CompleteOAuth, Computer, ComputerPage, CreateApprovalRule, CreateChannel, CreateInvitation,
-    CreateMemory, CreateOrganization, CreateToken, CreateTrigger, CreateVaultItem, CreateVaultRule,
-    CreatedInvitation, CreatedOrganization, CreatedToken, CreatedTrigger, CreditBalance,
-    CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage, ErrorRecord, FileRetention,
-    GrantCredits, Health, HttpTool, HttpToolPage, Invitation, InvitationPage, LinkSpeaker, Member,
-    MemberPage, Memory, MemoryPage, MemorySearch, MemorySearchResult, MemorySettings, MemoryStatus,
-    MemoryUpdate, ModelPrice, ModelPricePage, NewApp, NewAppConnection, OAuthAuthorization,
-    OAuthCleanup, OAuthConnection, OAuthRemoval, Organization, OrganizationPage, Pairing,
-    PairingClaim, PhysicalResources, ProviderSettings, ProviderSettingsPage, PutBudget,
-    PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice, PutProvider, PutScopeLimit,
-    PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage, Session, Speaker,
-    StartPairing, StoredFile, StoredFilePage, Trigger, TriggerFiring, TriggerFiringPage,
-    TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule, VaultRulePage,
+    CompleteOAuth, Computer, ComputerGrant, ComputerPage, CreateApprovalRule, CreateChannel,
+    CreateInvitation, CreateMemory, CreateOrganization, CreateToken, CreateTrigger,
+    CreateVaultItem, CreateVaultRule, CreatedInvitation, CreatedOrganization, CreatedToken,
+    CreatedTrigger, CreditBalance, CreditEntry, CreditLedgerPage, DelegateTool, DelegateToolPage,
+    ErrorRecord, FileRetention, GrantComputer, GrantCredits, Health, HttpTool, HttpToolPage,
+    Invitation, InvitationPage, LinkSpeaker, Member, MemberPage, Memory, MemoryPage, MemorySearch,
+    MemorySearchResult, MemorySettings, MemoryStatus, MemoryUpdate, ModelPrice, ModelPricePage,
+    NewApp, NewAppConnection, OAuthAuthorization, OAuthCleanup, OAuthConnection, OAuthRemoval,
+    Organization, OrganizationPage, Pairing, PairingClaim, PhysicalResources, ProviderSettings,
+    ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice,
+    PutProvider, PutScopeLimit, PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage,
+    Session, Speaker, StartPairing, StoredFile, StoredFilePage, Trigger, TriggerFiring,
+    TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule,
+    VaultRulePage,
 };
 
 use super::Client;
@@ -879,6 +880,30 @@ pub const OPERATIONS: &[Operation] = &[
         method: "DELETE",
         path: "/v1/computers/{id}",
         path_params: &["id"],
+        query_params: &[],
+        body: BodyKind::None,
+        answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "grant_computer",
+        method: "PUT",
+        path: "/v1/computers/{id}/bots/{bot_id}",
+        path_params: &["id", "bot_id"],
+        query_params: &[],
+        body: BodyKind::Json,
+        answer: AnswerKind::Json,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "revoke_computer",
+        method: "DELETE",
+        path: "/v1/computers/{id}/bots/{bot_id}",
+        path_params: &["id", "bot_id"],
         query_params: &[],
         body: BodyKind::None,
         answer: AnswerKind::Empty,
@@ -2559,6 +2584,38 @@ pub trait Operations: Client {
         const OP: &str = "remove_computer";
         let mut request = ApiRequest::default();
         request.param("id", id.to_string());
+        self.call(OP, request).await.map(|_| ())
+    }
+
+    /// Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer tools on
+    /// it. Its calls that change the machine wait for a person's approval unless `ask` is false. A
+    /// Bot has one Computer; this replaces its grant before. A shared Computer is granted by an
+    /// owner or admin only.
+    async fn grant_computer(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        bot_id: &(dyn std::fmt::Display + Sync),
+        body: &GrantComputer,
+    ) -> Result<ComputerGrant, Error> {
+        const OP: &str = "grant_computer";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("bot_id", bot_id.to_string());
+        request.json(body)?;
+        self.call(OP, request).await?.decode()
+    }
+
+    /// Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools, and
+    /// calls of running Turns are refused before they are sent.
+    async fn revoke_computer(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        bot_id: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), Error> {
+        const OP: &str = "revoke_computer";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("bot_id", bot_id.to_string());
         self.call(OP, request).await.map(|_| ())
     }
 

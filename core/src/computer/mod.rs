@@ -8,8 +8,10 @@
 //!   [`crate::AgentBuilder::computer`].
 //! - [`computer_tools`] are the tools a Bot gets on a Computer.
 //! - [`AllowedFolders`] is the one rule for what its file tools reach.
+//! - [`link`] is what a paired machine's agent and its node say to each other.
 
 mod folders;
+pub mod link;
 mod local;
 mod terminal;
 mod tools;
@@ -22,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use folders::AllowedFolders;
 pub use local::{ComputerOptions, LocalComputer};
-pub use tools::{TOOL_NAMES, computer_tools};
+pub use tools::{TOOL_NAMES, computer_tools, reads_only, tool_definition};
 
 /// The most a file read or write carries, in bytes.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;

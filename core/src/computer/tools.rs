@@ -210,6 +210,21 @@ impl Tool for ComputerTool {
     }
 }
 
+/// The definition of the Computer tool `name`, as every host offers it; `None` for a name
+/// that is no Computer tool.
+pub fn tool_definition(name: &str) -> Option<ToolDefinition> {
+    OPS.iter()
+        .find(|op| op.name() == name)
+        .map(|op| op.definition())
+}
+
+/// Whether the Computer tool `name` only reads (a terminal's output, a file): it changes
+/// nothing on the machine, so it may be sent again after a lost answer and needs no approval
+/// by default. Every other Computer tool changes the machine.
+pub fn reads_only(name: &str) -> bool {
+    name == Op::Read.name() || name == Op::FileRead.name()
+}
+
 /// The tools a Bot gets on `computer`: file reads and writes, and with `terminal` the four
 /// terminal tools. Each handler calls the Computer, which checks its own rules.
 pub fn computer_tools(computer: Arc<dyn Computer>, terminal: bool) -> Vec<SharedTool> {

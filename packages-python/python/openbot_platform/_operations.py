@@ -44,6 +44,7 @@ from .types import (
     ClusterNodes,
     CodeRunResult,
     Computer,
+    ComputerGrant,
     ComputerPage,
     ContentPart,
     CreatedInvitation,
@@ -194,6 +195,8 @@ OPERATIONS: dict[str, str] = {
     "claim_pairing": "claim_pairing",
     "get_computer": "get_computer",
     "remove_computer": "remove_computer",
+    "grant_computer": "grant_computer",
+    "revoke_computer": "revoke_computer",
     "list_delegates": "list_delegates",
     "put_delegate": "put_delegate",
     "delete_delegate": "delete_delegate",
@@ -347,6 +350,8 @@ METHODS: dict[str, str] = {
     "claim_pairing": "claim_pairing",
     "get_computer": "get_computer",
     "remove_computer": "remove_computer",
+    "grant_computer": "grant_computer",
+    "revoke_computer": "revoke_computer",
     "list_delegates": "list_delegates",
     "list_delegates_page": "list_delegates",
     "put_delegate": "put_delegate",
@@ -1438,6 +1443,29 @@ class AsyncOperations(AsyncCaller):
         /v1/computers/{id}``.
         """
         await self._call_op("remove_computer", {"id": _ref(id)})
+
+    async def grant_computer(
+        self,
+        id: Ref,
+        bot_id: Ref,
+        *,
+        ask: bool | None = None,
+    ) -> ComputerGrant:
+        """Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer
+        tools on it. Its calls that change the machine wait for a person's approval unless
+        `ask` is false. A Bot has one Computer; this replaces its grant before. A shared
+        Computer is granted by an owner or admin only. ``PUT
+        /v1/computers/{id}/bots/{bot_id}``.
+        """
+        answer = await self._call_op("grant_computer", {"id": _ref(id), "bot_id": _ref(bot_id)}, _body({"ask": ask}))
+        return ComputerGrant.from_dict(answer)
+
+    async def revoke_computer(self, id: Ref, bot_id: Ref) -> None:
+        """Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools,
+        and calls of running Turns are refused before they are sent. ``DELETE
+        /v1/computers/{id}/bots/{bot_id}``.
+        """
+        await self._call_op("revoke_computer", {"id": _ref(id), "bot_id": _ref(bot_id)})
 
     # -- executions
 
@@ -3439,6 +3467,29 @@ class SyncOperations(SyncCaller):
         /v1/computers/{id}``.
         """
         self._call_op("remove_computer", {"id": _ref(id)})
+
+    def grant_computer(
+        self,
+        id: Ref,
+        bot_id: Ref,
+        *,
+        ask: bool | None = None,
+    ) -> ComputerGrant:
+        """Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer
+        tools on it. Its calls that change the machine wait for a person's approval unless
+        `ask` is false. A Bot has one Computer; this replaces its grant before. A shared
+        Computer is granted by an owner or admin only. ``PUT
+        /v1/computers/{id}/bots/{bot_id}``.
+        """
+        answer = self._call_op("grant_computer", {"id": _ref(id), "bot_id": _ref(bot_id)}, _body({"ask": ask}))
+        return ComputerGrant.from_dict(answer)
+
+    def revoke_computer(self, id: Ref, bot_id: Ref) -> None:
+        """Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools,
+        and calls of running Turns are refused before they are sent. ``DELETE
+        /v1/computers/{id}/bots/{bot_id}``.
+        """
+        self._call_op("revoke_computer", {"id": _ref(id), "bot_id": _ref(bot_id)})
 
     # -- executions
 

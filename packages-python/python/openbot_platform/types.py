@@ -83,6 +83,7 @@ __all__ = [
     "CodeRunResult",
     "CompleteOAuth",
     "Computer",
+    "ComputerGrant",
     "ComputerPage",
     "ContentPart",
     "CreateApprovalRule",
@@ -128,6 +129,7 @@ __all__ = [
     "FileRef",
     "FileRetention",
     "FiringOutcome",
+    "GrantComputer",
     "GrantCredits",
     "Health",
     "HttpAppTransport",
@@ -1461,6 +1463,38 @@ class Computer:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ComputerGrant:
+    """A Bot's grant of a Computer: the Bot's Turns get the Computer tools on it. A Bot has at
+    most one Computer; a new grant replaces the one before.
+    """
+    #: Whether its calls that change the machine wait for a person's approval.
+    ask: bool
+    #: The Bot.
+    bot_id: BotId
+    #: The Computer.
+    computer_id: str
+    #: When.
+    granted_at: datetime
+    #: The member who granted it.
+    granted_by: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ComputerGrant:
+        """A ComputerGrant from its JSON form."""
+        return cls(
+            ask=data["ask"],
+            bot_id=data["bot_id"],
+            computer_id=data["computer_id"],
+            granted_at=_time(data["granted_at"]),
+            granted_by=data["granted_by"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ComputerPage:
     """One page of Computers, oldest first."""
     #: The items on this page, in the list's order.
@@ -2516,6 +2550,25 @@ class FileRetention:
 
 #: What became of one firing.
 FiringOutcome: TypeAlias = Union[Literal["sent"], Literal["refused"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrantComputer:
+    """How a member grants a Computer to a Bot (`PUT /v1/computers/{id}/bots/{bot_id}`)."""
+    #: Whether the Bot's calls that change the machine (start, write to or close a terminal, write
+    #: a file) wait for a person's approval. On unless turned off here; reads never ask.
+    ask: bool | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GrantComputer:
+        """A GrantComputer from its JSON form."""
+        return cls(
+            ask=data.get("ask"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,11 @@ impl Bots {
     }
 
     /// A Bot the caller may change or delete: its owner's, or any for an admin.
-    async fn changeable(&self, caller: &Caller, id: BotId) -> Result<BotRow, ServiceError> {
+    pub(crate) async fn changeable(
+        &self,
+        caller: &Caller,
+        id: BotId,
+    ) -> Result<BotRow, ServiceError> {
         let row = self.visible(caller, id).await?;
         if row.owner_member_id == caller.member.member_id || caller.is_admin() {
             Ok(row)

@@ -36,6 +36,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("list_computers", "computers list"),
     ("get_computer", "computers show {id}"),
     ("remove_computer", "computers remove {id}"),
+    ("grant_computer", "computers grant {id} --bot {id} --no-ask"),
+    ("revoke_computer", "computers revoke {id} --bot {id}"),
     // App connections' OAuth sign-in.
     ("get_oauth", "oauth status {id}"),
     ("delete_oauth", "oauth remove {id}"),

@@ -11,12 +11,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::OsRng;
 use chacha20poly1305::aead::rand_core::RngCore;
 use openbot_schema::{
-    Action, ApprovePairing, ClaimPairing, Computer, ComputerPage, Pairing, PairingClaim, Resource,
-    StartPairing,
+    Action, ApprovePairing, BotId, ClaimPairing, Computer, ComputerGrant, ComputerPage,
+    GrantComputer, Pairing, PairingClaim, Resource, StartPairing,
 };
 use uuid::Uuid;
 
-use super::store::{Approval, ComputerRow, ComputerStore, NewPairing};
+use super::store::{Approval, ComputerRow, ComputerStore, GrantRow, NewPairing};
 use crate::identity::{Caller, secret_hash};
 use crate::paging::Paging;
 use crate::service::ServiceError;
@@ -30,6 +30,9 @@ pub const MAX_OPEN_PAIRINGS: i64 = 1000;
 /// The prefix of every Computer credential, so that a leaked one is easy to recognise and
 /// never taken for a member's token (`obt_`).
 pub const CREDENTIAL_PREFIX: &str = "obc_";
+
+const UNKNOWN_CREDENTIAL: &str =
+    "this Computer credential is unknown or was revoked: pair the machine again";
 
 /// The code's letters: no 0/O, 1/I, so that a person reads it back without doubt.
 const CODE_ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
@@ -82,16 +85,107 @@ fn view(row: ComputerRow) -> Result<Computer, StoreError> {
     })
 }
 
+fn grant_view(row: GrantRow) -> Result<ComputerGrant, StoreError> {
+    Ok(ComputerGrant {
+        computer_id: row.computer_id,
+        bot_id: BotId::from(row.bot_id),
+        ask: row.ask,
+        granted_by: row.granted_by,
+        granted_at: stored_time(row.granted_at)?,
+    })
+}
+
 /// The Computer use cases. Cheap to clone.
 #[derive(Clone)]
 pub struct Computers {
     store: Arc<dyn ComputerStore>,
+    bots: Option<crate::bots::Bots>,
+    links: Option<Arc<super::Links>>,
 }
 
 impl Computers {
     /// The use cases on `store`.
     pub fn new(store: Arc<dyn ComputerStore>) -> Self {
-        Self { store }
+        Self {
+            store,
+            bots: None,
+            links: None,
+        }
+    }
+
+    /// These use cases, ending a removed Computer's links through `links`.
+    pub fn with_links(mut self, links: Arc<super::Links>) -> Self {
+        self.links = Some(links);
+        self
+    }
+
+    /// These use cases, granting Computers to the Bots of `bots`.
+    pub fn with_bots(mut self, bots: crate::bots::Bots) -> Self {
+        self.bots = Some(bots);
+        self
+    }
+
+    /// The Computer whose credential this is: how a machine's agent proves itself when it
+    /// connects. An unknown or revoked credential is unauthorized, without saying which.
+    pub async fn machine(&self, credential: &str) -> Result<ComputerRow, ServiceError> {
+        if !credential.starts_with(CREDENTIAL_PREFIX) {
+            return Err(ServiceError::Unauthorized(UNKNOWN_CREDENTIAL));
+        }
+        self.store
+            .computer_by_credential(&secret_hash(credential))
+            .await?
+            .ok_or(ServiceError::Unauthorized(UNKNOWN_CREDENTIAL))
+    }
+
+    /// Grants the Computer `id` to a Bot the caller may change: the Bot's Turns get the
+    /// Computer tools on it, its calls that change the machine waiting for approval unless
+    /// `request.ask` is off. A shared Computer is granted by an owner or admin only. Replaces
+    /// the Bot's grant before.
+    pub async fn grant(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        bot: BotId,
+        request: &GrantComputer,
+    ) -> Result<ComputerGrant, ServiceError> {
+        Self::may(caller, Action::Write)?;
+        caller.require(Resource::Bots, Action::Write)?;
+        let computer = self.visible(caller, id).await?;
+        if computer.owner_member_id.is_none() && !caller.is_admin() {
+            return Err(ServiceError::Forbidden(
+                "only owners and admins grant a shared Computer".into(),
+            ));
+        }
+        let bots = self.bots.as_ref().ok_or_else(|| {
+            ServiceError::Internal("this node cannot reach the Bots to grant a Computer".into())
+        })?;
+        let bot = bots.changeable(caller, bot).await?;
+        let row = GrantRow {
+            bot_id: bot.id.as_uuid(),
+            computer_id: computer.id,
+            ask: request.ask,
+            granted_by: caller.member.member_id,
+            granted_at: now_ms(),
+        };
+        self.store.grant(&row).await?;
+        Ok(grant_view(row)?)
+    }
+
+    /// Takes the Computer `id` back from a Bot the caller may change; its Turns submitted
+    /// after this get no Computer tools, and calls of Turns running already are refused.
+    pub async fn revoke(&self, caller: &Caller, id: Uuid, bot: BotId) -> Result<(), ServiceError> {
+        Self::may(caller, Action::Write)?;
+        caller.require(Resource::Bots, Action::Write)?;
+        let computer = self.visible(caller, id).await?;
+        let bots = self.bots.as_ref().ok_or_else(|| {
+            ServiceError::Internal("this node cannot reach the Bots to revoke a grant".into())
+        })?;
+        let bot = bots.changeable(caller, bot).await?;
+        if self.store.revoke(bot.id.as_uuid(), computer.id).await? {
+            Ok(())
+        } else {
+            Err(ServiceError::NotFound("grant"))
+        }
     }
 
     /// The right to reach Computers with `action`: the `computers` right, and a token not
@@ -273,8 +367,9 @@ impl Computers {
             .ok_or(ServiceError::NotFound("computer"))
     }
 
-    /// Removes a Computer: its credential stops working at once, and the removal is saved
-    /// before this answers. A shared Computer is removed by an owner or admin only.
+    /// Removes a Computer: its credential stops working at once, the removal is saved, and
+    /// its machine's links are closed by the nodes holding them, all before this answers. A
+    /// shared Computer is removed by an owner or admin only.
     pub async fn remove(&self, caller: &Caller, id: Uuid) -> Result<(), ServiceError> {
         Self::may(caller, Action::Write)?;
         let row = self.visible(caller, id).await?;
@@ -288,6 +383,19 @@ impl Computers {
             .remove(caller.member.organization_id, id, now_ms())
             .await?
         {
+            // Its credential is void and its grants reach nothing now; its links end too,
+            // each closed by the node that holds it, before the answer.
+            if let Some(links) = &self.links {
+                match links.close(id).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(computer = %id, "a removed Computer's link is not known closed yet; its owner closes it when its lease ends")
+                    }
+                    Err(err) => {
+                        tracing::warn!(computer = %id, error_kind = err.kind(), "a removed Computer's links could not be closed")
+                    }
+                }
+            }
             Ok(())
         } else {
             Err(ServiceError::NotFound("computer"))

@@ -5,7 +5,7 @@ use const_format::concatcp;
 use sqlx::Row as _;
 use uuid::Uuid;
 
-use super::store::{Approval, ComputerRow, ComputerStore, NewPairing, PairingRow};
+use super::store::{Approval, ComputerRow, ComputerStore, GrantRow, NewPairing, PairingRow};
 use crate::store::{Millis, StoreError, both_backends};
 
 /// The store on both databases, written once (see `crate::store::both_backends`).
@@ -40,6 +40,18 @@ mod on_both {
     const COMPUTER: &str = concatcp!(ROWS, VISIBLE, " AND id = $3");
     const REMOVE: &str = "UPDATE computers SET removed_at = $3, credential_hash = NULL \
              WHERE organization_id = $1 AND id = $2 AND removed_at IS NULL";
+
+    const BY_CREDENTIAL: &str =
+        concatcp!(ROWS, " WHERE credential_hash = $1 AND removed_at IS NULL");
+    const GRANT: &str = "INSERT INTO computer_grants \
+             (bot_id, computer_id, ask, granted_by, granted_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (bot_id) DO UPDATE SET computer_id = excluded.computer_id, \
+             ask = excluded.ask, granted_by = excluded.granted_by, granted_at = excluded.granted_at";
+    const REVOKE: &str = "DELETE FROM computer_grants WHERE bot_id = $1 AND computer_id = $2";
+    const GRANT_OF_BOT: &str = "SELECT g.bot_id, g.computer_id, g.ask, g.granted_by, \
+             g.granted_at, c.id, c.organization_id, c.owner_member_id, c.name, c.created_at, \
+             c.paired_at FROM computer_grants g JOIN computers c ON c.id = g.computer_id \
+             WHERE g.bot_id = $1 AND c.removed_at IS NULL";
 
     fn computer_from(row: &Row) -> Result<ComputerRow, StoreError> {
         Ok(ComputerRow {
@@ -216,6 +228,60 @@ mod on_both {
                 .await?
                 .rows_affected();
             Ok(removed > 0)
+        }
+
+        async fn computer_by_credential(
+            &self,
+            credential_hash: &[u8],
+        ) -> Result<Option<ComputerRow>, StoreError> {
+            let row = sqlx::query(BY_CREDENTIAL)
+                .bind(credential_hash)
+                .fetch_optional(self.reader())
+                .await?;
+            row.as_ref().map(computer_from).transpose()
+        }
+
+        async fn grant(&self, grant: &GrantRow) -> Result<(), StoreError> {
+            sqlx::query(GRANT)
+                .bind(grant.bot_id)
+                .bind(grant.computer_id)
+                .bind(grant.ask)
+                .bind(grant.granted_by)
+                .bind(grant.granted_at)
+                .execute(self.writer())
+                .await?;
+            Ok(())
+        }
+
+        async fn revoke(&self, bot: Uuid, computer: Uuid) -> Result<bool, StoreError> {
+            let removed = sqlx::query(REVOKE)
+                .bind(bot)
+                .bind(computer)
+                .execute(self.writer())
+                .await?
+                .rows_affected();
+            Ok(removed > 0)
+        }
+
+        async fn grant_of_bot(
+            &self,
+            bot: Uuid,
+        ) -> Result<Option<(GrantRow, ComputerRow)>, StoreError> {
+            let Some(row) = sqlx::query(GRANT_OF_BOT)
+                .bind(bot)
+                .fetch_optional(self.reader())
+                .await?
+            else {
+                return Ok(None);
+            };
+            let grant = GrantRow {
+                bot_id: row.try_get("bot_id")?,
+                computer_id: row.try_get("computer_id")?,
+                ask: row.try_get("ask")?,
+                granted_by: row.try_get("granted_by")?,
+                granted_at: row.try_get("granted_at")?,
+            };
+            Ok(Some((grant, computer_from(&row)?)))
         }
     }
 }

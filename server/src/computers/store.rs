@@ -69,6 +69,21 @@ pub struct Approval {
     pub claim_until: Millis,
 }
 
+/// A Bot's grant of a Computer, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRow {
+    /// The Bot (it has at most one Computer).
+    pub bot_id: Uuid,
+    /// The Computer.
+    pub computer_id: Uuid,
+    /// Whether the Bot's calls that change the machine wait for a person's approval.
+    pub ask: bool,
+    /// The member who granted it.
+    pub granted_by: Uuid,
+    /// When.
+    pub granted_at: Millis,
+}
+
 /// Where Computers and pairings live.
 #[async_trait]
 pub trait ComputerStore: Send + Sync + 'static {
@@ -124,4 +139,19 @@ pub trait ComputerStore: Send + Sync + 'static {
 
     /// Removes a Computer and revokes its credential at once; `false` when it was gone.
     async fn remove(&self, organization: Uuid, id: Uuid, now: Millis) -> Result<bool, StoreError>;
+
+    /// The Computer (not removed) whose credential has this hash.
+    async fn computer_by_credential(
+        &self,
+        credential_hash: &[u8],
+    ) -> Result<Option<ComputerRow>, StoreError>;
+
+    /// Saves a grant, replacing the Bot's grant before (a Bot has one Computer).
+    async fn grant(&self, grant: &GrantRow) -> Result<(), StoreError>;
+
+    /// Removes `bot`'s grant of `computer`; `false` when it had none.
+    async fn revoke(&self, bot: Uuid, computer: Uuid) -> Result<bool, StoreError>;
+
+    /// `bot`'s grant, with its Computer, while that Computer is not removed.
+    async fn grant_of_bot(&self, bot: Uuid) -> Result<Option<(GrantRow, ComputerRow)>, StoreError>;
 }

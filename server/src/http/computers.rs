@@ -6,8 +6,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
-    ApprovePairing, ClaimPairing, Computer, ComputerPage, ErrorBody, PageQuery, Pairing,
-    PairingClaim, StartPairing,
+    ApprovePairing, BotId, ClaimPairing, Computer, ComputerGrant, ComputerPage, ErrorBody,
+    GrantComputer, PageQuery, Pairing, PairingClaim, StartPairing,
 };
 use uuid::Uuid;
 
@@ -25,7 +25,11 @@ fn computers(state: &AppState) -> Result<Computers, ApiError> {
             "this node has no Computer store",
         )
     })?;
-    Ok(Computers::new(std::sync::Arc::clone(store)))
+    let computers = Computers::new(std::sync::Arc::clone(store)).with_bots(state.bots.clone());
+    Ok(match crate::computers::links(&state.features) {
+        Some(links) => computers.with_links(std::sync::Arc::clone(links)),
+        None => computers,
+    })
 }
 
 fn id(text: &str, what: &'static str) -> Result<Uuid, ApiError> {
@@ -121,4 +125,95 @@ pub async fn remove_computer(
     let computer = id(&computer, "computer")?;
     computers(&state)?.remove(&caller, computer).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Grants a Computer to a Bot the caller may change: the Bot's Turns get the Computer tools on
+/// it. Its calls that change the machine wait for a person's approval unless `ask` is false.
+/// A Bot has one Computer; this replaces its grant before. A shared Computer is granted by an
+/// owner or admin only.
+#[utoipa::path(put, path = "/v1/computers/{id}/bots/{bot_id}", tag = "computers",
+    params(("id" = uuid::Uuid, Path, description = "The Computer"), ("bot_id" = uuid::Uuid, Path, description = "The Bot")),
+    request_body = GrantComputer,
+    responses((status = 200, body = ComputerGrant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn grant_computer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((computer, bot)): Path<(String, String)>,
+    ApiJson(request): ApiJson<GrantComputer>,
+) -> Result<Json<ComputerGrant>, ApiError> {
+    let computer = id(&computer, "computer")?;
+    let bot = BotId::from(id(&bot, "bot")?);
+    Ok(Json(
+        computers(&state)?
+            .grant(&caller, computer, bot, &request)
+            .await?,
+    ))
+}
+
+/// Takes a Computer back from a Bot: Turns submitted afterwards get no Computer tools, and
+/// calls of running Turns are refused before they are sent.
+#[utoipa::path(delete, path = "/v1/computers/{id}/bots/{bot_id}", tag = "computers",
+    params(("id" = uuid::Uuid, Path, description = "The Computer"), ("bot_id" = uuid::Uuid, Path, description = "The Bot")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn revoke_computer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((computer, bot)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let computer = id(&computer, "computer")?;
+    let bot = BotId::from(id(&bot, "bot")?);
+    computers(&state)?.revoke(&caller, computer, bot).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The machine's link (`openbot computer run`): a WebSocket authenticated by the Computer's
+/// own credential (`Authorization: Bearer obc_...`), over which this node sends the calls of
+/// Bots working on the machine. Not an API operation: the agent speaks it
+/// (`openbot_core::computer::link`).
+pub async fn link(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    upgrade: axum::extract::ws::WebSocketUpgrade,
+) -> Result<axum::response::Response, ApiError> {
+    use openbot_core::computer::link::{MAX_MESSAGE_BYTES, PROTOCOL, PROTOCOL_HEADER};
+    let credential = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::from(crate::service::ServiceError::Unauthorized(
+                "a Computer links with its own credential: `Authorization: Bearer obc_...`",
+            ))
+        })?;
+    let computer = computers(&state)?.machine(credential).await?;
+    let protocol = headers
+        .get(PROTOCOL_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u32>().ok());
+    if protocol != Some(PROTOCOL) {
+        return Err(ApiError::from(crate::service::ServiceError::Invalid(
+            format!(
+                "this server speaks Computer link protocol {PROTOCOL}: update openbot on the machine"
+            ),
+        )));
+    }
+    let links = crate::computers::links(&state.features)
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::failed(
+                openbot_schema::ErrorCategory::Internal,
+                "this node holds no Computer links",
+            )
+        })?;
+    let registered = links.register(computer.id).await.map_err(|err| {
+        ApiError::failed(
+            openbot_schema::ErrorCategory::Storage,
+            format!("the link could not be registered ({})", err.kind()),
+        )
+    })?;
+    Ok(upgrade
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| links.serve(registered, socket)))
 }

@@ -323,6 +323,10 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(computers::claim_pairing))
         .routes(routes!(computers::list_computers))
         .routes(routes!(computers::get_computer, computers::remove_computer))
+        .routes(routes!(
+            computers::grant_computer,
+            computers::revoke_computer
+        ))
         .routes(routes!(budgets::list_budgets))
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
         .routes(routes!(limits::list_limits))
@@ -444,6 +448,7 @@ pub fn app(state: AppState) -> axum::Router {
             }),
         )
         .route("/metrics", axum::routing::get(metrics::metrics))
+        .route("/v1/computers/link", axum::routing::get(computers::link))
         .fallback(|| async { ApiError::not_found("this path") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Outermost of the application's layers: every fault's cause, from a handler, an

@@ -71,9 +71,11 @@ async fn serve_hyper(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let service = TowerToHyperService::new(router);
-    // hyper's defaults, as `axum::serve` had them (no timer, so no header timeout).
-    let connection =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    // hyper's defaults, as `axum::serve` had them (no timer, so no header timeout); with
+    // upgrades, for the WebSocket of a Computer's link (`/v1/computers/link`).
+    let connection = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 32;
+pub const SCHEMA_VERSION: i64 = 33;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -180,6 +180,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 32,
         name: "computers",
         sql: include_str!("../../../migrations/sqlite/0032_computers.sql"),
+    },
+    Migration {
+        version: 33,
+        name: "computer_grants",
+        sql: include_str!("../../../migrations/sqlite/0033_computer_grants.sql"),
     },
 ];
 
@@ -343,6 +348,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 32,
         name: "computers",
         sql: include_str!("../../../migrations/postgres/0032_computers.sql"),
+    },
+    Migration {
+        version: 33,
+        name: "computer_grants",
+        sql: include_str!("../../../migrations/postgres/0033_computer_grants.sql"),
     },
 ];
 

@@ -38,6 +38,9 @@ pub enum ToolRoute {
     /// A tool of an App (an MCP server): sent over the saved Connection if it is still at the
     /// saved revision, with the saved declaration, without listing the App's tools again.
     App(Box<crate::apps::tool::AppRoute>),
+    /// A Computer tool of a Bot granted a Computer: sent through the machine's link once, the
+    /// grant checked again at each call.
+    Computer(crate::computers::tool::ComputerRoute),
 }
 
 /// The Bot a delegate tool starts, as saved when the parent Turn was submitted.

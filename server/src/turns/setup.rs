@@ -29,6 +29,8 @@ pub struct PhaseSetup {
     limits: Option<crate::limits::Limits>,
     /// The node's resource directory, where App sessions are registered.
     directory: Option<Arc<crate::cluster::directory::Directory>>,
+    /// What the capabilities registered on this node (the machines' links, say).
+    features: crate::features::Features,
 }
 
 /// The budgets a guarded phase spends: the Chat its tree works for and that Chat's Bot.
@@ -48,6 +50,7 @@ impl PhaseSetup {
             oauth: None,
             limits: None,
             directory: None,
+            features: crate::features::Features::default(),
         }
     }
 
@@ -62,6 +65,7 @@ impl PhaseSetup {
             oauth: Some(Arc::clone(&database.oauth)),
             limits: Some(crate::limits::Limits::new(Arc::clone(&database.limits))),
             directory: crate::cluster::directory::runtime(&database.features).cloned(),
+            features: database.features.clone(),
             ..Self::new(platform)
         }
     }
@@ -153,6 +157,7 @@ impl PhaseSetup {
             self.platform.outbound(),
             vault.as_ref(),
             apps.as_ref(),
+            &self.features,
         )
         .map_err(|cause| PhaseError::failed(ErrorCategory::Configuration, cause))
     }
@@ -169,6 +174,7 @@ fn saved_tool_set(
     outbound: &Arc<openbot_core::outbound::OutboundPolicy>,
     vault: Option<&crate::tools::ToolVault>,
     apps: Option<&Arc<crate::apps::Apps>>,
+    features: &crate::features::Features,
 ) -> Result<(ToolSet, HashMap<String, bool>), String> {
     let mut set = ToolSet::new();
     let mut retry_safe = HashMap::new();
@@ -220,6 +226,23 @@ fn saved_tool_set(
                     Arc::clone(apps),
                     vault.cloned(),
                 )))
+            }
+            ToolRoute::Computer(route) => {
+                // A read is sent again after a lost answer; a call that changes the machine
+                // never is.
+                retry_safe.insert(
+                    tool.definition.name.clone(),
+                    crate::computers::tool::ComputerRoute::retry_safe(&tool.definition.name),
+                );
+                let handler =
+                    crate::computers::phase_tool(features, tool.definition.clone(), route.clone())
+                        .ok_or_else(|| {
+                            format!(
+                                "the Computer tool `{}` needs a node that holds machine links",
+                                tool.definition.name
+                            )
+                        })?;
+                Some(handler)
             }
         };
         set.insert(tool.definition.clone(), handler)

@@ -103,7 +103,19 @@ impl Admission {
             }
             _ => None,
         };
-        match verdict.map(|v| (v.action, v.expires_after_ms)) {
+        let decided = verdict.map(|v| (v.action, v.expires_after_ms));
+        // A granted Computer's calls that change the machine ask first, unless a rule denies
+        // them or the grant turned asking off.
+        let decided = match (&saved.route, decided) {
+            (ToolRoute::Computer(route), Some((RuleAction::Allow, expires))) if route.ask => {
+                Some((RuleAction::Ask, expires))
+            }
+            (ToolRoute::Computer(route), None) if route.ask => {
+                Some((RuleAction::Ask, crate::approvals::DEFAULT_EXPIRY_MS))
+            }
+            (_, decided) => decided,
+        };
+        match decided {
             Some((RuleAction::Deny, _)) => Ok(Some(Admitted {
                 result: ToolResult::error(
                     call,

@@ -1,5 +1,5 @@
-//! `openbot computers` (a member: approve pairing codes, list and remove Computers) and
-//! `openbot computer` (the machine: pair with a server and keep its credential).
+//! `openbot computers` (a member: approve pairing codes, list, remove and grant Computers) and
+//! `openbot computer` (the machine: pair with a server, keep its credential, run its agent).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use openbot_core::Operations;
-use openbot_schema::{ApprovePairing, ClaimPairing, Computer, ComputerPage, StartPairing};
+use openbot_schema::{
+    ApprovePairing, BotId, ClaimPairing, Computer, ComputerPage, GrantComputer, StartPairing,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -45,10 +47,30 @@ enum ComputersCommand {
         /// The Computer's ID.
         id: Uuid,
     },
-    /// Removes a Computer: its credential stops working at once.
+    /// Removes a Computer: its credential stops working at once and its link ends.
     Remove {
         /// The Computer's ID.
         id: Uuid,
+    },
+    /// Grants a Computer to a Bot: the Bot's Turns get the Computer tools on it. Its calls
+    /// that change the machine wait for your approval unless --no-ask.
+    Grant {
+        /// The Computer's ID.
+        id: Uuid,
+        /// The Bot's ID.
+        #[arg(long)]
+        bot: Uuid,
+        /// Let the Bot start, type into and close terminals and write files without asking.
+        #[arg(long)]
+        no_ask: bool,
+    },
+    /// Takes a Computer back from a Bot.
+    Revoke {
+        /// The Computer's ID.
+        id: Uuid,
+        /// The Bot's ID.
+        #[arg(long)]
+        bot: Uuid,
     },
 }
 
@@ -96,6 +118,28 @@ pub async fn run(args: ComputersArgs) -> anyhow::Result<ExitCode> {
                 format!("removed Computer {id}; its credential no longer works")
             })?;
         }
+        ComputersCommand::Grant { id, bot, no_ask } => {
+            let grant = client
+                .grant_computer(&id, &BotId::from(bot), &GrantComputer { ask: !no_ask })
+                .await?;
+            output.print(&grant, |g| {
+                let asks = if g.ask {
+                    "its calls that change the machine ask first"
+                } else {
+                    "it does not ask first"
+                };
+                format!(
+                    "granted Computer {} to Bot {}; {asks}",
+                    g.computer_id, g.bot_id
+                )
+            })?;
+        }
+        ComputersCommand::Revoke { id, bot } => {
+            client.revoke_computer(&id, &BotId::from(bot)).await?;
+            output.print(&serde_json::json!({"revoked": id, "bot_id": bot}), |_| {
+                format!("took Computer {id} back from Bot {bot}")
+            })?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -126,6 +170,26 @@ enum ComputerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Links this paired machine to its server and keeps the link (linking again with
+    /// backoff when it ends), so that Bots granted the Computer work on it: terminals and
+    /// files inside the folders given here only. Stops when the server refuses the machine
+    /// (the Computer was removed).
+    Run {
+        /// A folder the Computer's file tools reach and its terminals start in (repeat for
+        /// more; the first is where relative paths start).
+        #[arg(long = "folder", required = true)]
+        folders: Vec<PathBuf>,
+        /// Offer files only: no terminal sessions.
+        #[arg(long)]
+        no_terminal: bool,
+        /// Where `openbot computer pair` kept the credential (default: computer.json in the
+        /// CLI's folder).
+        #[arg(long)]
+        credential_file: Option<PathBuf>,
+        /// Print JSON lines (linked, unlinked, refused) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What `openbot computer pair` keeps: the machine's credential for its server.
@@ -144,18 +208,63 @@ fn host_name() -> String {
         .unwrap_or_else(|| "computer".into())
 }
 
-/// Runs `openbot computer`.
-pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
-    let ComputerCommand::Pair {
-        server,
-        name,
-        credential_file,
-        json,
-    } = args.command;
-    let path = match credential_file {
+/// Where the machine's credential is kept: `credential_file`, else computer.json in the CLI's
+/// folder.
+fn credential_path(credential_file: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    Ok(match credential_file {
         Some(path) => path,
         None => config_dir()?.join("computer.json"),
-    };
+    })
+}
+
+/// Runs `openbot computer`.
+pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        ComputerCommand::Pair {
+            server,
+            name,
+            credential_file,
+            json,
+        } => pair(server, name, credential_path(credential_file)?, json).await,
+        ComputerCommand::Run {
+            folders,
+            no_terminal,
+            credential_file,
+            json,
+        } => {
+            let path = credential_path(credential_file)?;
+            let text = std::fs::read_to_string(&path).map_err(|err| {
+                anyhow::anyhow!(
+                    "cannot read {} ({}): pair this machine first with `openbot computer pair`",
+                    path.display(),
+                    err.kind()
+                )
+            })?;
+            let saved: SavedComputer = serde_json::from_str(&text)
+                .map_err(|_| anyhow::anyhow!("{} is not a saved Computer", path.display()))?;
+            let mut options = openbot_core::computer::ComputerOptions::new(folders);
+            if no_terminal {
+                options = options.without_terminal();
+            }
+            super::computer_agent::Agent {
+                server: saved.server,
+                computer_id: saved.computer_id,
+                credential: saved.credential,
+                options,
+                json,
+            }
+            .run()
+            .await
+        }
+    }
+}
+
+async fn pair(
+    server: String,
+    name: Option<String>,
+    path: PathBuf,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     // The machine has no credential yet: these two calls need none.
     let client = openbot_core::RemoteClient::new(&server, openbot_core::ConnectOptions::default())?;
     let pairing = client

@@ -10,6 +10,7 @@ pub mod budgets;
 pub mod channels;
 pub mod chats;
 pub mod code;
+pub mod computer_agent;
 pub mod computers;
 pub mod executions;
 pub mod files;

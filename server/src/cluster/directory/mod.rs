@@ -420,6 +420,31 @@ impl Directory {
             .collect())
     }
 
+    /// The resources of `scope` open now (their owner's lease runs, no close saved), newest
+    /// first: where a call about the scope's live connection goes.
+    pub async fn open_resources(&self, scope: &str) -> Result<Vec<ResourceRow>, DirectoryError> {
+        let now = now_ms();
+        let mut open: Vec<ResourceRow> = self
+            .store
+            .resources_of_scope(scope)
+            .await?
+            .into_iter()
+            .filter(|row| row.status(now) == ResourceStatus::Open)
+            .collect();
+        open.reverse();
+        Ok(open)
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The way to the other nodes, once this node has RPC.
+    pub fn peers(&self) -> Option<&Peers> {
+        self.peers.get()
+    }
+
     /// Closes `id`, wherever it is held: here, or by its owner over RPC. The answer is the
     /// saved result, or, when the owner's answer did not come, what the database says
     /// (still open, or unknown): never a release nobody saved.

@@ -78,6 +78,8 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "claim_pairing" to "claimPairing",
     "get_computer" to "getComputer",
     "remove_computer" to "removeComputer",
+    "grant_computer" to "grantComputer",
+    "revoke_computer" to "revokeComputer",
     "list_delegates" to "listDelegates",
     "put_delegate" to "putDelegate",
     "delete_delegate" to "deleteDelegate",

@@ -1,0 +1,253 @@
+//! `openbot computer run`: the agent on a paired machine. It keeps one outbound WebSocket to
+//! its server (machines sit behind NAT), answers the calls of Bots granted the Computer with
+//! this machine's terminal and files inside the folders given here, and links again with
+//! backoff when the connection ends. A refused credential (the Computer removed) stops it.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use futures::{SinkExt as _, StreamExt as _};
+use openbot_core::computer::link::{
+    LinkCall, LinkReply, LinkServer, MAX_MESSAGE_BYTES, PROTOCOL, PROTOCOL_HEADER, TERMINAL_HEADER,
+};
+use openbot_core::computer::{Computer, ComputerOptions, LocalComputer};
+use reqwest::header;
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The first wait before linking again; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait before linking again.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How the agent runs.
+pub struct Agent {
+    /// The server, e.g. `https://openbot.example.com`.
+    pub server: String,
+    /// The Computer's ID.
+    pub computer_id: Uuid,
+    /// Its credential (`obc_...`).
+    pub credential: String,
+    /// What the machine offers.
+    pub options: ComputerOptions,
+    /// Print JSON lines instead of text.
+    pub json: bool,
+}
+
+/// Why one link ended.
+enum Ended {
+    /// The connection ended: link again.
+    Again(String),
+    /// The server refused the machine: stop.
+    Refused(String),
+}
+
+impl Agent {
+    fn say(&self, event: &str, text: &str) {
+        if self.json {
+            println!("{}", serde_json::json!({"event": event, "message": text}));
+        } else {
+            eprintln!("openbot computer: {text}");
+        }
+    }
+
+    /// Runs until the server refuses the machine or the process is stopped.
+    pub async fn run(self) -> anyhow::Result<ExitCode> {
+        let terminal = self.options.terminal;
+        let computer: Arc<dyn Computer> = Arc::new(
+            LocalComputer::new(self.options.clone())
+                .map_err(|err| anyhow::anyhow!("this machine cannot be offered: {err}"))?,
+        );
+        let answers = LinkServer::new(computer, terminal);
+        let http = reqwest::Client::builder()
+            .http1_only()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .context("the HTTP client cannot start")?;
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let started = std::time::Instant::now();
+            match self.link_once(&http, &answers).await {
+                Ended::Refused(reason) => {
+                    self.say("refused", &reason);
+                    return Ok(ExitCode::FAILURE);
+                }
+                Ended::Again(reason) => {
+                    // A link that lasted a while starts the backoff over.
+                    if started.elapsed() > MAX_BACKOFF {
+                        backoff = FIRST_BACKOFF;
+                    }
+                    self.say(
+                        "unlinked",
+                        &format!("{reason}; linking again in {} ms", backoff.as_millis()),
+                    );
+                }
+            }
+            tokio::time::sleep(jitter(backoff)).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    async fn link_once(&self, http: &reqwest::Client, answers: &LinkServer) -> Ended {
+        let key = base64::engine::general_purpose::STANDARD.encode(random_bytes::<16>());
+        let url = format!("{}/v1/computers/link", self.server.trim_end_matches('/'));
+        let response = http
+            .get(&url)
+            .header(header::CONNECTION, "Upgrade")
+            .header(header::UPGRADE, "websocket")
+            .header(header::SEC_WEBSOCKET_VERSION, "13")
+            .header(header::SEC_WEBSOCKET_KEY, &key)
+            .header(PROTOCOL_HEADER, PROTOCOL.to_string())
+            .header(
+                TERMINAL_HEADER,
+                if self.options.terminal { "on" } else { "off" },
+            )
+            .bearer_auth(&self.credential)
+            .send()
+            .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(err) => {
+                return Ended::Again(format!("cannot reach {}: {}", self.server, kind(&err)));
+            }
+        };
+        let status = response.status();
+        if status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+            let message = response
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+                .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_else(|| status.to_string());
+            return match status.as_u16() {
+                400 | 401 | 403 | 404 => Ended::Refused(format!(
+                    "the server refused this Computer ({status}): {message}"
+                )),
+                _ => Ended::Again(format!("the server answered {status}: {message}")),
+            };
+        }
+        let accepted = response
+            .headers()
+            .get(header::SEC_WEBSOCKET_ACCEPT)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        if accepted.as_deref() != Some(derive_accept_key(key.as_bytes()).as_str()) {
+            return Ended::Again("the server's answer is no WebSocket for this request".into());
+        }
+        let upgraded = match response.upgrade().await {
+            Ok(upgraded) => upgraded,
+            Err(err) => return Ended::Again(format!("the link could not start: {}", kind(&err))),
+        };
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        let socket = WebSocketStream::from_raw_socket(upgraded, Role::Client, Some(config)).await;
+        self.say(
+            "linked",
+            &format!("linked to {} as Computer {}", self.server, self.computer_id),
+        );
+        serve(socket, answers).await
+    }
+}
+
+/// Answers calls on `socket` until it ends; the calls still running are stopped then (their
+/// answers could reach no one).
+async fn serve<S>(socket: WebSocketStream<S>, answers: &LinkServer) -> Ended
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut sink, mut stream) = socket.split();
+    let (reply, mut replies) = mpsc::channel::<LinkReply>(64);
+    let ended = CancellationToken::new();
+    let why = loop {
+        tokio::select! {
+            message = stream.next() => match message {
+                Some(Ok(Message::Text(text))) => match serde_json::from_str::<LinkCall>(text.as_str()) {
+                    Ok(call) => {
+                        let (answers, reply, cancel) = (answers.clone(), reply.clone(), ended.child_token());
+                        tokio::spawn(async move {
+                            let answer = answers.answer(call, cancel).await;
+                            let _ = reply.send(answer).await;
+                        });
+                    }
+                    Err(_) => break "the server sent a message that is no call".to_string(),
+                },
+                Some(Ok(Message::Close(_))) | None => break "the server ended the link".to_string(),
+                Some(Ok(_)) => {}
+                Some(Err(err)) => break format!("the link broke ({})", ws_kind(&err)),
+            },
+            Some(answer) = replies.recv() => {
+                let text = match serde_json::to_string(&answer) {
+                    Ok(text) => text,
+                    Err(_) => break "an answer could not be written".to_string(),
+                };
+                if let Err(err) = sink.send(Message::text(text)).await {
+                    break format!("the link broke ({})", ws_kind(&err));
+                }
+            }
+        }
+    };
+    ended.cancel();
+    Ended::Again(why)
+}
+
+/// `wait`, give or take a fifth, so that machines cut off together do not link again together.
+fn jitter(wait: Duration) -> Duration {
+    let spread = wait.as_millis() as u64 / 5;
+    if spread == 0 {
+        return wait;
+    }
+    let offset = u64::from(random_bytes::<1>()[0]) * spread * 2 / 255;
+    Duration::from_millis(wait.as_millis() as u64 - spread + offset)
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    use chacha20poly1305::aead::OsRng;
+    use chacha20poly1305::aead::rand_core::RngCore as _;
+    let mut bytes = [0u8; N];
+    OsRng.fill_bytes(&mut bytes);
+    bytes
+}
+
+/// What kind of failure an HTTP error is, without its full text (which may name the URL).
+fn kind(err: &reqwest::Error) -> &'static str {
+    if err.is_connect() {
+        "no connection"
+    } else if err.is_timeout() {
+        "timed out"
+    } else {
+        "the connection failed"
+    }
+}
+
+fn ws_kind(err: &tokio_tungstenite::tungstenite::Error) -> &'static str {
+    use tokio_tungstenite::tungstenite::Error;
+    match err {
+        Error::ConnectionClosed | Error::AlreadyClosed => "closed",
+        Error::Io(_) => "connection lost",
+        Error::Capacity(_) => "message too large",
+        Error::Protocol(_) => "protocol error",
+        _ => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_a_fifth_of_the_wait() {
+        for _ in 0..100 {
+            let wait = jitter(Duration::from_secs(10)).as_millis();
+            assert!((8000..=12000).contains(&wait), "{wait}");
+        }
+    }
+}
