@@ -43,6 +43,7 @@ http_tests!(
     removing_a_computer_ends_its_link_and_stops_its_agent,
     a_link_needs_the_computers_own_current_credential,
     only_a_member_who_sees_the_computer_and_may_change_the_bot_grants_it,
+    a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_never_sent_again,
 );
 
 async fn start(server: &Server, name: &str) -> Value {
@@ -397,23 +398,28 @@ impl Agent {
     }
 }
 
-/// A Computer of `token`'s member, paired, its agent running and linked; allowed one folder.
-async fn linked(server: &Server, token: &str) -> (Value, Agent) {
+/// A Computer of `token`'s member, paired and claimed: the Computer, and a folder holding its
+/// saved credential (`computer.json`) and the folder it allows (`work`).
+async fn paired_machine(server: &Server, token: &str) -> (Value, tempfile::TempDir) {
     let (pairing, computer) = paired(server, token, "workstation", false).await;
     let answer: Value = claim(server, &pairing).await.json().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("work");
-    std::fs::create_dir(&folder).unwrap();
-    let credential_file = dir.path().join("computer.json");
+    std::fs::create_dir(dir.path().join("work")).unwrap();
     std::fs::write(
-        &credential_file,
+        dir.path().join("computer.json"),
         json!({"server": server.base, "computer_id": computer["id"], "credential": answer["credential"]})
             .to_string(),
     )
     .unwrap();
+    (computer, dir)
+}
+
+/// `openbot computer run` for the machine saved in `dir`, once it says it linked.
+async fn run_agent(dir: tempfile::TempDir, computer: &Value) -> Agent {
+    let folder = dir.path().join("work");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
         .args(["computer", "run", "--json", "--credential-file"])
-        .arg(&credential_file)
+        .arg(dir.path().join("computer.json"))
         .arg("--folder")
         .arg(&folder)
         .env("OPENBOT_CONFIG_DIR", dir.path())
@@ -436,6 +442,13 @@ async fn linked(server: &Server, token: &str) -> (Value, Agent) {
             .contains(computer["id"].as_str().unwrap()),
         "{linked}"
     );
+    agent
+}
+
+/// A Computer of `token`'s member, paired, its agent running and linked; allowed one folder.
+async fn linked(server: &Server, token: &str) -> (Value, Agent) {
+    let (computer, dir) = paired_machine(server, token).await;
+    let agent = run_agent(dir, &computer).await;
     (computer, agent)
 }
 
@@ -782,4 +795,78 @@ async fn only_a_member_who_sees_the_computer_and_may_change_the_bot_grants_it(se
     )
     .await;
     assert_eq!(granted.status(), StatusCode::OK);
+}
+
+fn signal(pid: u32, which: &str) {
+    let status = std::process::Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+async fn a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_never_sent_again(
+    server: Server,
+) {
+    let (computer, dir) = paired_machine(&server, &server.owner).await;
+    // The machine's credential, kept for its agent's second start.
+    let kept = tempfile::tempdir().unwrap();
+    std::fs::create_dir(kept.path().join("work")).unwrap();
+    std::fs::copy(
+        dir.path().join("computer.json"),
+        kept.path().join("computer.json"),
+    )
+    .unwrap();
+    let mut agent = run_agent(dir, &computer).await;
+    let work = agent.folder.clone();
+    let (bot, _script) = server
+        .scripted_bot(
+            "Lost",
+            json!([
+                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "lost.txt", "content": "once"}}]},
+                {"text": "unreachable"}
+            ]),
+        )
+        .await;
+    grant(
+        &server,
+        &server.owner,
+        &computer,
+        &bot,
+        json!({"ask": false}),
+    )
+    .await;
+    // The machine stops answering: the call reaches its socket and waits there.
+    let pid = agent.child.id().unwrap();
+    signal(pid, "-STOP");
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    server.wait_started(&execution).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // SIGKILL mid-call: the link breaks with the call sent and no answer.
+    signal(pid, "-KILL");
+    let _ = agent.child.wait().await;
+    let mut state = String::new();
+    for _ in 0..300 {
+        let view: Value = server
+            .get(&format!("/v1/executions/{execution}"), &server.owner)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state = view["state"].as_str().unwrap().to_string();
+        if state == "outcome_unknown" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, "outcome_unknown");
+    // The machine comes back; the write is not sent again.
+    let again = run_agent(kept, &computer).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!again.folder.join("lost.txt").exists());
+    assert!(!work.join("lost.txt").exists());
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nodes::NodeProcess;
+use openbot_server::cluster::directory::ResourceStore;
 use openbot_server::cluster::rpc::auth::{self, ClusterKey, header};
 use openbot_server::cluster::rpc::{NodeClient, PING, RpcError};
 use openbot_server::cluster::{NodeRecord, NodeStore};
@@ -420,4 +421,296 @@ async fn the_operator_reads_the_nodes_and_resources_over_http_and_no_member_may(
             .any(|n| n["name"] == "node-view" && n["alive"] == true),
         "{lines}"
     );
+}
+
+/// A node of `deployment` with RPC, its public API on a free address; its base URL.
+fn linked_node(deployment: &Deployment, name: &str) -> (NodeProcess, String) {
+    let public = NodeProcess::free_address();
+    let node = NodeProcess::start_at(
+        &deployment.url,
+        SEAL_KEYS,
+        name,
+        2000,
+        &public,
+        &[
+            ("OPENBOT_RPC_BIND", "127.0.0.1:0"),
+            ("OPENBOT_CLUSTER_KEY", &deployment.key_text),
+        ],
+    );
+    (node, format!("http://{public}"))
+}
+
+/// A member's HTTP calls to one node.
+struct Member {
+    http: reqwest::Client,
+    token: String,
+}
+
+impl Member {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        url: String,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let mut request = self.http.request(method, &url).bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert!(status.is_success(), "{url}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// A machine paired through `base` and its agent, linked to the first of `servers`.
+struct Machine {
+    computer: String,
+    agent: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    folder: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Machine {
+    async fn pair(member: &Member, base: &str, servers: &[&str]) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let pairing = member
+            .call(
+                reqwest::Method::POST,
+                format!("{base}/v1/computers/pairings"),
+                Some(serde_json::json!({"name": "box"})),
+            )
+            .await;
+        let computer = member
+            .call(
+                reqwest::Method::POST,
+                format!("{base}/v1/computers/pairings/approve"),
+                Some(serde_json::json!({"code": pairing["code"]})),
+            )
+            .await;
+        let claim = member
+            .call(
+                reqwest::Method::POST,
+                format!(
+                    "{base}/v1/computers/pairings/{}/claim",
+                    pairing["id"].as_str().unwrap()
+                ),
+                Some(serde_json::json!({"secret": pairing["secret"]})),
+            )
+            .await;
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("work");
+        std::fs::create_dir(&folder).unwrap();
+        let saved = dir.path().join("computer.json");
+        std::fs::write(
+            &saved,
+            serde_json::json!({"server": base, "computer_id": computer["id"], "credential": claim["credential"]})
+                .to_string(),
+        )
+        .unwrap();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_openbot"));
+        command
+            .args(["computer", "run", "--json", "--credential-file"])
+            .arg(&saved)
+            .arg("--folder")
+            .arg(&folder);
+        for server in servers {
+            command.args(["--server", server]);
+        }
+        let mut agent = command
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let lines = tokio::io::BufReader::new(agent.stdout.take().unwrap()).lines();
+        let mut machine = Self {
+            computer: computer["id"].as_str().unwrap().to_string(),
+            agent,
+            lines,
+            folder,
+            _dir: dir,
+        };
+        machine.wait_for("linked").await;
+        machine
+    }
+
+    /// The agent's next event `event`; its message.
+    async fn wait_for(&mut self, event: &str) -> String {
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("the agent said something within a minute")
+                .unwrap()
+                .expect("the agent runs on");
+            let said: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if said["event"] == event {
+                return said["message"].as_str().unwrap().to_string();
+            }
+        }
+    }
+}
+
+/// Grants the machine to a new Bot on a scripted model that writes `file` with `content`,
+/// sends it a message, and waits for its Turn to end: all through the node at `base`. Returns
+/// the Turn's events.
+async fn bot_writes(
+    member: &Member,
+    base: &str,
+    machine: &Machine,
+    file: &str,
+    content: &str,
+) -> Vec<serde_json::Value> {
+    let script = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
+    std::fs::write(
+        script.path(),
+        serde_json::json!([
+            {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": file, "content": content}}]},
+            {"text": "written"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let bot = member
+        .call(
+            reqwest::Method::POST,
+            format!("{base}/v1/bots"),
+            Some(serde_json::json!({"name": "Operator", "model": format!("scripted:{}", script.path().display())})),
+        )
+        .await;
+    let bot = bot["id"].as_str().unwrap();
+    member
+        .call(
+            reqwest::Method::PUT,
+            format!("{base}/v1/computers/{}/bots/{bot}", machine.computer),
+            Some(serde_json::json!({"ask": false})),
+        )
+        .await;
+    let chat = member
+        .call(
+            reqwest::Method::POST,
+            format!("{base}/v1/chats"),
+            Some(serde_json::json!({"bot_id": bot})),
+        )
+        .await;
+    let sent = member
+        .call(
+            reqwest::Method::POST,
+            format!("{base}/v1/chats/{}/messages", chat["id"].as_str().unwrap()),
+            Some(serde_json::json!({"content": [{"type": "text", "text": "write"}]})),
+        )
+        .await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    let mut after = 0;
+    let mut events = Vec::new();
+    for _ in 0..30 {
+        let page = member
+            .call(
+                reqwest::Method::GET,
+                format!("{base}/v1/executions/{execution}/events?after={after}&wait=10"),
+                None,
+            )
+            .await;
+        after = page["next_after"].as_u64().unwrap();
+        events.extend(page["events"].as_array().unwrap().iter().cloned());
+        if page["ended"] == true {
+            let execution = member
+                .call(
+                    reqwest::Method::GET,
+                    format!("{base}/v1/executions/{execution}"),
+                    None,
+                )
+                .await;
+            assert_eq!(execution["outcome"], "completed", "{execution}");
+            return events;
+        }
+    }
+    panic!("the Turn never ended");
+}
+
+fn node_log(name: &str) -> String {
+    std::fs::read_to_string(std::env::temp_dir().join(format!("openbot-test-{name}.log")))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_another_node_reaches_the_machine_through_the_node_holding_its_link() {
+    let deployment = Deployment::new().await;
+    let (_a, a) = linked_node(&deployment, "link-owner");
+    let (_b, b) = linked_node(&deployment, "link-caller");
+    NodeProcess::wait_ready(&a).await;
+    NodeProcess::wait_ready(&b).await;
+    deployment.registered("link-owner").await;
+    deployment.registered("link-caller").await;
+    let member = Member {
+        http: reqwest::Client::new(),
+        token: admin(&deployment, &["token", "create", "--name", "owner"])
+            .trim()
+            .to_string(),
+    };
+    let machine = Machine::pair(&member, &a, &[&a]).await;
+    // The Turn is submitted to (and runs on) the node that does not hold the link.
+    let events = bot_writes(&member, &b, &machine, "routed.txt", "through the owner").await;
+    assert_eq!(
+        std::fs::read_to_string(machine.folder.join("routed.txt"))
+            .unwrap_or_else(|_| panic!("{events:?}")),
+        "through the owner"
+    );
+    let owner_log = node_log("link-owner");
+    assert!(
+        owner_log.contains("a Computer call routed here from another node"),
+        "{owner_log}"
+    );
+    let links = deployment
+        .store
+        .resources_of_scope(&format!("computer:{}", machine.computer))
+        .await
+        .unwrap();
+    assert_eq!(links.len(), 1);
+    assert_eq!(links[0].owner_node, "link-owner");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_whose_node_is_killed_links_to_another_and_its_calls_follow_it() {
+    let deployment = Deployment::new().await;
+    let (mut first, a) = linked_node(&deployment, "link-killed");
+    let (_second, b) = linked_node(&deployment, "link-survivor");
+    NodeProcess::wait_ready(&a).await;
+    NodeProcess::wait_ready(&b).await;
+    deployment.registered("link-survivor").await;
+    let member = Member {
+        http: reqwest::Client::new(),
+        token: admin(&deployment, &["token", "create", "--name", "owner"])
+            .trim()
+            .to_string(),
+    };
+    let mut machine = Machine::pair(&member, &a, &[&a, &b]).await;
+    first.kill();
+    machine.wait_for("unlinked").await;
+    let linked = machine.wait_for("linked").await;
+    assert!(linked.contains(&b), "{linked}");
+    let events = bot_writes(&member, &b, &machine, "moved.txt", "after the move").await;
+    assert_eq!(
+        std::fs::read_to_string(machine.folder.join("moved.txt"))
+            .unwrap_or_else(|_| panic!("{events:?}")),
+        "after the move"
+    );
+    // The directory moved: the newest link is the survivor's; the killed node's is never
+    // taken as closed (nothing saved its close).
+    let links = deployment
+        .store
+        .resources_of_scope(&format!("computer:{}", machine.computer))
+        .await
+        .unwrap();
+    assert_eq!(links.len(), 2, "{links:?}");
+    assert_eq!(links[0].owner_node, "link-killed");
+    assert_eq!(links[0].closed, None);
+    assert_eq!(links[1].owner_node, "link-survivor");
+    assert_eq!(
+        links[1].status(now_ms()),
+        openbot_server::cluster::directory::ResourceStatus::Open
+    );
+    machine.agent.kill().await.unwrap();
 }

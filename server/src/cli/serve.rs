@@ -82,7 +82,7 @@ async fn join_cluster(
         node_name,
         membership.node.incarnation,
         key,
-        directory.operations(Operations::default()),
+        rpc_operations(database, directory),
     );
     openbot_server::telemetry::spawn(async move {
         let served = axum::serve(listener, rpc.router())
@@ -94,6 +94,16 @@ async fn join_cluster(
     });
     eprintln!("openbot: RPC for the cluster on {address} (advertised as {advertised})");
     Ok(Some(membership))
+}
+
+/// What this node answers over RPC: closes of the resources it holds, and calls on the
+/// machines' links it holds.
+fn rpc_operations(database: &node::Database, directory: &Arc<Directory>) -> Operations {
+    let operations = directory.operations(Operations::default());
+    match openbot_server::computers::links(&database.features) {
+        Some(links) => links.operations(operations),
+        None => operations,
+    }
 }
 
 /// Runs the node.

@@ -370,6 +370,7 @@ impl Links {
             async move {
                 let routed: Routed = serde_json::from_slice(&call.body)
                     .map_err(|_| OperationError::BadRequest("not a Computer call".into()))?;
+                tracing::info!(from = %call.from, computer = %routed.computer, "a Computer call routed here from another node");
                 let Some(link) = links.local(routed.computer) else {
                     return Err(OperationError::BadRequest(
                         "the Computer is not linked to this node".into(),

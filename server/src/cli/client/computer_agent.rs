@@ -1,7 +1,7 @@
 //! `openbot computer run`: the agent on a paired machine. It keeps one outbound WebSocket to
 //! its server (machines sit behind NAT), answers the calls of Bots granted the Computer with
 //! this machine's terminal and files inside the folders given here, and links again with
-//! backoff when the connection ends. A refused credential (the Computer removed) stops it.
+//! backoff when the connection ends (to the next of the server's nodes given, if several). A refused credential (the Computer removed) stops it.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,8 +30,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How the agent runs.
 pub struct Agent {
-    /// The server, e.g. `https://openbot.example.com`.
-    pub server: String,
+    /// The server's nodes, e.g. `https://openbot.example.com`: the agent links to the first,
+    /// and after a link ends, to the next one (round the list).
+    pub servers: Vec<String>,
     /// The Computer's ID.
     pub computer_id: Uuid,
     /// Its credential (`obc_...`).
@@ -73,9 +74,14 @@ impl Agent {
             .build()
             .context("the HTTP client cannot start")?;
         let mut backoff = FIRST_BACKOFF;
+        let mut next = 0;
         loop {
             let started = std::time::Instant::now();
-            match self.link_once(&http, &answers).await {
+            let Some(server) = self.servers.get(next % self.servers.len().max(1)) else {
+                anyhow::bail!("no server to link to");
+            };
+            next += 1;
+            match self.link_once(&http, server, &answers).await {
                 Ended::Refused(reason) => {
                     self.say("refused", &reason);
                     return Ok(ExitCode::FAILURE);
@@ -96,9 +102,9 @@ impl Agent {
         }
     }
 
-    async fn link_once(&self, http: &reqwest::Client, answers: &LinkServer) -> Ended {
+    async fn link_once(&self, http: &reqwest::Client, server: &str, answers: &LinkServer) -> Ended {
         let key = base64::engine::general_purpose::STANDARD.encode(random_bytes::<16>());
-        let url = format!("{}/v1/computers/link", self.server.trim_end_matches('/'));
+        let url = format!("{}/v1/computers/link", server.trim_end_matches('/'));
         let response = http
             .get(&url)
             .header(header::CONNECTION, "Upgrade")
@@ -116,7 +122,7 @@ impl Agent {
         let response = match response {
             Ok(response) => response,
             Err(err) => {
-                return Ended::Again(format!("cannot reach {}: {}", self.server, kind(&err)));
+                return Ended::Again(format!("cannot reach {server}: {}", kind(&err)));
             }
         };
         let status = response.status();
@@ -152,7 +158,7 @@ impl Agent {
         let socket = WebSocketStream::from_raw_socket(upgraded, Role::Client, Some(config)).await;
         self.say(
             "linked",
-            &format!("linked to {} as Computer {}", self.server, self.computer_id),
+            &format!("linked to {server} as Computer {}", self.computer_id),
         );
         serve(socket, answers).await
     }

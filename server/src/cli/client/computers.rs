@@ -186,6 +186,10 @@ enum ComputerCommand {
         /// CLI's folder).
         #[arg(long)]
         credential_file: Option<PathBuf>,
+        /// A node of the server to link to (repeat for several: after a link ends, the agent
+        /// links to the next); default: the server it paired with.
+        #[arg(long = "server")]
+        servers: Vec<String>,
         /// Print JSON lines (linked, unlinked, refused) instead of text.
         #[arg(long)]
         json: bool,
@@ -230,6 +234,7 @@ pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
             folders,
             no_terminal,
             credential_file,
+            servers,
             json,
         } => {
             let path = credential_path(credential_file)?;
@@ -247,7 +252,11 @@ pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
                 options = options.without_terminal();
             }
             super::computer_agent::Agent {
-                server: saved.server,
+                servers: if servers.is_empty() {
+                    vec![saved.server]
+                } else {
+                    servers
+                },
                 computer_id: saved.computer_id,
                 credential: saved.credential,
                 options,
