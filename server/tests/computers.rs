@@ -691,6 +691,46 @@ async fn a_grant_taken_back_stops_a_waiting_call_before_it_is_sent(server: Serve
 async fn removing_a_computer_ends_its_link_and_stops_its_agent(server: Server) {
     let (computer, mut agent) = linked(&server, &server.owner).await;
     let id = computer["id"].as_str().unwrap();
+    // A session runs a program when the Computer is removed: a sleep this run alone starts.
+    let sleep = format!(
+        "sleep 4000.{}",
+        u32::from_str_radix(&id[id.len() - 4..], 16).unwrap()
+    );
+    let (bot, _script) = server
+        .scripted_bot(
+            "Sleeper",
+            json!([
+                {"tool_calls": [{"name": "computer_terminal_start", "arguments": {"command": sleep}}]},
+                {"text": "started"}
+            ]),
+        )
+        .await;
+    grant(
+        &server,
+        &server.owner,
+        &computer,
+        &bot,
+        json!({"ask": false}),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Sleep", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "{events:?}"
+    );
+    let running = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &sleep])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(running(), "the session's program runs");
     let removed = server
         .delete(&format!("/v1/computers/{id}"), &server.owner)
         .send()
@@ -709,6 +749,16 @@ async fn removing_a_computer_ends_its_link_and_stops_its_agent(server: Server) {
         .expect("the agent stopped")
         .unwrap();
     assert!(!status.success());
+    // The agent's sessions ended with it.
+    let mut ended = false;
+    for _ in 0..100 {
+        if !running() {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ended, "the session's program ended with the agent");
     // The link's close is saved in the resource directory.
     let resources = openbot_server::cluster::directory::store(&server.database.features)
         .unwrap()

@@ -87,10 +87,18 @@ pub struct Request {
 
 /// A call routed to the link's owner.
 #[derive(Serialize, Deserialize)]
-struct Routed {
+struct RoutedCall {
     computer: Uuid,
     request: Request,
     within_ms: u64,
+}
+
+/// What one try of a routed call came to.
+enum Routed<T> {
+    /// The node ran it (or may have): this is the answer.
+    Answered(T),
+    /// The node did not run it: the link is not there.
+    NotThere,
 }
 
 /// One live link on this node.
@@ -160,6 +168,9 @@ impl Physical for LinkClose {
 pub struct Links {
     directory: Arc<Directory>,
     held: Mutex<HashMap<Uuid, Arc<Link>>>,
+    /// The node each machine was last reached through: tried first, and forgotten when it
+    /// refuses (the link is not there any more), so a steady route costs no directory read.
+    routes: Mutex<HashMap<Uuid, crate::cluster::NodeRecord>>,
 }
 
 impl std::fmt::Debug for Links {
@@ -183,6 +194,7 @@ impl Links {
         Arc::new(Self {
             directory,
             held: Mutex::default(),
+            routes: Mutex::default(),
         })
     }
 
@@ -310,17 +322,44 @@ impl Links {
         if let Some(link) = self.local(computer) {
             return link.call(request, within).await;
         }
-        let Some(peers) = self.directory.peers() else {
-            return Err(LinkError::NotConnected);
-        };
         let request_id = format!("{}:{}", request.execution_id, request.call_id);
-        let routed = Routed {
+        let routed = RoutedCall {
             computer,
             within_ms: within.as_millis() as u64,
             request,
         };
         let body = serde_json::to_vec(&routed).map_err(|_| LinkError::NotConnected)?;
-        for row in self.directory.open_resources(&scope(computer)).await? {
+        let peers = self.directory.peers();
+        let cached = self
+            .routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&computer)
+            .cloned();
+        if let (Some(peers), Some(node)) = (peers, cached) {
+            match self.route(peers, &node, &body, within, &request_id).await {
+                Routed::Answered(answer) => return answer,
+                Routed::NotThere => {
+                    self.routes
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&computer);
+                }
+            }
+        }
+        let open = self.directory.open_resources(&scope(computer)).await?;
+        let incarnation = self.directory.incarnation();
+        if open.iter().any(|row| row.owner_incarnation == incarnation)
+            && let Some(link) = self.taken_soon(computer).await
+        {
+            // Registered here a moment ago: the agent hears it linked just before this node
+            // takes its socket.
+            return link.call(routed.request, within).await;
+        }
+        let Some(peers) = peers else {
+            return Err(LinkError::NotConnected);
+        };
+        for row in open {
             if row.owner_node == self.directory.node() {
                 // Ours, and ended since: not linked here any more.
                 continue;
@@ -330,27 +369,52 @@ impl Links {
                 Ok(_) => continue,
                 Err(err) => return Err(LinkError::Directory(err.into())),
             };
-            match peers
-                .client
-                .call(
-                    &node,
-                    CALL,
-                    body.clone(),
-                    within + ROUTE_MARGIN,
-                    &request_id,
-                )
-                .await
+            if let Routed::Answered(answer) =
+                self.route(peers, &node, &body, within, &request_id).await
             {
-                Ok(answer) => {
-                    return serde_json::from_slice(&answer).map_err(|_| LinkError::Lost);
-                }
-                // Not run there: the link is not there (any more), so look on.
-                Err(RpcError::Unreachable { .. } | RpcError::Refused { .. }) => continue,
-                Err(RpcError::Deadline { .. }) => return Err(LinkError::Deadline),
-                Err(_) => return Err(LinkError::Lost),
+                self.routes
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(computer, node);
+                return answer;
             }
         }
         Err(LinkError::NotConnected)
+    }
+
+    /// The link of `computer` on this node once its socket is taken, waiting up to a second.
+    async fn taken_soon(&self, computer: Uuid) -> Option<Arc<Link>> {
+        for _ in 0..20 {
+            if let Some(link) = self.local(computer) {
+                return Some(link);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
+    /// One try of a routed call on `node`.
+    async fn route(
+        &self,
+        peers: &crate::cluster::directory::Peers,
+        node: &crate::cluster::NodeRecord,
+        body: &[u8],
+        within: Duration,
+        request_id: &str,
+    ) -> Routed<Result<LinkResult, LinkError>> {
+        match peers
+            .client
+            .call(node, CALL, body.to_vec(), within + ROUTE_MARGIN, request_id)
+            .await
+        {
+            Ok(answer) => {
+                Routed::Answered(serde_json::from_slice(&answer).map_err(|_| LinkError::Lost))
+            }
+            // Not run there: the link is not there (any more).
+            Err(RpcError::Unreachable { .. } | RpcError::Refused { .. }) => Routed::NotThere,
+            Err(RpcError::Deadline { .. }) => Routed::Answered(Err(LinkError::Deadline)),
+            Err(_) => Routed::Answered(Err(LinkError::Lost)),
+        }
     }
 
     /// Ends every link of Computer `computer`, each closed by the node that holds it, and
@@ -368,7 +432,7 @@ impl Links {
         operations.with(CALL, move |call| {
             let links = Arc::clone(&links);
             async move {
-                let routed: Routed = serde_json::from_slice(&call.body)
+                let routed: RoutedCall = serde_json::from_slice(&call.body)
                     .map_err(|_| OperationError::BadRequest("not a Computer call".into()))?;
                 tracing::info!(from = %call.from, computer = %routed.computer, "a Computer call routed here from another node");
                 let Some(link) = links.local(routed.computer) else {
