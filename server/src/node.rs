@@ -458,7 +458,7 @@ pub fn default_node_name() -> String {
 /// delegates; any other name is a host tool. Plan mode and reminders add their own tool.
 pub fn tool_routing(database: &Database) -> crate::chats::ToolRouting {
     let routing = crate::chats::ToolRouting::default();
-    // A Bot granted a Computer gets its tools (first: they are the Computer's by name).
+    // The Computer tools a granted Bot names (first: those names are the Computer's).
     let routing = match crate::computers::store(&database.features) {
         Some(store) => routing.with_source(Arc::new(crate::computers::tool::ComputerTools(
             Arc::clone(store),

@@ -474,6 +474,28 @@ async fn grant(
         .unwrap()
 }
 
+/// A Bot of the owner on a scripted model whose script is `script`, naming every Computer
+/// tool (granted a Computer, those route to it); the folder keeping the script with it.
+async fn computer_bot(server: &Server, name: &str, script: Value) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let tools: Vec<Value> = openbot_core::computer::TOOL_NAMES
+        .iter()
+        .map(|name| json!({"name": name, "description": "A Computer tool.", "input_schema": {"type": "object"}}))
+        .collect();
+    let spec =
+        json!({"name": name, "model": format!("scripted:{}", file.display()), "tools": tools});
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    (response.json().await.unwrap(), dir)
+}
+
 /// Waits up to 20 s for `path` to hold `text`.
 async fn wait_for_file(path: &Path, text: &str) -> bool {
     for _ in 0..200 {
@@ -508,8 +530,8 @@ fn tool_results(events: &[openbot_schema::Event]) -> Vec<(String, String)> {
 
 async fn a_bot_granted_a_computer_writes_reads_and_runs_on_the_linked_machine(server: Server) {
     let (computer, agent) = linked(&server, &server.owner).await;
-    let (bot, _script) = server
-        .scripted_bot(
+    let (bot, _script) = computer_bot(
+            &server,
             "Operator",
             json!([
                 {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "note.txt", "content": "hello from the bot"}}]},
@@ -566,8 +588,8 @@ async fn a_bot_granted_a_computer_writes_reads_and_runs_on_the_linked_machine(se
 
 async fn a_call_that_changes_the_machine_asks_first_by_default(server: Server) {
     let (computer, agent) = linked(&server, &server.owner).await;
-    let (bot, _script) = server
-        .scripted_bot(
+    let (bot, _script) = computer_bot(
+            &server,
             "Careful",
             json!([
                 {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "asked.txt", "content": "approved"}}]},
@@ -613,8 +635,8 @@ async fn a_call_that_changes_the_machine_asks_first_by_default(server: Server) {
 
 async fn a_grant_taken_back_stops_a_waiting_call_before_it_is_sent(server: Server) {
     let (computer, agent) = linked(&server, &server.owner).await;
-    let (bot, _script) = server
-        .scripted_bot(
+    let (bot, _script) = computer_bot(
+            &server,
             "Revoked",
             json!([
                 {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "never.txt", "content": "x"}}]},
@@ -696,15 +718,15 @@ async fn removing_a_computer_ends_its_link_and_stops_its_agent(server: Server) {
         "sleep 4000.{}",
         u32::from_str_radix(&id[id.len() - 4..], 16).unwrap()
     );
-    let (bot, _script) = server
-        .scripted_bot(
-            "Sleeper",
-            json!([
-                {"tool_calls": [{"name": "computer_terminal_start", "arguments": {"command": sleep}}]},
-                {"text": "started"}
-            ]),
-        )
-        .await;
+    let (bot, _script) = computer_bot(
+        &server,
+        "Sleeper",
+        json!([
+            {"tool_calls": [{"name": "computer_terminal_start", "arguments": {"command": sleep}}]},
+            {"text": "started"}
+        ]),
+    )
+    .await;
     grant(
         &server,
         &server.owner,
@@ -869,8 +891,8 @@ async fn a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_neve
     .unwrap();
     let mut agent = run_agent(dir, &computer).await;
     let work = agent.folder.clone();
-    let (bot, _script) = server
-        .scripted_bot(
+    let (bot, _script) = computer_bot(
+            &server,
             "Lost",
             json!([
                 {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "lost.txt", "content": "once"}}]},
@@ -919,4 +941,258 @@ async fn a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_neve
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!again.folder.join("lost.txt").exists());
     assert!(!work.join("lost.txt").exists());
+}
+
+/// A network namespace joined to this one by a veth pair, removed on drop: the agent runs in
+/// it, and the link between the two is what the test cuts.
+struct Netns {
+    name: String,
+    host_link: String,
+    host_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let status = std::process::Command::new("ip")
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "ip {args:?}");
+}
+
+impl Netns {
+    fn new() -> Self {
+        let n = std::process::id() % 200 + 20;
+        let name = format!("obcut{n}");
+        let (host_link, inner_link) = (format!("obh{n}"), format!("obp{n}"));
+        let (host_ip, inner_ip) = (format!("10.231.{n}.1"), format!("10.231.{n}.2"));
+        ip(&["netns", "add", &name]);
+        ip(&[
+            "link",
+            "add",
+            &host_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &inner_link,
+        ]);
+        ip(&["link", "set", &inner_link, "netns", &name]);
+        ip(&["addr", "add", &format!("{host_ip}/30"), "dev", &host_link]);
+        ip(&["link", "set", &host_link, "up"]);
+        ip(&[
+            "netns",
+            "exec",
+            &name,
+            "ip",
+            "addr",
+            "add",
+            &format!("{inner_ip}/30"),
+            "dev",
+            &inner_link,
+        ]);
+        ip(&[
+            "netns",
+            "exec",
+            &name,
+            "ip",
+            "link",
+            "set",
+            &inner_link,
+            "up",
+        ]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
+        Self {
+            name,
+            host_link,
+            host_ip,
+        }
+    }
+
+    fn cut(&self) {
+        ip(&["link", "set", &self.host_link, "down"]);
+    }
+
+    fn mend(&self) {
+        ip(&["link", "set", &self.host_link, "up"]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_link])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Forwards connections to `to` from an address on `host_ip` (the server listens on
+/// 127.0.0.1, which the namespace cannot reach); the forwarder's base URL.
+async fn forward(host_ip: &str, to: &str) -> String {
+    let listener = tokio::net::TcpListener::bind(format!("{host_ip}:0"))
+        .await
+        .unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let to = to.trim_start_matches("http://").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let to = to.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    base
+}
+
+/// Whether this machine can make network namespaces (root and iproute2).
+fn namespaces_work() -> bool {
+    let probe = format!("obprobe{}", std::process::id() % 10000);
+    let made = std::process::Command::new("ip")
+        .args(["netns", "add", &probe])
+        .status()
+        .is_ok_and(|s| s.success());
+    if made {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &probe])
+            .status();
+    }
+    made
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_network_ends_the_link_on_both_sides_and_the_machine_links_again_once_mended() {
+    if !namespaces_work() {
+        // CI runs as root with iproute2; a developer's machine without them cannot cut a
+        // network, and says so rather than pass quietly.
+        panic!("this test needs network namespaces (root and `ip netns`)");
+    }
+    let server = server(sqlite().await).await;
+    let netns = Netns::new();
+    let base = forward(&netns.host_ip, &server.base).await;
+    let (computer, dir) = paired_machine(&server, &server.owner).await;
+    let saved = dir.path().join("computer.json");
+    let mut text: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    text["server"] = json!(base);
+    std::fs::write(&saved, text.to_string()).unwrap();
+    let folder = dir.path().join("work");
+    let mut child = tokio::process::Command::new("ip")
+        .args(["netns", "exec", &netns.name, env!("CARGO_BIN_EXE_openbot")])
+        .args(["computer", "run", "--json", "--credential-file"])
+        .arg(&saved)
+        .arg("--folder")
+        .arg(&folder)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut agent = Agent {
+        child,
+        lines,
+        folder,
+        _dir: dir,
+    };
+    agent.wait_for("linked").await;
+    let (bot, _script) = computer_bot(
+            &server,
+            "Cut",
+            json!([
+                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "cut.txt", "content": "during the cut"}}]},
+                {"text": "unreachable"}
+            ]),
+        )
+        .await;
+    grant(
+        &server,
+        &server.owner,
+        &computer,
+        &bot,
+        json!({"ask": false}),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    netns.cut();
+    // A write sent into the cut link gets no answer: outcome unknown once the node gives up
+    // on the silent link (45 s without a pong), never sent again.
+    let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    let mut state = String::new();
+    for _ in 0..900 {
+        let view: Value = server
+            .get(&format!("/v1/executions/{execution}"), &server.owner)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state = view["state"].as_str().unwrap().to_string();
+        if state == "outcome_unknown" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, "outcome_unknown");
+    // The node saves the silent link's close (it pings every 15 s and gives up after 45 s
+    // without an answer); the agent, hearing nothing either, gives up on it too.
+    let resources = openbot_server::cluster::directory::store(&server.database.features).unwrap();
+    let scope = format!("computer:{}", computer["id"].as_str().unwrap());
+    let mut links = Vec::new();
+    for _ in 0..300 {
+        links = resources.resources_of_scope(&scope).await.unwrap();
+        if links[0].closed.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        matches!(
+            links[0].closed,
+            Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
+        ),
+        "{links:?}"
+    );
+    // The agent saw the link die: silent, or its interface down under it.
+    agent.wait_for("unlinked").await;
+    netns.mend();
+    agent.wait_for("linked").await;
+    // The next Turn (of another Chat: this one waits for a decision on the unknown write)
+    // reaches the machine again; the lost write never arrived.
+    let (mended, _script) = computer_bot(
+            &server,
+            "Mended",
+            json!([
+                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "mended.txt", "content": "after"}}]},
+                {"text": "written"}
+            ]),
+        )
+        .await;
+    grant(
+        &server,
+        &server.owner,
+        &computer,
+        &mended,
+        json!({"ask": false}),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &mended).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Again", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "{events:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(agent.folder.join("mended.txt")).unwrap(),
+        "after"
+    );
+    assert!(!agent.folder.join("cut.txt").exists());
 }

@@ -577,7 +577,8 @@ async fn bot_writes(
         .call(
             reqwest::Method::POST,
             format!("{base}/v1/bots"),
-            Some(serde_json::json!({"name": "Operator", "model": format!("scripted:{}", script.path().display())})),
+            Some(serde_json::json!({"name": "Operator", "model": format!("scripted:{}", script.path().display()),
+                "tools": [{"name": "computer_file_write", "description": "A Computer tool.", "input_schema": {"type": "object"}}]})),
         )
         .await;
     let bot = bot["id"].as_str().unwrap();

@@ -15,11 +15,7 @@ pub struct AppTools(pub Arc<dyn AppStore>);
 
 #[async_trait]
 impl ToolSource for AppTools {
-    async fn route(
-        &self,
-        request: &RouteRequest<'_>,
-        slots: &mut Vec<Slot>,
-    ) -> Result<(), ChatError> {
+    async fn route(&self, request: &RouteRequest<'_>, slots: &mut [Slot]) -> Result<(), ChatError> {
         let organization = request.caller.member.organization_id;
         for slot in slots.iter_mut() {
             let Slot::Open(definition) = slot else {

@@ -46,11 +46,7 @@ pub trait ToolSource: Send + Sync {
     /// Claims the open slots this source provides, in place, and adds the tools it gives a
     /// Bot unasked (see [`ToolSource::adds`]). Sources run in registration order, so an
     /// earlier one wins a name two could provide. An error stops the send.
-    async fn route(
-        &self,
-        request: &RouteRequest<'_>,
-        slots: &mut Vec<Slot>,
-    ) -> Result<(), ChatError>;
+    async fn route(&self, request: &RouteRequest<'_>, slots: &mut [Slot]) -> Result<(), ChatError>;
 
     /// Whether this source may add tools the Bot does not name (a granted Computer's), so it
     /// is asked even when no slot is open.
@@ -117,7 +113,7 @@ impl ToolRouting {
             routing: self,
         };
         for source in &self.sources {
-            if source.adds() || slots.iter().any(|slot| matches!(slot, Slot::Open(_))) {
+            if slots.iter().any(|slot| matches!(slot, Slot::Open(_))) {
                 source.route(&request, &mut slots).await?;
             }
         }
@@ -159,7 +155,7 @@ mod tests {
         async fn route(
             &self,
             _request: &RouteRequest<'_>,
-            slots: &mut Vec<Slot>,
+            slots: &mut [Slot],
         ) -> Result<(), ChatError> {
             for slot in slots.iter_mut() {
                 if let Slot::Open(definition) = slot

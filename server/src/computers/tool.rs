@@ -37,18 +37,20 @@ impl ComputerRoute {
     }
 }
 
-/// Gives a Bot granted a Computer the Computer tools on it: the ones it names, and the others
-/// added. A member's own Computer is offered only in the Turns that member submits; a shared
-/// one in any Turn of the Bot.
+/// Routes the Computer tools a Bot granted a Computer names (`computer_terminal_start`, ...) to
+/// that Computer, with the Computer's own definitions. A member's own Computer is routed only
+/// in the Turns that member submits; a shared one in any Turn of the Bot. A Bot that names no
+/// Computer tool costs no read here.
 pub struct ComputerTools(pub Arc<dyn ComputerStore>);
 
 #[async_trait]
 impl ToolSource for ComputerTools {
-    async fn route(
-        &self,
-        request: &RouteRequest<'_>,
-        slots: &mut Vec<Slot>,
-    ) -> Result<(), ChatError> {
+    async fn route(&self, request: &RouteRequest<'_>, slots: &mut [Slot]) -> Result<(), ChatError> {
+        let named =
+            |slot: &Slot| matches!(slot, Slot::Open(d) if TOOL_NAMES.contains(&d.name.as_str()));
+        if !slots.iter().any(named) {
+            return Ok(());
+        }
         let Some((grant, computer)) = self.0.grant_of_bot(request.bot.id.as_uuid()).await? else {
             return Ok(());
         };
@@ -60,39 +62,24 @@ impl ToolSource for ComputerTools {
         {
             return Ok(());
         }
-        for name in TOOL_NAMES {
-            let Some(definition) = tool_definition(name) else {
+        for slot in slots.iter_mut().filter(|slot| named(slot)) {
+            let Slot::Open(asked) = slot else {
                 continue;
             };
-            let routed = Slot::Routed(SavedTool {
+            let Some(definition) = tool_definition(&asked.name) else {
+                continue;
+            };
+            let ask = grant.ask && !reads_only(&definition.name);
+            *slot = Slot::Routed(SavedTool {
                 definition,
                 route: ToolRoute::Computer(ComputerRoute {
                     computer_id: computer.id,
                     bot_id: grant.bot_id,
-                    ask: grant.ask && !reads_only(name),
+                    ask,
                 }),
             });
-            // The Bot's own slot of that name, if open; a name another source claimed first
-            // stays as it is; a name the Bot does not have is added.
-            match slots.iter().position(|slot| slot_name(slot) == Some(name)) {
-                Some(at) if matches!(slots[at], Slot::Open(_)) => slots[at] = routed,
-                Some(_) => {}
-                None => slots.push(routed),
-            }
         }
         Ok(())
-    }
-
-    fn adds(&self) -> bool {
-        true
-    }
-}
-
-fn slot_name(slot: &Slot) -> Option<&str> {
-    match slot {
-        Slot::Open(definition) => Some(&definition.name),
-        Slot::Routed(tool) => Some(&tool.definition.name),
-        Slot::Left => None,
     }
 }
 

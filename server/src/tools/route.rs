@@ -15,11 +15,7 @@ pub struct HttpTools(pub Arc<dyn ToolStore>);
 
 #[async_trait]
 impl ToolSource for HttpTools {
-    async fn route(
-        &self,
-        request: &RouteRequest<'_>,
-        slots: &mut Vec<Slot>,
-    ) -> Result<(), ChatError> {
+    async fn route(&self, request: &RouteRequest<'_>, slots: &mut [Slot]) -> Result<(), ChatError> {
         let registered = self.0.tools(request.caller.member.organization_id).await?;
         for slot in slots.iter_mut() {
             let Slot::Open(definition) = slot else {
@@ -62,11 +58,7 @@ impl DelegateTools {
 
 #[async_trait]
 impl ToolSource for DelegateTools {
-    async fn route(
-        &self,
-        request: &RouteRequest<'_>,
-        slots: &mut Vec<Slot>,
-    ) -> Result<(), ChatError> {
+    async fn route(&self, request: &RouteRequest<'_>, slots: &mut [Slot]) -> Result<(), ChatError> {
         let caller = request.caller;
         let delegates = self.tools.delegates(caller.member.organization_id).await?;
         for slot in slots.iter_mut() {

@@ -27,6 +27,10 @@ use uuid::Uuid;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// The longest wait before linking again.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often the agent pings its node.
+const PING: Duration = Duration::from_secs(15);
+/// A link that heard nothing from its node for this long is dead.
+const SILENT: Duration = Duration::from_secs(45);
 
 /// How the agent runs.
 pub struct Agent {
@@ -173,23 +177,40 @@ where
     let (mut sink, mut stream) = socket.split();
     let (reply, mut replies) = mpsc::channel::<LinkReply>(64);
     let ended = CancellationToken::new();
+    // A cut network ends no connection: the node pings every 15 s, so a link that heard
+    // nothing for 45 s is dead, and this side pings too, for the NATs on the way.
+    let mut beat = tokio::time::interval(PING);
+    let mut heard = std::time::Instant::now();
     let why = loop {
         tokio::select! {
-            message = stream.next() => match message {
-                Some(Ok(Message::Text(text))) => match serde_json::from_str::<LinkCall>(text.as_str()) {
-                    Ok(call) => {
-                        let (answers, reply, cancel) = (answers.clone(), reply.clone(), ended.child_token());
-                        tokio::spawn(async move {
-                            let answer = answers.answer(call, cancel).await;
-                            let _ = reply.send(answer).await;
-                        });
-                    }
-                    Err(_) => break "the server sent a message that is no call".to_string(),
-                },
-                Some(Ok(Message::Close(_))) | None => break "the server ended the link".to_string(),
-                Some(Ok(_)) => {}
-                Some(Err(err)) => break format!("the link broke ({})", ws_kind(&err)),
-            },
+            _ = beat.tick() => {
+                if heard.elapsed() > SILENT {
+                    break "the server went silent".to_string();
+                }
+                if let Err(err) = sink.send(Message::Ping(Default::default())).await {
+                    break format!("the link broke ({})", ws_kind(&err));
+                }
+            }
+            message = stream.next() => {
+                if matches!(message, Some(Ok(_))) {
+                    heard = std::time::Instant::now();
+                }
+                match message {
+                    Some(Ok(Message::Text(text))) => match serde_json::from_str::<LinkCall>(text.as_str()) {
+                        Ok(call) => {
+                            let (answers, reply, cancel) = (answers.clone(), reply.clone(), ended.child_token());
+                            tokio::spawn(async move {
+                                let answer = answers.answer(call, cancel).await;
+                                let _ = reply.send(answer).await;
+                            });
+                        }
+                        Err(_) => break "the server sent a message that is no call".to_string(),
+                    },
+                    Some(Ok(Message::Close(_))) | None => break "the server ended the link".to_string(),
+                    Some(Ok(_)) => {}
+                    Some(Err(err)) => break format!("the link broke ({})", ws_kind(&err)),
+                }
+            }
             Some(answer) = replies.recv() => {
                 let text = match serde_json::to_string(&answer) {
                     Ok(text) => text,
