@@ -496,6 +496,60 @@ async fn computer_bot(server: &Server, name: &str, script: Value) -> (Value, tem
     (response.json().await.unwrap(), dir)
 }
 
+/// A Chat with a new Bot granted `computer` without asking, whose scripted model writes
+/// `content` to `file` on it, then answers; the folder keeping the script with it.
+async fn writer_chat(
+    server: &Server,
+    computer: &Value,
+    name: &str,
+    file: &str,
+    content: &str,
+) -> (String, tempfile::TempDir) {
+    let (bot, script) = computer_bot(
+        server,
+        name,
+        json!([
+            {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": file, "content": content}}]},
+            {"text": "written"}
+        ]),
+    )
+    .await;
+    let granted = grant(server, &server.owner, computer, &bot, json!({"ask": false})).await;
+    assert_eq!(granted.status(), StatusCode::OK);
+    (server.chat(&server.owner, &bot).await, script)
+}
+
+/// The approval request a Turn's events ask for.
+fn approval_request(events: &[openbot_schema::Event]) -> String {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { request_id, .. } => Some(request_id.to_string()),
+            _ => None,
+        })
+        .expect("an approval_requested event")
+}
+
+/// The execution's state once it is `wanted`, or the last one seen when `within` passed.
+async fn state_within(server: &Server, execution: &str, wanted: &str, within: Duration) -> String {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let view: Value = server
+            .get(&format!("/v1/executions/{execution}"), &server.owner)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let state = view["state"].as_str().unwrap().to_string();
+        if state == wanted || std::time::Instant::now() > deadline {
+            return state;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits up to 20 s for `path` to hold `text`.
 async fn wait_for_file(path: &Path, text: &str) -> bool {
     for _ in 0..200 {
@@ -608,13 +662,7 @@ async fn a_call_that_changes_the_machine_asks_first_by_default(server: Server) {
     let events = server
         .finish(&server.owner, sent["execution_id"].as_str().unwrap())
         .await;
-    let request = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ApprovalRequested { request_id, .. } => Some(request_id.to_string()),
-            _ => None,
-        })
-        .expect("an approval_requested event");
+    let request = approval_request(&events);
     let file = agent.folder.join("asked.txt");
     assert!(
         !file.exists(),
@@ -650,13 +698,7 @@ async fn a_grant_taken_back_stops_a_waiting_call_before_it_is_sent(server: Serve
     let events = server
         .finish(&server.owner, sent["execution_id"].as_str().unwrap())
         .await;
-    let request = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ApprovalRequested { request_id, .. } => Some(request_id.to_string()),
-            _ => None,
-        })
-        .expect("an approval_requested event");
+    let request = approval_request(&events);
     let revoked = server
         .delete(
             &format!(
@@ -919,23 +961,16 @@ async fn a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_neve
     // SIGKILL mid-call: the link breaks with the call sent and no answer.
     signal(pid, "-KILL");
     let _ = agent.child.wait().await;
-    let mut state = String::new();
-    for _ in 0..300 {
-        let view: Value = server
-            .get(&format!("/v1/executions/{execution}"), &server.owner)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        state = view["state"].as_str().unwrap().to_string();
-        if state == "outcome_unknown" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(state, "outcome_unknown");
+    assert_eq!(
+        state_within(
+            &server,
+            &execution,
+            "outcome_unknown",
+            Duration::from_secs(90)
+        )
+        .await,
+        "outcome_unknown"
+    );
     // The machine comes back; the write is not sent again.
     let again = run_agent(kept, &computer).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1098,46 +1133,22 @@ async fn a_cut_network_ends_the_link_on_both_sides_and_the_machine_links_again_o
         _dir: dir,
     };
     agent.wait_for("linked").await;
-    let (bot, _script) = computer_bot(
-            &server,
-            "Cut",
-            json!([
-                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "cut.txt", "content": "during the cut"}}]},
-                {"text": "unreachable"}
-            ]),
-        )
-        .await;
-    grant(
-        &server,
-        &server.owner,
-        &computer,
-        &bot,
-        json!({"ask": false}),
-    )
-    .await;
-    let chat = server.chat(&server.owner, &bot).await;
+    let (chat, _script) = writer_chat(&server, &computer, "Cut", "cut.txt", "during the cut").await;
     netns.cut();
     // A write sent into the cut link gets no answer: outcome unknown once the node gives up
     // on the silent link (45 s without a pong), never sent again.
     let sent = receipt(server.send(&server.owner, &chat, "Write", None).await).await;
     let execution = sent["execution_id"].as_str().unwrap().to_string();
-    let mut state = String::new();
-    for _ in 0..900 {
-        let view: Value = server
-            .get(&format!("/v1/executions/{execution}"), &server.owner)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        state = view["state"].as_str().unwrap().to_string();
-        if state == "outcome_unknown" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(state, "outcome_unknown");
+    assert_eq!(
+        state_within(
+            &server,
+            &execution,
+            "outcome_unknown",
+            Duration::from_secs(90)
+        )
+        .await,
+        "outcome_unknown"
+    );
     // The node saves the silent link's close (it pings every 15 s and gives up after 45 s
     // without an answer); the agent, hearing nothing either, gives up on it too.
     let resources = openbot_server::cluster::directory::store(&server.database.features).unwrap();
@@ -1163,24 +1174,7 @@ async fn a_cut_network_ends_the_link_on_both_sides_and_the_machine_links_again_o
     agent.wait_for("linked").await;
     // The next Turn (of another Chat: this one waits for a decision on the unknown write)
     // reaches the machine again; the lost write never arrived.
-    let (mended, _script) = computer_bot(
-            &server,
-            "Mended",
-            json!([
-                {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": "mended.txt", "content": "after"}}]},
-                {"text": "written"}
-            ]),
-        )
-        .await;
-    grant(
-        &server,
-        &server.owner,
-        &computer,
-        &mended,
-        json!({"ask": false}),
-    )
-    .await;
-    let chat = server.chat(&server.owner, &mended).await;
+    let (chat, _script) = writer_chat(&server, &computer, "Mended", "mended.txt", "after").await;
     let sent = receipt(server.send(&server.owner, &chat, "Again", None).await).await;
     let events = server
         .finish(&server.owner, sent["execution_id"].as_str().unwrap())

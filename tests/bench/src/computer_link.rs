@@ -35,6 +35,10 @@ use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use uuid::Uuid;
 
+#[path = "common/micros.rs"]
+mod micros;
+use micros::summary;
+
 #[derive(Debug, Parser)]
 #[command(name = "computer-link")]
 struct Args {
@@ -47,16 +51,6 @@ struct Args {
     /// Megabytes the throughput program writes.
     #[arg(long, default_value_t = 16)]
     megabytes: usize,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn summary(mut micros: Vec<f64>) -> (f64, f64) {
-    micros.sort_by(f64::total_cmp);
-    (percentile(&micros, 50.0), percentile(&micros, 99.0))
 }
 
 /// A node runtime: membership, directory, the machines' links, the RPC listener.

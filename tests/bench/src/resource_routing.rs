@@ -24,22 +24,16 @@ use openbot_server::cluster::{Membership, NodeStore};
 use openbot_server::sealed::KeyRing;
 use openbot_server::store::SqliteStore;
 
+#[path = "common/micros.rs"]
+mod micros;
+use micros::summary;
+
 #[derive(Debug, Parser)]
 #[command(name = "resource-routing")]
 struct Args {
     /// Measured calls of each kind (after 100 warm-up ones).
     #[arg(long, default_value_t = 2000)]
     calls: usize,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn summary(mut micros: Vec<f64>) -> (f64, f64) {
-    micros.sort_by(f64::total_cmp);
-    (percentile(&micros, 50.0), percentile(&micros, 99.0))
 }
 
 /// A physical thing whose close does nothing: only the directory's own work is measured.

@@ -11,22 +11,16 @@ use openbot_server::cluster::NodeRecord;
 use openbot_server::cluster::rpc::auth::ClusterKey;
 use openbot_server::cluster::rpc::{Listener, NodeClient, Operations, PING};
 
+#[path = "common/micros.rs"]
+mod micros;
+use micros::summary;
+
 #[derive(Debug, Parser)]
 #[command(name = "rpc-roundtrip")]
 struct Args {
     /// Measured calls of each kind (after 200 warm-up ones).
     #[arg(long, default_value_t = 5000)]
     calls: usize,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn summary(mut micros: Vec<f64>) -> (f64, f64) {
-    micros.sort_by(f64::total_cmp);
-    (percentile(&micros, 50.0), percentile(&micros, 99.0))
 }
 
 async fn serve(router: axum::Router) -> anyhow::Result<String> {

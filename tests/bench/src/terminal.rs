@@ -18,6 +18,10 @@ use clap::Parser;
 use openbot_core::computer::{Computer, ComputerOptions, LocalComputer, StartTerminal};
 use tokio_util::sync::CancellationToken;
 
+#[path = "common/micros.rs"]
+mod micros;
+use micros::summary;
+
 #[derive(Debug, Parser)]
 #[command(name = "terminal")]
 struct Args {
@@ -27,16 +31,6 @@ struct Args {
     /// Megabytes the throughput program writes.
     #[arg(long, default_value_t = 64)]
     megabytes: usize,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn summary(mut micros: Vec<f64>) -> (f64, f64) {
-    micros.sort_by(f64::total_cmp);
-    (percentile(&micros, 50.0), percentile(&micros, 99.0))
 }
 
 /// Round trips through a session running `cat` with the terminal's echo off.
