@@ -291,6 +291,8 @@ export type OrganizationPage = Schemas['OrganizationPage'];
 export type OutcomeDecision = Schemas['OutcomeDecision'];
 /** A recorded decision: its audit entry. */
 export type OutcomeDecisionRecord = Schemas['OutcomeDecisionRecord'];
+/** One piece of a terminal session's output, numbered in the order it was read. */
+export type OutputChunk = Schemas['OutputChunk'];
 /**
  * A started pairing, as the machine keeps it: the code a member approves and the secret the machine
  * alone claims its credential with. Neither is shown again.
@@ -378,6 +380,8 @@ export type StartPairing = Schemas['StartPairing'];
 export type StoredFile = Schemas['StoredFile'];
 /** One page of stored files, newest first. */
 export type StoredFilePage = Schemas['StoredFilePage'];
+/** A terminal session's output after a cursor. */
+export type TerminalOutput = Schemas['TerminalOutput'];
 /** Names one API token. */
 export type TokenId = Schemas['TokenId'];
 /** One tool call asked for by the model. */
@@ -534,6 +538,7 @@ export type OperationId =
   | 'remove_computer'
   | 'grant_computer'
   | 'revoke_computer'
+  | 'terminal_output'
   | 'list_delegates'
   | 'put_delegate'
   | 'delete_delegate'
@@ -674,6 +679,7 @@ export const OPERATIONS: { readonly [K in OperationId]: OperationInfo } = {
   remove_computer: { id: 'remove_computer', sdkMethod: 'removeComputer', method: 'DELETE', path: '/v1/computers/{id}', tag: 'computers', pathParams: ['id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
   grant_computer: { id: 'grant_computer', sdkMethod: 'grantComputer', method: 'PUT', path: '/v1/computers/{id}/bots/{bot_id}', tag: 'computers', pathParams: ['id', 'bot_id'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   revoke_computer: { id: 'revoke_computer', sdkMethod: 'revokeComputer', method: 'DELETE', path: '/v1/computers/{id}/bots/{bot_id}', tag: 'computers', pathParams: ['id', 'bot_id'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: false },
+  terminal_output: { id: 'terminal_output', sdkMethod: 'terminalOutput', method: 'GET', path: '/v1/computers/{id}/terminals/{session_id}/output', tag: 'computers', pathParams: ['id', 'session_id'], queryParams: ['after', 'wait_ms'], body: null, answer: 'json', paged: false, public: false, handwritten: false, memory: false },
   list_delegates: { id: 'list_delegates', sdkMethod: 'listDelegates', method: 'GET', path: '/v1/delegates', tag: 'tools', pathParams: [], queryParams: ['limit', 'cursor'], body: null, answer: 'json', paged: true, public: false, handwritten: false, memory: true },
   put_delegate: { id: 'put_delegate', sdkMethod: 'putDelegate', method: 'PUT', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: 'json', answer: 'json', paged: false, public: false, handwritten: false, memory: true },
   delete_delegate: { id: 'delete_delegate', sdkMethod: 'deleteDelegate', method: 'DELETE', path: '/v1/delegates/{name}', tag: 'tools', pathParams: ['name'], queryParams: [], body: null, answer: 'empty', paged: false, public: false, handwritten: false, memory: true },
@@ -814,6 +820,7 @@ export interface OperationTypes {
   remove_computer: { params: { id: string }; body: undefined; answer: undefined };
   grant_computer: { params: { id: string; bot_id: string }; body: GrantComputer; answer: ComputerGrant };
   revoke_computer: { params: { id: string; bot_id: string }; body: undefined; answer: undefined };
+  terminal_output: { params: { id: string; session_id: string; after?: number; wait_ms?: number }; body: undefined; answer: TerminalOutput };
   list_delegates: { params: { limit?: number; cursor?: string }; body: undefined; answer: DelegateToolPage };
   put_delegate: { params: { name: string }; body: PutDelegateTool; answer: DelegateTool };
   delete_delegate: { params: { name: string }; body: undefined; answer: undefined };
@@ -1583,6 +1590,20 @@ export abstract class Operations {
     checkString('revokeComputer', 'id', id);
     checkString('revokeComputer', 'bot_id', bot_id);
     await this.invoke('revoke_computer', { id, bot_id }, undefined);
+  }
+
+  /**
+   * A terminal session's output on a Computer the caller sees, after the cursor `after`, waiting up
+   * to `wait_ms` for some: read on the machine through its link (from any node), so a member
+   * watches what a Bot does there. The session's ID is in the Bot's `computer_terminal_start`
+   * result. 400 for an unknown session, 503 while the machine is not connected. `GET
+   * /v1/computers/{id}/terminals/{session_id}/output` (operation `terminal_output`).
+   */
+  async terminalOutput(id: string, session_id: string, options: { after?: number; wait_ms?: number } = {}): Promise<TerminalOutput> {
+    checkString('terminalOutput', 'id', id);
+    checkString('terminalOutput', 'session_id', session_id);
+    checkFields('terminalOutput', 'options', options, { after: 'integer?', wait_ms: 'integer?' });
+    return (await this.invoke('terminal_output', { id, session_id, ...options }, undefined)) as TerminalOutput;
   }
 
   /**

@@ -1064,6 +1064,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/computers/{id}/terminals/{session_id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A terminal session's output on a Computer the caller sees, after the cursor `after`,
+         *     waiting up to `wait_ms` for some: read on the machine through its link (from any node), so
+         *     a member watches what a Bot does there. The session's ID is in the Bot's
+         *     `computer_terminal_start` result. 400 for an unknown session, 503 while the machine is not
+         *     connected.
+         */
+        get: operations["terminal_output"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/delegates": {
         parameters: {
             query?: never;
@@ -3790,6 +3813,16 @@ export interface components {
             reason?: string | null;
             token_id?: components["schemas"]["TokenId"] | null;
         };
+        /** @description One piece of a terminal session's output, numbered in the order it was read. */
+        OutputChunk: {
+            /**
+             * Format: int64
+             * @description Its sequence in the session, from 1, without gaps.
+             */
+            seq: number;
+            /** @description The text (invalid UTF-8 replaced; a character split between reads is kept whole). */
+            text: string;
+        };
         /**
          * @description A started pairing, as the machine keeps it: the code a member approves and the secret the
          *     machine alone claims its credential with. Neither is shown again.
@@ -4227,6 +4260,31 @@ export interface components {
             items: components["schemas"]["StoredFile"][];
             /** @description The cursor of the next page (pass it as `cursor`); absent on the last page. */
             next_cursor?: string;
+        };
+        /** @description A terminal session's output after a cursor. */
+        TerminalOutput: {
+            /** @description The chunks after the cursor, in order. */
+            chunks: components["schemas"]["OutputChunk"][];
+            /**
+             * Format: int64
+             * @description Chunks after the cursor that are no longer kept (a session keeps its newest output
+             *     only); the first returned chunk follows them.
+             */
+            dropped?: number;
+            /**
+             * Format: int32
+             * @description Its exit code, once it ended with one.
+             */
+            exit_code?: number | null;
+            /** @description Whether the session's program has ended; no chunk follows `next_cursor` then. */
+            exited: boolean;
+            /**
+             * Format: int64
+             * @description The cursor to read on from: the last chunk's `seq`, or the cursor given.
+             */
+            next_cursor: number;
+            /** @description The session. */
+            session_id: string;
         };
         /**
          * Format: uuid
@@ -8947,6 +9005,78 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    terminal_output: {
+        parameters: {
+            query?: {
+                /** @description Read the chunks after this one (a `next_cursor`); 0, the default, reads from the start. */
+                after?: number;
+                /**
+                 * @description How long to wait for output when there is none after the cursor, in milliseconds:
+                 *     0-30000, default 0.
+                 */
+                wait_ms?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The Computer */
+                id: string;
+                /** @description The terminal session */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalOutput"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

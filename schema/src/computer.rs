@@ -198,3 +198,19 @@ pub struct ComputerGrant {
     /// When.
     pub granted_at: DateTime<Utc>,
 }
+
+/// Which part of a terminal session's output to read
+/// (`GET /v1/computers/{id}/terminals/{session_id}/output`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OutputQuery {
+    /// Read the chunks after this one (a `next_cursor`); 0, the default, reads from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 0, nullable = false)]
+    pub after: Option<u64>,
+    /// How long to wait for output when there is none after the cursor, in milliseconds:
+    /// 0-30000, default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 0, maximum = 30000, nullable = false)]
+    pub wait_ms: Option<u64>,
+}

@@ -74,7 +74,7 @@ pub use cluster::{
 pub use code::{CodeConsoleLine, CodeRun, CodeRunError, CodeRunResult};
 pub use computer::{
     ApprovePairing, ClaimPairing, Computer, ComputerFile, ComputerGrant, GrantComputer,
-    OutputChunk, Pairing, PairingClaim, StartPairing, TerminalOutput, TerminalSession,
+    OutputChunk, OutputQuery, Pairing, PairingClaim, StartPairing, TerminalOutput, TerminalSession,
 };
 pub use error::{ErrorBody, ErrorCategory, ErrorCode, ErrorRecord};
 pub use event::{Event, EventKind, EventPage};

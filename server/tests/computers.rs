@@ -44,6 +44,7 @@ http_tests!(
     a_link_needs_the_computers_own_current_credential,
     only_a_member_who_sees_the_computer_and_may_change_the_bot_grants_it,
     a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_never_sent_again,
+    a_member_reads_a_bots_terminal_by_cursor_and_no_other_member_can,
 );
 
 async fn start(server: &Server, name: &str) -> Value {
@@ -1189,4 +1190,93 @@ async fn a_cut_network_ends_the_link_on_both_sides_and_the_machine_links_again_o
         "after"
     );
     assert!(!agent.folder.join("cut.txt").exists());
+}
+
+/// The output of a terminal session on `computer`, read by cursor through the API to its end.
+async fn read_to_exit(server: &Server, token: &str, computer: &Value, session: &str) -> String {
+    let (mut cursor, mut text) = (0, String::new());
+    for _ in 0..100 {
+        let response = server
+            .get(
+                &format!(
+                    "/v1/computers/{}/terminals/{session}/output?after={cursor}&wait_ms=5000",
+                    computer["id"].as_str().unwrap()
+                ),
+                token,
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let out: openbot_schema::TerminalOutput = response.json().await.unwrap();
+        assert_eq!(out.dropped, 0);
+        cursor = out.next_cursor;
+        text.push_str(&out.text());
+        if out.exited {
+            return text;
+        }
+    }
+    panic!("the session never ended: {text}");
+}
+
+async fn a_member_reads_a_bots_terminal_by_cursor_and_no_other_member_can(server: Server) {
+    let (computer, mut agent) = linked(&server, &server.owner).await;
+    let (bot, _script) = computer_bot(
+        &server,
+        "Counter",
+        json!([
+            {"tool_calls": [{"name": "computer_terminal_start", "arguments": {"command": "for i in 1 2 3 4 5; do echo line$i; sleep 0.2; done"}}]},
+            {"text": "started"}
+        ]),
+    )
+    .await;
+    grant(
+        &server,
+        &server.owner,
+        &computer,
+        &bot,
+        json!({"ask": false}),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Count", None).await).await;
+    let events = server
+        .finish(&server.owner, sent["execution_id"].as_str().unwrap())
+        .await;
+    let started: Value = serde_json::from_str(&tool_results(&events)[0].1).unwrap();
+    let session = started["id"].as_str().unwrap();
+    let text = read_to_exit(&server, &server.owner, &computer, session).await;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines, ["line1", "line2", "line3", "line4", "line5"]);
+    // Another member does not see the Computer at all.
+    let other = server.other_member_token().await;
+    let path = format!(
+        "/v1/computers/{}/terminals/{session}/output",
+        computer["id"].as_str().unwrap()
+    );
+    let (status, _) = error_code(server.get(&path, &other).send().await.unwrap()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // An unknown session is the caller's mistake; a machine not connected is unavailable.
+    let unknown = path.replace(session, "no-such-session");
+    let (status, _) = error_code(server.get(&unknown, &server.owner).send().await.unwrap()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    agent.child.kill().await.unwrap();
+    let mut status = StatusCode::OK;
+    for _ in 0..100 {
+        status = server
+            .get(&path, &server.owner)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 }

@@ -563,12 +563,30 @@ async fn bot_writes(
     file: &str,
     content: &str,
 ) -> Vec<serde_json::Value> {
+    bot_calls(
+        member,
+        base,
+        machine,
+        "computer_file_write",
+        serde_json::json!({"path": file, "content": content}),
+    )
+    .await
+}
+
+/// As [`bot_writes`], for a Bot whose model calls the Computer tool `tool` with `arguments`.
+async fn bot_calls(
+    member: &Member,
+    base: &str,
+    machine: &Machine,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Vec<serde_json::Value> {
     let script = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
     std::fs::write(
         script.path(),
         serde_json::json!([
-            {"tool_calls": [{"name": "computer_file_write", "arguments": {"path": file, "content": content}}]},
-            {"text": "written"}
+            {"tool_calls": [{"name": tool, "arguments": arguments}]},
+            {"text": "done"}
         ])
         .to_string(),
     )
@@ -578,7 +596,7 @@ async fn bot_writes(
             reqwest::Method::POST,
             format!("{base}/v1/bots"),
             Some(serde_json::json!({"name": "Operator", "model": format!("scripted:{}", script.path().display()),
-                "tools": [{"name": "computer_file_write", "description": "A Computer tool.", "input_schema": {"type": "object"}}]})),
+                "tools": [{"name": tool, "description": "A Computer tool.", "input_schema": {"type": "object"}}]})),
         )
         .await;
     let bot = bot["id"].as_str().unwrap();
@@ -688,10 +706,65 @@ async fn a_machine_whose_node_is_killed_links_to_another_and_its_calls_follow_it
             .to_string(),
     };
     let mut machine = Machine::pair(&member, &a, &[&a, &b]).await;
+    // A program prints 40 numbered lines over 4 s, started by a Turn on the survivor (its
+    // calls routed to the machine's node); its output is read by cursor through the survivor
+    // while the machine's node dies and the machine moves.
+    let events = bot_calls(
+        &member,
+        &b,
+        &machine,
+        "computer_terminal_start",
+        serde_json::json!({"command": "for i in $(seq 1 40); do echo line$i; sleep 0.1; done"}),
+    )
+    .await;
+    let started = events
+        .iter()
+        .find(|e| e["type"] == "tool_result")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    let session: serde_json::Value =
+        serde_json::from_str(started["result"]["output"][0]["text"].as_str().unwrap()).unwrap();
+    let session = session["id"].as_str().unwrap().to_string();
+    let computer = machine.computer.clone();
+    let output = |after: u64| {
+        member.call(
+            reqwest::Method::GET,
+            format!(
+                "{b}/v1/computers/{computer}/terminals/{session}/output?after={after}&wait_ms=2000"
+            ),
+            None,
+        )
+    };
+    let first_read = output(0).await;
+    let mut cursor = first_read["next_cursor"].as_u64().unwrap();
+    let mut text: String = first_read["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
     first.kill();
     machine.wait_for("unlinked").await;
     let linked = machine.wait_for("linked").await;
     assert!(linked.contains(&b), "{linked}");
+    // The session lives on the machine: its output goes on, ordered and whole, by cursor.
+    loop {
+        let read = output(cursor).await;
+        assert_eq!(read["dropped"], 0);
+        cursor = read["next_cursor"].as_u64().unwrap();
+        for chunk in read["chunks"].as_array().unwrap() {
+            text.push_str(chunk["text"].as_str().unwrap());
+        }
+        if read["exited"] == true {
+            break;
+        }
+    }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let expected: Vec<String> = (1..=40).map(|i| format!("line{i}")).collect();
+    assert_eq!(lines, expected);
     let events = bot_writes(&member, &b, &machine, "moved.txt", "after the move").await;
     assert_eq!(
         std::fs::read_to_string(machine.folder.join("moved.txt"))

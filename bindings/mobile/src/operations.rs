@@ -1041,6 +1041,28 @@ impl Client {
         Ok(())
     }
 
+    /// A terminal session's output on a Computer the caller sees, after the cursor `after`, waiting
+    /// up to `wait_ms` for some: read on the machine through its link (from any node), so a member
+    /// watches what a Bot does there. The session's ID is in the Bot's `computer_terminal_start`
+    /// result. 400 for an unknown session, 503 while the machine is not connected.
+    /// (`GET /v1/computers/{id}/terminals/{session_id}/output`, operation `terminal_output`)
+    #[uniffi::method(default(after = None, wait_ms = None))]
+    pub async fn terminal_output(
+        &self,
+        id: String,
+        session_id: String,
+        after: Option<u64>,
+        wait_ms: Option<u64>,
+    ) -> Result<schema::TerminalOutput, OpenBotError> {
+        let mut request = ApiRequest::default();
+        request.param("id", id);
+        request.param("session_id", session_id);
+        request.param("after", after);
+        request.param("wait_ms", wait_ms);
+        let answer = self.call_operation("terminal_output", request).await?;
+        answer.decode().map_err(from_core)
+    }
+
     /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is
     /// absent.
     /// (`GET /v1/delegates`, operation `list_delegates`)

@@ -24,9 +24,9 @@ use openbot_schema::{
     Organization, OrganizationPage, Pairing, PairingClaim, PhysicalResources, ProviderSettings,
     ProviderSettingsPage, PutBudget, PutDelegateTool, PutFileRetention, PutHttpTool, PutModelPrice,
     PutProvider, PutScopeLimit, PutVaultField, Reminder, ReminderPage, ScopeLimit, ScopeLimitPage,
-    Session, Speaker, StartPairing, StoredFile, StoredFilePage, Trigger, TriggerFiring,
-    TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage, VaultRule,
-    VaultRulePage,
+    Session, Speaker, StartPairing, StoredFile, StoredFilePage, TerminalOutput, Trigger,
+    TriggerFiring, TriggerFiringPage, TriggerPage, UsagePage, UsageRow, VaultItem, VaultItemPage,
+    VaultRule, VaultRulePage,
 };
 
 use super::Client;
@@ -907,6 +907,18 @@ pub const OPERATIONS: &[Operation] = &[
         query_params: &[],
         body: BodyKind::None,
         answer: AnswerKind::Empty,
+        public: false,
+        client_method: None,
+        memory: false,
+    },
+    Operation {
+        id: "terminal_output",
+        method: "GET",
+        path: "/v1/computers/{id}/terminals/{session_id}/output",
+        path_params: &["id", "session_id"],
+        query_params: &["after", "wait_ms"],
+        body: BodyKind::None,
+        answer: AnswerKind::Json,
         public: false,
         client_method: None,
         memory: false,
@@ -2617,6 +2629,26 @@ pub trait Operations: Client {
         request.param("id", id.to_string());
         request.param("bot_id", bot_id.to_string());
         self.call(OP, request).await.map(|_| ())
+    }
+
+    /// A terminal session's output on a Computer the caller sees, after the cursor `after`, waiting
+    /// up to `wait_ms` for some: read on the machine through its link (from any node), so a member
+    /// watches what a Bot does there. The session's ID is in the Bot's `computer_terminal_start`
+    /// result. 400 for an unknown session, 503 while the machine is not connected.
+    async fn terminal_output(
+        &self,
+        id: &(dyn std::fmt::Display + Sync),
+        session_id: &(dyn std::fmt::Display + Sync),
+        after: Option<u64>,
+        wait_ms: Option<u64>,
+    ) -> Result<TerminalOutput, Error> {
+        const OP: &str = "terminal_output";
+        let mut request = ApiRequest::default();
+        request.param("id", id.to_string());
+        request.param("session_id", session_id.to_string());
+        request.param("after", after);
+        request.param("wait_ms", wait_ms);
+        self.call(OP, request).await?.decode()
     }
 
     /// The organization's delegate tools, by name. Paged: ask again with `next_cursor` until it is

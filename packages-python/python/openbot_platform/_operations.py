@@ -101,6 +101,7 @@ from .types import (
     Speaker,
     StoredFile,
     StoredFilePage,
+    TerminalOutput,
     ToolDefinition,
     Trigger,
     TriggerFiring,
@@ -197,6 +198,7 @@ OPERATIONS: dict[str, str] = {
     "remove_computer": "remove_computer",
     "grant_computer": "grant_computer",
     "revoke_computer": "revoke_computer",
+    "terminal_output": "terminal_output",
     "list_delegates": "list_delegates",
     "put_delegate": "put_delegate",
     "delete_delegate": "delete_delegate",
@@ -352,6 +354,7 @@ METHODS: dict[str, str] = {
     "remove_computer": "remove_computer",
     "grant_computer": "grant_computer",
     "revoke_computer": "revoke_computer",
+    "terminal_output": "terminal_output",
     "list_delegates": "list_delegates",
     "list_delegates_page": "list_delegates",
     "put_delegate": "put_delegate",
@@ -1466,6 +1469,25 @@ class AsyncOperations(AsyncCaller):
         /v1/computers/{id}/bots/{bot_id}``.
         """
         await self._call_op("revoke_computer", {"id": _ref(id), "bot_id": _ref(bot_id)})
+
+    async def terminal_output(
+        self,
+        id: Ref,
+        session_id: str,
+        after: int | None = None,
+        wait_ms: int | None = None,
+    ) -> TerminalOutput:
+        """A terminal session's output on a Computer the caller sees, after the cursor `after`,
+        waiting up to `wait_ms` for some: read on the machine through its link (from any
+        node), so a member watches what a Bot does there. The session's ID is in the Bot's
+        `computer_terminal_start` result. 400 for an unknown session, 503 while the machine
+        is not connected. ``GET /v1/computers/{id}/terminals/{session_id}/output``.
+        ``after``: Read the chunks after this one (a `next_cursor`); 0, the default, reads
+        from the start.; ``wait_ms``: How long to wait for output when there is none after
+        the cursor, in milliseconds: 0-30000, default 0.
+        """
+        answer = await self._call_op("terminal_output", {"id": _ref(id), "session_id": session_id, "after": after, "wait_ms": wait_ms})
+        return TerminalOutput.from_dict(answer)
 
     # -- executions
 
@@ -3490,6 +3512,25 @@ class SyncOperations(SyncCaller):
         /v1/computers/{id}/bots/{bot_id}``.
         """
         self._call_op("revoke_computer", {"id": _ref(id), "bot_id": _ref(bot_id)})
+
+    def terminal_output(
+        self,
+        id: Ref,
+        session_id: str,
+        after: int | None = None,
+        wait_ms: int | None = None,
+    ) -> TerminalOutput:
+        """A terminal session's output on a Computer the caller sees, after the cursor `after`,
+        waiting up to `wait_ms` for some: read on the machine through its link (from any
+        node), so a member watches what a Bot does there. The session's ID is in the Bot's
+        `computer_terminal_start` result. 400 for an unknown session, 503 while the machine
+        is not connected. ``GET /v1/computers/{id}/terminals/{session_id}/output``.
+        ``after``: Read the chunks after this one (a `next_cursor`); 0, the default, reads
+        from the start.; ``wait_ms``: How long to wait for output when there is none after
+        the cursor, in milliseconds: 0-30000, default 0.
+        """
+        answer = self._call_op("terminal_output", {"id": _ref(id), "session_id": session_id, "after": after, "wait_ms": wait_ms})
+        return TerminalOutput.from_dict(answer)
 
     # -- executions
 

@@ -168,6 +168,7 @@ __all__ = [
     "OrganizationPage",
     "OutcomeDecision",
     "OutcomeDecisionRecord",
+    "OutputChunk",
     "Pairing",
     "PairingClaim",
     "PhysicalResource",
@@ -203,6 +204,7 @@ __all__ = [
     "StdioAppTransport",
     "StoredFile",
     "StoredFilePage",
+    "TerminalOutput",
     "TextContentPart",
     "TextDeltaEvent",
     "TokenId",
@@ -3380,6 +3382,27 @@ class OutcomeDecisionRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OutputChunk:
+    """One piece of a terminal session's output, numbered in the order it was read."""
+    #: Its sequence in the session, from 1, without gaps.
+    seq: int
+    #: The text (invalid UTF-8 replaced; a character split between reads is kept whole).
+    text: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OutputChunk:
+        """A OutputChunk from its JSON form."""
+        return cls(
+            seq=data["seq"],
+            text=data["text"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Pairing:
     """A started pairing, as the machine keeps it: the code a member approves and the secret the
     machine alone claims its credential with. Neither is shown again.
@@ -4135,6 +4158,40 @@ class StoredFilePage:
         return cls(
             items=[StoredFile.from_dict(x) for x in data["items"]],
             next_cursor=data.get("next_cursor"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form (fields that are None left out)."""
+        return _to_dict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TerminalOutput:
+    """A terminal session's output after a cursor."""
+    #: The chunks after the cursor, in order.
+    chunks: list[OutputChunk]
+    #: Whether the session's program has ended; no chunk follows `next_cursor` then.
+    exited: bool
+    #: The cursor to read on from: the last chunk's `seq`, or the cursor given.
+    next_cursor: int
+    #: The session.
+    session_id: str
+    #: Chunks after the cursor that are no longer kept (a session keeps its newest output only);
+    #: the first returned chunk follows them.
+    dropped: int | None = None
+    #: Its exit code, once it ended with one.
+    exit_code: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TerminalOutput:
+        """A TerminalOutput from its JSON form."""
+        return cls(
+            chunks=[OutputChunk.from_dict(x) for x in data["chunks"]],
+            exited=data["exited"],
+            next_cursor=data["next_cursor"],
+            session_id=data["session_id"],
+            dropped=data.get("dropped"),
+            exit_code=data.get("exit_code"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -38,6 +38,10 @@ const COMMANDS: &[(&str, &str)] = &[
     ("remove_computer", "computers remove {id}"),
     ("grant_computer", "computers grant {id} --bot {id} --no-ask"),
     ("revoke_computer", "computers revoke {id} --bot {id}"),
+    (
+        "terminal_output",
+        "computers output {id} s1 --after 3 --follow",
+    ),
     // App connections' OAuth sign-in.
     ("get_oauth", "oauth status {id}"),
     ("delete_oauth", "oauth remove {id}"),

@@ -367,6 +367,58 @@ impl Computers {
             .ok_or(ServiceError::NotFound("computer"))
     }
 
+    /// A terminal session's output on the Computer `id` (one the caller sees), after chunk
+    /// `after`, waiting up to `wait` for some: read on the machine through its link, from
+    /// any node, so a member watches what a Bot does there. Unavailable while the machine is
+    /// not connected.
+    pub async fn terminal_output(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        session: &str,
+        after: u64,
+        wait: std::time::Duration,
+    ) -> Result<openbot_schema::TerminalOutput, ServiceError> {
+        use openbot_core::computer::link::LinkResult;
+        Self::may(caller, Action::Read)?;
+        let computer = self.visible(caller, id).await?;
+        if wait > openbot_core::computer::MAX_READ_WAIT {
+            return Err(ServiceError::Invalid("wait_ms is at most 30000".into()));
+        }
+        let links = self
+            .links
+            .as_ref()
+            .ok_or_else(|| ServiceError::Unavailable("this node reaches no machine".into()))?;
+        // A member's read is no execution's call: it carries an ID of its own.
+        let request = super::link::Request {
+            tool: "computer_terminal_read".into(),
+            arguments: serde_json::json!({
+                "session_id": session, "after": after, "wait_ms": wait.as_millis() as u64
+            }),
+            execution_id: openbot_schema::ExecutionId::new(),
+            call_id: format!("member-{}", caller.member.member_id),
+        };
+        match links
+            .call(computer.id, request, super::link::CALL_DEADLINE)
+            .await
+        {
+            Ok(LinkResult::Output { content }) => {
+                let text: String = content
+                    .iter()
+                    .filter_map(|part| match part {
+                        openbot_schema::ContentPart::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                serde_json::from_str(&text).map_err(|_| {
+                    ServiceError::Internal("the machine's answer is no terminal output".into())
+                })
+            }
+            Ok(LinkResult::Error { message, .. }) => Err(ServiceError::Invalid(message)),
+            Err(err) => Err(ServiceError::Unavailable(err.to_string())),
+        }
+    }
+
     /// Removes a Computer: its credential stops working at once, the removal is saved, and
     /// its machine's links are closed by the nodes holding them, all before this answers. A
     /// shared Computer is removed by an owner or admin only.

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use openbot_schema::{
     ApprovePairing, BotId, ClaimPairing, Computer, ComputerGrant, ComputerPage, ErrorBody,
-    GrantComputer, PageQuery, Pairing, PairingClaim, StartPairing,
+    GrantComputer, OutputQuery, PageQuery, Pairing, PairingClaim, StartPairing, TerminalOutput,
 };
 use uuid::Uuid;
 
@@ -166,6 +166,30 @@ pub async fn revoke_computer(
     let bot = BotId::from(id(&bot, "bot")?);
     computers(&state)?.revoke(&caller, computer, bot).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A terminal session's output on a Computer the caller sees, after the cursor `after`,
+/// waiting up to `wait_ms` for some: read on the machine through its link (from any node), so
+/// a member watches what a Bot does there. The session's ID is in the Bot's
+/// `computer_terminal_start` result. 400 for an unknown session, 503 while the machine is not
+/// connected.
+#[utoipa::path(get, path = "/v1/computers/{id}/terminals/{session_id}/output", tag = "computers",
+    params(("id" = uuid::Uuid, Path, description = "The Computer"), ("session_id" = String, Path, description = "The terminal session"), OutputQuery),
+    responses((status = 200, body = TerminalOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn terminal_output(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((computer, session)): Path<(String, String)>,
+    ApiQuery(query): ApiQuery<OutputQuery>,
+) -> Result<Json<TerminalOutput>, ApiError> {
+    let computer = id(&computer, "computer")?;
+    let wait = std::time::Duration::from_millis(query.wait_ms.unwrap_or(0));
+    Ok(Json(
+        computers(&state)?
+            .terminal_output(&caller, computer, &session, query.after.unwrap_or(0), wait)
+            .await?,
+    ))
 }
 
 /// The machine's link (`openbot computer run`): a WebSocket authenticated by the Computer's

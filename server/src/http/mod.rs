@@ -327,6 +327,7 @@ pub fn api() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
             computers::grant_computer,
             computers::revoke_computer
         ))
+        .routes(routes!(computers::terminal_output))
         .routes(routes!(budgets::list_budgets))
         .routes(routes!(budgets::put_budget, budgets::delete_budget))
         .routes(routes!(limits::list_limits))

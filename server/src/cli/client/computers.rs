@@ -64,6 +64,20 @@ enum ComputersCommand {
         #[arg(long)]
         no_ask: bool,
     },
+    /// Prints a terminal session's output on a Computer (the session's ID is in the Bot's
+    /// computer_terminal_start result), read on the machine through its link.
+    Output {
+        /// The Computer's ID.
+        id: Uuid,
+        /// The terminal session's ID.
+        session: String,
+        /// Print the chunks after this cursor (a next_cursor); 0 prints from the start.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        /// Keep reading until the session's program ends.
+        #[arg(long)]
+        follow: bool,
+    },
     /// Takes a Computer back from a Bot.
     Revoke {
         /// The Computer's ID.
@@ -133,6 +147,35 @@ pub async fn run(args: ComputersArgs) -> anyhow::Result<ExitCode> {
                     g.computer_id, g.bot_id
                 )
             })?;
+        }
+        ComputersCommand::Output {
+            id,
+            session,
+            after,
+            follow,
+        } => {
+            let mut cursor = after;
+            loop {
+                let wait = if follow { Some(10_000) } else { None };
+                let out = client
+                    .terminal_output(&id, &session, Some(cursor), wait)
+                    .await?;
+                cursor = out.next_cursor;
+                output.print(&out, |o| {
+                    let mut text = o.text();
+                    if o.dropped > 0 {
+                        text = format!("[{} chunks no longer kept]\n{text}", o.dropped);
+                    }
+                    if o.exited {
+                        let code = o.exit_code.map(|c| format!(" ({c})")).unwrap_or_default();
+                        text.push_str(&format!("\n[exited{code}]"));
+                    }
+                    text
+                })?;
+                if !follow || out.exited {
+                    break;
+                }
+            }
         }
         ComputersCommand::Revoke { id, bot } => {
             client.revoke_computer(&id, &BotId::from(bot)).await?;

@@ -80,6 +80,7 @@ val OPERATION_METHODS: Map<String, String> = linkedMapOf(
     "remove_computer" to "removeComputer",
     "grant_computer" to "grantComputer",
     "revoke_computer" to "revokeComputer",
+    "terminal_output" to "terminalOutput",
     "list_delegates" to "listDelegates",
     "put_delegate" to "putDelegate",
     "delete_delegate" to "deleteDelegate",
