@@ -5,7 +5,10 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
-import { collect, scriptedModel, sdk, tempDir, textOf } from './helpers.mjs';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+import { collect, scriptedModel, sdk, serverBinary, startServer, tempDir, textOf } from './helpers.mjs';
 
 test('a Bot in memory writes a file and reads it back through a terminal', async () => {
   const folder = tempDir('openbot-node-computer-');
@@ -71,4 +74,56 @@ test('a Computer with a server is an InvalidInputError: a server pairs its Compu
     sdk.connect('http://127.0.0.1:9', { computer: { folders: [tempDir()] } }),
     sdk.InvalidInputError,
   );
+});
+
+test('a paired machine granted to a Bot runs its command, and a member reads the output by cursor', async () => {
+  const server = await startServer();
+  const client = await sdk.connect(server.url, { token: server.token });
+  const folder = tempDir('openbot-node-machine-');
+  let agent;
+  try {
+    const pairing = await client.startPairing({ name: 'node-box' });
+    const computer = await client.approvePairing({ code: pairing.code });
+    const claim = await client.claimPairing(pairing.id, { secret: pairing.secret });
+    const saved = join(folder, 'computer.json');
+    writeFileSync(saved, JSON.stringify({ server: server.url, computer_id: computer.id, credential: claim.credential }));
+    agent = spawn(serverBinary(), ['computer', 'run', '--json', '--credential-file', saved, '--folder', folder], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise((resolve) => {
+      createInterface({ input: agent.stdout }).on('line', (line) => {
+        if (JSON.parse(line).event === 'linked') resolve();
+      });
+    });
+    const model = scriptedModel({
+      steps: [
+        { tool_calls: [{ id: 's', name: 'computer_terminal_start', arguments: { command: 'echo from-the-machine' } }] },
+        { text: 'started' },
+      ],
+    });
+    // On a server the Bot names the Computer tools; the grant routes them to the machine.
+    const tools = sdk.COMPUTER_TOOLS.map((name) => ({ name, description: 'A Computer tool.', input_schema: { type: 'object' } }));
+    const bot = await client.createBot({ name: 'Operator', model, tools });
+    const grant = await client.grantComputer(computer.id, bot.id, { ask: false });
+    assert.equal(grant.ask, false);
+    const events = await collect((await (await bot.createChat()).send('go')).events());
+    const result = events.find((e) => e.type === 'tool_result').result;
+    assert.equal(result.is_error, false, JSON.stringify(result));
+    const session = JSON.parse(textOf(result.output)).id;
+    let cursor = 0;
+    let text = '';
+    for (let i = 0; i < 20; i++) {
+      const out = await client.terminalOutput(computer.id, session, { after: cursor, wait_ms: 2000 });
+      cursor = out.next_cursor;
+      text += out.chunks.map((c) => c.text).join('');
+      if (out.exited) break;
+    }
+    assert.match(text, /from-the-machine/);
+    await client.revokeComputer(computer.id, bot.id);
+    await assert.rejects(client.revokeComputer(computer.id, bot.id), sdk.NotFoundError);
+  } finally {
+    agent?.kill('SIGKILL');
+    await client.close();
+    await server.stop();
+  }
 });

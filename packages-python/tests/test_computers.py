@@ -3,6 +3,7 @@ inside the allowed folders (docs/computers.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 import openbot_platform as openbot
-from conftest import run
+from conftest import run, server_binary
 
 
 def tool_results(events: list[openbot.Event]) -> list[openbot.ToolResult]:
@@ -99,3 +100,62 @@ def test_a_missing_folder_is_invalid_input_and_a_server_refuses_a_computer(
         openbot.connect_sync("http://127.0.0.1:9", computer={"folders": [tmp_path]})
     with pytest.raises(TypeError):
         openbot.connect_sync("memory://", computer={"folders": str(tmp_path)})
+
+
+def test_a_paired_machine_granted_to_a_bot_runs_its_command_and_a_member_reads_it(
+    tmp_path: Path, script: Any, server: Any
+) -> None:
+    folder = tmp_path / "machine"
+    folder.mkdir()
+
+    async def body() -> None:
+        client = await openbot.connect(server.url, token=server.token)
+        pairing = await client.start_pairing(name="python-box")
+        computer = await client.approve_pairing(code=pairing.code)
+        claim = await client.claim_pairing(pairing.id, secret=pairing.secret)
+        saved = folder / "computer.json"
+        saved.write_text(json.dumps(
+            {"server": server.url, "computer_id": str(computer.id), "credential": claim.credential}
+        ))
+        agent = await asyncio.create_subprocess_exec(
+            str(server_binary()), "computer", "run", "--json", "--credential-file", str(saved),
+            "--folder", str(folder), stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert agent.stdout is not None
+            while json.loads(await agent.stdout.readline())["event"] != "linked":
+                pass
+            steps = [
+                {"tool_calls": [{"id": "s", "name": "computer_terminal_start",
+                                 "arguments": {"command": "echo from-the-machine"}}]},
+                {"text": "started"},
+            ]
+            # On a server the Bot names the Computer tools; the grant routes them to the machine.
+            tools = [openbot.ToolDefinition(name=name, description="A Computer tool.",
+                                            input_schema={"type": "object"})
+                     for name in openbot.COMPUTER_TOOLS]
+            bot = await client.create_bot(name="Operator", model=script(steps), tools=tools)
+            grant = await client.grant_computer(computer.id, bot.id, ask=False)
+            assert grant.ask is False
+            chat = await client.create_chat(bot)
+            events = [e async for e in await client.observe(await client.send(chat, "go"))]
+            result = tool_results(events)[0]
+            assert result.is_error is False, result
+            session = json.loads(result.text)["id"]
+            cursor, text = 0, ""
+            for _ in range(20):
+                out = await client.terminal_output(computer.id, session, after=cursor, wait_ms=2000)
+                cursor = out.next_cursor
+                text += "".join(c.text for c in out.chunks)
+                if out.exited:
+                    break
+            assert "from-the-machine" in text
+            await client.revoke_computer(computer.id, bot.id)
+            with pytest.raises(openbot.NotFoundError):
+                await client.revoke_computer(computer.id, bot.id)
+        finally:
+            agent.kill()
+            await agent.wait()
+            await client.close()
+
+    run(body())
