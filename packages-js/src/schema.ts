@@ -1075,7 +1075,7 @@ export interface paths {
          * A terminal session's output on a Computer the caller sees, after the cursor `after`,
          *     waiting up to `wait_ms` for some: read on the machine through its link (from any node), so
          *     a member watches what a Bot does there. The session's ID is in the Bot's
-         *     `computer_terminal_start` result. 400 for an unknown session, 503 while the machine is not
+         *     `computer_terminal_start` result. 400 for an unknown session, 409 while the machine is not
          *     connected.
          */
         get: operations["terminal_output"];
@@ -9076,7 +9076,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            503: {
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

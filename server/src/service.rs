@@ -24,10 +24,6 @@ pub enum ServiceError {
     /// Too many requests of this kind are open; try again later.
     #[error("{0}")]
     RateLimited(String),
-    /// What was asked for cannot be reached now (a machine that is not connected); nothing
-    /// was done, and asking again later may work.
-    #[error("{0}")]
-    Unavailable(String),
     /// The credential is not (or no longer) valid.
     #[error("{0}")]
     Unauthorized(&'static str),

@@ -1260,7 +1260,7 @@ async fn a_member_reads_a_bots_terminal_by_cursor_and_no_other_member_can(server
     );
     let (status, _) = error_code(server.get(&path, &other).send().await.unwrap()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    // An unknown session is the caller's mistake; a machine not connected is unavailable.
+    // An unknown session is the caller's mistake; a machine not connected is a conflict.
     let unknown = path.replace(session, "no-such-session");
     let (status, _) = error_code(server.get(&unknown, &server.owner).send().await.unwrap()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -1273,10 +1273,10 @@ async fn a_member_reads_a_bots_terminal_by_cursor_and_no_other_member_can(server
             .await
             .unwrap()
             .status();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::CONFLICT {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(status, StatusCode::CONFLICT);
 }

@@ -2634,7 +2634,7 @@ pub trait Operations: Client {
     /// A terminal session's output on a Computer the caller sees, after the cursor `after`, waiting
     /// up to `wait_ms` for some: read on the machine through its link (from any node), so a member
     /// watches what a Bot does there. The session's ID is in the Bot's `computer_terminal_start`
-    /// result. 400 for an unknown session, 503 while the machine is not connected.
+    /// result. 400 for an unknown session, 409 while the machine is not connected.
     async fn terminal_output(
         &self,
         id: &(dyn std::fmt::Display + Sync),

@@ -1480,7 +1480,7 @@ class AsyncOperations(AsyncCaller):
         """A terminal session's output on a Computer the caller sees, after the cursor `after`,
         waiting up to `wait_ms` for some: read on the machine through its link (from any
         node), so a member watches what a Bot does there. The session's ID is in the Bot's
-        `computer_terminal_start` result. 400 for an unknown session, 503 while the machine
+        `computer_terminal_start` result. 400 for an unknown session, 409 while the machine
         is not connected. ``GET /v1/computers/{id}/terminals/{session_id}/output``.
         ``after``: Read the chunks after this one (a `next_cursor`); 0, the default, reads
         from the start.; ``wait_ms``: How long to wait for output when there is none after
@@ -3523,7 +3523,7 @@ class SyncOperations(SyncCaller):
         """A terminal session's output on a Computer the caller sees, after the cursor `after`,
         waiting up to `wait_ms` for some: read on the machine through its link (from any
         node), so a member watches what a Bot does there. The session's ID is in the Bot's
-        `computer_terminal_start` result. 400 for an unknown session, 503 while the machine
+        `computer_terminal_start` result. 400 for an unknown session, 409 while the machine
         is not connected. ``GET /v1/computers/{id}/terminals/{session_id}/output``.
         ``after``: Read the chunks after this one (a `next_cursor`); 0, the default, reads
         from the start.; ``wait_ms``: How long to wait for output when there is none after

@@ -369,8 +369,8 @@ impl Computers {
 
     /// A terminal session's output on the Computer `id` (one the caller sees), after chunk
     /// `after`, waiting up to `wait` for some: read on the machine through its link, from
-    /// any node, so a member watches what a Bot does there. Unavailable while the machine is
-    /// not connected.
+    /// any node, so a member watches what a Bot does there. A conflict while the machine is not
+    /// connected.
     pub async fn terminal_output(
         &self,
         caller: &Caller,
@@ -388,7 +388,7 @@ impl Computers {
         let links = self
             .links
             .as_ref()
-            .ok_or_else(|| ServiceError::Unavailable("this node reaches no machine".into()))?;
+            .ok_or_else(|| ServiceError::Internal("this node reaches no machine".into()))?;
         // A member's read is no execution's call: it carries an ID of its own.
         let request = super::link::Request {
             tool: "computer_terminal_read".into(),
@@ -415,7 +415,8 @@ impl Computers {
                 })
             }
             Ok(LinkResult::Error { message, .. }) => Err(ServiceError::Invalid(message)),
-            Err(err) => Err(ServiceError::Unavailable(err.to_string())),
+            // The machine's state, not the server's: a conflict the caller may retry later.
+            Err(err) => Err(ServiceError::Conflict(err.to_string())),
         }
     }
 

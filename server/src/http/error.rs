@@ -216,11 +216,6 @@ impl From<crate::service::ServiceError> for ApiError {
                 ErrorCode::RateLimited,
                 message,
             ),
-            ServiceError::Unavailable(message) => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::Unavailable,
-                message,
-            ),
             ServiceError::Internal(cause) => Self::failed(ErrorCategory::Internal, cause),
             ServiceError::Store(err) => Self::store(err, "record"),
         }

@@ -7,7 +7,11 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import uniffi.openbot.*
+import uniffi.openbot.schema.ApprovePairing
 import uniffi.openbot.schema.BotSpec
+import uniffi.openbot.schema.ClaimPairing
+import uniffi.openbot.schema.GrantComputer
+import uniffi.openbot.schema.StartPairing
 import uniffi.openbot.schema.ContentPart
 import uniffi.openbot.schema.EventKind
 import uniffi.openbot.schema.OpenBotException
@@ -46,5 +50,58 @@ class ComputerTest {
         assertTrue(missing is OpenBotException.InvalidInput, missing.toString())
         val remote = expectError { connect("http://127.0.0.1:9", computerFolders = listOf("/tmp")) }
         assertTrue(remote is OpenBotException.InvalidInput, remote.toString())
+    }
+
+    @Test
+    fun `a paired machine granted to a Bot runs its command and a member reads it`() = runBlocking<Unit> {
+        Server.start()
+        val client = connect(Server.url, Server.token, emptyList())
+        val folder = Files.createTempDirectory("openbot-kotlin-machine-").toFile()
+        val pairing = client.startPairing(StartPairing(name = "kotlin-box"))
+        val computer = client.approvePairing(ApprovePairing(code = pairing.code, shared = false))
+        val claim = client.claimPairing(pairing.id, ClaimPairing(secret = pairing.secret))
+        val saved = folder.resolve("computer.json")
+        saved.writeText("""{"server":"${Server.url}","computer_id":"${computer.id}","credential":"${claim.credential}"}""")
+        val agent = ProcessBuilder(
+            System.getProperty("openbot.server"), "computer", "run", "--json",
+            "--credential-file", saved.path, "--folder", folder.path,
+        ).redirectErrorStream(false).start()
+        try {
+            val lines = agent.inputStream.bufferedReader()
+            while (true) {
+                val line = lines.readLine() ?: error("the agent ended before it linked")
+                if (line.contains("\"linked\"")) break
+            }
+            val script = """{"steps":[
+                {"tool_calls":[{"id":"s","name":"computer_terminal_start","arguments":{"command":"echo from-the-machine"}}]},
+                {"text":"started"}]}"""
+            // On a server the Bot names the Computer tools; the grant routes them to the machine.
+            val tools = computerTools().map { ToolDefinition(it, "A Computer tool.", OBJECT_SCHEMA) }
+            val bot = client.createBot(BotSpec(name = "Operator", model = scriptedModel(script), tools = tools))
+            val grant = client.grantComputer(computer.id, bot.id, GrantComputer(ask = false))
+            assertEquals(false, grant.ask)
+            val chat = client.createChat(bot.id)
+            val receipt = client.send(chat.id, textInput("go", null))
+            val result = client.allEvents(receipt.executionId).firstNotNullOf { (it.kind as? EventKind.ToolResultSaved)?.result }
+            assertEquals(false, result.isError, result.toString())
+            val started = JsonParser.parseString((result.output.single() as ContentPart.Text).text).asJsonObject
+            val session = started.get("id").asString
+            var cursor = 0uL
+            var text = ""
+            for (i in 0 until 20) {
+                val out = client.terminalOutput(computer.id, session, cursor, 2000uL)
+                cursor = out.nextCursor
+                text += out.chunks.joinToString("") { it.text }
+                if (out.exited) break
+            }
+            assertTrue(text.contains("from-the-machine"), text)
+            client.revokeComputer(computer.id, bot.id)
+            val again = expectError { client.revokeComputer(computer.id, bot.id) }
+            assertTrue(again is OpenBotException.NotFound, again.toString())
+        } finally {
+            agent.destroyForcibly()
+            client.close()
+            folder.deleteRecursively()
+        }
     }
 }
