@@ -551,6 +551,22 @@ async fn state_within(server: &Server, execution: &str, wanted: &str, within: Du
     }
 }
 
+/// The owner takes `computer` back from `bot`.
+async fn revoke(server: &Server, computer: &Value, bot: &Value) -> reqwest::Response {
+    server
+        .delete(
+            &format!(
+                "/v1/computers/{}/bots/{}",
+                computer["id"].as_str().unwrap(),
+                bot["id"].as_str().unwrap()
+            ),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Waits up to 20 s for `path` to hold `text`.
 async fn wait_for_file(path: &Path, text: &str) -> bool {
     for _ in 0..200 {
@@ -700,18 +716,7 @@ async fn a_grant_taken_back_stops_a_waiting_call_before_it_is_sent(server: Serve
         .finish(&server.owner, sent["execution_id"].as_str().unwrap())
         .await;
     let request = approval_request(&events);
-    let revoked = server
-        .delete(
-            &format!(
-                "/v1/computers/{}/bots/{}",
-                computer["id"].as_str().unwrap(),
-                bot["id"].as_str().unwrap()
-            ),
-            &server.owner,
-        )
-        .send()
-        .await
-        .unwrap();
+    let revoked = revoke(&server, &computer, &bot).await;
     assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
     let approved = server
         .post(&format!("/v1/approvals/{request}/decision"), &server.owner)
@@ -738,18 +743,7 @@ async fn a_grant_taken_back_stops_a_waiting_call_before_it_is_sent(server: Serve
     );
     assert!(!agent.folder.join("never.txt").exists());
     // A second revoke finds no grant.
-    let again = server
-        .delete(
-            &format!(
-                "/v1/computers/{}/bots/{}",
-                computer["id"].as_str().unwrap(),
-                bot["id"].as_str().unwrap()
-            ),
-            &server.owner,
-        )
-        .send()
-        .await
-        .unwrap();
+    let again = revoke(&server, &computer, &bot).await;
     assert_eq!(again.status(), StatusCode::NOT_FOUND);
 }
 

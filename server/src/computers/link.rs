@@ -202,6 +202,10 @@ impl Links {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, crate::cluster::NodeRecord>> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn local(&self, computer: Uuid) -> Option<Arc<Link>> {
         self.held()
             .get(&computer)
@@ -330,20 +334,12 @@ impl Links {
         };
         let body = serde_json::to_vec(&routed).map_err(|_| LinkError::NotConnected)?;
         let peers = self.directory.peers();
-        let cached = self
-            .routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&computer)
-            .cloned();
+        let cached = self.routes().get(&computer).cloned();
         if let (Some(peers), Some(node)) = (peers, cached) {
             match self.route(peers, &node, &body, within, &request_id).await {
                 Routed::Answered(answer) => return answer,
                 Routed::NotThere => {
-                    self.routes
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&computer);
+                    self.routes().remove(&computer);
                 }
             }
         }
@@ -372,10 +368,7 @@ impl Links {
             if let Routed::Answered(answer) =
                 self.route(peers, &node, &body, within, &request_id).await
             {
-                self.routes
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(computer, node);
+                self.routes().insert(computer, node);
                 return answer;
             }
         }
