@@ -2198,6 +2198,16 @@ export interface components {
             command: string;
             /** @enum {string} */
             type: "stdio";
+        } | {
+            /**
+             * Format: uuid
+             * @description The Computer.
+             */
+            computer_id: string;
+            /** @description The Connector's name on it. */
+            connector: string;
+            /** @enum {string} */
+            type: "connector";
         };
         /** @description A tool call that waits for (or got) a person's decision. */
         ApprovalRequest: {

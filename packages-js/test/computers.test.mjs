@@ -127,3 +127,54 @@ test('a paired machine granted to a Bot runs its command, and a member reads the
     await server.stop();
   }
 });
+
+test('a Connector a paired machine publishes is an App whose tool a Bot calls over the link', async () => {
+  const mcp = process.env.OPENBOT_MCP_DIR ?? join(process.env.HOME, '.cache/openbot/mcp');
+  const python = join(mcp, 'venv/bin/python');
+  assert.ok(existsSync(python), `the MCP test servers are not installed in ${mcp}: run scripts/mcp-install`);
+  const fixture = new URL('../../server/tests/support/mcp_fixture.py', import.meta.url).pathname;
+  const server = await startServer();
+  const client = await sdk.connect(server.url, { token: server.token });
+  const folder = tempDir('openbot-node-connector-');
+  const log = join(folder, 'fixture.log');
+  let agent;
+  try {
+    const pairing = await client.startPairing({ name: 'node-connector' });
+    const computer = await client.approvePairing({ code: pairing.code, shared: true });
+    const claim = await client.claimPairing(pairing.id, { secret: pairing.secret });
+    const saved = join(folder, 'computer.json');
+    writeFileSync(saved, JSON.stringify({ server: server.url, computer_id: computer.id, credential: claim.credential }));
+    const connector = `notes=${python} ${fixture} --log ${log} --delay 0`;
+    agent = spawn(serverBinary(), ['computer', 'run', '--json', '--credential-file', saved, '--folder', folder, '--connector', connector], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise((resolve) => {
+      createInterface({ input: agent.stdout }).on('line', (line) => {
+        if (JSON.parse(line).event === 'linked') resolve();
+      });
+    });
+    const app = await client.registerApp({ name: 'notes', transport: { type: 'connector', computer_id: computer.id, connector: 'notes' } });
+    assert.equal(app.transport.type, 'connector');
+    const connection = await client.openAppConnection(app.id, { auth: 'none' });
+    const found = await client.discoverAppTools(app.id, connection.id);
+    const read = found.tools.find((t) => t.name === 'read_note');
+    assert.equal(read.annotations.readOnlyHint, true);
+    const model = scriptedModel({
+      steps: [
+        { tool_calls: [{ id: 'n', name: 'notes__write_note', arguments: { text: 'milk' } }] },
+        { text: 'noted' },
+      ],
+    });
+    const bot = await client.createBot({ name: 'Noter', model, tools: [{ name: 'notes__write_note', description: '-', input_schema: { type: 'object' } }] });
+    const events = await collect((await (await bot.createChat()).send('go')).events());
+    const result = events.find((e) => e.type === 'tool_result').result;
+    assert.equal(result.is_error, false, JSON.stringify(result));
+    assert.equal(textOf(result.output), 'write_note: milk');
+    const calls = readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('call write_note'));
+    assert.equal(calls.length, 1, calls.join('\n'));
+  } finally {
+    agent?.kill('SIGKILL');
+    await client.close();
+    await server.stop();
+  }
+});

@@ -159,3 +159,71 @@ def test_a_paired_machine_granted_to_a_bot_runs_its_command_and_a_member_reads_i
             await client.close()
 
     run(body())
+
+
+def _mcp_fixture(log: Path) -> str:
+    """The agent's `--connector` value for the repository's fixture MCP server on stdio, on the
+    venv `scripts/mcp-install` made."""
+    import os
+
+    mcp = Path(os.environ.get("OPENBOT_MCP_DIR", Path.home() / ".cache/openbot/mcp"))
+    python = mcp / "venv/bin/python"
+    if not python.exists():
+        pytest.fail(f"the MCP test servers are not installed in {mcp}: run scripts/mcp-install")
+    fixture = Path(__file__).resolve().parents[2] / "server/tests/support/mcp_fixture.py"
+    return f"notes={python} {fixture} --log {log} --delay 0"
+
+
+def test_a_connector_a_paired_machine_publishes_is_an_app_a_bot_calls(
+    tmp_path: Path, script: Any, server: Any
+) -> None:
+    folder = tmp_path / "machine"
+    folder.mkdir()
+    log = tmp_path / "fixture.log"
+
+    async def body() -> None:
+        client = await openbot.connect(server.url, token=server.token)
+        pairing = await client.start_pairing(name="python-connector")
+        computer = await client.approve_pairing(code=pairing.code, shared=True)
+        claim = await client.claim_pairing(pairing.id, secret=pairing.secret)
+        saved = folder / "computer.json"
+        saved.write_text(json.dumps(
+            {"server": server.url, "computer_id": str(computer.id), "credential": claim.credential}
+        ))
+        agent = await asyncio.create_subprocess_exec(
+            str(server_binary()), "computer", "run", "--json", "--credential-file", str(saved),
+            "--folder", str(folder), "--connector", _mcp_fixture(log),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert agent.stdout is not None
+            while json.loads(await agent.stdout.readline())["event"] != "linked":
+                pass
+            app = await client.register_app(name="notes", transport={
+                "type": "connector", "computer_id": str(computer.id), "connector": "notes"})
+            connection = await client.open_app_connection(app.id, auth="none")
+            found = await client.discover_app_tools(app.id, connection.id)
+            assert {t.name for t in found.tools} >= {"write_note", "read_note"}
+            steps = [
+                {"tool_calls": [{"id": "n", "name": "notes__write_note",
+                                 "arguments": {"text": "milk"}}]},
+                {"text": "noted"},
+            ]
+            tools = [openbot.ToolDefinition(name="notes__write_note", description="-",
+                                            input_schema={"type": "object"})]
+            bot = await client.create_bot(name="Noter", model=script(steps), tools=tools)
+            chat = await client.create_chat(bot)
+            events = [e async for e in await client.observe(await client.send(chat, "go"))]
+            result = tool_results(events)[0]
+            assert result.is_error is False, result
+            assert result.text == "write_note: milk"
+            # The local server ran the call once.
+            calls = [line for line in log.read_text().splitlines()
+                     if line.startswith("call write_note")]
+            assert len(calls) == 1, calls
+        finally:
+            agent.kill()
+            await agent.wait()
+            await client.close()
+
+    run(body())

@@ -30,6 +30,15 @@ pub enum AppTransport {
         #[cfg_attr(feature = "uniffi", uniffi(default))]
         args: Vec<String>,
     },
+    /// A Connector: a local MCP server a paired Computer publishes (its agent started with
+    /// `--connector NAME=...`), reached over the Computer's link. Registered by an admin
+    /// who may use the Computer (a shared Computer, or the admin's own).
+    Connector {
+        /// The Computer.
+        computer_id: Uuid,
+        /// The Connector's name on it.
+        connector: String,
+    },
 }
 
 /// An App to register.

@@ -14,6 +14,8 @@ mod pg;
 #[macro_use]
 #[path = "support/api.rs"]
 mod api;
+#[path = "../../core/tests/support/mcp_servers.rs"]
+mod mcp_servers;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -45,6 +47,9 @@ http_tests!(
     only_a_member_who_sees_the_computer_and_may_change_the_bot_grants_it,
     a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_never_sent_again,
     a_member_reads_a_bots_terminal_by_cursor_and_no_other_member_can,
+    a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_over_the_link,
+    only_an_admin_who_may_use_the_computer_publishes_its_connector,
+    a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent_again,
 );
 
 async fn start(server: &Server, name: &str) -> Value {
@@ -417,12 +422,18 @@ async fn paired_machine(server: &Server, token: &str) -> (Value, tempfile::TempD
 
 /// `openbot computer run` for the machine saved in `dir`, once it says it linked.
 async fn run_agent(dir: tempfile::TempDir, computer: &Value) -> Agent {
+    run_agent_with(dir, computer, &[]).await
+}
+
+/// [`run_agent`] with more arguments (Connectors, say).
+async fn run_agent_with(dir: tempfile::TempDir, computer: &Value, more: &[String]) -> Agent {
     let folder = dir.path().join("work");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openbot"))
         .args(["computer", "run", "--json", "--credential-file"])
         .arg(dir.path().join("computer.json"))
         .arg("--folder")
         .arg(&folder)
+        .args(more)
         .env("OPENBOT_CONFIG_DIR", dir.path())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -1273,4 +1284,246 @@ async fn a_member_reads_a_bots_terminal_by_cursor_and_no_other_member_can(server
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(status, StatusCode::CONFLICT);
+}
+
+/// The agent's `--connector` for the fixture MCP server on stdio, logging to `log`, each call
+/// taking `delay` seconds.
+fn fixture_connector(name: &str, log: &Path, delay: f64) -> Vec<String> {
+    let openbot_schema::AppTransport::Stdio { command, args } =
+        mcp_servers::fixture_stdio(log, delay, None)
+    else {
+        unreachable!("the fixture runs over stdio")
+    };
+    vec![
+        "--connector".into(),
+        format!("{name}={command} {}", args.join(" ")),
+    ]
+}
+
+/// Registers the Connector `connector` of `computer` as the App `name` for `token`.
+async fn publish(
+    server: &Server,
+    token: &str,
+    name: &str,
+    computer: &Value,
+    connector: &str,
+) -> reqwest::Response {
+    server
+        .post("/v1/apps", token)
+        .json(&json!({"name": name, "transport": {"type": "connector", "computer_id": computer["id"], "connector": connector}}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Publishes, connects (no credentials) and discovers a Connector App: its discovery.
+async fn connector_ready(server: &Server, computer: &Value, name: &str) -> Value {
+    let app = publish(server, &server.owner, name, computer, name).await;
+    assert_eq!(app.status(), StatusCode::CREATED);
+    let app: Value = app.json().await.unwrap();
+    let app = app["id"].as_str().unwrap();
+    let connection: Value = server
+        .post(&format!("/v1/apps/{app}/connections"), &server.owner)
+        .json(&json!({"auth": "none"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let connection = connection["id"].as_str().unwrap();
+    let found = server
+        .post(
+            &format!("/v1/apps/{app}/connections/{connection}/discover"),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(found.status(), StatusCode::OK);
+    found.json().await.unwrap()
+}
+
+/// A Bot on a scripted model naming `tools`; the folder keeping the script with it.
+async fn scripted_bot(
+    server: &Server,
+    tools: &[&str],
+    script: Value,
+) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|name| json!({"name": name, "description": "-", "input_schema": {"type": "object"}}))
+        .collect();
+    let spec = json!({"name": "Connected", "model": format!("scripted:{}", file.display()), "tools": tools});
+    let response = server
+        .post("/v1/bots", &server.owner)
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    (response.json().await.unwrap(), dir)
+}
+
+async fn a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_over_the_link(
+    server: Server,
+) {
+    let (computer, dir) = paired_machine(&server, &server.owner).await;
+    let log = dir.path().join("fixture.log");
+    let _agent = run_agent_with(dir, &computer, &fixture_connector("notes", &log, 0.0)).await;
+    // Discovery reads the local server's tools, schemas and annotations over the link.
+    let found = connector_ready(&server, &computer, "notes").await;
+    let tools = found["tools"].as_array().unwrap();
+    let read = tools.iter().find(|t| t["name"] == "read_note").unwrap();
+    assert_eq!(read["annotations"]["readOnlyHint"], true);
+    assert!(tools.iter().any(|t| t["name"] == "write_note"), "{found}");
+    let (bot, _script) = scripted_bot(
+        &server,
+        &["notes__write_note"],
+        json!([
+            {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": "milk"}}]},
+            {"text": "noted"}
+        ]),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Note milk", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap();
+    let events = server.finish(&server.owner, execution).await;
+    assert_eq!(
+        outcome_of(&events),
+        Some(TurnOutcome::Completed),
+        "{events:?}"
+    );
+    let results = tool_results(&events);
+    assert_eq!(
+        results,
+        [(
+            "notes__write_note".to_string(),
+            "write_note: milk".to_string()
+        )]
+    );
+    // The server on the machine got the call once, with the call's request ID.
+    let calls: Vec<String> = mcp_servers::fixture_log(&log)
+        .into_iter()
+        .filter(|line| line.starts_with("call write_note"))
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].contains(&format!("{execution}:")), "{calls:?}");
+    // The session on the machine was registered in the directory, and its close saved.
+    let sessions = openbot_server::cluster::directory::store(&server.database.features)
+        .unwrap()
+        .resources_of_execution(execution.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0].kind, "mcp.connector");
+    assert!(
+        sessions[0].scope.starts_with("app_connection:"),
+        "{sessions:?}"
+    );
+    assert!(
+        matches!(
+            sessions[0].closed,
+            Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
+        ),
+        "{sessions:?}"
+    );
+}
+
+async fn only_an_admin_who_may_use_the_computer_publishes_its_connector(server: Server) {
+    let other = server.other_member_token().await;
+    let (_, theirs) = paired(&server, &other, "other's", false).await;
+    let (_, shared) = paired(&server, &server.owner, "team", true).await;
+    // Another member's machine is not the admin's to publish: it reads as not there.
+    let (status, code) =
+        error_code(publish(&server, &server.owner, "theirs", &theirs, "notes").await).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    // A member registers no App, not even on a machine of their own.
+    let (status, _) = error_code(publish(&server, &other, "mine", &theirs, "notes").await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A bad Connector name is refused by name.
+    let (status, code) =
+        error_code(publish(&server, &server.owner, "team", &shared, "Not Valid").await).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::BAD_REQUEST, "invalid_input")
+    );
+    // The organization's machine is.
+    let published = publish(&server, &server.owner, "team", &shared, "notes").await;
+    assert_eq!(published.status(), StatusCode::CREATED);
+    let app: Value = published.json().await.unwrap();
+    assert_eq!(app["transport"]["type"], "connector");
+    assert_eq!(app["transport"]["connector"], "notes");
+    // A Connector takes no headers: the machine's owner decides what it sends.
+    let (status, _) = error_code(
+        server
+            .post(
+                &format!("/v1/apps/{}/connections", app["id"].as_str().unwrap()),
+                &server.owner,
+            )
+            .json(&json!({"auth": "manual", "headers": {"Authorization": "Bearer x"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+async fn a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent_again(
+    server: Server,
+) {
+    let (computer, dir) = paired_machine(&server, &server.owner).await;
+    let kept = tempfile::tempdir().unwrap();
+    std::fs::create_dir(kept.path().join("work")).unwrap();
+    std::fs::copy(
+        dir.path().join("computer.json"),
+        kept.path().join("computer.json"),
+    )
+    .unwrap();
+    let log = kept.path().join("fixture.log");
+    // Every call takes a minute: the agent dies while the call runs.
+    let connector = fixture_connector("notes", &log, 60.0);
+    let mut agent = run_agent_with(dir, &computer, &connector).await;
+    connector_ready(&server, &computer, "notes").await;
+    let (bot, _script) = scripted_bot(
+        &server,
+        &["notes__write_note"],
+        json!([
+            {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": "once"}}]},
+            {"text": "unreachable"}
+        ]),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Note", None).await).await;
+    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    mcp_servers::wait_for_log(&log, "call write_note").await;
+    signal(agent.child.id().unwrap(), "-KILL");
+    let _ = agent.child.wait().await;
+    assert_eq!(
+        state_within(
+            &server,
+            &execution,
+            "outcome_unknown",
+            Duration::from_secs(90)
+        )
+        .await,
+        "outcome_unknown"
+    );
+    // The machine comes back; the write is not sent again.
+    let _again = run_agent_with(kept, &computer, &connector).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calls = mcp_servers::fixture_log(&log)
+        .into_iter()
+        .filter(|line| line.starts_with("call write_note"))
+        .count();
+    assert_eq!(calls, 1);
 }

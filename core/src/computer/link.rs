@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Computer;
+use super::connector::{CONNECTOR_TOOL, ConnectorHost};
 use crate::tool::{SharedTool, ToolContext};
 
 /// The link's protocol version, sent by the agent in [`PROTOCOL_HEADER`] when it connects.
@@ -81,6 +82,7 @@ pub enum LinkResult {
 #[derive(Clone)]
 pub struct LinkServer {
     tools: Arc<HashMap<String, SharedTool>>,
+    connectors: Option<Arc<ConnectorHost>>,
 }
 
 impl std::fmt::Debug for LinkServer {
@@ -100,11 +102,39 @@ impl LinkServer {
             .collect();
         Self {
             tools: Arc::new(tools),
+            connectors: None,
+        }
+    }
+
+    /// The same server, answering [`CONNECTOR_TOOL`] calls with `connectors`.
+    pub fn with_connectors(mut self, connectors: Arc<ConnectorHost>) -> Self {
+        self.connectors = Some(connectors);
+        self
+    }
+
+    /// Ends what the link held: every Connector session it opened is closed (no node can
+    /// close them once the link is gone). Call it when a link ends.
+    pub async fn link_ended(&self) {
+        if let Some(connectors) = &self.connectors {
+            connectors.close_all().await;
         }
     }
 
     /// Runs `call` and answers it; `cancel` stops a waiting read early (the connection ended).
     pub async fn answer(&self, call: LinkCall, cancel: CancellationToken) -> LinkReply {
+        if call.tool == CONNECTOR_TOOL {
+            let result = match &self.connectors {
+                Some(connectors) => connectors.answer(call.arguments, cancel).await,
+                None => LinkResult::Error {
+                    message: "this Computer offers no Connectors".into(),
+                    outcome_unknown: false,
+                },
+            };
+            return LinkReply {
+                id: call.id,
+                result,
+            };
+        }
         let result = match self.tools.get(&call.tool) {
             None => LinkResult::Error {
                 message: format!("this Computer offers no tool `{}`", call.tool),

@@ -9,7 +9,9 @@
 //! - [`computer_tools`] are the tools a Bot gets on a Computer.
 //! - [`AllowedFolders`] is the one rule for what its file tools reach.
 //! - [`link`] is what a paired machine's agent and its node say to each other.
+//! - [`connector`] is the local MCP servers a paired machine publishes over its link.
 
+pub mod connector;
 mod folders;
 pub mod link;
 mod local;

@@ -188,6 +188,9 @@ impl McpSession {
                         .await
                         .map_err(|e| McpError::Unreachable(e.to_string()))
                 }
+                AppTransport::Connector { .. } => Err(McpError::Refused(
+                    "a Connector is reached through its Computer's link, not opened here".into(),
+                )),
             }
         };
         let service = tokio::time::timeout(options.open_timeout, opening)

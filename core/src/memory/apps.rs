@@ -84,10 +84,18 @@ impl MemoryApps {
             "register_app" => {
                 let body: NewApp = request.body_as(op)?;
                 check_name(&body.name)?;
-                if let AppTransport::Http { url } = &body.transport {
-                    crate::outbound::OutboundPolicy::allow_all()
+                match &body.transport {
+                    AppTransport::Http { url } => crate::outbound::OutboundPolicy::allow_all()
                         .check_url(url)
-                        .map_err(|e| Error::invalid_input(e.to_string()))?;
+                        .map_err(|e| Error::invalid_input(e.to_string()))?,
+                    AppTransport::Stdio { .. } => {}
+                    // In one process the machine is attached directly: its MCP servers are
+                    // stdio or HTTP Apps.
+                    AppTransport::Connector { .. } => {
+                        return Err(Error::invalid_input(
+                            "a Connector App reaches a Computer paired with a server; in memory:// register the local MCP server itself (stdio or http)",
+                        ));
+                    }
                 }
                 if self.apps.iter().any(|a| a.name == body.name) {
                     return Err(Error::conflict("there is an App of that name"));

@@ -194,6 +194,7 @@ __all__ += [
     "Computer",
     "ComputerGrant",
     "ComputerPage",
+    "ConnectorAppTransport",
     "ContentPart",
     "CreateApprovalRule",
     "CreateChannel",

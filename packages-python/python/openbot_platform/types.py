@@ -85,6 +85,7 @@ __all__ = [
     "Computer",
     "ComputerGrant",
     "ComputerPage",
+    "ConnectorAppTransport",
     "ContentPart",
     "CreateApprovalRule",
     "CreateChannel",
@@ -577,8 +578,20 @@ class StdioAppTransport(_StdioAppTransportKeys, total=False):
     args: list[str]
 
 
+class ConnectorAppTransport(TypedDict):
+    """A Connector: a local MCP server a paired Computer publishes (its agent started with
+    `--connector NAME=...`), reached over the Computer's link. Registered by an admin who may
+    use the Computer (a shared Computer, or the admin's own).
+    """
+    #: The Computer.
+    computer_id: str
+    #: The Connector's name on it.
+    connector: str
+    type: Literal["connector"]
+
+
 #: How an App's MCP server is reached.
-AppTransport: TypeAlias = Union[HttpAppTransport, StdioAppTransport]
+AppTransport: TypeAlias = Union[HttpAppTransport, StdioAppTransport, ConnectorAppTransport]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@
 //! Connection's revision when it is submitted, and a saved call checks both and sends without
 //! listing again (see [`tool`]).
 
+pub mod connector;
 mod credentials;
 mod error;
 pub mod oauth;
@@ -16,6 +17,7 @@ mod store;
 pub mod tool;
 mod vault_headers;
 
+pub use connector::ConnectorReach;
 pub use credentials::{ConnectionCredentials, CredentialsError, SealedCredentials};
 pub use error::AppError;
 pub use oauth_link::{AppStatusWrite, OAuthCredentials, begin_sign_in, phase_credentials};
@@ -42,6 +44,7 @@ pub fn phase_apps(
     platform: &crate::platform::Platform,
     permits: Option<AppPermits>,
     resources: Option<crate::cluster::directory::PhaseScope>,
+    connectors: Option<std::sync::Arc<dyn ConnectorReach>>,
 ) -> Option<std::sync::Arc<Apps>> {
     let store = store?;
     let credentials = credentials.cloned().unwrap_or_else(|| {
@@ -57,7 +60,8 @@ pub fn phase_apps(
     let apps = match permits {
         Some(permits) => apps.with_permits(permits),
         None => apps,
-    };
+    }
+    .with_connectors(connectors);
     Some(std::sync::Arc::new(match resources {
         Some(resources) => apps.with_resources(resources),
         None => apps,

@@ -45,6 +45,8 @@ pub struct Apps {
     resources: Option<crate::cluster::directory::PhaseScope>,
     /// The node's directory, which closes a removed Connection's sessions on every node.
     directory: Option<Arc<crate::cluster::directory::Directory>>,
+    /// How Connector Apps reach their Computers, where this node can.
+    connectors: Option<Arc<dyn super::ConnectorReach>>,
 }
 
 /// Where a phase's App calls take room: the shared limits (the scopes `apps` and
@@ -133,7 +135,23 @@ impl Apps {
             vault: None,
             resources: None,
             directory: None,
+            connectors: None,
         }
+    }
+
+    /// The same use cases, reaching Connector Apps through `reach` (when given).
+    pub fn with_connectors(mut self, reach: Option<Arc<dyn super::ConnectorReach>>) -> Self {
+        self.connectors = reach;
+        self
+    }
+
+    /// How Connector Apps are reached: refused where this node cannot reach Computers.
+    pub(crate) fn connectors(&self) -> Result<&Arc<dyn super::ConnectorReach>, AppError> {
+        self.connectors.as_ref().ok_or_else(|| {
+            AppError::Invalid(
+                "Connectors are reached only on a server with paired Computers".into(),
+            )
+        })
     }
 
     /// The same use cases, closing a removed Connection's MCP sessions through `directory`
@@ -187,7 +205,12 @@ impl Apps {
         &self.credentials
     }
 
-    fn check_transport(&self, transport: &AppTransport) -> Result<(), AppError> {
+    async fn check_transport(
+        &self,
+        organization: Uuid,
+        member: Uuid,
+        transport: &AppTransport,
+    ) -> Result<(), AppError> {
         match transport {
             AppTransport::Http { url } => {
                 let valid = reqwest::Url::parse(url)
@@ -215,13 +238,34 @@ impl Apps {
                 }
                 Ok(())
             }
+            AppTransport::Connector {
+                computer_id,
+                connector,
+            } => {
+                // The machine names its Connectors by the same rule as an App's name.
+                check_app_name(connector).map_err(|_| {
+                    AppError::Invalid(
+                        "transport.connector is 1-40 of a-z 0-9 -, starting with a letter".into(),
+                    )
+                })?;
+                self.connectors()?
+                    .check_publish(organization, member, *computer_id)
+                    .await
+            }
         }
     }
 
-    /// Registers an App of the organization.
-    pub async fn register(&self, organization: Uuid, request: NewApp) -> Result<App, AppError> {
+    /// Registers an App of the organization for `member`, who may publish what its
+    /// transport names (a Connector: a Computer it may use).
+    pub async fn register(
+        &self,
+        organization: Uuid,
+        member: Uuid,
+        request: NewApp,
+    ) -> Result<App, AppError> {
         check_app_name(&request.name)?;
-        self.check_transport(&request.transport)?;
+        self.check_transport(organization, member, &request.transport)
+            .await?;
         let row = AppRow {
             id: Uuid::now_v7(),
             organization_id: organization,
@@ -298,9 +342,10 @@ impl Apps {
                 // References are saved as written; the caller checked what they name.
                 super::vault_headers::header_references(&headers)
                     .map_err(|e| AppError::Invalid(e.to_string()))?;
-                if matches!(app.transport, AppTransport::Stdio { .. }) {
+                if !matches!(app.transport, AppTransport::Http { .. }) {
                     return Err(AppError::Invalid(
-                        "a stdio App takes no headers: connect it with auth none".into(),
+                        "a stdio or Connector App takes no headers: connect it with auth none"
+                            .into(),
                     ));
                 }
                 let plain =
@@ -438,8 +483,8 @@ impl Apps {
         }
         match app.transport {
             AppTransport::Http { url } => Ok(url),
-            AppTransport::Stdio { .. } => Err(AppError::Conflict(
-                "a stdio App has no URL to sign in at".into(),
+            AppTransport::Stdio { .. } | AppTransport::Connector { .. } => Err(AppError::Conflict(
+                "a stdio or Connector App has no URL to sign in at".into(),
             )),
         }
     }
@@ -515,13 +560,25 @@ impl Apps {
             endpoint.headers = super::vault_headers::render_headers(&endpoint.headers, &values)
                 .map_err(|e| AppError::Invalid(e.to_string()))?;
         }
-        let session = McpSession::open(&endpoint, &self.platform.mcp_options())
-            .await
-            .map_err(upstream)?;
-        let listed = session.list_tools().await;
-        // A discovery keeps no session: a failed close changes nothing it read.
-        let _ = session.close().await;
-        let tools = listed.map_err(upstream)?;
+        let tools = match &app.transport {
+            AppTransport::Connector {
+                computer_id,
+                connector,
+            } => self
+                .connectors()?
+                .tools(*computer_id, connector)
+                .await
+                .map_err(upstream)?,
+            _ => {
+                let session = McpSession::open(&endpoint, &self.platform.mcp_options())
+                    .await
+                    .map_err(upstream)?;
+                let listed = session.list_tools().await;
+                // A discovery keeps no session: a failed close changes nothing it read.
+                let _ = session.close().await;
+                listed.map_err(upstream)?
+            }
+        };
         // A server cannot make the database keep an unbounded list.
         let size = serde_json::to_vec(&tools)
             .map(|b| b.len())

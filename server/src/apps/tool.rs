@@ -9,10 +9,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use openbot_core::mcp::{McpError, McpSession};
+use openbot_core::mcp::{McpCaller, McpEndpoint, McpError, McpSession, OpenOptions};
 use openbot_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
 use openbot_schema::{
-    APP_TOOL_SEPARATOR, AppConnectionStatus, AppToolDeclaration, ContentPart, ToolDefinition,
+    APP_TOOL_SEPARATOR, AppConnectionStatus, AppToolDeclaration, AppTransport, ContentPart,
+    ToolDefinition,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -21,6 +22,8 @@ use std::collections::BTreeMap;
 
 use openbot_core::tool::redacted;
 
+use super::ConnectorReach;
+use super::connector::ConnectorSession;
 use super::service::{Apps, app_scopes};
 use super::store::ConnectionRow;
 use super::vault_headers::{header_references, render_headers};
@@ -257,7 +260,7 @@ impl AppTool {
                     resources,
                     resources
                         .register(
-                            session_kind(&endpoint),
+                            session_kind(&app.transport),
                             &super::connection_scope(connection.id),
                         )
                         .await
@@ -265,7 +268,8 @@ impl AppTool {
                 )),
                 None => None,
             };
-            let session = match McpSession::open(&endpoint, &options).await {
+            let session = match Opened::open(&self.apps, &app.transport, &endpoint, &options).await
+            {
                 Ok(session) => session,
                 Err(err) => {
                     if let Some((resources, id)) = registered {
@@ -280,7 +284,7 @@ impl AppTool {
             let caller = session.caller();
             let held = match registered {
                 Some((resources, id)) => {
-                    resources.attach(id, Box::new(Session(session)));
+                    resources.attach(id, session.physical());
                     None
                 }
                 None => Some(session),
@@ -306,7 +310,7 @@ impl AppTool {
                     }
                 },
                 (None, Some(session)) => {
-                    let _ = session.close().await;
+                    let _ = session.physical().close().await;
                 }
                 (None, None) => {}
             }
@@ -363,11 +367,108 @@ fn registration_refused(err: &crate::cluster::directory::DirectoryError, app: &s
     }
 }
 
-/// The directory's kind of an MCP session to `endpoint`.
-fn session_kind(endpoint: &openbot_core::mcp::McpEndpoint) -> &'static str {
-    match endpoint.transport {
-        openbot_schema::AppTransport::Http { .. } => "mcp.http",
-        _ => "mcp.stdio",
+/// The directory's kind of an MCP session over `transport`.
+fn session_kind(transport: &AppTransport) -> &'static str {
+    match transport {
+        AppTransport::Http { .. } => "mcp.http",
+        AppTransport::Stdio { .. } => "mcp.stdio",
+        AppTransport::Connector { .. } => "mcp.connector",
+    }
+}
+
+/// The session one call opened: an MCP session of this node, or a session on the machine
+/// that publishes a Connector.
+enum Opened {
+    Mcp(McpSession),
+    Connector(ConnectorSession),
+}
+
+/// Calls tools on an [`Opened`] session while the directory holds it.
+enum Caller {
+    Mcp(McpCaller),
+    Connector {
+        reach: Arc<dyn ConnectorReach>,
+        computer: Uuid,
+        session: String,
+    },
+}
+
+impl Opened {
+    /// Opens a session to the App at `endpoint` over `transport`.
+    async fn open(
+        apps: &Apps,
+        transport: &AppTransport,
+        endpoint: &McpEndpoint,
+        options: &OpenOptions,
+    ) -> Result<Self, McpError> {
+        let AppTransport::Connector {
+            computer_id,
+            connector,
+        } = transport
+        else {
+            return Ok(Self::Mcp(McpSession::open(endpoint, options).await?));
+        };
+        let reach = apps
+            .connectors()
+            .map_err(|err| McpError::Refused(err.to_string()))?;
+        // Named here, so that a close reaches it even when the open's answer was lost.
+        let session = Uuid::now_v7().to_string();
+        match reach.open(*computer_id, connector, &session).await {
+            Ok(()) => Ok(Self::Connector(ConnectorSession {
+                reach: Arc::clone(reach),
+                computer: *computer_id,
+                session,
+            })),
+            Err(err) => {
+                if err == McpError::Lost {
+                    // It may have opened: the machine also closes it when its link ends.
+                    let _ = reach.close(*computer_id, &session).await;
+                }
+                Err(err)
+            }
+        }
+    }
+
+    fn caller(&self) -> Caller {
+        match self {
+            Self::Mcp(session) => Caller::Mcp(session.caller()),
+            Self::Connector(held) => Caller::Connector {
+                reach: Arc::clone(&held.reach),
+                computer: held.computer,
+                session: held.session.clone(),
+            },
+        }
+    }
+
+    /// The session as the directory holds it: closing it ends the session.
+    fn physical(self) -> Box<dyn crate::cluster::directory::Physical> {
+        match self {
+            Self::Mcp(session) => Box::new(Session(session)),
+            Self::Connector(held) => Box::new(held),
+        }
+    }
+}
+
+impl Caller {
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+        request_id: &str,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<openbot_core::mcp::McpToolResult, McpError> {
+        match self {
+            Self::Mcp(caller) => caller.call_tool(name, arguments, request_id, cancel).await,
+            Self::Connector {
+                reach,
+                computer,
+                session,
+            } => {
+                reach
+                    .call(*computer, session, name, arguments, request_id, cancel)
+                    .await
+            }
+        }
     }
 }
 

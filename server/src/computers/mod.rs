@@ -8,8 +8,10 @@
 //! - `store`: the rows and the [`ComputerStore`] trait; `sql`: its one body for both databases;
 //! - `service`: [`Computers`], the use cases, each checking its caller first;
 //! - [`link`]: the machines' links a node holds, and calls routed to the node that holds one;
-//! - [`tool`]: the Computer tools of a granted Bot, routed at submission, called through links.
+//! - [`tool`]: the Computer tools of a granted Bot, routed at submission, called through links;
+//! - `connector`: how Connector Apps reach the local MCP servers machines publish.
 
+mod connector;
 pub mod link;
 mod service;
 mod sql;
@@ -18,6 +20,7 @@ pub mod tool;
 
 use std::sync::Arc;
 
+pub use connector::LinkedConnectors;
 pub use link::Links;
 pub use service::{CREDENTIAL_PREFIX, Computers, MAX_OPEN_PAIRINGS, PAIRING_MS};
 pub use store::{Approval, ComputerRow, ComputerStore, GrantRow, NewPairing, PairingRow};
@@ -36,12 +39,21 @@ pub fn store(features: &crate::features::Features) -> Option<&Arc<dyn ComputerSt
     features.get::<Arc<dyn ComputerStore>>()
 }
 
-/// Registers this node's machine links ([`links`]).
+/// Registers this node's machine links ([`links`]), and Connector Apps' reach through them
+/// ([`crate::apps::connector::reach`]) when the Computer store is registered.
 pub fn with_links(
     features: crate::features::Features,
     links: Arc<Links>,
 ) -> crate::features::Features {
-    features.with(links)
+    let connectors = store(&features).map(|store| {
+        Arc::new(LinkedConnectors::new(Arc::clone(&links), Arc::clone(store)))
+            as Arc<dyn crate::apps::ConnectorReach>
+    });
+    let features = features.with(links);
+    match connectors {
+        Some(reach) => crate::apps::connector::register(features, reach),
+        None => features,
+    }
 }
 
 /// This node's machine links, as [`with_links`] left them.

@@ -83,7 +83,11 @@ pub async fn register_app(
     caller.require_whole_organization()?;
     let app = state
         .apps
-        .register(caller.member.organization_id, request)
+        .register(
+            caller.member.organization_id,
+            caller.member.member_id,
+            request,
+        )
         .await
         .map_err(|err| api_error(err, "app"))?;
     Ok((StatusCode::CREATED, Json(app)))

@@ -203,7 +203,8 @@ impl AppState {
         let apps = match crate::cluster::directory::runtime(&database.features) {
             Some(directory) => apps.with_directory(Arc::clone(directory)),
             None => apps,
-        };
+        }
+        .with_connectors(crate::apps::connector::reach(&database.features).cloned());
         let providers = crate::models::Providers::new(
             Arc::clone(&database.models),
             engine.context().keys.clone(),

@@ -150,6 +150,7 @@ impl PhaseSetup {
                     format!("generation {}", cx.generation),
                 )
             }),
+            crate::apps::connector::reach(&self.features).cloned(),
         );
         saved_tool_set(
             saved,

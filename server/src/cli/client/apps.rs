@@ -9,6 +9,7 @@ use openbot_schema::{
     App, AppAuthKind, AppConnection, AppConnectionPage, AppDiscovery, AppPage, AppTransport,
     NewApp, NewAppConnection,
 };
+use uuid::Uuid;
 
 use super::ServerArgs;
 use super::paging::{PageArgs, list};
@@ -30,11 +31,17 @@ enum AppsCommand {
         /// Its name: 1-40 of a-z 0-9 -, starting with a letter.
         name: String,
         /// The server's streamable-HTTP endpoint, e.g. https://mcp.example.com/mcp.
-        #[arg(long, conflicts_with = "command", required_unless_present = "command")]
+        #[arg(long, conflicts_with_all = ["command", "computer"], required_unless_present_any = ["command", "computer"])]
         url: Option<String>,
         /// The program of a stdio server; its arguments follow `--`.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "computer")]
         command: Option<String>,
+        /// A Connector: the paired Computer that publishes it (with --connector).
+        #[arg(long, requires = "connector")]
+        computer: Option<Uuid>,
+        /// The Connector's name on that Computer (its agent's `--connector NAME=...`).
+        #[arg(long, requires = "computer")]
+        connector: Option<String>,
         /// The stdio program's arguments.
         #[arg(last = true)]
         args: Vec<String>,
@@ -108,6 +115,10 @@ fn transport_text(transport: &AppTransport) -> String {
             }
             text
         }
+        AppTransport::Connector {
+            computer_id,
+            connector,
+        } => format!("connector: {connector} on Computer {computer_id}"),
     }
 }
 
@@ -204,15 +215,26 @@ pub async fn run(args: AppsArgs) -> anyhow::Result<ExitCode> {
             name,
             url,
             command,
+            computer,
+            connector,
             args,
         } => {
-            let transport = match (url, command) {
-                (Some(url), _) => {
+            let transport = match (url, command, computer.zip(connector)) {
+                (Some(url), _, _) => {
                     anyhow::ensure!(args.is_empty(), "arguments after `--` need --command");
                     AppTransport::Http { url }
                 }
-                (None, Some(command)) => AppTransport::Stdio { command, args },
-                (None, None) => anyhow::bail!("give --url or --command"),
+                (None, Some(command), _) => AppTransport::Stdio { command, args },
+                (None, None, Some((computer_id, connector))) => {
+                    anyhow::ensure!(args.is_empty(), "arguments after `--` need --command");
+                    AppTransport::Connector {
+                        computer_id,
+                        connector,
+                    }
+                }
+                (None, None, None) => {
+                    anyhow::bail!("give --url, --command, or --computer with --connector")
+                }
             };
             let app = client.register_app(&NewApp { name, transport }).await?;
             output.print(&app, app_line)?;

@@ -10,10 +10,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use base64::Engine as _;
 use futures::{SinkExt as _, StreamExt as _};
+use openbot_core::computer::connector::{ConnectorHost, ConnectorSpec};
 use openbot_core::computer::link::{
     LinkCall, LinkReply, LinkServer, MAX_MESSAGE_BYTES, PROTOCOL, PROTOCOL_HEADER, TERMINAL_HEADER,
 };
 use openbot_core::computer::{Computer, ComputerOptions, LocalComputer};
+use openbot_core::mcp::OpenOptions;
 use reqwest::header;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
@@ -43,6 +45,8 @@ pub struct Agent {
     pub credential: String,
     /// What the machine offers.
     pub options: ComputerOptions,
+    /// The local MCP servers it publishes as Connectors.
+    pub connectors: Vec<ConnectorSpec>,
     /// Print JSON lines instead of text.
     pub json: bool,
 }
@@ -71,7 +75,13 @@ impl Agent {
             LocalComputer::new(self.options.clone())
                 .map_err(|err| anyhow::anyhow!("this machine cannot be offered: {err}"))?,
         );
-        let answers = LinkServer::new(computer, terminal);
+        let mut answers = LinkServer::new(computer, terminal);
+        if !self.connectors.is_empty() {
+            // The machine's owner chose these servers: what they reach is theirs to decide.
+            let host = ConnectorHost::new(self.connectors.clone(), OpenOptions::standalone())
+                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            answers = answers.with_connectors(Arc::new(host));
+        }
         let http = reqwest::Client::builder()
             .http1_only()
             .connect_timeout(Duration::from_secs(10))
@@ -223,6 +233,7 @@ where
         }
     };
     ended.cancel();
+    answers.link_ended().await;
     Ended::Again(why)
 }
 

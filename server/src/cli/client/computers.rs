@@ -225,6 +225,11 @@ enum ComputerCommand {
         /// Offer files only: no terminal sessions.
         #[arg(long)]
         no_terminal: bool,
+        /// A local MCP server this machine publishes as a Connector (repeat for more):
+        /// `NAME=URL` for a streamable HTTP endpoint, `NAME=COMMAND ARG...` for a stdio server
+        /// the agent starts. An admin registers it as an App of the organization.
+        #[arg(long = "connector", value_name = "NAME=URL|NAME=COMMAND")]
+        connectors: Vec<openbot_core::computer::connector::ConnectorSpec>,
         /// Where `openbot computer pair` kept the credential (default: computer.json in the
         /// CLI's folder).
         #[arg(long)]
@@ -276,6 +281,7 @@ pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
         ComputerCommand::Run {
             folders,
             no_terminal,
+            connectors,
             credential_file,
             servers,
             json,
@@ -303,6 +309,7 @@ pub async fn run_machine(args: ComputerArgs) -> anyhow::Result<ExitCode> {
                 computer_id: saved.computer_id,
                 credential: saved.credential,
                 options,
+                connectors,
                 json,
             }
             .run()

@@ -7,7 +7,11 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import uniffi.openbot.*
+import uniffi.openbot.schema.AppAuthKind
+import uniffi.openbot.schema.AppTransport
 import uniffi.openbot.schema.ApprovePairing
+import uniffi.openbot.schema.NewApp
+import uniffi.openbot.schema.NewAppConnection
 import uniffi.openbot.schema.BotSpec
 import uniffi.openbot.schema.ClaimPairing
 import uniffi.openbot.schema.GrantComputer
@@ -98,6 +102,57 @@ class ComputerTest {
             client.revokeComputer(computer.id, bot.id)
             val again = expectError { client.revokeComputer(computer.id, bot.id) }
             assertTrue(again is OpenBotException.NotFound, again.toString())
+        } finally {
+            agent.destroyForcibly()
+            client.close()
+            folder.deleteRecursively()
+        }
+    }
+
+    @Test
+    fun `a Connector a paired machine publishes is an App whose tool a Bot calls`() = runBlocking<Unit> {
+        val mcp = System.getenv("OPENBOT_MCP_DIR") ?: "${System.getProperty("user.home")}/.cache/openbot/mcp"
+        val python = java.io.File(mcp, "venv/bin/python")
+        assertTrue(python.exists(), "the MCP test servers are not installed in $mcp: run scripts/mcp-install")
+        val fixture = java.io.File(System.getProperty("user.dir"))
+            .resolve("../../../server/tests/support/mcp_fixture.py").canonicalFile
+        assertTrue(fixture.exists(), fixture.path)
+        Server.start()
+        val client = connect(Server.url, Server.token, emptyList())
+        val folder = Files.createTempDirectory("openbot-kotlin-connector-").toFile()
+        val log = folder.resolve("fixture.log")
+        val pairing = client.startPairing(StartPairing(name = "kotlin-connector"))
+        val computer = client.approvePairing(ApprovePairing(code = pairing.code, shared = true))
+        val claim = client.claimPairing(pairing.id, ClaimPairing(secret = pairing.secret))
+        val saved = folder.resolve("computer.json")
+        saved.writeText("""{"server":"${Server.url}","computer_id":"${computer.id}","credential":"${claim.credential}"}""")
+        val agent = ProcessBuilder(
+            System.getProperty("openbot.server"), "computer", "run", "--json",
+            "--credential-file", saved.path, "--folder", folder.path,
+            "--connector", "notes=${python.path} ${fixture.path} --log ${log.path} --delay 0",
+        ).redirectErrorStream(false).start()
+        try {
+            val lines = agent.inputStream.bufferedReader()
+            while (true) {
+                val line = lines.readLine() ?: error("the agent ended before it linked")
+                if (line.contains("\"linked\"")) break
+            }
+            val app = client.registerApp(NewApp(name = "notes",
+                transport = AppTransport.Connector(computerId = computer.id, connector = "notes")))
+            val connection = client.openAppConnection(app.id, NewAppConnection(auth = AppAuthKind.NONE))
+            val found = client.discoverAppTools(app.id, connection.id)
+            assertTrue(found.tools.any { it.name == "write_note" }, found.toString())
+            val script = """{"steps":[
+                {"tool_calls":[{"id":"n","name":"notes__write_note","arguments":{"text":"milk"}}]},
+                {"text":"noted"}]}"""
+            val tools = listOf(ToolDefinition("notes__write_note", "-", OBJECT_SCHEMA))
+            val bot = client.createBot(BotSpec(name = "Noter", model = scriptedModel(script), tools = tools))
+            val chat = client.createChat(bot.id)
+            val receipt = client.send(chat.id, textInput("go", null))
+            val result = client.allEvents(receipt.executionId).firstNotNullOf { (it.kind as? EventKind.ToolResultSaved)?.result }
+            assertEquals(false, result.isError, result.toString())
+            assertEquals("write_note: milk", (result.output.single() as ContentPart.Text).text)
+            assertEquals(1, log.readLines().count { it.startsWith("call write_note") })
         } finally {
             agent.destroyForcibly()
             client.close()
