@@ -1073,10 +1073,10 @@ export interface paths {
         };
         /**
          * A terminal session's output on a Computer the caller sees, after the cursor `after`,
-         *     waiting up to `wait_ms` for some: read on the machine through its link (from any node), so
-         *     a member watches what a Bot does there. The session's ID is in the Bot's
-         *     `computer_terminal_start` result. 400 for an unknown session, 409 while the machine is not
-         *     connected.
+         *     waiting up to `wait_ms` for some: the output the server saved as the machine sent it
+         *     (readable from any node, and after the machine went away), so a member watches what a Bot
+         *     does there. The session's ID is in the Bot's `computer_terminal_start` result. 404 for a
+         *     session the server has no output of.
          */
         get: operations["terminal_output"];
         put?: never;
@@ -9079,14 +9079,6 @@ export interface operations {
                 };
             };
             404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -192,7 +192,10 @@ impl Database {
     /// that open physical resources (MCP sessions) register them in, and the links of the
     /// machines that connect to this node.
     pub fn with_directory(mut self, directory: Arc<crate::cluster::directory::Directory>) -> Self {
-        let links = crate::computers::Links::new(Arc::clone(&directory));
+        let links = crate::computers::Links::new(
+            Arc::clone(&directory),
+            crate::computers::store(&self.features).cloned(),
+        );
         self.features = crate::computers::with_links(
             crate::cluster::directory::with_runtime(self.features, directory),
             links,

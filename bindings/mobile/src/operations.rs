@@ -1042,9 +1042,10 @@ impl Client {
     }
 
     /// A terminal session's output on a Computer the caller sees, after the cursor `after`, waiting
-    /// up to `wait_ms` for some: read on the machine through its link (from any node), so a member
-    /// watches what a Bot does there. The session's ID is in the Bot's `computer_terminal_start`
-    /// result. 400 for an unknown session, 409 while the machine is not connected.
+    /// up to `wait_ms` for some: the output the server saved as the machine sent it (readable from
+    /// any node, and after the machine went away), so a member watches what a Bot does there. The
+    /// session's ID is in the Bot's `computer_terminal_start` result. 404 for a session the server
+    /// has no output of.
     /// (`GET /v1/computers/{id}/terminals/{session_id}/output`, operation `terminal_output`)
     #[uniffi::method(default(after = None, wait_ms = None))]
     pub async fn terminal_output(

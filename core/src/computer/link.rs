@@ -12,9 +12,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use openbot_schema::{ContentPart, ExecutionId};
+use std::collections::HashSet;
+use std::time::Duration;
+
+use openbot_schema::{ContentPart, ExecutionId, OutputChunk, TerminalSession};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::Computer;
@@ -78,11 +82,48 @@ pub enum LinkResult {
     },
 }
 
+/// Output of one terminal session that the agent sends its node unasked, so that the server
+/// keeps it: the session, the chunks after the last batch, and whether it ended. The first
+/// batch of a session, on every link, carries no chunks: it says the session exists. After
+/// a new link, a session's kept output is sent again from its start; the node keeps each
+/// chunk once (by its `seq`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputBatch {
+    /// The session.
+    pub session: TerminalSession,
+    /// The chunks, in order.
+    pub chunks: Vec<OutputChunk>,
+    /// Whether its program ended (or the session was closed); nothing follows.
+    pub exited: bool,
+    /// Its exit code, once it ended with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// What an agent sends its node: an answer to a call, or terminal output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AgentMessage {
+    /// Terminal output to keep.
+    Output {
+        /// The batch.
+        output: OutputBatch,
+    },
+    /// The answer to a call.
+    Reply(LinkReply),
+}
+
+/// How often the agent looks for sessions it does not forward yet (a new session is also
+/// seen at once when a call started it).
+const WATCH: Duration = Duration::from_millis(500);
+
 /// The agent's side of the link: answers each call with this machine's Computer tools.
 #[derive(Clone)]
 pub struct LinkServer {
     tools: Arc<HashMap<String, SharedTool>>,
     connectors: Option<Arc<ConnectorHost>>,
+    computer: Arc<dyn Computer>,
+    started: Arc<Notify>,
 }
 
 impl std::fmt::Debug for LinkServer {
@@ -96,13 +137,40 @@ impl std::fmt::Debug for LinkServer {
 impl LinkServer {
     /// Answers calls with the tools of `computer` (the terminal's with `terminal`).
     pub fn new(computer: Arc<dyn Computer>, terminal: bool) -> Self {
-        let tools = super::computer_tools(computer, terminal)
+        let tools = super::computer_tools(Arc::clone(&computer), terminal)
             .into_iter()
             .map(|tool| (tool.definition().name.clone(), tool))
             .collect();
         Self {
             tools: Arc::new(tools),
             connectors: None,
+            computer,
+            started: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Sends the output of every terminal session to `out` until `ended` (the link ended):
+    /// each session's kept output from its start, then each new chunk as it comes, and its
+    /// end. Run it once per link.
+    pub async fn forward_output(&self, out: mpsc::Sender<OutputBatch>, ended: CancellationToken) {
+        let mut watching = HashSet::new();
+        loop {
+            if let Ok(sessions) = self.computer.terminals().await {
+                for session in sessions {
+                    if watching.insert(session.id.clone()) {
+                        let computer = Arc::clone(&self.computer);
+                        let (out, ended) = (out.clone(), ended.clone());
+                        tokio::spawn(async move {
+                            forward_session(computer, session, out, ended).await;
+                        });
+                    }
+                }
+            }
+            tokio::select! {
+                () = ended.cancelled() => return,
+                () = self.started.notified() => {}
+                () = tokio::time::sleep(WATCH) => {}
+            }
         }
     }
 
@@ -149,10 +217,17 @@ impl LinkServer {
                     cancel,
                     from_code: false,
                 };
+                let started = call.tool == "computer_terminal_start";
                 match tool.call(call.arguments, context).await {
-                    Ok(output) => LinkResult::Output {
-                        content: output.content,
-                    },
+                    Ok(output) => {
+                        if started {
+                            // Its output is forwarded from now, not from the next look.
+                            self.started.notify_one();
+                        }
+                        LinkResult::Output {
+                            content: output.content,
+                        }
+                    }
                     Err(err) => LinkResult::Error {
                         message: err.message,
                         outcome_unknown: err.outcome_unknown,
@@ -163,6 +238,49 @@ impl LinkServer {
         LinkReply {
             id: call.id,
             result,
+        }
+    }
+}
+
+/// Forwards one session's output until it ends, is closed, or the link ends.
+async fn forward_session(
+    computer: Arc<dyn Computer>,
+    session: TerminalSession,
+    out: mpsc::Sender<OutputBatch>,
+    ended: CancellationToken,
+) {
+    let batch = |chunks: Vec<OutputChunk>, exited: bool, exit_code: Option<i32>| OutputBatch {
+        session: session.clone(),
+        chunks,
+        exited,
+        exit_code,
+    };
+    // First: the session exists, before any output.
+    if out.send(batch(Vec::new(), false, None)).await.is_err() {
+        return;
+    }
+    let mut cursor = 0;
+    loop {
+        let read = computer
+            .read_terminal(&session.id, cursor, super::MAX_READ_WAIT, ended.clone())
+            .await;
+        if ended.is_cancelled() {
+            return;
+        }
+        let next = match read {
+            Ok(output) => {
+                cursor = output.next_cursor;
+                if output.chunks.is_empty() && !output.exited {
+                    continue;
+                }
+                batch(output.chunks, output.exited, output.exit_code)
+            }
+            // Closed: its program was stopped.
+            Err(_) => batch(Vec::new(), true, None),
+        };
+        let last = next.exited;
+        if out.send(next).await.is_err() || last {
+            return;
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct ComputerOptions {
     /// Whether it offers terminal sessions. A terminal runs programs as the user running this
     /// process, who can reach anything that user can: turn it off to offer files only.
     pub terminal: bool,
+    /// What its terminal session IDs start with (`t`, so `t1`, `t2`, ...). A paired machine's
+    /// agent makes it unique to its run, so that a restarted agent's sessions never take the
+    /// IDs of earlier ones, whose output the server keeps.
+    pub session_prefix: String,
 }
 
 impl ComputerOptions {
@@ -34,7 +38,14 @@ impl ComputerOptions {
         Self {
             folders: folders.into_iter().map(Into::into).collect(),
             terminal: true,
+            session_prefix: "t".into(),
         }
+    }
+
+    /// The same options, naming terminal sessions `<prefix>1`, `<prefix>2`, ...
+    pub fn with_session_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.session_prefix = prefix.into();
+        self
     }
 
     /// Files only: no terminal sessions.
@@ -50,6 +61,7 @@ pub struct LocalComputer {
     terminal: bool,
     sessions: Mutex<BTreeMap<u64, Arc<Terminal>>>,
     next: AtomicU64,
+    prefix: String,
 }
 
 impl std::fmt::Debug for LocalComputer {
@@ -61,8 +73,8 @@ impl std::fmt::Debug for LocalComputer {
     }
 }
 
-fn session_number(id: &str) -> Result<u64, ComputerError> {
-    id.strip_prefix('t')
+fn session_number(prefix: &str, id: &str) -> Result<u64, ComputerError> {
+    id.strip_prefix(prefix)
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| ComputerError::NotFound(format!("no terminal session `{id}`")))
 }
@@ -76,6 +88,7 @@ impl LocalComputer {
             terminal: options.terminal,
             sessions: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(1),
+            prefix: options.session_prefix,
         })
     }
 
@@ -96,7 +109,7 @@ impl LocalComputer {
     }
 
     fn session(&self, id: &str) -> Result<Arc<Terminal>, ComputerError> {
-        let n = session_number(id)?;
+        let n = session_number(&self.prefix, id)?;
         self.sessions()
             .get(&n)
             .cloned()
@@ -137,7 +150,11 @@ impl Computer for LocalComputer {
             )));
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let terminal = Terminal::start(format!("t{n}"), &cwd, start.command.as_deref())?;
+        let terminal = Terminal::start(
+            format!("{}{n}", self.prefix),
+            &cwd,
+            start.command.as_deref(),
+        )?;
         let view = terminal.view().clone();
         sessions.insert(n, terminal);
         Ok(view)
@@ -161,7 +178,7 @@ impl Computer for LocalComputer {
 
     async fn close_terminal(&self, session: &str) -> Result<(), ComputerError> {
         self.check_terminal()?;
-        let n = session_number(session)?;
+        let n = session_number(&self.prefix, session)?;
         let removed = self.sessions().remove(&n);
         match removed {
             Some(terminal) => {

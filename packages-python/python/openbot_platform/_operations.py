@@ -1478,13 +1478,14 @@ class AsyncOperations(AsyncCaller):
         wait_ms: int | None = None,
     ) -> TerminalOutput:
         """A terminal session's output on a Computer the caller sees, after the cursor `after`,
-        waiting up to `wait_ms` for some: read on the machine through its link (from any
-        node), so a member watches what a Bot does there. The session's ID is in the Bot's
-        `computer_terminal_start` result. 400 for an unknown session, 409 while the machine
-        is not connected. ``GET /v1/computers/{id}/terminals/{session_id}/output``.
-        ``after``: Read the chunks after this one (a `next_cursor`); 0, the default, reads
-        from the start.; ``wait_ms``: How long to wait for output when there is none after
-        the cursor, in milliseconds: 0-30000, default 0.
+        waiting up to `wait_ms` for some: the output the server saved as the machine sent it
+        (readable from any node, and after the machine went away), so a member watches what a
+        Bot does there. The session's ID is in the Bot's `computer_terminal_start` result.
+        404 for a session the server has no output of. ``GET
+        /v1/computers/{id}/terminals/{session_id}/output``. ``after``: Read the chunks after
+        this one (a `next_cursor`); 0, the default, reads from the start.; ``wait_ms``: How
+        long to wait for output when there is none after the cursor, in milliseconds:
+        0-30000, default 0.
         """
         answer = await self._call_op("terminal_output", {"id": _ref(id), "session_id": session_id, "after": after, "wait_ms": wait_ms})
         return TerminalOutput.from_dict(answer)
@@ -3521,13 +3522,14 @@ class SyncOperations(SyncCaller):
         wait_ms: int | None = None,
     ) -> TerminalOutput:
         """A terminal session's output on a Computer the caller sees, after the cursor `after`,
-        waiting up to `wait_ms` for some: read on the machine through its link (from any
-        node), so a member watches what a Bot does there. The session's ID is in the Bot's
-        `computer_terminal_start` result. 400 for an unknown session, 409 while the machine
-        is not connected. ``GET /v1/computers/{id}/terminals/{session_id}/output``.
-        ``after``: Read the chunks after this one (a `next_cursor`); 0, the default, reads
-        from the start.; ``wait_ms``: How long to wait for output when there is none after
-        the cursor, in milliseconds: 0-30000, default 0.
+        waiting up to `wait_ms` for some: the output the server saved as the machine sent it
+        (readable from any node, and after the machine went away), so a member watches what a
+        Bot does there. The session's ID is in the Bot's `computer_terminal_start` result.
+        404 for a session the server has no output of. ``GET
+        /v1/computers/{id}/terminals/{session_id}/output``. ``after``: Read the chunks after
+        this one (a `next_cursor`); 0, the default, reads from the start.; ``wait_ms``: How
+        long to wait for output when there is none after the cursor, in milliseconds:
+        0-30000, default 0.
         """
         answer = self._call_op("terminal_output", {"id": _ref(id), "session_id": session_id, "after": after, "wait_ms": wait_ms})
         return TerminalOutput.from_dict(answer)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use axum::extract::ws::{Message, WebSocket};
-use openbot_core::computer::link::{LinkCall, LinkReply, LinkResult};
+use openbot_core::computer::link::{AgentMessage, LinkCall, LinkReply, LinkResult, OutputBatch};
 use openbot_schema::ExecutionId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::store::ComputerStore;
 use crate::cluster::directory::{Directory, DirectoryError, Physical};
 use crate::cluster::rpc::{OperationError, Operations, RpcError};
 
@@ -42,6 +43,49 @@ const SILENT: Duration = Duration::from_secs(45);
 
 /// How much longer a routed call waits than the call itself: the hop to the owner.
 const ROUTE_MARGIN: Duration = Duration::from_secs(5);
+
+/// How many output batches wait to be saved before the link waits for them.
+const OUTPUT_QUEUE: usize = 256;
+
+/// The most batches one save writes.
+const BATCHES_PER_SAVE: usize = 64;
+
+/// The longest terminal session ID a node saves output of.
+const MAX_SESSION_ID: usize = 64;
+
+/// Saves a link's terminal output as it comes, all batches waiting at once in one
+/// transaction, until the link ends. A save that fails is tried twice more; then its batches
+/// are dropped, with a warning (a new link sends a session's kept output again).
+async fn save_output(
+    store: Arc<dyn ComputerStore>,
+    computer: Uuid,
+    mut queue: mpsc::Receiver<OutputBatch>,
+) {
+    while let Some(first) = queue.recv().await {
+        let mut batches = vec![first];
+        while batches.len() < BATCHES_PER_SAVE {
+            match queue.try_recv() {
+                Ok(batch) => batches.push(batch),
+                Err(_) => break,
+            }
+        }
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match store.save_output(computer, &batches).await {
+                Ok(()) => break,
+                Err(err) if tries < 3 => {
+                    tracing::debug!(computer = %computer, error_kind = crate::engine::store_error_kind(&err), "terminal output was not saved yet; trying again");
+                    tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+                }
+                Err(err) => {
+                    tracing::warn!(computer = %computer, batches = batches.len(), error_kind = crate::engine::store_error_kind(&err), "terminal output could not be saved");
+                    break;
+                }
+            }
+        }
+    }
+}
 
 /// The directory scope of Computer `id`'s link.
 pub fn scope(computer: Uuid) -> String {
@@ -167,6 +211,8 @@ impl Physical for LinkClose {
 /// The machines' links this node holds, and the way to those other nodes hold.
 pub struct Links {
     directory: Arc<Directory>,
+    /// Where the machines' terminal output is saved.
+    output: Option<Arc<dyn ComputerStore>>,
     held: Mutex<HashMap<Uuid, Arc<Link>>>,
     /// The node each machine was last reached through: tried first, and forgotten when it
     /// refuses (the link is not there any more), so a steady route costs no directory read.
@@ -189,10 +235,12 @@ pub struct Registered {
 }
 
 impl Links {
-    /// The links of this node, registered in `directory`.
-    pub fn new(directory: Arc<Directory>) -> Arc<Self> {
+    /// The links of this node, registered in `directory`, saving the machines' terminal
+    /// output in `output` (when given).
+    pub fn new(directory: Arc<Directory>, output: Option<Arc<dyn ComputerStore>>) -> Arc<Self> {
         Arc::new(Self {
             directory,
+            output,
             held: Mutex::default(),
             routes: Mutex::default(),
         })
@@ -252,6 +300,11 @@ impl Links {
             }
         });
         tracing::info!(computer = %computer, resource = %resource, "a Computer linked to this node");
+        let saving = self.output.clone().map(|store| {
+            let (batches, queue) = mpsc::channel::<OutputBatch>(OUTPUT_QUEUE);
+            crate::telemetry::spawn(save_output(store, computer, queue));
+            batches
+        });
         let mut ping = tokio::time::interval(PING);
         let mut heard = Instant::now();
         loop {
@@ -259,8 +312,21 @@ impl Links {
                 received = socket.recv() => match received {
                     Some(Ok(Message::Text(text))) => {
                         heard = Instant::now();
-                        match serde_json::from_str::<LinkReply>(text.as_str()) {
-                            Ok(reply) => link.answer(reply),
+                        match serde_json::from_str::<AgentMessage>(text.as_str()) {
+                            Ok(AgentMessage::Reply(reply)) => link.answer(reply),
+                            Ok(AgentMessage::Output { output }) => {
+                                if output.session.id.len() > MAX_SESSION_ID {
+                                    tracing::warn!(computer = %computer, "a Computer sent output of a session with an overlong ID; its link ends");
+                                    break;
+                                }
+                                // Waits while the saves are behind: the machine slows down
+                                // rather than output being lost.
+                                if let Some(saving) = &saving
+                                    && saving.send(output).await.is_err()
+                                {
+                                    break;
+                                }
+                            }
                             Err(_) => {
                                 tracing::warn!(computer = %computer, "a Computer sent a message that is no answer; its link ends");
                                 break;

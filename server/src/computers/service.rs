@@ -367,10 +367,9 @@ impl Computers {
             .ok_or(ServiceError::NotFound("computer"))
     }
 
-    /// A terminal session's output on the Computer `id` (one the caller sees), after chunk
-    /// `after`, waiting up to `wait` for some: read on the machine through its link, from
-    /// any node, so a member watches what a Bot does there. A conflict while the machine is not
-    /// connected.
+    /// A terminal session's output after `after`, as the server saved it: readable on any
+    /// node, and after the machine went away. With `wait`, waits for output (or the session's
+    /// end) when there is none yet. A session the server has no output of is not found.
     pub async fn terminal_output(
         &self,
         caller: &Caller,
@@ -379,44 +378,27 @@ impl Computers {
         after: u64,
         wait: std::time::Duration,
     ) -> Result<openbot_schema::TerminalOutput, ServiceError> {
-        use openbot_core::computer::link::LinkResult;
         Self::may(caller, Action::Read)?;
         let computer = self.visible(caller, id).await?;
         if wait > openbot_core::computer::MAX_READ_WAIT {
             return Err(ServiceError::Invalid("wait_ms is at most 30000".into()));
         }
-        let links = self
-            .links
-            .as_ref()
-            .ok_or_else(|| ServiceError::Internal("this node reaches no machine".into()))?;
-        // A member's read is no execution's call: it carries an ID of its own.
-        let request = super::link::Request {
-            tool: "computer_terminal_read".into(),
-            arguments: serde_json::json!({
-                "session_id": session, "after": after, "wait_ms": wait.as_millis() as u64
-            }),
-            execution_id: openbot_schema::ExecutionId::new(),
-            call_id: format!("member-{}", caller.member.member_id),
-        };
-        match links
-            .call(computer.id, request, super::link::CALL_DEADLINE)
-            .await
-        {
-            Ok(LinkResult::Output { content }) => {
-                let text: String = content
-                    .iter()
-                    .filter_map(|part| match part {
-                        openbot_schema::ContentPart::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                serde_json::from_str(&text).map_err(|_| {
-                    ServiceError::Internal("the machine's answer is no terminal output".into())
-                })
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(terminal) = self.store.terminal(computer.id, session).await? {
+                let chunks = self
+                    .store
+                    .output_after(computer.id, session, after, READ_CHUNKS)
+                    .await?;
+                if !chunks.is_empty() || terminal.exited || tokio::time::Instant::now() >= deadline
+                {
+                    return Ok(output_view(&terminal, after, chunks));
+                }
+            } else if tokio::time::Instant::now() >= deadline {
+                return Err(ServiceError::NotFound("terminal session"));
             }
-            Ok(LinkResult::Error { message, .. }) => Err(ServiceError::Invalid(message)),
-            // The machine's state, not the server's: a conflict the caller may retry later.
-            Err(err) => Err(ServiceError::Conflict(err.to_string())),
+            let now = tokio::time::Instant::now();
+            tokio::time::sleep(OUTPUT_POLL.min(deadline.saturating_duration_since(now))).await;
         }
     }
 
@@ -456,6 +438,47 @@ impl Computers {
     }
 }
 
+/// How often a waiting read looks for saved output.
+const OUTPUT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The most chunks one read looks at (then cut at [`READ_BYTES`]).
+const READ_CHUNKS: i64 = 1024;
+
+/// The most text one read returns, in bytes (at least one chunk).
+const READ_BYTES: usize = 64 * 1024;
+
+/// A read's answer: `chunks` (after `after`) cut at [`READ_BYTES`], counting the chunks that
+/// are no longer kept, and the session's end once nothing follows.
+fn output_view(
+    terminal: &super::store::TerminalRow,
+    after: u64,
+    chunks: Vec<openbot_schema::OutputChunk>,
+) -> openbot_schema::TerminalOutput {
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    for chunk in chunks {
+        if !kept.is_empty() && bytes + chunk.text.len() > READ_BYTES {
+            break;
+        }
+        bytes += chunk.text.len();
+        kept.push(chunk);
+    }
+    let dropped = kept
+        .first()
+        .map_or(0, |first| first.seq.saturating_sub(after + 1));
+    let next_cursor = kept.last().map_or(after, |last| last.seq);
+    let last_saved = u64::try_from(terminal.last_seq).unwrap_or(0);
+    let exited = terminal.exited && next_cursor >= last_saved;
+    openbot_schema::TerminalOutput {
+        session_id: terminal.session_id.clone(),
+        chunks: kept,
+        next_cursor,
+        dropped,
+        exited,
+        exit_code: if exited { terminal.exit_code } else { None },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,5 +498,46 @@ mod tests {
         assert_eq!(normalize_code("ABCD-EFGI"), None);
         assert_eq!(normalize_code("ABCD-EFG"), None);
         assert_eq!(normalize_code(""), None);
+    }
+
+    fn terminal(last_seq: i64, exited: bool) -> super::super::store::TerminalRow {
+        super::super::store::TerminalRow {
+            session_id: "t1".into(),
+            cwd: "/w".into(),
+            command: "sh".into(),
+            started_at: 0,
+            last_seq,
+            exited,
+            exit_code: exited.then_some(3),
+        }
+    }
+
+    fn chunk(seq: u64, text: &str) -> openbot_schema::OutputChunk {
+        openbot_schema::OutputChunk {
+            seq,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_read_counts_chunks_no_longer_kept_and_ends_only_with_the_last_one() {
+        let out = super::output_view(&terminal(9, true), 2, vec![chunk(5, "a"), chunk(6, "b")]);
+        assert_eq!((out.dropped, out.next_cursor, out.exited), (2, 6, false));
+        assert_eq!(out.exit_code, None);
+        let out = super::output_view(&terminal(9, true), 8, vec![chunk(9, "z")]);
+        assert_eq!((out.dropped, out.next_cursor, out.exited), (0, 9, true));
+        assert_eq!(out.exit_code, Some(3));
+    }
+
+    #[test]
+    fn a_read_stops_at_its_byte_bound_but_returns_at_least_one_chunk() {
+        let big = "x".repeat(super::READ_BYTES);
+        let out = super::output_view(
+            &terminal(3, false),
+            0,
+            vec![chunk(1, &big), chunk(2, "y"), chunk(3, "z")],
+        );
+        assert_eq!(out.chunks.len(), 1);
+        assert_eq!(out.next_cursor, 1);
     }
 }

@@ -5,7 +5,13 @@ use const_format::concatcp;
 use sqlx::Row as _;
 use uuid::Uuid;
 
-use super::store::{Approval, ComputerRow, ComputerStore, GrantRow, NewPairing, PairingRow};
+use openbot_core::computer::link::OutputBatch;
+use openbot_schema::OutputChunk;
+
+use super::store::{
+    Approval, ComputerRow, ComputerStore, GrantRow, KEPT_CHUNKS, NewPairing, PairingRow,
+    TerminalRow,
+};
 use crate::store::{Millis, StoreError, both_backends};
 
 /// The store on both databases, written once (see `crate::store::both_backends`).
@@ -52,6 +58,31 @@ mod on_both {
              g.granted_at, c.id, c.organization_id, c.owner_member_id, c.name, c.created_at, \
              c.paired_at FROM computer_grants g JOIN computers c ON c.id = g.computer_id \
              WHERE g.bot_id = $1 AND c.removed_at IS NULL";
+
+    // Terminal output: a session saved with its newest sequence and its end, only for a
+    // Computer not removed; its chunks each once; the oldest beyond the kept count go.
+    const SAVE_TERMINAL: &str = "INSERT INTO computer_terminals \
+             (computer_id, session_id, cwd, command, started_at, last_seq, exited, exit_code) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8 \
+             WHERE EXISTS (SELECT 1 FROM computers WHERE id = $1 AND removed_at IS NULL) \
+             ON CONFLICT (computer_id, session_id) DO UPDATE SET \
+             last_seq = CASE WHEN excluded.last_seq > computer_terminals.last_seq \
+             THEN excluded.last_seq ELSE computer_terminals.last_seq END, \
+             exited = (computer_terminals.exited OR excluded.exited), \
+             exit_code = COALESCE(excluded.exit_code, computer_terminals.exit_code)";
+    const INSERT_OUTPUT: &str =
+        "INSERT INTO computer_output (computer_id, session_id, seq, text) VALUES ";
+    const TRIM_OUTPUT: &str = "DELETE FROM computer_output \
+             WHERE computer_id = $1 AND session_id = $2 AND seq <= $3";
+    const TERMINAL: &str = "SELECT session_id, cwd, command, started_at, last_seq, exited, \
+             exit_code FROM computer_terminals WHERE computer_id = $1 AND session_id = $2";
+    const OUTPUT_AFTER: &str = "SELECT seq, text FROM computer_output \
+             WHERE computer_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq LIMIT $4";
+    const FORGET_OUTPUT: &str = "DELETE FROM computer_output WHERE computer_id = $1";
+    const FORGET_TERMINALS: &str = "DELETE FROM computer_terminals WHERE computer_id = $1";
+
+    /// Chunks per insert statement (4 values each).
+    const CHUNKS_PER_INSERT: usize = 200;
 
     fn computer_from(row: &Row) -> Result<ComputerRow, StoreError> {
         Ok(ComputerRow {
@@ -220,13 +251,26 @@ mod on_both {
             id: Uuid,
             now: Millis,
         ) -> Result<bool, StoreError> {
+            let mut tx = self.writer().begin().await?;
             let removed = sqlx::query(REMOVE)
                 .bind(organization)
                 .bind(id)
                 .bind(now)
-                .execute(self.writer())
+                .execute(&mut *tx)
                 .await?
                 .rows_affected();
+            if removed > 0 {
+                // Its terminals' output goes with it.
+                sqlx::query(FORGET_OUTPUT)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(FORGET_TERMINALS)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
             Ok(removed > 0)
         }
 
@@ -282,6 +326,121 @@ mod on_both {
                 granted_at: row.try_get("granted_at")?,
             };
             Ok(Some((grant, computer_from(&row)?)))
+        }
+
+        async fn save_output(
+            &self,
+            computer: Uuid,
+            batches: &[OutputBatch],
+        ) -> Result<(), StoreError> {
+            let mut tx = self.writer().begin().await?;
+            for batch in batches {
+                let session = &batch.session;
+                let newest = batch.chunks.iter().map(|c| c.seq).max().unwrap_or(0);
+                let newest = i64::try_from(newest).map_err(|_| {
+                    StoreError::Invalid("an output sequence is out of range".into())
+                })?;
+                let saved = sqlx::query(SAVE_TERMINAL)
+                    .bind(computer)
+                    .bind(&session.id)
+                    .bind(&session.cwd)
+                    .bind(&session.command)
+                    .bind(session.started_at.timestamp_millis())
+                    .bind(newest)
+                    .bind(batch.exited)
+                    .bind(batch.exit_code)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if saved == 0 {
+                    // The Computer was removed: nothing of it is kept.
+                    continue;
+                }
+                for part in batch.chunks.chunks(CHUNKS_PER_INSERT) {
+                    let mut sql = String::from(INSERT_OUTPUT);
+                    for i in 0..part.len() {
+                        if i > 0 {
+                            sql.push_str(", ");
+                        }
+                        sql.push_str(&format!("($1, $2, ${}, ${})", 3 + 2 * i, 4 + 2 * i));
+                    }
+                    sql.push_str(" ON CONFLICT DO NOTHING");
+                    // Built only of placeholders: no value is in the text.
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .bind(computer)
+                        .bind(&session.id);
+                    for chunk in part {
+                        let seq = i64::try_from(chunk.seq).map_err(|_| {
+                            StoreError::Invalid("an output sequence is out of range".into())
+                        })?;
+                        query = query.bind(seq).bind(&chunk.text);
+                    }
+                    query.execute(&mut *tx).await?;
+                }
+                let oldest_kept = newest - KEPT_CHUNKS;
+                if oldest_kept > 0 {
+                    sqlx::query(TRIM_OUTPUT)
+                        .bind(computer)
+                        .bind(&session.id)
+                        .bind(oldest_kept)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+
+        async fn terminal(
+            &self,
+            computer: Uuid,
+            session: &str,
+        ) -> Result<Option<TerminalRow>, StoreError> {
+            let row = sqlx::query(TERMINAL)
+                .bind(computer)
+                .bind(session)
+                .fetch_optional(self.reader())
+                .await?;
+            row.map(|row| {
+                Ok(TerminalRow {
+                    session_id: row.try_get("session_id")?,
+                    cwd: row.try_get("cwd")?,
+                    command: row.try_get("command")?,
+                    started_at: row.try_get("started_at")?,
+                    last_seq: row.try_get("last_seq")?,
+                    exited: row.try_get("exited")?,
+                    exit_code: row.try_get("exit_code")?,
+                })
+            })
+            .transpose()
+        }
+
+        async fn output_after(
+            &self,
+            computer: Uuid,
+            session: &str,
+            after: u64,
+            limit: i64,
+        ) -> Result<Vec<OutputChunk>, StoreError> {
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
+            let rows = sqlx::query(OUTPUT_AFTER)
+                .bind(computer)
+                .bind(session)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    let seq: i64 = row.try_get("seq")?;
+                    Ok(OutputChunk {
+                        seq: u64::try_from(seq).map_err(|_| {
+                            StoreError::Invalid("a saved output sequence is negative".into())
+                        })?,
+                        text: row.try_get("text")?,
+                    })
+                })
+                .collect()
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The Computer store: paired machines and their pairings.
 
 use async_trait::async_trait;
+use openbot_core::computer::link::OutputBatch;
+use openbot_schema::OutputChunk;
 use uuid::Uuid;
 
 use crate::store::{Millis, StoreError};
@@ -154,4 +156,47 @@ pub trait ComputerStore: Send + Sync + 'static {
 
     /// `bot`'s grant, with its Computer, while that Computer is not removed.
     async fn grant_of_bot(&self, bot: Uuid) -> Result<Option<(GrantRow, ComputerRow)>, StoreError>;
+
+    /// Saves terminal output of `computer` in one transaction: each batch's session (its end
+    /// too), each chunk once by its sequence, and each session trimmed to its newest
+    /// [`KEPT_CHUNKS`] chunks. Nothing of a removed Computer is saved.
+    async fn save_output(&self, computer: Uuid, batches: &[OutputBatch]) -> Result<(), StoreError>;
+
+    /// A saved terminal session of `computer`.
+    async fn terminal(
+        &self,
+        computer: Uuid,
+        session: &str,
+    ) -> Result<Option<TerminalRow>, StoreError>;
+
+    /// At most `limit` saved chunks of a session after `after`, in order.
+    async fn output_after(
+        &self,
+        computer: Uuid,
+        session: &str,
+        after: u64,
+        limit: i64,
+    ) -> Result<Vec<OutputChunk>, StoreError>;
+}
+
+/// The most chunks of one session the server keeps (its newest).
+pub const KEPT_CHUNKS: i64 = 2048;
+
+/// A terminal session as saved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalRow {
+    /// Its ID on the machine.
+    pub session_id: String,
+    /// The folder it started in.
+    pub cwd: String,
+    /// Its program.
+    pub command: String,
+    /// When it started.
+    pub started_at: Millis,
+    /// The newest chunk's sequence saved (0: none yet).
+    pub last_seq: i64,
+    /// Whether it ended.
+    pub exited: bool,
+    /// Its exit code, once it ended with one.
+    pub exit_code: Option<i32>,
 }

@@ -169,13 +169,13 @@ pub async fn revoke_computer(
 }
 
 /// A terminal session's output on a Computer the caller sees, after the cursor `after`,
-/// waiting up to `wait_ms` for some: read on the machine through its link (from any node), so
-/// a member watches what a Bot does there. The session's ID is in the Bot's
-/// `computer_terminal_start` result. 400 for an unknown session, 409 while the machine is not
-/// connected.
+/// waiting up to `wait_ms` for some: the output the server saved as the machine sent it
+/// (readable from any node, and after the machine went away), so a member watches what a Bot
+/// does there. The session's ID is in the Bot's `computer_terminal_start` result. 404 for a
+/// session the server has no output of.
 #[utoipa::path(get, path = "/v1/computers/{id}/terminals/{session_id}/output", tag = "computers",
     params(("id" = uuid::Uuid, Path, description = "The Computer"), ("session_id" = String, Path, description = "The terminal session"), OutputQuery),
-    responses((status = 200, body = TerminalOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses((status = 200, body = TerminalOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn terminal_output(
     State(state): State<AppState>,

@@ -18,7 +18,7 @@ pub(crate) struct Migration {
 }
 
 /// The schema version this build needs.
-pub const SCHEMA_VERSION: i64 = 33;
+pub const SCHEMA_VERSION: i64 = 34;
 
 pub(crate) const SQLITE: &[Migration] = &[
     Migration {
@@ -185,6 +185,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 33,
         name: "computer_grants",
         sql: include_str!("../../../migrations/sqlite/0033_computer_grants.sql"),
+    },
+    Migration {
+        version: 34,
+        name: "terminal_output",
+        sql: include_str!("../../../migrations/sqlite/0034_terminal_output.sql"),
     },
 ];
 
@@ -353,6 +358,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 33,
         name: "computer_grants",
         sql: include_str!("../../../migrations/postgres/0033_computer_grants.sql"),
+    },
+    Migration {
+        version: 34,
+        name: "terminal_output",
+        sql: include_str!("../../../migrations/postgres/0034_terminal_output.sql"),
     },
 ];
 

@@ -77,7 +77,7 @@ async fn node(
             deadline: Duration::from_secs(5),
         }),
     });
-    let links = Links::new(Arc::clone(&directory));
+    let links = Links::new(Arc::clone(&directory), None);
     let rpc = Listener::new(
         name,
         membership.node.incarnation,

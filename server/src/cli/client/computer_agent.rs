@@ -12,7 +12,8 @@ use base64::Engine as _;
 use futures::{SinkExt as _, StreamExt as _};
 use openbot_core::computer::connector::{ConnectorHost, ConnectorSpec};
 use openbot_core::computer::link::{
-    LinkCall, LinkReply, LinkServer, MAX_MESSAGE_BYTES, PROTOCOL, PROTOCOL_HEADER, TERMINAL_HEADER,
+    AgentMessage, LinkCall, LinkReply, LinkServer, MAX_MESSAGE_BYTES, OutputBatch, PROTOCOL,
+    PROTOCOL_HEADER, TERMINAL_HEADER,
 };
 use openbot_core::computer::{Computer, ComputerOptions, LocalComputer};
 use openbot_core::mcp::OpenOptions;
@@ -71,8 +72,14 @@ impl Agent {
     /// Runs until the server refuses the machine or the process is stopped.
     pub async fn run(self) -> anyhow::Result<ExitCode> {
         let terminal = self.options.terminal;
+        // Session IDs unique to this run: the server keeps the output of earlier runs' sessions.
+        let run: String = random_bytes::<3>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let options = self.options.clone().with_session_prefix(format!("t{run}-"));
         let computer: Arc<dyn Computer> = Arc::new(
-            LocalComputer::new(self.options.clone())
+            LocalComputer::new(options)
                 .map_err(|err| anyhow::anyhow!("this machine cannot be offered: {err}"))?,
         );
         let mut answers = LinkServer::new(computer, terminal);
@@ -187,6 +194,12 @@ where
     let (mut sink, mut stream) = socket.split();
     let (reply, mut replies) = mpsc::channel::<LinkReply>(64);
     let ended = CancellationToken::new();
+    // Terminal output goes to the node as it comes, so that the server keeps it.
+    let (batch, mut batches) = mpsc::channel::<OutputBatch>(64);
+    {
+        let (answers, ended) = (answers.clone(), ended.clone());
+        tokio::spawn(async move { answers.forward_output(batch, ended).await });
+    }
     // A cut network ends no connection: the node pings every 15 s, so a link that heard
     // nothing for 45 s is dead, and this side pings too, for the NATs on the way.
     let mut beat = tokio::time::interval(PING);
@@ -219,6 +232,15 @@ where
                     Some(Ok(Message::Close(_))) | None => break "the server ended the link".to_string(),
                     Some(Ok(_)) => {}
                     Some(Err(err)) => break format!("the link broke ({})", ws_kind(&err)),
+                }
+            }
+            Some(output) = batches.recv() => {
+                let text = match serde_json::to_string(&AgentMessage::Output { output }) {
+                    Ok(text) => text,
+                    Err(_) => break "terminal output could not be written".to_string(),
+                };
+                if let Err(err) = sink.send(Message::text(text)).await {
+                    break format!("the link broke ({})", ws_kind(&err));
                 }
             }
             Some(answer) = replies.recv() => {
