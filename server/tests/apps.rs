@@ -279,25 +279,9 @@ async fn a_turn_calls_an_app_tool_and_the_model_sees_its_result(server: Server) 
     assert_eq!(results[0].output[0].as_text(), Some("write_note: milk"));
     // The call's MCP session was registered in the node's directory before it connected,
     // and its close was saved before the call returned.
-    let id: uuid::Uuid = execution.parse().unwrap();
-    let sessions = openbot_server::cluster::directory::store(&server.database.features)
-        .unwrap()
-        .resources_of_execution(id)
-        .await
-        .unwrap();
-    assert_eq!(sessions.len(), 1, "{sessions:?}");
-    assert_eq!(sessions[0].kind, "mcp.stdio");
-    assert!(
-        sessions[0].scope.starts_with("app_connection:"),
-        "{sessions:?}"
-    );
-    assert!(
-        matches!(
-            sessions[0].closed,
-            Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
-        ),
-        "{sessions:?}"
-    );
+    server
+        .assert_one_closed_app_session(&execution, "mcp.stdio")
+        .await;
     let calls: Vec<String> = fixture_log(&log)
         .into_iter()
         .filter(|l| l.starts_with("call write_note"))

@@ -489,23 +489,7 @@ async fn grant(
 /// A Bot of the owner on a scripted model whose script is `script`, naming every Computer
 /// tool (granted a Computer, those route to it); the folder keeping the script with it.
 async fn computer_bot(server: &Server, name: &str, script: Value) -> (Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("script.json");
-    std::fs::write(&file, script.to_string()).unwrap();
-    let tools: Vec<Value> = openbot_core::computer::TOOL_NAMES
-        .iter()
-        .map(|name| json!({"name": name, "description": "A Computer tool.", "input_schema": {"type": "object"}}))
-        .collect();
-    let spec =
-        json!({"name": name, "model": format!("scripted:{}", file.display()), "tools": tools});
-    let response = server
-        .post("/v1/bots", &server.owner)
-        .json(&spec)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    (response.json().await.unwrap(), dir)
+    scripted_bot(server, name, &openbot_core::computer::TOOL_NAMES, script).await
 }
 
 /// A Chat with a new Bot granted `computer` without asking, whose scripted model writes
@@ -1334,9 +1318,11 @@ async fn connector_ready(server: &Server, computer: &Value, name: &str) -> Value
     found.json().await.unwrap()
 }
 
-/// A Bot on a scripted model naming `tools`; the folder keeping the script with it.
+/// A Bot `name` of the owner on a scripted model whose script is `script`, naming `tools`;
+/// the folder keeping the script with it.
 async fn scripted_bot(
     server: &Server,
+    name: &str,
     tools: &[&str],
     script: Value,
 ) -> (Value, tempfile::TempDir) {
@@ -1345,9 +1331,10 @@ async fn scripted_bot(
     std::fs::write(&file, script.to_string()).unwrap();
     let tools: Vec<Value> = tools
         .iter()
-        .map(|name| json!({"name": name, "description": "-", "input_schema": {"type": "object"}}))
+        .map(|name| json!({"name": name, "description": "A tool.", "input_schema": {"type": "object"}}))
         .collect();
-    let spec = json!({"name": "Connected", "model": format!("scripted:{}", file.display()), "tools": tools});
+    let spec =
+        json!({"name": name, "model": format!("scripted:{}", file.display()), "tools": tools});
     let response = server
         .post("/v1/bots", &server.owner)
         .json(&spec)
@@ -1372,6 +1359,7 @@ async fn a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_ove
     assert!(tools.iter().any(|t| t["name"] == "write_note"), "{found}");
     let (bot, _script) = scripted_bot(
         &server,
+        "Noter",
         &["notes__write_note"],
         json!([
             {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": "milk"}}]},
@@ -1404,24 +1392,9 @@ async fn a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_ove
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert!(calls[0].contains(&format!("{execution}:")), "{calls:?}");
     // The session on the machine was registered in the directory, and its close saved.
-    let sessions = openbot_server::cluster::directory::store(&server.database.features)
-        .unwrap()
-        .resources_of_execution(execution.parse().unwrap())
-        .await
-        .unwrap();
-    assert_eq!(sessions.len(), 1, "{sessions:?}");
-    assert_eq!(sessions[0].kind, "mcp.connector");
-    assert!(
-        sessions[0].scope.starts_with("app_connection:"),
-        "{sessions:?}"
-    );
-    assert!(
-        matches!(
-            sessions[0].closed,
-            Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
-        ),
-        "{sessions:?}"
-    );
+    server
+        .assert_one_closed_app_session(execution, "mcp.connector")
+        .await;
 }
 
 async fn only_an_admin_who_may_use_the_computer_publishes_its_connector(server: Server) {
@@ -1485,6 +1458,7 @@ async fn a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent
     connector_ready(&server, &computer, "notes").await;
     let (bot, _script) = scripted_bot(
         &server,
+        "Noter",
         &["notes__write_note"],
         json!([
             {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": "once"}}]},

@@ -159,7 +159,7 @@ pub trait ComputerStore: Send + Sync + 'static {
 
     /// Saves terminal output of `computer` in one transaction: each batch's session (its end
     /// too), each chunk once by its sequence, and each session trimmed to its newest
-    /// [`KEPT_CHUNKS`] chunks. Nothing of a removed Computer is saved.
+    /// `KEPT_CHUNKS` chunks. Nothing of a removed Computer is saved.
     async fn save_output(&self, computer: Uuid, batches: &[OutputBatch]) -> Result<(), StoreError>;
 
     /// A saved terminal session of `computer`.

@@ -619,6 +619,32 @@ pub async fn receipt(response: reqwest::Response) -> Value {
 }
 
 impl Server {
+    /// Asserts that `execution` opened one App session of `kind` (`mcp.stdio`,
+    /// `mcp.connector`, ...), registered in the node's directory under its Connection's scope,
+    /// and that its close was saved.
+    pub async fn assert_one_closed_app_session(&self, execution: &str, kind: &str) {
+        let sessions = openbot_server::cluster::directory::store(&self.database.features)
+            .unwrap()
+            .resources_of_execution(execution.parse().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        assert_eq!(sessions[0].kind, kind);
+        assert!(
+            sessions[0].scope.starts_with("app_connection:"),
+            "{sessions:?}"
+        );
+        assert!(
+            matches!(
+                sessions[0].closed,
+                Some(openbot_server::cluster::directory::CloseResult::Closed { .. })
+            ),
+            "{sessions:?}"
+        );
+    }
+}
+
+impl Server {
     /// A token of the owner with every right, limited to one Bot.
     pub async fn bot_limited_token(&self, bot: &Value) -> String {
         let response = self

@@ -25,6 +25,27 @@ import uniffi.openbot.schema.ToolDefinition
 class ComputerTest {
     private fun named(names: List<String>) = names.map { ToolDefinition(it, "", OBJECT_SCHEMA) }
 
+    /** A machine paired by [client], its agent (`openbot computer run`) started on [folder] and linked. */
+    private suspend fun linkedMachine(
+        client: Client, folder: java.io.File, name: String, shared: Boolean, vararg more: String,
+    ): Pair<uniffi.openbot.schema.Computer, Process> {
+        val pairing = client.startPairing(StartPairing(name = name))
+        val computer = client.approvePairing(ApprovePairing(code = pairing.code, shared = shared))
+        val claim = client.claimPairing(pairing.id, ClaimPairing(secret = pairing.secret))
+        val saved = folder.resolve("computer.json")
+        saved.writeText("""{"server":"${Server.url}","computer_id":"${computer.id}","credential":"${claim.credential}"}""")
+        val agent = ProcessBuilder(
+            listOf(System.getProperty("openbot.server"), "computer", "run", "--json",
+                "--credential-file", saved.path, "--folder", folder.path) + more,
+        ).redirectErrorStream(false).start()
+        val lines = agent.inputStream.bufferedReader()
+        while (true) {
+            val line = lines.readLine() ?: error("the agent ended before it linked")
+            if (line.contains("\"linked\"")) break
+        }
+        return computer to agent
+    }
+
     @Test
     fun `a Bot in memory writes a file and reads it back through a terminal`() = runBlocking<Unit> {
         val folder = Files.createTempDirectory("openbot-kotlin-computer-").toFile()
@@ -61,21 +82,8 @@ class ComputerTest {
         Server.start()
         val client = connect(Server.url, Server.token, emptyList())
         val folder = Files.createTempDirectory("openbot-kotlin-machine-").toFile()
-        val pairing = client.startPairing(StartPairing(name = "kotlin-box"))
-        val computer = client.approvePairing(ApprovePairing(code = pairing.code, shared = false))
-        val claim = client.claimPairing(pairing.id, ClaimPairing(secret = pairing.secret))
-        val saved = folder.resolve("computer.json")
-        saved.writeText("""{"server":"${Server.url}","computer_id":"${computer.id}","credential":"${claim.credential}"}""")
-        val agent = ProcessBuilder(
-            System.getProperty("openbot.server"), "computer", "run", "--json",
-            "--credential-file", saved.path, "--folder", folder.path,
-        ).redirectErrorStream(false).start()
+        val (computer, agent) = linkedMachine(client, folder, "kotlin-box", shared = false)
         try {
-            val lines = agent.inputStream.bufferedReader()
-            while (true) {
-                val line = lines.readLine() ?: error("the agent ended before it linked")
-                if (line.contains("\"linked\"")) break
-            }
             val script = """{"steps":[
                 {"tool_calls":[{"id":"s","name":"computer_terminal_start","arguments":{"command":"echo from-the-machine"}}]},
                 {"text":"started"}]}"""
@@ -121,22 +129,9 @@ class ComputerTest {
         val client = connect(Server.url, Server.token, emptyList())
         val folder = Files.createTempDirectory("openbot-kotlin-connector-").toFile()
         val log = folder.resolve("fixture.log")
-        val pairing = client.startPairing(StartPairing(name = "kotlin-connector"))
-        val computer = client.approvePairing(ApprovePairing(code = pairing.code, shared = true))
-        val claim = client.claimPairing(pairing.id, ClaimPairing(secret = pairing.secret))
-        val saved = folder.resolve("computer.json")
-        saved.writeText("""{"server":"${Server.url}","computer_id":"${computer.id}","credential":"${claim.credential}"}""")
-        val agent = ProcessBuilder(
-            System.getProperty("openbot.server"), "computer", "run", "--json",
-            "--credential-file", saved.path, "--folder", folder.path,
-            "--connector", "notes=${python.path} ${fixture.path} --log ${log.path} --delay 0",
-        ).redirectErrorStream(false).start()
+        val (computer, agent) = linkedMachine(client, folder, "kotlin-connector", shared = true,
+            "--connector", "notes=${python.path} ${fixture.path} --log ${log.path} --delay 0")
         try {
-            val lines = agent.inputStream.bufferedReader()
-            while (true) {
-                val line = lines.readLine() ?: error("the agent ended before it linked")
-                if (line.contains("\"linked\"")) break
-            }
             val app = client.registerApp(NewApp(name = "notes",
                 transport = AppTransport.Connector(computerId = computer.id, connector = "notes")))
             val connection = client.openAppConnection(app.id, NewAppConnection(auth = AppAuthKind.NONE))
