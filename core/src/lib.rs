@@ -13,6 +13,7 @@ pub mod delegation;
 mod error;
 pub mod events;
 pub mod files;
+pub mod live;
 pub mod mcp;
 pub mod memories;
 pub mod memory;
@@ -22,6 +23,7 @@ pub mod rules;
 pub mod telemetry;
 pub mod tool;
 pub mod turn;
+pub mod websocket;
 
 pub use agent::{Agent, AgentBuilder, TurnHandle};
 pub use client::{
@@ -51,4 +53,6 @@ mod manual {
     struct Files;
     #[doc = include_str!("../../docs/computers.md")]
     struct Computers;
+    #[doc = include_str!("../../docs/live.md")]
+    struct Live;
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use base64::Engine as _;
 use futures::{SinkExt as _, StreamExt as _};
 use openbot_core::computer::connector::{ConnectorHost, ConnectorSpec};
 use openbot_core::computer::link::{
@@ -17,12 +16,10 @@ use openbot_core::computer::link::{
 };
 use openbot_core::computer::{Computer, ComputerOptions, LocalComputer};
 use openbot_core::mcp::OpenOptions;
-use reqwest::header;
+use openbot_core::websocket::UpgradeError;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -124,59 +121,36 @@ impl Agent {
     }
 
     async fn link_once(&self, http: &reqwest::Client, server: &str, answers: &LinkServer) -> Ended {
-        let key = base64::engine::general_purpose::STANDARD.encode(random_bytes::<16>());
         let url = format!("{}/v1/computers/link", server.trim_end_matches('/'));
-        let response = http
+        let request = http
             .get(&url)
-            .header(header::CONNECTION, "Upgrade")
-            .header(header::UPGRADE, "websocket")
-            .header(header::SEC_WEBSOCKET_VERSION, "13")
-            .header(header::SEC_WEBSOCKET_KEY, &key)
             .header(PROTOCOL_HEADER, PROTOCOL.to_string())
             .header(
                 TERMINAL_HEADER,
                 if self.options.terminal { "on" } else { "off" },
             )
-            .bearer_auth(&self.credential)
-            .send()
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(err) => {
+            .bearer_auth(&self.credential);
+        let socket = match openbot_core::websocket::open(request, MAX_MESSAGE_BYTES).await {
+            Ok(socket) => socket,
+            Err(UpgradeError::Send(err)) => {
                 return Ended::Again(format!("cannot reach {server}: {}", kind(&err)));
             }
+            Err(UpgradeError::Status { status, message }) => {
+                let message = message.unwrap_or_else(|| status.to_string());
+                return match status.as_u16() {
+                    400 | 401 | 403 | 404 => Ended::Refused(format!(
+                        "the server refused this Computer ({status}): {message}"
+                    )),
+                    _ => Ended::Again(format!("the server answered {status}: {message}")),
+                };
+            }
+            Err(UpgradeError::NotWebSocket) => {
+                return Ended::Again("the server's answer is no WebSocket for this request".into());
+            }
+            Err(UpgradeError::Upgrade(err)) => {
+                return Ended::Again(format!("the link could not start: {}", kind(&err)));
+            }
         };
-        let status = response.status();
-        if status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
-            let message = response
-                .json::<serde_json::Value>()
-                .await
-                .ok()
-                .and_then(|body| body["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| status.to_string());
-            return match status.as_u16() {
-                400 | 401 | 403 | 404 => Ended::Refused(format!(
-                    "the server refused this Computer ({status}): {message}"
-                )),
-                _ => Ended::Again(format!("the server answered {status}: {message}")),
-            };
-        }
-        let accepted = response
-            .headers()
-            .get(header::SEC_WEBSOCKET_ACCEPT)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_string);
-        if accepted.as_deref() != Some(derive_accept_key(key.as_bytes()).as_str()) {
-            return Ended::Again("the server's answer is no WebSocket for this request".into());
-        }
-        let upgraded = match response.upgrade().await {
-            Ok(upgraded) => upgraded,
-            Err(err) => return Ended::Again(format!("the link could not start: {}", kind(&err))),
-        };
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        let socket = WebSocketStream::from_raw_socket(upgraded, Role::Client, Some(config)).await;
         self.say(
             "linked",
             &format!("linked to {server} as Computer {}", self.computer_id),
