@@ -13,6 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use openbot_core::live::openai::OpenAiRealtime;
 use openbot_core::model::{Model, ModelError, ModelSpec, ModelSpecError, model_from_spec_with};
 use openbot_core::outbound::OutboundPolicy;
 
@@ -245,6 +246,59 @@ impl Platform {
         model_from_spec_with(spec, &env, &self.outbound, &|name| self.scripted_path(name))
     }
 
+    /// The realtime endpoint and model name a live session with model `spec` uses, by the
+    /// key rule of [`Self::model`]: `openai:<model>` reaches the organization's own settings
+    /// (its key, and its base URL when it set one) or else the platform's key at the
+    /// platform's endpoint; `compatible:<base>:<model>` reaches its base URL with the
+    /// organization's key for that URL only, never a platform key. Other providers have no
+    /// realtime API. The endpoint is checked against the outbound policy.
+    pub fn realtime(
+        &self,
+        spec: &str,
+        organization: &[OrganizationProvider],
+    ) -> Result<(OpenAiRealtime, String), ModelSpecError> {
+        let own = |kind: &str| organization.iter().find(|p| p.kind == kind);
+        let (base, key, model) = match ModelSpec::parse(spec)? {
+            ModelSpec::OpenAi { model } | ModelSpec::OpenAiResponses { model } => {
+                let env = self.provider_env(
+                    own("openai"),
+                    "openai",
+                    "OPENAI_API_KEY",
+                    "OPENAI_BASE_URL",
+                )?;
+                let key = env("OPENAI_API_KEY").ok_or(ModelSpecError::MissingKey {
+                    provider: "openai",
+                    variable: "OPENAI_API_KEY",
+                })?;
+                let base = env("OPENAI_BASE_URL")
+                    .unwrap_or_else(|| "https://api.openai.com/v1".to_string());
+                (base, Some(key), model)
+            }
+            ModelSpec::Compatible { base_url, model } => {
+                let key = own("compatible")
+                    .filter(|p| {
+                        p.base_url
+                            .as_deref()
+                            .is_some_and(|saved| same_base(saved, &base_url))
+                    })
+                    .and_then(|p| p.api_key.clone());
+                (base_url, key, model)
+            }
+            ModelSpec::Anthropic { .. } | ModelSpec::Scripted { .. } => {
+                return Err(ModelSpecError::Model(ModelError::Configuration(
+                    "a live session needs a realtime model: openai:<model> or compatible:<base-url>:<model>".into(),
+                )));
+            }
+        };
+        self.outbound
+            .check_url(&base)
+            .map_err(|err| ModelSpecError::Model(ModelError::Configuration(err.to_string())))?;
+        Ok((
+            OpenAiRealtime::with_key(base, key, Arc::clone(&self.outbound)),
+            model,
+        ))
+    }
+
     /// The variables of one provider: the organization's own settings when it has any (its
     /// key only), else the platform's key with the platform's endpoint.
     fn provider_env(
@@ -334,6 +388,63 @@ mod tests {
             panic!("a base URL without the organization's key must not be used");
         };
         assert!(err.to_string().contains("no API key"), "{err}");
+    }
+
+    fn organization(kind: &str, base_url: Option<&str>, key: Option<&str>) -> OrganizationProvider {
+        OrganizationProvider {
+            kind: kind.into(),
+            base_url: base_url.map(str::to_string),
+            api_key: key.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_live_session_sends_the_platform_key_only_to_the_platforms_endpoint() {
+        let platform = platform_with_key();
+        let (endpoint, model) = platform.realtime("openai:gpt-realtime", &[]).unwrap();
+        assert_eq!(model, "gpt-realtime");
+        assert_eq!(endpoint.base_url(), "https://api.openai.com/v1");
+        assert!(endpoint.sends_key("sk-platform"));
+        // The organization's own settings: its key at its base URL, never the platform's.
+        let own = organization("openai", Some("http://127.0.0.1:9/v1"), Some("sk-org"));
+        let (endpoint, _) = platform.realtime("openai:gpt-realtime", &[own]).unwrap();
+        assert_eq!(endpoint.base_url(), "http://127.0.0.1:9/v1");
+        assert!(endpoint.sends_key("sk-org") && !endpoint.sends_key("sk-platform"));
+        // Its base URL without its own key is refused.
+        let keyless = organization("openai", Some("http://127.0.0.1:9/v1"), None);
+        let err = platform
+            .realtime("openai:gpt-realtime", &[keyless])
+            .unwrap_err();
+        assert!(err.to_string().contains("no API key"), "{err}");
+    }
+
+    #[test]
+    fn a_live_session_on_a_compatible_endpoint_sends_only_its_own_key() {
+        let platform = platform_with_key();
+        let spec = "compatible:http://127.0.0.1:9/v1:local-realtime";
+        let (endpoint, model) = platform.realtime(spec, &[]).unwrap();
+        assert_eq!(model, "local-realtime");
+        assert!(!endpoint.sends_key("sk-platform"));
+        let other = organization("compatible", Some("http://other/v1"), Some("sk-other"));
+        let (endpoint, _) = platform.realtime(spec, &[other]).unwrap();
+        assert!(!endpoint.sends_key("sk-other"));
+        let own = organization("compatible", Some("http://127.0.0.1:9/v1/"), Some("sk-own"));
+        let (endpoint, _) = platform.realtime(spec, &[own]).unwrap();
+        assert!(endpoint.sends_key("sk-own"));
+    }
+
+    #[test]
+    fn a_live_session_needs_a_realtime_provider_the_outbound_policy_allows() {
+        let platform = platform_with_key();
+        let err = platform
+            .realtime("anthropic:claude-sonnet-4-5", &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("realtime model"), "{err}");
+        let guarded = Platform::new(OutboundPolicy::default(), None).unwrap();
+        let err = guarded
+            .realtime("compatible:http://127.0.0.1:9/v1:m", &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("outbound"), "{err}");
     }
 
     #[test]

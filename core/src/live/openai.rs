@@ -51,7 +51,7 @@ fn opening_error(err: crate::websocket::UpgradeError) -> LiveError {
 #[derive(Clone)]
 pub struct OpenAiRealtime {
     base_url: String,
-    api_key: String,
+    api_key: Option<String>,
     outbound: Arc<OutboundPolicy>,
 }
 
@@ -72,11 +72,32 @@ impl OpenAiRealtime {
         api_key: impl Into<String>,
         outbound: Arc<OutboundPolicy>,
     ) -> Self {
+        Self::with_key(base_url, Some(api_key.into()), outbound)
+    }
+
+    /// The endpoint at `base_url` with `api_key` when there is one (a compatible endpoint may
+    /// need none).
+    pub fn with_key(
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+        outbound: Arc<OutboundPolicy>,
+    ) -> Self {
         Self {
             base_url: base_url.into().trim_end_matches('/').to_string(),
-            api_key: api_key.into(),
+            api_key,
             outbound,
         }
+    }
+
+    /// The endpoint's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Whether a key is sent, and whether it is `key` (for checks of the key rules; the key
+    /// itself is never read back).
+    pub fn sends_key(&self, key: &str) -> bool {
+        self.api_key.as_deref() == Some(key)
     }
 }
 
@@ -236,7 +257,10 @@ impl super::RealtimeProvider for OpenAiRealtime {
             .build()
             .map_err(|_| LiveError::Unreachable("the HTTP client cannot start".into()))?;
         let opening = async {
-            let request = client.get(&url).bearer_auth(&self.api_key);
+            let request = match &self.api_key {
+                Some(key) => client.get(&url).bearer_auth(key),
+                None => client.get(&url),
+            };
             let mut socket = crate::websocket::open(request, MAX_MESSAGE_BYTES)
                 .await
                 .map_err(opening_error)?;
