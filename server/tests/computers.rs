@@ -50,6 +50,7 @@ http_tests!(
     a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_over_the_link,
     only_an_admin_who_may_use_the_computer_publishes_its_connector,
     a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent_again,
+    a_removed_members_machine_links_no_more,
 );
 
 async fn start(server: &Server, name: &str) -> Value {
@@ -1490,4 +1491,34 @@ async fn a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent
         .filter(|line| line.starts_with("call write_note"))
         .count();
     assert_eq!(calls, 1);
+}
+
+async fn a_removed_members_machine_links_no_more(server: Server) {
+    let other = server.other_member_token().await;
+    let (pairing, _) = paired(&server, &other, "theirs", false).await;
+    let answer: Value = claim(&server, &pairing).await.json().await.unwrap();
+    let credential = format!("Bearer {}", answer["credential"].as_str().unwrap());
+    assert_eq!(
+        link_attempt(&server, Some(&credential)).await,
+        StatusCode::SWITCHING_PROTOCOLS
+    );
+    let members = server.items("/v1/members", &server.owner).await;
+    let member = members
+        .iter()
+        .find(|m| m["email"] == "other@example.com")
+        .unwrap();
+    let removed = server
+        .delete(
+            &format!("/v1/members/{}", member["id"].as_str().unwrap()),
+            &server.owner,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::NO_CONTENT);
+    // The machine's credential went with its member's place in the organization.
+    assert_eq!(
+        link_attempt(&server, Some(&credential)).await,
+        StatusCode::UNAUTHORIZED
+    );
 }

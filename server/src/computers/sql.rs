@@ -47,8 +47,12 @@ mod on_both {
     const REMOVE: &str = "UPDATE computers SET removed_at = $3, credential_hash = NULL \
              WHERE organization_id = $1 AND id = $2 AND removed_at IS NULL";
 
-    const BY_CREDENTIAL: &str =
-        concatcp!(ROWS, " WHERE credential_hash = $1 AND removed_at IS NULL");
+    // A machine of a member who was removed from the organization is refused too.
+    const BY_CREDENTIAL: &str = concatcp!(
+        ROWS,
+        " WHERE credential_hash = $1 AND removed_at IS NULL AND (owner_member_id IS NULL \
+         OR owner_member_id IN (SELECT id FROM members WHERE removed_at IS NULL))"
+    );
     const GRANT: &str = "INSERT INTO computer_grants \
              (bot_id, computer_id, ask, granted_by, granted_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (bot_id) DO UPDATE SET computer_id = excluded.computer_id, \
