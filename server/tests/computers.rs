@@ -1346,6 +1346,24 @@ async fn scripted_bot(
     (response.json().await.unwrap(), dir)
 }
 
+/// A Turn of a new Bot whose scripted model calls the Connector App `notes`'s `write_note`
+/// with `text`, then answers: its execution, and the folder keeping the script.
+async fn note_turn(server: &Server, text: &str) -> (String, tempfile::TempDir) {
+    let (bot, script) = scripted_bot(
+        server,
+        "Noter",
+        &["notes__write_note"],
+        json!([
+            {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": text}}]},
+            {"text": "noted"}
+        ]),
+    )
+    .await;
+    let chat = server.chat(&server.owner, &bot).await;
+    let sent = receipt(server.send(&server.owner, &chat, "Note it", None).await).await;
+    (sent["execution_id"].as_str().unwrap().to_string(), script)
+}
+
 async fn a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_over_the_link(
     server: Server,
 ) {
@@ -1358,19 +1376,8 @@ async fn a_connector_the_machine_publishes_is_an_app_whose_tools_a_bot_calls_ove
     let read = tools.iter().find(|t| t["name"] == "read_note").unwrap();
     assert_eq!(read["annotations"]["readOnlyHint"], true);
     assert!(tools.iter().any(|t| t["name"] == "write_note"), "{found}");
-    let (bot, _script) = scripted_bot(
-        &server,
-        "Noter",
-        &["notes__write_note"],
-        json!([
-            {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": "milk"}}]},
-            {"text": "noted"}
-        ]),
-    )
-    .await;
-    let chat = server.chat(&server.owner, &bot).await;
-    let sent = receipt(server.send(&server.owner, &chat, "Note milk", None).await).await;
-    let execution = sent["execution_id"].as_str().unwrap();
+    let (execution, _script) = note_turn(&server, "milk").await;
+    let execution = execution.as_str();
     let events = server.finish(&server.owner, execution).await;
     assert_eq!(
         outcome_of(&events),
@@ -1457,19 +1464,7 @@ async fn a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent
     let connector = fixture_connector("notes", &log, 60.0);
     let mut agent = run_agent_with(dir, &computer, &connector).await;
     connector_ready(&server, &computer, "notes").await;
-    let (bot, _script) = scripted_bot(
-        &server,
-        "Noter",
-        &["notes__write_note"],
-        json!([
-            {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": "once"}}]},
-            {"text": "unreachable"}
-        ]),
-    )
-    .await;
-    let chat = server.chat(&server.owner, &bot).await;
-    let sent = receipt(server.send(&server.owner, &chat, "Note", None).await).await;
-    let execution = sent["execution_id"].as_str().unwrap().to_string();
+    let (execution, _script) = note_turn(&server, "once").await;
     mcp_servers::wait_for_log(&log, "call write_note").await;
     signal(agent.child.id().unwrap(), "-KILL");
     let _ = agent.child.wait().await;
