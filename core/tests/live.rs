@@ -18,12 +18,20 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 
-/// What the fake provider saw: the request's path and key, and every client event.
+/// What the fake provider saw: the request's path and key, every client event, and every
+/// server event it sent.
 #[derive(Default)]
 struct Seen {
     path: String,
     authorization: String,
     events: Vec<Value>,
+    sent: Vec<Value>,
+}
+
+/// `event` with an `event_id`, as every server event has one.
+fn with_id(mut event: Value, n: usize) -> Value {
+    event["event_id"] = json!(format!("event_{n}"));
+    event
 }
 
 /// A provider on 127.0.0.1 that answers each `response.create` from its script: `text` deltas
@@ -50,10 +58,13 @@ async fn fake_provider(drop_after: Option<usize>) -> (String, Arc<Mutex<Seen>>) 
         let mut socket = tokio_tungstenite::accept_hdr_async(stream, callback)
             .await
             .unwrap();
+        let created = with_id(
+            json!({"type": "session.created", "session": {"type": "realtime"}}),
+            0,
+        );
+        seen.lock().unwrap().sent.push(created.clone());
         socket
-            .send(Message::text(
-                json!({"type": "session.created", "session": {"id": "sess_1"}}).to_string(),
-            ))
+            .send(Message::text(created.to_string()))
             .await
             .unwrap();
         let mut responses = 0;
@@ -86,12 +97,12 @@ async fn fake_provider(drop_after: Option<usize>) -> (String, Arc<Mutex<Seen>>) 
             let wants_tool = asked.as_deref() == Some("what time is it?") && !tool_answered;
             let replies = if wants_tool {
                 vec![
-                    json!({"type": "response.created", "response": {"id": id}}),
+                    json!({"type": "response.created", "response": {"id": id, "object": "realtime.response", "status": "in_progress"}}),
                     json!({"type": "response.function_call_arguments.done", "response_id": id,
                         "item_id": "item_f", "output_index": 0, "call_id": "call_1",
                         "name": "clock", "arguments": "{\"zone\":\"UTC\"}"}),
                     json!({"type": "response.done", "response": {"id": id, "status": "completed",
-                        "output": [{"type": "function_call", "call_id": "call_1", "name": "clock"}],
+                        "output": [{"type": "function_call", "call_id": "call_1", "name": "clock", "arguments": "{\"zone\":\"UTC\"}"}],
                         "usage": {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25}}}),
                 ]
             } else {
@@ -102,7 +113,7 @@ async fn fake_provider(drop_after: Option<usize>) -> (String, Arc<Mutex<Seen>>) 
                 };
                 let (first, rest) = answer.split_at(3);
                 vec![
-                    json!({"type": "response.created", "response": {"id": id}}),
+                    json!({"type": "response.created", "response": {"id": id, "object": "realtime.response", "status": "in_progress"}}),
                     json!({"type": "response.output_text.delta", "response_id": id, "item_id": "i",
                         "output_index": 0, "content_index": 0, "delta": first}),
                     json!({"type": "response.output_text.delta", "response_id": id, "item_id": "i",
@@ -113,7 +124,9 @@ async fn fake_provider(drop_after: Option<usize>) -> (String, Arc<Mutex<Seen>>) 
                         "usage": {"input_tokens": 10, "output_tokens": 4, "total_tokens": 14}}}),
                 ]
             };
-            for reply in replies {
+            for (n, reply) in replies.into_iter().enumerate() {
+                let reply = with_id(reply, responses * 10 + n);
+                seen.lock().unwrap().sent.push(reply.clone());
                 socket.send(Message::text(reply.to_string())).await.unwrap();
             }
         }
@@ -292,4 +305,72 @@ async fn an_internal_address_the_policy_denies_is_refused_before_connecting() {
     let err = denied.connect(&config()).await.unwrap_err();
     assert!(matches!(err, LiveError::Refused(_)), "{err:?}");
     assert!(seen.lock().unwrap().path.is_empty());
+}
+
+/// Writes both directions of a real exchange (text, a tool call and its result) and the client
+/// events of every other input, as JSON, to `OPENBOT_LIVE_WIRE_DIR` (else a temporary
+/// folder): `scripts/check-live-wire` checks them against the official `openai` package's
+/// types of the Realtime events.
+#[tokio::test]
+async fn the_wire_in_both_directions_is_written_for_the_type_check() {
+    let (base, seen) = fake_provider(None).await;
+    let mut connection = provider(&base)
+        .connect(&LiveConfig {
+            voice: Some("alloy".into()),
+            ..config()
+        })
+        .await
+        .unwrap();
+    connection
+        .send(LiveInput::Text {
+            text: "what time is it?".into(),
+        })
+        .await
+        .unwrap();
+    response(&mut connection).await;
+    connection
+        .send(LiveInput::ToolResult {
+            call_id: "call_1".into(),
+            output: "12:00".into(),
+        })
+        .await
+        .unwrap();
+    response(&mut connection).await;
+    let seen = seen.lock().unwrap();
+    let mut client = seen.events.clone();
+    for input in [
+        LiveInput::Audio {
+            data: "AAAA".into(),
+        },
+        LiveInput::AudioCommit,
+        LiveInput::Cancel,
+    ] {
+        client.extend(openbot_core::live::openai::client_events(&input));
+    }
+    let kinds: std::collections::BTreeSet<&str> =
+        client.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        [
+            "conversation.item.create",
+            "input_audio_buffer.append",
+            "input_audio_buffer.commit",
+            "response.cancel",
+            "response.create",
+            "session.update"
+        ]
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = std::env::var_os("OPENBOT_LIVE_WIRE_DIR")
+        .map_or_else(|| scratch.path().to_path_buf(), std::path::PathBuf::from);
+    std::fs::write(
+        dir.join("client.json"),
+        serde_json::to_vec_pretty(&client).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("server.json"),
+        serde_json::to_vec_pretty(&seen.sent).unwrap(),
+    )
+    .unwrap();
 }
