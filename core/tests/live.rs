@@ -152,6 +152,15 @@ fn provider(base: &str) -> OpenAiRealtime {
     OpenAiRealtime::new(base, "sk-test", Arc::new(OutboundPolicy::allow_all()))
 }
 
+/// Sends `input`, then reads the events up to and including the next `response_done`.
+async fn exchange(
+    connection: &mut openbot_core::live::LiveConnection,
+    input: LiveInput,
+) -> Vec<LiveEvent> {
+    connection.send(input).await.unwrap();
+    response(connection).await
+}
+
 /// The events up to and including the next `response_done`.
 async fn response(connection: &mut openbot_core::live::LiveConnection) -> Vec<LiveEvent> {
     let mut events = Vec::new();
@@ -174,11 +183,7 @@ async fn the_session_is_configured_with_the_bots_instructions_and_tools() {
     let mut connection = provider(&base).connect(&config()).await.unwrap();
     assert_eq!(connection.next().await, Some(LiveEvent::Ready));
     // Once a message was answered, the provider has read everything sent before it.
-    connection
-        .send(LiveInput::Text { text: "hi".into() })
-        .await
-        .unwrap();
-    response(&mut connection).await;
+    exchange(&mut connection, LiveInput::Text { text: "hi".into() }).await;
     let seen = seen.lock().unwrap();
     assert_eq!(seen.path, "/v1/realtime?model=gpt-realtime");
     assert_eq!(seen.authorization, "Bearer sk-test");
@@ -194,11 +199,7 @@ async fn the_session_is_configured_with_the_bots_instructions_and_tools() {
 async fn text_in_streams_text_deltas_and_ends_with_the_responses_usage() {
     let (base, _seen) = fake_provider(None).await;
     let mut connection = provider(&base).connect(&config()).await.unwrap();
-    connection
-        .send(LiveInput::Text { text: "hi".into() })
-        .await
-        .unwrap();
-    let events = response(&mut connection).await;
+    let events = exchange(&mut connection, LiveInput::Text { text: "hi".into() }).await;
     let deltas: String = events
         .iter()
         .filter_map(|e| match e {
@@ -219,13 +220,13 @@ async fn text_in_streams_text_deltas_and_ends_with_the_responses_usage() {
 async fn a_tool_call_is_answered_and_the_model_goes_on() {
     let (base, seen) = fake_provider(None).await;
     let mut connection = provider(&base).connect(&config()).await.unwrap();
-    connection
-        .send(LiveInput::Text {
+    let events = exchange(
+        &mut connection,
+        LiveInput::Text {
             text: "what time is it?".into(),
-        })
-        .await
-        .unwrap();
-    let events = response(&mut connection).await;
+        },
+    )
+    .await;
     let call = events
         .iter()
         .find_map(|e| match e {
@@ -242,14 +243,14 @@ async fn a_tool_call_is_answered_and_the_model_goes_on() {
         call,
         ("call_1".into(), "clock".into(), json!({"zone": "UTC"}))
     );
-    connection
-        .send(LiveInput::ToolResult {
+    let events = exchange(
+        &mut connection,
+        LiveInput::ToolResult {
             call_id: "call_1".into(),
             output: "12:00".into(),
-        })
-        .await
-        .unwrap();
-    let events = response(&mut connection).await;
+        },
+    )
+    .await;
     let Some(LiveEvent::ResponseDone { text, .. }) = events.last() else {
         panic!("{events:?}");
     };
@@ -269,11 +270,7 @@ async fn a_dropped_provider_connection_ends_the_events_and_later_input_is_lost()
     // The provider drops the socket on the first client event after the session's update.
     let (base, seen) = fake_provider(Some(2)).await;
     let mut connection = provider(&base).connect(&config()).await.unwrap();
-    connection
-        .send(LiveInput::Text { text: "hi".into() })
-        .await
-        .unwrap();
-    let events = response(&mut connection).await;
+    let events = exchange(&mut connection, LiveInput::Text { text: "hi".into() }).await;
     assert!(
         matches!(events.last(), Some(LiveEvent::Closed { .. })),
         "{events:?}"
@@ -321,21 +318,21 @@ async fn the_wire_in_both_directions_is_written_for_the_type_check() {
         })
         .await
         .unwrap();
-    connection
-        .send(LiveInput::Text {
+    exchange(
+        &mut connection,
+        LiveInput::Text {
             text: "what time is it?".into(),
-        })
-        .await
-        .unwrap();
-    response(&mut connection).await;
-    connection
-        .send(LiveInput::ToolResult {
+        },
+    )
+    .await;
+    exchange(
+        &mut connection,
+        LiveInput::ToolResult {
             call_id: "call_1".into(),
             output: "12:00".into(),
-        })
-        .await
-        .unwrap();
-    response(&mut connection).await;
+        },
+    )
+    .await;
     let seen = seen.lock().unwrap();
     let mut client = seen.events.clone();
     for input in [

@@ -421,6 +421,19 @@ async fn paired_machine(server: &Server, token: &str) -> (Value, tempfile::TempD
     (computer, dir)
 }
 
+/// A copy of the machine's credential saved in `dir`, with an allowed folder of its own: for
+/// its agent's second start after the first one is killed.
+fn kept_credential(dir: &tempfile::TempDir) -> tempfile::TempDir {
+    let kept = tempfile::tempdir().unwrap();
+    std::fs::create_dir(kept.path().join("work")).unwrap();
+    std::fs::copy(
+        dir.path().join("computer.json"),
+        kept.path().join("computer.json"),
+    )
+    .unwrap();
+    kept
+}
+
 /// `openbot computer run` for the machine saved in `dir`, once it says it linked.
 async fn run_agent(dir: tempfile::TempDir, computer: &Value) -> Agent {
     run_agent_with(dir, computer, &[]).await
@@ -490,7 +503,9 @@ async fn grant(
 /// A Bot of the owner on a scripted model whose script is `script`, naming every Computer
 /// tool (granted a Computer, those route to it); the folder keeping the script with it.
 async fn computer_bot(server: &Server, name: &str, script: Value) -> (Value, tempfile::TempDir) {
-    scripted_bot(server, name, &openbot_core::computer::TOOL_NAMES, script).await
+    server
+        .scripted_bot_with_tools(name, &openbot_core::computer::TOOL_NAMES, script)
+        .await
 }
 
 /// A Chat with a new Bot granted `computer` without asking, whose scripted model writes
@@ -915,13 +930,7 @@ async fn a_write_whose_answer_is_lost_with_the_agent_is_outcome_unknown_and_neve
 ) {
     let (computer, dir) = paired_machine(&server, &server.owner).await;
     // The machine's credential, kept for its agent's second start.
-    let kept = tempfile::tempdir().unwrap();
-    std::fs::create_dir(kept.path().join("work")).unwrap();
-    std::fs::copy(
-        dir.path().join("computer.json"),
-        kept.path().join("computer.json"),
-    )
-    .unwrap();
+    let kept = kept_credential(&dir);
     let mut agent = run_agent(dir, &computer).await;
     let work = agent.folder.clone();
     let (bot, _script) = computer_bot(
@@ -1319,46 +1328,19 @@ async fn connector_ready(server: &Server, computer: &Value, name: &str) -> Value
     found.json().await.unwrap()
 }
 
-/// A Bot `name` of the owner on a scripted model whose script is `script`, naming `tools`;
-/// the folder keeping the script with it.
-async fn scripted_bot(
-    server: &Server,
-    name: &str,
-    tools: &[&str],
-    script: Value,
-) -> (Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("script.json");
-    std::fs::write(&file, script.to_string()).unwrap();
-    let tools: Vec<Value> = tools
-        .iter()
-        .map(|name| json!({"name": name, "description": "A tool.", "input_schema": {"type": "object"}}))
-        .collect();
-    let spec =
-        json!({"name": name, "model": format!("scripted:{}", file.display()), "tools": tools});
-    let response = server
-        .post("/v1/bots", &server.owner)
-        .json(&spec)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    (response.json().await.unwrap(), dir)
-}
-
 /// A Turn of a new Bot whose scripted model calls the Connector App `notes`'s `write_note`
 /// with `text`, then answers: its execution, and the folder keeping the script.
 async fn note_turn(server: &Server, text: &str) -> (String, tempfile::TempDir) {
-    let (bot, script) = scripted_bot(
-        server,
-        "Noter",
-        &["notes__write_note"],
-        json!([
-            {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": text}}]},
-            {"text": "noted"}
-        ]),
-    )
-    .await;
+    let (bot, script) = server
+        .scripted_bot_with_tools(
+            "Noter",
+            &["notes__write_note"],
+            json!([
+                {"tool_calls": [{"name": "notes__write_note", "arguments": {"text": text}}]},
+                {"text": "noted"}
+            ]),
+        )
+        .await;
     let chat = server.chat(&server.owner, &bot).await;
     let sent = receipt(server.send(&server.owner, &chat, "Note it", None).await).await;
     (sent["execution_id"].as_str().unwrap().to_string(), script)
@@ -1452,13 +1434,7 @@ async fn a_connector_call_whose_answer_is_lost_is_outcome_unknown_and_never_sent
     server: Server,
 ) {
     let (computer, dir) = paired_machine(&server, &server.owner).await;
-    let kept = tempfile::tempdir().unwrap();
-    std::fs::create_dir(kept.path().join("work")).unwrap();
-    std::fs::copy(
-        dir.path().join("computer.json"),
-        kept.path().join("computer.json"),
-    )
-    .unwrap();
+    let kept = kept_credential(&dir);
     let log = kept.path().join("fixture.log");
     // Every call takes a minute: the agent dies while the call runs.
     let connector = fixture_connector("notes", &log, 60.0);

@@ -522,10 +522,27 @@ impl Server {
     /// of its own, returned so that it outlives the Bot's Turns).
     #[allow(dead_code)]
     pub async fn scripted_bot(&self, name: &str, script: Value) -> (Value, tempfile::TempDir) {
+        self.scripted_bot_with_tools(name, &[], script).await
+    }
+
+    /// [`Server::scripted_bot`] naming `tools` (each with an object schema).
+    #[allow(dead_code)]
+    pub async fn scripted_bot_with_tools(
+        &self,
+        name: &str,
+        tools: &[&str],
+        script: Value,
+    ) -> (Value, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("script.json");
         std::fs::write(&file, script.to_string()).unwrap();
-        let spec = json!({"name": name, "model": format!("scripted:{}", file.display())});
+        let mut spec = json!({"name": name, "model": format!("scripted:{}", file.display())});
+        if !tools.is_empty() {
+            spec["tools"] = tools
+                .iter()
+                .map(|name| json!({"name": name, "description": "A tool.", "input_schema": {"type": "object"}}))
+                .collect();
+        }
         let response = self
             .post("/v1/bots", &self.owner)
             .json(&spec)
